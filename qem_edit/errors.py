@@ -1,0 +1,66 @@
+"""The failures a user can meet, each with its documented exit code.
+
+Library code raises these; only `cli.py` turns them into a message and an exit status.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_DIFFERENT = 1  # a check found a difference
+EXIT_INPUT = 2  # bad usage or bad input; nothing written
+EXIT_CONFLICT = 3  # a conflict; nothing written
+EXIT_INTERRUPTED = 130
+
+
+class QemError(Exception):
+    """A failure with a message for the user and nothing written."""
+
+    exit_code = EXIT_INPUT
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+class StoreMissing(QemError):
+    """The store file does not exist and the command only reads."""
+
+
+class NotAStore(QemError):
+    """The file exists but is not a qem store (or is corrupt)."""
+
+
+class SchemaTooNew(QemError):
+    """The store was written by a newer qem."""
+
+
+class StoreUnwritable(QemError):
+    """The store is read-only or its directory cannot be written."""
+
+
+class StoreBusy(QemError):
+    """Another process held the store's write lock for longer than we wait."""
+
+
+class NoSuchNote(QemError):
+    """An id that names no note in the store."""
+
+
+class Refused(QemError):
+    """A lifecycle move that makes no sense for the note's state, or bad note content."""
+
+
+class BadInput(QemError):
+    """A file or argument that cannot be read as what it should be."""
+
+
+class HeadMoved(QemError):
+    """The store moved on between planning a check-in and applying it."""
+
+    exit_code = EXIT_CONFLICT
+
+
+class ConflictError(QemError):
+    """A check-in whose changes overlap changes made in the store since its base."""
+
+    exit_code = EXIT_CONFLICT

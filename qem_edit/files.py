@@ -1,0 +1,86 @@
+"""Writing files safely: atomically, privately, and never through a symbolic link."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from . import errors
+
+
+def refuse_link(path: Path) -> None:
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
+        raise errors.BadInput(
+            f"{path} is a symbolic link; qem does not write through links. Remove it (or"
+            " point --path at a regular file) and try again"
+        )
+    if not stat.S_ISREG(mode):
+        raise errors.BadInput(f"{path} exists and is not a regular file")
+
+
+def read_regular(path: Path) -> bytes | None:
+    """The bytes of `path`, or None if it does not exist.  Refuses links and non-files."""
+    refuse_link(path)
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise errors.BadInput(f"cannot read {path}: {exc.strerror}") from None
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Replace `path` with `data` so a reader sees the old bytes or the new, never a mix.
+
+    Temp file in the same directory (created exclusively, so no link is followed), fsync,
+    rename over the target, fsync the directory.
+    """
+    refuse_link(path)
+    directory = path.parent
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise errors.StoreUnwritable(f"cannot write in {directory}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fchmod(handle.fileno(), mode)
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    fsync_dir(directory)
+
+
+def fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def private_dir(path: Path) -> Path:
+    """Create `path` (and parents) with mode 0700; refuse an existing link or file there."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise errors.BadInput(f"{path} is not a private directory (a link or a file is in the way)")
+    os.chmod(path, 0o700)
+    return path

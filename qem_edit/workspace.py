@@ -1,0 +1,95 @@
+"""Where things live: the workspace, its store, its mirror, its settings, and who writes.
+
+Resolution order (first that applies):
+- store file: `--store FILE`, `QEM_STORE`, else `<workspace>/.qem/memory.db`;
+- workspace: `--workspace DIR`, `QEM_WORKSPACE`, the nearest ancestor of the current
+  directory holding `.qem/`, else the current directory;
+- actor: `--actor NAME`, `QEM_ACTOR`, else the login name.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import errors
+
+STATE_DIR = ".qem"
+STORE_NAME = "memory.db"
+CONFIG_NAME = "config.toml"
+DEFAULT_MIRROR = "MEMORY.md"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+    store_path: Path
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / STATE_DIR
+
+    @property
+    def checkouts(self) -> Path:
+        return self.state_dir / "checkouts"
+
+    def mirror_path(self, override: str | Path | None = None) -> Path:
+        if override is not None:
+            return Path(override)
+        configured = self.config().get("export", {}).get("path")
+        return self.root / (configured or DEFAULT_MIRROR)
+
+    def config(self) -> dict:
+        path = self.state_dir / CONFIG_NAME
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise errors.BadInput(f"cannot read {path}: {exc.strerror}") from None
+        import tomllib
+
+        try:
+            config = tomllib.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise errors.BadInput(f"{path} is not valid TOML: {exc}") from None
+        export = config.get("export", {})
+        if not isinstance(export, dict) or not isinstance(export.get("auto", False), bool):
+            raise errors.BadInput(f"{path}: [export] auto must be true or false")
+        if "path" in export and not isinstance(export["path"], str):
+            raise errors.BadInput(f"{path}: [export] path must be a string")
+        return config
+
+    def auto_export(self) -> bool:
+        return bool(self.config().get("export", {}).get("auto", False))
+
+
+def find_workspace(cwd: Path | None = None) -> Path:
+    start = (cwd or Path.cwd()).resolve()
+    for candidate in (start, *start.parents):
+        if (candidate / STATE_DIR).is_dir():
+            return candidate
+    return start
+
+
+def resolve(workspace: str | Path | None = None, store: str | Path | None = None) -> Workspace:
+    root_arg = workspace or os.environ.get("QEM_WORKSPACE")
+    root = Path(root_arg).resolve() if root_arg else find_workspace()
+    store_arg = store or os.environ.get("QEM_STORE")
+    store_path = Path(store_arg) if store_arg else root / STATE_DIR / STORE_NAME
+    return Workspace(root=root, store_path=store_path)
+
+
+def actor(explicit: str | None = None) -> str:
+    name = explicit or os.environ.get("QEM_ACTOR")
+    if name:
+        name = name.strip()
+        if not name or "\x00" in name or "\n" in name:
+            raise errors.BadInput("the actor name must be one non-empty line")
+        return name
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"

@@ -1,0 +1,318 @@
+"""Parse MEMORY.md text (rendered, or edited by a person) back into items.
+
+The grammar is line-based by construction (see renderer.format): a column-0 line is
+structure, an indented line is note text.  So the parser reads lines, never guesses, and
+reports every line it cannot place, by number, instead of dropping it.  Editor noise (a
+BOM, CRLF endings, trailing whitespace, a missing or extra final newline) is not a change.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from qem_edit.model import PRIORITIES, PROVENANCES
+
+from renderer.format import (
+    CONFLICT_PREFIXES,
+    ERRORS_OPEN,
+    HEADER_RE,
+    INDENT,
+    ITEM_ID_RE,
+    ITEM_RE,
+    KIND_BY_TITLE,
+    MARKER_START_RE,
+    SECTION_TITLES,
+    SEP,
+    STATE_MARKER_RE,
+    STATE_WORDS,
+    SUPERSEDED_MARKER_RE,
+    SUPERSEDES_MARKER_RE,
+    TOMBSTONE_RE,
+    Scope,
+    unescape_reason,
+)
+
+
+@dataclass(frozen=True)
+class LineError:
+    line: int  # 1-based; 0 for the file as a whole
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}" if self.line else self.message
+
+
+@dataclass
+class Item:
+    """One list item: an existing note (`note_id`) or a new one (`note_id` None)."""
+
+    line: int
+    kind: str
+    note_id: int | None
+    text: str | None  # None for a forgotten note's tombstone
+    priority: str = "medium"
+    provenance: str | None = None
+    date: str | None = None
+    state: str = "active"
+    state_reason: str | None = None
+    superseded_by: int | None = None
+    supersedes: int | None = None
+    raw: list[str] = field(default_factory=list)
+
+    @property
+    def content(self) -> tuple[str, str, str | None]:
+        return (self.kind, self.priority, self.text)
+
+
+@dataclass
+class ParsedFile:
+    base: int | None
+    scope: Scope
+    items: list[Item]
+    errors: list[LineError]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def clean_lines(text: str) -> list[str]:
+    """The file's lines without editor noise."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = [line.rstrip() for line in text.split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def parse(text: str) -> ParsedFile:
+    return _Parser(clean_lines(text)).run()
+
+
+class _Parser:
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        self.items: list[Item] = []
+        self.errors: list[LineError] = []
+        self.kind: str | None = None
+        self.item: Item | None = None
+        self.text_lines: list[str] = []
+        self.pending_blank = 0
+
+    def error(self, line_no: int, message: str) -> None:
+        self.errors.append(LineError(line_no, message))
+
+    def run(self) -> ParsedFile:
+        lines = self.lines
+        start, base, scope = self._header()
+        i = start
+        while i < len(lines):
+            i = self._line(i)
+        self._close_item()
+        return ParsedFile(base, scope, self.items, self.errors)
+
+    def _header(self) -> tuple[int, int | None, Scope]:
+        lines = self.lines
+        i = 0
+        while i < len(lines) and not lines[i]:
+            i += 1
+        if i == len(lines):
+            return i, None, Scope()
+        match = HEADER_RE.match(lines[i])
+        if not match:
+            self.error(
+                i + 1,
+                "the first line must be qem's header comment (`<!-- qem base=N ... -->`),"
+                " which names the store state this file was rendered from; restore it, or"
+                " start again with `qem checkout`",
+            )
+            return i, None, Scope()
+        kinds = tuple(match["kinds"].split(",")) if match["kinds"] else None
+        if kinds is not None and any(k not in SECTION_TITLES for k in kinds):
+            self.error(i + 1, f"the header names an unknown kind in {match['kinds']!r}")
+            kinds = None
+        scope = Scope(kinds=kinds, active_only=bool(match["active"]))
+        i += 1
+        # The error comment qem writes above a file it reopens is not part of the file.
+        while i < len(lines) and not lines[i]:
+            i += 1
+        if i < len(lines) and lines[i].startswith(ERRORS_OPEN):
+            j = i
+            while j < len(lines) and lines[j] != "-->":
+                j += 1
+            if j == len(lines):
+                self.error(i + 1, "qem's error comment is not closed by a `-->` line")
+                return len(lines), int(match["base"]), scope
+            i = j + 1
+        return i, int(match["base"]), scope
+
+    def _line(self, i: int) -> int:
+        line = self.lines[i]
+        n = i + 1
+        if not line:
+            if self.item is not None:
+                self.pending_blank += 1
+            return i + 1
+        if line.startswith(INDENT) or line.startswith("\t"):
+            body = line[2:] if line.startswith(INDENT) else line[1:]
+            if self.item is None:
+                self.error(n, "an indented line outside any note; indent only a note's own lines")
+            elif self.item.text is None:
+                self.error(n, f"a forgotten note's tombstone (#{self.item.note_id}) has no text")
+            else:
+                self.text_lines.extend([""] * self.pending_blank)
+                self.text_lines.append(body)
+                self.item.raw.extend([""] * self.pending_blank)
+                self.item.raw.append(line)
+            self.pending_blank = 0
+            return i + 1
+        self._close_item()
+        if line.startswith(CONFLICT_PREFIXES):
+            self.error(
+                n,
+                "an unresolved conflict marker; keep the side you want, delete the other"
+                " and every marker line, then check in again",
+            )
+        elif line.startswith("## "):
+            self._section(n, line)
+        elif line.startswith("#"):
+            self.error(n, f"not a qem section heading: {line!r}; sections are `## " + "`, `## ".join(SECTION_TITLES.values()) + "`")
+        elif line.startswith("- "):
+            self._item(n, line)
+        elif line.startswith(("* ", "+ ")) or line == "-":
+            self.error(n, "start a note's line with `- ` (dash, space)")
+        elif line.startswith(" "):
+            self.error(n, "a note's further lines are indented by exactly two spaces")
+        else:
+            self.error(
+                n,
+                "text that is neither a section heading nor part of a note; indent it by"
+                " two spaces to continue the note above, start it with `- ` to make it a"
+                " new note, or delete it",
+            )
+        return i + 1
+
+    def _section(self, n: int, line: str) -> None:
+        title = line[3:].strip()
+        kind = KIND_BY_TITLE.get(title.lower())
+        if kind is None:
+            self.error(
+                n,
+                f"unknown section {title!r}; sections are "
+                + ", ".join(SECTION_TITLES.values()),
+            )
+        self.kind = kind
+
+    def _item(self, n: int, line: str) -> None:
+        if self.kind is None:
+            self.error(n, "a note outside any section; move it under a `## ` heading")
+            # still parse it, for the ids it names, but under no kind
+        kind = self.kind or ""
+        tomb = TOMBSTONE_RE.match(line)
+        if tomb:
+            self._open(Item(n, kind, int(tomb["id"]), None, state="forgotten", date=tomb["date"]), line)
+            return
+        match = ITEM_RE.match(line)
+        if match:
+            self._existing(n, kind, match, line)
+            return
+        if ITEM_ID_RE.match(line):
+            self.error(
+                n,
+                "malformed note line; it must read `- [#ID] YYYY-MM-DD · priority ·"
+                " provenance · text` as qem wrote it",
+            )
+            self._open(Item(n, kind, int(ITEM_ID_RE.match(line)["id"]), ""), line)  # type: ignore[index]
+            return
+        self._new(n, kind, line[2:], line)
+
+    def _existing(self, n: int, kind: str, match: re.Match[str], line: str) -> None:
+        item = Item(n, kind, int(match["id"]), "", date=match["date"])
+        item.priority = match["priority"]
+        item.provenance = match["provenance"]
+        if item.priority not in PRIORITIES:
+            self.error(n, f"note #{item.note_id}: unknown priority {item.priority!r}; use high, medium or low")
+        if item.provenance not in PROVENANCES:
+            self.error(
+                n, f"note #{item.note_id}: unknown provenance {item.provenance!r}; use " + ", ".join(PROVENANCES)
+            )
+        rest = match["rest"]
+        states: list[str] = []
+        while True:
+            marker = None
+            for regex in (STATE_MARKER_RE, SUPERSEDED_MARKER_RE, SUPERSEDES_MARKER_RE):
+                m = regex.match(rest)
+                if m and rest[m.end() :].startswith(SEP):
+                    marker = m
+                    break
+            if marker is None:
+                break
+            groups = marker.groupdict()
+            if "word" in groups:
+                states.append(STATE_WORDS[groups["word"]])
+                item.state_reason = _reason(groups)
+            elif "by" in groups:
+                states.append("superseded")
+                item.superseded_by = int(groups["by"])
+                item.state_reason = _reason(groups)
+            else:
+                item.supersedes = int(groups["of"])
+            rest = rest[marker.end() + len(SEP) :]
+        if len(states) > 1:
+            self.error(n, f"note #{item.note_id} has {len(states)} state markers; keep at most one")
+        if states:
+            item.state = states[0]
+        item.text = self._first_text_line(n, rest, f"note #{item.note_id}")
+        self._open(item, line)
+
+    def _new(self, n: int, kind: str, rest: str, line: str) -> None:
+        item = Item(n, kind, None, "", provenance="human")
+        head, sep, tail = rest.partition(SEP)
+        if sep and head in PRIORITIES:
+            item.priority = head
+            rest = tail
+        item.text = self._first_text_line(n, rest, "the new note")
+        self._open(item, line)
+
+    def _first_text_line(self, n: int, rest: str, what: str) -> str:
+        if rest.startswith("\\"):
+            return rest[1:]
+        if MARKER_START_RE.match(rest):
+            self.error(
+                n,
+                f"{what}: {rest.split()[0]} looks like a marker but is not one (markers read"
+                " `REVOKED (reason) · text`, `STALE (reason) · text`, `EXPIRED · text`); to"
+                " start a text with that word, write it as \\" + rest.split()[0],
+            )
+        return rest
+
+    def _open(self, item: Item, line: str) -> None:
+        self.item = item
+        self.text_lines = [item.text] if item.text is not None else []
+        item.raw.append(line)
+        self.pending_blank = 0
+
+    def _close_item(self) -> None:
+        item = self.item
+        if item is None:
+            return
+        if item.text is not None:
+            item.text = "\n".join(self.text_lines)
+            if not item.text.strip():
+                who = f"note #{item.note_id}" if item.note_id else "a new note"
+                self.error(
+                    item.line,
+                    f"{who} has no text; to revoke a note delete its whole item",
+                )
+        self.items.append(item)
+        self.item = None
+        self.text_lines = []
+        self.pending_blank = 0
+
+
+def _reason(groups: dict[str, str | None]) -> str | None:
+    reason = groups.get("reason")
+    return unescape_reason(reason) if reason is not None else None

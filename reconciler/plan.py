@@ -1,0 +1,287 @@
+"""Turn an edited file into a plan of events, three-way.
+
+Two-way first: the edited file against its base (the store as it was at the file's base
+seq) says what *you* changed.  Then three-way: each of your changes is set against the
+events appended since the base.  A note changed on both sides is a conflict unless both
+sides reach the same end; changes to different notes merge.  This module owns the mapping
+from an edit to events and the conflict rule; it reads nothing and writes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+from qem_edit.model import LIVE_STATES, Event, Note, TextError, normalize_text
+
+from renderer.format import SECTION_TITLES, Scope
+
+from .parse import Item, LineError, ParsedFile
+
+# The state a person may ask for by writing (or removing) a marker, from a given state.
+_STATE_MOVES: dict[tuple[str, str], str] = {
+    ("active", "stale"): "flag_stale",
+    ("active", "revoked"): "revoke",
+    ("stale", "revoked"): "revoke",
+    ("active", "expired"): "expire",
+    ("stale", "expired"): "expire",
+    ("stale", "active"): "reinstate",
+    ("revoked", "active"): "reinstate",
+    ("expired", "active"): "reinstate",
+}
+EVENT_OF_ACTION: dict[str, str] = {
+    "revoke": "revoked",
+    "flag_stale": "stale_flagged",
+    "reinstate": "reinstated",
+    "expire": "expired",
+    "promote": "promoted",
+    "supersede": "superseded",
+    "create": "created",
+}
+
+
+@dataclass(frozen=True)
+class Content:
+    kind: str
+    priority: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Op:
+    """One change of the check-in: an action on a note (or a new note)."""
+
+    action: str  # create, supersede, revoke, flag_stale, reinstate, expire, promote
+    note_id: int | None
+    line: int
+    content: Content | None = None
+    reason: str | None = None  # a marker's own reason, over the check-in's
+
+
+@dataclass(frozen=True)
+class Conflict:
+    note_id: int
+    line: int
+    mine: tuple[Op, ...]
+    theirs: tuple[Event, ...]
+
+
+@dataclass
+class Plan:
+    base: int
+    head: int  # the store head this plan was made against
+    ops: list[Op] = field(default_factory=list)
+    conflicts: list[Conflict] = field(default_factory=list)
+    errors: list[LineError] = field(default_factory=list)
+    # notes others changed since the base that you left alone: their changes stand
+    merged: list[int] = field(default_factory=list)
+    # your changes that others had already made: nothing to write for them
+    agreed: list[int] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and not self.conflicts
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for op in self.ops:
+            counts[op.action] = counts.get(op.action, 0) + 1
+        return counts
+
+
+def in_scope(note: Note, scope: Scope) -> bool:
+    return scope.holds_kind(note.kind) and not (scope.active_only and note.state not in LIVE_STATES)
+
+
+def make_plan(
+    parsed: ParsedFile,
+    base_notes: Mapping[int, Note],
+    now_notes: Mapping[int, Note],
+    since: Sequence[Event],
+    head: int,
+) -> Plan:
+    """The plan for checking `parsed` in.
+
+    `base_notes`: every note as of the file's base seq (text None where forgotten since).
+    `now_notes`: every note now.  `since`: the events after the base, up to `head`.
+    """
+    assert parsed.base is not None
+    plan = Plan(base=parsed.base, head=head, errors=list(parsed.errors))
+    mine = _my_changes(parsed, base_notes, plan.errors)
+    touched: dict[int, list[Event]] = {}
+    for event in since:
+        touched.setdefault(event.note_id, []).append(event)
+    for note_id, (line, ops) in mine.items():
+        theirs = touched.get(note_id)
+        if note_id is None or theirs is None:
+            plan.ops.extend(ops)
+        elif ops and all(_already(op, now_notes) for op in ops):
+            plan.agreed.append(note_id)
+        else:
+            plan.conflicts.append(Conflict(note_id, line, tuple(ops), tuple(theirs)))
+    plan.merged = sorted(
+        n for n in touched if n not in mine and n in base_notes and in_scope(base_notes[n], parsed.scope)
+    )
+    plan.ops.sort(key=lambda op: op.line)
+    return plan
+
+
+def _my_changes(
+    parsed: ParsedFile, base_notes: Mapping[int, Note], errors: list[LineError]
+) -> dict:
+    """note id (None for new notes) → (line, ops), for every note you changed."""
+    scope = parsed.scope
+    changes: dict = {}
+    new_ops: list[Op] = []
+    seen: dict[int, int] = {}
+    for item in parsed.items:
+        if not item.kind:
+            continue  # outside any section: already an error
+        if not scope.holds_kind(item.kind):
+            errors.append(
+                LineError(
+                    item.line,
+                    f"section {SECTION_TITLES[item.kind]} is outside this checkout"
+                    f" ({scope.describe()}); move the note back or check out that kind",
+                )
+            )
+            continue
+        if item.note_id is None:
+            content = _content(item, errors)
+            if content:
+                new_ops.append(Op("create", None, item.line, content))
+            continue
+        if item.note_id in seen:
+            errors.append(
+                LineError(
+                    item.line,
+                    f"note #{item.note_id} appears twice (also on line {seen[item.note_id]});"
+                    " keep one item per note, or remove the [#ID] to make a new note",
+                )
+            )
+            continue
+        seen[item.note_id] = item.line
+        base = base_notes.get(item.note_id)
+        if base is None or not in_scope(base, scope):
+            where = "in this store" if base is None else "in this checkout"
+            errors.append(
+                LineError(
+                    item.line,
+                    f"no note #{item.note_id} {where}; remove the [#ID] to make a new note",
+                )
+            )
+            continue
+        ops = _item_changes(item, base, errors)
+        if ops:
+            changes[item.note_id] = (item.line, ops)
+    for note_id, base in base_notes.items():
+        if note_id in seen or not in_scope(base, scope):
+            continue
+        if base.state in LIVE_STATES:
+            changes[note_id] = (0, [Op("revoke", note_id, 0)])
+        else:
+            errors.append(
+                LineError(
+                    0,
+                    f"note #{note_id} ({base.state}) was deleted from the file, but history"
+                    " stays: put its item back (to erase a note for good, use"
+                    f" `qem forget {note_id}`)",
+                )
+            )
+    if new_ops:
+        changes[None] = (new_ops[0].line, new_ops)
+    return changes
+
+
+def _content(item: Item, errors: list[LineError]) -> Content | None:
+    try:
+        text = normalize_text(item.text or "")
+    except TextError as exc:
+        errors.append(LineError(item.line, str(exc)))
+        return None
+    return Content(item.kind, item.priority, text)
+
+
+def _item_changes(item: Item, base: Note, errors: list[LineError]) -> list[Op]:
+    n = item.note_id
+    line = item.line
+
+    def refuse(message: str) -> list[Op]:
+        errors.append(LineError(line, f"note #{n}: {message}"))
+        return []
+
+    if base.state == "forgotten":
+        if item.state != "forgotten":
+            return refuse("it was forgotten; leave its tombstone as it is")
+        return []
+    if item.state == "forgotten":
+        return refuse("a note is forgotten with `qem forget`, not by editing its line")
+    if base.text is None:
+        # Forgotten after the base: nothing to compare with; the three-way step decides.
+        return [Op("supersede", n, line, None)]
+    if item.date != base.created_at[:10]:
+        return refuse(f"the created date is history; put back {base.created_at[:10]}")
+    if item.supersedes != base.supersedes:
+        return refuse("the `supersedes` link is history; put it back as it was")
+    ops: list[Op] = []
+    if item.provenance != base.provenance:
+        if item.provenance != "human":
+            return refuse(f"provenance can only be raised to human, not to {item.provenance}")
+        ops.append(Op("promote", n, line))
+    content = _content(item, errors)
+    if content is None:
+        return []
+    changed = content != Content(base.kind, base.priority, base.text)
+    if base.state == "superseded":
+        if item.state != "superseded" or item.superseded_by != base.superseded_by:
+            return refuse(f"it is superseded by #{base.superseded_by}; that link is history")
+        if changed:
+            return refuse(
+                f"it is superseded by #{base.superseded_by} and its text is history;"
+                f" edit #{base.superseded_by} instead"
+            )
+        return ops
+    if item.state == "superseded":
+        return refuse("to supersede a note, change its text; do not write the marker")
+    if changed and base.state not in LIVE_STATES:
+        if item.state != "active":
+            return refuse(
+                f"it is {base.state} and its text is history; to bring it back with new"
+                " text, remove its marker too (it is reinstated, then superseded)"
+            )
+        ops.append(Op("reinstate", n, line, reason=None))
+        ops.append(Op("supersede", n, line, content))
+    elif changed and item.state != base.state and not (base.state == "stale" and item.state == "active"):
+        return refuse("change its text or its state marker, not both in one check-in")
+    elif changed:
+        ops.append(Op("supersede", n, line, content))
+    elif item.state != base.state:
+        action = _STATE_MOVES.get((base.state, item.state))
+        if action is None:
+            return refuse(f"cannot go from {base.state} to {item.state}")
+        ops.append(Op(action, n, line, reason=item.state_reason))
+    return ops
+
+
+def _already(op: Op, now_notes: Mapping[int, Note]) -> bool:
+    """Whether the store already reached the end `op` asks for (both sides did it)."""
+    now = now_notes.get(op.note_id) if op.note_id is not None else None
+    if now is None:
+        return False
+    if now.state == "forgotten":
+        return op.action == "revoke"  # you deleted it; it is gone for good
+    if op.action == "supersede":
+        if now.state != "superseded" or op.content is None:
+            return False
+        successor = now_notes.get(now.superseded_by or 0)
+        return successor is not None and op.content == Content(
+            successor.kind, successor.priority, successor.text or ""
+        )
+    if op.action == "promote":
+        return now.provenance == "human"
+    target = {"revoke": "revoked", "flag_stale": "stale", "expire": "expired", "reinstate": "active"}
+    return now.state == target[op.action]
+
+
+def describe_theirs(events: Iterable[Event]) -> str:
+    return "; ".join(f"{e.type} by {e.actor} at {e.at}" for e in events)

@@ -1,0 +1,105 @@
+"""Rebuild an edited file on the store as it is now, for another round in the editor.
+
+Your changes that did not conflict are kept as you wrote them; each conflict is shown with
+your side, the base, and the store's side, between column-0 marker lines.  Column-0 lines
+can never come from note text (text lines are indented), so the markers cannot be
+confused with content, and the parser refuses a file that still holds one.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from qem_edit.model import KINDS, Note
+
+from renderer.format import ERRORS_OPEN, SECTION_TITLES, Scope
+from renderer.render import header_line, render_item
+
+from .parse import Item, ParsedFile
+from .plan import Conflict, Plan, in_scope
+
+
+def error_comment(messages: Sequence[str]) -> list[str]:
+    if not messages:
+        return []
+    lines = [f"{ERRORS_OPEN} (qem removes this comment on check-in; anything typed in it is lost)"]
+    lines.extend(message.replace("-->", "- ->") for message in messages)
+    lines.append("-->")
+    return lines
+
+
+def with_errors(text: str, messages: Sequence[str]) -> str:
+    """`text` with qem's error comment (re)placed under its header line."""
+    lines = text.split("\n")
+    header, rest = lines[:1], lines[1:]
+    # drop an earlier error comment
+    i = 0
+    while i < len(rest) and not rest[i].strip():
+        i += 1
+    if i < len(rest) and rest[i].startswith(ERRORS_OPEN):
+        j = i
+        while j < len(rest) and rest[j].rstrip() != "-->":
+            j += 1
+        rest = rest[:i] + rest[j + 1 :]
+    return "\n".join(header + error_comment(messages) + rest)
+
+
+def rebase(
+    parsed: ParsedFile,
+    plan: Plan,
+    base_notes: Mapping[int, Note],
+    now_notes: Mapping[int, Note],
+    describe: Mapping[int, str],
+    messages: Sequence[str],
+) -> str:
+    """The file to reopen: based on `plan.head`, your changes kept, conflicts marked.
+
+    `describe` gives, per conflicting note id, one line on what the store did to it.
+    """
+    scope: Scope = parsed.scope
+    conflicts: dict[int, Conflict] = {c.note_id: c for c in plan.conflicts}
+    mine: dict[int, Item] = {i.note_id: i for i in parsed.items if i.note_id is not None}
+    changed = {op.note_id for op in plan.ops if op.note_id is not None}
+    sections: dict[str, list[tuple[int, list[str]]]] = {k: [] for k in KINDS}
+
+    for note in now_notes.values():
+        if not in_scope(note, scope) and not (note.id in base_notes and in_scope(base_notes[note.id], scope)):
+            continue
+        if note.id in conflicts:
+            block = _conflict_block(note, mine.get(note.id), base_notes.get(note.id), plan, describe.get(note.id, ""))
+            sections[note.kind].append((note.id, block))
+        elif note.id in changed:
+            item = mine.get(note.id)
+            if item is not None:  # absent: you deleted it, and it stays deleted
+                sections[item.kind or note.kind].append((note.id, item.raw))
+        elif in_scope(note, scope):
+            sections[note.kind].append((note.id, render_item(note)))
+    new_items = [i for i in parsed.items if i.note_id is None and i.kind]
+
+    out = [header_line(plan.head, scope), *error_comment(messages), ""]
+    for kind in KINDS:
+        if not scope.holds_kind(kind):
+            continue
+        out += [f"## {SECTION_TITLES[kind]}", ""]
+        entries = sorted(sections[kind], key=lambda e: e[0])
+        for _, lines in entries:
+            out.extend(lines)
+        for item in new_items:
+            if item.kind == kind:
+                out.extend(item.raw)
+        if entries or any(i.kind == kind for i in new_items):
+            out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _conflict_block(now: Note, item: Item | None, base: Note | None, plan: Plan, what: str) -> list[str]:
+    lines = [f"<<<<<<< yours: #{now.id} as you left it" + ("" if item else " (you deleted it)")]
+    if item is not None:
+        lines.extend(item.raw)
+    lines.append(f"||||||| base (seq {plan.base})")
+    if base is not None:
+        lines.extend(render_item(base))
+    lines.append(f"======= the store now (seq {plan.head}): {what}")
+    lines.extend(render_item(now))
+    lines.append(f">>>>>>> end of the conflict on #{now.id}: keep one side, delete the other and these marker lines")
+    return lines

@@ -1,0 +1,93 @@
+"""The MEMORY.md grammar, shared by the renderer (which writes it) and the parser.
+
+Every structural line starts at column 0 (the header comment, `## ` section headings,
+`- ` list items); every line of a note's text after its first is indented by two spaces.
+That one rule is what makes the file unambiguous: no text can produce a column-0 line.
+The first line of a text follows fixed fields and markers; a text that could be read as a
+marker is escaped with a leading backslash.  See docs/FORMAT.md.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from qem_edit.model import KINDS
+
+SEP = " · "
+INDENT = "  "
+SECTION_TITLES: dict[str, str] = {
+    "directive": "Directives",
+    "task": "Tasks",
+    "gotcha": "Gotchas",
+    "finding": "Findings",
+    "reference": "References",
+    "decision": "Decisions",
+    "operational": "Operational",
+}
+KIND_BY_TITLE: dict[str, str] = {title.lower(): kind for kind, title in SECTION_TITLES.items()}
+assert tuple(SECTION_TITLES) == KINDS
+
+# State markers as the file shows them, and the note state each one means.
+STATE_WORDS: dict[str, str] = {
+    "REVOKED": "revoked",
+    "STALE": "stale",
+    "EXPIRED": "expired",
+    "SUPERSEDED": "superseded",
+}
+WORD_BY_STATE: dict[str, str] = {state: word for word, state in STATE_WORDS.items()}
+
+HEADER_RE = re.compile(
+    r"<!-- qem base=(?P<base>\d+)(?: kinds=(?P<kinds>[a-z,]+))?(?P<active> active)?(?: · .*)? -->\Z"
+)
+ERRORS_OPEN = "<!-- qem:errors"
+CONFLICT_PREFIXES = ("<<<<<<<", "|||||||", "=======", ">>>>>>>")
+
+_DATE = r"\d{4}-\d{2}-\d{2}"
+_REASON = r"\((?P<reason>(?:[^\\()]|\\.)*)\)"
+STATE_MARKER_RE = re.compile(
+    rf"(?P<word>REVOKED|STALE|EXPIRED)(?: (?P<date>{_DATE}))?(?: {_REASON})?"
+)
+SUPERSEDED_MARKER_RE = re.compile(
+    rf"SUPERSEDED by #(?P<by>\d+)(?: (?P<date>{_DATE}))?(?: {_REASON})?"
+)
+SUPERSEDES_MARKER_RE = re.compile(r"supersedes #(?P<of>\d+)")
+# Words that begin a marker: a text starting with one is escaped so it cannot pass for one.
+MARKER_START_RE = re.compile(r"(?:REVOKED|STALE|EXPIRED|SUPERSEDED|FORGOTTEN|supersedes)\b")
+
+ITEM_RE = re.compile(
+    rf"- \[#(?P<id>\d+)\] (?P<date>{_DATE}){SEP}(?P<priority>[^ ·]+){SEP}"
+    rf"(?P<provenance>[^ ·]+){SEP}(?P<rest>.*)\Z"
+)
+TOMBSTONE_RE = re.compile(rf"- \[#(?P<id>\d+)\] FORGOTTEN(?: (?P<date>{_DATE}))?\Z")
+ITEM_ID_RE = re.compile(r"- \[#(?P<id>\d+)\]")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which notes a rendering holds: some kinds (None: all), only live ones or all."""
+
+    kinds: tuple[str, ...] | None = None
+    active_only: bool = False
+
+    def holds_kind(self, kind: str) -> bool:
+        return self.kinds is None or kind in self.kinds
+
+    def describe(self) -> str:
+        kinds = "all kinds" if self.kinds is None else "kinds " + ", ".join(self.kinds)
+        return kinds + (", live notes only" if self.active_only else "")
+
+
+def escape_reason(reason: str) -> str:
+    flat = " ".join(reason.split())
+    return flat.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+
+
+def unescape_reason(escaped: str) -> str:
+    return re.sub(r"\\(.)", r"\1", escaped)
+
+
+def escape_first_line(line: str) -> str:
+    if line.startswith("\\") or MARKER_START_RE.match(line):
+        return "\\" + line
+    return line

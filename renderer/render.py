@@ -1,0 +1,97 @@
+"""Render notes to MEMORY.md text.
+
+Output depends only on the notes and the base seq given: no clock, locale, time zone or
+hash order.  Sorting happens here (kind rank, then note id), so the total order does not
+rest on whatever order the caller's query returned.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from qem_edit.model import KINDS, Note
+
+from .format import (
+    INDENT,
+    SECTION_TITLES,
+    SEP,
+    WORD_BY_STATE,
+    Scope,
+    escape_first_line,
+    escape_reason,
+)
+
+ALL = Scope()
+
+
+def header_line(base: int, scope: Scope = ALL) -> str:
+    parts = [f"<!-- qem base={base}"]
+    if scope.kinds is not None:
+        parts.append(f" kinds={','.join(scope.kinds)}")
+    if scope.active_only:
+        parts.append(" active")
+    parts.append(
+        SEP + "generated from the qem note store; change notes with `qem edit`,"
+        " or edit this file and run `qem checkin` -->"
+    )
+    return "".join(parts)
+
+
+def render(notes: Iterable[Note], base: int, scope: Scope = ALL) -> str:
+    """The whole file.  `notes` may come in any order; those outside `scope` are left out."""
+    by_kind: dict[str, list[Note]] = {kind: [] for kind in KINDS}
+    for note in notes:
+        if scope.holds_kind(note.kind) and not (scope.active_only and not note.live):
+            by_kind[note.kind].append(note)
+    out = [header_line(base, scope), ""]
+    for kind in KINDS:
+        if not scope.holds_kind(kind):
+            continue
+        out.append(f"## {SECTION_TITLES[kind]}")
+        out.append("")
+        section = by_kind[kind]
+        section.sort(key=_by_id)
+        for note in section:
+            out.extend(render_item(note))
+        if section:
+            out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _by_id(note: Note) -> int:
+    return note.id
+
+
+def render_item(note: Note) -> list[str]:
+    """The lines of one note's list item."""
+    if note.state == "forgotten" or note.text is None:
+        return [f"- [#{note.id}] FORGOTTEN {_date(note.state_at or note.created_at)}"]
+    fields = [f"- [#{note.id}] {note.created_at[:10]}", note.priority, note.provenance]
+    marker = state_marker(note)
+    if marker:
+        fields.append(marker)
+    if note.supersedes is not None:
+        fields.append(f"supersedes #{note.supersedes}")
+    first, *more = note.text.split("\n")
+    fields.append(escape_first_line(first))
+    lines = [SEP.join(fields)]
+    lines.extend(INDENT + line if line else "" for line in more)
+    return lines
+
+
+def state_marker(note: Note) -> str | None:
+    if note.state == "active":
+        return None
+    word = WORD_BY_STATE[note.state]
+    parts = [word]
+    if note.state == "superseded":
+        parts.append(f"by #{note.superseded_by}")
+    if note.state_at:
+        parts.append(_date(note.state_at))
+    if note.state_reason and note.state_reason.strip():
+        parts.append(f"({escape_reason(note.state_reason)})")
+    return " ".join(parts)
+
+
+def _date(timestamp: str) -> str:
+    return timestamp[:10]
