@@ -83,13 +83,17 @@ def _open(workspace: Path | None, store: Path | None, *, write: bool = False):
     return place, handle
 
 
-def _write(workspace, store, actor, work) -> object:
-    """Open for writing, run `work(tx, actor)` in one transaction, then auto-export."""
+def _write(workspace, store, actor, work, *, create: bool = True) -> object:
+    """Open for writing, run `work(tx, actor)` in one transaction, then auto-export.
+
+    `create=False` for moves on an existing note: with no store there is no note, and a
+    refused command must not leave a new store behind.
+    """
     from . import workspace as ws
     from .export import auto_export
 
     who = ws.actor(actor)
-    place, handle = _open(workspace, store, write=True)
+    place, handle = _open(workspace, store, write=create)
     with handle:
         result = handle.write(lambda tx: work(tx, who))
         auto_export(handle, place)
@@ -97,7 +101,14 @@ def _write(workspace, store, actor, work) -> object:
 
 
 def _text_arg(text: str) -> str:
-    raw = sys.stdin.read() if text == "-" else text
+    try:
+        raw = sys.stdin.buffer.read().decode("utf-8") if text == "-" else text
+    except UnicodeDecodeError:
+        raise errors.Refused("the note text on standard input is not UTF-8") from None
+    try:
+        raw.encode("utf-8")  # an argument from undecodable bytes holds lone surrogates
+    except UnicodeEncodeError:
+        raise errors.Refused("the note text is not UTF-8") from None
     try:
         return normalize_text(raw)
     except TextError as exc:
@@ -179,7 +190,7 @@ def supersede(
         new = NewNote(kind or old.kind, priority or old.priority, old.provenance, body, note_id)
         return tx.create(new, who, _reason(reason))
 
-    print(_write(workspace, store, actor, work).id)
+    print(_write(workspace, store, actor, work, create=False).id)
     return 0
 
 
@@ -188,7 +199,7 @@ def _lifecycle(event_type: str, note_id: int, reason, workspace, store, actor, d
         extra = data(tx.note(note_id)) if data else None
         return tx.emit(note_id, event_type, who, reason, extra)
 
-    event = _write(workspace, store, actor, work)
+    event = _write(workspace, store, actor, work, create=False)
     print(f"#{note_id} {event_type} (seq {event.seq})")
     return 0
 
@@ -254,7 +265,7 @@ def forget(
     why = _reason(reason, required=True, what="forget")
     if not yes:
         raise errors.BadInput(f"forget erases note #{note_id}'s text for good; add --yes to confirm")
-    event = _write(workspace, store, actor, lambda tx, who: tx.forget(note_id, who, why))
+    event = _write(workspace, store, actor, lambda tx, who: tx.forget(note_id, who, why), create=False)
     print(f"#{note_id} forgotten (seq {event.seq})")
     return 0
 
@@ -262,15 +273,40 @@ def forget(
 # -- reading -------------------------------------------------------------------------------
 
 
+AtOpt = Annotated[
+    Optional[str],
+    typer.Option("--at", help="As the store was at this seq, or at this UTC date/time (a date means its end).", show_default=False),
+]
+
+
+def _at_seq(handle: Store, at: str) -> int:
+    head = handle.head()
+    if at.isdigit():
+        seq = int(at)
+        if seq > head:
+            raise errors.BadInput(f"--at {seq} is past the store's head {head}")
+        return seq
+    from .query import parse_time
+
+    return handle.seq_at(parse_time(at, "--at", end=True))
+
+
 @app.command()
-def show(note_id: IdArg, as_json: JsonOpt = False, workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
-    """Show one note.
+def show(note_id: IdArg, as_json: JsonOpt = False, at: AtOpt = None, workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
+    """Show one note (as it is, or as it was --at a seq or date).
 
     Example: qem show 12 --json
     """
     _, handle = _open(workspace, store)
     with handle:
-        note = handle.note(note_id)
+        if at is None:
+            note = handle.note(note_id)
+        else:
+            seq = _at_seq(handle, at)
+            past = handle.state_at(seq)
+            if note_id not in past:
+                raise errors.NoSuchNote(f"note #{note_id} did not exist at seq {seq}")
+            note = past[note_id]
     if as_json:
         print(json.dumps(note.to_json(), ensure_ascii=False, indent=2))
         return 0
@@ -356,6 +392,8 @@ def verify(
 
     Example: qem verify
     """
+    from .resolver import Graph
+
     _, handle = _open(workspace, store, write=False)
     with handle:
         problems = handle.verify()
@@ -364,10 +402,16 @@ def verify(
             print(f"rebuilt the notes cache from the log: {count} notes")
             problems = handle.verify()
         head = handle.head()
+        problems += Graph.of({n.id: n for n in handle.notes()}).problems()
     for problem in problems:
         print(problem)
     if problems:
-        print(f"verify: {len(problems)} problem(s) at head {head}; `qem verify --repair` rebuilds the cache", file=sys.stderr)
+        print(
+            f"verify: {len(problems)} problem(s) at head {head}; `qem verify --repair` rebuilds"
+            " the cache; a cycle, dangling pointer or fork came with a loaded log and is"
+            " settled by events (revoke, supersede, or `qem dispute` and `qem rule`)",
+            file=sys.stderr,
+        )
         return errors.EXIT_DIFFERENT
     print(f"ok: the notes cache equals a replay of {head} events")
     return 0
@@ -410,10 +454,11 @@ def load(
     from .dump import load_events, read_dump
 
     raw = sys.stdin.buffer.read() if str(file) == "-" else _read_input(file)
-    events = read_dump(raw, str(file))
+    where: list[str] = []
+    events = read_dump(raw, str(file), lines=where)
     place, handle = _open(workspace, store, write=True)
     with handle:
-        count = load_events(handle, events)
+        count = load_events(handle, events, where)
         from .export import auto_export
 
         auto_export(handle, place)
@@ -428,6 +473,127 @@ def _read_input(file: Path) -> bytes:
         raise errors.BadInput(f"cannot read {file}: {exc.strerror}") from None
 
 
+# -- honest answers ------------------------------------------------------------------------
+
+
+@app.command()
+def status(note_id: IdArg, as_json: JsonOpt = False, workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
+    """Is this note current?  yes, no, or unknown, with the reason.
+
+    Example: qem status 12
+    """
+    from .resolver import Graph
+
+    _, handle = _open(workspace, store)
+    with handle:
+        handle.note(note_id)
+        answer = Graph.of({n.id: n for n in handle.notes()}).currency(note_id)
+    if as_json:
+        print(json.dumps(answer.to_json(), ensure_ascii=False))
+    else:
+        print(f"#{note_id} current: {answer.value} ({answer.reason})")
+    return 0
+
+
+@app.command(context_settings={"ignore_unknown_options": True})
+def query(
+    filters: Annotated[Optional[list[str]], typer.Argument(help="KEY=VALUE filters (text~SUBSTRING for text).", show_default=False)] = None,
+    events: Annotated[bool, typer.Option("--events", help="Filter the event log instead of notes.")] = False,
+    as_json: JsonOpt = False,
+    count: Annotated[bool, typer.Option("--count", help="Print only the count (after the scope line).")] = False,
+    workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """Exact filters over headers, answered with the scope that was scanned.
+
+    \b
+    Note filters: kind state priority provenance actor since until supersedes
+                  current=yes|no|unknown disputed=yes|no text~SUBSTRING
+    Event filters (--events): type note actor since until checkin
+
+    Example: qem query --events type=revoked actor=alice since=2026-10-01
+    """
+    from . import query as q
+    from .resolver import Graph
+
+    parsed = q.parse_filters(filters or [], events)
+    _, handle = _open(workspace, store)
+    with handle, handle.reading():
+        head = handle.head()
+        notes = {n.id: n for n in handle.notes()}
+        all_events = handle.events()
+    scope = q.Scope(str(handle.path), head, len(notes), len(all_events))
+    if events:
+        match = q.event_predicate(parsed)
+        results = [e.to_json() for e in all_events if match(e)]
+        what = "events"
+    else:
+        graph = Graph.of(notes)
+        match_note = q.note_predicate(parsed, graph, scope)
+        results = [
+            {**n.to_json(), "current": graph.currency(n.id).value}
+            for n in sorted(notes.values(), key=lambda n: n.id) if match_note(n)
+        ]
+        what = "notes"
+    if as_json:
+        payload = {"scope": scope.to_json(), "filters": [str(f) for f in parsed], "count": len(results)}
+        if not count:
+            payload[what] = results
+        print(json.dumps(payload, ensure_ascii=False, indent=2))
+        return 0
+    print(scope.line())
+    print(f"{len(results):,} {what} match" + (f" {' '.join(str(f) for f in parsed)}" if parsed else ""))
+    if not results:
+        print(q.empty_answer(parsed, scope, what))
+    elif not count:
+        for r in results:
+            if events:
+                why = f" ({r['reason']})" if r["reason"] else ""
+                print(f"{r['seq']}\t{r['at']}\t#{r['note_id']} {r['type']} by {r['actor']}{why}")
+            else:
+                first = (r["text"] or "(forgotten)").split("\n", 1)[0]
+                print(f"#{r['id']}\t{r['kind']}\t{r['state']}\tcurrent={r['current']}\t{first}")
+    return 0
+
+
+@app.command()
+def dispute(
+    a: Annotated[int, typer.Argument(help="One note.", show_default=False)],
+    b: Annotated[int, typer.Argument(help="The note that disagrees with it.", show_default=False)],
+    reason: RequiredReasonOpt = "",
+    workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
+    actor: ActorOpt = None,
+) -> int:
+    """Record that two notes disagree (neither is edited); print the dispute id.
+
+    Example: qem dispute 12 40 -m "they say opposite things about the lock"
+    """
+    why = _reason(reason, required=True, what="dispute")
+    dispute_id = _write(workspace, store, actor, lambda tx, who: tx.dispute(a, b, who, why))
+    print(dispute_id)
+    return 0
+
+
+@app.command()
+def rule(
+    dispute_id: Annotated[int, typer.Argument(metavar="DISPUTE", help="The dispute id.", show_default=False)],
+    keep: Annotated[int, typer.Option("--keep", help="The note that stands; the other is revoked in its favour.", show_default=False)],
+    reason: RequiredReasonOpt = "",
+    workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
+    actor: ActorOpt = None,
+) -> int:
+    """Close a dispute: keep one note, revoke the other in its favour.
+
+    Example: qem rule 57 --keep 40 -m "measured: the lock is released after"
+    """
+    why = _reason(reason, required=True, what="rule")
+    _write(workspace, store, actor, lambda tx, who: tx.rule(dispute_id, keep, who, why))
+    print(f"dispute {dispute_id} ruled: #{keep} stands")
+    return 0
+
+
 # -- the mirror ----------------------------------------------------------------------------
 
 
@@ -437,18 +603,27 @@ def export_(
     check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 0 if the file matches, 1 if not, and say why.")] = False,
     diff: Annotated[bool, typer.Option("--diff", help="Write nothing; print the unified diff export would make (exit 1 if any).")] = False,
     stdout: Annotated[bool, typer.Option("--stdout", help="Print the rendering; write no file.")] = False,
+    at: AtOpt = None,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
 ) -> int:
     """Render the store to a byte-stable MEMORY.md (untouched when nothing changed).
 
-    Example: qem export --check
+    Example: qem export --check; qem export --at 2026-08-01 --stdout
     """
     from . import export as mirror
 
     place, handle = _open(workspace, store)
     target = place.mirror_path(path)
     with handle:
+        if at is not None:
+            if not stdout or check or diff:
+                raise errors.BadInput("--at renders history: use it with --stdout (and without --check/--diff)")
+            from renderer import render
+
+            seq = _at_seq(handle, at)
+            sys.stdout.write(render(handle.state_at(seq).values(), seq))
+            return 0
         if stdout:
             sys.stdout.write(mirror.rendering(handle)[1])
             return 0
@@ -549,9 +724,23 @@ def _kinds(kinds: list[str] | None) -> tuple[str, ...] | None:
 # -- the one exit --------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> None:
-    import click
+def _click_exceptions() -> tuple[type, type, type]:
+    """(ClickException, Exit, Abort) of the click that typer runs on.
 
+    typer >= 0.28 vendors click as `typer._click` (with Exit/Abort in `typer.exceptions`);
+    catching the real `click`'s classes there misses every usage error, which then
+    escapes as a traceback with exit 1 instead of a message with exit 2.
+    """
+    try:
+        from typer._click.exceptions import ClickException
+        from typer.exceptions import Abort, Exit
+    except ImportError:
+        from click.exceptions import Abort, ClickException, Exit
+    return ClickException, Exit, Abort
+
+
+def main(argv: list[str] | None = None) -> None:
+    ClickException, ClickExit, ClickAbort = _click_exceptions()
     command = typer.main.get_command(app)
     try:
         code = command.main(args=argv, prog_name="qem", standalone_mode=False)
@@ -560,12 +749,12 @@ def main(argv: list[str] | None = None) -> None:
         if exc.hint:
             print(f"qem: {exc.hint}", file=sys.stderr)
         code = exc.exit_code
-    except click.exceptions.Exit as exc:
+    except ClickExit as exc:
         code = exc.exit_code
-    except click.exceptions.Abort:
+    except ClickAbort:
         print("\nqem: interrupted", file=sys.stderr)
         code = errors.EXIT_INTERRUPTED
-    except click.ClickException as exc:
+    except ClickException as exc:
         exc.show()
         code = errors.EXIT_INPUT
     except KeyboardInterrupt:

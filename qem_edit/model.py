@@ -7,6 +7,7 @@ lifecycle moves make sense.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
@@ -35,7 +36,11 @@ EVENT_TYPES: tuple[str, ...] = (
     "promoted",
     "expired",
     "forgotten",
+    "disputed",
+    "ruled",
 )
+
+LIVE_STATES = frozenset({"active", "stale"})
 
 # Which states each lifecycle event may leave from, and where it goes.  A stale note is
 # still in force (flagged for review), so it can be revoked, expired or superseded too.
@@ -46,11 +51,11 @@ TRANSITIONS: dict[str, tuple[frozenset[str], str | None]] = {
     "reinstated": (frozenset({"revoked", "stale", "expired"}), "active"),
     "expired": (frozenset({"active", "stale"}), "expired"),
     "forgotten": (frozenset(set(STATES) - {"forgotten"}), "forgotten"),
-    # promoted changes provenance, not state
+    # these change provenance or disputes, not state
     "promoted": (frozenset(set(STATES) - {"forgotten"}), None),
+    "disputed": (LIVE_STATES, None),
+    "ruled": (frozenset(set(STATES) - {"forgotten"}), None),
 }
-
-LIVE_STATES = frozenset({"active", "stale"})
 
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z\Z")
 
@@ -130,6 +135,10 @@ class Note:
     state_at: str | None = None
     state_reason: str | None = None
     state_seq: int | None = None
+    # a `supersedes` value in the log that is not a note id, kept as given (JSON)
+    bad_pointer: str | None = None
+    # open disputes: (dispute id, the other note's id)
+    disputes: tuple[tuple[int, int], ...] = ()
 
     @property
     def live(self) -> bool:
@@ -149,6 +158,8 @@ class Note:
             "superseded_by": self.superseded_by,
             "state_at": self.state_at,
             "state_reason": self.state_reason,
+            "disputes": [{"dispute": d, "with": other} for d, other in self.disputes],
+            "bad_pointer": self.bad_pointer,
         }
 
 
@@ -175,6 +186,8 @@ def _refusal(note: Note, event_type: str) -> str:
         "expired": "expire",
         "forgotten": "forget",
         "promoted": "promote",
+        "disputed": "dispute",
+        "ruled": "rule on",
     }[event_type]
     return f"cannot {verb} note #{note.id}: it is {note.state}"
 
@@ -197,6 +210,15 @@ def apply_event(notes: dict[int, Note], event: Event) -> None:
     }
     if event.type == "promoted":
         notes[note.id] = replace(note, provenance="human")
+        return
+    if event.type in ("disputed", "ruled"):
+        dispute, other = event.data.get("dispute"), event.data.get("with")
+        if not _is_id(dispute) or (event.type == "disputed" and not _is_id(other)):
+            raise LogError(f"seq {event.seq}: {event.type} event without integer 'dispute'/'with'")
+        kept = tuple(d for d in note.disputes if d[0] != dispute)
+        if event.type == "disputed":
+            kept += ((int(dispute), int(other)),)  # type: ignore[arg-type]
+        notes[note.id] = replace(note, disputes=kept)
         return
     changes["state"] = TRANSITIONS[event.type][1]
     if event.type == "superseded":
@@ -222,8 +244,11 @@ def note_from_created(event: Event) -> Note:
     if text is not None and not isinstance(text, str):
         raise LogError(f"seq {event.seq}: text is not a string")
     supersedes = data.get("supersedes")
-    if supersedes is not None and (not isinstance(supersedes, int) or isinstance(supersedes, bool)):
-        raise LogError(f"seq {event.seq}: malformed supersedes pointer {supersedes!r}")
+    bad_pointer = None
+    if supersedes is not None and not (_is_id(supersedes) and supersedes != event.note_id):
+        # Logs from elsewhere are recorded as given; the resolver names the bad pointer.
+        bad_pointer = json.dumps(supersedes, ensure_ascii=False)
+        supersedes = None
     return Note(
         id=event.note_id,
         kind=str(kind),
@@ -233,7 +258,12 @@ def note_from_created(event: Event) -> Note:
         created_at=event.at,
         actor=event.actor,
         supersedes=supersedes,
+        bad_pointer=bad_pointer,
     )
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def replay(events: Iterable[Event]) -> dict[int, Note]:

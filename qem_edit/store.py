@@ -34,6 +34,7 @@ from .model import (
 APPLICATION_ID = 0x71656D31  # "qem1": marks the file as a qem store
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 5_000
+MAX_ID = 2**63 - 1  # SQLite's largest integer: no note id or seq lies beyond it
 WRITE_PATIENCE_S = 60.0
 
 _SCHEMA = """
@@ -41,7 +42,8 @@ CREATE TABLE events (
     seq     INTEGER PRIMARY KEY,
     note_id INTEGER NOT NULL CHECK (note_id > 0),
     type    TEXT NOT NULL CHECK (type IN ('created', 'superseded', 'revoked', 'stale_flagged',
-                                          'reinstated', 'promoted', 'expired', 'forgotten')),
+                                          'reinstated', 'promoted', 'expired', 'forgotten',
+                                          'disputed', 'ruled')),
     at      TEXT NOT NULL,
     actor   TEXT NOT NULL,
     reason  TEXT,
@@ -71,14 +73,16 @@ CREATE TABLE notes (
     state         TEXT NOT NULL,
     state_at      TEXT,
     state_reason  TEXT,
-    state_seq     INTEGER
+    state_seq     INTEGER,
+    bad_pointer   TEXT,
+    disputes      TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX notes_in_order ON notes (kind_rank, id);
 """
 
 _NOTE_COLUMNS = (
     "id, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, "
-    "state, state_at, state_reason, state_seq"
+    "state, state_at, state_reason, state_seq, bad_pointer, disputes"
 )
 
 T = TypeVar("T")
@@ -104,7 +108,9 @@ class NewNote:
 
 
 def _note_from_row(row: Sequence[object]) -> Note:
-    return Note(*row)  # type: ignore[arg-type]
+    *fields, disputes = row
+    pairs = tuple(tuple(pair) for pair in json.loads(disputes)) if disputes != "[]" else ()  # type: ignore[arg-type]
+    return Note(*fields, disputes=pairs)  # type: ignore[arg-type]
 
 
 def _event_from_row(row: Sequence[object]) -> Event:
@@ -123,6 +129,8 @@ class Transaction:
         self._notes: dict[int, Note] = {}
 
     def note(self, note_id: int) -> Note:
+        if not 0 < note_id <= MAX_ID:
+            raise errors.NoSuchNote(f"no note #{note_id} in this store")
         if note_id not in self._notes:
             row = self.conn.execute(
                 f"SELECT {_NOTE_COLUMNS} FROM notes WHERE id = ?", (note_id,)
@@ -220,10 +228,47 @@ class Transaction:
         )
         return event
 
+    def dispute(self, a: int, b: int, actor: str, reason: str) -> int:
+        """Record a dispute between two live notes (neither is edited); returns its id."""
+        if a == b:
+            raise errors.Refused("a note cannot dispute itself")
+        for note_id in (a, b):
+            note = self.note(note_id)
+            if not note.live:
+                raise errors.Refused(f"cannot dispute note #{note_id}: it is {note.state}")
+            if any(other == (b if note_id == a else a) for _, other in note.disputes):
+                raise errors.Refused(f"notes #{a} and #{b} already have an open dispute")
+        dispute_id = self.head + 1
+        self.emit(a, "disputed", actor, reason, {"dispute": dispute_id, "with": b})
+        self.emit(b, "disputed", actor, reason, {"dispute": dispute_id, "with": a})
+        return dispute_id
+
+    def rule(self, dispute_id: int, keep: int, actor: str, reason: str) -> None:
+        """Close a dispute: `keep` stands, the other note is revoked in its favour."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT note_id FROM events WHERE type = 'disputed'"
+            " AND json_extract(data, '$.dispute') = ?",
+            (dispute_id,),
+        ).fetchall()
+        sides = sorted(r[0] for r in rows)
+        if len(sides) != 2:
+            raise errors.NoSuchNote(f"no dispute {dispute_id} in this store")
+        if keep not in sides:
+            raise errors.Refused(f"dispute {dispute_id} is between #{sides[0]} and #{sides[1]}; --keep one of them")
+        other = sides[1] if keep == sides[0] else sides[0]
+        if not any(d == dispute_id for d, _ in self.note(keep).disputes):
+            raise errors.Refused(f"dispute {dispute_id} is already closed")
+        if not (self.note(keep).live and self.note(other).live):
+            raise errors.Refused(f"dispute {dispute_id} is already settled: one side is no longer in force")
+        data = {"dispute": dispute_id, "kept": keep}
+        self.emit(keep, "ruled", actor, reason, data)
+        self.emit(other, "ruled", actor, reason, data)
+        self.emit(other, "revoked", actor, f"ruling on dispute {dispute_id}, #{keep} stands: {reason}")
+
     def _save(self, note: Note) -> None:
         self.conn.execute(
             f"INSERT OR REPLACE INTO notes (kind_rank, {_NOTE_COLUMNS})"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (KIND_RANK[note.kind], *_note_values(note)),
         )
 
@@ -243,6 +288,8 @@ def _note_values(note: Note) -> tuple[object, ...]:
         note.state_at,
         note.state_reason,
         note.state_seq,
+        note.bad_pointer,
+        json.dumps([list(pair) for pair in note.disputes]),
     )
 
 
@@ -273,6 +320,9 @@ class Store:
         try:
             conn = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            # `forget` must erase text from the file, not just unlink it from the b-tree;
+            # many SQLite builds leave freed cell bytes in place unless told otherwise.
+            conn.execute("PRAGMA secure_delete = ON")
             store = cls(path, conn)
             store._prepare(create)
         except sqlite3.DatabaseError as exc:
@@ -376,6 +426,11 @@ class Store:
                 raise errors.NotAStore(f"{self.path}: {exc}; nothing was written") from None
             except sqlite3.DatabaseError as exc:
                 raise errors.NotAStore(f"{self.path} is corrupt: {exc}; nothing was written") from None
+            except UnicodeEncodeError:
+                # text, reason or actor came from undecodable bytes (argv, environment)
+                raise errors.BadInput(
+                    "an argument holds bytes that are not UTF-8; nothing was written"
+                ) from None
 
     def _write_once(self, work: Callable[[Transaction], T], at: str) -> T:
         conn = self.conn
@@ -401,6 +456,8 @@ class Store:
         return self._read("SELECT coalesce(max(seq), 0) FROM events")[0][0]
 
     def note(self, note_id: int) -> Note:
+        if not 0 < note_id <= MAX_ID:
+            raise errors.NoSuchNote(f"no note #{note_id} in this store")
         rows = self._read(f"SELECT {_NOTE_COLUMNS} FROM notes WHERE id = ?", (note_id,))
         if not rows:
             raise errors.NoSuchNote(f"no note #{note_id} in this store")
@@ -454,6 +511,10 @@ class Store:
         )
         for row in cursor:
             yield _event_from_row(row)
+
+    def seq_at(self, moment: str) -> int:
+        """The last seq written at or before `moment` (a UTC timestamp); 0 if none."""
+        return self._read("SELECT coalesce(max(seq), 0) FROM events WHERE at <= ?", (moment,))[0][0]
 
     def state_at(self, seq: int) -> dict[int, Note]:
         """Every note as it was right after event `seq` (forgotten text stays forgotten)."""

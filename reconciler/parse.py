@@ -15,6 +15,7 @@ from qem_edit.model import PRIORITIES, PROVENANCES
 
 from renderer.format import (
     CONFLICT_PREFIXES,
+    DISPUTED_MARKER_RE,
     ERRORS_OPEN,
     HEADER_RE,
     INDENT,
@@ -243,7 +244,7 @@ class _Parser:
         states: list[str] = []
         while True:
             marker = None
-            for regex in (STATE_MARKER_RE, SUPERSEDED_MARKER_RE, SUPERSEDES_MARKER_RE):
+            for regex in (STATE_MARKER_RE, SUPERSEDED_MARKER_RE, SUPERSEDES_MARKER_RE, DISPUTED_MARKER_RE):
                 m = regex.match(rest)
                 if m and rest[m.end() :].startswith(SEP):
                     marker = m
@@ -251,7 +252,9 @@ class _Parser:
             if marker is None:
                 break
             groups = marker.groupdict()
-            if "word" in groups:
+            if not groups:
+                pass  # DISPUTED: derived from the log, nothing to check in
+            elif "word" in groups:
                 states.append(STATE_WORDS[groups["word"]])
                 item.state_reason = _reason(groups)
             elif "by" in groups:

@@ -52,8 +52,13 @@ SUPERSEDED_MARKER_RE = re.compile(
     rf"SUPERSEDED by #(?P<by>\d+)(?: (?P<date>{_DATE}))?(?: {_REASON})?"
 )
 SUPERSEDES_MARKER_RE = re.compile(r"supersedes #(?P<of>\d+)")
+# Derived, read-only: an open dispute or a fork.  Settled by editing one side, not by
+# editing the marker, so the parser reads it and lets it go.
+DISPUTED_MARKER_RE = re.compile(
+    r"DISPUTED with #\d+(?:, #\d+)* \((?:dispute \d+|fork of #\d+)\)"
+)
 # Words that begin a marker: a text starting with one is escaped so it cannot pass for one.
-MARKER_START_RE = re.compile(r"(?:REVOKED|STALE|EXPIRED|SUPERSEDED|FORGOTTEN|supersedes)\b")
+MARKER_START_RE = re.compile(r"(?:REVOKED|STALE|EXPIRED|SUPERSEDED|FORGOTTEN|DISPUTED|supersedes)\b")
 
 ITEM_RE = re.compile(
     rf"- \[#(?P<id>\d+)\] (?P<date>{_DATE}){SEP}(?P<priority>[^ ·]+){SEP}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from qem_edit.model import KINDS, Note
+from qem_edit.resolver import Graph, disputed_with
 
 from .format import (
     INDENT,
@@ -39,6 +40,8 @@ def header_line(base: int, scope: Scope = ALL) -> str:
 
 def render(notes: Iterable[Note], base: int, scope: Scope = ALL) -> str:
     """The whole file.  `notes` may come in any order; those outside `scope` are left out."""
+    notes = list(notes)
+    graph = _disagreements(notes)
     by_kind: dict[str, list[Note]] = {kind: [] for kind in KINDS}
     for note in notes:
         if scope.holds_kind(note.kind) and not (scope.active_only and not note.live):
@@ -52,7 +55,7 @@ def render(notes: Iterable[Note], base: int, scope: Scope = ALL) -> str:
         section = by_kind[kind]
         section.sort(key=_by_id)
         for note in section:
-            out.extend(render_item(note))
+            out.extend(render_item(note, graph))
         if section:
             out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
@@ -62,7 +65,23 @@ def _by_id(note: Note) -> int:
     return note.id
 
 
-def render_item(note: Note) -> list[str]:
+def _disagreements(notes: list[Note]) -> Graph | None:
+    """The graph, only when some note is disputed or forked (rare; skip the work otherwise)."""
+    parents: set[int] = set()
+    needed = False
+    for note in notes:
+        if note.disputes:
+            needed = True
+            break
+        if note.supersedes is not None:
+            if note.supersedes in parents:
+                needed = True
+                break
+            parents.add(note.supersedes)
+    return Graph.of({n.id: n for n in notes}) if needed else None
+
+
+def render_item(note: Note, graph: Graph | None = None) -> list[str]:
     """The lines of one note's list item."""
     if note.state == "forgotten" or note.text is None:
         return [f"- [#{note.id}] FORGOTTEN {_date(note.state_at or note.created_at)}"]
@@ -72,6 +91,9 @@ def render_item(note: Note) -> list[str]:
         fields.append(marker)
     if note.supersedes is not None:
         fields.append(f"supersedes #{note.supersedes}")
+    if graph is not None:
+        for label, others in disputed_with(note, graph):
+            fields.append(f"DISPUTED with {', '.join(f'#{o}' for o in others)} ({label})")
     first, *more = note.text.split("\n")
     fields.append(escape_first_line(first))
     lines = [SEP.join(fields)]

@@ -1,0 +1,189 @@
+"""`qem query`: exact filters over note and event headers, answered with their scope.
+
+Every answer says what was scanned (store, head seq, notes and events), whether it is
+complete, and why not when not: a text filter cannot see forgotten text, and a currency
+filter cannot place notes whose currency is unknown.  An empty result is an answer only
+within that scope, and says so.  A repeated, empty, unknown or malformed filter is an
+error, never ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable, Iterable
+
+from . import errors
+from .model import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, STATES, Event, Note
+from .resolver import Graph
+
+NOTE_KEYS = (
+    "kind", "state", "priority", "provenance", "actor", "since", "until",
+    "supersedes", "current", "disputed", "text~",
+)
+EVENT_KEYS = ("type", "note", "actor", "since", "until", "checkin")
+_FILTER = re.compile(r"(?P<name>[a-z]+)(?P<op>[=~])(?P<value>.*)\Z", re.S)
+
+
+@dataclass(frozen=True)
+class Filter:
+    key: str
+    value: str
+
+    def __str__(self) -> str:
+        return f"{self.key}{self.value}" if self.key.endswith("~") else f"{self.key}={self.value}"
+
+
+@dataclass
+class Scope:
+    store: str
+    head: int
+    notes: int
+    events: int
+    gaps: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.gaps
+
+    def line(self) -> str:
+        status = "complete" if self.complete else "incomplete: " + "; ".join(self.gaps)
+        return f"scope: {self.store} up to seq {self.head}: {self.notes:,} notes / {self.events:,} events scanned; {status}"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "store": self.store, "head": self.head, "notes_scanned": self.notes,
+            "events_scanned": self.events, "complete": self.complete, "incomplete_because": self.gaps,
+        }
+
+
+def parse_filters(args: Iterable[str], events: bool) -> list[Filter]:
+    allowed = EVENT_KEYS if events else NOTE_KEYS
+    seen: set[str] = set()
+    out: list[Filter] = []
+    for arg in args:
+        match = _FILTER.match(arg)
+        if not match:
+            raise errors.BadInput(f"malformed filter {arg!r}; write KEY=VALUE (or text~SUBSTRING)")
+        key = match["name"] + ("~" if match["op"] == "~" else "")
+        value = match["value"]
+        if key not in allowed:
+            what = "event" if events else "note"
+            raise errors.BadInput(f"unknown {what} filter {key!r}; {what} filters: {', '.join(allowed)}")
+        if key in seen:
+            raise errors.BadInput(f"filter {key!r} is given twice; give each filter once")
+        if value == "":
+            raise errors.BadInput(f"filter {key!r} is empty; give it a value")
+        seen.add(key)
+        out.append(Filter(key, value))
+    return out
+
+
+def parse_time(value: str, key: str, *, end: bool) -> str:
+    """An ISO date or UTC time → the canonical `YYYY-MM-DDTHH:MM:SSZ`, inclusive bounds."""
+    try:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+            day = datetime.strptime(value, "%Y-%m-%d")
+            return day.strftime("%Y-%m-%dT23:59:59Z" if end else "%Y-%m-%dT00:00:00Z")
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise errors.BadInput(f"{key}={value!r} is not an ISO date or time (e.g. 2026-10-01 or 2026-10-01T12:00:00Z)") from None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _choice(value: str, allowed: Iterable[str], key: str) -> str:
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise errors.BadInput(f"{key}={value!r}: use one of {', '.join(allowed)}")
+    return value
+
+
+def _int(value: str, key: str) -> int:
+    if not value.isdigit():
+        raise errors.BadInput(f"{key}={value!r}: expected a note id (a positive integer)")
+    return int(value)
+
+
+def note_predicate(filters: list[Filter], graph: Graph, scope: Scope) -> Callable[[Note], bool]:
+    tests: list[Callable[[Note], bool]] = []
+    for f in filters:
+        key, value = f.key, f.value
+        if key == "kind":
+            v = _choice(value, KINDS, key)
+            tests.append(lambda n, v=v: n.kind == v)
+        elif key == "state":
+            v = _choice(value, STATES, key)
+            tests.append(lambda n, v=v: n.state == v)
+        elif key == "priority":
+            v = _choice(value, PRIORITIES, key)
+            tests.append(lambda n, v=v: n.priority == v)
+        elif key == "provenance":
+            v = _choice(value, PROVENANCES, key)
+            tests.append(lambda n, v=v: n.provenance == v)
+        elif key == "actor":
+            tests.append(lambda n, v=value: n.actor == v)
+        elif key == "since":
+            t = parse_time(value, key, end=False)
+            tests.append(lambda n, t=t: n.created_at >= t)
+        elif key == "until":
+            t = parse_time(value, key, end=True)
+            tests.append(lambda n, t=t: n.created_at <= t)
+        elif key == "supersedes":
+            v = _int(value, key)
+            tests.append(lambda n, v=v: n.supersedes == v)
+        elif key == "current":
+            v = _choice(value, ("yes", "no", "unknown"), key)
+            unknown = sum(1 for n in graph.notes if graph.currency(n).value == "unknown")
+            if unknown and v != "unknown":
+                scope.gaps.append(f"{unknown} note(s) have unknown currency (see current=unknown)")
+            tests.append(lambda n, v=v: graph.currency(n.id).value == v)
+        elif key == "disputed":
+            v = _choice(value, ("yes", "no"), key) == "yes"
+            tests.append(lambda n, v=v: bool(_disputed(n, graph)) == v)
+        elif key == "text~":
+            forgotten = sum(1 for n in graph.notes.values() if n.text is None)
+            if forgotten:
+                scope.gaps.append(f"{forgotten} forgotten note(s) have no text to search")
+            tests.append(lambda n, v=value: n.text is not None and v in n.text)
+    return lambda n: all(t(n) for t in tests)
+
+
+def _disputed(note: Note, graph: Graph) -> bool:
+    from .resolver import disputed_with
+
+    return bool(disputed_with(note, graph))
+
+
+def event_predicate(filters: list[Filter]) -> Callable[[Event], bool]:
+    tests: list[Callable[[Event], bool]] = []
+    for f in filters:
+        key, value = f.key, f.value
+        if key == "type":
+            v = _choice(value, EVENT_TYPES, key)
+            tests.append(lambda e, v=v: e.type == v)
+        elif key == "note":
+            v = _int(value, key)
+            tests.append(lambda e, v=v: e.note_id == v)
+        elif key == "actor":
+            tests.append(lambda e, v=value: e.actor == v)
+        elif key == "since":
+            t = parse_time(value, key, end=False)
+            tests.append(lambda e, t=t: e.at >= t)
+        elif key == "until":
+            t = parse_time(value, key, end=True)
+            tests.append(lambda e, t=t: e.at <= t)
+        elif key == "checkin":
+            tests.append(lambda e, v=value: e.checkin == v)
+    return lambda e: all(t(e) for t in tests)
+
+
+def empty_answer(filters: list[Filter], scope: Scope, what: str) -> str:
+    described = " ".join(str(f) for f in filters) or "(no filter)"
+    return (
+        f"no {what} match {described} in {scope.notes:,} notes / {scope.events:,} events up to"
+        f" seq {scope.head}: an answer only within this scope"
+        + ("" if scope.complete else ", which is incomplete")
+    )
