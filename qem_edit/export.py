@@ -10,11 +10,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from renderer import Scope, render
+from renderer import Scope, assemble_bytes, item_text, render
 from renderer.format import HEADER_RE
 
 from . import errors
 from .files import read_regular, write_atomic
+from .model import KINDS
 from .store import Store
 
 
@@ -27,16 +28,29 @@ class Verdict:
 
 
 def rendering(store: Store, scope: Scope = Scope()) -> tuple[int, str]:
+    head, data = rendered_bytes(store, scope)
+    return head, data.decode("utf-8")
+
+
+def rendered_bytes(store: Store, scope: Scope = Scope()) -> tuple[int, bytes]:
+    """The store's head and its rendering (UTF-8), read in one snapshot.
+
+    The common case joins the items the store cached at write time (one narrow table,
+    read in order); disputes and forks, whose markers depend on other notes, and
+    live-only checkouts take the full render.
+    """
     with store.reading():
         head = store.head()
+        if not scope.active_only and store.items_fresh() and not store.has_disagreements():
+            kinds = KINDS if scope.kinds is None else scope.kinds
+            return head, assemble_bytes(head, scope, store.export_items(kinds))
         notes = store.notes(kinds=scope.kinds)
-    return head, render(notes, head, scope)
+    return head, render(notes, head, scope).encode("utf-8")
 
 
 def export(store: Store, path: Path) -> bool:
     """Write the mirror if its bytes would change.  True when the file was written."""
-    _, text = rendering(store)
-    data = text.encode("utf-8")
+    head, data = rendered_bytes(store)
     if read_regular(path) == data:
         return False  # unchanged bytes: leave the file (and its mtime) alone
     from filelock import FileLock, Timeout
@@ -44,9 +58,9 @@ def export(store: Store, path: Path) -> bool:
     lock = FileLock(str(store.path) + ".export.lock")
     try:
         with lock.acquire(timeout=60):
-            # Under the lock, render again: the last writer must write the newest state.
-            _, text = rendering(store)
-            data = text.encode("utf-8")
+            # Under the lock, the newest state wins: render again if the store moved.
+            if store.head() != head:
+                head, data = rendered_bytes(store)
             if read_regular(path) == data:
                 return False
             write_atomic(path, data)
@@ -56,11 +70,11 @@ def export(store: Store, path: Path) -> bool:
 
 
 def check(store: Store, path: Path) -> Verdict:
-    head, text = rendering(store)
+    head, data = rendered_bytes(store)
     current = read_regular(path)
     if current is None:
         return Verdict(False, f"{path} does not exist; run `qem export` to write it")
-    if current == text.encode("utf-8"):
+    if current == data:
         return Verdict(True, f"{path} matches the store (head {head})")
     base = file_base(current)
     if base is None:
@@ -75,8 +89,15 @@ def check(store: Store, path: Path) -> Verdict:
             f"{path} names base {base}, past this store's head {head}: it comes from another"
             " store; run `qem export` to replace it",
         )
-    as_rendered = render(store.state_at(base).values(), base) if base != head else text
-    edited = current.decode("utf-8", "replace") != as_rendered
+    if base == head:
+        edited = True
+    else:
+        as_rendered = rendered_at_base(store, base)
+        if as_rendered is None:  # the general case: replay the whole log up to the base
+            at_base = store.state_at(base)
+            _keep_forgotten_texts(at_base, current)
+            as_rendered = render(at_base.values(), base).encode("utf-8")
+        edited = current != as_rendered
     if base != head and not edited:
         return Verdict(
             False,
@@ -89,6 +110,49 @@ def check(store: Store, path: Path) -> Verdict:
         f"{path} was edited by hand{moved}; run `qem checkin --path {path}` to turn the"
         " edits into events, or `qem export` to discard them",
     )
+
+
+def rendered_at_base(store: Store, base: int) -> bytes | None:
+    """The rendering as of `base`, from the cached items with only the notes touched since
+    the base rendered again: cost follows what changed, not the size of the store.  None
+    where that shortcut does not hold (disputes or forks, a stale cache, text forgotten
+    since the base)."""
+    with store.reading():
+        if not store.items_fresh() or store.has_disagreements():
+            return None
+        since, past = store.rewind(base)
+        if any(n is not None and n.text is None and n.state != "forgotten" for n in past.values()):
+            return None
+        sections = store.export_items_by_id(KINDS)
+    replaced = {note_id: note for note_id, note in past.items()}
+    out: dict[str, list[bytes]] = {}
+    for kind, rows in sections.items():
+        items = []
+        for note_id, item in rows:
+            if note_id in replaced:
+                note = replaced[note_id]
+                if note is not None:
+                    items.append(item_text(note).encode("utf-8"))
+            else:
+                items.append(item)
+        out[kind] = items
+    return assemble_bytes(base, Scope(), out)
+
+
+def _keep_forgotten_texts(notes: dict, data: bytes) -> None:
+    """Texts forgotten since the file's base are erased from the log; the file still has
+    them.  Take them from the file, so a note forgotten since is not taken for an edit."""
+    missing = [n for n in notes.values() if n.text is None and n.state != "forgotten"]
+    if not missing:
+        return
+    from dataclasses import replace
+
+    from reconciler.parse import parse
+
+    shown = {i.note_id: i.text for i in parse(data.decode("utf-8", "replace")).items if i.note_id}
+    for note in missing:
+        if shown.get(note.id) is not None:
+            notes[note.id] = replace(note, text=shown[note.id])
 
 
 def file_base(data: bytes) -> int | None:
@@ -115,7 +179,13 @@ def unified_diff(store: Store, path: Path) -> str:
 
 def auto_export(store: Store, workspace) -> None:  # type: ignore[no-untyped-def]
     """Re-render the mirror after a write when the workspace asks for it."""
-    if not workspace.auto_export():
+    try:
+        wanted = workspace.auto_export()
+    except errors.QemError as exc:
+        # Commands check the config before they write; if it broke since, the write stands.
+        print(f"qem: warning: the write is saved, but auto-export was skipped: {exc}", file=sys.stderr)
+        return
+    if not wanted:
         return
     path = workspace.mirror_path()
     try:

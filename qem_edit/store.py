@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 from . import errors
+from .faults import checkpoint
+from renderer import RENDER_VERSION, item_text
+
 from .model import (
     KIND_RANK,
     Event,
@@ -78,6 +81,18 @@ CREATE TABLE notes (
     disputes      TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX notes_in_order ON notes (kind_rank, id);
+CREATE INDEX notes_by_parent ON notes (supersedes) WHERE supersedes IS NOT NULL;
+
+-- Each note's rendered MEMORY.md item, clustered in the file's order, so that export
+-- reads one narrow table in sequence.  A cache like `notes`: written in the same
+-- transaction, checked by `verify`, valid only for the rendering code that made it.
+CREATE TABLE items (
+    kind_rank INTEGER NOT NULL,
+    id        INTEGER NOT NULL,
+    item      TEXT NOT NULL,
+    PRIMARY KEY (kind_rank, id)
+) WITHOUT ROWID;
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 _NOTE_COLUMNS = (
@@ -176,6 +191,7 @@ class Transaction:
         )
         self._save(self._notes[event.note_id])
         self.head = event.seq
+        checkpoint("append")
         return event
 
     def emit(
@@ -266,10 +282,27 @@ class Transaction:
         self.emit(other, "revoked", actor, f"ruling on dispute {dispute_id}, #{keep} stands: {reason}")
 
     def _save(self, note: Note) -> None:
+        rank = KIND_RANK[note.kind]
         self.conn.execute(
             f"INSERT OR REPLACE INTO notes (kind_rank, {_NOTE_COLUMNS})"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (KIND_RANK[note.kind], *_note_values(note)),
+            (rank, *_note_values(note)),
+        )
+        self.conn.execute(
+            "INSERT OR REPLACE INTO items (kind_rank, id, item) VALUES (?, ?, ?)",
+            (rank, note.id, item_text(note)),
+        )
+
+    def refresh_items(self) -> None:
+        """Render every note's item again (the rendering code changed)."""
+        self.conn.execute("DELETE FROM items")
+        for note in (_note_from_row(r) for r in self.conn.execute(f"SELECT {_NOTE_COLUMNS} FROM notes")):
+            self.conn.execute(
+                "INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)",
+                (KIND_RANK[note.kind], note.id, item_text(note)),
+            )
+        self.conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('render_version', ?)", (RENDER_VERSION,)
         )
 
 
@@ -371,6 +404,7 @@ class Store:
             + _SCHEMA
             + f"PRAGMA application_id = {APPLICATION_ID};"
             + f"PRAGMA user_version = {SCHEMA_VERSION};"
+            + f"INSERT INTO meta (key, value) VALUES ('render_version', '{RENDER_VERSION}');"
             + "COMMIT;"
         )
         try:
@@ -436,8 +470,14 @@ class Store:
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            result = work(Transaction(conn, at))
+            checkpoint("write-begin")
+            tx = Transaction(conn, at)
+            result = work(tx)
+            if not self.items_fresh():
+                tx.refresh_items()  # rendering code changed since the items were cached
+            checkpoint("write-before-commit")
             conn.execute("COMMIT")
+            checkpoint("write-after-commit")
             return result
         except BaseException:
             if conn.in_transaction:
@@ -512,6 +552,28 @@ class Store:
         for row in cursor:
             yield _event_from_row(row)
 
+    def rewind(self, base: int) -> tuple[list[Event], dict[int, Note | None]]:
+        """The events after `base`, and each note they touch as it was at `base` (None:
+        created after it).  Notes they do not touch are as they are now."""
+        since = self.events(after=base)
+        past: dict[int, Note | None] = {}
+        for note_id in sorted({e.note_id for e in since}):
+            replayed = replay(self.events(note_id=note_id, upto=base))
+            past[note_id] = replayed.get(note_id)
+        return since, past
+
+    def export_items_by_id(self, kinds: Iterable[str]) -> dict[str, list[tuple[int, bytes]]]:
+        """Like `export_items`, with each item's note id."""
+        conn = self.conn
+        conn.text_factory = bytes
+        try:
+            return {
+                kind: self._read("SELECT id, item FROM items WHERE kind_rank = ? ORDER BY id", (KIND_RANK[kind],))
+                for kind in kinds
+            }
+        finally:
+            conn.text_factory = str
+
     def seq_at(self, moment: str) -> int:
         """The last seq written at or before `moment` (a UTC timestamp); 0 if none."""
         return self._read("SELECT coalesce(max(seq), 0) FROM events WHERE at <= ?", (moment,))[0][0]
@@ -547,10 +609,27 @@ class Store:
                 problems.append(
                     f"note #{note_id}: cache disagrees with the log on {', '.join(fields)}"
                 )
+        problems += self._verify_items(replayed)
         integrity = self._read("PRAGMA quick_check")
         if integrity and integrity[0][0] != "ok":
             problems.append(f"SQLite integrity check: {integrity[0][0]}")
         return problems
+
+    def _verify_items(self, replayed: dict[int, Note]) -> list[str]:
+        if not self.items_fresh():
+            return []  # made by other rendering code: unused until the next write rebuilds it
+        cached = dict(self._read("SELECT id, item FROM items"))
+        problems = []
+        for note_id in sorted(set(replayed) | set(cached)):
+            note = replayed.get(note_id)
+            if note is None or cached.get(note_id) != item_text(note):
+                problems.append(f"note #{note_id}: the cached MEMORY.md item disagrees with the log")
+        return problems
+
+    def items_fresh(self) -> bool:
+        """Whether the cached items were rendered by this rendering code."""
+        rows = self._read("SELECT value FROM meta WHERE key = 'render_version'")
+        return bool(rows) and rows[0][0] == RENDER_VERSION
 
     def rebuild_cache(self) -> int:
         """Replace the notes cache with a replay of the log; returns the notes written."""
@@ -558,11 +637,37 @@ class Store:
         def work(tx: Transaction) -> int:
             notes = replay(self.iter_events())
             tx.conn.execute("DELETE FROM notes")
+            tx.conn.execute("DELETE FROM items")
             for note in notes.values():
                 tx._save(note)
+            tx.conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('render_version', ?)", (RENDER_VERSION,)
+            )
             return len(notes)
 
         return self.write(work)
+
+    def export_items(self, kinds: Iterable[str]) -> dict[str, list[bytes]]:
+        """Each kind's cached items as UTF-8, in id order (valid when `items_fresh`)."""
+        conn = self.conn
+        conn.text_factory = bytes
+        try:
+            return {
+                kind: [row[0] for row in self._read("SELECT item FROM items WHERE kind_rank = ? ORDER BY id", (KIND_RANK[kind],))]
+                for kind in kinds
+            }
+        finally:
+            conn.text_factory = str
+
+    def has_disagreements(self) -> bool:
+        """Whether any note is disputed or forked (export then marks them, from the graph)."""
+        return bool(
+            self._read(
+                "SELECT 1 FROM notes WHERE disputes != '[]' UNION ALL SELECT 1 FROM"
+                " (SELECT supersedes FROM notes WHERE supersedes IS NOT NULL"
+                "  GROUP BY supersedes HAVING count(*) > 1) LIMIT 1"
+            )
+        )
 
     @contextmanager
     def reading(self) -> Iterator["Store"]:

@@ -7,7 +7,7 @@ rest on whatever order the caller's query returned.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Mapping, Sequence
 
 from qem_edit.model import KINDS, Note
 from qem_edit.resolver import Graph, disputed_with
@@ -46,19 +46,40 @@ def render(notes: Iterable[Note], base: int, scope: Scope = ALL) -> str:
     for note in notes:
         if scope.holds_kind(note.kind) and not (scope.active_only and not note.live):
             by_kind[note.kind].append(note)
-    out = [header_line(base, scope), ""]
-    for kind in KINDS:
-        if not scope.holds_kind(kind):
-            continue
-        out.append(f"## {SECTION_TITLES[kind]}")
-        out.append("")
-        section = by_kind[kind]
+    sections: dict[str, list[str]] = {}
+    for kind, section in by_kind.items():
         section.sort(key=_by_id)
-        for note in section:
-            out.extend(render_item(note, graph))
-        if section:
-            out.append("")
-    return "\n".join(out).rstrip("\n") + "\n"
+        sections[kind] = [item_text(note, graph) for note in section]
+    return assemble(base, scope, sections)
+
+
+def item_text(note: Note, graph: Graph | None = None) -> str:
+    """One item as text, ending in a newline: the unit the store caches and export joins."""
+    return "\n".join(render_item(note, graph)) + "\n"
+
+
+def assemble(base: int, scope: Scope, sections: Mapping[str, Sequence[str]]) -> str:
+    """The file from its items: `sections` maps a kind to its item texts, in id order."""
+    return "".join(_layout(base, scope, sections, str))
+
+
+def assemble_bytes(base: int, scope: Scope, sections: Mapping[str, Sequence[bytes]]) -> bytes:
+    """`assemble` over UTF-8 items: the export path never decodes what it only compares."""
+    return b"".join(_layout(base, scope, sections, str.encode))
+
+
+def _layout(base, scope, sections, literal):  # type: ignore[no-untyped-def]
+    kinds = [kind for kind in KINDS if scope.holds_kind(kind)]
+    out = [literal(header_line(base, scope) + "\n\n")]
+    for position, kind in enumerate(kinds, start=1):
+        out.append(literal(f"## {SECTION_TITLES[kind]}\n"))
+        items = sections.get(kind, ())
+        if items:
+            out.append(literal("\n"))
+            out.extend(items)
+        if position < len(kinds):
+            out.append(literal("\n"))  # a blank line before the next heading
+    return out
 
 
 def _by_id(note: Note) -> int:
