@@ -20,13 +20,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from reconciler.blocks import EditDiff, diff_edit
 from reconciler.parse import ParsedFile, parse
 from reconciler.plan import EVENT_OF_ACTION, Conflict, Op, Plan, make_plan
 from reconciler.rebase import rebase, with_errors
 from renderer import Scope, render
+from renderer.format import HEADER_RE
 
 from . import errors
-from .export import auto_export, rendering
+from .export import auto_export, rendered_at_base, rendering
+from .faults import checkpoint
 from .files import private_dir, read_regular, write_atomic
 from .model import Event, Note, replay
 from .store import NewNote, Store, Transaction
@@ -56,6 +59,24 @@ class Checkout:
     def resume_hint(self) -> str:
         return f"your edit is kept in {self.file}; continue with `qem edit --resume {self.id}`"
 
+    def _session(self) -> dict:
+        try:
+            return json.loads((self.directory / SESSION_FILE).read_text("utf-8"))
+        except (OSError, ValueError):
+            return {}
+
+    def pending(self) -> tuple[int, list[str]]:
+        """The checkout's first base, and the check-in ids it started applying."""
+        data = self._session()
+        return int(data.get("base") or 0), list(data.get("pending") or [])
+
+    def add_pending(self, checkin_id: str) -> None:
+        """Note `checkin_id` before applying it: if qem dies after the commit, the kept
+        edit must not be checked in a second time (its new notes would be created twice)."""
+        data = self._session()
+        data["pending"] = [*data.get("pending", []), checkin_id]
+        write_atomic(self.directory / SESSION_FILE, json.dumps(data).encode("utf-8"), mode=0o600)
+
 
 # -- checking out ----------------------------------------------------------------------------
 
@@ -65,13 +86,13 @@ def new_checkout(store: Store, place: Workspace, scope: Scope) -> Checkout:
     return _make_checkout(place, base, scope, rendered, rendered)
 
 
-def _make_checkout(place: Workspace, base: int, scope: Scope, base_text: str, text: str) -> Checkout:
+def _make_checkout(place: Workspace, base: int, scope: Scope, base_text: str, text: str | bytes) -> Checkout:
     root = private_dir(place.checkouts)
     directory = root / f"{base}-{secrets.token_hex(4)}"
     directory.mkdir(mode=0o700)
     checkout = Checkout(directory)
     write_atomic(checkout.base_file, base_text.encode("utf-8"), mode=0o600)
-    write_atomic(checkout.file, text.encode("utf-8"), mode=0o600)
+    write_atomic(checkout.file, text if isinstance(text, bytes) else text.encode("utf-8"), mode=0o600)
     (directory / SESSION_FILE).write_text(json.dumps({"base": base, "scope": _scope_json(scope)}))
     return checkout
 
@@ -146,28 +167,98 @@ class Planned:
     base_notes: dict[int, Note]
     now_notes: dict[int, Note]
     since: list[Event]
+    text: bytes = b""
+    base_text: bytes | None = None
+    partial: bool = False  # only the changed blocks parsed, only the notes they name read
 
 
-def plan_checkin(store: Store, text: str, base_text: str | None = None) -> Planned:
-    parsed = parse(text)
+def plan_checkin(store: Store, text: str | bytes, base_text: str | bytes | None = None) -> Planned:
+    """Plan checking `text` (the edited file) in.  With the base rendering at hand (a
+    checkout's base.md, or the mirror's base rebuilt from the cache), only the blocks the
+    edit changed are parsed and only the notes they, and the events since the base, name
+    are read."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    base = base_text.encode("utf-8") if isinstance(base_text, str) else base_text
+    if base is not None and _header_line(base) == _header_line(data):
+        diff = diff_edit(base, data)
+        if diff is not None and diff.parsed.base is not None:
+            return _plan_changed(store, diff, data, base)
+    return _plan_whole(store, data, base)
+
+
+def _header_line(data: bytes) -> bytes:
+    start = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    end = data.find(b"\n", start)
+    return data[start : end if end >= 0 else len(data)].rstrip()
+
+
+def _decoded(data: bytes, what: str = "the file") -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise errors.BadInput(f"{what} line {line}: not UTF-8 text; nothing was checked in") from None
+
+
+def _plan_changed(store: Store, diff: EditDiff, text: bytes, base_text: bytes) -> Planned:
+    parsed = diff.parsed
+    assert parsed.base is not None
+    with store.reading():
+        head = _head_within(store, parsed.base)
+        since, past = store.rewind(parsed.base)
+        mine = {i.note_id for i in parsed.items if i.note_id is not None} | diff.removed
+        now_notes = store.notes_by_id(mine | set(past))
+        successors = {n.superseded_by for n in now_notes.values() if n.superseded_by is not None}
+        now_notes.update(store.notes_by_id(successors - set(now_notes)))
+    base_notes = {n: now_notes[n] for n in mine if n in now_notes and n not in past}
+    base_notes.update((n, note) for n, note in past.items() if note is not None)
+    _fill_forgotten_texts(base_notes, base_text)
+    plan = make_plan(parsed, base_notes, now_notes, since, head, removed=diff.removed)
+    return Planned(parsed, plan, base_notes, now_notes, since, text, base_text, partial=True)
+
+
+def _head_within(store: Store, base: int) -> int:
+    head = store.head()
+    if base > head:
+        raise errors.BadInput(
+            f"the file names base {base}, past this store's head {head}:"
+            " it was rendered from another store"
+        )
+    return head
+
+
+def _plan_whole(store: Store, text: bytes, base_text: bytes | None) -> Planned:
+    parsed = parse(_decoded(text))
     if parsed.base is None:
         if not parsed.errors:
             raise errors.BadInput("the file holds nothing to check in")
         raise errors.BadInput(f"this is not a qem file: {parsed.errors[0]}")
     with store.reading():
-        head = store.head()
-        if parsed.base > head:
-            raise errors.BadInput(
-                f"the file names base {parsed.base}, past this store's head {head}:"
-                " it was rendered from another store"
-            )
+        head = _head_within(store, parsed.base)
         now_notes = {n.id: n for n in store.notes()}
         since = store.events(after=parsed.base)
         base_notes = _notes_at_base(store, now_notes, since, parsed.base)
     if base_text is not None:
         _fill_forgotten_texts(base_notes, base_text)
     plan = make_plan(parsed, base_notes, now_notes, since, head)
-    return Planned(parsed, plan, base_notes, now_notes, since)
+    return Planned(parsed, plan, base_notes, now_notes, since, text, base_text)
+
+
+def _base_rendering(store: Store, text: bytes) -> bytes | None:
+    """A hand-edited export's base rendering, rebuilt from the store's cached items (None
+    where that is not possible, and the check-in parses the whole file instead)."""
+    match = HEADER_RE.match(_header_line(text).decode("utf-8", "replace"))
+    if not match or match["kinds"] or match["active"]:
+        return None
+    base = int(match["base"])
+    if base > store.head():
+        return None
+    return rendered_at_base(store, base)
+
+
+def whole(store: Store, planned: Planned) -> Planned:
+    """`planned` with the whole file parsed and every note read (for the rebase)."""
+    return _plan_whole(store, planned.text, planned.base_text) if planned.partial else planned
 
 
 def _notes_at_base(store: Store, now: dict[int, Note], since: list[Event], base: int) -> dict[int, Note]:
@@ -182,14 +273,18 @@ def _notes_at_base(store: Store, now: dict[int, Note], since: list[Event], base:
     return notes
 
 
-def _fill_forgotten_texts(base_notes: dict[int, Note], base_text: str) -> None:
+def _fill_forgotten_texts(base_notes: dict[int, Note], base_text: bytes) -> None:
     """Texts forgotten since the base are gone from the log; base.md still knows them."""
     missing = [n for n in base_notes.values() if n.text is None and n.state != "forgotten"]
     if not missing:
         return
     from dataclasses import replace
 
-    known = {i.note_id: i.text for i in parse(base_text).items if i.note_id is not None}
+    known = {
+        i.note_id: i.text
+        for i in parse(base_text.decode("utf-8", "replace")).items
+        if i.note_id is not None
+    }
     for note in missing:
         if known.get(note.id) is not None:
             base_notes[note.id] = replace(note, text=known[note.id])
@@ -245,7 +340,8 @@ def describe_conflict(conflict: Conflict) -> str:
 
 
 def problems(planned: Planned) -> list[str]:
-    return [str(e) for e in planned.parsed.errors + [e for e in planned.plan.errors if e not in planned.parsed.errors]] + [
+    parsed = set(planned.parsed.errors)  # a set: a file of thousands of bad lines stays linear
+    return [str(e) for e in planned.parsed.errors + [e for e in planned.plan.errors if e not in parsed]] + [
         describe_conflict(c) for c in planned.plan.conflicts
     ]
 
@@ -253,13 +349,17 @@ def problems(planned: Planned) -> list[str]:
 # -- applying -----------------------------------------------------------------------------------
 
 
-def apply_plan(store: Store, plan: Plan, who: str, reason: str) -> tuple[str, list[int]]:
+def new_checkin_id(plan: Plan) -> str:
+    return f"ci-{plan.base}-{secrets.token_hex(4)}"
+
+
+def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str | None = None) -> tuple[str, list[int]]:
     """Append every event of the check-in in one transaction, or none.
 
     The transaction first checks that the store head is still the one the plan was made
     against; if it moved, HeadMoved is raised and the caller plans again.
     """
-    checkin_id = f"ci-{plan.base}-{secrets.token_hex(4)}"
+    checkin_id = checkin_id or new_checkin_id(plan)
     created: list[int] = []
 
     def work(tx: Transaction) -> None:
@@ -289,10 +389,9 @@ def _apply_op(tx: Transaction, op: Op, who: str, reason: str, checkin_id: str, c
 
 
 def _fault(point: str) -> None:
-    """Crash here when QEM_FAULT names this point: crash-consistency tests kill qem at
-    chosen moments to prove that a check-in lands whole or not at all."""
-    if os.environ.get("QEM_FAULT") == point:
-        os.kill(os.getpid(), signal.SIGKILL)
+    """Crash here when QEM_FAULT names this point (or QEM_FAULT_AFTER_N counts down to
+    it): crash-consistency tests kill qem at chosen moments (qem_edit/faults.py)."""
+    checkpoint(point)
 
 
 # -- the interactive loop ------------------------------------------------------------------------
@@ -327,6 +426,9 @@ def run_edit(store: Store, place: Workspace, kinds, active: bool, reason, yes: b
     who = resolve_actor(actor)
     if resume is not None:
         session = find_checkout(place, resume)
+        if _landed(store, session):
+            return 0
+        _rebase_kept(store, session)
     else:
         session = new_checkout(store, place, Scope(kinds=kinds, active_only=active))
     while True:
@@ -348,7 +450,11 @@ def _checkin_round(store: Store, place: Workspace, session: Checkout, reason, ye
         return 0
     base_text = _read_edit(session.base_file, session) if session.base_file.exists() else None
     while True:
-        planned = plan_checkin(store, text, base_text)
+        try:
+            planned = plan_checkin(store, text, base_text)
+        except errors.QemError as exc:
+            exc.hint = exc.hint or session.resume_hint()
+            raise
         plan = planned.plan
         if not plan.ok:
             return _not_ok(store, session, text, planned)
@@ -375,7 +481,9 @@ def _checkin_round(store: Store, place: Workspace, session: Checkout, reason, ye
             exc.hint = session.resume_hint()
             raise
         try:
-            checkin_id, created = apply_plan(store, plan, who, why)
+            checkin_id = new_checkin_id(plan)
+            session.add_pending(checkin_id)
+            checkin_id, created = apply_plan(store, plan, who, why, checkin_id)
         except errors.HeadMoved:
             continue  # someone wrote meanwhile: plan again against the new head
         except BaseException as exc:
@@ -406,16 +514,6 @@ def _not_ok(store: Store, session: Checkout, text: str, planned: Planned) -> int
     print(f"qem: {heading}:", file=sys.stderr)
     for message in messages:
         print(f"  {message}", file=sys.stderr)
-    if conflict:
-        new_text = rebase(
-            planned.parsed, planned.plan, planned.base_notes, planned.now_notes,
-            _store_sides(planned), messages,
-        )
-        new_base = render(
-            [n for n in planned.now_notes.values()], planned.plan.head, planned.parsed.scope
-        )
-    else:
-        new_text, new_base = with_errors(text, messages), None
     if not _interactive():
         # keep the user's text as it was; the rebased version is offered on resume
         exc_type = errors.ConflictError if conflict else errors.BadInput
@@ -426,10 +524,66 @@ def _not_ok(store: Store, session: Checkout, text: str, planned: Planned) -> int
     if answer not in ("e", "edit"):
         print(f"qem: nothing written; {session.resume_hint()}", file=sys.stderr)
         return errors.EXIT_CONFLICT if conflict else errors.EXIT_INPUT
+    if conflict:
+        new_text, new_base = _rebased(store, planned, messages)
+    else:
+        new_text, new_base = with_errors(text, messages), None
     if new_base is not None:
         write_atomic(session.base_file, new_base.encode("utf-8"), mode=0o600)
     write_atomic(session.file, new_text.encode("utf-8"), mode=0o600)
     return None
+
+
+def _rebased(store: Store, planned: Planned, messages: list[str]) -> tuple[str, str]:
+    """The edit rebased on the store now, conflicts marked; and the store now, rendered."""
+    planned = whole(store, planned)
+    new_text = rebase(
+        planned.parsed, planned.plan, planned.base_notes, planned.now_notes,
+        _store_sides(planned), messages,
+    )
+    new_base = render(list(planned.now_notes.values()), planned.plan.head, planned.parsed.scope)
+    return new_text, new_base
+
+
+def _rebase_kept(store: Store, session: Checkout) -> None:
+    """On resume, a kept edit that conflicts with the store now is reopened rebased on it,
+    each conflict between markers, as `[e]dit again` would have offered."""
+    text = _read_edit(session.file, session)
+    if not text.strip():
+        return
+    base_text = _read_edit(session.base_file, session) if session.base_file.exists() else None
+    try:
+        planned = plan_checkin(store, text, base_text)
+    except errors.QemError:
+        return  # the check-in round reports it, after the editor
+    if not planned.plan.conflicts or planned.plan.errors:
+        return
+    new_text, new_base = _rebased(store, planned, problems(planned))
+    write_atomic(session.base_file, new_base.encode("utf-8"), mode=0o600)
+    write_atomic(session.file, new_text.encode("utf-8"), mode=0o600)
+    print(
+        f"qem: the store changed since this edit's base; {len(planned.plan.conflicts)} conflict(s)"
+        " are marked in the file (keep one side of each, delete the other and the marker lines)",
+        file=sys.stderr,
+    )
+
+
+def _landed(store: Store, session: Checkout) -> bool:
+    """Whether a check-in of this kept edit already landed (qem died after its commit)."""
+    base, pending = session.pending()
+    if not pending:
+        return False
+    with store.reading():
+        done = sorted({e.checkin for e in store.events(after=base) if e.checkin in pending})
+    if not done:
+        return False
+    print(
+        f"qem: this edit was already checked in as {done[0]}; nothing more to write"
+        f" (see `qem log`); removing the kept edit {session.id}",
+        file=sys.stderr,
+    )
+    shutil.rmtree(session.directory, ignore_errors=True)
+    return True
 
 
 def _store_sides(planned: Planned) -> dict[int, str]:
@@ -465,17 +619,17 @@ def run_checkin(store: Store, place: Workspace, path: Path | None, reason, yes: 
             path = place.mirror_path()
     elif path.resolve().parent.parent == place.checkouts.resolve():
         session = Checkout(path.resolve().parent)
+    if session is not None and not dry_run and _landed(store, session):
+        return 0
     data = read_regular(path)
     if data is None:
         raise errors.BadInput(f"{path} does not exist; nothing to check in")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise errors.BadInput(f"{path} line {line}: not UTF-8 text; nothing was checked in") from None
+    text = data  # decoded only where the check-in has to read it
     base_text = None
     if session is not None and session.base_file.exists():
-        base_text = session.base_file.read_text("utf-8")
+        base_text = session.base_file.read_bytes()
+    elif session is None:
+        base_text = _base_rendering(store, text)
     kept = f"your edit is kept in {path}"
     while True:
         planned = plan_checkin(store, text, base_text)
@@ -510,7 +664,10 @@ def run_checkin(store: Store, place: Workspace, path: Path | None, reason, yes: 
                 return 0
         why = _get_reason(reason)
         try:
-            checkin_id, created = apply_plan(store, plan, who, why)
+            checkin_id = new_checkin_id(plan)
+            if session is not None:
+                session.add_pending(checkin_id)
+            checkin_id, created = apply_plan(store, plan, who, why, checkin_id)
         except errors.HeadMoved:
             continue
         _report_applied(plan, checkin_id, created)
@@ -528,4 +685,8 @@ def run_checkin(store: Store, place: Workspace, path: Path | None, reason, yes: 
 def new_checkout_from_text(place: Workspace, planned: Planned, text: str) -> Checkout:
     """Keep a failed check-in's file as a resumable edit (its own base preserved)."""
     scope, base = planned.parsed.scope, planned.plan.base
-    return _make_checkout(place, base, scope, render(planned.base_notes.values(), base, scope), text)
+    if planned.base_text is not None:
+        base_render = planned.base_text.decode("utf-8")
+    else:  # a whole-file plan read every note
+        base_render = render(planned.base_notes.values(), base, scope)
+    return _make_checkout(place, base, scope, base_render, text)

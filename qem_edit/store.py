@@ -364,10 +364,17 @@ class Store:
 
     def _prepare(self, create: bool) -> None:
         conn = self.conn
-        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if app_id == 0 and version == 0:
+        # One read transaction, so a store another process is creating right now is seen
+        # before or after its creation, never half-way (tables there, application id not).
+        conn.execute("BEGIN")
+        try:
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
             has_tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+        if app_id == 0 and version == 0:
             if has_tables:
                 raise errors.NotAStore(f"{self.path} is an SQLite database, but not a qem store")
             if not create:
@@ -503,6 +510,18 @@ class Store:
             raise errors.NoSuchNote(f"no note #{note_id} in this store")
         return _note_from_row(rows[0])
 
+    def notes_by_id(self, ids: Iterable[int]) -> dict[int, Note]:
+        """The notes with these ids (absent ids are left out)."""
+        wanted = sorted(set(ids))
+        out: dict[int, Note] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            rows = self._read(
+                f"SELECT {_NOTE_COLUMNS} FROM notes WHERE id IN ({', '.join('?' * len(chunk))})", chunk
+            )
+            out.update((n.id, n) for n in map(_note_from_row, rows))
+        return out
+
     def notes(
         self, kinds: Iterable[str] | None = None, states: Iterable[str] | None = None
     ) -> list[Note]:
@@ -526,7 +545,7 @@ class Store:
         try:
             return self.head(), self.notes()
         finally:
-            conn.execute("COMMIT")
+            self._end_read()
 
     def events(
         self, note_id: int | None = None, after: int = 0, upto: int | None = None
@@ -546,11 +565,14 @@ class Store:
         return [_event_from_row(r) for r in rows]
 
     def iter_events(self) -> Iterator[Event]:
-        cursor = self.conn.execute(
-            "SELECT seq, note_id, type, at, actor, reason, checkin, data FROM events ORDER BY seq"
-        )
-        for row in cursor:
-            yield _event_from_row(row)
+        try:
+            cursor = self.conn.execute(
+                "SELECT seq, note_id, type, at, actor, reason, checkin, data FROM events ORDER BY seq"
+            )
+            for row in cursor:
+                yield _event_from_row(row)
+        except sqlite3.DatabaseError as exc:  # a damaged page, met halfway through the log
+            raise errors.NotAStore(f"{self.path} cannot be read: {exc}") from None
 
     def rewind(self, base: int) -> tuple[list[Event], dict[int, Note | None]]:
         """The events after `base`, and each note they touch as it was at `base` (None:
@@ -675,8 +697,22 @@ class Store:
         self.conn.execute("BEGIN")
         try:
             yield self
+        except sqlite3.DatabaseError as exc:
+            raise errors.NotAStore(f"{self.path} cannot be read: {exc}") from None
         finally:
+            self._end_read()
+
+    def _end_read(self) -> None:
+        """End a read transaction; on a damaged file the read itself reports the damage,
+        so a COMMIT that fails too must not replace that report with a traceback."""
+        try:
             self.conn.execute("COMMIT")
+        except sqlite3.DatabaseError:
+            if self.conn.in_transaction:
+                try:
+                    self.conn.execute("ROLLBACK")
+                except sqlite3.DatabaseError:
+                    pass
 
 
 def _translate_open_error(path: Path, exc: sqlite3.DatabaseError) -> errors.QemError:
@@ -684,7 +720,8 @@ def _translate_open_error(path: Path, exc: sqlite3.DatabaseError) -> errors.QemE
     if "file is not a database" in message or "malformed" in message:
         return errors.NotAStore(f"{path} is not a qem store (not an SQLite database, or corrupt)")
     if "unable to open" in message:
-        return errors.StoreUnwritable(f"cannot open {path}: {exc}")
+        beside = f" (even to read it, SQLite must create {path.name}-shm beside it: is {path.parent} writable?)"
+        return errors.StoreUnwritable(f"cannot open {path}: {exc}" + (beside if path.exists() else ""))
     if "readonly" in message or "read-only" in message:
         return errors.StoreUnwritable(f"{path} is read-only: {exc}")
     if "locked" in message or "busy" in message:

@@ -99,15 +99,19 @@ def make_plan(
     now_notes: Mapping[int, Note],
     since: Sequence[Event],
     head: int,
+    removed: set[int] | None = None,
 ) -> Plan:
     """The plan for checking `parsed` in.
 
     `base_notes`: every note as of the file's base seq (text None where forgotten since).
     `now_notes`: every note now.  `since`: the events after the base, up to `head`.
+    `removed`: when `parsed` holds only the changed part of the file (reconciler.blocks),
+    the notes whose base items are gone; the notes maps then need hold only the notes
+    that part, `removed` and `since` name.
     """
     assert parsed.base is not None
     plan = Plan(base=parsed.base, head=head, errors=list(parsed.errors))
-    mine = _my_changes(parsed, base_notes, plan.errors)
+    mine = _my_changes(parsed, base_notes, plan.errors, removed)
     touched: dict[int, list[Event]] = {}
     for event in since:
         touched.setdefault(event.note_id, []).append(event)
@@ -122,12 +126,44 @@ def make_plan(
     plan.merged = sorted(
         n for n in touched if n not in mine and n in base_notes and in_scope(base_notes[n], parsed.scope)
     )
+    if plan.ops and not plan.conflicts and all(op.action == "create" for op in plan.ops):
+        done = _created_since(plan.ops, since)
+        if done is not None:  # the whole edit is in the store already: do not create it twice
+            plan.ops = []
+            plan.agreed.extend(done)
     plan.ops.sort(key=lambda op: op.line)
     return plan
 
 
+def _created_since(creates: Sequence[Op], since: Sequence[Event]) -> list[int] | None:
+    """The notes a check-in created since the base with the content of each of `creates`,
+    or None unless every one has its match.
+
+    When everything else an edit asks for is already in the store and so is every new note
+    it adds, the edit itself landed: qem died after the commit and before it could clear
+    the file (a kept checkout, or MEMORY.md checked in with --path), and checking the file
+    in again must not create its notes a second time.
+    """
+    pool: dict[Content, list[int]] = {}
+    for e in since:
+        data = e.data
+        if e.type == "created" and e.checkin and data.get("supersedes") is None and isinstance(data.get("text"), str):
+            content = Content(str(data.get("kind")), str(data.get("priority")), str(data["text"]))
+            pool.setdefault(content, []).append(e.note_id)
+    found = []
+    for op in creates:
+        matches = pool.get(op.content) if op.content else None
+        if not matches:
+            return None
+        found.append(matches.pop(0))
+    return found
+
+
 def _my_changes(
-    parsed: ParsedFile, base_notes: Mapping[int, Note], errors: list[LineError]
+    parsed: ParsedFile,
+    base_notes: Mapping[int, Note],
+    errors: list[LineError],
+    removed: set[int] | None = None,
 ) -> dict:
     """note id (None for new notes) → (line, ops), for every note you changed."""
     scope = parsed.scope
@@ -171,10 +207,22 @@ def _my_changes(
                 )
             )
             continue
+        if removed is not None and item.note_id not in removed:
+            errors.append(
+                LineError(
+                    item.line,
+                    f"note #{item.note_id} appears twice (its unchanged item is still in the"
+                    " file); keep one item per note, or remove the [#ID] to make a new note",
+                )
+            )
+            continue
         ops = _item_changes(item, base, errors)
         if ops:
             changes[item.note_id] = (item.line, ops)
-    for note_id, base in base_notes.items():
+    gone = base_notes.items() if removed is None else (
+        (n, base_notes[n]) for n in sorted(removed) if n in base_notes
+    )
+    for note_id, base in gone:
         if note_id in seen or not in_scope(base, scope):
             continue
         if base.state in LIVE_STATES:

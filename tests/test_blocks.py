@@ -1,0 +1,193 @@
+"""The block-level shortcut of a check-in gives the plan a full parse gives.
+
+`reconciler.blocks.diff_edit` parses only the blocks an edit changed; `session.plan_checkin`
+uses it whenever the base rendering is at hand.  These tests hold it to the full parse on
+random stores and random edits, including the awkward ones (moved items, duplicated
+items, stray lines, blank lines, editor noise, invalid UTF-8).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from qem_edit.model import KINDS, PRIORITIES, Note
+from reconciler.blocks import diff_edit
+from reconciler.parse import parse
+from reconciler.plan import make_plan
+from renderer import render
+
+TEXTS = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\r"),
+    min_size=1,
+    max_size=40,
+).map(lambda t: "\n".join(line.rstrip() for line in t.split("\n")).strip("\n") or "x")
+
+
+def _store(seed: int, size: int) -> dict[int, Note]:
+    rng = random.Random(seed)
+    notes: dict[int, Note] = {}
+    for note_id in range(1, size + 1):
+        state = rng.choice(["active"] * 6 + ["stale", "revoked", "expired", "forgotten"])
+        text = None if state == "forgotten" else rng.choice(
+            ["alpha", "beta\n  gamma", "## Directives", "- [#99] forged", "a\n\nb", "REVOKED x", "é 日本"]
+        ) + f" {note_id}"
+        notes[note_id] = Note(
+            note_id, rng.choice(KINDS), rng.choice(PRIORITIES), text, "agent",
+            "2026-05-04T08:00:00Z", "a", state=state,
+            state_at=None if state == "active" else "2026-06-01T00:00:00Z",
+        )
+    return notes
+
+
+EDITS = ("delete", "change", "move", "add", "duplicate", "stray", "blank", "priority", "stale", "crlf", "bom", "swap")
+
+
+def _edit(text: str, rng: random.Random, steps: int) -> str:
+    lines = text.split("\n")
+    for _ in range(steps):
+        items = [i for i, line in enumerate(lines) if line.startswith("- [#")]
+        headings = [i for i, line in enumerate(lines) if line.startswith("## ")]
+        action = rng.choice(EDITS)
+        if not items:
+            action = "add"
+        i = rng.choice(items) if items else 0
+        if action == "delete":
+            del lines[i]
+        elif action == "change":
+            lines[i] = lines[i] + " changed"
+        elif action == "move":
+            line = lines.pop(i)
+            lines.insert(rng.choice(headings) + 1, line)
+        elif action == "add":
+            lines.insert(rng.choice(headings) + 1, f"- a new note {rng.random():.6f}")
+        elif action == "duplicate":
+            lines.insert(i, lines[i])
+        elif action == "stray":
+            lines.insert(i + 1, "stray words at column zero")
+        elif action == "blank":
+            lines.insert(i + 1, "")
+        elif action == "priority":
+            lines[i] = lines[i].replace(" · medium · ", " · high · ", 1)
+        elif action == "stale":
+            head, sep, tail = lines[i].partition(" · agent · ")
+            if sep and not tail.startswith(("REVOKED", "STALE", "EXPIRED")):
+                lines[i] = head + sep + "STALE (looks old) · " + tail
+        elif action == "swap" and len(items) > 1:
+            j = rng.choice(items)
+            lines[i], lines[j] = lines[j], lines[i]
+    out = "\n".join(lines)
+    if "crlf" in EDITS and rng.random() < 0.1:
+        out = out.replace("\n", "\r\n")
+    if rng.random() < 0.1:
+        out = "\ufeff" + out
+    return out
+
+
+def _outcome(plan):
+    return (
+        sorted((op.action, op.note_id or 0, repr(op.content), op.reason or "") for op in plan.ops),
+        sorted(c.note_id for c in plan.conflicts),
+        bool(plan.errors),
+    )
+
+
+def _both(notes: dict[int, Note], base_text: str, edited: str):
+    full = parse(edited)
+    if full.base is None:
+        return None
+    whole = make_plan(full, notes, notes, [], full.base)
+    diff = diff_edit(base_text.encode("utf-8"), edited.encode("utf-8"))
+    if diff is None:
+        return None  # the shortcut declined: the full parse is used, nothing to compare
+    partial = make_plan(diff.parsed, notes, notes, [], full.base, removed=diff.removed)
+    return whole, partial
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), size=st.integers(0, 25), steps=st.integers(0, 6))
+def test_the_shortcut_plans_what_a_full_parse_plans(seed, size, steps):
+    notes = _store(seed, size)
+    base_text = render(notes.values(), 7)
+    edited = _edit(base_text, random.Random(seed * 31 + steps), steps)
+    both = _both(notes, base_text, edited)
+    if both is None:
+        return
+    whole, partial = both
+    _agree(whole, partial)
+
+
+def _agree(whole, partial):
+    """Both refuse, or both plan the same events and conflicts.  (A refused edit writes
+    nothing, so what else each would have planned does not matter; which copy of a
+    duplicated item is named can differ.)"""
+    assert bool(partial.errors) == bool(whole.errors), (partial.errors, whole.errors)
+    if not whole.errors:
+        assert _outcome(partial) == _outcome(whole)
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=TEXTS)
+def test_any_new_text_is_read_the_same_way(text):
+    notes = _store(3, 8)
+    base_text = render(notes.values(), 7)
+    body = text.split("\n")
+    new_item = "\n".join(["- " + body[0]] + ["  " + line if line else "" for line in body[1:]])
+    edited = base_text.replace("## Findings\n", "## Findings\n\n" + new_item + "\n", 1)
+    both = _both(notes, base_text, edited)
+    if both is not None:
+        whole, partial = both
+        _agree(whole, partial)
+
+
+def test_an_unchanged_file_parses_nothing():
+    notes = _store(5, 200)
+    base_text = render(notes.values(), 7)
+    diff = diff_edit(base_text.encode(), base_text.encode())
+    assert diff is not None
+    assert diff.parsed.items == [] and diff.removed == set() and diff.parsed.errors == []
+
+
+def test_only_the_changed_blocks_are_parsed_and_lines_are_real():
+    notes = _store(6, 300)
+    base_text = render(notes.values(), 7)
+    lines = base_text.split("\n")
+    target = next(i for i, line in enumerate(lines) if line.startswith("- [#") and " · agent · " in line
+                  and not any(w in line for w in ("REVOKED", "STALE", "EXPIRED", "FORGOTTEN")))
+    lines[target] += " edited"
+    diff = diff_edit(base_text.encode(), "\n".join(lines).encode())
+    assert diff is not None
+    assert [item.line for item in diff.parsed.items] == [target + 1]
+
+
+def test_invalid_utf8_in_a_changed_block_names_its_line():
+    notes = _store(7, 30)
+    base = render(notes.values(), 7).encode()
+    lines = base.split(b"\n")
+    target = next(i for i, line in enumerate(lines) if line.startswith(b"- [#"))
+    lines[target] += b" \xff\xfe"
+    diff = diff_edit(base, b"\n".join(lines))
+    assert diff is not None
+    assert [e.line for e in diff.parsed.errors] == [target + 1]
+    assert "UTF-8" in diff.parsed.errors[0].message
+
+
+@pytest.mark.parametrize("edit", ["duplicate", "move", "stray"])
+def test_awkward_edits_agree_with_the_full_parse(edit):
+    notes = _store(11, 40)
+    base_text = render(notes.values(), 7)
+    lines = base_text.split("\n")
+    i = next(i for i, line in enumerate(lines) if line.startswith("- [#"))
+    if edit == "duplicate":
+        lines.insert(i, lines[i])
+    elif edit == "move":
+        lines.append(lines.pop(i))
+    else:
+        lines.insert(i + 1, "a stray line")
+    both = _both(notes, base_text, "\n".join(lines))
+    if both is not None:
+        whole, partial = both
+        _agree(whole, partial)
