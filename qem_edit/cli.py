@@ -76,6 +76,8 @@ def _open(workspace: Path | None, store: Path | None, *, write: bool = False):
     from . import workspace as ws
 
     place = ws.resolve(workspace, store)
+    if write:
+        place.config()  # a bad .qem/config.toml is refused before anything is written
     existed = place.store_path.exists()
     handle = Store.open(place.store_path, create=write)
     if write and not existed:
@@ -95,6 +97,7 @@ def _write(workspace, store, actor, work, *, create: bool = True) -> object:
     who = ws.actor(actor)
     place, handle = _open(workspace, store, write=create)
     with handle:
+        place.config()  # refused before the write, not after it (auto-export reads it)
         result = handle.write(lambda tx: work(tx, who))
         auto_export(handle, place)
     return result
@@ -622,16 +625,16 @@ def export_(
             from renderer import render
 
             seq = _at_seq(handle, at)
-            sys.stdout.write(render(handle.state_at(seq).values(), seq))
+            _write_utf8(render(handle.state_at(seq).values(), seq))
             return 0
         if stdout:
-            sys.stdout.write(mirror.rendering(handle)[1])
+            _write_utf8(mirror.rendering(handle)[1])
             return 0
         if check or diff:
             code = 0
             if diff:
                 patch = mirror.unified_diff(handle, target)
-                sys.stdout.write(patch)
+                _write_utf8(patch)
                 code = 1 if patch else 0
             if check:
                 verdict = mirror.check(handle, target)
@@ -641,6 +644,13 @@ def export_(
         wrote = mirror.export(handle, target)
     print(f"qem: {'wrote' if wrote else 'unchanged:'} {target}", file=sys.stderr)
     return 0
+
+
+def _write_utf8(text: str) -> None:
+    """Print a rendering as UTF-8 bytes, whatever the locale: the same bytes as the file."""
+    sys.stdout.flush()
+    sys.stdout.buffer.write(text.encode("utf-8"))
+    sys.stdout.buffer.flush()
 
 
 # -- editing -------------------------------------------------------------------------------
@@ -710,6 +720,7 @@ def checkin(
 
     place, handle = _open(workspace, store)
     with handle:
+        place.config()  # refused before the check-in writes, not after it
         return run_checkin(handle, place, path, reason, yes, dry_run, actor)
 
 
@@ -762,6 +773,10 @@ def main(argv: list[str] | None = None) -> None:
         code = errors.EXIT_INTERRUPTED
     except BrokenPipeError:
         code = 0
+    except OSError as exc:  # a file qem cannot create or write (read-only place, full disk)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"qem: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        code = errors.EXIT_INPUT
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -11,7 +11,7 @@ from typing import Iterator
 
 from . import errors
 from .model import EVENT_TYPES, Event, TextError, is_timestamp, normalize_text
-from .store import Store, Transaction
+from .store import MAX_ID, Store, Transaction
 
 _FIELDS = ("seq", "note_id", "type", "at", "actor", "reason", "checkin", "data")
 
@@ -26,8 +26,11 @@ def dump_lines(store: Store) -> Iterator[str]:
             yield dump_line(event)
 
 
-def read_dump(raw: bytes, name: str) -> list[Event]:
-    """Parse and check a dump; raises BadInput naming the first bad line."""
+def read_dump(raw: bytes, name: str, *, lines: list[str] | None = None) -> list[Event]:
+    """Parse and check a dump; raises BadInput naming the first bad line.
+
+    `lines`, when given, receives each event's `FILE:LINE`, for `load_events` to name.
+    """
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -48,6 +51,8 @@ def read_dump(raw: bytes, name: str) -> list[Event]:
             raise errors.BadInput(f"{where}: seq {event.seq} does not follow {last_seq}")
         last_seq = event.seq
         events.append(event)
+        if lines is not None:
+            lines.append(where)
     return events
 
 
@@ -62,8 +67,8 @@ def _event(obj: object, where: str) -> Event:
         raise errors.BadInput(f"{where}: unknown field(s) {', '.join(extra)}")
     for key in ("seq", "note_id"):
         value = obj[key]
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise errors.BadInput(f"{where}: {key} must be a positive integer")
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_ID:
+            raise errors.BadInput(f"{where}: {key} must be a positive integer (at most 2^63-1)")
     if obj["type"] not in EVENT_TYPES:
         raise errors.BadInput(f"{where}: unknown event type {obj['type']!r}")
     if not is_timestamp(obj["at"]):
@@ -90,23 +95,29 @@ def _event(obj: object, where: str) -> Event:
     )
 
 
-def load_events(store: Store, events: list[Event]) -> int:
-    """Append `events` to `store` in one transaction, renumbering seq after its head."""
+def load_events(store: Store, events: list[Event], where: list[str] | None = None) -> int:
+    """Append `events` to `store` in one transaction, renumbering seq after its head.
+
+    `where` (from `read_dump`) names each event's line in refusals.
+    """
+    labels = where if where is not None and len(where) == len(events) else [
+        f"seq {e.seq}" for e in events
+    ]
     forgotten = {e.note_id for e in events if e.type == "forgotten"}
-    for e in events:
+    for label, e in zip(labels, events):
         if e.type == "created" and e.data.get("text") is None and e.note_id not in forgotten:
             raise errors.BadInput(
-                f"seq {e.seq}: note #{e.note_id} has no text but is never forgotten"
+                f"{label}: note #{e.note_id} has no text but is never forgotten; nothing was loaded"
             )
 
     def work(tx: Transaction) -> int:
         head = tx.head
-        for offset, e in enumerate(events, start=1):
+        for offset, (label, e) in enumerate(zip(labels, events), start=1):
             renumbered = Event(head + offset, e.note_id, e.type, e.at, e.actor, e.reason, e.checkin, e.data)
             try:
                 tx.append(renumbered)
             except errors.QemError as exc:
-                raise errors.BadInput(f"seq {e.seq} (note #{e.note_id}): {exc}; nothing was loaded") from None
+                raise errors.BadInput(f"{label} (seq {e.seq}, note #{e.note_id}): {exc}; nothing was loaded") from None
         return len(events)
 
     return store.write(work)

@@ -66,6 +66,10 @@ def export(store: Store, path: Path) -> bool:
             write_atomic(path, data)
     except Timeout:
         raise errors.StoreBusy(f"another export held {lock.lock_file} for over 60 s") from None
+    except OSError as exc:  # e.g. the lock file cannot be made beside a read-only store
+        raise errors.StoreUnwritable(
+            f"cannot export: {exc.filename or path}: {exc.strerror or exc}; {path} is unchanged"
+        ) from None
     return True
 
 

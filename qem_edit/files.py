@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from . import errors
+from .faults import checkpoint
 
 
 def refuse_link(path: Path) -> None:
@@ -35,25 +36,35 @@ def read_regular(path: Path) -> bytes | None:
         raise errors.BadInput(f"cannot read {path}: {exc.strerror}") from None
 
 
-def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
+def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
     """Replace `path` with `data` so a reader sees the old bytes or the new, never a mix.
 
     Temp file in the same directory (created exclusively, so no link is followed), fsync,
-    rename over the target, fsync the directory.
+    rename over the target, fsync the directory.  `mode` None: a file that exists keeps its
+    permissions (a mirror the user made private stays private), a new one gets 0644 less
+    the umask, as any new file would.
     """
     refuse_link(path)
+    if mode is None:
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except FileNotFoundError:
+            mode = 0o644 & ~_umask()
     directory = path.parent
     try:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
         raise errors.StoreUnwritable(f"cannot write in {directory}: {exc.strerror}") from None
     try:
+        checkpoint("atomic-tmp")
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
+        checkpoint("atomic-written")
         os.replace(tmp, path)
+        checkpoint("atomic-replaced")
     except BaseException:
         try:
             os.unlink(tmp)
@@ -61,6 +72,12 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
             pass
         raise
     fsync_dir(directory)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+    os.umask(mask)
+    return mask
 
 
 def fsync_dir(directory: Path) -> None:
@@ -78,7 +95,10 @@ def fsync_dir(directory: Path) -> None:
 
 def private_dir(path: Path) -> Path:
     """Create `path` (and parents) with mode 0700; refuse an existing link or file there."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise errors.StoreUnwritable(f"cannot create {path}: {exc.strerror}") from None
     info = os.lstat(path)
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
         raise errors.BadInput(f"{path} is not a private directory (a link or a file is in the way)")

@@ -54,8 +54,8 @@ class Graph:
                     self.children.setdefault(note.supersedes, []).append(note.id)
                 else:
                     self.dangling[note.id] = note.supersedes
-            elif note.state == "superseded" and note.superseded_by not in notes:
-                self.dangling[note.id] = note.superseded_by or 0
+            elif note.state == "superseded" and note.superseded_by is not None and note.superseded_by not in notes:
+                self.dangling[note.id] = note.superseded_by
         self._find_cycles()
         for note_id, target in self.dangling.items():
             self._poison(note_id, f"#{note_id} points to #{target}, which is not in the store (dangling pointer)")

@@ -88,6 +88,10 @@ def actor(explicit: str | None = None) -> str:
         name = name.strip()
         if not name or "\x00" in name or "\n" in name:
             raise errors.BadInput("the actor name must be one non-empty line")
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise errors.BadInput("the actor name is not UTF-8") from None
         return name
     try:
         return getpass.getuser()
