@@ -270,7 +270,26 @@ def forget(
         raise errors.BadInput(f"forget erases note #{note_id}'s text for good; add --yes to confirm")
     event = _write(workspace, store, actor, lambda tx, who: tx.forget(note_id, who, why), create=False)
     print(f"#{note_id} forgotten (seq {event.seq})")
+    _warn_stale_mirror(workspace, store, note_id)
     return 0
+
+
+def _warn_stale_mirror(workspace, store, note_id: int) -> None:
+    """A forgotten text must not live on in the mirror (and from there in git)."""
+    from . import workspace as ws
+
+    place = ws.resolve(workspace, store)
+    mirror = place.mirror_path()
+    try:
+        stale = not place.auto_export() and mirror.is_file()
+    except errors.QemError:
+        stale = mirror.is_file()
+    if stale:
+        print(
+            f"qem: warning: {mirror} may still hold note #{note_id}'s text; run `qem export`"
+            " (and check what git has already committed)",
+            file=sys.stderr,
+        )
 
 
 # -- reading -------------------------------------------------------------------------------
@@ -606,6 +625,7 @@ def export_(
     check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 0 if the file matches, 1 if not, and say why.")] = False,
     diff: Annotated[bool, typer.Option("--diff", help="Write nothing; print the unified diff export would make (exit 1 if any).")] = False,
     stdout: Annotated[bool, typer.Option("--stdout", help="Print the rendering; write no file.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a MEMORY.md edited by hand (its edits are lost).")] = False,
     at: AtOpt = None,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
@@ -641,7 +661,7 @@ def export_(
                 print(("ok: " if verdict.clean else "qem: ") + verdict.message, file=sys.stderr)
                 code = max(code, 0 if verdict.clean else 1)
             return code
-        wrote = mirror.export(handle, target)
+        wrote = mirror.export(handle, target, force=force)
     print(f"qem: {'wrote' if wrote else 'unchanged:'} {target}", file=sys.stderr)
     return 0
 
@@ -750,11 +770,31 @@ def _click_exceptions() -> tuple[type, type, type]:
     return ClickException, Exit, Abort
 
 
+def _command(argv: list[str]):  # type: ignore[no-untyped-def]
+    """The click command to run `argv`, and the arguments and name to run it with.
+
+    Building every subcommand costs typer tens of milliseconds (it inspects each
+    signature), which a pre-commit hook would pay on every commit; so a run of one known
+    subcommand builds only that one.  Anything else (no subcommand, `qem --help`, an
+    unknown name) gets the whole group, and its usual messages.
+    """
+    name = argv[0] if argv else None
+    for info in app.registered_commands:
+        if name == (info.name or info.callback.__name__.replace("_", "-")):  # type: ignore[union-attr]
+            single = typer.Typer(
+                add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
+                context_settings=app.info.context_settings,
+            )
+            single.registered_commands = [info]
+            return typer.main.get_command(single), argv[1:], f"qem {name}"
+    return typer.main.get_command(app), argv, "qem"
+
+
 def main(argv: list[str] | None = None) -> None:
     ClickException, ClickExit, ClickAbort = _click_exceptions()
-    command = typer.main.get_command(app)
+    command, args, prog = _command(sys.argv[1:] if argv is None else argv)
     try:
-        code = command.main(args=argv, prog_name="qem", standalone_mode=False)
+        code = command.main(args=args, prog_name=prog, standalone_mode=False)
     except errors.QemError as exc:
         print(f"qem: error: {exc}", file=sys.stderr)
         if exc.hint:

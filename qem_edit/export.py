@@ -21,10 +21,13 @@ from .store import Store
 
 @dataclass(frozen=True)
 class Verdict:
-    """What `--check` found."""
+    """What `--check` found, and whether exporting over the file would lose an edit."""
 
     clean: bool
     message: str
+    # the file holds something the store does not: a hand edit, a file qem did not write,
+    # or another store's rendering; `qem export` keeps it unless told --force
+    precious: bool = False
 
 
 def rendering(store: Store, scope: Scope = Scope()) -> tuple[int, str]:
@@ -48,11 +51,16 @@ def rendered_bytes(store: Store, scope: Scope = Scope()) -> tuple[int, bytes]:
     return head, render(notes, head, scope).encode("utf-8")
 
 
-def export(store: Store, path: Path) -> bool:
-    """Write the mirror if its bytes would change.  True when the file was written."""
+def export(store: Store, path: Path, *, force: bool = False) -> bool:
+    """Write the mirror if its bytes would change.  True when the file was written.
+
+    A file edited by hand (or not written by qem) is not overwritten unless `force`:
+    its edits would be lost without a trace; ConflictError says how to keep them.
+    """
     head, data = rendered_bytes(store)
-    if read_regular(path) == data:
-        return False  # unchanged bytes: leave the file (and its mtime) alone
+    current = read_regular(path)
+    if current is not None and same_text(current, data):
+        return False  # unchanged: leave the file (and its mtime) alone
     from filelock import FileLock, Timeout
 
     lock = FileLock(str(store.path) + ".export.lock")
@@ -61,8 +69,13 @@ def export(store: Store, path: Path) -> bool:
             # Under the lock, the newest state wins: render again if the store moved.
             if store.head() != head:
                 head, data = rendered_bytes(store)
-            if read_regular(path) == data:
+            current = read_regular(path)
+            if current is not None and same_text(current, data):
                 return False
+            if current is not None and not force:
+                verdict = classify(store, path, current, head, data)
+                if verdict.precious:
+                    raise errors.ConflictError(verdict.message, hint=f"{path} is unchanged")
             write_atomic(path, data)
     except Timeout:
         raise errors.StoreBusy(f"another export held {lock.lock_file} for over 60 s") from None
@@ -73,25 +86,39 @@ def export(store: Store, path: Path) -> bool:
     return True
 
 
+def same_text(current: bytes, rendered: bytes) -> bool:
+    """The file says what the rendering says: byte for byte, or but for CRLF line ends
+    (a checkout with git's autocrlf writes them, and that is no edit)."""
+    return current == rendered or (b"\r\n" in current and current.replace(b"\r\n", b"\n") == rendered)
+
+
 def check(store: Store, path: Path) -> Verdict:
     head, data = rendered_bytes(store)
     current = read_regular(path)
     if current is None:
         return Verdict(False, f"{path} does not exist; run `qem export` to write it")
-    if current == data:
+    return classify(store, path, current, head, data)
+
+
+def classify(store: Store, path: Path, current: bytes, head: int, data: bytes) -> Verdict:
+    """Why the file at `path` (`current`) is or is not the store's rendering (`data`)."""
+    if same_text(current, data):
         return Verdict(True, f"{path} matches the store (head {head})")
+    current = current.replace(b"\r\n", b"\n")
     base = file_base(current)
     if base is None:
         return Verdict(
             False,
-            f"{path} has no qem header line, so it was edited by hand; run `qem export` to"
-            " discard the edits",
+            f"{path} has no qem header line, so it was edited by hand (or not written by"
+            " qem); run `qem export --force` to discard the edits",
+            precious=True,
         )
     if base > head:
         return Verdict(
             False,
             f"{path} names base {base}, past this store's head {head}: it comes from another"
-            " store; run `qem export` to replace it",
+            " store; run `qem export --force` to replace it",
+            precious=True,
         )
     if base == head:
         edited = True
@@ -112,7 +139,8 @@ def check(store: Store, path: Path) -> Verdict:
     return Verdict(
         False,
         f"{path} was edited by hand{moved}; run `qem checkin --path {path}` to turn the"
-        " edits into events, or `qem export` to discard them",
+        " edits into events, or `qem export --force` to discard them",
+        precious=True,
     )
 
 

@@ -13,21 +13,30 @@ turn a checkpoint into a SIGKILL of the whole process, the harshest crash there 
 from __future__ import annotations
 
 import os
-import signal
 
 _passed = 0
+# Read once: a checkpoint sits in hot loops (one per appended event).
+_point: str | None = None
+_after: int | None = None
+
+
+def _arm() -> None:
+    global _point, _after
+    _point = os.environ.get("QEM_FAULT") or None
+    after = os.environ.get("QEM_FAULT_AFTER_N")
+    _after = int(after) if after else None
 
 
 def checkpoint(name: str) -> None:
-    environ = os.environ
-    if environ.get("QEM_FAULT") == name:
-        os.kill(os.getpid(), signal.SIGKILL)
-    after = environ.get("QEM_FAULT_AFTER_N")
-    if after:
+    if _point is None and _after is None:
+        return
+    if _point == name:
+        _die()
+    if _after is not None:
         global _passed
         _passed += 1
-        if _passed >= int(after):
-            os.kill(os.getpid(), signal.SIGKILL)
+        if _passed >= _after:
+            _die()
 
 
 def passed() -> int:
@@ -36,5 +45,16 @@ def passed() -> int:
 
 
 def reset() -> None:
+    """Start counting again, with the variables as they are now."""
     global _passed
     _passed = 0
+    _arm()
+
+
+_arm()
+
+
+def _die() -> None:
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 from . import errors
@@ -50,6 +49,8 @@ def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
             mode = stat.S_IMODE(os.stat(path).st_mode)
         except FileNotFoundError:
             mode = 0o644 & ~_umask()
+    import tempfile  # here, not at the top: export's read-only path never pays for it
+
     directory = path.parent
     try:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")

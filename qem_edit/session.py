@@ -12,10 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import shutil
-import signal
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +19,6 @@ from pathlib import Path
 from reconciler.blocks import EditDiff, diff_edit
 from reconciler.parse import ParsedFile, parse
 from reconciler.plan import EVENT_OF_ACTION, Conflict, Op, Plan, make_plan
-from reconciler.rebase import rebase, with_errors
 from renderer import Scope, render
 from renderer.format import HEADER_RE
 
@@ -55,6 +50,12 @@ class Checkout:
     @property
     def base_file(self) -> Path:
         return self.directory / BASE_FILE
+
+    def discard(self) -> None:
+        """Remove the checkout: its edit landed, or there was nothing to check in."""
+        import shutil
+
+        shutil.rmtree(self.directory, ignore_errors=True)
 
     def resume_hint(self) -> str:
         return f"your edit is kept in {self.file}; continue with `qem edit --resume {self.id}`"
@@ -88,12 +89,13 @@ def new_checkout(store: Store, place: Workspace, scope: Scope) -> Checkout:
 
 def _make_checkout(place: Workspace, base: int, scope: Scope, base_text: str, text: str | bytes) -> Checkout:
     root = private_dir(place.checkouts)
-    directory = root / f"{base}-{secrets.token_hex(4)}"
+    directory = root / f"{base}-{os.urandom(4).hex()}"
     directory.mkdir(mode=0o700)
     checkout = Checkout(directory)
     write_atomic(checkout.base_file, base_text.encode("utf-8"), mode=0o600)
     write_atomic(checkout.file, text if isinstance(text, bytes) else text.encode("utf-8"), mode=0o600)
-    (directory / SESSION_FILE).write_text(json.dumps({"base": base, "scope": _scope_json(scope)}))
+    session = json.dumps({"base": base, "scope": _scope_json(scope)}).encode("utf-8")
+    write_atomic(directory / SESSION_FILE, session, mode=0o600)
     return checkout
 
 
@@ -103,8 +105,10 @@ def _scope_json(scope: Scope) -> dict:
 
 def find_checkout(place: Workspace, which: str | None) -> Checkout:
     root = place.checkouts
+    if root.is_symlink():
+        raise errors.BadInput(f"{root} is a symbolic link; qem keeps edits only in a private directory of its own")
     candidates = sorted(
-        (d for d in root.glob("*") if (d / SESSION_FILE).is_file()),
+        (d for d in root.glob("*") if not d.is_symlink() and (d / SESSION_FILE).is_file()),
         key=lambda d: (d / SESSION_FILE).stat().st_mtime,
     ) if root.is_dir() else []
     if which in (None, "last"):
@@ -144,6 +148,9 @@ def run_editor(path: Path) -> int:
     """Run the editor on `path` the way git does: through the shell, path as "$1"."""
     editor = editor_command()
     print(f"qem: waiting for your editor ({editor}) to close {path} ...", file=sys.stderr, flush=True)
+    import signal
+    import subprocess
+
     previous = signal.signal(signal.SIGINT, _ignore)  # the editor owns Ctrl-C while it runs
     try:
         return subprocess.run(["sh", "-c", f'{editor} "$@"', editor, str(path)]).returncode
@@ -350,7 +357,7 @@ def problems(planned: Planned) -> list[str]:
 
 
 def new_checkin_id(plan: Plan) -> str:
-    return f"ci-{plan.base}-{secrets.token_hex(4)}"
+    return f"ci-{plan.base}-{os.urandom(4).hex()}"
 
 
 def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str | None = None) -> tuple[str, list[int]]:
@@ -446,7 +453,7 @@ def _checkin_round(store: Store, place: Workspace, session: Checkout, reason, ye
     text = _read_edit(session.file, session)
     if not text.strip():
         print("qem: the file is empty; no changes, nothing written", file=sys.stderr)
-        shutil.rmtree(session.directory, ignore_errors=True)
+        session.discard()
         return 0
     base_text = _read_edit(session.base_file, session) if session.base_file.exists() else None
     while True:
@@ -461,7 +468,7 @@ def _checkin_round(store: Store, place: Workspace, session: Checkout, reason, ye
         if not plan.ops:
             print("qem: no changes; nothing written", file=sys.stderr)
             _report_merged(planned)
-            shutil.rmtree(session.directory, ignore_errors=True)
+            session.discard()
             return 0
         print(describe_plan(planned), file=sys.stderr)
         if not yes:
@@ -491,7 +498,7 @@ def _checkin_round(store: Store, place: Workspace, session: Checkout, reason, ye
                 exc.hint = session.resume_hint()
             raise
         _report_applied(plan, checkin_id, created)
-        shutil.rmtree(session.directory, ignore_errors=True)
+        session.discard()
         auto_export(store, place)
         return 0
 
@@ -527,6 +534,8 @@ def _not_ok(store: Store, session: Checkout, text: str, planned: Planned) -> int
     if conflict:
         new_text, new_base = _rebased(store, planned, messages)
     else:
+        from reconciler.rebase import with_errors
+
         new_text, new_base = with_errors(text, messages), None
     if new_base is not None:
         write_atomic(session.base_file, new_base.encode("utf-8"), mode=0o600)
@@ -536,6 +545,7 @@ def _not_ok(store: Store, session: Checkout, text: str, planned: Planned) -> int
 
 def _rebased(store: Store, planned: Planned, messages: list[str]) -> tuple[str, str]:
     """The edit rebased on the store now, conflicts marked; and the store now, rendered."""
+    from reconciler.rebase import rebase
     planned = whole(store, planned)
     new_text = rebase(
         planned.parsed, planned.plan, planned.base_notes, planned.now_notes,
@@ -582,7 +592,7 @@ def _landed(store: Store, session: Checkout) -> bool:
         f" (see `qem log`); removing the kept edit {session.id}",
         file=sys.stderr,
     )
-    shutil.rmtree(session.directory, ignore_errors=True)
+    session.discard()
     return True
 
 
@@ -617,7 +627,7 @@ def run_checkin(store: Store, place: Workspace, path: Path | None, reason, yes: 
             path = session.file
         except errors.BadInput:
             path = place.mirror_path()
-    elif path.resolve().parent.parent == place.checkouts.resolve():
+    elif path.resolve().parent.parent == place.checkouts.resolve() and not place.checkouts.is_symlink():
         session = Checkout(path.resolve().parent)
     if session is not None and not dry_run and _landed(store, session):
         return 0
@@ -650,7 +660,7 @@ def run_checkin(store: Store, place: Workspace, path: Path | None, reason, yes: 
             print("qem: no changes; nothing written", file=sys.stderr)
             _report_merged(planned)
             if session is not None and not dry_run:
-                shutil.rmtree(session.directory, ignore_errors=True)
+                session.discard()
             return 0
         print(describe_plan(planned), file=sys.stderr)
         if dry_run:
@@ -673,7 +683,7 @@ def run_checkin(store: Store, place: Workspace, path: Path | None, reason, yes: 
         _report_applied(plan, checkin_id, created)
         break
     if session is not None:
-        shutil.rmtree(session.directory, ignore_errors=True)
+        session.discard()
     else:
         # the checked-in file is rendered again at the new head, ready for the next edit
         _, fresh = rendering(store, planned.parsed.scope)

@@ -9,7 +9,6 @@ Resolution order (first that applies):
 
 from __future__ import annotations
 
-import getpass
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +92,8 @@ def actor(explicit: str | None = None) -> str:
         except UnicodeEncodeError:
             raise errors.BadInput("the actor name is not UTF-8") from None
         return name
+    import getpass  # only when no actor is named
+
     try:
         return getpass.getuser()
     except (KeyError, OSError):

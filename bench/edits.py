@@ -1,0 +1,108 @@
+"""The benchmark's edit: which notes a check-in touches, and the text change that does it.
+
+Shared by the harness (run.py, which edits a `qem checkout`) and the scripted editor
+(editor.py, which `qem edit` runs as $QEM_EDITOR), so both check in the same 10 edits:
+4 text changes, 3 deletions of active notes, 3 new items.  The 10 concurrent writes
+(writer.py) go to other notes, spread between the edited ones, so that the three-way
+check-in merges without conflicts (and so does `git merge-file`, the merge floor).
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+CHANGED = 4
+DELETED = 3
+NEW_ITEMS = (
+    ("Tasks", "high", "bench new note 1: rerun the benchmark after the incremental check-in lands."),
+    ("Gotchas", "medium", "bench new note 2: copy the store before timing a check-in."),
+    ("Findings", "low", "bench new note 3: ratios against a floor measured in the same run."),
+)
+CHANGE_SUFFIX = " (edited by bench)"
+# Concurrent writes: (command, how many), applied to notes the edit does not touch.
+CONCURRENT = (("revoke", 4), ("flag-stale", 3), ("supersede", 3))
+EDGE = 3  # skip this many notes at each end of a section: new items go at a section's top
+
+
+def choose(db: Path) -> dict:
+    """Pick the notes from a store: 20 active notes spread evenly through the rendering
+    (kind rank, then id), alternately for the edit and for the concurrent writes."""
+    # immutable: the cached store is checkpointed and never written; leave no -shm beside it
+    conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
+    try:
+        rows = conn.execute(
+            "SELECT id, kind_rank FROM notes WHERE state = 'active' AND supersedes IS NULL"
+            " AND superseded_by IS NULL AND text IS NOT NULL AND disputes = '[]'"
+            " ORDER BY kind_rank, id"
+        ).fetchall()
+    finally:
+        conn.close()
+    by_rank: dict[int, list[int]] = {}
+    for note_id, rank in rows:
+        by_rank.setdefault(rank, []).append(note_id)
+    eligible = [i for rank in sorted(by_rank) for i in by_rank[rank][EDGE:-EDGE]]
+    need = 2 * max(CHANGED + DELETED, sum(n for _, n in CONCURRENT))
+    if len(eligible) < need:
+        raise SystemExit(f"bench: {db} has only {len(eligible)} eligible active notes; need {need}")
+    step = len(eligible) / need
+    picks = [eligible[int((k + 0.5) * step)] for k in range(need)]
+    mine, theirs = picks[0::2], picks[1::2]
+    writes = []
+    for command, count in CONCURRENT:
+        for _ in range(count):
+            writes.append([command, theirs.pop(0)])
+    return {
+        "change": mine[:CHANGED],
+        "delete": mine[CHANGED : CHANGED + DELETED],
+        "new": [list(item) for item in NEW_ITEMS],
+        "writes": writes,
+    }
+
+
+def apply(text: str, plan: dict) -> str:
+    """The rendering with the plan's 10 edits made, as a person would make them."""
+    lines = text.split("\n")
+    starts: dict[int, int] = {}
+    wanted = set(plan["change"]) | set(plan["delete"])
+    for i, line in enumerate(lines):
+        if line.startswith("- [#"):
+            note_id = int(line[4 : line.index("]")])
+            if note_id in wanted:
+                starts[note_id] = i
+    missing = wanted - set(starts)
+    if missing:
+        raise SystemExit(f"bench: notes {sorted(missing)} are not in the rendering")
+    for note_id in plan["change"]:
+        lines[starts[note_id]] += CHANGE_SUFFIX
+    drop: set[int] = set()
+    for note_id in plan["delete"]:
+        i = starts[note_id]
+        end = i + 1
+        while end < len(lines) and (lines[end].startswith("  ") or lines[end] == ""):
+            end += 1
+        while end > i + 1 and lines[end - 1] == "":
+            end -= 1  # keep the blank line that ends a section
+        drop.update(range(i, end))
+    out: list[str] = []
+    headings = {f"## {title}": (priority, body) for title, priority, body in plan["new"]}
+    pending: tuple[str, str] | None = None
+    for i, line in enumerate(lines):
+        if i in drop:
+            continue
+        out.append(line)
+        if pending is not None and line == "":
+            out.append(f"- {pending[0]} · {pending[1]}")
+            pending = None
+        if line in headings:
+            pending = headings.pop(line)
+    if headings or pending:
+        raise SystemExit(f"bench: sections {sorted(headings)} are not in the rendering")
+    return "\n".join(out)
+
+
+def load(path: str | Path) -> dict:
+    return json.loads(Path(path).read_text())

@@ -1,0 +1,37 @@
+"""The 10 concurrent writes of a check-in benchmark, made through qem's own CLI in one process.
+
+Usage: python bench/writer.py STORE PLAN.json
+Each write is one `qem revoke|flag-stale|supersede ... --store STORE` run in-process (one
+interpreter start for all ten, so setting up a run stays cheap); any failure aborts.
+"""
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # bench/ for edits, the repo root for qem_edit
+
+import edits  # noqa: E402
+from qem_edit.cli import main as qem  # noqa: E402
+
+
+def main() -> int:
+    store, plan = sys.argv[1], edits.load(sys.argv[2])
+    for command, note_id in plan["writes"]:
+        argv = [command, str(note_id)]
+        if command == "supersede":
+            argv.append(f"bench concurrent successor of #{note_id}")
+        argv += ["-m", "bench concurrent write", "--store", store, "--actor", "bench-other"]
+        try:
+            qem(argv)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if code != 0:
+            print(f"bench: concurrent write `qem {' '.join(argv)}` exited {code}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,756 @@
+"""`qem edit`, `qem checkout` and `qem checkin`, end to end through the real CLI.
+
+Every edit here is made by a scripted editor (see _edit_support.make_editor) that qem runs
+the way it runs a person's editor.  Standard input is never a terminal, so each check-in
+passes -m and --yes unless the test is about what happens without them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shutil
+import stat
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from _edit_support import (
+    ACTIVE_DIRECTIVE,
+    ACTIVE_FINDING,
+    ACTIVE_GOTCHA,
+    ACTIVE_TASK,
+    EXPIRED,
+    FORGOTTEN,
+    MULTILINE,
+    REVOKED,
+    SEED_HEAD,
+    STALE,
+    SUCCESSOR,
+    SUPERSEDED,
+    TEXTS,
+    events,
+    head,
+    make_editor,
+    notes,
+    resume_id,
+    seed,
+)
+from conftest import CORPUS, run_qem
+
+REASON = "tidy up after the v2 migration"
+
+
+@pytest.fixture
+def ws(tmp_path: Path):
+    """The workspace, on tmpfs where there is one: every write fsyncs, and on a disk that
+    is most of these tests' time.  (Overrides conftest's `ws` for this module.)"""
+    if not os.access("/dev/shm", os.W_OK):
+        root = tmp_path / "ws"
+        root.mkdir()
+        yield root
+        return
+    parent = Path(tempfile.mkdtemp(prefix="qem-edit-test-", dir="/dev/shm"))
+    root = parent / "ws"
+    root.mkdir()
+    yield root
+    shutil.rmtree(parent, ignore_errors=True)
+
+
+@pytest.fixture
+def seeded(ws: Path) -> Path:
+    seed(ws)
+    return ws
+
+
+@pytest.fixture
+def edit(ws: Path, tmp_path: Path):
+    """edit(body, *extra_args) runs `qem edit -m REASON --yes` with `body` as the editor."""
+    names = itertools.count()
+
+    def run(body: str = "", *args: str, reason: str | None = REASON, yes: bool = True,
+            env: dict | None = None, cwd: Path | None = None, suffix: str = ""):
+        editor = make_editor(tmp_path, body, name=f"editor{next(names)}.py") + suffix
+        argv = ["edit", *args]
+        if reason is not None:
+            argv += ["-m", reason]
+        if yes:
+            argv.append("--yes")
+        full_env = {"QEM_EDITOR": editor, "QEM_TEST_RECORD": str(tmp_path / "record")}
+        full_env.update(env or {})
+        return run_qem(*argv, cwd=cwd or ws, env=full_env, input="")
+
+    return run
+
+
+def recorded(tmp_path: Path, name: str):
+    return json.loads((tmp_path / f"record.{name}").read_text())
+
+
+def checkouts(ws: Path) -> list[Path]:
+    root = ws / ".qem" / "checkouts"
+    return sorted(root.iterdir()) if root.is_dir() else []
+
+
+def kept_file(ws: Path, stderr: str) -> Path:
+    path = ws / ".qem" / "checkouts" / resume_id(stderr) / "MEMORY.md"
+    assert path.is_file(), stderr
+    return path
+
+
+def assert_nothing_written(ws: Path, before: int = SEED_HEAD) -> None:
+    assert head(ws) == before
+
+
+def new_events(ws: Path, after: int = SEED_HEAD):
+    return events(ws, after=after)
+
+
+def _line_no(text: str, fragment: str) -> int:
+    hits = [n for n, line in enumerate(text.split("\n"), 1) if fragment in line]
+    assert len(hits) == 1, (fragment, text)
+    return hits[0]
+
+
+# -- each change maps to its events ---------------------------------------------------------
+
+
+def test_deleting_an_item_revokes_it_with_the_checkins_reason(seeded: Path, edit) -> None:
+    done = edit(f"drop({TEXTS[ACTIVE_TASK]!r})")
+    assert done.returncode == 0, done.stderr
+    assert "waiting for your editor" in done.stderr
+    [event] = new_events(seeded)
+    assert (event.note_id, event.type, event.reason, event.actor) == (ACTIVE_TASK, "revoked", REASON, "tester")
+    after = notes(seeded)
+    assert after[ACTIVE_TASK].state == "revoked"
+    assert after[ACTIVE_TASK].text == TEXTS[ACTIVE_TASK]
+    assert checkouts(seeded) == []  # a check-in that landed removes its checkout
+
+
+@pytest.mark.parametrize(
+    "change, kind, priority, text",
+    [
+        ("sub('The lock order is A then B', 'The lock order is B then A')", "gotcha", "medium", "The lock order is B then A"),
+        ("sub('medium · agent · The lock order', 'low · agent · The lock order')", "gotcha", "low", TEXTS[ACTIVE_GOTCHA]),
+        # moving the item under another section changes its kind
+        (f"item = line_with({TEXTS[ACTIVE_GOTCHA]!r}); drop({TEXTS[ACTIVE_GOTCHA]!r}); under('Findings', item)",
+         "finding", "medium", TEXTS[ACTIVE_GOTCHA]),
+        # a text change that adds a second line
+        ("sub('The lock order is A then B', 'The lock order is A then B\\n  except on Windows')",
+         "gotcha", "medium", "The lock order is A then B\nexcept on Windows"),
+    ],
+    ids=["text", "priority", "section", "more-lines"],
+)
+def test_changing_text_priority_or_kind_supersedes(seeded: Path, edit, change: str, kind: str, priority: str, text: str) -> None:
+    done = edit(change)
+    assert done.returncode == 0, done.stderr
+    after = notes(seeded)
+    old = after[ACTIVE_GOTCHA]
+    assert old.state == "superseded" and old.text == TEXTS[ACTIVE_GOTCHA]
+    new = after[old.superseded_by]
+    assert (new.kind, new.priority, new.text, new.provenance) == (kind, priority, text, "human")
+    assert new.supersedes == ACTIVE_GOTCHA and new.state == "active"
+    created, superseded = new_events(seeded)
+    assert created.type == "created" and created.note_id == new.id and created.reason == REASON
+    assert superseded.type == "superseded" and superseded.note_id == ACTIVE_GOTCHA
+    assert superseded.data == {"by": new.id} and superseded.reason == REASON
+    # the old text stays in the log
+    [old_created] = [e for e in events(seeded) if e.note_id == ACTIVE_GOTCHA and e.type == "created"]
+    assert old_created.data["text"] == TEXTS[ACTIVE_GOTCHA]
+
+
+def test_new_items_are_created_with_kind_from_section_and_priority(seeded: Path, edit) -> None:
+    body = (
+        "under('Tasks', '- write the release notes', '- high · rotate the signing key',"
+        " '- low · tidy the bench', '  across two lines')\n"
+        "under('Operational', '- medium · high · is part of this text')"
+    )
+    done = edit(body)
+    assert done.returncode == 0, done.stderr
+    created = {n.text: n for n in notes(seeded).values() if n.id > MULTILINE}
+    assert {t: (n.kind, n.priority, n.provenance, n.state, n.supersedes) for t, n in created.items()} == {
+        "write the release notes": ("task", "medium", "human", "active", None),
+        "rotate the signing key": ("task", "high", "human", "active", None),
+        "tidy the bench\nacross two lines": ("task", "low", "human", "active", None),
+        "high · is part of this text": ("operational", "medium", "human", "active", None),
+    }
+    assert {e.type for e in new_events(seeded)} == {"created"}
+
+
+def test_raising_provenance_to_human_promotes(seeded: Path, edit) -> None:
+    done = edit("sub('agent · The cache misses', 'human · The cache misses')")
+    assert done.returncode == 0, done.stderr
+    [event] = new_events(seeded)
+    assert (event.note_id, event.type, event.data, event.reason) == (ACTIVE_FINDING, "promoted", {"from": "agent"}, REASON)
+    note = notes(seeded)[ACTIVE_FINDING]
+    assert (note.provenance, note.state, note.text) == ("human", "active", TEXTS[ACTIVE_FINDING])
+
+
+def test_lowering_provenance_is_refused(seeded: Path, edit) -> None:
+    done = edit("sub('agent · The cache misses', 'auto · The cache misses')")
+    assert done.returncode == 2
+    assert "provenance can only be raised to human" in done.stderr
+    assert_nothing_written(seeded)
+
+
+def test_adding_a_stale_marker_flags_the_note(seeded: Path, edit) -> None:
+    done = edit("sub('low · agent · The cache', 'low · agent · STALE (needs a recheck) · The cache')")
+    assert done.returncode == 0, done.stderr
+    [event] = new_events(seeded)
+    assert (event.note_id, event.type) == (ACTIVE_FINDING, "stale_flagged")
+    # the marker's own reason is the flag's reason (it is what the file will show again)
+    assert event.reason == "needs a recheck"
+    assert event.checkin is not None
+    assert notes(seeded)[ACTIVE_FINDING].state == "stale"
+
+
+def test_a_marker_without_its_own_reason_takes_the_checkins(seeded: Path, edit) -> None:
+    done = edit("sub('low · agent · The cache', 'low · agent · STALE · The cache')")
+    assert done.returncode == 0, done.stderr
+    [event] = new_events(seeded)
+    assert (event.type, event.reason) == ("stale_flagged", REASON)
+
+
+@pytest.mark.parametrize("note_id, word", [(REVOKED, "REVOKED"), (STALE, "STALE"), (EXPIRED, "EXPIRED")])
+def test_removing_a_state_marker_reinstates(seeded: Path, edit, note_id: int, word: str) -> None:
+    done = edit(f"import re\ntext = re.sub(r'{word} [0-9-]+ \\([^)]*\\) · ', '', text)")
+    assert done.returncode == 0, done.stderr
+    [event] = new_events(seeded)
+    assert (event.note_id, event.type, event.reason) == (note_id, "reinstated", REASON)
+    note = notes(seeded)[note_id]
+    assert note.state == "active" and note.text == TEXTS[note_id]
+
+
+def test_removing_revoked_marker_and_changing_text_reinstates_then_supersedes(seeded: Path, edit) -> None:
+    done = edit("import re\ntext = re.sub(r'REVOKED [0-9-]+ \\(fixed upstream\\) · Old flaky test note', 'Flaky again on ARM', text)")
+    assert done.returncode == 0, done.stderr
+    got = [(e.note_id, e.type) for e in new_events(seeded)]
+    new_id = notes(seeded)[REVOKED].superseded_by
+    assert got == [(REVOKED, "reinstated"), (new_id, "created"), (REVOKED, "superseded")]
+    assert notes(seeded)[new_id].text == "Flaky again on ARM"
+
+
+def _reorder() -> str:
+    # swap two items in a section and move the last section to the top
+    return (
+        "a = line_with('The lock order'); b = line_with('Old flaky')\n"
+        "text = text.replace(a, '@A@').replace(b, a).replace('@A@', b)\n"
+        "head, rest = text.split('\\n', 1)\n"
+        "rest, op = rest.split('## Operational')\n"
+        "text = head + '\\n\\n## Operational' + op.rstrip('\\n') + '\\n' + rest"
+    )
+
+
+NOISE = {
+    "reorder": _reorder(),
+    "trailing-spaces": "text = '\\n'.join(line + '  \\t' for line in text.split('\\n'))",
+    "no-final-newline": "text = text.rstrip('\\n')",
+    "extra-final-newlines": "text = text + '\\n\\n\\n'",
+    "crlf": "text = text.replace('\\n', '\\r\\n')",
+    "bom": "text = '\\ufeff' + text",
+    "all": _reorder() + "\ntext = '\\ufeff' + '\\r\\n'.join(line + ' ' for line in text.split('\\n')).rstrip()",
+    "untouched": "",
+}
+
+
+@pytest.mark.parametrize("noise", list(NOISE), ids=list(NOISE))
+def test_reordering_and_editor_noise_change_nothing(seeded: Path, edit, noise: str) -> None:
+    done = edit(NOISE[noise])
+    assert done.returncode == 0, done.stderr
+    assert "no changes" in done.stderr
+    assert_nothing_written(seeded)
+    assert checkouts(seeded) == []
+
+
+def test_an_emptied_file_is_no_change(seeded: Path, edit) -> None:
+    done = edit("text = ''")
+    assert done.returncode == 0, done.stderr
+    assert "no changes" in done.stderr
+    assert_nothing_written(seeded)
+
+
+# -- refusals: exit 2, the line named, nothing written, the edit kept ------------------------------
+
+REFUSALS = {
+    "superseded-text": ("sub('Use JSON for the dump', 'Use YAML for the dump')", "superseded by #8", "Use YAML"),
+    "revoked-text": ("sub('Old flaky test note', 'Old flaky test note, rewritten')", "remove its marker too", "rewritten"),
+    "expired-text": ("sub('Deploy freeze until Friday', 'Deploy freeze until Monday')", "its text is history", "until Monday"),
+    "forgotten-text": (
+        "import re\ntext = re.sub(r'(- \\[#9\\] FORGOTTEN [0-9-]+)', r'\\1\\n  the secret again', text)",
+        "tombstone (#9) has no text", "the secret again",
+    ),
+    "forgotten-revived": (
+        "import re\ntext = re.sub(r'- \\[#9\\] FORGOTTEN ([0-9-]+)', r'- [#9] \\1 · medium · agent · the secret again', text)",
+        "it was forgotten; leave its tombstone", "the secret again",
+    ),
+    "unknown-id": ("under('Tasks', '- [#99] 2026-01-01 · medium · agent · who am I')", "no note #99", "who am I"),
+    "id-twice": ("under('Tasks', line_with('The lock order').replace('A then B', 'A then B, again'))",
+                 "appears twice", "A then B, again"),
+    "outside-section": ("sub('\\n## Directives', '\\n- a stray note\\n\\n## Directives')", "outside any section", "a stray note"),
+    "malformed-header": ("text = '# My memory\\n' + text.split('\\n', 1)[1]", "first line must be qem's header", "# My memory"),
+    "conflict-markers": (
+        "line = line_with('The lock order')\n"
+        "sub(line, '<<<<<<< mine\\n' + line + '\\n=======\\n' + line.replace('A then B', 'B then A') + '\\n>>>>>>> theirs')",
+        "unresolved conflict marker", "<<<<<<< mine",
+    ),
+    "stray-text": ("sub('## Findings\\n', '## Findings\\nsome words the person typed\\n')", "neither a section heading", "some words"),
+    "unknown-section": ("sub('## Tasks', '## Todo')", "unknown section", "## Todo"),
+    "marker-lookalike": ("under('Tasks', '- STALE is how I feel')", "looks like a marker", "STALE is how"),
+    "history-deleted": ("drop('Use JSON for the dump')", "#7 (superseded) was deleted from the file", None),
+    "revoked-deleted": ("drop('Old flaky test note')", "#5 (revoked) was deleted from the file", None),
+    "superseded-marker-written": (
+        "sub('low · agent · The cache', 'low · agent · SUPERSEDED by #8 · The cache')", "do not write the marker", "SUPERSEDED by #8 · The cache"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSALS), ids=list(REFUSALS))
+def test_invalid_edits_are_refused_naming_the_line(seeded: Path, edit, case: str) -> None:
+    body, message, fragment = REFUSALS[case]
+    # a valid change rides along, to show that nothing at all is applied
+    done = edit(body + f"\ndrop({TEXTS[ACTIVE_TASK]!r})")
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert_nothing_written(seeded)
+    kept = kept_file(seeded, done.stderr).read_text("utf-8")
+    assert TEXTS[ACTIVE_TASK] not in kept  # the edit is kept as the person left it
+    if fragment is not None:
+        assert re.search(rf"\bline {_line_no(kept, fragment)}\b", done.stderr), done.stderr
+
+
+def test_an_invalid_edit_can_be_resumed_and_fixed(seeded: Path, edit) -> None:
+    first = edit(REFUSALS["stray-text"][0] + f"\ndrop({TEXTS[ACTIVE_TASK]!r})")
+    assert first.returncode == 2
+    checkout = resume_id(first.stderr)
+    # resuming reopens the kept file: the stray line and the deletion are both still there
+    done = edit(
+        f"assert {TEXTS[ACTIVE_TASK]!r} not in text\nsub('some words the person typed\\n', '')",
+        "--resume", checkout,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [(e.note_id, e.type) for e in new_events(seeded)] == [(ACTIVE_TASK, "revoked")]
+    assert checkouts(seeded) == []
+
+
+def test_resume_last_and_an_unknown_resume_id(seeded: Path, edit) -> None:
+    assert edit("", "--resume", "last").returncode == 2  # nothing kept yet
+    first = edit(REFUSALS["stray-text"][0])
+    assert first.returncode == 2
+    unknown = edit("", "--resume", "nope")
+    assert unknown.returncode == 2 and resume_id(first.stderr) in unknown.stderr
+    done = edit("sub('some words the person typed\\n', '')", "--resume", "last")
+    assert done.returncode == 0, done.stderr
+    assert "no changes" in done.stderr
+
+
+# -- the session ----------------------------------------------------------------------------------
+
+
+def test_checkout_is_private_and_named_memory_md(seeded: Path, edit, tmp_path: Path) -> None:
+    body = (
+        "st = os.stat(path); d = os.stat(os.path.dirname(path)); root = os.stat(os.path.dirname(os.path.dirname(path)))\n"
+        "record('stat', {'path': path, 'file': st.st_mode, 'dir': d.st_mode, 'root': root.st_mode})"
+    )
+    done = edit(body)
+    assert done.returncode == 0, done.stderr
+    info = recorded(tmp_path, "stat")
+    path = Path(info["path"])
+    assert path.name == "MEMORY.md"
+    assert path.parent.parent == seeded.resolve() / ".qem" / "checkouts"
+    assert stat.S_IMODE(info["file"]) == 0o600
+    assert stat.S_IMODE(info["dir"]) == 0o700
+    assert stat.S_IMODE(info["root"]) == 0o700
+
+
+def test_kind_narrows_the_checkout_and_leaves_other_notes_alone(seeded: Path, edit, tmp_path: Path) -> None:
+    before = notes(seeded)
+    body = (
+        "record('text', text)\n"
+        "drop('The lock order'); drop('Review the retry PR')\n"
+        "under('Gotchas', '- high · a new gotcha')"
+    )
+    done = edit(body, "--kind", "gotcha", "--kind", "task")
+    assert done.returncode == 0, done.stderr
+    seen = recorded(tmp_path, "text")
+    assert re.findall(r"^## (.*)$", seen, re.M) == ["Tasks", "Gotchas"]
+    assert "kinds=task,gotcha" in seen.split("\n", 1)[0]
+    after = notes(seeded)
+    assert after[ACTIVE_GOTCHA].state == after[ACTIVE_TASK].state == "revoked"
+    [new] = [n for n in after.values() if n.id not in before]
+    assert (new.kind, new.priority, new.text) == ("gotcha", "high", "a new gotcha")
+    for note_id, note in before.items():
+        if note_id not in (ACTIVE_GOTCHA, ACTIVE_TASK):
+            assert after[note_id] == note
+
+
+def test_a_section_outside_the_checkout_is_refused(seeded: Path, edit) -> None:
+    done = edit("text += '\\n## Findings\\n\\n- a finding\\n'", "--kind", "gotcha")
+    assert done.returncode == 2
+    assert "outside this checkout" in done.stderr
+    assert_nothing_written(seeded)
+
+
+def test_active_checkout_holds_live_notes_and_history_is_untouched(seeded: Path, edit, tmp_path: Path) -> None:
+    before = notes(seeded)
+    done = edit("record('text', text)\nsub('The cache misses on cold start', 'The cache misses on every start')", "--active")
+    assert done.returncode == 0, done.stderr
+    seen = recorded(tmp_path, "text")
+    assert " active " in seen.split("\n", 1)[0]
+    for note_id in (REVOKED, SUPERSEDED, FORGOTTEN, EXPIRED):
+        assert f"[#{note_id}]" not in seen  # not in the file, and not taken as deleted
+    for note_id in (ACTIVE_DIRECTIVE, STALE, SUCCESSOR, MULTILINE):
+        assert f"[#{note_id}]" in seen
+    after = notes(seeded)
+    assert after[ACTIVE_FINDING].state == "superseded"
+    assert {i: n for i, n in after.items() if i in before and i != ACTIVE_FINDING} == {
+        i: n for i, n in before.items() if i != ACTIVE_FINDING
+    }
+
+
+@pytest.mark.parametrize(
+    "present, term, chosen",
+    [
+        (("QEM_EDITOR", "VISUAL", "EDITOR"), "xterm", "QEM_EDITOR"),
+        (("VISUAL", "EDITOR"), "xterm", "VISUAL"),
+        (("VISUAL", "EDITOR"), "dumb", "EDITOR"),
+        (("EDITOR",), "xterm", "EDITOR"),
+        ((), "xterm", "vi"),
+    ],
+)
+def test_editor_resolution(seeded: Path, tmp_path: Path, present: tuple, term: str, chosen: str) -> None:
+    editor = make_editor(tmp_path, "record('who', args)")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_vi = bin_dir / "vi"
+    fake_vi.write_text(f"#!/bin/sh\nexec {editor} vi \"$@\"\n")
+    fake_vi.chmod(0o755)
+    env = {name: f"{editor} {name}" for name in present}
+    env.update(TERM=term, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", QEM_TEST_RECORD=str(tmp_path / "record"))
+    done = run_qem("edit", "-m", REASON, "--yes", cwd=seeded, env=env, input="")
+    assert done.returncode == 0, done.stderr
+    assert recorded(tmp_path, "who") == [chosen]
+
+
+def test_editor_with_arguments_and_a_workspace_with_spaces(tmp_path: Path) -> None:
+    ws = tmp_path / "my work space"
+    ws.mkdir()
+    seed(ws)
+    scripts = tmp_path / "editor dir"
+    scripts.mkdir()
+    editor = make_editor(scripts, "record('seen', {'args': args, 'path': path})\ndrop('Review the retry PR')")
+    env = {"QEM_EDITOR": f"{editor} --flag 'two words'", "QEM_TEST_RECORD": str(tmp_path / "record")}
+    done = run_qem("edit", "-m", REASON, "--yes", cwd=ws, env=env, input="")
+    assert done.returncode == 0, done.stderr
+    seen = recorded(tmp_path, "seen")
+    assert seen["args"] == ["--flag", "two words"]
+    assert Path(seen["path"]).parent.parent == ws.resolve() / ".qem" / "checkouts"
+    assert notes(ws)[ACTIVE_TASK].state == "revoked"
+
+
+def test_one_reason_and_one_checkin_id_on_every_event(seeded: Path, edit, qem) -> None:
+    body = (
+        f"drop({TEXTS[ACTIVE_TASK]!r})\n"
+        "sub('The lock order is A then B', 'The lock order is B then A')\n"
+        "sub('low · agent · The cache', 'low · human · The cache')\n"
+        "under('Decisions', '- keep the dump format stable')\n"
+        "import re\ntext = re.sub(r'REVOKED [0-9-]+ \\(fixed upstream\\) · ', '', text)"
+    )
+    done = edit(body)
+    assert done.returncode == 0, done.stderr
+    listed = qem("log", "--json")
+    assert listed.returncode == 0
+    mine = [e for e in json.loads(listed.stdout) if e["seq"] > SEED_HEAD]
+    assert sorted(e["type"] for e in mine) == ["created", "created", "promoted", "reinstated", "revoked", "superseded"]
+    assert {e["reason"] for e in mine} == {REASON}
+    assert {e["actor"] for e in mine} == {"tester"}
+    assert {e["at"] for e in mine} and len({e["checkin"] for e in mine}) == 1
+    [checkin] = {e["checkin"] for e in mine}
+    assert checkin and checkin in done.stderr
+
+
+def test_without_a_terminal_a_reason_is_required(seeded: Path, edit) -> None:
+    done = edit(f"drop({TEXTS[ACTIVE_TASK]!r})", reason=None)
+    assert done.returncode == 2
+    assert "-m" in done.stderr
+    assert_nothing_written(seeded)
+    assert TEXTS[ACTIVE_TASK] not in kept_file(seeded, done.stderr).read_text()
+    again = edit("", "--resume", resume_id(done.stderr))
+    assert again.returncode == 0, again.stderr
+    assert notes(seeded)[ACTIVE_TASK].state == "revoked"
+
+
+def test_without_a_terminal_yes_is_required(seeded: Path, edit) -> None:
+    done = edit(f"drop({TEXTS[ACTIVE_TASK]!r})", yes=False)
+    assert done.returncode == 2
+    assert "--yes" in done.stderr
+    assert_nothing_written(seeded)
+    assert TEXTS[ACTIVE_TASK] not in kept_file(seeded, done.stderr).read_text()
+
+
+# -- three-way: others write while the editor is open ------------------------------------------
+
+
+def test_a_conflict_on_the_same_note_applies_nothing(seeded: Path, edit) -> None:
+    body = (
+        "qem('revoke', '2', '-m', 'wrong order', '--actor', 'other')\n"
+        "sub('The lock order is A then B', 'The lock order is B then A')\n"
+        f"drop({TEXTS[ACTIVE_TASK]!r})\n"
+        "under('Tasks', '- a brand new task')"
+    )
+    done = edit(body)
+    assert done.returncode == 3, done.stderr
+    assert "conflict on #2" in done.stderr and "revoked by other" in done.stderr
+    # only the other writer's event: none of yours, not even the changes that did not conflict
+    assert [(e.note_id, e.type, e.actor) for e in new_events(seeded)] == [(ACTIVE_GOTCHA, "revoked", "other")]
+    kept = kept_file(seeded, done.stderr).read_text()
+    assert "B then A" in kept and "a brand new task" in kept and TEXTS[ACTIVE_TASK] not in kept
+
+
+@pytest.mark.parametrize("keep", ["yours", "theirs"])
+def test_a_conflict_is_resolved_by_resuming(seeded: Path, edit, keep: str) -> None:
+    body = (
+        "qem('revoke', '2', '-m', 'wrong order', '--actor', 'other')\n"
+        "sub('The lock order is A then B', 'The lock order is B then A')\n"
+        f"drop({TEXTS[ACTIVE_TASK]!r})\n"
+        "under('Tasks', '- a brand new task')"
+    )
+    first = edit(body)
+    assert first.returncode == 3
+    # the resumed file is rebased on the store now, the conflict between markers
+    resolve = (
+        "assert text.startswith('<!-- qem base=17 '), text\n"
+        "assert '<<<<<<< yours' in text and '||||||| base' in text and '=======' in text and '>>>>>>>' in text\n"
+        "assert '<!-- qem:errors' in text and 'conflict on #2' in text\n"
+        f"assert {TEXTS[ACTIVE_TASK]!r} not in text and text.count('a brand new task') == 1\n"
+        f"resolve({keep!r})"
+    )
+    done = edit(resolve, "--resume", resume_id(first.stderr))
+    assert done.returncode == 0, done.stderr
+    after = notes(seeded)
+    assert after[ACTIVE_TASK].state == "revoked"
+    assert [n.text for n in after.values() if n.id > MULTILINE and n.supersedes is None] == ["a brand new task"]
+    if keep == "yours":  # revoked by them, brought back with your text
+        assert after[ACTIVE_GOTCHA].state == "superseded"
+        assert after[after[ACTIVE_GOTCHA].superseded_by].text == "The lock order is B then A"
+    else:
+        assert after[ACTIVE_GOTCHA].state == "revoked"
+        assert after[ACTIVE_GOTCHA].state_reason == "wrong order"
+    assert checkouts(seeded) == []
+
+
+def test_changes_to_different_notes_merge(seeded: Path, edit) -> None:
+    body = (
+        "qem('revoke', '3', '-m', 'measured again', '--actor', 'other')\n"
+        "sub('The lock order is A then B', 'The lock order is B then A')"
+    )
+    done = edit(body)
+    assert done.returncode == 0, done.stderr
+    after = notes(seeded)
+    assert after[ACTIVE_FINDING].state == "revoked" and after[ACTIVE_FINDING].state_reason == "measured again"
+    assert after[ACTIVE_GOTCHA].state == "superseded"
+    assert "#3" in done.stderr  # others' change is reported as kept
+
+
+def test_both_sides_revoking_the_same_note_is_no_conflict(seeded: Path, edit) -> None:
+    body = (
+        "qem('revoke', '4', '-m', 'done elsewhere', '--actor', 'other')\n"
+        f"drop({TEXTS[ACTIVE_TASK]!r})\n"
+        "sub('The lock order is A then B', 'The lock order is B then A')"
+    )
+    done = edit(body)
+    assert done.returncode == 0, done.stderr
+    revocations = [e for e in events(seeded) if e.note_id == ACTIVE_TASK and e.type == "revoked"]
+    assert [(e.actor, e.reason) for e in revocations] == [("other", "done elsewhere")]
+    assert notes(seeded)[ACTIVE_GOTCHA].state == "superseded"
+
+
+@pytest.mark.parametrize(
+    "theirs, mine",
+    [
+        (("supersede", "2", "The lock order is A, then B"), "sub('A then B', 'B then A')"),
+        (("flag-stale", "2", "-m", "check it"), "sub('A then B', 'B then A')"),
+        (("forget", "2", "-m", "leaked", "--yes"), "sub('A then B', 'B then A')"),
+        (("promote", "2"), "sub('A then B', 'B then A')"),
+        (("revoke", "2", "-m", "no"), "sub('medium · agent · The lock', 'high · agent · The lock')"),
+        (("supersede", "2", "The lock order is A, then B"), "drop('The lock order')"),
+        (("flag-stale", "2", "-m", "check it"), "drop('The lock order')"),
+        (("supersede", "2", "The lock order is A, then B"), "sub('agent · The lock', 'agent · STALE (hm) · The lock')"),
+    ],
+    ids=["supersede/edit", "stale/edit", "forget/edit", "promote/edit", "revoke/priority",
+         "supersede/delete", "stale/delete", "supersede/stale"],
+)
+def test_concurrent_change_to_a_note_you_changed_conflicts(seeded: Path, edit, theirs: tuple, mine: str) -> None:
+    done = edit(f"qem(*{theirs!r}, '--actor', 'other')\n{mine}")
+    assert done.returncode == 3, done.stderr
+    assert "conflict on #2" in done.stderr
+    assert {e.actor for e in new_events(seeded)} == {"other"}
+    assert run_qem("verify", cwd=seeded).returncode == 0
+
+
+def test_notes_created_meanwhile_are_not_deleted(seeded: Path, edit) -> None:
+    body = (
+        "qem('add', 'their fresh note', '--kind', 'gotcha', '--actor', 'other')\n"
+        "qem('supersede', '3', 'The cache misses on warm start too', '--actor', 'other')\n"
+        "sub('The lock order is A then B', 'The lock order is B then A')"
+    )
+    done = edit(body)
+    assert done.returncode == 0, done.stderr
+    after = notes(seeded)
+    theirs = [n for n in after.values() if n.actor == "other"]
+    assert sorted(n.text for n in theirs) == ["The cache misses on warm start too", "their fresh note"]
+    assert all(n.state == "active" for n in theirs)
+    assert after[ACTIVE_GOTCHA].state == "superseded"
+
+
+# -- failure paths keep the edit ----------------------------------------------------------------
+
+
+def test_editor_failure_keeps_the_edit(seeded: Path, edit) -> None:
+    done = edit(f"drop({TEXTS[ACTIVE_TASK]!r})", env={"QEM_TEST_EDITOR_EXIT": "1"})
+    assert done.returncode == 2
+    assert "exited with status 1" in done.stderr
+    assert_nothing_written(seeded)
+    kept = kept_file(seeded, done.stderr)
+    assert TEXTS[ACTIVE_TASK] not in kept.read_text()
+    again = edit("", "--resume", resume_id(done.stderr))
+    assert again.returncode == 0, again.stderr
+    assert [(e.note_id, e.type) for e in new_events(seeded)] == [(ACTIVE_TASK, "revoked")]
+
+
+CHANGES = (
+    f"drop({TEXTS[ACTIVE_TASK]!r})\n"
+    "sub('The lock order is A then B', 'The lock order is B then A')\n"
+    "under('Tasks', '- a brand new task')"
+)
+
+
+@pytest.mark.parametrize("point", ["apply-begin", "apply-before-commit"])
+def test_a_crash_before_commit_writes_nothing_and_keeps_the_edit(seeded: Path, edit, point: str) -> None:
+    done = edit(CHANGES, env={"QEM_FAULT": point})
+    assert done.returncode == -9, done.stderr  # SIGKILLed at the fault point
+    assert_nothing_written(seeded)
+    assert run_qem("verify", cwd=seeded).returncode == 0
+    [kept] = checkouts(seeded)
+    assert "a brand new task" in (kept / "MEMORY.md").read_text()
+    again = edit("", "--resume", kept.name)
+    assert again.returncode == 0, again.stderr
+    assert sorted(e.type for e in new_events(seeded)) == ["created", "created", "revoked", "superseded"]
+
+
+def test_a_crash_after_commit_leaves_the_whole_checkin_and_resume_does_not_repeat_it(seeded: Path, edit) -> None:
+    done = edit(CHANGES, env={"QEM_FAULT": "apply-after-commit"})
+    assert done.returncode == -9, done.stderr
+    landed = new_events(seeded)
+    assert sorted(e.type for e in landed) == ["created", "created", "revoked", "superseded"]
+    assert len({e.checkin for e in landed}) == 1 and landed[0].checkin
+    assert run_qem("verify", cwd=seeded).returncode == 0
+    [kept] = checkouts(seeded)
+    again = edit("", "--resume", kept.name)
+    assert again.returncode == 0, again.stderr
+    assert "already checked in" in again.stderr
+    assert new_events(seeded) == landed  # nothing twice (no second "a brand new task")
+    assert checkouts(seeded) == []
+
+
+# -- the split verbs ---------------------------------------------------------------------------
+
+
+def test_checkout_then_checkin(seeded: Path, qem) -> None:
+    out = qem("checkout")
+    assert out.returncode == 0, out.stderr
+    path = Path(out.stdout.strip())
+    assert path.name == "MEMORY.md" and path.parent.parent == seeded.resolve() / ".qem" / "checkouts"
+    path.write_text(path.read_text().replace("The lock order is A then B", "The lock order is B then A"))
+    done = qem("checkin", "-m", REASON, "--yes", input="")
+    assert done.returncode == 0, done.stderr
+    assert notes(seeded)[ACTIVE_GOTCHA].state == "superseded"
+    assert checkouts(seeded) == []
+
+
+def test_checkout_to_a_path_dry_run_then_checkin_rerenders_the_file(seeded: Path, qem, tmp_path: Path) -> None:
+    target = tmp_path / "gotchas.md"
+    assert qem("checkout", "--path", str(target), "--kind", "gotcha").returncode == 0
+    original = target.read_text()
+    assert re.findall(r"^## (.*)$", original, re.M) == ["Gotchas"]
+    target.write_text(original.replace("The lock order is A then B", "The lock order is B then A"))
+    edited = target.read_bytes()
+    dry = qem("checkin", "--path", str(target), "--dry-run", input="")
+    assert dry.returncode == 0, dry.stderr
+    assert "Plan: 1 supersede" in dry.stderr and "dry run" in dry.stderr
+    assert_nothing_written(seeded)
+    assert target.read_bytes() == edited
+    done = qem("checkin", "--path", str(target), "-m", REASON, "--yes", input="")
+    assert done.returncode == 0, done.stderr
+    assert notes(seeded)[ACTIVE_GOTCHA].state == "superseded"
+    fresh = tmp_path / "fresh.md"
+    assert qem("checkout", "--path", str(fresh), "--kind", "gotcha").returncode == 0
+    assert target.read_bytes() == fresh.read_bytes()
+    assert f"base={SEED_HEAD + 2} " in target.read_text()
+
+
+def test_checkin_of_a_narrowed_file_keeps_notes_created_meanwhile(seeded: Path, qem, tmp_path: Path) -> None:
+    target = tmp_path / "gotchas.md"
+    assert qem("checkout", "--path", str(target), "--kind", "gotcha").returncode == 0
+    target.write_text(target.read_text().replace("The lock order is A then B", "The lock order is B then A"))
+    added = qem("add", "their gotcha", "--kind", "gotcha", "--actor", "other")
+    assert added.returncode == 0
+    done = qem("checkin", "--path", str(target), "-m", REASON, "--yes", input="")
+    assert done.returncode == 0, done.stderr
+    after = notes(seeded)
+    assert after[int(added.stdout)].state == "active"
+    assert after[ACTIVE_GOTCHA].state == "superseded"
+    assert f"[#{int(added.stdout)}]" in target.read_text()  # re-rendered at the new head
+
+
+def test_checkin_of_a_hand_edited_export(seeded: Path, qem) -> None:
+    assert qem("export").returncode == 0
+    mirror = seeded / "MEMORY.md"
+    mirror.write_text(mirror.read_text().replace("## Tasks\n", "## Tasks\n\n- high · ship it\n"))
+    refused = qem("checkin", "-m", REASON, input="")
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    assert_nothing_written(seeded)
+    done = qem("checkin", "-m", REASON, "--yes", input="")
+    assert done.returncode == 0, done.stderr
+    [new] = [n for n in notes(seeded).values() if n.id > MULTILINE]
+    assert (new.kind, new.priority, new.text, new.provenance) == ("task", "high", "ship it", "human")
+    assert mirror.read_text() == qem("export", "--stdout").stdout
+
+
+def test_checkin_of_a_conflicting_export_keeps_it_for_resume(seeded: Path, qem, edit) -> None:
+    assert qem("export").returncode == 0
+    mirror = seeded / "MEMORY.md"
+    edited = mirror.read_text().replace("The lock order is A then B", "The lock order is B then A")
+    mirror.write_text(edited)
+    assert qem("revoke", "2", "-m", "no", "--actor", "other").returncode == 0
+    done = qem("checkin", "-m", REASON, "--yes", input="")
+    assert done.returncode == 3, done.stderr
+    assert mirror.read_text() == edited
+    again = edit("resolve('theirs')", "--resume", resume_id(done.stderr))
+    assert again.returncode == 0, again.stderr
+    assert notes(seeded)[ACTIVE_GOTCHA].state == "revoked"
+
+
+def test_unchanged_checkout_of_the_749_note_corpus_exports_byte_identical(ws: Path, qem, edit, tmp_path: Path) -> None:
+    if not CORPUS.is_file():
+        pytest.skip("fixtures/corpus-749.jsonl is not there yet")
+    loaded = qem("load", str(CORPUS))
+    assert loaded.returncode == 0, loaded.stderr
+    assert qem("export").returncode == 0
+    before = (ws / "MEMORY.md").read_bytes()
+    start = head(ws)
+    done = edit("")  # qem edit, unchanged
+    assert done.returncode == 0, done.stderr
+    assert "no changes" in done.stderr
+    target = tmp_path / "all.md"
+    assert qem("checkout", "--path", str(target)).returncode == 0
+    assert target.read_bytes() == before
+    checked = qem("checkin", "--path", str(target), "-m", REASON, "--yes", input="")
+    assert checked.returncode == 0, checked.stderr
+    assert "no changes" in checked.stderr
+    assert head(ws) == start
+    again = qem("export")
+    assert again.returncode == 0 and "unchanged" in again.stderr
+    assert (ws / "MEMORY.md").read_bytes() == before

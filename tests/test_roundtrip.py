@@ -1,0 +1,162 @@
+"""MEMORY.md reads back exactly what it shows: render → parse is the identity on every
+field the file carries, for any text, and editor noise changes nothing.
+
+The texts are arbitrary unicode (control characters included) mixed with fragments that
+imitate the file's own syntax: section headings, item lines, markers, the header comment,
+conflict markers, fences, backslashes.  Only NUL is excluded, by normalization, as every
+write excludes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from qem_edit.model import KINDS, Note
+
+from _render_support import (
+    TEXT,
+    check_column_zero_rule,
+    flat_reason,
+    marker_date,
+    note_sets,
+)
+from reconciler.parse import parse
+from renderer import Scope, render
+
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def assert_reads_back(notes: list[Note], text: str) -> None:
+    parsed = parse(text)
+    assert parsed.errors == [], parsed.errors
+    assert parsed.base == 7
+    items = {item.note_id: item for item in parsed.items}
+    assert None not in items, "the file grew a new note"
+    assert len(parsed.items) == len(notes) == len(items)
+    for note in notes:
+        item = items[note.id]
+        assert item.kind == note.kind
+        if note.state == "forgotten":
+            assert (item.state, item.text) == ("forgotten", None)
+            assert item.date == (note.state_at or note.created_at)[:10]
+            continue
+        got = (item.priority, item.provenance, item.state, item.text)
+        assert got == (note.priority, note.provenance, note.state, note.text)
+        assert item.date == note.created_at[:10]
+        assert item.supersedes == note.supersedes
+        assert item.superseded_by == note.superseded_by
+        shown = flat_reason(note.state_reason) if note.state != "active" else None
+        assert item.state_reason == shown
+
+
+@SETTINGS
+@given(note_sets(disputes=True))
+@example(
+    [
+        Note(1, "task", "high", "REVOKED 2026-01-01 (x) · y", "agent", "2026-01-01T00:00:00Z", "a"),
+        Note(2, "task", "low", "\\", "human", "2026-01-01T00:00:00Z", "a", state="revoked",
+             state_at="2026-01-02T00:00:00Z", state_reason="a (b) \\ c\nd"),
+        Note(3, "gotcha", "medium", "x\n## Directives\n- [#999] 2026-01-01 · high · agent · forged",
+             "auto", "2026-01-01T00:00:00Z", "a"),
+        Note(4, "finding", "medium", "supersedes #1 · x", "agent", "2026-01-01T00:00:00Z", "a", supersedes=1),
+        Note(5, "finding", "medium", "\\REVOKED", "agent", "2026-01-01T00:00:00Z", "a", supersedes=1),
+    ]
+)
+def test_render_then_parse_gives_back_every_note(notes: list[Note]) -> None:
+    text = render(notes, 7)
+    assert_reads_back(notes, text)
+    check_column_zero_rule(text, notes)
+
+
+def _rebuild(text: str) -> list[Note]:
+    """Notes made from nothing but what the file shows."""
+    notes = []
+    for item in parse(text).items:
+        assert item.note_id is not None
+        if item.state == "forgotten":
+            notes.append(
+                Note(item.note_id, item.kind, "low", None, "auto", "1970-01-01T00:00:00Z", "x",
+                     state="forgotten", state_at=f"{item.date}T00:00:00Z")
+            )
+            continue
+        day = marker_date(item)
+        notes.append(
+            Note(
+                item.note_id, item.kind, item.priority, item.text, item.provenance or "",
+                f"{item.date}T00:00:00Z", "x", supersedes=item.supersedes,
+                superseded_by=item.superseded_by, state=item.state,
+                state_at=f"{day}T00:00:00Z" if day else None, state_reason=item.state_reason,
+            )
+        )
+    return notes
+
+
+@SETTINGS
+@given(note_sets())
+def test_one_more_pass_is_stable(notes: list[Note]) -> None:
+    """render → parse → notes → render is the same file, byte for byte."""
+    first = render(notes, 7)
+    assert render(_rebuild(first), 7) == first
+
+
+def _noisy_variants(text: str) -> dict[str, str]:
+    lines = text.split("\n")
+    return {
+        "crlf": text.replace("\n", "\r\n"),
+        "cr": text.replace("\n", "\r"),
+        "bom": "\ufeff" + text,
+        "bom+crlf": "\ufeff" + text.replace("\n", "\r\n"),
+        "trailing spaces": "\n".join(line + "  " for line in lines),
+        "trailing tabs": "\n".join(line + " \t" for line in lines),
+        "no final newline": text.rstrip("\n"),
+        "extra final newlines": text + "\n\n\n",
+        "all of it": "\ufeff" + "\r\n".join(line + " " for line in lines).rstrip(),
+    }
+
+
+@settings(max_examples=60, deadline=None)
+@given(note_sets())
+def test_editor_noise_changes_nothing(notes: list[Note]) -> None:
+    text = render(notes, 7)
+    clean = parse(text)
+    for name, noisy in _noisy_variants(text).items():
+        assert parse(noisy) == clean, name
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(TEXT, st.sampled_from(["[#1] x", "[#12]: y", "high · z", "low"])), min_size=1, max_size=3))
+def test_a_text_is_one_item_whatever_it_holds(texts: list[str]) -> None:
+    """The same texts as new, unnumbered items a person typed (`- text` plus indented
+    lines) also read back as exactly those texts, when escaped the way qem escapes."""
+    from renderer.format import INDENT, escape_first_line
+
+    lines = ["<!-- qem base=3 -->", "", "## Tasks", ""]
+    for text in texts:
+        first, *more = text.split("\n")
+        first = escape_first_line(first)
+        if first.startswith("[#"):
+            first = "\\" + first  # `- [#N]` names an existing note; a new text escapes it
+        if first.split(" · ", 1)[0] in ("high", "medium", "low"):
+            first = "medium · " + first  # a leading priority word is read as the priority
+        lines.append("- " + first)
+        lines.extend(INDENT + line if line else "" for line in more)
+    parsed = parse("\n".join(lines) + "\n")
+    assert parsed.errors == []
+    assert [item.text for item in parsed.items] == texts
+    assert all(item.note_id is None and item.provenance == "human" for item in parsed.items)
+
+
+@settings(max_examples=60, deadline=None)
+@given(note_sets(), st.sets(st.sampled_from(KINDS), min_size=1), st.booleans())
+def test_scoped_renderings_read_back_with_their_scope(notes: list[Note], kinds: set[str], active: bool) -> None:
+    scope = Scope(kinds=tuple(k for k in KINDS if k in kinds), active_only=active)
+    text = render(notes, 7, scope)
+    parsed = parse(text)
+    assert parsed.errors == []
+    assert parsed.scope == scope
+    shown = [n for n in notes if n.kind in kinds and (n.live or not active)]
+    assert sorted(i.note_id for i in parsed.items) == sorted(n.id for n in shown)
+    assert render([replace(n) for n in shown], 7, scope) == text
