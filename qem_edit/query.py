@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 
 from . import errors
 from .model import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, STATES, Event, Note
-from .resolver import Graph
+from .resolver import Graph, disputed_with
 
 NOTE_KEYS = (
     "kind", "state", "priority", "provenance", "actor", "since", "until",
@@ -107,76 +107,85 @@ def _int(value: str, key: str) -> int:
     return int(value)
 
 
+Test = Callable[[object], bool]
+
+
+def _equals(attribute: str, read: Callable[[str, str], object]) -> Callable[[str, str], Test]:
+    """A filter on one field: KEY=VALUE holds when the field equals VALUE, as read."""
+
+    def make(value: str, key: str) -> Test:
+        wanted = read(value, key)
+        return lambda item: getattr(item, attribute) == wanted
+
+    return make
+
+
+def _bound(attribute: str, end: bool) -> Callable[[str, str], Test]:
+    """since= (a lower bound) or until= (an upper bound, inclusive) on a UTC time field."""
+
+    def make(value: str, key: str) -> Test:
+        moment = parse_time(value, key, end=end)
+        if end:
+            return lambda item: getattr(item, attribute) <= moment
+        return lambda item: getattr(item, attribute) >= moment
+
+    return make
+
+
+def _one_of(allowed: tuple[str, ...]) -> Callable[[str, str], str]:
+    return lambda value, key: _choice(value, allowed, key)
+
+
+def _as_is(value: str, key: str) -> str:
+    return value
+
+
+# Filters that read one field; current=, disputed= and text~ need the graph or the scope.
+_NOTE_FIELDS: dict[str, Callable[[str, str], Test]] = {
+    "kind": _equals("kind", _one_of(KINDS)),
+    "state": _equals("state", _one_of(STATES)),
+    "priority": _equals("priority", _one_of(PRIORITIES)),
+    "provenance": _equals("provenance", _one_of(PROVENANCES)),
+    "actor": _equals("actor", _as_is),
+    "since": _bound("created_at", end=False),
+    "until": _bound("created_at", end=True),
+    "supersedes": _equals("supersedes", _int),
+}
+_EVENT_FIELDS: dict[str, Callable[[str, str], Test]] = {
+    "type": _equals("type", _one_of(EVENT_TYPES)),
+    "note": _equals("note_id", _int),
+    "actor": _equals("actor", _as_is),
+    "since": _bound("at", end=False),
+    "until": _bound("at", end=True),
+    "checkin": _equals("checkin", _as_is),
+}
+
+
 def note_predicate(filters: list[Filter], graph: Graph, scope: Scope) -> Callable[[Note], bool]:
-    tests: list[Callable[[Note], bool]] = []
+    tests: list[Test] = []
     for f in filters:
         key, value = f.key, f.value
-        if key == "kind":
-            v = _choice(value, KINDS, key)
-            tests.append(lambda n, v=v: n.kind == v)
-        elif key == "state":
-            v = _choice(value, STATES, key)
-            tests.append(lambda n, v=v: n.state == v)
-        elif key == "priority":
-            v = _choice(value, PRIORITIES, key)
-            tests.append(lambda n, v=v: n.priority == v)
-        elif key == "provenance":
-            v = _choice(value, PROVENANCES, key)
-            tests.append(lambda n, v=v: n.provenance == v)
-        elif key == "actor":
-            tests.append(lambda n, v=value: n.actor == v)
-        elif key == "since":
-            t = parse_time(value, key, end=False)
-            tests.append(lambda n, t=t: n.created_at >= t)
-        elif key == "until":
-            t = parse_time(value, key, end=True)
-            tests.append(lambda n, t=t: n.created_at <= t)
-        elif key == "supersedes":
-            v = _int(value, key)
-            tests.append(lambda n, v=v: n.supersedes == v)
+        if key in _NOTE_FIELDS:
+            tests.append(_NOTE_FIELDS[key](value, key))
         elif key == "current":
             v = _choice(value, ("yes", "no", "unknown"), key)
             unknown = sum(1 for n in graph.notes if graph.currency(n).value == "unknown")
             if unknown and v != "unknown":
                 scope.gaps.append(f"{unknown} note(s) have unknown currency (see current=unknown)")
-            tests.append(lambda n, v=v: graph.currency(n.id).value == v)
+            tests.append(lambda n, v=v: graph.currency(n.id).value == v)  # type: ignore[attr-defined]
         elif key == "disputed":
             v = _choice(value, ("yes", "no"), key) == "yes"
-            tests.append(lambda n, v=v: bool(_disputed(n, graph)) == v)
+            tests.append(lambda n, v=v: bool(disputed_with(n, graph)) == v)  # type: ignore[arg-type]
         elif key == "text~":
             forgotten = sum(1 for n in graph.notes.values() if n.text is None)
             if forgotten:
                 scope.gaps.append(f"{forgotten} forgotten note(s) have no text to search")
-            tests.append(lambda n, v=value: n.text is not None and v in n.text)
+            tests.append(lambda n, v=value: n.text is not None and v in n.text)  # type: ignore[attr-defined]
     return lambda n: all(t(n) for t in tests)
 
 
-def _disputed(note: Note, graph: Graph) -> bool:
-    from .resolver import disputed_with
-
-    return bool(disputed_with(note, graph))
-
-
 def event_predicate(filters: list[Filter]) -> Callable[[Event], bool]:
-    tests: list[Callable[[Event], bool]] = []
-    for f in filters:
-        key, value = f.key, f.value
-        if key == "type":
-            v = _choice(value, EVENT_TYPES, key)
-            tests.append(lambda e, v=v: e.type == v)
-        elif key == "note":
-            v = _int(value, key)
-            tests.append(lambda e, v=v: e.note_id == v)
-        elif key == "actor":
-            tests.append(lambda e, v=value: e.actor == v)
-        elif key == "since":
-            t = parse_time(value, key, end=False)
-            tests.append(lambda e, t=t: e.at >= t)
-        elif key == "until":
-            t = parse_time(value, key, end=True)
-            tests.append(lambda e, t=t: e.at <= t)
-        elif key == "checkin":
-            tests.append(lambda e, v=value: e.checkin == v)
+    tests = [_EVENT_FIELDS[f.key](f.value, f.key) for f in filters]
     return lambda e: all(t(e) for t in tests)
 
 
