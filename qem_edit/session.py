@@ -622,11 +622,8 @@ def run_checkin(store: Store, place: Workspace, path: Path | None, reason, yes: 
     who = resolve_actor(actor)
     session: Checkout | None = None
     if path is None:
-        try:
-            session = find_checkout(place, "last")
-            path = session.file
-        except errors.BadInput:
-            path = place.mirror_path()
+        session = _default_checkin(store, place)
+        path = session.file if session is not None else place.mirror_path()
     elif path.resolve().parent.parent == place.checkouts.resolve() and not place.checkouts.is_symlink():
         session = Checkout(path.resolve().parent)
     if session is not None and not dry_run and _landed(store, session):
@@ -690,6 +687,25 @@ def run_checkin(store: Store, place: Workspace, path: Path | None, reason, yes: 
         write_atomic(path, fresh.encode("utf-8"), mode=os.stat(path).st_mode & 0o777)
     auto_export(store, place)
     return 0
+
+
+def _default_checkin(store: Store, place: Workspace) -> Checkout | None:
+    """What `qem checkin` without --path means: the latest kept edit, else MEMORY.md.
+    When both a kept edit and a hand-edited MEMORY.md are there, it could mean either, and
+    guessing could check in the wrong one: refuse, and name them."""
+    try:
+        latest = find_checkout(place, "last")
+    except errors.BadInput:
+        return None
+    from .export import check
+
+    mirror = place.mirror_path()
+    if mirror.is_file() and check(store, mirror).precious:
+        raise errors.BadInput(
+            f"both {mirror} (edited by hand) and the kept edit {latest.id} could be checked in;"
+            f" name one: `qem checkin --path {mirror}` or `qem checkin --path {latest.file}`"
+        )
+    return latest
 
 
 def new_checkout_from_text(place: Workspace, planned: Planned, text: str) -> Checkout:

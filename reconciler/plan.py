@@ -199,7 +199,11 @@ def _my_changes(
         seen[item.note_id] = item.line
         base = base_notes.get(item.note_id)
         if base is None or not in_scope(base, scope):
-            where = "in this store" if base is None else "in this checkout"
+            where = (
+                f"at this file's base (seq {parsed.base}): it is made up, or newer than the file"
+                if base is None
+                else "in this checkout"
+            )
             errors.append(
                 LineError(
                     item.line,

@@ -754,3 +754,17 @@ def test_unchanged_checkout_of_the_749_note_corpus_exports_byte_identical(ws: Pa
     again = qem("export")
     assert again.returncode == 0 and "unchanged" in again.stderr
     assert (ws / "MEMORY.md").read_bytes() == before
+
+
+def test_checkin_without_a_path_refuses_to_guess_between_a_kept_edit_and_an_edited_mirror(seeded: Path, qem) -> None:
+    assert qem("export").returncode == 0
+    kept = Path(qem("checkout").stdout.strip())
+    mirror = seeded / "MEMORY.md"
+    mirror.write_text(mirror.read_text().replace("The lock order is A then B", "The lock order is B then A"))
+    refused = qem("checkin", "-m", REASON, "--yes", input="")
+    assert refused.returncode == 2
+    assert "could be checked in" in refused.stderr and str(kept) in refused.stderr
+    assert_nothing_written(seeded)
+    done = qem("checkin", "--path", str(mirror), "-m", REASON, "--yes", input="")
+    assert done.returncode == 0, done.stderr
+    assert notes(seeded)[ACTIVE_GOTCHA].state == "superseded"
