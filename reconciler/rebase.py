@@ -8,6 +8,7 @@ confused with content, and the parser refuses a file that still holds one.
 
 from __future__ import annotations
 
+import re
 from typing import Mapping, Sequence
 
 from qem_edit.model import KINDS, Note
@@ -29,19 +30,31 @@ def error_comment(messages: Sequence[str]) -> list[str]:
 
 
 def with_errors(text: str, messages: Sequence[str]) -> str:
-    """`text` with qem's error comment (re)placed under its header line."""
+    """`text` with qem's error comment (re)placed under its header line.  The messages'
+    line numbers are moved by the lines the comment adds (or an older one took), so each
+    still points at its line in the file the person reopens."""
     lines = text.split("\n")
     header, rest = lines[:1], lines[1:]
     # drop an earlier error comment
-    i = 0
+    i, removed = 0, 0
     while i < len(rest) and not rest[i].strip():
         i += 1
     if i < len(rest) and rest[i].startswith(ERRORS_OPEN):
         j = i
         while j < len(rest) and rest[j].rstrip() != "-->":
             j += 1
+        removed = j + 1 - i
         rest = rest[:i] + rest[j + 1 :]
-    return "\n".join(header + error_comment(messages) + rest)
+    shift = len(error_comment(messages)) - removed
+    moved = [_shift_line(message, shift) for message in messages]
+    return "\n".join(header + error_comment(moved) + rest)
+
+
+def _shift_line(message: str, shift: int) -> str:
+    match = re.match(r"line (\d+):", message)
+    if not match or int(match.group(1)) <= 1:
+        return message
+    return f"line {int(match.group(1)) + shift}:" + message[match.end():]
 
 
 def rebase(

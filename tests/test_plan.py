@@ -614,3 +614,19 @@ def test_apply_refuses_a_plan_made_against_an_older_head(tmp_path: Path) -> None
         assert store.head() == moved
         # planned again against the new head, it is a conflict
         assert [c.note_id for c in session.plan_checkin(store, edited, text).plan.conflicts] == [1]
+
+
+def test_the_error_comment_keeps_line_numbers_pointing_at_their_lines() -> None:
+    from reconciler.rebase import with_errors
+
+    text = "<!-- qem base=1 · x -->\n\n## Directives\n\nstray words\n"
+    first = parse(text)
+    assert [e.line for e in first.errors] == [5]
+    reopened = with_errors(text, [str(e) for e in first.errors])
+    lines = reopened.split("\n")
+    [message] = [line for line in lines if line.startswith("line ")]
+    number = int(message.split(":")[0].split()[1])
+    assert lines[number - 1] == "stray words"
+    # reopened again: the older comment is replaced, and the number still holds
+    again = with_errors(reopened, [str(e) for e in parse(reopened).errors])
+    assert again == reopened
