@@ -23,7 +23,7 @@ from renderer import Scope, render
 from renderer.format import HEADER_RE
 
 from . import errors
-from .export import auto_export, rendered_at_base, rendering
+from .export import auto_export, rendered_at_base, rendered_bytes
 from .faults import checkpoint
 from .files import private_dir, read_regular, write_atomic
 from .model import Event, Note, replay
@@ -83,20 +83,26 @@ class Checkout:
 
 
 def new_checkout(store: Store, place: Workspace, scope: Scope) -> Checkout:
-    base, rendered = rendering(store, scope)
+    base, rendered = rendered_bytes(store, scope)
     return _make_checkout(place, base, scope, rendered, rendered)
 
 
-def _make_checkout(place: Workspace, base: int, scope: Scope, base_text: str, text: str | bytes) -> Checkout:
+def _make_checkout(
+    place: Workspace, base: int, scope: Scope, base_text: str | bytes, text: str | bytes
+) -> Checkout:
     root = private_dir(place.checkouts)
     directory = root / f"{base}-{os.urandom(4).hex()}"
     directory.mkdir(mode=0o700)
     checkout = Checkout(directory)
-    write_atomic(checkout.base_file, base_text.encode("utf-8"), mode=0o600)
-    write_atomic(checkout.file, text if isinstance(text, bytes) else text.encode("utf-8"), mode=0o600)
+    write_atomic(checkout.base_file, _utf8(base_text), mode=0o600)
+    write_atomic(checkout.file, _utf8(text), mode=0o600)
     session = json.dumps({"base": base, "scope": _scope_json(scope)}).encode("utf-8")
     write_atomic(directory / SESSION_FILE, session, mode=0o600)
     return checkout
+
+
+def _utf8(text: str | bytes) -> bytes:
+    return text if isinstance(text, bytes) else text.encode("utf-8")
 
 
 def _scope_json(scope: Scope) -> dict:
@@ -126,8 +132,7 @@ def checkout(store: Store, place: Workspace, kinds, active: bool, path: Path | N
     scope = Scope(kinds=kinds, active_only=active)
     if path is None:
         return new_checkout(store, place, scope).file
-    _, text = rendering(store, scope)
-    write_atomic(path, text.encode("utf-8"), mode=0o600)
+    write_atomic(path, rendered_bytes(store, scope)[1], mode=0o600)
     return path
 
 
@@ -450,12 +455,12 @@ def run_edit(store: Store, place: Workspace, kinds, active: bool, reason, yes: b
 
 def _checkin_round(store: Store, place: Workspace, session: Checkout, reason, yes: bool, who: str) -> int | None:
     """One check-in attempt of `session`.  None: the user chose to edit again."""
-    text = _read_edit(session.file, session)
+    text = _read_edit(session.file)
     if not text.strip():
         print("qem: the file is empty; no changes, nothing written", file=sys.stderr)
         session.discard()
         return 0
-    base_text = _read_edit(session.base_file, session) if session.base_file.exists() else None
+    base_text = _read_edit(session.base_file) if session.base_file.exists() else None
     while True:
         try:
             planned = plan_checkin(store, text, base_text)
@@ -503,18 +508,16 @@ def _checkin_round(store: Store, place: Workspace, session: Checkout, reason, ye
         return 0
 
 
-def _read_edit(path: Path, session: Checkout) -> str:
+def _read_edit(path: Path) -> bytes:
+    """The file's bytes: decoded only where the check-in has to read them (and a line
+    that is not UTF-8 is named there)."""
     data = read_regular(path)
     if data is None:
         raise errors.BadInput(f"{path} is gone; nothing was checked in")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise errors.BadInput(f"{path} line {line}: not UTF-8 text; nothing was checked in", hint=session.resume_hint()) from None
+    return data
 
 
-def _not_ok(store: Store, session: Checkout, text: str, planned: Planned) -> int | None:
+def _not_ok(store: Store, session: Checkout, text: bytes, planned: Planned) -> int | None:
     messages = problems(planned)
     conflict = bool(planned.plan.conflicts) and not planned.plan.errors
     heading = "conflicts with changes made since your base" if conflict else "the edit cannot be checked in"
@@ -536,7 +539,10 @@ def _not_ok(store: Store, session: Checkout, text: str, planned: Planned) -> int
     else:
         from reconciler.rebase import with_errors
 
-        new_text, new_base = with_errors(text, messages), None
+        try:
+            new_text, new_base = with_errors(text.decode("utf-8"), messages), None
+        except UnicodeDecodeError:
+            return None  # reopened as it is: rewriting it would lose the bytes it holds
     if new_base is not None:
         write_atomic(session.base_file, new_base.encode("utf-8"), mode=0o600)
     write_atomic(session.file, new_text.encode("utf-8"), mode=0o600)
@@ -558,10 +564,10 @@ def _rebased(store: Store, planned: Planned, messages: list[str]) -> tuple[str, 
 def _rebase_kept(store: Store, session: Checkout) -> None:
     """On resume, a kept edit that conflicts with the store now is reopened rebased on it,
     each conflict between markers, as `[e]dit again` would have offered."""
-    text = _read_edit(session.file, session)
+    text = _read_edit(session.file)
     if not text.strip():
         return
-    base_text = _read_edit(session.base_file, session) if session.base_file.exists() else None
+    base_text = _read_edit(session.base_file) if session.base_file.exists() else None
     try:
         planned = plan_checkin(store, text, base_text)
     except errors.QemError:
@@ -683,8 +689,8 @@ def run_checkin(store: Store, place: Workspace, path: Path | None, reason, yes: 
         session.discard()
     else:
         # the checked-in file is rendered again at the new head, ready for the next edit
-        _, fresh = rendering(store, planned.parsed.scope)
-        write_atomic(path, fresh.encode("utf-8"), mode=os.stat(path).st_mode & 0o777)
+        fresh = rendered_bytes(store, planned.parsed.scope)[1]
+        write_atomic(path, fresh, mode=os.stat(path).st_mode & 0o777)
     auto_export(store, place)
     return 0
 

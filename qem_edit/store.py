@@ -28,9 +28,11 @@ from .model import (
     Event,
     LogError,
     Note,
+    TextError,
     TransitionError,
     apply_event,
     check_transition,
+    normalize_text,
     replay,
 )
 
@@ -211,11 +213,16 @@ class Transaction:
         self, new: NewNote, actor: str, reason: str | None = None, checkin: str | None = None
     ) -> Note:
         note_id = self.next_note_id()
+        try:
+            # every way in (the CLI, a check-in, a script on this API) stores the same text
+            text = normalize_text(new.text)
+        except TextError as exc:
+            raise errors.Refused(str(exc)) from None
         data = {
             "kind": new.kind,
             "priority": new.priority,
             "provenance": new.provenance,
-            "text": new.text,
+            "text": text,
             "supersedes": new.supersedes,
         }
         if new.supersedes is not None:

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from qem_edit import session
+from qem_edit.export import rendering
 from qem_edit.model import KINDS, LIVE_STATES, PRIORITIES, Event, Note, normalize_text, replay
 from qem_edit.store import NewNote, Store, Transaction
 from reconciler.parse import clean_lines, parse
@@ -453,7 +454,7 @@ def test_planning_and_applying_gives_the_notes_the_edited_file_describes(specs, 
     with tempfile.TemporaryDirectory(dir=FAST_TMP) as tmp:
         store = build_store(Path(tmp) / "m.db", specs)
         with store:
-            base, checkout = session.rendering(store)
+            base, checkout = rendering(store)
             before = {n.id: n for n in store.notes()}
             header, sections = blocks_of(checkout)
             blocks = {int(re.match(r"- \[#(\d+)\]", item[0])[1]): item for items in sections.values() for item in items}
@@ -533,7 +534,7 @@ def test_planning_and_applying_gives_the_notes_the_edited_file_describes(specs, 
             new_events = store.events(after=base)
             assert len({e.checkin for e in new_events}) == 1 and new_events[0].checkin
             # the result, rendered and parsed again, says the same
-            head, rendered = session.rendering(store)
+            head, rendered = rendering(store)
             reparsed = parse(rendered)
             assert reparsed.ok and reparsed.base == head
             live_items = Counter((i.kind, i.priority, i.text, i.state, i.provenance) for i in reparsed.items if i.state in LIVE_STATES)
@@ -558,7 +559,7 @@ def test_others_changes_to_notes_you_left_alone_always_stand(specs, data) -> Non
     with tempfile.TemporaryDirectory(dir=FAST_TMP) as tmp:
         store = build_store(Path(tmp) / "m.db", specs)
         with store:
-            base, checkout = session.rendering(store)
+            base, checkout = rendering(store)
             before = {n.id: n for n in store.notes()}
             live = sorted(i for i, n in before.items() if n.live)
             assume(live)
@@ -602,7 +603,7 @@ def test_apply_refuses_a_plan_made_against_an_older_head(tmp_path: Path) -> None
 
     spec = [("gotcha", "medium", "agent", "alpha lock order", "active", "why", "x")]
     with build_store(tmp_path / "m.db", spec) as store:
-        _, text = session.rendering(store)
+        _, text = rendering(store)
         edited = text.replace("alpha lock order", "alpha lock order v2")
         planned = session.plan_checkin(store, edited, text)
         assert planned.plan.ok and actions(planned.plan) == [("supersede", 1)]

@@ -589,3 +589,17 @@ def test_load_onto_a_store_numbers_on_from_its_head_and_keeps_ids(db):
     assert [(e.seq, e.note_id, e.type) for e in db.events()] == [
         (1, 1, "created"), (2, 7, "created"), (3, 7, "revoked")]
     assert add(db, "next") == 8
+
+
+def test_the_store_api_normalizes_text_too(tmp_path: Path) -> None:
+    """Not only the CLI: any writer through Transaction.create stores the normalized text,
+    so a rendering read back never differs from the store by whitespace alone."""
+    with Store.open(tmp_path / "m.db", create=True) as store:
+        note = store.write(lambda tx: tx.create(NewNote("task", "medium", "agent", "\n\nends in blanks   \r\nsecond\t\n\n"), "a"))
+        assert note.text == "ends in blanks\nsecond"
+        assert store.note(note.id).text == "ends in blanks\nsecond"
+        with pytest.raises(errors.Refused):
+            store.write(lambda tx: tx.create(NewNote("task", "medium", "agent", " \n\t"), "a"))
+        with pytest.raises(errors.Refused):
+            store.write(lambda tx: tx.create(NewNote("task", "medium", "agent", "nul\x00"), "a"))
+        assert store.head() == 1
