@@ -10,7 +10,7 @@ from an edit to events and the conflict rule; it reads nothing and writes nothin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from qem_edit.model import LIVE_STATES, Event, Note, TextError, normalize_text
 
@@ -333,7 +333,3 @@ def _already(op: Op, now_notes: Mapping[int, Note]) -> bool:
         return now.provenance == "human"
     target = {"revoke": "revoked", "flag_stale": "stale", "expire": "expired", "reinstate": "active"}
     return now.state == target[op.action]
-
-
-def describe_theirs(events: Iterable[Event]) -> str:
-    return "; ".join(f"{e.type} by {e.actor} at {e.at}" for e in events)
