@@ -252,6 +252,25 @@ def names_a_line(error, lines: int) -> bool:
     return 1 <= error.line <= lines or (error.line == 0 and "#" in error.message)
 
 
+def test_the_parser_takes_anything(tmp_path):
+    """reconciler.parse on arbitrary text: never an exception, every problem and every
+    item on a real line (or, for a problem of the file as a whole, line 0)."""
+    tried = Counter()
+
+    @settings(FUZZ, max_examples=200)
+    @given(text=st.one_of(HOSTILE_TEXT, st.lists(HOSTILE_TEXT, max_size=30).map("\n".join),
+                          st.text(max_size=400)))
+    def run(text):
+        parsed = parse(text)
+        lines = clean_lines(text)
+        assert all(0 <= e.line <= len(lines) for e in parsed.errors)
+        assert all(1 <= i.line <= len(lines) for i in parsed.items)
+        tried["parsed"] += 1
+
+    run()
+    record("test_the_parser_takes_anything", "examples", tried["parsed"])
+
+
 def test_random_edits_of_random_stores(scratch):
     """Plan and apply in-process: applied exactly as the file says, or refused naming a line."""
     tried = Counter()

@@ -165,7 +165,9 @@ NASTY = "w $(touch pwned1) `touch pwned2`; touch pwned3 & 'q\" | touch pwned4 #"
 
 
 def pwned(*roots: Path) -> list[Path]:
-    return [p for root in roots for p in root.rglob("pwned*")]
+    """Files a smuggled `touch pwnedN` made: anywhere under the test's directory (where
+    every qem and editor here runs), or in the directory pytest runs in."""
+    return [p for root in roots for p in root.rglob("pwned*")] + list(Path.cwd().glob("pwned*"))
 
 
 def test_paths_and_editor_commands_with_metacharacters(tmp_path):
@@ -185,6 +187,7 @@ def test_paths_and_editor_commands_with_metacharacters(tmp_path):
     # the editor command is shell (as git's core.editor): quoting in it is honoured
     command = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} --flag 'a b;c' \"$(echo ok)\""
     done = run_qem("edit", "-m", "$(touch pwned10)", "--yes", cwd=ws, env={"QEM_EDITOR": command})
+    assert pwned(tmp_path) == [], "a shell ran something it was not asked to"
     assert done.returncode == 0, done.stderr
     argv_files = list((ws / ".qem").rglob("*.argv"))
     assert not argv_files  # the checkout went away after the check-in, with its files
@@ -203,7 +206,7 @@ def test_paths_and_editor_commands_with_metacharacters(tmp_path):
                  ["add", "`touch pwned12`", "--kind", "task", "--store", str(ws / ".qem" / "memory.db")]):
         done = run_qem(*args, cwd=ws)
         assert done.returncode == 0, (args, done.stderr)
-    assert pwned(tmp_path, Path.cwd()) == [], "a shell ran something it was not asked to"
+    assert pwned(tmp_path) == [], "a shell ran something it was not asked to"
     record("test_paths_and_editor_commands_with_metacharacters", "checks", 1)
 
 

@@ -33,7 +33,7 @@ import pytest
 
 from _reliability import EDITOR_SCRIPT, SOAK, no_traceback, python_env, record
 from qem_edit.export import export, rendering
-from qem_edit.model import LIVE_STATES, Note
+from qem_edit.model import LIVE_STATES, Note, apply_event
 from qem_edit.store import NewNote, Store, Transaction
 from renderer import Scope
 
@@ -195,12 +195,17 @@ class History:
 
     def __init__(self, store: Store) -> None:
         self.events = store.events()
-        self.store = store
-        self._states: dict[int, dict[int, Note]] = {}
+        assert [e.seq for e in self.events] == list(range(1, len(self.events) + 1))
+        self._states: dict[int, dict[int, Note]] = {0: {}}
 
     def at(self, seq: int) -> dict[int, Note]:
+        """The notes right after event `seq` (a replay from the nearest state known)."""
         if seq not in self._states:
-            self._states[seq] = self.store.state_at(seq)
+            start = max(s for s in self._states if s <= seq)
+            notes = dict(self._states[start])
+            for event in self.events[start:seq]:
+                apply_event(notes, event)
+            self._states[seq] = notes
         return self._states[seq]
 
     def touching(self, note_id: int, after: int, upto: int) -> list:
@@ -257,7 +262,13 @@ def judge_checkin(history: History, ci: dict) -> str:
     events = [e for e in history.events if e.checkin in checkin_ids]
     before, after = events[0].seq - 1, events[-1].seq
     assert [e.seq for e in events] == list(range(before + 1, after + 1)), "a check-in is one run of events"
-    assert not conflicting(history, ci, before), f"check-in {ci['token']} overwrote a change"
+    overlooked = conflicting(history, ci, before)
+    assert not overlooked, (
+        f"check-in {ci['token']} ({ci['way']}, base {ci['base']}, applied after {before}) asked"
+        f" {ci['wanted']} and overwrote a change: "
+        + "; ".join(f"{e.seq} #{e.note_id} {e.type} by {e.actor}" for n in overlooked
+                    for e in history.touching(n, ci["base"], after))
+    )
     then, now = history.at(before), history.at(after)
     for key, want in ci["wanted"].items():
         if key == "new":
