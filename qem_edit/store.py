@@ -357,17 +357,37 @@ class Store:
                 raise errors.StoreUnwritable(f"cannot create {path.parent}: {exc.strerror}") from None
         elif path.is_dir():
             raise errors.NotAStore(f"{path} is a directory, not a qem store")
-        try:
-            conn = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            # `forget` must erase text from the file, not just unlink it from the b-tree;
-            # many SQLite builds leave freed cell bytes in place unless told otherwise.
-            conn.execute("PRAGMA secure_delete = ON")
-            store = cls(path, conn)
-            store._prepare(create)
-        except sqlite3.DatabaseError as exc:
-            raise _translate_open_error(path, exc) from None
-        return store
+        # Opening can meet SQLITE_BUSY that the busy handler does not wait out (another
+        # process creating the store, or switching it to WAL, at the same moment; SQLite
+        # returns at once rather than risk a deadlock): try again, as a write does.
+        deadline = time.monotonic() + WRITE_PATIENCE_S
+        delay = 0.01
+        while True:
+            conn = None
+            try:
+                conn = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                # `forget` must erase text from the file, not just unlink it from the
+                # b-tree; many SQLite builds leave freed cell bytes in place otherwise.
+                conn.execute("PRAGMA secure_delete = ON")
+                store = cls(path, conn)
+                store._prepare(create)
+                return store
+            except sqlite3.DatabaseError as exc:
+                if conn is not None:
+                    conn.close()
+                busy = isinstance(exc, sqlite3.OperationalError) and (
+                    "locked" in str(exc).lower() or "busy" in str(exc).lower()
+                )
+                if busy and time.monotonic() < deadline:
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.5)
+                    continue
+                raise _translate_open_error(path, exc) from None
+            except BaseException:
+                if conn is not None:
+                    conn.close()
+                raise
 
     def _prepare(self, create: bool) -> None:
         conn = self.conn
