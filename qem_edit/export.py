@@ -126,7 +126,7 @@ def classify(store: Store, path: Path, current: bytes, head: int, data: bytes) -
         as_rendered = rendered_at_base(store, base)
         if as_rendered is None:  # the general case: replay the whole log up to the base
             at_base = store.state_at(base)
-            _keep_forgotten_texts(at_base, current)
+            fill_forgotten_texts(at_base, current)
             as_rendered = render(at_base.values(), base).encode("utf-8")
         edited = current != as_rendered
     if base != head and not edited:
@@ -171,9 +171,10 @@ def rendered_at_base(store: Store, base: int) -> bytes | None:
     return assemble_bytes(base, Scope(), out)
 
 
-def _keep_forgotten_texts(notes: dict, data: bytes) -> None:
-    """Texts forgotten since the file's base are erased from the log; the file still has
-    them.  Take them from the file, so a note forgotten since is not taken for an edit."""
+def fill_forgotten_texts(notes: dict, data: bytes) -> None:
+    """Texts forgotten since a file's base are erased from the log; the file (a mirror, a
+    checkout's base.md) still has them.  Take them from it, so a note forgotten since is
+    not taken for an edit."""
     missing = [n for n in notes.values() if n.text is None and n.state != "forgotten"]
     if not missing:
         return

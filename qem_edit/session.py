@@ -23,10 +23,10 @@ from renderer import Scope, render
 from renderer.format import HEADER_RE
 
 from . import errors
-from .export import auto_export, rendered_at_base, rendered_bytes
+from .export import auto_export, fill_forgotten_texts, rendered_at_base, rendered_bytes
 from .faults import checkpoint
 from .files import private_dir, read_regular, write_atomic
-from .model import Event, Note, replay
+from .model import Event, Note
 from .store import NewNote, Store, Transaction
 from .workspace import Workspace, actor as resolve_actor
 
@@ -222,9 +222,7 @@ def _plan_changed(store: Store, diff: EditDiff, text: bytes, base_text: bytes) -
         now_notes = store.notes_by_id(mine | set(past))
         successors = {n.superseded_by for n in now_notes.values() if n.superseded_by is not None}
         now_notes.update(store.notes_by_id(successors - set(now_notes)))
-    base_notes = {n: now_notes[n] for n in mine if n in now_notes and n not in past}
-    base_notes.update((n, note) for n, note in past.items() if note is not None)
-    _fill_forgotten_texts(base_notes, base_text)
+    base_notes = _at_base({n: now_notes[n] for n in mine if n in now_notes}, past, base_text)
     plan = make_plan(parsed, base_notes, now_notes, since, head, removed=diff.removed)
     return Planned(parsed, plan, base_notes, now_notes, since, text, base_text, partial=True)
 
@@ -248,10 +246,8 @@ def _plan_whole(store: Store, text: bytes, base_text: bytes | None) -> Planned:
     with store.reading():
         head = _head_within(store, parsed.base)
         now_notes = {n.id: n for n in store.notes()}
-        since = store.events(after=parsed.base)
-        base_notes = _notes_at_base(store, now_notes, since, parsed.base)
-    if base_text is not None:
-        _fill_forgotten_texts(base_notes, base_text)
+        since, past = store.rewind(parsed.base)
+    base_notes = _at_base(dict(now_notes), past, base_text)
     plan = make_plan(parsed, base_notes, now_notes, since, head)
     return Planned(parsed, plan, base_notes, now_notes, since, text, base_text)
 
@@ -273,33 +269,18 @@ def whole(store: Store, planned: Planned) -> Planned:
     return _plan_whole(store, planned.text, planned.base_text) if planned.partial else planned
 
 
-def _notes_at_base(store: Store, now: dict[int, Note], since: list[Event], base: int) -> dict[int, Note]:
-    """The notes as of `base`: the notes now, with only those touched since replayed back."""
-    notes = dict(now)
-    for note_id in {e.note_id for e in since}:
-        past = replay(store.events(note_id=note_id, upto=base))
-        if note_id in past:
-            notes[note_id] = past[note_id]
+def _at_base(notes: dict[int, Note], past: dict[int, Note | None], base_text: bytes | None) -> dict[int, Note]:
+    """`notes` (as they are now) as of the base: those touched since (`past`, from
+    Store.rewind) as they were, those created since left out, and texts forgotten since
+    taken from the base rendering where it is at hand."""
+    for note_id, note in past.items():
+        if note is None:
+            notes.pop(note_id, None)
         else:
-            notes.pop(note_id, None)  # created after the base
+            notes[note_id] = note
+    if base_text is not None:
+        fill_forgotten_texts(notes, base_text)
     return notes
-
-
-def _fill_forgotten_texts(base_notes: dict[int, Note], base_text: bytes) -> None:
-    """Texts forgotten since the base are gone from the log; base.md still knows them."""
-    missing = [n for n in base_notes.values() if n.text is None and n.state != "forgotten"]
-    if not missing:
-        return
-    from dataclasses import replace
-
-    known = {
-        i.note_id: i.text
-        for i in parse(base_text.decode("utf-8", "replace")).items
-        if i.note_id is not None
-    }
-    for note in missing:
-        if known.get(note.id) is not None:
-            base_notes[note.id] = replace(note, text=known[note.id])
 
 
 # -- showing -------------------------------------------------------------------------------------
