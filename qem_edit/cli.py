@@ -72,15 +72,19 @@ def _choice(value: str | None, allowed: tuple[str, ...], what: str) -> str | Non
     raise errors.BadInput(f"unknown {what} {value!r}; use one of: {', '.join(allowed)}")
 
 
-def _open(workspace: Path | None, store: Path | None, *, write: bool = False):
+def _open(workspace: Path | None, store: Path | None, *, write: bool = False, create: bool | None = None):
+    """The workspace and its store.  A command that writes has its config checked first
+    (a bad .qem/config.toml is refused before anything is written) and creates a missing
+    store, unless `create=False`."""
     from . import workspace as ws
 
     place = ws.resolve(workspace, store)
     if write:
-        place.config()  # a bad .qem/config.toml is refused before anything is written
+        place.config()
+    create = write if create is None else create
     existed = place.store_path.exists()
-    handle = Store.open(place.store_path, create=write)
-    if write and not existed:
+    handle = Store.open(place.store_path, create=create)
+    if create and not existed:
         print(f"qem: created a new store at {place.store_path}", file=sys.stderr)
     return place, handle
 
@@ -95,9 +99,8 @@ def _write(workspace, store, actor, work, *, create: bool = True) -> object:
     from .export import auto_export
 
     who = ws.actor(actor)
-    place, handle = _open(workspace, store, write=create)
+    place, handle = _open(workspace, store, write=True, create=create)
     with handle:
-        place.config()  # refused before the write, not after it (auto-export reads it)
         result = handle.write(lambda tx: work(tx, who))
         auto_export(handle, place)
     return result
@@ -738,9 +741,8 @@ def checkin(
     """
     from .session import run_checkin
 
-    place, handle = _open(workspace, store)
+    place, handle = _open(workspace, store, write=True, create=False)
     with handle:
-        place.config()  # refused before the check-in writes, not after it
         return run_checkin(handle, place, path, reason, yes, dry_run, actor)
 
 

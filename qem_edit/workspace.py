@@ -41,6 +41,14 @@ class Workspace:
         return self.root / (configured or DEFAULT_MIRROR)
 
     def config(self) -> dict:
+        """The workspace's settings (`.qem/config.toml`), read and checked once."""
+        cached = self.__dict__.get("_config")
+        if cached is None:
+            cached = self._read_config()
+            object.__setattr__(self, "_config", cached)  # frozen: a cache, not a field
+        return cached
+
+    def _read_config(self) -> dict:
         path = self.state_dir / CONFIG_NAME
         try:
             raw = path.read_bytes()
