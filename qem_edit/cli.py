@@ -651,7 +651,7 @@ def export_(
             _write_utf8(render(handle.state_at(seq).values(), seq))
             return 0
         if stdout:
-            _write_utf8(mirror.rendering(handle)[1])
+            _write_utf8(mirror.rendered_bytes(handle)[1])  # the file's bytes, never decoded
             return 0
         if check or diff:
             code = 0
@@ -669,10 +669,10 @@ def export_(
     return 0
 
 
-def _write_utf8(text: str) -> None:
+def _write_utf8(text: str | bytes) -> None:
     """Print a rendering as UTF-8 bytes, whatever the locale: the same bytes as the file."""
     sys.stdout.flush()
-    sys.stdout.buffer.write(text.encode("utf-8"))
+    sys.stdout.buffer.write(text if isinstance(text, bytes) else text.encode("utf-8"))
     sys.stdout.buffer.flush()
 
 
