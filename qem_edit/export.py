@@ -155,7 +155,7 @@ def rendered_at_base(store: Store, base: int) -> bytes | None:
         since, past = store.rewind(base)
         if any(n is not None and n.text is None and n.state != "forgotten" for n in past.values()):
             return None
-        sections = store.export_items_by_id(KINDS)
+        sections = store.export_items(KINDS, with_ids=True)
     replaced = {note_id: note for note_id, note in past.items()}
     out: dict[str, list[bytes]] = {}
     for kind, rows in sections.items():

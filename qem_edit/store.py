@@ -611,18 +611,6 @@ class Store:
             past[note_id] = replayed.get(note_id)
         return since, past
 
-    def export_items_by_id(self, kinds: Iterable[str]) -> dict[str, list[tuple[int, bytes]]]:
-        """Like `export_items`, with each item's note id."""
-        conn = self.conn
-        conn.text_factory = bytes
-        try:
-            return {
-                kind: self._read("SELECT id, item FROM items WHERE kind_rank = ? ORDER BY id", (KIND_RANK[kind],))
-                for kind in kinds
-            }
-        finally:
-            conn.text_factory = str
-
     def seq_at(self, moment: str) -> int:
         """The last seq written at or before `moment` (a UTC timestamp); 0 if none."""
         return self._read("SELECT coalesce(max(seq), 0) FROM events WHERE at <= ?", (moment,))[0][0]
@@ -696,15 +684,20 @@ class Store:
 
         return self.write(work)
 
-    def export_items(self, kinds: Iterable[str]) -> dict[str, list[bytes]]:
-        """Each kind's cached items as UTF-8, in id order (valid when `items_fresh`)."""
+    def export_items(self, kinds: Iterable[str], *, with_ids: bool = False) -> dict[str, list]:
+        """Each kind's cached items as UTF-8 bytes, in id order (valid when `items_fresh`);
+        with `with_ids`, as (note id, item) pairs."""
+        columns = "id, item" if with_ids else "item"
         conn = self.conn
         conn.text_factory = bytes
         try:
-            return {
-                kind: [row[0] for row in self._read("SELECT item FROM items WHERE kind_rank = ? ORDER BY id", (KIND_RANK[kind],))]
-                for kind in kinds
-            }
+            out: dict[str, list] = {}
+            for kind in kinds:
+                rows = self._read(
+                    f"SELECT {columns} FROM items WHERE kind_rank = ? ORDER BY id", (KIND_RANK[kind],)
+                )
+                out[kind] = rows if with_ids else [row[0] for row in rows]
+            return out
         finally:
             conn.text_factory = str
 
