@@ -306,8 +306,7 @@ def describe_plan(planned: Planned) -> str:
             first = ((old.text if old else None) or "").split("\n")[0]
             why = f" ({op.reason})" if op.reason else ""
             out.append(f"  {_SIGN[op.action]} {op.action.replace('_', ' ')} #{op.note_id}{why}: {first}")
-    counts = plan.counts()
-    summary = ", ".join(f"{counts[a]} {a.replace('_', ' ')}" for a in _ORDER if a in counts)
+    summary = _summary(plan)
     out.append(f"Plan: {summary or 'nothing to write'} (base seq {plan.base}, store head {plan.head})")
     if plan.merged:
         out.append(f"Kept others' changes since your base to {_ids(plan.merged)}")
@@ -318,6 +317,12 @@ def describe_plan(planned: Planned) -> str:
 
 _SIGN = {"revoke": "-", "flag_stale": "!", "reinstate": "^", "expire": "x", "promote": "*"}
 _ORDER = ("create", "supersede", "revoke", "flag_stale", "reinstate", "expire", "promote")
+
+
+def _summary(plan: Plan) -> str:
+    """"1 create, 2 supersede, 1 revoke": the plan's counts, in a fixed order."""
+    counts = plan.counts()
+    return ", ".join(f"{counts[a]} {a.replace('_', ' ')}" for a in _ORDER if a in counts)
 
 
 def _ids(ids: list[int]) -> str:
@@ -591,8 +596,7 @@ def _store_sides(planned: Planned) -> dict[int, str]:
 
 
 def _report_applied(plan: Plan, checkin_id: str, created: list[int]) -> None:
-    counts = plan.counts()
-    summary = ", ".join(f"{counts[a]} {a.replace('_', ' ')}" for a in _ORDER if a in counts)
+    summary = _summary(plan)
     new = f"; new notes {_ids(created)}" if created else ""
     print(f"qem: checked in {checkin_id}: {summary}{new}", file=sys.stderr)
 
