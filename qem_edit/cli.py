@@ -21,8 +21,9 @@ from typing import Annotated, Optional
 import typer
 
 from . import errors
-from .model import CLAIMABLE_PROVENANCES, KINDS, PRIORITIES, STATES, TextError, normalize_text
-from .store import NewNote, Store, Transaction
+from .model import KINDS, STATES
+from .renderer import Selection
+from .store import Store
 
 HELP = """qem: an agent's memory as an append-only event log, legible and editable as MEMORY.md.
 
@@ -66,16 +67,11 @@ ReasonOpt = Annotated[Optional[str], typer.Option("--message", "-m", help="Why."
 RequiredReasonOpt = Annotated[str, typer.Option("--message", "-m", help="Why (required).", show_default=False)]
 
 
-def _choice(value: str | None, allowed: tuple[str, ...], what: str) -> str | None:
-    if value is None or value in allowed:
-        return value
-    raise errors.BadInput(f"unknown {what} {value!r}; use one of: {', '.join(allowed)}")
-
-
 def _open(workspace: Path | None, store: Path | None, *, write: bool = False, create: bool | None = None):
     """The workspace and its store.  A command that writes has its config checked first
     (a bad .qem/config.toml is refused before anything is written) and creates a missing
-    store, unless `create=False`."""
+    store, unless `create=False` (a move on an existing note: with no store there is no
+    note, and a refused command must not leave a new store behind)."""
     from . import workspace as ws
 
     place = ws.resolve(workspace, store)
@@ -85,48 +81,48 @@ def _open(workspace: Path | None, store: Path | None, *, write: bool = False, cr
     existed = place.store_path.exists()
     handle = Store.open(place.store_path, create=create)
     if create and not existed:
-        print(f"qem: created a new store at {place.store_path}", file=sys.stderr)
+        _say(f"created a new store at {place.store_path}")
     return place, handle
 
 
-def _write(workspace, store, actor, work, *, create: bool = True) -> object:
-    """Open for writing, run `work(tx, actor)` in one transaction, then auto-export.
-
-    `create=False` for moves on an existing note: with no store there is no note, and a
-    refused command must not leave a new store behind.
-    """
+def _act(workspace, store, actor, act, *, create: bool = True):  # type: ignore[no-untyped-def]
+    """Run one of qem_edit.acts on the workspace's store as the actor; say its notices."""
     from . import workspace as ws
-    from .export import auto_export
 
     who = ws.actor(actor)
     place, handle = _open(workspace, store, write=True, create=create)
     with handle:
-        result = handle.write(lambda tx: work(tx, who))
-        auto_export(handle, place)
-    return result
+        written = act(handle, place, who)
+    for notice in written.notices:
+        _say(notice)
+    return written
+
+
+def _say(message: str) -> None:
+    print(f"qem: {message}", file=sys.stderr)
+
+
+def _show(answer, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
+    """Print an answer (qem_edit.answers) in the form asked for; its exit status."""
+    from .answers import as_json as json_text
+
+    text = json_text(answer.data()) if as_json else answer.text()
+    if text:
+        print(text)
+    remark = answer.remark()
+    if remark:
+        print(remark, file=sys.stderr)
+    return answer.exit_code
 
 
 def _text_arg(text: str) -> str:
+    """The note text argument, or standard input for `-`."""
+    if text != "-":
+        return text
     try:
-        raw = sys.stdin.buffer.read().decode("utf-8") if text == "-" else text
+        return sys.stdin.buffer.read().decode("utf-8")
     except UnicodeDecodeError:
         raise errors.Refused("the note text on standard input is not UTF-8") from None
-    try:
-        raw.encode("utf-8")  # an argument from undecodable bytes holds lone surrogates
-    except UnicodeEncodeError:
-        raise errors.Refused("the note text is not UTF-8") from None
-    try:
-        return normalize_text(raw)
-    except TextError as exc:
-        raise errors.Refused(str(exc)) from None
-
-
-def _reason(reason: str | None, *, required: bool = False, what: str = "") -> str | None:
-    if reason is not None and not reason.strip():
-        reason = None
-    if required and reason is None:
-        raise errors.BadInput(f"{what} needs a reason: -m REASON")
-    return reason
 
 
 # -- store ---------------------------------------------------------------------------------
@@ -161,14 +157,11 @@ def add(
 
     Example: qem add "Run tests inside the venv" --kind directive --priority high
     """
-    _choice(kind, KINDS, "kind")
-    _choice(priority, PRIORITIES, "priority")
-    if provenance == "human":
-        raise errors.BadInput("provenance human is reached only by a person's act: `qem promote ID`")
-    _choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
-    new = NewNote(kind, priority, provenance, _text_arg(text))
-    note = _write(workspace, store, actor, lambda tx, who: tx.create(new, who))
-    print(note.id)
+    from . import acts
+
+    body = _text_arg(text)
+    written = _act(workspace, store, actor, lambda h, p, who: acts.add(h, p, body, kind, priority, provenance, who))
+    print(written.note.id)
     return 0
 
 
@@ -187,26 +180,21 @@ def supersede(
 
     Example: qem supersede 12 "Release the lock after the restart" -m "order was wrong"
     """
-    _choice(kind, KINDS, "kind")
-    _choice(priority, PRIORITIES, "priority")
+    from . import acts
+
     body = _text_arg(text)
-
-    def work(tx: Transaction, who: str):
-        old = tx.note(note_id)
-        new = NewNote(kind or old.kind, priority or old.priority, old.provenance, body, note_id)
-        return tx.create(new, who, _reason(reason))
-
-    print(_write(workspace, store, actor, work, create=False).id)
+    written = _act(workspace, store, actor,
+                   lambda h, p, who: acts.supersede(h, p, note_id, body, reason, who, kind, priority), create=False)
+    print(written.note.id)
     return 0
 
 
-def _lifecycle(event_type: str, note_id: int, reason, workspace, store, actor, data=None) -> int:
-    def work(tx: Transaction, who: str):
-        extra = data(tx.note(note_id)) if data else None
-        return tx.emit(note_id, event_type, who, reason, extra)
+def _move(event_type: str, note_id: int, reason, workspace, store, actor) -> int:  # type: ignore[no-untyped-def]
+    from . import acts
 
-    event = _write(workspace, store, actor, work, create=False)
-    print(f"#{note_id} {event_type} (seq {event.seq})")
+    written = _act(workspace, store, actor, lambda h, p, who: acts.move(h, p, event_type, note_id, reason, who),
+                   create=False)
+    print(f"#{note_id} {event_type} (seq {written.event.seq})")
     return 0
 
 
@@ -216,7 +204,7 @@ def revoke(note_id: IdArg, reason: RequiredReasonOpt = "", workspace: WorkspaceO
 
     Example: qem revoke 412 -m "wrong lock order"
     """
-    return _lifecycle("revoked", note_id, _reason(reason, required=True, what="revoke"), workspace, store, actor)
+    return _move("revoked", note_id, reason, workspace, store, actor)
 
 
 @app.command("flag-stale")
@@ -225,7 +213,7 @@ def flag_stale(note_id: IdArg, reason: RequiredReasonOpt = "", workspace: Worksp
 
     Example: qem flag-stale 398 -m "the cache was rewritten in v2"
     """
-    return _lifecycle("stale_flagged", note_id, _reason(reason, required=True, what="flag-stale"), workspace, store, actor)
+    return _move("stale_flagged", note_id, reason, workspace, store, actor)
 
 
 @app.command()
@@ -234,7 +222,7 @@ def reinstate(note_id: IdArg, reason: ReasonOpt = None, workspace: WorkspaceOpt 
 
     Example: qem reinstate 412 -m "the order was right after all"
     """
-    return _lifecycle("reinstated", note_id, _reason(reason), workspace, store, actor)
+    return _move("reinstated", note_id, reason, workspace, store, actor)
 
 
 @app.command()
@@ -243,7 +231,7 @@ def promote(note_id: IdArg, reason: ReasonOpt = None, workspace: WorkspaceOpt = 
 
     Example: qem promote 4 -m "I said this"
     """
-    return _lifecycle("promoted", note_id, _reason(reason), workspace, store, actor, data=lambda n: {"from": n.provenance})
+    return _move("promoted", note_id, reason, workspace, store, actor)
 
 
 @app.command()
@@ -252,7 +240,7 @@ def expire(note_id: IdArg, reason: ReasonOpt = None, workspace: WorkspaceOpt = N
 
     Example: qem expire 77 -m "sprint over"
     """
-    return _lifecycle("expired", note_id, _reason(reason), workspace, store, actor)
+    return _move("expired", note_id, reason, workspace, store, actor)
 
 
 @app.command()
@@ -268,16 +256,18 @@ def forget(
 
     Example: qem forget 77 -m "contained a credential" --yes
     """
-    why = _reason(reason, required=True, what="forget")
+    from . import acts
+
+    acts.reason_for("forgotten", reason)
     if not yes:
         raise errors.BadInput(f"forget erases note #{note_id}'s text for good; add --yes to confirm")
-    event = _write(workspace, store, actor, lambda tx, who: tx.forget(note_id, who, why), create=False)
-    print(f"#{note_id} forgotten (seq {event.seq})")
+    written = _act(workspace, store, actor, lambda h, p, who: acts.forget(h, p, note_id, reason, who), create=False)
+    print(f"#{note_id} forgotten (seq {written.event.seq})")
     _warn_stale_mirror(workspace, store, note_id)
     return 0
 
 
-def _warn_stale_mirror(workspace, store, note_id: int) -> None:
+def _warn_stale_mirror(workspace, store, note_id: int) -> None:  # type: ignore[no-untyped-def]
     """A forgotten text must not live on in the mirror (and from there in git)."""
     from . import workspace as ws
 
@@ -288,10 +278,9 @@ def _warn_stale_mirror(workspace, store, note_id: int) -> None:
     except errors.QemError:
         stale = mirror.is_file()
     if stale:
-        print(
-            f"qem: warning: {mirror} may still hold note #{note_id}'s text; run `qem export`"
-            " (and check what git has already committed)",
-            file=sys.stderr,
+        _say(
+            f"warning: {mirror} may still hold note #{note_id}'s text; run `qem export`"
+            " (and check what git has already committed)"
         )
 
 
@@ -304,48 +293,19 @@ AtOpt = Annotated[
 ]
 
 
-def _at_seq(handle: Store, at: str) -> int:
-    head = handle.head()
-    if at.isdigit():
-        seq = int(at)
-        if seq > head:
-            raise errors.BadInput(f"--at {seq} is past the store's head {head}")
-        return seq
-    from .query import parse_time
-
-    return handle.seq_at(parse_time(at, "--at", end=True))
-
-
 @app.command()
 def show(note_id: IdArg, as_json: JsonOpt = False, at: AtOpt = None, workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
     """Show one note (as it is, or as it was --at a seq or date).
 
     Example: qem show 12 --json
     """
+    from .answers import NoteView
+    from .query import note_at
+
     _, handle = _open(workspace, store)
     with handle:
-        if at is None:
-            note = handle.note(note_id)
-        else:
-            seq = _at_seq(handle, at)
-            past = handle.state_at(seq)
-            if note_id not in past:
-                raise errors.NoSuchNote(f"note #{note_id} did not exist at seq {seq}")
-            note = past[note_id]
-    if as_json:
-        print(json.dumps(note.to_json(), ensure_ascii=False, indent=2))
-        return 0
-    print(f"#{note.id} {note.kind} · {note.priority} · {note.provenance} · {note.state}")
-    print(f"created {note.created_at} by {note.actor}")
-    if note.supersedes is not None:
-        print(f"supersedes #{note.supersedes}")
-    if note.state != "active" and note.state_at:
-        by = f" by #{note.superseded_by}" if note.superseded_by is not None else ""
-        why = f": {note.state_reason}" if note.state_reason else ""
-        print(f"{note.state}{by} at {note.state_at}{why}")
-    print()
-    print(note.text if note.text is not None else "(forgotten: the text was erased)")
-    return 0
+        note = handle.note(note_id) if at is None else note_at(handle, note_id, at)
+    return _show(NoteView(note), as_json)
 
 
 @app.command("list")
@@ -360,20 +320,15 @@ def list_(
 
     Example: qem list --kind gotcha --state active
     """
-    _choice(kind, KINDS, "kind")
-    _choice(state, STATES, "state")
+    from .acts import choice
+    from .answers import NoteList
+
+    choice(kind, KINDS, "kind")
+    choice(state, STATES, "state")
     _, handle = _open(workspace, store)
     with handle:
         notes = handle.notes(kinds=[kind] if kind else None, states=[state] if state else None)
-    if as_json:
-        print(json.dumps([n.to_json() for n in notes], ensure_ascii=False, indent=2))
-        return 0
-    for note in notes:
-        first = (note.text or "(forgotten)").split("\n", 1)[0]
-        print(f"#{note.id}\t{note.kind}\t{note.priority}\t{note.provenance}\t{note.state}\t{first}")
-    if not notes:
-        print("no notes match", file=sys.stderr)
-    return 0
+    return _show(NoteList(notes), as_json)
 
 
 @app.command()
@@ -387,29 +342,19 @@ def log(
 
     Example: qem log 12
     """
+    from .answers import EventList
+
     _, handle = _open(workspace, store)
     with handle:
         if note_id is not None:
             handle.note(note_id)  # an unknown id is an error, not an empty log
-        events = handle.events(note_id)
-    if as_json:
-        print(json.dumps([e.to_json() for e in events], ensure_ascii=False, indent=2))
-        return 0
-    for e in events:
-        extra = ""
-        if e.type == "superseded":
-            extra = f" by #{e.data.get('by')}"
-        elif e.type == "created" and e.data.get("supersedes") is not None:
-            extra = f" superseding #{e.data['supersedes']}"
-        why = f" ({e.reason})" if e.reason else ""
-        checkin = f" [checkin {e.checkin}]" if e.checkin else ""
-        print(f"{e.seq}\t{e.at}\t#{e.note_id} {e.type}{extra} by {e.actor}{why}{checkin}")
-    return 0
+        return _show(EventList(handle.events(note_id)), as_json)
 
 
 @app.command()
 def verify(
     repair: Annotated[bool, typer.Option("--repair", help="Rebuild the notes cache from the log.")] = False,
+    as_json: JsonOpt = False,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
 ) -> int:
@@ -417,29 +362,11 @@ def verify(
 
     Example: qem verify
     """
-    from .resolver import Graph
+    from .query import verify_report
 
     _, handle = _open(workspace, store, write=False)
     with handle:
-        problems = handle.verify()
-        if problems and repair:
-            count = handle.rebuild_cache()
-            print(f"rebuilt the notes cache from the log: {count} notes")
-            problems = handle.verify()
-        head = handle.head()
-        problems += Graph.of({n.id: n for n in handle.notes()}).problems()
-    for problem in problems:
-        print(problem)
-    if problems:
-        print(
-            f"verify: {len(problems)} problem(s) at head {head}; `qem verify --repair` rebuilds"
-            " the cache; a cycle, dangling pointer or fork came with a loaded log and is"
-            " settled by events (revoke, supersede, or `qem dispute` and `qem rule`)",
-            file=sys.stderr,
-        )
-        return errors.EXIT_DIFFERENT
-    print(f"ok: the notes cache equals a replay of {head} events")
-    return 0
+        return _show(verify_report(handle, repair=repair), as_json)
 
 
 @app.command()
@@ -459,8 +386,7 @@ def dump(
     with handle:
         data = "".join(dump_lines(handle)).encode("utf-8")
     if file is None or str(file) == "-":
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
+        _write_bytes(data)
     else:
         write_atomic(file, data)
     return 0
@@ -477,6 +403,7 @@ def load(
     Example: qem load fixtures/corpus-749.jsonl
     """
     from .dump import load_events, read_dump
+    from .export import auto_export
 
     raw = sys.stdin.buffer.read() if str(file) == "-" else _read_input(file)
     where: list[str] = []
@@ -484,9 +411,8 @@ def load(
     place, handle = _open(workspace, store, write=True)
     with handle:
         count = load_events(handle, events, where)
-        from .export import auto_export
-
-        auto_export(handle, place)
+        for notice in auto_export(handle, place):
+            _say(notice)
         print(f"loaded {count} events; head is now {handle.head()}")
     return 0
 
@@ -507,17 +433,14 @@ def status(note_id: IdArg, as_json: JsonOpt = False, workspace: WorkspaceOpt = N
 
     Example: qem status 12
     """
+    from .answers import CurrencyAnswer
     from .resolver import Graph
 
     _, handle = _open(workspace, store)
     with handle:
         handle.note(note_id)
         answer = Graph.of({n.id: n for n in handle.notes()}).currency(note_id)
-    if as_json:
-        print(json.dumps(answer.to_json(), ensure_ascii=False))
-    else:
-        print(f"#{note_id} current: {answer.value} ({answer.reason})")
-    return 0
+    return _show(CurrencyAnswer(answer), as_json)
 
 
 @app.command(context_settings={"ignore_unknown_options": True})
@@ -525,11 +448,11 @@ def query(
     filters: Annotated[Optional[list[str]], typer.Argument(help="KEY=VALUE filters (text~SUBSTRING for text).", show_default=False)] = None,
     events: Annotated[bool, typer.Option("--events", help="Filter the event log instead of notes.")] = False,
     as_json: JsonOpt = False,
-    count: Annotated[bool, typer.Option("--count", help="Print only the count (after the scope line).")] = False,
+    count: Annotated[bool, typer.Option("--count", help="Print only the count (after the selection line).")] = False,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
 ) -> int:
-    """Exact filters over headers, answered with the scope that was scanned.
+    """Exact filters over headers, answered with the selection that was scanned.
 
     \b
     Note filters: kind state priority provenance actor since until supersedes
@@ -539,46 +462,11 @@ def query(
     Example: qem query --events type=revoked actor=alice since=2026-10-01
     """
     from . import query as q
-    from .resolver import Graph
 
     parsed = q.parse_filters(filters or [], events)
     _, handle = _open(workspace, store)
-    with handle, handle.reading():
-        head = handle.head()
-        notes = {n.id: n for n in handle.notes()}
-        all_events = handle.events()
-    scope = q.Scope(str(handle.path), head, len(notes), len(all_events))
-    if events:
-        match = q.event_predicate(parsed)
-        results = [e.to_json() for e in all_events if match(e)]
-        what = "events"
-    else:
-        graph = Graph.of(notes)
-        match_note = q.note_predicate(parsed, graph, scope)
-        results = [
-            {**n.to_json(), "current": graph.currency(n.id).value}
-            for n in sorted(notes.values(), key=lambda n: n.id) if match_note(n)
-        ]
-        what = "notes"
-    if as_json:
-        payload = {"scope": scope.to_json(), "filters": [str(f) for f in parsed], "count": len(results)}
-        if not count:
-            payload[what] = results
-        print(json.dumps(payload, ensure_ascii=False, indent=2))
-        return 0
-    print(scope.line())
-    print(f"{len(results):,} {what} match" + (f" {' '.join(str(f) for f in parsed)}" if parsed else ""))
-    if not results:
-        print(q.empty_answer(parsed, scope, what))
-    elif not count:
-        for r in results:
-            if events:
-                why = f" ({r['reason']})" if r["reason"] else ""
-                print(f"{r['seq']}\t{r['at']}\t#{r['note_id']} {r['type']} by {r['actor']}{why}")
-            else:
-                first = (r["text"] or "(forgotten)").split("\n", 1)[0]
-                print(f"#{r['id']}\t{r['kind']}\t{r['state']}\tcurrent={r['current']}\t{first}")
-    return 0
+    with handle:
+        return _show(q.answer(handle, parsed, events, count), as_json)
 
 
 @app.command()
@@ -594,9 +482,9 @@ def dispute(
 
     Example: qem dispute 12 40 -m "they say opposite things about the lock"
     """
-    why = _reason(reason, required=True, what="dispute")
-    dispute_id = _write(workspace, store, actor, lambda tx, who: tx.dispute(a, b, who, why))
-    print(dispute_id)
+    from . import acts
+
+    print(_act(workspace, store, actor, lambda h, p, who: acts.dispute(h, p, a, b, reason, who)).dispute)
     return 0
 
 
@@ -613,8 +501,9 @@ def rule(
 
     Example: qem rule 57 --keep 40 -m "measured: the lock is released after"
     """
-    why = _reason(reason, required=True, what="rule")
-    _write(workspace, store, actor, lambda tx, who: tx.rule(dispute_id, keep, who, why))
+    from . import acts
+
+    _act(workspace, store, actor, lambda h, p, who: acts.rule(h, p, dispute_id, keep, reason, who))
     print(f"dispute {dispute_id} ruled: #{keep} stands")
     return 0
 
@@ -639,40 +528,41 @@ def export_(
     """
     from . import export as mirror
 
+    if at is not None and (not stdout or check or diff):
+        raise errors.BadInput("--at renders history: use it with --stdout (and without --check/--diff)")
     place, handle = _open(workspace, store)
     target = place.mirror_path(path)
     with handle:
-        if at is not None:
-            if not stdout or check or diff:
-                raise errors.BadInput("--at renders history: use it with --stdout (and without --check/--diff)")
-            from renderer import render
-
-            seq = _at_seq(handle, at)
-            _write_utf8(render(handle.state_at(seq).values(), seq))
-            return 0
-        if stdout:
-            _write_utf8(mirror.rendered_bytes(handle)[1])  # the file's bytes, never decoded
+        if stdout:  # the file's bytes, never decoded
+            _write_bytes(mirror.rendered_bytes(handle)[1] if at is None else mirror.rendered_as_of(handle, at))
             return 0
         if check or diff:
-            code = 0
-            if diff:
-                patch = mirror.unified_diff(handle, target)
-                _write_utf8(patch)
-                code = 1 if patch else 0
-            if check:
-                verdict = mirror.check(handle, target)
-                print(("ok: " if verdict.clean else "qem: ") + verdict.message, file=sys.stderr)
-                code = max(code, 0 if verdict.clean else 1)
-            return code
+            return _check_mirror(handle, target, check, diff)
         wrote = mirror.export(handle, target, force=force)
-    print(f"qem: {'wrote' if wrote else 'unchanged:'} {target}", file=sys.stderr)
+    _say(f"{'wrote' if wrote else 'unchanged:'} {target}")
     return 0
 
 
-def _write_utf8(text: str | bytes) -> None:
-    """Print a rendering as UTF-8 bytes, whatever the locale: the same bytes as the file."""
+def _check_mirror(handle: Store, target: Path, check: bool, diff: bool) -> int:
+    """`export --check` and/or `--diff`: exit 1 when the file differs from the rendering."""
+    from . import export as mirror
+
+    code = 0
+    if diff:
+        patch = mirror.unified_diff(handle, target)
+        _write_bytes(patch.encode("utf-8"))
+        code = 1 if patch else 0
+    if check:
+        verdict = mirror.check(handle, target)
+        print(("ok: " if verdict.clean else "qem: ") + verdict.message, file=sys.stderr)
+        code = max(code, 0 if verdict.clean else 1)
+    return code
+
+
+def _write_bytes(data: bytes) -> None:
+    """Print bytes as they are, whatever the locale: a rendering is the file's bytes."""
     sys.stdout.flush()
-    sys.stdout.buffer.write(text if isinstance(text, bytes) else text.encode("utf-8"))
+    sys.stdout.buffer.write(data)
     sys.stdout.buffer.flush()
 
 
@@ -698,11 +588,13 @@ def edit(
 
     Example: qem edit --kind gotcha -m "cleanup after the v2 migration"
     """
-    from .session import run_edit
+    from . import workspace as ws
+    from .terminal import run_edit
 
     place, handle = _open(workspace, store, write=True)
     with handle:
-        return run_edit(handle, place, _kinds(kind), active, reason, yes, resume, actor)
+        selection = Selection(kinds=_kinds(kind), active_only=active)
+        return _checked_in(run_edit(handle, place, selection, reason, yes, resume, ws.actor(actor)))
 
 
 @app.command()
@@ -717,11 +609,11 @@ def checkout(
 
     Example: qem checkout --kind directive --path /tmp/directives.md
     """
-    from .session import checkout as do_checkout
+    from .checkouts import write_checkout
 
     place, handle = _open(workspace, store)
     with handle:
-        print(do_checkout(handle, place, _kinds(kind), active, path))
+        print(write_checkout(handle, place, Selection(kinds=_kinds(kind), active_only=active), path))
     return 0
 
 
@@ -739,18 +631,30 @@ def checkin(
 
     Example: qem checkin --path MEMORY.md -m "fixed the lock note" --yes
     """
-    from .session import run_checkin
+    from . import workspace as ws
+    from .terminal import run_checkin
 
     place, handle = _open(workspace, store, write=True, create=False)
     with handle:
-        return run_checkin(handle, place, path, reason, yes, dry_run, actor)
+        return _checked_in(run_checkin(handle, place, path, reason, yes, dry_run, ws.actor(actor)))
+
+
+def _checked_in(outcome) -> int:  # type: ignore[no-untyped-def]
+    """A check-in's exit status."""
+    from .checkin import is_conflict
+
+    if outcome.status == "refused":
+        return errors.EXIT_CONFLICT if is_conflict(outcome.proposal) else errors.EXIT_INPUT
+    return errors.EXIT_OK
 
 
 def _kinds(kinds: list[str] | None) -> tuple[str, ...] | None:
+    from .acts import choice
+
     if not kinds:
         return None
     for k in kinds:
-        _choice(k, KINDS, "kind")
+        choice(k, KINDS, "kind")
     return tuple(k for k in KINDS if k in kinds)
 
 

@@ -59,6 +59,10 @@ class HeadMoved(QemError):
 
     exit_code = EXIT_CONFLICT
 
+    def __init__(self, message: str, *, moved: int = 0) -> None:
+        super().__init__(message)
+        self.moved = moved  # how many events others appended meanwhile
+
 
 class ConflictError(QemError):
     """A check-in whose changes overlap changes made in the store since its base."""

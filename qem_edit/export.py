@@ -6,12 +6,11 @@ and the renderer, and imports the file lock only when it actually has to write.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from renderer import Scope, assemble_bytes, item_text, render
-from renderer.format import HEADER_RE
+from .renderer import Selection, assemble_bytes, item_text, render
+from .renderer.format import HEADER_RE
 
 from . import errors
 from .files import read_regular, write_atomic
@@ -30,12 +29,12 @@ class Verdict:
     precious: bool = False
 
 
-def rendering(store: Store, scope: Scope = Scope()) -> tuple[int, str]:
-    head, data = rendered_bytes(store, scope)
+def rendering(store: Store, selection: Selection = Selection()) -> tuple[int, str]:
+    head, data = rendered_bytes(store, selection)
     return head, data.decode("utf-8")
 
 
-def rendered_bytes(store: Store, scope: Scope = Scope()) -> tuple[int, bytes]:
+def rendered_bytes(store: Store, selection: Selection = Selection()) -> tuple[int, bytes]:
     """The store's head and its rendering (UTF-8), read in one snapshot.
 
     The common case joins the items the store cached at write time (one narrow table,
@@ -44,11 +43,19 @@ def rendered_bytes(store: Store, scope: Scope = Scope()) -> tuple[int, bytes]:
     """
     with store.reading():
         head = store.head()
-        if not scope.active_only and store.items_fresh() and not store.has_disagreements():
-            kinds = KINDS if scope.kinds is None else scope.kinds
-            return head, assemble_bytes(head, scope, store.export_items(kinds))
-        notes = store.notes(kinds=scope.kinds)
-    return head, render(notes, head, scope).encode("utf-8")
+        if not selection.active_only and store.items_fresh() and not store.has_disagreements():
+            kinds = KINDS if selection.kinds is None else selection.kinds
+            return head, assemble_bytes(head, selection, store.export_items(kinds))
+        notes = store.notes(kinds=selection.kinds)
+    return head, render(notes, head, selection).encode("utf-8")
+
+
+def rendered_as_of(store: Store, at: str) -> bytes:
+    """The whole rendering as the store was `--at` a seq or moment."""
+    from .query import seq_at
+
+    seq = seq_at(store, at)
+    return render(store.state_at(seq).values(), seq).encode("utf-8")
 
 
 def export(store: Store, path: Path, *, force: bool = False) -> bool:
@@ -168,7 +175,7 @@ def rendered_at_base(store: Store, base: int) -> bytes | None:
             else:
                 items.append(item)
         out[kind] = items
-    return assemble_bytes(base, Scope(), out)
+    return assemble_bytes(base, Selection(), out)
 
 
 def fill_forgotten_texts(notes: dict, data: bytes) -> None:
@@ -180,7 +187,7 @@ def fill_forgotten_texts(notes: dict, data: bytes) -> None:
         return
     from dataclasses import replace
 
-    from reconciler.parse import parse
+    from .reconciler.parse import parse
 
     shown = {i.note_id: i.text for i in parse(data.decode("utf-8", "replace")).items if i.note_id}
     for note in missing:
@@ -210,20 +217,18 @@ def unified_diff(store: Store, path: Path) -> str:
     )
 
 
-def auto_export(store: Store, workspace) -> None:  # type: ignore[no-untyped-def]
-    """Re-render the mirror after a write when the workspace asks for it."""
+def auto_export(store: Store, workspace) -> list[str]:  # type: ignore[no-untyped-def]
+    """Re-render the mirror after a write when the workspace asks for it.  Returns what
+    the writer should be told (the write itself is committed whatever happens here)."""
     try:
         wanted = workspace.auto_export()
     except errors.QemError as exc:
         # Commands check the config before they write; if it broke since, the write stands.
-        print(f"qem: warning: the write is saved, but auto-export was skipped: {exc}", file=sys.stderr)
-        return
+        return [f"warning: the write is saved, but auto-export was skipped: {exc}"]
     if not wanted:
-        return
+        return []
     path = workspace.mirror_path()
     try:
-        if export(store, path):
-            print(f"qem: re-rendered {path}", file=sys.stderr)
+        return [f"re-rendered {path}"] if export(store, path) else []
     except errors.QemError as exc:
-        # The write itself is committed; a mirror that could not be written is reported.
-        print(f"qem: warning: the write is saved, but {path} was not re-rendered: {exc}", file=sys.stderr)
+        return [f"warning: the write is saved, but {path} was not re-rendered: {exc}"]

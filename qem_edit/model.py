@@ -27,35 +27,62 @@ PROVENANCES: tuple[str, ...] = ("auto", "agent", "user-stated", "human")
 # Provenances a writer may claim on `add`; `human` takes a person's act.
 CLAIMABLE_PROVENANCES: tuple[str, ...] = ("auto", "agent", "user-stated")
 STATES: tuple[str, ...] = ("active", "stale", "superseded", "revoked", "expired", "forgotten")
-EVENT_TYPES: tuple[str, ...] = (
-    "created",
-    "superseded",
-    "revoked",
-    "stale_flagged",
-    "reinstated",
-    "promoted",
-    "expired",
-    "forgotten",
-    "disputed",
-    "ruled",
-)
-
 LIVE_STATES = frozenset({"active", "stale"})
+_ANY = frozenset(STATES) - {"forgotten"}
 
-# Which states each lifecycle event may leave from, and where it goes.  A stale note is
-# still in force (flagged for review), so it can be revoked, expired or superseded too.
-TRANSITIONS: dict[str, tuple[frozenset[str], str | None]] = {
-    "superseded": (frozenset({"active", "stale"}), "superseded"),
-    "revoked": (frozenset({"active", "stale"}), "revoked"),
-    "stale_flagged": (frozenset({"active"}), "stale"),
-    "reinstated": (frozenset({"revoked", "stale", "expired"}), "active"),
-    "expired": (frozenset({"active", "stale"}), "expired"),
-    "forgotten": (frozenset(set(STATES) - {"forgotten"}), "forgotten"),
-    # these change provenance or disputes, not state
-    "promoted": (frozenset(set(STATES) - {"forgotten"}), None),
-    "disputed": (LIVE_STATES, None),
-    "ruled": (frozenset(set(STATES) - {"forgotten"}), None),
-}
+
+@dataclass(frozen=True)
+class Move:
+    """One lifecycle move: the verb a person or a plan uses, the event it appends, the
+    states it may leave from and the state it reaches (None: the state stays), how a plan
+    shows it, and how a refusal words it ("cannot flag as stale note #3: it is revoked")."""
+
+    verb: str
+    event: str
+    sources: frozenset[str]
+    target: str | None
+    sign: str
+    refusal: str
+    marker: bool = False  # asked for in MEMORY.md by writing or removing a state marker
+    needs_reason: bool = False  # a writer must say why (-m)
+
+    @property
+    def shown(self) -> str:
+        """The verb as a plan prints it: "flag stale"."""
+        return self.verb.replace("_", " ")
+
+
+# The lifecycle, written once.  Checks, plans, plan displays, refusals and the store's SQL
+# constraint are all derived from this table; a stale note is still in force (flagged for
+# review), so it can be revoked, expired or superseded too.  Its order is the order in
+# which a plan counts its operations.
+MOVES: tuple[Move, ...] = (
+    Move("create", "created", frozenset(), "active", "+", "create"),
+    Move("supersede", "superseded", LIVE_STATES, "superseded", "~", "supersede"),
+    Move("revoke", "revoked", LIVE_STATES, "revoked", "-", "revoke", marker=True, needs_reason=True),
+    Move("flag_stale", "stale_flagged", frozenset({"active"}), "stale", "!", "flag as stale", marker=True,
+         needs_reason=True),
+    Move("reinstate", "reinstated", frozenset({"revoked", "stale", "expired"}), "active", "^", "reinstate",
+         marker=True),
+    Move("expire", "expired", LIVE_STATES, "expired", "x", "expire", marker=True),
+    Move("promote", "promoted", _ANY, None, "*", "promote"),
+    Move("forget", "forgotten", _ANY, "forgotten", "#", "forget", needs_reason=True),
+    Move("dispute", "disputed", LIVE_STATES, None, "?", "dispute", needs_reason=True),
+    Move("rule", "ruled", _ANY, None, "=", "rule on", needs_reason=True),
+)
+MOVE_BY_VERB: dict[str, Move] = {m.verb: m for m in MOVES}
+MOVE_BY_EVENT: dict[str, Move] = {m.event: m for m in MOVES}
+EVENT_TYPES: tuple[str, ...] = tuple(m.event for m in MOVES)
+
+
+def marker_move(before: str, after: str) -> Move | None:
+    """The move a person asks for by changing a note's state marker from `before` to
+    `after` (None: no single move does that)."""
+    for move in MOVES:
+        if move.marker and move.target == after and before in move.sources:
+            return move
+    return None
+
 
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z\Z")
 
@@ -170,65 +197,61 @@ def sort_key(note: Note) -> tuple[int, int]:
 
 def check_transition(note: Note, event_type: str) -> None:
     """Raise TransitionError when `event_type` makes no sense for `note` now."""
-    sources, _ = TRANSITIONS[event_type]
-    if note.state not in sources:
-        raise TransitionError(_refusal(note, event_type))
-    if event_type == "promoted" and note.provenance == "human":
+    move = MOVE_BY_EVENT[event_type]
+    if note.state not in move.sources:
+        raise TransitionError(f"cannot {move.refusal} note #{note.id}: it is {note.state}")
+    if move.verb == "promote" and note.provenance == "human":
         raise TransitionError(f"note #{note.id} is already provenance human")
-
-
-def _refusal(note: Note, event_type: str) -> str:
-    verb = {
-        "superseded": "supersede",
-        "revoked": "revoke",
-        "stale_flagged": "flag as stale",
-        "reinstated": "reinstate",
-        "expired": "expire",
-        "forgotten": "forget",
-        "promoted": "promote",
-        "disputed": "dispute",
-        "ruled": "rule on",
-    }[event_type]
-    return f"cannot {verb} note #{note.id}: it is {note.state}"
 
 
 def apply_event(notes: dict[int, Note], event: Event) -> None:
     """Fold one event into `notes` (in place).  Raises LogError or TransitionError."""
-    if event.type not in EVENT_TYPES:
+    move = MOVE_BY_EVENT.get(event.type)
+    if move is None:
         raise LogError(f"seq {event.seq}: unknown event type {event.type!r}")
-    if event.type == "created":
+    if move.verb == "create":
         notes[event.note_id] = note_from_created(event)
         return
     note = notes.get(event.note_id)
     if note is None:
         raise LogError(f"seq {event.seq}: event {event.type} for unknown note #{event.note_id}")
     check_transition(note, event.type)
+    if move.verb == "promote":
+        notes[note.id] = replace(note, provenance="human")
+    elif move.verb in ("dispute", "rule"):
+        notes[note.id] = replace(note, disputes=_disputes_after(note, event))
+    else:
+        notes[note.id] = replace(note, **_state_change(move, event))
+
+
+def _state_change(move: Move, event: Event) -> dict[str, object]:
+    """The fields a state-changing event sets on its note."""
     changes: dict[str, object] = {
+        "state": move.target,
         "state_at": event.at,
         "state_reason": event.reason,
         "state_seq": event.seq,
     }
-    if event.type == "promoted":
-        notes[note.id] = replace(note, provenance="human")
-        return
-    if event.type in ("disputed", "ruled"):
-        dispute, other = event.data.get("dispute"), event.data.get("with")
-        if not _is_id(dispute) or (event.type == "disputed" and not _is_id(other)):
-            raise LogError(f"seq {event.seq}: {event.type} event without integer 'dispute'/'with'")
-        kept = tuple(d for d in note.disputes if d[0] != dispute)
-        if event.type == "disputed":
-            kept += ((int(dispute), int(other)),)  # type: ignore[arg-type]
-        notes[note.id] = replace(note, disputes=kept)
-        return
-    changes["state"] = TRANSITIONS[event.type][1]
-    if event.type == "superseded":
+    if move.verb == "supersede":
         by = event.data.get("by")
         if not isinstance(by, int) or isinstance(by, bool):
             raise LogError(f"seq {event.seq}: superseded event without an integer 'by'")
         changes["superseded_by"] = by
-    if event.type == "forgotten":
+    elif move.verb == "forget":
         changes["text"] = None
-    notes[note.id] = replace(note, **changes)
+    return changes
+
+
+def _disputes_after(note: Note, event: Event) -> tuple[tuple[int, int], ...]:
+    """The note's open disputes once a `disputed` (opens one) or `ruled` (closes one)
+    event is folded in."""
+    dispute, other = event.data.get("dispute"), event.data.get("with")
+    if not _is_id(dispute) or (event.type == "disputed" and not _is_id(other)):
+        raise LogError(f"seq {event.seq}: {event.type} event without integer 'dispute'/'with'")
+    kept = tuple(d for d in note.disputes if d[0] != dispute)
+    if event.type == "disputed":
+        kept += ((int(dispute), int(other)),)  # type: ignore[arg-type]
+    return kept
 
 
 def note_from_created(event: Event) -> Note:
@@ -272,3 +295,98 @@ def replay(events: Iterable[Event]) -> dict[int, Note]:
     for event in events:
         apply_event(notes, event)
     return notes
+
+
+# -- decisions: notes in, events out ---------------------------------------------------------
+#
+# Each act of a writer is decided here, in pure code, from the notes it concerns; the store
+# only gives the drafts their seq, time, actor and check-in, appends them and saves.
+
+
+@dataclass(frozen=True)
+class NewNote:
+    """The content of a note about to be created."""
+
+    kind: str
+    priority: str
+    provenance: str
+    text: str
+    supersedes: int | None = None
+
+
+@dataclass(frozen=True)
+class Draft:
+    """An event decided but not yet written."""
+
+    note_id: int
+    type: str
+    reason: str | None = None
+    data: Mapping[str, object] = field(default_factory=dict)
+
+
+def decide_move(note: Note, event_type: str, reason: str | None = None) -> Draft:
+    """A lifecycle move on one note (revoke, flag stale, reinstate, expire, promote)."""
+    check_transition(note, event_type)
+    data = {"from": note.provenance} if event_type == "promoted" else {}
+    return Draft(note.id, event_type, reason, data)
+
+
+def decide_create(note_id: int, new: NewNote, old: Note | None, reason: str | None = None) -> list[Draft]:
+    """A new note (its text normalized, as every way in stores it), and, when it replaces
+    `old`, the supersession of `old`.  Raises TextError or TransitionError."""
+    text = normalize_text(new.text)
+    if old is not None:
+        check_transition(old, "superseded")
+    data = {
+        "kind": new.kind,
+        "priority": new.priority,
+        "provenance": new.provenance,
+        "text": text,
+        "supersedes": new.supersedes,
+    }
+    drafts = [Draft(note_id, "created", reason, data)]
+    if old is not None:
+        drafts.append(Draft(old.id, "superseded", reason, {"by": note_id}))
+    return drafts
+
+
+def decide_forget(note: Note, reason: str) -> Draft:
+    """The tombstone; the store then erases the text from the note's `created` event."""
+    check_transition(note, "forgotten")
+    return Draft(note.id, "forgotten", reason)
+
+
+def decide_dispute(a: Note, b: Note, dispute_id: int, reason: str) -> list[Draft]:
+    """A dispute between two live notes: an event on each, neither note edited."""
+    if a.id == b.id:
+        raise TransitionError("a note cannot dispute itself")
+    for note, other in ((a, b), (b, a)):
+        check_transition(note, "disputed")
+        if any(with_ == other.id for _, with_ in note.disputes):
+            raise TransitionError(f"notes #{a.id} and #{b.id} already have an open dispute")
+    return [
+        Draft(a.id, "disputed", reason, {"dispute": dispute_id, "with": b.id}),
+        Draft(b.id, "disputed", reason, {"dispute": dispute_id, "with": a.id}),
+    ]
+
+
+def decide_rule(dispute_id: int, sides: tuple[Note, Note], keep: int, reason: str) -> list[Draft]:
+    """Close a dispute: `keep` stands, the other side is revoked in its favour.
+
+    `sides` are the two notes the dispute was opened between, in id order."""
+    first, second = sides
+    if keep not in (first.id, second.id):
+        raise TransitionError(
+            f"dispute {dispute_id} is between #{first.id} and #{second.id}; --keep one of them"
+        )
+    kept, other = (first, second) if keep == first.id else (second, first)
+    if not any(d == dispute_id for d, _ in kept.disputes):
+        raise TransitionError(f"dispute {dispute_id} is already closed")
+    if not (kept.live and other.live):
+        raise TransitionError(f"dispute {dispute_id} is already settled: one side is no longer in force")
+    data = {"dispute": dispute_id, "kept": keep}
+    return [
+        Draft(kept.id, "ruled", reason, data),
+        Draft(other.id, "ruled", reason, data),
+        Draft(other.id, "revoked", f"ruling on dispute {dispute_id}, #{keep} stands: {reason}"),
+    ]

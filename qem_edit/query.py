@@ -17,6 +17,7 @@ from typing import Callable, Iterable
 from . import errors
 from .model import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, STATES, Event, Note
 from .resolver import Graph, disputed_with
+from .store import Store
 
 NOTE_KEYS = (
     "kind", "state", "priority", "provenance", "actor", "since", "until",
@@ -196,3 +197,103 @@ def empty_answer(filters: list[Filter], scope: Scope, what: str) -> str:
         f" seq {scope.head}: an answer only within this scope"
         + ("" if scope.complete else ", which is incomplete")
     )
+
+
+# -- the answer ---------------------------------------------------------------------------------
+
+
+def answer(store: Store, parsed: list[Filter], events: bool = False, count_only: bool = False) -> "QueryAnswer":
+    """`qem query`: one snapshot of the store scanned with `parsed` (from parse_filters)."""
+    with store.reading():
+        head = store.head()
+        notes = {n.id: n for n in store.notes()}
+        all_events = store.events()
+    scope = Scope(str(store.path), head, len(notes), len(all_events))
+    if events:
+        match = event_predicate(parsed)
+        results = [e.to_json() for e in all_events if match(e)]
+    else:
+        graph = Graph.of(notes)
+        match_note = note_predicate(parsed, graph, scope)
+        results = [
+            {**n.to_json(), "current": graph.currency(n.id).value}
+            for n in sorted(notes.values(), key=lambda n: n.id) if match_note(n)
+        ]
+    what = "events" if events else "notes"
+    return QueryAnswer(scope, [str(f) for f in parsed], what, results, empty_answer(parsed, scope, what), count_only)
+
+
+@dataclass
+class QueryAnswer:
+    """`qem query`: what matched, after the scope that was scanned."""
+
+    scope: Scope
+    filters: list[str]
+    what: str  # "notes" or "events"
+    results: list[dict]
+    empty: str  # what an empty answer means, within its scope
+    count_only: bool = False
+    exit_code = 0
+
+    def text(self) -> str:
+        described = f" {' '.join(self.filters)}" if self.filters else ""
+        lines = [self.scope.line(), f"{len(self.results):,} {self.what} match{described}"]
+        if not self.results:
+            lines.append(self.empty)
+        elif not self.count_only:
+            lines += [self._line(r) for r in self.results]
+        return "\n".join(lines)
+
+    def _line(self, r: dict) -> str:
+        if self.what == "events":
+            why = f" ({r['reason']})" if r["reason"] else ""
+            return f"{r['seq']}\t{r['at']}\t#{r['note_id']} {r['type']} by {r['actor']}{why}"
+        first = (r["text"] or "(forgotten)").split("\n", 1)[0]
+        return f"#{r['id']}\t{r['kind']}\t{r['state']}\tcurrent={r['current']}\t{first}"
+
+    def data(self) -> object:
+        payload: dict[str, object] = {"scope": self.scope.to_json(), "filters": self.filters, "count": len(self.results)}
+        if not self.count_only:
+            payload[self.what] = self.results
+        return payload
+
+    def remark(self) -> str | None:
+        return None
+
+
+# -- history and checks -------------------------------------------------------------------------
+
+
+def seq_at(store: Store, at: str) -> int:
+    """`--at`: a seq (at most the head), or a UTC date or time (a date means its end)."""
+    head = store.head()
+    if at.isdigit():
+        seq = int(at)
+        if seq > head:
+            raise errors.BadInput(f"--at {seq} is past the store's head {head}")
+        return seq
+    return store.seq_at(parse_time(at, "--at", end=True))
+
+
+def note_at(store: Store, note_id: int, at: str) -> Note:
+    """One note as it was `--at` a seq or moment."""
+    seq = seq_at(store, at)
+    past = store.state_at(seq)
+    if note_id not in past:
+        raise errors.NoSuchNote(f"note #{note_id} did not exist at seq {seq}")
+    return past[note_id]
+
+
+def verify_report(store: Store, *, repair: bool = False) -> "VerifyReport":
+    """`qem verify`: the caches against a replay of the log (rebuilt first with
+    `repair` when they differ), then the supersession graph's anomalies."""
+    from .answers import VerifyReport
+
+    problems = store.verify()
+    repaired = None
+    if problems and repair:
+        repaired = store.rebuild_cache()
+        problems = store.verify()
+    head = store.head()
+    problems += Graph.of({n.id: n for n in store.notes()}).problems()
+    return VerifyReport(head, problems, repaired)

@@ -14,25 +14,28 @@ import os
 import sqlite3
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
-from . import errors
+from . import errors, items
 from .faults import checkpoint
-from renderer import RENDER_VERSION, item_text
-
 from .model import (
+    EVENT_TYPES,
     KIND_RANK,
+    Draft,
     Event,
     LogError,
+    NewNote,
     Note,
     TextError,
     TransitionError,
     apply_event,
-    check_transition,
-    normalize_text,
+    decide_create,
+    decide_dispute,
+    decide_forget,
+    decide_move,
+    decide_rule,
     replay,
 )
 
@@ -42,13 +45,12 @@ BUSY_TIMEOUT_MS = 5_000
 MAX_ID = 2**63 - 1  # SQLite's largest integer: no note id or seq lies beyond it
 WRITE_PATIENCE_S = 60.0
 
-_SCHEMA = """
+_EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
+_SCHEMA = f"""
 CREATE TABLE events (
     seq     INTEGER PRIMARY KEY,
     note_id INTEGER NOT NULL CHECK (note_id > 0),
-    type    TEXT NOT NULL CHECK (type IN ('created', 'superseded', 'revoked', 'stale_flagged',
-                                          'reinstated', 'promoted', 'expired', 'forgotten',
-                                          'disputed', 'ruled')),
+    type    TEXT NOT NULL CHECK (type IN ({_EVENT_TYPES_SQL})),
     at      TEXT NOT NULL,
     actor   TEXT NOT NULL,
     reason  TEXT,
@@ -84,16 +86,7 @@ CREATE TABLE notes (
 );
 CREATE INDEX notes_in_order ON notes (kind_rank, id);
 CREATE INDEX notes_by_parent ON notes (supersedes) WHERE supersedes IS NOT NULL;
-
--- Each note's rendered MEMORY.md item, clustered in the file's order, so that export
--- reads one narrow table in sequence.  A cache like `notes`: written in the same
--- transaction, checked by `verify`, valid only for the rendering code that made it.
-CREATE TABLE items (
-    kind_rank INTEGER NOT NULL,
-    id        INTEGER NOT NULL,
-    item      TEXT NOT NULL,
-    PRIMARY KEY (kind_rank, id)
-) WITHOUT ROWID;
+{items.SCHEMA}
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
@@ -101,6 +94,7 @@ _NOTE_COLUMNS = (
     "id, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, "
     "state, state_at, state_reason, state_seq, bad_pointer, disputes"
 )
+_EVENT_COLUMNS = "seq, note_id, type, at, actor, reason, checkin, data"
 
 T = TypeVar("T")
 
@@ -113,15 +107,64 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass(frozen=True)
-class NewNote:
-    """The content of a note about to be created."""
+# -- sqlite, translated once -------------------------------------------------------------------
 
-    kind: str
-    priority: str
-    provenance: str
-    text: str
-    supersedes: int | None = None
+_BUSY = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED"})
+
+
+def _primary(exc: sqlite3.Error) -> str:
+    """The primary result code's name ("SQLITE_BUSY" for SQLITE_BUSY_SNAPSHOT too)."""
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    return "_".join(name.split("_")[:2])
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    return _primary(exc) in _BUSY
+
+
+def translate(exc: sqlite3.Error, path: Path, doing: str = "use") -> errors.QemError:
+    """The one place an SQLite error becomes a qem error, by its result code.
+
+    `doing` names what failed ("open", "read", "write"); a failed write says that nothing
+    was written."""
+    code = _primary(exc)
+    nothing = "; nothing was written" if doing == "write" else ""
+    if code in _BUSY:
+        return errors.StoreBusy(f"{path} is locked by another process{nothing}")
+    if code == "SQLITE_READONLY":
+        return errors.StoreUnwritable(f"{path} is read-only{nothing}")
+    if code == "SQLITE_CANTOPEN":
+        beside = ""
+        if path.exists():
+            beside = f" (even to read it, SQLite must create {path.name}-shm beside it: is {path.parent} writable?)"
+        return errors.StoreUnwritable(f"cannot open {path}: {exc}{beside}")
+    if code in ("SQLITE_NOTADB", "SQLITE_CORRUPT") and doing == "open":
+        return errors.NotAStore(f"{path} is not a qem store (not an SQLite database, or corrupt)")
+    if code in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
+        return errors.NotAStore(f"{path} is corrupt: {exc}{nothing}")
+    return errors.NotAStore(f"cannot {doing} {path}: {exc}{nothing}")
+
+
+def patiently(attempt: Callable[[], T], path: Path, doing: str) -> T:
+    """Run `attempt`, trying again while SQLite says busy (another process holds the lock
+    longer than the busy timeout, or SQLite returned BUSY without waiting, as it does
+    while another process creates the store or switches it to WAL); gives up with
+    StoreBusy after a minute.  Every other SQLite error is translated."""
+    deadline = time.monotonic() + WRITE_PATIENCE_S
+    delay = 0.01
+    while True:
+        try:
+            return attempt()
+        except sqlite3.DatabaseError as exc:
+            if not is_busy(exc):
+                raise translate(exc, path, doing) from None
+            if time.monotonic() >= deadline:
+                nothing = "; nothing was written" if doing == "write" else ""
+                raise errors.StoreBusy(
+                    f"{path} stayed locked by another process for over {int(WRITE_PATIENCE_S)} s{nothing}"
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
 
 
 def _note_from_row(row: Sequence[object]) -> Note:
@@ -135,8 +178,23 @@ def _event_from_row(row: Sequence[object]) -> Event:
     return Event(seq, note_id, type_, at, actor, reason, checkin, json.loads(data))  # type: ignore[arg-type]
 
 
+def read_note(conn: sqlite3.Connection, note_id: int) -> Note:
+    """One note from the cache; NoSuchNote for an id that names none."""
+    row = None
+    if 0 < note_id <= MAX_ID:
+        row = conn.execute(f"SELECT {_NOTE_COLUMNS} FROM notes WHERE id = ?", (note_id,)).fetchone()
+    if row is None:
+        raise errors.NoSuchNote(f"no note #{note_id} in this store")
+    return _note_from_row(row)
+
+
+def _compact(data: object) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
 class Transaction:
-    """Appends inside one open write transaction, keeping the cache in step."""
+    """One open write transaction: turns decided drafts into events, appends them, and
+    keeps the notes and items caches in step."""
 
     def __init__(self, conn: sqlite3.Connection, at: str) -> None:
         self.conn = conn
@@ -146,15 +204,8 @@ class Transaction:
         self._notes: dict[int, Note] = {}
 
     def note(self, note_id: int) -> Note:
-        if not 0 < note_id <= MAX_ID:
-            raise errors.NoSuchNote(f"no note #{note_id} in this store")
         if note_id not in self._notes:
-            row = self.conn.execute(
-                f"SELECT {_NOTE_COLUMNS} FROM notes WHERE id = ?", (note_id,)
-            ).fetchone()
-            if row is None:
-                raise errors.NoSuchNote(f"no note #{note_id} in this store")
-            self._notes[note_id] = _note_from_row(row)
+            self._notes[note_id] = read_note(self.conn, note_id)
         return self._notes[note_id]
 
     def next_note_id(self) -> int:
@@ -178,139 +229,86 @@ class Transaction:
         except (TransitionError, LogError) as exc:
             raise errors.Refused(str(exc)) from None
         self.conn.execute(
-            "INSERT INTO events (seq, note_id, type, at, actor, reason, checkin, data)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                event.seq,
-                event.note_id,
-                event.type,
-                event.at,
-                event.actor,
-                event.reason,
-                event.checkin,
-                json.dumps(dict(event.data), ensure_ascii=False, separators=(",", ":")),
-            ),
+            f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (event.seq, event.note_id, event.type, event.at, event.actor,
+             event.reason, event.checkin, _compact(dict(event.data))),
         )
         self._save(self._notes[event.note_id])
         self.head = event.seq
         checkpoint("append")
         return event
 
-    def emit(
-        self,
-        note_id: int,
-        type_: str,
-        actor: str,
-        reason: str | None = None,
-        data: dict[str, object] | None = None,
-        checkin: str | None = None,
-    ) -> Event:
-        return self.append(
-            Event(self.head + 1, note_id, type_, self.at, actor, reason, checkin, data or {})
-        )
+    def record(self, drafts: Iterable[Draft], actor: str, checkin: str | None = None) -> list[Event]:
+        """Append decided drafts as the next events, in order."""
+        return [
+            self.append(Event(self.head + 1, d.note_id, d.type, self.at, actor, d.reason, checkin, d.data))
+            for d in drafts
+        ]
 
-    def create(
-        self, new: NewNote, actor: str, reason: str | None = None, checkin: str | None = None
-    ) -> Note:
+    def emit(self, note_id: int, type_: str, actor: str, reason: str | None = None,
+             checkin: str | None = None) -> Event:
+        """A lifecycle move (revoke, flag stale, reinstate, expire, promote) on one note."""
+        [event] = self.record([_decided(decide_move, self.note(note_id), type_, reason)], actor, checkin)
+        return event
+
+    def create(self, new: NewNote, actor: str, reason: str | None = None, checkin: str | None = None) -> Note:
         note_id = self.next_note_id()
-        try:
-            # every way in (the CLI, a check-in, a script on this API) stores the same text
-            text = normalize_text(new.text)
-        except TextError as exc:
-            raise errors.Refused(str(exc)) from None
-        data = {
-            "kind": new.kind,
-            "priority": new.priority,
-            "provenance": new.provenance,
-            "text": text,
-            "supersedes": new.supersedes,
-        }
-        if new.supersedes is not None:
-            old = self.note(new.supersedes)
-            try:
-                check_transition(old, "superseded")
-            except TransitionError as exc:
-                raise errors.Refused(str(exc)) from None
-        self.emit(note_id, "created", actor, reason, data, checkin)
-        if new.supersedes is not None:
-            self.emit(new.supersedes, "superseded", actor, reason, {"by": note_id}, checkin)
+        old = self.note(new.supersedes) if new.supersedes is not None else None
+        self.record(_decided(decide_create, note_id, new, old, reason), actor, checkin)
         return self._notes[note_id]
 
     def forget(self, note_id: int, actor: str, reason: str) -> Event:
-        self.note(note_id)
-        event = self.emit(note_id, "forgotten", actor, reason)
+        [event] = self.record([_decided(decide_forget, self.note(note_id), reason)], actor)
         # The one rewrite the log allows: the created event loses its text.
-        row = self.conn.execute(
+        seq, data = self.conn.execute(
             "SELECT seq, data FROM events WHERE note_id = ? AND type = 'created'", (note_id,)
         ).fetchone()
-        data = json.loads(row[1])
-        data["text"] = None
         self.conn.execute(
-            "UPDATE events SET data = ? WHERE seq = ?",
-            (json.dumps(data, ensure_ascii=False, separators=(",", ":")), row[0]),
+            "UPDATE events SET data = ? WHERE seq = ?", (_compact({**json.loads(data), "text": None}), seq)
         )
         return event
 
     def dispute(self, a: int, b: int, actor: str, reason: str) -> int:
         """Record a dispute between two live notes (neither is edited); returns its id."""
-        if a == b:
-            raise errors.Refused("a note cannot dispute itself")
-        for note_id in (a, b):
-            note = self.note(note_id)
-            if not note.live:
-                raise errors.Refused(f"cannot dispute note #{note_id}: it is {note.state}")
-            if any(other == (b if note_id == a else a) for _, other in note.disputes):
-                raise errors.Refused(f"notes #{a} and #{b} already have an open dispute")
         dispute_id = self.head + 1
-        self.emit(a, "disputed", actor, reason, {"dispute": dispute_id, "with": b})
-        self.emit(b, "disputed", actor, reason, {"dispute": dispute_id, "with": a})
+        self.record(_decided(decide_dispute, self.note(a), self.note(b), dispute_id, reason), actor)
         return dispute_id
 
     def rule(self, dispute_id: int, keep: int, actor: str, reason: str) -> None:
         """Close a dispute: `keep` stands, the other note is revoked in its favour."""
         rows = self.conn.execute(
             "SELECT DISTINCT note_id FROM events WHERE type = 'disputed'"
-            " AND json_extract(data, '$.dispute') = ?",
+            " AND json_extract(data, '$.dispute') = ? ORDER BY note_id",
             (dispute_id,),
         ).fetchall()
-        sides = sorted(r[0] for r in rows)
-        if len(sides) != 2:
+        if len(rows) != 2:
             raise errors.NoSuchNote(f"no dispute {dispute_id} in this store")
-        if keep not in sides:
-            raise errors.Refused(f"dispute {dispute_id} is between #{sides[0]} and #{sides[1]}; --keep one of them")
-        other = sides[1] if keep == sides[0] else sides[0]
-        if not any(d == dispute_id for d, _ in self.note(keep).disputes):
-            raise errors.Refused(f"dispute {dispute_id} is already closed")
-        if not (self.note(keep).live and self.note(other).live):
-            raise errors.Refused(f"dispute {dispute_id} is already settled: one side is no longer in force")
-        data = {"dispute": dispute_id, "kept": keep}
-        self.emit(keep, "ruled", actor, reason, data)
-        self.emit(other, "ruled", actor, reason, data)
-        self.emit(other, "revoked", actor, f"ruling on dispute {dispute_id}, #{keep} stands: {reason}")
+        sides = (self.note(rows[0][0]), self.note(rows[1][0]))
+        self.record(_decided(decide_rule, dispute_id, sides, keep, reason), actor)
 
     def _save(self, note: Note) -> None:
-        rank = KIND_RANK[note.kind]
         self.conn.execute(
             f"INSERT OR REPLACE INTO notes (kind_rank, {_NOTE_COLUMNS})"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (rank, *_note_values(note)),
+            (KIND_RANK[note.kind], *_note_values(note)),
         )
-        self.conn.execute(
-            "INSERT OR REPLACE INTO items (kind_rank, id, item) VALUES (?, ?, ?)",
-            (rank, note.id, item_text(note)),
-        )
+        items.save(self.conn, note)
 
-    def refresh_items(self) -> None:
-        """Render every note's item again (the rendering code changed)."""
-        self.conn.execute("DELETE FROM items")
-        for note in (_note_from_row(r) for r in self.conn.execute(f"SELECT {_NOTE_COLUMNS} FROM notes")):
-            self.conn.execute(
-                "INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)",
-                (KIND_RANK[note.kind], note.id, item_text(note)),
-            )
-        self.conn.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES ('render_version', ?)", (RENDER_VERSION,)
-        )
+    def save_all(self, notes: Iterable[Note]) -> None:
+        """Replace both caches with `notes` (a replay of the whole log)."""
+        notes = list(notes)
+        self.conn.execute("DELETE FROM notes")
+        for note in notes:
+            self._save(note)
+        items.rebuild(self.conn, notes)
+
+
+def _decided(decide: Callable[..., T], *args: object) -> T:
+    """Run a domain decision; its refusal becomes the user's."""
+    try:
+        return decide(*args)
+    except (TransitionError, TextError) as exc:
+        raise errors.Refused(str(exc)) from None
 
 
 def _note_values(note: Note) -> tuple[object, ...]:
@@ -357,37 +355,22 @@ class Store:
                 raise errors.StoreUnwritable(f"cannot create {path.parent}: {exc.strerror}") from None
         elif path.is_dir():
             raise errors.NotAStore(f"{path} is a directory, not a qem store")
-        # Opening can meet SQLITE_BUSY that the busy handler does not wait out (another
-        # process creating the store, or switching it to WAL, at the same moment; SQLite
-        # returns at once rather than risk a deadlock): try again, as a write does.
-        deadline = time.monotonic() + WRITE_PATIENCE_S
-        delay = 0.01
-        while True:
-            conn = None
-            try:
-                conn = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
-                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-                # `forget` must erase text from the file, not just unlink it from the
-                # b-tree; many SQLite builds leave freed cell bytes in place otherwise.
-                conn.execute("PRAGMA secure_delete = ON")
-                store = cls(path, conn)
-                store._prepare(create)
-                return store
-            except sqlite3.DatabaseError as exc:
-                if conn is not None:
-                    conn.close()
-                busy = isinstance(exc, sqlite3.OperationalError) and (
-                    "locked" in str(exc).lower() or "busy" in str(exc).lower()
-                )
-                if busy and time.monotonic() < deadline:
-                    time.sleep(delay)
-                    delay = min(delay * 2, 0.5)
-                    continue
-                raise _translate_open_error(path, exc) from None
-            except BaseException:
-                if conn is not None:
-                    conn.close()
-                raise
+        return patiently(lambda: cls._connect(path, create), path, "open")
+
+    @classmethod
+    def _connect(cls, path: Path, create: bool) -> "Store":
+        conn = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            # `forget` must erase text from the file, not just unlink it from the
+            # b-tree; many SQLite builds leave freed cell bytes in place otherwise.
+            conn.execute("PRAGMA secure_delete = ON")
+            store = cls(path, conn)
+            store._prepare(create)
+            return store
+        except BaseException:
+            conn.close()
+            raise
 
     def _prepare(self, create: bool) -> None:
         conn = self.conn
@@ -438,16 +421,17 @@ class Store:
             + _SCHEMA
             + f"PRAGMA application_id = {APPLICATION_ID};"
             + f"PRAGMA user_version = {SCHEMA_VERSION};"
-            + f"INSERT INTO meta (key, value) VALUES ('render_version', '{RENDER_VERSION}');"
+            + items.initial_meta()
             + "COMMIT;"
         )
         try:
             conn.executescript(script)
-        except sqlite3.OperationalError as exc:
+        except sqlite3.OperationalError:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            # A racing `init` may have won while we waited for the lock.
-            if "already exists" in str(exc) and self._is_qem_store():
+            # A racing `init` may have won while we waited for the lock: its tables are
+            # there now (ours then failed to be created), and that store is ours too.
+            if self._is_qem_store():
                 return
             raise
 
@@ -471,34 +455,11 @@ class Store:
         Waits for other writers (SQLite's busy timeout, then retries with backoff) rather
         than surfacing "database is locked"; gives up with StoreBusy after a minute.
         """
-        deadline = time.monotonic() + WRITE_PATIENCE_S
-        delay = 0.01
-        while True:
-            try:
-                return self._write_once(work, at or utc_now())
-            except sqlite3.OperationalError as exc:
-                message = str(exc).lower()
-                if "locked" in message or "busy" in message:
-                    if time.monotonic() < deadline:
-                        time.sleep(delay)
-                        delay = min(delay * 2, 0.5)
-                        continue
-                    raise errors.StoreBusy(
-                        f"{self.path} stayed locked by another process for over"
-                        f" {int(WRITE_PATIENCE_S)} s; nothing was written"
-                    ) from None
-                if "readonly" in message or "read-only" in message:
-                    raise errors.StoreUnwritable(
-                        f"{self.path} is read-only; nothing was written"
-                    ) from None
-                raise errors.NotAStore(f"{self.path}: {exc}; nothing was written") from None
-            except sqlite3.DatabaseError as exc:
-                raise errors.NotAStore(f"{self.path} is corrupt: {exc}; nothing was written") from None
-            except UnicodeEncodeError:
-                # text, reason or actor came from undecodable bytes (argv, environment)
-                raise errors.BadInput(
-                    "an argument holds bytes that are not UTF-8; nothing was written"
-                ) from None
+        try:
+            return patiently(lambda: self._write_once(work, at or utc_now()), self.path, "write")
+        except UnicodeEncodeError:
+            # text, reason or actor came from undecodable bytes (argv, environment)
+            raise errors.BadInput("an argument holds bytes that are not UTF-8; nothing was written") from None
 
     def _write_once(self, work: Callable[[Transaction], T], at: str) -> T:
         conn = self.conn
@@ -507,8 +468,8 @@ class Store:
             checkpoint("write-begin")
             tx = Transaction(conn, at)
             result = work(tx)
-            if not self.items_fresh():
-                tx.refresh_items()  # rendering code changed since the items were cached
+            if not items.fresh(conn):  # the rendering changed since the items were cached
+                items.rebuild(conn, self.notes())
             checkpoint("write-before-commit")
             conn.execute("COMMIT")
             checkpoint("write-after-commit")
@@ -524,18 +485,13 @@ class Store:
         try:
             return self.conn.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as exc:
-            raise errors.NotAStore(f"{self.path} cannot be read: {exc}") from None
+            raise translate(exc, self.path, "read") from None
 
     def head(self) -> int:
         return self._read("SELECT coalesce(max(seq), 0) FROM events")[0][0]
 
     def note(self, note_id: int) -> Note:
-        if not 0 < note_id <= MAX_ID:
-            raise errors.NoSuchNote(f"no note #{note_id} in this store")
-        rows = self._read(f"SELECT {_NOTE_COLUMNS} FROM notes WHERE id = ?", (note_id,))
-        if not rows:
-            raise errors.NoSuchNote(f"no note #{note_id} in this store")
-        return _note_from_row(rows[0])
+        return self._guarded(lambda conn: read_note(conn, note_id))
 
     def notes_by_id(self, ids: Iterable[int]) -> dict[int, Note]:
         """The notes with these ids (absent ids are left out)."""
@@ -585,21 +541,16 @@ class Store:
             where.append("seq <= ?")
             params.append(upto)
         rows = self._read(
-            "SELECT seq, note_id, type, at, actor, reason, checkin, data FROM events"
-            f" WHERE {' AND '.join(where)} ORDER BY seq",
-            params,
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE {' AND '.join(where)} ORDER BY seq", params
         )
         return [_event_from_row(r) for r in rows]
 
     def iter_events(self) -> Iterator[Event]:
         try:
-            cursor = self.conn.execute(
-                "SELECT seq, note_id, type, at, actor, reason, checkin, data FROM events ORDER BY seq"
-            )
-            for row in cursor:
+            for row in self.conn.execute(f"SELECT {_EVENT_COLUMNS} FROM events ORDER BY seq"):
                 yield _event_from_row(row)
         except sqlite3.DatabaseError as exc:  # a damaged page, met halfway through the log
-            raise errors.NotAStore(f"{self.path} cannot be read: {exc}") from None
+            raise translate(exc, self.path, "read") from None
 
     def rewind(self, base: int) -> tuple[list[Event], dict[int, Note | None]]:
         """The events after `base`, and each note they touch as it was at `base` (None:
@@ -619,87 +570,21 @@ class Store:
         """Every note as it was right after event `seq` (forgotten text stays forgotten)."""
         return replay(self.events(upto=seq))
 
-    # -- checking ----------------------------------------------------------------------
-
-    def verify(self) -> list[str]:
-        """Differences between the notes cache and a replay of the log ([] when equal)."""
-        problems: list[str] = []
-        try:
-            replayed = replay(self.iter_events())
-        except (LogError, TransitionError) as exc:
-            return [f"the log does not replay: {exc}"]
-        except sqlite3.DatabaseError as exc:
-            raise errors.NotAStore(f"{self.path} cannot be read: {exc}") from None
-        cached = {n.id: n for n in self.notes()}
-        for note_id in sorted(set(replayed) | set(cached)):
-            want, have = replayed.get(note_id), cached.get(note_id)
-            if want is None:
-                problems.append(f"note #{note_id} is in the cache but has no created event")
-            elif have is None:
-                problems.append(f"note #{note_id} is in the log but missing from the cache")
-            elif want != have:
-                fields = [
-                    f
-                    for f in Note.__dataclass_fields__
-                    if getattr(want, f) != getattr(have, f)
-                ]
-                problems.append(
-                    f"note #{note_id}: cache disagrees with the log on {', '.join(fields)}"
-                )
-        problems += self._verify_items(replayed)
-        integrity = self._read("PRAGMA quick_check")
-        if integrity and integrity[0][0] != "ok":
-            problems.append(f"SQLite integrity check: {integrity[0][0]}")
-        return problems
-
-    def _verify_items(self, replayed: dict[int, Note]) -> list[str]:
-        if not self.items_fresh():
-            return []  # made by other rendering code: unused until the next write rebuilds it
-        cached = dict(self._read("SELECT id, item FROM items"))
-        problems = []
-        for note_id in sorted(set(replayed) | set(cached)):
-            note = replayed.get(note_id)
-            if note is None or cached.get(note_id) != item_text(note):
-                problems.append(f"note #{note_id}: the cached MEMORY.md item disagrees with the log")
-        return problems
+    # -- the item cache ------------------------------------------------------------------
 
     def items_fresh(self) -> bool:
-        """Whether the cached items were rendered by this rendering code."""
-        rows = self._read("SELECT value FROM meta WHERE key = 'render_version'")
-        return bool(rows) and rows[0][0] == RENDER_VERSION
-
-    def rebuild_cache(self) -> int:
-        """Replace the notes cache with a replay of the log; returns the notes written."""
-
-        def work(tx: Transaction) -> int:
-            notes = replay(self.iter_events())
-            tx.conn.execute("DELETE FROM notes")
-            tx.conn.execute("DELETE FROM items")
-            for note in notes.values():
-                tx._save(note)
-            tx.conn.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('render_version', ?)", (RENDER_VERSION,)
-            )
-            return len(notes)
-
-        return self.write(work)
+        """Whether the cached items were rendered by this rendering."""
+        return self._guarded(items.fresh)
 
     def export_items(self, kinds: Iterable[str], *, with_ids: bool = False) -> dict[str, list]:
-        """Each kind's cached items as UTF-8 bytes, in id order (valid when `items_fresh`);
-        with `with_ids`, as (note id, item) pairs."""
-        columns = "id, item" if with_ids else "item"
-        conn = self.conn
-        conn.text_factory = bytes
+        """Each kind's cached items as UTF-8 bytes, in id order (see items.by_kind)."""
+        return self._guarded(lambda conn: items.by_kind(conn, kinds, with_ids=with_ids))
+
+    def _guarded(self, read: Callable[[sqlite3.Connection], T]) -> T:
         try:
-            out: dict[str, list] = {}
-            for kind in kinds:
-                rows = self._read(
-                    f"SELECT {columns} FROM items WHERE kind_rank = ? ORDER BY id", (KIND_RANK[kind],)
-                )
-                out[kind] = rows if with_ids else [row[0] for row in rows]
-            return out
-        finally:
-            conn.text_factory = str
+            return read(self.conn)
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, self.path, "read") from None
 
     def has_disagreements(self) -> bool:
         """Whether any note is disputed or forked (export then marks them, from the graph)."""
@@ -711,6 +596,37 @@ class Store:
             )
         )
 
+    # -- checking ----------------------------------------------------------------------
+
+    def verify(self) -> list[str]:
+        """Differences between the caches and a replay of the log ([] when equal)."""
+        try:
+            replayed = replay(self.iter_events())
+        except (LogError, TransitionError) as exc:
+            return [f"the log does not replay: {exc}"]
+        cached = {n.id: n for n in self.notes()}
+        problems = [
+            problem
+            for note_id in sorted(set(replayed) | set(cached))
+            if (problem := _cache_problem(note_id, replayed.get(note_id), cached.get(note_id)))
+        ]
+        problems += self._guarded(lambda conn: items.disagreements(conn, replayed))
+        integrity = self._read("PRAGMA quick_check")
+        if integrity and integrity[0][0] != "ok":
+            problems.append(f"SQLite integrity check: {integrity[0][0]}")
+        return problems
+
+    def rebuild_cache(self) -> int:
+        """Replace the notes and items caches with a replay of the log; returns the notes
+        written."""
+
+        def work(tx: Transaction) -> int:
+            notes = replay(self.iter_events())
+            tx.save_all(notes.values())
+            return len(notes)
+
+        return self.write(work)
+
     @contextmanager
     def reading(self) -> Iterator["Store"]:
         """A read transaction: every read inside sees one snapshot of the store."""
@@ -718,7 +634,7 @@ class Store:
         try:
             yield self
         except sqlite3.DatabaseError as exc:
-            raise errors.NotAStore(f"{self.path} cannot be read: {exc}") from None
+            raise translate(exc, self.path, "read") from None
         finally:
             self._end_read()
 
@@ -735,15 +651,13 @@ class Store:
                     pass
 
 
-def _translate_open_error(path: Path, exc: sqlite3.DatabaseError) -> errors.QemError:
-    message = str(exc).lower()
-    if "file is not a database" in message or "malformed" in message:
-        return errors.NotAStore(f"{path} is not a qem store (not an SQLite database, or corrupt)")
-    if "unable to open" in message:
-        beside = f" (even to read it, SQLite must create {path.name}-shm beside it: is {path.parent} writable?)"
-        return errors.StoreUnwritable(f"cannot open {path}: {exc}" + (beside if path.exists() else ""))
-    if "readonly" in message or "read-only" in message:
-        return errors.StoreUnwritable(f"{path} is read-only: {exc}")
-    if "locked" in message or "busy" in message:
-        return errors.StoreBusy(f"{path} is locked by another process: {exc}")
-    return errors.NotAStore(f"cannot use {path}: {exc}")
+def _cache_problem(note_id: int, want: Note | None, have: Note | None) -> str | None:
+    """How the cached note differs from the log's replay (None: it does not)."""
+    if want is None:
+        return f"note #{note_id} is in the cache but has no created event"
+    if have is None:
+        return f"note #{note_id} is in the log but missing from the cache"
+    if want == have:
+        return None
+    fields = [f for f in Note.__dataclass_fields__ if getattr(want, f) != getattr(have, f)]
+    return f"note #{note_id}: cache disagrees with the log on {', '.join(fields)}"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from renderer.format import ERRORS_OPEN, HEADER_RE
+from ..renderer.format import ERRORS_OPEN, HEADER_RE
 
 from .parse import LineError, ParsedFile, clean_lines, parse
 
@@ -114,6 +114,13 @@ def diff_edit(base_data: bytes, edited_data: bytes) -> EditDiff | None:
     base = _sections(base_data[base_split[1]:])
     if edited is None or base is None:
         return None
+    parsed = _parse_blocks(edited_data, offset, header, _changed_blocks(edited, base))
+    return EditDiff(parsed, _removed_notes(base, edited))
+
+
+def _changed_blocks(edited: dict[bytes, Section], base: dict[bytes, Section]) -> list[bytes]:
+    """The edited file's blocks that do not stand in the base's same section, each under
+    its heading, in file order."""
     shown: list[bytes] = []
     for heading, (blocks, _) in edited.items():
         before = base[heading][1] if heading in base else set()
@@ -124,20 +131,11 @@ def diff_edit(base_data: bytes, edited_data: bytes) -> EditDiff | None:
         else:  # before any heading: stray lines first (as they are), then items
             shown += [blocks[0]] if blocks[0] else []
             shown += [b"- " + b for b in blocks[1:]]
-    mini = [line.decode("utf-8") for line in header]
-    numbers = list(range(1, len(header) + 1))
-    errors: list[LineError] = []
-    cursor = [0, 1]  # `shown` is in file order: each search starts where the last one ended
-    for block in shown:
-        first = _line_of(edited_data, offset, block, cursor)
-        try:
-            lines = block.decode("utf-8").split("\n")
-        except UnicodeDecodeError as exc:
-            line = first + block[: exc.start].count(b"\n")
-            errors.append(LineError(line, "not UTF-8 text; save the file as UTF-8"))
-            continue
-        mini.extend(lines)
-        numbers.extend(range(first, first + len(lines)))
+    return shown
+
+
+def _removed_notes(base: dict[bytes, Section], edited: dict[bytes, Section]) -> set[int]:
+    """The notes whose base item no longer stands, as it was, in its section."""
     removed: set[int] = set()
     for heading, (blocks, _) in base.items():
         after = edited[heading][1] if heading in edited else set()
@@ -146,13 +144,32 @@ def diff_edit(base_data: bytes, edited_data: bytes) -> EditDiff | None:
                 match = _ITEM_ID.match(block)
                 if match:
                     removed.add(int(match.group(1)))
+    return removed
+
+
+def _parse_blocks(data: bytes, offset: int, header: list[bytes], shown: list[bytes]) -> ParsedFile:
+    """Parse the header and the `shown` blocks alone, with the line numbers they have in
+    `data` (a block that is not UTF-8 is an error naming its line, and left out)."""
+    mini = [line.decode("utf-8") for line in header]
+    numbers = list(range(1, len(header) + 1))
+    errors: list[LineError] = []
+    cursor = [0, 1]  # `shown` is in file order: each search starts where the last one ended
+    for block in shown:
+        first = _line_of(data, offset, block, cursor)
+        try:
+            lines = block.decode("utf-8").split("\n")
+        except UnicodeDecodeError as exc:
+            errors.append(LineError(first + block[: exc.start].count(b"\n"), "not UTF-8 text; save the file as UTF-8"))
+            continue
+        mini.extend(lines)
+        numbers.extend(range(first, first + len(lines)))
     parsed = parse("\n".join(mini))
     for item in parsed.items:
         item.line = numbers[item.line - 1]
     parsed.errors = errors + [
         LineError(numbers[e.line - 1] if e.line else 0, e.message) for e in parsed.errors
     ]
-    return EditDiff(parsed, removed)
+    return parsed
 
 
 def _line_of(data: bytes, offset: int, block: bytes, cursor: list[int]) -> int:

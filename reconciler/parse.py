@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from qem_edit.model import PRIORITIES, PROVENANCES
+from ..model import PRIORITIES, PROVENANCES
 
-from renderer.format import (
+from ..renderer.format import (
     CONFLICT_PREFIXES,
     DISPUTED_MARKER_RE,
     ERRORS_OPEN,
@@ -30,7 +30,7 @@ from renderer.format import (
     SUPERSEDED_MARKER_RE,
     SUPERSEDES_MARKER_RE,
     TOMBSTONE_RE,
-    Scope,
+    Selection,
     unescape_reason,
 )
 
@@ -69,7 +69,7 @@ class Item:
 @dataclass
 class ParsedFile:
     base: int | None
-    scope: Scope
+    selection: Selection
     items: list[Item]
     errors: list[LineError]
 
@@ -108,20 +108,20 @@ class _Parser:
 
     def run(self) -> ParsedFile:
         lines = self.lines
-        start, base, scope = self._header()
+        start, base, selection = self._header()
         i = start
         while i < len(lines):
             i = self._line(i)
         self._close_item()
-        return ParsedFile(base, scope, self.items, self.errors)
+        return ParsedFile(base, selection, self.items, self.errors)
 
-    def _header(self) -> tuple[int, int | None, Scope]:
+    def _header(self) -> tuple[int, int | None, Selection]:
         lines = self.lines
         i = 0
         while i < len(lines) and not lines[i]:
             i += 1
         if i == len(lines):
-            return i, None, Scope()
+            return i, None, Selection()
         match = HEADER_RE.match(lines[i])
         if not match:
             self.error(
@@ -130,12 +130,12 @@ class _Parser:
                 " which names the store state this file was rendered from; restore it, or"
                 " start again with `qem checkout`",
             )
-            return i, None, Scope()
+            return i, None, Selection()
         kinds = tuple(match["kinds"].split(",")) if match["kinds"] else None
         if kinds is not None and any(k not in SECTION_TITLES for k in kinds):
             self.error(i + 1, f"the header names an unknown kind in {match['kinds']!r}")
             kinds = None
-        scope = Scope(kinds=kinds, active_only=bool(match["active"]))
+        selection = Selection(kinds=kinds, active_only=bool(match["active"]))
         i += 1
         # The error comment qem writes above a file it reopens is not part of the file.
         while i < len(lines) and not lines[i]:
@@ -146,9 +146,9 @@ class _Parser:
                 j += 1
             if j == len(lines):
                 self.error(i + 1, "qem's error comment is not closed by a `-->` line")
-                return len(lines), int(match["base"]), scope
+                return len(lines), int(match["base"]), selection
             i = j + 1
-        return i, int(match["base"]), scope
+        return i, int(match["base"]), selection
 
     def _line(self, i: int) -> int:
         line = self.lines[i]

@@ -12,33 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from qem_edit.model import LIVE_STATES, Event, Note, TextError, normalize_text
+from ..model import LIVE_STATES, MOVE_BY_VERB, Event, Note, TextError, marker_move, normalize_text
 
-from renderer.format import SECTION_TITLES, Scope
+from ..renderer.format import SECTION_TITLES, Selection
 
 from .parse import Item, LineError, ParsedFile
-
-# The state a person may ask for by writing (or removing) a marker, from a given state.
-_STATE_MOVES: dict[tuple[str, str], str] = {
-    ("active", "stale"): "flag_stale",
-    ("active", "revoked"): "revoke",
-    ("stale", "revoked"): "revoke",
-    ("active", "expired"): "expire",
-    ("stale", "expired"): "expire",
-    ("stale", "active"): "reinstate",
-    ("revoked", "active"): "reinstate",
-    ("expired", "active"): "reinstate",
-}
-EVENT_OF_ACTION: dict[str, str] = {
-    "revoke": "revoked",
-    "flag_stale": "stale_flagged",
-    "reinstate": "reinstated",
-    "expire": "expired",
-    "promote": "promoted",
-    "supersede": "superseded",
-    "create": "created",
-}
-
 
 @dataclass(frozen=True)
 class Content:
@@ -89,8 +67,8 @@ class Plan:
         return counts
 
 
-def in_scope(note: Note, scope: Scope) -> bool:
-    return scope.holds_kind(note.kind) and not (scope.active_only and note.state not in LIVE_STATES)
+def in_selection(note: Note, selection: Selection) -> bool:
+    return selection.holds_kind(note.kind) and not (selection.active_only and note.state not in LIVE_STATES)
 
 
 def make_plan(
@@ -124,7 +102,7 @@ def make_plan(
         else:
             plan.conflicts.append(Conflict(note_id, line, tuple(ops), tuple(theirs)))
     plan.merged = sorted(
-        n for n in touched if n not in mine and n in base_notes and in_scope(base_notes[n], parsed.scope)
+        n for n in touched if n not in mine and n in base_notes and in_selection(base_notes[n], parsed.selection)
     )
     if plan.ops and not plan.conflicts and all(op.action == "create" for op in plan.ops):
         done = _created_since(plan.ops, since)
@@ -166,68 +144,87 @@ def _my_changes(
     removed: set[int] | None = None,
 ) -> dict:
     """note id (None for new notes) → (line, ops), for every note you changed."""
-    scope = parsed.scope
     changes: dict = {}
     new_ops: list[Op] = []
     seen: dict[int, int] = {}
     for item in parsed.items:
-        if not item.kind:
+        if not item.kind or not _in_checkout(item, parsed.selection, errors):
             continue  # outside any section: already an error
-        if not scope.holds_kind(item.kind):
-            errors.append(
-                LineError(
-                    item.line,
-                    f"section {SECTION_TITLES[item.kind]} is outside this checkout"
-                    f" ({scope.describe()}); move the note back or check out that kind",
-                )
-            )
-            continue
         if item.note_id is None:
             content = _content(item, errors)
             if content:
                 new_ops.append(Op("create", None, item.line, content))
             continue
-        if item.note_id in seen:
-            errors.append(
-                LineError(
-                    item.line,
-                    f"note #{item.note_id} appears twice (also on line {seen[item.note_id]});"
-                    " keep one item per note, or remove the [#ID] to make a new note",
-                )
-            )
-            continue
-        seen[item.note_id] = item.line
-        base = base_notes.get(item.note_id)
-        if base is None or not in_scope(base, scope):
-            where = (
-                f"at this file's base (seq {parsed.base}): it is made up, or newer than the file"
-                if base is None
-                else "in this checkout"
-            )
-            errors.append(
-                LineError(
-                    item.line,
-                    f"no note #{item.note_id} {where}; remove the [#ID] to make a new note",
-                )
-            )
-            continue
-        if removed is not None and item.note_id not in removed:
-            errors.append(
-                LineError(
-                    item.line,
-                    f"note #{item.note_id} appears twice (its unchanged item is still in the"
-                    " file); keep one item per note, or remove the [#ID] to make a new note",
-                )
-            )
-            continue
-        ops = _item_changes(item, base, errors)
-        if ops:
-            changes[item.note_id] = (item.line, ops)
+        base = _known_item(item, parsed, base_notes, seen, removed, errors)
+        if base is not None:
+            ops = _item_changes(item, base, errors)
+            if ops:
+                changes[item.note_id] = (item.line, ops)
+    changes.update(_deletions(parsed.selection, base_notes, seen, removed, errors))
+    if new_ops:
+        changes[None] = (new_ops[0].line, new_ops)
+    return changes
+
+
+def _in_checkout(item: Item, selection: Selection, errors: list[LineError]) -> bool:
+    if selection.holds_kind(item.kind):
+        return True
+    errors.append(
+        LineError(
+            item.line,
+            f"section {SECTION_TITLES[item.kind]} is outside this checkout"
+            f" ({selection.describe()}); move the note back or check out that kind",
+        )
+    )
+    return False
+
+
+def _known_item(
+    item: Item,
+    parsed: ParsedFile,
+    base_notes: Mapping[int, Note],
+    seen: dict[int, int],
+    removed: set[int] | None,
+    errors: list[LineError],
+) -> Note | None:
+    """The base note an existing item stands for; None (with the error) when the id is
+    repeated, unknown at the base, outside the checkout, or its unchanged item is still in
+    the file beside it."""
+    assert item.note_id is not None
+    twice = "; keep one item per note, or remove the [#ID] to make a new note"
+    if item.note_id in seen:
+        errors.append(LineError(item.line, f"note #{item.note_id} appears twice (also on line {seen[item.note_id]}){twice}"))
+        return None
+    seen[item.note_id] = item.line
+    base = base_notes.get(item.note_id)
+    if base is None or not in_selection(base, parsed.selection):
+        where = (
+            f"at this file's base (seq {parsed.base}): it is made up, or newer than the file"
+            if base is None
+            else "in this checkout"
+        )
+        errors.append(LineError(item.line, f"no note #{item.note_id} {where}; remove the [#ID] to make a new note"))
+        return None
+    if removed is not None and item.note_id not in removed:
+        errors.append(LineError(item.line, f"note #{item.note_id} appears twice (its unchanged item is still in the file){twice}"))
+        return None
+    return base
+
+
+def _deletions(
+    selection: Selection,
+    base_notes: Mapping[int, Note],
+    seen: dict[int, int],
+    removed: set[int] | None,
+    errors: list[LineError],
+) -> dict:
+    """Items deleted from the file: a live note is revoked; history cannot be deleted."""
     gone = base_notes.items() if removed is None else (
         (n, base_notes[n]) for n in sorted(removed) if n in base_notes
     )
+    changes = {}
     for note_id, base in gone:
-        if note_id in seen or not in_scope(base, scope):
+        if note_id in seen or not in_selection(base, selection):
             continue
         if base.state in LIVE_STATES:
             changes[note_id] = (0, [Op("revoke", note_id, 0)])
@@ -240,8 +237,6 @@ def _my_changes(
                     f" `qem forget {note_id}`)",
                 )
             )
-    if new_ops:
-        changes[None] = (new_ops[0].line, new_ops)
     return changes
 
 
@@ -255,22 +250,23 @@ def _content(item: Item, errors: list[LineError]) -> Content | None:
 
 
 def _item_changes(item: Item, base: Note, errors: list[LineError]) -> list[Op]:
-    n = item.note_id
-    line = item.line
+    """The ops an edited item asks for against its base note; none at all when anything
+    about the item is refused (the refusals go to `errors`)."""
+    before = len(errors)
+    ops = _item_ops(item, base, errors)
+    return ops if len(errors) == before else []
 
+
+def _item_ops(item: Item, base: Note, errors: list[LineError]) -> list[Op]:
     def refuse(message: str) -> list[Op]:
-        errors.append(LineError(line, f"note #{n}: {message}"))
+        errors.append(LineError(item.line, f"note #{item.note_id}: {message}"))
         return []
 
-    if base.state == "forgotten":
-        if item.state != "forgotten":
-            return refuse("it was forgotten; leave its tombstone as it is")
-        return []
-    if item.state == "forgotten":
-        return refuse("a note is forgotten with `qem forget`, not by editing its line")
+    if base.state == "forgotten" or item.state == "forgotten":
+        return _tombstone_changes(item, base, refuse)
     if base.text is None:
         # Forgotten after the base: nothing to compare with; the three-way step decides.
-        return [Op("supersede", n, line, None)]
+        return [Op("supersede", item.note_id, item.line, None)]
     if item.date != base.created_at[:10]:
         return refuse(f"the created date is history; put back {base.created_at[:10]}")
     if item.supersedes != base.supersedes:
@@ -279,40 +275,59 @@ def _item_changes(item: Item, base: Note, errors: list[LineError]) -> list[Op]:
     if item.provenance != base.provenance:
         if item.provenance != "human":
             return refuse(f"provenance can only be raised to human, not to {item.provenance}")
-        ops.append(Op("promote", n, line))
+        ops.append(Op("promote", item.note_id, item.line))
     content = _content(item, errors)
     if content is None:
         return []
     changed = content != Content(base.kind, base.priority, base.text)
     if base.state == "superseded":
-        if item.state != "superseded" or item.superseded_by != base.superseded_by:
-            return refuse(f"it is superseded by #{base.superseded_by}; that link is history")
-        if changed:
-            return refuse(
-                f"it is superseded by #{base.superseded_by} and its text is history;"
-                f" edit #{base.superseded_by} instead"
-            )
-        return ops
+        return _superseded_changes(item, base, changed, refuse) or ops
     if item.state == "superseded":
         return refuse("to supersede a note, change its text; do not write the marker")
-    if changed and base.state not in LIVE_STATES:
+    return ops + _state_and_text_changes(item, base, content if changed else None, refuse)
+
+
+def _tombstone_changes(item: Item, base: Note, refuse) -> list[Op]:  # type: ignore[no-untyped-def]
+    if base.state != "forgotten":
+        return refuse("a note is forgotten with `qem forget`, not by editing its line")
+    if item.state != "forgotten":
+        return refuse("it was forgotten; leave its tombstone as it is")
+    return []
+
+
+def _superseded_changes(item: Item, base: Note, changed: bool, refuse) -> list[Op]:  # type: ignore[no-untyped-def]
+    """A superseded note's item is history: only its provenance may be raised."""
+    if item.state != "superseded" or item.superseded_by != base.superseded_by:
+        return refuse(f"it is superseded by #{base.superseded_by}; that link is history")
+    if changed:
+        return refuse(
+            f"it is superseded by #{base.superseded_by} and its text is history;"
+            f" edit #{base.superseded_by} instead"
+        )
+    return []
+
+
+def _state_and_text_changes(item: Item, base: Note, content: Content | None, refuse) -> list[Op]:  # type: ignore[no-untyped-def]
+    """A new text supersedes; a changed marker moves the state; both at once only to
+    bring a note back with new text (reinstated, then superseded)."""
+    n, line = item.note_id, item.line
+    if content is not None and base.state not in LIVE_STATES:
         if item.state != "active":
             return refuse(
                 f"it is {base.state} and its text is history; to bring it back with new"
                 " text, remove its marker too (it is reinstated, then superseded)"
             )
-        ops.append(Op("reinstate", n, line, reason=None))
-        ops.append(Op("supersede", n, line, content))
-    elif changed and item.state != base.state and not (base.state == "stale" and item.state == "active"):
+        return [Op("reinstate", n, line, reason=None), Op("supersede", n, line, content)]
+    if content is not None and item.state != base.state and not (base.state == "stale" and item.state == "active"):
         return refuse("change its text or its state marker, not both in one check-in")
-    elif changed:
-        ops.append(Op("supersede", n, line, content))
-    elif item.state != base.state:
-        action = _STATE_MOVES.get((base.state, item.state))
-        if action is None:
+    if content is not None:
+        return [Op("supersede", n, line, content)]
+    if item.state != base.state:
+        move = marker_move(base.state, item.state)
+        if move is None:
             return refuse(f"cannot go from {base.state} to {item.state}")
-        ops.append(Op(action, n, line, reason=item.state_reason))
-    return ops
+        return [Op(move.verb, n, line, reason=item.state_reason)]
+    return []
 
 
 def _already(op: Op, now_notes: Mapping[int, Note]) -> bool:
@@ -331,5 +346,4 @@ def _already(op: Op, now_notes: Mapping[int, Note]) -> bool:
         )
     if op.action == "promote":
         return now.provenance == "human"
-    target = {"revoke": "revoked", "flag_stale": "stale", "expire": "expired", "reinstate": "active"}
-    return now.state == target[op.action]
+    return now.state == MOVE_BY_VERB[op.action].target

@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 from typing import Mapping, Sequence
 
-from qem_edit.model import KINDS, Note
+from ..model import KINDS, Note
 
-from renderer.format import ERRORS_OPEN, SECTION_TITLES, Scope
-from renderer.render import header_line, render_item
+from ..renderer.format import ERRORS_OPEN, SECTION_TITLES, Selection
+from ..renderer.render import header_line, render_item
 
 from .parse import Item, ParsedFile
-from .plan import Conflict, Plan, in_scope
+from .plan import Conflict, Plan, in_selection
 
 
 def error_comment(messages: Sequence[str]) -> list[str]:
@@ -69,14 +69,14 @@ def rebase(
 
     `describe` gives, per conflicting note id, one line on what the store did to it.
     """
-    scope: Scope = parsed.scope
+    selection: Selection = parsed.selection
     conflicts: dict[int, Conflict] = {c.note_id: c for c in plan.conflicts}
     mine: dict[int, Item] = {i.note_id: i for i in parsed.items if i.note_id is not None}
     changed = {op.note_id for op in plan.ops if op.note_id is not None}
     sections: dict[str, list[tuple[int, list[str]]]] = {k: [] for k in KINDS}
 
     for note in now_notes.values():
-        if not in_scope(note, scope) and not (note.id in base_notes and in_scope(base_notes[note.id], scope)):
+        if not in_selection(note, selection) and not (note.id in base_notes and in_selection(base_notes[note.id], selection)):
             continue
         if note.id in conflicts:
             block = _conflict_block(note, mine.get(note.id), base_notes.get(note.id), plan, describe.get(note.id, ""))
@@ -85,13 +85,13 @@ def rebase(
             item = mine.get(note.id)
             if item is not None:  # absent: you deleted it, and it stays deleted
                 sections[item.kind or note.kind].append((note.id, item.raw))
-        elif in_scope(note, scope):
+        elif in_selection(note, selection):
             sections[note.kind].append((note.id, render_item(note)))
     new_items = [i for i in parsed.items if i.note_id is None and i.kind]
 
-    out = [header_line(plan.head, scope), *error_comment(messages), ""]
+    out = [header_line(plan.head, selection), *error_comment(messages), ""]
     for kind in KINDS:
-        if not scope.holds_kind(kind):
+        if not selection.holds_kind(kind):
             continue
         out += [f"## {SECTION_TITLES[kind]}", ""]
         entries = sorted(sections[kind], key=lambda e: e[0])

@@ -12,7 +12,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from qem_edit.model import KINDS
+from ..model import KINDS
+
+# The rendering's version.  The store caches each note's rendered item and uses the cache
+# only while this matches, so it changes with every change to what the renderer writes;
+# fixtures/golden/VERSION records the golden files' digest for it, and a test fails when
+# they change without it (QEM_UPDATE_GOLDEN=1 records a new version's digest).
+FORMAT_VERSION = "2"
 
 SEP = " · "
 INDENT = "  "
@@ -69,7 +75,7 @@ ITEM_ID_RE = re.compile(r"- \[#(?P<id>\d+)\]")
 
 
 @dataclass(frozen=True)
-class Scope:
+class Selection:
     """Which notes a rendering holds: some kinds (None: all), only live ones or all."""
 
     kinds: tuple[str, ...] | None = None

@@ -9,27 +9,27 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
-from qem_edit.model import KINDS, Note
-from qem_edit.resolver import Graph, disputed_with
+from ..model import KINDS, Note
+from ..resolver import Graph, disputed_with
 
 from .format import (
     INDENT,
     SECTION_TITLES,
     SEP,
     WORD_BY_STATE,
-    Scope,
+    Selection,
     escape_first_line,
     escape_reason,
 )
 
-ALL = Scope()
+ALL = Selection()
 
 
-def header_line(base: int, scope: Scope = ALL) -> str:
+def header_line(base: int, selection: Selection = ALL) -> str:
     parts = [f"<!-- qem base={base}"]
-    if scope.kinds is not None:
-        parts.append(f" kinds={','.join(scope.kinds)}")
-    if scope.active_only:
+    if selection.kinds is not None:
+        parts.append(f" kinds={','.join(selection.kinds)}")
+    if selection.active_only:
         parts.append(" active")
     parts.append(
         SEP + "generated from the qem note store; change notes with `qem edit`,"
@@ -38,19 +38,19 @@ def header_line(base: int, scope: Scope = ALL) -> str:
     return "".join(parts)
 
 
-def render(notes: Iterable[Note], base: int, scope: Scope = ALL) -> str:
-    """The whole file.  `notes` may come in any order; those outside `scope` are left out."""
+def render(notes: Iterable[Note], base: int, selection: Selection = ALL) -> str:
+    """The whole file.  `notes` may come in any order; those outside `selection` are left out."""
     notes = list(notes)
     graph = _disagreements(notes)
     by_kind: dict[str, list[Note]] = {kind: [] for kind in KINDS}
     for note in notes:
-        if scope.holds_kind(note.kind) and not (scope.active_only and not note.live):
+        if selection.holds_kind(note.kind) and not (selection.active_only and not note.live):
             by_kind[note.kind].append(note)
     sections: dict[str, list[str]] = {}
     for kind, section in by_kind.items():
         section.sort(key=_by_id)
         sections[kind] = [item_text(note, graph) for note in section]
-    return assemble(base, scope, sections)
+    return assemble(base, selection, sections)
 
 
 def item_text(note: Note, graph: Graph | None = None) -> str:
@@ -58,19 +58,19 @@ def item_text(note: Note, graph: Graph | None = None) -> str:
     return "\n".join(render_item(note, graph)) + "\n"
 
 
-def assemble(base: int, scope: Scope, sections: Mapping[str, Sequence[str]]) -> str:
+def assemble(base: int, selection: Selection, sections: Mapping[str, Sequence[str]]) -> str:
     """The file from its items: `sections` maps a kind to its item texts, in id order."""
-    return "".join(_layout(base, scope, sections, str))
+    return "".join(_layout(base, selection, sections, str))
 
 
-def assemble_bytes(base: int, scope: Scope, sections: Mapping[str, Sequence[bytes]]) -> bytes:
+def assemble_bytes(base: int, selection: Selection, sections: Mapping[str, Sequence[bytes]]) -> bytes:
     """`assemble` over UTF-8 items: the export path never decodes what it only compares."""
-    return b"".join(_layout(base, scope, sections, str.encode))
+    return b"".join(_layout(base, selection, sections, str.encode))
 
 
-def _layout(base, scope, sections, literal):  # type: ignore[no-untyped-def]
-    kinds = [kind for kind in KINDS if scope.holds_kind(kind)]
-    out = [literal(header_line(base, scope) + "\n\n")]
+def _layout(base, selection, sections, literal):  # type: ignore[no-untyped-def]
+    kinds = [kind for kind in KINDS if selection.holds_kind(kind)]
+    out = [literal(header_line(base, selection) + "\n\n")]
     for position, kind in enumerate(kinds, start=1):
         out.append(literal(f"## {SECTION_TITLES[kind]}\n"))
         items = sections.get(kind, ())

@@ -104,8 +104,8 @@ def random_edit(text: str, seed: int, token: str) -> tuple[str, dict[str, list]]
     """
     import random
 
-    from reconciler.parse import parse
-    from renderer.format import ITEM_RE
+    from qem_edit.reconciler.parse import parse
+    from qem_edit.renderer.format import ITEM_RE
 
     rng = random.Random(seed)
     lines = text.split("\n")

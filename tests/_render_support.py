@@ -16,7 +16,7 @@ from qem_edit.dump import load_events, read_dump
 from qem_edit.model import KINDS, PRIORITIES, PROVENANCES, Note, TextError, normalize_text
 from qem_edit.store import Store
 
-from renderer.format import ITEM_RE, SECTION_TITLES
+from qem_edit.renderer.format import ITEM_RE, SECTION_TITLES
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "fixtures" / "golden"

@@ -1,6 +1,6 @@
 """The block-level shortcut of a check-in gives the plan a full parse gives.
 
-`reconciler.blocks.diff_edit` parses only the blocks an edit changed; `session.plan_checkin`
+`reconciler.blocks.diff_edit` parses only the blocks an edit changed; `checkin.propose`
 uses it whenever the base rendering is at hand.  These tests hold it to the full parse on
 random stores and random edits, including the awkward ones (moved items, duplicated
 items, stray lines, blank lines, editor noise, invalid UTF-8).
@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qem_edit.model import KINDS, PRIORITIES, Note
-from reconciler.blocks import diff_edit
-from reconciler.parse import parse
-from reconciler.plan import make_plan
-from renderer import render
+from qem_edit.reconciler.blocks import diff_edit
+from qem_edit.reconciler.parse import parse
+from qem_edit.reconciler.plan import make_plan
+from qem_edit.renderer import render
 
 TEXTS = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\r"),

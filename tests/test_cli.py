@@ -49,8 +49,8 @@ def quick_add(s: Store, text: str, kind: str = "gotcha", provenance: str = "agen
     return s.write(lambda tx: tx.create(new, "setup"), at=AT).id
 
 
-def quick_emit(s: Store, note_id: int, type_: str, reason: str = "setup", data=None) -> None:
-    s.write(lambda tx: tx.emit(note_id, type_, "setup", reason, data), at=AT)
+def quick_emit(s: Store, note_id: int, type_: str, reason: str = "setup") -> None:
+    s.write(lambda tx: tx.emit(note_id, type_, "setup", reason), at=AT)
 
 
 _TEMPLATE: dict[str, object] = {}
@@ -82,7 +82,7 @@ def _build_population(root: Path) -> dict[str, int]:
         quick_emit(s, ids["revoked"], "revoked")
         quick_emit(s, ids["expired"], "expired")
         s.write(lambda tx: tx.forget(ids["forgotten"], "setup", "secret"), at=AT)
-        quick_emit(s, ids["human"], "promoted", data={"from": "agent"})
+        quick_emit(s, ids["human"], "promoted")
         for name, note_id in ids.items():
             assert s.note(note_id).state == {"human": "active", "successor": "active"}.get(name, name)
     return ids

@@ -41,14 +41,14 @@ import pytest
 
 from _reliability import AT, fork_run, no_traceback, python_env, record
 from conftest import run_qem
-from qem_edit import faults, session
+from qem_edit import checkin, checkouts, faults, terminal
 from qem_edit.dump import load_events, read_dump
 from qem_edit.export import auto_export, export, rendering
 from qem_edit.files import write_atomic
 from qem_edit.model import LIVE_STATES
 from qem_edit.store import NewNote, Store, Transaction
 from qem_edit.workspace import Workspace
-from renderer import Scope, render
+from qem_edit.renderer import Selection, render
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the kill harness forks (POSIX only)")
 
@@ -167,7 +167,7 @@ def checkout_template(root: Path) -> tuple[Path, bytes]:
     """A workspace with a checkout whose MEMORY.md holds the standard edit."""
     place = make_workspace(root)
     with Store.open(place.store_path) as store:
-        kept = session.new_checkout(store, place, Scope())
+        kept = checkouts.new_checkout(store, place, Selection())
     edited = edit_rendering(kept.file.read_text("utf-8")).encode("utf-8")
     write_atomic(kept.file, edited, mode=0o600)
     return kept.file.relative_to(root), edited
@@ -177,7 +177,7 @@ def checkin_child(relative: Path):
     def run(root: Path) -> None:
         place = place_of(root)
         with Store.open(place.store_path) as store:
-            session.run_checkin(store, place, root / relative, "crash test", True, False, "crasher")
+            terminal.run_checkin(store, place, root / relative, "crash test", True, False, "crasher")
 
     return run
 
@@ -266,7 +266,7 @@ def test_mirror_checkin_killed_at_every_checkpoint(tmp_path, monkeypatch):
     def child(root: Path) -> None:
         p = place_of(root)
         with Store.open(p.store_path) as store:
-            session.run_checkin(store, p, p.mirror_path(), "crash test", True, False, "crasher")
+            terminal.run_checkin(store, p, p.mirror_path(), "crash test", True, False, "crasher")
 
     ref = run_reference(template, tmp_path / "reference", child, monkeypatch)
     ref.edited = edited
@@ -402,7 +402,7 @@ def loop_child(root: Path, journal: Path, seed: int) -> None:
         if place.checkouts.is_dir():
             for kept in sorted(place.checkouts.iterdir()):
                 if (kept / "MEMORY.md").is_file():
-                    session.run_checkin(store, place, kept / "MEMORY.md", "retry", True, False, "crasher")
+                    terminal.run_checkin(store, place, kept / "MEMORY.md", "retry", True, False, "crasher")
                     log("retried", kept.name)
                 else:
                     shutil.rmtree(kept)  # killed while the checkout was being made
@@ -421,7 +421,7 @@ def loop_child(root: Path, journal: Path, seed: int) -> None:
                 store.write(lambda tx: tx.emit(pick.id, "revoked", "crasher", token))
                 log("revoke", token, pick.id)
             else:
-                kept = session.new_checkout(store, place, Scope())
+                kept = checkouts.new_checkout(store, place, Selection())
                 text = kept.file.read_text("utf-8")
                 victim = rng.choice([n for n in live if "\n" not in (n.text or "")])
                 lines = [
@@ -431,7 +431,7 @@ def loop_child(root: Path, journal: Path, seed: int) -> None:
                 edited = "\n".join(lines).encode("utf-8")
                 write_atomic(kept.file, edited, mode=0o600)
                 log("plan", token, kept.id, hashlib.sha256(edited).hexdigest(), 2, victim.id)
-                session.run_checkin(store, place, kept.file, token, True, False, "crasher")
+                terminal.run_checkin(store, place, kept.file, token, True, False, "crasher")
                 log("checkin", token)
                 continue  # run_checkin exports the mirror itself
             auto_export(store, place)

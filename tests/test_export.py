@@ -35,9 +35,9 @@ from qem_edit.model import replay
 from qem_edit.store import Store
 
 from _render_support import CORPUS, CORPUS_MD, GOLDEN, load_store
-from reconciler.parse import parse
-from renderer import render
-from renderer.format import SECTION_TITLES
+from qem_edit.reconciler.parse import parse
+from qem_edit.renderer import render
+from qem_edit.renderer.format import SECTION_TITLES
 
 SECTIONS = [f"## {title}" for title in SECTION_TITLES.values()]
 

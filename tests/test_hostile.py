@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from _reliability import AT, fast_dir, no_traceback, python_env, record
 from conftest import run_qem
-from qem_edit import errors, session
+from qem_edit import checkin, checkouts, errors, terminal
 from qem_edit import store as store_mod
 from qem_edit.cli import main as qem_main
 from qem_edit.dump import dump_lines
@@ -41,9 +41,9 @@ from qem_edit.export import rendering
 from qem_edit.model import KINDS, LIVE_STATES, PRIORITIES, TextError, normalize_text
 from qem_edit.store import NewNote, Store, Transaction
 from qem_edit.workspace import Workspace
-from reconciler.parse import clean_lines, parse
-from renderer import Scope
-from renderer.format import INDENT, ITEM_RE, escape_first_line
+from qem_edit.reconciler.parse import clean_lines, parse
+from qem_edit.renderer import Selection
+from qem_edit.renderer.format import INDENT, ITEM_RE, escape_first_line
 
 FUZZ = settings(deadline=None, suppress_health_check=list(HealthCheck), max_examples=150)
 
@@ -287,7 +287,7 @@ def test_random_edits_of_random_stores(scratch):
             before = {n.id: n for n in store.notes()}
             for base_text in (rendered, None):  # a checkout (base.md at hand), or a bare file
                 try:
-                    planned = session.plan_checkin(store, edited, base_text)
+                    planned = checkin.propose(store, edited, base_text)
                 except errors.BadInput as exc:  # not a qem file at all: refused as a whole
                     assert re.search(r"line \d+:|nothing to check in", str(exc)), exc
                     assert store.head() == head
@@ -299,12 +299,12 @@ def test_random_edits_of_random_stores(scratch):
                     n = len(clean_lines(edited))
                     assert all(names_a_line(e, n) for e in plan.errors), plan.errors
             if plan.ok and plan.ops:
-                _, created = session.apply_plan(store, plan, "fuzzer", "fuzz")
+                _, created = checkin.apply_plan(store, plan, "fuzzer", "fuzz")
                 assert store.verify() == []
                 after = {n.id: n for n in store.notes()}
                 check_applied_exactly(edited, before, after, created)
                 # and the result reads back clean: nothing left to check in
-                again = session.plan_checkin(store, rendering(store)[1])
+                again = checkin.propose(store, rendering(store)[1])
                 assert again.plan.ok and not again.plan.ops
                 tried["applied"] += 1
             elif plan.ok:
@@ -336,20 +336,20 @@ def test_forged_structure_round_trips(scratch):
         with Store.open(place.store_path, create=True) as store:
             store.write(lambda tx: [tx.create(NewNote(k, "medium", "agent", t), "forger") for t, k in zip(texts, kinds)], at=AT)
             before = {n.id: n for n in store.notes()}
-            kept = session.new_checkout(store, place, Scope())
+            kept = checkouts.new_checkout(store, place, Selection())
             shown = kept.file.read_text("utf-8")
             items = {i.note_id: i for i in parse(shown).items}
             assert len(items) == len(texts) and None not in items
             for note_id, note in before.items():
                 assert items[note_id].text == note.text and items[note_id].state == "active"
             # unchanged: nothing to write
-            planned = session.plan_checkin(store, shown, kept.base_file.read_text("utf-8"))
+            planned = checkin.propose(store, shown, kept.base_file.read_text("utf-8"))
             assert planned.plan.ok and not planned.plan.ops and not planned.plan.agreed
             # one note added elsewhere: exactly one new note, the forged ones untouched
             edited = shown.replace("\n## Tasks\n", "\n## Tasks\n\n- an honest note\n", 1)
             kept.file.write_text(edited, "utf-8")
             head = store.head()
-            assert session.run_checkin(store, place, kept.file, "fuzz", True, False, "forger") == 0
+            assert terminal.run_checkin(store, place, kept.file, "fuzz", True, False, "forger").status == "applied"
             after = {n.id: n for n in store.notes()}
             assert {k: v for k, v in after.items() if k in before} == before
             (new,) = [n for n in after.values() if n.id not in before]

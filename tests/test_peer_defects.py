@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from qem_edit import errors, session
+from qem_edit import checkin, checkouts, errors, terminal
 from qem_edit.export import rendering
 from qem_edit.resolver import Graph
 from qem_edit.store import NewNote, Store
-from reconciler.parse import parse
+from qem_edit.reconciler.parse import parse
 
 
 @pytest.fixture
@@ -53,10 +53,10 @@ def test_a_heading_inside_a_note_neither_truncates_it_nor_moves_it(store: Store)
     other = add(store, "an unrelated note")
     head, checkout = rendering(store)
     edited = checkout.replace("an unrelated note", "an unrelated note, edited")
-    planned = session.plan_checkin(store, edited, checkout)
+    planned = checkin.propose(store, edited, checkout)
     assert planned.plan.ok
     assert [(op.action, op.note_id) for op in planned.plan.ops] == [("supersede", other)]
-    session.apply_plan(store, planned.plan, "person", "edit")
+    checkin.apply_plan(store, planned.plan, "person", "edit")
     assert store.note(victim).text == text and store.note(victim).state == "active"
     assert {n.id for n in store.notes()} == {victim, other, other + 1}  # no forged #99
 
@@ -70,9 +70,9 @@ def test_kind_and_priority_edits_are_events_that_keep_the_old_note(store: Store)
     edited = checkout.replace(line + "\n", "", 1).replace(
         "## Findings\n", "## Findings\n\n" + line.replace(" · low · ", " · high · ") + "\n", 1
     )
-    planned = session.plan_checkin(store, edited, checkout)
-    assert planned.plan.ok, session.problems(planned)
-    session.apply_plan(store, planned.plan, "person", "reclassify")
+    planned = checkin.propose(store, edited, checkout)
+    assert planned.plan.ok, checkin.problems(planned)
+    checkin.apply_plan(store, planned.plan, "person", "reclassify")
     before = store.note(old)
     assert (before.kind, before.priority, before.state) == ("gotcha", "low", "superseded")
     after = store.note(before.superseded_by)
@@ -91,7 +91,7 @@ def test_a_concurrent_lifecycle_change_is_a_conflict(store: Store) -> None:
     _, checkout = rendering(store)
     edited = checkout.replace("warm after", "cold after")
     store.write(lambda tx: tx.emit(note, "revoked", "agent-2", "measured: it is cold"))
-    planned = session.plan_checkin(store, edited, checkout)
+    planned = checkin.propose(store, edited, checkout)
     assert [c.note_id for c in planned.plan.conflicts] == [note]
     assert not planned.plan.ok
     live = [n for n in store.notes() if n.live]
@@ -104,15 +104,15 @@ def test_the_conflict_check_and_the_writes_are_one_transaction(store: Store) -> 
     head first: a write landing in between makes the apply refuse, writing nothing."""
     note = add(store, "alpha")
     _, checkout = rendering(store)
-    planned = session.plan_checkin(store, checkout.replace("alpha", "beta"), checkout)
+    planned = checkin.propose(store, checkout.replace("alpha", "beta"), checkout)
     assert planned.plan.ok
     store.write(lambda tx: tx.emit(note, "revoked", "agent-2", "in between"))
     head = store.head()
     with pytest.raises(errors.HeadMoved):
-        session.apply_plan(store, planned.plan, "person", "late")
+        checkin.apply_plan(store, planned.plan, "person", "late")
     assert store.head() == head and store.note(note).state == "revoked"
     # planned again against the store as it is now, the same edit is a conflict
-    assert session.plan_checkin(store, checkout.replace("alpha", "beta"), checkout).plan.conflicts
+    assert checkin.propose(store, checkout.replace("alpha", "beta"), checkout).plan.conflicts
 
 
 def test_a_fork_is_reported_not_silently_won(qem, tmp_path: Path) -> None:
@@ -143,7 +143,7 @@ def test_the_edit_buffer_is_the_audit_view(store: Store) -> None:
     _, exported = rendering(store)
     parsed = parse(exported)
     assert {i.note_id: i.state for i in parsed.items} == {kept: "active", gone: "revoked"}
-    planned = session.plan_checkin(store, exported.replace("· kept", "· kept, reviewed"))
+    planned = checkin.propose(store, exported.replace("· kept", "· kept, reviewed"))
     assert planned.plan.ok and [(op.action, op.note_id) for op in planned.plan.ops] == [("supersede", kept)]
 
 

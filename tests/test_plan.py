@@ -14,15 +14,15 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from qem_edit import session
-from qem_edit.export import rendering
+from qem_edit import checkin
+from qem_edit.export import fill_forgotten_texts, rendering
 from qem_edit.model import KINDS, LIVE_STATES, PRIORITIES, Event, Note, normalize_text, replay
 from qem_edit.store import NewNote, Store, Transaction
-from reconciler.parse import clean_lines, parse
-from reconciler.plan import Content, make_plan
-from reconciler.rebase import rebase, with_errors
-from renderer import Scope, render, render_item
-from renderer.format import SECTION_TITLES, SEP, escape_first_line
+from qem_edit.reconciler.parse import clean_lines, parse
+from qem_edit.reconciler.plan import Content, make_plan
+from qem_edit.reconciler.rebase import rebase, with_errors
+from qem_edit.renderer import Selection, render, render_item
+from qem_edit.renderer.format import SECTION_TITLES, SEP, escape_first_line
 
 AT = "2026-05-04T08:00:00Z"
 LATER = "2026-06-01T09:00:00Z"
@@ -64,19 +64,16 @@ class Log:
     def notes(self, upto: int | None = None) -> dict[int, Note]:
         return replay(self.events[: self.head if upto is None else upto])
 
-    def render(self, upto: int | None = None, scope: Scope = Scope()) -> str:
+    def render(self, upto: int | None = None, selection: Selection = Selection()) -> str:
         base = self.head if upto is None else upto
-        return render(self.notes(base).values(), base, scope)
+        return render(self.notes(base).values(), base, selection)
 
     def plan(self, text: str, base_text: str | None = None):
         parsed = parse(text)
         assert parsed.base is not None
         base_notes = self.notes(parsed.base)
-        if base_text is not None:  # what session._fill_forgotten_texts does with base.md
-            shown = {i.note_id: i.text for i in parse(base_text).items if i.note_id}
-            for n in list(base_notes.values()):
-                if n.text is None and n.state != "forgotten" and shown.get(n.id):
-                    base_notes[n.id] = replace(n, text=shown[n.id])
+        if base_text is not None:  # texts forgotten since the base, from the base rendering
+            fill_forgotten_texts(base_notes, base_text.encode("utf-8"))
         return make_plan(parsed, base_notes, self.notes(), self.events[parsed.base:], self.head), parsed, base_notes
 
 
@@ -230,7 +227,7 @@ def test_superseded_and_forgotten_notes(log: Log) -> None:
 
 
 def test_scope_narrows_what_deletion_means(log: Log) -> None:
-    text = log.render(scope=Scope(kinds=("finding",), active_only=True))
+    text = log.render(selection=Selection(kinds=("finding",), active_only=True))
     assert "[#2]" in text and "[#5]" in text and "[#1]" not in text
     plan, _, _ = log.plan(text)
     assert plan.ok and plan.ops == []  # notes outside the checkout are not "deleted"
@@ -305,7 +302,7 @@ def _conflicted(log: Log):
     theirs = log.add("their note", kind="task", actor="other")
     plan, parsed, base_notes = log.plan(text, base_text)
     assert [c.note_id for c in plan.conflicts] == [1]
-    messages = session.problems(session.Planned(parsed, plan, base_notes, log.notes(), log.events[parsed.base:]))
+    messages = checkin.problems(checkin.Proposal(parsed, plan, base_notes, log.notes(), log.events[parsed.base:]))
     rebased = rebase(parsed, plan, base_notes, log.notes(), {1: "revoked by other"}, messages)
     return rebased, theirs
 
@@ -388,18 +385,18 @@ def build_store(path: Path, specs) -> Store:
             if fate == "forgotten":
                 tx.forget(note.id, "agent", reason)
             if fate == "promoted" and note.provenance != "human":
-                tx.emit(note.id, "promoted", "agent", None, {"from": note.provenance})
+                tx.emit(note.id, "promoted", "agent", None)
 
     store.write(work)
     return store
 
 
-def plan(store: Store, edited: str, checkout: str, data) -> session.Planned:
+def plan(store: Store, edited: str, checkout: str, data) -> checkin.Proposal:
     """Plan the check-in the quick way (only the changed blocks parsed) or, drawn at
     random, the whole-file way; both must give the same plan."""
     if data.draw(st.booleans(), label="whole-file parse"):
-        return session._plan_whole(store, edited.encode("utf-8"), checkout.encode("utf-8"))
-    return session.plan_checkin(store, edited, checkout)
+        return checkin.whole(store, checkin.propose(store, edited, checkout))
+    return checkin.propose(store, edited, checkout)
 
 
 def blocks_of(text: str) -> tuple[str, dict[str, list[list[str]]]]:
@@ -518,12 +515,12 @@ def test_planning_and_applying_gives_the_notes_the_edited_file_describes(specs, 
                 edited = "\ufeff" + edited
 
             planned = plan(store, edited, checkout, data)
-            assert planned.plan.ok, (session.problems(planned), edited)
+            assert planned.plan.ok, (checkin.problems(planned), edited)
             if not changed:
                 assert planned.plan.ops == [] and store.head() == base
                 return
             assert planned.plan.ops
-            session.apply_plan(store, planned.plan, "person", "property check-in")
+            checkin.apply_plan(store, planned.plan, "person", "property check-in")
             assert store.verify() == []
             after = {n.id: n for n in store.notes()}
             assert replay(store.events()) == after
@@ -540,7 +537,7 @@ def test_planning_and_applying_gives_the_notes_the_edited_file_describes(specs, 
             live_items = Counter((i.kind, i.priority, i.text, i.state, i.provenance) for i in reparsed.items if i.state in LIVE_STATES)
             assert live_items == expected_live
             # and checking that rendering in again is no change
-            assert session.plan_checkin(store, rendered, rendered).plan.ops == []
+            assert checkin.propose(store, rendered, rendered).plan.ops == []
 
 
 OTHER_MOVES = {
@@ -583,16 +580,16 @@ def test_others_changes_to_notes_you_left_alone_always_stand(specs, data) -> Non
                         tx.forget(note_id, "other", "gone")
                     elif move == "promoted":
                         if before[note_id].provenance != "human":
-                            tx.emit(note_id, "promoted", "other", None, {"from": before[note_id].provenance})
+                            tx.emit(note_id, "promoted", "other", None)
                     else:
                         tx.emit(note_id, move, "other", "theirs")
 
             store.write(other)
             now = {n.id: n for n in store.notes()}
             planned = plan(store, edited, checkout, data)
-            assert planned.plan.ok, session.problems(planned)
+            assert planned.plan.ok, checkin.problems(planned)
             assert [(op.action, op.note_id) for op in planned.plan.ops] == [("revoke", mine)]
-            session.apply_plan(store, planned.plan, "person", "mine")
+            checkin.apply_plan(store, planned.plan, "person", "mine")
             after = {n.id: n for n in store.notes()}
             assert after[mine].state == "revoked"
             assert {i: n for i, n in after.items() if i != mine} == {i: n for i, n in now.items() if i != mine}
@@ -605,20 +602,20 @@ def test_apply_refuses_a_plan_made_against_an_older_head(tmp_path: Path) -> None
     with build_store(tmp_path / "m.db", spec) as store:
         _, text = rendering(store)
         edited = text.replace("alpha lock order", "alpha lock order v2")
-        planned = session.plan_checkin(store, edited, text)
+        planned = checkin.propose(store, edited, text)
         assert planned.plan.ok and actions(planned.plan) == [("supersede", 1)]
         # another writer lands between planning and applying
-        store.write(lambda tx: tx.emit(1, "promoted", "other", None, {"from": "agent"}))
+        store.write(lambda tx: tx.emit(1, "promoted", "other", None))
         moved = store.head()
         with pytest.raises(errors.HeadMoved):
-            session.apply_plan(store, planned.plan, "person", "why")
+            checkin.apply_plan(store, planned.plan, "person", "why")
         assert store.head() == moved
         # planned again against the new head, it is a conflict
-        assert [c.note_id for c in session.plan_checkin(store, edited, text).plan.conflicts] == [1]
+        assert [c.note_id for c in checkin.propose(store, edited, text).plan.conflicts] == [1]
 
 
 def test_the_error_comment_keeps_line_numbers_pointing_at_their_lines() -> None:
-    from reconciler.rebase import with_errors
+    from qem_edit.reconciler.rebase import with_errors
 
     text = "<!-- qem base=1 · x -->\n\n## Directives\n\nstray words\n"
     first = parse(text)

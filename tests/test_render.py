@@ -27,9 +27,9 @@ from _render_support import (
     markdown_outline,
     note_sets,
 )
-from renderer import Scope, render
-from renderer.format import SECTION_TITLES, escape_first_line, escape_reason, unescape_reason
-from renderer.render import header_line, render_item
+from qem_edit.renderer import Selection, render
+from qem_edit.renderer.format import SECTION_TITLES, escape_first_line, escape_reason, unescape_reason
+from qem_edit.renderer.render import header_line, render_item
 
 T = "2026-06-01T12:00:00Z"  # one second, shared by every note of the tie tests
 
@@ -112,7 +112,7 @@ def test_header_line() -> None:
         "<!-- qem base=42 · generated from the qem note store; change notes with `qem edit`,"
         " or edit this file and run `qem checkin` -->"
     )
-    scoped = header_line(42, Scope(kinds=("task", "gotcha"), active_only=True))
+    scoped = header_line(42, Selection(kinds=("task", "gotcha"), active_only=True))
     assert scoped.startswith("<!-- qem base=42 kinds=task,gotcha active · ")
 
 

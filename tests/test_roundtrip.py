@@ -23,8 +23,8 @@ from _render_support import (
     marker_date,
     note_sets,
 )
-from reconciler.parse import parse
-from renderer import Scope, render
+from qem_edit.reconciler.parse import parse
+from qem_edit.renderer import Selection, render
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -131,7 +131,7 @@ def test_editor_noise_changes_nothing(notes: list[Note]) -> None:
 def test_a_text_is_one_item_whatever_it_holds(texts: list[str]) -> None:
     """The same texts as new, unnumbered items a person typed (`- text` plus indented
     lines) also read back as exactly those texts, when escaped the way qem escapes."""
-    from renderer.format import INDENT, escape_first_line
+    from qem_edit.renderer.format import INDENT, escape_first_line
 
     lines = ["<!-- qem base=3 -->", "", "## Tasks", ""]
     for text in texts:
@@ -152,11 +152,11 @@ def test_a_text_is_one_item_whatever_it_holds(texts: list[str]) -> None:
 @settings(max_examples=60, deadline=None)
 @given(note_sets(), st.sets(st.sampled_from(KINDS), min_size=1), st.booleans())
 def test_scoped_renderings_read_back_with_their_scope(notes: list[Note], kinds: set[str], active: bool) -> None:
-    scope = Scope(kinds=tuple(k for k in KINDS if k in kinds), active_only=active)
-    text = render(notes, 7, scope)
+    selection = Selection(kinds=tuple(k for k in KINDS if k in kinds), active_only=active)
+    text = render(notes, 7, selection)
     parsed = parse(text)
     assert parsed.errors == []
-    assert parsed.scope == scope
+    assert parsed.selection == selection
     shown = [n for n in notes if n.kind in kinds and (n.live or not active)]
     assert sorted(i.note_id for i in parsed.items) == sorted(n.id for n in shown)
-    assert render([replace(n) for n in shown], 7, scope) == text
+    assert render([replace(n) for n in shown], 7, selection) == text

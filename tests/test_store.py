@@ -35,8 +35,8 @@ def add(s: Store, text: str = "a note", kind: str = "gotcha", provenance: str = 
     return s.write(lambda tx: tx.create(new, "tester"), at=AT).id
 
 
-def emit(s: Store, note_id: int, type_: str, reason: str | None = "because", data=None):
-    return s.write(lambda tx: tx.emit(note_id, type_, "tester", reason, data), at=AT)
+def emit(s: Store, note_id: int, type_: str, reason: str | None = "because"):
+    return s.write(lambda tx: tx.emit(note_id, type_, "tester", reason), at=AT)
 
 
 def forget(s: Store, note_id: int, reason: str = "held a secret"):
@@ -74,8 +74,7 @@ def do_move(s: Store, move: str, note_id: int):
         return supersede(s, note_id)
     if move == "forgotten":
         return forget(s, note_id)
-    data = {"from": s.note(note_id).provenance} if move == "promoted" else None
-    return emit(s, note_id, move, data=data)
+    return emit(s, note_id, move)
 
 
 # -- opening ---------------------------------------------------------------------------------

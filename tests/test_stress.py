@@ -35,7 +35,7 @@ from _reliability import EDITOR_SCRIPT, SOAK, no_traceback, python_env, record
 from qem_edit.export import export, rendering
 from qem_edit.model import LIVE_STATES, Note, apply_event
 from qem_edit.store import NewNote, Store, Transaction
-from renderer import Scope
+from qem_edit.renderer import Selection
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -402,18 +402,18 @@ def test_a_write_between_plan_and_apply_is_never_overwritten(tmp_path, monkeypat
     wide; here a second process's write is put into it every time.  A change to the same
     note must turn the check-in into a conflict (nothing written); a change elsewhere is
     merged (the check-in is planned again and lands, theirs kept)."""
-    from qem_edit import errors, session
+    from qem_edit import checkin, checkouts, errors, terminal
     from qem_edit.workspace import Workspace
 
     root = tmp_path / "ws"
     store_path = seed_store(root, notes=5)
     place = Workspace(root, store_path)
     with Store.open(store_path) as store:
-        kept = session.new_checkout(store, place, Scope())
+        kept = checkouts.new_checkout(store, place, Selection())
     text = kept.file.read_text("utf-8")
     kept.file.write_text(text.replace("· seed note 1\n", "· seed note 1, edited\n"), "utf-8")
     target = 2 if theirs == "same note" else 4  # seed note 1 is note #2
-    real_plan = session.plan_checkin
+    real_plan = checkin.propose
     raced = []
 
     def plan_then_race(*args, **kwargs):
@@ -425,17 +425,17 @@ def test_a_write_between_plan_and_apply_is_never_overwritten(tmp_path, monkeypat
             raced.append(True)
         return planned
 
-    monkeypatch.setattr(session, "plan_checkin", plan_then_race)
+    monkeypatch.setattr(checkin, "propose", plan_then_race)
     with Store.open(store_path) as store:
         head = store.head()
         if theirs == "same note":
             with pytest.raises(errors.ConflictError):
-                session.run_checkin(store, place, kept.file, "mine", True, False, "me")
+                terminal.run_checkin(store, place, kept.file, "mine", True, False, "me")
             assert store.head() == head + 1  # theirs only
             assert store.note(2).state == "stale"
             assert kept.file.exists()
         else:
-            assert session.run_checkin(store, place, kept.file, "mine", True, False, "me") == 0
+            assert terminal.run_checkin(store, place, kept.file, "mine", True, False, "me").status == "applied"
             assert store.note(4).state == "stale"  # theirs, kept
             assert store.note(2).state == "superseded"  # mine, applied on top
         assert store.verify() == []

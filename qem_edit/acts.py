@@ -1,0 +1,114 @@
+"""The writes a writer can make, validated once for every way in.
+
+Each act takes an open store and its workspace, checks its arguments (choices, text, the
+reason a move needs), appends its events in one transaction, keeps the mirror current
+where the workspace asks for it, and returns what it wrote with what the writer should be
+told.  Nothing here prints; the CLI (and any other shell) only parses, calls and shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import errors
+from .export import auto_export
+from .model import CLAIMABLE_PROVENANCES, KINDS, MOVE_BY_EVENT, PRIORITIES, Event, NewNote, Note, TextError, normalize_text
+from .store import Store, Transaction
+from .workspace import Workspace
+
+
+@dataclass
+class Written:
+    """What an act wrote: the note it made (add, supersede), the event it appended (a
+    move, forget), or the dispute it opened; and notices from keeping the mirror current."""
+
+    note: Note | None = None
+    event: Event | None = None
+    dispute: int | None = None
+    notices: list[str] = field(default_factory=list)
+
+
+def choice(value: str | None, allowed: tuple[str, ...], what: str) -> str | None:
+    if value is None or value in allowed:
+        return value
+    raise errors.BadInput(f"unknown {what} {value!r}; use one of: {', '.join(allowed)}")
+
+
+def note_text(raw: str) -> str:
+    """A note's text as every write stores it; refused when empty, NUL-bearing or not
+    UTF-8 (an argument made of undecodable bytes holds lone surrogates)."""
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        raise errors.Refused("the note text is not UTF-8") from None
+    try:
+        return normalize_text(raw)
+    except TextError as exc:
+        raise errors.Refused(str(exc)) from None
+
+
+def reason_for(event_type: str, reason: str | None) -> str | None:
+    """The reason, blank meaning none; refused where the move needs one."""
+    if reason is not None and not reason.strip():
+        reason = None
+    move = MOVE_BY_EVENT[event_type]
+    if move.needs_reason and reason is None:
+        raise errors.BadInput(f"{move.verb.replace('_', '-')} needs a reason: -m REASON")
+    return reason
+
+
+def _written(store: Store, place: Workspace, result: Written) -> Written:
+    result.notices = auto_export(store, place)
+    return result
+
+
+def add(store: Store, place: Workspace, text: str, kind: str, priority: str, provenance: str, actor: str) -> Written:
+    choice(kind, KINDS, "kind")
+    choice(priority, PRIORITIES, "priority")
+    if provenance == "human":
+        raise errors.BadInput("provenance human is reached only by a person's act: `qem promote ID`")
+    choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
+    new = NewNote(kind, priority, provenance, note_text(text))
+    note = store.write(lambda tx: tx.create(new, actor))
+    return _written(store, place, Written(note=note))
+
+
+def supersede(store: Store, place: Workspace, note_id: int, text: str, reason: str | None,
+              actor: str, kind: str | None = None, priority: str | None = None) -> Written:
+    """A successor replaces the note (same kind, priority and provenance unless given)."""
+    choice(kind, KINDS, "kind")
+    choice(priority, PRIORITIES, "priority")
+    body = note_text(text)
+    why = reason_for("superseded", reason)
+
+    def work(tx: Transaction) -> Note:
+        old = tx.note(note_id)
+        new = NewNote(kind or old.kind, priority or old.priority, old.provenance, body, note_id)
+        return tx.create(new, actor, why)
+
+    return _written(store, place, Written(note=store.write(work)))
+
+
+def move(store: Store, place: Workspace, event_type: str, note_id: int, reason: str | None, actor: str) -> Written:
+    """A lifecycle move on one note: revoked, stale_flagged, reinstated, promoted, expired."""
+    why = reason_for(event_type, reason)
+    event = store.write(lambda tx: tx.emit(note_id, event_type, actor, why))
+    return _written(store, place, Written(event=event))
+
+
+def forget(store: Store, place: Workspace, note_id: int, reason: str | None, actor: str) -> Written:
+    why = reason_for("forgotten", reason)
+    event = store.write(lambda tx: tx.forget(note_id, actor, why or ""))
+    return _written(store, place, Written(event=event))
+
+
+def dispute(store: Store, place: Workspace, a: int, b: int, reason: str | None, actor: str) -> Written:
+    why = reason_for("disputed", reason) or ""
+    dispute_id = store.write(lambda tx: tx.dispute(a, b, actor, why))
+    return _written(store, place, Written(dispute=dispute_id))
+
+
+def rule(store: Store, place: Workspace, dispute_id: int, keep: int, reason: str | None, actor: str) -> Written:
+    why = reason_for("ruled", reason) or ""
+    store.write(lambda tx: tx.rule(dispute_id, keep, actor, why))
+    return _written(store, place, Written(dispute=dispute_id))

@@ -1,0 +1,405 @@
+"""Check-in as a library: an edited file in, events appended (or not), an outcome out.
+
+`propose` plans an edit three-way against the store (reconciler.plan decides, this module
+reads what it needs); `apply_plan` appends the plan's events in one transaction that first
+checks the store has not moved; `check_in` is the one loop that serves every source (a
+kept checkout, a file of the user's such as a hand-edited MEMORY.md): plan, refuse or
+confirm, ask the reason, apply, plan again if the store moved meanwhile.  Nothing here
+prints or reads a terminal: whoever runs the loop answers through an `Asker`, and reads
+the `Outcome`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from . import errors
+from .checkouts import Checkout, keep
+from .export import auto_export, fill_forgotten_texts, rendered_at_base, rendered_bytes
+from .faults import checkpoint
+from .files import read_regular, write_atomic
+from .model import MOVE_BY_VERB, Event, NewNote, Note
+from .reconciler.blocks import EditDiff, diff_edit
+from .reconciler.parse import ParsedFile, parse
+from .reconciler.plan import Conflict, Op, Plan, make_plan
+from .reconciler.rebase import rebase, with_errors
+from .renderer import render
+from .renderer.format import HEADER_RE
+from .store import Store, Transaction
+from .workspace import Workspace
+
+
+@dataclass
+class Proposal:
+    """A planned check-in with what it was planned from: the parsed edit, the plan, the
+    notes as of the edit's base and now, and the events since the base."""
+
+    parsed: ParsedFile
+    plan: Plan
+    base_notes: dict[int, Note]
+    now_notes: dict[int, Note]
+    since: list[Event]
+    text: bytes = b""
+    base_text: bytes | None = None
+    partial: bool = False  # only the changed blocks parsed, only the notes they name read
+
+
+# -- planning ---------------------------------------------------------------------------------
+
+
+def propose(store: Store, text: str | bytes, base_text: str | bytes | None = None) -> Proposal:
+    """Plan checking `text` (the edited file) in.  With the base rendering at hand (a
+    checkout's base.md, or the mirror's base rebuilt from the cache), only the blocks the
+    edit changed are parsed and only the notes they, and the events since the base, name
+    are read."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    base = base_text.encode("utf-8") if isinstance(base_text, str) else base_text
+    if base is not None and _header_line(base) == _header_line(data):
+        diff = diff_edit(base, data)
+        if diff is not None and diff.parsed.base is not None:
+            return _propose_changed(store, diff, data, base)
+    return _propose_whole(store, data, base)
+
+
+def _header_line(data: bytes) -> bytes:
+    start = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    end = data.find(b"\n", start)
+    return data[start : end if end >= 0 else len(data)].rstrip()
+
+
+def _decoded(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise errors.BadInput(f"the file line {line}: not UTF-8 text; nothing was checked in") from None
+
+
+def _propose_changed(store: Store, diff: EditDiff, text: bytes, base_text: bytes) -> Proposal:
+    parsed = diff.parsed
+    assert parsed.base is not None
+    with store.reading():
+        head = _head_within(store, parsed.base)
+        since, past = store.rewind(parsed.base)
+        mine = {i.note_id for i in parsed.items if i.note_id is not None} | diff.removed
+        now_notes = store.notes_by_id(mine | set(past))
+        successors = {n.superseded_by for n in now_notes.values() if n.superseded_by is not None}
+        now_notes.update(store.notes_by_id(successors - set(now_notes)))
+    base_notes = _at_base({n: now_notes[n] for n in mine if n in now_notes}, past, base_text)
+    plan = make_plan(parsed, base_notes, now_notes, since, head, removed=diff.removed)
+    return Proposal(parsed, plan, base_notes, now_notes, since, text, base_text, partial=True)
+
+
+def _head_within(store: Store, base: int) -> int:
+    head = store.head()
+    if base > head:
+        raise errors.BadInput(
+            f"the file names base {base}, past this store's head {head}:"
+            " it was rendered from another store"
+        )
+    return head
+
+
+def _propose_whole(store: Store, text: bytes, base_text: bytes | None) -> Proposal:
+    parsed = parse(_decoded(text))
+    if parsed.base is None:
+        if not parsed.errors:
+            raise errors.BadInput("the file holds nothing to check in")
+        raise errors.BadInput(f"this is not a qem file: {parsed.errors[0]}")
+    with store.reading():
+        head = _head_within(store, parsed.base)
+        now_notes = {n.id: n for n in store.notes()}
+        since, past = store.rewind(parsed.base)
+    base_notes = _at_base(dict(now_notes), past, base_text)
+    plan = make_plan(parsed, base_notes, now_notes, since, head)
+    return Proposal(parsed, plan, base_notes, now_notes, since, text, base_text)
+
+
+def whole(store: Store, proposal: Proposal) -> Proposal:
+    """`proposal` with the whole file parsed and every note read (for the rebase)."""
+    return _propose_whole(store, proposal.text, proposal.base_text) if proposal.partial else proposal
+
+
+def _at_base(notes: dict[int, Note], past: dict[int, Note | None], base_text: bytes | None) -> dict[int, Note]:
+    """`notes` (as they are now) as of the base: those touched since (`past`, from
+    Store.rewind) as they were, those created since left out, and texts forgotten since
+    taken from the base rendering where it is at hand."""
+    for note_id, note in past.items():
+        if note is None:
+            notes.pop(note_id, None)
+        else:
+            notes[note_id] = note
+    if base_text is not None:
+        fill_forgotten_texts(notes, base_text)
+    return notes
+
+
+def mirror_base(store: Store, text: bytes) -> bytes | None:
+    """A hand-edited export's base rendering, rebuilt from the store's cached items (None
+    where that is not possible, and the check-in parses the whole file instead)."""
+    match = HEADER_RE.match(_header_line(text).decode("utf-8", "replace"))
+    if not match or match["kinds"] or match["active"]:
+        return None
+    base = int(match["base"])
+    if base > store.head():
+        return None
+    return rendered_at_base(store, base)
+
+
+# -- the words for what went wrong --------------------------------------------------------------
+
+
+def describe_conflict(conflict: Conflict) -> str:
+    mine = ", ".join(MOVE_BY_VERB[op.action].shown for op in conflict.mine) or "changed it"
+    if any(op.action == "revoke" and op.line == 0 for op in conflict.mine):
+        mine = "deleted it (revoke)"
+    theirs = "; ".join(
+        f"{e.type} by {e.actor} at {e.at}" + (f" ({e.reason})" if e.reason else "") for e in conflict.theirs
+    )
+    return f"conflict on #{conflict.note_id}: you {mine}; since your base the store saw: {theirs}"
+
+
+def problems(proposal: Proposal) -> list[str]:
+    """Every reason the proposal cannot be applied, one line each: the file's errors by
+    line, then the conflicts."""
+    parsed = set(proposal.parsed.errors)  # a set: a file of thousands of bad lines stays linear
+    lines = proposal.parsed.errors + [e for e in proposal.plan.errors if e not in parsed]
+    return [str(e) for e in lines] + [describe_conflict(c) for c in proposal.plan.conflicts]
+
+
+def is_conflict(proposal: Proposal) -> bool:
+    """Refused for conflicts alone (exit 3), rather than for an edit that cannot be read."""
+    return bool(proposal.plan.conflicts) and not proposal.plan.errors
+
+
+# -- applying -----------------------------------------------------------------------------------
+
+
+def new_checkin_id(plan: Plan) -> str:
+    return f"ci-{plan.base}-{os.urandom(4).hex()}"
+
+
+def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str | None = None) -> tuple[str, list[int]]:
+    """Append every event of the check-in in one transaction, or none.
+
+    The transaction first checks that the store head is still the one the plan was made
+    against; if it moved, HeadMoved is raised and the caller plans again.
+    """
+    checkin_id = checkin_id or new_checkin_id(plan)
+    created: list[int] = []
+
+    def work(tx: Transaction) -> None:
+        if tx.head != plan.head:
+            raise errors.HeadMoved(
+                f"the store moved from seq {plan.head} to {tx.head} while planning", moved=tx.head - plan.head
+            )
+        checkpoint("apply-begin")
+        for op in plan.ops:
+            _apply_op(tx, op, who, op.reason or reason, checkin_id, created)
+        checkpoint("apply-before-commit")
+
+    store.write(work)
+    checkpoint("apply-after-commit")
+    return checkin_id, created
+
+
+def _apply_op(tx: Transaction, op: Op, who: str, reason: str, checkin_id: str, created: list[int]) -> None:
+    if op.action in ("create", "supersede"):
+        assert op.content is not None
+        new = NewNote(op.content.kind, op.content.priority, "human", op.content.text, op.note_id)
+        created.append(tx.create(new, who, reason, checkin_id).id)
+    else:
+        assert op.note_id is not None
+        tx.emit(op.note_id, MOVE_BY_VERB[op.action].event, who, reason, checkin_id)
+
+
+def already_landed(store: Store, checkout: Checkout) -> str | None:
+    """The check-in of this kept edit that already landed (qem died after its commit)."""
+    base, pending = checkout.pending()
+    if not pending:
+        return None
+    with store.reading():
+        done = sorted({e.checkin for e in store.events(after=base) if e.checkin in pending})
+    return done[0] if done else None
+
+
+# -- editing again ------------------------------------------------------------------------------
+
+
+def rebased(store: Store, proposal: Proposal, messages: list[str]) -> tuple[str, str]:
+    """The edit rebased on the store now, conflicts marked; and the store now, rendered
+    (the reopened edit's new base)."""
+    proposal = whole(store, proposal)
+    sides = {
+        c.note_id: "; ".join(f"{e.type} by {e.actor} at {e.at}" for e in c.theirs)
+        for c in proposal.plan.conflicts
+    }
+    new_text = rebase(proposal.parsed, proposal.plan, proposal.base_notes, proposal.now_notes, sides, messages)
+    new_base = render(list(proposal.now_notes.values()), proposal.plan.head, proposal.parsed.selection)
+    return new_text, new_base
+
+
+def reopen(store: Store, checkout: Checkout, proposal: Proposal) -> None:
+    """Make a refused edit ready to edit again: rebased on the store now with each
+    conflict marked, or, for an edit that cannot be read, with qem's error comment under
+    its header.  An edit that is not UTF-8 is reopened as it is (rewriting it would lose
+    the bytes it holds)."""
+    messages = problems(proposal)
+    if is_conflict(proposal):
+        checkout.replace(*rebased(store, proposal, messages))
+        return
+    try:
+        checkout.replace(with_errors(proposal.text.decode("utf-8"), messages))
+    except UnicodeDecodeError:
+        pass
+
+
+def rebase_kept(store: Store, checkout: Checkout) -> int:
+    """On resume: a kept edit that conflicts with the store now is rebased on it, each
+    conflict between markers; returns the number of conflicts marked (0: left as it is)."""
+    text = read_edit(checkout.file)
+    if not text.strip():
+        return 0
+    try:
+        proposal = propose(store, text, _base_bytes(checkout))
+    except errors.QemError:
+        return 0  # the check-in round reports it, after the editor
+    if not proposal.plan.conflicts or proposal.plan.errors:
+        return 0
+    checkout.replace(*rebased(store, proposal, problems(proposal)))
+    return len(proposal.plan.conflicts)
+
+
+def read_edit(path: Path) -> bytes:
+    """The edited file's bytes (decoded only where the check-in has to read them, and a
+    line that is not UTF-8 is named there)."""
+    data = read_regular(path)
+    if data is None:
+        raise errors.BadInput(f"{path} is gone; nothing was checked in")
+    return data
+
+
+def _base_bytes(checkout: Checkout) -> bytes | None:
+    return read_edit(checkout.base_file) if checkout.base_file.exists() else None
+
+
+# -- the one loop ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Source:
+    """What is checked in: the edited file, and the kept edit it belongs to (None for a
+    file of the user's own, such as a hand-edited MEMORY.md)."""
+
+    path: Path
+    place: Workspace
+    checkout: Checkout | None = None
+
+    def hint(self) -> str:
+        if self.checkout is not None:
+            return self.checkout.resume_hint()
+        return f"your edit is kept in {self.path}"
+
+    def read(self, store: Store) -> tuple[bytes, bytes | None]:
+        """The edit, and the rendering it was made from where that is known."""
+        data = read_regular(self.path)
+        if data is None:
+            raise errors.BadInput(f"{self.path} does not exist; nothing to check in")
+        if self.checkout is not None:
+            return data, _base_bytes(self.checkout)
+        return data, mirror_base(store, data)
+
+
+class Asker(Protocol):
+    """Whoever runs a check-in: shown each plan, asked to confirm it and for a reason."""
+
+    def confirm(self, proposal: Proposal, moved: int) -> str:
+        """"apply", or what to do instead ("edit": edit again; "keep": stop, keeping the
+        edit).  `moved`: events others appended since the last plan was confirmed (the
+        plan was made again), 0 for a first plan."""
+
+    def reason(self) -> str:
+        """The reason recorded on every event of the check-in (asked once)."""
+
+
+@dataclass
+class Outcome:
+    """What a check-in did.  `status`: applied, unchanged (nothing to write), dry_run,
+    refused (conflicts or an unreadable edit; nothing written), edit (edit again), keep
+    (stopped; nothing written), landed_before (applied by an earlier run)."""
+
+    status: str
+    source: Source
+    proposal: Proposal | None = None
+    checkin_id: str | None = None
+    created: list[int] = field(default_factory=list)
+    kept: Checkout | None = None  # where a refused edit is kept for `qem edit --resume`
+    notices: list[str] = field(default_factory=list)  # from keeping the mirror current
+
+
+def check_in(store: Store, source: Source, asker: Asker, who: str, *, dry_run: bool = False) -> Outcome:
+    """Plan `source` and, once the asker confirms, apply it; plan again while others
+    write meanwhile.  The kept edit is removed once it landed (or had nothing to do); a
+    user's file is rendered again at the new head, and the mirror too where the workspace
+    keeps it current; a refused user's file is copied to a kept edit so that
+    `qem edit --resume` can take it up."""
+    if source.checkout is not None and not dry_run:
+        done = already_landed(store, source.checkout)
+        if done is not None:
+            source.checkout.discard()
+            return Outcome("landed_before", source, checkin_id=done)
+    text, base_text = source.read(store)
+    moved = 0
+    while True:
+        proposal = propose(store, text, base_text)
+        if not proposal.plan.ok:
+            return Outcome("refused", source, proposal, kept=_keep_refused(source, proposal))
+        if not proposal.plan.ops or dry_run:
+            if not dry_run:
+                _settle(store, source, proposal)
+            return Outcome("dry_run" if dry_run else "unchanged", source, proposal)
+        choice = asker.confirm(proposal, moved)
+        if choice != "apply":
+            return Outcome(choice, source, proposal)
+        try:
+            checkin_id, created = _apply(store, source, proposal, asker.reason(), who)
+        except errors.HeadMoved as exc:
+            moved = exc.moved
+            continue
+        _settle(store, source, proposal)
+        notices = auto_export(store, source.place)
+        return Outcome("applied", source, proposal, checkin_id, created, notices=notices)
+
+
+def _apply(store: Store, source: Source, proposal: Proposal, reason: str, who: str) -> tuple[str, list[int]]:
+    checkin_id = new_checkin_id(proposal.plan)
+    if source.checkout is not None:
+        source.checkout.add_pending(checkin_id)
+    return apply_plan(store, proposal.plan, who, reason, checkin_id)
+
+
+def _settle(store: Store, source: Source, proposal: Proposal) -> None:
+    """After a check-in that landed or had nothing to do: a kept edit is done with; a
+    user's file is rendered again at the new head, ready for the next edit."""
+    if source.checkout is not None:
+        source.checkout.discard()
+        return
+    if proposal.plan.ops:
+        fresh = rendered_bytes(store, proposal.parsed.selection)[1]
+        write_atomic(source.path, fresh, mode=os.stat(source.path).st_mode & 0o777)
+
+
+def _keep_refused(source: Source, proposal: Proposal) -> Checkout | None:
+    """A refused file of the user's is also kept as a resumable edit (its own base
+    preserved); a kept edit stays where it is."""
+    if source.checkout is not None:
+        return source.checkout
+    selection, base = proposal.parsed.selection, proposal.plan.base
+    if proposal.base_text is not None:
+        base_render = proposal.base_text.decode("utf-8")
+    else:  # a whole-file plan read every note
+        base_render = render(proposal.base_notes.values(), base, selection)
+    return keep(source.place, base, selection, base_render, proposal.text)

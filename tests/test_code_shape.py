@@ -1,0 +1,61 @@
+"""The shape of the house, checked: short functions, and pure cores.
+
+docs/ARCHITECTURE.md describes the layering; these tests keep it true as the code grows.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PRODUCT = ("qem_edit", "renderer", "reconciler")
+MAX_LINES = 50
+# The pure cores read no database, clock, terminal or command-line framework.
+IMPURE = {"sqlite3", "typer", "click", "time", "datetime", "subprocess", "filelock"}
+PURE_CORES = ("renderer", "reconciler")
+PURE_MODULES = ("qem_edit/model.py", "qem_edit/resolver.py")
+
+
+def _trees(folders):  # type: ignore[no-untyped-def]
+    for folder in folders:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            yield path, ast.parse(path.read_text("utf-8"))
+
+
+def test_no_product_function_is_longer_than_a_screen() -> None:
+    long = [
+        f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for path, tree in _trees(PRODUCT)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > MAX_LINES
+    ]
+    assert not long, f"functions over {MAX_LINES} lines (split them where the idea splits): {long}"
+
+
+def _imports(tree: ast.AST) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0 and node.module:
+                out.add(node.module.split(".")[0])
+            elif node.module:
+                out.add("." + node.module.split(".")[-1] if node.level else node.module)
+    return out
+
+
+def test_the_renderer_and_the_reconciler_are_pure() -> None:
+    found = {}
+    for path, tree in _trees(PURE_CORES):
+        bad = _imports(tree) & IMPURE
+        bad |= {m for m in _imports(tree) if m in (".store", ".cli", ".terminal", ".export", ".checkin")}
+        if bad:
+            found[str(path.relative_to(REPO))] = sorted(bad)
+    for name in PURE_MODULES:
+        bad = _imports(ast.parse((REPO / name).read_text("utf-8"))) & IMPURE
+        if bad:
+            found[name] = sorted(bad)
+    assert not found, f"pure modules importing a database, clock, terminal or CLI: {found}"
