@@ -97,9 +97,17 @@ def move(store: Store, place: Workspace, event_type: str, note_id: int, reason: 
 
 
 def forget(store: Store, place: Workspace, note_id: int, reason: str | None, actor: str) -> Written:
+    """Erase the note's text from the store, then from every file qem wrote (see
+    qem_edit.forgetting); the notices name what could not be cleaned."""
+    from .forgetting import scrub
+
     why = reason_for("forgotten", reason)
+    text = store.note(note_id).text
     event = store.write(lambda tx: tx.forget(note_id, actor, why or ""))
-    return _written(store, place, Written(event=event))
+    written = _written(store, place, Written(event=event))
+    if text:
+        written.notices += scrub(store, place, store.note(note_id), text)
+    return written
 
 
 def dispute(store: Store, place: Workspace, a: int, b: int, reason: str | None, actor: str) -> Written:

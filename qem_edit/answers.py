@@ -133,17 +133,14 @@ class VerifyReport:
         lines = []
         if self.repaired is not None:
             lines.append(f"rebuilt the notes cache from the log: {self.repaired} notes")
-        lines += self.problems
-        if not self.problems:
-            lines.append(f"ok: the notes cache equals a replay of {self.head} events")
-        return "\n".join(lines)
+        return "\n".join(lines + self.problems)
 
     def data(self) -> object:
         return {"head": self.head, "ok": not self.problems, "problems": self.problems, "repaired": self.repaired}
 
     def remark(self) -> str | None:
         if not self.problems:
-            return None
+            return f"ok: the notes cache equals a replay of {self.head} events"
         return (
             f"verify: {len(self.problems)} problem(s) at head {self.head}; `qem verify --repair` rebuilds"
             " the cache; a cycle, dangling pointer or fork came with a loaded log and is"

@@ -17,16 +17,16 @@ from pathlib import Path
 from typing import Protocol
 
 from . import errors
-from .checkouts import Checkout, keep
-from .export import auto_export, fill_forgotten_texts, rendered_at_base, rendered_bytes
+from .checkouts import Checkout, checkout_bytes, keep
+from .export import auto_export, fill_forgotten_texts, cached_render_at, render_store
 from .faults import checkpoint
 from .files import read_regular, write_atomic
-from .model import MOVE_BY_VERB, Event, NewNote, Note
+from .model import LIVE_STATES, MOVE_BY_VERB, Event, NewNote, Note
 from .reconciler.blocks import EditDiff, diff_edit
-from .reconciler.parse import ParsedFile, parse
+from .reconciler.parse import LineError, ParsedFile, parse
 from .reconciler.plan import Conflict, Op, Plan, make_plan
 from .reconciler.rebase import rebase, with_errors
-from .renderer import render
+from .renderer import for_editing, render
 from .renderer.format import HEADER_RE
 from .store import Store, Transaction
 from .workspace import Workspace
@@ -61,7 +61,26 @@ def propose(store: Store, text: str | bytes, base_text: str | bytes | None = Non
         diff = diff_edit(base, data)
         if diff is not None and diff.parsed.base is not None:
             return _propose_changed(store, diff, data, base)
-    return _propose_whole(store, data, base)
+    proposal = _propose_whole(store, data, base)
+    if base is not None and _header_fields(base) != _header_fields(data):
+        proposal.plan.errors.insert(0, LineError(1, _header_changed(base)))
+    return proposal
+
+
+def _header_fields(data: bytes) -> tuple | None:
+    """What the header says (base, kinds, live only), or None where there is none."""
+    match = HEADER_RE.match(_header_line(data).decode("utf-8", "replace"))
+    return (match["base"], match["kinds"], bool(match["active"])) if match else None
+
+
+def _header_changed(base: bytes) -> str:
+    """Refusing a checkout whose header was edited: deleting `kinds=gotcha` from a
+    narrowed checkout would otherwise read as every other kind's notes deleted."""
+    return (
+        "the header line was changed; it says which notes this file holds, and the check-in"
+        " reads the edit against it: put it back as it was, "
+        + _header_line(base).decode("utf-8", "replace")
+    )
 
 
 def _header_line(data: bytes) -> bytes:
@@ -146,7 +165,7 @@ def mirror_base(store: Store, text: bytes) -> bytes | None:
     base = int(match["base"])
     if base > store.head():
         return None
-    return rendered_at_base(store, base)
+    return cached_render_at(store, base)
 
 
 # -- the words for what went wrong --------------------------------------------------------------
@@ -157,7 +176,8 @@ def describe_conflict(conflict: Conflict) -> str:
     if any(op.action == "revoke" and op.line == 0 for op in conflict.mine):
         mine = "deleted it (revoke)"
     theirs = "; ".join(
-        f"{e.type} by {e.actor} at {e.at}" + (f" ({e.reason})" if e.reason else "") for e in conflict.theirs
+        f"{e.type} by {e.actor} at {e.at}" + (f" ({' '.join(e.reason.split())})" if e.reason else "")
+        for e in conflict.theirs
     )
     return f"conflict on #{conflict.note_id}: you {mine}; since your base the store saw: {theirs}"
 
@@ -239,7 +259,7 @@ def rebased(store: Store, proposal: Proposal, messages: list[str]) -> tuple[str,
     }
     new_text = rebase(proposal.parsed, proposal.plan, proposal.base_notes, proposal.now_notes, sides, messages)
     new_base = render(list(proposal.now_notes.values()), proposal.plan.head, proposal.parsed.selection)
-    return new_text, new_base
+    return new_text, for_editing(new_base)
 
 
 def reopen(store: Store, checkout: Checkout, proposal: Proposal) -> None:
@@ -313,6 +333,41 @@ class Source:
         return data, mirror_base(store, data)
 
 
+# A check-in that takes more than this share of the checkout's live notes out of force
+# (revoked, superseded or expired), and more than MASS_MIN of them, is confirmed
+# explicitly, even under --yes: an editor that saved half the file or a search-and-replace
+# gone wrong looks exactly like that.
+MASS_SHARE = 0.25
+MASS_MIN = 5
+_TAKING = frozenset({"revoke", "supersede", "expire"})
+
+
+@dataclass(frozen=True)
+class MassChange:
+    taken: int  # live notes the check-in takes out of force
+    live: int  # the live notes of the checkout
+
+    def describe(self) -> str:
+        return (
+            f"this check-in takes {self.taken} of the checkout's {self.live} live notes out of force"
+            " (revoked, superseded or expired)"
+        )
+
+
+def mass_change(store: Store, proposal: Proposal) -> MassChange | None:
+    """The check-in's reach, when it is past the mass-change threshold (else None)."""
+    base = proposal.base_notes
+    taken = {
+        op.note_id for op in proposal.plan.ops
+        if op.action in _TAKING and op.note_id in base and base[op.note_id].live
+    }
+    if len(taken) <= MASS_MIN:
+        return None
+    selection = proposal.parsed.selection
+    live = store.count(kinds=selection.kinds, states=LIVE_STATES)
+    return MassChange(len(taken), live) if len(taken) > live * MASS_SHARE else None
+
+
 class Asker(Protocol):
     """Whoever runs a check-in: shown each plan, asked to confirm it and for a reason."""
 
@@ -321,8 +376,13 @@ class Asker(Protocol):
         edit).  `moved`: events others appended since the last plan was confirmed (the
         plan was made again), 0 for a first plan."""
 
-    def reason(self) -> str:
-        """The reason recorded on every event of the check-in (asked once)."""
+    def confirm_mass(self, proposal: Proposal, mass: MassChange) -> bool:
+        """Explicit consent to a mass change (past the threshold, without
+        --allow-mass-change); False keeps the edit."""
+
+    def reason(self) -> str | None:
+        """The reason recorded on every event of the check-in (asked once); None when
+        the person would not give one (the edit is kept)."""
 
 
 @dataclass
@@ -331,7 +391,7 @@ class Outcome:
     refused (conflicts or an unreadable edit; nothing written), edit (edit again), keep
     (stopped; nothing written), landed_before (applied by an earlier run)."""
 
-    status: str
+    status: str  # also: empty (the edit is an empty file; kept)
     source: Source
     proposal: Proposal | None = None
     checkin_id: str | None = None
@@ -340,38 +400,54 @@ class Outcome:
     notices: list[str] = field(default_factory=list)  # from keeping the mirror current
 
 
-def check_in(store: Store, source: Source, asker: Asker, who: str, *, dry_run: bool = False) -> Outcome:
+def check_in(store: Store, source: Source, asker: Asker, who: str, *,
+             dry_run: bool = False, allow_mass_change: bool = False) -> Outcome:
     """Plan `source` and, once the asker confirms, apply it; plan again while others
     write meanwhile.  The kept edit is removed once it landed (or had nothing to do); a
     user's file is rendered again at the new head, and the mirror too where the workspace
     keeps it current; a refused user's file is copied to a kept edit so that
-    `qem edit --resume` can take it up."""
+    `qem edit --resume` can take it up (not by a dry run, which keeps nothing).  An empty
+    edit is never taken for "no changes": it is kept as it is."""
     if source.checkout is not None and not dry_run:
         done = already_landed(store, source.checkout)
         if done is not None:
             source.checkout.discard()
             return Outcome("landed_before", source, checkin_id=done)
     text, base_text = source.read(store)
+    if not text.strip():
+        return Outcome("empty", source, kept=source.checkout)
     moved = 0
     while True:
         proposal = propose(store, text, base_text)
         if not proposal.plan.ok:
-            return Outcome("refused", source, proposal, kept=_keep_refused(source, proposal))
+            return Outcome("refused", source, proposal, kept=None if dry_run else _keep_refused(source, proposal))
         if not proposal.plan.ops or dry_run:
             if not dry_run:
                 _settle(store, source, proposal)
             return Outcome("dry_run" if dry_run else "unchanged", source, proposal)
-        choice = asker.confirm(proposal, moved)
-        if choice != "apply":
-            return Outcome(choice, source, proposal)
+        choice = _consent(store, proposal, asker, moved, allow_mass_change)
+        reason = asker.reason() if choice == "apply" else None
+        if reason is None:
+            return Outcome(choice if choice != "apply" else "keep", source, proposal)
         try:
-            checkin_id, created = _apply(store, source, proposal, asker.reason(), who)
+            checkin_id, created = _apply(store, source, proposal, reason, who)
         except errors.HeadMoved as exc:
             moved = exc.moved
             continue
         _settle(store, source, proposal)
         notices = auto_export(store, source.place)
         return Outcome("applied", source, proposal, checkin_id, created, notices=notices)
+
+
+def _consent(store: Store, proposal: Proposal, asker: Asker, moved: int, allow_mass_change: bool) -> str:
+    """The asker's answer to the plan ("apply", "edit" or "keep"), with explicit consent
+    to a mass change where one is needed."""
+    choice = asker.confirm(proposal, moved)
+    if choice == "apply" and not allow_mass_change:
+        mass = mass_change(store, proposal)
+        if mass is not None and not asker.confirm_mass(proposal, mass):
+            return "keep"
+    return choice
 
 
 def _apply(store: Store, source: Source, proposal: Proposal, reason: str, who: str) -> tuple[str, list[int]]:
@@ -383,12 +459,15 @@ def _apply(store: Store, source: Source, proposal: Proposal, reason: str, who: s
 
 def _settle(store: Store, source: Source, proposal: Proposal) -> None:
     """After a check-in that landed or had nothing to do: a kept edit is done with; a
-    user's file is rendered again at the new head, ready for the next edit."""
-    if source.checkout is not None:
-        source.checkout.discard()
-        return
-    if proposal.plan.ops:
-        fresh = rendered_bytes(store, proposal.parsed.selection)[1]
+    recorded checkout file starts again from the store now; a user's file is rendered
+    again at the new head, ready for the next edit."""
+    checkout = source.checkout
+    if checkout is not None and checkout.external:
+        checkout.refresh(*checkout_bytes(store, proposal.parsed.selection))
+    elif checkout is not None:
+        checkout.discard()
+    elif proposal.plan.ops:
+        fresh = render_store(store, proposal.parsed.selection)[1]
         write_atomic(source.path, fresh, mode=os.stat(source.path).st_mode & 0o777)
 
 
@@ -403,3 +482,55 @@ def _keep_refused(source: Source, proposal: Proposal) -> Checkout | None:
     else:  # a whole-file plan read every note
         base_render = render(proposal.base_notes.values(), base, selection)
     return keep(source.place, base, selection, base_render, proposal.text)
+
+
+# -- the outcome, for scripts -------------------------------------------------------------------
+
+
+def outcome_data(outcome: Outcome) -> dict[str, object]:
+    """What `qem checkin --json` prints: the status, the plan's operations, conflicts and
+    errors, and, once applied, the check-in id and the new notes' ids."""
+    data: dict[str, object] = {"status": outcome.status, "checkin": outcome.checkin_id, "created": outcome.created}
+    proposal = outcome.proposal
+    if proposal is None:
+        return data
+    plan = proposal.plan
+    parsed = set(proposal.parsed.errors)
+    data.update(
+        changes=bool(plan.ops),
+        base=plan.base,
+        head=plan.head,
+        operations=[_op_data(op) for op in plan.ops],
+        conflicts=[
+            {"note": c.note_id, "line": c.line, "yours": [op.action for op in c.mine],
+             "theirs": [e.to_json() for e in c.theirs], "message": describe_conflict(c)}
+            for c in plan.conflicts
+        ],
+        errors=[{"line": e.line, "message": e.message}
+                for e in proposal.parsed.errors + [e for e in plan.errors if e not in parsed]],
+        merged=plan.merged,
+        agreed=plan.agreed,
+    )
+    return data
+
+
+def _op_data(op: Op) -> dict[str, object]:
+    data: dict[str, object] = {"action": op.action, "note": op.note_id, "line": op.line, "reason": op.reason}
+    if op.content is not None:
+        data.update(kind=op.content.kind, priority=op.content.priority, text=op.content.text)
+    return data
+
+
+def summary_of(store: Store, checkout: Checkout) -> str:
+    """One line on what checking a kept edit in would do now."""
+    try:
+        text, base = read_edit(checkout.file), _base_bytes(checkout)
+        if not text.strip():
+            return "empty"
+        proposal = propose(store, text, base)
+    except errors.QemError as exc:
+        return f"cannot be read: {exc}"
+    plan = proposal.plan
+    if not plan.ok:
+        return f"{len(problems(proposal))} problem(s) to resolve"
+    return plan.summary() or "no changes"

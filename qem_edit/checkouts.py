@@ -3,8 +3,11 @@
 A checkout lives in a private directory `.qem/checkouts/<id>/` (0700): `MEMORY.md` (the
 file you edit, 0600), `base.md` (the rendering as checked out, so a later `forget` cannot
 hide what you changed) and `session.json` (base seq, selection, and the check-in ids that
-started applying).  Nothing here locks the store: others keep writing, and the check-in
-reconciles.  A checkout is removed only once its edit landed (or had nothing to do).
+started applying).  `qem checkout --path FILE` writes the edit to FILE instead and keeps
+only the record (base.md and session.json naming FILE), so that checking FILE in later
+reads it against the rendering it was made from.  Nothing here locks the store: others
+keep writing, and the check-in reconciles.  A kept checkout is removed only once its edit
+landed (or had nothing to do); a recorded FILE is rendered again instead.
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import errors
-from .export import rendered_bytes
+from .export import render_store
 from .files import private_dir, write_atomic
-from .renderer import Selection
+from .renderer import Selection, for_editing
 from .store import Store
 from .workspace import Workspace
 
@@ -37,14 +40,20 @@ class Checkout:
 
     @property
     def file(self) -> Path:
-        return self.directory / EDIT_FILE
+        """The file being edited: the kept MEMORY.md, or the recorded FILE."""
+        external = self._record().get("file")
+        return Path(external) if isinstance(external, str) else self.directory / EDIT_FILE
+
+    @property
+    def external(self) -> bool:
+        return isinstance(self._record().get("file"), str)
 
     @property
     def base_file(self) -> Path:
         return self.directory / BASE_FILE
 
     def discard(self) -> None:
-        """Remove the checkout: its edit landed, or there was nothing to check in."""
+        """Remove the checkout (never a recorded FILE, which is the user's)."""
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def resume_hint(self) -> str:
@@ -56,6 +65,9 @@ class Checkout:
         except (OSError, ValueError):
             return {}
 
+    def _write_record(self, data: dict) -> None:
+        write_atomic(self.directory / RECORD_FILE, json.dumps(data).encode("utf-8"), mode=0o600)
+
     def pending(self) -> tuple[int, list[str]]:
         """The checkout's first base, and the check-in ids it started applying."""
         data = self._record()
@@ -66,7 +78,7 @@ class Checkout:
         edit must not be checked in a second time (its new notes would be created twice)."""
         data = self._record()
         data["pending"] = [*data.get("pending", []), checkin_id]
-        write_atomic(self.directory / RECORD_FILE, json.dumps(data).encode("utf-8"), mode=0o600)
+        self._write_record(data)
 
     def replace(self, text: str, base_text: str | None = None) -> None:
         """Reopen the edit with new text (and a new base, when it was rebased)."""
@@ -74,24 +86,56 @@ class Checkout:
             write_atomic(self.base_file, base_text.encode("utf-8"), mode=0o600)
         write_atomic(self.file, text.encode("utf-8"), mode=0o600)
 
+    def refresh(self, base: int, rendering: bytes) -> None:
+        """A recorded FILE that was checked in starts again from `rendering` (at `base`)."""
+        write_atomic(self.base_file, rendering, mode=0o600)
+        write_atomic(self.file, rendering, mode=_mode(self.file))
+        data = self._record()
+        data.update(base=base, pending=[])
+        self._write_record(data)
+
+
+def _mode(path: Path) -> int:
+    try:
+        return os.stat(path).st_mode & 0o777
+    except OSError:
+        return 0o600
+
+
+def checkout_bytes(store: Store, selection: Selection) -> tuple[int, bytes]:
+    """The store's head and its rendering as a checkout (with how to edit it)."""
+    base, rendered = render_store(store, selection)
+    return base, for_editing(rendered.decode("utf-8")).encode("utf-8")
+
 
 def new_checkout(store: Store, place: Workspace, selection: Selection) -> Checkout:
     """Render the store (within `selection`) into a fresh checkout."""
-    base, rendered = rendered_bytes(store, selection)
+    base, rendered = checkout_bytes(store, selection)
     return keep(place, base, selection, rendered, rendered)
 
 
-def keep(place: Workspace, base: int, selection: Selection, base_text: str | bytes, text: str | bytes) -> Checkout:
-    """A new checkout holding `text`, edited from `base_text` (rendered at seq `base`)."""
+def keep(place: Workspace, base: int, selection: Selection, base_text: str | bytes, text: str | bytes | None,
+         *, external: Path | None = None) -> Checkout:
+    """A new checkout holding `text`, edited from `base_text` (rendered at seq `base`); or,
+    with `external`, the record of a checkout written to that file.  On a failure (a full
+    disk) nothing is left behind and the error names the place."""
     root = private_dir(place.checkouts)
     directory = root / f"{base}-{os.urandom(4).hex()}"
-    directory.mkdir(mode=0o700)
-    checkout = Checkout(directory)
-    write_atomic(checkout.base_file, _utf8(base_text), mode=0o600)
-    write_atomic(checkout.file, _utf8(text), mode=0o600)
-    record = {"base": base, "selection": {"kinds": list(selection.kinds) if selection.kinds else None, "active": selection.active_only}}
-    write_atomic(directory / RECORD_FILE, json.dumps(record).encode("utf-8"), mode=0o600)
-    return checkout
+    record: dict = {"base": base, "selection": {"kinds": list(selection.kinds) if selection.kinds else None,
+                                                 "active": selection.active_only}}
+    if external is not None:
+        record["file"] = str(external.resolve())
+    try:
+        directory.mkdir(mode=0o700)
+        write_atomic(directory / BASE_FILE, _utf8(base_text), mode=0o600)
+        if text is not None:
+            write_atomic(directory / EDIT_FILE, _utf8(text), mode=0o600)
+        write_atomic(directory / RECORD_FILE, json.dumps(record).encode("utf-8"), mode=0o600)
+    except (OSError, errors.QemError) as exc:
+        shutil.rmtree(directory, ignore_errors=True)
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise errors.StoreUnwritable(f"cannot keep a checkout in {root}: {why}; nothing was kept") from None
+    return Checkout(directory)
 
 
 def _utf8(text: str | bytes) -> bytes:
@@ -124,16 +168,29 @@ def find_checkout(place: Workspace, which: str | None) -> Checkout:
 
 
 def owning(place: Workspace, path: Path) -> Checkout | None:
-    """The kept edit whose file `path` is (None: a file of the user's own)."""
+    """The checkout whose file `path` is: a kept edit's MEMORY.md, or a FILE recorded by
+    `qem checkout --path` (None: a file of the user's own, such as the mirror)."""
     root = place.checkouts
-    if not root.is_symlink() and path.resolve().parent.parent == root.resolve():
-        return Checkout(path.resolve().parent)
+    if root.is_symlink() or not root.is_dir():
+        return None
+    resolved = path.resolve()
+    if resolved.parent.parent == root.resolve():
+        return Checkout(resolved.parent)
+    for checkout in kept(place):
+        if checkout.external and checkout.file == resolved:
+            return checkout
     return None
 
 
 def write_checkout(store: Store, place: Workspace, selection: Selection, path: Path | None) -> Path:
-    """`qem checkout`: a kept checkout (`path` None), or the rendering written to `path`."""
+    """`qem checkout`: a kept checkout (`path` None), or the checkout written to `path`
+    and recorded (a record of the same file made earlier is replaced)."""
     if path is None:
         return new_checkout(store, place, selection).file
-    write_atomic(path, rendered_bytes(store, selection)[1], mode=0o600)
+    base, rendered = checkout_bytes(store, selection)
+    earlier = owning(place, path)
+    write_atomic(path, rendered, mode=0o600)
+    keep(place, base, selection, rendered, None, external=path)
+    if earlier is not None:
+        earlier.discard()
     return path

@@ -13,7 +13,8 @@ exit status in `main`, the only place that exits.
 
 from __future__ import annotations
 
-import json
+import functools
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -79,7 +80,7 @@ def _open(workspace: Path | None, store: Path | None, *, write: bool = False, cr
         place.config()
     create = write if create is None else create
     existed = place.store_path.exists()
-    handle = Store.open(place.store_path, create=create)
+    handle = Store.open(place.store_path, create=create, write=write)
     if create and not existed:
         _say(f"created a new store at {place.store_path}")
     return place, handle
@@ -123,6 +124,21 @@ def _text_arg(text: str) -> str:
         return sys.stdin.buffer.read().decode("utf-8")
     except UnicodeDecodeError:
         raise errors.Refused("the note text on standard input is not UTF-8") from None
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        print(f"qem {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _qem(
+    version: Annotated[bool, typer.Option("--version", help="Print qem's version and exit.", is_eager=True, callback=_print_version)] = False,
+) -> None:
+    """qem: an agent's memory as an append-only event log."""
 
 
 # -- store ---------------------------------------------------------------------------------
@@ -263,25 +279,7 @@ def forget(
         raise errors.BadInput(f"forget erases note #{note_id}'s text for good; add --yes to confirm")
     written = _act(workspace, store, actor, lambda h, p, who: acts.forget(h, p, note_id, reason, who), create=False)
     print(f"#{note_id} forgotten (seq {written.event.seq})")
-    _warn_stale_mirror(workspace, store, note_id)
     return 0
-
-
-def _warn_stale_mirror(workspace, store, note_id: int) -> None:  # type: ignore[no-untyped-def]
-    """A forgotten text must not live on in the mirror (and from there in git)."""
-    from . import workspace as ws
-
-    place = ws.resolve(workspace, store)
-    mirror = place.mirror_path()
-    try:
-        stale = not place.auto_export() and mirror.is_file()
-    except errors.QemError:
-        stale = mirror.is_file()
-    if stale:
-        _say(
-            f"warning: {mirror} may still hold note #{note_id}'s text; run `qem export`"
-            " (and check what git has already committed)"
-        )
 
 
 # -- reading -------------------------------------------------------------------------------
@@ -443,16 +441,16 @@ def status(note_id: IdArg, as_json: JsonOpt = False, workspace: WorkspaceOpt = N
     return _show(CurrencyAnswer(answer), as_json)
 
 
-@app.command(context_settings={"ignore_unknown_options": True})
+@app.command(context_settings={"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]})
 def query(
     filters: Annotated[Optional[list[str]], typer.Argument(help="KEY=VALUE filters (text~SUBSTRING for text).", show_default=False)] = None,
     events: Annotated[bool, typer.Option("--events", help="Filter the event log instead of notes.")] = False,
     as_json: JsonOpt = False,
-    count: Annotated[bool, typer.Option("--count", help="Print only the count (after the selection line).")] = False,
+    count: Annotated[bool, typer.Option("--count", help="Print only the number of matches on stdout (the scope line goes to stderr).")] = False,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
 ) -> int:
-    """Exact filters over headers, answered with the selection that was scanned.
+    """Exact filters over headers, answered with the scope that was scanned.
 
     \b
     Note filters: kind state priority provenance actor since until supersedes
@@ -534,7 +532,7 @@ def export_(
     target = place.mirror_path(path)
     with handle:
         if stdout:  # the file's bytes, never decoded
-            _write_bytes(mirror.rendered_bytes(handle)[1] if at is None else mirror.rendered_as_of(handle, at))
+            _write_bytes(mirror.render_store(handle)[1] if at is None else mirror.render_as_of(handle, at))
             return 0
         if check or diff:
             return _check_mirror(handle, target, check, diff)
@@ -571,6 +569,7 @@ def _write_bytes(data: bytes) -> None:
 KindsOpt = Annotated[Optional[list[str]], typer.Option("--kind", "-k", help="Only this kind (repeatable).", show_default=False)]
 ActiveOpt = Annotated[bool, typer.Option("--active", help="Only notes in force (active or stale).")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Apply without asking.")]
+MassOpt = Annotated[bool, typer.Option("--allow-mass-change", help="Apply even when the check-in takes more than a quarter (and more than 5) of the checkout's live notes out of force; otherwise that is confirmed separately, even with --yes.")]
 
 
 @app.command()
@@ -579,7 +578,8 @@ def edit(
     active: ActiveOpt = False,
     reason: ReasonOpt = None,
     yes: YesOpt = False,
-    resume: Annotated[Optional[str], typer.Option("--resume", help="Reopen a kept edit (its id, or `last`).", show_default=False)] = None,
+    resume: Annotated[Optional[str], typer.Option("--resume", help="Reopen a kept edit: its id, or the latest when no id follows (`qem checkouts` lists them).", show_default=False)] = None,
+    mass: MassOpt = False,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
     actor: ActorOpt = None,
@@ -594,7 +594,7 @@ def edit(
     place, handle = _open(workspace, store, write=True)
     with handle:
         selection = Selection(kinds=_kinds(kind), active_only=active)
-        return _checked_in(run_edit(handle, place, selection, reason, yes, resume, ws.actor(actor)))
+        return _checked_in(run_edit(handle, place, selection, reason, yes, resume, ws.actor(actor), mass))
 
 
 @app.command()
@@ -622,12 +622,15 @@ def checkin(
     path: Annotated[Optional[Path], typer.Option("--path", help="The edited file (default: the latest checkout, else MEMORY.md).", show_default=False)] = None,
     reason: ReasonOpt = None,
     yes: YesOpt = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; write nothing.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan on stdout and write nothing; exit 0 when there is nothing to change, 1 when there is.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan (and, once applied, the new ids) as JSON.")] = False,
+    mass: MassOpt = False,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
     actor: ActorOpt = None,
 ) -> int:
-    """Check an edited checkout (or a hand-edited MEMORY.md) in as events.
+    """Check an edited checkout (or a hand-edited MEMORY.md) in as events; print the new
+    notes' ids.
 
     Example: qem checkin --path MEMORY.md -m "fixed the lock note" --yes
     """
@@ -636,15 +639,59 @@ def checkin(
 
     place, handle = _open(workspace, store, write=True, create=False)
     with handle:
-        return _checked_in(run_checkin(handle, place, path, reason, yes, dry_run, ws.actor(actor)))
+        outcome = run_checkin(handle, place, path, reason, yes, dry_run, ws.actor(actor),
+                              as_json=as_json, allow_mass_change=mass)
+        return _checked_in(outcome)
+
+
+@app.command("checkouts")
+def checkouts_(
+    discard: Annotated[Optional[list[str]], typer.Option("--discard", help="Remove this kept edit (repeatable); a file written by `qem checkout --path` stays, only its record goes.", show_default=False)] = None,
+    discard_all: Annotated[bool, typer.Option("--discard-all", help="Remove every kept edit.")] = False,
+    workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """List the kept edits (oldest first) with their age and what checking each in would do.
+
+    Example: qem checkouts; qem checkouts --discard 16-1a2b3c4d
+    """
+    from .checkin import summary_of
+    from .checkouts import find_checkout, kept
+
+    place, handle = _open(workspace, store)
+    with handle:
+        if discard or discard_all:
+            doomed = kept(place) if discard_all else [find_checkout(place, which) for which in discard or []]
+            for checkout in doomed:
+                checkout.discard()
+                _say(f"discarded the kept edit {checkout.id} ({checkout.file})")
+            return 0
+        for checkout in kept(place):
+            print(f"{checkout.id}\t{_age(checkout.directory)}\t{checkout.file}\t{summary_of(handle, checkout)}")
+    return 0
+
+
+def _age(path: Path) -> str:
+    import time
+
+    seconds = max(0, int(time.time() - path.stat().st_mtime))
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return f"{seconds} s ago"
 
 
 def _checked_in(outcome) -> int:  # type: ignore[no-untyped-def]
-    """A check-in's exit status."""
+    """A check-in's exit status: 1 for a dry run that found changes (as `export --check`),
+    2 for an empty or unreadable edit, 3 for conflicts."""
     from .checkin import is_conflict
 
     if outcome.status == "refused":
         return errors.EXIT_CONFLICT if is_conflict(outcome.proposal) else errors.EXIT_INPUT
+    if outcome.status == "empty":
+        return errors.EXIT_INPUT
+    if outcome.status == "dry_run" and outcome.proposal.plan.ops:
+        return errors.EXIT_DIFFERENT
     return errors.EXIT_OK
 
 
@@ -676,6 +723,31 @@ def _click_exceptions() -> tuple[type, type, type]:
     return ClickException, Exit, Abort
 
 
+class _PipeClosed(Exception):
+    """Standard output was closed by its reader."""
+
+
+def _pipe_safe(callback):  # type: ignore[no-untyped-def]
+    """A command whose closed stdout ends it quietly: click would turn EPIPE into exit 1."""
+
+    @functools.wraps(callback)
+    def run(*args, **kwargs):  # type: ignore[no-untyped-def]
+        try:
+            return callback(*args, **kwargs)
+        except BrokenPipeError:
+            raise _PipeClosed() from None
+
+    return run
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def _command(argv: list[str]):  # type: ignore[no-untyped-def]
     """The click command to run `argv`, and the arguments and name to run it with.
 
@@ -685,6 +757,9 @@ def _command(argv: list[str]):  # type: ignore[no-untyped-def]
     unknown name) gets the whole group, and its usual messages.
     """
     name = argv[0] if argv else None
+    for info in app.registered_commands:
+        if not hasattr(info.callback, "__wrapped__"):
+            info.callback = _pipe_safe(info.callback)
     for info in app.registered_commands:
         if name == (info.name or info.callback.__name__.replace("_", "-")):  # type: ignore[union-attr]
             single = typer.Typer(
@@ -696,13 +771,33 @@ def _command(argv: list[str]):  # type: ignore[no-untyped-def]
     return typer.main.get_command(app), argv, "qem"
 
 
+# Options whose value may be left out, and what they then mean (click's optional values
+# are not reachable through typer): `qem edit --resume` resumes the latest kept edit.
+_OPTIONAL_VALUES = {("edit", "--resume"): "last"}
+
+
+def _with_optional_values(argv: list[str]) -> list[str]:
+    out = list(argv)
+    for (name, option), value in _OPTIONAL_VALUES.items():
+        if not out or out[0] != name:
+            continue
+        for i in range(len(out) - 1, 0, -1):
+            if out[i] == option and (i + 1 == len(out) or out[i + 1].startswith("-")):
+                out.insert(i + 1, value)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ClickException, ClickExit, ClickAbort = _click_exceptions()
-    command, args, prog = _command(sys.argv[1:] if argv is None else argv)
+    command, args, prog = _command(_with_optional_values(sys.argv[1:] if argv is None else argv))
     try:
         code = command.main(args=args, prog_name=prog, standalone_mode=False)
+    except _PipeClosed:
+        _silence_stdout()  # the reader went away (`qem log | head`): end quietly, as git does
+        code = errors.EXIT_OK
     except errors.QemError as exc:
-        print(f"qem: error: {exc}", file=sys.stderr)
+        label = "" if isinstance(exc, errors.Interrupted) else "error: "
+        print(f"qem: {label}{exc}", file=sys.stderr)
         if exc.hint:
             print(f"qem: {exc.hint}", file=sys.stderr)
         code = exc.exit_code
@@ -717,8 +812,6 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         print("\nqem: interrupted", file=sys.stderr)
         code = errors.EXIT_INTERRUPTED
-    except BrokenPipeError:
-        code = 0
     except OSError as exc:  # a file qem cannot create or write (read-only place, full disk)
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"qem: error: {where}{exc.strerror or exc}", file=sys.stderr)

@@ -64,6 +64,12 @@ class HeadMoved(QemError):
         self.moved = moved  # how many events others appended meanwhile
 
 
+class Interrupted(QemError):
+    """Ctrl-C at a prompt or while qem worked; nothing was written."""
+
+    exit_code = EXIT_INTERRUPTED
+
+
 class ConflictError(QemError):
     """A check-in whose changes overlap changes made in the store since its base."""
 

@@ -29,12 +29,7 @@ class Verdict:
     precious: bool = False
 
 
-def rendering(store: Store, selection: Selection = Selection()) -> tuple[int, str]:
-    head, data = rendered_bytes(store, selection)
-    return head, data.decode("utf-8")
-
-
-def rendered_bytes(store: Store, selection: Selection = Selection()) -> tuple[int, bytes]:
+def render_store(store: Store, selection: Selection = Selection()) -> tuple[int, bytes]:
     """The store's head and its rendering (UTF-8), read in one snapshot.
 
     The common case joins the items the store cached at write time (one narrow table,
@@ -50,7 +45,7 @@ def rendered_bytes(store: Store, selection: Selection = Selection()) -> tuple[in
     return head, render(notes, head, selection).encode("utf-8")
 
 
-def rendered_as_of(store: Store, at: str) -> bytes:
+def render_as_of(store: Store, at: str) -> bytes:
     """The whole rendering as the store was `--at` a seq or moment."""
     from .query import seq_at
 
@@ -64,7 +59,7 @@ def export(store: Store, path: Path, *, force: bool = False) -> bool:
     A file edited by hand (or not written by qem) is not overwritten unless `force`:
     its edits would be lost without a trace; ConflictError says how to keep them.
     """
-    head, data = rendered_bytes(store)
+    head, data = render_store(store)
     current = read_regular(path)
     if current is not None and same_text(current, data):
         return False  # unchanged: leave the file (and its mtime) alone
@@ -75,7 +70,7 @@ def export(store: Store, path: Path, *, force: bool = False) -> bool:
         with lock.acquire(timeout=60):
             # Under the lock, the newest state wins: render again if the store moved.
             if store.head() != head:
-                head, data = rendered_bytes(store)
+                head, data = render_store(store)
             current = read_regular(path)
             if current is not None and same_text(current, data):
                 return False
@@ -100,7 +95,7 @@ def same_text(current: bytes, rendered: bytes) -> bool:
 
 
 def check(store: Store, path: Path) -> Verdict:
-    head, data = rendered_bytes(store)
+    head, data = render_store(store)
     current = read_regular(path)
     if current is None:
         return Verdict(False, f"{path} does not exist; run `qem export` to write it")
@@ -130,7 +125,7 @@ def classify(store: Store, path: Path, current: bytes, head: int, data: bytes) -
     if base == head:
         edited = True
     else:
-        as_rendered = rendered_at_base(store, base)
+        as_rendered = cached_render_at(store, base)
         if as_rendered is None:  # the general case: replay the whole log up to the base
             at_base = store.state_at(base)
             fill_forgotten_texts(at_base, current)
@@ -151,7 +146,7 @@ def classify(store: Store, path: Path, current: bytes, head: int, data: bytes) -
     )
 
 
-def rendered_at_base(store: Store, base: int) -> bytes | None:
+def cached_render_at(store: Store, base: int) -> bytes | None:
     """The rendering as of `base`, from the cached items with only the notes touched since
     the base rendered again: cost follows what changed, not the size of the store.  None
     where that shortcut does not hold (disputes or forks, a stale cache, text forgotten
@@ -204,7 +199,7 @@ def file_base(data: bytes) -> int | None:
 def unified_diff(store: Store, path: Path) -> str:
     import difflib
 
-    _, text = rendering(store)
+    text = render_store(store)[1].decode("utf-8")
     current = read_regular(path)
     old = current.decode("utf-8", "replace") if current is not None else ""
     return "".join(

@@ -236,12 +236,13 @@ class QueryAnswer:
     exit_code = 0
 
     def text(self) -> str:
+        if self.count_only:
+            return str(len(self.results))  # a bare number for scripts; the scope on stderr
         described = f" {' '.join(self.filters)}" if self.filters else ""
         lines = [self.scope.line(), f"{len(self.results):,} {self.what} match{described}"]
         if not self.results:
             lines.append(self.empty)
-        elif not self.count_only:
-            lines += [self._line(r) for r in self.results]
+        lines += [self._line(r) for r in self.results]
         return "\n".join(lines)
 
     def _line(self, r: dict) -> str:
@@ -258,7 +259,9 @@ class QueryAnswer:
         return payload
 
     def remark(self) -> str | None:
-        return None
+        if not self.count_only:
+            return None
+        return self.scope.line() + ("" if self.results else "\n" + self.empty)
 
 
 # -- history and checks -------------------------------------------------------------------------

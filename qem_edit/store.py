@@ -341,7 +341,9 @@ class Store:
     # -- opening -----------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: Path, *, create: bool = False) -> "Store":
+    def open(cls, path: Path, *, create: bool = False, write: bool = False) -> "Store":
+        """The store at `path`; `create` makes a missing one, `write` says the command
+        means to write (a store that can only be read is then refused up front)."""
         path = Path(path)
         if not path.exists():
             if not create:
@@ -355,11 +357,39 @@ class Store:
                 raise errors.StoreUnwritable(f"cannot create {path.parent}: {exc.strerror}") from None
         elif path.is_dir():
             raise errors.NotAStore(f"{path} is a directory, not a qem store")
-        return patiently(lambda: cls._connect(path, create), path, "open")
+        try:
+            return patiently(lambda: cls._connect(path, create), path, "open")
+        except errors.StoreUnwritable as exc:
+            if create or write:
+                raise errors.StoreUnwritable(
+                    f"{path} is read-only here ({exc}); nothing was written"
+                ) from None
+            # A read-only mount or directory: SQLite cannot make the -shm file a WAL
+            # reader needs.  Reading still works read-only, or, with no write-ahead log
+            # waiting to be read, as an immutable file; every write then refuses.
+            reader = cls._read_only(path)
+            if reader is None:
+                raise
+            return reader
 
     @classmethod
-    def _connect(cls, path: Path, create: bool) -> "Store":
-        conn = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+    def _read_only(cls, path: Path) -> "Store | None":
+        from urllib.parse import quote
+
+        uri = "file:" + quote(str(path.resolve()))
+        wal = Path(str(path) + "-wal")
+        modes = ["mode=ro"] + ([] if wal.exists() and wal.stat().st_size else ["immutable=1"])
+        for mode in modes:
+            try:
+                return cls._connect(path, False, f"{uri}?{mode}")
+            except sqlite3.DatabaseError:
+                continue
+        return None
+
+    @classmethod
+    def _connect(cls, path: Path, create: bool, uri: str | None = None) -> "Store":
+        target = uri if uri is not None else str(path)
+        conn = sqlite3.connect(target, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, uri=uri is not None)
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             # `forget` must erase text from the file, not just unlink it from the
@@ -509,17 +539,15 @@ class Store:
         self, kinds: Iterable[str] | None = None, states: Iterable[str] | None = None
     ) -> list[Note]:
         """Notes from the cache, in the projection's total order (kind rank, id)."""
-        where, params = [], []
-        for column, values in (("kind", kinds), ("state", states)):
-            if values is not None:
-                values = list(values)
-                where.append(f"{column} IN ({', '.join('?' * len(values))})")
-                params.extend(values)
-        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        clause, params = _where(kinds, states)
         rows = self._read(
             f"SELECT {_NOTE_COLUMNS} FROM notes{clause} ORDER BY kind_rank, id", params
         )
         return [_note_from_row(r) for r in rows]
+
+    def count(self, kinds: Iterable[str] | None = None, states: Iterable[str] | None = None) -> int:
+        clause, params = _where(kinds, states)
+        return self._read(f"SELECT count(*) FROM notes{clause}", params)[0][0]
 
     def snapshot(self) -> tuple[int, list[Note]]:
         """The head and every note, read in one transaction so the two agree."""
@@ -649,6 +677,16 @@ class Store:
                     self.conn.execute("ROLLBACK")
                 except sqlite3.DatabaseError:
                     pass
+
+
+def _where(kinds: Iterable[str] | None, states: Iterable[str] | None) -> tuple[str, list[str]]:
+    where, params = [], []
+    for column, values in (("kind", kinds), ("state", states)):
+        if values is not None:
+            values = list(values)
+            where.append(f"{column} IN ({', '.join('?' * len(values))})")
+            params.extend(values)
+    return (f" WHERE {' AND '.join(where)}" if where else ""), params
 
 
 def _cache_problem(note_id: int, want: Note | None, have: Note | None) -> str | None:

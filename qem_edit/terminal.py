@@ -10,32 +10,48 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
 
 from . import checkin, errors
 from .checkin import Outcome, Proposal, Source
 from .checkouts import Checkout, find_checkout, new_checkout, owning
-from .model import MOVE_BY_VERB, MOVES
+from .model import MOVE_BY_VERB
 from .renderer import Selection
 from .store import Store
 from .workspace import Workspace
 
 # -- the editor ------------------------------------------------------------------------------
 
+# An editor that hands the file back sooner than this, unchanged, most likely opened a
+# window and returned (a GUI without its wait flag): the edit is kept, not taken as "no
+# changes", or the person's later save would land in a checkout already removed.
+AT_ONCE_S = 1.0
+
 
 def editor_command() -> str:
+    """The editor, chosen as git chooses: QEM_EDITOR, VISUAL (not on a dumb terminal),
+    EDITOR, else vi; but on a dumb terminal (TERM dumb or unset) there is no vi to fall
+    back on, and qem says so rather than start one that hangs."""
+    dumb = os.environ.get("TERM", "dumb") in ("", "dumb")
     for name in ("QEM_EDITOR", "VISUAL", "EDITOR"):
         value = os.environ.get(name)
-        if name == "VISUAL" and os.environ.get("TERM") == "dumb":
+        if name == "VISUAL" and dumb:
             continue
         if value and value.strip():
             return value
+    if dumb:
+        raise errors.BadInput(
+            "no editor: set EDITOR (or QEM_EDITOR) to the editor to use, or edit a file yourself"
+            " with `qem checkout --path FILE` and `qem checkin --path FILE`"
+        )
     return "vi"
 
 
-def run_editor(path: Path) -> int:
+def run_editor(editor: str, path: Path) -> int:
     """Run the editor on `path` the way git does: through the shell, path as "$1"."""
-    editor = editor_command()
     say(f"waiting for your editor ({editor}) to close {path} ...")
     import signal
     import subprocess
@@ -64,11 +80,13 @@ def interactive() -> bool:
     return sys.stdin.isatty()
 
 
-def ask(prompt: str) -> str:
+def ask(prompt: str) -> str | None:
+    """One answer from the terminal; None at end of input (Ctrl-D): the safe choice."""
     print(prompt, end="", file=sys.stderr, flush=True)
     line = sys.stdin.readline()
     if not line:
-        return ""  # end of input: the safe choice
+        print(file=sys.stderr)
+        return None
     return line.strip()
 
 
@@ -76,44 +94,58 @@ class Prompter:
     """Answers a check-in's questions: from --yes and -m where given, else at the
     terminal; with no terminal, refuses with what to pass instead."""
 
-    def __init__(self, source: Source, reason: str | None, yes: bool, *, edit_again: bool) -> None:
+    def __init__(self, source: Source, reason: str | None, yes: bool, *, edit_again: bool, show: bool = True) -> None:
         self.source = source
         self.given_reason = reason.strip() if reason and reason.strip() else None
         self.yes = yes
         self.edit_again = edit_again
+        self.show = show  # print each plan on stderr before it is confirmed
 
     def confirm(self, proposal: Proposal, moved: int) -> str:
-        print(describe_plan(proposal), file=sys.stderr)
+        if moved:
+            say(f"the store moved on: {moved} new event(s) since the plan you saw; planned again")
+        if self.show:
+            print(describe_plan(proposal), file=sys.stderr)
         if self.yes:
             return "apply"
         if not interactive():
             also = " (and -m REASON)" if self.edit_again else ""
             raise errors.BadInput(f"no terminal to confirm the plan: pass --yes{also}", hint=self.source.hint())
         prompt = "[y]es / [e]dit again / [N]o, keep the edit" if self.edit_again else "[y/N]"
-        answer = ask(f"Apply these changes? {prompt}: ").lower()
+        answer = (ask(f"Apply these changes? {prompt}: ") or "").lower()
         if self.edit_again and answer in ("e", "edit"):
             return "edit"
         return "apply" if answer in ("y", "yes") else "keep"
 
-    def reason(self) -> str:
+    def confirm_mass(self, proposal: Proposal, mass: checkin.MassChange) -> bool:
+        say(mass.describe())
+        if not interactive():
+            raise errors.BadInput(
+                f"{mass.describe()}: if that is what you mean, pass --allow-mass-change", hint=self.source.hint()
+            )
+        return ask("Type `yes` to apply it anyway (anything else keeps the edit): ") == "yes"
+
+    def reason(self) -> str | None:
         if self.given_reason is None:
             self.given_reason = self._ask_reason()
         return self.given_reason
 
-    def _ask_reason(self) -> str:
+    def _ask_reason(self) -> str | None:
         if not interactive():
             raise errors.BadInput(
                 "no terminal to ask for the check-in's reason: pass -m REASON", hint=self.source.hint()
             )
         while True:
             answer = ask("Reason for this check-in (recorded on each event): ")
+            if answer is None:
+                return None  # Ctrl-D: no reason, nothing written, the edit kept
             if answer:
                 return answer
-            if not sys.stdin.isatty():
-                raise errors.BadInput("a check-in needs a reason", hint=self.source.hint())
 
 
 # -- what a person is shown ----------------------------------------------------------------------
+
+CONTEXT_LINES = 2  # unchanged lines shown around each change of a superseded text
 
 
 def describe_plan(proposal: Proposal) -> str:
@@ -138,30 +170,64 @@ def _describe_op(op, proposal: Proposal) -> list[str]:  # type: ignore[no-untype
             f"      {line}" for line in op.content.text.split("\n")
         ]
     if op.action == "supersede" and op.content and old:
-        return (
-            [f"  ~ supersede #{op.note_id} ({old.kind} · {old.priority}) with a new"
-             f" {op.content.kind} · {op.content.priority} · human note"]
-            + [f"    - {line}" for line in (old.text or "").split("\n")]
-            + [f"    + {line}" for line in op.content.text.split("\n")]
-        )
+        return [
+            f"  ~ supersede #{op.note_id} ({old.kind} · {old.priority}) with a new"
+            f" {op.content.kind} · {op.content.priority} · human note"
+        ] + text_change((old.text or "").split("\n"), op.content.text.split("\n"))
     move = MOVE_BY_VERB[op.action]
     first = ((old.text if old else None) or "").split("\n")[0]
     why = f" ({op.reason})" if op.reason else ""
     return [f"  {move.sign} {move.shown} #{op.note_id}{why}: {first}"]
 
 
+def text_change(old: list[str], new: list[str]) -> list[str]:
+    """The lines a supersession changes, with a little context and the count of the
+    unchanged lines left out; a line that differs from its old self only in Unicode
+    normalization (é as one code point or two) is marked, since it looks the same."""
+    import difflib
+
+    out: list[str] = []
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for group in matcher.get_grouped_opcodes(CONTEXT_LINES):
+        first, last = group[0], group[-1]
+        if first[1] > 0:
+            out.append(f"    ({first[1]} unchanged line(s))")
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                out.extend(f"      {line}" for line in old[i1:i2])
+                continue
+            out.extend(f"    - {line}" for line in old[i1:i2])
+            out.extend(f"    + {line}{_normalization_note(old, i1, i2, j, line)}" for j, line in enumerate(new[j1:j2], j1))
+        if last[2] < len(old):
+            out.append(f"    ({len(old) - last[2]} unchanged line(s))")
+    return out
+
+
+def _normalization_note(old: list[str], i1: int, i2: int, j: int, line: str) -> str:
+    import unicodedata
+
+    same = unicodedata.normalize("NFC", line)
+    if any(unicodedata.normalize("NFC", o) == same and o != line for o in old[i1:i2]):
+        return "   (differs only in Unicode normalization)"
+    return ""
+
+
 def summarize(plan) -> str:  # type: ignore[no-untyped-def]
     """"1 create, 2 supersede, 1 revoke": the plan's counts, in the lifecycle's order."""
-    counts = plan.counts()
-    return ", ".join(f"{counts[m.verb]} {m.shown}" for m in MOVES if m.verb in counts)
+    return plan.summary()
 
 
 def _ids(ids: list[int]) -> str:
     return ", ".join(f"#{i}" for i in ids)
 
 
-def report(outcome: Outcome) -> None:
-    """Say what a check-in did (its plan was shown when it was confirmed)."""
+def report(outcome: Outcome, as_json: bool = False) -> None:
+    """Say what a check-in did: what happened on stderr; what a script reads (a dry run's
+    plan, the new notes' ids) on stdout, as text or JSON."""
+    if as_json:
+        from .answers import as_json as json_text
+
+        print(json_text(checkin.outcome_data(outcome)))
     proposal = outcome.proposal
     if outcome.status == "landed_before":
         assert outcome.source.checkout is not None
@@ -173,6 +239,9 @@ def report(outcome: Outcome) -> None:
         assert proposal is not None
         new = f"; new notes {_ids(outcome.created)}" if outcome.created else ""
         say(f"checked in {outcome.checkin_id}: {summarize(proposal.plan)}{new}")
+        if not as_json:
+            for note_id in outcome.created:
+                print(note_id)
         for notice in outcome.notices:
             say(notice)
     elif outcome.status in ("unchanged", "dry_run") and proposal is not None and not proposal.plan.ops:
@@ -181,10 +250,19 @@ def report(outcome: Outcome) -> None:
             say(f"others changed {_ids(proposal.plan.merged)} since your base; kept")
     elif outcome.status == "dry_run":
         assert proposal is not None
-        print(describe_plan(proposal), file=sys.stderr)
+        if not as_json:
+            print(describe_plan(proposal))
         say("dry run; nothing written")
     elif outcome.status == "keep":
         say(f"nothing written; {outcome.source.hint()}")
+    elif outcome.status == "empty":
+        # never taken for "no changes": an editor that saved nothing must not cost the edit
+        raise errors.BadInput("the file is empty: nothing to check in", hint=outcome.source.hint() + _discard_hint(outcome))
+
+
+def _discard_hint(outcome: Outcome) -> str:
+    checkout = outcome.source.checkout
+    return f" (to drop it: `qem checkouts --discard {checkout.id}`)" if checkout is not None else ""
 
 
 def show_problems(proposal: Proposal, heading: bool) -> list[str]:
@@ -199,7 +277,7 @@ def show_problems(proposal: Proposal, heading: bool) -> list[str]:
     return messages
 
 
-def refusal(outcome: Outcome, hint: str) -> errors.QemError:
+def refusal(outcome: Outcome, hint: str | None) -> errors.QemError:
     """The error a refused check-in ends in, when nobody is there to edit again."""
     assert outcome.proposal is not None
     count = len(checkin.problems(outcome.proposal))
@@ -207,49 +285,72 @@ def refusal(outcome: Outcome, hint: str) -> errors.QemError:
     return exc_type(f"{count} problem(s); nothing was written", hint=hint)
 
 
+@contextmanager
+def kept_on_interrupt(hint: Callable[[], str]):  # type: ignore[no-untyped-def]
+    """Ctrl-C anywhere in a check-in: nothing was written, and the edit is where `hint`
+    says; exit 130 with that said."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise errors.Interrupted(f"interrupted; {hint()}") from None
+
+
 # -- qem edit ---------------------------------------------------------------------------------
 
 
-def run_edit(store: Store, place: Workspace, selection: Selection, reason, yes: bool, resume, who: str) -> Outcome:
+def run_edit(store: Store, place: Workspace, selection: Selection, reason, yes: bool, resume, who: str,
+             allow_mass_change: bool = False) -> Outcome:
     """Check out (or resume a kept edit), run the editor, check the edit in; with a
     terminal, a refused edit can be edited again until it lands or the person stops."""
-    if resume is not None:
-        checkout = find_checkout(place, resume)
-        done = checkin.already_landed(store, checkout)
-        if done is not None:
-            checkout.discard()
-            outcome = Outcome("landed_before", Source(checkout.file, place, checkout), checkin_id=done)
-            report(outcome)
-            return outcome
-        marked = checkin.rebase_kept(store, checkout)
-        if marked:
-            say(
-                f"the store changed since this edit's base; {marked} conflict(s) are marked in the file"
-                " (keep one side of each, delete the other and the marker lines)"
-            )
-    else:
-        checkout = new_checkout(store, place, selection)
+    editor = editor_command()  # no editor: refused before a checkout is made
+    checkout = _resume(store, place, resume) if resume is not None else new_checkout(store, place, selection)
+    if isinstance(checkout, Outcome):
+        return checkout  # the kept edit had landed already
     source = Source(checkout.file, place, checkout)
     asker = Prompter(source, reason, yes, edit_again=True)
-    while True:
-        status = run_editor(checkout.file)
-        if status != 0:
-            say(f"the editor exited with status {status}; nothing was checked in")
-            raise errors.BadInput("the editor failed", hint=checkout.resume_hint())
-        outcome = _edit_round(store, source, asker, who)
-        if outcome.status != "edit":
-            return outcome
+    with kept_on_interrupt(checkout.resume_hint):
+        while True:
+            outcome = _edit_once(store, source, asker, who, editor, allow_mass_change)
+            if outcome.status != "edit":
+                return outcome
 
 
-def _edit_round(store: Store, source: Source, asker: Prompter, who: str) -> Outcome:
+def _resume(store: Store, place: Workspace, resume: str) -> Checkout | Outcome:
+    checkout = find_checkout(place, resume)
+    done = checkin.already_landed(store, checkout)
+    if done is not None:
+        checkout.discard()
+        outcome = Outcome("landed_before", Source(checkout.file, place, checkout), checkin_id=done)
+        report(outcome)
+        return outcome
+    marked = checkin.rebase_kept(store, checkout)
+    if marked:
+        say(
+            f"the store changed since this edit's base; {marked} conflict(s) are marked in the file"
+            " (keep one side of each, delete the other and the marker lines)"
+        )
+    return checkout
+
+
+def _edit_once(store: Store, source: Source, asker: Prompter, who: str, editor: str, allow_mass_change: bool) -> Outcome:
+    """One round: the editor, then the check-in of what it left."""
     checkout = source.checkout
     assert checkout is not None
-    if not checkin.read_edit(checkout.file).strip():
-        say("the file is empty; no changes, nothing written")
-        checkout.discard()
-        return Outcome("unchanged", source)
+    before = checkin.read_edit(checkout.file)
+    started = time.monotonic()
+    status = run_editor(editor, checkout.file)
+    if status != 0:
+        say(f"the editor exited with status {status}; nothing was checked in")
+        raise errors.BadInput("the editor failed", hint=checkout.resume_hint())
+    if time.monotonic() - started < AT_ONCE_S and checkin.read_edit(checkout.file) == before:
+        say(
+            "the editor returned at once and the file is unchanged: an editor that opens a window"
+            " must be told to wait (e.g. EDITOR='code --wait' or 'subl -w');"
+            f" nothing was checked in; {checkout.resume_hint()}"
+        )
+        return Outcome("keep", source, kept=checkout)
     try:
-        outcome = checkin.check_in(store, source, asker, who)
+        outcome = checkin.check_in(store, source, asker, who, allow_mass_change=allow_mass_change)
     except errors.QemError as exc:
         exc.hint = exc.hint or checkout.resume_hint()
         raise
@@ -265,7 +366,7 @@ def _refused_in_edit(store: Store, outcome: Outcome, checkout: Checkout) -> Outc
     if not interactive():
         # keep the user's text as it was; the rebased version is offered on resume
         raise refusal(outcome, checkout.resume_hint())
-    answer = ask("What now? [e]dit again / e[x]it keeping the edit: ").lower()
+    answer = (ask("What now? [e]dit again / e[x]it keeping the edit: ") or "").lower()
     if answer not in ("e", "edit"):
         say(f"nothing written; {checkout.resume_hint()}")
         return outcome
@@ -277,19 +378,30 @@ def _refused_in_edit(store: Store, outcome: Outcome, checkout: Checkout) -> Outc
 # -- qem checkin -------------------------------------------------------------------------------
 
 
-def run_checkin(store: Store, place: Workspace, path: Path | None, reason, yes: bool, dry_run: bool, who: str) -> Outcome:
+def run_checkin(store: Store, place: Workspace, path: Path | None, reason, yes: bool, dry_run: bool, who: str,
+                *, as_json: bool = False, allow_mass_change: bool = False) -> Outcome:
     """Check in a kept edit or a file (by default the latest kept edit, else MEMORY.md)."""
     source = _checkin_source(store, place, path)
-    outcome = checkin.check_in(store, source, Prompter(source, reason, yes, edit_again=False), who, dry_run=dry_run)
+    asker = Prompter(source, reason, yes, edit_again=False, show=not as_json)
+    with kept_on_interrupt(source.hint):
+        outcome = checkin.check_in(store, source, asker, who, dry_run=dry_run, allow_mass_change=allow_mass_change)
     if outcome.status == "refused":
-        assert outcome.proposal is not None and outcome.kept is not None
+        assert outcome.proposal is not None
+        if as_json:
+            report(outcome, as_json=True)
         show_problems(outcome.proposal, heading=False)
-        hint = source.hint()
-        if source.checkout is None:
-            hint += f", and copied to {outcome.kept.file}; resolve it with `qem edit --resume {outcome.kept.id}`"
-        raise refusal(outcome, hint)
-    report(outcome)
+        raise refusal(outcome, _refused_hint(source, outcome, dry_run))
+    report(outcome, as_json=as_json)
     return outcome
+
+
+def _refused_hint(source: Source, outcome: Outcome, dry_run: bool) -> str | None:
+    if dry_run:
+        return None  # a dry run keeps nothing: the file is where it was
+    hint = source.hint()
+    if source.checkout is None and outcome.kept is not None:
+        hint += f", and copied to {outcome.kept.file}; resolve it with `qem edit --resume {outcome.kept.id}`"
+    return hint
 
 
 def _checkin_source(store: Store, place: Workspace, path: Path | None) -> Source:

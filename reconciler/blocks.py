@@ -112,10 +112,15 @@ def diff_edit(base_data: bytes, edited_data: bytes) -> EditDiff | None:
     header, offset = edited_split
     edited = _sections(edited_data[offset:])
     base = _sections(base_data[base_split[1]:])
-    if edited is None or base is None:
-        return None
+    if edited is None or base is None or _titles(base) - _titles(edited):
+        return None  # a section heading is gone: the full parse says which, and where
     parsed = _parse_blocks(edited_data, offset, header, _changed_blocks(edited, base))
     return EditDiff(parsed, _removed_notes(base, edited))
+
+
+def _titles(sections: dict[bytes, Section]) -> set[bytes]:
+    """The section headings' titles (a heading's key also holds the blank lines after it)."""
+    return {heading.split(b"\n", 1)[0].strip().lower() for heading in sections}
 
 
 def _changed_blocks(edited: dict[bytes, Section], base: dict[bytes, Section]) -> list[bytes]:
@@ -163,7 +168,7 @@ def _parse_blocks(data: bytes, offset: int, header: list[bytes], shown: list[byt
             continue
         mini.extend(lines)
         numbers.extend(range(first, first + len(lines)))
-    parsed = parse("\n".join(mini))
+    parsed = parse("\n".join(mini), whole=False)
     for item in parsed.items:
         item.line = numbers[item.line - 1]
     parsed.errors = errors + [

@@ -11,13 +11,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..model import PRIORITIES, PROVENANCES
+from ..model import KIND_RANK, KINDS, PRIORITIES, PROVENANCES
 
 from ..renderer.format import (
+    COMMENT_CLOSE,
     CONFLICT_PREFIXES,
     DISPUTED_MARKER_RE,
     ERRORS_OPEN,
     HEADER_RE,
+    HELP_OPEN,
     INDENT,
     ITEM_ID_RE,
     ITEM_RE,
@@ -89,8 +91,10 @@ def clean_lines(text: str) -> list[str]:
     return lines
 
 
-def parse(text: str) -> ParsedFile:
-    return _Parser(clean_lines(text)).run()
+def parse(text: str, *, whole: bool = True) -> ParsedFile:
+    """The file's items and errors.  `whole` False: `text` is the header and the changed
+    blocks of a file (reconciler.blocks), so sections it lacks are not missing."""
+    return _Parser(clean_lines(text)).run(whole)
 
 
 class _Parser:
@@ -102,18 +106,38 @@ class _Parser:
         self.item: Item | None = None
         self.text_lines: list[str] = []
         self.pending_blank = 0
+        self.headings: dict[str, int] = {}  # kind → the line of its `## ` heading
 
     def error(self, line_no: int, message: str) -> None:
         self.errors.append(LineError(line_no, message))
 
-    def run(self) -> ParsedFile:
+    def run(self, whole: bool = True) -> ParsedFile:
         lines = self.lines
         start, base, selection = self._header()
         i = start
         while i < len(lines):
             i = self._line(i)
         self._close_item()
+        if base is not None and whole:
+            self._missing_sections(selection)
         return ParsedFile(base, selection, self.items, self.errors)
+
+    def _missing_sections(self, selection: Selection) -> None:
+        """Every section the file was made with must still be there: a missing heading
+        (an editor that saved half the file, a section cut by mistake) would otherwise
+        read as every note under it deleted."""
+        kinds = [k for k in KINDS if selection.holds_kind(k)]
+        for kind in kinds:
+            if kind in self.headings:
+                continue
+            later = [self.headings[k] for k in kinds if k in self.headings and KIND_RANK[k] > KIND_RANK[kind]]
+            where, side = (min(later), "before") if later else (max(len(self.lines), 1), "after")
+            self.error(
+                where,
+                f"the section `## {SECTION_TITLES[kind]}` is missing (it belongs {side} this line):"
+                " the file must keep every section it was made with, even an empty one;"
+                " put the heading back, with its notes, or start again with `qem checkout`",
+            )
 
     def _header(self) -> tuple[int, int | None, Selection]:
         lines = self.lines
@@ -171,6 +195,8 @@ class _Parser:
             self.pending_blank = 0
             return i + 1
         self._close_item()
+        if line.startswith(HELP_OPEN):
+            return self._skip_comment(i)
         if line.startswith(CONFLICT_PREFIXES):
             self.error(
                 n,
@@ -196,9 +222,20 @@ class _Parser:
             )
         return i + 1
 
+    def _skip_comment(self, i: int) -> int:
+        """qem's help comment at the end of a checkout is not part of the file."""
+        j = i + 1
+        while j < len(self.lines) and self.lines[j] != COMMENT_CLOSE:
+            j += 1
+        if j == len(self.lines):
+            self.error(i + 1, "qem's help comment is not closed by a `-->` line")
+        return j + 1
+
     def _section(self, n: int, line: str) -> None:
         title = line[3:].strip()
         kind = KIND_BY_TITLE.get(title.lower())
+        if kind is not None:
+            self.headings.setdefault(kind, n)
         if kind is None:
             self.error(
                 n,

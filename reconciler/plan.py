@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from ..model import LIVE_STATES, MOVE_BY_VERB, Event, Note, TextError, marker_move, normalize_text
+from ..model import LIVE_STATES, MOVE_BY_VERB, MOVES, Event, Note, TextError, marker_move, normalize_text
 
 from ..renderer.format import SECTION_TITLES, Selection
 
@@ -66,6 +66,11 @@ class Plan:
             counts[op.action] = counts.get(op.action, 0) + 1
         return counts
 
+    def summary(self) -> str:
+        """"1 create, 2 supersede, 1 revoke": the counts, in the lifecycle's order."""
+        counts = self.counts()
+        return ", ".join(f"{counts[m.verb]} {m.shown}" for m in MOVES if m.verb in counts)
+
 
 def in_selection(note: Note, selection: Selection) -> bool:
     return selection.holds_kind(note.kind) and not (selection.active_only and note.state not in LIVE_STATES)
@@ -93,6 +98,9 @@ def make_plan(
     touched: dict[int, list[Event]] = {}
     for event in since:
         touched.setdefault(event.note_id, []).append(event)
+    for note_id in [n for n in touched if n in base_notes and n in now_notes]:
+        if not _changed_since(base_notes[note_id], now_notes[note_id]):
+            del touched[note_id]  # changed and changed back (expired, then reinstated): as at the base
     for note_id, (line, ops) in mine.items():
         theirs = touched.get(note_id)
         if note_id is None or theirs is None:
@@ -111,6 +119,18 @@ def make_plan(
             plan.agreed.extend(done)
     plan.ops.sort(key=lambda op: op.line)
     return plan
+
+
+def _changed_since(base: Note, now: Note) -> bool:
+    """Whether others' events left the note other than it was at the base: what it says
+    and where it stands, not how it got there (a flag raised and lowered again is no
+    change; the three-way merge compares content, as a text merge does)."""
+
+    def fields(note: Note) -> tuple:
+        return (note.kind, note.priority, note.text, note.provenance, note.state,
+                note.supersedes, note.superseded_by, note.disputes)
+
+    return fields(base) != fields(now)
 
 
 def _created_since(creates: Sequence[Op], since: Sequence[Event]) -> list[int] | None:
@@ -262,11 +282,13 @@ def _item_ops(item: Item, base: Note, errors: list[LineError]) -> list[Op]:
         errors.append(LineError(item.line, f"note #{item.note_id}: {message}"))
         return []
 
+    if base.text is None and base.state != "forgotten":
+        # Forgotten since the file's base, and no copy holds its text any more: the forget
+        # stands, whatever the edit did to the note (qem scrubs its item from kept edits
+        # too); the note is reported among others' changes, kept.
+        return []
     if base.state == "forgotten" or item.state == "forgotten":
         return _tombstone_changes(item, base, refuse)
-    if base.text is None:
-        # Forgotten after the base: nothing to compare with; the three-way step decides.
-        return [Op("supersede", item.note_id, item.line, None)]
     if item.date != base.created_at[:10]:
         return refuse(f"the created date is history; put back {base.created_at[:10]}")
     if item.supersedes != base.supersedes:

@@ -9,12 +9,13 @@ confused with content, and the parser refuses a file that still holds one.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Mapping, Sequence
 
 from ..model import KINDS, Note
 
-from ..renderer.format import ERRORS_OPEN, SECTION_TITLES, Selection
-from ..renderer.render import header_line, render_item
+from ..renderer.format import ERRORS_OPEN, INDENT, SECTION_TITLES, SEP, Selection, escape_first_line
+from ..renderer.render import for_editing, header_line, render_item
 
 from .parse import Item, ParsedFile
 from .plan import Conflict, Plan, in_selection
@@ -24,7 +25,8 @@ def error_comment(messages: Sequence[str]) -> list[str]:
     if not messages:
         return []
     lines = [f"{ERRORS_OPEN} (qem removes this comment on check-in; anything typed in it is lost)"]
-    lines.extend(message.replace("-->", "- ->") for message in messages)
+    # one line per message, whatever it quotes: the line numbers it gives count on that
+    lines.extend(" ".join(message.split()).replace("-->", "- ->") for message in messages)
     lines.append("-->")
     return lines
 
@@ -70,25 +72,8 @@ def rebase(
     `describe` gives, per conflicting note id, one line on what the store did to it.
     """
     selection: Selection = parsed.selection
-    conflicts: dict[int, Conflict] = {c.note_id: c for c in plan.conflicts}
-    mine: dict[int, Item] = {i.note_id: i for i in parsed.items if i.note_id is not None}
-    changed = {op.note_id for op in plan.ops if op.note_id is not None}
-    sections: dict[str, list[tuple[int, list[str]]]] = {k: [] for k in KINDS}
-
-    for note in now_notes.values():
-        if not in_selection(note, selection) and not (note.id in base_notes and in_selection(base_notes[note.id], selection)):
-            continue
-        if note.id in conflicts:
-            block = _conflict_block(note, mine.get(note.id), base_notes.get(note.id), plan, describe.get(note.id, ""))
-            sections[note.kind].append((note.id, block))
-        elif note.id in changed:
-            item = mine.get(note.id)
-            if item is not None:  # absent: you deleted it, and it stays deleted
-                sections[item.kind or note.kind].append((note.id, item.raw))
-        elif in_selection(note, selection):
-            sections[note.kind].append((note.id, render_item(note)))
+    sections = _placed(parsed, plan, base_notes, now_notes, describe)
     new_items = [i for i in parsed.items if i.note_id is None and i.kind]
-
     out = [header_line(plan.head, selection), *error_comment(messages), ""]
     for kind in KINDS:
         if not selection.holds_kind(kind):
@@ -102,17 +87,92 @@ def rebase(
                 out.extend(item.raw)
         if entries or any(i.kind == kind for i in new_items):
             out.append("")
-    return "\n".join(out).rstrip("\n") + "\n"
+    return for_editing("\n".join(out).rstrip("\n") + "\n")
 
 
-def _conflict_block(now: Note, item: Item | None, base: Note | None, plan: Plan, what: str) -> list[str]:
-    lines = [f"<<<<<<< yours: #{now.id} as you left it" + ("" if item else " (you deleted it)")]
-    if item is not None:
-        lines.extend(item.raw)
-    lines.append(f"||||||| base (seq {plan.base})")
+def _placed(
+    parsed: ParsedFile,
+    plan: Plan,
+    base_notes: Mapping[int, Note],
+    now_notes: Mapping[int, Note],
+    describe: Mapping[int, str],
+) -> dict[str, list[tuple[int, list[str]]]]:
+    """Each section's entries (note id, lines): conflict blocks, your changed items as
+    you wrote them, every other note as the store has it now."""
+    selection = parsed.selection
+    mine: dict[int, Item] = {i.note_id: i for i in parsed.items if i.note_id is not None}
+    changed = {op.note_id for op in plan.ops if op.note_id is not None}
+    sections: dict[str, list[tuple[int, list[str]]]] = {k: [] for k in KINDS}
+    shown: set[int] = set()  # notes a conflict block shows (a successor, beside its parent)
+    for conflict in plan.conflicts:
+        note = now_notes[conflict.note_id]
+        block, also = _conflict_block(note, mine.get(note.id), base_notes.get(note.id), plan,
+                                      describe.get(note.id, ""), now_notes)
+        sections[note.kind].append((note.id, block))
+        shown |= also | {note.id}
+    for note in now_notes.values():
+        if note.id in shown:
+            continue
+        if not in_selection(note, selection) and not (note.id in base_notes and in_selection(base_notes[note.id], selection)):
+            continue
+        if note.id in changed:
+            item = mine.get(note.id)
+            if item is not None:  # absent: you deleted it, and it stays deleted
+                sections[item.kind or note.kind].append((note.id, item.raw))
+        elif in_selection(note, selection):
+            sections[note.kind].append((note.id, render_item(note)))
+    return sections
+
+
+def _conflict_block(
+    now: Note, item: Item | None, base: Note | None, plan: Plan, what: str, now_notes: Mapping[int, Note]
+) -> tuple[list[str], set[int]]:
+    """Your side, the base and the store's side of one note, between marker lines; and the
+    other notes the block shows.  Your side is written in a form that checks in against
+    the store now: a change to a note the store superseded meanwhile is moved onto its
+    successor, and text for a note forgotten meanwhile becomes a new note."""
+    successor = None
+    if now.state == "superseded" and now.superseded_by in now_notes:
+        successor = now_notes[now.superseded_by]
+    label, yours = _yours(now, item, base, successor)
+    lines = [f"<<<<<<< yours: {label}", *yours, f"||||||| base (seq {plan.base})"]
     if base is not None:
         lines.extend(render_item(base))
     lines.append(f"======= the store now (seq {plan.head}): {what}")
     lines.extend(render_item(now))
+    if successor is not None:
+        lines.extend(render_item(successor))
     lines.append(f">>>>>>> end of the conflict on #{now.id}: keep one side, delete the other and these marker lines")
-    return lines
+    return lines, {successor.id} if successor is not None else set()
+
+
+def _yours(now: Note, item: Item | None, base: Note | None, successor: Note | None) -> tuple[str, list[str]]:
+    if successor is not None:
+        replaced = f"#{successor.id}, which replaced #{now.id} since your base"
+        if item is None:
+            return f"you deleted #{now.id}; {replaced}, goes too (keeping this side revokes it)", render_item(now)
+        moved = _retarget(successor, item, base)
+        return (f"your change to #{now.id}, put on {replaced} (keeping this side makes it there)",
+                render_item(now) + render_item(moved))
+    if now.state == "forgotten" and item is not None and item.text:
+        first, *more = item.text.split("\n")
+        new = [f"- {item.priority}{SEP}{escape_first_line(first)}"] + [INDENT + line if line else "" for line in more]
+        return f"#{now.id} was forgotten since your base; keeping this side makes your text a new note", render_item(now) + new
+    return f"#{now.id} as you left it" + ("" if item else " (you deleted it)"), list(item.raw) if item else []
+
+
+def _retarget(successor: Note, item: Item, base: Note | None) -> Note:
+    """The successor with the change you made to its parent: your text, priority,
+    provenance or state marker, where yours differs from the base."""
+    if base is None:
+        return successor
+    changes: dict[str, object] = {}
+    if item.text != base.text:
+        changes["text"] = item.text
+    if item.priority != base.priority:
+        changes["priority"] = item.priority
+    if item.provenance != base.provenance:
+        changes["provenance"] = item.provenance
+    if item.state != base.state:
+        changes.update(state=item.state, state_at=None, state_reason=item.state_reason)
+    return replace(successor, **changes)

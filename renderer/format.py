@@ -18,7 +18,7 @@ from ..model import KINDS
 # only while this matches, so it changes with every change to what the renderer writes;
 # fixtures/golden/VERSION records the golden files' digest for it, and a test fails when
 # they change without it (QEM_UPDATE_GOLDEN=1 records a new version's digest).
-FORMAT_VERSION = "2"
+FORMAT_VERSION = "3"
 
 SEP = " · "
 INDENT = "  "
@@ -47,6 +47,33 @@ HEADER_RE = re.compile(
     r"<!-- qem base=(?P<base>\d+)(?: kinds=(?P<kinds>[a-z,]+))?(?P<active> active)?(?: · .*)? -->\Z"
 )
 ERRORS_OPEN = "<!-- qem:errors"
+HELP_OPEN = "<!-- qem:help"
+COMMENT_CLOSE = "-->"
+# The end of every checkout (not of the exported mirror): how an edit turns into events,
+# as `git rebase -i` explains its todo list.  No line of it starts a column-0 item or
+# heading, and the parser skips it whole.
+CHECKOUT_HELP = """\
+<!-- qem:help (qem removes this comment on check-in; anything typed in it is lost)
+
+How this file is checked in (`qem edit` does it when you close the editor):
+
+  delete an item         revokes the note (the check-in asks why, or takes -m)
+  change an item         supersedes the note: a new note with your text replaces it,
+                         the old text stays in the log; a new priority or section does too
+  a new `- text` line    a new note of its section's kind: `- high · text` sets the priority
+  history items          superseded, revoked, expired and forgotten notes stay as they are
+
+Markers, written after the provenance, each followed by ` · `:
+
+  stale      - [#12] 2026-06-05 · high · agent · STALE (moved to v2) · Release the lock first.
+  revoke     - [#12] 2026-06-05 · high · agent · REVOKED (it was wrong) · Release the lock first.
+  expire     - [#12] 2026-06-05 · high · agent · EXPIRED · Release the lock first.
+  reinstate  delete the marker (and its date) from a stale, revoked or expired note
+  promote    write `human` for the provenance: a person stands behind the note
+
+A reason in parentheses is recorded on that note's event; the check-in's reason on the rest.
+-->
+"""
 CONFLICT_PREFIXES = ("<<<<<<<", "|||||||", "=======", ">>>>>>>")
 
 _DATE = r"\d{4}-\d{2}-\d{2}"

@@ -13,6 +13,7 @@ from ..model import KINDS, Note
 from ..resolver import Graph, disputed_with
 
 from .format import (
+    CHECKOUT_HELP,
     INDENT,
     SECTION_TITLES,
     SEP,
@@ -51,6 +52,11 @@ def render(notes: Iterable[Note], base: int, selection: Selection = ALL) -> str:
         section.sort(key=_by_id)
         sections[kind] = [item_text(note, graph) for note in section]
     return assemble(base, selection, sections)
+
+
+def for_editing(rendering: str) -> str:
+    """A rendering as a checkout: with how to edit it, in a comment at the end."""
+    return rendering + "\n" + CHECKOUT_HELP
 
 
 def item_text(note: Note, graph: Graph | None = None) -> str:

@@ -12,8 +12,9 @@ import shlex
 import sys
 from pathlib import Path
 
+from builders import SEEDED_LOG, load_store, store_path
 from qem_edit.model import Event, Note
-from qem_edit.store import NewNote, Store, Transaction
+from qem_edit.store import Store
 
 # The standard seeded store: one note per interesting case, ids fixed by creation order.
 ACTIVE_DIRECTIVE = 1  # directive · high · "Run the tests inside the venv"
@@ -43,37 +44,12 @@ TEXTS = {
 }
 
 
-def store_path(ws: Path) -> Path:
-    return ws / ".qem" / "memory.db"
-
-
 def seed(ws: Path) -> None:
-    """Write the standard store into workspace `ws` (in-process, no CLI)."""
-    path = store_path(ws)
-
-    def work(tx: Transaction) -> None:
-        def add(kind: str, text: str, priority: str = "medium", supersedes: int | None = None) -> int:
-            return tx.create(NewNote(kind, priority, "agent", text, supersedes), "seeder").id
-
-        assert add("directive", TEXTS[ACTIVE_DIRECTIVE], "high") == ACTIVE_DIRECTIVE
-        add("gotcha", TEXTS[ACTIVE_GOTCHA])
-        add("finding", TEXTS[ACTIVE_FINDING], "low")
-        add("task", TEXTS[ACTIVE_TASK])
-        add("gotcha", TEXTS[REVOKED])
-        add("finding", TEXTS[STALE])
-        add("decision", TEXTS[SUPERSEDED])
-        assert add("decision", TEXTS[SUCCESSOR], supersedes=SUPERSEDED) == SUCCESSOR
-        add("reference", "a secret that must go")
-        add("operational", TEXTS[EXPIRED])
-        assert add("reference", TEXTS[MULTILINE], "low") == MULTILINE
-        tx.emit(REVOKED, "revoked", "seeder", "fixed upstream")
-        tx.emit(STALE, "stale_flagged", "seeder", "CI changed")
-        tx.forget(FORGOTTEN, "seeder", "held a credential")
-        tx.emit(EXPIRED, "expired", "seeder", "sprint over")
-
-    with Store.open(path, create=True) as store:
-        store.write(work)
+    """Write the standard store into workspace `ws` (in-process, no CLI): the log
+    fixtures/checkin/seeded.jsonl, which the check-in cases share."""
+    with load_store(store_path(ws), SEEDED_LOG) as store:
         assert store.head() == SEED_HEAD
+        assert {n.id: n.text for n in store.notes() if n.id in TEXTS} == TEXTS
 
 
 def notes(ws: Path) -> dict[int, Note]:

@@ -1,7 +1,7 @@
 """Helpers shared by the MEMORY.md tests (test_render.py, test_export.py, test_roundtrip.py).
 
-Hypothesis strategies for notes in every state with hostile texts, stores loaded from a
-JSON Lines log in-process (fast), and the structural checks the format promises.
+Hypothesis strategies for notes in every state with hostile texts, and the structural
+checks the format promises.  (Stores are built with builders.load_store.)
 """
 
 from __future__ import annotations
@@ -12,9 +12,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from qem_edit.dump import load_events, read_dump
 from qem_edit.model import KINDS, PRIORITIES, PROVENANCES, Note, TextError, normalize_text
-from qem_edit.store import Store
 
 from qem_edit.renderer.format import ITEM_RE, SECTION_TITLES
 
@@ -93,14 +91,6 @@ def flat_reason(reason: str | None) -> str | None:
     if reason is None:
         return None
     return " ".join(reason.split()) or None
-
-
-def load_store(path: Path, log: Path | bytes) -> Store:
-    """A store at `path` holding the JSON Lines `log` (a file or its bytes), loaded in-process."""
-    raw = log.read_bytes() if isinstance(log, Path) else log
-    store = Store.open(path, create=True)
-    load_events(store, read_dump(raw, str(log) if isinstance(log, Path) else "log"))
-    return store
 
 
 # -- structure -------------------------------------------------------------------------------

@@ -18,13 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from builders import AT, add, emit, forget, store_path
 from conftest import CORPUS, run_qem
 from qem_edit import cli
 from qem_edit.dump import dump_lines
-from qem_edit.model import normalize_text
-from qem_edit.store import NewNote, Store
+from qem_edit.store import Store
 
-AT = "2026-07-27T10:00:00Z"
 VERBS = ("init", "add", "supersede", "revoke", "flag-stale", "reinstate", "promote", "expire",
          "forget", "show", "list", "log", "verify", "dump", "load")
 NOTE_KEYS = {"id", "kind", "priority", "text", "provenance", "state", "created_at", "actor",
@@ -35,22 +34,8 @@ EVENT_KEYS = {"seq", "note_id", "type", "at", "actor", "reason"}
 # -- helpers --------------------------------------------------------------------------------
 
 
-def db_path(root: Path) -> Path:
-    return root / ".qem" / "memory.db"
-
-
 def open_store(root: Path) -> Store:
-    return Store.open(db_path(root), create=True)
-
-
-def quick_add(s: Store, text: str, kind: str = "gotcha", provenance: str = "agent",
-              priority: str = "medium", supersedes: int | None = None) -> int:
-    new = NewNote(kind, priority, provenance, normalize_text(text), supersedes)
-    return s.write(lambda tx: tx.create(new, "setup"), at=AT).id
-
-
-def quick_emit(s: Store, note_id: int, type_: str, reason: str = "setup") -> None:
-    s.write(lambda tx: tx.emit(note_id, type_, "setup", reason), at=AT)
+    return Store.open(store_path(root), create=True)
 
 
 _TEMPLATE: dict[str, object] = {}
@@ -65,24 +50,24 @@ def populate(root: Path) -> dict[str, int]:
 
         with tempfile.TemporaryDirectory() as scratch:
             _TEMPLATE["ids"] = _build_population(Path(scratch))
-            _TEMPLATE["bytes"] = db_path(Path(scratch)).read_bytes()
-    db_path(root).parent.mkdir(parents=True, exist_ok=True)
-    db_path(root).write_bytes(_TEMPLATE["bytes"])  # type: ignore[arg-type]
+            _TEMPLATE["bytes"] = store_path(Path(scratch)).read_bytes()
+    store_path(root).parent.mkdir(parents=True, exist_ok=True)
+    store_path(root).write_bytes(_TEMPLATE["bytes"])  # type: ignore[arg-type]
     return dict(_TEMPLATE["ids"])  # type: ignore[arg-type]
 
 
 def _build_population(root: Path) -> dict[str, int]:
     with open_store(root) as s:
-        ids = {name: quick_add(s, f"the {name} note", kind=kind) for name, kind in [
+        ids = {name: add(s, f"the {name} note", kind, actor="setup") for name, kind in [
             ("active", "directive"), ("stale", "task"), ("superseded", "gotcha"),
             ("revoked", "finding"), ("expired", "reference"), ("forgotten", "decision"),
             ("human", "operational")]}
-        quick_emit(s, ids["stale"], "stale_flagged")
-        ids["successor"] = quick_add(s, "the successor note", supersedes=ids["superseded"])
-        quick_emit(s, ids["revoked"], "revoked")
-        quick_emit(s, ids["expired"], "expired")
-        s.write(lambda tx: tx.forget(ids["forgotten"], "setup", "secret"), at=AT)
-        quick_emit(s, ids["human"], "promoted")
+        emit(s, ids["stale"], "stale_flagged", "setup", actor="setup")
+        ids["successor"] = add(s, "the successor note", supersedes=ids["superseded"], actor="setup")
+        emit(s, ids["revoked"], "revoked", "setup", actor="setup")
+        emit(s, ids["expired"], "expired", "setup", actor="setup")
+        forget(s, ids["forgotten"], "secret", actor="setup")
+        emit(s, ids["human"], "promoted", "setup", actor="setup")
         for name, note_id in ids.items():
             assert s.note(note_id).state == {"human": "active", "successor": "active"}.get(name, name)
     return ids
@@ -90,9 +75,9 @@ def _build_population(root: Path) -> dict[str, int]:
 
 def snapshot(root: Path) -> tuple[str, list, str]:
     """The dump (what `qem dump` prints), the notes cache, and the file's bytes' hash."""
-    with Store.open(db_path(root)) as s:
+    with Store.open(store_path(root)) as s:
         state = "".join(dump_lines(s)), [n.to_json() for n in s.notes()]
-    return (*state, hashlib.sha256(db_path(root).read_bytes()).hexdigest())
+    return (*state, hashlib.sha256(store_path(root).read_bytes()).hexdigest())
 
 
 def refused(proc: subprocess.CompletedProcess, *words: str, code: int = 2) -> None:
@@ -193,17 +178,17 @@ def test_usage_errors_through_the_real_entry_point(qem, ws):
 
 def test_init_creates_and_is_idempotent(qem, ws):
     first = ok(qem("init"))
-    assert "created store" in first.stdout and str(db_path(ws)) in first.stdout
-    assert db_path(ws).is_file()
+    assert "created store" in first.stdout and str(store_path(ws)) in first.stdout
+    assert store_path(ws).is_file()
     again = ok(qem("init"))
     assert "already exists" in again.stdout
-    assert ok(qem("verify")).stdout.startswith("ok")
+    assert ok(qem("verify")).stderr.startswith("ok: ")
 
 
 def test_first_write_creates_the_store_and_says_so(qem, ws):
     first = ok(qem("add", "the first note", "--kind", "task"))
     assert first.stdout.strip() == "1"
-    assert "created a new store" in first.stderr and str(db_path(ws)) in first.stderr
+    assert "created a new store" in first.stderr and str(store_path(ws)) in first.stderr
     second = ok(qem("add", "the second note", "--kind", "task"))
     assert second.stdout.strip() == "2" and "created" not in second.stderr
 
@@ -211,7 +196,7 @@ def test_first_write_creates_the_store_and_says_so(qem, ws):
 @pytest.mark.parametrize("args", [["show", "1"], ["list"], ["log"], ["verify"], ["dump"],
                                   ["log", "1"], ["list", "--json"]])
 def test_reading_a_missing_store_says_how_to_create_one(qem_here, ws, args):
-    refused(qem_here(*args), "no qem store", str(db_path(ws)), "qem init")
+    refused(qem_here(*args), "no qem store", str(store_path(ws)), "qem init")
     assert not (ws / ".qem").exists(), "a read must not create anything"
 
 
@@ -224,7 +209,7 @@ def test_a_move_on_a_missing_store_creates_nothing(qem_here, ws, args):
 
 
 def test_a_missing_store_through_the_real_entry_point(qem, ws):
-    refused(qem("list"), "no qem store", str(db_path(ws)), "qem init")
+    refused(qem("list"), "no qem store", str(store_path(ws)), "qem init")
     refused(qem("revoke", "1", "-m", "x"), "no qem store", "qem init")
     assert not (ws / ".qem").exists()
 
@@ -240,9 +225,9 @@ def test_workspace_option_and_env(tmp_path, ws):
     ok(run_qem("add", "option wins", "-k", "task", "--workspace", str(other), cwd=elsewhere,
                env={"QEM_WORKSPACE": str(ws)}))
     assert not (elsewhere / ".qem").exists()
-    with Store.open(db_path(ws)) as s:
+    with Store.open(store_path(ws)) as s:
         assert [n.text for n in s.notes()] == ["via option", "via env"]
-    with Store.open(db_path(other)) as s:
+    with Store.open(store_path(other)) as s:
         assert [n.text for n in s.notes()] == ["option wins"]
 
 
@@ -254,9 +239,9 @@ def test_the_nearest_ancestor_holding_dot_qem_wins(qem, ws):
     assert not (deep / ".qem").exists()
     ok(run_qem("init", "--workspace", str(ws / "a"), cwd=deep))  # a nearer workspace now
     ok(run_qem("add", "nearer", "-k", "task", cwd=deep))
-    with Store.open(db_path(ws)) as s:
+    with Store.open(store_path(ws)) as s:
         assert [n.text for n in s.notes()] == ["from deep inside"]
-    with Store.open(db_path(ws / "a")) as s:
+    with Store.open(store_path(ws / "a")) as s:
         assert [n.text for n in s.notes()] == ["nearer"]
     assert ok(run_qem("show", "1", cwd=deep / "..")).stdout.rstrip().endswith("nearer")
 
@@ -264,7 +249,7 @@ def test_the_nearest_ancestor_holding_dot_qem_wins(qem, ws):
 def test_without_any_dot_qem_the_current_directory_is_the_workspace(qem, ws):
     assert not any((p / ".qem").is_dir() for p in ws.resolve().parents), "a stray .qem above tmp"
     ok(qem("add", "here", "-k", "task"))
-    assert db_path(ws).is_file()
+    assert store_path(ws).is_file()
 
 
 def test_store_option_and_env(tmp_path, qem, ws):
@@ -318,7 +303,7 @@ def test_the_lifecycle_through_the_cli(qem, ws):
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     promoted = next(e for e in events if e["type"] == "promoted")
     assert promoted["data"] == {"from": "agent"} and promoted["reason"] == "I said so"
-    with Store.open(db_path(ws)) as s:
+    with Store.open(store_path(ws)) as s:
         assert s.verify() == []
 
 
@@ -509,7 +494,7 @@ def test_text_is_normalized_on_add(qem, ws):
 def test_stdin_text_is_read_as_utf8_bytes(ws):
     proc = run_bytes(["add", "-", "-k", "reference"], ws, "Zoë's café ✅\r\nline two  \r\n".encode())
     ok(proc)
-    with Store.open(db_path(ws)) as s:
+    with Store.open(store_path(ws)) as s:
         assert s.note(1).text == "Zoë's café ✅\nline two"
 
 
@@ -526,7 +511,7 @@ def test_forget_erases_the_text_everywhere_and_leaves_a_tombstone(qem, ws):
     out = ok(qem("forget", "2", "-m", "contained a credential", "--yes")).stdout
     assert out.startswith("#2 forgotten")
 
-    raw = sqlite3.connect(db_path(ws))
+    raw = sqlite3.connect(store_path(ws))
     rows = raw.execute("SELECT seq, note_id, type, actor, reason, checkin, data FROM events").fetchall()
     raw.close()
     assert rows and not any(SECRET in json.dumps(row) for row in rows)
@@ -551,7 +536,7 @@ def test_forget_erases_the_text_everywhere_and_leaves_a_tombstone(qem, ws):
     # the highest id was forgotten: the next note still gets a new one
     ok(qem("forget", "3", "-m", "tidy", "--yes"))
     assert ok(qem("add", "after forgetting", "-k", "task")).stdout == "4\n"
-    with Store.open(db_path(ws)) as s:
+    with Store.open(store_path(ws)) as s:
         assert s.verify() == []
 
 
@@ -561,7 +546,7 @@ def test_forget_erases_the_text_everywhere_and_leaves_a_tombstone(qem, ws):
 def test_dump_load_dump_is_byte_identical(tmp_path, qem, ws):
     populate(ws)
     with open_store(ws) as s:
-        quick_add(s, "ünïcødé ✅ \"quotes\" \\ and\n\n  indentation", kind="reference")
+        add(s, "ünïcødé ✅ \"quotes\" \\ and\n\n  indentation", kind="reference", actor="setup")
         s.write(lambda tx: tx.emit(1, "stale_flagged", "reviewer", "check", checkin="ck-7"),
                 at="2026-08-01T09:30:00Z")
     first = ok(qem("dump")).stdout
@@ -574,7 +559,7 @@ def test_dump_load_dump_is_byte_identical(tmp_path, qem, ws):
     loaded = ok(run_qem("load", str(backup), cwd=copy))
     assert "loaded" in loaded.stdout and f"head is now {len(first.splitlines())}" in loaded.stdout
     assert ok(run_qem("dump", cwd=copy)).stdout == first
-    with Store.open(db_path(copy)) as loaded_store, Store.open(db_path(ws)) as original:
+    with Store.open(store_path(copy)) as loaded_store, Store.open(store_path(ws)) as original:
         assert loaded_store.notes() == original.notes()
         assert loaded_store.verify() == []
 
@@ -590,7 +575,7 @@ def test_the_fixture_corpus_loads(qem, ws):
     lines = raw.decode("utf-8").splitlines()
     proc = ok(qem("load", str(CORPUS)))
     assert f"loaded {len(lines)} events" in proc.stdout
-    assert ok(qem("verify")).stdout.startswith("ok")
+    assert ok(qem("verify")).stderr.startswith("ok: ")
     dumped = subprocess.run([sys.executable, "-m", "qem_edit", "dump"], cwd=ws, capture_output=True)
     assert dumped.returncode == 0 and dumped.stdout == raw
     created = sum(1 for line in lines if json.loads(line)["type"] == "created")
@@ -668,15 +653,15 @@ def test_load_appends_and_keeps_ids(tmp_path, qem, ws):
 
 def test_verify_passes_on_a_fresh_store(qem, ws):
     ok(qem("init"))
-    assert "0 events" in ok(qem("verify")).stdout
+    assert "0 events" in ok(qem("verify")).stderr
     populate(ws)
-    assert ok(qem("verify")).stdout.startswith("ok")
+    assert ok(qem("verify")).stderr.startswith("ok: ")
 
 
 def test_verify_catches_a_tampered_cache_and_repair_fixes_it(qem, ws):
     populate(ws)
     before = snapshot(ws)[0]
-    raw = sqlite3.connect(db_path(ws))
+    raw = sqlite3.connect(store_path(ws))
     raw.execute("UPDATE notes SET text = 'x' WHERE id = 1")
     raw.commit()
     raw.close()
@@ -688,8 +673,8 @@ def test_verify_catches_a_tampered_cache_and_repair_fixes_it(qem, ws):
     assert "--repair" in proc.stderr
 
     fixed = ok(qem("verify", "--repair"))
-    assert "rebuilt" in fixed.stdout and fixed.stdout.rstrip().splitlines()[-1].startswith("ok")
-    assert ok(qem("verify")).stdout.startswith("ok")
+    assert "rebuilt" in fixed.stdout and fixed.stderr.startswith("ok: ")
+    assert ok(qem("verify")).stderr.startswith("ok: ")
     assert json.loads(ok(qem("show", "1", "--json")).stdout)["text"] == "the active note"
     assert snapshot(ws)[0] == before  # the log itself never changed
 
@@ -697,7 +682,7 @@ def test_verify_catches_a_tampered_cache_and_repair_fixes_it(qem, ws):
 def test_events_cannot_be_deleted_or_rewritten_behind_qems_back(qem, ws):
     populate(ws)
     before = snapshot(ws)
-    raw = sqlite3.connect(db_path(ws))
+    raw = sqlite3.connect(store_path(ws))
     with pytest.raises(sqlite3.DatabaseError, match="append-only"):
         raw.execute("DELETE FROM events")
     with pytest.raises(sqlite3.DatabaseError, match="append-only"):

@@ -16,12 +16,14 @@ import pytest
 from conftest import REPO, run_qem
 from qem_edit import errors
 from qem_edit import store as store_mod
-from qem_edit.store import NewNote, Store
+from qem_edit.model import NewNote
+from qem_edit.store import Store
 
 WORKER = r"""
 import sys, time
 from pathlib import Path
-from qem_edit.store import NewNote, Store
+from qem_edit.model import NewNote
+from qem_edit.store import Store
 
 path, name, count, start = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 while time.time() < start:          # all workers start together, the store not yet there
@@ -95,7 +97,7 @@ def test_four_processes_adding_fifty_each(tmp_path):
             assert [n.text for n in mine] == [f"worker-{w} note {i}" for i in range(50)]
         assert s.verify() == []
     proc = run_qem("verify", "--store", str(path))
-    assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stderr
+    assert proc.returncode == 0 and proc.stderr.startswith("ok: "), proc.stderr
 
 
 def test_four_clis_adding_ten_each(tmp_path, ws):
@@ -120,7 +122,7 @@ def test_four_clis_adding_ten_each(tmp_path, ws):
     assert sorted(ids) == list(range(1, 41))
 
     verify = run_qem("verify", cwd=ws)
-    assert verify.returncode == 0 and "40 events" in verify.stdout
+    assert verify.returncode == 0 and "40 events" in verify.stderr
     listed = json.loads(run_qem("list", "--json", cwd=ws).stdout)
     assert sorted(n["text"] for n in listed) == sorted(f"cli {w}.{i}" for w in range(4) for i in range(10))
 

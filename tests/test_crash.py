@@ -43,10 +43,12 @@ from _reliability import AT, fork_run, no_traceback, python_env, record
 from conftest import run_qem
 from qem_edit import checkin, checkouts, faults, terminal
 from qem_edit.dump import load_events, read_dump
-from qem_edit.export import auto_export, export, rendering
+from qem_edit.export import auto_export, export, render_store
+from builders import render_text, workspace
 from qem_edit.files import write_atomic
 from qem_edit.model import LIVE_STATES
-from qem_edit.store import NewNote, Store, Transaction
+from qem_edit.model import NewNote
+from qem_edit.store import Store, Transaction
 from qem_edit.workspace import Workspace
 from qem_edit.renderer import Selection, render
 
@@ -71,15 +73,11 @@ def pinned_clock(monkeypatch):
     monkeypatch.setenv("QEM_NOW", AT)
 
 
-def place_of(root: Path) -> Workspace:
-    return Workspace(root=root, store_path=root / ".qem" / "memory.db")
-
-
 def make_workspace(root: Path, *, auto: bool = True) -> Workspace:
     (root / ".qem").mkdir(parents=True)
     if auto:
         (root / ".qem" / "config.toml").write_text("[export]\nauto = true\n")
-    place = place_of(root)
+    place = workspace(root)
 
     def work(tx: Transaction) -> None:
         for kind, priority, text in SEED:
@@ -141,7 +139,7 @@ def checkin_ids(store: Store) -> Counter:
 def run_reference(template: Path, scratch: Path, child, monkeypatch) -> Reference:
     """Run `child(root)` in-process on a copy of `template`, counting its checkpoints."""
     root = copy_tree(template, scratch)
-    place = place_of(root)
+    place = workspace(root)
     with Store.open(place.store_path) as store:
         old_head = store.head()
     old_mirror = place.mirror_path().read_bytes()
@@ -155,7 +153,7 @@ def run_reference(template: Path, scratch: Path, child, monkeypatch) -> Referenc
         assert store.verify() == []
         ids = checkin_ids(store)
         new_head = store.head()
-        new_render = rendering(store)[1].encode("utf-8")
+        new_render = render_store(store)[1].decode('utf-8').encode("utf-8")
     assert place.mirror_path().read_bytes() == new_render
     return Reference(old_head, old_mirror, b"", new_render, new_head, sum(ids.values()), count)
 
@@ -175,7 +173,7 @@ def checkout_template(root: Path) -> tuple[Path, bytes]:
 
 def checkin_child(relative: Path):
     def run(root: Path) -> None:
-        place = place_of(root)
+        place = workspace(root)
         with Store.open(place.store_path) as store:
             terminal.run_checkin(store, place, root / relative, "crash test", True, False, "crasher")
 
@@ -184,12 +182,12 @@ def checkin_child(relative: Path):
 
 def check_checkin(root: Path, ref: Reference, edit_file: Path, *, edit_survives: bool = True) -> bool:
     """The invariants after a kill; returns whether the check-in landed."""
-    place = place_of(root)
+    place = workspace(root)
     with Store.open(place.store_path) as store:
         assert store.verify() == [], root
         ids = checkin_ids(store)
         head = store.head()
-        now = rendering(store)[1].encode("utf-8")
+        now = render_store(store)[1].decode('utf-8').encode("utf-8")
     assert len(ids) <= 1, ids
     landed = bool(ids)
     if landed:
@@ -238,10 +236,10 @@ def test_checkin_killed_at_every_checkpoint(tmp_path, monkeypatch):
         # then the user checks the kept edit in again: it lands exactly once
         if (root / relative).exists():
             checkin_child(relative)(root)
-        with Store.open(place_of(root).store_path) as store:
+        with Store.open(workspace(root).store_path) as store:
             assert store.verify() == []
             assert list(checkin_ids(store).values()) == [ref.n_events]
-            assert rendering(store)[1].encode("utf-8") == ref.new_mirror
+            assert render_store(store)[1].decode('utf-8').encode("utf-8") == ref.new_mirror
         assert not (root / relative).parent.exists()
         return landed
 
@@ -264,7 +262,7 @@ def test_mirror_checkin_killed_at_every_checkpoint(tmp_path, monkeypatch):
     mirror.write_bytes(edited)
 
     def child(root: Path) -> None:
-        p = place_of(root)
+        p = workspace(root)
         with Store.open(p.store_path) as store:
             terminal.run_checkin(store, p, p.mirror_path(), "crash test", True, False, "crasher")
 
@@ -273,13 +271,13 @@ def test_mirror_checkin_killed_at_every_checkpoint(tmp_path, monkeypatch):
     ref.old_mirror = edited  # before the check-in, the mirror holds the user's edit
 
     def check(root: Path) -> bool:
-        landed = check_checkin(root, ref, place_of(root).mirror_path())
+        landed = check_checkin(root, ref, workspace(root).mirror_path())
         # checking the file in again lands the edit exactly once
         child(root)
-        with Store.open(place_of(root).store_path) as store:
+        with Store.open(workspace(root).store_path) as store:
             assert store.verify() == []
             assert list(checkin_ids(store).values()) == [ref.n_events], "checked in twice"
-            assert rendering(store)[1].encode("utf-8") == ref.new_mirror
+            assert render_store(store)[1].decode('utf-8').encode("utf-8") == ref.new_mirror
         return landed
 
     outcomes = walk_kill_points(template, tmp_path, child, ref, check)
@@ -297,7 +295,7 @@ def test_plain_write_killed_at_every_checkpoint(tmp_path, monkeypatch):
     make_workspace(template)
 
     def child(root: Path) -> None:
-        p = place_of(root)
+        p = workspace(root)
 
         def work(tx: Transaction) -> None:
             for i in range(8):
@@ -313,7 +311,7 @@ def test_plain_write_killed_at_every_checkpoint(tmp_path, monkeypatch):
     assert ref.new_head - ref.old_head == 32
 
     def check(root: Path) -> bool:
-        p = place_of(root)
+        p = workspace(root)
         with Store.open(p.store_path) as store:
             assert store.verify() == []
             head = store.head()
@@ -338,11 +336,11 @@ def test_load_killed_midway(tmp_path):
     events = read_dump(raw, "corpus")
     template = tmp_path / "template"
     (template / ".qem").mkdir(parents=True)
-    with Store.open(place_of(template).store_path, create=True) as store:
+    with Store.open(workspace(template).store_path, create=True) as store:
         before = store.head()
 
     def child(root: Path) -> None:
-        with Store.open(place_of(root).store_path) as store:
+        with Store.open(workspace(root).store_path) as store:
             load_events(store, events)
 
     kills = 0
@@ -352,7 +350,7 @@ def test_load_killed_midway(tmp_path):
         outcome = fork_run(lambda: child(root), after_n=n)
         assert outcome == ("done" if n == total + 4 else "killed"), n
         kills += outcome == "killed"
-        with Store.open(place_of(root).store_path) as store:
+        with Store.open(workspace(root).store_path) as store:
             assert store.verify() == []
             assert store.head() in (before, before + total)
             assert (store.head() == before + total) == (n >= total + 3)
@@ -367,14 +365,14 @@ def test_export_killed_while_writing_the_mirror(tmp_path, monkeypatch):
         store.write(lambda tx: tx.emit(1, "stale_flagged", "someone", "check"))
 
     def child(root: Path) -> None:
-        with Store.open(place_of(root).store_path) as store:
-            export(store, place_of(root).mirror_path())
+        with Store.open(workspace(root).store_path) as store:
+            export(store, workspace(root).mirror_path())
 
     ref = run_reference(template, tmp_path / "reference", child, monkeypatch)
     assert ref.checkpoints == 3  # the temp file, written, renamed
 
     def check(root: Path) -> bool:
-        mirror = place_of(root).mirror_path().read_bytes()
+        mirror = workspace(root).mirror_path().read_bytes()
         assert mirror in (ref.old_mirror, ref.new_mirror)
         return mirror == ref.new_mirror
 
@@ -392,7 +390,7 @@ def loop_child(root: Path, journal: Path, seed: int) -> None:
     First it resumes every kept checkout (a check-in an earlier child did not finish).
     """
     rng = random.Random(seed)
-    place = place_of(root)
+    place = workspace(root)
     fd = os.open(journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
     def log(*fields: object) -> None:
@@ -438,7 +436,7 @@ def loop_child(root: Path, journal: Path, seed: int) -> None:
 
 
 def check_loop(root: Path, journal: Path) -> dict[str, int]:
-    place = place_of(root)
+    place = workspace(root)
     entries = [json.loads(line) for line in journal.read_text().splitlines()]
     with Store.open(place.store_path) as store:
         assert store.verify() == []
@@ -531,15 +529,15 @@ NAMED_POINTS = [
 def test_cli_checkin_killed_at_named_point(tmp_path, point):
     root = tmp_path / "ws"
     relative, edited = checkout_template(root)
-    old_mirror = place_of(root).mirror_path().read_bytes()
+    old_mirror = workspace(root).mirror_path().read_bytes()
     done = run_qem("checkin", "--path", str(root / relative), "-m", "crash", "--yes", cwd=root,
                    env={"QEM_FAULT": point, "QEM_NOW": AT})
     assert done.returncode == -signal.SIGKILL, (done.returncode, done.stderr)
-    place = place_of(root)
+    place = workspace(root)
     with Store.open(place.store_path) as store:
         assert store.verify() == []
         ids = checkin_ids(store)
-        now = rendering(store)[1].encode("utf-8")
+        now = render_store(store)[1].decode('utf-8').encode("utf-8")
     landed = bool(ids)
     if landed:
         assert list(ids.values()) == [9]
@@ -592,7 +590,8 @@ def test_cli_add_killed_at_every_checkpoint(tmp_path):
 SNIPPET = """
 import sys
 from pathlib import Path
-from qem_edit.store import NewNote, Store
+from qem_edit.model import NewNote
+from qem_edit.store import Store
 from qem_edit.export import auto_export
 from qem_edit.workspace import Workspace
 root = Path(sys.argv[1])

@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import stat
-import sys
 import tempfile
 from pathlib import Path
 
@@ -41,8 +40,12 @@ from _edit_support import (
     seed,
 )
 from conftest import CORPUS, run_qem
+from qem_edit.renderer import for_editing
 
 REASON = "tidy up after the v2 migration"
+# An editor that hands back an unchanged file at once is taken for a window that did not
+# wait (the edit is kept); a person who looked and changed nothing takes longer.
+UNHURRIED = "import time; time.sleep(1.1)"
 
 
 @pytest.fixture
@@ -190,13 +193,6 @@ def test_raising_provenance_to_human_promotes(seeded: Path, edit) -> None:
     assert (note.provenance, note.state, note.text) == ("human", "active", TEXTS[ACTIVE_FINDING])
 
 
-def test_lowering_provenance_is_refused(seeded: Path, edit) -> None:
-    done = edit("sub('agent · The cache misses', 'auto · The cache misses')")
-    assert done.returncode == 2
-    assert "provenance can only be raised to human" in done.stderr
-    assert_nothing_written(seeded)
-
-
 def test_adding_a_stale_marker_flags_the_note(seeded: Path, edit) -> None:
     done = edit("sub('low · agent · The cache', 'low · agent · STALE (needs a recheck) · The cache')")
     assert done.returncode == 0, done.stderr
@@ -234,76 +230,46 @@ def test_removing_revoked_marker_and_changing_text_reinstates_then_supersedes(se
     assert notes(seeded)[new_id].text == "Flaky again on ARM"
 
 
-def _reorder() -> str:
-    # swap two items in a section and move the last section to the top
-    return (
-        "a = line_with('The lock order'); b = line_with('Old flaky')\n"
-        "text = text.replace(a, '@A@').replace(b, a).replace('@A@', b)\n"
-        "head, rest = text.split('\\n', 1)\n"
-        "rest, op = rest.split('## Operational')\n"
-        "text = head + '\\n\\n## Operational' + op.rstrip('\\n') + '\\n' + rest"
-    )
+# What each kind of editor noise plans (nothing) is in fixtures/checkin/noise-*.case; here, one
+# edit with all of it, through the CLI: "no changes", nothing written, the checkout removed.
+ALL_NOISE = (
+    # swap two items in a section, move the last section to the top
+    "a = line_with('The lock order'); b = line_with('Old flaky')\n"
+    "text = text.replace(a, '@A@').replace(b, a).replace('@A@', b)\n"
+    "head, rest = text.split('\\n', 1)\n"
+    "rest, op = rest.split('## Operational')\n"
+    "text = head + '\\n\\n## Operational' + op.rstrip('\\n') + '\\n' + rest\n"
+    # a BOM, CRLF, a trailing space on every line, no final newline
+    "text = '\\ufeff' + '\\r\\n'.join(line + ' ' for line in text.split('\\n')).rstrip()"
+)
 
 
-NOISE = {
-    "reorder": _reorder(),
-    "trailing-spaces": "text = '\\n'.join(line + '  \\t' for line in text.split('\\n'))",
-    "no-final-newline": "text = text.rstrip('\\n')",
-    "extra-final-newlines": "text = text + '\\n\\n\\n'",
-    "crlf": "text = text.replace('\\n', '\\r\\n')",
-    "bom": "text = '\\ufeff' + text",
-    "all": _reorder() + "\ntext = '\\ufeff' + '\\r\\n'.join(line + ' ' for line in text.split('\\n')).rstrip()",
-    "untouched": "",
-}
-
-
-@pytest.mark.parametrize("noise", list(NOISE), ids=list(NOISE))
-def test_reordering_and_editor_noise_change_nothing(seeded: Path, edit, noise: str) -> None:
-    done = edit(NOISE[noise])
+def test_reordering_and_editor_noise_change_nothing(seeded: Path, edit) -> None:
+    done = edit(ALL_NOISE)
     assert done.returncode == 0, done.stderr
     assert "no changes" in done.stderr
     assert_nothing_written(seeded)
     assert checkouts(seeded) == []
 
 
-def test_an_emptied_file_is_no_change(seeded: Path, edit) -> None:
+def test_an_emptied_file_is_kept_not_taken_for_no_change(seeded: Path, edit) -> None:
     done = edit("text = ''")
-    assert done.returncode == 0, done.stderr
-    assert "no changes" in done.stderr
+    assert done.returncode == 2, done.stderr
+    assert "the file is empty" in done.stderr and "qem edit --resume" in done.stderr
     assert_nothing_written(seeded)
+    assert len(checkouts(seeded)) == 1
 
 
 # -- refusals: exit 2, the line named, nothing written, the edit kept ------------------------------
 
+# Every refusal, with the exact lines qem gives, is a case in fixtures/checkin/ (refuse-*,
+# parse-*); these few go through the CLI: an error in the file, one in the plan, a file
+# that is not a qem file, and one that names no line.
 REFUSALS = {
-    "superseded-text": ("sub('Use JSON for the dump', 'Use YAML for the dump')", "superseded by #8", "Use YAML"),
-    "revoked-text": ("sub('Old flaky test note', 'Old flaky test note, rewritten')", "remove its marker too", "rewritten"),
-    "expired-text": ("sub('Deploy freeze until Friday', 'Deploy freeze until Monday')", "its text is history", "until Monday"),
-    "forgotten-text": (
-        "import re\ntext = re.sub(r'(- \\[#9\\] FORGOTTEN [0-9-]+)', r'\\1\\n  the secret again', text)",
-        "tombstone (#9) has no text", "the secret again",
-    ),
-    "forgotten-revived": (
-        "import re\ntext = re.sub(r'- \\[#9\\] FORGOTTEN ([0-9-]+)', r'- [#9] \\1 · medium · agent · the secret again', text)",
-        "it was forgotten; leave its tombstone", "the secret again",
-    ),
-    "unknown-id": ("under('Tasks', '- [#99] 2026-01-01 · medium · agent · who am I')", "no note #99", "who am I"),
-    "id-twice": ("under('Tasks', line_with('The lock order').replace('A then B', 'A then B, again'))",
-                 "appears twice", "A then B, again"),
-    "outside-section": ("sub('\\n## Directives', '\\n- a stray note\\n\\n## Directives')", "outside any section", "a stray note"),
-    "malformed-header": ("text = '# My memory\\n' + text.split('\\n', 1)[1]", "first line must be qem's header", "# My memory"),
-    "conflict-markers": (
-        "line = line_with('The lock order')\n"
-        "sub(line, '<<<<<<< mine\\n' + line + '\\n=======\\n' + line.replace('A then B', 'B then A') + '\\n>>>>>>> theirs')",
-        "unresolved conflict marker", "<<<<<<< mine",
-    ),
     "stray-text": ("sub('## Findings\\n', '## Findings\\nsome words the person typed\\n')", "neither a section heading", "some words"),
-    "unknown-section": ("sub('## Tasks', '## Todo')", "unknown section", "## Todo"),
-    "marker-lookalike": ("under('Tasks', '- STALE is how I feel')", "looks like a marker", "STALE is how"),
+    "superseded-text": ("sub('Use JSON for the dump', 'Use YAML for the dump')", "superseded by #8", "Use YAML"),
+    "malformed-header": ("text = '# My memory\\n' + text.split('\\n', 1)[1]", "first line must be qem's header", "# My memory"),
     "history-deleted": ("drop('Use JSON for the dump')", "#7 (superseded) was deleted from the file", None),
-    "revoked-deleted": ("drop('Old flaky test note')", "#5 (revoked) was deleted from the file", None),
-    "superseded-marker-written": (
-        "sub('low · agent · The cache', 'low · agent · SUPERSEDED by #8 · The cache')", "do not write the marker", "SUPERSEDED by #8 · The cache"),
 }
 
 
@@ -384,13 +350,6 @@ def test_kind_narrows_the_checkout_and_leaves_other_notes_alone(seeded: Path, ed
     for note_id, note in before.items():
         if note_id not in (ACTIVE_GOTCHA, ACTIVE_TASK):
             assert after[note_id] == note
-
-
-def test_a_section_outside_the_checkout_is_refused(seeded: Path, edit) -> None:
-    done = edit("text += '\\n## Findings\\n\\n- a finding\\n'", "--kind", "gotcha")
-    assert done.returncode == 2
-    assert "outside this checkout" in done.stderr
-    assert_nothing_written(seeded)
 
 
 def test_active_checkout_holds_live_notes_and_history_is_untouched(seeded: Path, edit, tmp_path: Path) -> None:
@@ -477,7 +436,7 @@ def test_without_a_terminal_a_reason_is_required(seeded: Path, edit) -> None:
     assert "-m" in done.stderr
     assert_nothing_written(seeded)
     assert TEXTS[ACTIVE_TASK] not in kept_file(seeded, done.stderr).read_text()
-    again = edit("", "--resume", resume_id(done.stderr))
+    again = edit(UNHURRIED, "--resume", resume_id(done.stderr))
     assert again.returncode == 0, again.stderr
     assert notes(seeded)[ACTIVE_TASK].state == "revoked"
 
@@ -494,6 +453,8 @@ def test_without_a_terminal_yes_is_required(seeded: Path, edit) -> None:
 
 
 def test_a_conflict_on_the_same_note_applies_nothing(seeded: Path, edit) -> None:
+    """Through the CLI: exit 3, none of your changes written.  What each pair of changes
+    to one note gives is in fixtures/checkin/conflict-*.case and agree-*.case."""
     body = (
         "qem('revoke', '2', '-m', 'wrong order', '--actor', 'other')\n"
         "sub('The lock order is A then B', 'The lock order is B then A')\n"
@@ -505,6 +466,7 @@ def test_a_conflict_on_the_same_note_applies_nothing(seeded: Path, edit) -> None
     assert "conflict on #2" in done.stderr and "revoked by other" in done.stderr
     # only the other writer's event: none of yours, not even the changes that did not conflict
     assert [(e.note_id, e.type, e.actor) for e in new_events(seeded)] == [(ACTIVE_GOTCHA, "revoked", "other")]
+    assert run_qem("verify", cwd=seeded).returncode == 0
     kept = kept_file(seeded, done.stderr).read_text()
     assert "B then A" in kept and "a brand new task" in kept and TEXTS[ACTIVE_TASK] not in kept
 
@@ -567,29 +529,6 @@ def test_both_sides_revoking_the_same_note_is_no_conflict(seeded: Path, edit) ->
     assert notes(seeded)[ACTIVE_GOTCHA].state == "superseded"
 
 
-@pytest.mark.parametrize(
-    "theirs, mine",
-    [
-        (("supersede", "2", "The lock order is A, then B"), "sub('A then B', 'B then A')"),
-        (("flag-stale", "2", "-m", "check it"), "sub('A then B', 'B then A')"),
-        (("forget", "2", "-m", "leaked", "--yes"), "sub('A then B', 'B then A')"),
-        (("promote", "2"), "sub('A then B', 'B then A')"),
-        (("revoke", "2", "-m", "no"), "sub('medium · agent · The lock', 'high · agent · The lock')"),
-        (("supersede", "2", "The lock order is A, then B"), "drop('The lock order')"),
-        (("flag-stale", "2", "-m", "check it"), "drop('The lock order')"),
-        (("supersede", "2", "The lock order is A, then B"), "sub('agent · The lock', 'agent · STALE (hm) · The lock')"),
-    ],
-    ids=["supersede/edit", "stale/edit", "forget/edit", "promote/edit", "revoke/priority",
-         "supersede/delete", "stale/delete", "supersede/stale"],
-)
-def test_concurrent_change_to_a_note_you_changed_conflicts(seeded: Path, edit, theirs: tuple, mine: str) -> None:
-    done = edit(f"qem(*{theirs!r}, '--actor', 'other')\n{mine}")
-    assert done.returncode == 3, done.stderr
-    assert "conflict on #2" in done.stderr
-    assert {e.actor for e in new_events(seeded)} == {"other"}
-    assert run_qem("verify", cwd=seeded).returncode == 0
-
-
 def test_notes_created_meanwhile_are_not_deleted(seeded: Path, edit) -> None:
     body = (
         "qem('add', 'their fresh note', '--kind', 'gotcha', '--actor', 'other')\n"
@@ -615,7 +554,7 @@ def test_editor_failure_keeps_the_edit(seeded: Path, edit) -> None:
     assert_nothing_written(seeded)
     kept = kept_file(seeded, done.stderr)
     assert TEXTS[ACTIVE_TASK] not in kept.read_text()
-    again = edit("", "--resume", resume_id(done.stderr))
+    again = edit(UNHURRIED, "--resume", resume_id(done.stderr))
     assert again.returncode == 0, again.stderr
     assert [(e.note_id, e.type) for e in new_events(seeded)] == [(ACTIVE_TASK, "revoked")]
 
@@ -635,7 +574,7 @@ def test_a_crash_before_commit_writes_nothing_and_keeps_the_edit(seeded: Path, e
     assert run_qem("verify", cwd=seeded).returncode == 0
     [kept] = checkouts(seeded)
     assert "a brand new task" in (kept / "MEMORY.md").read_text()
-    again = edit("", "--resume", kept.name)
+    again = edit(UNHURRIED, "--resume", kept.name)
     assert again.returncode == 0, again.stderr
     assert sorted(e.type for e in new_events(seeded)) == ["created", "created", "revoked", "superseded"]
 
@@ -678,8 +617,8 @@ def test_checkout_to_a_path_dry_run_then_checkin_rerenders_the_file(seeded: Path
     target.write_text(original.replace("The lock order is A then B", "The lock order is B then A"))
     edited = target.read_bytes()
     dry = qem("checkin", "--path", str(target), "--dry-run", input="")
-    assert dry.returncode == 0, dry.stderr
-    assert "Plan: 1 supersede" in dry.stderr and "dry run" in dry.stderr
+    assert dry.returncode == 1, dry.stderr  # a dry run that finds changes
+    assert "Plan: 1 supersede" in dry.stdout and "dry run" in dry.stderr
     assert_nothing_written(seeded)
     assert target.read_bytes() == edited
     done = qem("checkin", "--path", str(target), "-m", REASON, "--yes", input="")
@@ -741,12 +680,12 @@ def test_unchanged_checkout_of_the_749_note_corpus_exports_byte_identical(ws: Pa
     assert qem("export").returncode == 0
     before = (ws / "MEMORY.md").read_bytes()
     start = head(ws)
-    done = edit("")  # qem edit, unchanged
+    done = edit(UNHURRIED)  # qem edit, unchanged
     assert done.returncode == 0, done.stderr
     assert "no changes" in done.stderr
     target = tmp_path / "all.md"
     assert qem("checkout", "--path", str(target)).returncode == 0
-    assert target.read_bytes() == before
+    assert target.read_bytes() == for_editing(before.decode("utf-8")).encode("utf-8")  # the mirror, and how to edit it
     checked = qem("checkin", "--path", str(target), "-m", REASON, "--yes", input="")
     assert checked.returncode == 0, checked.stderr
     assert "no changes" in checked.stderr

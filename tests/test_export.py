@@ -30,11 +30,12 @@ import pytest
 
 from qem_edit import cli, errors
 from qem_edit.dump import read_dump
-from qem_edit.export import export, rendered_bytes
+from qem_edit.export import export, render_store
 from qem_edit.model import replay
 from qem_edit.store import Store
 
-from _render_support import CORPUS, CORPUS_MD, GOLDEN, load_store
+from _render_support import CORPUS, CORPUS_MD, GOLDEN
+from builders import load_store, store_path
 from qem_edit.reconciler.parse import parse
 from qem_edit.renderer import render
 from qem_edit.renderer.format import SECTION_TITLES
@@ -50,10 +51,6 @@ def golden_cases() -> list:
     return cases
 
 
-def db(root: Path) -> Path:
-    return root / ".qem" / "memory.db"
-
-
 @pytest.fixture(scope="module")
 def corpus_template(tmp_path_factory) -> Path:
     """A store holding the fixture corpus, built once; tests copy it."""
@@ -67,7 +64,7 @@ def corpus_template(tmp_path_factory) -> Path:
 @pytest.fixture
 def corpus_ws(ws: Path, corpus_template: Path) -> Path:
     (ws / ".qem").mkdir()
-    shutil.copyfile(corpus_template, db(ws))
+    shutil.copyfile(corpus_template, store_path(ws))
     return ws
 
 
@@ -101,7 +98,7 @@ def test_golden(log: Path, md: Path, tmp_path: Path) -> None:
     if not log.exists():
         pytest.skip(f"{log.name} is not there")
     with load_store(tmp_path / "memory.db", log) as store:
-        head, data = rendered_bytes(store)  # what `qem export` writes
+        head, data = render_store(store)  # what `qem export` writes
         # the export's fast path (cached items) and the full render agree
         assert render(store.notes(), head).encode("utf-8") == data
         events = read_dump(log.read_bytes(), log.name)
@@ -134,7 +131,7 @@ def test_store_query_order_is_irrelevant(log: Path, md: Path, tmp_path: Path) ->
         pytest.skip("golden not there")
     with load_store(tmp_path / "memory.db", log) as store:
         store.conn.execute("PRAGMA reverse_unordered_selects = ON")
-        assert rendered_bytes(store)[1] == md.read_bytes()
+        assert render_store(store)[1] == md.read_bytes()
         assert render(store.notes(), store.head()).encode("utf-8") == md.read_bytes()
 
 
@@ -160,7 +157,7 @@ def test_vacuum_changes_nothing(corpus_ws: Path, qem_here) -> None:
     mirror = corpus_ws / "MEMORY.md"
     assert qem_here("export").returncode == 0
     data = mirror.read_bytes()
-    conn = sqlite3.connect(db(corpus_ws))
+    conn = sqlite3.connect(store_path(corpus_ws))
     conn.execute("VACUUM")
     conn.execute("REINDEX")
     conn.execute("ANALYZE")
@@ -259,7 +256,7 @@ def test_insertion_order_is_irrelevant(name: str, tmp_path: Path) -> None:
     expected = md.read_bytes()
     for seed in range(3):
         with load_store(tmp_path / f"{seed}.db", _permuted_log(events, random.Random(seed))) as store:
-            assert rendered_bytes(store)[1] == expected, f"seed {seed}"
+            assert render_store(store)[1] == expected, f"seed {seed}"
 
 
 # -- --check, --diff, --stdout, --path ---------------------------------------------------------
@@ -309,7 +306,9 @@ def test_check_after_forget_is_moved_on_not_edited(ws: Path, qem_here) -> None:
     for text in ("the staging password is hunter2", "a second note"):
         assert qem_here("add", text, "--kind", "gotcha").returncode == 0
     assert qem_here("export").returncode == 0
+    stale = (ws / "MEMORY.md").read_bytes()
     assert qem_here("forget", "1", "-m", "a secret", "--yes").returncode == 0
+    (ws / "MEMORY.md").write_bytes(stale)  # a copy forget did not clean (say, from an older commit)
     proc = qem_here("export", "--check")
     assert proc.returncode == 1 and "moved on" in proc.stderr and "edited" not in proc.stderr
     assert qem_here("export").returncode == 0
@@ -346,7 +345,7 @@ def test_export_does_not_overwrite_a_hand_edit(corpus_ws: Path, qem_here) -> Non
     check = qem_here("export", "--check")
     assert check.returncode == 1 and "qem export --force" in check.stderr
     forced = qem_here("export", "--force")
-    assert forced.returncode == 0 and mirror.read_bytes() == rendered_bytes(Store.open(db(corpus_ws)))[1]
+    assert forced.returncode == 0 and mirror.read_bytes() == render_store(Store.open(store_path(corpus_ws)))[1]
 
 
 def test_export_does_not_overwrite_a_memory_md_it_did_not_write(ws: Path, qem_here) -> None:
@@ -372,14 +371,13 @@ def test_auto_export_keeps_a_hand_edit_and_says_so(ws: Path, qem_here) -> None:
     assert mirror.read_text("utf-8") == edited
 
 
-def test_forget_warns_that_the_mirror_may_still_hold_the_text(ws: Path, qem_here) -> None:
+def test_forget_renders_the_mirror_again_and_names_git_history(ws: Path, qem_here) -> None:
     assert qem_here("add", "the password is hunter2", "--kind", "gotcha").returncode == 0
-    assert qem_here("export").returncode == 0
+    assert qem_here("export").returncode == 0  # auto-export is off: forget cleans the mirror anyway
     done = qem_here("forget", "1", "-m", "secret", "--yes")
-    assert done.returncode == 0 and "may still hold note #1's text" in done.stderr
-    assert "hunter2" in (ws / "MEMORY.md").read_text("utf-8")  # until it is exported
-    assert qem_here("export").returncode == 0
+    assert done.returncode == 0 and "git" in done.stderr and "history" in done.stderr
     assert "hunter2" not in (ws / "MEMORY.md").read_text("utf-8")
+    assert qem_here("export", "--check").returncode == 0
 
 
 def test_diff_prints_and_writes_nothing(corpus_ws: Path, qem_here) -> None:
@@ -476,7 +474,7 @@ def test_the_write_is_atomic_and_leaves_no_temp_files(corpus_ws: Path, qem_here,
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", broken_replace)
-    with Store.open(db(corpus_ws)) as store, pytest.raises((OSError, errors.QemError)):
+    with Store.open(store_path(corpus_ws)) as store, pytest.raises((OSError, errors.QemError)):
         export(store, mirror)
     monkeypatch.undo()
     assert mirror.read_bytes() == old
@@ -498,7 +496,8 @@ while time.monotonic() < deadline:
 _WRITER = """
 import sys, time
 from pathlib import Path
-from qem_edit.store import NewNote, Store
+from qem_edit.model import NewNote
+from qem_edit.store import Store
 deadline = time.monotonic() + float(sys.argv[1])
 store = Store.open(Path(sys.argv[2]))
 n = 0
@@ -519,7 +518,7 @@ def test_concurrent_exports_never_tear_the_file(corpus_ws: Path) -> None:
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         for _ in range(4)
     ]
-    procs.append(subprocess.Popen([sys.executable, "-c", _WRITER, seconds, str(db(corpus_ws))],
+    procs.append(subprocess.Popen([sys.executable, "-c", _WRITER, seconds, str(store_path(corpus_ws))],
                                   cwd=corpus_ws, env=env, stderr=subprocess.PIPE))
     reads = 0
     bases: set[int] = set()
@@ -540,10 +539,10 @@ def test_concurrent_exports_never_tear_the_file(corpus_ws: Path) -> None:
     for p in procs:
         assert p.wait() == 0, p.stderr.read().decode() if p.stderr else ""
     assert reads > 20 and len(bases) > 1, (reads, bases)
-    with Store.open(db(corpus_ws)) as store:
+    with Store.open(store_path(corpus_ws)) as store:
         assert store.head() > 892
         export(store, mirror)
-        assert mirror.read_bytes() == rendered_bytes(store)[1]
+        assert mirror.read_bytes() == render_store(store)[1]
     assert sorted(p.name for p in corpus_ws.iterdir()) == [".qem", "MEMORY.md"]
 
 
@@ -610,7 +609,7 @@ def test_an_invalid_config_is_refused_before_anything_is_written(ws: Path, qem_h
         assert proc.returncode == 2, (args, proc.stderr)
         assert str(path) in proc.stderr and words in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
-    with Store.open(db(ws)) as store:
+    with Store.open(store_path(ws)) as store:
         assert store.head() == 1  # exit 2 means nothing was written
     assert not (ws / "MEMORY.md").exists()
 
@@ -621,7 +620,7 @@ def test_an_invalid_config_through_the_real_entry_point(qem, ws: Path) -> None:
     proc = qem("add", "one", "--kind", "task")
     assert proc.returncode == 2
     assert "config.toml" in proc.stderr and "Traceback" not in proc.stderr
-    assert not db(ws).exists()
+    assert not store_path(ws).exists()
 
 
 def test_the_example_in_docs_format_md_is_the_real_rendering() -> None:

@@ -17,6 +17,8 @@ from qem_edit.renderer import FORMAT_VERSION
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 RECORD = FIXTURES / "golden" / "VERSION"
+# read at import: the autouse fixture clears every QEM_ variable before a test runs
+UPDATE = os.environ.get("QEM_UPDATE_GOLDEN") == "1"
 
 
 def golden_digest() -> str:
@@ -36,7 +38,7 @@ def recorded() -> tuple[str, str]:
 def test_golden_files_change_only_with_a_new_format_version() -> None:
     version, digest = recorded()
     now = golden_digest()
-    if os.environ.get("QEM_UPDATE_GOLDEN") == "1" and version != FORMAT_VERSION:
+    if UPDATE and version != FORMAT_VERSION:
         RECORD.write_text(f"{FORMAT_VERSION} {now}\n", "ascii")
         version, digest = recorded()
     assert version == FORMAT_VERSION, (

@@ -37,9 +37,11 @@ from qem_edit import checkin, checkouts, errors, terminal
 from qem_edit import store as store_mod
 from qem_edit.cli import main as qem_main
 from qem_edit.dump import dump_lines
-from qem_edit.export import rendering
+from builders import render_text
 from qem_edit.model import KINDS, LIVE_STATES, PRIORITIES, TextError, normalize_text
-from qem_edit.store import NewNote, Store, Transaction
+from qem_edit.export import render_store
+from qem_edit.model import NewNote
+from qem_edit.store import Store, Transaction
 from qem_edit.workspace import Workspace
 from qem_edit.reconciler.parse import clean_lines, parse
 from qem_edit.renderer import Selection
@@ -282,7 +284,7 @@ def test_random_edits_of_random_stores(scratch):
         path = scratch / f"s{next(counter)}.db"
         build_store(path, specs)
         with Store.open(path) as store:
-            head, rendered = rendering(store)
+            head, rendered = render_text(store)
             edited = apply_edits(rendered, edits)
             before = {n.id: n for n in store.notes()}
             for base_text in (rendered, None):  # a checkout (base.md at hand), or a bare file
@@ -304,7 +306,7 @@ def test_random_edits_of_random_stores(scratch):
                 after = {n.id: n for n in store.notes()}
                 check_applied_exactly(edited, before, after, created)
                 # and the result reads back clean: nothing left to check in
-                again = checkin.propose(store, rendering(store)[1])
+                again = checkin.propose(store, render_store(store)[1].decode('utf-8'))
                 assert again.plan.ok and not again.plan.ops
                 tried["applied"] += 1
             elif plan.ok:
@@ -525,11 +527,8 @@ def test_files_that_are_not_checkouts(seeded, data):
     code, out, err = cli("checkin", "--path", str(path), "-m", "x", "--yes", "--workspace", str(ws))
     assert code in (0, 2), err
     if data == b"<!-- qem base=1 -->":
-        # a file that holds no note: exactly as it says, the one note of base 1 is revoked
-        assert code == 0 and "revoke #1" in err
-        with Store.open(ws / ".qem" / "memory.db") as store:
-            assert store.note(1).state == "revoked" and store.head() == len(log.splitlines()) + 1
-        return
+        # a header with no sections is a file cut short, not every note deleted
+        assert code == 2 and "the section `## Directives` is missing" in err, err
     assert log_of(ws / ".qem" / "memory.db") == log
     assert path.read_bytes() == data
     if code == 2:
@@ -704,8 +703,9 @@ def read_only(*paths: Path):
 
 @pytest.mark.parametrize("what", ["file", "file-and-directory"])
 def test_read_only_store(tmp_path, monkeypatch, what):
-    """Reads work where SQLite can open the file (with a read-only directory it cannot even
-    read a WAL store: that is said clearly); every write is refused, nothing changes."""
+    """Reads work on a read-only store file and in a read-only directory (where SQLite
+    cannot make the -shm file a WAL reader wants, the store is read read-only, or as an
+    immutable file); every write is refused, nothing changes."""
     root = tmp_path / "ws"
     store = good_store(root)
     edit = root / "MEMORY.md"
@@ -714,10 +714,7 @@ def test_read_only_store(tmp_path, monkeypatch, what):
     with read_only(*paths):
         reads = run_all(root, store, [r for r in READS if r != ["checkout"]], monkeypatch)
         for argv, code, err in reads:
-            if what == "file":
-                assert code == 0 or (argv == ["export", "--check"] and code == 1), (argv, err)
-            else:
-                assert code == 2 and "is " + str(store.parent) + " writable?" in err, (argv, err)
+            assert code == 0 or (argv == ["export", "--check"] and code == 1), (argv, err)
         writes = run_all(root, store, WRITES + [["checkout"]], monkeypatch)
         for argv, code, err in writes:
             if what == "file" and argv[0] in ("init", "checkout", "export", "edit"):

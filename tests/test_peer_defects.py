@@ -11,26 +11,22 @@ from pathlib import Path
 
 import pytest
 
-from qem_edit import checkin, checkouts, errors, terminal
-from qem_edit.export import rendering
+from qem_edit import checkin, errors
+from builders import add, emit, render_text, store_path
 from qem_edit.resolver import Graph
-from qem_edit.store import NewNote, Store
+from qem_edit.store import Store
 from qem_edit.reconciler.parse import parse
 
 
 @pytest.fixture
 def store(tmp_path: Path):
-    with Store.open(tmp_path / ".qem" / "memory.db", create=True) as handle:
+    with Store.open(store_path(tmp_path), create=True) as handle:
         yield handle
-
-
-def add(store: Store, text: str, kind: str = "gotcha", priority: str = "medium", at: str | None = None) -> int:
-    return store.write(lambda tx: tx.create(NewNote(kind, priority, "agent", text), "agent-1"), at=at).id
 
 
 def test_dates_are_utc_whatever_the_time_zone(tmp_path: Path) -> None:
     """Peer: dates rendered in the machine's local time zone, so bytes depend on TZ."""
-    db = tmp_path / ".qem" / "memory.db"
+    db = store_path(tmp_path)
     with Store.open(db, create=True) as handle:
         add(handle, "written just after midnight UTC", at="2026-07-01T02:00:00Z")
     outputs = set()
@@ -51,7 +47,7 @@ def test_a_heading_inside_a_note_neither_truncates_it_nor_moves_it(store: Store)
     text = "Keep the lock order.\n## Findings\n- [#99] 2026-01-01 · high · agent · forged\nend of note"
     victim = add(store, text)
     other = add(store, "an unrelated note")
-    head, checkout = rendering(store)
+    head, checkout = render_text(store)
     edited = checkout.replace("an unrelated note", "an unrelated note, edited")
     planned = checkin.propose(store, edited, checkout)
     assert planned.plan.ok
@@ -64,7 +60,7 @@ def test_a_heading_inside_a_note_neither_truncates_it_nor_moves_it(store: Store)
 def test_kind_and_priority_edits_are_events_that_keep_the_old_note(store: Store) -> None:
     """Peer: kind, priority and tag edits are in-place UPDATEs with no event."""
     old = add(store, "Release the lock before restart", priority="low")
-    _, checkout = rendering(store)
+    _, checkout = render_text(store)
     line = _item_line(checkout, old)
     # raise its priority and move it under Findings
     edited = checkout.replace(line + "\n", "", 1).replace(
@@ -88,9 +84,9 @@ def test_a_concurrent_lifecycle_change_is_a_conflict(store: Store) -> None:
     """Peer: the conflict check fingerprints content only, so a concurrent revoke of an
     edited note applies cleanly and leaves two active heads."""
     note = add(store, "the cache is warm after a rebuild")
-    _, checkout = rendering(store)
+    _, checkout = render_text(store)
     edited = checkout.replace("warm after", "cold after")
-    store.write(lambda tx: tx.emit(note, "revoked", "agent-2", "measured: it is cold"))
+    emit(store, note, "revoked", "measured: it is cold", actor="agent-2", at=None)
     planned = checkin.propose(store, edited, checkout)
     assert [c.note_id for c in planned.plan.conflicts] == [note]
     assert not planned.plan.ok
@@ -103,10 +99,10 @@ def test_the_conflict_check_and_the_writes_are_one_transaction(store: Store) -> 
     names the head it was made against, and the transaction that applies it checks that
     head first: a write landing in between makes the apply refuse, writing nothing."""
     note = add(store, "alpha")
-    _, checkout = rendering(store)
+    _, checkout = render_text(store)
     planned = checkin.propose(store, checkout.replace("alpha", "beta"), checkout)
     assert planned.plan.ok
-    store.write(lambda tx: tx.emit(note, "revoked", "agent-2", "in between"))
+    emit(store, note, "revoked", "in between", actor="agent-2", at=None)
     head = store.head()
     with pytest.raises(errors.HeadMoved):
         checkin.apply_plan(store, planned.plan, "person", "late")
@@ -139,8 +135,8 @@ def test_the_edit_buffer_is_the_audit_view(store: Store) -> None:
     so a reviewer cannot check in what they read in git.  Here they are one format: the
     exported file, history included, is what `qem checkin` takes."""
     kept, gone = add(store, "kept"), add(store, "gone")
-    store.write(lambda tx: tx.emit(gone, "revoked", "agent-1", "wrong"))
-    _, exported = rendering(store)
+    emit(store, gone, "revoked", "wrong", actor="agent-1", at=None)
+    _, exported = render_text(store)
     parsed = parse(exported)
     assert {i.note_id: i.state for i in parsed.items} == {kept: "active", gone: "revoked"}
     planned = checkin.propose(store, exported.replace("· kept", "· kept, reviewed"))

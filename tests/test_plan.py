@@ -1,5 +1,7 @@
-"""The reconciler in-process: parse, make_plan (two-way and three-way), rebase, and
-properties of planning + applying on random stores and random edits."""
+"""The reconciler in-process: parse, rebase, and properties of planning + applying on
+random stores and random edits.  What each edit plans (two-way and three-way), and every
+refusal with its exact lines, is a check-in case: fixtures/checkin/, run by
+test_checkin_cases.py."""
 
 from __future__ import annotations
 
@@ -14,67 +16,16 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from builders import CASES, add, emit, load_store, render_text
 from qem_edit import checkin
-from qem_edit.export import fill_forgotten_texts, rendering
-from qem_edit.model import KINDS, LIVE_STATES, PRIORITIES, Event, Note, normalize_text, replay
-from qem_edit.store import NewNote, Store, Transaction
+from qem_edit.model import KINDS, LIVE_STATES, PRIORITIES, NewNote, normalize_text, replay
+from qem_edit.store import Store, Transaction
 from qem_edit.reconciler.parse import clean_lines, parse
-from qem_edit.reconciler.plan import Content, make_plan
-from qem_edit.reconciler.rebase import rebase, with_errors
-from qem_edit.renderer import Selection, render, render_item
+from qem_edit.reconciler.rebase import with_errors
+from qem_edit.renderer import render_item
 from qem_edit.renderer.format import SECTION_TITLES, SEP, escape_first_line
 
 AT = "2026-05-04T08:00:00Z"
-LATER = "2026-06-01T09:00:00Z"
-
-
-class Log:
-    """A hand-built event log (no store): notes are its replay."""
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    @property
-    def head(self) -> int:
-        return len(self.events)
-
-    def _emit(self, note_id: int, type_: str, actor: str, reason=None, data=None, at=AT) -> None:
-        self.events.append(Event(self.head + 1, note_id, type_, at, actor, reason, None, data or {}))
-
-    def add(self, text: str, kind: str = "gotcha", priority: str = "medium", provenance: str = "agent",
-            supersedes: int | None = None, actor: str = "agent", at: str = AT) -> int:
-        note_id = max((e.note_id for e in self.events), default=0) + 1
-        self._emit(note_id, "created", actor, None,
-                   {"kind": kind, "priority": priority, "provenance": provenance, "text": text, "supersedes": supersedes}, at)
-        if supersedes is not None:
-            self._emit(supersedes, "superseded", actor, None, {"by": note_id}, at)
-        return note_id
-
-    def emit(self, note_id: int, type_: str, reason: str | None = None, actor: str = "agent", at: str = AT) -> None:
-        data = {"from": self.notes()[note_id].provenance} if type_ == "promoted" else {}
-        self._emit(note_id, type_, actor, reason, data, at)
-
-    def forget(self, note_id: int, actor: str = "agent") -> None:
-        self._emit(note_id, "forgotten", actor, "leaked", {}, LATER)
-        self.events = [
-            replace(e, data={**e.data, "text": None}) if e.note_id == note_id and e.type == "created" else e
-            for e in self.events
-        ]
-
-    def notes(self, upto: int | None = None) -> dict[int, Note]:
-        return replay(self.events[: self.head if upto is None else upto])
-
-    def render(self, upto: int | None = None, selection: Selection = Selection()) -> str:
-        base = self.head if upto is None else upto
-        return render(self.notes(base).values(), base, selection)
-
-    def plan(self, text: str, base_text: str | None = None):
-        parsed = parse(text)
-        assert parsed.base is not None
-        base_notes = self.notes(parsed.base)
-        if base_text is not None:  # texts forgotten since the base, from the base rendering
-            fill_forgotten_texts(base_notes, base_text.encode("utf-8"))
-        return make_plan(parsed, base_notes, self.notes(), self.events[parsed.base:], self.head), parsed, base_notes
 
 
 def actions(plan) -> list[tuple[str, int | None]]:
@@ -89,32 +40,26 @@ def drop_line(text: str, fragment: str) -> str:
 
 
 @pytest.fixture
-def log() -> Log:
-    log = Log()
-    log.add("alpha lock order")  # 1 gotcha
-    log.add("beta cache", kind="finding", priority="low")  # 2
-    log.add("gamma task", kind="task")  # 3
-    log.add("delta old")  # 4, revoked
-    log.emit(4, "revoked", "wrong")
-    log.add("epsilon", kind="finding")  # 5, stale
-    log.emit(5, "stale_flagged", "check")
-    return log
+def small(tmp_path: Path):
+    """The store of fixtures/checkin/small.jsonl: #1 gotcha "alpha lock order", #2 finding ·
+    low "beta cache", #3 task "gamma task", #4 gotcha "delta old" (revoked: wrong), #5
+    finding "epsilon" (stale: check); head 7."""
+    with load_store(tmp_path / "memory.db", CASES / "small.jsonl") as store:
+        yield store
 
 
 # -- parse ---------------------------------------------------------------------------------------
 
 
-def test_editor_noise_is_not_content(log: Log) -> None:
-    text = log.render()
+def test_editor_noise_is_not_content(small: Store) -> None:
+    text = render_text(small)[1]
     noisy = "\ufeff" + "\r\n".join(line + " \t" for line in text.split("\n")) + "\r\n\r\n"
     assert clean_lines(noisy) == clean_lines(text)
     assert [(i.note_id, i.text, i.state) for i in parse(noisy).items] == [(i.note_id, i.text, i.state) for i in parse(text).items]
-    plan, _, _ = log.plan(noisy)
-    assert plan.ok and plan.ops == []
 
 
-def test_parse_new_items_markers_and_escapes(log: Log) -> None:
-    text = log.render().replace(
+def test_parse_new_items_markers_and_escapes(small: Store) -> None:
+    text = render_text(small)[1].replace(
         "## Tasks\n",
         "## Tasks\n\n- plain\n- high · urgent\n  second line\n\n  after a blank\n- low · \\STALE is a word\n- \\[#3] not an id\n",
     )
@@ -131,8 +76,8 @@ def test_parse_new_items_markers_and_escapes(log: Log) -> None:
     assert (revoked.state, revoked.state_reason, revoked.text) == ("revoked", "wrong", "delta old")
 
 
-def test_parse_strips_qems_error_comment(log: Log) -> None:
-    text = log.render()
+def test_parse_strips_qems_error_comment(small: Store) -> None:
+    text = render_text(small)[1]
     commented = with_errors(text, ["line 3: something --> odd", "conflict on #1"])
     assert "<!-- qem:errors" in commented and "- ->" in commented
     def items(t):
@@ -144,173 +89,29 @@ def test_parse_strips_qems_error_comment(log: Log) -> None:
     assert again.count("<!-- qem:errors") == 1 and "conflict on #1" not in again and "only this" in again
 
 
-@pytest.mark.parametrize(
-    "edit, message",
-    [
-        (lambda t: "junk\n" + t, "first line must be qem's header"),
-        (lambda t: t.replace("## Tasks\n", "## Tasks\nloose words\n"), "neither a section heading"),
-        (lambda t: t.replace("## Tasks\n", "## Tasks\n<<<<<<< yours\n"), "unresolved conflict marker"),
-        (lambda t: t.replace("## Tasks\n", "## Tasks\n   three spaces\n"), "indented line outside any note"),
-        (lambda t: t.replace("## Tasks\n", "## Tasks\n* star item\n"), "start a note's line with `- `"),
-        (lambda t: t.replace("## Tasks", "### Tasks"), "not a qem section heading"),
-        (lambda t: t.replace("## Tasks", "## Chores"), "unknown section"),
-        (lambda t: t.replace(" · medium · agent · gamma", " · urgent · agent · gamma"), "unknown priority"),
-        (lambda t: t.replace(" · medium · agent · gamma", " · medium · robot · gamma"), "unknown provenance"),
-        (lambda t: t.replace("· gamma task", "· STALE (x) · REVOKED (y) · gamma task"), "2 state markers"),
-        (lambda t: t.replace("## Tasks\n", "## Tasks\n\n- \n"), "start a note's line"),
-        (lambda t: t.replace("## Tasks\n", "## Tasks\n\n- \\\n"), "has no text"),
-    ],
-)
-def test_parse_errors_name_the_line(log: Log, edit, message: str) -> None:
-    parsed = parse(edit(log.render()))
-    assert any(message in str(e) for e in parsed.errors), parsed.errors
-    assert all(str(e).startswith("line ") for e in parsed.errors)
-
-
-# -- two-way: an edit against its base ------------------------------------------------------------
-
-
-def test_each_change_maps_to_its_action(log: Log) -> None:
-    text = log.render()
-    text = text.replace("alpha lock order", "alpha lock order, fixed")  # supersede 1
-    text = text.replace("low · agent · beta", "low · human · beta")  # promote 2
-    text = drop_line(text, "gamma task")  # revoke 3
-    text = re.sub(r"REVOKED [0-9-]+ \(wrong\) · ", "", text)  # reinstate 4
-    text = re.sub(r"STALE [0-9-]+ \(check\) · ", "REVOKED (nope) · ", text)  # stale -> revoked 5
-    text = text.replace("## Decisions\n", "## Decisions\n\n- low · decided\n")  # create
-    plan, _, _ = log.plan(text)
-    assert plan.ok, plan.errors
-    assert sorted(actions(plan), key=str) == sorted(
-        [("supersede", 1), ("promote", 2), ("revoke", 3), ("reinstate", 4), ("revoke", 5), ("create", None)], key=str
-    )
-    by = {op.note_id: op for op in plan.ops}
-    assert by[1].content == Content("gotcha", "medium", "alpha lock order, fixed")
-    assert by[5].reason == "nope" and by[3].reason is None and by[3].line == 0
-    assert by[None].content == Content("decision", "low", "decided")
-
-
-@pytest.mark.parametrize(
-    "edit, message",
-    [
-        (lambda t: t.replace("delta old", "delta new"), "remove its marker too"),
-        (lambda t: t.replace("· alpha lock", "· STALE (x) · alpha lock").replace("alpha lock order", "alpha 2"), "not both"),
-        (lambda t: re.sub(r"- \[#1\] [0-9-]+", "- [#1] 1999-01-01", t), "created date is history"),
-        (lambda t: t.replace("· alpha lock", "· supersedes #2 · alpha lock"), "`supersedes` link is history"),
-        (lambda t: t.replace("agent · alpha", "auto · alpha"), "only be raised to human"),
-        (lambda t: t.replace("agent · alpha", "agent · SUPERSEDED by #2 · alpha"), "do not write the marker"),
-        (lambda t: t.replace("agent · gamma", "agent · EXPIRED · gamma"), None),
-        (lambda t: drop_line(t, "delta old"), "history stays"),
-        (lambda t: t + "- [#2] 2026-05-04 · low · agent · beta cache\n", "appears twice"),
-        (lambda t: t + "- [#77] 2026-05-04 · low · agent · who\n", "no note #77"),
-    ],
-)
-def test_two_way_refusals(log: Log, edit, message: str | None) -> None:
-    plan, _, _ = log.plan(edit(log.render()))
-    if message is None:  # control case: a legal state change
-        assert plan.ok and actions(plan) == [("expire", 3)]
-    else:
-        assert not plan.ok and any(message in str(e) for e in plan.errors), plan.errors
-
-
-def test_superseded_and_forgotten_notes(log: Log) -> None:
-    successor = log.add("alpha v2", supersedes=1)
-    log.forget(2)
-    text = log.render()
-    assert "FORGOTTEN" in text and f"SUPERSEDED by #{successor}" in text
-    assert log.plan(text)[0].ops == []
-    plan, _, _ = log.plan(text.replace("· alpha lock order", "· alpha lock order!"))
-    assert any(f"edit #{successor} instead" in str(e) for e in plan.errors)
-    plan, _, _ = log.plan(re.sub(r"(- \[#2\] FORGOTTEN [0-9-]+)", r"\1\n  resurrected", text))
-    assert any("tombstone (#2) has no text" in str(e) for e in plan.errors)
-    plan, _, _ = log.plan(drop_line(text, "FORGOTTEN"))
-    assert any("#2 (forgotten) was deleted" in str(e) for e in plan.errors)
-
-
-def test_scope_narrows_what_deletion_means(log: Log) -> None:
-    text = log.render(selection=Selection(kinds=("finding",), active_only=True))
-    assert "[#2]" in text and "[#5]" in text and "[#1]" not in text
-    plan, _, _ = log.plan(text)
-    assert plan.ok and plan.ops == []  # notes outside the checkout are not "deleted"
-    plan, _, _ = log.plan(drop_line(text, "beta cache"))
-    assert actions(plan) == [("revoke", 2)]
-    plan, _, _ = log.plan(text + "\n## Tasks\n\n- sneaky\n")
-    assert any("outside this checkout" in str(e) for e in plan.errors)
-
-
-# -- three-way ----------------------------------------------------------------------------------
-
-
-def test_others_changes_to_other_notes_merge(log: Log) -> None:
-    base = log.head
-    text = log.render().replace("alpha lock order", "alpha lock order, fixed")
-    log.emit(2, "revoked", "theirs", actor="other")
-    theirs_new = log.add("their note", actor="other")
-    plan, _, _ = log.plan(text)
-    assert plan.ok and actions(plan) == [("supersede", 1)]
-    assert plan.merged == [2] and plan.base == base and plan.head == log.head
-    assert theirs_new not in {op.note_id for op in plan.ops}  # created meanwhile: not deleted
-
-
-@pytest.mark.parametrize(
-    "mine, theirs, agreed",
-    [
-        (lambda t: drop_line(t, "alpha lock"), lambda log: log.emit(1, "revoked", "x", actor="o"), True),
-        (lambda t: drop_line(t, "alpha lock"), lambda log: log.forget(1, actor="o"), True),
-        (lambda t: t.replace("agent · alpha", "human · alpha"), lambda log: log.emit(1, "promoted", actor="o"), True),
-        (lambda t: t.replace("· alpha", "· STALE (a) · alpha"), lambda log: log.emit(1, "stale_flagged", "b", actor="o"), True),
-        (lambda t: drop_line(t, "alpha lock"), lambda log: log.emit(1, "stale_flagged", "b", actor="o"), False),
-        (lambda t: t.replace("alpha lock order", "alpha v2"), lambda log: log.emit(1, "revoked", "b", actor="o"), False),
-        (lambda t: t.replace("alpha lock order", "alpha v2"), lambda log: log.forget(1, actor="o"), False),
-        (lambda t: t.replace("alpha lock order", "alpha v2"), lambda log: log.add("alpha v3", supersedes=1, actor="o"), False),
-        (lambda t: t.replace("alpha lock order", "alpha v2"), lambda log: log.emit(1, "promoted", actor="o"), False),
-        (lambda t: t.replace("· alpha", "· STALE (a) · alpha"), lambda log: log.emit(1, "revoked", "b", actor="o"), False),
-    ],
-    ids=["revoke/revoke", "revoke/forget", "promote/promote",
-         "stale/stale", "revoke/stale", "supersede/revoke", "supersede/forget", "supersede/supersede",
-         "supersede/promote", "stale/revoke"],
-)
-def test_same_note_on_both_sides(log: Log, mine, theirs, agreed: bool) -> None:
-    base_text = log.render()
-    text = mine(base_text).replace("gamma task", "gamma task, also changed")
-    theirs(log)
-    plan, _, _ = log.plan(text, base_text)
-    if agreed:
-        assert plan.ok, plan.conflicts
-        assert plan.agreed == [1] and actions(plan) == [("supersede", 3)]
-    else:
-        assert not plan.ok and [c.note_id for c in plan.conflicts] == [1]
-        assert plan.conflicts[0].theirs and all(e.note_id == 1 for e in plan.conflicts[0].theirs)
-
-
-def test_both_superseding_with_the_same_content_agrees(log: Log) -> None:
-    text = log.render().replace("alpha lock order", "alpha v2")
-    log.add("alpha v2", supersedes=1, provenance="agent", actor="o")
-    plan, _, _ = log.plan(text)
-    assert plan.ok and plan.agreed == [1] and plan.ops == []
-
-
 # -- rebase ---------------------------------------------------------------------------------------
 
 
-def _conflicted(log: Log):
-    base_text = log.render()
+def _conflicted(store: Store) -> tuple[str, int]:
+    """An edit that conflicts on #1 (revoked meanwhile) and changes three other things,
+    rebased on the store now; and the id of a note another writer created meanwhile."""
+    base_text = render_text(store)[1]
     text = base_text.replace("alpha lock order", "alpha v2")  # conflicts
     text = text.replace("beta cache", "beta cache is cold")  # merges
     text = drop_line(text, "gamma task")  # merges
     text = text.replace("## Decisions\n", "## Decisions\n\n- high · a new decision\n")
-    log.emit(1, "revoked", "they disagree", actor="other")
-    theirs = log.add("their note", kind="task", actor="other")
-    plan, parsed, base_notes = log.plan(text, base_text)
-    assert [c.note_id for c in plan.conflicts] == [1]
-    messages = checkin.problems(checkin.Proposal(parsed, plan, base_notes, log.notes(), log.events[parsed.base:]))
-    rebased = rebase(parsed, plan, base_notes, log.notes(), {1: "revoked by other"}, messages)
+    emit(store, 1, "revoked", "they disagree", actor="other", at=AT)
+    theirs = add(store, "their note", "task", actor="other", at=AT)
+    proposal = checkin.propose(store, text, base_text)
+    assert [c.note_id for c in proposal.plan.conflicts] == [1]
+    rebased, _ = checkin.rebased(store, proposal, checkin.problems(proposal))
     return rebased, theirs
 
 
-def test_rebase_marks_the_conflict_and_keeps_the_rest(log: Log) -> None:
-    rebased, theirs = _conflicted(log)
+def test_rebase_marks_the_conflict_and_keeps_the_rest(small: Store) -> None:
+    rebased, theirs = _conflicted(small)
     lines = rebased.split("\n")
-    assert lines[0].startswith(f"<!-- qem base={log.head} ")
+    assert lines[0].startswith(f"<!-- qem base={small.head()} ")
     assert lines[1].startswith("<!-- qem:errors") and "conflict on #1" in rebased
     marks = [line.split()[0] for line in lines if line[:7] in ("<<<<<<<", "|||||||", "=======", ">>>>>>>")]
     assert marks == ["<<<<<<<", "|||||||", "=======", ">>>>>>>"]
@@ -324,8 +125,8 @@ def test_rebase_marks_the_conflict_and_keeps_the_rest(log: Log) -> None:
 
 
 @pytest.mark.parametrize("keep", ["yours", "theirs"])
-def test_a_resolved_rebase_checks_in(log: Log, keep: str) -> None:
-    rebased, theirs = _conflicted(log)
+def test_a_resolved_rebase_checks_in(small: Store, keep: str) -> None:
+    rebased, theirs = _conflicted(small)
     out, side = [], None
     for line in rebased.split("\n"):
         mark = {"<<<<<<<": "yours", "|||||||": "base", "=======": "theirs", ">>>>>>>": None}.get(line[:7], "-")
@@ -333,7 +134,7 @@ def test_a_resolved_rebase_checks_in(log: Log, keep: str) -> None:
             side = mark
         elif side in (None, keep):
             out.append(line)
-    plan, _, _ = log.plan("\n".join(out))
+    plan = checkin.propose(small, "\n".join(out)).plan
     assert plan.ok, (plan.errors, plan.conflicts)
     got = sorted(actions(plan), key=str)
     expected = [("create", None), ("revoke", 3), ("supersede", 2)]
@@ -451,7 +252,7 @@ def test_planning_and_applying_gives_the_notes_the_edited_file_describes(specs, 
     with tempfile.TemporaryDirectory(dir=FAST_TMP) as tmp:
         store = build_store(Path(tmp) / "m.db", specs)
         with store:
-            base, checkout = rendering(store)
+            base, checkout = render_text(store)
             before = {n.id: n for n in store.notes()}
             header, sections = blocks_of(checkout)
             blocks = {int(re.match(r"- \[#(\d+)\]", item[0])[1]): item for items in sections.values() for item in items}
@@ -531,7 +332,7 @@ def test_planning_and_applying_gives_the_notes_the_edited_file_describes(specs, 
             new_events = store.events(after=base)
             assert len({e.checkin for e in new_events}) == 1 and new_events[0].checkin
             # the result, rendered and parsed again, says the same
-            head, rendered = rendering(store)
+            head, rendered = render_text(store)
             reparsed = parse(rendered)
             assert reparsed.ok and reparsed.base == head
             live_items = Counter((i.kind, i.priority, i.text, i.state, i.provenance) for i in reparsed.items if i.state in LIVE_STATES)
@@ -556,7 +357,7 @@ def test_others_changes_to_notes_you_left_alone_always_stand(specs, data) -> Non
     with tempfile.TemporaryDirectory(dir=FAST_TMP) as tmp:
         store = build_store(Path(tmp) / "m.db", specs)
         with store:
-            base, checkout = rendering(store)
+            base, checkout = render_text(store)
             before = {n.id: n for n in store.notes()}
             live = sorted(i for i, n in before.items() if n.live)
             assume(live)
@@ -600,7 +401,7 @@ def test_apply_refuses_a_plan_made_against_an_older_head(tmp_path: Path) -> None
 
     spec = [("gotcha", "medium", "agent", "alpha lock order", "active", "why", "x")]
     with build_store(tmp_path / "m.db", spec) as store:
-        _, text = rendering(store)
+        _, text = render_text(store)
         edited = text.replace("alpha lock order", "alpha lock order v2")
         planned = checkin.propose(store, edited, text)
         assert planned.plan.ok and actions(planned.plan) == [("supersede", 1)]
@@ -617,7 +418,7 @@ def test_apply_refuses_a_plan_made_against_an_older_head(tmp_path: Path) -> None
 def test_the_error_comment_keeps_line_numbers_pointing_at_their_lines() -> None:
     from qem_edit.reconciler.rebase import with_errors
 
-    text = "<!-- qem base=1 · x -->\n\n## Directives\n\nstray words\n"
+    text = "<!-- qem base=1 kinds=directive · x -->\n\n## Directives\n\nstray words\n"
     first = parse(text)
     assert [e.line for e in first.errors] == [5]
     reopened = with_errors(text, [str(e) for e in first.errors])

@@ -105,7 +105,7 @@ def test_a_fork_leaves_the_old_note_not_current_and_the_successors_unknown(qem, 
     # the export shows the fork on both successors, the way it shows a dispute
     rendered = qem("export", "--stdout").stdout
     assert "DISPUTED with #3 (fork of #1)" in rendered and "DISPUTED with #2 (fork of #1)" in rendered
-    assert qem("query", "disputed=yes", "--count").stdout.splitlines()[1].startswith("2 notes match")
+    assert qem("query", "disputed=yes", "--count").stdout == "2\n"
 
 
 def test_a_fork_then_a_ruling_leaves_one_current(qem, tmp_path):

@@ -133,7 +133,7 @@ def test_a_text_is_one_item_whatever_it_holds(texts: list[str]) -> None:
     lines) also read back as exactly those texts, when escaped the way qem escapes."""
     from qem_edit.renderer.format import INDENT, escape_first_line
 
-    lines = ["<!-- qem base=3 -->", "", "## Tasks", ""]
+    lines = ["<!-- qem base=3 kinds=task -->", "", "## Tasks", ""]
     for text in texts:
         first, *more = text.split("\n")
         first = escape_first_line(first)

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from _reliability import no_traceback, python_env, record
+from builders import add, store_path
 from conftest import run_qem
-from qem_edit.store import NewNote, Store
+from qem_edit.store import Store
 
 SECRET = "zq-SECRET-7f3a91c2"
 
@@ -29,9 +30,10 @@ def mode(path: Path) -> int:
 
 def seed(ws: Path, *texts: str) -> Path:
     (ws / ".qem").mkdir(parents=True, exist_ok=True)
-    path = ws / ".qem" / "memory.db"
+    path = store_path(ws)
     with Store.open(path, create=True) as store:
-        store.write(lambda tx: [tx.create(NewNote("task", "medium", "agent", t), "seeder") for t in texts])
+        for text in texts:
+            add(store, text, "task", actor="seeder", at=None)
     return path
 
 

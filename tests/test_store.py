@@ -11,14 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from builders import AT, add, emit, forget
 from conftest import CORPUS
 from qem_edit import errors
 from qem_edit import store as store_mod
 from qem_edit.dump import dump_lines, load_events, read_dump
-from qem_edit.model import TextError, normalize_text
-from qem_edit.store import NewNote, Store
-
-AT = "2026-07-27T10:00:00Z"
+from qem_edit.model import NewNote, TextError, normalize_text
+from qem_edit.store import Store
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -28,19 +27,6 @@ AT = "2026-07-27T10:00:00Z"
 def db(tmp_path: Path):
     with Store.open(tmp_path / "memory.db", create=True) as handle:
         yield handle
-
-
-def add(s: Store, text: str = "a note", kind: str = "gotcha", provenance: str = "agent", **kw) -> int:
-    new = NewNote(kind, kw.get("priority", "medium"), provenance, normalize_text(text), kw.get("supersedes"))
-    return s.write(lambda tx: tx.create(new, "tester"), at=AT).id
-
-
-def emit(s: Store, note_id: int, type_: str, reason: str | None = "because"):
-    return s.write(lambda tx: tx.emit(note_id, type_, "tester", reason), at=AT)
-
-
-def forget(s: Store, note_id: int, reason: str = "held a secret"):
-    return s.write(lambda tx: tx.forget(note_id, "tester", reason), at=AT)
 
 
 def supersede(s: Store, note_id: int, text: str = "the successor") -> int:

@@ -32,9 +32,11 @@ from pathlib import Path
 import pytest
 
 from _reliability import EDITOR_SCRIPT, SOAK, no_traceback, python_env, record
-from qem_edit.export import export, rendering
+from qem_edit.export import export, render_store
+from builders import render_text
 from qem_edit.model import LIVE_STATES, Note, apply_event
-from qem_edit.store import NewNote, Store, Transaction
+from qem_edit.model import NewNote
+from qem_edit.store import Store, Transaction
 from qem_edit.renderer import Selection
 
 TESTS = Path(__file__).resolve().parent
@@ -46,7 +48,8 @@ import json, random, sys
 from pathlib import Path
 from qem_edit import errors
 from qem_edit.export import auto_export
-from qem_edit.store import NewNote, Store
+from qem_edit.model import NewNote
+from qem_edit.store import Store
 from qem_edit.workspace import Workspace
 
 root, name, count, seed = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -342,7 +345,7 @@ def stress(tmp_path: Path, scale: int) -> dict:
         notes = {n.id: n for n in store.notes()}
         figures = check_writes(history, acks, cli_acks, notes)
         verdicts = [judge_checkin(history, ci) for ci in run.checkins]
-        final = rendering(store)[1].encode("utf-8")
+        final = render_store(store)[1].decode('utf-8').encode("utf-8")
     # the last export to run rendered the last state: the export lock orders the writers
     assert (root / "MEMORY.md").read_bytes() == final
     figures.update(

@@ -1,0 +1,153 @@
+"""Check-in cases: an edited file in, what the person is shown out, one case per file in
+fixtures/checkin/ (the format is in fixtures/checkin/README.md).
+
+Each case builds its store in-process from its log, checks that its base is that store's
+rendering (so a case cannot drift from the renderer), appends the events of `since`
+(others writing while the file was being edited), plans the edited file with
+`checkin.propose`, and compares the outcome exactly: the plan as `terminal.describe_plan`
+prints it, the lines `checkin.problems` gives, or the error that refuses the file.  The
+plan of the changed blocks alone and the plan of the whole file must say the same.
+
+A difference fails.  After an intended change, `QEM_UPDATE_CASES=1` rewrites the expected
+section of every case that differs; review the diff (`git diff fixtures/checkin`).
+
+What the command line adds around a check-in (exit status, the edit kept with its resume
+hint, nothing written, the line named on stderr) is checked by test_edit.py, in a child
+process, for a few representative cases.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from builders import CASES, load_store, render_text, write_events
+from qem_edit import checkin, errors
+from qem_edit.dump import read_dump
+from qem_edit.reconciler.parse import parse
+from qem_edit.terminal import describe_plan
+
+UPDATE = os.environ.get("QEM_UPDATE_CASES") == "1"
+HEADING = re.compile(r"%% (?P<name>[a-z]+)(?P<escaped>, escaped)?(?:: (?P<value>.*))?")
+OUTCOMES = ("plan", "problems", "error")
+ORDER = ("about", "log", "base", "since", "edited")  # then one of OUTCOMES, last
+
+
+@dataclass
+class Section:
+    name: str
+    value: str | None
+    text: str
+    start: int  # the index of its heading among the file's lines
+
+
+def read_case(path: Path) -> dict[str, Section]:
+    """The case's sections by name, each section's text decoded."""
+    lines = path.read_text("utf-8").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    starts = [i for i, line in enumerate(lines) if line.startswith("%% ")]
+    assert starts and starts[0] == 0, f"{path.name}: the first line must be a `%% ` heading"
+    sections: dict[str, Section] = {}
+    for start, end in zip(starts, starts[1:] + [len(lines)]):
+        match = HEADING.fullmatch(lines[start])
+        assert match, f"{path.name}:{start + 1}: not a section heading: {lines[start]!r}"
+        text = "".join(line + "\n" for line in lines[start + 1 : end])
+        if match["escaped"]:
+            text = unescape(text)
+        assert match["name"] not in sections, f"{path.name}: two `{match['name']}` sections"
+        sections[match["name"]] = Section(match["name"], match["value"], text, start)
+    names = list(sections)
+    outcome = [n for n in names if n in OUTCOMES]
+    assert len(outcome) == 1 and names[-1] == outcome[0], f"{path.name}: the last section must be one of {OUTCOMES}"
+    assert [n for n in ORDER if n in names] == names[:-1] and {"about", "log", "base", "edited"} <= set(names), (
+        f"{path.name}: sections {names}; expected {ORDER} (since optional), then the outcome"
+    )
+    return sections
+
+
+def unescape(text: str) -> str:
+    r"""Python's backslash escapes (`\r`, `\t`, `\ufeff`, `\\`; a backslash at the end of a
+    line joins it to the next), any other character as it is."""
+    return text.encode("latin-1", "backslashreplace").decode("unicode_escape")
+
+
+def escape(text: str) -> str:
+    """`unescape`'s inverse for the lines of an expected outcome, keeping them readable."""
+    out = []
+    for line in text.split("\n"):
+        line = "".join(
+            {"\\": "\\\\", "\r": "\\r", "\t": "\\t"}.get(c, c if c.isprintable() else f"\\u{ord(c):04x}") for c in line
+        )
+        stripped = line.rstrip(" ")
+        out.append(stripped + "\\x20" * (len(line) - len(stripped)))
+    return "\n".join(out)
+
+
+def shown(proposal: checkin.Proposal) -> tuple[str, str]:
+    """What the person is shown: the plan, or the problems."""
+    if proposal.plan.ok:
+        return "plan", describe_plan(proposal) + "\n"
+    return "problems", "".join(line + "\n" for line in checkin.problems(proposal))
+
+
+def gist(proposal: checkin.Proposal) -> tuple:
+    """What a plan does, in any order, or how many problems stop it (the whole-file parse
+    may word a problem, or order the ops, otherwise than the changed blocks' parse)."""
+    if proposal.plan.ok:
+        return "plan", sorted(map(repr, proposal.plan.ops)), proposal.plan.merged, proposal.plan.agreed
+    return "problems", len(checkin.problems(proposal))
+
+
+def rewrite(path: Path, at: int, kind: str, text: str) -> None:
+    lines = path.read_text("utf-8").split("\n")[:at]
+    body = text[:-1] if text.endswith("\n") else text
+    if escape(body) != body:
+        lines += [f"%% {kind}, escaped", escape(body)]
+    else:
+        lines += [f"%% {kind}", body]
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+
+
+CASE_FILES = sorted(CASES.glob("*.case"))
+
+
+def test_the_cases_are_there() -> None:
+    assert len(CASE_FILES) >= 40, CASE_FILES
+
+
+@pytest.mark.parametrize("path", CASE_FILES, ids=[p.stem for p in CASE_FILES])
+def test_checkin_case(path: Path, tmp_path: Path) -> None:
+    case = read_case(path)
+    base, edited = case["base"].text, case["edited"].text
+    assert case["log"].value and not case["log"].text, f"{path.name}: `%% log: FILE`, a log in {CASES}"
+    with load_store(tmp_path / "memory.db", path.parent / case["log"].value) as store:
+        rendered = render_text(store, parse(base).selection)[1]
+        assert base == rendered, f"{path.name}: the base is not the log's rendering:\n" + "".join(
+            difflib.unified_diff(base.splitlines(True), rendered.splitlines(True), "case base", "rendering")
+        )
+        if "since" in case:
+            write_events(store, read_dump(case["since"].text.encode("utf-8"), f"{path.name} since"))
+        try:
+            proposal = checkin.propose(store, edited.encode("utf-8"), base.encode("utf-8"))
+        except errors.QemError as exc:
+            kind, got = "error", f"{exc}\n"
+        else:
+            kind, got = shown(proposal)
+            whole = checkin.whole(store, proposal)
+            assert gist(whole) == gist(proposal), f"{path.name}: the changed blocks and the whole file plan differently"
+    [expected] = [case[n] for n in OUTCOMES if n in case]
+    if (kind, got) != (expected.name, expected.text) and UPDATE:
+        rewrite(path, expected.start, kind, got)
+        return
+    edit = "".join(difflib.unified_diff(base.splitlines(True), edited.splitlines(True), "base", "edited"))
+    assert (kind, got) == (expected.name, expected.text), (
+        f"{path.name} ({case['about'].value}); the edit:\n{edit}\n"
+        f"expected {expected.name}:\n{expected.text}\ngot {kind}:\n{got}"
+        "(an intended change: QEM_UPDATE_CASES=1, then review the diff)"
+    )

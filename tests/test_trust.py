@@ -1,0 +1,514 @@
+"""Trust at the edges: what a new user and a script meet first.
+
+An edit must not destroy by accident, a draft is never lost, a forgotten secret leaves
+every file qem wrote, different notes merge whatever the other writer did, output is
+something a script can use, reads work where writes cannot, and the docs say what the
+commands do.  Each test here was written against the behaviour it corrects and failed
+there first.  (The terminal prompts are in test_trust_tty.py.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from _edit_support import (
+    ACTIVE_DIRECTIVE,
+    ACTIVE_FINDING,
+    ACTIVE_GOTCHA,
+    ACTIVE_TASK,
+    MULTILINE,
+    REVOKED,
+    SEED_HEAD,
+    TEXTS,
+    events,
+    head,
+    make_editor,
+    notes,
+    resume_id,
+    seed,
+)
+from conftest import run_qem
+
+REASON = "tidy up"
+# read at import: the autouse fixture clears every QEM_ variable before a test runs
+UPDATE_GOLDEN = os.environ.get("QEM_UPDATE_GOLDEN") == "1"
+
+
+@pytest.fixture
+def seeded(ws: Path) -> Path:
+    seed(ws)
+    return ws
+
+
+def edit(ws: Path, tmp_path: Path, body: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    editor = make_editor(tmp_path, body, name=f"ed{time.monotonic_ns()}.py")
+    full = {"QEM_EDITOR": editor, "QEM_TEST_RECORD": str(tmp_path / "record")}
+    full.update(env or {})
+    return run_qem("edit", *args, cwd=ws, env=full, input="")
+
+
+def kept(ws: Path) -> list[Path]:
+    root = ws / ".qem" / "checkouts"
+    return sorted(root.iterdir()) if root.is_dir() else []
+
+
+# -- an edit must not destroy by accident -------------------------------------------------------------
+
+
+def test_a_checkout_cut_short_by_the_editor_is_refused_naming_the_missing_sections(seeded: Path, tmp_path: Path) -> None:
+    done = edit(seeded, tmp_path, "text = '\\n'.join(text.split('\\n')[:11]) + '\\n'", "-m", REASON, "--yes")
+    assert done.returncode == 2, done.stderr
+    assert "the section `## Findings` is missing" in done.stderr
+    assert "the section `## Operational` is missing" in done.stderr
+    assert head(seeded) == SEED_HEAD
+    assert len(kept(seeded)) == 1  # the edit is kept
+
+
+def test_a_deleted_section_heading_is_refused_not_read_as_deletions(seeded: Path, tmp_path: Path) -> None:
+    done = edit(seeded, tmp_path, "sub('## Tasks\\n', '')", "-m", REASON, "--yes")
+    assert done.returncode == 2, done.stderr
+    assert re.search(r"line \d+: the section `## Tasks` is missing", done.stderr), done.stderr
+    assert head(seeded) == SEED_HEAD
+
+
+def test_a_narrowed_checkout_whose_header_lost_its_kinds_is_refused(seeded: Path, tmp_path: Path) -> None:
+    body = "text = text.replace(' kinds=gotcha', '', 1)"
+    done = edit(seeded, tmp_path, body, "--kind", "gotcha", "-m", REASON, "--yes")
+    assert done.returncode == 2, done.stderr
+    assert "line 1: the header line was changed" in done.stderr and "kinds=gotcha" in done.stderr
+    assert head(seeded) == SEED_HEAD
+
+
+def _many_notes(ws: Path, count: int) -> None:
+    for i in range(count):
+        assert run_qem("add", f"finding number {i:02d}", "-k", "finding", cwd=ws).returncode == 0
+
+
+def test_revoking_a_quarter_of_the_notes_needs_allow_mass_change(ws: Path, tmp_path: Path) -> None:
+    _many_notes(ws, 20)
+    drop_six = "\n".join(f"drop('finding number {i:02d}')" for i in range(6))
+    done = edit(ws, tmp_path, drop_six, "-m", REASON, "--yes")
+    assert done.returncode == 2, done.stderr
+    assert "6 of the checkout's 20 live notes" in done.stderr and "--allow-mass-change" in done.stderr
+    assert head(ws) == 20
+    [checkout] = kept(ws)
+    again = run_qem("checkin", "--path", str(checkout / "MEMORY.md"), "-m", REASON, "--yes", "--allow-mass-change",
+                    cwd=ws, input="")
+    assert again.returncode == 0, again.stderr
+    assert sum(1 for e in events(ws, after=20) if e.type == "revoked") == 6
+
+
+def test_a_few_revocations_need_no_extra_confirmation(ws: Path, tmp_path: Path) -> None:
+    _many_notes(ws, 20)
+    done = edit(ws, tmp_path, "\n".join(f"drop('finding number {i:02d}')" for i in range(5)), "-m", REASON, "--yes")
+    assert done.returncode == 0, done.stderr
+
+
+def test_emptying_a_resumed_edit_keeps_it(seeded: Path, tmp_path: Path) -> None:
+    first = edit(seeded, tmp_path, "text = text.replace('[#4]', '[#404]')", "-m", REASON, "--yes")
+    assert first.returncode == 2, first.stderr
+    checkout = resume_id(first.stderr)
+    before = (seeded / ".qem" / "checkouts" / checkout / "MEMORY.md").read_bytes()
+    done = run_qem("edit", "--resume", checkout, cwd=seeded, env={"QEM_EDITOR": "truncate -s 0"}, input="")
+    assert done.returncode == 2, done.stderr
+    assert "empty" in done.stderr and f"qem edit --resume {checkout}" in done.stderr
+    path = seeded / ".qem" / "checkouts" / checkout / "MEMORY.md"
+    assert path.is_file()
+    assert head(seeded) == SEED_HEAD
+    assert before  # the emptied file stays where it is said to be, for the person to refill
+
+
+def test_an_editor_that_returns_at_once_keeps_the_checkout_and_says_wait(seeded: Path) -> None:
+    done = run_qem("edit", cwd=seeded, env={"QEM_EDITOR": "true"}, input="")
+    assert done.returncode == 0, done.stderr
+    assert "--wait" in done.stderr and "qem edit --resume" in done.stderr
+    assert len(kept(seeded)) == 1
+    assert head(seeded) == SEED_HEAD
+
+
+def test_no_editor_on_a_dumb_terminal_is_refused_before_anything_is_made(seeded: Path) -> None:
+    env = {"TERM": "dumb", "QEM_EDITOR": "", "VISUAL": "", "EDITOR": ""}
+    done = run_qem("edit", cwd=seeded, env=env, input="", timeout=20)
+    assert done.returncode == 2, done.stderr
+    assert "no editor" in done.stderr and "EDITOR" in done.stderr and "qem checkout" in done.stderr
+    assert kept(seeded) == []
+
+
+# -- the checkout explains itself ----------------------------------------------------------------------
+
+
+def test_a_checkout_ends_with_how_to_edit_it_and_the_comment_is_stripped(seeded: Path) -> None:
+    done = run_qem("checkout", cwd=seeded)
+    path = Path(done.stdout.strip())
+    text = path.read_text("utf-8")
+    tail = text[text.index("<!-- qem:help"):]
+    for words in ("revoke", "supersede", "new note", "STALE (", "REVOKED (", "EXPIRED", "reinstate", "human"):
+        assert words in tail, words
+    assert text.endswith("-->\n")
+    # nothing in it is read as an edit; changing it changes nothing either
+    path.write_text(text.replace("revokes the note", "REVOKES THE NOTE"), "utf-8")
+    dry = run_qem("checkin", "--path", str(path), "--dry-run", cwd=seeded)
+    assert dry.returncode == 0, dry.stderr
+    assert "no changes" in dry.stderr
+
+
+# -- a secret forgotten is forgotten everywhere qem wrote it -------------------------------------------
+
+
+SECRET = "the staging password is hunter2-correct-horse"
+
+
+def test_forget_scrubs_kept_edits_and_the_mirror(ws: Path, tmp_path: Path) -> None:
+    note = run_qem("add", SECRET, "-k", "reference", cwd=ws).stdout.strip()
+    other = run_qem("add", "an honest note", "-k", "task", cwd=ws).stdout.strip()
+    assert run_qem("export", cwd=ws).returncode == 0
+    # a kept edit holding the secret (refused: it names a note that does not exist)
+    first = edit(ws, tmp_path, "under('Tasks', '- [#99] 2026-01-01 · medium · agent · bogus')", "-m", REASON, "--yes")
+    assert first.returncode == 2
+    done = run_qem("forget", note, "-m", "leaked", "--yes", cwd=ws)
+    assert done.returncode == 0, done.stderr
+    written = [p for p in (ws / ".qem" / "checkouts").rglob("*") if p.is_file()] + [ws / "MEMORY.md"]
+    for path in written:
+        assert b"hunter2" not in path.read_bytes(), path
+    assert "git" in done.stderr  # and what git history still holds is said
+    # the kept edit still checks in once its bogus line is gone, and the secret stays gone
+    checkout = resume_id(first.stderr)
+    fix = make_editor(tmp_path, "drop('bogus')")
+    again = run_qem("edit", "--resume", checkout, "-m", REASON, "--yes", cwd=ws, env={"QEM_EDITOR": fix}, input="")
+    assert again.returncode == 0, again.stderr
+    assert notes(ws)[int(other)].state == "active"
+
+
+def test_forget_names_a_file_it_could_not_scrub(ws: Path, tmp_path: Path) -> None:
+    note = run_qem("add", SECRET, "-k", "reference", cwd=ws).stdout.strip()
+    # the secret copied into a new note of a kept edit: not the forgotten note's item
+    first = edit(ws, tmp_path, f"under('Tasks', '- {SECRET}', '- [#99] 2026-01-01 · medium · agent · bogus')",
+                 "-m", REASON, "--yes")
+    assert first.returncode == 2
+    done = run_qem("forget", note, "-m", "leaked", "--yes", cwd=ws)
+    assert done.returncode == 0, done.stderr
+    path = ws / ".qem" / "checkouts" / resume_id(first.stderr) / "MEMORY.md"
+    assert str(path) in done.stderr and "still" in done.stderr
+
+
+# -- different notes merge, whatever the other writer did ----------------------------------------------
+
+
+@pytest.mark.parametrize("revoked_first", [False, True])
+def test_a_concurrent_forget_of_an_untouched_note_merges(seeded: Path, tmp_path: Path, revoked_first: bool) -> None:
+    if revoked_first:
+        assert run_qem("revoke", str(ACTIVE_FINDING), "-m", "wrong", cwd=seeded).returncode == 0
+    out = tmp_path / "mine.md"
+    assert run_qem("checkout", "--path", str(out), cwd=seeded).returncode == 0
+    assert run_qem("forget", str(ACTIVE_FINDING), "-m", "leaked", "--yes", cwd=seeded).returncode == 0
+    unchanged = run_qem("checkin", "--path", str(out), "-m", REASON, "--yes", cwd=seeded)
+    assert unchanged.returncode == 0, unchanged.stderr
+    text = out.read_text("utf-8")
+    out.write_text(text.replace(TEXTS[ACTIVE_TASK], TEXTS[ACTIVE_TASK] + ", today"), "utf-8")
+    other = run_qem("checkin", "--path", str(out), "-m", REASON, "--yes", cwd=seeded)
+    assert other.returncode == 0, other.stderr
+    assert notes(seeded)[ACTIVE_TASK].state == "superseded"
+    assert notes(seeded)[ACTIVE_FINDING].state == "forgotten"
+
+
+def test_edit_merges_a_concurrent_forget_of_an_untouched_note(seeded: Path, tmp_path: Path) -> None:
+    body = f"qem('forget', '{ACTIVE_FINDING}', '-m', 'leaked', '--yes')\ndrop({TEXTS[ACTIVE_TASK]!r})"
+    done = edit(seeded, tmp_path, body, "-m", REASON, "--yes")
+    assert done.returncode == 0, done.stderr
+    assert notes(seeded)[ACTIVE_TASK].state == "revoked"
+
+
+# -- output a script can use -----------------------------------------------------------------------------
+
+
+def test_a_dry_run_prints_its_plan_on_stdout_and_exits_1_when_there_are_changes(seeded: Path, tmp_path: Path) -> None:
+    out = tmp_path / "mine.md"
+    assert run_qem("checkout", "--path", str(out), cwd=seeded).returncode == 0
+    same = run_qem("checkin", "--path", str(out), "--dry-run", cwd=seeded)
+    assert same.returncode == 0, same.stderr
+    out.write_text(out.read_text("utf-8").replace(TEXTS[ACTIVE_TASK], "Review the retry PR twice"), "utf-8")
+    dry = run_qem("checkin", "--path", str(out), "--dry-run", cwd=seeded)
+    assert dry.returncode == 1, dry.stderr
+    assert "~ supersede #4" in dry.stdout and "Plan: 1 supersede" in dry.stdout
+    as_json = run_qem("checkin", "--path", str(out), "--dry-run", "--json", cwd=seeded)
+    assert as_json.returncode == 1, as_json.stderr
+    plan = json.loads(as_json.stdout)
+    assert plan["changes"] is True and plan["conflicts"] == [] and plan["errors"] == []
+    [op] = plan["operations"]
+    assert (op["action"], op["note"], op["text"]) == ("supersede", ACTIVE_TASK, "Review the retry PR twice")
+    assert head(seeded) == SEED_HEAD
+    done = run_qem("checkin", "--path", str(out), "-m", REASON, "--yes", cwd=seeded)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(notes(seeded)[ACTIVE_TASK].superseded_by)]
+
+
+def test_a_failed_dry_run_keeps_nothing(seeded: Path, tmp_path: Path) -> None:
+    out = tmp_path / "mine.md"
+    assert run_qem("checkout", "--path", str(out), cwd=seeded).returncode == 0
+    out.write_text(out.read_text("utf-8").replace("## Tasks\n", "## Tasks\nstray words\n"), "utf-8")
+    for _ in range(3):
+        dry = run_qem("checkin", "--path", str(out), "--dry-run", cwd=seeded)
+        assert dry.returncode == 2, dry.stderr
+    assert [p for p in kept(seeded) if (p / "MEMORY.md").exists()] == []
+
+
+def test_kept_edits_are_listed_and_discarded(seeded: Path, tmp_path: Path) -> None:
+    bad = "text = text.replace('[#4]', '[#404]')"
+    ids = [resume_id(edit(seeded, tmp_path, bad, "-m", REASON, "--yes").stderr) for _ in range(2)]
+    listed = run_qem("checkouts", cwd=seeded)
+    assert listed.returncode == 0, listed.stderr
+    for checkout in ids:
+        assert checkout in listed.stdout
+    assert re.search(r"\bago\b|\bs\b|\bmin\b", listed.stdout)
+    one = run_qem("checkouts", "--discard", ids[0], cwd=seeded)
+    assert one.returncode == 0, one.stderr
+    assert [p.name for p in kept(seeded)] == [ids[1]]
+    everything = run_qem("checkouts", "--discard-all", cwd=seeded)
+    assert everything.returncode == 0 and kept(seeded) == []
+
+
+@pytest.mark.parametrize("argv", [["list"], ["log"], ["export", "--stdout"], ["query", "kind=task"]])
+def test_a_closed_pipe_ends_quietly(seeded: Path, argv: list[str]) -> None:
+    for _ in range(40):  # enough output to outgrow the pipe after head has gone
+        assert run_qem("add", "filler " * 40, "-k", "task", cwd=seeded).returncode == 0
+    command = " ".join([sys.executable, "-m", "qem_edit", *argv]) + " | head -1 >/dev/null; echo ${PIPESTATUS[0]}"
+    done = subprocess.run(["bash", "-c", command], cwd=seeded, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "0", done.stderr
+    assert "Traceback" not in done.stderr and "Broken pipe" not in done.stderr
+
+
+def test_query_count_prints_a_bare_number(seeded: Path) -> None:
+    done = run_qem("query", "kind=gotcha", "--count", cwd=seeded)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "2\n"
+    assert done.stderr.startswith("scope: ")
+
+
+def test_ok_goes_to_one_stream(seeded: Path) -> None:
+    assert run_qem("export", cwd=seeded).returncode == 0
+    for argv in (["export", "--check"], ["verify"]):
+        done = run_qem(*argv, cwd=seeded)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.startswith("ok: ") and "ok" not in done.stdout, argv
+
+
+def test_json_outputs_share_one_style(seeded: Path) -> None:
+    for argv in (["show", "1"], ["list"], ["log", "1"], ["status", "1"], ["query", "kind=task"], ["verify"]):
+        done = run_qem(*argv, "--json", cwd=seeded)
+        assert done.returncode == 0, (argv, done.stderr)
+        data = json.loads(done.stdout)
+        assert done.stdout == json.dumps(data, ensure_ascii=False, indent=2) + "\n", argv
+
+
+def test_version_and_help_on_query(seeded: Path) -> None:
+    version = run_qem("--version", cwd=seeded)
+    assert version.returncode == 0 and re.fullmatch(r"qem \d+\.\d+\.\d+\n", version.stdout), version
+    helped = run_qem("query", "-h", cwd=seeded)
+    assert helped.returncode == 0, helped.stderr
+    assert "Exact filters" in helped.stdout
+
+
+# -- reads work where writes cannot ------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def read_only_mount(directory: Path):
+    """`directory` as a read-only mount (a bind mount remounted read-only); skipped where
+    this machine cannot mount."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root and mount(8) to make a read-only mount")
+    bind = subprocess.run(["mount", "--bind", str(directory), str(directory)], capture_output=True, text=True)
+    if bind.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {bind.stderr.strip()}")
+    try:
+        ro = subprocess.run(["mount", "-o", "remount,bind,ro", str(directory)], capture_output=True, text=True)
+        if ro.returncode != 0:
+            pytest.skip(f"cannot remount read-only here: {ro.stderr.strip()}")
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(directory)], capture_output=True)
+
+
+def test_reads_work_on_a_read_only_mount_and_writes_refuse_clearly(seeded: Path) -> None:
+    assert run_qem("export", cwd=seeded).returncode == 0
+    with read_only_mount(seeded):
+        for argv in (["list"], ["show", "1"], ["export", "--stdout"], ["export", "--check"], ["query", "kind=task"]):
+            done = run_qem(*argv, cwd=seeded)
+            assert done.returncode == 0, (argv, done.stderr)
+        write = run_qem("add", "x", "-k", "task", cwd=seeded)
+        assert write.returncode == 2
+        assert "read-only" in write.stderr and "Traceback" not in write.stderr
+
+
+# -- docs match behaviour --------------------------------------------------------------------------------
+
+
+def test_resume_without_an_id_takes_the_latest_kept_edit(seeded: Path, tmp_path: Path) -> None:
+    first = edit(seeded, tmp_path, "text = text.replace('[#4]', '[#404]')", "-m", REASON, "--yes")
+    assert first.returncode == 2
+    fix = make_editor(tmp_path, "text = text.replace('[#404]', '[#4]')", name="fix.py")
+    done = run_qem("edit", "--resume", "-m", REASON, "--yes", cwd=seeded, env={"QEM_EDITOR": fix}, input="")
+    assert done.returncode == 0, done.stderr
+    assert kept(seeded) == []
+
+
+def test_a_one_word_edit_of_a_long_note_shows_a_short_plan(ws: Path, tmp_path: Path) -> None:
+    long_text = "\n".join(f"line {i} of a very long note" for i in range(15_000))
+    note = run_qem("add", "-", "-k", "reference", cwd=ws, input=long_text).stdout.strip()
+    out = tmp_path / "mine.md"
+    assert run_qem("checkout", "--path", str(out), cwd=ws).returncode == 0
+    out.write_text(out.read_text("utf-8").replace("line 7000 of", "line 7000 in"), "utf-8")
+    dry = run_qem("checkin", "--path", str(out), "--dry-run", cwd=ws)
+    assert dry.returncode == 1, dry.stderr
+    lines = dry.stdout.split("\n")
+    assert len(lines) < 40, len(lines)
+    assert any("- line 7000 of" in line for line in lines) and any("+ line 7000 in" in line for line in lines)
+    assert any("unchanged" in line for line in lines)
+    assert note
+
+
+def test_a_change_only_in_unicode_normalization_is_marked(ws: Path, tmp_path: Path) -> None:
+    note = run_qem("add", "Caf\u00e9 opens at nine", "-k", "finding", cwd=ws).stdout.strip()
+    out = tmp_path / "mine.md"
+    assert run_qem("checkout", "--path", str(out), cwd=ws).returncode == 0
+    out.write_text(out.read_text("utf-8").replace("Caf\u00e9", "Cafe\u0301"), "utf-8")
+    dry = run_qem("checkin", "--path", str(out), "--dry-run", cwd=ws)
+    assert dry.returncode == 1, dry.stderr
+    assert "Unicode normalization" in dry.stdout
+    assert note
+
+
+@contextlib.contextmanager
+def tiny_filesystem(directory: Path, size: str = "96k"):
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root and mount(8) to make a small file system")
+    directory.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(directory)], capture_output=True)
+
+
+def test_a_full_disk_names_the_path_and_leaves_no_empty_checkout(tmp_path: Path) -> None:
+    ws = tmp_path / "full"
+    with tiny_filesystem(ws, "4m"):
+        for i in range(20):
+            assert run_qem("add", f"note {i} " + "x" * 20_000, "-k", "task", cwd=ws).returncode == 0
+        assert run_qem("list", cwd=ws).returncode == 0  # the store reads (its -shm is there)
+        stat = os.statvfs(ws)
+        room = stat.f_bavail * stat.f_frsize
+        (ws / "filler").write_bytes(b"\0" * max(room - 64 * 1024, 0))  # 64 KiB left: less than a checkout
+        done = run_qem("checkout", cwd=ws)
+        assert done.returncode == 2, done.stderr
+        assert str(ws / ".qem" / "checkouts") in done.stderr and "No space left" in done.stderr
+        root = ws / ".qem" / "checkouts"
+        assert not root.exists() or list(root.iterdir()) == []
+
+
+# -- conflicts that say how to get out ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keep", ["yours", "theirs"])
+def test_keeping_yours_for_a_note_superseded_meanwhile_works(seeded: Path, tmp_path: Path, keep: str) -> None:
+    body = (
+        f"qem('supersede', '{ACTIVE_GOTCHA}', 'The lock order is A then B, then C', '-m', 'theirs', '--actor', 'other')\n"
+        "sub('The lock order is A then B', 'The lock order is B then A')"
+    )
+    first = edit(seeded, tmp_path, body, "-m", REASON, "--yes")
+    assert first.returncode == 3, first.stderr
+    checkout = resume_id(first.stderr)
+    theirs = notes(seeded)[ACTIVE_GOTCHA].superseded_by
+    kept_text = (seeded / ".qem" / "checkouts" / checkout / "MEMORY.md").read_text("utf-8")
+    resolve = make_editor(tmp_path, f"record('rebased', text)\nresolve({keep!r})", name=f"resolve-{keep}.py")
+    done = run_qem("edit", "--resume", checkout, "-m", REASON, "--yes", cwd=seeded,
+                   env={"QEM_EDITOR": resolve, "QEM_TEST_RECORD": str(tmp_path / "record")}, input="")
+    assert done.returncode == 0, done.stderr
+    rebased = json.loads((tmp_path / "record.rebased").read_text())
+    assert f"#{theirs}, which replaced #{ACTIVE_GOTCHA}" in rebased  # the block says what keeping yours does
+    after = notes(seeded)
+    if keep == "yours":
+        assert after[theirs].state == "superseded"
+        assert after[after[theirs].superseded_by].text == "The lock order is B then A"
+    else:
+        assert after[theirs].state == "active" and after[theirs].text == "The lock order is A then B, then C"
+    assert kept_text  # the kept edit was readable before the resume
+
+
+def test_the_error_comment_points_at_the_right_line_when_a_reason_spans_lines(seeded: Path, tmp_path: Path) -> None:
+    from qem_edit import checkin
+    from qem_edit.checkouts import find_checkout
+    from qem_edit.store import Store
+    from qem_edit.workspace import resolve as place_of
+
+    body = (
+        f"qem('revoke', '{ACTIVE_GOTCHA}', '-m', 'first line\\nsecond line\\nthird line', '--actor', 'other')\n"
+        "sub('The lock order is A then B', 'The lock order is B then A')\n"
+        "sub('## Operational\\n', '## Operational\\nstray words\\n')"
+    )
+    first = edit(seeded, tmp_path, body, "-m", REASON, "--yes")
+    assert first.returncode == 2, first.stderr
+    place = place_of(seeded)
+    checkout = find_checkout(place, resume_id(first.stderr))
+    with Store.open(place.store_path) as store:
+        proposal = checkin.propose(store, checkout.file.read_bytes(), checkout.base_file.read_bytes())
+        checkin.reopen(store, checkout, proposal)
+    lines = checkout.file.read_text("utf-8").split("\n")
+    [pointer] = [line for line in lines if re.match(r"line \d+: text that is neither", line)]
+    number = int(pointer.split()[1].rstrip(":"))
+    assert lines[number - 1] == "stray words", (number, lines[number - 3:number + 2])
+
+
+# -- what the docs say, held to it -------------------------------------------------------------------------
+
+
+def test_a_crlf_copy_of_the_mirror_is_the_same_text(seeded: Path) -> None:
+    assert run_qem("export", cwd=seeded).returncode == 0
+    mirror = seeded / "MEMORY.md"
+    crlf = mirror.read_bytes().replace(b"\n", b"\r\n")
+    mirror.write_bytes(crlf)
+    check = run_qem("export", "--check", cwd=seeded)
+    assert check.returncode == 0 and check.stderr.startswith("ok: "), check.stderr
+    assert run_qem("export", "--force", cwd=seeded).returncode == 0
+    assert mirror.read_bytes() == crlf
+
+
+def test_export_refuses_to_render_over_a_hand_edited_mirror(seeded: Path) -> None:
+    assert run_qem("export", cwd=seeded).returncode == 0
+    mirror = seeded / "MEMORY.md"
+    edited = mirror.read_text("utf-8").replace(TEXTS[ACTIVE_TASK], "Review the retry PR by hand")
+    mirror.write_text(edited, "utf-8")
+    done = run_qem("export", cwd=seeded)
+    assert done.returncode == 3 and "qem checkin --path" in done.stderr, done.stderr
+    assert mirror.read_text("utf-8") == edited
+
+
+def test_the_checkout_help_is_pinned_by_a_golden_file(tmp_path: Path) -> None:
+    from qem_edit.checkouts import checkout_bytes
+    from qem_edit.dump import load_events, read_dump
+    from qem_edit.renderer import Selection
+    from qem_edit.store import Store
+
+    golden = Path(__file__).resolve().parent.parent / "fixtures" / "golden"
+    log = (golden / "format_example.jsonl").read_bytes()
+    with Store.open(tmp_path / "s.db", create=True) as store:
+        load_events(store, read_dump(log, "format_example.jsonl"))
+        rendered = checkout_bytes(store, Selection())[1]
+    target = golden / "checkout_example.md"
+    if UPDATE_GOLDEN:
+        target.write_bytes(rendered)
+    assert rendered == target.read_bytes(), "run QEM_UPDATE_GOLDEN=1 and review fixtures/golden/checkout_example.md"
+    assert rendered.startswith((golden / "format_example.md").read_bytes())
