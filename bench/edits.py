@@ -28,26 +28,30 @@ CONCURRENT = (("revoke", 4), ("flag-stale", 3), ("supersede", 3))
 EDGE = 3  # skip this many notes at each end of a section: new items go at a section's top
 
 
-def choose(db: Path) -> dict:
-    """Pick the notes from a store: 20 active notes spread evenly through the rendering
-    (kind rank, then id), alternately for the edit and for the concurrent writes."""
-    # immutable: the cached store is checkpointed and never written; leave no -shm beside it
-    conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
+def choose(memory: Path) -> dict:
+    """Pick the notes from a memory's index (`<memory>/index.db`): 20 active notes spread
+    evenly through the rendering (kind rank, then id), alternately for the edit and for
+    the concurrent writes.  Notes are named by their ids; `shorts` maps each to the short
+    id MEMORY.md shows (`[#k3f9]`), which is how the edit finds its lines."""
+    # immutable: the cached memory is checkpointed and never written; leave no -shm beside it
+    conn = sqlite3.connect(f"file:{Path(memory) / 'index.db'}?mode=ro&immutable=1", uri=True)
     try:
         rows = conn.execute(
-            "SELECT id, kind_rank FROM notes WHERE state = 'active' AND supersedes IS NULL"
-            " AND superseded_by IS NULL AND text IS NOT NULL AND disputes = '[]'"
+            "SELECT id, short, kind_rank FROM notes WHERE state = 'active' AND supersedes IS NULL"
+            " AND superseded_by IS NULL AND text IS NOT NULL AND disputes = '[]' AND rivals = '[]'"
             " ORDER BY kind_rank, id"
         ).fetchall()
     finally:
         conn.close()
-    by_rank: dict[int, list[int]] = {}
-    for note_id, rank in rows:
+    by_rank: dict[int, list[str]] = {}
+    shorts: dict[str, str] = {}
+    for note_id, short, rank in rows:
         by_rank.setdefault(rank, []).append(note_id)
+        shorts[note_id] = short
     eligible = [i for rank in sorted(by_rank) for i in by_rank[rank][EDGE:-EDGE]]
     need = 2 * max(CHANGED + DELETED, sum(n for _, n in CONCURRENT))
     if len(eligible) < need:
-        raise SystemExit(f"bench: {db} has only {len(eligible)} eligible active notes; need {need}")
+        raise SystemExit(f"bench: {memory} has only {len(eligible)} eligible active notes; need {need}")
     step = len(eligible) / need
     picks = [eligible[int((k + 0.5) * step)] for k in range(need)]
     mine, theirs = picks[0::2], picks[1::2]
@@ -60,25 +64,26 @@ def choose(db: Path) -> dict:
         "delete": mine[CHANGED : CHANGED + DELETED],
         "new": [list(item) for item in NEW_ITEMS],
         "writes": writes,
+        "shorts": {i: shorts[i] for i in picks},
     }
 
 
 def apply(text: str, plan: dict) -> str:
     """The rendering with the plan's 10 edits made, as a person would make them."""
     lines = text.split("\n")
-    starts: dict[int, int] = {}
-    wanted = set(plan["change"]) | set(plan["delete"])
+    starts: dict[str, int] = {}
+    by_short = {plan["shorts"][i]: i for i in plan["change"] + plan["delete"]}
     for i, line in enumerate(lines):
         if line.startswith("- [#"):
-            note_id = int(line[4 : line.index("]")])
-            if note_id in wanted:
+            note_id = by_short.get(line[4 : line.index("]")])
+            if note_id is not None:
                 starts[note_id] = i
-    missing = wanted - set(starts)
+    missing = set(by_short.values()) - set(starts)
     if missing:
-        raise SystemExit(f"bench: notes {sorted(missing)} are not in the rendering")
+        raise SystemExit(f"bench: notes {sorted(plan['shorts'][i] for i in missing)} are not in the rendering")
     for note_id in plan["change"]:
         lines[starts[note_id]] += CHANGE_SUFFIX
-    drop: set[int] = set()
+    drop: set[int] = set()  # line numbers
     for note_id in plan["delete"]:
         i = starts[note_id]
         end = i + 1

@@ -1,8 +1,8 @@
 """qem's benchmark harness: whole-process timings against floors measured in the same run.
 
     python bench/run.py                          # 749, 7,490, 74,900 notes; 5 runs
-    python bench/run.py --export-sizes 749000    # also export at 749,000 notes
     python bench/run.py --quick                  # 749 and 7,490, 3 runs: a smoke check
+    python bench/run.py --only add,fresh-clone   # some subjects only
 
 Run it with the interpreter qem is installed in (the `qem` script beside it is what gets
 timed).  Every subject is a whole process (subprocess, wall clock by time.perf_counter,
@@ -12,13 +12,19 @@ on a noisy machine:
 
     start-up floor  python -c "import typer"            (same interpreter as qem)
     render floor    the sqlite3 shell writing the same fields of the same rows, in the
-                    same order, to a file
+                    same order, from the index (.qem/index.db) to a file
     merge floor     git merge-file -p on the check-in's three renderings (the edit, its
-                    base, the store now)
+                    base, the memory now)
+    clone floor     git clone --no-local of the repository holding the memory
+    status floor    git status in a clone of that repository with .qem/ and MEMORY.md
+                    removed (and that removal committed)
 
-Stores are built once per size from fixtures/generate.py (JSONL, then `qem load`) and
-cached under bench/out/stores/, keyed by size, seed and a digest of the generator and the
-store schema.  Each check-in run gets a fresh copy of the store; copying, checking out and
+Memories are built once per size from fixtures/generate.py (JSONL, then `qem load`) and
+cached under bench/out/stores/ as the `.qem` folder (the log's files and a caught-up,
+checkpointed index.db), keyed by size, seed and a digest of the generator, the index's
+schema and version and the renderer's format version.  A workspace is a copy of that
+folder; the git subjects use repositories made from it once per size (the memory packed
+with `qem pack`, MEMORY.md exported, committed).  Copying, cloning, checking out and
 editing are not timed.  Any subject or floor exiting with an unexpected status aborts the
 run with its stderr.  The harness writes docs/PERFORMANCE.md below its marker (the
 hand-written intro above it is kept) and the raw samples to bench/out/results/.
@@ -63,16 +69,26 @@ run, interleaved with the subject, so a slow or busy machine moves both.
 DEFAULT_SIZES = (749, 7_490, 74_900)
 QUICK_SIZES = (749, 7_490)
 RENDER_SQL = (
-    "SELECT id, kind, priority, provenance, created_at, state, state_at, state_reason,"
+    "SELECT short, kind, priority, provenance, created_at, state, state_at, state_reason,"
     " supersedes, superseded_by, text FROM notes ORDER BY kind_rank, id"
 )
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost",
+    "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@localhost",
+    "GIT_AUTHOR_DATE": "2026-12-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-12-01T00:00:00Z",
+}
 SCRUB_ENV = ("QEM_STORE", "QEM_WORKSPACE", "QEM_EDITOR", "QEM_FAULT", "QEM_NOW", "VISUAL", "EDITOR")
 
 FLOOR_NAMES = {
     "startup": "start-up",
     "render": "render (sqlite3)",
     "merge": "merge (git merge-file)",
+    "clone": "clone (git clone --no-local)",
+    "status": "git status (no .qem/)",
 }
+
+
+CHANGED_NOTE = "qem's code changed while this row was measured"
 
 
 class BenchError(Exception):
@@ -127,7 +143,7 @@ def fail(what: str, argv: list[str], rc: int, err: bytes, out: bytes) -> None:
     )
 
 
-# -- stores -------------------------------------------------------------------------------
+# -- memories -----------------------------------------------------------------------------
 
 
 class Tools:
@@ -137,6 +153,7 @@ class Tools:
         self.qem = [str(script)] if script.exists() else [self.python, "-m", "qem_edit"]
         self.sqlite3 = shutil.which("sqlite3")
         self.git = shutil.which("git")
+        self.sh = shutil.which("sh") or "/bin/sh"
         if not self.sqlite3 or not self.git:
             raise BenchError("bench needs the `sqlite3` shell and `git` on PATH")
         where = call([self.python, "-c", "import qem_edit, typer; print(qem_edit.__file__)"], what="import qem_edit", cwd=REPO)
@@ -151,79 +168,141 @@ class Tools:
              what="compile qem's bytecode", cwd=REPO)
 
 
-def store_key(size: int, seed: int) -> str:
+def _constant(path: Path, pattern: str) -> str | None:
+    """The text of a definition in a source file (None: the file or the definition is gone)."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    found = re.search(pattern, text, re.S | re.M)
+    return found.group(0) if found else None
+
+
+def memory_key(size: int, seed: int) -> str:
+    """The cached memory's name: size, seed, and a digest of what its bytes depend on (the
+    generator, the index's schema and version, the renderer's format version).  A part
+    that cannot be found by its definition is hashed whole."""
     digest = hashlib.sha256((REPO / "fixtures" / "generate.py").read_bytes())
-    store_py = (REPO / "qem_edit" / "store.py").read_text()
-    schema = re.search(r'_SCHEMA = """(.*?)"""', store_py, re.S)
-    version = re.search(r"^SCHEMA_VERSION = .*$", store_py, re.M)
-    digest.update((schema.group(1) if schema else store_py).encode())
-    digest.update((version.group(0) if version else "").encode())
+    index_py = REPO / "qem_edit" / "index.py"
+    parts = [
+        (index_py, r'^SCHEMA = f?"""(.*?)"""'),
+        (index_py, r"^INDEX_VERSION = .*?$"),
+        (REPO / "renderer" / "format.py", r"^FORMAT_VERSION = .*?$"),
+    ]
+    for path, pattern in parts:
+        found = _constant(path, pattern)
+        if found is not None:
+            digest.update(found.encode())
+        else:
+            for whole in sorted(path.parent.glob("*.py")) if path.name == "format.py" else [path]:
+                digest.update(whole.read_bytes() if whole.exists() else b"")
     return f"n{size}-seed{seed}-{digest.hexdigest()[:10]}"
 
 
 LOADS: list[float] = []  # the 1-minute load average, sampled before each run
 BUILT: dict[int, float] = {}  # size -> seconds spent building it in this run
+FILES: dict[int, dict[str, int]] = {}  # size -> files under .qem/ after `qem pack`
 
 
-def build_store(tools: Tools, size: int, seed: int) -> Path:
-    """The cached store for `size` notes, built (generate, load, checkpoint) if missing."""
+def checkpoint(index_db: Path) -> None:
+    """Move the index's write-ahead log into the database file and check it is empty."""
+    if not index_db.exists():
+        raise BenchError(f"{index_db} does not exist")
+    conn = sqlite3.connect(str(index_db))
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    finally:
+        conn.close()
+    wal = Path(str(index_db) + "-wal")
+    if wal.exists() and wal.stat().st_size:
+        raise BenchError(f"{wal} is not empty after the checkpoint")
+
+
+def build_memory(tools: Tools, size: int, seed: int) -> Path:
+    """The cached memory (a `.qem` folder) for `size` notes, built (generate, load,
+    checkpoint) if missing."""
     stores = OUT / "stores"
     stores.mkdir(parents=True, exist_ok=True)
-    key = store_key(size, seed)
-    db = stores / f"{key}.db"
-    if db.exists():
-        refresh_items(tools, db)
-        return db
-    for old in stores.glob(f"n{size}-seed{seed}-*.db*"):
-        old.unlink()  # built from another generator or schema (and its -wal/-shm)
+    key = memory_key(size, seed)
+    cached = stores / f"{key}.qem"
+    if (cached / "index.db").is_file():
+        return cached
+    for old in stores.glob(f"n{size}-seed{seed}-*"):  # another generator or schema, or the old .db layout
+        if old.is_dir():
+            shutil.rmtree(old)
+        else:
+            old.unlink()
     work = stores / f"{key}.building"
     shutil.rmtree(work, ignore_errors=True)
     (work / "ws").mkdir(parents=True)
     jsonl = work / "corpus.jsonl"
     env = base_env()
     env["QEM_NOW"] = "2026-12-01T00:00:00Z"
-    print(f"building the {size:,}-note store (cached as bench/out/stores/{db.name}) ...", flush=True)
+    print(f"building the {size:,}-note memory (cached as bench/out/stores/{cached.name}/) ...", flush=True)
     t0 = time.perf_counter()
     call([tools.python, str(REPO / "fixtures" / "generate.py"), "--notes", str(size), "--seed", str(seed),
           "-o", str(jsonl)], what=f"generate {size} notes", cwd=work, env=env)
     t1 = time.perf_counter()
     call(tools.qem + ["load", str(jsonl), "-w", str(work / "ws")], what=f"qem load ({size} notes)", cwd=work, env=env)
     t2 = time.perf_counter()
-    built = work / "ws" / ".qem" / "memory.db"
-    call([tools.sqlite3, "-batch", str(built), "PRAGMA wal_checkpoint(TRUNCATE)"], what="checkpoint", cwd=work)
-    for extra in ("-wal", "-shm"):
-        side = Path(str(built) + extra)
-        if side.exists() and side.stat().st_size:
-            raise BenchError(f"{side} is not empty after the checkpoint")
-    os.replace(built, db)
+    built = work / "ws" / ".qem"
+    checkpoint(built / "index.db")
+    for lock in built.glob("*.lock"):
+        lock.unlink()
+    os.replace(built, cached)
     shutil.rmtree(work)
     BUILT[size] = time.perf_counter() - t0
     print(f"  generated in {t1 - t0:.1f} s, loaded in {t2 - t1:.1f} s", flush=True)
-    return db
+    return cached
 
 
-def refresh_items(tools: Tools, db: Path) -> None:
-    """A cached store's rendered items were made by the renderer of its day; a change to
-    the renderer since makes qem fall back to a full render (correct, but not what is
-    being measured), until a write re-renders them.  Make that write here, untimed."""
-    script = (
-        "import sys; from qem_edit.store import Store\n"
-        "s = Store.open(sys.argv[1])\n"
-        "if not s.items_fresh():\n"
-        "    print('re-rendering the cached items of', sys.argv[1], flush=True)\n"
-        "    s.write(lambda tx: None)\n"
-    )
-    out = call([tools.python, "-c", script, str(db)], what="refresh cached items", cwd=REPO)
-    if out.strip():
-        print(out.strip(), flush=True)
-    call([tools.sqlite3, "-batch", str(db), "PRAGMA wal_checkpoint(TRUNCATE)"], what="checkpoint", cwd=REPO)
+def tree_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def fresh_workspace(ws: Path, db: Path) -> Path:
+def fresh_workspace(ws: Path, memory: Path) -> Path:
+    """A workspace holding a copy of the cached memory (no MEMORY.md)."""
     shutil.rmtree(ws, ignore_errors=True)
-    (ws / ".qem").mkdir(parents=True)
-    shutil.copyfile(db, ws / ".qem" / "memory.db")
+    ws.mkdir(parents=True)
+    shutil.copytree(memory, ws / ".qem")
     return ws
+
+
+def settle(tools: Tools, ws: Path, cwd: Path) -> None:
+    """Let the copy's index catch up with its log, untimed: the index notes the log
+    folders by time and inode, and a copy's folders are new inodes, so the first command
+    on a copy would list them once (a small cost, but not what a subject measures)."""
+    script = ("import sys; from pathlib import Path; from qem_edit.store import Store\n"
+              "Store.open(Path(sys.argv[1])).close()\n")
+    call([tools.python, "-c", script, str(ws / ".qem")], what="open the copied memory", cwd=cwd)
+
+
+def git(tools: Tools, repo: Path, *args: str) -> str:
+    return call([tools.git, "-C", str(repo), *args], what=f"git {args[0]}", cwd=repo.parent,
+                env=base_env() | GIT_ENV)
+
+
+def commit_all(tools: Tools, repo: Path, message: str) -> None:
+    git(tools, repo, "add", "-A")
+    git(tools, repo, "-c", "commit.gpgsign=false", "commit", "-q", "--no-verify", "-m", message)
+
+
+def clone(tools: Tools, src: Path, dst: Path) -> Path:
+    shutil.rmtree(dst, ignore_errors=True)
+    call([tools.git, "clone", "--no-local", "-q", str(src), str(dst)], what="git clone --no-local",
+         cwd=dst.parent, env=base_env() | GIT_ENV)
+    return dst
+
+
+def count_files(repo: Path, tools: Tools) -> dict[str, int]:
+    """Files under the memory's log folders, and what git tracks under .qem/."""
+    qem = repo / ".qem"
+    out = {folder: sum(1 for p in (qem / folder).iterdir() if p.is_file()) if (qem / folder).is_dir() else 0
+           for folder in ("events", "texts", "packs")}
+    out["log"] = out["events"] + out["texts"] + out["packs"]
+    out["tracked"] = len([line for line in git(tools, repo, "ls-files", "--", ".qem").splitlines() if line])
+    out["log_bytes"] = sum(tree_bytes(qem / folder) for folder in ("events", "texts", "packs") if (qem / folder).is_dir())
+    return out
 
 
 # -- subjects -----------------------------------------------------------------------------
@@ -233,13 +312,15 @@ def fresh_workspace(ws: Path, db: Path) -> Path:
 class Subject:
     key: str
     name: str
-    floor: str  # startup | render | merge
+    floor: str  # startup | render | merge | clone | status
     argv: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     ok: Callable[[int], bool] = lambda rc: rc == 0
-    setup: Callable[[], list[str] | None] | None = None  # before each run, untimed; may give the argv
+    setup: Callable[[], list[str] | None] | None = None  # before each run (and its floor), untimed; may give the argv
     verify: Callable[[], None] | None = None  # after each run, untimed
-    merge: tuple[Path, Path, Path] | None = None  # (edited, base, store now) for the merge floor
+    after: Callable[[], None] | None = None  # once, after the last run, untimed
+    merge: tuple[Path, Path, Path] | None = None  # (edited, base, memory now) for the merge floor
+    floor_argv: list[str] | None = None  # for the clone and status floors
     note: str = ""
 
 
@@ -279,15 +360,18 @@ class Result:
         }
 
 
-SUBJECT_KEYS = ("export", "export-unchanged", "check", "check-stale", "checkin", "checkin-concurrent", "edit")
+SUBJECT_KEYS = ("export", "export-unchanged", "check", "check-stale", "checkin", "checkin-concurrent", "edit",
+                "add", "add-nomirror", "fresh-clone", "fresh-clone-total", "git-status")
 EXPORT_KEYS = SUBJECT_KEYS[:4]
+COUNT_KEYS = ("files",)  # counted, not timed
+ALL_KEYS = SUBJECT_KEYS + COUNT_KEYS
 
 
 class SizeBench:
-    """Every subject at one store size."""
+    """Every subject at one memory size."""
 
-    def __init__(self, tools: Tools, size: int, db: Path) -> None:
-        self.tools, self.size, self.db = tools, size, db
+    def __init__(self, tools: Tools, size: int, memory: Path) -> None:
+        self.tools, self.size, self.memory = tools, size, memory
         self.dir = OUT / "scratch" / str(size)
         shutil.rmtree(self.dir, ignore_errors=True)
         self.dir.mkdir(parents=True)
@@ -295,12 +379,15 @@ class SizeBench:
         self.env = base_env()
         self.plan_path = self.dir / "plan.json"
         self.plan: dict | None = None
+        self._src: Path | None = None
 
     def qem(self, *args: str) -> list[str]:
         return self.tools.qem + list(args)
 
     # the floors
     def floor_argv(self, subject: Subject) -> tuple[list[str], Callable[[int], bool]]:
+        if subject.floor_argv is not None:
+            return subject.floor_argv, lambda rc: rc == 0
         if subject.floor == "startup":
             return [self.tools.python, "-c", "import typer"], lambda rc: rc == 0
         if subject.floor == "render":
@@ -315,15 +402,16 @@ class SizeBench:
     def subjects(self, keys: tuple[str, ...]) -> list[Subject]:
         made = []
         for key in keys:
-            made.append(getattr(self, "make_" + key.replace("-", "_"))())
+            if key in SUBJECT_KEYS:
+                made.append(getattr(self, "make_" + key.replace("-", "_"))())
         return made
 
     def read_ws(self) -> Path:
         ws = self.dir / "read"
         if not (ws / ".qem").exists():
-            fresh_workspace(ws, self.db)
+            fresh_workspace(ws, self.memory)
             call(self.qem("export", "-w", str(ws)), what="qem export (prepare)", cwd=self.dir)
-        self.render_db = ws / ".qem" / "memory.db"
+        self.render_db = ws / ".qem" / "index.db"
         return ws
 
     def make_export(self) -> Subject:
@@ -350,7 +438,7 @@ class SizeBench:
 
         def verify() -> None:
             if mirror.stat().st_mtime_ns != before[0]:
-                raise BenchError(f"qem export rewrote {mirror} although the store did not change")
+                raise BenchError(f"qem export rewrote {mirror} although the memory did not change")
 
         return Subject("export-unchanged", "qem export (unchanged → no write)", "render",
                        self.qem("export", "-w", str(ws)), setup=setup, verify=verify)
@@ -361,38 +449,44 @@ class SizeBench:
 
     def make_check_stale(self) -> Subject:
         self.read_ws()
-        ws = fresh_workspace(self.dir / "stale", self.db)
+        ws = fresh_workspace(self.dir / "stale", self.memory)
         call(self.qem("export", "-w", str(ws)), what="qem export (prepare)", cwd=self.dir)
+        # The scratch folder is inside this repository's work tree, where a write with
+        # MEMORY.md present exports by itself: the write is made with the mirror aside.
+        mirror, aside = ws / "MEMORY.md", ws / "MEMORY.md.aside"
+        os.replace(mirror, aside)
         call(self.qem("add", "bench: one more write", "--kind", "task", "-w", str(ws)), what="qem add (prepare)", cwd=self.dir)
+        os.replace(aside, mirror)
         return Subject("check-stale", "qem export --check (stale: one write since)", "startup",
                        self.qem("export", "--check", "-w", str(ws)), ok=lambda rc: rc == 1)
 
     def edit_plan(self) -> dict:
         if self.plan is None:
-            self.plan = edits.choose(self.db)
+            self.plan = edits.choose(self.memory)
             self.plan_path.write_text(json.dumps(self.plan))
         return self.plan
 
     def checkout_and_edit(self, ws: Path, concurrent: bool) -> Path:
         plan = self.edit_plan()
-        fresh_workspace(ws, self.db)
+        fresh_workspace(ws, self.memory)
         printed = call(self.qem("checkout", "-w", str(ws)), what="qem checkout", cwd=self.dir).strip().splitlines()
         path = Path(printed[-1])
         if not path.is_absolute():
             path = self.dir / path
         path.write_bytes(edits.apply(path.read_bytes().decode("utf-8"), plan).encode("utf-8"))
         if concurrent:
-            call([self.tools.python, str(HERE / "writer.py"), str(ws / ".qem" / "memory.db"), str(self.plan_path)],
+            call([self.tools.python, str(HERE / "writer.py"), str(ws), str(self.plan_path)],
                  what="concurrent writes (bench/writer.py)", cwd=self.dir)
         return path
 
     def verify_checkin(self, ws: Path, concurrent: bool) -> Callable[[], None]:
         def verify() -> None:
             plan = self.edit_plan()
-            conn = sqlite3.connect(f"file:{ws / '.qem' / 'memory.db'}?mode=ro", uri=True)
+            wanted = plan["change"] + plan["delete"] + [w[1] for w in plan["writes"]]
+            conn = sqlite3.connect(f"file:{ws / '.qem' / 'index.db'}?mode=ro", uri=True)
             try:
-                state = dict(conn.execute("SELECT id, state FROM notes WHERE id IN (%s)" % ",".join(
-                    str(i) for i in plan["change"] + plan["delete"] + [w[1] for w in plan["writes"]])))
+                state = dict(conn.execute("SELECT id, state FROM notes WHERE id IN (%s)" % ",".join("?" * len(wanted)),
+                                          wanted).fetchall())
                 new = conn.execute("SELECT count(*) FROM notes WHERE provenance = 'human'"
                                    " AND text LIKE 'bench new note %'").fetchone()[0]
             finally:
@@ -401,7 +495,7 @@ class SizeBench:
             if concurrent:
                 after = {"revoke": "revoked", "flag-stale": "stale", "supersede": "superseded"}
                 want |= {note_id: after[command] for command, note_id in plan["writes"]}
-            wrong = {i: state.get(i) for i, s in want.items() if state.get(i) != s}
+            wrong = {plan["shorts"][i]: state.get(i) for i, s in want.items() if state.get(i) != s}
             if wrong or new != len(plan["new"]):
                 raise BenchError(f"the check-in did not land as planned: states {wrong}, {new} new notes"
                                  f" (want {len(plan['new'])}); see {self.err}")
@@ -447,13 +541,114 @@ class SizeBench:
         shutil.rmtree(plan_ws)
 
         def setup() -> None:
-            fresh_workspace(ws, self.db)
+            fresh_workspace(ws, self.memory)
+            settle(self.tools, ws, self.dir)
 
         editor = f"{shlex.quote(self.tools.python)} {shlex.quote(str(HERE / 'editor.py'))}"
         return Subject("edit", "qem edit (scripted editor, 10 edits)", "merge",
                        self.qem("edit", "-m", "bench", "--yes", "-w", str(ws)),
                        env={"QEM_EDITOR": editor, "BENCH_EDIT_PLAN": str(self.plan_path)},
                        setup=setup, verify=self.verify_checkin(ws, False), merge=merge)
+
+    # the memory in git
+    def make_repo(self, name: str, *, mirror: bool) -> Path:
+        """A git repository holding the memory (packed by `qem pack`) and, if `mirror`,
+        the MEMORY.md exported from it, all committed; its index is built."""
+        repo = fresh_workspace(self.dir / name, self.memory)
+        git(self.tools, repo, "init", "-q")
+        call(self.qem("pack", "-w", str(repo)), what="qem pack (prepare)", cwd=self.dir)
+        if mirror:
+            call(self.qem("export", "-w", str(repo)), what="qem export (prepare)", cwd=self.dir)
+        commit_all(self.tools, repo, "the memory" + (" and MEMORY.md" if mirror else ""))
+        return repo
+
+    def src(self) -> Path:
+        """The repository a fresh clone is cloned from (made once per size); the files
+        count is taken here, after `qem pack`."""
+        if self._src is None:
+            self._src = self.make_repo("src", mirror=True)
+            FILES[self.size] = count_files(self._src, self.tools)
+        return self._src
+
+    def count(self) -> dict[str, int]:
+        self.src()
+        return FILES[self.size]
+
+    def make_add(self, mirror: bool = True) -> Subject:
+        repo = self.make_repo("add" if mirror else "add-nomirror", mirror=mirror)
+        path = repo / "MEMORY.md"
+        runs = [0]
+        before: list[int] = []
+
+        def setup() -> list[str]:
+            runs[0] += 1
+            if mirror:
+                before[:] = [path.stat().st_mtime_ns]
+            return self.qem("add", f"bench: note {runs[0]} added by the benchmark", "--kind", "task", "-w", str(repo))
+
+        def verify() -> None:
+            if not self.out.read_text().strip():
+                raise BenchError(f"qem add exited 0 but printed no id; see {self.err}")
+            if mirror and path.stat().st_mtime_ns == before[0]:
+                raise BenchError(f"qem add did not re-render {path} (auto-export); see {self.err}")
+            if not mirror and path.exists():
+                raise BenchError(f"qem add wrote {path} in a repository that had none")
+
+        def after() -> None:  # the patched mirror is the whole rendering
+            if mirror:
+                call(self.qem("export", "--check", "-w", str(repo)), what="qem export --check after the adds", cwd=self.dir)
+
+        if mirror:
+            label = "qem add (MEMORY.md committed: auto-export)"
+        else:
+            label = "qem add (no MEMORY.md: no export)"
+        return Subject("add" if mirror else "add-nomirror", label, "startup", setup=setup, verify=verify, after=after)
+
+    def make_add_nomirror(self) -> Subject:
+        return self.make_add(mirror=False)
+
+    def make_fresh_clone(self, total: bool = False) -> Subject:
+        src = self.src()
+        floor_dst, dst = self.dir / "clone-floor", self.dir / "clone"
+        clone_argv = [self.tools.git, "clone", "--no-local", "-q", str(src)]
+        check = self.qem("export", "--check", "-w", str(dst))
+
+        def setup() -> None:
+            shutil.rmtree(floor_dst, ignore_errors=True)
+            shutil.rmtree(dst, ignore_errors=True)
+            if not total:
+                clone(self.tools, src, dst)
+
+        def verify() -> None:
+            if not (dst / ".qem" / "index.db").is_file():
+                raise BenchError(f"qem export --check in a fresh clone built no index at {dst / '.qem'}")
+
+        if total:
+            argv = [self.tools.sh, "-c", shlex.join(clone_argv + [str(dst)]) + " && exec " + shlex.join(check)]
+            key, label = "fresh-clone-total", "git clone --no-local + qem export --check"
+        else:
+            argv = check
+            key, label = "fresh-clone", "qem export --check, first command in a fresh clone"
+        return Subject(key, label, "clone", argv, env=GIT_ENV, setup=setup, verify=verify,
+                       floor_argv=clone_argv + [str(floor_dst)])
+
+    def make_fresh_clone_total(self) -> Subject:
+        return self.make_fresh_clone(total=True)
+
+    def make_git_status(self) -> Subject:
+        src = self.src()
+        repo = clone(self.tools, src, self.dir / "status")
+        call(self.qem("export", "--check", "-w", str(repo)), what="qem export --check (builds the index)", cwd=self.dir)
+        if not (repo / ".qem" / "index.db").is_file():
+            raise BenchError(f"qem export --check built no index in {repo}")
+        bare = clone(self.tools, src, self.dir / "status-floor")
+        git(self.tools, bare, "rm", "-r", "-q", "--", ".qem", "MEMORY.md")
+        git(self.tools, bare, "-c", "commit.gpgsign=false", "commit", "-q", "--no-verify", "-m", "no memory")
+        for where in (repo, bare):
+            git(self.tools, where, "status")  # let git refresh its index's file times once
+        return Subject("git-status", "git status (memory committed, its index built)", "status",
+                       [self.tools.git, "-C", str(repo), "status"], env=GIT_ENV,
+                       floor_argv=[self.tools.git, "-C", str(bare), "status"])
 
     # measuring
     def measure(self, subject: Subject, runs: int, warmup: int) -> Result:
@@ -467,7 +662,7 @@ class SizeBench:
             if subject.setup is not None:
                 argv = subject.setup() or argv
             f, _ = timed(floor_argv, what=f"floor {subject.floor} for {subject.name} at {self.size:,}",
-                         cwd=self.dir, env=self.env, stdout=self.dir / "floor-stdout.txt",
+                         cwd=self.dir, env=env, stdout=self.dir / "floor-stdout.txt",
                          stderr=self.dir / "floor-stderr.txt", ok=floor_ok)
             s, _ = timed(argv, what=f"{subject.name} at {self.size:,} notes", cwd=self.dir, env=env,
                          stdout=self.out, stderr=self.err, ok=subject.ok)
@@ -476,6 +671,8 @@ class SizeBench:
             if i >= warmup:
                 samples.append(s)
                 floor_samples.append(f)
+        if subject.after is not None:
+            subject.after()
         return Result(self.size, subject.key, subject.name, subject.floor, samples, floor_samples, subject.note)
 
 
@@ -558,7 +755,7 @@ def find(results: list[Result], size: int, key: str) -> Result | None:
     return None
 
 
-def targets(results: list[Result]) -> list[Target]:
+def targets(results: list[Result], files: dict[int, dict[str, int]] | None = None) -> list[Target]:
     out: list[Target] = []
 
     def judge(text: str, r: Result | None, value: Callable[[Result], float], limit: float,
@@ -593,6 +790,22 @@ def targets(results: list[Result]) -> list[Target]:
     for key, what in (("checkin-concurrent", "10 edits, 10 concurrent writes"), ("checkin", "10 edits")):
         judge(f"peak RSS of `qem checkin` ({what}) at 74,900 notes ≤ 250 MB",
               find(results, 74_900, key), lambda r: r.rss_mb, 250.0, lambda v: f"{v:.0f} MB")
+    # the memory in git: at every size measured (74,900 when none is)
+    for key, text, limit in (
+        ("add", "`qem add` (MEMORY.md committed: auto-export) at {} notes ≤ 1.5× the start-up floor", 1.5),
+        ("fresh-clone", "`qem export --check` in a fresh clone (builds the index) at {} notes"
+                        " ≤ 1.5× `git clone --no-local`", 1.5),
+        ("git-status", "`git status` with the memory committed at {} notes ≤ 2× without it", 2.0),
+    ):
+        sizes = sorted({r.size for r in results if r.key == key}) or [74_900]
+        for size in sizes:
+            judge(text.format(f"{size:,}"), find(results, size, key), lambda r: r.ratio, limit, ratio)
+    counted = (files or {}).get(74_900)
+    text = "files under `.qem/` (events/, texts/, packs/) after `qem pack` at 74,900 notes ≤ 1,000"
+    if counted is None:
+        out.append(Target(text, "not measured", "—"))
+    else:
+        out.append(Target(text, "met" if counted["log"] <= 1000 else "missed", f"{counted['log']:,}"))
     return out
 
 
@@ -604,7 +817,7 @@ def render_markdown(results: list[Result], info: dict, meta: dict) -> str:
     if built:
         which = ", ".join(f"{int(k):,}" for k in sorted(built, key=int))
         extra = (f" ({sum(built.values()):.0f} s of it building the {which}-note"
-                 f" store{'s' if len(built) > 1 else ''}, cached since)")
+                 f" memor{'ies' if len(built) > 1 else 'y'}, cached since)")
     add(f"Generated {meta['finished']} in {meta['wall_s'] / 60:.1f} min of wall time{extra} by:")
     add("")
     add("```sh")
@@ -633,14 +846,40 @@ def render_markdown(results: list[Result], info: dict, meta: dict) -> str:
     add("| notes | command | median | min–max | floor | floor median | ratio | max RSS |")
     add("| ---: | --- | ---: | ---: | --- | ---: | ---: | ---: |")
     for r in results:
-        add(f"| {r.size:,} | {r.name} | {fmt_s(r.median)} | {fmt_range(r)} | {FLOOR_NAMES[r.floor]} |"
+        mark = " †" if r.note == CHANGED_NOTE else ""
+        add(f"| {r.size:,} | {r.name}{mark} | {fmt_s(r.median)} | {fmt_range(r)} | {FLOOR_NAMES[r.floor]} |"
             f" {fmt_s(r.floor_median)} | ×{r.ratio:.2f} | {r.rss_mb:.0f} MB |")
     add("")
+    if any(r.note == CHANGED_NOTE for r in results):
+        add(f"† {CHANGED_NOTE}: its runs may mix versions.")
+        add("")
     add("Floors: start-up = `python -c \"import typer\"` (the interpreter qem runs on);"
-        " render = `sqlite3 -batch STORE \".output FILE\" \"" + RENDER_SQL + "\"`;"
+        " render = `sqlite3 -batch .qem/index.db \".output FILE\" \"" + RENDER_SQL + "\"`;"
         " merge = `git merge-file -p EDITED BASE NOW` on that check-in's three renderings"
-        " (with no concurrent writes NOW is the base).")
+        " (with no concurrent writes NOW is the base); clone = `git clone --no-local SRC DST` of the"
+        " repository holding the memory (packed by `qem pack`) and its MEMORY.md, one commit; git status ="
+        " `git status` in a clone of it with `.qem/` and MEMORY.md removed and the removal committed.")
     add("")
+    add("The git subjects: `qem add` runs in a repository holding the memory, packed, with (auto-export"
+        " patches it) or without MEMORY.md committed; `qem export --check` in a fresh clone, made untimed"
+        " just before, builds the index from nothing (`git clone` + `qem export --check` times both"
+        " together, in one `sh -c`); `git status` runs in a clone whose index a qem command built.")
+    add("")
+    files = meta.get("files") or {}
+    if files:
+        add("## Files")
+        add("")
+        add("Files in the memory's log folders (`.qem/events/`, `texts/`, `packs/`) after `qem pack`, and"
+            " every file git tracks under `.qem/` (the log, config.toml, .gitignore, .gitattributes); counted,"
+            " not timed.")
+        add("")
+        add("| notes | events/ | texts/ | packs/ | log files | tracked under .qem/ | log size |")
+        add("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for size in sorted(files, key=int):
+            c = files[size]
+            add(f"| {int(size):,} | {c['events']:,} | {c['texts']:,} | {c['packs']:,} | {c['log']:,} |"
+                f" {c['tracked']:,} | {c['log_bytes'] / 1e6:.1f} MB |")
+        add("")
     sizes = sorted({r.size for r in results})
     if len(sizes) > 1:
         add("## Growth")
@@ -668,7 +907,7 @@ def render_markdown(results: list[Result], info: dict, meta: dict) -> str:
     add("")
     add("| target | measured | status |")
     add("| --- | ---: | --- |")
-    for t in targets(results):
+    for t in targets(results, {int(k): v for k, v in files.items()}):
         mark = {"met": "**met**", "missed": "**missed**"}.get(t.status, t.status)
         add(f"| {t.text} | {t.figure} | {mark} |")
     add("")
@@ -707,7 +946,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=None, help="timed runs per subject (default 5; 3 with --quick)")
     parser.add_argument("--export-runs", type=int, default=3, help="timed runs at the export-only sizes (default 3)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed warm-up runs per subject (default 1)")
-    parser.add_argument("--only", default="", help="comma-separated subjects: " + ",".join(SUBJECT_KEYS))
+    parser.add_argument("--only", default="", help="comma-separated subjects: " + ",".join(ALL_KEYS))
     parser.add_argument("--seed", type=int, default=749, help="generator seed (default 749)")
     parser.add_argument("--quick", action="store_true", help="smoke check: 749 and 7,490 notes, 3 runs,"
                         " report to bench/out/PERFORMANCE-quick.md")
@@ -718,10 +957,10 @@ def main(argv: list[str] | None = None) -> int:
     export_sizes = [s for s in parse_sizes(args.export_sizes) if s not in sizes]
     runs = args.runs or (3 if args.quick else 5)
     output = args.output or (OUT / "PERFORMANCE-quick.md" if args.quick else REPO / "docs" / "PERFORMANCE.md")
-    keys = tuple(k.strip() for k in args.only.split(",") if k.strip()) or SUBJECT_KEYS
-    unknown = [k for k in keys if k not in SUBJECT_KEYS]
+    keys = tuple(k.strip() for k in args.only.split(",") if k.strip()) or ALL_KEYS
+    unknown = [k for k in keys if k not in ALL_KEYS]
     if unknown:
-        parser.error(f"unknown subject(s) {unknown}; choose from {','.join(SUBJECT_KEYS)}")
+        parser.error(f"unknown subject(s) {unknown}; choose from {','.join(ALL_KEYS)}")
     if runs < 1 or args.export_runs < 1 or args.warmup < 0:
         parser.error("--runs and --export-runs must be at least 1, --warmup at least 0")
 
@@ -738,12 +977,21 @@ def main(argv: list[str] | None = None) -> int:
         for size, size_keys, size_runs in plan:
             if not size_keys:
                 continue
-            db = build_store(tools, size, args.seed)
-            bench = SizeBench(tools, size, db)
-            print(f"== {size:,} notes ({db.stat().st_size / 1e6:.0f} MB store): {size_runs} runs after"
-                  f" {args.warmup} warm-up", flush=True)
+            memory = build_memory(tools, size, args.seed)
+            bench = SizeBench(tools, size, memory)
+            print(f"== {size:,} notes ({tree_bytes(memory) / 1e6:.0f} MB memory, index included):"
+                  f" {size_runs} runs after {args.warmup} warm-up", flush=True)
+            if "files" in size_keys:
+                c = bench.count()
+                print(f"  files after qem pack: {c['events']} in events/, {c['texts']} in texts/,"
+                      f" {c['packs']} in packs/ ({c['log_bytes'] / 1e6:.1f} MB); {c['tracked']} tracked"
+                      " under .qem/", flush=True)
             for subject in bench.subjects(size_keys):
+                before = code_fingerprint()
                 r = bench.measure(subject, size_runs, args.warmup)
+                if code_fingerprint() != before:
+                    r.note = CHANGED_NOTE
+                    print(f"  warning: qem's code changed while {r.name} was measured", file=sys.stderr, flush=True)
                 results.append(r)
                 print(f"  {r.name}: {fmt_s(r.median)} ({fmt_range(r)}), floor {FLOOR_NAMES[r.floor]}"
                       f" {fmt_s(r.floor_median)}, ×{r.ratio:.2f}, max RSS {r.rss_mb:.0f} MB", flush=True)
@@ -771,6 +1019,7 @@ def main(argv: list[str] | None = None) -> int:
         "fingerprint_end": code_fingerprint(),
         "load_max": max(LOADS, default=load_start),
         "built_s": {str(k): v for k, v in BUILT.items()},
+        "files": {str(k): v for k, v in FILES.items()},
     }
     info = machine()
     write_report(output, render_markdown(results, info, meta))
@@ -781,7 +1030,7 @@ def main(argv: list[str] | None = None) -> int:
         {"meta": meta, "machine": info, "results": [r.to_json() for r in results]}, indent=1))
     print(f"\nwrote {os.path.relpath(output, Path.cwd())} and bench/out/results/{stamp}.json"
           f" in {wall / 60:.1f} min", flush=True)
-    for t in targets(results):
+    for t in targets(results, FILES):
         print(f"  [{t.status}] {t.text}: {t.figure}")
     if meta["fingerprint_start"] != meta["fingerprint_end"]:
         print("bench: warning: qem's code changed during the run; the figures mix versions", file=sys.stderr)

@@ -1,8 +1,9 @@
 """The 10 concurrent writes of a check-in benchmark, made through qem's own CLI in one process.
 
-Usage: python bench/writer.py STORE PLAN.json
-Each write is one `qem revoke|flag-stale|supersede ... --store STORE` run in-process (one
-interpreter start for all ten, so setting up a run stays cheap); any failure aborts.
+Usage: python bench/writer.py WORKSPACE PLAN.json
+Each write is one `qem revoke|flag-stale|supersede ID ... -w WORKSPACE` run in-process (one
+interpreter start for all ten, so setting up a run stays cheap), naming the note by its
+id; any failure aborts.  The workspace has no MEMORY.md, so no write exports.
 """
 
 import sys
@@ -16,12 +17,12 @@ from qem_edit.cli import main as qem  # noqa: E402
 
 
 def main() -> int:
-    store, plan = sys.argv[1], edits.load(sys.argv[2])
+    workspace, plan = sys.argv[1], edits.load(sys.argv[2])
     for command, note_id in plan["writes"]:
-        argv = [command, str(note_id)]
+        argv = [command, note_id]
         if command == "supersede":
-            argv.append(f"bench concurrent successor of #{note_id}")
-        argv += ["-m", "bench concurrent write", "--store", store, "--actor", "bench-other"]
+            argv.append(f"bench concurrent successor of #{plan['shorts'][note_id]}")
+        argv += ["-m", "bench concurrent write", "-w", workspace, "--actor", "bench-other"]
         try:
             qem(argv)
             code = 0

@@ -24,7 +24,7 @@ class Written:
 
     note: Note | None = None
     event: Event | None = None
-    dispute: int | None = None
+    dispute: str | None = None
     notices: list[str] = field(default_factory=list)
 
 
@@ -70,53 +70,84 @@ def add(store: Store, place: Workspace, text: str, kind: str, priority: str, pro
     choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
     new = NewNote(kind, priority, provenance, note_text(text))
     note = store.write(lambda tx: tx.create(new, actor))
-    return _written(store, place, Written(note=note))
+    return _written(store, place, Written(note=store.note(note.id)))
 
 
-def supersede(store: Store, place: Workspace, note_id: int, text: str, reason: str | None,
+def supersede(store: Store, place: Workspace, given: str, text: str, reason: str | None,
               actor: str, kind: str | None = None, priority: str | None = None) -> Written:
     """A successor replaces the note (same kind, priority and provenance unless given)."""
     choice(kind, KINDS, "kind")
     choice(priority, PRIORITIES, "priority")
     body = note_text(text)
     why = reason_for("superseded", reason)
+    note_id = store.resolve(given)
 
     def work(tx: Transaction) -> Note:
         old = tx.note(note_id)
         new = NewNote(kind or old.kind, priority or old.priority, old.provenance, body, note_id)
         return tx.create(new, actor, why)
 
-    return _written(store, place, Written(note=store.write(work)))
+    note = store.write(work)
+    return _written(store, place, Written(note=store.note(note.id)))
 
 
-def move(store: Store, place: Workspace, event_type: str, note_id: int, reason: str | None, actor: str) -> Written:
+def move(store: Store, place: Workspace, event_type: str, given: str, reason: str | None, actor: str) -> Written:
     """A lifecycle move on one note: revoked, stale_flagged, reinstated, promoted, expired."""
     why = reason_for(event_type, reason)
+    note_id = store.resolve(given)
     event = store.write(lambda tx: tx.emit(note_id, event_type, actor, why))
-    return _written(store, place, Written(event=event))
+    return _written(store, place, Written(event=event, note=store.note(note_id)))
 
 
-def forget(store: Store, place: Workspace, note_id: int, reason: str | None, actor: str) -> Written:
-    """Erase the note's text from the store, then from every file qem wrote (see
+def forget(store: Store, place: Workspace, given: str, reason: str | None, actor: str) -> Written:
+    """Erase the note's text from the log, then from every file qem wrote (see
     qem_edit.forgetting); the notices name what could not be cleaned."""
     from .forgetting import scrub
 
     why = reason_for("forgotten", reason)
+    note_id = store.resolve(given)
     text = store.note(note_id).text
     event = store.write(lambda tx: tx.forget(note_id, actor, why or ""))
-    written = _written(store, place, Written(event=event))
+    written = _written(store, place, Written(event=event, note=store.note(note_id)))
     if text:
         written.notices += scrub(store, place, store.note(note_id), text)
     return written
 
 
-def dispute(store: Store, place: Workspace, a: int, b: int, reason: str | None, actor: str) -> Written:
+def dispute(store: Store, place: Workspace, a: str, b: str, reason: str | None, actor: str) -> Written:
     why = reason_for("disputed", reason) or ""
-    dispute_id = store.write(lambda tx: tx.dispute(a, b, actor, why))
+    first, second = store.resolve(a), store.resolve(b)
+    dispute_id = store.write(lambda tx: tx.dispute(first, second, actor, why))
     return _written(store, place, Written(dispute=dispute_id))
 
 
-def rule(store: Store, place: Workspace, dispute_id: int, keep: int, reason: str | None, actor: str) -> Written:
+def rule(store: Store, place: Workspace, given: str, keep: str, reason: str | None, actor: str) -> Written:
+    """Settle a disagreement.  `given` names a dispute between two notes (its id, or a
+    prefix), and `keep` the note that stands; or a note whose concurrent changes disagree,
+    and `keep` the side that stands (the characters its DISPUTED marker shows); or a note
+    several live notes supersede (a fork), and `keep` the successor that stands."""
     why = reason_for("ruled", reason) or ""
-    store.write(lambda tx: tx.rule(dispute_id, keep, actor, why))
+    try:
+        dispute_id = store.dispute_id(given.lstrip("#"))
+    except errors.NoSuchNote:
+        note = store.note(store.resolve(given))
+        if note.rivals:
+            side = _side(note, keep)
+            store.write(lambda tx: tx.settle(note.id, side, actor, why))
+        else:  # a fork: the successor that stands
+            if sum(1 for n in store.notes() if n.supersedes == note.id and n.live) < 2:
+                raise errors.Refused(f"note #{note.shown} has no concurrent changes or fork to rule on")
+            kept = store.resolve(keep)
+            store.write(lambda tx: tx.rule_fork(note.id, kept, actor, why))
+        return _written(store, place, Written(note=store.note(note.id)))
+    kept = store.resolve(keep)
+    store.write(lambda tx: tx.rule(dispute_id, kept, actor, why))
     return _written(store, place, Written(dispute=dispute_id))
+
+
+def _side(note: Note, keep: str) -> str:
+    sides = [r.tip for r in note.rivals if r.tip.startswith(keep.lower())]
+    if len(sides) == 1:
+        return sides[0]
+    shown = ", ".join(f"{r.tip[:6]} ({r.type})" for r in note.rivals)
+    raise errors.BadInput(f"--keep {keep!r} names {'none' if not sides else 'several'} of #{note.shown}'s sides: {shown}")

@@ -32,16 +32,25 @@ class NoteView:
     note: Note
     exit_code = 0
 
+    shorts: dict[str, str] = field(default_factory=dict)  # how linked notes are shown
+
     def text(self) -> str:
         note = self.note
-        lines = [f"#{note.id} {note.kind} · {note.priority} · {note.provenance} · {note.state}",
-                 f"created {note.created_at} by {note.actor}"]
+        shown = lambda i: self.shorts.get(i, i[:8])  # noqa: E731
+        alias = f" (formerly #{note.alias})" if note.alias is not None else ""
+        lines = [f"#{note.shown} {note.kind} · {note.priority} · {note.provenance} · {note.state}",
+                 f"id {note.id}{alias}", f"created {note.created_at} by {note.actor}"]
         if note.supersedes is not None:
-            lines.append(f"supersedes #{note.supersedes}")
+            lines.append(f"supersedes #{shown(note.supersedes)}")
         if note.state != "active" and note.state_at:
-            by = f" by #{note.superseded_by}" if note.superseded_by is not None else ""
+            by = f" by #{shown(note.superseded_by)}" if note.superseded_by is not None else ""
             why = f": {note.state_reason}" if note.state_reason else ""
-            lines.append(f"{note.state}{by} at {note.state_at}{why}")
+            who = f" ({note.state_actor})" if note.state_actor else ""
+            lines.append(f"{note.state}{by} at {note.state_at}{who}{why}")
+        if note.rivals:
+            from .resolver import rival_words
+
+            lines.append(f"DISPUTED: {rival_words(note, shown)}; settle with `qem rule {note.shown} --keep SIDE`")
         lines += ["", note.text if note.text is not None else "(forgotten: the text was erased)"]
         return "\n".join(lines)
 
@@ -61,7 +70,7 @@ class NoteList:
 
     def text(self) -> str:
         return "\n".join(
-            f"#{n.id}\t{n.kind}\t{n.priority}\t{n.provenance}\t{n.state}\t{first_line(n)}" for n in self.notes
+            f"#{n.shown}\t{n.kind}\t{n.priority}\t{n.provenance}\t{n.state}\t{first_line(n)}" for n in self.notes
         )
 
     def data(self) -> object:
@@ -71,27 +80,29 @@ class NoteList:
         return None if self.notes else "no notes match"
 
 
-def event_line(e: Event) -> str:
-    """One event as `qem log` prints it."""
+def event_line(e: Event, shorts: dict[str, str] | None = None) -> str:
+    """One event as `qem log` prints it: its id's first characters, when, the note."""
+    shown = lambda i: (shorts or {}).get(str(i), str(i)[:8])  # noqa: E731
     extra = ""
     if e.type == "superseded":
-        extra = f" by #{e.data.get('by')}"
+        extra = f" by #{shown(e.data.get('by'))}"
     elif e.type == "created" and e.data.get("supersedes") is not None:
-        extra = f" superseding #{e.data['supersedes']}"
+        extra = f" superseding #{shown(e.data['supersedes'])}"
     why = f" ({e.reason})" if e.reason else ""
     checkin = f" [checkin {e.checkin}]" if e.checkin else ""
-    return f"{e.seq}\t{e.at}\t#{e.note_id} {e.type}{extra} by {e.actor}{why}{checkin}"
+    return f"{e.id[:8]}\t{e.at}\t#{shown(e.note)} {e.type}{extra} by {e.actor}{why}{checkin}"
 
 
 @dataclass
 class EventList:
-    """`qem log`: the events, in seq order."""
+    """`qem log`: the events, in the order every clone agrees on (clock, then id)."""
 
     events: Sequence[Event]
+    shorts: dict[str, str] = field(default_factory=dict)
     exit_code = 0
 
     def text(self) -> str:
-        return "\n".join(event_line(e) for e in self.events)
+        return "\n".join(event_line(e, self.shorts) for e in self.events)
 
     def data(self) -> object:
         return [e.to_json() for e in self.events]
@@ -105,13 +116,14 @@ class CurrencyAnswer:
     """`qem status`: is this note current?"""
 
     answer: Currency
+    shown: str = ""
     exit_code = 0
 
     def text(self) -> str:
-        return f"#{self.answer.note_id} current: {self.answer.value} ({self.answer.reason})"
+        return f"#{self.shown or self.answer.note_id} current: {self.answer.value} ({self.answer.reason})"
 
     def data(self) -> object:
-        return self.answer.to_json()
+        return {**self.answer.to_json(), "short": self.shown or self.answer.note_id}
 
     def remark(self) -> str | None:
         return None
@@ -119,11 +131,13 @@ class CurrencyAnswer:
 
 @dataclass
 class VerifyReport:
-    """`qem verify`: the caches against a replay of the log, and the graph's anomalies."""
+    """`qem verify`: the log, the index and the mirror checked; open disputes listed."""
 
-    head: int
+    notes: int
     problems: list[str] = field(default_factory=list)
-    repaired: int | None = None  # notes rewritten by --repair
+    repaired: int | None = None  # notes in the index rebuilt by --repair
+    disputes: list[str] = field(default_factory=list)  # listed; they fail only when asked
+    notices: list[str] = field(default_factory=list)  # listed; they never fail
 
     @property
     def exit_code(self) -> int:
@@ -132,17 +146,20 @@ class VerifyReport:
     def text(self) -> str:
         lines = []
         if self.repaired is not None:
-            lines.append(f"rebuilt the notes cache from the log: {self.repaired} notes")
-        return "\n".join(lines + self.problems)
+            lines.append(f"rebuilt the index from the log: {self.repaired} notes")
+        return "\n".join(lines + self.problems + [f"open: {d}" for d in self.disputes]
+                         + [f"note: {n}" for n in self.notices])
 
     def data(self) -> object:
-        return {"head": self.head, "ok": not self.problems, "problems": self.problems, "repaired": self.repaired}
+        return {"notes": self.notes, "ok": not self.problems, "problems": self.problems,
+                "disputes": self.disputes, "notices": self.notices, "repaired": self.repaired}
 
     def remark(self) -> str | None:
         if not self.problems:
-            return f"ok: the notes cache equals a replay of {self.head} events"
+            open_ = f"; {len(self.disputes)} open dispute(s) listed" if self.disputes else ""
+            return f"ok: the log replays cleanly to {self.notes} note{'' if self.notes == 1 else 's'}{open_}"
         return (
-            f"verify: {len(self.problems)} problem(s) at head {self.head}; `qem verify --repair` rebuilds"
-            " the cache; a cycle, dangling pointer or fork came with a loaded log and is"
-            " settled by events (revoke, supersede, or `qem dispute` and `qem rule`)"
+            f"verify: {len(self.problems)} problem(s); `qem verify --repair` rebuilds the index; a"
+            " malformed log file is set aside until it is fixed or removed; a cycle, dangling pointer"
+            " or broken event is settled by new events (revoke, supersede, `qem rule`)"
         )

@@ -17,169 +17,31 @@ from pathlib import Path
 from typing import Protocol
 
 from . import errors
-from .checkouts import Checkout, checkout_bytes, keep
-from .export import auto_export, fill_forgotten_texts, cached_render_at, render_store
+from .checkouts import Checkout, checkout_bytes, keep, kept
+from .export import MIRROR_BASE, auto_export, export, has_merge_conflict, known_renderings, mirror_base, render_store
 from .faults import checkpoint
 from .files import read_regular, write_atomic
-from .model import LIVE_STATES, MOVE_BY_VERB, Event, NewNote, Note
-from .reconciler.blocks import EditDiff, diff_edit
-from .reconciler.parse import LineError, ParsedFile, parse
-from .reconciler.plan import Conflict, Op, Plan, make_plan
+from .forgetting import scrub_again
+from .model import LIVE_STATES, MOVE_BY_VERB, NewNote
+from .proposal import Proposal, propose, whole
+from .reconciler.plan import Conflict, Op, Plan
 from .reconciler.rebase import rebase, with_errors
 from .renderer import for_editing, render
-from .renderer.format import HEADER_RE
+from .renderer.render import base_named, rendering_id
 from .store import Store, Transaction
 from .workspace import Workspace
 
-
-@dataclass
-class Proposal:
-    """A planned check-in with what it was planned from: the parsed edit, the plan, the
-    notes as of the edit's base and now, and the events since the base."""
-
-    parsed: ParsedFile
-    plan: Plan
-    base_notes: dict[int, Note]
-    now_notes: dict[int, Note]
-    since: list[Event]
-    text: bytes = b""
-    base_text: bytes | None = None
-    partial: bool = False  # only the changed blocks parsed, only the notes they name read
-
-
-# -- planning ---------------------------------------------------------------------------------
-
-
-def propose(store: Store, text: str | bytes, base_text: str | bytes | None = None) -> Proposal:
-    """Plan checking `text` (the edited file) in.  With the base rendering at hand (a
-    checkout's base.md, or the mirror's base rebuilt from the cache), only the blocks the
-    edit changed are parsed and only the notes they, and the events since the base, name
-    are read."""
-    data = text.encode("utf-8") if isinstance(text, str) else text
-    base = base_text.encode("utf-8") if isinstance(base_text, str) else base_text
-    if base is not None and _header_line(base) == _header_line(data):
-        diff = diff_edit(base, data)
-        if diff is not None and diff.parsed.base is not None:
-            return _propose_changed(store, diff, data, base)
-    proposal = _propose_whole(store, data, base)
-    if base is not None and _header_fields(base) != _header_fields(data):
-        proposal.plan.errors.insert(0, LineError(1, _header_changed(base)))
-    return proposal
-
-
-def _header_fields(data: bytes) -> tuple | None:
-    """What the header says (base, kinds, live only), or None where there is none."""
-    match = HEADER_RE.match(_header_line(data).decode("utf-8", "replace"))
-    return (match["base"], match["kinds"], bool(match["active"])) if match else None
-
-
-def _header_changed(base: bytes) -> str:
-    """Refusing a checkout whose header was edited: deleting `kinds=gotcha` from a
-    narrowed checkout would otherwise read as every other kind's notes deleted."""
-    return (
-        "the header line was changed; it says which notes this file holds, and the check-in"
-        " reads the edit against it: put it back as it was, "
-        + _header_line(base).decode("utf-8", "replace")
-    )
-
-
-def _header_line(data: bytes) -> bytes:
-    start = 3 if data.startswith(b"\xef\xbb\xbf") else 0
-    end = data.find(b"\n", start)
-    return data[start : end if end >= 0 else len(data)].rstrip()
-
-
-def _decoded(data: bytes) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise errors.BadInput(f"the file line {line}: not UTF-8 text; nothing was checked in") from None
-
-
-def _propose_changed(store: Store, diff: EditDiff, text: bytes, base_text: bytes) -> Proposal:
-    parsed = diff.parsed
-    assert parsed.base is not None
-    with store.reading():
-        head = _head_within(store, parsed.base)
-        since, past = store.rewind(parsed.base)
-        mine = {i.note_id for i in parsed.items if i.note_id is not None} | diff.removed
-        now_notes = store.notes_by_id(mine | set(past))
-        successors = {n.superseded_by for n in now_notes.values() if n.superseded_by is not None}
-        now_notes.update(store.notes_by_id(successors - set(now_notes)))
-    base_notes = _at_base({n: now_notes[n] for n in mine if n in now_notes}, past, base_text)
-    plan = make_plan(parsed, base_notes, now_notes, since, head, removed=diff.removed)
-    return Proposal(parsed, plan, base_notes, now_notes, since, text, base_text, partial=True)
-
-
-def _head_within(store: Store, base: int) -> int:
-    head = store.head()
-    if base > head:
-        raise errors.BadInput(
-            f"the file names base {base}, past this store's head {head}:"
-            " it was rendered from another store"
-        )
-    return head
-
-
-def _propose_whole(store: Store, text: bytes, base_text: bytes | None) -> Proposal:
-    parsed = parse(_decoded(text))
-    if parsed.base is None:
-        if not parsed.errors:
-            raise errors.BadInput("the file holds nothing to check in")
-        raise errors.BadInput(f"this is not a qem file: {parsed.errors[0]}")
-    with store.reading():
-        head = _head_within(store, parsed.base)
-        now_notes = {n.id: n for n in store.notes()}
-        since, past = store.rewind(parsed.base)
-    base_notes = _at_base(dict(now_notes), past, base_text)
-    plan = make_plan(parsed, base_notes, now_notes, since, head)
-    return Proposal(parsed, plan, base_notes, now_notes, since, text, base_text)
-
-
-def whole(store: Store, proposal: Proposal) -> Proposal:
-    """`proposal` with the whole file parsed and every note read (for the rebase)."""
-    return _propose_whole(store, proposal.text, proposal.base_text) if proposal.partial else proposal
-
-
-def _at_base(notes: dict[int, Note], past: dict[int, Note | None], base_text: bytes | None) -> dict[int, Note]:
-    """`notes` (as they are now) as of the base: those touched since (`past`, from
-    Store.rewind) as they were, those created since left out, and texts forgotten since
-    taken from the base rendering where it is at hand."""
-    for note_id, note in past.items():
-        if note is None:
-            notes.pop(note_id, None)
-        else:
-            notes[note_id] = note
-    if base_text is not None:
-        fill_forgotten_texts(notes, base_text)
-    return notes
-
-
-def mirror_base(store: Store, text: bytes) -> bytes | None:
-    """A hand-edited export's base rendering, rebuilt from the store's cached items (None
-    where that is not possible, and the check-in parses the whole file instead)."""
-    match = HEADER_RE.match(_header_line(text).decode("utf-8", "replace"))
-    if not match or match["kinds"] or match["active"]:
-        return None
-    base = int(match["base"])
-    if base > store.head():
-        return None
-    return cached_render_at(store, base)
+__all__ = ["Proposal", "propose", "whole"]
 
 
 # -- the words for what went wrong --------------------------------------------------------------
 
 
-def describe_conflict(conflict: Conflict) -> str:
+def describe_conflict(conflict: Conflict, shown: str | None = None) -> str:
     mine = ", ".join(MOVE_BY_VERB[op.action].shown for op in conflict.mine) or "changed it"
     if any(op.action == "revoke" and op.line == 0 for op in conflict.mine):
         mine = "deleted it (revoke)"
-    theirs = "; ".join(
-        f"{e.type} by {e.actor} at {e.at}" + (f" ({' '.join(e.reason.split())})" if e.reason else "")
-        for e in conflict.theirs
-    )
-    return f"conflict on #{conflict.note_id}: you {mine}; since your base the store saw: {theirs}"
+    return f"conflict on #{shown or conflict.note_id[:8]}: you {mine}; since your base the store saw: {conflict.theirs}"
 
 
 def problems(proposal: Proposal) -> list[str]:
@@ -187,7 +49,8 @@ def problems(proposal: Proposal) -> list[str]:
     line, then the conflicts."""
     parsed = set(proposal.parsed.errors)  # a set: a file of thousands of bad lines stays linear
     lines = proposal.parsed.errors + [e for e in proposal.plan.errors if e not in parsed]
-    return [str(e) for e in lines] + [describe_conflict(c) for c in proposal.plan.conflicts]
+    shorts = {n.id: short for short, n in proposal.base_notes.items()}
+    return [str(e) for e in lines] + [describe_conflict(c, shorts.get(c.note_id)) for c in proposal.plan.conflicts]
 
 
 def is_conflict(proposal: Proposal) -> bool:
@@ -198,24 +61,24 @@ def is_conflict(proposal: Proposal) -> bool:
 # -- applying -----------------------------------------------------------------------------------
 
 
-def new_checkin_id(plan: Plan) -> str:
-    return f"ci-{plan.base}-{os.urandom(4).hex()}"
+def new_checkin_id() -> str:
+    return f"ci-{os.urandom(6).hex()}"
 
 
-def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str | None = None) -> tuple[str, list[int]]:
-    """Append every event of the check-in in one transaction, or none.
+def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str | None = None) -> tuple[str, list[str]]:
+    """Write every event of the check-in at once (one pack file), or none.
 
-    The transaction first checks that the store head is still the one the plan was made
-    against; if it moved, HeadMoved is raised and the caller plans again.
+    The write first checks that the memory is still as the plan saw it; if it moved (a
+    writer here, a pull, a switch of branch), HeadMoved is raised and the caller plans
+    again.
     """
-    checkin_id = checkin_id or new_checkin_id(plan)
-    created: list[int] = []
+    checkin_id = checkin_id or new_checkin_id()
+    created: list[str] = []
 
     def work(tx: Transaction) -> None:
-        if tx.head != plan.head:
-            raise errors.HeadMoved(
-                f"the store moved from seq {plan.head} to {tx.head} while planning", moved=tx.head - plan.head
-            )
+        if tx.generation != plan.generation:
+            raise errors.HeadMoved("the memory moved on while the check-in was planned",
+                                   moved=max(1, tx.generation - plan.generation))
         checkpoint("apply-begin")
         for op in plan.ops:
             _apply_op(tx, op, who, op.reason or reason, checkin_id, created)
@@ -226,7 +89,7 @@ def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str 
     return checkin_id, created
 
 
-def _apply_op(tx: Transaction, op: Op, who: str, reason: str, checkin_id: str, created: list[int]) -> None:
+def _apply_op(tx: Transaction, op: Op, who: str, reason: str, checkin_id: str, created: list[str]) -> None:
     if op.action in ("create", "supersede"):
         assert op.content is not None
         new = NewNote(op.content.kind, op.content.priority, "human", op.content.text, op.note_id)
@@ -238,11 +101,10 @@ def _apply_op(tx: Transaction, op: Op, who: str, reason: str, checkin_id: str, c
 
 def already_landed(store: Store, checkout: Checkout) -> str | None:
     """The check-in of this kept edit that already landed (qem died after its commit)."""
-    base, pending = checkout.pending()
+    pending = checkout.pending()
     if not pending:
         return None
-    with store.reading():
-        done = sorted({e.checkin for e in store.events(after=base) if e.checkin in pending})
+    done = sorted({e.checkin for e in store.events_of_checkins(pending) if e.checkin})
     return done[0] if done else None
 
 
@@ -253,12 +115,10 @@ def rebased(store: Store, proposal: Proposal, messages: list[str]) -> tuple[str,
     """The edit rebased on the store now, conflicts marked; and the store now, rendered
     (the reopened edit's new base)."""
     proposal = whole(store, proposal)
-    sides = {
-        c.note_id: "; ".join(f"{e.type} by {e.actor} at {e.at}" for e in c.theirs)
-        for c in proposal.plan.conflicts
-    }
-    new_text = rebase(proposal.parsed, proposal.plan, proposal.base_notes, proposal.now_notes, sides, messages)
-    new_base = render(list(proposal.now_notes.values()), proposal.plan.head, proposal.parsed.selection)
+    sides = {c.note_id: c.theirs for c in proposal.plan.conflicts}
+    new_base = render(list(proposal.now_notes.values()), store.memory_id(), proposal.parsed.selection)
+    new_text = rebase(proposal.parsed, proposal.plan, proposal.base_notes, proposal.now_notes, sides, messages,
+                      new_base)
     return new_text, for_editing(new_base)
 
 
@@ -330,7 +190,54 @@ class Source:
             raise errors.BadInput(f"{self.path} does not exist; nothing to check in")
         if self.checkout is not None:
             return data, _base_bytes(self.checkout)
-        return data, mirror_base(store, data)
+        named = base_named(data)
+        if named is not None:  # a copy of a checkout: its base, wherever this clone keeps it
+            return data, _named_base(store, self.place, self.path, named)
+        if has_merge_conflict(data):
+            data = _your_side(store, self.path, data)
+        base = mirror_base(store, self.path)
+        if base is not None and base != data and data == render_store(store)[1]:
+            base = data  # export died between the mirror and its kept copy: nothing to check in
+        return data, base
+
+
+def _named_base(store: Store, place: Workspace, path: Path, named: str) -> bytes:
+    """The rendering a checkout's help line names: a kept edit's base, or the last export;
+    refused (nothing written, the file untouched) when this clone keeps it nowhere, since
+    the file's changes could not be told from what others did since."""
+    for checkout in kept(place):
+        base = _base_bytes(checkout)
+        if base is not None and base_named(base) == named:
+            return base
+    exported = read_regular(store.root / MIRROR_BASE)
+    if exported is not None and rendering_id(exported) == named:
+        return exported
+    raise errors.ConflictError(
+        f"{path} was made from a rendering this clone no longer keeps (base={named}), so its changes cannot be"
+        " told from what others wrote since; nothing was checked in; check out afresh"
+        " (`qem checkout --path FILE`) and make the edits there")
+
+
+def _your_side(store: Store, path: Path, data: bytes) -> bytes:
+    """A file git left with conflict markers, as its writer meant it: in each conflict the
+    side with lines no rendering holds (theirs: a person's edits), else the checked-out
+    rendering; the three-way check-in then keeps what the log holds now."""
+    from . import gitconflict
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data  # the check-in names the line that is not UTF-8
+    _, rendering = render_store(store)
+    try:
+        return gitconflict.resolved(text, known_renderings(store, path, rendering)).encode("utf-8")
+    except gitconflict.Unbalanced as exc:
+        raise errors.BadInput(f"{path}: git's conflict markers do not pair up ({exc}); resolve them by hand") from None
+    except gitconflict.BothSides as exc:
+        raise errors.ConflictError(
+            f"{path}: both sides of git's conflict at line {exc} hold lines no rendering holds; keep the lines"
+            f" you mean between the markers, delete the markers, then run `qem checkin --path {path}`"
+        ) from None
 
 
 # A check-in that takes more than this share of the checkout's live notes out of force
@@ -356,11 +263,8 @@ class MassChange:
 
 def mass_change(store: Store, proposal: Proposal) -> MassChange | None:
     """The check-in's reach, when it is past the mass-change threshold (else None)."""
-    base = proposal.base_notes
-    taken = {
-        op.note_id for op in proposal.plan.ops
-        if op.action in _TAKING and op.note_id in base and base[op.note_id].live
-    }
+    live_at_base = {n.id for n in proposal.base_notes.values() if n.live}
+    taken = {op.note_id for op in proposal.plan.ops if op.action in _TAKING and op.note_id in live_at_base}
     if len(taken) <= MASS_MIN:
         return None
     selection = proposal.parsed.selection
@@ -395,9 +299,10 @@ class Outcome:
     source: Source
     proposal: Proposal | None = None
     checkin_id: str | None = None
-    created: list[int] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
     kept: Checkout | None = None  # where a refused edit is kept for `qem edit --resume`
     notices: list[str] = field(default_factory=list)  # from keeping the mirror current
+    shown: dict[str, str] = field(default_factory=dict)  # the new notes' short ids
 
 
 def check_in(store: Store, source: Source, asker: Asker, who: str, *,
@@ -413,6 +318,8 @@ def check_in(store: Store, source: Source, asker: Asker, who: str, *,
         if done is not None:
             source.checkout.discard()
             return Outcome("landed_before", source, checkin_id=done)
+    if source.checkout is not None:
+        scrub_again(store, source.checkout)  # an editor open during a forget wrote its text back
     text, base_text = source.read(store)
     if not text.strip():
         return Outcome("empty", source, kept=source.checkout)
@@ -436,7 +343,8 @@ def check_in(store: Store, source: Source, asker: Asker, who: str, *,
             continue
         _settle(store, source, proposal)
         notices = auto_export(store, source.place)
-        return Outcome("applied", source, proposal, checkin_id, created, notices=notices)
+        shown = {n.id: n.shown for n in store.notes_by_id(created).values()}
+        return Outcome("applied", source, proposal, checkin_id, created, notices=notices, shown=shown)
 
 
 def _consent(store: Store, proposal: Proposal, asker: Asker, moved: int, allow_mass_change: bool) -> str:
@@ -450,8 +358,8 @@ def _consent(store: Store, proposal: Proposal, asker: Asker, moved: int, allow_m
     return choice
 
 
-def _apply(store: Store, source: Source, proposal: Proposal, reason: str, who: str) -> tuple[str, list[int]]:
-    checkin_id = new_checkin_id(proposal.plan)
+def _apply(store: Store, source: Source, proposal: Proposal, reason: str, who: str) -> tuple[str, list[str]]:
+    checkin_id = new_checkin_id()
     if source.checkout is not None:
         source.checkout.add_pending(checkin_id)
     return apply_plan(store, proposal.plan, who, reason, checkin_id)
@@ -463,12 +371,14 @@ def _settle(store: Store, source: Source, proposal: Proposal) -> None:
     again at the new head, ready for the next edit."""
     checkout = source.checkout
     if checkout is not None and checkout.external:
-        checkout.refresh(*checkout_bytes(store, proposal.parsed.selection))
+        checkout.refresh(checkout_bytes(store, proposal.parsed.selection))
     elif checkout is not None:
         checkout.discard()
     elif proposal.plan.ops:
         fresh = render_store(store, proposal.parsed.selection)[1]
         write_atomic(source.path, fresh, mode=os.stat(source.path).st_mode & 0o777)
+        if source.path.resolve() == source.place.mirror_path().resolve():
+            export(store, source.path)  # the mirror's kept base moves on with it: the next hand edit reads against it
 
 
 def _keep_refused(source: Source, proposal: Proposal) -> Checkout | None:
@@ -476,12 +386,7 @@ def _keep_refused(source: Source, proposal: Proposal) -> Checkout | None:
     preserved); a kept edit stays where it is."""
     if source.checkout is not None:
         return source.checkout
-    selection, base = proposal.parsed.selection, proposal.plan.base
-    if proposal.base_text is not None:
-        base_render = proposal.base_text.decode("utf-8")
-    else:  # a whole-file plan read every note
-        base_render = render(proposal.base_notes.values(), base, selection)
-    return keep(source.place, base, selection, base_render, proposal.text)
+    return keep(source.place, proposal.parsed.selection, proposal.base_text or b"", proposal.text)
 
 
 # -- the outcome, for scripts -------------------------------------------------------------------
@@ -498,12 +403,10 @@ def outcome_data(outcome: Outcome) -> dict[str, object]:
     parsed = set(proposal.parsed.errors)
     data.update(
         changes=bool(plan.ops),
-        base=plan.base,
-        head=plan.head,
         operations=[_op_data(op) for op in plan.ops],
         conflicts=[
             {"note": c.note_id, "line": c.line, "yours": [op.action for op in c.mine],
-             "theirs": [e.to_json() for e in c.theirs], "message": describe_conflict(c)}
+             "theirs": c.theirs, "message": describe_conflict(c)}
             for c in plan.conflicts
         ],
         errors=[{"line": e.line, "message": e.message}

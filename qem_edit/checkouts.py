@@ -1,9 +1,9 @@
 """Kept edits: checkouts on disk and their life.
 
 A checkout lives in a private directory `.qem/checkouts/<id>/` (0700): `MEMORY.md` (the
-file you edit, 0600), `base.md` (the rendering as checked out, so a later `forget` cannot
-hide what you changed) and `session.json` (base seq, selection, and the check-in ids that
-started applying).  `qem checkout --path FILE` writes the edit to FILE instead and keeps
+file you edit, 0600), `base.md` (the rendering as checked out: what the check-in reads
+your edit against) and `session.json` (selection, and the check-in ids that started
+applying).  `qem checkout --path FILE` writes the edit to FILE instead and keeps
 only the record (base.md and session.json naming FILE), so that checking FILE in later
 reads it against the rendering it was made from.  Nothing here locks the store: others
 keep writing, and the check-in reconciles.  A kept checkout is removed only once its edit
@@ -68,10 +68,9 @@ class Checkout:
     def _write_record(self, data: dict) -> None:
         write_atomic(self.directory / RECORD_FILE, json.dumps(data).encode("utf-8"), mode=0o600)
 
-    def pending(self) -> tuple[int, list[str]]:
-        """The checkout's first base, and the check-in ids it started applying."""
-        data = self._record()
-        return int(data.get("base") or 0), list(data.get("pending") or [])
+    def pending(self) -> list[str]:
+        """The check-in ids this edit started applying."""
+        return list(self._record().get("pending") or [])
 
     def add_pending(self, checkin_id: str) -> None:
         """Note `checkin_id` before applying it: if qem dies after the commit, the kept
@@ -80,18 +79,30 @@ class Checkout:
         data["pending"] = [*data.get("pending", []), checkin_id]
         self._write_record(data)
 
+    def forgotten(self) -> list[str]:
+        """The notes forgotten since this edit's base was written (their items in it were
+        scrubbed; an editor open at the time writes them back on save)."""
+        return list(self._record().get("forgotten") or [])
+
+    def add_forgotten(self, note_ids: set[str]) -> None:
+        data = self._record()
+        data["forgotten"] = sorted({*data.get("forgotten", []), *note_ids})
+        self._write_record(data)
+
     def replace(self, text: str, base_text: str | None = None) -> None:
         """Reopen the edit with new text (and a new base, when it was rebased)."""
         if base_text is not None:
             write_atomic(self.base_file, base_text.encode("utf-8"), mode=0o600)
+            if self.forgotten():
+                self._write_record({**self._record(), "forgotten": []})
         write_atomic(self.file, text.encode("utf-8"), mode=0o600)
 
-    def refresh(self, base: int, rendering: bytes) -> None:
-        """A recorded FILE that was checked in starts again from `rendering` (at `base`)."""
+    def refresh(self, rendering: bytes) -> None:
+        """A recorded FILE that was checked in starts again from `rendering`."""
         write_atomic(self.base_file, rendering, mode=0o600)
         write_atomic(self.file, rendering, mode=_mode(self.file))
         data = self._record()
-        data.update(base=base, pending=[])
+        data.update(pending=[], forgotten=[])
         self._write_record(data)
 
 
@@ -102,27 +113,26 @@ def _mode(path: Path) -> int:
         return 0o600
 
 
-def checkout_bytes(store: Store, selection: Selection) -> tuple[int, bytes]:
-    """The store's head and its rendering as a checkout (with how to edit it)."""
-    base, rendered = render_store(store, selection)
-    return base, for_editing(rendered.decode("utf-8")).encode("utf-8")
+def checkout_bytes(store: Store, selection: Selection) -> bytes:
+    """The memory's rendering as a checkout (with how to edit it)."""
+    return for_editing(render_store(store, selection)[1].decode("utf-8")).encode("utf-8")
 
 
 def new_checkout(store: Store, place: Workspace, selection: Selection) -> Checkout:
     """Render the store (within `selection`) into a fresh checkout."""
-    base, rendered = checkout_bytes(store, selection)
-    return keep(place, base, selection, rendered, rendered)
+    rendered = checkout_bytes(store, selection)
+    return keep(place, selection, rendered, rendered)
 
 
-def keep(place: Workspace, base: int, selection: Selection, base_text: str | bytes, text: str | bytes | None,
+def keep(place: Workspace, selection: Selection, base_text: str | bytes, text: str | bytes | None,
          *, external: Path | None = None) -> Checkout:
-    """A new checkout holding `text`, edited from `base_text` (rendered at seq `base`); or,
-    with `external`, the record of a checkout written to that file.  On a failure (a full
-    disk) nothing is left behind and the error names the place."""
+    """A new checkout holding `text`, edited from `base_text`; or, with `external`, the
+    record of a checkout written to that file.  On a failure (a full disk) nothing is left
+    behind and the error names the place."""
     root = private_dir(place.checkouts)
-    directory = root / f"{base}-{os.urandom(4).hex()}"
-    record: dict = {"base": base, "selection": {"kinds": list(selection.kinds) if selection.kinds else None,
-                                                 "active": selection.active_only}}
+    directory = root / os.urandom(5).hex()
+    record: dict = {"selection": {"kinds": list(selection.kinds) if selection.kinds else None,
+                                  "active": selection.active_only}}
     if external is not None:
         record["file"] = str(external.resolve())
     try:
@@ -187,10 +197,10 @@ def write_checkout(store: Store, place: Workspace, selection: Selection, path: P
     and recorded (a record of the same file made earlier is replaced)."""
     if path is None:
         return new_checkout(store, place, selection).file
-    base, rendered = checkout_bytes(store, selection)
+    rendered = checkout_bytes(store, selection)
     earlier = owning(place, path)
     write_atomic(path, rendered, mode=0o600)
-    keep(place, base, selection, rendered, None, external=path)
+    keep(place, selection, rendered, None, external=path)
     if earlier is not None:
         earlier.discard()
     return path

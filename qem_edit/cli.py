@@ -22,7 +22,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import errors
-from .model import KINDS, STATES
+from .model import DISPUTE_SHOWN, KINDS, STATES
 from .renderer import Selection
 from .store import Store
 
@@ -52,18 +52,18 @@ app = typer.Typer(
 
 WorkspaceOpt = Annotated[
     Optional[Path],
-    typer.Option("--workspace", "-w", help="Workspace directory (default: QEM_WORKSPACE, the nearest ancestor holding .qem/, or the current directory).", show_default=False),
+    typer.Option("--workspace", "-w", help="Workspace directory (default: QEM_WORKSPACE, the nearest ancestor holding .qem/, the top of the git work tree, or the current directory).", show_default=False),
 ]
 StoreOpt = Annotated[
     Optional[Path],
-    typer.Option("--store", help="Store file (default: QEM_STORE, or <workspace>/.qem/memory.db).", show_default=False),
+    typer.Option("--store", help="The memory directory: its log and index (default: QEM_STORE, or <workspace>/.qem).", show_default=False),
 ]
 ActorOpt = Annotated[
     Optional[str],
     typer.Option("--actor", help="Who writes (default: QEM_ACTOR, or the login name).", show_default=False),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
-IdArg = Annotated[int, typer.Argument(help="The note id.", show_default=False)]
+IdArg = Annotated[str, typer.Argument(metavar="ID", help="The note: its short id (or any unambiguous prefix of its id), or its number from before the conversion.", show_default=False)]
 ReasonOpt = Annotated[Optional[str], typer.Option("--message", "-m", help="Why.", show_default=False)]
 RequiredReasonOpt = Annotated[str, typer.Option("--message", "-m", help="Why (required).", show_default=False)]
 
@@ -79,10 +79,15 @@ def _open(workspace: Path | None, store: Path | None, *, write: bool = False, cr
     if write:
         place.config()
     create = write if create is None else create
-    existed = place.store_path.exists()
+    existed = (place.store_path / "events").is_dir()
     handle = Store.open(place.store_path, create=create, write=write)
     if create and not existed:
-        _say(f"created a new store at {place.store_path}")
+        _say(f"created a new memory at {place.store_path}")
+    if handle.caught.forgotten:
+        from .forgetting import scrub_arrived
+
+        for notice in scrub_arrived(handle, place, handle.caught.forgotten):
+            _say(notice)
     return place, handle
 
 
@@ -146,16 +151,16 @@ def _qem(
 
 @app.command()
 def init(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
-    """Create the store (idempotent).
+    """Create the memory (idempotent): the log directories, their .gitignore, the memory's id.
 
     Example: qem init --workspace ~/project
     """
     from . import workspace as ws
 
     place = ws.resolve(workspace, store)
-    existed = place.store_path.exists()
+    existed = (place.store_path / "events").is_dir()
     Store.open(place.store_path, create=True).close()
-    print(f"{'store already exists' if existed else 'created store'}: {place.store_path}")
+    print(f"{'memory already exists' if existed else 'created memory'}: {place.store_path}")
     return 0
 
 
@@ -177,7 +182,7 @@ def add(
 
     body = _text_arg(text)
     written = _act(workspace, store, actor, lambda h, p, who: acts.add(h, p, body, kind, priority, provenance, who))
-    print(written.note.id)
+    print(written.note.shown)
     return 0
 
 
@@ -201,16 +206,16 @@ def supersede(
     body = _text_arg(text)
     written = _act(workspace, store, actor,
                    lambda h, p, who: acts.supersede(h, p, note_id, body, reason, who, kind, priority), create=False)
-    print(written.note.id)
+    print(written.note.shown)
     return 0
 
 
-def _move(event_type: str, note_id: int, reason, workspace, store, actor) -> int:  # type: ignore[no-untyped-def]
+def _move(event_type: str, note_id: str, reason, workspace, store, actor) -> int:  # type: ignore[no-untyped-def]
     from . import acts
 
     written = _act(workspace, store, actor, lambda h, p, who: acts.move(h, p, event_type, note_id, reason, who),
                    create=False)
-    print(f"#{note_id} {event_type} (seq {written.event.seq})")
+    print(f"#{written.note.shown} {event_type} (event {written.event.id[:8]})")
     return 0
 
 
@@ -268,7 +273,7 @@ def forget(
     store: StoreOpt = None,
     actor: ActorOpt = None,
 ) -> int:
-    """Erase a note's text from every event for good, leaving a content-free tombstone.
+    """Erase a note's text from the log for good, leaving a content-free tombstone.
 
     Example: qem forget 77 -m "contained a credential" --yes
     """
@@ -278,7 +283,7 @@ def forget(
     if not yes:
         raise errors.BadInput(f"forget erases note #{note_id}'s text for good; add --yes to confirm")
     written = _act(workspace, store, actor, lambda h, p, who: acts.forget(h, p, note_id, reason, who), create=False)
-    print(f"#{note_id} forgotten (seq {written.event.seq})")
+    print(f"#{written.note.shown} forgotten (event {written.event.id[:8]})")
     return 0
 
 
@@ -287,13 +292,13 @@ def forget(
 
 AtOpt = Annotated[
     Optional[str],
-    typer.Option("--at", help="As the store was at this seq, or at this UTC date/time (a date means its end).", show_default=False),
+    typer.Option("--at", help="As the memory was at this UTC date or time (a date means its end), or as committed at this git revision.", show_default=False),
 ]
 
 
 @app.command()
 def show(note_id: IdArg, as_json: JsonOpt = False, at: AtOpt = None, workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
-    """Show one note (as it is, or as it was --at a seq or date).
+    """Show one note (as it is, or as it was --at a date or git revision).
 
     Example: qem show 12 --json
     """
@@ -302,8 +307,10 @@ def show(note_id: IdArg, as_json: JsonOpt = False, at: AtOpt = None, workspace: 
 
     _, handle = _open(workspace, store)
     with handle:
-        note = handle.note(note_id) if at is None else note_at(handle, note_id, at)
-    return _show(NoteView(note), as_json)
+        full = handle.resolve(note_id)
+        note = handle.note(full) if at is None else note_at(handle, full, at)
+        shorts = handle.index.shorts(x for x in (note.supersedes, note.superseded_by) if x)
+    return _show(NoteView(note, shorts), as_json)
 
 
 @app.command("list")
@@ -331,12 +338,12 @@ def list_(
 
 @app.command()
 def log(
-    note_id: Annotated[Optional[int], typer.Argument(help="Only this note's events.", show_default=False)] = None,
+    note_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Only this note's events.", show_default=False)] = None,
     as_json: JsonOpt = False,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
 ) -> int:
-    """Show the event log (all of it, or one note's), in seq order.
+    """Show the event log (all of it, or one note's), in the order every clone agrees on.
 
     Example: qem log 12
     """
@@ -344,27 +351,29 @@ def log(
 
     _, handle = _open(workspace, store)
     with handle:
-        if note_id is not None:
-            handle.note(note_id)  # an unknown id is an error, not an empty log
-        return _show(EventList(handle.events(note_id)), as_json)
+        full = handle.resolve(note_id) if note_id is not None else None  # an unknown id is an error
+        events = handle.events(full)
+        shorts = handle.index.shorts({e.note for e in events} | {str(e.data.get(k)) for e in events for k in ("by", "supersedes") if e.data.get(k)})
+        return _show(EventList(events, shorts), as_json)
 
 
 @app.command()
 def verify(
-    repair: Annotated[bool, typer.Option("--repair", help="Rebuild the notes cache from the log.")] = False,
+    repair: Annotated[bool, typer.Option("--repair", help="Rebuild the local index from the log first, if it disagrees.")] = False,
+    fail_on_disputes: Annotated[bool, typer.Option("--fail-on-disputes", help="Fail on open disputes too (forks, disputes, concurrent changes).")] = False,
     as_json: JsonOpt = False,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
 ) -> int:
-    """Replay the log and prove the notes cache equal to it (exit 1 when it is not).
+    """Check the log, the index and MEMORY.md (exit 1 on a problem); list open disputes.
 
-    Example: qem verify
+    Example: qem verify --fail-on-disputes
     """
-    from .query import verify_report
+    from .checks import verify_report
 
-    _, handle = _open(workspace, store, write=False)
+    place, handle = _open(workspace, store, write=False)
     with handle:
-        return _show(verify_report(handle, repair=repair), as_json)
+        return _show(verify_report(handle, place, repair=repair, disputes_fail=fail_on_disputes), as_json)
 
 
 @app.command()
@@ -373,7 +382,7 @@ def dump(
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
 ) -> int:
-    """Write the whole log as JSON Lines, one event a line, in seq order (docs/DUMP.md).
+    """Write the whole log as JSON Lines, one event a line, with created notes' texts (docs/DUMP.md).
 
     Example: qem dump backup.jsonl
     """
@@ -396,22 +405,48 @@ def load(
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
 ) -> int:
-    """Append a dumped log to the store, checking every line first (all or nothing).
+    """Add a dumped log to the memory, checking every line first (all or nothing).
 
     Example: qem load fixtures/corpus-749.jsonl
     """
-    from .dump import load_events, read_dump
+    from .dump import load as load_log, read_dump
     from .export import auto_export
 
     raw = sys.stdin.buffer.read() if str(file) == "-" else _read_input(file)
-    where: list[str] = []
-    events = read_dump(raw, str(file), lines=where)
+    events, texts, memory_id = read_dump(raw, str(file))
     place, handle = _open(workspace, store, write=True)
     with handle:
-        count = load_events(handle, events, where)
+        count = load_log(handle, events, texts, memory_id)
         for notice in auto_export(handle, place):
             _say(notice)
-        print(f"loaded {count} events; head is now {handle.head()}")
+        print(f"loaded {count} new events ({len(events) - count} already here); {handle.count()} notes")
+    return 0
+
+
+@app.command()
+def pack(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
+    """Gather loose log files into packs (writes do it by themselves past 1,000 loose files).
+
+    Example: qem pack
+    """
+    _, handle = _open(workspace, store, write=True, create=False)
+    with handle:
+        before, after = handle.pack()
+    print(f"packed: {before} log files before, {after} now")
+    return 0
+
+
+@app.command()
+def migrate(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
+    """Convert a store from before memory lived in git (.qem/memory.db) into the log.
+
+    Example: qem migrate
+    """
+    from . import workspace as ws
+    from .migrate import migrate as run_migrate
+
+    place = ws.resolve(workspace, store)
+    print(run_migrate(place))
     return 0
 
 
@@ -436,9 +471,10 @@ def status(note_id: IdArg, as_json: JsonOpt = False, workspace: WorkspaceOpt = N
 
     _, handle = _open(workspace, store)
     with handle:
-        handle.note(note_id)
-        answer = Graph.of({n.id: n for n in handle.notes()}).currency(note_id)
-    return _show(CurrencyAnswer(answer), as_json)
+        full = handle.resolve(note_id)
+        answer = Graph.of({n.id: n for n in handle.notes()}).currency(full)
+        shown = handle.note(full).shown
+    return _show(CurrencyAnswer(answer, shown), as_json)
 
 
 @app.command(context_settings={"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]})
@@ -469,40 +505,41 @@ def query(
 
 @app.command()
 def dispute(
-    a: Annotated[int, typer.Argument(help="One note.", show_default=False)],
-    b: Annotated[int, typer.Argument(help="The note that disagrees with it.", show_default=False)],
+    a: Annotated[str, typer.Argument(metavar="A", help="One note.", show_default=False)],
+    b: Annotated[str, typer.Argument(metavar="B", help="The note that disagrees with it.", show_default=False)],
     reason: RequiredReasonOpt = "",
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
     actor: ActorOpt = None,
 ) -> int:
-    """Record that two notes disagree (neither is edited); print the dispute id.
+    """Record that two notes disagree (neither is edited); print the dispute's id.
 
-    Example: qem dispute 12 40 -m "they say opposite things about the lock"
+    Example: qem dispute k3f9 m2n8 -m "they say opposite things about the lock"
     """
     from . import acts
 
-    print(_act(workspace, store, actor, lambda h, p, who: acts.dispute(h, p, a, b, reason, who)).dispute)
+    written = _act(workspace, store, actor, lambda h, p, who: acts.dispute(h, p, a, b, reason, who))
+    print((written.dispute or "")[:DISPUTE_SHOWN])
     return 0
 
 
 @app.command()
 def rule(
-    dispute_id: Annotated[int, typer.Argument(metavar="DISPUTE", help="The dispute id.", show_default=False)],
-    keep: Annotated[int, typer.Option("--keep", help="The note that stands; the other is revoked in its favour.", show_default=False)],
+    what: Annotated[str, typer.Argument(metavar="DISPUTE|NOTE", help="A dispute's id, a note whose concurrent changes disagree, or a note several notes supersede (a fork).", show_default=False)],
+    keep: Annotated[str, typer.Option("--keep", help="For a dispute, the note that stands (the other is revoked); for a note's concurrent changes, the side that stands, as its DISPUTED marker shows it; for a fork, the successor that stands (the others are revoked).", show_default=False)],
     reason: RequiredReasonOpt = "",
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
     actor: ActorOpt = None,
 ) -> int:
-    """Close a dispute: keep one note, revoke the other in its favour.
+    """Settle a disagreement: a dispute between notes, a note's concurrent changes, or a fork.
 
-    Example: qem rule 57 --keep 40 -m "measured: the lock is released after"
+    Example: qem rule 9xq1ab --keep m2n8 -m "measured: the lock is released after"
     """
     from . import acts
 
-    _act(workspace, store, actor, lambda h, p, who: acts.rule(h, p, dispute_id, keep, reason, who))
-    print(f"dispute {dispute_id} ruled: #{keep} stands")
+    _act(workspace, store, actor, lambda h, p, who: acts.rule(h, p, what, keep, reason, who))
+    print(f"{what} ruled: {keep} stands")
     return 0
 
 

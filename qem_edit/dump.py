@@ -1,123 +1,158 @@
-"""`qem dump` and `qem load`: the event log as JSON Lines (docs/DUMP.md).
+"""`qem dump` and `qem load`: the log as JSON Lines (docs/DUMP.md).
 
-Load checks every line before it writes anything, names the first bad line, and appends
-the whole log in one transaction, or nothing.
+The first line names the memory (`{"memory": ID}`); a memory with no events yet takes
+that name on load, so a restored memory's MEMORY.md is its own.  Every other line is an event as the log stores it, with its id and, for a note's creation,
+the note's text (unless forgotten).  Load checks every line first (an event whose bytes do
+not hash to its id, a text that does not match its hash, a malformed line: the line is
+named and nothing is written), then writes the events as one pack.  A dump from before
+memory lived in git (numbered notes, `seq` lines) is converted (qem_edit.convert).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Iterator
 
 from . import errors
-from .model import EVENT_TYPES, Event, TextError, is_timestamp, normalize_text
-from .store import MAX_ID, Store, Transaction
-
-_FIELDS = ("seq", "note_id", "type", "at", "actor", "reason", "checkin", "data")
-
-
-def dump_line(event: Event) -> str:
-    return json.dumps(event.to_json(), ensure_ascii=False) + "\n"
+from .convert import convert, read_old_dump
+from .logtree import LogFileError, TextRecord, event_from, event_object
+from .model import Event
+from .store import Store, ensure_memory_id
 
 
 def dump_lines(store: Store) -> Iterator[str]:
+    """The memory's id, then every event, in the order every clone agrees on (clock, then id)."""
+    yield json.dumps({"memory": store.memory_id()}) + "\n"
     with store.reading():
-        for event in store.iter_events():
-            yield dump_line(event)
+        texts = dict(store._read("SELECT t.note, t.key || char(0) || t.text FROM texts t JOIN notes n ON n.id = t.note"
+                                 " WHERE n.state != 'forgotten'"  # a text a merge brought back stays forgotten
+                                 " AND t.digest = n.text_hash"))  # and one its note's hash disowns is not its text
+        for event in store.events():
+            yield dump_line(event, texts.get(event.id) if event.type == "created" else None)
 
 
-def read_dump(raw: bytes, name: str, *, lines: list[str] | None = None) -> list[Event]:
-    """Parse and check a dump; raises BadInput naming the first bad line.
+def dump_line(event: Event, key_and_text: str | None = None) -> str:
+    obj: dict[str, object] = {"id": event.id, **event_object(event)}
+    if key_and_text is not None:
+        key, _, text = key_and_text.partition("\0")
+        obj["text"] = {"key": key, "text": text}
+    return json.dumps(obj, ensure_ascii=False, sort_keys=True) + "\n"
 
-    `lines`, when given, receives each event's `FILE:LINE`, for `load_events` to name.
-    """
+
+def read_dump(raw: bytes, name: str) -> tuple[list[Event], list[TextRecord], int | None]:
+    """The events and texts of a dump (converted, if it is an old numbered one), and, for
+    an old one, the memory id its conversion gives; BadInput names the first bad line."""
+    first = raw.lstrip().split(b"\n", 1)[0]
+    if b'"seq"' in first and b'"note_id"' in first:
+        converted = convert(read_old_dump(raw, name))
+        return converted.events, converted.texts, converted.memory_id  # type: ignore[return-value]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise errors.BadInput(f"{name}:{line}: not UTF-8 text") from None
-    events: list[Event] = []
-    last_seq = 0
+    events, texts = [], []
+    memory = None
     for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        where = f"{name}:{number}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise errors.BadInput(f"{where}: not JSON ({exc.msg})") from None
-        event = _event(obj, where)
-        if event.seq <= last_seq:
-            raise errors.BadInput(f"{where}: seq {event.seq} does not follow {last_seq}")
-        last_seq = event.seq
-        events.append(event)
-        if lines is not None:
-            lines.append(where)
-    return events
+        if line.strip() and number == 1 and line.startswith('{"memory": '):
+            memory = _memory_line(line, f"{name}:{number}")
+        elif line.strip():
+            event, record = _line(line, f"{name}:{number}")
+            events.append(event)
+            if record is not None:
+                texts.append(record)
+    return events, texts, memory
 
 
-def _event(obj: object, where: str) -> Event:
+def _memory_line(line: str, where: str) -> str:
+    """The dump's first line: `{"memory": ID}`, the memory it was dumped from."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise errors.BadInput(f"{where}: not JSON ({exc.msg})") from None
+    memory = obj.get("memory") if isinstance(obj, dict) and set(obj) == {"memory"} else None
+    if not isinstance(memory, str) or not re.fullmatch(r"[0-9a-z-]{1,64}", memory):
+        raise errors.BadInput(f"{where}: the first line must name the memory: {{\"memory\": ID}}")
+    return memory
+
+
+def _line(line: str, where: str) -> tuple[Event, TextRecord | None]:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise errors.BadInput(f"{where}: not JSON ({exc.msg})") from None
     if not isinstance(obj, dict):
         raise errors.BadInput(f"{where}: a line must be a JSON object")
-    missing = [f for f in _FIELDS if f not in obj]
-    if missing:
-        raise errors.BadInput(f"{where}: missing field(s) {', '.join(missing)}")
-    extra = sorted(set(obj) - set(_FIELDS))
-    if extra:
-        raise errors.BadInput(f"{where}: unknown field(s) {', '.join(extra)}")
-    for key in ("seq", "note_id"):
-        value = obj[key]
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_ID:
-            raise errors.BadInput(f"{where}: {key} must be a positive integer (at most 2^63-1)")
-    if obj["type"] not in EVENT_TYPES:
-        raise errors.BadInput(f"{where}: unknown event type {obj['type']!r}")
-    if not is_timestamp(obj["at"]):
-        raise errors.BadInput(f"{where}: at must be a UTC time like 2026-07-27T10:00:00Z")
-    if not isinstance(obj["actor"], str) or not obj["actor"]:
-        raise errors.BadInput(f"{where}: actor must be a non-empty string")
-    for key in ("reason", "checkin"):
-        if obj[key] is not None and not isinstance(obj[key], str):
-            raise errors.BadInput(f"{where}: {key} must be a string or null")
-    if not isinstance(obj["data"], dict):
-        raise errors.BadInput(f"{where}: data must be an object")
-    text = obj["data"].get("text")
-    if obj["type"] == "created" and text is not None:
-        if not isinstance(text, str):
-            raise errors.BadInput(f"{where}: data.text must be a string or null")
-        try:
-            if normalize_text(text) != text:
-                raise errors.BadInput(f"{where}: data.text is not normalized (see docs/DUMP.md)")
-        except TextError as exc:
-            raise errors.BadInput(f"{where}: {exc}") from None
-    return Event(
-        obj["seq"], obj["note_id"], obj["type"], obj["at"], obj["actor"],
-        obj["reason"], obj["checkin"], obj["data"],
-    )
+    given, text = obj.pop("id", None), obj.pop("text", None)
+    try:
+        event = event_from(obj, where)
+    except LogFileError as exc:
+        raise errors.BadInput(str(exc)) from None
+    if given != event.id:
+        raise errors.BadInput(f"{where}: id {given!r} is not the hash of the event ({event.id}); the line was changed")
+    if text is None:
+        return event, None
+    if not isinstance(text, dict) or set(text) != {"key", "text"} or event.type != "created":
+        raise errors.BadInput(f"{where}: text must be {{key, text}} on a created event")
+    record = TextRecord(event.id, str(text["key"]), str(text["text"]))
+    if record.digest != event.data.get("text"):
+        raise errors.BadInput(f"{where}: the text does not match the hash its event holds")
+    return event, record
 
 
-def load_events(store: Store, events: list[Event], where: list[str] | None = None) -> int:
-    """Append `events` to `store` in one transaction, renumbering seq after its head.
+def load(store: Store, events: list[Event], texts: list[TextRecord], memory_id: str | None) -> int:
+    """Write loaded events (one pack) and texts to the log; returns how many were new."""
+    known = {e for (e,) in store._read("SELECT id FROM events")}
+    new = [e for e in events if e.id not in known]
+    if new:
+        _refuse_what_does_not_replay(store, new)
+    if memory_id is not None:
+        _adopt_memory_id(store, memory_id)
+    if not new:
+        return 0
 
-    `where` (from `read_dump`) names each event's line in refusals.
-    """
-    labels = where if where is not None and len(where) == len(events) else [
-        f"seq {e.seq}" for e in events
-    ]
-    forgotten = {e.note_id for e in events if e.type == "forgotten"}
-    for label, e in zip(labels, events):
-        if e.type == "created" and e.data.get("text") is None and e.note_id not in forgotten:
-            raise errors.BadInput(
-                f"{label}: note #{e.note_id} has no text but is never forgotten; nothing was loaded"
-            )
-
-    def work(tx: Transaction) -> int:
-        head = tx.head
-        for offset, (label, e) in enumerate(zip(labels, events), start=1):
-            renumbered = Event(head + offset, e.note_id, e.type, e.at, e.actor, e.reason, e.checkin, e.data)
-            try:
-                tx.append(renumbered)
-            except errors.QemError as exc:
-                raise errors.BadInput(f"{label} (seq {e.seq}, note #{e.note_id}): {exc}; nothing was loaded") from None
-        return len(events)
+    def work(tx) -> int:  # type: ignore[no-untyped-def]
+        created = {e.id for e in new}
+        tx.events, tx.texts = new, [t for t in texts if t.note in created]
+        return len(new)
 
     return store.write(work)
+
+
+def _adopt_memory_id(store: Store, memory_id: str) -> None:
+    """A converted log names its memory (the same id on every clone that converts it); a
+    memory that holds no events yet (made by this load) takes that name."""
+    current = ensure_memory_id(store.root, memory_id)
+    if current == memory_id or store.max_clock():
+        return
+    from .files import write_atomic
+    from .store import CONFIG_NAME
+
+    path = store.root / CONFIG_NAME
+    config = path.read_text("utf-8")
+    write_atomic(path, config.replace(f'id = "{current}"', f'id = "{memory_id}"', 1).encode("utf-8"))
+    store.__dict__.pop("_memory", None)
+
+
+def _refuse_what_does_not_replay(store: Store, new: list[Event]) -> None:
+    """A loaded event that does not apply to its note (a second revocation of a revoked
+    note in one line of history, an event for a note the log never created) is refused,
+    with the whole load."""
+    from .model import LogError, fold
+
+    by_note: dict[str, list[Event]] = {}
+    for event in new:
+        by_note.setdefault(event.note, []).append(event)
+    empty = not store.max_clock()
+    for note_id, group in by_note.items():
+        events = group if empty else store.events(note_id) + group
+        if not any(e.type == "created" for e in events):
+            raise errors.BadInput(f"event {group[0].id[:8]} ({group[0].type}) is for note {note_id[:8]},"
+                                  " which neither the dump nor this memory created; nothing was loaded")
+        try:
+            problems = fold(events).problems
+        except LogError as exc:
+            raise errors.BadInput(f"{exc}; nothing was loaded") from None
+        if problems:
+            raise errors.BadInput(f"{problems[0]}; nothing was loaded")

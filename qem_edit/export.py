@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .renderer import Selection, assemble_bytes, item_text, render
+from .renderer import Selection, assemble_bytes, render
+from .renderer.patch import ItemChange, patched
 from .renderer.format import HEADER_RE
 
 from . import errors
@@ -29,56 +30,69 @@ class Verdict:
     precious: bool = False
 
 
-def render_store(store: Store, selection: Selection = Selection()) -> tuple[int, bytes]:
-    """The store's head and its rendering (UTF-8), read in one snapshot.
+MIRROR_BASE = "mirror-base.md"  # under .qem/: what export last wrote (not committed)
 
-    The common case joins the items the store cached at write time (one narrow table,
-    read in order); disputes and forks, whose markers depend on other notes, and
-    live-only checkouts take the full render.
+
+def render_store(store: Store, selection: Selection = Selection()) -> tuple[int, bytes]:
+    """The index's generation and the rendering (UTF-8), read in one snapshot.
+
+    The common case joins the items the index rendered when it last caught up (one
+    narrow table, read in order); disputes and forks, whose markers depend on other
+    notes, and live-only checkouts take the full render.
     """
+    memory = store.memory_id()
     with store.reading():
-        head = store.head()
-        if not selection.active_only and store.items_fresh() and not store.has_disagreements():
+        generation = store.head()
+        if not selection.active_only and not store.has_disagreements():
             kinds = KINDS if selection.kinds is None else selection.kinds
-            return head, assemble_bytes(head, selection, store.export_items(kinds))
-        notes = store.notes(kinds=selection.kinds)
-    return head, render(notes, head, selection).encode("utf-8")
+            return generation, assemble_bytes(memory, selection, store.export_items(kinds))
+        notes = store.notes()  # every note: links to notes outside the selection show their short ids too
+    return generation, render(notes, memory, selection).encode("utf-8")
 
 
 def render_as_of(store: Store, at: str) -> bytes:
-    """The whole rendering as the store was `--at` a seq or moment."""
-    from .query import seq_at
+    """The whole rendering as the memory was `--at` a date, or as committed at a git
+    revision."""
+    from .history import notes_as_of
 
-    seq = seq_at(store, at)
-    return render(store.state_at(seq).values(), seq).encode("utf-8")
+    return render(notes_as_of(store, at).values(), store.memory_id()).encode("utf-8")
 
 
 def export(store: Store, path: Path, *, force: bool = False) -> bool:
     """Write the mirror if its bytes would change.  True when the file was written.
 
     A file edited by hand (or not written by qem) is not overwritten unless `force`:
-    its edits would be lost without a trace; ConflictError says how to keep them.
+    its edits would be lost without a trace; ConflictError says how to keep them.  What
+    was written is also kept privately (`.qem/mirror-base.md`): the base a later hand
+    edit of the mirror is read against.
     """
-    head, data = render_store(store)
+    if not force:
+        done = _export_patched(store, path)
+        if done is not None:
+            return done
+    generation, data = render_store(store)
     current = read_regular(path)
     if current is not None and same_text(current, data):
+        _keep_base(store, data, generation)
         return False  # unchanged: leave the file (and its mtime) alone
     from filelock import FileLock, Timeout
 
-    lock = FileLock(str(store.path) + ".export.lock")
+    lock = FileLock(str(store.root / "export.lock"))
     try:
         with lock.acquire(timeout=60):
-            # Under the lock, the newest state wins: render again if the store moved.
-            if store.head() != head:
-                head, data = render_store(store)
+            store.sync()  # under the lock, the newest state wins
+            if store.head() != generation:
+                generation, data = render_store(store)
             current = read_regular(path)
             if current is not None and same_text(current, data):
                 return False
             if current is not None and not force:
-                verdict = classify(store, path, current, head, data)
+                verdict = classify(store, path, current, data)
                 if verdict.precious:
                     raise errors.ConflictError(verdict.message, hint=f"{path} is unchanged")
+            _note_writing(store, data)  # a kill before _keep_base must not make the mirror look hand-edited
             write_atomic(path, data)
+            _keep_base(store, data, generation)
     except Timeout:
         raise errors.StoreBusy(f"another export held {lock.lock_file} for over 60 s") from None
     except OSError as exc:  # e.g. the lock file cannot be made beside a read-only store
@@ -88,6 +102,127 @@ def export(store: Store, path: Path, *, force: bool = False) -> bool:
     return True
 
 
+RENDERINGS_KEPT = 64  # how many past renderings export remembers by hash
+
+
+def _note_writing(store: Store, data: bytes) -> None:
+    """Record (in the local index, by hash) a rendering export is about to write: a file
+    that is one of them later is a rendering qem wrote, not a person's edit (a kill before
+    the write ended, or an older copy put back, say from before a forget)."""
+    import hashlib
+    import sqlite3
+
+    try:
+        store.conn.execute("INSERT OR REPLACE INTO renderings (hash) VALUES (?)", (hashlib.sha256(data).hexdigest(),))
+        store.conn.execute("DELETE FROM renderings WHERE rowid <= (SELECT max(rowid) FROM renderings) - ?",
+                           (RENDERINGS_KEPT,))
+    except sqlite3.Error:
+        pass  # then such a file reads as hand-edited: `export --force`
+
+
+def _was_written(store: Store, current: bytes) -> bool:
+    import hashlib
+    import sqlite3
+
+    try:
+        return store.conn.execute("SELECT 1 FROM renderings WHERE hash = ?",
+                                  (hashlib.sha256(current).hexdigest(),)).fetchone() is not None
+    except sqlite3.Error:  # an index that cannot be read knows nothing
+        return False
+
+
+def _keep_base(store: Store, data: bytes, generation: int) -> None:
+    """Keep what export wrote (the rendering at `generation`) as `.qem/mirror-base.md`,
+    and record in the index which generation it is, with the file's size and time (so a
+    copy changed by anything else is not taken for it)."""
+    import sqlite3
+
+    base = store.root / MIRROR_BASE
+    try:
+        if read_regular(base) != data:
+            write_atomic(base, data, mode=0o600)
+        stat = base.stat()
+        store.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('mirror_base', ?)",
+                           (f"{generation} {stat.st_size} {stat.st_mtime_ns}",))
+    except (OSError, errors.QemError, sqlite3.Error):
+        pass  # a convenience for later check-ins and writes; a read-only place has none
+
+
+def _base_generation(store: Store) -> int | None:
+    """The generation `.qem/mirror-base.md` is the rendering of, if the index knows it."""
+    import sqlite3
+
+    try:
+        recorded = (store.index.meta("mirror_base") or "").split()
+        stat = (store.root / MIRROR_BASE).stat()
+    except (OSError, sqlite3.Error):
+        return None
+    if len(recorded) != 3 or recorded[1:] != [str(stat.st_size), str(stat.st_mtime_ns)]:
+        return None
+    return int(recorded[0])
+
+
+PATCH_MOST = 2000  # a write that changed more items than this renders the mirror whole
+
+
+def _export_patched(store: Store, path: Path) -> bool | None:
+    """After this process's own write: the mirror patched by the items the write changed
+    (renderer.patch), byte-identical to a whole rendering at the cost of the write.  None
+    where that cannot be known to be right (then the caller renders the whole file):
+    another write came between, the mirror is not the rendering export last wrote, or a
+    note is disputed or forked (items then show other notes)."""
+    mark = store.last_write
+    if mark is None or not mark.calm or len(mark.replaced) > PATCH_MOST:
+        return None
+    from filelock import FileLock, Timeout
+
+    try:
+        with FileLock(str(store.root / "export.lock")).acquire(timeout=60):
+            store.sync()
+            if store.head() != mark.after or _base_generation(store) != mark.before or store.has_disagreements():
+                return None
+            base = read_regular(store.root / MIRROR_BASE)
+            if base is None or read_regular(path) != base:
+                return None
+            data = patched(base, store.memory_id(), Selection(), _item_changes(store, mark.replaced))
+            if data is None:
+                return None
+            if data != base:
+                _note_writing(store, data)
+                write_atomic(path, data)
+            _keep_base(store, data, mark.after)
+            return data != base
+    except (Timeout, OSError, errors.QemError):
+        return None
+
+
+def _item_changes(store: Store, replaced: dict) -> list:  # type: ignore[type-arg]
+    now = store.index.changed_items(replaced)
+    out = []
+    for note_id, old in sorted(replaced.items()):
+        new = now.get(note_id)
+        if old != new:
+            out.append(ItemChange(KINDS[old[0]] if old else None, old[1] if old else None,
+                                  KINDS[new[0]] if new else None, new[1] if new else None))
+    return out
+
+
+def mirror_base(store: Store, path: Path) -> bytes | None:
+    """The rendering a hand-edited mirror (or a copy of it) was made from: what export
+    last wrote here, else the file as the last git commit holds it, if either is a
+    rendering of this memory (None: neither)."""
+    kept = read_regular(store.root / MIRROR_BASE)
+    if kept is not None and _memory_of(kept) == store.memory_id():
+        return kept
+    from . import gitrepo
+
+    top = gitrepo.toplevel(path)
+    committed = gitrepo.show(top, "HEAD", path) if top is not None else None
+    if committed is not None and _memory_of(committed) == store.memory_id():
+        return committed
+    return None
+
+
 def same_text(current: bytes, rendered: bytes) -> bool:
     """The file says what the rendering says: byte for byte, or but for CRLF line ends
     (a checkout with git's autocrlf writes them, and that is no edit)."""
@@ -95,105 +230,98 @@ def same_text(current: bytes, rendered: bytes) -> bool:
 
 
 def check(store: Store, path: Path) -> Verdict:
-    head, data = render_store(store)
+    _, data = render_store(store)
     current = read_regular(path)
     if current is None:
         return Verdict(False, f"{path} does not exist; run `qem export` to write it")
-    return classify(store, path, current, head, data)
+    return classify(store, path, current, data)
 
 
-def classify(store: Store, path: Path, current: bytes, head: int, data: bytes) -> Verdict:
-    """Why the file at `path` (`current`) is or is not the store's rendering (`data`)."""
+def classify(store: Store, path: Path, current: bytes, data: bytes) -> Verdict:
+    """Why the file at `path` (`current`) is or is not the memory's rendering (`data`)."""
     if same_text(current, data):
-        return Verdict(True, f"{path} matches the store (head {head})")
+        return Verdict(True, f"{path} matches the memory")
     current = current.replace(b"\r\n", b"\n")
-    base = file_base(current)
-    if base is None:
-        return Verdict(
-            False,
-            f"{path} has no qem header line, so it was edited by hand (or not written by"
-            " qem); run `qem export --force` to discard the edits",
-            precious=True,
-        )
-    if base > head:
-        return Verdict(
-            False,
-            f"{path} names base {base}, past this store's head {head}: it comes from another"
-            " store; run `qem export --force` to replace it",
-            precious=True,
-        )
-    if base == head:
-        edited = True
-    else:
-        as_rendered = cached_render_at(store, base)
-        if as_rendered is None:  # the general case: replay the whole log up to the base
-            at_base = store.state_at(base)
-            fill_forgotten_texts(at_base, current)
-            as_rendered = render(at_base.values(), base).encode("utf-8")
-        edited = current != as_rendered
-    if base != head and not edited:
-        return Verdict(
-            False,
-            f"the store moved on since {path} was rendered (file base {base}, store head"
-            f" {head}); run `qem export`",
-        )
-    moved = f" and the store moved on (base {base}, head {head})" if base != head else ""
-    return Verdict(
-        False,
-        f"{path} was edited by hand{moved}; run `qem checkin --path {path}` to turn the"
-        " edits into events, or `qem export --force` to discard them",
-        precious=True,
-    )
+    memory = _memory_of(current)
+    conflicted = has_merge_conflict(current)
+    if memory is None and not conflicted:
+        return Verdict(False, f"{path} has no qem header line, so it was edited by hand (or not written by"
+                              " qem); run `qem export --force` to discard the edits", precious=True)
+    if memory is not None and memory != store.memory_id() and read_regular(store.root / MIRROR_BASE) == current:
+        return Verdict(False, f"{path} is what qem last wrote here, before this memory took the name"
+                              f" {store.memory_id()} (a load); run `qem export`")
+    if memory is not None and memory != store.memory_id():
+        return Verdict(False, f"{path} is a rendering of another memory ({memory}), not this one"
+                              f" ({store.memory_id()}); run `qem export --force` to replace it", precious=True)
+    if conflicted:
+        return _conflict_verdict(store, path, current, data)
+    if _behind(store, path, current):
+        return Verdict(False, f"the log moved on since {path} was rendered; run `qem export`")
+    base = _base_generation(store)
+    moved = ", and the log moved on since it was rendered" if base is not None and base != store.head() else ""
+    return Verdict(False, f"{path} was edited by hand{moved}; run `qem checkin --path {path}` to turn the edits"
+                          " into events (three-way, against the log as it is now), or `qem export --force` to"
+                          " discard them", precious=True)
 
 
-def cached_render_at(store: Store, base: int) -> bytes | None:
-    """The rendering as of `base`, from the cached items with only the notes touched since
-    the base rendered again: cost follows what changed, not the size of the store.  None
-    where that shortcut does not hold (disputes or forks, a stale cache, text forgotten
-    since the base)."""
-    with store.reading():
-        if not store.items_fresh() or store.has_disagreements():
-            return None
-        since, past = store.rewind(base)
-        if any(n is not None and n.text is None and n.state != "forgotten" for n in past.values()):
-            return None
-        sections = store.export_items(KINDS, with_ids=True)
-    replaced = {note_id: note for note_id, note in past.items()}
-    out: dict[str, list[bytes]] = {}
-    for kind, rows in sections.items():
-        items = []
-        for note_id, item in rows:
-            if note_id in replaced:
-                note = replaced[note_id]
-                if note is not None:
-                    items.append(item_text(note).encode("utf-8"))
-            else:
-                items.append(item)
-        out[kind] = items
-    return assemble_bytes(base, Selection(), out)
+def _conflict_verdict(store: Store, path: Path, current: bytes, data: bytes) -> Verdict:
+    """Git's conflict markers: renderings on both sides (a merge of branches) are rendered
+    again from the merged log; a side holding lines no rendering holds is a person's."""
+    from . import gitconflict
+
+    text = current.decode("utf-8", "replace")
+    try:
+        personal = gitconflict.personal_hunks(text, known_renderings(store, path, data))
+    except gitconflict.Unbalanced as exc:
+        return Verdict(False, f"{path} holds git's conflict markers that do not pair up ({exc}); resolve them"
+                              " by hand, or run `qem export --force` to discard the file", precious=True)
+    if personal:
+        where = ", ".join(str(n) for n in personal)
+        return Verdict(False, f"{path} holds git's conflict markers around lines no rendering holds (the"
+                              f" conflict at line {where}: your edits?); run `qem checkin --path {path}` to"
+                              " check them in, or `qem export --force` to discard them", precious=True)
+    return Verdict(False, f"{path} holds git's conflict markers from a merge of renderings; `qem export`"
+                          " renders it again from the merged log")
 
 
-def fill_forgotten_texts(notes: dict, data: bytes) -> None:
-    """Texts forgotten since a file's base are erased from the log; the file (a mirror, a
-    checkout's base.md) still has them.  Take them from it, so a note forgotten since is
-    not taken for an edit."""
-    missing = [n for n in notes.values() if n.text is None and n.state != "forgotten"]
-    if not missing:
-        return
-    from dataclasses import replace
+def known_renderings(store: Store, path: Path, data: bytes) -> frozenset[str]:
+    """The lines of every rendering of this memory a conflicted mirror can hold: the log's
+    now (`data`), the last export, and the file as HEAD and the other side of a merge,
+    rebase, cherry-pick or revert in progress commit it."""
+    from . import gitrepo
 
-    from .reconciler.parse import parse
+    found = [data, read_regular(store.root / MIRROR_BASE) or b""]
+    top = gitrepo.toplevel(path)
+    if top is not None:
+        for rev in ("HEAD", "MERGE_HEAD", "REBASE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD"):
+            found.append(gitrepo.show(top, rev, path) or b"")
+    lines: set[str] = set()
+    for rendering in found:
+        lines.update(rendering.decode("utf-8", "replace").replace("\r\n", "\n").split("\n"))
+    return frozenset(lines)
 
-    shown = {i.note_id: i.text for i in parse(data.decode("utf-8", "replace")).items if i.note_id}
-    for note in missing:
-        if shown.get(note.id) is not None:
-            notes[note.id] = replace(note, text=shown[note.id])
+
+def _behind(store: Store, path: Path, current: bytes) -> bool:
+    """Whether the file is a rendering qem wrote (here, or in a commit), not since edited."""
+    if read_regular(store.root / MIRROR_BASE) == current or _was_written(store, current):
+        return True
+    from . import gitrepo
+
+    top = gitrepo.toplevel(path)
+    return top is not None and gitrepo.show(top, "HEAD", path) == current and gitrepo.unmodified(top, path)
 
 
-def file_base(data: bytes) -> int | None:
+def has_merge_conflict(data: bytes) -> bool:
+    """Whether git left conflict markers in the file."""
+    from .gitconflict import has_markers
+
+    return has_markers(data)
+
+
+def _memory_of(data: bytes) -> str | None:
     first = data.split(b"\n", 1)[0].lstrip(b"\xef\xbb\xbf").rstrip(b"\r")
     match = HEADER_RE.match(first.decode("utf-8", "replace"))
-    return int(match["base"]) if match else None
+    return match["memory"] if match else None
 
 
 def unified_diff(store: Store, path: Path) -> str:

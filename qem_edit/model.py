@@ -3,11 +3,18 @@
 Pure: no database, no clock, no terminal. The store, the renderer and the reconciler all
 speak these types, and the transition table here is the one place that decides which
 lifecycle moves make sense.
+
+A note's events form a small graph: each event names the events of that note its writer
+had seen (`prev`), so two writers on two branches who change the same note make two
+branches of it.  Replay folds each branch from where it left the other; where the
+branches reach the same end (both revoked the note) they agree, where they do not (one
+revoked it, the other superseded it) the note is in dispute: it stays as it was where
+they parted, and each side is listed, until a ruling or an edit settles it.  The order
+in which events arrived never matters: the same set gives the same notes on every clone.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
@@ -72,6 +79,7 @@ MOVES: tuple[Move, ...] = (
 )
 MOVE_BY_VERB: dict[str, Move] = {m.verb: m for m in MOVES}
 MOVE_BY_EVENT: dict[str, Move] = {m.event: m for m in MOVES}
+MOVE_BY_TARGET: dict[str, Move] = {m.target: m for m in MOVES if m.target and m.verb != "create"}
 EVENT_TYPES: tuple[str, ...] = tuple(m.event for m in MOVES)
 
 
@@ -124,56 +132,93 @@ def is_timestamp(value: object) -> bool:
 
 @dataclass(frozen=True)
 class Event:
-    seq: int
-    note_id: int
+    id: str
+    note: str
     type: str
     at: str
     actor: str
     reason: str | None = None
     checkin: str | None = None
     data: Mapping[str, object] = field(default_factory=dict)
+    clock: int = 1
+    prev: tuple[str, ...] = ()
+
+    @property
+    def order(self) -> tuple[int, str]:
+        """The total order every clone agrees on: Lamport clock, then id."""
+        return (self.clock, self.id)
 
     def to_json(self) -> dict[str, object]:
         return {
-            "seq": self.seq,
-            "note_id": self.note_id,
+            "id": self.id,
+            "note": self.note,
             "type": self.type,
             "at": self.at,
             "actor": self.actor,
             "reason": self.reason,
             "checkin": self.checkin,
+            "clock": self.clock,
+            "prev": list(self.prev),
             "data": dict(self.data),
         }
 
 
 @dataclass(frozen=True)
+class Rival:
+    """One side of a dispute over a note's state: the branch's last event (`tip`, what a
+    ruling keeps) and the event that set the state it reached."""
+
+    tip: str
+    event: str
+    type: str
+    actor: str
+    at: str
+    reason: str | None
+    state: str
+    superseded_by: str | None = None
+
+
+@dataclass(frozen=True)
 class Note:
-    id: int
+    id: str
     kind: str
     priority: str
-    text: str | None  # None once forgotten
+    text: str | None  # None once forgotten (or while its text is missing from the log)
     provenance: str
     created_at: str
     actor: str
-    supersedes: int | None = None
-    superseded_by: int | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
     state: str = "active"
     # the event that put the note in its state (None while it was never changed)
     state_at: str | None = None
     state_reason: str | None = None
-    state_seq: int | None = None
-    # a `supersedes` value in the log that is not a note id, kept as given (JSON)
+    state_actor: str | None = None
+    state_event: str | None = None
+    # a `supersedes` value in the log that is not a note id, kept as given
     bad_pointer: str | None = None
-    # open disputes: (dispute id, the other note's id)
-    disputes: tuple[tuple[int, int], ...] = ()
+    # open disputes with other notes: (dispute id, the other note's id)
+    disputes: tuple[tuple[str, str], ...] = ()
+    # concurrent changes of this note's state that disagree (an open dispute)
+    rivals: tuple[Rival, ...] = ()
+    short: str = ""  # the id MEMORY.md shows (set by the store, which knows every id)
+    alias: int | None = None  # the note's number in a store converted from numeric ids
+    short_len: int = 4  # the short-id length the note was created with
+    text_hash: str | None = None
 
     @property
     def live(self) -> bool:
         return self.state in LIVE_STATES
 
+    @property
+    def shown(self) -> str:
+        return self.short or self.id
+
     def to_json(self) -> dict[str, object]:
         return {
             "id": self.id,
+            "short": self.shown,
+            "alias": self.alias,
             "kind": self.kind,
             "priority": self.priority,
             "text": self.text,
@@ -186,11 +231,12 @@ class Note:
             "state_at": self.state_at,
             "state_reason": self.state_reason,
             "disputes": [{"dispute": d, "with": other} for d, other in self.disputes],
+            "rivals": [vars(r) for r in self.rivals],
             "bad_pointer": self.bad_pointer,
         }
 
 
-def sort_key(note: Note) -> tuple[int, int]:
+def sort_key(note: Note) -> tuple[int, str]:
     """The projection's total order: kind rank, then note id."""
     return (KIND_RANK[note.kind], note.id)
 
@@ -199,29 +245,23 @@ def check_transition(note: Note, event_type: str) -> None:
     """Raise TransitionError when `event_type` makes no sense for `note` now."""
     move = MOVE_BY_EVENT[event_type]
     if note.state not in move.sources:
-        raise TransitionError(f"cannot {move.refusal} note #{note.id}: it is {note.state}")
+        raise TransitionError(f"cannot {move.refusal} note #{note.shown}: it is {note.state}")
     if move.verb == "promote" and note.provenance == "human":
-        raise TransitionError(f"note #{note.id} is already provenance human")
+        raise TransitionError(f"note #{note.shown} is already provenance human")
 
 
-def apply_event(notes: dict[int, Note], event: Event) -> None:
-    """Fold one event into `notes` (in place).  Raises LogError or TransitionError."""
+def after_event(note: Note, event: Event) -> Note:
+    """The note once `event` (on it, not its creation) is folded in.  Raises
+    TransitionError (a move that makes no sense here) or LogError (malformed data)."""
     move = MOVE_BY_EVENT.get(event.type)
     if move is None:
-        raise LogError(f"seq {event.seq}: unknown event type {event.type!r}")
-    if move.verb == "create":
-        notes[event.note_id] = note_from_created(event)
-        return
-    note = notes.get(event.note_id)
-    if note is None:
-        raise LogError(f"seq {event.seq}: event {event.type} for unknown note #{event.note_id}")
+        raise LogError(f"event {event.id}: unknown event type {event.type!r}")
     check_transition(note, event.type)
     if move.verb == "promote":
-        notes[note.id] = replace(note, provenance="human")
-    elif move.verb in ("dispute", "rule"):
-        notes[note.id] = replace(note, disputes=_disputes_after(note, event))
-    else:
-        notes[note.id] = replace(note, **_state_change(move, event))
+        return replace(note, provenance="human")
+    if move.verb in ("dispute", "rule"):
+        return replace(note, disputes=_disputes_after(note, event))
+    return replace(note, **_state_change(move, event))
 
 
 def _state_change(move: Move, event: Event) -> dict[str, object]:
@@ -230,50 +270,52 @@ def _state_change(move: Move, event: Event) -> dict[str, object]:
         "state": move.target,
         "state_at": event.at,
         "state_reason": event.reason,
-        "state_seq": event.seq,
+        "state_actor": event.actor,
+        "state_event": event.id,
     }
     if move.verb == "supersede":
         by = event.data.get("by")
-        if not isinstance(by, int) or isinstance(by, bool):
-            raise LogError(f"seq {event.seq}: superseded event without an integer 'by'")
+        if not isinstance(by, str) or not by:
+            raise LogError(f"event {event.id}: superseded event without a note id 'by'")
         changes["superseded_by"] = by
     elif move.verb == "forget":
         changes["text"] = None
     return changes
 
 
-def _disputes_after(note: Note, event: Event) -> tuple[tuple[int, int], ...]:
+def _disputes_after(note: Note, event: Event) -> tuple[tuple[str, str], ...]:
     """The note's open disputes once a `disputed` (opens one) or `ruled` (closes one)
-    event is folded in."""
+    event is folded in.  A ruling on the note's own concurrent changes names no dispute."""
     dispute, other = event.data.get("dispute"), event.data.get("with")
-    if not _is_id(dispute) or (event.type == "disputed" and not _is_id(other)):
-        raise LogError(f"seq {event.seq}: {event.type} event without integer 'dispute'/'with'")
+    if event.type == "ruled" and dispute is None:
+        return note.disputes
+    if not isinstance(dispute, str) or (event.type == "disputed" and not isinstance(other, str)):
+        raise LogError(f"event {event.id}: {event.type} event without string 'dispute'/'with'")
     kept = tuple(d for d in note.disputes if d[0] != dispute)
     if event.type == "disputed":
-        kept += ((int(dispute), int(other)),)  # type: ignore[arg-type]
+        kept += ((dispute, str(other)),)
     return kept
 
 
-def note_from_created(event: Event) -> Note:
+def note_from_created(event: Event, text: str | None) -> Note:
+    """A note as its `created` event makes it; `text` from the log's text record (None
+    where there is none: forgotten, or missing)."""
     data = event.data
     kind, priority, provenance = data.get("kind"), data.get("priority"), data.get("provenance")
     if kind not in KIND_RANK:
-        raise LogError(f"seq {event.seq}: unknown kind {kind!r}")
+        raise LogError(f"event {event.id}: unknown kind {kind!r}")
     if priority not in PRIORITIES:
-        raise LogError(f"seq {event.seq}: unknown priority {priority!r}")
+        raise LogError(f"event {event.id}: unknown priority {priority!r}")
     if provenance not in PROVENANCES:
-        raise LogError(f"seq {event.seq}: unknown provenance {provenance!r}")
-    text = data.get("text")
-    if text is not None and not isinstance(text, str):
-        raise LogError(f"seq {event.seq}: text is not a string")
+        raise LogError(f"event {event.id}: unknown provenance {provenance!r}")
     supersedes = data.get("supersedes")
     bad_pointer = None
-    if supersedes is not None and not (_is_id(supersedes) and supersedes != event.note_id):
-        # Logs from elsewhere are recorded as given; the resolver names the bad pointer.
-        bad_pointer = json.dumps(supersedes, ensure_ascii=False)
+    if supersedes is not None and not (isinstance(supersedes, str) and supersedes and supersedes != event.id):
+        bad_pointer = repr(supersedes)  # recorded as given; the resolver names it
         supersedes = None
+    alias, short_len = data.get("alias"), data.get("short", 4)
     return Note(
-        id=event.note_id,
+        id=event.id,
         kind=str(kind),
         priority=str(priority),
         text=text,
@@ -282,25 +324,134 @@ def note_from_created(event: Event) -> Note:
         actor=event.actor,
         supersedes=supersedes,
         bad_pointer=bad_pointer,
+        alias=alias if isinstance(alias, int) and not isinstance(alias, bool) and 0 < alias < 2**62 else None,
+        short_len=short_len if isinstance(short_len, int) and 1 <= short_len <= 26 else 4,
+        text_hash=data.get("text") if isinstance(data.get("text"), str) else None,
     )
 
 
-def _is_id(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+# -- replay: a note from the graph of its events -------------------------------------------------
 
 
-def replay(events: Iterable[Event]) -> dict[int, Note]:
-    """The state of every note after `events`, folded in seq order."""
-    notes: dict[int, Note] = {}
+@dataclass
+class Folded:
+    """A note after its events, with what could not be folded in (named, not fatal)."""
+
+    note: Note
+    problems: list[str] = field(default_factory=list)
+
+
+def fold(events: Iterable[Event], text: str | None = None) -> Folded:
+    """One note from all its events (any order; one `created` among them)."""
+    ordered = sorted(events, key=lambda e: e.order)
+    created = [e for e in ordered if e.type == "created"]
+    if len(created) != 1:
+        raise LogError(f"note {ordered[0].note if ordered else '?'}: {len(created)} created events")
+    first = note_from_created(created[0], text)
+    after: dict[str, Note] = {first.id: first}
+    parents: dict[str, tuple[str, ...]] = {first.id: ()}
+    problems: list[str] = []
+    tips = {first.id}
+    for event in ordered:
+        if event.type == "created":
+            continue
+        seen = tuple(p for p in event.prev if p in after) or (first.id,)
+        if len(seen) < len(event.prev):
+            problems.append(f"event {event.id} follows events of #{first.id} that are not in the log")
+        start = after[seen[0]] if len(seen) == 1 else _settled(seen, after, parents, event)
+        after[event.id] = _folded_in(start, event, problems)
+        parents[event.id] = seen
+        tips = (tips - set(seen)) | {event.id}
+    return Folded(_resolved(sorted(tips, key=lambda t: _order(t, ordered)), after, parents), problems)
+
+
+def _order(event_id: str, ordered: list[Event]) -> int:
+    return next(i for i, e in enumerate(ordered) if e.id == event_id)
+
+
+def _folded_in(start: Note, event: Event, problems: list[str]) -> Note:
+    try:
+        return after_event(start, event)
+    except (TransitionError, LogError) as exc:
+        problems.append(f"event {event.id} ({event.type}) does not apply: {exc}")
+        return start
+
+
+def _settled(seen: tuple[str, ...], after: dict[str, Note], parents: dict, event: Event) -> Note:
+    """Where an event that saw several branches of a note starts: a ruling keeps the side
+    it names; any other event (an edit made while the note was in dispute) starts from
+    the note as the branches left it, and settles them."""
+    if event.type == "ruled" and event.data.get("keep") in after:
+        return replace(after[str(event.data["keep"])], rivals=())
+    return replace(_resolved(list(seen), after, parents), rivals=())
+
+
+def _resolved(tips: list[str], after: dict[str, Note], parents: dict[str, tuple[str, ...]]) -> Note:
+    """The note where its branches end: one branch, or branches that agree on its state;
+    otherwise the state where they parted, with each branch's end as a rival."""
+    if len(tips) == 1:
+        return after[tips[0]]
+    ends = [after[t] for t in tips]
+    forgotten = [n for n in ends if n.state == "forgotten"]
+    if forgotten:
+        return forgotten[-1]  # forget is the one hard delete: no branch brings the text back
+    base = after[_last_common(tips, parents, after)]
+    changed = [(t, after[t]) for t in tips if after[t].state != base.state]
+    merged = replace(
+        changed[-1][1] if changed else base,
+        provenance="human" if any(n.provenance == "human" for n in ends) else base.provenance,
+        disputes=_merged_disputes(base, ends),
+    )
+    if len({n.state for _, n in changed}) <= 1:
+        return merged
+    rivals = tuple(_rival(tip, n) for tip, n in changed)
+    return replace(merged, **{f: getattr(base, f) for f in _STATE_FIELDS}, rivals=rivals)
+
+
+_STATE_FIELDS = ("state", "superseded_by", "state_at", "state_reason", "state_actor", "state_event")
+
+
+def _rival(tip: str, note: Note) -> Rival:
+    move = MOVE_BY_TARGET.get(note.state, MOVE_BY_VERB["reinstate"])
+    return Rival(tip, note.state_event or tip, move.event, note.state_actor or note.actor,
+                 note.state_at or note.created_at, note.state_reason, note.state, note.superseded_by)
+
+
+def _merged_disputes(base: Note, ends: list[Note]) -> tuple[tuple[str, str], ...]:
+    opened = {d for n in ends for d in n.disputes} - set(base.disputes)
+    closed = {d for n in ends for d in base.disputes if d not in n.disputes}
+    return tuple(sorted((set(base.disputes) | opened) - closed))
+
+
+def _last_common(tips: list[str], parents: dict[str, tuple[str, ...]], after: dict[str, Note]) -> str:
+    """The latest event every tip descends from (the note's creation at the least)."""
+    common: set[str] | None = None
+    for tip in tips:
+        seen, stack = set(), [tip]
+        while stack:
+            node = stack.pop()
+            if node not in seen:
+                seen.add(node)
+                stack.extend(parents.get(node, ()))
+        common = seen if common is None else common & seen
+    order = list(after)  # events were folded in (clock, id) order
+    return max(common or {order[0]}, key=order.index)
+
+
+def replay(events: Iterable[Event], texts: Mapping[str, str] | None = None) -> dict[str, Note]:
+    """Every note of `events` (any order), its text from `texts` (note id → text)."""
+    by_note: dict[str, list[Event]] = {}
     for event in events:
-        apply_event(notes, event)
-    return notes
+        by_note.setdefault(event.note, []).append(event)
+    texts = texts or {}
+    return {note_id: fold(group, texts.get(note_id)).note for note_id, group in by_note.items()}
 
 
 # -- decisions: notes in, events out ---------------------------------------------------------
 #
 # Each act of a writer is decided here, in pure code, from the notes it concerns; the store
-# only gives the drafts their seq, time, actor and check-in, appends them and saves.
+# only gives the drafts their time, actor, clock, place in the note's history and id,
+# writes them, and saves.
 
 
 @dataclass(frozen=True)
@@ -311,17 +462,22 @@ class NewNote:
     priority: str
     provenance: str
     text: str
-    supersedes: int | None = None
+    supersedes: str | None = None
 
 
 @dataclass(frozen=True)
 class Draft:
-    """An event decided but not yet written."""
+    """An event decided but not yet written: the store gives it its time, actor, clock,
+    the events it follows, and its id (`note` None: a note created by this draft)."""
 
-    note_id: int
+    note: str | None
     type: str
     reason: str | None = None
     data: Mapping[str, object] = field(default_factory=dict)
+    text: str | None = None  # a created note's text, stored apart from its event
+
+
+NEW_NOTE = "@created"  # in a draft's data: the id of the note its batch creates
 
 
 def decide_move(note: Note, event_type: str, reason: str | None = None) -> Draft:
@@ -331,62 +487,84 @@ def decide_move(note: Note, event_type: str, reason: str | None = None) -> Draft
     return Draft(note.id, event_type, reason, data)
 
 
-def decide_create(note_id: int, new: NewNote, old: Note | None, reason: str | None = None) -> list[Draft]:
+def decide_create(new: NewNote, old: Note | None, reason: str | None = None) -> list[Draft]:
     """A new note (its text normalized, as every way in stores it), and, when it replaces
     `old`, the supersession of `old`.  Raises TextError or TransitionError."""
     text = normalize_text(new.text)
     if old is not None:
         check_transition(old, "superseded")
-    data = {
-        "kind": new.kind,
-        "priority": new.priority,
-        "provenance": new.provenance,
-        "text": text,
-        "supersedes": new.supersedes,
-    }
-    drafts = [Draft(note_id, "created", reason, data)]
+    data = {"kind": new.kind, "priority": new.priority, "provenance": new.provenance,
+            "supersedes": old.id if old is not None else None}
+    drafts = [Draft(None, "created", reason, data, text)]
     if old is not None:
-        drafts.append(Draft(old.id, "superseded", reason, {"by": note_id}))
+        drafts.append(Draft(old.id, "superseded", reason, {"by": NEW_NOTE}))
     return drafts
 
 
 def decide_forget(note: Note, reason: str) -> Draft:
-    """The tombstone; the store then erases the text from the note's `created` event."""
+    """The tombstone; the store then deletes the note's text from the log."""
     check_transition(note, "forgotten")
     return Draft(note.id, "forgotten", reason)
 
 
-def decide_dispute(a: Note, b: Note, dispute_id: int, reason: str) -> list[Draft]:
+def decide_dispute(a: Note, b: Note, dispute_id: str, reason: str) -> list[Draft]:
     """A dispute between two live notes: an event on each, neither note edited."""
     if a.id == b.id:
         raise TransitionError("a note cannot dispute itself")
     for note, other in ((a, b), (b, a)):
         check_transition(note, "disputed")
         if any(with_ == other.id for _, with_ in note.disputes):
-            raise TransitionError(f"notes #{a.id} and #{b.id} already have an open dispute")
+            raise TransitionError(f"notes #{a.shown} and #{b.shown} already have an open dispute")
     return [
         Draft(a.id, "disputed", reason, {"dispute": dispute_id, "with": b.id}),
         Draft(b.id, "disputed", reason, {"dispute": dispute_id, "with": a.id}),
     ]
 
 
-def decide_rule(dispute_id: int, sides: tuple[Note, Note], keep: int, reason: str) -> list[Draft]:
-    """Close a dispute: `keep` stands, the other side is revoked in its favour.
-
-    `sides` are the two notes the dispute was opened between, in id order."""
+def decide_rule(dispute_id: str, sides: tuple[Note, Note], keep: str, reason: str) -> list[Draft]:
+    """Close a dispute between two notes: `keep` stands, the other side is revoked in its
+    favour.  `sides` are the two notes the dispute was opened between."""
     first, second = sides
+    shown = dispute_id[:DISPUTE_SHOWN]
     if keep not in (first.id, second.id):
-        raise TransitionError(
-            f"dispute {dispute_id} is between #{first.id} and #{second.id}; --keep one of them"
-        )
+        raise TransitionError(f"dispute {shown} is between #{first.shown} and #{second.shown}; --keep one of them")
     kept, other = (first, second) if keep == first.id else (second, first)
     if not any(d == dispute_id for d, _ in kept.disputes):
-        raise TransitionError(f"dispute {dispute_id} is already closed")
+        raise TransitionError(f"dispute {shown} is already closed")
     if not (kept.live and other.live):
-        raise TransitionError(f"dispute {dispute_id} is already settled: one side is no longer in force")
+        raise TransitionError(f"dispute {shown} is already settled: one side is no longer in force")
     data = {"dispute": dispute_id, "kept": keep}
     return [
         Draft(kept.id, "ruled", reason, data),
         Draft(other.id, "ruled", reason, data),
-        Draft(other.id, "revoked", f"ruling on dispute {dispute_id}, #{keep} stands: {reason}"),
+        Draft(other.id, "revoked", f"ruling on dispute {shown}, #{kept.shown} stands: {reason}"),
     ]
+
+
+def decide_settle(note: Note, keep: str, reason: str) -> Draft:
+    """Settle a note's concurrent changes: the side whose last event is `keep` (a tip,
+    as its rival lists it) stands; the ruling follows every side, so a side merged in
+    later, which it did not see, reopens the dispute."""
+    if not note.rivals:
+        raise TransitionError(f"note #{note.shown} has no concurrent changes to rule on")
+    tips = [r.tip for r in note.rivals]
+    if keep not in tips:
+        raise TransitionError(f"--keep names none of #{note.shown}'s sides: " + ", ".join(t[:8] for t in tips))
+    return Draft(note.id, "ruled", reason, {"keep": keep})
+
+
+def decide_fork(parent: Note, successors: list[Note], keep: str, reason: str) -> list[Draft]:
+    """Settle a fork (several live notes supersede `parent`): the successor `keep` stands,
+    every other live successor is revoked in its favour."""
+    live = [n for n in successors if n.live]
+    if len(live) < 2:
+        raise TransitionError(f"note #{parent.shown} has no concurrent changes or fork to rule on")
+    kept = [n for n in live if n.id == keep]
+    if not kept:
+        names = ", ".join(f"#{n.shown}" for n in live)
+        raise TransitionError(f"--keep names none of the notes that supersede #{parent.shown}: {names}")
+    why = f"ruling on the fork of #{parent.shown}, #{kept[0].shown} stands: {reason}"
+    return [Draft(n.id, "revoked", why) for n in live if n.id != keep]
+
+
+DISPUTE_SHOWN = 6  # how many characters of a dispute id are shown

@@ -39,7 +39,7 @@ class Filter:
 @dataclass
 class Scope:
     store: str
-    head: int
+    latest: str | None  # the newest event's time: what "as of" the answer is
     notes: int
     events: int
     gaps: list[str] = field(default_factory=list)
@@ -50,11 +50,12 @@ class Scope:
 
     def line(self) -> str:
         status = "complete" if self.complete else "incomplete: " + "; ".join(self.gaps)
-        return f"scope: {self.store} up to seq {self.head}: {self.notes:,} notes / {self.events:,} events scanned; {status}"
+        latest = f" (the log up to {self.latest})" if self.latest else " (an empty log)"
+        return f"scope: {self.store}{latest}: {self.notes:,} notes / {self.events:,} events scanned; {status}"
 
     def to_json(self) -> dict[str, object]:
         return {
-            "store": self.store, "head": self.head, "notes_scanned": self.notes,
+            "store": self.store, "latest": self.latest, "notes_scanned": self.notes,
             "events_scanned": self.events, "complete": self.complete, "incomplete_because": self.gaps,
         }
 
@@ -102,10 +103,10 @@ def _choice(value: str, allowed: Iterable[str], key: str) -> str:
     return value
 
 
-def _int(value: str, key: str) -> int:
-    if not value.isdigit():
-        raise errors.BadInput(f"{key}={value!r}: expected a note id (a positive integer)")
-    return int(value)
+def _note_id(value: str, key: str) -> str:
+    if not re.fullmatch(r"#?[0-9a-zA-Z]+", value):
+        raise errors.BadInput(f"{key}={value!r}: expected a note id (e.g. k3f9)")
+    return value.lstrip("#")
 
 
 Test = Callable[[object], bool]
@@ -150,11 +151,11 @@ _NOTE_FIELDS: dict[str, Callable[[str, str], Test]] = {
     "actor": _equals("actor", _as_is),
     "since": _bound("created_at", end=False),
     "until": _bound("created_at", end=True),
-    "supersedes": _equals("supersedes", _int),
+    "supersedes": _equals("supersedes", _note_id),
 }
 _EVENT_FIELDS: dict[str, Callable[[str, str], Test]] = {
     "type": _equals("type", _one_of(EVENT_TYPES)),
-    "note": _equals("note_id", _int),
+    "note": _equals("note", _note_id),
     "actor": _equals("actor", _as_is),
     "since": _bound("at", end=False),
     "until": _bound("at", end=True),
@@ -176,7 +177,7 @@ def note_predicate(filters: list[Filter], graph: Graph, scope: Scope) -> Callabl
             tests.append(lambda n, v=v: graph.currency(n.id).value == v)  # type: ignore[attr-defined]
         elif key == "disputed":
             v = _choice(value, ("yes", "no"), key) == "yes"
-            tests.append(lambda n, v=v: bool(disputed_with(n, graph)) == v)  # type: ignore[arg-type]
+            tests.append(lambda n, v=v: bool(disputed_with(n, graph) or n.rivals) == v)  # type: ignore[arg-type]
         elif key == "text~":
             forgotten = sum(1 for n in graph.notes.values() if n.text is None)
             if forgotten:
@@ -193,8 +194,8 @@ def event_predicate(filters: list[Filter]) -> Callable[[Event], bool]:
 def empty_answer(filters: list[Filter], scope: Scope, what: str) -> str:
     described = " ".join(str(f) for f in filters) or "(no filter)"
     return (
-        f"no {what} match {described} in {scope.notes:,} notes / {scope.events:,} events up to"
-        f" seq {scope.head}: an answer only within this scope"
+        f"no {what} match {described} in {scope.notes:,} notes / {scope.events:,} events"
+        f" (the log up to {scope.latest or 'nothing'}): an answer only within this scope"
         + ("" if scope.complete else ", which is incomplete")
     )
 
@@ -204,14 +205,16 @@ def empty_answer(filters: list[Filter], scope: Scope, what: str) -> str:
 
 def answer(store: Store, parsed: list[Filter], events: bool = False, count_only: bool = False) -> "QueryAnswer":
     """`qem query`: one snapshot of the store scanned with `parsed` (from parse_filters)."""
+    parsed = [_resolved(store, f) for f in parsed]
     with store.reading():
-        head = store.head()
         notes = {n.id: n for n in store.notes()}
         all_events = store.events()
-    scope = Scope(str(store.path), head, len(notes), len(all_events))
+    latest = max((e.at for e in all_events), default=None)
+    scope = Scope(str(store.path), latest, len(notes), len(all_events))
     if events:
         match = event_predicate(parsed)
-        results = [e.to_json() for e in all_events if match(e)]
+        results = [{**e.to_json(), "short": notes[e.note].shown if e.note in notes else None}
+                   for e in all_events if match(e)]
     else:
         graph = Graph.of(notes)
         match_note = note_predicate(parsed, graph, scope)
@@ -221,6 +224,13 @@ def answer(store: Store, parsed: list[Filter], events: bool = False, count_only:
         ]
     what = "events" if events else "notes"
     return QueryAnswer(scope, [str(f) for f in parsed], what, results, empty_answer(parsed, scope, what), count_only)
+
+
+def _resolved(store: Store, f: Filter) -> Filter:
+    """A filter naming a note (note=, supersedes=) names it by its full id."""
+    if f.key in ("note", "supersedes"):
+        return Filter(f.key, store.resolve(f.value))
+    return f
 
 
 @dataclass
@@ -248,9 +258,9 @@ class QueryAnswer:
     def _line(self, r: dict) -> str:
         if self.what == "events":
             why = f" ({r['reason']})" if r["reason"] else ""
-            return f"{r['seq']}\t{r['at']}\t#{r['note_id']} {r['type']} by {r['actor']}{why}"
+            return f"{r['id'][:8]}\t{r['at']}\t#{r.get('short') or r['note'][:8]} {r['type']} by {r['actor']}{why}"
         first = (r["text"] or "(forgotten)").split("\n", 1)[0]
-        return f"#{r['id']}\t{r['kind']}\t{r['state']}\tcurrent={r['current']}\t{first}"
+        return f"#{r['short']}\t{r['kind']}\t{r['state']}\tcurrent={r['current']}\t{first}"
 
     def data(self) -> object:
         payload: dict[str, object] = {"scope": self.scope.to_json(), "filters": self.filters, "count": len(self.results)}
@@ -267,36 +277,11 @@ class QueryAnswer:
 # -- history and checks -------------------------------------------------------------------------
 
 
-def seq_at(store: Store, at: str) -> int:
-    """`--at`: a seq (at most the head), or a UTC date or time (a date means its end)."""
-    head = store.head()
-    if at.isdigit():
-        seq = int(at)
-        if seq > head:
-            raise errors.BadInput(f"--at {seq} is past the store's head {head}")
-        return seq
-    return store.seq_at(parse_time(at, "--at", end=True))
+def note_at(store: Store, note_id: str, at: str) -> Note:
+    """One note as it was `--at` a date or git revision."""
+    from .history import notes_as_of
 
-
-def note_at(store: Store, note_id: int, at: str) -> Note:
-    """One note as it was `--at` a seq or moment."""
-    seq = seq_at(store, at)
-    past = store.state_at(seq)
+    past = notes_as_of(store, at)
     if note_id not in past:
-        raise errors.NoSuchNote(f"note #{note_id} did not exist at seq {seq}")
+        raise errors.NoSuchNote(f"note #{note_id[:8]} did not exist at {at}")
     return past[note_id]
-
-
-def verify_report(store: Store, *, repair: bool = False) -> "VerifyReport":
-    """`qem verify`: the caches against a replay of the log (rebuilt first with
-    `repair` when they differ), then the supersession graph's anomalies."""
-    from .answers import VerifyReport
-
-    problems = store.verify()
-    repaired = None
-    if problems and repair:
-        repaired = store.rebuild_cache()
-        problems = store.verify()
-    head = store.head()
-    problems += Graph.of({n.id: n for n in store.notes()}).problems()
-    return VerifyReport(head, problems, repaired)

@@ -12,34 +12,35 @@ a ruling leaves one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 from .model import Note
 
 
 @dataclass(frozen=True)
 class Answer:
-    note_id: int
+    note_id: str
     value: str  # yes, no, unknown
     reason: str
+    shown: str = ""
 
     def to_json(self) -> dict[str, object]:
-        return {"id": self.note_id, "current": self.value, "reason": self.reason}
+        return {"id": self.note_id, "short": self.shown or self.note_id, "current": self.value, "reason": self.reason}
 
 
 @dataclass
 class Graph:
     """The supersession graph of a set of notes, with its anomalies found once."""
 
-    notes: Mapping[int, Note]
-    children: dict[int, list[int]] = field(default_factory=dict)
-    cycles: list[tuple[int, ...]] = field(default_factory=list)
-    dangling: dict[int, int] = field(default_factory=dict)  # note → missing target
-    malformed: dict[int, str] = field(default_factory=dict)  # note → raw pointer
-    poisoned: dict[int, str] = field(default_factory=dict)  # note → why it is unknown
+    notes: Mapping[str, Note]
+    children: dict[str, list[str]] = field(default_factory=dict)
+    cycles: list[tuple[str, ...]] = field(default_factory=list)
+    dangling: dict[str, str] = field(default_factory=dict)  # note → missing target
+    malformed: dict[str, str] = field(default_factory=dict)  # note → raw pointer
+    poisoned: dict[str, str] = field(default_factory=dict)  # note → why it is unknown
 
     @classmethod
-    def of(cls, notes: Mapping[int, Note]) -> "Graph":
+    def of(cls, notes: Mapping[str, Note]) -> "Graph":
         graph = cls(notes)
         graph._build()
         return graph
@@ -58,22 +59,25 @@ class Graph:
                 self.dangling[note.id] = note.superseded_by
         self._find_cycles()
         for note_id, target in self.dangling.items():
-            self._poison(note_id, f"#{note_id} points to #{target}, which is not in the store (dangling pointer)")
+            self._poison(note_id, f"#{self.name(note_id)} points to #{self.name(target)}, which is not in the log (dangling pointer)")
         for note_id, raw in self.malformed.items():
-            self._poison(note_id, f"#{note_id} has a malformed supersedes pointer {raw}")
+            self._poison(note_id, f"#{self.name(note_id)} has a malformed supersedes pointer {raw}")
         for cycle in self.cycles:
-            path = " → ".join(f"#{n}" for n in (*cycle, cycle[0]))
+            path = " → ".join(f"#{self.name(n)}" for n in (*cycle, cycle[0]))
             for note_id in cycle:
                 self._poison(note_id, f"supersession cycle {path}")
+        for note in self.notes.values():
+            if note.rivals:
+                self._poison(note.id, f"#{note.shown}: {rival_words(note, self.name)}; no ruling yet (qem rule {note.shown} --keep SIDE)")
 
     def _find_cycles(self) -> None:
         # Each note has at most one parent, so following parents from any note either ends
         # or enters exactly one cycle.
-        done: set[int] = set()
+        done: set[str] = set()
         for start in sorted(self.notes):
-            path: list[int] = []
-            on_path: dict[int, int] = {}
-            node: int | None = start
+            path: list[str] = []
+            on_path: dict[str, int] = {}
+            node: str | None = start
             while node is not None and node in self.notes and node not in done:
                 if node in on_path:
                     cycle = path[on_path[node]:]
@@ -85,19 +89,24 @@ class Graph:
                 node = self.notes[node].supersedes
             done.update(path)
 
-    def _poison(self, root: int, reason: str) -> None:
+    def name(self, note_id: str) -> str:
+        """A note as messages name it: its short id."""
+        note = self.notes.get(note_id)
+        return note.shown if note is not None else note_id[:8]
+
+    def _poison(self, root: str, reason: str) -> None:
         """`root` and every note downstream of it (its successors, theirs...) are unknown."""
         stack = [root]
         while stack:
             node = stack.pop()
             if node in self.poisoned:
                 continue
-            self.poisoned[node] = reason if node == root else f"{reason} (#{node} descends from #{root})"
+            self.poisoned[node] = reason if node == root else f"{reason} (#{self.name(node)} descends from #{self.name(root)})"
             stack.extend(self.children.get(node, []))
 
     # -- forks -------------------------------------------------------------------------
 
-    def live_siblings(self, note: Note) -> list[int]:
+    def live_siblings(self, note: Note) -> list[str]:
         """Other live successors of this note's parent: a fork while the list is not empty."""
         if note.supersedes is None:
             return []
@@ -106,13 +115,19 @@ class Graph:
             if c != note.id and self.notes[c].live
         ]
 
-    def forks(self) -> dict[int, list[int]]:
-        """parent → its successors, for every note superseded by more than one note."""
-        return {p: kids for p, kids in self.children.items() if len(kids) > 1}
+    def forks(self) -> dict[str, list[str]]:
+        """parent → its live successors, for every note more than one live note supersedes
+        (an open fork: a ruling, or revoking all but one, closes it)."""
+        out = {}
+        for parent, kids in self.children.items():
+            live = [k for k in kids if self.notes[k].live]
+            if len(live) > 1:
+                out[parent] = live
+        return out
 
     # -- answers -------------------------------------------------------------------------
 
-    def currency(self, note_id: int) -> Answer:
+    def currency(self, note_id: str) -> Answer:
         note = self.notes[note_id]
         if note_id in self.poisoned:
             return Answer(note_id, "unknown", self.poisoned[note_id])
@@ -120,23 +135,23 @@ class Graph:
             return Answer(note_id, "no", "forgotten")
         kids = self.children.get(note_id, [])
         if len(kids) > 1:
-            names = " and ".join(f"#{k}" for k in kids)
+            names = " and ".join(f"#{self.name(k)}" for k in kids)
             return Answer(note_id, "no", f"superseded, and forked: {names} both supersede it")
         if kids:
-            return Answer(note_id, "no", f"superseded by #{kids[0]}")
+            return Answer(note_id, "no", f"superseded by #{self.name(kids[0])}")
         if note.state == "superseded":
-            return Answer(note_id, "no", f"superseded by #{note.superseded_by}")
+            return Answer(note_id, "no", f"superseded by #{self.name(note.superseded_by or '')}")
         if note.state in ("revoked", "expired"):
             why = f": {note.state_reason}" if note.state_reason else ""
             return Answer(note_id, "no", f"{note.state} {note.state_at or ''}{why}".rstrip())
         siblings = self.live_siblings(note)
         if note.live and siblings:
-            names = [f"#{note_id}", *(f"#{s}" for s in siblings)]
+            names = [f"#{self.name(note_id)}", *(f"#{self.name(s)}" for s in siblings)]
             both = "both" if len(names) == 2 else "all"
             return Answer(
                 note_id,
                 "unknown",
-                f"fork: {', '.join(names[:-1])} and {names[-1]} {both} supersede #{note.supersedes};"
+                f"fork: {', '.join(names[:-1])} and {names[-1]} {both} supersede #{self.name(note.supersedes or '')};"
                 " no ruling yet",
             )
         if note.state == "stale":
@@ -144,26 +159,40 @@ class Graph:
         return Answer(note_id, "yes", "current: in force, nothing supersedes it")
 
     def problems(self) -> list[str]:
-        out = [f"cycle: {' → '.join(f'#{n}' for n in (*c, c[0]))}" for c in self.cycles]
-        out += [f"dangling: #{n} points to #{t}, which is not in the store" for n, t in sorted(self.dangling.items())]
-        out += [f"malformed: #{n} has supersedes pointer {raw}" for n, raw in sorted(self.malformed.items())]
+        out = [f"cycle: {' → '.join(f'#{self.name(n)}' for n in (*c, c[0]))}" for c in self.cycles]
+        out += [f"dangling: #{self.name(n)} points to #{self.name(t)}, which is not in the log" for n, t in sorted(self.dangling.items())]
+        out += [f"malformed: #{self.name(n)} has supersedes pointer {raw}" for n, raw in sorted(self.malformed.items())]
         out += [
-            f"fork: #{p} is superseded by " + " and ".join(f"#{k}" for k in kids)
+            f"fork: #{self.name(p)} is superseded by " + " and ".join(f"#{self.name(k)}" for k in kids)
+            + f" (qem rule {self.name(p)} --keep {self.name(kids[0])})"
             for p, kids in sorted(self.forks().items())
         ]
+        out += [f"disputed: {rival_words(n, self.name)} (qem rule {n.shown} --keep SIDE)"
+                for n in sorted(self.notes.values(), key=lambda n: n.id) if n.rivals]
         return out
 
 
-def disputed_with(note: Note, graph: Graph) -> list[tuple[str, list[int]]]:
+def disputed_with(note: Note, graph: Graph) -> list[tuple[str, list[str]]]:
     """The open disagreements a note is part of: (label, other notes), for markers."""
     if not note.live:
         return []
-    out: list[tuple[str, list[int]]] = []
+    out: list[tuple[str, list[str]]] = []
     for dispute, other in note.disputes:
         other_note = graph.notes.get(other)
         if other_note is None or other_note.live:
-            out.append((f"dispute {dispute}", [other]))
+            out.append((f"dispute {dispute[:6]}", [other]))
     siblings = graph.live_siblings(note)
     if siblings:
-        out.append((f"fork of #{note.supersedes}", siblings))
+        out.append((f"fork of #{graph.name(note.supersedes or '')}", siblings))
     return out
+
+
+def rival_words(note: Note, shown: Callable[[str], str] | None = None) -> str:
+    """What concurrent changes of a note's state each did, for messages; `shown` gives a
+    note's short id (else its id's first 8 characters)."""
+    name = shown or (lambda note_id: note_id[:8])
+    sides = []
+    for rival in note.rivals:
+        side = f"{rival.type} by {rival.actor}" + (f" (#{name(rival.superseded_by)})" if rival.superseded_by else "")
+        sides.append(f"{side} [side {rival.tip[:6]}]")
+    return "concurrent changes disagree: " + " vs ".join(sides)

@@ -1,10 +1,12 @@
-"""The note store: one SQLite file holding the append-only event log.
+"""A memory: its log in the working tree (qem_edit.logtree) and its local index.
 
-This module owns the write transaction.  Every change is one `BEGIN IMMEDIATE`
-transaction that appends events and, in the same transaction, updates the `notes` table,
-a cache of the replayed state that `verify` rebuilds from the log and compares.  The
-database itself refuses to delete events, to create a note id twice, or to rewrite an
-event other than erasing a forgotten note's text.
+`Store.open` finds the memory directory (`<workspace>/.qem`), opens the index beside it
+(or, where nothing can be written, one in memory) and catches it up with the log.  Reads
+go to the index.  A write (`Store.write`) holds the memory's write lock, catches up, lets
+the caller decide through a `Transaction`, writes the new events as files (one event as
+one file, several as one pack, so a check-in lands whole or not at all), then records
+them in the index.  The log is append-only by construction: files are added, and only a
+forget deletes one (a text).
 """
 
 from __future__ import annotations
@@ -12,295 +14,43 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
-from . import errors, items
+from . import db, errors, ids
 from .faults import checkpoint
+from .index import EVENT_COLUMNS, NOTE_COLUMNS, Caught, Index, event_from_row, items_by_kind, note_from_row
+from .logtree import EVENTS, PACKS, TEXTS, LogFileError, LogTree, TextRecord, event_bytes, pack_text_line
 from .model import (
-    EVENT_TYPES,
-    KIND_RANK,
+    NEW_NOTE,
     Draft,
     Event,
-    LogError,
     NewNote,
     Note,
     TextError,
     TransitionError,
-    apply_event,
     decide_create,
     decide_dispute,
     decide_forget,
     decide_move,
     decide_rule,
+    decide_fork,
+    decide_settle,
+    note_from_created,
+    after_event,
     replay,
 )
 
-APPLICATION_ID = 0x71656D31  # "qem1": marks the file as a qem store
-SCHEMA_VERSION = 1
-BUSY_TIMEOUT_MS = 5_000
-MAX_ID = 2**63 - 1  # SQLite's largest integer: no note id or seq lies beyond it
-WRITE_PATIENCE_S = 60.0
-
-_EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
-_SCHEMA = f"""
-CREATE TABLE events (
-    seq     INTEGER PRIMARY KEY,
-    note_id INTEGER NOT NULL CHECK (note_id > 0),
-    type    TEXT NOT NULL CHECK (type IN ({_EVENT_TYPES_SQL})),
-    at      TEXT NOT NULL,
-    actor   TEXT NOT NULL,
-    reason  TEXT,
-    checkin TEXT,
-    data    TEXT NOT NULL
-);
-CREATE UNIQUE INDEX events_one_creation ON events (note_id) WHERE type = 'created';
-CREATE INDEX events_by_note ON events (note_id, seq);
-CREATE TRIGGER events_never_deleted BEFORE DELETE ON events
-BEGIN SELECT RAISE(ABORT, 'qem events are append-only'); END;
-CREATE TRIGGER events_only_forgetting BEFORE UPDATE ON events
-WHEN NOT (OLD.type = 'created' AND NEW.type = 'created' AND NEW.seq = OLD.seq
-          AND NEW.note_id = OLD.note_id AND json_extract(NEW.data, '$.text') IS NULL)
-BEGIN SELECT RAISE(ABORT, 'qem events are append-only'); END;
-
-CREATE TABLE notes (
-    id            INTEGER PRIMARY KEY,
-    kind_rank     INTEGER NOT NULL,
-    kind          TEXT NOT NULL,
-    priority      TEXT NOT NULL,
-    text          TEXT,
-    provenance    TEXT NOT NULL,
-    created_at    TEXT NOT NULL,
-    actor         TEXT NOT NULL,
-    supersedes    INTEGER,
-    superseded_by INTEGER,
-    state         TEXT NOT NULL,
-    state_at      TEXT,
-    state_reason  TEXT,
-    state_seq     INTEGER,
-    bad_pointer   TEXT,
-    disputes      TEXT NOT NULL DEFAULT '[]'
-);
-CREATE INDEX notes_in_order ON notes (kind_rank, id);
-CREATE INDEX notes_by_parent ON notes (supersedes) WHERE supersedes IS NOT NULL;
-{items.SCHEMA}
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
-
-_NOTE_COLUMNS = (
-    "id, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, "
-    "state, state_at, state_reason, state_seq, bad_pointer, disputes"
-)
-_EVENT_COLUMNS = "seq, note_id, type, at, actor, reason, checkin, data"
-
+INDEX_NAME = "index.db"
+TEXTS_PER_PACK = 1000  # a forget rewrites the pack holding the text: keep packs of texts small
+PACK_AT = 1000  # loose log files that make a write pack them (`qem pack` does it at will)
+LEGACY_NAME = "memory.db"
+LOCK_NAME = "write.lock"
+WRITE_PATIENCE_S = db.WRITE_PATIENCE_S
+utc_now = db.utc_now
 T = TypeVar("T")
-
-
-def utc_now() -> str:
-    """Now, UTC, second precision.  `QEM_NOW` pins it (tests and reproducible fixtures)."""
-    pinned = os.environ.get("QEM_NOW")
-    if pinned:
-        return pinned
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-# -- sqlite, translated once -------------------------------------------------------------------
-
-_BUSY = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED"})
-
-
-def _primary(exc: sqlite3.Error) -> str:
-    """The primary result code's name ("SQLITE_BUSY" for SQLITE_BUSY_SNAPSHOT too)."""
-    name = getattr(exc, "sqlite_errorname", None) or ""
-    return "_".join(name.split("_")[:2])
-
-
-def is_busy(exc: sqlite3.Error) -> bool:
-    return _primary(exc) in _BUSY
-
-
-def translate(exc: sqlite3.Error, path: Path, doing: str = "use") -> errors.QemError:
-    """The one place an SQLite error becomes a qem error, by its result code.
-
-    `doing` names what failed ("open", "read", "write"); a failed write says that nothing
-    was written."""
-    code = _primary(exc)
-    nothing = "; nothing was written" if doing == "write" else ""
-    if code in _BUSY:
-        return errors.StoreBusy(f"{path} is locked by another process{nothing}")
-    if code == "SQLITE_READONLY":
-        return errors.StoreUnwritable(f"{path} is read-only{nothing}")
-    if code == "SQLITE_CANTOPEN":
-        beside = ""
-        if path.exists():
-            beside = f" (even to read it, SQLite must create {path.name}-shm beside it: is {path.parent} writable?)"
-        return errors.StoreUnwritable(f"cannot open {path}: {exc}{beside}")
-    if code in ("SQLITE_NOTADB", "SQLITE_CORRUPT") and doing == "open":
-        return errors.NotAStore(f"{path} is not a qem store (not an SQLite database, or corrupt)")
-    if code in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
-        return errors.NotAStore(f"{path} is corrupt: {exc}{nothing}")
-    return errors.NotAStore(f"cannot {doing} {path}: {exc}{nothing}")
-
-
-def patiently(attempt: Callable[[], T], path: Path, doing: str) -> T:
-    """Run `attempt`, trying again while SQLite says busy (another process holds the lock
-    longer than the busy timeout, or SQLite returned BUSY without waiting, as it does
-    while another process creates the store or switches it to WAL); gives up with
-    StoreBusy after a minute.  Every other SQLite error is translated."""
-    deadline = time.monotonic() + WRITE_PATIENCE_S
-    delay = 0.01
-    while True:
-        try:
-            return attempt()
-        except sqlite3.DatabaseError as exc:
-            if not is_busy(exc):
-                raise translate(exc, path, doing) from None
-            if time.monotonic() >= deadline:
-                nothing = "; nothing was written" if doing == "write" else ""
-                raise errors.StoreBusy(
-                    f"{path} stayed locked by another process for over {int(WRITE_PATIENCE_S)} s{nothing}"
-                ) from None
-            time.sleep(delay)
-            delay = min(delay * 2, 0.5)
-
-
-def _note_from_row(row: Sequence[object]) -> Note:
-    *fields, disputes = row
-    pairs = tuple(tuple(pair) for pair in json.loads(disputes)) if disputes != "[]" else ()  # type: ignore[arg-type]
-    return Note(*fields, disputes=pairs)  # type: ignore[arg-type]
-
-
-def _event_from_row(row: Sequence[object]) -> Event:
-    seq, note_id, type_, at, actor, reason, checkin, data = row
-    return Event(seq, note_id, type_, at, actor, reason, checkin, json.loads(data))  # type: ignore[arg-type]
-
-
-def read_note(conn: sqlite3.Connection, note_id: int) -> Note:
-    """One note from the cache; NoSuchNote for an id that names none."""
-    row = None
-    if 0 < note_id <= MAX_ID:
-        row = conn.execute(f"SELECT {_NOTE_COLUMNS} FROM notes WHERE id = ?", (note_id,)).fetchone()
-    if row is None:
-        raise errors.NoSuchNote(f"no note #{note_id} in this store")
-    return _note_from_row(row)
-
-
-def _compact(data: object) -> str:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-
-
-class Transaction:
-    """One open write transaction: turns decided drafts into events, appends them, and
-    keeps the notes and items caches in step."""
-
-    def __init__(self, conn: sqlite3.Connection, at: str) -> None:
-        self.conn = conn
-        self.at = at
-        row = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
-        self.head: int = row[0]
-        self._notes: dict[int, Note] = {}
-
-    def note(self, note_id: int) -> Note:
-        if note_id not in self._notes:
-            self._notes[note_id] = read_note(self.conn, note_id)
-        return self._notes[note_id]
-
-    def next_note_id(self) -> int:
-        row = self.conn.execute(
-            "SELECT max((SELECT coalesce(max(id), 0) FROM notes),"
-            " (SELECT coalesce(max(note_id), 0) FROM events))"
-        ).fetchone()
-        return max(row[0], max(self._notes, default=0)) + 1
-
-    def append(self, event: Event) -> Event:
-        """Validate `event` against the note's state, then write it and the new state."""
-        if event.type == "created":
-            if event.note_id in self._notes or self.conn.execute(
-                "SELECT 1 FROM notes WHERE id = ?", (event.note_id,)
-            ).fetchone():
-                raise errors.Refused(f"note #{event.note_id} already exists")
-        else:
-            self.note(event.note_id)
-        try:
-            apply_event(self._notes, event)
-        except (TransitionError, LogError) as exc:
-            raise errors.Refused(str(exc)) from None
-        self.conn.execute(
-            f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (event.seq, event.note_id, event.type, event.at, event.actor,
-             event.reason, event.checkin, _compact(dict(event.data))),
-        )
-        self._save(self._notes[event.note_id])
-        self.head = event.seq
-        checkpoint("append")
-        return event
-
-    def record(self, drafts: Iterable[Draft], actor: str, checkin: str | None = None) -> list[Event]:
-        """Append decided drafts as the next events, in order."""
-        return [
-            self.append(Event(self.head + 1, d.note_id, d.type, self.at, actor, d.reason, checkin, d.data))
-            for d in drafts
-        ]
-
-    def emit(self, note_id: int, type_: str, actor: str, reason: str | None = None,
-             checkin: str | None = None) -> Event:
-        """A lifecycle move (revoke, flag stale, reinstate, expire, promote) on one note."""
-        [event] = self.record([_decided(decide_move, self.note(note_id), type_, reason)], actor, checkin)
-        return event
-
-    def create(self, new: NewNote, actor: str, reason: str | None = None, checkin: str | None = None) -> Note:
-        note_id = self.next_note_id()
-        old = self.note(new.supersedes) if new.supersedes is not None else None
-        self.record(_decided(decide_create, note_id, new, old, reason), actor, checkin)
-        return self._notes[note_id]
-
-    def forget(self, note_id: int, actor: str, reason: str) -> Event:
-        [event] = self.record([_decided(decide_forget, self.note(note_id), reason)], actor)
-        # The one rewrite the log allows: the created event loses its text.
-        seq, data = self.conn.execute(
-            "SELECT seq, data FROM events WHERE note_id = ? AND type = 'created'", (note_id,)
-        ).fetchone()
-        self.conn.execute(
-            "UPDATE events SET data = ? WHERE seq = ?", (_compact({**json.loads(data), "text": None}), seq)
-        )
-        return event
-
-    def dispute(self, a: int, b: int, actor: str, reason: str) -> int:
-        """Record a dispute between two live notes (neither is edited); returns its id."""
-        dispute_id = self.head + 1
-        self.record(_decided(decide_dispute, self.note(a), self.note(b), dispute_id, reason), actor)
-        return dispute_id
-
-    def rule(self, dispute_id: int, keep: int, actor: str, reason: str) -> None:
-        """Close a dispute: `keep` stands, the other note is revoked in its favour."""
-        rows = self.conn.execute(
-            "SELECT DISTINCT note_id FROM events WHERE type = 'disputed'"
-            " AND json_extract(data, '$.dispute') = ? ORDER BY note_id",
-            (dispute_id,),
-        ).fetchall()
-        if len(rows) != 2:
-            raise errors.NoSuchNote(f"no dispute {dispute_id} in this store")
-        sides = (self.note(rows[0][0]), self.note(rows[1][0]))
-        self.record(_decided(decide_rule, dispute_id, sides, keep, reason), actor)
-
-    def _save(self, note: Note) -> None:
-        self.conn.execute(
-            f"INSERT OR REPLACE INTO notes (kind_rank, {_NOTE_COLUMNS})"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (KIND_RANK[note.kind], *_note_values(note)),
-        )
-        items.save(self.conn, note)
-
-    def save_all(self, notes: Iterable[Note]) -> None:
-        """Replace both caches with `notes` (a replay of the whole log)."""
-        notes = list(notes)
-        self.conn.execute("DELETE FROM notes")
-        for note in notes:
-            self._save(note)
-        items.rebuild(self.conn, notes)
 
 
 def _decided(decide: Callable[..., T], *args: object) -> T:
@@ -311,165 +61,236 @@ def _decided(decide: Callable[..., T], *args: object) -> T:
         raise errors.Refused(str(exc)) from None
 
 
-def _note_values(note: Note) -> tuple[object, ...]:
-    return (
-        note.id,
-        note.kind,
-        note.priority,
-        note.text,
-        note.provenance,
-        note.created_at,
-        note.actor,
-        note.supersedes,
-        note.superseded_by,
-        note.state,
-        note.state_at,
-        note.state_reason,
-        note.state_seq,
-        note.bad_pointer,
-        json.dumps([list(pair) for pair in note.disputes]),
-    )
+class Transaction:
+    """One write: reads the notes it decides on and turns decided drafts into events, which
+    `flush` then writes to the log (one event as one file, several as one pack: they all
+    land, or none) and records in the index."""
+
+    def __init__(self, store: "Store", at: str) -> None:
+        self.store = store
+        self.at = at
+        self.generation = store.index.generation
+        self._notes: dict[str, Note] = {}
+        self._tips: dict[str, list[str]] = {}
+        self._clock = store.max_clock()
+        self.events: list[Event] = []
+        self.texts: list[TextRecord] = []
+        self.landed = False  # the events are in the log: the write stands, whatever follows
+
+    def note(self, note_id: str) -> Note:
+        if note_id not in self._notes:
+            self._notes[note_id] = self.store.note(note_id)
+        return self._notes[note_id]
+
+    # -- acts -------------------------------------------------------------------------------
+
+    def emit(self, note_id: str, type_: str, actor: str, reason: str | None = None,
+             checkin: str | None = None) -> Event:
+        """A lifecycle move (revoke, flag stale, reinstate, expire, promote) on one note."""
+        [event] = self.record([_decided(decide_move, self.note(note_id), type_, reason)], actor, checkin)
+        return event
+
+    def create(self, new: NewNote, actor: str, reason: str | None = None, checkin: str | None = None) -> Note:
+        old = self.note(new.supersedes) if new.supersedes is not None else None
+        events = self.record(_decided(decide_create, new, old, reason), actor, checkin)
+        return self._notes[events[0].id]
+
+    def forget(self, note_id: str, actor: str, reason: str) -> Event:
+        [event] = self.record([_decided(decide_forget, self.note(note_id), reason)], actor)
+        return event
+
+    def dispute(self, a: str, b: str, actor: str, reason: str) -> str:
+        """Record a dispute between two live notes (neither is edited); returns its id."""
+        dispute_id = ids.nonce()
+        self.record(_decided(decide_dispute, self.note(a), self.note(b), dispute_id, reason), actor)
+        return dispute_id
+
+    def rule(self, dispute_id: str, keep: str, actor: str, reason: str) -> None:
+        """Close a dispute between two notes: `keep` stands, the other is revoked."""
+        sides = self.store.dispute_sides(dispute_id)
+        full = self.store.dispute_id(dispute_id)
+        self.record(_decided(decide_rule, full, (self.note(sides[0]), self.note(sides[1])), keep, reason), actor)
+
+    def rule_fork(self, parent: str, keep: str, actor: str, reason: str) -> None:
+        """Settle a fork of `parent`: the successor `keep` stands, the other live ones are revoked."""
+        successors = [self.note(n.id) for n in self.store.notes() if n.supersedes == parent]
+        self.record(_decided(decide_fork, self.note(parent), successors, keep, reason), actor)
+
+    def settle(self, note_id: str, keep: str, actor: str, reason: str) -> None:
+        """Settle a note's concurrent changes: the side ending in event `keep` stands."""
+        self.record([_decided(decide_settle, self.note(note_id), keep, reason)], actor)
+
+    # -- recording -----------------------------------------------------------------------------
+
+    def record(self, drafts: Iterable[Draft], actor: str, checkin: str | None = None) -> list[Event]:
+        """Decided drafts as events (a created note's text beside), folded into the notes
+        this transaction sees; written by `flush`."""
+        created: str | None = None
+        out = []
+        for draft in drafts:
+            data = {k: (created if v == NEW_NOTE else v) for k, v in draft.data.items()}
+            text = None
+            if draft.type == "created":
+                text = TextRecord("", ids.nonce(), draft.text or "")
+                data.update(text=text.digest, nonce=ids.nonce(), short=_created_short(self.store.count()))
+            self._clock += 1
+            event = _event(draft, data, self.at, actor, checkin, self._clock, self._prev(draft.note))
+            if text is not None:
+                created = event.id
+                self.texts.append(TextRecord(event.id, text.key, text.text))
+            self._fold_in(event, text)
+            out.append(event)
+            checkpoint("append")
+        self.events += out
+        return out
+
+    def _prev(self, note_id: str | None) -> tuple[str, ...]:
+        if note_id is None:
+            return ()
+        if note_id not in self._tips:
+            self._tips[note_id] = self.store.tips(note_id)
+        return tuple(self._tips[note_id])
+
+    def _fold_in(self, event: Event, text: TextRecord | None) -> None:
+        self._tips[event.note] = [event.id]
+        if event.type == "created":
+            self._notes[event.id] = note_from_created(event, text.text if text else None)
+        else:
+            self._notes[event.note] = replace(after_event(self.note(event.note), event), rivals=())
+
+    def flush(self) -> None:
+        """Write the events (texts first; one event as its own file, several as one pack,
+        whose rename is the moment they all exist) and record them in the index."""
+        if not self.events:
+            return
+        tree, index = self.store.tree, self.store.index
+        tree.ensure()
+        names: dict[str, tuple[list, list]] = {}
+        if len(self.texts) == 1:
+            names[tree.write_text(self.texts[0])] = ([], self.texts)
+        for start in range(0, len(self.texts) if len(self.texts) > 1 else 0, TEXTS_PER_PACK):
+            chunk = self.texts[start:start + TEXTS_PER_PACK]
+            names[tree.write_pack("t", [pack_text_line(t) for t in chunk])] = ([], chunk)
+        checkpoint("write-before-commit")
+        if len(self.events) == 1:
+            names[tree.write_event(self.events[0])] = (self.events, [])
+        else:
+            names[tree.write_pack("e", [event_bytes(e) for e in self.events])] = (self.events, [])
+        self.landed = True
+        checkpoint("write-after-commit")
+        touched: set[str] = set()
+        for name, (events, texts) in names.items():
+            index.record_file(name)
+            touched |= index.add_records(name, events, texts)
+        if any(e.type == "forgotten" for e in self.events):
+            self.store.purge_texts({e.note for e in self.events if e.type == "forgotten"})
+        index.refold(touched)
+        index.bump()
+
+
+def _created_short(count: int) -> int:
+    """The short-id length a new note is created with: by the memory's size, or, for
+    tests that force short ids to collide, `QEM_SHORT_LENGTH`."""
+    forced = os.environ.get("QEM_SHORT_LENGTH", "")
+    if forced.isdigit() and int(forced) >= 1:
+        return int(forced)
+    return ids.short_length(count)
+
+
+def _event(draft: Draft, data: dict, at: str, actor: str, checkin: str | None, clock: int, prev: tuple) -> Event:
+    """An event with its id: the hash of its stored bytes."""
+    provisional = Event("", draft.note or "", draft.type, at, actor, draft.reason, checkin, data, clock, prev)
+    event_id = ids.content_id(event_bytes(provisional))
+    return Event(event_id, draft.note or event_id, draft.type, at, actor, draft.reason, checkin, data, clock, prev)
+
+
+@dataclass(frozen=True)
+class WriteMark:
+    """What this process's last write changed in the index: the generation before and
+    after it, each touched note's item as it was before (None: it had none), and whether
+    no note was disputed or forked before it (then every item stands alone, and the
+    mirror can be patched by the changed items; see renderer.patch)."""
+
+    before: int
+    after: int
+    replaced: dict[str, tuple[int, bytes] | None]
+    calm: bool
 
 
 class Store:
-    """One qem store file.  Open it with `Store.open` (reads) or `Store.open(create=True)`."""
+    """One memory.  Open it with `Store.open(memory_dir)`."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
-        self.path = path
+    def __init__(self, root: Path, conn: sqlite3.Connection, index_path: Path | None) -> None:
+        self.root = root
+        self.path = root  # what messages name
         self.conn = conn
+        self.index_path = index_path
+        self.tree = LogTree(root)
+        self.index = Index(conn, self.tree)
+        self.caught = Caught()
+        self.last_write: WriteMark | None = None
 
     # -- opening -----------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: Path, *, create: bool = False, write: bool = False) -> "Store":
-        """The store at `path`; `create` makes a missing one, `write` says the command
-        means to write (a store that can only be read is then refused up front)."""
-        path = Path(path)
-        if not path.exists():
+    def open(cls, root: Path, *, create: bool = False, write: bool = False) -> "Store":
+        """The memory at `root` (`<workspace>/.qem`); `create` makes a missing one,
+        `write` says the command means to write (a memory that can only be read is then
+        refused up front)."""
+        root = Path(root)
+        _refuse_legacy(root)
+        if not (root / EVENTS).is_dir() and not (root / PACKS).is_dir():
             if not create:
                 raise errors.StoreMissing(
-                    f"no qem store at {path}",
-                    hint="create one with `qem init` (or any write command, e.g. `qem add`)",
+                    f"no qem memory at {root}", hint="create one with `qem init` (or any write command, e.g. `qem add`)"
                 )
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                LogTree(root).ensure()
+                ensure_memory_id(root)
             except OSError as exc:
-                raise errors.StoreUnwritable(f"cannot create {path.parent}: {exc.strerror}") from None
-        elif path.is_dir():
-            raise errors.NotAStore(f"{path} is a directory, not a qem store")
+                raise errors.StoreUnwritable(f"cannot create {root}: {exc.strerror}") from None
+        store = cls._with_index(root, write)
         try:
-            return patiently(lambda: cls._connect(path, create), path, "open")
-        except errors.StoreUnwritable as exc:
-            if create or write:
-                raise errors.StoreUnwritable(
-                    f"{path} is read-only here ({exc}); nothing was written"
-                ) from None
-            # A read-only mount or directory: SQLite cannot make the -shm file a WAL
-            # reader needs.  Reading still works read-only, or, with no write-ahead log
-            # waiting to be read, as an immutable file; every write then refuses.
-            reader = cls._read_only(path)
-            if reader is None:
-                raise
-            return reader
+            store.sync()
+        except errors.NotAStore:  # the index is damaged where opening did not look
+            store.rebuild()
+        return store
 
     @classmethod
-    def _read_only(cls, path: Path) -> "Store | None":
-        from urllib.parse import quote
-
-        uri = "file:" + quote(str(path.resolve()))
-        wal = Path(str(path) + "-wal")
-        modes = ["mode=ro"] + ([] if wal.exists() and wal.stat().st_size else ["immutable=1"])
-        for mode in modes:
+    def _with_index(cls, root: Path, write: bool) -> "Store":
+        path = root / INDEX_NAME
+        try:
             try:
-                return cls._connect(path, False, f"{uri}?{mode}")
-            except sqlite3.DatabaseError:
-                continue
-        return None
-
-    @classmethod
-    def _connect(cls, path: Path, create: bool, uri: str | None = None) -> "Store":
-        target = uri if uri is not None else str(path)
-        conn = sqlite3.connect(target, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, uri=uri is not None)
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            # `forget` must erase text from the file, not just unlink it from the
-            # b-tree; many SQLite builds leave freed cell bytes in place otherwise.
-            conn.execute("PRAGMA secure_delete = ON")
-            store = cls(path, conn)
-            store._prepare(create)
-            return store
-        except BaseException:
-            conn.close()
-            raise
-
-    def _prepare(self, create: bool) -> None:
-        conn = self.conn
-        # One read transaction, so a store another process is creating right now is seen
-        # before or after its creation, never half-way (tables there, application id not).
-        conn.execute("BEGIN")
-        try:
-            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            has_tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        finally:
-            if conn.in_transaction:
-                conn.execute("COMMIT")
-        if app_id == 0 and version == 0:
-            if has_tables:
-                raise errors.NotAStore(f"{self.path} is an SQLite database, but not a qem store")
-            if not create:
-                raise errors.StoreMissing(
-                    f"{self.path} is an empty file, not yet a qem store",
-                    hint="initialize it with `qem init`",
-                )
-            self._initialize()
-            return
-        if app_id != APPLICATION_ID:
-            raise errors.NotAStore(f"{self.path} is an SQLite database, but not a qem store")
-        if version > SCHEMA_VERSION:
-            raise errors.SchemaTooNew(
-                f"{self.path} has store schema {version}; this qem reads up to {SCHEMA_VERSION}",
-                hint="upgrade qem to read it",
-            )
-        if self._journal_mode() != "wal":
-            self._enable_wal()
-
-    def _journal_mode(self) -> str:
-        return str(self.conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
-
-    def _enable_wal(self) -> None:
-        try:
-            self.conn.execute("PRAGMA journal_mode = WAL")
-        except sqlite3.OperationalError:
-            pass  # a read-only store still reads; writes report it
-
-    def _initialize(self) -> None:
-        conn = self.conn
-        conn.execute("PRAGMA journal_mode = WAL")
-        script = (
-            "BEGIN IMMEDIATE;"
-            + _SCHEMA
-            + f"PRAGMA application_id = {APPLICATION_ID};"
-            + f"PRAGMA user_version = {SCHEMA_VERSION};"
-            + items.initial_meta()
-            + "COMMIT;"
-        )
-        try:
-            conn.executescript(script)
-        except sqlite3.OperationalError:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            # A racing `init` may have won while we waited for the lock: its tables are
-            # there now (ours then failed to be created), and that store is ours too.
-            if self._is_qem_store():
-                return
-            raise
-
-    def _is_qem_store(self) -> bool:
-        return self.conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+                conn = db.patiently(lambda: _open_index(path), path, "open")
+            except errors.NotAStore:  # damaged: it is only a cache of the log, made anew
+                _remove_index(path)
+                conn = db.patiently(lambda: _open_index(path), path, "open")
+            return cls(root, conn, path)
+        except errors.StoreUnwritable as exc:
+            if write:
+                raise errors.StoreUnwritable(f"{root} is read-only here ({exc}); nothing was written") from None
+        # Nothing can be written here (a read-only mount): an index in memory, built now.
+        return cls(root, _open_index_in_memory(), None)
 
     def close(self) -> None:
         self.conn.close()
+
+    # -- the memory's name -------------------------------------------------------------
+
+    def memory_id(self) -> str:
+        """The memory's id (in `.qem/config.toml`, committed): MEMORY.md's header names it,
+        so a file of another memory is refused rather than applied by id."""
+        cached = self.__dict__.get("_memory")
+        if cached is None:
+            cached = read_memory_id(self.root)
+            if cached is None:
+                raise errors.BadInput(
+                    f"{self.root / CONFIG_NAME} names no memory id ([memory] id = ...), so no MEMORY.md can be"
+                    " told to be this memory's",
+                    hint="restore it (`git checkout -- .qem/config.toml`), or add the id MEMORY.md's first line"
+                         " names: [memory] id = \"...\"")
+            self.__dict__["_memory"] = cached
+        return cached
 
     def __enter__(self) -> "Store":
         return self
@@ -477,37 +298,184 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- writing -----------------------------------------------------------------------
+    # -- catching up -------------------------------------------------------------------
 
-    def write(self, work: Callable[[Transaction], T], *, at: str | None = None) -> T:
-        """Run `work` in one write transaction; all its events land, or none.
+    def sync(self) -> None:
+        """Catch the index up with the log (cheap when nothing moved)."""
+        if not self._guarded(lambda: self.index.stale()):
+            return
+        self.caught = db.patiently(self._sync_once, self.index_path or self.root, "read")
 
-        Waits for other writers (SQLite's busy timeout, then retries with backoff) rather
-        than surfacing "database is locked"; gives up with StoreBusy after a minute.
-        """
-        try:
-            return patiently(lambda: self._write_once(work, at or utc_now()), self.path, "write")
-        except UnicodeEncodeError:
-            # text, reason or actor came from undecodable bytes (argv, environment)
-            raise errors.BadInput("an argument holds bytes that are not UTF-8; nothing was written") from None
-
-    def _write_once(self, work: Callable[[Transaction], T], at: str) -> T:
+    def _sync_once(self) -> Caught:
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            checkpoint("write-begin")
-            tx = Transaction(conn, at)
-            result = work(tx)
-            if not items.fresh(conn):  # the rendering changed since the items were cached
-                items.rebuild(conn, self.notes())
-            checkpoint("write-before-commit")
+            caught = self.index.sync()
             conn.execute("COMMIT")
-            checkpoint("write-after-commit")
-            return result
+            self._drop_old_pages()
+            return caught
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+    def _drop_old_pages(self) -> None:
+        """After a forgotten text left the index: the write-ahead log still holds the pages
+        it was in, so it is checkpointed and truncated (freed pages are zeroed: secure_delete)."""
+        if self.index.blanked:
+            self.index.blanked.clear()
+            try:
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.DatabaseError:
+                pass  # a reader holds the log; the next checkpoint takes the pages
+
+    # -- writing -----------------------------------------------------------------------
+
+    def write(self, work: Callable[[Transaction], T], *, at: str | None = None) -> T:
+        """Run `work` under the memory's write lock, caught up first; its events are
+        written to the log and recorded in the index.  Writers on one clone take turns, so
+        two of them never make a note's history branch; branches come from other clones."""
+        from filelock import FileLock, Timeout
+
+        lock = FileLock(str(self.root / LOCK_NAME))
+        try:
+            with lock.acquire(timeout=WRITE_PATIENCE_S):
+                return db.patiently(lambda: self._write_once(work, at or utc_now()), self.index_path or self.root, "write")
+        except Timeout:
+            raise errors.StoreBusy(f"{self.root} stayed locked by another writer for over"
+                                   f" {int(WRITE_PATIENCE_S)} s; nothing was written") from None
+        except UnicodeEncodeError:
+            raise errors.BadInput("an argument holds bytes that are not UTF-8; nothing was written") from None
+        except OSError as exc:
+            where = exc.filename or self.root
+            raise errors.StoreUnwritable(f"cannot write {where}: {exc.strerror or exc}; nothing was written") from None
+
+    def _write_once(self, work: Callable[[Transaction], T], at: str) -> T:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        tx: Transaction | None = None
+        try:
+            checkpoint("write-begin")
+            self.index.sync()
+            leftover = self.forgotten_texts()  # brought back by a merge: forget still forgets
+            if leftover:
+                self.purge_texts({note for note, _ in leftover})
+            before, calm = self.index.generation, not self.has_disagreements()
+            self.index.replaced = {}
+            tx = Transaction(self, at)
+            result = work(tx)
+            tx.flush()
+            if self._loose() > PACK_AT:
+                self._pack_now()
+            self.index.note_stamp()
+            mark = WriteMark(before, self.index.generation, self.index.replaced or {}, calm)
+            self.index.replaced = None
+            conn.execute("COMMIT")
+            self.last_write = mark
+            self._drop_old_pages()
+            return result
+        except Exception:
+            self.index.replaced = None
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            if tx is not None and tx.landed:  # the log holds the write: it stands
+                self._catch_up()
+                return result
+            raise
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _catch_up(self) -> None:
+        """The index follows a write that reached the log but not the index (made anew
+        if it is damaged; failing that, the next command catches up)."""
+        try:
+            self.sync()
+        except errors.QemError:
+            try:
+                self.rebuild()
+            except errors.QemError:
+                pass
+
+    def pack(self) -> tuple[int, int]:
+        """Loose event and text files into packs (and many event packs into one), under
+        the write lock; returns (files before, files after).  Packs are new files named by
+        their bytes, so packing on two branches merges with no conflict: an event in two
+        packs is still one event."""
+        def work(tx: Transaction) -> tuple[int, int]:
+            return self._pack_now()
+
+        return self.write(work)
+
+    def _pack_now(self) -> tuple[int, int]:
+        self.tree.ensure()  # (refuses a linked log folder)
+        names = sorted(self.tree.names())
+        loose_events = [n for n in names if n.startswith(f"{EVENTS}/")]
+        loose_texts = [n for n in names if n.startswith(f"{TEXTS}/")]
+        event_packs = [n for n in names if n.startswith(f"{PACKS}/e-")]
+        merging = event_packs if len(event_packs) > 16 else []
+        events: list[Event] = []
+        texts: list[TextRecord] = []
+        packed: list[str] = []
+        for name in loose_events + merging + loose_texts:
+            try:
+                found, records = self.tree.read(name)
+            except LogFileError:  # set aside by the index: left where it is, for verify to name
+                continue
+            events += found
+            texts += records
+            packed.append(name)
+        if events:
+            self.tree.write_pack("e", [event_bytes(e) for e in {e.id: e for e in events}.values()])
+        ordered = sorted(texts, key=lambda t: t.note)
+        for start in range(0, len(ordered), TEXTS_PER_PACK):
+            self.tree.write_pack("t", [pack_text_line(t) for t in ordered[start:start + TEXTS_PER_PACK]])
+        for name in packed:
+            self.tree.remove(name)
+        self.index.sync()
+        return len(names), len(self.tree.names())
+
+    def purge_texts(self, note_ids: set[str]) -> None:
+        """Delete the texts of these (forgotten) notes from the log: a loose text file is
+        removed, a pack holding one is written again without it."""
+        rows = self.conn.execute(
+            f"SELECT note, file FROM texts WHERE note IN ({', '.join('?' * len(note_ids))})", sorted(note_ids)
+        ).fetchall()
+        done: set[str] = set()  # a pack holding several of them is rewritten once
+        for note_id, name in rows:
+            self.index.blanked.add(note_id)
+            if name in done:
+                continue
+            done.add(name)
+            if name.startswith(f"{PACKS}/"):
+                self._repack_without(name, note_ids)
+            else:
+                self.tree.remove(name)
+            self.conn.execute("DELETE FROM texts WHERE file = ?", (name,))
+            self.conn.execute("DELETE FROM files WHERE name = ?", (name,))
+
+    def _repack_without(self, name: str, note_ids: set[str]) -> None:
+        _, texts = self.tree.read(name)
+        kept = [t for t in texts if t.note not in note_ids]
+        if kept:
+            new = self.tree.write_pack("t", [pack_text_line(t) for t in kept])
+            self.index.record_file(new)
+            self.index.add_records(new, [], kept)
+        self.tree.remove(name)
+
+    def _loose(self) -> int:
+        return self._read(f"SELECT count(*) FROM files WHERE name >= '{EVENTS}/' AND name < '{EVENTS}0'"
+                          f" OR name >= '{TEXTS}/' AND name < '{TEXTS}0'")[0][0]
+
+    def forgotten_texts(self) -> list[tuple[str, str]]:
+        """(note, file) for every text the log still holds of a forgotten note (a branch
+        merged in after the forget can bring one back)."""
+        return self._read("SELECT t.note, t.file FROM notes n INDEXED BY notes_forgotten CROSS JOIN texts t ON t.note = n.id"
+                          " WHERE n.state = 'forgotten' ORDER BY t.note")
 
     # -- reading -----------------------------------------------------------------------
 
@@ -515,168 +483,228 @@ class Store:
         try:
             return self.conn.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as exc:
-            raise translate(exc, self.path, "read") from None
+            raise db.translate(exc, self.index_path or self.root, "read") from None
+
+    def _guarded(self, read: Callable[[], T]) -> T:
+        try:
+            return read()
+        except sqlite3.DatabaseError as exc:
+            raise db.translate(exc, self.index_path or self.root, "read") from None
 
     def head(self) -> int:
-        return self._read("SELECT coalesce(max(seq), 0) FROM events")[0][0]
+        """The index's generation: it moves whenever the log it reflects does."""
+        return self._guarded(lambda: self.index.generation)
 
-    def note(self, note_id: int) -> Note:
-        return self._guarded(lambda conn: read_note(conn, note_id))
+    def max_clock(self) -> int:
+        return self._read("SELECT coalesce(max(clock), 0) FROM events")[0][0]
 
-    def notes_by_id(self, ids: Iterable[int]) -> dict[int, Note]:
+    def tips(self, note_id: str) -> list[str]:
+        """The note's latest events: those no other event of the note follows."""
+        rows = self._read("SELECT id, prev FROM events WHERE note = ?", (note_id,))
+        followed = {p for _, prev in rows for p in json.loads(prev)}
+        return sorted(e for e, _ in rows if e not in followed)
+
+    def note(self, note_id: str) -> Note:
+        rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes WHERE id = ?", (note_id,))
+        if not rows:
+            raise errors.NoSuchNote(f"no note #{note_id} in this memory")
+        return note_from_row(rows[0])
+
+    def resolve(self, given: str | int) -> str:
+        """The note a person means by `given`: a short id or any unambiguous prefix of an
+        id (with or without `#`), or the number of a note from a converted store."""
+        text = str(given).strip().lstrip("#").lower()
+        if text.isascii() and text.isdigit():  # (a number past SQLite's integers is no note's)
+            rows = self._read("SELECT id FROM notes WHERE alias = ?", (int(text),)) if len(text) < 19 else []
+            if len(rows) == 1:
+                return rows[0][0]
+            if not rows:
+                raise errors.NoSuchNote(f"no note #{text} in this memory")
+            return self._ambiguous(text, [r[0] for r in rows])
+        text = text.translate(str.maketrans("ilo", "110"))
+        if not text or not ids.PREFIX_RE.match(text):
+            raise errors.NoSuchNote(f"#{given} is not a note id (ids are letters and digits, e.g. #k3f9)")
+        rows = self._read("SELECT id FROM notes WHERE id >= ? AND id < ? ORDER BY id LIMIT 12", (text, text + "{"))
+        if len(rows) == 1:
+            return rows[0][0]
+        if not rows:
+            raise errors.NoSuchNote(f"no note #{text} in this memory")
+        return self._ambiguous(text, [r[0] for r in rows])
+
+    def _ambiguous(self, given: str, candidates: list[str]) -> str:
+        notes = self.notes_by_id(candidates)
+        named = "; ".join(f"#{n.shown} {((n.text or '(forgotten)').splitlines() or [''])[0][:40]}" for n in notes.values())
+        raise errors.NoSuchNote(f"#{given} could be any of {len(candidates)} notes: {named}; give more of the id")
+
+    def notes_by_prefix(self, prefix: str) -> list[str]:
+        return [r[0] for r in self._read("SELECT id FROM notes WHERE id >= ? AND id < ? ORDER BY id",
+                                         (prefix, prefix + "{"))]
+
+    def notes_by_id(self, note_ids: Iterable[str]) -> dict[str, Note]:
         """The notes with these ids (absent ids are left out)."""
-        wanted = sorted(set(ids))
-        out: dict[int, Note] = {}
+        wanted = sorted(set(note_ids))
+        out: dict[str, Note] = {}
         for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
-            rows = self._read(
-                f"SELECT {_NOTE_COLUMNS} FROM notes WHERE id IN ({', '.join('?' * len(chunk))})", chunk
-            )
-            out.update((n.id, n) for n in map(_note_from_row, rows))
+            chunk = wanted[start:start + 500]
+            rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
+            out.update((n.id, n) for n in map(note_from_row, rows))
         return out
 
-    def notes(
-        self, kinds: Iterable[str] | None = None, states: Iterable[str] | None = None
-    ) -> list[Note]:
-        """Notes from the cache, in the projection's total order (kind rank, id)."""
+    def notes(self, kinds: Iterable[str] | None = None, states: Iterable[str] | None = None) -> list[Note]:
+        """Notes from the index, in the projection's total order (kind rank, id)."""
         clause, params = _where(kinds, states)
-        rows = self._read(
-            f"SELECT {_NOTE_COLUMNS} FROM notes{clause} ORDER BY kind_rank, id", params
-        )
-        return [_note_from_row(r) for r in rows]
+        rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes{clause} ORDER BY kind_rank, id", params)
+        return [note_from_row(r) for r in rows]
 
     def count(self, kinds: Iterable[str] | None = None, states: Iterable[str] | None = None) -> int:
         clause, params = _where(kinds, states)
         return self._read(f"SELECT count(*) FROM notes{clause}", params)[0][0]
 
-    def snapshot(self) -> tuple[int, list[Note]]:
-        """The head and every note, read in one transaction so the two agree."""
-        conn = self.conn
-        conn.execute("BEGIN")
-        try:
-            return self.head(), self.notes()
-        finally:
-            self._end_read()
-
-    def events(
-        self, note_id: int | None = None, after: int = 0, upto: int | None = None
-    ) -> list[Event]:
-        where, params = ["seq > ?"], [after]
+    def events(self, note_id: str | None = None, *, until: str | None = None) -> list[Event]:
+        """Events in the order every clone agrees on (clock, then id); one note's, or
+        those written at or before `until` (a UTC time)."""
+        where, params = [], []
         if note_id is not None:
-            where.append("note_id = ?")
+            where.append("note = ?")
             params.append(note_id)
-        if upto is not None:
-            where.append("seq <= ?")
-            params.append(upto)
+        if until is not None:
+            where.append("at <= ?")
+            params.append(until)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        rows = self._read(f"SELECT {EVENT_COLUMNS} FROM events{clause} ORDER BY clock, id", params)
+        return [event_from_row(r) for r in rows]
+
+    def events_of_checkins(self, checkins: Iterable[str]) -> list[Event]:
+        wanted = sorted(set(checkins))
+        if not wanted:
+            return []
+        rows = self._read(f"SELECT {EVENT_COLUMNS} FROM events WHERE checkin IN ({', '.join('?' * len(wanted))})", wanted)
+        return [event_from_row(r) for r in rows]
+
+    def texts(self) -> dict[str, str]:
+        """Every note's text the log holds (checked against its created event)."""
+        return dict(self._read("SELECT t.note, t.text FROM texts t JOIN events e ON e.id = t.note"
+                               " WHERE json_extract(e.data, '$.text') = t.digest"))
+
+    def state_at(self, moment: str) -> dict[str, Note]:
+        """Every note as it was at `moment` (a UTC time): the events written by then;
+        a text forgotten since stays forgotten."""
+        return replay(self.events(until=moment), self.texts())
+
+    def dispute_id(self, given: str) -> str:
         rows = self._read(
-            f"SELECT {_EVENT_COLUMNS} FROM events WHERE {' AND '.join(where)} ORDER BY seq", params
+            "SELECT DISTINCT json_extract(data, '$.dispute') FROM events WHERE type = 'disputed'"
+            " AND json_extract(data, '$.dispute') >= ? AND json_extract(data, '$.dispute') < ?", (given, given + "{"))
+        if len(rows) != 1:
+            what = "no dispute" if not rows else f"{len(rows)} disputes start with"
+            raise errors.NoSuchNote(f"{what} {given} in this memory")
+        return rows[0][0]
+
+    def dispute_sides(self, given: str) -> tuple[str, str]:
+        """The two notes of an open or closed dispute between notes, by its id or a prefix."""
+        rows = self._read(
+            "SELECT DISTINCT json_extract(data, '$.dispute'), note FROM events WHERE type = 'disputed'"
+            " AND json_extract(data, '$.dispute') >= ? AND json_extract(data, '$.dispute') < ? ORDER BY 2",
+            (given, given + "{"),
         )
-        return [_event_from_row(r) for r in rows]
+        disputes = sorted({d for d, _ in rows})
+        if len(disputes) != 1:
+            what = "no dispute" if not disputes else f"{len(disputes)} disputes start with"
+            raise errors.NoSuchNote(f"{what} {given} in this memory")
+        sides = sorted(n for d, n in rows if d == disputes[0])
+        if len(sides) != 2:
+            raise errors.NoSuchNote(f"dispute {given} does not have two sides in this memory")
+        return sides[0], sides[1]
 
-    def iter_events(self) -> Iterator[Event]:
-        try:
-            for row in self.conn.execute(f"SELECT {_EVENT_COLUMNS} FROM events ORDER BY seq"):
-                yield _event_from_row(row)
-        except sqlite3.DatabaseError as exc:  # a damaged page, met halfway through the log
-            raise translate(exc, self.path, "read") from None
-
-    def rewind(self, base: int) -> tuple[list[Event], dict[int, Note | None]]:
-        """The events after `base`, and each note they touch as it was at `base` (None:
-        created after it).  Notes they do not touch are as they are now."""
-        since = self.events(after=base)
-        past: dict[int, Note | None] = {}
-        for note_id in sorted({e.note_id for e in since}):
-            replayed = replay(self.events(note_id=note_id, upto=base))
-            past[note_id] = replayed.get(note_id)
-        return since, past
-
-    def seq_at(self, moment: str) -> int:
-        """The last seq written at or before `moment` (a UTC timestamp); 0 if none."""
-        return self._read("SELECT coalesce(max(seq), 0) FROM events WHERE at <= ?", (moment,))[0][0]
-
-    def state_at(self, seq: int) -> dict[int, Note]:
-        """Every note as it was right after event `seq` (forgotten text stays forgotten)."""
-        return replay(self.events(upto=seq))
-
-    # -- the item cache ------------------------------------------------------------------
-
-    def items_fresh(self) -> bool:
-        """Whether the cached items were rendered by this rendering."""
-        return self._guarded(items.fresh)
+    # -- the item cache ----------------------------------------------------------------
 
     def export_items(self, kinds: Iterable[str], *, with_ids: bool = False) -> dict[str, list]:
-        """Each kind's cached items as UTF-8 bytes, in id order (see items.by_kind)."""
-        return self._guarded(lambda conn: items.by_kind(conn, kinds, with_ids=with_ids))
-
-    def _guarded(self, read: Callable[[sqlite3.Connection], T]) -> T:
-        try:
-            return read(self.conn)
-        except sqlite3.DatabaseError as exc:
-            raise translate(exc, self.path, "read") from None
+        return self._guarded(lambda: items_by_kind(self.conn, kinds, with_ids=with_ids))
 
     def has_disagreements(self) -> bool:
         """Whether any note is disputed or forked (export then marks them, from the graph)."""
-        return bool(
-            self._read(
-                "SELECT 1 FROM notes WHERE disputes != '[]' UNION ALL SELECT 1 FROM"
-                " (SELECT supersedes FROM notes WHERE supersedes IS NOT NULL"
-                "  GROUP BY supersedes HAVING count(*) > 1) LIMIT 1"
-            )
-        )
-
-    # -- checking ----------------------------------------------------------------------
-
-    def verify(self) -> list[str]:
-        """Differences between the caches and a replay of the log ([] when equal)."""
-        try:
-            replayed = replay(self.iter_events())
-        except (LogError, TransitionError) as exc:
-            return [f"the log does not replay: {exc}"]
-        cached = {n.id: n for n in self.notes()}
-        problems = [
-            problem
-            for note_id in sorted(set(replayed) | set(cached))
-            if (problem := _cache_problem(note_id, replayed.get(note_id), cached.get(note_id)))
-        ]
-        problems += self._guarded(lambda conn: items.disagreements(conn, replayed))
-        integrity = self._read("PRAGMA quick_check")
-        if integrity and integrity[0][0] != "ok":
-            problems.append(f"SQLite integrity check: {integrity[0][0]}")
-        return problems
-
-    def rebuild_cache(self) -> int:
-        """Replace the notes and items caches with a replay of the log; returns the notes
-        written."""
-
-        def work(tx: Transaction) -> int:
-            notes = replay(self.iter_events())
-            tx.save_all(notes.values())
-            return len(notes)
-
-        return self.write(work)
+        return bool(self._read(
+            "SELECT 1 FROM notes INDEXED BY notes_disagreeing WHERE disputes != '[]' OR rivals != '[]' UNION ALL SELECT 1 FROM"
+            " (SELECT supersedes FROM notes WHERE supersedes IS NOT NULL"
+            "  GROUP BY supersedes HAVING count(*) > 1) LIMIT 1"))
 
     @contextmanager
     def reading(self) -> Iterator["Store"]:
-        """A read transaction: every read inside sees one snapshot of the store."""
+        """A read transaction: every read inside sees one snapshot of the index."""
         self.conn.execute("BEGIN")
         try:
             yield self
         except sqlite3.DatabaseError as exc:
-            raise translate(exc, self.path, "read") from None
+            raise db.translate(exc, self.index_path or self.root, "read") from None
         finally:
-            self._end_read()
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.DatabaseError:
+                pass
 
-    def _end_read(self) -> None:
-        """End a read transaction; on a damaged file the read itself reports the damage,
-        so a COMMIT that fails too must not replace that report with a traceback."""
-        try:
-            self.conn.execute("COMMIT")
-        except sqlite3.DatabaseError:
-            if self.conn.in_transaction:
-                try:
+    # -- checking ----------------------------------------------------------------------
+
+    def set_aside(self) -> list[str]:
+        """Every log file the index could not read, with why."""
+        return [problem for (problem,) in self._read("SELECT problem FROM files WHERE problem IS NOT NULL ORDER BY name")]
+
+    def rebuild(self) -> int:
+        """Build the index again from the log, in a new file (so a damaged one goes too);
+        returns the notes it holds."""
+        path = self.index_path
+        if path is not None:
+            self.conn.close()
+            _remove_index(path)
+            self.conn = db.patiently(lambda: _open_index(path), path, "open")
+            self.index = Index(self.conn, self.tree)
+
+        def work() -> int:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                self.index.create()
+                self.index.sync()
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
-                except sqlite3.DatabaseError:
-                    pass
+                raise
+            return self.count()
+
+        return db.patiently(work, self.index_path or self.root, "write")
+
+
+CONFIG_NAME = "config.toml"
+
+
+def read_memory_id(root: Path) -> str | None:
+    import tomllib
+
+    try:
+        config = tomllib.loads((root / CONFIG_NAME).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    memory = config.get("memory", {})
+    value = memory.get("id") if isinstance(memory, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def ensure_memory_id(root: Path, memory_id: str | None = None) -> str:
+    """The memory's id, made (and written to config.toml, beside any settings there) when
+    the memory is created."""
+    existing = read_memory_id(root)
+    if existing is not None:
+        return existing
+    from .files import write_atomic
+
+    path = root / CONFIG_NAME
+    try:
+        before = path.read_text("utf-8")
+    except FileNotFoundError:
+        before = ""
+    made = memory_id or ids.nonce()[:12]
+    block = f'[memory]\n# names this memory in MEMORY.md\'s header; made once, committed with the log\nid = "{made}"\n'
+    write_atomic(path, ((before.rstrip("\n") + "\n\n") if before.strip() else "").encode() + block.encode())
+    return made
 
 
 def _where(kinds: Iterable[str] | None, states: Iterable[str] | None) -> tuple[str, list[str]]:
@@ -689,13 +717,47 @@ def _where(kinds: Iterable[str] | None, states: Iterable[str] | None) -> tuple[s
     return (f" WHERE {' AND '.join(where)}" if where else ""), params
 
 
-def _cache_problem(note_id: int, want: Note | None, have: Note | None) -> str | None:
-    """How the cached note differs from the log's replay (None: it does not)."""
-    if want is None:
-        return f"note #{note_id} is in the cache but has no created event"
-    if have is None:
-        return f"note #{note_id} is in the log but missing from the cache"
-    if want == have:
-        return None
-    fields = [f for f in Note.__dataclass_fields__ if getattr(want, f) != getattr(have, f)]
-    return f"note #{note_id}: cache disagrees with the log on {', '.join(fields)}"
+def _refuse_legacy(root: Path) -> None:
+    if (root / LEGACY_NAME).is_file() and not (root / EVENTS).is_dir():
+        raise errors.BadInput(
+            f"{root / LEGACY_NAME} is a store from an older qem (one SQLite file)",
+            hint="convert it once with `qem migrate`: the notes keep their history and their numbers",
+        )
+
+
+def _open_index(path: Path) -> sqlite3.Connection:
+    conn = db.connect(str(path))
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        _ensure_schema(conn)
+        return conn
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _remove_index(path: Path) -> None:
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
+        try:
+            (path.parent / name).unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _open_index_in_memory() -> sqlite3.Connection:
+    conn = db.connect(":memory:")
+    _ensure_schema(conn)
+    return conn
+
+
+def _ensure_schema(conn: sqlite3.Connection) -> None:
+    index = Index(conn, LogTree(Path(".")))
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if not index.ready():
+            index.create()
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise

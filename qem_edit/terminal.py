@@ -154,16 +154,17 @@ def describe_plan(proposal: Proposal) -> str:
     for op in plan.ops:
         out.extend(_describe_op(op, proposal))
     summary = summarize(plan)
-    out.append(f"Plan: {summary or 'nothing to write'} (base seq {plan.base}, store head {plan.head})")
+    out.append(f"Plan: {summary or 'nothing to write'}")
     if plan.merged:
-        out.append(f"Kept others' changes since your base to {_ids(plan.merged)}")
+        out.append(f"Kept others' changes since your base to {_ids(plan.merged, proposal)}")
     if plan.agreed:
-        out.append(f"Already done in the store, nothing to write: {_ids(plan.agreed)}")
+        out.append(f"Already done in the store, nothing to write: {_ids(plan.agreed, proposal)}")
     return "\n".join(out)
 
 
 def _describe_op(op, proposal: Proposal) -> list[str]:  # type: ignore[no-untyped-def]
-    old = proposal.base_notes.get(op.note_id) if op.note_id is not None else None
+    old = _base_by_id(proposal).get(op.note_id) if op.note_id is not None else None
+    shown = old.shown if old is not None else (op.note_id or "")[:8]
     if op.action == "create":
         assert op.content
         return [f"  + create {op.content.kind} · {op.content.priority} · human"] + [
@@ -171,13 +172,13 @@ def _describe_op(op, proposal: Proposal) -> list[str]:  # type: ignore[no-untype
         ]
     if op.action == "supersede" and op.content and old:
         return [
-            f"  ~ supersede #{op.note_id} ({old.kind} · {old.priority}) with a new"
+            f"  ~ supersede #{shown} ({old.kind} · {old.priority}) with a new"
             f" {op.content.kind} · {op.content.priority} · human note"
         ] + text_change((old.text or "").split("\n"), op.content.text.split("\n"))
     move = MOVE_BY_VERB[op.action]
     first = ((old.text if old else None) or "").split("\n")[0]
     why = f" ({op.reason})" if op.reason else ""
-    return [f"  {move.sign} {move.shown} #{op.note_id}{why}: {first}"]
+    return [f"  {move.sign} {move.shown} #{shown}{why}: {first}"]
 
 
 def text_change(old: list[str], new: list[str]) -> list[str]:
@@ -217,8 +218,16 @@ def summarize(plan) -> str:  # type: ignore[no-untyped-def]
     return plan.summary()
 
 
-def _ids(ids: list[int]) -> str:
-    return ", ".join(f"#{i}" for i in ids)
+def _base_by_id(proposal: Proposal) -> dict:  # type: ignore[type-arg]
+    return {n.id: n for n in proposal.base_notes.values()}
+
+
+def _ids(note_ids: list[str], proposal: Proposal | None = None, shown: dict[str, str] | None = None) -> str:
+    names = dict(shown or {})
+    if proposal is not None:
+        names.update({n.id: n.shown for n in proposal.now_notes.values()})
+        names.update({n.id: short for short, n in proposal.base_notes.items()})
+    return ", ".join(f"#{names.get(i, i[:8])}" for i in note_ids)
 
 
 def report(outcome: Outcome, as_json: bool = False) -> None:
@@ -237,17 +246,17 @@ def report(outcome: Outcome, as_json: bool = False) -> None:
         )
     elif outcome.status == "applied":
         assert proposal is not None
-        new = f"; new notes {_ids(outcome.created)}" if outcome.created else ""
+        new = f"; new notes {_ids(outcome.created, shown=outcome.shown)}" if outcome.created else ""
         say(f"checked in {outcome.checkin_id}: {summarize(proposal.plan)}{new}")
         if not as_json:
             for note_id in outcome.created:
-                print(note_id)
+                print(outcome.shown.get(note_id, note_id))
         for notice in outcome.notices:
             say(notice)
     elif outcome.status in ("unchanged", "dry_run") and proposal is not None and not proposal.plan.ops:
         say("no changes; nothing written")
         if proposal.plan.merged:
-            say(f"others changed {_ids(proposal.plan.merged)} since your base; kept")
+            say(f"others changed {_ids(proposal.plan.merged, proposal)} since your base; kept")
     elif outcome.status == "dry_run":
         assert proposal is not None
         if not as_json:

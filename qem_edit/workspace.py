@@ -1,9 +1,10 @@
 """Where things live: the workspace, its store, its mirror, its settings, and who writes.
 
 Resolution order (first that applies):
-- store file: `--store FILE`, `QEM_STORE`, else `<workspace>/.qem/memory.db`;
+- memory (the log and its index): `--store DIR`, `QEM_STORE`, else `<workspace>/.qem`;
 - workspace: `--workspace DIR`, `QEM_WORKSPACE`, the nearest ancestor of the current
-  directory holding `.qem/`, else the current directory;
+  directory holding `.qem/`, else the top of the git work tree holding it (a memory
+  belongs to the repository, not to a subdirectory), else the current directory;
 - actor: `--actor NAME`, `QEM_ACTOR`, else the login name.
 """
 
@@ -16,7 +17,6 @@ from pathlib import Path
 from . import errors
 
 STATE_DIR = ".qem"
-STORE_NAME = "memory.db"
 CONFIG_NAME = "config.toml"
 DEFAULT_MIRROR = "MEMORY.md"
 
@@ -49,7 +49,7 @@ class Workspace:
         return cached
 
     def _read_config(self) -> dict:
-        path = self.state_dir / CONFIG_NAME
+        path = self.store_path / CONFIG_NAME
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
@@ -70,22 +70,34 @@ class Workspace:
         return config
 
     def auto_export(self) -> bool:
-        return bool(self.config().get("export", {}).get("auto", False))
+        """Whether writes keep the mirror current: as configured, else yes in a git work
+        tree where MEMORY.md exists (what a reviewer reads must not lag the log)."""
+        configured = self.config().get("export", {}).get("auto")
+        if configured is not None:
+            return bool(configured)
+        if not self.mirror_path().is_file():
+            return False
+        from . import gitrepo
+
+        return gitrepo.toplevel(self.root) is not None
 
 
 def find_workspace(cwd: Path | None = None) -> Path:
     start = (cwd or Path.cwd()).resolve()
+    top = None
     for candidate in (start, *start.parents):
         if (candidate / STATE_DIR).is_dir():
             return candidate
-    return start
+        if top is None and (candidate / ".git").exists():  # a directory, or a worktree's file
+            top = candidate
+    return top or start
 
 
 def resolve(workspace: str | Path | None = None, store: str | Path | None = None) -> Workspace:
     root_arg = workspace or os.environ.get("QEM_WORKSPACE")
     root = Path(root_arg).resolve() if root_arg else find_workspace()
     store_arg = store or os.environ.get("QEM_STORE")
-    store_path = Path(store_arg) if store_arg else root / STATE_DIR / STORE_NAME
+    store_path = Path(store_arg) if store_arg else root / STATE_DIR
     return Workspace(root=root, store_path=store_path)
 
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from ..renderer.format import ERRORS_OPEN, HEADER_RE
 
-from .parse import LineError, ParsedFile, clean_lines, parse
+from .parse import Item, LineError, ParsedFile, clean_lines, parse
 
-_ITEM_ID = re.compile(rb"\[#(\d+)\]")
+_ITEM_ID = re.compile(rb"\[#([0-9a-z]+)\]")
 _ERRORS_OPEN = ERRORS_OPEN.encode()
 
 
@@ -28,7 +28,7 @@ class EditDiff:
     """The changed part of an edit, parsed, and the notes whose items are gone."""
 
     parsed: ParsedFile  # items and errors of the changed blocks only, real line numbers
-    removed: set[int]  # notes whose base item is no longer in the file as it was
+    removed: set[str]  # notes (as the base shows them) whose base item is no longer in the file as it was
 
 
 def _clean(data: bytes) -> bytes | None:
@@ -110,12 +110,22 @@ def diff_edit(base_data: bytes, edited_data: bytes) -> EditDiff | None:
     if edited_split is None or base_split is None:
         return None
     header, offset = edited_split
+    if not all(line.isascii() or _utf8(line) for line in header):
+        return None  # the full parse names the line that is not UTF-8
     edited = _sections(edited_data[offset:])
     base = _sections(base_data[base_split[1]:])
     if edited is None or base is None or _titles(base) - _titles(edited):
         return None  # a section heading is gone: the full parse says which, and where
     parsed = _parse_blocks(edited_data, offset, header, _changed_blocks(edited, base))
     return EditDiff(parsed, _removed_notes(base, edited))
+
+
+def _utf8(line: bytes) -> bool:
+    try:
+        line.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
 
 
 def _titles(sections: dict[bytes, Section]) -> set[bytes]:
@@ -139,16 +149,16 @@ def _changed_blocks(edited: dict[bytes, Section], base: dict[bytes, Section]) ->
     return shown
 
 
-def _removed_notes(base: dict[bytes, Section], edited: dict[bytes, Section]) -> set[int]:
+def _removed_notes(base: dict[bytes, Section], edited: dict[bytes, Section]) -> set[str]:
     """The notes whose base item no longer stands, as it was, in its section."""
-    removed: set[int] = set()
+    removed: set[str] = set()
     for heading, (blocks, _) in base.items():
         after = edited[heading][1] if heading in edited else set()
         for block in blocks:
             if block not in after:
                 match = _ITEM_ID.match(block)
                 if match:
-                    removed.add(int(match.group(1)))
+                    removed.add(match.group(1).decode("ascii"))
     return removed
 
 
@@ -195,3 +205,21 @@ def _line_of(data: bytes, offset: int, block: bytes, cursor: list[int]) -> int:
             return cursor[1]
         start = data.find(needle, start + 1)
     return 0
+
+
+def base_items(base_data: bytes, shorts: set[str] | None) -> dict[str, Item]:
+    """The base rendering's items of these notes (every note: `shorts` None), by the short
+    id it shows them with, parsed alone, each under its section: what the check-in
+    compares an edit with."""
+    split = _body(base_data)
+    sections = _sections(base_data[split[1]:]) if split is not None else None
+    if split is None or sections is None or shorts is None:
+        parsed = parse(base_data.decode("utf-8", "replace"))
+        return {i.note_id: i for i in parsed.items if i.note_id is not None and (shorts is None or i.note_id in shorts)}
+    mini: list[bytes] = list(split[0])
+    for heading, (blocks, _) in sections.items():
+        wanted = [b for b in blocks if (m := _ITEM_ID.match(b)) and m.group(1).decode("ascii") in shorts]
+        if wanted:
+            mini += [b"## " + heading.split(b"\n", 1)[0]] + [b"- " + b for b in wanted]
+    parsed = parse(b"\n".join(mini).decode("utf-8", "replace"), whole=False)
+    return {i.note_id: i for i in parsed.items if i.note_id is not None}

@@ -52,15 +52,15 @@ class Item:
 
     line: int
     kind: str
-    note_id: int | None
+    note_id: str | None  # the id as the file shows it (a short id)
     text: str | None  # None for a forgotten note's tombstone
     priority: str = "medium"
     provenance: str | None = None
     date: str | None = None
     state: str = "active"
     state_reason: str | None = None
-    superseded_by: int | None = None
-    supersedes: int | None = None
+    superseded_by: str | None = None
+    supersedes: str | None = None
     raw: list[str] = field(default_factory=list)
 
     @property
@@ -70,7 +70,7 @@ class Item:
 
 @dataclass
 class ParsedFile:
-    base: int | None
+    memory: str | None  # the memory the header names (None: no header)
     selection: Selection
     items: list[Item]
     errors: list[LineError]
@@ -113,14 +113,14 @@ class _Parser:
 
     def run(self, whole: bool = True) -> ParsedFile:
         lines = self.lines
-        start, base, selection = self._header()
+        start, memory, selection = self._header()
         i = start
         while i < len(lines):
             i = self._line(i)
         self._close_item()
-        if base is not None and whole:
+        if memory is not None and whole:
             self._missing_sections(selection)
-        return ParsedFile(base, selection, self.items, self.errors)
+        return ParsedFile(memory, selection, self.items, self.errors)
 
     def _missing_sections(self, selection: Selection) -> None:
         """Every section the file was made with must still be there: a missing heading
@@ -150,8 +150,8 @@ class _Parser:
         if not match:
             self.error(
                 i + 1,
-                "the first line must be qem's header comment (`<!-- qem base=N ... -->`),"
-                " which names the store state this file was rendered from; restore it, or"
+                "the first line must be qem's header comment (`<!-- qem memory=ID ... -->`),"
+                " which names the memory this file was rendered from; restore it, or"
                 " start again with `qem checkout`",
             )
             return i, None, Selection()
@@ -170,9 +170,9 @@ class _Parser:
                 j += 1
             if j == len(lines):
                 self.error(i + 1, "qem's error comment is not closed by a `-->` line")
-                return len(lines), int(match["base"]), selection
+                return len(lines), match["memory"], selection
             i = j + 1
-        return i, int(match["base"]), selection
+        return i, match["memory"], selection
 
     def _line(self, i: int) -> int:
         line = self.lines[i]
@@ -251,7 +251,7 @@ class _Parser:
         kind = self.kind or ""
         tomb = TOMBSTONE_RE.match(line)
         if tomb:
-            self._open(Item(n, kind, int(tomb["id"]), None, state="forgotten", date=tomb["date"]), line)
+            self._open(Item(n, kind, tomb["id"], None, state="forgotten", date=tomb["date"]), line)
             return
         match = ITEM_RE.match(line)
         if match:
@@ -263,12 +263,12 @@ class _Parser:
                 "malformed note line; it must read `- [#ID] YYYY-MM-DD · priority ·"
                 " provenance · text` as qem wrote it",
             )
-            self._open(Item(n, kind, int(ITEM_ID_RE.match(line)["id"]), ""), line)  # type: ignore[index]
+            self._open(Item(n, kind, ITEM_ID_RE.match(line)["id"], ""), line)  # type: ignore[index]
             return
         self._new(n, kind, line[2:], line)
 
     def _existing(self, n: int, kind: str, match: re.Match[str], line: str) -> None:
-        item = Item(n, kind, int(match["id"]), "", date=match["date"])
+        item = Item(n, kind, match["id"], "", date=match["date"])
         item.priority = match["priority"]
         item.provenance = match["provenance"]
         if item.priority not in PRIORITIES:
@@ -296,10 +296,10 @@ class _Parser:
                 item.state_reason = _reason(groups)
             elif "by" in groups:
                 states.append("superseded")
-                item.superseded_by = int(groups["by"])
+                item.superseded_by = groups["by"]
                 item.state_reason = _reason(groups)
             else:
-                item.supersedes = int(groups["of"])
+                item.supersedes = groups["of"]
             rest = rest[marker.end() + len(SEP) :]
         if len(states) > 1:
             self.error(n, f"note #{item.note_id} has {len(states)} state markers; keep at most one")

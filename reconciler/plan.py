@@ -1,10 +1,12 @@
 """Turn an edited file into a plan of events, three-way.
 
-Two-way first: the edited file against its base (the store as it was at the file's base
-seq) says what *you* changed.  Then three-way: each of your changes is set against the
-events appended since the base.  A note changed on both sides is a conflict unless both
-sides reach the same end; changes to different notes merge.  This module owns the mapping
-from an edit to events and the conflict rule; it reads nothing and writes nothing.
+Two-way first: the edited file against its base (the rendering it was made from) says
+what *you* changed.  Then three-way: the base against the store's rendering now says what
+*others* changed meanwhile.  A note changed on both sides is a conflict unless both sides
+reach the same end; changes to different notes merge.  Everything is compared as the file
+shows it, so it does not matter how the store got where it is (events written here, or
+brought by a pull, a merge, a switch of branch).  This module owns the mapping from an
+edit to events and the conflict rule; it reads nothing and writes nothing.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from ..model import LIVE_STATES, MOVE_BY_VERB, MOVES, Event, Note, TextError, marker_move, normalize_text
+from ..model import LIVE_STATES, MOVE_BY_VERB, MOVES, Note, TextError, marker_move, normalize_text
 
 from ..renderer.format import SECTION_TITLES, Selection
 
 from .parse import Item, LineError, ParsedFile
+
 
 @dataclass(frozen=True)
 class Content:
@@ -27,10 +30,10 @@ class Content:
 
 @dataclass(frozen=True)
 class Op:
-    """One change of the check-in: an action on a note (or a new note)."""
+    """One change of the check-in: an action on a note (its full id), or a new note."""
 
     action: str  # create, supersede, revoke, flag_stale, reinstate, expire, promote
-    note_id: int | None
+    note_id: str | None
     line: int
     content: Content | None = None
     reason: str | None = None  # a marker's own reason, over the check-in's
@@ -38,23 +41,22 @@ class Op:
 
 @dataclass(frozen=True)
 class Conflict:
-    note_id: int
+    note_id: str
     line: int
     mine: tuple[Op, ...]
-    theirs: tuple[Event, ...]
+    theirs: str  # what the store did meanwhile, in words
 
 
 @dataclass
 class Plan:
-    base: int
-    head: int  # the store head this plan was made against
+    generation: int = 0  # the index generation it was made against: a write checks it
     ops: list[Op] = field(default_factory=list)
     conflicts: list[Conflict] = field(default_factory=list)
     errors: list[LineError] = field(default_factory=list)
     # notes others changed since the base that you left alone: their changes stand
-    merged: list[int] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
     # your changes that others had already made: nothing to write for them
-    agreed: list[int] = field(default_factory=list)
+    agreed: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -78,42 +80,34 @@ def in_selection(note: Note, selection: Selection) -> bool:
 
 def make_plan(
     parsed: ParsedFile,
-    base_notes: Mapping[int, Note],
-    now_notes: Mapping[int, Note],
-    since: Sequence[Event],
-    head: int,
-    removed: set[int] | None = None,
+    base_notes: Mapping[str, Note],
+    now_notes: Mapping[str, Note],
+    theirs: Mapping[str, str],
+    removed: set[str] | None = None,
+    created_since: Sequence[Note] = (),
 ) -> Plan:
     """The plan for checking `parsed` in.
 
-    `base_notes`: every note as of the file's base seq (text None where forgotten since).
-    `now_notes`: every note now.  `since`: the events after the base, up to `head`.
-    `removed`: when `parsed` holds only the changed part of the file (reconciler.blocks),
-    the notes whose base items are gone; the notes maps then need hold only the notes
-    that part, `removed` and `since` name.
+    `base_notes`: the notes as the base shows them, keyed by the short id the base
+    shows (each holds its full id); every note of the base, or, when `parsed` holds only
+    the blocks the edit changed (reconciler.blocks), those and the ones in `removed`
+    (short ids whose base items are gone).  `now_notes`: the notes now, by full id (at
+    least those of `base_notes`, and their successors).  `theirs`: full id → what others
+    did to it, for every note the store now shows otherwise than the base did.
+    `created_since`: notes created since the base (a check-in that already landed).
     """
-    assert parsed.base is not None
-    plan = Plan(base=parsed.base, head=head, errors=list(parsed.errors))
+    plan = Plan(errors=list(parsed.errors))
     mine = _my_changes(parsed, base_notes, plan.errors, removed)
-    touched: dict[int, list[Event]] = {}
-    for event in since:
-        touched.setdefault(event.note_id, []).append(event)
-    for note_id in [n for n in touched if n in base_notes and n in now_notes]:
-        if not _changed_since(base_notes[note_id], now_notes[note_id]):
-            del touched[note_id]  # changed and changed back (expired, then reinstated): as at the base
     for note_id, (line, ops) in mine.items():
-        theirs = touched.get(note_id)
-        if note_id is None or theirs is None:
+        if note_id is None or note_id not in theirs:
             plan.ops.extend(ops)
         elif ops and all(_already(op, now_notes) for op in ops):
             plan.agreed.append(note_id)
         else:
-            plan.conflicts.append(Conflict(note_id, line, tuple(ops), tuple(theirs)))
-    plan.merged = sorted(
-        n for n in touched if n not in mine and n in base_notes and in_selection(base_notes[n], parsed.selection)
-    )
+            plan.conflicts.append(Conflict(note_id, line, tuple(ops), theirs[note_id]))
+    plan.merged = sorted(set(plan.merged) | {n for n in theirs if n not in mine})
     if plan.ops and not plan.conflicts and all(op.action == "create" for op in plan.ops):
-        done = _created_since(plan.ops, since)
+        done = _created_since(plan.ops, created_since)
         if done is not None:  # the whole edit is in the store already: do not create it twice
             plan.ops = []
             plan.agreed.extend(done)
@@ -121,33 +115,19 @@ def make_plan(
     return plan
 
 
-def _changed_since(base: Note, now: Note) -> bool:
-    """Whether others' events left the note other than it was at the base: what it says
-    and where it stands, not how it got there (a flag raised and lowered again is no
-    change; the three-way merge compares content, as a text merge does)."""
-
-    def fields(note: Note) -> tuple:
-        return (note.kind, note.priority, note.text, note.provenance, note.state,
-                note.supersedes, note.superseded_by, note.disputes)
-
-    return fields(base) != fields(now)
-
-
-def _created_since(creates: Sequence[Op], since: Sequence[Event]) -> list[int] | None:
+def _created_since(creates: Sequence[Op], created: Sequence[Note]) -> list[str] | None:
     """The notes a check-in created since the base with the content of each of `creates`,
     or None unless every one has its match.
 
     When everything else an edit asks for is already in the store and so is every new note
     it adds, the edit itself landed: qem died after the commit and before it could clear
-    the file (a kept checkout, or MEMORY.md checked in with --path), and checking the file
-    in again must not create its notes a second time.
+    the file (MEMORY.md checked in with --path), and checking the file in again must not
+    create its notes a second time.
     """
-    pool: dict[Content, list[int]] = {}
-    for e in since:
-        data = e.data
-        if e.type == "created" and e.checkin and data.get("supersedes") is None and isinstance(data.get("text"), str):
-            content = Content(str(data.get("kind")), str(data.get("priority")), str(data["text"]))
-            pool.setdefault(content, []).append(e.note_id)
+    pool: dict[Content, list[str]] = {}
+    for note in created:
+        if note.provenance == "human" and note.supersedes is None and note.text is not None:
+            pool.setdefault(Content(note.kind, note.priority, note.text), []).append(note.id)
     found = []
     for op in creates:
         matches = pool.get(op.content) if op.content else None
@@ -159,14 +139,14 @@ def _created_since(creates: Sequence[Op], since: Sequence[Event]) -> list[int] |
 
 def _my_changes(
     parsed: ParsedFile,
-    base_notes: Mapping[int, Note],
+    base_notes: Mapping[str, Note],
     errors: list[LineError],
-    removed: set[int] | None = None,
+    removed: set[str] | None = None,
 ) -> dict:
-    """note id (None for new notes) → (line, ops), for every note you changed."""
+    """full note id (None for new notes) → (line, ops), for every note you changed."""
     changes: dict = {}
     new_ops: list[Op] = []
-    seen: dict[int, int] = {}
+    seen: dict[str, int] = {}
     for item in parsed.items:
         if not item.kind or not _in_checkout(item, parsed.selection, errors):
             continue  # outside any section: already an error
@@ -179,7 +159,7 @@ def _my_changes(
         if base is not None:
             ops = _item_changes(item, base, errors)
             if ops:
-                changes[item.note_id] = (item.line, ops)
+                changes[base.id] = (item.line, ops)
     changes.update(_deletions(parsed.selection, base_notes, seen, removed, errors))
     if new_ops:
         changes[None] = (new_ops[0].line, new_ops)
@@ -202,9 +182,9 @@ def _in_checkout(item: Item, selection: Selection, errors: list[LineError]) -> b
 def _known_item(
     item: Item,
     parsed: ParsedFile,
-    base_notes: Mapping[int, Note],
-    seen: dict[int, int],
-    removed: set[int] | None,
+    base_notes: Mapping[str, Note],
+    seen: dict[str, int],
+    removed: set[str] | None,
     errors: list[LineError],
 ) -> Note | None:
     """The base note an existing item stands for; None (with the error) when the id is
@@ -219,7 +199,7 @@ def _known_item(
     base = base_notes.get(item.note_id)
     if base is None or not in_selection(base, parsed.selection):
         where = (
-            f"at this file's base (seq {parsed.base}): it is made up, or newer than the file"
+            "in the rendering this file was made from: it is made up, or from another memory"
             if base is None
             else "in this checkout"
         )
@@ -233,9 +213,9 @@ def _known_item(
 
 def _deletions(
     selection: Selection,
-    base_notes: Mapping[int, Note],
-    seen: dict[int, int],
-    removed: set[int] | None,
+    base_notes: Mapping[str, Note],
+    seen: dict[str, int],
+    removed: set[str] | None,
     errors: list[LineError],
 ) -> dict:
     """Items deleted from the file: a live note is revoked; history cannot be deleted."""
@@ -243,18 +223,18 @@ def _deletions(
         (n, base_notes[n]) for n in sorted(removed) if n in base_notes
     )
     changes = {}
-    for note_id, base in gone:
-        if note_id in seen or not in_selection(base, selection):
+    for short, base in gone:
+        if short in seen or not in_selection(base, selection):
             continue
         if base.state in LIVE_STATES:
-            changes[note_id] = (0, [Op("revoke", note_id, 0)])
+            changes[base.id] = (0, [Op("revoke", base.id, 0)])
         else:
             errors.append(
                 LineError(
                     0,
-                    f"note #{note_id} ({base.state}) was deleted from the file, but history"
+                    f"note #{short} ({base.state}) was deleted from the file, but history"
                     " stays: put its item back (to erase a note for good, use"
-                    f" `qem forget {note_id}`)",
+                    f" `qem forget {short}`)",
                 )
             )
     return changes
@@ -282,11 +262,6 @@ def _item_ops(item: Item, base: Note, errors: list[LineError]) -> list[Op]:
         errors.append(LineError(item.line, f"note #{item.note_id}: {message}"))
         return []
 
-    if base.text is None and base.state != "forgotten":
-        # Forgotten since the file's base, and no copy holds its text any more: the forget
-        # stands, whatever the edit did to the note (qem scrubs its item from kept edits
-        # too); the note is reported among others' changes, kept.
-        return []
     if base.state == "forgotten" or item.state == "forgotten":
         return _tombstone_changes(item, base, refuse)
     if item.date != base.created_at[:10]:
@@ -297,7 +272,7 @@ def _item_ops(item: Item, base: Note, errors: list[LineError]) -> list[Op]:
     if item.provenance != base.provenance:
         if item.provenance != "human":
             return refuse(f"provenance can only be raised to human, not to {item.provenance}")
-        ops.append(Op("promote", item.note_id, item.line))
+        ops.append(Op("promote", base.id, item.line))
     content = _content(item, errors)
     if content is None:
         return []
@@ -332,7 +307,7 @@ def _superseded_changes(item: Item, base: Note, changed: bool, refuse) -> list[O
 def _state_and_text_changes(item: Item, base: Note, content: Content | None, refuse) -> list[Op]:  # type: ignore[no-untyped-def]
     """A new text supersedes; a changed marker moves the state; both at once only to
     bring a note back with new text (reinstated, then superseded)."""
-    n, line = item.note_id, item.line
+    n, line = base.id, item.line
     if content is not None and base.state not in LIVE_STATES:
         if item.state != "active":
             return refuse(
@@ -352,7 +327,7 @@ def _state_and_text_changes(item: Item, base: Note, content: Content | None, ref
     return []
 
 
-def _already(op: Op, now_notes: Mapping[int, Note]) -> bool:
+def _already(op: Op, now_notes: Mapping[str, Note]) -> bool:
     """Whether the store already reached the end `op` asks for (both sides did it)."""
     now = now_notes.get(op.note_id) if op.note_id is not None else None
     if now is None:
@@ -362,7 +337,7 @@ def _already(op: Op, now_notes: Mapping[int, Note]) -> bool:
     if op.action == "supersede":
         if now.state != "superseded" or op.content is None:
             return False
-        successor = now_notes.get(now.superseded_by or 0)
+        successor = now_notes.get(now.superseded_by or "")
         return successor is not None and op.content == Content(
             successor.kind, successor.priority, successor.text or ""
         )

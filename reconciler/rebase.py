@@ -62,19 +62,23 @@ def _shift_line(message: str, shift: int) -> str:
 def rebase(
     parsed: ParsedFile,
     plan: Plan,
-    base_notes: Mapping[int, Note],
-    now_notes: Mapping[int, Note],
-    describe: Mapping[int, str],
+    base_notes: Mapping[str, Note],
+    now_notes: Mapping[str, Note],
+    describe: Mapping[str, str],
     messages: Sequence[str],
+    base: str | None = None,
 ) -> str:
-    """The file to reopen: based on `plan.head`, your changes kept, conflicts marked.
+    """The file to reopen: the store as it is now, your changes kept, conflicts marked.
 
-    `describe` gives, per conflicting note id, one line on what the store did to it.
+    `base_notes` are keyed by the short id the base showed (as for make_plan), `now_notes`
+    (every note) by full id; `describe` gives, per conflicting note, one line on what the
+    store did to it; `base` is the rendering the reopened edit is based on (its help line
+    names it).
     """
     selection: Selection = parsed.selection
     sections = _placed(parsed, plan, base_notes, now_notes, describe)
     new_items = [i for i in parsed.items if i.note_id is None and i.kind]
-    out = [header_line(plan.head, selection), *error_comment(messages), ""]
+    out = [header_line(parsed.memory or "", selection), *error_comment(messages), ""]
     for kind in KINDS:
         if not selection.holds_kind(kind):
             continue
@@ -87,46 +91,49 @@ def rebase(
                 out.extend(item.raw)
         if entries or any(i.kind == kind for i in new_items):
             out.append("")
-    return for_editing("\n".join(out).rstrip("\n") + "\n")
+    return for_editing("\n".join(out).rstrip("\n") + "\n", base)
 
 
 def _placed(
     parsed: ParsedFile,
     plan: Plan,
-    base_notes: Mapping[int, Note],
-    now_notes: Mapping[int, Note],
-    describe: Mapping[int, str],
-) -> dict[str, list[tuple[int, list[str]]]]:
+    base_notes: Mapping[str, Note],
+    now_notes: Mapping[str, Note],
+    describe: Mapping[str, str],
+) -> dict[str, list[tuple[str, list[str]]]]:
     """Each section's entries (note id, lines): conflict blocks, your changed items as
     you wrote them, every other note as the store has it now."""
     selection = parsed.selection
-    mine: dict[int, Item] = {i.note_id: i for i in parsed.items if i.note_id is not None}
+    shorts = {n.id: n.shown for n in now_notes.values()}
+    base_by_id = {n.id: n for n in base_notes.values()}
+    mine: dict[str, Item] = {base_notes[i.note_id].id: i for i in parsed.items if i.note_id in base_notes}
     changed = {op.note_id for op in plan.ops if op.note_id is not None}
-    sections: dict[str, list[tuple[int, list[str]]]] = {k: [] for k in KINDS}
-    shown: set[int] = set()  # notes a conflict block shows (a successor, beside its parent)
+    sections: dict[str, list[tuple[str, list[str]]]] = {k: [] for k in KINDS}
+    shown: set[str] = set()  # notes a conflict block shows (a successor, beside its parent)
     for conflict in plan.conflicts:
         note = now_notes[conflict.note_id]
-        block, also = _conflict_block(note, mine.get(note.id), base_notes.get(note.id), plan,
-                                      describe.get(note.id, ""), now_notes)
+        block, also = _conflict_block(note, mine.get(note.id), base_by_id.get(note.id),
+                                      describe.get(note.id, ""), now_notes, shorts)
         sections[note.kind].append((note.id, block))
         shown |= also | {note.id}
     for note in now_notes.values():
         if note.id in shown:
             continue
-        if not in_selection(note, selection) and not (note.id in base_notes and in_selection(base_notes[note.id], selection)):
+        if not in_selection(note, selection) and not (note.id in base_by_id and in_selection(base_by_id[note.id], selection)):
             continue
         if note.id in changed:
             item = mine.get(note.id)
             if item is not None:  # absent: you deleted it, and it stays deleted
                 sections[item.kind or note.kind].append((note.id, item.raw))
         elif in_selection(note, selection):
-            sections[note.kind].append((note.id, render_item(note)))
+            sections[note.kind].append((note.id, render_item(note, None, shorts)))
     return sections
 
 
 def _conflict_block(
-    now: Note, item: Item | None, base: Note | None, plan: Plan, what: str, now_notes: Mapping[int, Note]
-) -> tuple[list[str], set[int]]:
+    now: Note, item: Item | None, base: Note | None, what: str, now_notes: Mapping[str, Note],
+    shorts: Mapping[str, str],
+) -> tuple[list[str], set[str]]:
     """Your side, the base and the store's side of one note, between marker lines; and the
     other notes the block shows.  Your side is written in a form that checks in against
     the store now: a change to a note the store superseded meanwhile is moved onto its
@@ -134,31 +141,33 @@ def _conflict_block(
     successor = None
     if now.state == "superseded" and now.superseded_by in now_notes:
         successor = now_notes[now.superseded_by]
-    label, yours = _yours(now, item, base, successor)
-    lines = [f"<<<<<<< yours: {label}", *yours, f"||||||| base (seq {plan.base})"]
-    if base is not None:
-        lines.extend(render_item(base))
-    lines.append(f"======= the store now (seq {plan.head}): {what}")
-    lines.extend(render_item(now))
+    label, yours = _yours(now, item, base, successor, shorts)
+    lines = [f"<<<<<<< yours: {label}", *yours, "||||||| base: as your file was made"]
+    if base is not None:  # a text forgotten since is not written back: the base shows its tombstone
+        lines.extend(render_item(base) if now.state != "forgotten" else render_item(now, None, shorts))
+    lines.append(f"======= the store now: {what}")
+    lines.extend(render_item(now, None, shorts))
     if successor is not None:
-        lines.extend(render_item(successor))
-    lines.append(f">>>>>>> end of the conflict on #{now.id}: keep one side, delete the other and these marker lines")
+        lines.extend(render_item(successor, None, shorts))
+    lines.append(f">>>>>>> end of the conflict on #{now.shown}: keep one side, delete the other and these marker lines")
     return lines, {successor.id} if successor is not None else set()
 
 
-def _yours(now: Note, item: Item | None, base: Note | None, successor: Note | None) -> tuple[str, list[str]]:
+def _yours(now: Note, item: Item | None, base: Note | None, successor: Note | None,
+           shorts: Mapping[str, str]) -> tuple[str, list[str]]:
     if successor is not None:
-        replaced = f"#{successor.id}, which replaced #{now.id} since your base"
+        replaced = f"#{successor.shown}, which replaced #{now.shown} since your base"
         if item is None:
-            return f"you deleted #{now.id}; {replaced}, goes too (keeping this side revokes it)", render_item(now)
+            return f"you deleted #{now.shown}; {replaced}, goes too (keeping this side revokes it)", render_item(now, None, shorts)
         moved = _retarget(successor, item, base)
-        return (f"your change to #{now.id}, put on {replaced} (keeping this side makes it there)",
-                render_item(now) + render_item(moved))
+        return (f"your change to #{now.shown}, put on {replaced} (keeping this side makes it there)",
+                render_item(now, None, shorts) + render_item(moved, None, shorts))
     if now.state == "forgotten" and item is not None and item.text:
         first, *more = item.text.split("\n")
         new = [f"- {item.priority}{SEP}{escape_first_line(first)}"] + [INDENT + line if line else "" for line in more]
-        return f"#{now.id} was forgotten since your base; keeping this side makes your text a new note", render_item(now) + new
-    return f"#{now.id} as you left it" + ("" if item else " (you deleted it)"), list(item.raw) if item else []
+        return (f"#{now.shown} was forgotten since your base; keeping this side makes your text a new note",
+                render_item(now, None, shorts) + new)
+    return f"#{now.shown} as you left it" + ("" if item else " (you deleted it)"), list(item.raw) if item else []
 
 
 def _retarget(successor: Note, item: Item, base: Note | None) -> Note:

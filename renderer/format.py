@@ -18,7 +18,7 @@ from ..model import KINDS
 # only while this matches, so it changes with every change to what the renderer writes;
 # fixtures/golden/VERSION records the golden files' digest for it, and a test fails when
 # they change without it (QEM_UPDATE_GOLDEN=1 records a new version's digest).
-FORMAT_VERSION = "3"
+FORMAT_VERSION = "4"
 
 SEP = " · "
 INDENT = "  "
@@ -43,9 +43,13 @@ STATE_WORDS: dict[str, str] = {
 }
 WORD_BY_STATE: dict[str, str] = {state: word for word, state in STATE_WORDS.items()}
 
+# The header names the memory the file belongs to (so a file from another repository's
+# memory is refused), never the moment it was rendered: a line that changed on every
+# export would conflict on every merge.
 HEADER_RE = re.compile(
-    r"<!-- qem base=(?P<base>\d+)(?: kinds=(?P<kinds>[a-z,]+))?(?P<active> active)?(?: · .*)? -->\Z"
+    r"<!-- qem memory=(?P<memory>[0-9a-z-]+)(?: kinds=(?P<kinds>[a-z,]+))?(?P<active> active)?(?: · .*)? -->\Z"
 )
+_ID = r"[0-9a-z]+"
 ERRORS_OPEN = "<!-- qem:errors"
 HELP_OPEN = "<!-- qem:help"
 COMMENT_CLOSE = "-->"
@@ -62,12 +66,13 @@ How this file is checked in (`qem edit` does it when you close the editor):
                          the old text stays in the log; a new priority or section does too
   a new `- text` line    a new note of its section's kind: `- high · text` sets the priority
   history items          superseded, revoked, expired and forgotten notes stay as they are
+  DISPUTED               shows a disagreement: `qem rule` settles it, or an edit of the note
 
 Markers, written after the provenance, each followed by ` · `:
 
-  stale      - [#12] 2026-06-05 · high · agent · STALE (moved to v2) · Release the lock first.
-  revoke     - [#12] 2026-06-05 · high · agent · REVOKED (it was wrong) · Release the lock first.
-  expire     - [#12] 2026-06-05 · high · agent · EXPIRED · Release the lock first.
+  stale      - [#k3f9] 2026-06-05 · high · agent · STALE (moved to v2) · Release the lock first.
+  revoke     - [#k3f9] 2026-06-05 · high · agent · REVOKED (it was wrong) · Release the lock first.
+  expire     - [#k3f9] 2026-06-05 · high · agent · EXPIRED · Release the lock first.
   reinstate  delete the marker (and its date) from a stale, revoked or expired note
   promote    write `human` for the provenance: a person stands behind the note
 
@@ -82,23 +87,25 @@ STATE_MARKER_RE = re.compile(
     rf"(?P<word>REVOKED|STALE|EXPIRED)(?: (?P<date>{_DATE}))?(?: {_REASON})?"
 )
 SUPERSEDED_MARKER_RE = re.compile(
-    rf"SUPERSEDED by #(?P<by>\d+)(?: (?P<date>{_DATE}))?(?: {_REASON})?"
+    rf"SUPERSEDED by #(?P<by>{_ID})(?: (?P<date>{_DATE}))?(?: {_REASON})?"
 )
-SUPERSEDES_MARKER_RE = re.compile(r"supersedes #(?P<of>\d+)")
-# Derived, read-only: an open dispute or a fork.  Settled by editing one side, not by
-# editing the marker, so the parser reads it and lets it go.
+SUPERSEDES_MARKER_RE = re.compile(rf"supersedes #(?P<of>{_ID})")
+# Derived, read-only: an open dispute with another note, a fork, or concurrent changes of
+# the note's own state.  Settled by a ruling or by editing the note, not by editing the
+# marker, so the parser reads it and lets it go.
 DISPUTED_MARKER_RE = re.compile(
-    r"DISPUTED with #\d+(?:, #\d+)* \((?:dispute \d+|fork of #\d+)\)"
+    rf"DISPUTED (?:with #{_ID}(?:, #{_ID})* \((?:dispute {_ID}|fork of #{_ID})\)"
+    rf"|\(concurrent: [^()]*\))"
 )
 # Words that begin a marker: a text starting with one is escaped so it cannot pass for one.
 MARKER_START_RE = re.compile(r"(?:REVOKED|STALE|EXPIRED|SUPERSEDED|FORGOTTEN|DISPUTED|supersedes)\b")
 
 ITEM_RE = re.compile(
-    rf"- \[#(?P<id>\d+)\] (?P<date>{_DATE}){SEP}(?P<priority>[^ ·]+){SEP}"
+    rf"- \[#(?P<id>{_ID})\] (?P<date>{_DATE}){SEP}(?P<priority>[^ ·]+){SEP}"
     rf"(?P<provenance>[^ ·]+){SEP}(?P<rest>.*)\Z"
 )
-TOMBSTONE_RE = re.compile(rf"- \[#(?P<id>\d+)\] FORGOTTEN(?: (?P<date>{_DATE}))?\Z")
-ITEM_ID_RE = re.compile(r"- \[#(?P<id>\d+)\]")
+TOMBSTONE_RE = re.compile(rf"- \[#(?P<id>{_ID})\] FORGOTTEN(?: (?P<date>{_DATE}))?\Z")
+ITEM_ID_RE = re.compile(rf"- \[#(?P<id>{_ID})\]")
 
 
 @dataclass(frozen=True)

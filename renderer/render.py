@@ -1,8 +1,9 @@
 """Render notes to MEMORY.md text.
 
-Output depends only on the notes and the base seq given: no clock, locale, time zone or
+Output depends only on the notes and the memory id given: no clock, locale, time zone or
 hash order.  Sorting happens here (kind rank, then note id), so the total order does not
-rest on whatever order the caller's query returned.
+rest on whatever order the caller's query returned.  Notes are shown by their short ids
+(`shorts`: note id → short id, the store's); links to other notes likewise.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from ..resolver import Graph, disputed_with
 
 from .format import (
     CHECKOUT_HELP,
+    HELP_OPEN,
     INDENT,
     SECTION_TITLES,
     SEP,
@@ -26,23 +28,24 @@ from .format import (
 ALL = Selection()
 
 
-def header_line(base: int, selection: Selection = ALL) -> str:
-    parts = [f"<!-- qem base={base}"]
+def header_line(memory: str, selection: Selection = ALL) -> str:
+    parts = [f"<!-- qem memory={memory}"]
     if selection.kinds is not None:
         parts.append(f" kinds={','.join(selection.kinds)}")
     if selection.active_only:
         parts.append(" active")
     parts.append(
-        SEP + "generated from the qem note store; change notes with `qem edit`,"
+        SEP + "generated from qem's log; change notes with `qem edit`,"
         " or edit this file and run `qem checkin` -->"
     )
     return "".join(parts)
 
 
-def render(notes: Iterable[Note], base: int, selection: Selection = ALL) -> str:
+def render(notes: Iterable[Note], memory: str, selection: Selection = ALL) -> str:
     """The whole file.  `notes` may come in any order; those outside `selection` are left out."""
     notes = list(notes)
     graph = _disagreements(notes)
+    shorts = {n.id: n.shown for n in notes}
     by_kind: dict[str, list[Note]] = {kind: [] for kind in KINDS}
     for note in notes:
         if selection.holds_kind(note.kind) and not (selection.active_only and not note.live):
@@ -50,33 +53,51 @@ def render(notes: Iterable[Note], base: int, selection: Selection = ALL) -> str:
     sections: dict[str, list[str]] = {}
     for kind, section in by_kind.items():
         section.sort(key=_by_id)
-        sections[kind] = [item_text(note, graph) for note in section]
-    return assemble(base, selection, sections)
+        sections[kind] = [item_text(note, graph, shorts) for note in section]
+    return assemble(memory, selection, sections)
 
 
-def for_editing(rendering: str) -> str:
-    """A rendering as a checkout: with how to edit it, in a comment at the end."""
-    return rendering + "\n" + CHECKOUT_HELP
+def for_editing(rendering: str, base: str | None = None) -> str:
+    """A rendering (or an edit of `base`) as a checkout: with how to edit it, in a comment
+    at the end whose first line names the rendering it was made from (`base=`: see
+    `rendering_id`), so that even a copy of the file can be checked in against its base."""
+    named = rendering_id((rendering if base is None else base).encode("utf-8"))
+    return rendering + "\n" + CHECKOUT_HELP.replace(HELP_OPEN, f"{HELP_OPEN} base={named}", 1)
 
 
-def item_text(note: Note, graph: Graph | None = None) -> str:
+def rendering_id(rendering: bytes) -> str:
+    """A rendering's name in a checkout's help line: the start of its SHA-256."""
+    import hashlib
+
+    return hashlib.sha256(rendering).hexdigest()[:16]
+
+
+def base_named(data: bytes) -> str | None:
+    """The base a checkout's help line names (None: no help line, or one naming none)."""
+    import re
+
+    found = re.search(rb"^" + re.escape(HELP_OPEN.encode()) + rb" base=([0-9a-f]{16})\b", data, re.M)
+    return found[1].decode("ascii") if found else None
+
+
+def item_text(note: Note, graph: Graph | None = None, shorts: Mapping[str, str] | None = None) -> str:
     """One item as text, ending in a newline: the unit the store caches and export joins."""
-    return "\n".join(render_item(note, graph)) + "\n"
+    return "\n".join(render_item(note, graph, shorts)) + "\n"
 
 
-def assemble(base: int, selection: Selection, sections: Mapping[str, Sequence[str]]) -> str:
+def assemble(memory: str, selection: Selection, sections: Mapping[str, Sequence[str]]) -> str:
     """The file from its items: `sections` maps a kind to its item texts, in id order."""
-    return "".join(_layout(base, selection, sections, str))
+    return "".join(_layout(memory, selection, sections, str))
 
 
-def assemble_bytes(base: int, selection: Selection, sections: Mapping[str, Sequence[bytes]]) -> bytes:
+def assemble_bytes(memory: str, selection: Selection, sections: Mapping[str, Sequence[bytes]]) -> bytes:
     """`assemble` over UTF-8 items: the export path never decodes what it only compares."""
-    return b"".join(_layout(base, selection, sections, str.encode))
+    return b"".join(_layout(memory, selection, sections, str.encode))
 
 
-def _layout(base, selection, sections, literal):  # type: ignore[no-untyped-def]
+def _layout(memory, selection, sections, literal):  # type: ignore[no-untyped-def]
     kinds = [kind for kind in KINDS if selection.holds_kind(kind)]
-    out = [literal(header_line(base, selection) + "\n\n")]
+    out = [literal(header_line(memory, selection) + "\n\n")]
     for position, kind in enumerate(kinds, start=1):
         out.append(literal(f"## {SECTION_TITLES[kind]}\n"))
         items = sections.get(kind, ())
@@ -88,16 +109,16 @@ def _layout(base, selection, sections, literal):  # type: ignore[no-untyped-def]
     return out
 
 
-def _by_id(note: Note) -> int:
+def _by_id(note: Note) -> str:
     return note.id
 
 
 def _disagreements(notes: list[Note]) -> Graph | None:
     """The graph, only when some note is disputed or forked (rare; skip the work otherwise)."""
-    parents: set[int] = set()
+    parents: set[str] = set()
     needed = False
     for note in notes:
-        if note.disputes:
+        if note.disputes or note.rivals:
             needed = True
             break
         if note.supersedes is not None:
@@ -108,19 +129,23 @@ def _disagreements(notes: list[Note]) -> Graph | None:
     return Graph.of({n.id: n for n in notes}) if needed else None
 
 
-def render_item(note: Note, graph: Graph | None = None) -> list[str]:
+def render_item(note: Note, graph: Graph | None = None, shorts: Mapping[str, str] | None = None) -> list[str]:
     """The lines of one note's list item."""
+    shown = (shorts or {}).get
+    me = shown(note.id, note.shown)
     if note.state == "forgotten" or note.text is None:
-        return [f"- [#{note.id}] FORGOTTEN {_date(note.state_at or note.created_at)}"]
-    fields = [f"- [#{note.id}] {note.created_at[:10]}", note.priority, note.provenance]
-    marker = state_marker(note)
+        return [f"- [#{me}] FORGOTTEN {_date(note.state_at or note.created_at)}"]
+    fields = [f"- [#{me}] {note.created_at[:10]}", note.priority, note.provenance]
+    marker = state_marker(note, shorts)
     if marker:
         fields.append(marker)
     if note.supersedes is not None:
-        fields.append(f"supersedes #{note.supersedes}")
+        fields.append(f"supersedes #{shown(note.supersedes, note.supersedes)}")
     if graph is not None:
         for label, others in disputed_with(note, graph):
-            fields.append(f"DISPUTED with {', '.join(f'#{o}' for o in others)} ({label})")
+            fields.append(f"DISPUTED with {', '.join(f'#{shown(o, o)}' for o in others)} ({label})")
+    if note.rivals:
+        fields.append(rivals_marker(note, shorts))
     first, *more = note.text.split("\n")
     fields.append(escape_first_line(first))
     lines = [SEP.join(fields)]
@@ -128,13 +153,30 @@ def render_item(note: Note, graph: Graph | None = None) -> list[str]:
     return lines
 
 
-def state_marker(note: Note) -> str | None:
+def rivals_marker(note: Note, shorts: Mapping[str, str] | None = None) -> str:
+    """Concurrent changes of the note's state that disagree, each with the first
+    characters of the event `qem rule NOTE --keep EVENT` takes."""
+    shown = (shorts or {}).get
+    sides = []
+    for rival in note.rivals:
+        what = WORD_BY_STATE.get(rival.state, rival.state).lower() if rival.state != "active" else "reinstated"
+        if rival.superseded_by:
+            what += f" by #{shown(rival.superseded_by, rival.superseded_by)}"
+        sides.append(f"{what} {rival.tip[:RULE_SHOWN]}")
+    return f"DISPUTED (concurrent: {' | '.join(sides)})"
+
+
+RULE_SHOWN = 6  # characters of a side's last event shown in the marker
+
+
+def state_marker(note: Note, shorts: Mapping[str, str] | None = None) -> str | None:
     if note.state == "active":
         return None
     word = WORD_BY_STATE[note.state]
     parts = [word]
     if note.state == "superseded":
-        parts.append(f"by #{note.superseded_by}")
+        by = note.superseded_by or ""
+        parts.append(f"by #{(shorts or {}).get(by, by)}")
     if note.state_at:
         parts.append(_date(note.state_at))
     if note.state_reason and note.state_reason.strip():

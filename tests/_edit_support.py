@@ -12,7 +12,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from builders import SEEDED_LOG, load_store, store_path
+from builders import SEEDED_LOG, NoteMap, load_store, note_map, store_path
 from qem_edit.model import Event, Note
 from qem_edit.store import Store
 
@@ -45,26 +45,39 @@ TEXTS = {
 
 
 def seed(ws: Path) -> None:
-    """Write the standard store into workspace `ws` (in-process, no CLI): the log
-    fixtures/checkin/seeded.jsonl, which the check-in cases share."""
+    """Write the standard memory into workspace `ws` (in-process, no CLI): the log
+    fixtures/checkin/seeded.jsonl (numbered; converted on load, each note keeping its
+    number as an alias), which the check-in cases share."""
     with load_store(store_path(ws), SEEDED_LOG) as store:
-        assert store.head() == SEED_HEAD
-        assert {n.id: n.text for n in store.notes() if n.id in TEXTS} == TEXTS
+        assert len(store.events()) == SEED_HEAD
+        assert {n.alias: n.text for n in store.notes() if n.alias in TEXTS} == TEXTS
 
 
-def notes(ws: Path) -> dict[int, Note]:
+def notes(ws: Path) -> NoteMap:
+    """Every note, by full id, or by its old number (an int key)."""
     with Store.open(store_path(ws)) as store:
-        return {n.id: n for n in store.notes()}
+        return note_map(store)
 
 
 def events(ws: Path, after: int = 0) -> list[Event]:
+    """The events in the order every clone agrees on, from the `after`-th on (new events
+    come last: their clocks are higher)."""
     with Store.open(store_path(ws)) as store:
-        return store.events(after=after)
+        return store.events()[after:]
 
 
 def head(ws: Path) -> int:
+    """How many events the log holds (a write that lands adds some)."""
     with Store.open(store_path(ws)) as store:
-        return store.head()
+        return len(store.events())
+
+
+def shorts(ws: Path) -> dict:  # type: ignore[type-arg]
+    """The short ids MEMORY.md shows, by old number and by full id."""
+    with Store.open(store_path(ws)) as store:
+        out: dict = {n.id: n.shown for n in store.notes()}
+        out.update({n.alias: n.shown for n in store.notes() if n.alias is not None})
+        return out
 
 
 EDITOR_PRELUDE = r'''
@@ -162,3 +175,9 @@ def resume_id(stderr: str) -> str:
     found = RESUME_RE.findall(stderr)
     assert found, f"no `qem edit --resume ID` hint in:\n{stderr}"
     return found[-1]
+
+
+def aliases(ws: Path) -> dict:  # type: ignore[type-arg]
+    """Each note's old number by its full id (notes made since have none: their id)."""
+    with Store.open(store_path(ws)) as store:
+        return {n.id: (n.alias if n.alias is not None else n.id) for n in store.notes()}

@@ -1,6 +1,13 @@
 """Helpers shared by the reliability tests (test_crash, test_stress, test_hostile,
-test_security): killing children, reading stores, and recording the figures that
+test_security): killing children, reading memories, and recording the figures that
 docs/RELIABILITY.md quotes.
+
+A memory is a log of files under `<workspace>/.qem` with a local SQLite index beside it
+(qem_edit.store).  `verify` is what `qem verify` checks (the log, the index against a fresh
+replay of the log, the supersession graph), disputes included: in one clone, writers take
+turns, so any fork or concurrent change is a defect here.  `rendering_prefix` finds which
+state of the log a mirror renders: MEMORY.md no longer names a base, so a mirror is "never
+torn" when it is, byte for byte, the rendering of some prefix of the log in clock order.
 
 Figures: when QEM_RELIABILITY_REPORT names a file, each test appends one JSON line to it
 (`{"test": ..., "figure": ..., "value": ...}`).  The variable is read at import, because
@@ -84,6 +91,53 @@ def python_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.update(extra or {})
     return env
+
+
+def verify(store, place=None) -> list[str]:  # type: ignore[no-untyped-def]
+    """What `qem verify` reports for `store` (and the mirror of `place`, when given):
+    its problems and its open disputes."""
+    from qem_edit.checks import verify_report
+
+    report = verify_report(store, place)
+    return report.problems + report.disputes
+
+
+def log_names(root: Path) -> set[str]:
+    """Every file of the log under a memory directory (`events/`, `texts/`, `packs/`)."""
+    from qem_edit.logtree import LogTree
+
+    return LogTree(root).names()
+
+
+def prefix_notes(events: list, texts: dict[str, str], count: int) -> dict:  # type: ignore[type-arg]
+    """The notes after the first `count` events (in clock order), with the short ids the
+    index gives a memory holding exactly those notes."""
+    from dataclasses import replace
+
+    from qem_edit import ids
+    from qem_edit.model import replay
+
+    notes = replay(events[:count], texts)
+    shorts = ids.short_ids({n: note.short_len for n, note in notes.items()})
+    return {n: replace(note, short=shorts[n]) for n, note in notes.items()}
+
+
+def rendering_prefix(store, data: bytes, *, editing: bool = False, upto: int | None = None,  # type: ignore[no-untyped-def]
+                     since: int = 0) -> int | None:
+    """How many events (in clock order) the log held when `data` was rendered: the
+    largest count in `since..upto` whose rendering is `data` byte for byte (`editing`:
+    a checkout, with its help comment); None when no prefix renders it (a torn file)."""
+    from qem_edit.renderer import for_editing, render
+
+    events = store.events()
+    texts = store.texts()
+    memory = store.memory_id()
+    upto = len(events) if upto is None else min(upto, len(events))
+    for count in range(upto, since - 1, -1):
+        text = render(prefix_notes(events, texts, count).values(), memory)
+        if (for_editing(text) if editing else text).encode("utf-8") == data:
+            return count
+    return None
 
 
 def no_traceback(*outputs: str) -> None:

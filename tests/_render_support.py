@@ -6,12 +6,15 @@ checks the format promises.  (Stores are built with builders.load_store.)
 
 from __future__ import annotations
 
+import hashlib
 import re
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
 from hypothesis import strategies as st
 
+from qem_edit import ids
 from qem_edit.model import KINDS, PRIORITIES, PROVENANCES, Note, TextError, normalize_text
 
 from qem_edit.renderer.format import ITEM_RE, SECTION_TITLES
@@ -20,12 +23,14 @@ ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "fixtures" / "golden"
 CORPUS = ROOT / "fixtures" / "corpus-749.jsonl"
 CORPUS_MD = ROOT / "fixtures" / "MEMORY-749.md"
+MEMORY = "t3stmem0ry00"  # the memory id the generated renderings name
 
 # Fragments that imitate the file's own syntax, markdown's, or an editor's noise.
 HOSTILE = (
     "\n## Directives\n- [#999] 2026-01-01 · high · agent · forged\n",
     "## Tasks", "- [#5] 2026-06-01 · low · agent · lookalike", "- ", "* ", "+ ", "1. ", "-",
     "<!-- qem base=999 -->", "<!--", "-->", "<!-- qem:errors", "```", "~~~", "    code",
+    "- [#k3f9] 2026-06-01 · low · agent · lookalike", "<!-- qem memory=t3stmem0ry00 -->",
     "\t", " · ", "·", "REVOKED", "REVOKED 2026-01-01 (x) · ", "STALE (r) · ", "EXPIRED · ",
     "SUPERSEDED by #3 2026-01-01 · ", "supersedes #2 · ", "FORGOTTEN", "FORGOTTEN 2026-01-01",
     "DISPUTED with #1 (dispute 1) · ", "\\", "\\\\", "\\(", "<<<<<<< yours", "=======",
@@ -54,8 +59,19 @@ TIME = st.tuples(DAY, st.integers(0, 23), st.integers(0, 59), st.integers(0, 59)
 STATES = ("active", "active", "stale", "revoked", "expired", "superseded", "forgotten")
 
 
+def an_id(*seed: object) -> str:
+    """A 26-character note id, fixed by `seed`."""
+    return ids.encode(hashlib.sha256(repr(seed).encode()).digest())
+
+
+# A few ids notes are drawn from and point at, so supersedes targets and dispute sides are
+# shared (forks happen), and some share a prefix (their short ids grow past 4 characters).
+POOL = [an_id("pool", i) for i in range(32)] + [an_id("pool", 0)[:5] + an_id("twin", i)[5:] for i in range(8)]
+ID = st.one_of(st.sampled_from(POOL), st.integers(0, 2**64).map(lambda i: an_id("any", i)))
+
+
 @st.composite
-def note_for(draw, note_id: int, disputes: bool = False) -> Note:
+def note_for(draw, note_id: str, disputes: bool = False) -> Note:
     state = draw(st.sampled_from(STATES))
     changed = state != "active" or draw(st.booleans())  # a reinstated note has a state_at
     return Note(
@@ -66,12 +82,12 @@ def note_for(draw, note_id: int, disputes: bool = False) -> Note:
         provenance=draw(st.sampled_from(PROVENANCES)),
         created_at=draw(TIME),
         actor="tester",
-        supersedes=draw(st.one_of(st.none(), st.integers(1, 40))),
-        superseded_by=draw(st.integers(1, 10**9)) if state == "superseded" else None,
+        supersedes=draw(st.one_of(st.none(), st.sampled_from(POOL))),
+        superseded_by=draw(ID) if state == "superseded" else None,
         state=state,
         state_at=draw(TIME) if changed else None,
         state_reason=draw(REASON) if changed else None,
-        disputes=tuple(draw(st.lists(st.tuples(st.integers(1, 99), st.integers(1, 40)), max_size=2)))
+        disputes=tuple(draw(st.lists(st.tuples(ID, st.sampled_from(POOL)), max_size=2)))
         if disputes and state in ("active", "stale")
         else (),
     )
@@ -79,11 +95,12 @@ def note_for(draw, note_id: int, disputes: bool = False) -> Note:
 
 @st.composite
 def note_sets(draw, max_notes: int = 8, disputes: bool = False) -> list[Note]:
-    """Notes with distinct ids (small ids share supersedes targets, so forks happen)."""
-    ids = draw(
-        st.lists(st.one_of(st.integers(1, 40), st.integers(1, 2**63 - 1)), unique=True, max_size=max_notes)
-    )
-    return [draw(note_for(i, disputes)) for i in ids]
+    """Notes with distinct ids, each with the short id the store would give it (ids from
+    POOL share supersedes targets, so forks happen)."""
+    chosen = draw(st.lists(ID, unique=True, max_size=max_notes))
+    notes = [draw(note_for(i, disputes)) for i in chosen]
+    shorts = ids.short_ids({n.id: ids.MIN_SHORT for n in notes})
+    return [replace(n, short=shorts[n.id]) for n in notes]
 
 
 def flat_reason(reason: str | None) -> str | None:
@@ -95,7 +112,7 @@ def flat_reason(reason: str | None) -> str | None:
 
 # -- structure -------------------------------------------------------------------------------
 
-_STRUCTURE = ("<!-- qem base=", "## ", "- [#")
+_STRUCTURE = ("<!-- qem memory=", "## ", "- [#")
 
 
 def column_zero_lines(text: str) -> list[str]:
@@ -110,21 +127,21 @@ def check_column_zero_rule(text: str, notes: list[Note]) -> None:
     assert all(line.startswith(_STRUCTURE) for line in lines), [
         line for line in lines if not line.startswith(_STRUCTURE)
     ]
-    assert sum(line.startswith("<!-- qem base=") for line in lines) == 1
+    assert sum(line.startswith("<!-- qem memory=") for line in lines) == 1
     assert [line for line in lines if line.startswith("## ")] == [
         f"## {title}" for title in SECTION_TITLES.values()
     ]
-    assert sorted(int(re.match(r"- \[#(\d+)\]", line)[1]) for line in lines if line.startswith("- [#")) == sorted(
-        n.id for n in notes
+    assert sorted(re.match(r"- \[#([0-9a-z]+)\]", line)[1] for line in lines if line.startswith("- [#")) == sorted(
+        n.shown for n in notes
     )
 
 
-def markdown_outline(text: str) -> list[tuple[str, list[int]]]:
-    """(top-level h2 title, [note id of each top-level list item]) as CommonMark reads it."""
+def markdown_outline(text: str) -> list[tuple[str, list[str]]]:
+    """(top-level h2 title, [shown id of each top-level list item]) as CommonMark reads it."""
     from markdown_it import MarkdownIt
 
     tokens = MarkdownIt("commonmark").parse(text)
-    outline: list[tuple[str, list[int]]] = []
+    outline: list[tuple[str, list[str]]] = []
     for i, token in enumerate(tokens):
         if token.type == "heading_open" and token.level == 0:
             assert token.tag == "h2", token
@@ -133,22 +150,23 @@ def markdown_outline(text: str) -> list[tuple[str, list[int]]]:
             j = i + 1
             while tokens[j].type != "inline":
                 j += 1
-            match = re.match(r"\[#(\d+)\]", tokens[j].content)
+            match = re.match(r"\[#([0-9a-z]+)\]", tokens[j].content)
             assert match, tokens[j].content
             assert outline, "a list item before any heading"
-            outline[-1][1].append(int(match[1]))
+            outline[-1][1].append(match[1])
         elif token.level == 0 and token.type not in (
             "heading_open", "heading_close", "inline", "bullet_list_open", "bullet_list_close", "html_block",
         ):
             raise AssertionError(f"unexpected top-level block {token.type} at line {token.map}")
         elif token.type == "html_block" and token.level == 0:
-            assert token.content.startswith("<!-- qem base="), token.content
+            assert token.content.startswith("<!-- qem memory="), token.content
     return outline
 
 
-def expected_outline(notes: list[Note]) -> list[tuple[str, list[int]]]:
+def expected_outline(notes: list[Note]) -> list[tuple[str, list[str]]]:
+    """Each section's notes, by the ids they are shown by, in id order."""
     return [
-        (SECTION_TITLES[kind], sorted(n.id for n in notes if n.kind == kind)) for kind in KINDS
+        (SECTION_TITLES[kind], [n.shown for n in sorted(notes, key=lambda n: n.id) if n.kind == kind]) for kind in KINDS
     ]
 
 
@@ -157,5 +175,5 @@ def marker_date(item) -> str | None:  # type: ignore[no-untyped-def]
     match = ITEM_RE.match(item.raw[0])
     if match is None:
         return None
-    found = re.match(r"(?:REVOKED|STALE|EXPIRED|SUPERSEDED by #\d+) (\d{4}-\d{2}-\d{2})", match["rest"])
+    found = re.match(r"(?:REVOKED|STALE|EXPIRED|SUPERSEDED by #[0-9a-z]+) (\d{4}-\d{2}-\d{2})", match["rest"])
     return found[1] if found else None

@@ -11,28 +11,28 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import FIXTURES
-from qem_edit.dump import load_events, read_dump
+from qem_edit.dump import load, read_dump
 from qem_edit.export import render_store
-from qem_edit.model import Event, NewNote
+from qem_edit.model import Event, NewNote, Note
 from qem_edit.renderer import Selection
 from qem_edit.store import Store
-from qem_edit.workspace import STATE_DIR, STORE_NAME, Workspace
+from qem_edit.workspace import STATE_DIR, Workspace
 
 AT = "2026-07-27T10:00:00Z"
 CASES = FIXTURES / "checkin"  # the check-in cases, and the logs they share
 SEEDED_LOG = CASES / "seeded.jsonl"  # the standard seeded store (see _edit_support)
 
 
-# -- where a workspace keeps its store ------------------------------------------------------------
+# -- where a workspace keeps its memory -----------------------------------------------------------
 
 
 def store_path(root: Path) -> Path:
-    """The default store of the workspace `root`: `<root>/.qem/memory.db`."""
-    return root / STATE_DIR / STORE_NAME
+    """The memory directory of the workspace `root`: `<root>/.qem`."""
+    return root / STATE_DIR
 
 
 def workspace(root: Path) -> Workspace:
-    """The workspace `root`, with its default store."""
+    """The workspace `root`, with its default memory."""
     return Workspace(root=root, store_path=store_path(root))
 
 
@@ -40,54 +40,78 @@ def workspace(root: Path) -> Workspace:
 
 
 def load_store(path: Path, log: Path | bytes, name: str = "log") -> Store:
-    """A new store at `path` holding the JSON Lines `log` (a file, or its bytes named `name`),
-    loaded as `qem load` loads it.  The caller closes it."""
+    """A new memory at `path` (a `.qem` directory) holding the JSON Lines `log` (a file,
+    or its bytes named `name`), loaded as `qem load` loads it.  The caller closes it."""
     if isinstance(log, Path):
         raw, name = log.read_bytes(), str(log)
     else:
         raw = log
     store = Store.open(path, create=True)
-    load_events(store, read_dump(raw, name))
+    load(store, *read_dump(raw, name))
     return store
 
 
-def write_events(store: Store, events: list[Event]) -> None:
-    """Append `events` (each numbered on from the store's head) as their writers wrote them:
-    a `forgotten` event as `qem forget` writes it, erasing the note's text from the log;
-    every other event as `qem load` appends it."""
-    for event in events:
-        if event.type == "forgotten":
-            store.write(lambda tx: tx.forget(event.note_id, event.actor, event.reason or ""), at=event.at)
-        else:
-            load_events(store, [event])
+class NoteMap(dict):
+    """Notes by full id; an int key finds the note of that old number (a store converted
+    from a numbered log, as the fixtures are)."""
+
+    def __getitem__(self, key):  # type: ignore[no-untyped-def]
+        if isinstance(key, int):
+            found = [n for n in self.values() if n.alias == key]
+            if len(found) != 1:
+                raise KeyError(key)
+            return found[0]
+        return super().__getitem__(key)
+
+    def __contains__(self, key) -> bool:  # type: ignore[no-untyped-def]
+        if isinstance(key, int):
+            return any(n.alias == key for n in self.values())
+        return super().__contains__(key)
+
+
+def note_map(store: Store) -> NoteMap:
+    return NoteMap((n.id, n) for n in store.notes())
+
+
+def full_id(store: Store, key: int | str) -> str:
+    """A note's full id from its old number or any prefix of its id."""
+    return store.resolve(key)
 
 
 # -- notes -------------------------------------------------------------------------------------------
 
 
 def add(store: Store, text: str = "a note", kind: str = "gotcha", *, priority: str = "medium",
-        provenance: str = "agent", supersedes: int | None = None, actor: str = "tester",
-        at: str | None = AT) -> int:
-    """A new note (its text as given: the store normalizes it); returns its id."""
-    new = NewNote(kind, priority, provenance, text, supersedes)
+        provenance: str = "agent", supersedes: int | str | None = None, actor: str = "tester",
+        at: str | None = AT) -> str:
+    """A new note (its text as given: the store normalizes it); returns its full id."""
+    parent = store.resolve(supersedes) if supersedes is not None else None
+    new = NewNote(kind, priority, provenance, text, parent)
     return store.write(lambda tx: tx.create(new, actor), at=at).id
 
 
-def emit(store: Store, note_id: int, type_: str, reason: str | None = "because", *,
+def emit(store: Store, note_id: int | str, type_: str, reason: str | None = "because", *,
          actor: str = "tester", at: str | None = AT) -> Event:
     """A lifecycle move (revoked, stale_flagged, reinstated, promoted, expired) on one note."""
-    return store.write(lambda tx: tx.emit(note_id, type_, actor, reason), at=at)
+    full = store.resolve(note_id)
+    return store.write(lambda tx: tx.emit(full, type_, actor, reason), at=at)
 
 
-def forget(store: Store, note_id: int, reason: str = "held a secret", *,
+def forget(store: Store, note_id: int | str, reason: str = "held a secret", *,
            actor: str = "tester", at: str | None = AT) -> Event:
-    return store.write(lambda tx: tx.forget(note_id, actor, reason), at=at)
+    full = store.resolve(note_id)
+    return store.write(lambda tx: tx.forget(full, actor, reason), at=at)
+
+
+def shown(store: Store, key: int | str) -> str:
+    """The short id MEMORY.md shows a note by (from its old number or an id prefix)."""
+    return store.note(store.resolve(key)).shown
 
 
 # -- renderings -------------------------------------------------------------------------------------
 
 
 def render_text(store: Store, selection: Selection = Selection()) -> tuple[int, str]:
-    """The store's head and its rendering, as text."""
+    """The index's generation and the memory's rendering, as text."""
     head, data = render_store(store, selection)
     return head, data.decode("utf-8")

@@ -14,6 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dataclasses import replace
+
+from qem_edit import ids
 from qem_edit.model import KINDS, PRIORITIES, Note
 from qem_edit.reconciler.blocks import diff_edit
 from qem_edit.reconciler.parse import parse
@@ -27,20 +30,28 @@ TEXTS = st.text(
 ).map(lambda t: "\n".join(line.rstrip() for line in t.split("\n")).strip("\n") or "x")
 
 
-def _store(seed: int, size: int) -> dict[int, Note]:
+MEMORY = "m7"  # the memory id the renderings name
+
+
+def _store(seed: int, size: int) -> dict[str, Note]:
+    """`size` notes by full id (ids drawn from `seed`), each with the short id a store
+    would show it by."""
     rng = random.Random(seed)
-    notes: dict[int, Note] = {}
-    for note_id in range(1, size + 1):
+    notes: dict[str, Note] = {}
+    for number in range(1, size + 1):
+        note_id = ids.encode(rng.randbytes(17))
         state = rng.choice(["active"] * 6 + ["stale", "revoked", "expired", "forgotten"])
         text = None if state == "forgotten" else rng.choice(
-            ["alpha", "beta\n  gamma", "## Directives", "- [#99] forged", "a\n\nb", "REVOKED x", "é 日本"]
-        ) + f" {note_id}"
+            ["alpha", "beta\n  gamma", "## Directives", "- [#99] forged", "- [#k3f9] forged", "a\n\nb",
+             "REVOKED x", "é 日本"]
+        ) + f" {number}"
         notes[note_id] = Note(
             note_id, rng.choice(KINDS), rng.choice(PRIORITIES), text, "agent",
             "2026-05-04T08:00:00Z", "a", state=state,
             state_at=None if state == "active" else "2026-06-01T00:00:00Z",
         )
-    return notes
+    shorts = ids.short_ids({note_id: ids.MIN_SHORT for note_id in notes})
+    return {note_id: replace(note, short=shorts[note_id]) for note_id, note in notes.items()}
 
 
 EDITS = ("delete", "change", "move", "add", "duplicate", "stray", "blank", "priority", "stale", "crlf", "bom", "swap")
@@ -89,21 +100,22 @@ def _edit(text: str, rng: random.Random, steps: int) -> str:
 
 def _outcome(plan):
     return (
-        sorted((op.action, op.note_id or 0, repr(op.content), op.reason or "") for op in plan.ops),
+        sorted((op.action, op.note_id or "", repr(op.content), op.reason or "") for op in plan.ops),
         sorted(c.note_id for c in plan.conflicts),
         bool(plan.errors),
     )
 
 
-def _both(notes: dict[int, Note], base_text: str, edited: str):
+def _both(notes: dict[str, Note], base_text: str, edited: str):
     full = parse(edited)
-    if full.base is None:
+    if full.memory is None:
         return None
-    whole = make_plan(full, notes, notes, [], full.base)
+    by_short = {note.shown: note for note in notes.values()}  # as the base shows them
+    whole = make_plan(full, by_short, notes, {})
     diff = diff_edit(base_text.encode("utf-8"), edited.encode("utf-8"))
     if diff is None:
         return None  # the shortcut declined: the full parse is used, nothing to compare
-    partial = make_plan(diff.parsed, notes, notes, [], full.base, removed=diff.removed)
+    partial = make_plan(diff.parsed, by_short, notes, {}, removed=diff.removed)
     return whole, partial
 
 
@@ -111,7 +123,7 @@ def _both(notes: dict[int, Note], base_text: str, edited: str):
 @given(seed=st.integers(0, 10_000), size=st.integers(0, 25), steps=st.integers(0, 6))
 def test_the_shortcut_plans_what_a_full_parse_plans(seed, size, steps):
     notes = _store(seed, size)
-    base_text = render(notes.values(), 7)
+    base_text = render(notes.values(), MEMORY)
     edited = _edit(base_text, random.Random(seed * 31 + steps), steps)
     both = _both(notes, base_text, edited)
     if both is None:
@@ -133,7 +145,7 @@ def _agree(whole, partial):
 @given(text=TEXTS)
 def test_any_new_text_is_read_the_same_way(text):
     notes = _store(3, 8)
-    base_text = render(notes.values(), 7)
+    base_text = render(notes.values(), MEMORY)
     body = text.split("\n")
     new_item = "\n".join(["- " + body[0]] + ["  " + line if line else "" for line in body[1:]])
     edited = base_text.replace("## Findings\n", "## Findings\n\n" + new_item + "\n", 1)
@@ -145,7 +157,7 @@ def test_any_new_text_is_read_the_same_way(text):
 
 def test_an_unchanged_file_parses_nothing():
     notes = _store(5, 200)
-    base_text = render(notes.values(), 7)
+    base_text = render(notes.values(), MEMORY)
     diff = diff_edit(base_text.encode(), base_text.encode())
     assert diff is not None
     assert diff.parsed.items == [] and diff.removed == set() and diff.parsed.errors == []
@@ -153,7 +165,7 @@ def test_an_unchanged_file_parses_nothing():
 
 def test_only_the_changed_blocks_are_parsed_and_lines_are_real():
     notes = _store(6, 300)
-    base_text = render(notes.values(), 7)
+    base_text = render(notes.values(), MEMORY)
     lines = base_text.split("\n")
     target = next(i for i, line in enumerate(lines) if line.startswith("- [#") and " · agent · " in line
                   and not any(w in line for w in ("REVOKED", "STALE", "EXPIRED", "FORGOTTEN")))
@@ -165,7 +177,7 @@ def test_only_the_changed_blocks_are_parsed_and_lines_are_real():
 
 def test_invalid_utf8_in_a_changed_block_names_its_line():
     notes = _store(7, 30)
-    base = render(notes.values(), 7).encode()
+    base = render(notes.values(), MEMORY).encode()
     lines = base.split(b"\n")
     target = next(i for i, line in enumerate(lines) if line.startswith(b"- [#"))
     lines[target] += b" \xff\xfe"
@@ -178,7 +190,7 @@ def test_invalid_utf8_in_a_changed_block_names_its_line():
 @pytest.mark.parametrize("edit", ["duplicate", "move", "stray"])
 def test_awkward_edits_agree_with_the_full_parse(edit):
     notes = _store(11, 40)
-    base_text = render(notes.values(), 7)
+    base_text = render(notes.values(), MEMORY)
     lines = base_text.split("\n")
     i = next(i for i, line in enumerate(lines) if line.startswith("- [#"))
     if edit == "duplicate":

@@ -2,11 +2,12 @@
 fixtures/checkin/ (the format is in fixtures/checkin/README.md).
 
 Each case builds its store in-process from its log, checks that its base is that store's
-rendering (so a case cannot drift from the renderer), appends the events of `since`
-(others writing while the file was being edited), plans the edited file with
-`checkin.propose`, and compares the outcome exactly: the plan as `terminal.describe_plan`
-prints it, the lines `checkin.problems` gives, or the error that refuses the file.  The
-plan of the changed blocks alone and the plan of the whole file must say the same.
+rendering (so a case cannot drift from the renderer), makes the writes of `since` through
+the store's transactions (others writing while the file was being edited), plans the
+edited file with `checkin.propose`, and compares the outcome exactly: the plan as
+`terminal.describe_plan` prints it, the lines `checkin.problems` gives, or the error that
+refuses the file.  The plan of the changed blocks alone and the plan of the whole file
+must say the same.
 
 A difference fails.  After an intended change, `QEM_UPDATE_CASES=1` rewrites the expected
 section of every case that differs; review the diff (`git diff fixtures/checkin`).
@@ -19,6 +20,7 @@ process, for a few representative cases.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -26,10 +28,12 @@ from pathlib import Path
 
 import pytest
 
-from builders import CASES, load_store, render_text, write_events
-from qem_edit import checkin, errors
-from qem_edit.dump import read_dump
+from builders import CASES, load_store, render_text, store_path
+from qem_edit import checkin, errors, ids
+from qem_edit.acts import note_text, reason_for
+from qem_edit.model import KINDS, NewNote
 from qem_edit.reconciler.parse import parse
+from qem_edit.store import Store
 from qem_edit.terminal import describe_plan
 
 UPDATE = os.environ.get("QEM_UPDATE_CASES") == "1"
@@ -114,6 +118,53 @@ def rewrite(path: Path, at: int, kind: str, text: str) -> None:
     path.write_text("\n".join(lines) + "\n", "utf-8")
 
 
+# -- `since`: what others wrote meanwhile ------------------------------------------------------
+
+SINCE_ACTOR = "other"
+SINCE_AT = "2026-06-20T10:00:00Z"
+MOVES = {"revoke": "revoked", "flag-stale": "stale_flagged", "expire": "expired", "reinstate": "reinstated",
+         "promote": "promoted"}
+WRITE = re.compile(r"(?P<verb>[a-z-]+) (?P<what>#\d+|[a-z]+)(?: (?P<rest>.*))?")
+REASON = re.compile(r"\((?P<reason>.*)\)")
+
+
+def write_since(store: Store, text: str, where: str) -> None:
+    """Make each write of a `since` section (fixtures/checkin/README.md), in order, one
+    transaction each, as SINCE_ACTOR at SINCE_AT; `#N` is a note's old number."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = WRITE.fullmatch(line)
+        assert match, f"{where}:{number}: not a write: {line!r}"
+        verb, what, rest = match["verb"], match["what"], match["rest"]
+        if verb == "add":
+            assert what in KINDS and rest, f"{where}:{number}: `add KIND TEXT`"
+            new = NewNote(what, "medium", "agent", note_text(rest))
+            store.write(lambda tx: tx.create(new, SINCE_ACTOR), at=SINCE_AT)
+            continue
+        assert what.startswith("#"), f"{where}:{number}: {verb} names a note by its old number, #N"
+        note_id = store.resolve(what)
+        if verb == "supersede":
+            assert rest, f"{where}:{number}: `supersede #N TEXT`"
+            old = store.note(note_id)
+            new = NewNote(old.kind, old.priority, old.provenance, note_text(rest), note_id)
+            store.write(lambda tx: tx.create(new, SINCE_ACTOR), at=SINCE_AT)
+            continue
+        assert verb in (*MOVES, "forget"), f"{where}:{number}: unknown write {verb!r}"
+        reason = REASON.fullmatch(rest) if rest is not None else None
+        assert rest is None or reason, f"{where}:{number}: after the note, only `(REASON)`"
+        why = reason_for(MOVES.get(verb, "forgotten"), reason["reason"] if reason else None)
+        if verb == "forget":
+            store.write(lambda tx: tx.forget(note_id, SINCE_ACTOR, why or ""), at=SINCE_AT)
+        else:
+            store.write(lambda tx: tx.emit(note_id, MOVES[verb], SINCE_ACTOR, why), at=SINCE_AT)
+
+
+def pinned_nonces(name: str):  # type: ignore[no-untyped-def]
+    """Nonces drawn from the case's name, so the notes and events `since` makes have the
+    same ids on every run (an expected outcome may show them)."""
+    count = iter(range(1 << 30))
+    return lambda: ids.encode(hashlib.sha256(f"{name}:{next(count)}".encode()).digest()[:17])
+
+
 CASE_FILES = sorted(CASES.glob("*.case"))
 
 
@@ -122,17 +173,18 @@ def test_the_cases_are_there() -> None:
 
 
 @pytest.mark.parametrize("path", CASE_FILES, ids=[p.stem for p in CASE_FILES])
-def test_checkin_case(path: Path, tmp_path: Path) -> None:
+def test_checkin_case(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     case = read_case(path)
     base, edited = case["base"].text, case["edited"].text
     assert case["log"].value and not case["log"].text, f"{path.name}: `%% log: FILE`, a log in {CASES}"
-    with load_store(tmp_path / "memory.db", path.parent / case["log"].value) as store:
+    with load_store(store_path(tmp_path), path.parent / case["log"].value) as store:
         rendered = render_text(store, parse(base).selection)[1]
         assert base == rendered, f"{path.name}: the base is not the log's rendering:\n" + "".join(
             difflib.unified_diff(base.splitlines(True), rendered.splitlines(True), "case base", "rendering")
         )
         if "since" in case:
-            write_events(store, read_dump(case["since"].text.encode("utf-8"), f"{path.name} since"))
+            monkeypatch.setattr(ids, "nonce", pinned_nonces(path.stem))
+            write_since(store, case["since"].text, f"{path.name} since")
         try:
             proposal = checkin.propose(store, edited.encode("utf-8"), base.encode("utf-8"))
         except errors.QemError as exc:

@@ -1,6 +1,13 @@
-"""Many writers at once: no lost or doubled ids, no "database is locked", a log that
+"""Many writers at once: no lost or doubled notes, no "database is locked", a log that
 verifies.  Store-level workers carry the bulk (a process each, importing the store); a
-smaller run goes through real `qem add` processes."""
+smaller run goes through real `qem add` processes.
+
+A memory is a directory (`<workspace>/.qem`): the log's files, and a local SQLite index
+beside them.  Writers on one clone take turns under the memory's write lock
+(`.qem/write.lock`) and the index's own SQLite lock; note ids are content hashes, so two
+writers can never be handed the same id, and the order every clone agrees on is (clock,
+then id).
+"""
 
 from __future__ import annotations
 
@@ -12,10 +19,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from filelock import FileLock
 
 from conftest import REPO, run_qem
-from qem_edit import errors
+from qem_edit import db as db_mod
+from qem_edit import errors, ids
 from qem_edit import store as store_mod
+from qem_edit.checks import verify_report
+from qem_edit.logtree import LogTree
 from qem_edit.model import NewNote
 from qem_edit.store import Store
 
@@ -26,10 +37,10 @@ from qem_edit.model import NewNote
 from qem_edit.store import Store
 
 path, name, count, start = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-while time.time() < start:          # all workers start together, the store not yet there
+while time.time() < start:          # all workers start together, the memory not yet there
     time.sleep(0.001)
 for i in range(count):
-    # a fresh connection per write, as each `qem add` would have
+    # a fresh index connection per write, as each `qem add` would have
     with Store.open(path, create=True) as store:
         note = store.write(
             lambda tx: tx.create(NewNote("task", "low", "agent", f"{name} note {i}"), name))
@@ -39,25 +50,23 @@ for i in range(count):
 READER = r"""
 import sys, time
 from pathlib import Path
+from qem_edit import errors
 from qem_edit.store import Store
 
 path, stop = Path(sys.argv[1]), Path(sys.argv[2])
 checks = 0
 while not stop.exists():
-    if not path.exists():
-        time.sleep(0.005)
-        continue
     try:
         store = Store.open(path)
-    except Exception as exc:          # the store is being created right now
-        if "empty file" in str(exc):
-            time.sleep(0.005)
-            continue
-        raise
+    except errors.StoreMissing:       # the memory is not there yet
+        time.sleep(0.005)
+        continue
     with store:
-        head, notes = store.snapshot()
+        with store.reading():
+            notes, events = store.notes(), store.events()
         # one `created` event per note: a consistent snapshot has exactly as many notes
-        assert len(notes) == head, (len(notes), head)
+        created = sum(1 for e in events if e.type == "created")
+        assert len(notes) == created == len(events), (len(notes), created, len(events))
         checks += 1
 print(checks)
 """
@@ -68,13 +77,20 @@ def _spawn(script: str, *args: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def problems(store: Store) -> list[str]:
+    """What `qem verify` reports: problems and open disputes (one clone's writers take
+    turns, so a fork or a concurrent change would be a defect here too)."""
+    report = verify_report(store)
+    return report.problems + report.disputes
+
+
 def test_four_processes_adding_fifty_each(tmp_path):
-    path = tmp_path / "ws" / ".qem" / "memory.db"
+    path = tmp_path / "ws" / ".qem"
     stop = tmp_path / "stop"
     start = time.time() + 0.8  # let every interpreter start first
     reader = _spawn(READER, str(path), str(stop))
     workers = [_spawn(WORKER, str(path), f"worker-{w}", "50", str(start)) for w in range(4)]
-    outputs = [p.communicate(timeout=120) for p in workers]
+    outputs = [p.communicate(timeout=180) for p in workers]
     stop.touch()
     reader_out, reader_err = reader.communicate(timeout=60)
 
@@ -85,19 +101,25 @@ def test_four_processes_adding_fifty_each(tmp_path):
     assert reader.returncode == 0, reader_err
     assert "locked" not in reader_err.lower() and int(reader_out) > 0
 
-    ids = [int(line) for out, _ in outputs for line in out.split()]
-    assert len(ids) == 200 and sorted(ids) == list(range(1, 201))
+    made = [line for out, _ in outputs for line in out.split()]
+    # 200 notes, 200 distinct ids: none lost, none handed out twice
+    assert len(made) == 200 and len(set(made)) == 200 and all(ids.is_id(i) for i in made)
     with Store.open(path) as s:
-        assert s.head() == 200
+        events = s.events()
+        assert len(events) == 200 and all(e.type == "created" for e in events)
         notes = s.notes()
-        assert sorted(n.id for n in notes) == list(range(1, 201))
-        # each worker's notes got increasing ids in the order it wrote them
+        assert {n.id for n in notes} == set(made)
+        # each worker's notes are in the log in the order it wrote them (clock, then id)
+        position = {e.id: i for i, e in enumerate(events)}
+        clocks = [e.clock for e in events]
+        assert len(set(clocks)) == 200  # writers took turns: no two events share a clock
         for w in range(4):
-            mine = sorted((n for n in notes if n.actor == f"worker-{w}"), key=lambda n: n.id)
+            mine = sorted((n for n in notes if n.actor == f"worker-{w}"), key=lambda n: position[n.id])
             assert [n.text for n in mine] == [f"worker-{w} note {i}" for i in range(50)]
-        assert s.verify() == []
+        assert problems(s) == []
     proc = run_qem("verify", "--store", str(path))
     assert proc.returncode == 0 and proc.stderr.startswith("ok: "), proc.stderr
+    assert "200 notes" in proc.stderr
 
 
 def test_four_clis_adding_ten_each(tmp_path, ws):
@@ -113,87 +135,148 @@ def test_four_clis_adding_ten_each(tmp_path, ws):
         assert proc.returncode == 0, proc.stderr
         assert "locked" not in (proc.stdout + proc.stderr).lower()
         assert "Traceback" not in proc.stderr
-        # the only thing a writer may say on stderr: that it created the store
+        # the only thing a writer may say on stderr: that it created the memory
         for line in proc.stderr.splitlines():
-            assert line.startswith("qem: created a new store at"), line
+            assert line.startswith("qem: created a new memory at"), line
             created += 1
     assert created >= 1
-    ids = [int(p.stdout) for p in runs]
-    assert sorted(ids) == list(range(1, 41))
+    printed = [p.stdout.strip() for p in runs]
+    with Store.open(ws / ".qem") as s:
+        # each printed (short) id names one note, and the 40 name 40 different notes
+        named = {s.resolve(shown) for shown in printed}
+        assert len(named) == 40 and named == {n.id for n in s.notes()}
+        assert len(s.events()) == 40
 
     verify = run_qem("verify", cwd=ws)
-    assert verify.returncode == 0 and "40 events" in verify.stderr
+    assert verify.returncode == 0 and "40 notes" in verify.stderr, verify.stderr
     listed = json.loads(run_qem("list", "--json", cwd=ws).stdout)
     assert sorted(n["text"] for n in listed) == sorted(f"cli {w}.{i}" for w in range(4) for i in range(10))
 
 
-def test_a_writer_waits_for_a_held_lock_instead_of_failing(tmp_path, ws):
-    Store.open(ws / ".qem" / "memory.db", create=True).close()
-    holder = sqlite3.connect(ws / ".qem" / "memory.db", isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
+@pytest.mark.parametrize("held", ["write lock", "index lock"])
+def test_a_writer_waits_for_a_held_lock_instead_of_failing(tmp_path, ws, held):
+    root = ws / ".qem"
+    Store.open(root, create=True).close()
+    if held == "write lock":  # another writer is between its catch-up and its commit
+        holder = FileLock(str(root / store_mod.LOCK_NAME))
+        holder.acquire()
+        release = holder.release
+    else:  # another process holds the index's SQLite write lock
+        conn = sqlite3.connect(root / store_mod.INDEX_NAME, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+
+        def release() -> None:
+            conn.execute("COMMIT")
+            conn.close()
     try:
         writer = subprocess.Popen([sys.executable, "-m", "qem_edit", "add", "patient", "-k", "task"],
                                   cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(0.7)
         assert writer.poll() is None, "the writer gave up while the lock was held"
+        assert LogTree(root).names() == set(), "the writer wrote while the lock was held"
     finally:
-        holder.execute("COMMIT")
-        holder.close()
+        release()
     out, err = writer.communicate(timeout=30)
-    assert writer.returncode == 0 and out == "1\n", err
+    assert writer.returncode == 0, err
     assert "locked" not in err.lower()
+    with Store.open(root) as s:
+        [note] = s.notes()
+        assert note.text == "patient" and out == f"{note.shown}\n"
 
 
-def test_a_lock_held_too_long_is_a_clear_refusal(tmp_path, monkeypatch):
+@pytest.mark.parametrize("held", ["write lock", "index lock"])
+def test_a_lock_held_too_long_is_a_clear_refusal(tmp_path, monkeypatch, held):
     """Past its patience the store gives up with StoreBusy (exit 2), never 'database is locked'."""
-    monkeypatch.setattr(store_mod, "BUSY_TIMEOUT_MS", 20)
     monkeypatch.setattr(store_mod, "WRITE_PATIENCE_S", 0.3)
-    path = tmp_path / "memory.db"
+    monkeypatch.setattr(db_mod, "WRITE_PATIENCE_S", 0.3)
+    monkeypatch.setattr(db_mod, "BUSY_TIMEOUT_MS", 20)
+    path = tmp_path / ".qem"
     store = Store.open(path, create=True)
-    holder = sqlite3.connect(path, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
+    if held == "write lock":
+        holder = FileLock(str(path / store_mod.LOCK_NAME))
+        holder.acquire()
+        release = holder.release
+    else:
+        conn = sqlite3.connect(path / store_mod.INDEX_NAME, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+
+        def release() -> None:
+            conn.execute("ROLLBACK")
+            conn.close()
     try:
+        started = time.monotonic()
         with pytest.raises(errors.StoreBusy) as info:
             store.write(lambda tx: tx.create(NewNote("task", "low", "agent", "x"), "t"))
+        assert time.monotonic() - started < 10
     finally:
-        holder.execute("ROLLBACK")
-        holder.close()
+        release()
     assert "nothing was written" in str(info.value) and "database is locked" not in str(info.value)
     assert info.value.exit_code == 2
-    assert store.head() == 0
+    assert store.events() == [] and LogTree(path).names() == set()
+    # once the lock is free, the same store writes
+    store.write(lambda tx: tx.create(NewNote("task", "low", "agent", "after"), "t"))
+    assert [n.text for n in store.notes()] == ["after"]
     store.close()
 
 
-def test_opening_a_store_while_another_process_creates_it(tmp_path, monkeypatch):
-    """Deterministic replay of a race once seen with simultaneous first writes: the opener
-    read the header (no application id yet), the creator committed, and the opener then
-    saw tables or a schema version and called the brand-new store 'not a qem store'."""
-    path = tmp_path / "memory.db"
-    real_connect = sqlite3.connect
+def test_opening_a_memory_while_another_process_creates_it(tmp_path, monkeypatch):
+    """Deterministic replay of simultaneous first writes: the opener found no memory, and
+    another process created it (the log's folders, the memory's id, the index) before the
+    opener made it.  The opener must take that memory as it is: not fail, not call it
+    something else, not give it a second id."""
+    root = tmp_path / "ws" / ".qem"
+    real_ensure = LogTree.ensure
     raced: list[str] = []
-    create_script = (
-        "PRAGMA journal_mode = WAL; BEGIN IMMEDIATE;" + store_mod._SCHEMA
-        + f"PRAGMA application_id = {store_mod.APPLICATION_ID};"
-        + f"PRAGMA user_version = {store_mod.SCHEMA_VERSION}; COMMIT;"
-    )
+
+    def racing_ensure(self):  # type: ignore[no-untyped-def]
+        if not raced:
+            other = run_qem("add", "from the other process", "-k", "task", "--store", str(root))
+            assert other.returncode == 0, other.stderr
+            raced.append(store_mod.read_memory_id(root) or "")
+        return real_ensure(self)
+
+    monkeypatch.setattr(LogTree, "ensure", racing_ensure)
+    with Store.open(root, create=True) as store:
+        assert raced and raced[0]
+        assert store.memory_id() == raced[0] == store_mod.read_memory_id(root)
+        assert [n.text for n in store.notes()] == ["from the other process"]
+        assert problems(store) == []
+        store.write(lambda tx: tx.create(NewNote("task", "low", "agent", "after the race"), "t"))
+    assert store_mod.read_memory_id(root) == raced[0]
+    done = run_qem("verify", "--store", str(root))
+    assert done.returncode == 0 and "2 notes" in done.stderr, done.stderr
+
+
+def test_opening_an_index_while_another_process_builds_it(tmp_path, monkeypatch):
+    """A fresh clone: the log is there, the index is not, and two commands build it at
+    once.  Replayed deterministically: another process builds the whole index between the
+    opener's connecting and its first statement; the opener must find it ready and use it,
+    never drop what the other built nor call it damaged."""
+    root = tmp_path / ".qem"
+    with Store.open(root, create=True) as store:
+        for text in ("one", "two", "three"):
+            store.write(lambda tx, text=text: tx.create(NewNote("task", "low", "agent", text), "t"))
+    (root / store_mod.INDEX_NAME).unlink()
+    for leftover in root.glob(store_mod.INDEX_NAME + "-*"):
+        leftover.unlink()
+
+    real_connect = sqlite3.connect
+    raced: list[int] = []
 
     class Racing(sqlite3.Connection):
-        def execute(self, sql, *args):
-            if sql == "PRAGMA user_version" and not raced:
-                # another process creates the store between the opener's two header reads
-                other = real_connect(path, timeout=0.1, isolation_level=None)
-                try:
-                    other.executescript(create_script)
-                    raced.append("created")
-                except sqlite3.OperationalError:
-                    raced.append("held off")  # the opener's read snapshot kept it out
-                finally:
-                    other.close()
+        def execute(self, sql, *args):  # type: ignore[no-untyped-def]
+            if sql.startswith("PRAGMA journal_mode") and not raced:
+                other = run_qem("list", "--store", str(root))
+                assert other.returncode == 0, other.stderr
+                check = real_connect(root / store_mod.INDEX_NAME)
+                raced.append(check.execute("SELECT count(*) FROM notes").fetchone()[0])
+                check.close()
             return super().execute(sql, *args)
 
-    monkeypatch.setattr(store_mod.sqlite3, "connect",
-                        lambda *a, **k: real_connect(*a, factory=Racing, **k))
-    with Store.open(path, create=True) as store:
-        assert raced
-        assert store.verify() == [] and store.head() == 0
+    monkeypatch.setattr(db_mod.sqlite3, "connect", lambda *a, **k: real_connect(*a, factory=Racing, **k))
+    with Store.open(root) as store:
+        assert raced == [3]  # the other process built the index first
+        assert sorted(n.text for n in store.notes()) == ["one", "three", "two"]
+        assert problems(store) == []
         store.write(lambda tx: tx.create(NewNote("task", "low", "agent", "after the race"), "t"))
+        assert len(store.events()) == 4

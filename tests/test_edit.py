@@ -32,15 +32,19 @@ from _edit_support import (
     SUCCESSOR,
     SUPERSEDED,
     TEXTS,
+    aliases,
     events,
     head,
     make_editor,
     notes,
     resume_id,
     seed,
+    shorts,
 )
+from builders import store_path
 from conftest import CORPUS, run_qem
 from qem_edit.renderer import for_editing
+from qem_edit.store import Store
 
 REASON = "tidy up after the v2 migration"
 # An editor that hands back an unchanged file at once is taken for a window that did not
@@ -113,6 +117,24 @@ def new_events(ws: Path, after: int = SEED_HEAD):
     return events(ws, after=after)
 
 
+def moves(ws: Path, after: int = SEED_HEAD) -> list[tuple]:
+    """(note, type) of each event since `after`: a seeded note by its old number, a note
+    made since by its full id."""
+    names = aliases(ws)
+    return [(names[e.note], e.type) for e in new_events(ws, after)]
+
+
+def memory_id(ws: Path) -> str:
+    with Store.open(store_path(ws)) as store:
+        return store.memory_id()
+
+
+def log_texts(ws: Path) -> dict:  # type: ignore[type-arg]
+    """Every note's text as the log holds it (checked against its created event)."""
+    with Store.open(store_path(ws)) as store:
+        return store.texts()
+
+
 def _line_no(text: str, fragment: str) -> int:
     hits = [n for n, line in enumerate(text.split("\n"), 1) if fragment in line]
     assert len(hits) == 1, (fragment, text)
@@ -127,7 +149,7 @@ def test_deleting_an_item_revokes_it_with_the_checkins_reason(seeded: Path, edit
     assert done.returncode == 0, done.stderr
     assert "waiting for your editor" in done.stderr
     [event] = new_events(seeded)
-    assert (event.note_id, event.type, event.reason, event.actor) == (ACTIVE_TASK, "revoked", REASON, "tester")
+    assert (aliases(seeded)[event.note], event.type, event.reason, event.actor) == (ACTIVE_TASK, "revoked", REASON, "tester")
     after = notes(seeded)
     assert after[ACTIVE_TASK].state == "revoked"
     assert after[ACTIVE_TASK].text == TEXTS[ACTIVE_TASK]
@@ -156,14 +178,14 @@ def test_changing_text_priority_or_kind_supersedes(seeded: Path, edit, change: s
     assert old.state == "superseded" and old.text == TEXTS[ACTIVE_GOTCHA]
     new = after[old.superseded_by]
     assert (new.kind, new.priority, new.text, new.provenance) == (kind, priority, text, "human")
-    assert new.supersedes == ACTIVE_GOTCHA and new.state == "active"
+    assert new.supersedes == old.id and new.state == "active"
     created, superseded = new_events(seeded)
-    assert created.type == "created" and created.note_id == new.id and created.reason == REASON
-    assert superseded.type == "superseded" and superseded.note_id == ACTIVE_GOTCHA
+    assert created.type == "created" and created.note == new.id and created.reason == REASON
+    assert superseded.type == "superseded" and superseded.note == old.id
     assert superseded.data == {"by": new.id} and superseded.reason == REASON
-    # the old text stays in the log
-    [old_created] = [e for e in events(seeded) if e.note_id == ACTIVE_GOTCHA and e.type == "created"]
-    assert old_created.data["text"] == TEXTS[ACTIVE_GOTCHA]
+    # the old text stays in the log (its text record, checked against its created event)
+    [old_created] = [e for e in events(seeded) if e.note == old.id and e.type == "created"]
+    assert old_created.id == old.id and log_texts(seeded)[old.id] == TEXTS[ACTIVE_GOTCHA]
 
 
 def test_new_items_are_created_with_kind_from_section_and_priority(seeded: Path, edit) -> None:
@@ -174,7 +196,7 @@ def test_new_items_are_created_with_kind_from_section_and_priority(seeded: Path,
     )
     done = edit(body)
     assert done.returncode == 0, done.stderr
-    created = {n.text: n for n in notes(seeded).values() if n.id > MULTILINE}
+    created = {n.text: n for n in notes(seeded).values() if n.alias is None}  # made since the seed
     assert {t: (n.kind, n.priority, n.provenance, n.state, n.supersedes) for t, n in created.items()} == {
         "write the release notes": ("task", "medium", "human", "active", None),
         "rotate the signing key": ("task", "high", "human", "active", None),
@@ -188,7 +210,7 @@ def test_raising_provenance_to_human_promotes(seeded: Path, edit) -> None:
     done = edit("sub('agent · The cache misses', 'human · The cache misses')")
     assert done.returncode == 0, done.stderr
     [event] = new_events(seeded)
-    assert (event.note_id, event.type, event.data, event.reason) == (ACTIVE_FINDING, "promoted", {"from": "agent"}, REASON)
+    assert (aliases(seeded)[event.note], event.type, event.data, event.reason) == (ACTIVE_FINDING, "promoted", {"from": "agent"}, REASON)
     note = notes(seeded)[ACTIVE_FINDING]
     assert (note.provenance, note.state, note.text) == ("human", "active", TEXTS[ACTIVE_FINDING])
 
@@ -197,7 +219,7 @@ def test_adding_a_stale_marker_flags_the_note(seeded: Path, edit) -> None:
     done = edit("sub('low · agent · The cache', 'low · agent · STALE (needs a recheck) · The cache')")
     assert done.returncode == 0, done.stderr
     [event] = new_events(seeded)
-    assert (event.note_id, event.type) == (ACTIVE_FINDING, "stale_flagged")
+    assert (aliases(seeded)[event.note], event.type) == (ACTIVE_FINDING, "stale_flagged")
     # the marker's own reason is the flag's reason (it is what the file will show again)
     assert event.reason == "needs a recheck"
     assert event.checkin is not None
@@ -216,7 +238,7 @@ def test_removing_a_state_marker_reinstates(seeded: Path, edit, note_id: int, wo
     done = edit(f"import re\ntext = re.sub(r'{word} [0-9-]+ \\([^)]*\\) · ', '', text)")
     assert done.returncode == 0, done.stderr
     [event] = new_events(seeded)
-    assert (event.note_id, event.type, event.reason) == (note_id, "reinstated", REASON)
+    assert (aliases(seeded)[event.note], event.type, event.reason) == (note_id, "reinstated", REASON)
     note = notes(seeded)[note_id]
     assert note.state == "active" and note.text == TEXTS[note_id]
 
@@ -224,7 +246,7 @@ def test_removing_a_state_marker_reinstates(seeded: Path, edit, note_id: int, wo
 def test_removing_revoked_marker_and_changing_text_reinstates_then_supersedes(seeded: Path, edit) -> None:
     done = edit("import re\ntext = re.sub(r'REVOKED [0-9-]+ \\(fixed upstream\\) · Old flaky test note', 'Flaky again on ARM', text)")
     assert done.returncode == 0, done.stderr
-    got = [(e.note_id, e.type) for e in new_events(seeded)]
+    got = moves(seeded)
     new_id = notes(seeded)[REVOKED].superseded_by
     assert got == [(REVOKED, "reinstated"), (new_id, "created"), (REVOKED, "superseded")]
     assert notes(seeded)[new_id].text == "Flaky again on ARM"
@@ -267,15 +289,16 @@ def test_an_emptied_file_is_kept_not_taken_for_no_change(seeded: Path, edit) -> 
 # that is not a qem file, and one that names no line.
 REFUSALS = {
     "stray-text": ("sub('## Findings\\n', '## Findings\\nsome words the person typed\\n')", "neither a section heading", "some words"),
-    "superseded-text": ("sub('Use JSON for the dump', 'Use YAML for the dump')", "superseded by #8", "Use YAML"),
+    "superseded-text": ("sub('Use JSON for the dump', 'Use YAML for the dump')", "superseded by #{s[8]}", "Use YAML"),
     "malformed-header": ("text = '# My memory\\n' + text.split('\\n', 1)[1]", "first line must be qem's header", "# My memory"),
-    "history-deleted": ("drop('Use JSON for the dump')", "#7 (superseded) was deleted from the file", None),
+    "history-deleted": ("drop('Use JSON for the dump')", "#{s[7]} (superseded) was deleted from the file", None),
 }
 
 
 @pytest.mark.parametrize("case", list(REFUSALS), ids=list(REFUSALS))
 def test_invalid_edits_are_refused_naming_the_line(seeded: Path, edit, case: str) -> None:
     body, message, fragment = REFUSALS[case]
+    message = message.format(s=shorts(seeded))  # notes are named by the short ids the file shows
     # a valid change rides along, to show that nothing at all is applied
     done = edit(body + f"\ndrop({TEXTS[ACTIVE_TASK]!r})")
     assert done.returncode == 2, done.stderr
@@ -297,7 +320,7 @@ def test_an_invalid_edit_can_be_resumed_and_fixed(seeded: Path, edit) -> None:
         "--resume", checkout,
     )
     assert done.returncode == 0, done.stderr
-    assert [(e.note_id, e.type) for e in new_events(seeded)] == [(ACTIVE_TASK, "revoked")]
+    assert moves(seeded) == [(ACTIVE_TASK, "revoked")]
     assert checkouts(seeded) == []
 
 
@@ -348,7 +371,7 @@ def test_kind_narrows_the_checkout_and_leaves_other_notes_alone(seeded: Path, ed
     [new] = [n for n in after.values() if n.id not in before]
     assert (new.kind, new.priority, new.text) == ("gotcha", "high", "a new gotcha")
     for note_id, note in before.items():
-        if note_id not in (ACTIVE_GOTCHA, ACTIVE_TASK):
+        if note_id not in (before[ACTIVE_GOTCHA].id, before[ACTIVE_TASK].id):
             assert after[note_id] == note
 
 
@@ -358,14 +381,16 @@ def test_active_checkout_holds_live_notes_and_history_is_untouched(seeded: Path,
     assert done.returncode == 0, done.stderr
     seen = recorded(tmp_path, "text")
     assert " active " in seen.split("\n", 1)[0]
+    short = shorts(seeded)
     for note_id in (REVOKED, SUPERSEDED, FORGOTTEN, EXPIRED):
-        assert f"[#{note_id}]" not in seen  # not in the file, and not taken as deleted
+        assert f"[#{short[note_id]}]" not in seen  # not in the file, and not taken as deleted
     for note_id in (ACTIVE_DIRECTIVE, STALE, SUCCESSOR, MULTILINE):
-        assert f"[#{note_id}]" in seen
+        assert f"[#{short[note_id]}]" in seen
     after = notes(seeded)
     assert after[ACTIVE_FINDING].state == "superseded"
-    assert {i: n for i, n in after.items() if i in before and i != ACTIVE_FINDING} == {
-        i: n for i, n in before.items() if i != ACTIVE_FINDING
+    finding = before[ACTIVE_FINDING].id
+    assert {i: n for i, n in after.items() if i in before and i != finding} == {
+        i: n for i, n in before.items() if i != finding
     }
 
 
@@ -417,11 +442,12 @@ def test_one_reason_and_one_checkin_id_on_every_event(seeded: Path, edit, qem) -
         "under('Decisions', '- keep the dump format stable')\n"
         "import re\ntext = re.sub(r'REVOKED [0-9-]+ \\(fixed upstream\\) · ', '', text)"
     )
+    seeded_ids = {e.id for e in events(seeded)}
     done = edit(body)
     assert done.returncode == 0, done.stderr
     listed = qem("log", "--json")
     assert listed.returncode == 0
-    mine = [e for e in json.loads(listed.stdout) if e["seq"] > SEED_HEAD]
+    mine = [e for e in json.loads(listed.stdout) if e["id"] not in seeded_ids]
     assert sorted(e["type"] for e in mine) == ["created", "created", "promoted", "reinstated", "revoked", "superseded"]
     assert {e["reason"] for e in mine} == {REASON}
     assert {e["actor"] for e in mine} == {"tester"}
@@ -463,9 +489,10 @@ def test_a_conflict_on_the_same_note_applies_nothing(seeded: Path, edit) -> None
     )
     done = edit(body)
     assert done.returncode == 3, done.stderr
-    assert "conflict on #2" in done.stderr and "revoked by other" in done.stderr
+    assert f"conflict on #{shorts(seeded)[ACTIVE_GOTCHA]}:" in done.stderr and "revoked by other" in done.stderr
     # only the other writer's event: none of yours, not even the changes that did not conflict
-    assert [(e.note_id, e.type, e.actor) for e in new_events(seeded)] == [(ACTIVE_GOTCHA, "revoked", "other")]
+    names = aliases(seeded)
+    assert [(names[e.note], e.type, e.actor) for e in new_events(seeded)] == [(ACTIVE_GOTCHA, "revoked", "other")]
     assert run_qem("verify", cwd=seeded).returncode == 0
     kept = kept_file(seeded, done.stderr).read_text()
     assert "B then A" in kept and "a brand new task" in kept and TEXTS[ACTIVE_TASK] not in kept
@@ -483,9 +510,9 @@ def test_a_conflict_is_resolved_by_resuming(seeded: Path, edit, keep: str) -> No
     assert first.returncode == 3
     # the resumed file is rebased on the store now, the conflict between markers
     resolve = (
-        "assert text.startswith('<!-- qem base=17 '), text\n"
+        f"assert text.startswith('<!-- qem memory={memory_id(seeded)} '), text\n"
         "assert '<<<<<<< yours' in text and '||||||| base' in text and '=======' in text and '>>>>>>>' in text\n"
-        "assert '<!-- qem:errors' in text and 'conflict on #2' in text\n"
+        f"assert '<!-- qem:errors' in text and 'conflict on #{shorts(seeded)[ACTIVE_GOTCHA]}:' in text\n"
         f"assert {TEXTS[ACTIVE_TASK]!r} not in text and text.count('a brand new task') == 1\n"
         f"resolve({keep!r})"
     )
@@ -493,7 +520,7 @@ def test_a_conflict_is_resolved_by_resuming(seeded: Path, edit, keep: str) -> No
     assert done.returncode == 0, done.stderr
     after = notes(seeded)
     assert after[ACTIVE_TASK].state == "revoked"
-    assert [n.text for n in after.values() if n.id > MULTILINE and n.supersedes is None] == ["a brand new task"]
+    assert [n.text for n in after.values() if n.alias is None and n.supersedes is None] == ["a brand new task"]
     if keep == "yours":  # revoked by them, brought back with your text
         assert after[ACTIVE_GOTCHA].state == "superseded"
         assert after[after[ACTIVE_GOTCHA].superseded_by].text == "The lock order is B then A"
@@ -513,7 +540,7 @@ def test_changes_to_different_notes_merge(seeded: Path, edit) -> None:
     after = notes(seeded)
     assert after[ACTIVE_FINDING].state == "revoked" and after[ACTIVE_FINDING].state_reason == "measured again"
     assert after[ACTIVE_GOTCHA].state == "superseded"
-    assert "#3" in done.stderr  # others' change is reported as kept
+    assert f"#{shorts(seeded)[ACTIVE_FINDING]}" in done.stderr  # others' change is reported as kept
 
 
 def test_both_sides_revoking_the_same_note_is_no_conflict(seeded: Path, edit) -> None:
@@ -524,7 +551,8 @@ def test_both_sides_revoking_the_same_note_is_no_conflict(seeded: Path, edit) ->
     )
     done = edit(body)
     assert done.returncode == 0, done.stderr
-    revocations = [e for e in events(seeded) if e.note_id == ACTIVE_TASK and e.type == "revoked"]
+    task = notes(seeded)[ACTIVE_TASK].id
+    revocations = [e for e in events(seeded) if e.note == task and e.type == "revoked"]
     assert [(e.actor, e.reason) for e in revocations] == [("other", "done elsewhere")]
     assert notes(seeded)[ACTIVE_GOTCHA].state == "superseded"
 
@@ -556,7 +584,7 @@ def test_editor_failure_keeps_the_edit(seeded: Path, edit) -> None:
     assert TEXTS[ACTIVE_TASK] not in kept.read_text()
     again = edit(UNHURRIED, "--resume", resume_id(done.stderr))
     assert again.returncode == 0, again.stderr
-    assert [(e.note_id, e.type) for e in new_events(seeded)] == [(ACTIVE_TASK, "revoked")]
+    assert moves(seeded) == [(ACTIVE_TASK, "revoked")]
 
 
 CHANGES = (
@@ -627,7 +655,8 @@ def test_checkout_to_a_path_dry_run_then_checkin_rerenders_the_file(seeded: Path
     fresh = tmp_path / "fresh.md"
     assert qem("checkout", "--path", str(fresh), "--kind", "gotcha").returncode == 0
     assert target.read_bytes() == fresh.read_bytes()
-    assert f"base={SEED_HEAD + 2} " in target.read_text()
+    assert target.read_text().startswith(f"<!-- qem memory={memory_id(seeded)} kinds=gotcha ")
+    assert head(seeded) == SEED_HEAD + 2  # the supersession: created, superseded
 
 
 def test_checkin_of_a_narrowed_file_keeps_notes_created_meanwhile(seeded: Path, qem, tmp_path: Path) -> None:
@@ -639,9 +668,10 @@ def test_checkin_of_a_narrowed_file_keeps_notes_created_meanwhile(seeded: Path, 
     done = qem("checkin", "--path", str(target), "-m", REASON, "--yes", input="")
     assert done.returncode == 0, done.stderr
     after = notes(seeded)
-    assert after[int(added.stdout)].state == "active"
+    [theirs] = [n for n in after.values() if n.shown == added.stdout.strip()]
+    assert theirs.state == "active" and theirs.text == "their gotcha"
     assert after[ACTIVE_GOTCHA].state == "superseded"
-    assert f"[#{int(added.stdout)}]" in target.read_text()  # re-rendered at the new head
+    assert f"[#{theirs.shown}]" in target.read_text()  # rendered again from the store now
 
 
 def test_checkin_of_a_hand_edited_export(seeded: Path, qem) -> None:
@@ -653,8 +683,29 @@ def test_checkin_of_a_hand_edited_export(seeded: Path, qem) -> None:
     assert_nothing_written(seeded)
     done = qem("checkin", "-m", REASON, "--yes", input="")
     assert done.returncode == 0, done.stderr
-    [new] = [n for n in notes(seeded).values() if n.id > MULTILINE]
+    [new] = [n for n in notes(seeded).values() if n.alias is None]
     assert (new.kind, new.priority, new.text, new.provenance) == ("task", "high", "ship it", "human")
+    assert mirror.read_text() == qem("export", "--stdout").stdout
+
+
+def test_a_second_hand_edit_of_the_export_is_read_against_its_new_rendering(seeded: Path, qem) -> None:
+    """After a check-in of MEMORY.md, the file is rendered again; editing it again reads
+    against that rendering (the last export's copy moves with it), so what the first
+    check-in did is not read as the second one's edit.  (Outside a git work tree, where
+    nothing exports after a write, the old copy stayed: the supersession the file showed
+    was refused as a marker written by hand.)"""
+    assert qem("export").returncode == 0
+    mirror = seeded / "MEMORY.md"
+    mirror.write_text(mirror.read_text().replace("The lock order is A then B", "The lock order is B then A"))
+    first = qem("checkin", "-m", REASON, "--yes", input="")
+    assert first.returncode == 0, first.stderr
+    assert mirror.read_text() == qem("export", "--stdout").stdout  # rendered again: it shows the supersession
+    mirror.write_text(mirror.read_text().replace(TEXTS[ACTIVE_FINDING], "The cache misses on every start"))
+    second = qem("checkin", "-m", REASON, "--yes", input="")
+    assert second.returncode == 0, second.stderr
+    after = notes(seeded)
+    assert after[ACTIVE_GOTCHA].state == after[ACTIVE_FINDING].state == "superseded"
+    assert head(seeded) == SEED_HEAD + 4  # two supersessions, nothing else
     assert mirror.read_text() == qem("export", "--stdout").stdout
 
 

@@ -19,7 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from _edit_support import ACTIVE_GOTCHA, ACTIVE_TASK, MULTILINE, SEED_HEAD, TEXTS, events, make_editor, notes, seed
+from _edit_support import (ACTIVE_GOTCHA, ACTIVE_TASK, SEED_HEAD, TEXTS, aliases, events, make_editor, notes, seed,
+                           shorts)
+from builders import store_path
+from qem_edit.store import Store
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tmux") is None or shutil.which("vim") is None, reason="needs tmux and vim"
@@ -114,8 +117,9 @@ def test_a_person_edits_in_vim(ws: Path, term: Terminal) -> None:
     assert after[ACTIVE_TASK].state == "revoked"
     assert after[ACTIVE_TASK].state_reason == "cleanup at the keyboard"
     successor = after[after[ACTIVE_GOTCHA].superseded_by]
-    assert (successor.text, successor.provenance, successor.supersedes) == ("The lock order is B then A", "human", ACTIVE_GOTCHA)
-    [created] = [n for n in after.values() if n.id > MULTILINE and n.supersedes is None]
+    assert (successor.text, successor.provenance, successor.supersedes) == ("The lock order is B then A", "human",
+                                                                            after[ACTIVE_GOTCHA].id)
+    [created] = [n for n in after.values() if n.alias is None and n.supersedes is None]  # made since the seed
     assert (created.kind, created.priority, created.text, created.provenance) == ("task", "medium", "a new note", "human")
     mine = events(ws, after=SEED_HEAD)
     assert {e.actor for e in mine} == {"a-person"} and len({e.checkin for e in mine}) == 1
@@ -140,7 +144,8 @@ def test_a_conflict_at_the_terminal_is_edited_again_and_resolved(ws: Path, term:
     env = {"QEM_EDITOR": make_editor(tmp_path, CONFLICTING_EDIT), "QEM_TEST_RECORD": str(tmp_path / "record"), "TERM": "xterm"}
     term.start(qem_command("edit"), ws, env)
     screen = term.wait_for(r"\[e\]dit again / e\[x\]it")
-    assert "conflict on #2" in screen
+    gotcha = shorts(ws)[ACTIVE_GOTCHA]
+    assert f"conflict on #{gotcha}:" in screen
     term.type("e")
     term.keys("Enter")
     term.wait_for(r"Apply these changes\?")
@@ -154,8 +159,9 @@ def test_a_conflict_at_the_terminal_is_edited_again_and_resolved(ws: Path, term:
 
     second = json.loads((tmp_path / "record.second").read_text())
     lines = second.split("\n")
-    assert lines[0].startswith(f"<!-- qem base={SEED_HEAD + 1} ")
-    assert lines[1].startswith("<!-- qem:errors") and "conflict on #2" in second
+    with Store.open(store_path(ws)) as store:
+        assert lines[0].startswith(f"<!-- qem memory={store.memory_id()} ")
+    assert lines[1].startswith("<!-- qem:errors") and f"conflict on #{gotcha}:" in second
     marks = [line[:7] for line in lines if line[:7] in ("<<<<<<<", "|||||||", "=======", ">>>>>>>")]
     assert marks == ["<<<<<<<", "|||||||", "=======", ">>>>>>>"]
     assert "<<<<<<< yours" in second and "||||||| base" in second and "======= the store now" in second
@@ -166,7 +172,8 @@ def test_a_conflict_at_the_terminal_is_edited_again_and_resolved(ws: Path, term:
     # you kept your side: the note the other revoked comes back with your text
     assert after[ACTIVE_GOTCHA].state == "superseded"
     assert after[after[ACTIVE_GOTCHA].superseded_by].text == "The lock order is B then A"
-    types = [(e.note_id, e.type, e.actor) for e in events(ws, after=SEED_HEAD)]
+    names = aliases(ws)
+    types = [(names[e.note], e.type, e.actor) for e in events(ws, after=SEED_HEAD)]
     assert types[0] == (ACTIVE_GOTCHA, "revoked", "other")
     assert (ACTIVE_GOTCHA, "reinstated", "tester") in types
     assert not (ws / ".qem" / "checkouts").exists() or not any((ws / ".qem" / "checkouts").iterdir())
@@ -182,6 +189,7 @@ def test_a_conflict_at_the_terminal_can_be_left_for_later(ws: Path, term: Termin
     screen = term.wait_for(r"QEM-EXIT=\d+")
     assert "QEM-EXIT=3" in screen, screen
     assert "qem edit --resume" in screen
-    assert [(e.note_id, e.actor) for e in events(ws, after=SEED_HEAD)] == [(ACTIVE_GOTCHA, "other")]
+    names = aliases(ws)
+    assert [(names[e.note], e.type, e.actor) for e in events(ws, after=SEED_HEAD)] == [(ACTIVE_GOTCHA, "revoked", "other")]
     [kept] = (ws / ".qem" / "checkouts").iterdir()
     assert "B then A" in (kept / "MEMORY.md").read_text()

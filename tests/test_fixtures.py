@@ -39,9 +39,15 @@ def events() -> list[dict]:
     return gen.generate(749)
 
 
+def numbered(events: list[dict]) -> dict[int, Note]:
+    """The notes of a generated (numbered) log, loaded as qem loads it, by their numbers
+    (each note keeps its number as its alias)."""
+    return {n.alias: n for n in replay(gen.to_events(events)).values()}
+
+
 @pytest.fixture(scope="module")
 def notes(events: list[dict]) -> dict[int, Note]:
-    return replay(gen.to_events(events))
+    return numbered(events)
 
 
 def _created(events: list[dict]) -> list[dict]:
@@ -129,10 +135,12 @@ def test_supersessions_are_paired_and_some_chain(
             assert follow["type"] == "superseded" and follow["note_id"] == old
             assert follow["data"] == {"by": event["note_id"]} and follow["at"] == event["at"]
 
-    def chain(note_id: int) -> int:
-        length = 0
-        while notes[note_id].supersedes is not None:
-            note_id = notes[note_id].supersedes
+    by_id = {n.id: n for n in notes.values()}
+
+    def chain(number: int) -> int:
+        length, note = 0, notes[number]
+        while note.supersedes is not None:
+            note = by_id[note.supersedes]
             length += 1
         return length
 
@@ -214,7 +222,7 @@ def test_adversarial_texts_are_present(events: list[dict]) -> None:
 
 def test_scales_proportionally() -> None:
     events = gen.generate(7490)
-    notes = replay(gen.to_events(events))
+    notes = numbered(events)
     assert sorted(notes) == list(range(1, 7491))
     directives = [n for n in notes.values() if n.kind == "directive"]
     assert len(directives) == 430 and all(n.state == "active" for n in directives)
@@ -225,5 +233,5 @@ def test_scales_proportionally() -> None:
 @pytest.mark.parametrize("size", [1, 2, 7, 30])
 def test_small_sizes_still_replay(size: int) -> None:
     events = gen.generate(size)
-    notes = replay(gen.to_events(events))
+    notes = numbered(events)
     assert sorted(notes) == list(range(1, size + 1))

@@ -7,14 +7,21 @@ file says or refuses with a message that names the line, and never half-writes.
   allowed are exit 0, 2 or 3 with the store untouched unless 0; and texts built to forge
   structure, which must round-trip through export → checkout → check-in unchanged.
 - Huge, deep and binary files go through the real CLI.
-- Store files that are not stores, come from a newer qem, are read-only, locked for long,
-  or corrupt get a clear message, exit 2, no traceback, and the file's bytes unchanged.
+- A memory directory that is not one (a file, an SQLite file, an old qem's store), a
+  damaged or missing local index, a read-only memory, a memory locked for long: a clear
+  message (or the index rebuilt from the log), no traceback, the log's bytes unchanged.
+- A clone's memory is untrusted input: hostile log files in `.qem/events`, `.qem/texts`
+  and `.qem/packs` (a wrong hash, not canonical, huge, binary, links, odd names, unknown
+  event types, pointers to notes the log does not hold) are set aside with a message
+  naming the file; no command crashes or writes outside `.qem/`, and `qem verify` lists
+  each with exit 1.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
 import shutil
@@ -23,6 +30,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,16 +39,16 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _reliability import AT, fast_dir, no_traceback, python_env, record
+from _reliability import AT, fast_dir, log_names, no_traceback, python_env, record, verify
+from builders import render_text
 from conftest import run_qem
-from qem_edit import checkin, checkouts, errors, terminal
+from qem_edit import checkin, checkouts, db, errors, ids, terminal
 from qem_edit import store as store_mod
 from qem_edit.cli import main as qem_main
 from qem_edit.dump import dump_lines
-from builders import render_text
-from qem_edit.model import KINDS, LIVE_STATES, PRIORITIES, TextError, normalize_text
 from qem_edit.export import render_store
-from qem_edit.model import NewNote
+from qem_edit.logtree import canonical, event_object
+from qem_edit.model import KINDS, LIVE_STATES, PRIORITIES, NewNote, TextError, normalize_text
 from qem_edit.store import Store, Transaction
 from qem_edit.workspace import Workspace
 from qem_edit.reconciler.parse import clean_lines, parse
@@ -51,10 +59,11 @@ FUZZ = settings(deadline=None, suppress_health_check=list(HealthCheck), max_exam
 
 # Fragments of the file's own syntax, for texts that try to forge structure.
 FORGERIES = [
-    "- ", "## ", "## Tasks", "## Bogus", "# ", "[#1] ", "- [#1] 2026-07-27 · high · agent · x",
-    "- [#2] FORGOTTEN 2026-07-27", " · ", "REVOKED", "REVOKED (x) · ", "STALE · ", "STALE (why) · ",
-    "EXPIRED · ", "SUPERSEDED by #2 · ", "supersedes #1 · ", "FORGOTTEN", "DISPUTED with #2 (dispute 3) · ",
-    "\\", "\\\\", "(", ")", "<!-- qem base=1 -->", "<!-- qem base=999999 · x -->", "<!-- qem:errors", "-->",
+    "- ", "## ", "## Tasks", "## Bogus", "# ", "[#1] ", "[#k3f9] ", "- [#k3f9] 2026-07-27 · high · agent · x",
+    "- [#1] 2026-07-27 · high · agent · x", "- [#m2n8] FORGOTTEN 2026-07-27", " · ", "REVOKED", "REVOKED (x) · ",
+    "STALE · ", "STALE (why) · ", "EXPIRED · ", "SUPERSEDED by #m2n8 · ", "supersedes #k3f9 · ", "FORGOTTEN",
+    "DISPUTED with #m2n8 (dispute 9xq1ab) · ", "\\", "\\\\", "(", ")", "<!-- qem memory=k3f9m2n8 -->",
+    "<!-- qem memory=zzzz · x -->", "<!-- qem:errors", "-->",
     "<<<<<<< yours", "=======", ">>>>>>> theirs", "||||||| base", "```", "  ", "\t", "*", "+ ", "·",
     "high · ", "low · ", "\u00a0", "\u2028", "\u2029", "\ufeff", "\x85", "\x0b", "\x0c", "é", "😀",
 ]
@@ -208,10 +217,12 @@ def apply_edits(text: str, edits) -> str:
     return "\n".join(line for block in blocks for line in block)
 
 
-def check_applied_exactly(edited: str, before: dict, after: dict, created: list[int]) -> None:
-    """The store after the check-in is what the file says, note by note."""
+def check_applied_exactly(edited: str, before: dict, after: dict, created: list[str]) -> None:
+    """The store after the check-in is what the file says, note by note (the file names
+    notes by the short ids `before` shows them by)."""
     parsed = parse(edited)
     assert parsed.errors == []
+    full = {n.shown: n.id for n in before.values()}
     in_file = set()
     new_ids = set(created)
     used = set()
@@ -224,8 +235,8 @@ def check_applied_exactly(edited: str, before: dict, after: dict, created: list[
             used.add(match[0])
             assert after[match[0]].state == "active" and after[match[0]].provenance == "human"
             continue
-        in_file.add(item.note_id)
-        old, new = before[item.note_id], after[item.note_id]
+        in_file.add(full[item.note_id])
+        old, new = before[full[item.note_id]], after[full[item.note_id]]
         if old.state == "forgotten":
             assert new == old
             continue
@@ -281,7 +292,7 @@ def test_random_edits_of_random_stores(scratch):
     @settings(FUZZ, max_examples=250)
     @given(specs=NOTE_SPECS, edits=st.lists(EDIT, min_size=1, max_size=5))
     def run(specs, edits):
-        path = scratch / f"s{next(counter)}.db"
+        path = scratch / f"s{next(counter)}"
         build_store(path, specs)
         with Store.open(path) as store:
             head, rendered = render_text(store)
@@ -302,7 +313,7 @@ def test_random_edits_of_random_stores(scratch):
                     assert all(names_a_line(e, n) for e in plan.errors), plan.errors
             if plan.ok and plan.ops:
                 _, created = checkin.apply_plan(store, plan, "fuzzer", "fuzz")
-                assert store.verify() == []
+                assert verify(store) == []
                 after = {n.id: n for n in store.notes()}
                 check_applied_exactly(edited, before, after, created)
                 # and the result reads back clean: nothing left to check in
@@ -315,7 +326,7 @@ def test_random_edits_of_random_stores(scratch):
             else:
                 assert store.head() == head
                 tried["refused"] += 1
-        path.unlink()
+        shutil.rmtree(path)
 
     run()
     assert tried["applied"] >= 10 and tried["refused"] >= 10, tried
@@ -334,7 +345,7 @@ def test_forged_structure_round_trips(scratch):
     def run(texts, kinds):
         root = scratch / f"w{next(counter)}"
         (root / ".qem").mkdir(parents=True)
-        place = Workspace(root, root / ".qem" / "memory.db")
+        place = Workspace(root, root / ".qem")
         with Store.open(place.store_path, create=True) as store:
             store.write(lambda tx: [tx.create(NewNote(k, "medium", "agent", t), "forger") for t, k in zip(texts, kinds)], at=AT)
             before = {n.id: n for n in store.notes()}
@@ -342,21 +353,23 @@ def test_forged_structure_round_trips(scratch):
             shown = kept.file.read_text("utf-8")
             items = {i.note_id: i for i in parse(shown).items}
             assert len(items) == len(texts) and None not in items
-            for note_id, note in before.items():
-                assert items[note_id].text == note.text and items[note_id].state == "active"
+            for note in before.values():
+                assert items[note.shown].text == note.text and items[note.shown].state == "active"
             # unchanged: nothing to write
             planned = checkin.propose(store, shown, kept.base_file.read_text("utf-8"))
             assert planned.plan.ok and not planned.plan.ops and not planned.plan.agreed
             # one note added elsewhere: exactly one new note, the forged ones untouched
             edited = shown.replace("\n## Tasks\n", "\n## Tasks\n\n- an honest note\n", 1)
             kept.file.write_text(edited, "utf-8")
-            head = store.head()
+            count = len(store.events())
             assert terminal.run_checkin(store, place, kept.file, "fuzz", True, False, "forger").status == "applied"
             after = {n.id: n for n in store.notes()}
-            assert {k: v for k, v in after.items() if k in before} == before
+            # (a short id may have grown: the new note's id can share a prefix)
+            assert {k: replace(v, short="") for k, v in after.items() if k in before} == {
+                k: replace(v, short="") for k, v in before.items()}
             (new,) = [n for n in after.values() if n.id not in before]
             assert new.text == "an honest note" and new.kind == "task"
-            assert store.head() == head + 1
+            assert len(store.events()) == count + 1
         tried["round trips"] += 1
         shutil.rmtree(root)
 
@@ -377,7 +390,7 @@ def scratch(tmp_path):
 
 def seed_workspace(root: Path) -> Path:
     (root / ".qem").mkdir(parents=True)
-    build_store(root / ".qem" / "memory.db", [
+    build_store(root / ".qem", [
         ("task", "high", "agent", "Review the retry PR", "none"),
         ("gotcha", "medium", "agent", "The lock order is A then B", "none"),
         ("finding", "low", "agent", "Builds take 41 s", "stale"),
@@ -403,24 +416,34 @@ def decode_error_line(data: bytes) -> int | None:
 
 def test_arbitrary_files_through_the_cli(scratch):
     """`qem checkin --path FILE` on arbitrary bytes and mangled renderings: exit 0, 2 or 3
-    only, a refusal names a line, and a refused check-in leaves store and file as they were."""
+    only, a refusal names a line, and a refused check-in leaves store and file as they were.
+    (A file checked in with no known base is read against the memory now, so each mangled
+    rendering is made from the rendering of the memory as it is when the example runs.)"""
     ws = seed_workspace(scratch / "ws")
-    store_path = ws / ".qem" / "memory.db"
-    rendered = run_qem("export", "--stdout", cwd=ws).stdout
+    store_path = ws / ".qem"
     tried = Counter()
     target = scratch / "edit.md"
 
+    def now() -> str:
+        with Store.open(store_path) as store:
+            return render_store(store)[1].decode("utf-8")
+
+    def spliced(edits, at: int, junk: bytes) -> bytes:
+        data = apply_edits(now(), edits).encode("utf-8")
+        at %= len(data) + 1
+        return data[:at] + junk + data[at:]
+
     content = st.one_of(
-        st.binary(max_size=300),
-        st.lists(EDIT, min_size=1, max_size=4).map(lambda e: apply_edits(rendered, e).encode("utf-8")),
+        st.binary(max_size=300).map(lambda b: lambda: b),
+        st.lists(EDIT, min_size=1, max_size=4).map(lambda e: lambda: apply_edits(now(), e).encode("utf-8")),
         st.tuples(st.lists(EDIT, max_size=3), st.integers(0, 10**6), st.binary(min_size=1, max_size=4)).map(
-            lambda t: (lambda b: b[: t[1] % (len(b) + 1)] + t[2] + b[t[1] % (len(b) + 1):])(
-                apply_edits(rendered, t[0]).encode("utf-8"))),
+            lambda t: lambda: spliced(*t)),
     )
 
     @FUZZ
-    @given(data=content)
-    def run(data):
+    @given(make=content)
+    def run(make):
+        data = make()
         log = log_of(store_path)
         target.write_bytes(data)
         code, out, err = cli("checkin", "--path", str(target), "-m", "fuzz", "--yes", "--workspace", str(ws))
@@ -436,11 +459,11 @@ def test_arbitrary_files_through_the_cli(scratch):
         if bad_line is not None:
             assert f"line {bad_line}: not UTF-8" in err, err
         else:
-            assert re.search(r"line \d+|#\d+|nothing to check in|header", err), err
+            assert re.search(r"line \d+|#[0-9a-z]+|nothing to check in|header", err), err
 
     run()
     with Store.open(store_path) as store:
-        assert store.verify() == []
+        assert verify(store) == []
     assert tried["refused"] >= 50, tried
     record("test_arbitrary_files_through_the_cli", "examples", sum(tried.values()))
     record("test_arbitrary_files_through_the_cli", "outcomes", dict(tried))
@@ -455,17 +478,23 @@ def checkin_file(ws: Path, tmp_path: Path, text: bytes, timeout: float = 60) -> 
     return run_qem("checkin", "--path", str(path), "-m", "big", "--yes", cwd=ws, timeout=timeout)
 
 
-def test_invalid_utf8_names_its_line(seeded, tmp_path):
+@pytest.mark.parametrize("line", [7, 1])
+def test_invalid_utf8_names_its_line(seeded, tmp_path, line):
+    """A byte that is not UTF-8 in a new note's line, or in the header line (found by the
+    fuzzer below: the shortcut that parses only the changed blocks decoded the header)."""
     rendered = run_qem("export", "--stdout", cwd=seeded).stdout.encode()
     lines = rendered.split(b"\n")
-    lines.insert(6, b"- a new note with a bad byte \xff\xfe here")
-    log = log_of(seeded / ".qem" / "memory.db")
+    if line == 1:
+        lines[0] = lines[0][:32] + b"\x80" + lines[0][32:]
+    else:
+        lines.insert(6, b"- a new note with a bad byte \xff\xfe here")
+    log = log_of(seeded / ".qem")
     done = checkin_file(seeded, tmp_path, b"\n".join(lines))
     assert done.returncode == 2
-    assert "line 7: not UTF-8" in done.stderr
+    assert f"line {line}: not UTF-8" in done.stderr
     no_traceback(done.stderr)
-    assert log_of(seeded / ".qem" / "memory.db") == log
-    record("test_invalid_utf8_names_its_line", "bad inputs refused", 1)
+    assert log_of(seeded / ".qem") == log
+    record(f"test_invalid_utf8_names_its_line[{line}]", "bad inputs refused", 1)
 
 
 def test_huge_lines(seeded, tmp_path):
@@ -476,17 +505,17 @@ def test_huge_lines(seeded, tmp_path):
     started = time.monotonic()
     done = checkin_file(seeded, tmp_path, rendered.replace("## Tasks\n", f"## Tasks\n\n- {huge}\n", 1).encode())
     assert done.returncode == 0, done.stderr
-    with Store.open(seeded / ".qem" / "memory.db") as store:
+    with Store.open(seeded / ".qem") as store:
         (note,) = [n for n in store.notes() if n.text and len(n.text) > 1000]
         assert note.text == huge
     stray = "y" * 1_000_000
-    log = log_of(seeded / ".qem" / "memory.db")
+    log = log_of(seeded / ".qem")
     rendered = run_qem("export", "--stdout", cwd=seeded).stdout
     done = checkin_file(seeded, tmp_path, (rendered + stray + "\n").encode())
     assert done.returncode == 2
     assert f"line {rendered.count(chr(10)) + 1}:" in done.stderr
     assert len(done.stderr) < 5_000, "the message must not echo a megabyte"
-    assert log_of(seeded / ".qem" / "memory.db") == log
+    assert log_of(seeded / ".qem") == log
     assert time.monotonic() - started < 30
     no_traceback(done.stderr)
     record("test_huge_lines", "bad inputs refused", 1)
@@ -500,75 +529,109 @@ def test_deep_nesting(seeded, tmp_path):
     text = rendered.replace("## Tasks\n", "## Tasks\n\n" + "\n".join(item_lines("- ", deep)) + "\n" + nested + "\n", 1)
     done = checkin_file(seeded, tmp_path, text.encode())
     assert done.returncode == 0, done.stderr[-2000:]
-    with Store.open(seeded / ".qem" / "memory.db") as store:
+    with Store.open(seeded / ".qem") as store:
         texts = [n.text for n in store.notes()]
     assert deep in texts
     assert sum(1 for t in texts if t and t.startswith("- ") and "nested" in t) == 2000
-    log = log_of(seeded / ".qem" / "memory.db")
+    log = log_of(seeded / ".qem")
     rendered = run_qem("export", "--stdout", cwd=seeded).stdout
     headings = "\n".join("#" * (i % 7 + 1) + f" heading {i}" for i in range(2000))
     done = checkin_file(seeded, tmp_path, (rendered + headings + "\n").encode())
     assert done.returncode == 2
     assert "not a qem section heading" in done.stderr
-    assert log_of(seeded / ".qem" / "memory.db") == log
+    assert log_of(seeded / ".qem") == log
     no_traceback(done.stderr)
     record("test_deep_nesting", "bad inputs refused", 1)
 
 
 @pytest.mark.parametrize("data", [
-    b"", b"\x00" * 1000, bytes(range(256)) * 4, b"\xef\xbb\xbf", b"\n\n\n", b"<!-- qem base=1 -->",
-    b"<!-- qem base=99999 -->\n## Tasks\n- x\n", b"## Tasks\n- no header\n", b"\x89PNG\r\n\x1a\n" + b"\x00" * 50,
-], ids=["empty", "nuls", "binary", "bom", "blank", "header-only", "future-base", "no-header", "png"])
+    b"", b"\x00" * 1000, bytes(range(256)) * 4, b"\xef\xbb\xbf", b"\n\n\n", b"@HEADER@",
+    b"<!-- qem memory=zzzzzzzzzzzz -->\n## Tasks\n- x\n", b"<!-- qem base=1 -->\n## Tasks\n- an old header\n",
+    b"## Tasks\n- no header\n", b"\x89PNG\r\n\x1a\n" + b"\x00" * 50,
+], ids=["empty", "nuls", "binary", "bom", "blank", "header-only", "other-memory", "old-header", "no-header", "png"])
 def test_files_that_are_not_checkouts(seeded, data):
     ws = seeded
     path = ws / "thing.md"
+    header = run_qem("export", "--stdout", cwd=ws).stdout.split("\n", 1)[0].encode()
+    data = data.replace(b"@HEADER@", header)
     path.write_bytes(data)
-    log = log_of(ws / ".qem" / "memory.db")
+    log = log_of(ws / ".qem")
     code, out, err = cli("checkin", "--path", str(path), "-m", "x", "--yes", "--workspace", str(ws))
     assert code in (0, 2), err
-    if data == b"<!-- qem base=1 -->":
+    if data == header:
         # a header with no sections is a file cut short, not every note deleted
         assert code == 2 and "the section `## Directives` is missing" in err, err
-    assert log_of(ws / ".qem" / "memory.db") == log
+    if b"zzzzzzzzzzzz" in data:
+        assert code == 2 and "another memory" in err, err
+    assert log_of(ws / ".qem") == log
     assert path.read_bytes() == data
     if code == 2:
         assert err.startswith("qem: error:") or err.startswith("  "), err
     record(f"test_files_that_are_not_checkouts[{data[:8]!r}]", "bad inputs refused", int(code == 2))
 
 
-# -- store files that are not (good) stores ------------------------------------------------------------
+# -- memories that are not (good) memories ----------------------------------------------------------
 
-READS = [["list"], ["show", "1"], ["log"], ["export", "--stdout"], ["export", "--check"], ["dump"],
-         ["query", "kind=task"], ["status", "1"], ["checkout"], ["verify"]]
+READS = [["list"], ["show", "@NOTE"], ["log"], ["export", "--stdout"], ["export", "--check"], ["dump"],
+         ["query", "kind=task"], ["status", "@NOTE"], ["checkout"], ["verify"]]
 WRITES = [["checkin", "--path", "MEMORY.md", "-m", "x", "--yes"], ["add", "x", "--kind", "task"],
-          ["revoke", "1", "-m", "x"], ["export"], ["init"], ["edit", "-m", "x", "--yes"]]
+          ["revoke", "@NOTE", "-m", "x"], ["export"], ["init"], ["edit", "-m", "x", "--yes"]]
+LOCAL = ("index.db", "index.db-wal", "index.db-shm", "write.lock", "export.lock", "mirror-base.md")
 
 
 def good_store(root: Path, notes: int = 6) -> Path:
+    """A workspace whose memory holds `notes` task notes (one pack) and a mirror; returns
+    the memory directory."""
     (root / ".qem").mkdir(parents=True, exist_ok=True)
-    path = root / ".qem" / "memory.db"
+    path = root / ".qem"
     build_store(path, [("task", "medium", "agent", f"note {i} " + "lorem ipsum " * 20, "none") for i in range(notes)])
     (root / "MEMORY.md").write_text(run_qem("export", "--stdout", cwd=root).stdout)
     return path
 
 
-def run_all(root: Path, store: Path, commands, monkeypatch) -> list[tuple[list[str], int, str]]:
-    """Each command on `store`: no traceback, and the file's bytes unchanged by a failure."""
+def snapshot(path: Path) -> dict[str, bytes]:
+    """What qem must not change: a file's bytes, or every file of a memory directory but
+    the local ones (the index, the locks, export's private copy; kept edits)."""
+    if path.is_symlink() or path.is_file():
+        return {"": path.read_bytes()}
+    if not path.is_dir():
+        return {}
+    out = {}
+    for p in sorted(path.rglob("*")):
+        name = str(p.relative_to(path))
+        if p.is_file() and not p.is_symlink() and name not in LOCAL and not name.startswith("checkouts"):
+            out[name] = p.read_bytes()
+    return out
+
+
+def first_note(memory: Path) -> str:
+    try:
+        with Store.open(memory) as store:
+            notes = store.notes()
+            return notes[0].shown if notes else "k3f9"
+    except errors.QemError:
+        return "k3f9"
+
+
+def run_all(root: Path, store: Path, commands, monkeypatch, note: str = "k3f9") -> list[tuple[list[str], int, str]]:
+    """Each command on the memory `store`: no traceback, and what it holds unchanged by a
+    failure."""
     monkeypatch.setenv("QEM_EDITOR", "true")
     monkeypatch.chdir(root)
     results = []
     for argv in commands:
-        before = store.read_bytes()
+        argv = [note if a == "@NOTE" else a for a in argv]
+        before = snapshot(store)
         code, out, err = cli(*argv, "--workspace", str(root), "--store", str(store))
         if code != 0:
-            assert store.read_bytes() == before, f"`qem {' '.join(argv)}` failed and changed the store"
+            assert snapshot(store) == before, f"`qem {' '.join(argv)}` failed and changed the memory"
             if code == 1:  # a check that found a difference: only verify and export --check
                 assert argv in (["verify"], ["export", "--check"]), (argv, err)
             elif code == 3:  # export keeps a hand-edited mirror rather than discard the edit
                 assert argv == ["export"] and "edited by hand" in err, (argv, err)
             else:
                 assert code == 2 and "qem: error:" in err, (argv, code, err)
-        results.append((argv, code, err))
+        results.append((argv, code, out + err))
     return results
 
 
@@ -578,65 +641,68 @@ def other_sqlite(path: Path) -> None:
     conn.close()
 
 
-@pytest.mark.parametrize("kind", ["text", "other-sqlite", "other-sqlite-with-id", "newer-schema", "directory"])
-def test_not_a_store(tmp_path, monkeypatch, kind):
+@pytest.mark.parametrize("kind", ["text-file", "sqlite-file", "old-store"])
+def test_not_a_memory(tmp_path, monkeypatch, kind):
+    """`--store` names what is not a memory directory: a file of notes, an SQLite file (a
+    memory is a directory now; SQLite holds only its local index), or an old qem's store
+    (one SQLite file, `memory.db`): every command says so, exit 2, and changes nothing."""
     root = tmp_path / "ws"
     root.mkdir()
-    store = root / "store.db"
-    if kind == "text":
-        store.write_text("these are my notes, not a database\n" * 200)
-    elif kind == "other-sqlite":
+    store = root / "store"
+    if kind == "text-file":
+        store.write_text("these are my notes, not a memory\n" * 200)
+    elif kind == "sqlite-file":
         other_sqlite(store)
-    elif kind == "other-sqlite-with-id":
-        other_sqlite(store)
-        conn = sqlite3.connect(store)
-        conn.execute("PRAGMA application_id = 12345")
-        conn.close()
-    elif kind == "newer-schema":
-        good_store(root)
-        shutil.move(root / ".qem" / "memory.db", store)
-        conn = sqlite3.connect(store)
-        conn.execute(f"PRAGMA user_version = {store_mod.SCHEMA_VERSION + 1}")
-        conn.close()
     else:
         store.mkdir()
-    (root / "MEMORY.md").write_text("<!-- qem base=0 -->\n## Tasks\n- x\n")
-    if kind == "directory":
-        for argv in READS + WRITES:
-            code, _, err = cli(*argv, "--workspace", str(root), "--store", str(store))
-            assert code == 2 and "is a directory" in err, (argv, err)
-        return
+        other_sqlite(store / "memory.db")
+    (root / "MEMORY.md").write_text("<!-- qem memory=zzzz -->\n## Tasks\n- x\n")
     results = run_all(root, store, READS + WRITES, monkeypatch)
     for argv, code, err in results:
         assert code == 2, (argv, code, err)
-        if kind == "newer-schema":
-            assert "schema" in err and "upgrade qem" in err
+        if kind == "old-store":
+            assert "older qem" in err and "qem migrate" in err, err
         else:
-            assert "not a qem store" in err, err
-    assert not (root / ".qem" / "checkouts").exists()
-    record(f"test_not_a_store[{kind}]", "bad inputs refused", len(results))
+            assert str(store) in err and re.search(r"no qem memory|not a directory|cannot create", err, re.I), err
+    assert not (root / ".qem").exists()
+    record(f"test_not_a_memory[{kind}]", "bad inputs refused", len(results))
 
 
-def test_empty_store_file(tmp_path, monkeypatch):
-    """An empty file: reads say it is not yet a store; the first write makes it one."""
+def test_an_empty_directory_becomes_a_memory_on_the_first_write(tmp_path, monkeypatch):
+    """An empty memory directory: reads say there is no memory yet (and create nothing);
+    the first write makes it one."""
     root = tmp_path / "ws"
     root.mkdir()
-    store = root / "store.db"
-    store.touch()
-    for argv, code, err in run_all(root, store, READS, monkeypatch):
-        assert code == 2 and "empty file" in err, (argv, err)
-    assert store.read_bytes() == b""
+    store = root / "memory"
+    store.mkdir()
+    for argv, code, err in run_all(root, store, [r for r in READS if r != ["checkout"]], monkeypatch):
+        assert code == 2 and "no qem memory" in err, (argv, err)
+    assert list(store.iterdir()) == []
     code, out, err = cli("add", "first", "--kind", "task", "--store", str(store), "--workspace", str(root))
-    assert code == 0 and out.strip() == "1"
+    assert code == 0, err
     with Store.open(store) as handle:
-        assert handle.verify() == []
-    record("test_empty_store_file", "bad inputs refused", len(READS))
+        assert verify(handle) == []
+        assert [n.text for n in handle.notes()] == ["first"] and handle.notes()[0].shown == out.strip()
+    record("test_an_empty_directory_becomes_a_memory_on_the_first_write", "bad inputs refused", len(READS) - 1)
 
 
-CORRUPTIONS = ["truncate-60%", "truncate-1k", "zero-a-page", "garble-a-page", "garble-header", "garble-64-bytes"]
+CORRUPTIONS = ["truncate-60%", "truncate-1k", "zero-a-page", "garble-a-page", "garble-header", "garble-64-bytes",
+               "missing", "empty", "a-directory"]
 
 
 def corrupt(path: Path, how: str) -> None:
+    for extra in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        extra.unlink(missing_ok=True)
+    if how == "missing":
+        path.unlink()
+        return
+    if how == "empty":
+        path.write_bytes(b"")
+        return
+    if how == "a-directory":
+        path.unlink()
+        path.mkdir()
+        return
     data = bytearray(path.read_bytes())
     page = 4096
     middle = (len(data) // page // 2) * page
@@ -655,24 +721,94 @@ def corrupt(path: Path, how: str) -> None:
     path.write_bytes(bytes(data))
 
 
+@pytest.fixture(scope="module")
+def templates(tmp_path_factory):
+    """Workspaces made once per module and copied by each test that starts from one."""
+    made: dict[str, Path] = {}
+
+    def copy(name: str, make, to: Path) -> Path:  # type: ignore[no-untyped-def]
+        if name not in made:
+            made[name] = tmp_path_factory.mktemp(f"template-{name}") / "ws"
+            make(made[name])
+        shutil.copytree(made[name], to, symlinks=True)
+        return to / ".qem"
+
+    return copy
+
+
 @pytest.mark.parametrize("how", CORRUPTIONS)
-def test_corrupt_store(tmp_path, monkeypatch, how):
-    """Clear message, exit 2 (verify: 1 or 2), no traceback, the bytes unchanged."""
+def test_damaged_index(tmp_path, monkeypatch, how, templates):
+    """The local index (`.qem/index.db`) damaged or gone: it is only a cache of the log.
+    No command shows a traceback or changes the log; a command either works (the index
+    rebuilt from the log) or, where the damage lies deeper than qem looks on opening,
+    exits 2 naming the index and how to rebuild it; `qem verify --repair` always brings
+    every note back."""
     root = tmp_path / "ws"
-    store = good_store(root, notes=120)
-    assert store.stat().st_size > 8 * 4096
-    corrupt(store, how)
-    results = run_all(root, store, READS + WRITES, monkeypatch)
-    failed = [argv for argv, code, _ in results if code != 0]
-    verify = [code for argv, code, _ in results if argv == ["verify"]][0]
-    assert verify in (1, 2), "verify must notice the corruption"
+    memory = templates("120 notes", lambda ws: good_store(ws, notes=120), root)
+    index = memory / "index.db"
+    assert index.stat().st_size > 8 * 4096
+    log = snapshot(memory)
+    corrupt(index, how)
+    results = run_all(root, memory, READS + WRITES, monkeypatch, note=first_note_of_log(memory))
+    failed = [argv for argv, code, _ in results if code not in (0, 1, 3)]
     for argv, code, err in results:
-        assert code in (0, 2) or argv == ["verify"], (argv, code, err)
-    assert failed
-    record(f"test_corrupt_store[{how}]", "bad inputs refused", len(failed))
+        if code == 2:  # named: damaged (qem rebuilds it), or, a folder in its place, cannot be opened
+            assert "index.db" in err, (argv, err)
+    # the log held every note throughout (the writes that worked added to it)
+    assert all(snapshot(memory).get(name) == data for name, data in log.items())
+    if how == "a-directory":
+        shutil.rmtree(index)  # not a file qem made: the person clears it
+    code, out, err = cli("verify", "--repair", "--workspace", str(root))
+    assert code in (0, 1), err
+    with Store.open(memory) as handle:
+        problems = verify(handle)
+        assert problems == [], problems
+        assert sum(1 for n in handle.notes() if n.text.startswith("note ")) == 120
+    record(f"test_damaged_index[{how}]", "bad inputs refused", len(failed))
+    record(f"test_damaged_index[{how}]", "commands that worked", len(results) - len(failed))
 
 
-# -- a read-only store -------------------------------------------------------------------------------
+def first_note_of_log(memory: Path) -> str:
+    """A note's short id, read from the log alone (the index may be damaged)."""
+    from qem_edit.logtree import LogTree
+
+    tree = LogTree(memory)
+    for name in sorted(tree.names()):
+        events, _ = tree.read(name)
+        created = [e.id for e in events if e.type == "created"]
+        if created:
+            return min(created)[:8]
+    return "k3f9"
+
+
+def test_a_write_that_reached_the_log_stands_when_the_index_fails(tmp_path, monkeypatch):
+    """The index fails after the write's event file is in place (a damaged page met while
+    recording it): the write is in the log, so it is reported as written (not "nothing was
+    written", which would have the person write it twice), and the index catches up."""
+    from qem_edit import index as index_mod
+
+    root = tmp_path / "ws"
+    memory = good_store(root)
+    real = index_mod.Index.refold
+    failed = []
+
+    def refold_once(self, note_ids):  # type: ignore[no-untyped-def]
+        if not failed:
+            failed.append(True)
+            raise sqlite3.DatabaseError("database disk image is malformed")
+        return real(self, note_ids)
+
+    monkeypatch.setattr(index_mod.Index, "refold", refold_once)
+    with Store.open(memory) as store:
+        note = store.write(lambda tx: tx.create(NewNote("task", "low", "agent", "written once"), "me"))
+        assert failed and store.note(note.id).text == "written once"
+    with Store.open(memory) as store:
+        assert [n.text for n in store.notes()].count("written once") == 1
+        assert verify(store) == []
+    record("test_a_write_that_reached_the_log_stands_when_the_index_fails", "bad inputs refused", 0)
+
+
+# -- a read-only memory --------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -701,37 +837,53 @@ def read_only(*paths: Path):
         subprocess.run([chattr, "-i", *map(str, paths)], check=True)
 
 
-@pytest.mark.parametrize("what", ["file", "file-and-directory"])
-def test_read_only_store(tmp_path, monkeypatch, what):
-    """Reads work on a read-only store file and in a read-only directory (where SQLite
-    cannot make the -shm file a WAL reader wants, the store is read read-only, or as an
-    immutable file); every write is refused, nothing changes."""
+@pytest.mark.parametrize("what", ["the log", "the whole memory"])
+def test_read_only_memory(tmp_path, monkeypatch, what):
+    """The log read-only (its folders and files; the index beside it writable), or the
+    whole memory directory with its index (a read-only mount: reads build an index in
+    memory): reads work, every write to the log is refused with exit 2, nothing changes."""
     root = tmp_path / "ws"
-    store = good_store(root)
+    memory = good_store(root)
     edit = root / "MEMORY.md"
     edit.write_text(edit.read_text().replace("## Tasks\n", "## Tasks\n\n- one more\n"))
-    paths = (store,) if what == "file" else (store, store.parent)
-    with read_only(*paths):
-        reads = run_all(root, store, [r for r in READS if r != ["checkout"]], monkeypatch)
+    note = first_note(memory)
+    log = [memory / d for d in ("events", "texts", "packs")]
+    paths = log + [p for d in log for p in d.iterdir()] + [memory / "config.toml"]
+    if what == "the whole memory":
+        paths += [p for p in memory.iterdir() if p.is_file()] + [memory]
+    before = snapshot(memory)
+    with read_only(*dict.fromkeys(paths)):
+        reads = run_all(root, memory, [r for r in READS if r != ["checkout"]], monkeypatch, note)
         for argv, code, err in reads:
-            assert code == 0 or (argv == ["export", "--check"] and code == 1), (argv, err)
-        writes = run_all(root, store, WRITES + [["checkout"]], monkeypatch)
+            # (verify and export --check find the hand edit of the mirror: exit 1)
+            assert code == 0 or (argv in (["export", "--check"], ["verify"]) and code == 1), (argv, err)
+            if argv == ["verify"]:
+                assert "edited by hand" in err and len(err.strip().splitlines()) == 2, err
+        writes = run_all(root, memory, WRITES + [["checkout"]], monkeypatch, note)
         for argv, code, err in writes:
-            if what == "file" and argv[0] in ("init", "checkout", "export", "edit"):
-                # nothing to write in the store (it exists; the edit changed nothing), or
-                # the writing happens beside it (export: 3 keeps the hand-edited mirror)
+            if argv[0] == "init" or (what == "the log" and argv[0] in ("checkout", "edit", "export")):
+                # nothing to write in the log (it exists; the edit changed nothing), or the
+                # writing happens beside it (export: 3 keeps the hand-edited mirror)
                 assert code == 0 or (argv == ["export"] and code == 3), (argv, err)
                 continue
             assert code == 2, (argv, code, err)
-            assert re.search(r"read-only|cannot (create|export|open)|not permitted|denied", err), err
-    with Store.open(store) as handle:
-        assert handle.verify() == [] and handle.head() == 6
-    record(f"test_read_only_store[{what}]", "bad inputs refused", sum(1 for _, c, _ in reads + writes if c))
+            assert re.search(r"read-only|cannot (create|export|open|write|keep)|not permitted|denied", err), err
+        assert snapshot(memory) == before
+    with Store.open(memory) as handle:
+        assert verify(handle) == [] and len(handle.notes()) == 6
+    record(f"test_read_only_memory[{what}]", "bad inputs refused", sum(1 for _, c, _ in reads + writes if c))
 
 
-# -- a store locked by another process ---------------------------------------------------------------
+# -- a memory locked by another process ------------------------------------------------------------
 
-HOLDER = """
+WRITER = """
+import sys, time
+from filelock import FileLock
+with FileLock(sys.argv[1]):
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+INDEX_HOLDER = """
 import sqlite3, sys, time
 conn = sqlite3.connect(sys.argv[1], isolation_level=None)
 conn.execute("BEGIN EXCLUSIVE")
@@ -742,9 +894,11 @@ conn.execute("COMMIT")
 
 
 @contextlib.contextmanager
-def held(store: Path, seconds: float):
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(store), str(seconds)],
-                              stdout=subprocess.PIPE, text=True)
+def held(what: Path, seconds: float, script: str = WRITER):
+    """Another process holds `what` (the write lock, or with INDEX_HOLDER the index) for
+    `seconds`."""
+    holder = subprocess.Popen([sys.executable, "-c", script, str(what), str(seconds)],
+                              stdout=subprocess.PIPE, text=True, env=python_env())
     assert holder.stdout.readline().strip() == "locked"
     try:
         yield holder
@@ -752,70 +906,321 @@ def held(store: Path, seconds: float):
         holder.wait(timeout=60)
 
 
-def test_qem_outlasts_a_short_lock(tmp_path):
+def test_qem_outlasts_another_writer(tmp_path):
+    """Another writer holds the memory's write lock for 1.5 s: reads answer at once, a
+    write waits its turn and lands, with no message."""
     root = tmp_path / "ws"
-    store = good_store(root)
-    with held(store, 1.5):
+    memory = good_store(root)
+    with held(memory / store_mod.LOCK_NAME, 1.5):
         started = time.monotonic()
-        reader = run_qem("list", cwd=root)  # WAL: reading is not blocked
+        reader = run_qem("list", cwd=root)  # reading takes no lock
+        read_in = time.monotonic() - started
         writer = run_qem("add", "written after the lock", "--kind", "task", cwd=root)
         waited = time.monotonic() - started
     assert reader.returncode == 0 and "note 0" in reader.stdout
+    assert read_in < 1.2, "a read waited for the writer"
     assert writer.returncode == 0, writer.stderr
     assert waited > 1.0
     assert "locked" not in writer.stderr.lower() and "busy" not in writer.stderr.lower()
-    with Store.open(store) as handle:
-        assert handle.notes()[-1].text == "written after the lock"
+    with Store.open(memory) as handle:
+        assert [n.text for n in handle.notes()].count("written after the lock") == 1
 
 
 def test_the_retry_loop_outlasts_the_busy_timeout(tmp_path, monkeypatch):
-    """SQLite's own wait is cut to 50 ms: qem's retry loop must carry the write through."""
+    """Another process holds the index; SQLite's own wait is cut to 50 ms: qem's retry
+    loop must carry the write through."""
     root = tmp_path / "ws"
-    store = good_store(root)
-    monkeypatch.setattr(store_mod, "BUSY_TIMEOUT_MS", 50)
-    with Store.open(store) as handle:
-        with held(store, 1.0):
+    memory = good_store(root)
+    monkeypatch.setattr(db, "BUSY_TIMEOUT_MS", 50)
+    with Store.open(memory) as handle:
+        with held(memory / "index.db", 1.0, INDEX_HOLDER):
             started = time.monotonic()
             note = handle.write(lambda tx: tx.create(NewNote("task", "low", "agent", "patient"), "me"))
             assert time.monotonic() - started > 0.7
         assert handle.note(note.id).text == "patient"
+        assert verify(handle) == []
 
 
-def test_qem_gives_up_on_a_long_lock(tmp_path, monkeypatch):
+@pytest.mark.parametrize("what", ["the write lock", "the index"])
+def test_qem_gives_up_on_a_long_lock(tmp_path, monkeypatch, what):
     root = tmp_path / "ws"
-    store = good_store(root)
-    monkeypatch.setattr(store_mod, "BUSY_TIMEOUT_MS", 50)
+    memory = good_store(root)
+    monkeypatch.setattr(db, "BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr(db, "WRITE_PATIENCE_S", 0.5)
     monkeypatch.setattr(store_mod, "WRITE_PATIENCE_S", 0.5)
-    log = log_of(store)
-    with held(store, 2.0):
+    log = log_of(memory)
+    names = log_names(memory)
+    holding = (memory / store_mod.LOCK_NAME, 2.0) if what == "the write lock" else (memory / "index.db", 2.0, INDEX_HOLDER)
+    with held(*holding):
         started = time.monotonic()
         code, out, err = cli("add", "never", "--kind", "task", "--workspace", str(root))
         gave_up = time.monotonic() - started
     assert code == 2
-    assert "stayed locked by another process" in err and "nothing was written" in err
+    assert re.search(r"stayed locked by another (writer|process)", err), err
+    if what == "the write lock":
+        assert "nothing was written" in err
     assert gave_up < 1.8
-    assert log_of(store) == log
-    record("test_qem_gives_up_on_a_long_lock", "bad inputs refused", 1)
+    assert log_of(memory) == log and log_names(memory) == names
+    record(f"test_qem_gives_up_on_a_long_lock[{what}]", "bad inputs refused", 1)
 
 
 def test_a_refused_write_leaves_nothing_behind(tmp_path):
-    """A write refused halfway (after some events) is rolled back whole: the same handle
-    then reads no trace of it and writes again at once."""
+    """A write refused halfway (after some events) leaves nothing: no log file, no trace
+    in the index; the same handle then writes again at once."""
     root = tmp_path / "ws"
     store_path = good_store(root)
     with Store.open(store_path) as store:
-        head, log = store.head(), log_of(store_path)
+        head, log, names = store.head(), log_of(store_path), log_names(store_path)
+        first = store.notes()[0].id
 
         def half(tx: Transaction) -> None:
             tx.create(NewNote("task", "low", "agent", "first of three"), "me")
-            tx.emit(1, "revoked", "me", "second of three")
-            tx.emit(1, "revoked", "me", "third: refused, #1 is revoked already")
+            tx.emit(first, "revoked", "me", "second of three")
+            tx.emit(first, "revoked", "me", "third: refused, the note is revoked already")
 
         with pytest.raises(errors.Refused):
             store.write(half)
         assert store.head() == head and not store.conn.in_transaction
+        assert log_names(store_path) == names
         assert [n.text for n in store.notes() if n.text == "first of three"] == []
-        assert store.write(lambda tx: tx.create(NewNote("task", "low", "agent", "after"), "me")).id == 7
-        assert store.verify() == []
+        after = store.write(lambda tx: tx.create(NewNote("task", "low", "agent", "after"), "me"))
+        assert store.note(after.id).text == "after" and len(store.notes()) == 7
+        assert verify(store) == []
     assert log_of(store_path).startswith(log)
+    assert not [p for d in ("events", "texts", "packs") for p in (store_path / d).glob(".*")], "temp files left"
     record("test_a_refused_write_leaves_nothing_behind", "bad inputs refused", 1)
+
+
+# -- hostile log files: a clone's memory is untrusted input -----------------------------------------
+
+
+def a_memory_with_loose_files(root: Path) -> Path:
+    """A workspace with a memory of one pack (6 notes) and loose files (a note added, a
+    note revoked: one event file each, and a text file), and its mirror exported."""
+    memory = good_store(root)
+    assert run_qem("add", "a loose note", "--kind", "gotcha", cwd=root).returncode == 0
+    assert run_qem("revoke", first_note(memory), "-m", "loose", cwd=root).returncode == 0
+    assert run_qem("export", "--force", cwd=root).returncode == 0
+    return memory
+
+
+def event_like(memory: Path, **changes) -> dict:
+    """A stored event object (the log's first `created` event), changed."""
+    with Store.open(memory) as store:
+        created = next(e for e in store.events() if e.type == "created")
+    obj = event_object(created)
+    obj.update(changes)
+    return obj
+
+
+def write_named(memory: Path, folder: str, data: bytes, pack: str | None = None) -> str:
+    """`data` under the name its hash gives it (an event file, or a pack of `pack` kind)."""
+    name = f"{folder}/{ids.content_id(data)}" if pack is None else f"packs/{pack}-{ids.content_id(data)}.jsonl"
+    (memory / name).write_bytes(data)
+    return name
+
+
+def plant(memory: Path, kind: str, outside: Path) -> tuple[str, str]:
+    """Plant one hostile log file of `kind`; returns its name (under `.qem/`) and what
+    `qem verify` must say about it."""
+    random_id = ids.encode(bytes(range(17)))
+    if kind == "wrong-hash":
+        data = canonical(event_like(memory, actor="mallory"))
+        name = f"events/{ids.content_id(b'something else')}"
+        (memory / name).write_bytes(data)
+        return name, "do not hash to its name"
+    if kind == "edited-by-hand":  # the loose note's created event
+        with Store.open(memory) as store:
+            name = "events/" + next(n.id for n in store.notes() if n.text == "a loose note")
+        path = memory / name
+        path.write_bytes(path.read_bytes().replace(b'"actor":"', b'"actor":"mallory, ', 1))
+        return name, "do not hash to its name"
+    if kind == "not-canonical":
+        data = json.dumps(event_like(memory, actor="mallory"), indent=1).encode()
+        return write_named(memory, "events", data), "not in canonical form"
+    if kind == "huge-event":
+        data = b"{" + b" " * (1 << 20) + b"}\n"
+        return write_named(memory, "events", data), "over the"
+    if kind == "huge-text":
+        name = f"texts/{random_id}"
+        with open(memory / name, "wb") as out:
+            out.truncate((16 << 20) + 1)
+        return name, "over the"
+    if kind == "binary-event":
+        data = bytes((i * 131 + 7) % 256 for i in range(4096))
+        return write_named(memory, "events", data), "not JSON"
+    if kind == "binary-pack":
+        data = bytes((i * 131 + 7) % 256 for i in range(4096)) + b"\n"
+        return write_named(memory, "packs", data, pack="e"), "not JSON"
+    if kind == "binary-text":
+        name = f"texts/{random_id}"
+        (memory / name).write_bytes(b"\xff\xfe\x00" * 100)
+        return name, "not JSON"
+    if kind == "pack-with-a-bad-line":
+        good = canonical(event_like(memory, actor="mallory"))
+        bad = json.dumps(event_like(memory, actor="mallory too"), indent=None).encode() + b"\n"
+        name = write_named(memory, "packs", good + bad, pack="e")
+        return name, f"{name}:2: not in canonical form"
+    if kind == "pack-cut-short":
+        data = canonical(event_like(memory, actor="mallory"))[:-20]
+        return write_named(memory, "packs", data, pack="e"), "cut short"
+    if kind == "link-to-a-file-outside":
+        data = canonical(event_like(memory, actor="mallory"))
+        target = outside / "event"
+        target.write_bytes(data)  # a valid event: only the link is wrong
+        name = f"events/{ids.content_id(data)}"
+        (memory / name).symlink_to(target)
+        return name, "not a regular file"
+    if kind == "link-to-a-folder-outside":
+        name = f"packs/e-{random_id}.jsonl"
+        (memory / name).symlink_to(outside)
+        return name, "not a regular file"
+    if kind == "a-folder":
+        name = f"events/{random_id}"
+        (memory / name).mkdir()
+        (memory / name / "x").write_bytes(b"{}\n")
+        return name, "not a regular file"
+    if kind == "odd-names":
+        for name in ("events/not..an..id", "packs/e-..jsonl", "texts/..%2f..%2fetc%2fpasswd", "events/README.md"):
+            (memory / name).write_bytes(canonical(event_like(memory)))
+        return "events/not..an..id", "packs/e-..jsonl"
+    if kind == "unknown-event-type":
+        return write_named(memory, "events", canonical(event_like(memory, type="exploded"))), "unknown event type"
+    if kind == "newer-format":
+        return write_named(memory, "events", canonical(event_like(memory, v=2))), "this qem reads format 1"
+    if kind == "missing-note":
+        obj = event_like(memory, type="revoked", note=random_id, prev=[random_id], data={}, reason="gone")
+        name = write_named(memory, "events", canonical(obj))
+        return name, f"names note {random_id[:8]}, whose creation the log does not hold"
+    if kind == "supersedes-a-missing-note":
+        obj = event_like(memory)
+        obj["data"] = {**obj["data"], "supersedes": random_id}
+        return write_named(memory, "events", canonical(obj)), random_id[:4]
+    if kind == "superseded-by-a-missing-note":
+        with Store.open(memory) as store:
+            note = next(n for n in store.notes() if n.state == "active")
+            tips = store.tips(note.id)
+        obj = event_like(memory, type="superseded", note=note.id, prev=tips, data={"by": random_id}, reason="x")
+        return write_named(memory, "events", canonical(obj)), random_id[:4]
+    if kind == "text-of-another-text":  # the loose note's text
+        with Store.open(memory) as store:
+            name = "texts/" + next(n.id for n in store.notes() if n.text == "a loose note")
+        (memory / name).write_bytes(canonical({"key": "k", "text": "a text its note never had"}))
+        return name, "its text is missing from the log"
+    raise AssertionError(kind)
+
+
+HOSTILE_LOG_FILES = [
+    "wrong-hash", "edited-by-hand", "not-canonical", "huge-event", "huge-text", "binary-event", "binary-pack",
+    "binary-text", "pack-with-a-bad-line", "pack-cut-short", "link-to-a-file-outside", "link-to-a-folder-outside",
+    "a-folder", "odd-names", "unknown-event-type", "newer-format", "missing-note", "supersedes-a-missing-note",
+    "superseded-by-a-missing-note", "text-of-another-text",
+]
+
+
+def outside_state(tmp_path: Path, root: Path) -> dict[str, bytes]:
+    """Every file outside the memory directory qem could write to: the workspace's (but
+    the mirror, which qem writes) and the test's outside folder."""
+    out = {}
+    for base in (root, tmp_path / "outside"):
+        for p in sorted(base.rglob("*")):
+            if ".qem" in p.relative_to(base).parts or p == root / "MEMORY.md":
+                continue
+            out[str(p)] = p.read_bytes() if p.is_file() else b"<dir>"
+    return out
+
+
+@pytest.mark.parametrize("kind", HOSTILE_LOG_FILES)
+def test_hostile_log_file(tmp_path, monkeypatch, kind, templates):
+    """One hostile file in the log of a cloned memory: every command works on the rest of
+    the log (exit 0, or 1 for a check, 3 for export keeping the hand-edited mirror), with
+    no traceback; the file is left where it is, unchanged; nothing is written outside
+    `.qem/` but the mirror; `qem verify` exits 1 and names it."""
+    root = tmp_path / "ws"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.txt").write_bytes(b"do not touch\n")
+    memory = templates("loose files", a_memory_with_loose_files, root)
+    name, says = plant(memory, kind, outside)
+    planted = memory / name
+    kept = os.readlink(planted) if planted.is_symlink() else (None if planted.is_dir() else planted.read_bytes())
+    around = outside_state(tmp_path, root)
+    note = next(n for n in first_note_of_log_all(memory) if n)
+    edit = root / "MEMORY.md"
+    edit.write_text(edit.read_text().replace("## Tasks\n", "## Tasks\n\n- one more\n"))
+    monkeypatch.setenv("QEM_EDITOR", "true")
+    monkeypatch.chdir(root)
+    results = []
+    for argv in READS + WRITES + [["verify"], ["verify", "--repair"], ["pack"], ["verify"]]:
+        argv = [note if a == "@NOTE" else a for a in argv]
+        if argv == ["pack"]:  # (packing moves a valid loose event into a pack: it is not kept as it was)
+            now = os.readlink(planted) if planted.is_symlink() else (None if planted.is_dir() else planted.read_bytes())
+            assert now == kept, "qem changed a hostile log file"
+        code, out, err = cli(*argv, "--workspace", str(root))
+        results.append((argv, code, out, err))
+        if argv[0] == "verify":
+            assert code == 1, (kind, out, err)
+            # names it: the file, or what it says (a file changed in place since the index
+            # read it: the note the index disagrees about, until --repair)
+            assert name in out or says in out or f"note {name.split('/')[-1][:8]}: the index disagrees" in out, (
+                kind, name, out)
+            if argv == ["verify", "--repair"]:
+                assert says in out, (kind, says, out)
+        elif argv == ["export", "--check"]:
+            assert code in (0, 1), (argv, err)
+        elif argv == ["export"]:
+            assert code in (0, 3), (argv, err)
+        else:
+            assert code == 0, (kind, argv, code, err)
+    assert outside_state(tmp_path, root) == around, "qem wrote outside .qem/"
+    with Store.open(memory) as store:
+        texts = [n.text for n in store.notes()]
+        # (a file changed in place held the loose note's event or text: set aside since --repair)
+        assert ("a loose note" in texts) != (kind in ("edited-by-hand", "text-of-another-text"))
+        assert "x" in texts and "one more" in texts
+        assert not any("mallory" in e.actor for e in store.events()), "a hostile event was read"
+        assert "a text its note never had" not in texts
+    record(f"test_hostile_log_file[{kind}]", "commands run", len(results))
+
+
+def first_note_of_log_all(memory: Path) -> list[str]:
+    with Store.open(memory) as store:
+        return [n.shown for n in store.notes() if n.state == "active"]
+
+
+@pytest.mark.parametrize("name", [
+    "events/../../etc/passwd", "events/../config.toml", "packs/../events/x", "texts/a/b", "../events/x",
+    "events/", "notes/x", "events/..", "packs/e-../../x.jsonl", "/etc/passwd",
+])
+def test_log_names_from_a_git_tree_never_leave_the_log(name):
+    """Names read from a git revision (`--at REV`) are only ever names of the log's own
+    kinds: anything else, `..` and absolute paths included, is set aside."""
+    from qem_edit.logtree import LogFileError, records_from
+
+    with pytest.raises(LogFileError):
+        records_from(name, canonical({"key": "k", "text": "t"}))
+
+
+@pytest.mark.parametrize("folder", ["events", "texts", "packs"])
+def test_a_linked_log_folder_is_not_written_through(tmp_path, folder):
+    """`.qem/events`, `texts` or `packs` replaced by a link to a folder elsewhere, as a
+    hostile clone might commit it: qem writes nothing there (no note text, no event, no
+    pack); the write is refused, exit 2, naming the link."""
+    root = tmp_path / "ws"
+    memory = good_store(root)
+    assert run_qem("add", "a loose note", "--kind", "task", cwd=root).returncode == 0  # something to pack
+    elsewhere = tmp_path / "outside" / folder
+    elsewhere.parent.mkdir()
+    (memory / folder).rename(elsewhere)
+    (memory / folder).symlink_to(elsewhere)
+    before = snapshot(elsewhere)
+    for argv in (["add", "a secret that must stay inside", "--kind", "task"], ["pack"],
+                 ["checkin", "--path", "MEMORY.md", "-m", "x", "--yes"]):
+        if argv[0] == "checkin":
+            (root / "MEMORY.md").write_text(run_qem("export", "--stdout", cwd=root).stdout.replace(
+                "## Tasks\n", "## Tasks\n\n- one more\n- and another\n"))
+        done = run_qem(*argv, cwd=root)
+        no_traceback(done.stderr)
+        assert snapshot(elsewhere) == before, f"`qem {argv[0]}` wrote through the linked {folder}"
+        assert done.returncode == 2 and f"{folder} is a symbolic link" in done.stderr, (argv, done.stderr)
+    record(f"test_a_linked_log_folder_is_not_written_through[{folder}]", "bad inputs refused", 3)

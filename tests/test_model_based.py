@@ -12,7 +12,9 @@ checkout and its check-in, and keeps a model of the documented rules beside it:
   scrubbed from the kept edit too);
 - new lines are new notes.
 
-After every step the store's notes must equal the model's.
+After every step the store's notes must equal the model's.  Notes are keyed by their full
+ids; the model's dicts keep creation order, so a note is drawn by its place in that order
+(ids are random: drawing from sorted ids would draw other notes on a replay).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from qem_edit import acts, checkin, errors
+from qem_edit.checks import verify_report
 from qem_edit.checkouts import kept, new_checkout, owning, write_checkout
+from qem_edit.export import export
 from qem_edit.renderer import Selection
 from qem_edit.store import Store
 from qem_edit.workspace import Workspace
@@ -56,7 +60,7 @@ class M:
     text: str | None
     state: str = "active"
     provenance: str = "agent"
-    by: int | None = None  # the successor, once superseded
+    by: str | None = None  # the successor's full id, once superseded
 
 
 class Yes:
@@ -76,9 +80,9 @@ class Memory(RuleBasedStateMachine):
     @initialize()
     def start(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="qem-model-"))
-        self.place = Workspace(self.dir, self.dir / ".qem" / "memory.db")
+        self.place = Workspace(self.dir, self.dir / ".qem")
         self.store = Store.open(self.place.store_path, create=True)
-        self.model: dict[int, M] = {}
+        self.model: dict[str, M] = {}  # by full id, in creation order
         self.checkout = None  # (Checkout, the model at its base, my intended changes)
 
     def teardown(self) -> None:
@@ -96,7 +100,7 @@ class Memory(RuleBasedStateMachine):
     @precondition(lambda self: self.model)
     @rule(data=st.data(), move=st.sampled_from(sorted(ALLOWED)))
     def move(self, data, move: str) -> None:  # type: ignore[no-untyped-def]
-        note_id = data.draw(st.sampled_from(sorted(self.model)))
+        note_id = data.draw(st.sampled_from(list(self.model)))
         before = self.model[note_id]
         try:
             acts.move(self.store, self.place, move, note_id, "because", "other")
@@ -109,7 +113,7 @@ class Memory(RuleBasedStateMachine):
     @precondition(lambda self: any(n.state in LIVE for n in self.model.values()))
     @rule(data=st.data(), text=TEXT)
     def supersede(self, data, text: str) -> None:  # type: ignore[no-untyped-def]
-        note_id = data.draw(st.sampled_from(sorted(i for i, n in self.model.items() if n.state in LIVE)))
+        note_id = data.draw(st.sampled_from([i for i, n in self.model.items() if n.state in LIVE]))
         old = self.model[note_id]
         new = acts.supersede(self.store, self.place, note_id, text, "newer", "other").note
         self.model[note_id] = replace(old, state="superseded", by=new.id)
@@ -118,27 +122,32 @@ class Memory(RuleBasedStateMachine):
     @precondition(lambda self: any(n.state != "forgotten" for n in self.model.values()))
     @rule(data=st.data())
     def forget(self, data) -> None:  # type: ignore[no-untyped-def]
-        note_id = data.draw(st.sampled_from(sorted(i for i, n in self.model.items() if n.state != "forgotten")))
+        note_id = data.draw(st.sampled_from([i for i, n in self.model.items() if n.state != "forgotten"]))
         acts.forget(self.store, self.place, note_id, "leaked", "other")
         self.model[note_id] = replace(self.model[note_id], state="forgotten", text=None)
 
     # -- a person's edit -------------------------------------------------------------------
 
     @precondition(lambda self: self.checkout is None and self.model)
-    @rule(data=st.data(), where=st.sampled_from(["kept", "recorded file", "plain file"]))
+    @rule(data=st.data(), where=st.sampled_from(["kept", "recorded file", "mirror"]))
     def check_out_and_edit(self, data, where: str) -> None:  # type: ignore[no-untyped-def]
         if where == "kept":
             source = checkin.Source((c := new_checkout(self.store, self.place, Selection())).file, self.place, c)
-        else:  # `qem checkout --path F` records F's base; a plain copy of it has none
+        elif where == "recorded file":  # `qem checkout --path F` records F's base
             path = write_checkout(self.store, self.place, Selection(), self.dir / "mine.md")
-            source = checkin.Source(path, self.place, owning(self.place, path) if where == "recorded file" else None)
+            source = checkin.Source(path, self.place, owning(self.place, path))
+        else:  # the exported MEMORY.md, edited by hand: its base is what export last wrote
+            mirror = self.place.mirror_path()
+            export(self.store, mirror, force=True)  # start again from the rendering now
+            source = checkin.Source(mirror, self.place)
         lines = source.path.read_text("utf-8").split("\n")
+        shorts = {n.id: n.shown for n in self.store.notes()}  # as the checkout shows them
         mine: dict[object, tuple] = {}
-        for note_id, note in sorted(self.model.items()):
+        for number, (note_id, note) in enumerate(self.model.items(), start=1):
             if note.state not in LIVE or "\n" in (note.text or ""):
                 continue
-            choice = data.draw(st.sampled_from(["keep", "keep", "delete", "text", "stale"]), label=f"#{note_id}")
-            prefix = f"- [#{note_id}] "
+            choice = data.draw(st.sampled_from(["keep", "keep", "delete", "text", "stale"]), label=f"note {number}")
+            prefix = f"- [#{shorts[note_id]}] "
             index = next(i for i, line in enumerate(lines) if line.startswith(prefix))
             if choice == "delete":
                 del lines[index]
@@ -158,7 +167,7 @@ class Memory(RuleBasedStateMachine):
         source.path.write_text("\n".join(lines), "utf-8")
         # the check-in applies in file order, and so creates its notes' ids
         self.order = {key: next((i for i, line in enumerate(lines)
-                                 if (line == f"- {mine[key][-1]}" if key == "new" else line.startswith(f"- [#{key}] "))), -1)
+                                 if (line == f"- {mine[key][-1]}" if key == "new" else line.startswith(f"- [#{shorts[key]}] "))), -1)
                       for key in mine}
         self.checkout = (source, dict(self.model), mine)
 
@@ -181,7 +190,7 @@ class Memory(RuleBasedStateMachine):
             self._apply_mine(note_id, change, created)
         assert next(created, None) is None
 
-    def _expected(self, base: dict[int, M], mine: dict) -> dict | None:
+    def _expected(self, base: dict[str, M], mine: dict) -> dict | None:
         """The changes of mine that land (None: a conflict refuses the whole check-in)."""
         landing = {}
         for note_id, change in mine.items():
@@ -197,7 +206,7 @@ class Memory(RuleBasedStateMachine):
                 return None
         return landing
 
-    def _same_end(self, note_id: int, change: tuple, now: M) -> bool:
+    def _same_end(self, note_id: str, change: tuple, now: M) -> bool:
         if change[0] == "revoked":
             return now.state == "revoked"
         if change[0] == "stale":
@@ -226,7 +235,7 @@ class Memory(RuleBasedStateMachine):
             return
         got = {n.id: M(n.kind, n.priority, n.text, n.state, n.provenance, n.superseded_by) for n in self.store.notes()}
         assert got == self.model
-        assert self.store.verify() == []
+        assert verify_report(self.store).problems == []
 
 
 _LIMITS = {"phases": [Phase.explicit, Phase.reuse, Phase.generate]} if os.environ.get("QEM_MODEL_NOSHRINK") else {}

@@ -36,6 +36,8 @@ def test_the_wheel_holds_exactly_one_top_level_package(tmp_path: Path) -> None:
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert tops == {"qem_edit"}, tops
     assert "qem_edit/renderer/render.py" in names and "qem_edit/reconciler/plan.py" in names
+    # the log in the working tree and its local index: the reader of untrusted log files ships
+    assert "qem_edit/logtree.py" in names and "qem_edit/index.py" in names
     top_level = next(n for n in names if n.endswith(".dist-info/top_level.txt"))
     assert zipfile.ZipFile(wheel).read(top_level).decode().split() == ["qem_edit"]
 

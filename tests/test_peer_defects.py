@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from qem_edit import checkin, errors
-from builders import add, emit, render_text, store_path
+from builders import add, emit, render_text, shown, store_path
 from qem_edit.resolver import Graph
 from qem_edit.store import Store
 from qem_edit.reconciler.parse import parse
@@ -28,7 +28,7 @@ def test_dates_are_utc_whatever_the_time_zone(tmp_path: Path) -> None:
     """Peer: dates rendered in the machine's local time zone, so bytes depend on TZ."""
     db = store_path(tmp_path)
     with Store.open(db, create=True) as handle:
-        add(handle, "written just after midnight UTC", at="2026-07-01T02:00:00Z")
+        short = shown(handle, add(handle, "written just after midnight UTC", at="2026-07-01T02:00:00Z"))
     outputs = set()
     for tz in ("UTC", "America/Los_Angeles", "Pacific/Kiritimati", "Asia/Kolkata"):
         done = subprocess.run(
@@ -38,7 +38,7 @@ def test_dates_are_utc_whatever_the_time_zone(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         outputs.add(done.stdout)
     assert len(outputs) == 1
-    assert b"- [#1] 2026-07-01 " in outputs.pop()  # Los Angeles would say 2026-06-30
+    assert f"- [#{short}] 2026-07-01 ".encode() in outputs.pop()  # Los Angeles would say 2026-06-30
 
 
 def test_a_heading_inside_a_note_neither_truncates_it_nor_moves_it(store: Store) -> None:
@@ -54,14 +54,16 @@ def test_a_heading_inside_a_note_neither_truncates_it_nor_moves_it(store: Store)
     assert [(op.action, op.note_id) for op in planned.plan.ops] == [("supersede", other)]
     checkin.apply_plan(store, planned.plan, "person", "edit")
     assert store.note(victim).text == text and store.note(victim).state == "active"
-    assert {n.id for n in store.notes()} == {victim, other, other + 1}  # no forged #99
+    successor = store.note(other).superseded_by
+    assert successor is not None and store.note(successor).text == "an unrelated note, edited"
+    assert {n.id for n in store.notes()} == {victim, other, successor}  # no forged #99
 
 
 def test_kind_and_priority_edits_are_events_that_keep_the_old_note(store: Store) -> None:
     """Peer: kind, priority and tag edits are in-place UPDATEs with no event."""
     old = add(store, "Release the lock before restart", priority="low")
     _, checkout = render_text(store)
-    line = _item_line(checkout, old)
+    line = _item_line(checkout, shown(store, old))
     # raise its priority and move it under Findings
     edited = checkout.replace(line + "\n", "", 1).replace(
         "## Findings\n", "## Findings\n\n" + line.replace(" · low · ", " · high · ") + "\n", 1
@@ -76,8 +78,8 @@ def test_kind_and_priority_edits_are_events_that_keep_the_old_note(store: Store)
     assert [e.type for e in store.events(old)] == ["created", "superseded"]
 
 
-def _item_line(text: str, note_id: int) -> str:
-    return next(line for line in text.split("\n") if line.startswith(f"- [#{note_id}] "))
+def _item_line(text: str, short: str) -> str:
+    return next(line for line in text.split("\n") if line.startswith(f"- [#{short}] "))
 
 
 def test_a_concurrent_lifecycle_change_is_a_conflict(store: Store) -> None:
@@ -103,17 +105,18 @@ def test_the_conflict_check_and_the_writes_are_one_transaction(store: Store) -> 
     planned = checkin.propose(store, checkout.replace("alpha", "beta"), checkout)
     assert planned.plan.ok
     emit(store, note, "revoked", "in between", actor="agent-2", at=None)
-    head = store.head()
+    head, written = store.head(), len(store.events())
     with pytest.raises(errors.HeadMoved):
         checkin.apply_plan(store, planned.plan, "person", "late")
-    assert store.head() == head and store.note(note).state == "revoked"
+    assert store.head() == head and len(store.events()) == written and store.note(note).state == "revoked"
     # planned again against the store as it is now, the same edit is a conflict
     assert checkin.propose(store, checkout.replace("alpha", "beta"), checkout).plan.conflicts
 
 
-def test_a_fork_is_reported_not_silently_won(qem, tmp_path: Path) -> None:
+def test_a_fork_is_reported_not_silently_won(qem, ws: Path, tmp_path: Path) -> None:
     """Peer: two notes superseding the same note both stay active and the later silently
-    wins the back-pointer; nothing reports the fork."""
+    wins the back-pointer; nothing reports the fork.  Here `qem verify` names it (an open
+    dispute: listed, and a failure under --fail-on-disputes, as a CI job runs it)."""
     lines = []
     for seq, (note_id, parent) in enumerate([(1, None), (2, 1), (3, 1)], start=1):
         lines.append(json.dumps({
@@ -124,8 +127,14 @@ def test_a_fork_is_reported_not_silently_won(qem, tmp_path: Path) -> None:
         }))
     (tmp_path / "fork.jsonl").write_text("\n".join(lines) + "\n")
     assert qem("load", str(tmp_path / "fork.jsonl")).returncode == 0
+    with Store.open(store_path(ws)) as loaded:
+        parent = shown(loaded, 1)
+        kids = [n.shown for n in sorted((loaded.note(loaded.resolve(k)) for k in (2, 3)), key=lambda n: n.id)]
+    fork = f"fork: #{parent} is superseded by #{kids[0]} and #{kids[1]}"
     verify = qem("verify")
-    assert verify.returncode == 1 and "fork: #1 is superseded by #2 and #3" in verify.stdout
+    assert verify.returncode == 0 and fork in verify.stdout and "1 open dispute" in verify.stderr
+    strict = qem("verify", "--fail-on-disputes")
+    assert strict.returncode == 1 and fork in strict.stdout
     for note_id in (2, 3):  # neither "wins": the later timestamp means nothing
         assert json.loads(qem("status", str(note_id), "--json").stdout)["current"] == "unknown"
 
@@ -138,7 +147,7 @@ def test_the_edit_buffer_is_the_audit_view(store: Store) -> None:
     emit(store, gone, "revoked", "wrong", actor="agent-1", at=None)
     _, exported = render_text(store)
     parsed = parse(exported)
-    assert {i.note_id: i.state for i in parsed.items} == {kept: "active", gone: "revoked"}
+    assert {i.note_id: i.state for i in parsed.items} == {shown(store, kept): "active", shown(store, gone): "revoked"}
     planned = checkin.propose(store, exported.replace("· kept", "· kept, reviewed"))
     assert planned.plan.ok and [(op.action, op.note_id) for op in planned.plan.ops] == [("supersede", kept)]
 
@@ -147,8 +156,9 @@ def test_a_fork_loaded_from_elsewhere_is_visible_in_the_graph() -> None:
     """The resolver's own view of the same fork, without a store."""
     from qem_edit.model import Note
 
-    def note(note_id: int, parent: int | None) -> Note:
+    def note(note_id: str, parent: str | None) -> Note:
         return Note(note_id, "finding", "medium", "t", "agent", "2026-01-01T00:00:00Z", "a", supersedes=parent)
 
-    graph = Graph.of({1: note(1, None), 2: note(2, 1), 3: note(3, 1)})
-    assert graph.forks() == {1: [2, 3]}
+    one, two, three = ("a" * 26, "b" * 26, "c" * 26)
+    graph = Graph.of({one: note(one, None), two: note(two, one), three: note(three, one)})
+    assert graph.forks() == {one: [two, three]}

@@ -108,14 +108,16 @@ def hook_repo(request, tmp_path_factory) -> tuple[Path, str, Path]:
 
 
 def project(tmp_path: Path, config: str, env: dict[str, str]) -> Path:
-    """A git repository with a qem store, a current MEMORY.md, and `config` as its
-    .pre-commit-config.yaml, with the hook installed and the first commit made."""
+    """A git repository with a qem memory (its log committed with the code), a current
+    MEMORY.md, and `config` as its .pre-commit-config.yaml.  Auto-export is off, so the
+    log can move on without the mirror, as it does when a pull brings events."""
     proj = tmp_path / "project"
     proj.mkdir()
     git("init", "-q", "-b", "main", cwd=proj, env=env)
-    (proj / ".gitignore").write_text(".qem/\n", "utf-8")
     (proj / ".pre-commit-config.yaml").write_text(config, "utf-8")
     assert run_qem("add", "Run tests inside the venv", "--kind", "directive", cwd=proj).returncode == 0
+    settings = proj / ".qem" / "config.toml"
+    settings.write_text(settings.read_text("utf-8") + "\n[export]\nauto = false\n", "utf-8")
     assert run_qem("export", cwd=proj).returncode == 0
     return proj
 
@@ -150,7 +152,7 @@ def the_hook_guards_memory_md(proj: Path, env: dict[str, str], hook_id: str = "q
         assert check.returncode == 1  # --check changes nothing
         assert run_qem("export", cwd=proj).returncode == 0
 
-    git("add", "MEMORY.md", cwd=proj, env=env)
+    git("add", "MEMORY.md", ".qem", cwd=proj, env=env)
     again = git("commit", "-m", "memory, current again", cwd=proj, env=env, check=False)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "The lock order is A then B" in git("show", "HEAD:MEMORY.md", cwd=proj, env=env).stdout
@@ -215,3 +217,43 @@ def test_the_published_hook_guards_memory_md(tmp_path: Path, hook_repo: tuple[Pa
     stale = pre_commit("run", "qem-export-check", "--all-files", cwd=proj, env=env)
     assert stale.returncode == 1 and "moved on" in stale.stdout, stale.stdout + stale.stderr
     assert (proj / "MEMORY.md").read_bytes() == before
+
+
+def local_hooks(*hook_ids: str) -> str:
+    """The manifest's hooks as local system hooks run with this interpreter (no install)."""
+    out = []
+    for hook in yaml.safe_load(MANIFEST.read_text("utf-8")):
+        if hook["id"] in hook_ids:
+            command = hook["entry"].split()
+            local = dict(hook, language="system", entry=" ".join([sys.executable, "-m", "qem_edit", *command[1:]]))
+            local.pop("description", None)
+            out.append(local)
+    return yaml.safe_dump({"repos": [{"repo": "local", "hooks": out}]})
+
+
+def test_the_hooks_work_in_a_fresh_clone(tmp_path: Path) -> None:
+    """A teammate's fresh clone: no index, nothing set up.  Every hook builds what it needs
+    on its first run, lets a commit with a current MEMORY.md through, and stops one whose
+    log moved on without it; nothing qem makes locally is ever staged."""
+    env = git_env(tmp_path / "home")
+    (tmp_path / "home").mkdir()
+    env["PRE_COMMIT_HOME"] = str(tmp_path / "pre-commit-home")
+    hooks = ("qem-export", "qem-export-check", "qem-verify")
+    proj = project(tmp_path, local_hooks(*hooks), env)
+    git("add", "-A", cwd=proj, env=env)
+    git("commit", "-q", "-m", "the memory", cwd=proj, env=env)
+    fresh = tmp_path / "fresh"
+    git("clone", "-q", str(proj), str(fresh), cwd=tmp_path, env=env)
+    assert not (fresh / ".qem" / "index.db").exists()
+    assert pre_commit("install", cwd=fresh, env=env).returncode == 0
+    (fresh / "code.py").write_text("print('hello')\n", "utf-8")
+    git("add", "code.py", cwd=fresh, env=env)
+    done = git("commit", "-m", "code, in a fresh clone", cwd=fresh, env=env, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert all(f"{name}" in done.stdout + done.stderr for name in ("qem export", "qem verify"))
+    assert git("status", "--porcelain", cwd=fresh, env=env).stdout == ""  # the index stays local
+    for hook_id in hooks:  # a note added, MEMORY.md not rendered again: each hook stops it
+        assert run_qem("add", f"stale for {hook_id}", "--kind", "task", cwd=fresh).returncode == 0
+        ran = pre_commit("run", hook_id, "--all-files", cwd=fresh, env=env)
+        assert ran.returncode == 1, (hook_id, ran.stdout + ran.stderr)
+        assert run_qem("export", cwd=fresh).returncode == 0

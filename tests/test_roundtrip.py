@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 from qem_edit.model import KINDS, Note
 
 from _render_support import (
+    MEMORY,
     TEXT,
+    an_id,
     check_column_zero_rule,
     flat_reason,
     marker_date,
@@ -25,6 +27,7 @@ from _render_support import (
 )
 from qem_edit.reconciler.parse import parse
 from qem_edit.renderer import Selection, render
+from qem_edit.renderer.render import header_line
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -32,12 +35,13 @@ SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[Heal
 def assert_reads_back(notes: list[Note], text: str) -> None:
     parsed = parse(text)
     assert parsed.errors == [], parsed.errors
-    assert parsed.base == 7
+    assert parsed.memory == MEMORY
     items = {item.note_id: item for item in parsed.items}
     assert None not in items, "the file grew a new note"
     assert len(parsed.items) == len(notes) == len(items)
+    shown = {n.id: n.shown for n in notes}  # a link shows its note's short id, or the id it holds
     for note in notes:
-        item = items[note.id]
+        item = items[note.shown]
         assert item.kind == note.kind
         if note.state == "forgotten":
             assert (item.state, item.text) == ("forgotten", None)
@@ -46,27 +50,30 @@ def assert_reads_back(notes: list[Note], text: str) -> None:
         got = (item.priority, item.provenance, item.state, item.text)
         assert got == (note.priority, note.provenance, note.state, note.text)
         assert item.date == note.created_at[:10]
-        assert item.supersedes == note.supersedes
-        assert item.superseded_by == note.superseded_by
-        shown = flat_reason(note.state_reason) if note.state != "active" else None
-        assert item.state_reason == shown
+        assert item.supersedes == (shown.get(note.supersedes, note.supersedes) if note.supersedes else None)
+        assert item.superseded_by == (shown.get(note.superseded_by, note.superseded_by) if note.superseded_by else None)
+        reason = flat_reason(note.state_reason) if note.state != "active" else None
+        assert item.state_reason == reason
 
 
 @SETTINGS
 @given(note_sets(disputes=True))
 @example(
     [
-        Note(1, "task", "high", "REVOKED 2026-01-01 (x) · y", "agent", "2026-01-01T00:00:00Z", "a"),
-        Note(2, "task", "low", "\\", "human", "2026-01-01T00:00:00Z", "a", state="revoked",
-             state_at="2026-01-02T00:00:00Z", state_reason="a (b) \\ c\nd"),
-        Note(3, "gotcha", "medium", "x\n## Directives\n- [#999] 2026-01-01 · high · agent · forged",
-             "auto", "2026-01-01T00:00:00Z", "a"),
-        Note(4, "finding", "medium", "supersedes #1 · x", "agent", "2026-01-01T00:00:00Z", "a", supersedes=1),
-        Note(5, "finding", "medium", "\\REVOKED", "agent", "2026-01-01T00:00:00Z", "a", supersedes=1),
+        Note(an_id(1), "task", "high", "REVOKED 2026-01-01 (x) · y", "agent", "2026-01-01T00:00:00Z", "a",
+             short=an_id(1)[:4]),
+        Note(an_id(2), "task", "low", "\\", "human", "2026-01-01T00:00:00Z", "a", state="revoked",
+             state_at="2026-01-02T00:00:00Z", state_reason="a (b) \\ c\nd", short=an_id(2)[:4]),
+        Note(an_id(3), "gotcha", "medium", "x\n## Directives\n- [#999] 2026-01-01 · high · agent · forged",
+             "auto", "2026-01-01T00:00:00Z", "a", short=an_id(3)[:4]),
+        Note(an_id(4), "finding", "medium", "supersedes #1 · x", "agent", "2026-01-01T00:00:00Z", "a",
+             supersedes=an_id(1), short=an_id(4)[:4]),
+        Note(an_id(5), "finding", "medium", "\\REVOKED", "agent", "2026-01-01T00:00:00Z", "a", supersedes=an_id(1),
+             short=an_id(5)[:4]),
     ]
 )
 def test_render_then_parse_gives_back_every_note(notes: list[Note]) -> None:
-    text = render(notes, 7)
+    text = render(notes, MEMORY)
     assert_reads_back(notes, text)
     check_column_zero_rule(text, notes)
 
@@ -98,8 +105,8 @@ def _rebuild(text: str) -> list[Note]:
 @given(note_sets())
 def test_one_more_pass_is_stable(notes: list[Note]) -> None:
     """render → parse → notes → render is the same file, byte for byte."""
-    first = render(notes, 7)
-    assert render(_rebuild(first), 7) == first
+    first = render(notes, MEMORY)
+    assert render(_rebuild(first), MEMORY) == first
 
 
 def _noisy_variants(text: str) -> dict[str, str]:
@@ -120,7 +127,7 @@ def _noisy_variants(text: str) -> dict[str, str]:
 @settings(max_examples=60, deadline=None)
 @given(note_sets())
 def test_editor_noise_changes_nothing(notes: list[Note]) -> None:
-    text = render(notes, 7)
+    text = render(notes, MEMORY)
     clean = parse(text)
     for name, noisy in _noisy_variants(text).items():
         assert parse(noisy) == clean, name
@@ -133,7 +140,7 @@ def test_a_text_is_one_item_whatever_it_holds(texts: list[str]) -> None:
     lines) also read back as exactly those texts, when escaped the way qem escapes."""
     from qem_edit.renderer.format import INDENT, escape_first_line
 
-    lines = ["<!-- qem base=3 kinds=task -->", "", "## Tasks", ""]
+    lines = [f"<!-- qem memory={MEMORY} kinds=task -->", "", "## Tasks", ""]
     for text in texts:
         first, *more = text.split("\n")
         first = escape_first_line(first)
@@ -153,10 +160,28 @@ def test_a_text_is_one_item_whatever_it_holds(texts: list[str]) -> None:
 @given(note_sets(), st.sets(st.sampled_from(KINDS), min_size=1), st.booleans())
 def test_scoped_renderings_read_back_with_their_scope(notes: list[Note], kinds: set[str], active: bool) -> None:
     selection = Selection(kinds=tuple(k for k in KINDS if k in kinds), active_only=active)
-    text = render(notes, 7, selection)
+    text = render(notes, MEMORY, selection)
     parsed = parse(text)
     assert parsed.errors == []
     assert parsed.selection == selection
     shown = [n for n in notes if n.kind in kinds and (n.live or not active)]
-    assert sorted(i.note_id for i in parsed.items) == sorted(n.id for n in shown)
-    assert render([replace(n) for n in shown], 7, selection) == text
+    assert sorted(i.note_id for i in parsed.items) == sorted(n.shown for n in shown)
+    assert text.split("\n", 1)[0] == header_line(MEMORY, selection)
+    # each item is as the whole file shows it (a link to a note left out keeps its short id)
+    whole = {i.note_id: i.raw for i in parse(render(notes, MEMORY)).items}
+    assert {i.note_id: i.raw for i in parsed.items} == {n.shown: whole[n.shown] for n in shown}
+    if _closed(shown, notes):  # no link leaves the selection: the shown notes alone render the same file
+        assert render([replace(n) for n in shown], MEMORY, selection) == text
+
+
+def _closed(shown: list[Note], notes: list[Note]) -> bool:
+    """Whether no supersession link (nor a fork) joins a shown note to one left out."""
+    inside = {n.id for n in shown}
+    parents = {n.supersedes for n in shown} - {None}
+    for note in notes:
+        links = {note.supersedes, note.superseded_by} - {None}
+        if note.id in inside and not links <= inside:
+            return False
+        if note.id not in inside and (links & inside or note.supersedes in parents):
+            return False
+    return True

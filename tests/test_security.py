@@ -1,5 +1,6 @@
 """Security: private checkouts, no writing through planted links, no shell injection, and
-note text written nowhere but the store, the mirror and the checkouts.
+note text written nowhere but the memory (its log and local index), the mirror and the
+checkouts; a forgotten text gone from every file qem wrote, the log included.
 
 Everything here runs the real CLI in child processes, as a user (or an attacker who can
 plant files in a workspace, e.g. in a cloned repository) would meet it.
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from _reliability import no_traceback, python_env, record
+from _reliability import no_traceback, python_env, record, verify
 from builders import add, store_path
 from conftest import run_qem
 from qem_edit.store import Store
@@ -28,13 +29,12 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(os.lstat(path).st_mode)
 
 
-def seed(ws: Path, *texts: str) -> Path:
+def seed(ws: Path, *texts: str) -> list[str]:
+    """A memory in workspace `ws` holding `texts` (task notes); their short ids."""
     (ws / ".qem").mkdir(parents=True, exist_ok=True)
-    path = store_path(ws)
-    with Store.open(path, create=True) as store:
-        for text in texts:
-            add(store, text, "task", actor="seeder", at=None)
-    return path
+    with Store.open(store_path(ws), create=True) as store:
+        made = [add(store, text, "task", actor="seeder", at=None) for text in texts]
+        return [store.note(n).shown for n in made]
 
 
 def qem_with_umask(umask: str, *args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -57,7 +57,7 @@ def editor(tmp_path: Path, body: str, name: str = "editor.py") -> str:
 
 @pytest.mark.parametrize("umask", ["000", "022", "077"])
 def test_checkouts_are_private_whatever_the_umask(ws, tmp_path, umask):
-    seed(ws, "a note")
+    (note,) = seed(ws, "a note")
     done = qem_with_umask(umask, "checkout", cwd=ws)
     assert done.returncode == 0, done.stderr
     edit = Path(done.stdout.strip())
@@ -68,7 +68,7 @@ def test_checkouts_are_private_whatever_the_umask(ws, tmp_path, umask):
         assert mode(f) == 0o600, f"{f.name} is {oct(mode(f))}"
     # a kept edit (a conflict) stays private too
     edit.write_text(edit.read_text().replace("a note", "a changed note"))
-    assert run_qem("revoke", "1", "-m", "meanwhile", cwd=ws).returncode == 0
+    assert run_qem("revoke", note, "-m", "meanwhile", cwd=ws).returncode == 0
     done = qem_with_umask(umask, "checkin", "--path", str(edit), "-m", "x", "--yes", cwd=ws)
     assert done.returncode == 3, done.stderr
     for f in edit.parent.iterdir():
@@ -111,7 +111,8 @@ def test_a_link_at_the_mirror_path_is_not_followed(ws, tmp_path):
     done = run_qem("export", cwd=ws)
     assert done.returncode == 2 and "symbolic link" in done.stderr
     # with auto-export on, the write stands and the link is reported, not followed
-    (ws / ".qem" / "config.toml").write_text("[export]\nauto = true\n")
+    config = ws / ".qem" / "config.toml"
+    config.write_text("[export]\nauto = true\n\n" + config.read_text())  # (keeping the memory's id)
     done = run_qem("add", "written anyway", "--kind", "task", cwd=ws)
     assert done.returncode == 0 and "symbolic link" in done.stderr
     done = run_qem("checkin", "--path", str(ws / "MEMORY.md"), "-m", "x", "--yes", cwd=ws)
@@ -156,8 +157,8 @@ def test_links_planted_in_the_checkout_are_not_followed(ws, tmp_path, planted):
         assert victim.read_bytes() == before, f"`qem {' '.join(args)}` wrote through the {planted} link"
     if planted in ("the checkout", "checkouts"):
         assert snapshot(real) == before_dir, "a linked directory was written in"
-    with Store.open(ws / ".qem" / "memory.db") as store:
-        assert store.verify() == []
+    with Store.open(store_path(ws)) as store:
+        assert verify(store) == []
     record(f"test_links_planted_in_the_checkout_are_not_followed[{planted}]", "checks", len(commands))
 
 
@@ -193,7 +194,7 @@ def test_paths_and_editor_commands_with_metacharacters(tmp_path):
     assert done.returncode == 0, done.stderr
     argv_files = list((ws / ".qem").rglob("*.argv"))
     assert not argv_files  # the checkout went away after the check-in, with its files
-    with Store.open(ws / ".qem" / "memory.db") as store:
+    with Store.open(store_path(ws)) as store:
         texts = {n.text for n in store.notes()}
         reasons = {e.reason for e in store.events() if e.checkin}
     assert "added via $(touch pwned9) editor" in texts
@@ -205,7 +206,7 @@ def test_paths_and_editor_commands_with_metacharacters(tmp_path):
     assert done.returncode == 0, done.stderr
     for args in (["export"], ["checkin", "--path", str(ws / "MEMORY.md"), "-m", "x", "--yes"],
                  ["dump", str(ws / "dump $(touch pwned11).jsonl")],
-                 ["add", "`touch pwned12`", "--kind", "task", "--store", str(ws / ".qem" / "memory.db")]):
+                 ["add", "`touch pwned12`", "--kind", "task", "--store", str(store_path(ws))]):
         done = run_qem(*args, cwd=ws)
         assert done.returncode == 0, (args, done.stderr)
     assert pwned(tmp_path) == [], "a shell ran something it was not asked to"
@@ -233,6 +234,12 @@ def test_editor_gets_the_file_as_one_argument(tmp_path):
 
 
 def test_note_text_goes_only_to_store_mirror_and_checkouts(tmp_path):
+    """A full session with secrets in note texts, reasons and edits: no file but the
+    memory (its log and its local index), the mirror and the kept checkouts holds one; and
+    the two secrets then forgotten (one in a loose text file, one in a pack of texts with
+    another note's) are gone from every file qem wrote: the log (the text file deleted, the
+    pack written again without it), the index and its write-ahead log, the mirror, export's
+    private copy, the kept checkouts."""
     home, tmpdir, ws, tools = (tmp_path / d for d in ("home", "tmp", "ws", "tools"))
     for d in (home, tmpdir, ws, tools):
         d.mkdir()
@@ -249,7 +256,7 @@ def test_note_text_goes_only_to_store_mirror_and_checkouts(tmp_path):
         return done
 
     assert qem("add", f"{SECRET}-1 in a note", "--kind", "gotcha").returncode == 0
-    assert qem("add", "multi\nline " + f"{SECRET}-2", "--kind", "task").returncode == 0
+    second = qem("add", "multi\nline " + f"{SECRET}-2", "--kind", "task").stdout.strip()
     script = tools / "ed.py"
     script.write_text(
         "import os, sys\npath = sys.argv[-1]\ntext = open(path, encoding='utf-8').read()\n"
@@ -259,34 +266,53 @@ def test_note_text_goes_only_to_store_mirror_and_checkouts(tmp_path):
     )
     editor_cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"
     assert qem("edit", "-m", f"{SECRET}-5 reason", "--yes", QEM_EDITOR=editor_cmd).returncode == 0
-    for args in (["export"], ["list"], ["show", "1"], ["log"], ["dump"], ["query", f"text~{SECRET}"],
-                 ["verify"], ["export", "--check"], ["export", "--diff"], ["status", "1"]):
+    for args in (["export"], ["list"], ["show", second], ["log"], ["dump"], ["query", f"text~{SECRET}"],
+                 ["verify"], ["export", "--check"], ["export", "--diff"], ["status", second]):
         assert qem(*args).returncode in (0, 1)
     # a check-in that conflicts: the edit is kept (in a checkout, where it belongs)
     path = Path(qem("checkout").stdout.strip())
     path.write_text(path.read_text().replace(f"{SECRET}-3 in", f"{SECRET}-6 in"))
-    with Store.open(ws / ".qem" / "memory.db") as store:
-        (edited,) = [n.id for n in store.notes() if n.text.startswith(f"{SECRET}-3")]
-    assert qem("flag-stale", str(edited), "-m", f"{SECRET}-7").returncode == 0
+    with Store.open(store_path(ws)) as store:
+        (edited,) = [n.shown for n in store.notes() if n.text.startswith(f"{SECRET}-3")]
+        (fourth,) = [n.shown for n in store.notes() if n.text.startswith(f"{SECRET}-4")]
+    memory = ws / ".qem"
+    packed = [p for p in (memory / "packs").glob("t-*") if f"{SECRET}-4".encode() in p.read_bytes()]
+    assert len(packed) == 1 and f"{SECRET}-3".encode() in packed[0].read_bytes()  # the check-in's texts: one pack
+    assert qem("flag-stale", edited, "-m", f"{SECRET}-7").returncode == 0
     assert qem("checkin", "--path", str(path), "-m", "x", "--yes").returncode == 3
-    assert qem("forget", "2", "-m", "cleanup", "--yes").returncode == 0
+    assert qem("forget", second, "-m", "cleanup", "--yes").returncode == 0
+    assert qem("forget", fourth, "-m", "cleanup", "--yes").returncode == 0
+    assert not packed[0].exists(), "the pack holding a forgotten text was not written again"
     # a hand-edited mirror that conflicts: copied to a kept checkout, too
     mirror = ws / "MEMORY.md"
     mirror.write_text(mirror.read_text().replace("## Tasks\n", f"## Tasks\n\n- {SECRET}-8\n", 1))
     assert qem("checkin", "--path", str(mirror), "-m", "x", "--yes").returncode == 0
 
-    allowed = [ws / ".qem" / "checkouts", mirror] + [ws / ".qem" / n for n in ("memory.db", "memory.db-wal", "memory.db-shm")]
-    leaks, scanned = [], 0
+    # (mirror-base.md: export's private copy of what it last wrote, 0600, never committed)
+    allowed = [memory / "checkouts", mirror] + [memory / n for n in ("events", "texts", "packs", "index.db",
+                                                                     "index.db-wal", "index.db-shm", "mirror-base.md")]
+    assert mode(memory / "mirror-base.md") == 0o600
+    forgotten = [f"{SECRET}-2".encode(), f"{SECRET}-4".encode()]
+    leaks, kept_forgotten, scanned = [], [], 0
     for root in (home, tmpdir, ws):
         for f in root.rglob("*"):
-            if not f.is_file() or any(f == a or a in f.parents for a in allowed):
+            if not f.is_file():
+                continue
+            data = f.read_bytes()
+            for secret in forgotten:
+                if secret in data or secret.decode().encode("utf-16-le") in data:
+                    kept_forgotten.append((f, secret))
+            if any(f == a or a in f.parents for a in allowed):
                 continue
             scanned += 1
-            data = f.read_bytes()
             if SECRET.encode() in data or SECRET.encode("utf-16-le") in data:
                 leaks.append(f)
-    assert leaks == [], f"note text written outside the store, mirror and checkouts: {leaks}"
-    kept = list((ws / ".qem" / "checkouts").rglob("*"))
+    assert leaks == [], f"note text written outside the memory, mirror and checkouts: {leaks}"
+    assert kept_forgotten == [], f"a forgotten text is still in files qem wrote: {kept_forgotten}"
+    kept = list((memory / "checkouts").rglob("*"))
     assert kept, "the conflicting edit should be kept"
-    assert SECRET.encode() in (ws / ".qem" / "memory.db").read_bytes() or (ws / ".qem" / "memory.db-wal").exists()
+    in_log = b"".join(p.read_bytes() for d in ("texts", "packs") for p in (memory / d).iterdir())
+    assert f"{SECRET}-3".encode() in in_log and f"{SECRET}-1".encode() in in_log  # the others stay
+    with Store.open(store_path(ws)) as store:
+        assert verify(store) == []
     record("test_note_text_goes_only_to_store_mirror_and_checkouts", "files scanned", scanned)

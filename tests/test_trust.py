@@ -30,12 +30,14 @@ from _edit_support import (
     REVOKED,
     SEED_HEAD,
     TEXTS,
+    aliases,
     events,
     head,
     make_editor,
     notes,
     resume_id,
     seed,
+    shorts,
 )
 from conftest import run_qem
 
@@ -114,8 +116,13 @@ def test_a_few_revocations_need_no_extra_confirmation(ws: Path, tmp_path: Path) 
     assert done.returncode == 0, done.stderr
 
 
+def unknown_id(ws: Path, note: int = ACTIVE_TASK) -> str:
+    """An editor body that makes the item of `note` name a note that does not exist."""
+    return f"sub('[#{shorts(ws)[note]}]', '[#404]')"
+
+
 def test_emptying_a_resumed_edit_keeps_it(seeded: Path, tmp_path: Path) -> None:
-    first = edit(seeded, tmp_path, "text = text.replace('[#4]', '[#404]')", "-m", REASON, "--yes")
+    first = edit(seeded, tmp_path, unknown_id(seeded), "-m", REASON, "--yes")
     assert first.returncode == 2, first.stderr
     checkout = resume_id(first.stderr)
     before = (seeded / ".qem" / "checkouts" / checkout / "MEMORY.md").read_bytes()
@@ -162,10 +169,48 @@ def test_a_checkout_ends_with_how_to_edit_it_and_the_comment_is_stripped(seeded:
     assert "no changes" in dry.stderr
 
 
+def test_a_copy_of_a_checkout_is_read_against_its_own_base(seeded: Path, tmp_path: Path) -> None:
+    """A checkout names the rendering it was made from in its help line, so a plain copy
+    of it (no record of its own) is checked in against that base: a note others added
+    since is not read as deleted, a note expired since is not put back."""
+    kept_file = Path(run_qem("checkout", cwd=seeded).stdout.strip())
+    assert re.search(r"^<!-- qem:help base=[0-9a-f]{16} ", kept_file.read_text("utf-8"), re.M)
+    copy = tmp_path / "copy.md"
+    shutil.copyfile(kept_file, copy)
+    added = run_qem("add", "added by another writer meanwhile", "-k", "task", cwd=seeded).stdout.strip()
+    gotcha = shorts(seeded)[ACTIVE_GOTCHA]
+    assert run_qem("expire", gotcha, "-m", "expired meanwhile", cwd=seeded).returncode == 0
+    task = shorts(seeded)[ACTIVE_TASK]
+    text = copy.read_text("utf-8")
+    line = next(line for line in text.splitlines() if line.startswith(f"- [#{task}]"))
+    copy.write_text(text.replace(line, line + ", edited in the copy"), "utf-8")
+    done = run_qem("checkin", "--path", str(copy), "--dry-run", "--json", cwd=seeded)
+    assert done.returncode == 1, done.stderr
+    ops = json.loads(done.stdout)["operations"]
+    assert [op["action"] for op in ops] == ["supersede"], ops  # the edit, and nothing of the others' undone
+    assert run_qem("checkin", "--path", str(copy), "-m", REASON, "--yes", cwd=seeded).returncode == 0
+    assert notes(seeded)[_by_short(seeded, added)].state == "active"
+    assert notes(seeded)[ACTIVE_GOTCHA].state == "expired"
+
+    # once this clone keeps that base nowhere, the copy is refused, not guessed at
+    assert run_qem("checkouts", "--discard-all", cwd=seeded).returncode == 0
+    before = head(seeded)
+    copy.write_text(text.replace(line, line + ", edited again"), "utf-8")
+    refused = run_qem("checkin", "--path", str(copy), "-m", REASON, "--yes", cwd=seeded)
+    assert refused.returncode == 3 and "no longer keeps" in refused.stderr, refused.stderr
+    assert head(seeded) == before and "edited again" in copy.read_text("utf-8")
+
+
 # -- a secret forgotten is forgotten everywhere qem wrote it -------------------------------------------
 
 
 SECRET = "the staging password is hunter2-correct-horse"
+
+
+def _by_short(ws: Path, short: str) -> str:
+    """The full id of the note shown as `short` (what `qem add` prints)."""
+    [found] = [note_id for note_id, shown in shorts(ws).items() if shown == short and isinstance(note_id, str)]
+    return found
 
 
 def test_forget_scrubs_kept_edits_and_the_mirror(ws: Path, tmp_path: Path) -> None:
@@ -186,7 +231,7 @@ def test_forget_scrubs_kept_edits_and_the_mirror(ws: Path, tmp_path: Path) -> No
     fix = make_editor(tmp_path, "drop('bogus')")
     again = run_qem("edit", "--resume", checkout, "-m", REASON, "--yes", cwd=ws, env={"QEM_EDITOR": fix}, input="")
     assert again.returncode == 0, again.stderr
-    assert notes(ws)[int(other)].state == "active"
+    assert notes(ws)[_by_short(ws, other)].state == "active"
 
 
 def test_forget_names_a_file_it_could_not_scrub(ws: Path, tmp_path: Path) -> None:
@@ -228,6 +273,35 @@ def test_edit_merges_a_concurrent_forget_of_an_untouched_note(seeded: Path, tmp_
     assert notes(seeded)[ACTIVE_TASK].state == "revoked"
 
 
+def test_edit_merges_a_concurrent_forget_of_a_note_it_deleted(seeded: Path, tmp_path: Path) -> None:
+    """The editor is open while another writer forgets a note the person deletes: both
+    took it out, and the rest of the edit lands.  (The forget scrubs the kept base, whose
+    tombstone then read as the person deleting a forgotten note, which is refused.)"""
+    body = (f"qem('forget', '{ACTIVE_FINDING}', '-m', 'leaked', '--yes')\n"
+            f"drop({TEXTS[ACTIVE_FINDING]!r})\ndrop({TEXTS[ACTIVE_TASK]!r})")
+    done = edit(seeded, tmp_path, body, "-m", REASON, "--yes")
+    assert done.returncode == 0, done.stderr
+    after = notes(seeded)
+    assert after[ACTIVE_FINDING].state == "forgotten" and after[ACTIVE_TASK].state == "revoked"
+    names = aliases(seeded)
+    assert [(names[e.note], e.type) for e in events(seeded, after=SEED_HEAD)] == [
+        (ACTIVE_FINDING, "forgotten"), (ACTIVE_TASK, "revoked")]
+    assert kept(seeded) == []
+
+
+def test_a_kept_edit_that_deleted_a_note_forgotten_since_checks_in(seeded: Path) -> None:
+    path = Path(run_qem("checkout", cwd=seeded).stdout.strip())
+    text = path.read_text("utf-8")
+    lines = [line for line in text.split("\n") if TEXTS[ACTIVE_FINDING] not in line and TEXTS[ACTIVE_TASK] not in line]
+    path.write_text("\n".join(lines), "utf-8")
+    assert run_qem("forget", str(ACTIVE_FINDING), "-m", "leaked", "--yes", cwd=seeded).returncode == 0
+    done = run_qem("checkin", "-m", REASON, "--yes", cwd=seeded, input="")
+    assert done.returncode == 0, done.stderr
+    after = notes(seeded)
+    assert after[ACTIVE_FINDING].state == "forgotten" and after[ACTIVE_TASK].state == "revoked"
+    assert head(seeded) == SEED_HEAD + 2  # the forget and your revoke, nothing else
+
+
 # -- output a script can use -----------------------------------------------------------------------------
 
 
@@ -239,17 +313,17 @@ def test_a_dry_run_prints_its_plan_on_stdout_and_exits_1_when_there_are_changes(
     out.write_text(out.read_text("utf-8").replace(TEXTS[ACTIVE_TASK], "Review the retry PR twice"), "utf-8")
     dry = run_qem("checkin", "--path", str(out), "--dry-run", cwd=seeded)
     assert dry.returncode == 1, dry.stderr
-    assert "~ supersede #4" in dry.stdout and "Plan: 1 supersede" in dry.stdout
+    assert f"~ supersede #{shorts(seeded)[ACTIVE_TASK]} " in dry.stdout and "Plan: 1 supersede" in dry.stdout
     as_json = run_qem("checkin", "--path", str(out), "--dry-run", "--json", cwd=seeded)
     assert as_json.returncode == 1, as_json.stderr
     plan = json.loads(as_json.stdout)
     assert plan["changes"] is True and plan["conflicts"] == [] and plan["errors"] == []
     [op] = plan["operations"]
-    assert (op["action"], op["note"], op["text"]) == ("supersede", ACTIVE_TASK, "Review the retry PR twice")
+    assert (op["action"], op["note"], op["text"]) == ("supersede", notes(seeded)[ACTIVE_TASK].id, "Review the retry PR twice")
     assert head(seeded) == SEED_HEAD
     done = run_qem("checkin", "--path", str(out), "-m", REASON, "--yes", cwd=seeded)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == [str(notes(seeded)[ACTIVE_TASK].superseded_by)]
+    assert done.stdout.split() == [shorts(seeded)[notes(seeded)[ACTIVE_TASK].superseded_by]]  # the new note's short id
 
 
 def test_a_failed_dry_run_keeps_nothing(seeded: Path, tmp_path: Path) -> None:
@@ -263,8 +337,10 @@ def test_a_failed_dry_run_keeps_nothing(seeded: Path, tmp_path: Path) -> None:
 
 
 def test_kept_edits_are_listed_and_discarded(seeded: Path, tmp_path: Path) -> None:
-    bad = "text = text.replace('[#4]', '[#404]')"
-    ids = [resume_id(edit(seeded, tmp_path, bad, "-m", REASON, "--yes").stderr) for _ in range(2)]
+    bad = unknown_id(seeded)
+    firsts = [edit(seeded, tmp_path, bad, "-m", REASON, "--yes") for _ in range(2)]
+    assert all(first.returncode == 2 and "no note #404" in first.stderr for first in firsts)
+    ids = [resume_id(first.stderr) for first in firsts]
     listed = run_qem("checkouts", cwd=seeded)
     assert listed.returncode == 0, listed.stderr
     for checkout in ids:
@@ -354,9 +430,9 @@ def test_reads_work_on_a_read_only_mount_and_writes_refuse_clearly(seeded: Path)
 
 
 def test_resume_without_an_id_takes_the_latest_kept_edit(seeded: Path, tmp_path: Path) -> None:
-    first = edit(seeded, tmp_path, "text = text.replace('[#4]', '[#404]')", "-m", REASON, "--yes")
+    first = edit(seeded, tmp_path, unknown_id(seeded), "-m", REASON, "--yes")
     assert first.returncode == 2
-    fix = make_editor(tmp_path, "text = text.replace('[#404]', '[#4]')", name="fix.py")
+    fix = make_editor(tmp_path, f"sub('[#404]', '[#{shorts(seeded)[ACTIVE_TASK]}]')", name="fix.py")
     done = run_qem("edit", "--resume", "-m", REASON, "--yes", cwd=seeded, env={"QEM_EDITOR": fix}, input="")
     assert done.returncode == 0, done.stderr
     assert kept(seeded) == []
@@ -438,7 +514,8 @@ def test_keeping_yours_for_a_note_superseded_meanwhile_works(seeded: Path, tmp_p
                    env={"QEM_EDITOR": resolve, "QEM_TEST_RECORD": str(tmp_path / "record")}, input="")
     assert done.returncode == 0, done.stderr
     rebased = json.loads((tmp_path / "record.rebased").read_text())
-    assert f"#{theirs}, which replaced #{ACTIVE_GOTCHA}" in rebased  # the block says what keeping yours does
+    short = shorts(seeded)
+    assert f"#{short[theirs]}, which replaced #{short[ACTIVE_GOTCHA]}" in rebased  # the block says what keeping yours does
     after = notes(seeded)
     if keep == "yours":
         assert after[theirs].state == "superseded"
@@ -497,16 +574,13 @@ def test_export_refuses_to_render_over_a_hand_edited_mirror(seeded: Path) -> Non
 
 
 def test_the_checkout_help_is_pinned_by_a_golden_file(tmp_path: Path) -> None:
+    from builders import load_store
     from qem_edit.checkouts import checkout_bytes
-    from qem_edit.dump import load_events, read_dump
     from qem_edit.renderer import Selection
-    from qem_edit.store import Store
 
     golden = Path(__file__).resolve().parent.parent / "fixtures" / "golden"
-    log = (golden / "format_example.jsonl").read_bytes()
-    with Store.open(tmp_path / "s.db", create=True) as store:
-        load_events(store, read_dump(log, "format_example.jsonl"))
-        rendered = checkout_bytes(store, Selection())[1]
+    with load_store(tmp_path / ".qem", golden / "format_example.jsonl") as store:
+        rendered = checkout_bytes(store, Selection())
     target = golden / "checkout_example.md"
     if UPDATE_GOLDEN:
         target.write_bytes(rendered)

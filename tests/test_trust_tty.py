@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from _edit_support import ACTIVE_GOTCHA, ACTIVE_TASK, SEED_HEAD, TEXTS, events, head, make_editor, seed
+from _edit_support import ACTIVE_GOTCHA, ACTIVE_TASK, SEED_HEAD, TEXTS, aliases, events, head, make_editor, seed
 from test_edit_tty import CONFLICTING_EDIT, Terminal, qem_command, term  # noqa: F401  (term is a fixture)
 
 pytestmark = pytest.mark.skipif(
@@ -90,5 +90,7 @@ def test_a_store_that_moves_at_the_prompt_is_said_and_the_reason_kept(ws: Path, 
     screen = term.wait_for(r"QEM-EXIT=\d+")
     assert "QEM-EXIT=0" in screen, screen
     assert screen.count("Reason for this check-in") == 1, screen
-    mine = [e for e in events(ws, after=SEED_HEAD + 1)]
-    assert [(e.note_id, e.type, e.reason) for e in mine] == [(ACTIVE_TASK, "revoked", "the first reason")]
+    names = aliases(ws)
+    theirs, *mine = events(ws, after=SEED_HEAD)  # new events come last, in the order they were written
+    assert (names[theirs.note], theirs.type, theirs.actor) == (ACTIVE_GOTCHA, "stale_flagged", "other")
+    assert [(names[e.note], e.type, e.reason) for e in mine] == [(ACTIVE_TASK, "revoked", "the first reason")]

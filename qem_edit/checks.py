@@ -1,0 +1,122 @@
+"""`qem verify`: what a CI job runs on a commit.
+
+It fails (exit 1) when a log file is malformed or does not match its name, when an event
+does not apply or names a note the log does not hold, when a note's text is missing or
+does not match its hash, when a forgotten text is still in the tree, when two notes claim
+one old number, when the local index disagrees with a fresh replay of the log, when the
+supersession graph is broken (a cycle, a dangling or malformed pointer), or when MEMORY.md
+is not the rendering of the log.  Open disputes (forks, disputes between notes,
+concurrent changes that disagree) are listed; `--fail-on-disputes` makes them fail too.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from . import db
+from .answers import VerifyReport
+from .index import NOTE_COLUMNS, Index
+from .resolver import Graph
+from .store import Store
+
+
+def verify_report(store: Store, place=None, *, repair: bool = False, disputes_fail: bool = False) -> VerifyReport:  # type: ignore[no-untyped-def]
+    """Every check above; with `repair`, an index that disagrees with the log is rebuilt
+    first (the log itself is never changed)."""
+    problems, set_aside = _index_problems(store)
+    repaired = None
+    if problems and repair:
+        repaired = store.rebuild()
+        problems, set_aside = _index_problems(store)
+    problems = set_aside + _log_problems(store) + problems
+    graph = Graph.of({n.id: n for n in store.notes()})
+    broken = [p for p in graph.problems() if not p.startswith(("fork:", "disputed:"))]
+    disputes = [p for p in graph.problems() if p.startswith(("fork:", "disputed:"))] + _open_disputes(store)
+    problems += broken
+    if place is not None:
+        problems += _mirror_problems(store, place)
+    if disputes_fail:
+        problems, disputes = problems + disputes, []
+    return VerifyReport(store.count(), problems, repaired, disputes, _loose_texts(store))
+
+
+def _log_problems(store: Store) -> list[str]:
+    out = []
+    for note_id, problems in store._read("SELECT short, problems FROM notes WHERE problems != '[]' ORDER BY id"):
+        out += [f"note #{note_id}: {p}" for p in __import__("json").loads(problems)]
+    for event_id, note_id in store._read(
+            "SELECT e.id, e.note FROM events e LEFT JOIN notes n ON n.id = e.note WHERE n.id IS NULL ORDER BY e.id"):
+        out.append(f"event {event_id[:8]} names note {note_id[:8]}, whose creation the log does not hold")
+    for (short,) in store._read(
+            "SELECT n.short FROM notes n WHERE n.state != 'forgotten' AND n.text IS NULL ORDER BY n.id"):
+        out.append(f"note #{short}: its text is missing from the log (or does not match its hash)")
+    for note_id, name in store.forgotten_texts():
+        out.append(f"{name}: still holds the text of forgotten note {note_id[:8]} (any qem write removes it)")
+    for alias, count in store._read(
+            "SELECT alias, count(*) FROM notes WHERE alias IS NOT NULL GROUP BY alias HAVING count(*) > 1"):
+        out.append(f"{count} notes claim the old number #{alias} (two converted stores merged?)")
+    return out
+
+
+def _loose_texts(store: Store) -> list[str]:
+    """Texts whose note's creation the log does not hold: listed, not failed (a write
+    killed before its event leaves one; so does a commit of a text without its event,
+    whose event a later commit brings)."""
+    return [f"{name}: the text of note {note_id[:8]}, whose creation the log does not hold (a write"
+            " interrupted before its event, or the event not committed yet); remove it if it is the former"
+            for note_id, name in store._read("SELECT t.note, t.file FROM texts t LEFT JOIN notes n ON n.id = t.note"
+                                             " WHERE n.id IS NULL ORDER BY t.file")]
+
+
+def _index_problems(store: Store) -> tuple[list[str], list[str]]:
+    """Where the local index differs from a replay of the log read afresh; and the log
+    files that fresh read set aside (a file changed in place since the index read it
+    included: the index goes on serving what it read)."""
+    fresh = db.connect(":memory:")
+    try:
+        index = Index(fresh, store.tree)
+        fresh.execute("BEGIN")
+        index.create()
+        index.sync()
+        fresh.execute("COMMIT")
+        want = {r[0]: r for r in fresh.execute(f"SELECT {NOTE_COLUMNS} FROM notes")}
+        want_items = dict(fresh.execute("SELECT id, item FROM items").fetchall())
+        aside = [p for (p,) in fresh.execute("SELECT problem FROM files WHERE problem IS NOT NULL ORDER BY name")]
+    finally:
+        fresh.close()
+    try:
+        damage = store.conn.execute("PRAGMA quick_check").fetchone()[0]
+        if damage != "ok":
+            return [f"the index is damaged ({damage}); `qem verify --repair` rebuilds it"], aside
+        have = {r[0]: r for r in store.conn.execute(f"SELECT {NOTE_COLUMNS} FROM notes")}
+        have_items = dict(store.conn.execute("SELECT id, item FROM items").fetchall())
+    except sqlite3.DatabaseError as exc:
+        return [f"the index cannot be read ({exc}); `qem verify --repair` rebuilds it"], aside
+    out = []
+    for note_id in sorted(set(want) | set(have)):
+        if want.get(note_id) != have.get(note_id):
+            out.append(f"note {note_id[:8]}: the index disagrees with the log (`qem verify --repair` rebuilds it)")
+        elif want_items.get(note_id) != have_items.get(note_id):
+            out.append(f"note {note_id[:8]}: the index's MEMORY.md item disagrees with the log")
+    return out, aside
+
+
+def _open_disputes(store: Store) -> list[str]:
+    rows = store._read("SELECT short, disputes FROM notes WHERE disputes != '[]' ORDER BY id")
+    import json
+
+    out = []
+    for short, disputes in rows:
+        for dispute, other in json.loads(disputes):
+            out.append(f"dispute {dispute[:6]}: #{short} and {other[:8]} disagree (qem rule {dispute[:6]} --keep ONE)")
+    return out
+
+
+def _mirror_problems(store: Store, place) -> list[str]:  # type: ignore[no-untyped-def]
+    from .export import check
+
+    mirror = place.mirror_path()
+    if not mirror.is_file():
+        return []
+    verdict = check(store, mirror)
+    return [] if verdict.clean else [f"{mirror}: {verdict.message}"]

@@ -1,0 +1,87 @@
+"""SQLite, the way qem uses it: one place that opens a database, waits out other writers,
+and turns SQLite's errors into qem's (by result code, never by message text)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, TypeVar
+
+from . import errors
+
+BUSY_TIMEOUT_MS = 5_000
+WRITE_PATIENCE_S = 60.0
+_BUSY = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED"})
+
+T = TypeVar("T")
+
+
+def utc_now() -> str:
+    """Now, UTC, second precision.  `QEM_NOW` pins it (tests and reproducible fixtures)."""
+    pinned = os.environ.get("QEM_NOW")
+    if pinned:
+        return pinned
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _primary(exc: sqlite3.Error) -> str:
+    """The primary result code's name ("SQLITE_BUSY" for SQLITE_BUSY_SNAPSHOT too)."""
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    return "_".join(name.split("_")[:2])
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    return _primary(exc) in _BUSY
+
+
+def translate(exc: sqlite3.Error, path: Path, doing: str = "use") -> errors.QemError:
+    """The one place an SQLite error becomes a qem error, by its result code.
+
+    `doing` names what failed ("open", "read", "write"); a failed write says that nothing
+    was written."""
+    code = _primary(exc)
+    nothing = "; nothing was written" if doing == "write" else ""
+    if code in _BUSY:
+        return errors.StoreBusy(f"{path} is locked by another process{nothing}")
+    if code == "SQLITE_READONLY":
+        return errors.StoreUnwritable(f"{path} is read-only{nothing}")
+    if code == "SQLITE_CANTOPEN":
+        return errors.StoreUnwritable(f"cannot open {path}: {exc}")
+    if code in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
+        return errors.NotAStore(f"{path} is damaged ({exc}); delete it: qem rebuilds it from the log{nothing}")
+    if code == "SQLITE_FULL":
+        return errors.StoreUnwritable(f"{path}: the disk is full{nothing}")
+    return errors.NotAStore(f"cannot {doing} {path}: {exc}{nothing}")
+
+
+def patiently(attempt: Callable[[], T], path: Path, doing: str) -> T:
+    """Run `attempt`, trying again while SQLite says busy (another process holds the lock
+    longer than the busy timeout, or SQLite returned BUSY without waiting, as it does
+    while another process creates the database or switches it to WAL); gives up with
+    StoreBusy after a minute.  Every other SQLite error is translated."""
+    deadline = time.monotonic() + WRITE_PATIENCE_S
+    delay = 0.01
+    while True:
+        try:
+            return attempt()
+        except sqlite3.DatabaseError as exc:
+            if not is_busy(exc):
+                raise translate(exc, path, doing) from None
+            if time.monotonic() >= deadline:
+                nothing = "; nothing was written" if doing == "write" else ""
+                raise errors.StoreBusy(
+                    f"{path} stayed locked by another process for over {int(WRITE_PATIENCE_S)} s{nothing}"
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
+def connect(target: str, *, uri: bool = False) -> sqlite3.Connection:
+    conn = sqlite3.connect(target, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, uri=uri)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    # forget must leave no text behind in freed pages of the index either
+    conn.execute("PRAGMA secure_delete = ON")
+    return conn

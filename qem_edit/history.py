@@ -1,0 +1,54 @@
+"""The memory as it was: `--at` a date (the events written by then) or a git revision
+(the log as committed there).  A text forgotten since stays forgotten."""
+
+from __future__ import annotations
+
+import re
+
+from . import errors, gitrepo
+from .logtree import LogFileError, records_from
+from .model import Note, replay
+from .store import Store
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ][0-9:]+(?:Z|[+-]\d{2}:?\d{2})?)?\Z")
+
+
+def notes_as_of(store: Store, at: str) -> dict[str, Note]:
+    """Every note as of `at`: a date or UTC time (a date means its end), else a git
+    revision of the repository the memory lives in."""
+    if _DATE.match(at):
+        from .query import parse_time
+
+        return _with_shorts(store, store.state_at(parse_time(at, "--at", end=True)))
+    top = gitrepo.toplevel(store.root)
+    if top is None:
+        raise errors.BadInput(f"--at {at!r}: not a date, and {store.root} is not in a git repository")
+    commit = gitrepo.commit_of(top, at)
+    files = gitrepo.tree_files(top, commit, store.root)
+    events, texts = [], {}
+    for name, data in sorted(files.items()):
+        try:
+            found, records = records_from(name, data)
+        except LogFileError:
+            continue  # set aside there as it would be here (qem verify names such files)
+        events += found
+        texts.update((t.note, t.text) for t in records if t.digest)
+    forgotten = {n.id for n in store.notes(states=["forgotten"])}  # not brought back by an old revision
+    kept = {note: text for note, text in texts.items() if note not in forgotten}
+    return _with_shorts(store, replay(_unique(events), kept))
+
+
+def _unique(events: list) -> list:  # type: ignore[type-arg]
+    return list({e.id: e for e in events}.values())
+
+
+def _with_shorts(store: Store, notes: dict[str, Note]) -> dict[str, Note]:
+    """The notes with the short ids the memory shows them by now (or, for notes it no
+    longer holds, the shortest unique prefix among these)."""
+    from dataclasses import replace
+
+    from . import ids
+
+    known = store.index.shorts(notes)
+    computed = ids.short_ids({n: note.short_len for n, note in notes.items()})
+    return {n: replace(note, short=known.get(n, computed[n])) for n, note in notes.items()}

@@ -1,0 +1,109 @@
+"""Ids that many clones can make without asking each other.
+
+An event's id is a hash of its canonical bytes, so the same event reached by two paths
+(a merge, a cherry-pick) is one event, and two different events are two.  A note's id is
+the id of its `created` event, which carries a random nonce, so recreating a note with the
+same text makes a new id.  Ids are written in lowercase Crockford base32 without i, l,
+o and u, 26 characters (130 bits).
+
+MEMORY.md shows a note by a short id: the shortest prefix of its id, at least the length
+the note was created with, that no other note's id shares and that holds a letter (so a
+short id is never all digits, and old numeric ids stay valid as aliases).  A new note
+whose id shares a shown prefix lengthens only the notes involved.  Pure.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import os
+import re
+
+ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase
+ID_LENGTH = 26
+MIN_SHORT = 4
+ID_RE = re.compile(rf"[{ALPHABET}]{{{ID_LENGTH}}}\Z")
+PREFIX_RE = re.compile(rf"[{ALPHABET}]+\Z")
+
+
+_PAIRS = [a + b for a in ALPHABET for b in ALPHABET]  # every 10-bit value as two characters
+
+
+def encode(data: bytes, length: int = ID_LENGTH) -> str:
+    """`data` (big-endian, zero bits after its end) in base32, its first `length`
+    characters (two at a time: this is on the path of every log line read)."""
+    size = -(-5 * length // 8)
+    number = int.from_bytes(data[:size].ljust(size, b"\0"), "big") >> (8 * size - 5 * length)
+    out = []
+    if length % 2:
+        out.append(ALPHABET[number >> (5 * length - 5)])
+    for shift in range(10 * (length // 2) - 10, -1, -10):
+        out.append(_PAIRS[(number >> shift) & 1023])
+    return "".join(out)
+
+
+def content_id(data: bytes) -> str:
+    """The id of a log file's canonical bytes."""
+    return encode(hashlib.sha256(data).digest())
+
+
+def nonce() -> str:
+    return encode(os.urandom(17))
+
+
+def is_id(value: object) -> bool:
+    return isinstance(value, str) and bool(ID_RE.match(value))
+
+
+def short_length(count: int) -> int:
+    """The short-id length a note is created with when the store holds `count` notes:
+    long enough that a new note rarely shares a shown prefix (32^L at least 64 times the
+    notes), so MEMORY.md lines seldom lengthen as the store grows."""
+    length = MIN_SHORT
+    while 32 ** length < 64 * (count + 1):
+        length += 1
+    return length
+
+
+def short_ids(notes: dict[str, int]) -> dict[str, str]:
+    """Each note's short id, from every note's id and its created-with length."""
+    ordered = sorted(notes)
+    return {note_id: _short(note_id, notes[note_id], ordered, i) for i, note_id in enumerate(ordered)}
+
+
+def short_of(note_id: str, length: int, neighbours: list[str]) -> str:
+    """One note's short id, given the ids next to it in sorted order (it may be among them)."""
+    others = [n for n in neighbours if n != note_id]
+    ordered = sorted(others + [note_id])
+    return _short(note_id, length, ordered, ordered.index(note_id))
+
+
+def _short(note_id: str, length: int, ordered: list[str], i: int) -> str:
+    shared = 0
+    for j in (i - 1, i + 1):
+        if 0 <= j < len(ordered):
+            shared = max(shared, _common(note_id, ordered[j]))
+    size = max(length, shared + 1)
+    while size < len(note_id) and not any(c.isalpha() for c in note_id[:size]):
+        size += 1
+    return note_id[:size]
+
+
+def _common(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def matching(prefix: str, ordered: list[str]) -> list[str]:
+    """The ids in sorted `ordered` that start with `prefix`."""
+    start = bisect.bisect_left(ordered, prefix)
+    out = []
+    for note_id in ordered[start:]:
+        if not note_id.startswith(prefix):
+            break
+        out.append(note_id)
+    return out

@@ -1,0 +1,522 @@
+"""The local index: an SQLite file beside the log (`.qem/index.db`, never committed).
+
+The log (qem_edit.logtree) is the truth; the index is what makes reading it fast: every
+event and text, every note as replayed, its short id, and its rendered MEMORY.md item.
+Every command catches the index up first (`sync`): the log directories' modification
+times are compared with the ones the index last saw, and only when they moved are the
+file names listed; files that appeared are read (a `git pull`, `git switch`, a write by
+another process), files that went away are forgotten (a `git reset`, `git stash`), and
+only the notes they touch are replayed.  Nothing needs a hook, and a fresh clone builds
+its index on its first command.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from . import ids
+from .logtree import LogFileError, LogTree, TextRecord
+from .model import EVENT_TYPES, KIND_RANK, Event, Note, Rival, fold
+from .renderer import FORMAT_VERSION, item_text
+
+INDEX_VERSION = "5"  # bump when the schema or what it caches changes: every index is rebuilt
+_EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
+SCHEMA = f"""
+CREATE TABLE files (name TEXT PRIMARY KEY, problem TEXT) WITHOUT ROWID;
+CREATE TABLE events (
+    id      TEXT PRIMARY KEY,
+    note    TEXT NOT NULL,
+    type    TEXT NOT NULL CHECK (type IN ({_EVENT_TYPES_SQL})),
+    at      TEXT NOT NULL,
+    actor   TEXT NOT NULL,
+    reason  TEXT,
+    checkin TEXT,
+    clock   INTEGER NOT NULL,
+    prev    TEXT NOT NULL,
+    data    TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX events_by_note ON events (note);
+CREATE INDEX events_in_order ON events (clock, id);
+CREATE INDEX events_by_checkin ON events (checkin) WHERE checkin IS NOT NULL;
+CREATE TABLE event_files (event TEXT NOT NULL, file TEXT NOT NULL, PRIMARY KEY (event, file)) WITHOUT ROWID;
+CREATE INDEX event_files_by_file ON event_files (file);
+CREATE TABLE texts (
+    note   TEXT NOT NULL,
+    file   TEXT NOT NULL,
+    key    TEXT NOT NULL,
+    text   TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    PRIMARY KEY (note, file)
+) WITHOUT ROWID;
+CREATE INDEX texts_by_file ON texts (file);
+CREATE TABLE notes (
+    id            TEXT PRIMARY KEY,
+    short         TEXT NOT NULL,
+    kind_rank     INTEGER NOT NULL,
+    kind          TEXT NOT NULL,
+    priority      TEXT NOT NULL,
+    text          TEXT,
+    provenance    TEXT NOT NULL,
+    created_at    TEXT NOT NULL,
+    actor         TEXT NOT NULL,
+    supersedes    TEXT,
+    superseded_by TEXT,
+    state         TEXT NOT NULL,
+    state_at      TEXT,
+    state_reason  TEXT,
+    state_actor   TEXT,
+    state_event   TEXT,
+    bad_pointer   TEXT,
+    disputes      TEXT NOT NULL,
+    rivals        TEXT NOT NULL,
+    alias         INTEGER,
+    short_len     INTEGER NOT NULL,
+    text_hash     TEXT,
+    problems      TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX notes_in_order ON notes (kind_rank, id);
+CREATE INDEX notes_by_parent ON notes (supersedes) WHERE supersedes IS NOT NULL;
+CREATE INDEX notes_by_alias ON notes (alias) WHERE alias IS NOT NULL;
+CREATE INDEX notes_by_short ON notes (short);
+CREATE INDEX notes_forgotten ON notes (id) WHERE state = 'forgotten';
+CREATE INDEX notes_disagreeing ON notes (id) WHERE disputes != '[]' OR rivals != '[]';
+-- Which notes each note's item names (a link, a dispute, a rival's successor): when a
+-- note's short id moves, the items that show it are rendered again.
+CREATE TABLE links (other TEXT NOT NULL, note TEXT NOT NULL, PRIMARY KEY (other, note)) WITHOUT ROWID;
+CREATE INDEX links_by_note ON links (note);
+-- Each note's rendered MEMORY.md item, clustered in the file's order: export joins them.
+CREATE TABLE items (kind_rank INTEGER NOT NULL, id TEXT NOT NULL, item TEXT NOT NULL,
+                    PRIMARY KEY (kind_rank, id)) WITHOUT ROWID;
+CREATE INDEX items_by_id ON items (id);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+-- The hashes of the latest renderings export wrote here: such a file is no one's edit.
+CREATE TABLE renderings (hash TEXT PRIMARY KEY);
+"""
+NOTE_COLUMNS = (
+    "id, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,"
+    " state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash"
+)
+EVENT_COLUMNS = "id, note, type, at, actor, reason, checkin, data, clock, prev"
+
+
+# -- rows ------------------------------------------------------------------------------------------
+
+
+def note_from_row(row: Sequence[object]) -> Note:
+    (id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,
+     state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash) = row
+    pairs = tuple(tuple(p) for p in json.loads(disputes)) if disputes != "[]" else ()  # type: ignore[arg-type]
+    rival = tuple(Rival(**r) for r in json.loads(rivals)) if rivals != "[]" else ()  # type: ignore[arg-type]
+    return Note(id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by,  # type: ignore[arg-type]
+                state, state_at, state_reason, state_actor, state_event, bad_pointer, pairs, rival,  # type: ignore[arg-type]
+                short, alias, short_len, text_hash)  # type: ignore[arg-type]
+
+
+def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
+    return (
+        note.id, note.shown, KIND_RANK[note.kind], note.kind, note.priority, note.text, note.provenance,
+        note.created_at, note.actor, note.supersedes, note.superseded_by, note.state, note.state_at,
+        note.state_reason, note.state_actor, note.state_event, note.bad_pointer,
+        json.dumps([list(p) for p in note.disputes]) if note.disputes else "[]",
+        json.dumps([vars(r) for r in note.rivals]) if note.rivals else "[]",
+        note.alias, note.short_len, note.text_hash, json.dumps(problems) if problems else "[]",
+    )
+
+
+def event_from_row(row: Sequence[object]) -> Event:
+    id_, note, type_, at, actor, reason, checkin, data, clock, prev = row
+    return Event(id_, note, type_, at, actor, reason, checkin, json.loads(data), clock, tuple(json.loads(prev)))  # type: ignore[arg-type]
+
+
+def _event_values(event: Event) -> tuple[object, ...]:
+    return (event.id, event.note, event.type, event.at, event.actor, event.reason, event.checkin,
+            json.dumps(dict(event.data), ensure_ascii=False, sort_keys=True), event.clock,
+            json.dumps(list(event.prev)) if event.prev else "[]")
+
+
+@dataclass
+class Caught:
+    """What a sync found: whether anything changed, and the log files it set aside."""
+
+    changed: bool = False
+    set_aside: list[str] = field(default_factory=list)
+    forgotten: set[str] = field(default_factory=set)  # notes a forget that arrived took the text of
+
+
+# -- the index -------------------------------------------------------------------------------------
+
+
+class Index:
+    """The index's tables, read and kept in step with the log; callers hold the
+    transaction (a write transaction for `sync` and every `save_*`)."""
+
+    def __init__(self, conn: sqlite3.Connection, tree: LogTree) -> None:
+        self.conn = conn
+        self.tree = tree
+        self.blanked: set[str] = set()  # forgotten notes whose text rows this index blanked
+        # each re-rendered note's item as it was first seen (kind rank, bytes; None: none),
+        # kept from when the store sets it to {} (a write) until it reads it
+        self.replaced: dict[str, tuple[int, bytes] | None] | None = None
+
+    # -- the schema --------------------------------------------------------------------------
+
+    def ready(self) -> bool:
+        row = self.conn.execute("SELECT name FROM sqlite_master WHERE name = 'meta'").fetchone()
+        return row is not None and self.meta("index_version") == INDEX_VERSION
+
+    def create(self) -> None:
+        """(Re)create every table: the index is derived, so an old one is simply dropped."""
+        for (name,) in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            self.conn.execute(f"DROP TABLE IF EXISTS {name}")
+        for statement in SCHEMA.split(";"):  # not executescript: it would commit the caller's transaction
+            if statement.strip():
+                self.conn.execute(statement)
+        self.set_meta("index_version", INDEX_VERSION)
+        self.set_meta("format_version", FORMAT_VERSION)
+        self.set_meta("generation", "0")
+
+    def meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    @property
+    def generation(self) -> int:
+        return int(self.meta("generation") or 0)
+
+    def bump(self) -> None:
+        self.set_meta("generation", str(self.generation + 1))
+
+    # -- catching up with the log ---------------------------------------------------------------
+
+    def stale(self) -> bool:
+        """Whether the log may have changed since the index last looked (cheap: three
+        stat calls and one read)."""
+        return self.meta("stamp") != json.dumps(self.tree.stamp()) or self.meta("format_version") != FORMAT_VERSION
+
+    def sync(self) -> Caught:
+        """Catch up with the log: read the files that appeared, drop the ones that went."""
+        caught = Caught()
+        stamp = json.dumps(self.tree.stamp())
+        if self.meta("format_version") != FORMAT_VERSION:
+            self._rerender_all()
+            caught.changed = True
+        if self.meta("stamp") == stamp:
+            return caught
+        now = self.tree.names()
+        known = {name for (name,) in self.conn.execute("SELECT name FROM files")}
+        if not known and now:
+            self._build(sorted(now), caught)  # a fresh clone: everything at once, in memory
+            self.set_meta("stamp", stamp)
+            caught.forgotten = set(self.blanked)
+            return caught
+        touched: set[str] = set()
+        for name in sorted(known - now):
+            touched |= self._drop_file(name)
+        for name in sorted(now - known):
+            touched |= self._add_file(name, caught)
+        if touched:
+            self.refold(touched)
+            caught.changed = True
+            self.bump()
+        self.set_meta("stamp", stamp)
+        caught.forgotten = set(self.blanked)
+        return caught
+
+    def _build(self, names: list[str], caught: Caught) -> None:
+        """The whole index from the whole log, folded in memory and written in bulk."""
+        events: dict[str, Event] = {}
+        texts: dict[tuple[str, str], str] = {}
+        event_files, text_rows, file_rows = [], [], []
+        for name in names:
+            try:
+                found, records = self.tree.read(name)
+            except LogFileError as exc:
+                file_rows.append((name, str(exc)))
+                caught.set_aside.append(str(exc))
+                continue
+            file_rows.append((name, None))
+            for event in found:
+                events.setdefault(event.id, event)
+                event_files.append((event.id, name))
+            for text in records:
+                texts[(text.note, text.digest)] = text.text
+                text_rows.append((text.note, name, text.key, text.text, text.digest))
+        notes = _fold_all(events.values(), texts)
+        forgotten = {n for n, (note, _) in notes.items() if note.state == "forgotten"}
+        text_rows = [(note, name, key, "" if note in forgotten else text, digest)
+                     for note, name, key, text, digest in text_rows]
+        self.blanked |= {row[0] for row in text_rows if row[0] in forgotten}
+        conn = self.conn
+        # In bulk: rows in key order, the secondary indexes made once at the end (several
+        # times faster than keeping them up to date row by row).
+        for name in _SECONDARY:
+            conn.execute(f"DROP INDEX IF EXISTS {name}")
+        conn.executemany("INSERT OR REPLACE INTO files (name, problem) VALUES (?, ?)", file_rows)
+        conn.executemany(f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         [_event_values(events[e]) for e in sorted(events)])
+        conn.executemany("INSERT OR IGNORE INTO event_files (event, file) VALUES (?, ?)", sorted(event_files))
+        conn.executemany("INSERT OR REPLACE INTO texts (note, file, key, text, digest) VALUES (?, ?, ?, ?, ?)",
+                         sorted(text_rows))
+        self._save_all(notes)
+        for statement in _SECONDARY.values():
+            conn.execute(statement)
+        caught.changed = True
+        self.bump()
+
+    def _save_all(self, folded: dict[str, tuple[Note, list[str]]]) -> None:
+        shorts = ids.short_ids({n: note.short_len for n, (note, _) in folded.items()})
+        rows, items, links = [], [], []
+        for note_id in sorted(folded):
+            note, problems = folded[note_id]
+            note = _with_short(note, shorts[note_id])
+            rows.append(_note_values(note, problems))
+            items.append((KIND_RANK[note.kind], note.id, item_text(note, None, shorts)))
+            links += [(other, note.id) for other in _linked(note) - {note.id}]
+        items.sort()
+        links.sort()
+        self.conn.executemany(_INSERT_NOTE, rows)
+        self.conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)", items)
+        self.conn.executemany("INSERT OR IGNORE INTO links (other, note) VALUES (?, ?)", links)
+
+    def _drop_file(self, name: str) -> set[str]:
+        conn = self.conn
+        notes = {n for (n,) in conn.execute(
+            "SELECT e.note FROM event_files f JOIN events e ON e.id = f.event WHERE f.file = ?", (name,))}
+        notes |= {n for (n,) in conn.execute("SELECT note FROM texts WHERE file = ?", (name,))}
+        gone = [e for (e,) in conn.execute("SELECT event FROM event_files WHERE file = ?", (name,))]
+        conn.execute("DELETE FROM event_files WHERE file = ?", (name,))
+        for event_id in gone:
+            if conn.execute("SELECT 1 FROM event_files WHERE event = ?", (event_id,)).fetchone() is None:
+                conn.execute("DELETE FROM events WHERE id = ?", (event_id,))
+        conn.execute("DELETE FROM texts WHERE file = ?", (name,))
+        conn.execute("DELETE FROM files WHERE name = ?", (name,))
+        return notes
+
+    def _add_file(self, name: str, caught: Caught) -> set[str]:
+        try:
+            events, texts = self.tree.read(name)
+        except LogFileError as exc:
+            self.conn.execute("INSERT OR REPLACE INTO files (name, problem) VALUES (?, ?)", (name, str(exc)))
+            caught.set_aside.append(str(exc))
+            return set()
+        self.conn.execute("INSERT OR REPLACE INTO files (name, problem) VALUES (?, NULL)", (name,))
+        return self.add_records(name, events, texts)
+
+    def add_records(self, name: str, events: Iterable[Event], texts: Iterable[TextRecord]) -> set[str]:
+        """Record what one log file holds; returns the notes it touches."""
+        touched: set[str] = set()
+        conn = self.conn
+        for event in events:
+            conn.execute(f"INSERT OR IGNORE INTO events ({EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         _event_values(event))
+            conn.execute("INSERT OR IGNORE INTO event_files (event, file) VALUES (?, ?)", (event.id, name))
+            touched.add(event.note)
+        for text in texts:
+            conn.execute("INSERT OR REPLACE INTO texts (note, file, key, text, digest) VALUES (?, ?, ?, ?, ?)",
+                         (text.note, name, text.key, text.text, text.digest))
+            touched.add(text.note)
+        return touched
+
+    def record_file(self, name: str) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO files (name, problem) VALUES (?, NULL)", (name,))
+
+    def note_stamp(self) -> None:
+        """After a write that recorded its own files: the log as it now is, seen."""
+        self.set_meta("stamp", json.dumps(self.tree.stamp()))
+
+    # -- notes from events ----------------------------------------------------------------------
+
+    def refold(self, note_ids: Iterable[str]) -> None:
+        """Replay these notes from their events, then fix the short ids around them and
+        the items that show them.  In batches: a pull of many events costs by the notes
+        it touches, not by the notes in the memory times those."""
+        changed = sorted(set(note_ids))
+        for chunk in _chunks(changed):
+            self._refold_chunk(chunk)
+        self._reshort(changed)
+
+    def _refold_chunk(self, chunk: list[str]) -> None:
+        conn, marks = self.conn, _marks(chunk)
+        events: dict[str, list[Event]] = {}
+        for row in conn.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE note IN ({marks})", chunk):
+            events.setdefault(row[1], []).append(event_from_row(row))
+        texts = {(n, d): t for n, d, t in conn.execute(
+            f"SELECT note, digest, text FROM texts WHERE note IN ({marks})", chunk)}
+        old = {i: (short, state) for i, short, state in conn.execute(
+            f"SELECT id, short, state FROM notes WHERE id IN ({marks})", chunk)}
+        self._remember_items(chunk)
+        for table, column in (("notes", "id"), ("items", "id"), ("links", "note")):
+            conn.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
+        rows, links = [], []
+        for note_id in chunk:
+            folded = _fold_one(note_id, events.get(note_id, []), texts)
+            if folded is None:
+                continue  # a text, or events, whose note's creation is not (or no longer) in the log
+            note = folded.note
+            before = old.get(note_id)
+            if note.state == "forgotten":
+                self._blank(note_id, arrived=before is not None and before[1] != "forgotten")
+            if before is not None:
+                note = _with_short(note, before[0])
+            rows.append(_note_values(note, folded.problems))
+            links += [(other, note_id) for other in _linked(note) - {note_id}]
+        conn.executemany(_INSERT_NOTE, rows)
+        conn.executemany("INSERT OR IGNORE INTO links (other, note) VALUES (?, ?)", links)
+
+    def _blank(self, note_id: str, arrived: bool) -> None:
+        """A forgotten note's text leaves the index at once (its rows stay while a log file
+        still holds it: `verify` names the file, the next write removes it).  `arrived`:
+        the note was not forgotten when the index last looked."""
+        if self.conn.execute("UPDATE texts SET text = '' WHERE note = ? AND text != ''", (note_id,)).rowcount or arrived:
+            self.blanked.add(note_id)
+
+    def _reshort(self, changed: list[str]) -> None:
+        """Short ids of the changed notes and of their neighbours in id order (a new note
+        can lengthen only the notes it shares a prefix with), or of every note when many
+        changed; the items of every note whose short id moved, and of the notes that show
+        it, are rendered again."""
+        if len(changed) > _RESHORT_ALL:
+            rows = self.conn.execute("SELECT id, short_len, short FROM notes").fetchall()
+            now = ids.short_ids({i: length for i, length, _ in rows})
+            moved = {i for i, _, short in rows if now[i] != short}
+        else:
+            affected: set[str] = set(changed)
+            for note_id in changed:
+                affected.update(self._neighbours(note_id))
+            now, moved = {}, set()
+            for note_id in sorted(affected):
+                row = self.conn.execute("SELECT short, short_len FROM notes WHERE id = ?", (note_id,)).fetchone()
+                if row is not None:
+                    now[note_id] = ids.short_of(note_id, row[1], self._neighbours(note_id))
+                    if now[note_id] != row[0]:
+                        moved.add(note_id)
+        self.conn.executemany("UPDATE notes SET short = ? WHERE id = ?", [(now[i], i) for i in sorted(moved)])
+        self.render_items(set(changed) | moved | self._showing(moved))
+
+    def _neighbours(self, note_id: str) -> list[str]:
+        before = self.conn.execute("SELECT id FROM notes WHERE id < ? ORDER BY id DESC LIMIT 1", (note_id,)).fetchall()
+        after = self.conn.execute("SELECT id FROM notes WHERE id > ? ORDER BY id LIMIT 1", (note_id,)).fetchall()
+        return [r[0] for r in before + after]
+
+    def _showing(self, note_ids: set[str]) -> set[str]:
+        """The notes whose items show one of `note_ids` (a link, a dispute, a rival)."""
+        out: set[str] = set()
+        for chunk in _chunks(sorted(note_ids)):
+            out.update(r[0] for r in self.conn.execute(f"SELECT note FROM links WHERE other IN ({_marks(chunk)})", chunk))
+        return out
+
+    # -- items ------------------------------------------------------------------------------
+
+    def shorts(self, note_ids: Iterable[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for chunk in _chunks(sorted(set(note_ids))):
+            out.update(self.conn.execute(f"SELECT id, short FROM notes WHERE id IN ({_marks(chunk)})", chunk).fetchall())
+        return out
+
+    def render_items(self, note_ids: Iterable[str]) -> None:
+        for chunk in _chunks(sorted(set(note_ids))):
+            marks = _marks(chunk)
+            notes = [note_from_row(r) for r in self.conn.execute(f"SELECT {NOTE_COLUMNS} FROM notes WHERE id IN ({marks})", chunk)]
+            shorts = self.shorts(set().union(*(_linked(n) for n in notes)) if notes else ())
+            self._remember_items(chunk)
+            self.conn.execute(f"DELETE FROM items WHERE id IN ({marks})", chunk)
+            self.conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)",
+                                  [(KIND_RANK[n.kind], n.id, item_text(n, None, shorts)) for n in notes])
+
+    def _remember_items(self, chunk: list[str]) -> None:
+        if self.replaced is None:
+            return
+        found = {i: (rank, bytes(item)) for i, rank, item in self.conn.execute(
+            f"SELECT id, kind_rank, CAST(item AS BLOB) FROM items WHERE id IN ({_marks(chunk)})", chunk)}
+        for note_id in chunk:
+            self.replaced.setdefault(note_id, found.get(note_id))
+
+    def changed_items(self, note_ids: Iterable[str]) -> dict[str, tuple[int, bytes]]:
+        """The items of these notes now (note id → kind rank, bytes)."""
+        out: dict[str, tuple[int, bytes]] = {}
+        for chunk in _chunks(sorted(set(note_ids))):
+            out.update({i: (rank, bytes(item)) for i, rank, item in self.conn.execute(
+                f"SELECT id, kind_rank, CAST(item AS BLOB) FROM items WHERE id IN ({_marks(chunk)})", chunk)})
+        return out
+
+    def _rerender_all(self) -> None:
+        self.conn.execute("DELETE FROM items")
+        self.render_items([r[0] for r in self.conn.execute("SELECT id FROM notes")])
+        self.set_meta("format_version", FORMAT_VERSION)
+
+
+# The secondary indexes by name, each with the statement that makes it.
+_SECONDARY = {line.split()[2]: line.rstrip(";") for line in SCHEMA.splitlines() if line.startswith("CREATE INDEX")}
+_CHUNK = 500  # ids per `IN (...)`: well under SQLite's limit on bound parameters
+_RESHORT_ALL = 2000  # more changed notes than this: every short id is computed at once
+_INSERT_NOTE = ("INSERT INTO notes (id, short, kind_rank, kind, priority, text, provenance, created_at, actor,"
+                " supersedes, superseded_by, state, state_at, state_reason, state_actor, state_event, bad_pointer,"
+                " disputes, rivals, alias, short_len, text_hash, problems) VALUES (" + ", ".join("?" * 23) + ")")
+
+
+def _chunks(items: list[str]) -> Iterable[list[str]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start:start + _CHUNK]
+
+
+def _marks(chunk: list[str]) -> str:
+    return ", ".join("?" * len(chunk))
+
+
+def _fold_one(note_id: str, events: list[Event], texts: dict[tuple[str, str], str]):  # type: ignore[no-untyped-def]
+    """One note folded from its events (None: its creation is not in the log)."""
+    created = next((e for e in events if e.type == "created"), None)
+    if created is None:
+        return None
+    return fold(events, texts.get((note_id, str(created.data.get("text")))))
+
+
+def _fold_all(events: Iterable[Event], texts: dict[tuple[str, str], str]) -> dict[str, tuple[Note, list[str]]]:
+    by_note: dict[str, list[Event]] = {}
+    for event in events:
+        by_note.setdefault(event.note, []).append(event)
+    out: dict[str, tuple[Note, list[str]]] = {}
+    for note_id, group in by_note.items():
+        folded = _fold_one(note_id, group, texts)
+        if folded is not None:
+            out[note_id] = (folded.note, folded.problems)
+    return out
+
+
+def _linked(note: Note) -> set[str]:
+    linked = {note.id}
+    linked.update(x for x in (note.supersedes, note.superseded_by) if x)
+    linked.update(other for _, other in note.disputes)
+    linked.update(r.superseded_by for r in note.rivals if r.superseded_by)
+    return linked
+
+
+def _with_short(note: Note, short: str) -> Note:
+    if note.short == short:
+        return note
+    copy = object.__new__(Note)  # dataclasses.replace, without its per-field checks: a hot path
+    copy.__dict__.update(note.__dict__, short=short)
+    return copy
+
+
+def items_by_kind(conn: sqlite3.Connection, kinds: Iterable[str], *, with_ids: bool = False) -> dict[str, list]:
+    """Each kind's rendered items as UTF-8 bytes, in id order (what export joins); with
+    `with_ids`, as (note id, item) pairs."""
+    columns = "id, item" if with_ids else "item"
+    conn.text_factory = bytes
+    try:
+        out: dict[str, list] = {}
+        for kind in kinds:
+            rows = conn.execute(
+                f"SELECT {columns} FROM items WHERE kind_rank = ? ORDER BY id", (KIND_RANK[kind],)
+            ).fetchall()
+            out[kind] = [(i.decode("ascii"), item) for i, item in rows] if with_ids else [row[0] for row in rows]
+        return out
+    finally:
+        conn.text_factory = str

@@ -1,0 +1,361 @@
+"""The log: immutable, content-addressed files in the working tree, merged by git.
+
+    .qem/events/<id>            one event, canonical JSON; <id> is the hash of its bytes
+    .qem/texts/<note id>        one note's text, apart from its events so that forget
+                                can delete it; its hash is in the note's created event
+    .qem/packs/e-<id>.jsonl     many events, one canonical JSON a line
+    .qem/packs/t-<id>.jsonl     many texts
+    .qem/config.toml            the memory's id and settings (committed)
+    .qem/.gitignore             the local index and kept edits never travel
+
+Two branches never touch the same file in different ways: an event is a new file with a
+name nobody else can make for other bytes, a pack is a new file too, and files are only
+ever added or deleted.  So git merges the log with no conflict and no configuration, on a
+laptop or on a hosting service, and an event that arrives by two paths is one file.
+
+Everything read here comes from other people's clones and is untrusted: a file whose
+bytes do not hash to its name, that is not canonical, too large, malformed, of an unknown
+type, or not a regular file is set aside with a message naming it (LogFileError), and the
+rest is read.  Nothing here writes outside the log directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Iterator
+
+from . import errors, ids
+from .files import fsync_dir, write_atomic
+from .model import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, Event, is_timestamp
+
+FORMAT = 1
+MAX_EVENT_BYTES = 1 << 20  # an event holds no text: anything near this is not an event
+MAX_TEXT_BYTES = 16 << 20
+MAX_PACK_BYTES = 256 << 20
+EVENTS, TEXTS, PACKS = "events", "texts", "packs"
+_PACK_NAME = re.compile(rf"([et])-([{ids.ALPHABET}]{{{ids.ID_LENGTH}}})\.jsonl\Z")
+GITIGNORE = """\
+# Written by qem.  The log (events/, texts/, packs/) and config.toml are committed with
+# the code; the index is rebuilt from them by any qem command, and kept edits are private.
+/index.db
+/index.db-*
+/checkouts/
+/*.lock
+/mirror-base.md
+/memory.db*
+.*.tmp
+"""
+GITATTRIBUTES = """\
+# Written by qem: log files are hashed byte for byte; no line-end conversion.
+events/** -text
+texts/** -text
+packs/** -text
+"""
+
+
+class LogFileError(ValueError):
+    """A log file that cannot be read as what its name says (it is set aside)."""
+
+
+@dataclass(frozen=True)
+class TextRecord:
+    note: str
+    key: str
+    text: str
+
+    def record_bytes(self) -> bytes:
+        return canonical({"key": self.key, "text": self.text})
+
+    @cached_property
+    def digest(self) -> str:
+        return ids.content_id(self.record_bytes())
+
+
+def canonical(obj: object) -> bytes:
+    """The one byte form of a JSON value: sorted keys, no spaces, UTF-8, a final newline."""
+    return (json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+# -- events as JSON ---------------------------------------------------------------------------------
+
+
+def event_object(event: Event) -> dict[str, object]:
+    """An event's stored form (its id is the hash of these bytes, so it is not in them)."""
+    return {
+        "v": FORMAT,
+        "type": event.type,
+        "note": None if event.type == "created" else event.note,
+        "at": event.at,
+        "actor": event.actor,
+        "reason": event.reason,
+        "checkin": event.checkin,
+        "clock": event.clock,
+        "prev": list(event.prev),
+        "data": dict(event.data),
+    }
+
+
+def event_bytes(event: Event) -> bytes:
+    return canonical(event_object(event))
+
+
+def event_from(obj: object, where: str, raw: bytes | None = None) -> Event:
+    """The event a stored object describes, checked field by field (LogFileError); with
+    `raw`, the bytes it was read from, which must be its canonical form."""
+    if not isinstance(obj, dict):
+        raise LogFileError(f"{where}: not a JSON object")
+    missing = {"v", "type", "note", "at", "actor", "reason", "checkin", "clock", "prev", "data"} - set(obj)
+    if missing or len(obj) != 10:
+        raise LogFileError(f"{where}: the fields of an event are wrong (missing {sorted(missing) or 'none'})")
+    if obj["v"] != FORMAT:
+        raise LogFileError(f"{where}: log format {obj['v']!r}; this qem reads format {FORMAT}")
+    if obj["type"] not in EVENT_TYPES:
+        raise LogFileError(f"{where}: unknown event type {obj['type']!r}")
+    _check_fields(obj, where)
+    bytes_ = canonical(obj)
+    if raw is not None and raw != bytes_:
+        raise LogFileError(f"{where}: not in canonical form")
+    event_id = ids.content_id(bytes_)
+    note = event_id if obj["type"] == "created" else obj["note"]
+    return Event(event_id, note, obj["type"], obj["at"], obj["actor"], obj["reason"], obj["checkin"],
+                 obj["data"], obj["clock"], tuple(obj["prev"]))
+
+
+def _check_fields(obj: dict, where: str) -> None:
+    if obj["type"] == "created":
+        if obj["note"] is not None:
+            raise LogFileError(f"{where}: a created event names no note (its id is the note's)")
+    elif not ids.is_id(obj["note"]):
+        raise LogFileError(f"{where}: note {obj['note']!r} is not a note id")
+    if not is_timestamp(obj["at"]):
+        raise LogFileError(f"{where}: at must be a UTC time like 2026-07-27T10:00:00Z")
+    if not isinstance(obj["actor"], str) or not obj["actor"] or "\n" in obj["actor"]:
+        raise LogFileError(f"{where}: actor must be one non-empty line")
+    for key in ("reason", "checkin"):
+        if obj[key] is not None and not isinstance(obj[key], str):
+            raise LogFileError(f"{where}: {key} must be a string or null")
+    clock = obj["clock"]
+    if not isinstance(clock, int) or isinstance(clock, bool) or not 0 < clock < 2**62:
+        raise LogFileError(f"{where}: clock must be a positive integer")
+    prev = obj["prev"]
+    if not isinstance(prev, list) or not all(ids.is_id(p) for p in prev) or len(set(prev)) != len(prev):
+        raise LogFileError(f"{where}: prev must be a list of distinct event ids")
+    if (obj["type"] == "created") != (not prev):
+        raise LogFileError(f"{where}: a created event, and only it, has no prev")
+    if not isinstance(obj["data"], dict):
+        raise LogFileError(f"{where}: data must be an object")
+    problem = _data_problem(obj["type"], obj["data"])
+    if problem:
+        raise LogFileError(f"{where}: {obj['type']} event: {problem}")
+
+
+def _data_problem(type_: str, data: dict) -> str | None:
+    """What is wrong with an event's data for its type (None: nothing)."""
+    if type_ == "created":
+        if data.get("kind") not in KINDS or data.get("priority") not in PRIORITIES:
+            return "unknown kind or priority"
+        if data.get("provenance") not in PROVENANCES:
+            return "unknown provenance"
+        if not ids.is_id(data.get("text")) or not isinstance(data.get("nonce"), str):
+            return "no text hash or nonce"
+        if data.get("supersedes") is not None and not ids.is_id(data["supersedes"]):
+            return f"supersedes {data['supersedes']!r} is not a note id"
+        return None
+    if type_ == "superseded" and not ids.is_id(data.get("by")):
+        return "superseded by what? ('by' is not a note id)"
+    if type_ == "disputed" and not (isinstance(data.get("dispute"), str) and ids.is_id(data.get("with"))):
+        return "a dispute needs its id and the other note"
+    if type_ == "ruled" and not (ids.is_id(data.get("keep")) or isinstance(data.get("dispute"), str)):
+        return "a ruling names the side it keeps"
+    return None
+
+
+def text_from(obj: object, where: str) -> TextRecord:
+    if not isinstance(obj, dict) or set(obj) != {"key", "text"}:
+        raise LogFileError(f"{where}: a text record holds exactly a key and a text")
+    if not isinstance(obj["key"], str) or not isinstance(obj["text"], str) or not obj["text"]:
+        raise LogFileError(f"{where}: key and text must be strings, the text not empty")
+    return TextRecord("", obj["key"], obj["text"])
+
+
+# -- the tree -------------------------------------------------------------------------------------
+
+
+class LogTree:
+    """The log files under one memory directory (`<workspace>/.qem`)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path(self, name: str) -> Path:
+        return self.root / name
+
+    # -- listing ----------------------------------------------------------------------------
+
+    def stamp(self) -> tuple:
+        """A cheap fingerprint of the file set: the log directories' modification times
+        (a file added, removed or renamed in one changes its directory's time)."""
+        out = []
+        for folder in (EVENTS, TEXTS, PACKS):
+            try:
+                info = os.stat(self.root / folder)
+                out.append((folder, info.st_mtime_ns, info.st_ino))
+            except OSError:
+                out.append((folder, None, None))
+        return tuple(out)
+
+    def names(self) -> set[str]:
+        """Every log file's name (`events/<id>`, `texts/<id>`, `packs/<name>`)."""
+        found: set[str] = set()
+        for folder in (EVENTS, TEXTS, PACKS):
+            try:
+                with os.scandir(self.root / folder) as entries:
+                    found.update(f"{folder}/{entry.name}" for entry in entries if not entry.name.startswith("."))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+        return found
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def read(self, name: str) -> tuple[list[Event], list[TextRecord]]:
+        """The events and texts in one log file; LogFileError names what is wrong."""
+        folder = name.partition("/")[0]
+        limit = {EVENTS: MAX_EVENT_BYTES, TEXTS: MAX_TEXT_BYTES, PACKS: MAX_PACK_BYTES}.get(folder)
+        if limit is None:
+            raise LogFileError(f"{name}: not a log file")
+        return records_from(name, self._bytes(name, limit))
+
+    def _bytes(self, name: str, limit: int) -> bytes:
+        path = self.root / name
+        try:
+            info = os.lstat(path)
+        except OSError as exc:
+            raise LogFileError(f"{name}: cannot be read ({exc.strerror})") from None
+        if not stat.S_ISREG(info.st_mode):
+            raise LogFileError(f"{name}: not a regular file (a link or a folder is set aside)")
+        if info.st_size > limit:
+            raise LogFileError(f"{name}: {info.st_size} bytes, over the {limit}-byte limit for such a file")
+        try:
+            return path.read_bytes()
+        except OSError as exc:
+            raise LogFileError(f"{name}: cannot be read ({exc.strerror})") from None
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def ensure(self) -> None:
+        """The log directories and qem's .gitignore and .gitattributes."""
+        for folder in (EVENTS, TEXTS, PACKS):
+            (self.root / folder).mkdir(parents=True, exist_ok=True)
+            if (self.root / folder).is_symlink():  # a clone can hold a link to anywhere
+                raise errors.StoreUnwritable(f"{self.root / folder} is a symbolic link; qem writes its log only"
+                                             " into folders of its own; nothing was written")
+        for name, text in ((".gitignore", GITIGNORE), (".gitattributes", GITATTRIBUTES)):
+            path = self.root / name
+            if not path.exists():
+                write_atomic(path, text.encode("utf-8"))
+
+    def write_event(self, event: Event) -> str:
+        name = f"{EVENTS}/{event.id}"
+        path = self.root / name
+        if not path.exists():
+            write_atomic(path, event_bytes(event))
+        return name
+
+    def write_text(self, record: TextRecord) -> str:
+        name = f"{TEXTS}/{record.note}"
+        write_atomic(self.root / name, record.record_bytes())
+        return name
+
+    def remove(self, name: str) -> None:
+        try:
+            (self.root / name).unlink()
+        except FileNotFoundError:
+            return
+        fsync_dir((self.root / name).parent)
+
+    def write_pack(self, kind: str, lines: list[bytes]) -> str:
+        """A pack of `lines` (each canonical, newline-ended), named by its hash."""
+        data = b"".join(sorted(set(lines)))
+        name = f"{PACKS}/{kind}-{ids.content_id(data)}.jsonl"
+        if not (self.root / name).exists():
+            write_atomic(self.root / name, data)
+        return name
+
+
+def records_from(name: str, data: bytes) -> tuple[list[Event], list[TextRecord]]:
+    """The events and texts a log file named `name` holds, given its bytes (from the
+    work tree, or from a git revision); LogFileError names what is wrong."""
+    folder, _, base = name.partition("/")
+    limit = {EVENTS: MAX_EVENT_BYTES, TEXTS: MAX_TEXT_BYTES, PACKS: MAX_PACK_BYTES}.get(folder)
+    if limit is None or "/" in base:
+        raise LogFileError(f"{name}: not a log file")
+    if len(data) > limit:
+        raise LogFileError(f"{name}: {len(data)} bytes, over the {limit}-byte limit for such a file")
+    if folder == EVENTS:
+        return [_event_file(name, base, data)], []
+    if folder == TEXTS:
+        return [], [_text_file(name, base, data)]
+    return _pack_file(name, base, data)
+
+
+def _event_file(name: str, base: str, data: bytes) -> Event:
+    if not ids.is_id(base):
+        raise LogFileError(f"{name}: not an event file name (26 base32 characters)")
+    if ids.content_id(data) != base:
+        raise LogFileError(f"{name}: its bytes do not hash to its name (changed by hand, or damaged)")
+    return event_from(_json(data, name), name, data)
+
+def _text_file(name: str, base: str, data: bytes) -> TextRecord:
+    if not ids.is_id(base):
+        raise LogFileError(f"{name}: not a text file name (a note id)")
+    record = text_from(_json(data, name), name)
+    if canonical({"key": record.key, "text": record.text}) != data:
+        raise LogFileError(f"{name}: not in canonical form")
+    return TextRecord(base, record.key, record.text)
+
+def _pack_file(name: str, base: str, data: bytes) -> tuple[list[Event], list[TextRecord]]:
+    match = _PACK_NAME.match(base)
+    if not match:
+        raise LogFileError(f"{name}: not a pack name (e-<id>.jsonl or t-<id>.jsonl)")
+    if ids.content_id(data) != match[2]:
+        raise LogFileError(f"{name}: its bytes do not hash to its name (changed by hand, or damaged)")
+    if data and not data.endswith(b"\n"):
+        raise LogFileError(f"{name}: does not end with a newline (cut short)")
+    events, texts = [], []
+    for number, line in enumerate(data.split(b"\n")[:-1], start=1):
+        where = f"{name}:{number}"
+        obj = _json(line, where)
+        if match[1] == "e":
+            events.append(event_from(obj, where, line + b"\n"))
+        else:
+            texts.append(_pack_text(obj, where))
+    return events, texts
+
+
+def pack_text_line(record: TextRecord) -> bytes:
+    return canonical({"key": record.key, "note": record.note, "text": record.text})
+
+
+def _pack_text(obj: object, where: str) -> TextRecord:
+    if not isinstance(obj, dict) or set(obj) != {"key", "note", "text"} or not ids.is_id(obj.get("note")):
+        raise LogFileError(f"{where}: a packed text holds exactly a key, a note id and a text")
+    record = text_from({"key": obj["key"], "text": obj["text"]}, where)
+    return TextRecord(obj["note"], record.key, record.text)
+
+
+def _json(data: bytes, where: str) -> object:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise LogFileError(f"{where}: not JSON ({exc})") from None
+
+
+def iter_lines(records: list) -> Iterator[bytes]:  # type: ignore[type-arg]
+    for record in records:
+        yield event_bytes(record) if isinstance(record, Event) else pack_text_line(record)

@@ -1,0 +1,46 @@
+"""`qem migrate`: a store from before memory lived in git, converted into the log.
+
+The old single SQLite file (`.qem/memory.db`) is read in seq order and written as one
+pack of events (and packs of texts) under `.qem/`; every note keeps its history, times,
+actors, reasons and check-ins, and its old number resolves on the command line.  The old
+file is renamed `memory.db.converted` (ignored by git), not deleted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import errors
+from .convert import convert, read_old_store
+from .logtree import LogTree, event_bytes, pack_text_line
+from .store import LEGACY_NAME, TEXTS_PER_PACK, Store, ensure_memory_id
+from .workspace import Workspace
+
+
+def migrate(place: Workspace) -> str:
+    root = place.store_path
+    old = root / LEGACY_NAME
+    if not old.is_file():
+        raise errors.BadInput(f"no store from an older qem at {old}; nothing to convert")
+    converted = convert(read_old_store(old))
+    tree = LogTree(root)
+    tree.ensure()
+    ensure_memory_id(root, converted.memory_id)
+    if converted.events:
+        tree.write_pack("e", [event_bytes(e) for e in converted.events])
+    ordered = sorted(converted.texts, key=lambda t: t.note)
+    for start in range(0, len(ordered), TEXTS_PER_PACK):
+        tree.write_pack("t", [pack_text_line(t) for t in ordered[start:start + TEXTS_PER_PACK]])
+    _set_aside(old)
+    with Store.open(root) as store:
+        notes = store.count()
+    return (f"converted {len(converted.events)} events of {len(converted.ids)} notes into {root}"
+            f" (their old numbers still work, e.g. `qem show 1`); the old store is kept as"
+            f" {old.name}.converted; commit .qem/ with your code")
+
+
+def _set_aside(old: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        path = Path(str(old) + suffix)
+        if path.exists():
+            path.rename(Path(str(old) + ".converted" + suffix))

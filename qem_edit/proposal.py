@@ -1,0 +1,261 @@
+"""Planning a check-in: read what reconciler.plan needs, and no more.
+
+Three renderings meet: the base (what the file was made from), the edit, and the store
+now.  A note the edit shows and the base does not, but the store now does, reached the
+file by git (a merge, a pull) after the base was written: its base is the store now.  The blocks the edit changed say what you did; the blocks that differ between the
+base and the store now say what others did meanwhile; only those blocks are parsed and
+only the notes they name are read, so the cost follows the edit, not the store.  Short
+ids in the files are turned into full ids here, against the items they stand for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+from . import errors, ids
+from .model import Note
+from .reconciler.blocks import base_items, diff_edit
+from .reconciler.parse import Item, LineError, ParsedFile, parse
+from .reconciler.plan import Plan, make_plan
+from .renderer import Selection, render_item
+from .renderer.format import HEADER_RE, HELP_OPEN
+from .store import Store
+
+
+@dataclass
+class Proposal:
+    """A planned check-in with what it was planned from: the parsed edit, the plan, the
+    notes as the base showed them (by their short ids there) and as they are now."""
+
+    parsed: ParsedFile
+    plan: Plan
+    base_notes: dict[str, Note]
+    now_notes: dict[str, Note]
+    text: bytes = b""
+    base_text: bytes | None = None
+    partial: bool = False  # only the changed blocks parsed, only the notes they name read
+
+
+def propose(store: Store, text: str | bytes, base_text: str | bytes | None = None, *, whole: bool = False) -> Proposal:
+    """Plan checking `text` (the edited file) in against `base_text`, the rendering it was
+    made from (None: the store's rendering now, as for a file of unknown history).
+    `whole`: parse the whole file and read every note (the rebase needs them all)."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    header = _header(data)
+    selection = _selection_of(header)
+    generation, now_text = _now(store, selection)
+    base = now_text if base_text is None else (base_text.encode("utf-8") if isinstance(base_text, str) else base_text)
+    diff = None if whole else diff_edit(base, data)
+    if diff is not None and diff.parsed.memory is not None:
+        parsed, removed, partial = diff.parsed, diff.removed, True
+    else:
+        parsed, removed, partial = _parsed_whole(data), None, False
+    _check_header(store, parsed, header, base)
+    theirs_shorts = _changed_between(base, now_text)
+    mine = {i.note_id for i in parsed.items if i.note_id is not None} | (removed or set())
+    items = base_items(base, (mine | theirs_shorts) if partial else None)
+    arrived = {s for s in mine if s not in items}
+    if arrived:  # notes git brought into the file after its base (a merge, a pull): their base is now
+        items.update(base_items(now_text, arrived))
+        if removed is not None:
+            removed = removed | arrived  # each stands in the edit where the base had nothing
+    base_notes = _base_notes(store, items, parsed)
+    now_notes = _now_notes(store, base_notes, partial)
+    theirs, created = _theirs(store, base_notes, items, now_notes, theirs_shorts, now_text)
+    plan = make_plan(parsed, base_notes, now_notes, theirs, removed, created)
+    plan.generation = generation
+    return Proposal(parsed, plan, base_notes, now_notes, data, base, partial)
+
+
+def whole(store: Store, proposal: Proposal) -> Proposal:
+    """`proposal` with the whole file parsed and every note read (for the rebase)."""
+    if not proposal.partial:
+        return proposal
+    return propose(store, proposal.text, proposal.base_text, whole=True)
+
+
+def _header(data: bytes) -> str:
+    start = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    end = data.find(b"\n", start)
+    return data[start:end if end >= 0 else len(data)].rstrip().decode("utf-8", "replace")
+
+
+def _selection_of(header: str) -> Selection:
+    match = HEADER_RE.match(header)
+    if match is None or not match["kinds"]:
+        return Selection(active_only=bool(match and match["active"]))
+    return Selection(kinds=tuple(match["kinds"].split(",")), active_only=bool(match["active"]))
+
+
+def _now(store: Store, selection: Selection) -> tuple[int, bytes]:
+    from .export import render_store
+
+    try:
+        return render_store(store, selection)
+    except KeyError:  # a header naming an unknown kind: the parse says which
+        return render_store(store, Selection())
+
+
+def _parsed_whole(data: bytes) -> ParsedFile:
+    try:
+        decoded = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise errors.BadInput(f"the file line {line}: not UTF-8 text; nothing was checked in") from None
+    parsed = parse(decoded)
+    if parsed.memory is None:
+        if not parsed.errors:
+            raise errors.BadInput("the file holds nothing to check in")
+        raise errors.BadInput(f"this is not a qem file: {parsed.errors[0]}")
+    return parsed
+
+
+def _check_header(store: Store, parsed: ParsedFile, header: str, base: bytes) -> None:
+    """A file of another memory is refused; a header changed from the base's (say
+    `kinds=gotcha` deleted from a narrowed checkout, which would read as every other
+    kind's notes deleted) is refused naming line 1."""
+    if parsed.memory != store.memory_id():
+        raise errors.BadInput(
+            f"this file is a rendering of another memory ({parsed.memory}), not of this one"
+            f" ({store.memory_id()}); nothing was checked in"
+        )
+    base_header = _header(base)
+    base_match, match = HEADER_RE.match(base_header), HEADER_RE.match(header)
+    if base_match and match and (base_match["kinds"], base_match["active"]) != (match["kinds"], match["active"]):
+        parsed.errors.insert(0, LineError(1, "the header line was changed; it says which notes this file holds,"
+                                             " and the check-in reads the edit against it: put it back as it"
+                                             f" was, {base_header}"))
+
+
+def _changed_between(base: bytes, now: bytes) -> set[str]:
+    """The short ids (as the base shows them, or as now shows them) of the notes whose
+    items differ between the two renderings."""
+    if base == now or (base.startswith(now) and base[len(now):].startswith(b"\n" + HELP_OPEN.encode())):
+        return set()  # nothing changed since the base (a checkout's base ends in its help)
+    diff = diff_edit(base, now)
+    if diff is None:
+        before = {i.note_id: i.raw for i in parse(base.decode("utf-8", "replace")).items}
+        after = {i.note_id: i.raw for i in parse(now.decode("utf-8", "replace")).items}
+        return {n for n in set(before) | set(after) if n is not None and before.get(n) != after.get(n)}
+    return {i.note_id for i in diff.parsed.items if i.note_id is not None} | diff.removed
+
+
+def _base_notes(store: Store, items: dict[str, Item], parsed: ParsedFile) -> dict[str, Note]:
+    """The notes as the base showed them, by the short id it showed, each with its full
+    id; a short id that names no note any more is reported on the lines that use it."""
+    out: dict[str, Note] = {}
+    for short, item in items.items():
+        note_id = _full_id(store, short, item)
+        if note_id is None:
+            lines = [i.line for i in parsed.items if i.note_id == short]
+            for line in lines:
+                parsed.errors.append(LineError(line, f"note #{short} is no longer in this memory (a switch of"
+                                                     " branch or a reset took it away); remove its item"))
+            continue
+        out[short] = _note_of(item, note_id)
+    return out
+
+
+def _full_id(store: Store, short: str, item: Item) -> str | None:
+    """The note a base item stands for: its short id, or, where notes created since share
+    that prefix, the one whose creation date, kind and text the item shows."""
+    try:
+        return store.resolve(short)
+    except errors.NoSuchNote:
+        pass
+    candidates = ids.matching(short, sorted(n for n in store.notes_by_prefix(short)))
+    fits = [n for n in store.notes_by_id(candidates).values()
+            if n.created_at[:10] == item.date and n.kind == item.kind and (n.text == item.text or n.text is None)]
+    return fits[0].id if len(fits) == 1 else None
+
+
+def _note_of(item: Item, note_id: str) -> Note:
+    """A base item as a note: what the plan compares an edited item with."""
+    return Note(
+        id=note_id, kind=item.kind, priority=item.priority, text=item.text, provenance=item.provenance or "agent",
+        created_at=f"{item.date or '0000-00-00'}T00:00:00Z", actor="", supersedes=item.supersedes,
+        superseded_by=item.superseded_by, state=item.state, state_reason=item.state_reason, short=item.note_id or "",
+    )
+
+
+def _now_notes(store: Store, base_notes: dict[str, Note], partial: bool) -> dict[str, Note]:
+    """The notes now: those the base showed and their successors, or every note."""
+    if not partial:
+        return {n.id: n for n in store.notes()}
+    now = store.notes_by_id(n.id for n in base_notes.values())
+    successors = {n.superseded_by for n in now.values() if n.superseded_by}
+    now.update(store.notes_by_id(successors - set(now)))
+    return now
+
+
+def _theirs(store: Store, base_notes: dict[str, Note], items: dict[str, Item], now_notes: dict[str, Note],
+            shorts: set[str], now_text: bytes) -> tuple[dict[str, str], list[Note]]:
+    """What others did to each note the store now shows otherwise than the base did
+    (full id → words; a short id lengthened since is no change), and the notes created
+    since the base."""
+    theirs: dict[str, str] = {}
+    known = {n.id for n in base_notes.values()}
+    created: list[Note] = []
+    looked = [now_notes[base_notes[s].id] for s in shorts if s in base_notes and base_notes[s].id in now_notes]
+    now_items = base_items(now_text, {n.shown for n in looked}) if looked else {}
+    for short in shorts:
+        base = base_notes.get(short)
+        if base is None:
+            note_id = _resolved_or_none(store, short)
+            if note_id is not None and note_id not in known:
+                created += store.notes_by_id([note_id]).values()
+            continue
+        now = now_notes.get(base.id)
+        if now is None:
+            theirs[base.id] = "its note is no longer in this memory"
+        elif (render_item(replace(now, short=base.short), None, _base_shorts(base_notes, now_notes)) != items[short].raw
+              and _shown_otherwise(items[short], now_items.get(now.shown), now)):
+            theirs[base.id] = their_words(base, now, _base_shorts(base_notes, now_notes))
+    return theirs, created
+
+
+def _shown_otherwise(base: Item, now_item: Item | None, now: Note) -> bool:
+    """Whether the store's rendering now shows the note otherwise than the base did (its
+    own short id aside).  The item rendered above for the same question lacks what needs
+    other notes (the short ids of notes not read here, dispute and fork markers): a block
+    that only moved beside a note added meanwhile must not read as a change."""
+    if now_item is None:
+        return True  # not in the rendering now (out of a narrowed checkout): it changed
+    first, *rest = now_item.raw
+    return [first.replace(f"[#{now.shown}]", f"[#{base.note_id}]", 1), *rest] != base.raw
+
+
+def _base_shorts(base_notes: dict[str, Note], now_notes: dict[str, Note]) -> dict[str, str]:
+    """Short ids as the base showed them (a short id lengthened since is no change)."""
+    shorts = {n.id: n.shown for n in now_notes.values()}
+    shorts.update({n.id: short for short, n in base_notes.items()})
+    return shorts
+
+
+def _resolved_or_none(store: Store, short: str) -> str | None:
+    try:
+        return store.resolve(short)
+    except errors.NoSuchNote:
+        return None
+
+
+def their_words(base: Note, now: Note, shorts: Mapping[str, str] | None = None) -> str:
+    """What the store did to a note since the base, in one line (`shorts`: notes' short
+    ids, for the successor it names)."""
+    def name(note_id: str) -> str:
+        return (shorts or {}).get(note_id) or note_id[:8]
+
+    if now.rivals:
+        from .resolver import rival_words
+
+        return rival_words(now, name)
+    if now.state != base.state:
+        what = now.state + (f" by #{name(now.superseded_by)}" if now.state == "superseded" and now.superseded_by else "")
+        who = f" by {now.state_actor}" if now.state_actor else ""
+        when = f" at {now.state_at}" if now.state_at else ""
+        why = f" ({' '.join(now.state_reason.split())})" if now.state_reason else ""
+        return f"{what}{who}{when}{why}"
+    if now.provenance != base.provenance:
+        return f"promoted to {now.provenance}"
+    return "changed (its markers or disputes)"
