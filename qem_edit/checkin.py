@@ -183,6 +183,10 @@ class Source:
             return self.checkout.resume_hint()
         return f"your edit is kept in {self.path}"
 
+    def moment(self) -> str | None:
+        """When the base is a checkout's rendering, the moment it was made at."""
+        return self.checkout.moment() if self.checkout is not None else None
+
     def read(self, store: Store) -> tuple[bytes, bytes | None]:
         """The edit, and the rendering it was made from where that is known."""
         data = read_regular(self.path)
@@ -325,7 +329,7 @@ def check_in(store: Store, source: Source, asker: Asker, who: str, *,
         return Outcome("empty", source, kept=source.checkout)
     moved = 0
     while True:
-        proposal = propose(store, text, base_text)
+        proposal = propose(store, text, base_text, moment=source.moment())
         if not proposal.plan.ok:
             return Outcome("refused", source, proposal, kept=None if dry_run else _keep_refused(source, proposal))
         if not proposal.plan.ops or dry_run:

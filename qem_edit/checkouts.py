@@ -65,6 +65,11 @@ class Checkout:
         except (OSError, ValueError):
             return {}
 
+    def moment(self) -> str | None:
+        """When the base is the store's rendering unchanged: the moment it was made at."""
+        moment = self._record().get("moment")
+        return moment if isinstance(moment, str) else None
+
     def _write_record(self, data: dict) -> None:
         write_atomic(self.directory / RECORD_FILE, json.dumps(data).encode("utf-8"), mode=0o600)
 
@@ -92,18 +97,17 @@ class Checkout:
     def replace(self, text: str, base_text: str | None = None) -> None:
         """Reopen the edit with new text (and a new base, when it was rebased)."""
         if base_text is not None:
+            self._write_record({k: v for k, v in self._record().items() if k != "moment"} | {"forgotten": []})
             write_atomic(self.base_file, base_text.encode("utf-8"), mode=0o600)
-            if self.forgotten():
-                self._write_record({**self._record(), "forgotten": []})
         write_atomic(self.file, text.encode("utf-8"), mode=0o600)
 
     def refresh(self, rendering: bytes) -> None:
         """A recorded FILE that was checked in starts again from `rendering`."""
-        write_atomic(self.base_file, rendering, mode=0o600)
-        write_atomic(self.file, rendering, mode=_mode(self.file))
-        data = self._record()
+        data = {k: v for k, v in self._record().items() if k != "moment"}
         data.update(pending=[], forgotten=[])
         self._write_record(data)
+        write_atomic(self.base_file, rendering, mode=0o600)
+        write_atomic(self.file, rendering, mode=_mode(self.file))
 
 
 def _mode(path: Path) -> int:
@@ -113,6 +117,12 @@ def _mode(path: Path) -> int:
         return 0o600
 
 
+def checkout_rendering(store: Store, selection: Selection) -> tuple[bytes, str]:
+    """A checkout's text, and the moment (`Store.moment`) its rendering was made at."""
+    generation, rendering = render_store(store, selection)
+    return for_editing(rendering.decode("utf-8")).encode("utf-8"), store.moment(generation)
+
+
 def checkout_bytes(store: Store, selection: Selection) -> bytes:
     """The memory's rendering as a checkout (with how to edit it)."""
     return for_editing(render_store(store, selection)[1].decode("utf-8")).encode("utf-8")
@@ -120,12 +130,12 @@ def checkout_bytes(store: Store, selection: Selection) -> bytes:
 
 def new_checkout(store: Store, place: Workspace, selection: Selection) -> Checkout:
     """Render the store (within `selection`) into a fresh checkout."""
-    rendered = checkout_bytes(store, selection)
-    return keep(place, selection, rendered, rendered)
+    rendered, moment = checkout_rendering(store, selection)
+    return keep(place, selection, rendered, rendered, moment=moment)
 
 
 def keep(place: Workspace, selection: Selection, base_text: str | bytes, text: str | bytes | None,
-         *, external: Path | None = None) -> Checkout:
+         *, external: Path | None = None, moment: str | None = None) -> Checkout:
     """A new checkout holding `text`, edited from `base_text`; or, with `external`, the
     record of a checkout written to that file.  On a failure (a full disk) nothing is left
     behind and the error names the place."""
@@ -135,6 +145,8 @@ def keep(place: Workspace, selection: Selection, base_text: str | bytes, text: s
                                   "active": selection.active_only}}
     if external is not None:
         record["file"] = str(external.resolve())
+    if moment is not None:
+        record["moment"] = moment
     try:
         directory.mkdir(mode=0o700)
         write_atomic(directory / BASE_FILE, _utf8(base_text), mode=0o600)

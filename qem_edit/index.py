@@ -13,6 +13,7 @@ its index on its first command.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -177,6 +178,7 @@ class Index:
         self.set_meta("index_version", INDEX_VERSION)
         self.set_meta("format_version", FORMAT_VERSION)
         self.set_meta("generation", "0")
+        self.set_meta("index_id", os.urandom(8).hex())  # a rebuilt index is another index
 
     def meta(self, key: str) -> str | None:
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()

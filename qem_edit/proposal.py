@@ -35,17 +35,22 @@ class Proposal:
     text: bytes = b""
     base_text: bytes | None = None
     partial: bool = False  # only the changed blocks parsed, only the notes they name read
+    moment: str | None = None  # the base's moment (see propose)
 
 
-def propose(store: Store, text: str | bytes, base_text: str | bytes | None = None, *, whole: bool = False) -> Proposal:
+def propose(store: Store, text: str | bytes, base_text: str | bytes | None = None, *, whole: bool = False,
+            moment: str | None = None) -> Proposal:
     """Plan checking `text` (the edited file) in against `base_text`, the rendering it was
     made from (None: the store's rendering now, as for a file of unknown history).
-    `whole`: parse the whole file and read every note (the rebase needs them all)."""
+    `whole`: parse the whole file and read every note (the rebase needs them all).
+    `moment`: when the base is a checkout's rendering, the moment it was made at (then,
+    while the store has not moved, the base is the rendering now, and is not made again)."""
     data = text.encode("utf-8") if isinstance(text, str) else text
     header = _header(data)
     selection = _selection_of(header)
-    generation, now_text = _now(store, selection)
-    base = now_text if base_text is None else (base_text.encode("utf-8") if isinstance(base_text, str) else base_text)
+    base = None if base_text is None else (base_text.encode("utf-8") if isinstance(base_text, str) else base_text)
+    generation, now_text = _unmoved(store, base, moment) or _now(store, selection)
+    base = now_text if base is None else base
     diff = None if whole else diff_edit(base, data)
     if diff is not None and diff.parsed.memory is not None:
         parsed, removed, partial = diff.parsed, diff.removed, True
@@ -65,14 +70,14 @@ def propose(store: Store, text: str | bytes, base_text: str | bytes | None = Non
     theirs, created = _theirs(store, base_notes, items, now_notes, theirs_shorts, now_text)
     plan = make_plan(parsed, base_notes, now_notes, theirs, removed, created)
     plan.generation = generation
-    return Proposal(parsed, plan, base_notes, now_notes, data, base, partial)
+    return Proposal(parsed, plan, base_notes, now_notes, data, base, partial, moment)
 
 
 def whole(store: Store, proposal: Proposal) -> Proposal:
     """`proposal` with the whole file parsed and every note read (for the rebase)."""
     if not proposal.partial:
         return proposal
-    return propose(store, proposal.text, proposal.base_text, whole=True)
+    return propose(store, proposal.text, proposal.base_text, whole=True, moment=proposal.moment)
 
 
 def _header(data: bytes) -> str:
@@ -86,6 +91,18 @@ def _selection_of(header: str) -> Selection:
     if match is None or not match["kinds"]:
         return Selection(active_only=bool(match and match["active"]))
     return Selection(kinds=tuple(match["kinds"].split(",")), active_only=bool(match["active"]))
+
+
+def _unmoved(store: Store, base: bytes | None, moment: str | None) -> tuple[int, bytes] | None:
+    """The rendering now, when it is the checkout's base made at `moment` (its help
+    comment cut off); None when that cannot be known."""
+    if base is None or moment is None:
+        return None
+    head = store.head()
+    cut = base.rfind(b"\n" + HELP_OPEN.encode())
+    if cut < 0 or store.moment(head) != moment:
+        return None
+    return head, base[:cut]
 
 
 def _now(store: Store, selection: Selection) -> tuple[int, bytes]:

@@ -495,6 +495,11 @@ class Store:
         """The index's generation: it moves whenever the log it reflects does."""
         return self._guarded(lambda: self.index.generation)
 
+    def moment(self, generation: int) -> str:
+        """`generation` of this very index (not one rebuilt since) as one string: a
+        rendering made at it is the rendering for as long as `moment(head())` equals it."""
+        return f"{self._guarded(lambda: self.index.meta('index_id'))}:{generation}"
+
     def max_clock(self) -> int:
         return self._read("SELECT coalesce(max(clock), 0) FROM events")[0][0]
 

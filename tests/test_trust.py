@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -149,6 +150,32 @@ def test_no_editor_on_a_dumb_terminal_is_refused_before_anything_is_made(seeded:
     assert done.returncode == 2, done.stderr
     assert "no editor" in done.stderr and "EDITOR" in done.stderr and "qem checkout" in done.stderr
     assert kept(seeded) == []
+
+
+def test_a_checkout_is_not_taken_for_now_by_a_rebuilt_index(seeded: Path) -> None:
+    """A check-in reuses a checkout's base as the rendering now while the index has not
+    moved since (its generation); an index rebuilt meanwhile counts generations anew, so
+    a base is tied to the index it was made from, and a change made after the rebuild
+    still conflicts with the edit instead of being overwritten by it."""
+    kept_file = Path(run_qem("checkout", cwd=seeded).stdout.strip())
+    record = json.loads((kept_file.parent / "session.json").read_text("utf-8"))
+    index_id, generation = record["moment"].split(":")
+    for side in seeded.joinpath(".qem").glob("index.db*"):
+        side.unlink()  # rebuilt by the next command
+    task = shorts(seeded)[ACTIVE_TASK]
+    assert run_qem("revoke", task, "-m", "done elsewhere", "--actor", "other", cwd=seeded).returncode == 0
+    index = seeded / ".qem" / "index.db"
+    conn = sqlite3.connect(index)
+    with conn:  # the rebuilt index at the checkout's generation, by chance
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'generation'", (generation,))
+        assert conn.execute("SELECT value FROM meta WHERE key = 'index_id'").fetchone()[0] != index_id
+    conn.close()
+    text = kept_file.read_text("utf-8")
+    line = next(line for line in text.splitlines() if line.startswith(f"- [#{task}]"))
+    kept_file.write_text(text.replace(line, line + ", edited"), "utf-8")
+    done = run_qem("checkin", "--path", str(kept_file), "-m", REASON, "--yes", cwd=seeded)
+    assert done.returncode == 3, done.stderr  # your supersession against their revocation
+    assert notes(seeded)[ACTIVE_TASK].state == "revoked"
 
 
 # -- the checkout explains itself ----------------------------------------------------------------------
