@@ -4,6 +4,10 @@ Each act takes an open store and its workspace, checks its arguments (choices, t
 reason a move needs), appends its events in one transaction, keeps the mirror current
 where the workspace asks for it, and returns what it wrote with what the writer should be
 told.  Nothing here prints; the CLI (and any other shell) only parses, calls and shows.
+
+Every act takes `agent`: True when the writer is an agent (an MCP client), False for a
+person, None for what `QEM_ACTOR_KIND` says.  An agent's move that takes a note of a
+protected kind out of force is refused (qem_edit.protect).
 """
 
 from __future__ import annotations
@@ -62,19 +66,21 @@ def _written(store: Store, place: Workspace, result: Written) -> Written:
     return result
 
 
-def add(store: Store, place: Workspace, text: str, kind: str, priority: str, provenance: str, actor: str) -> Written:
+def add(store: Store, place: Workspace, text: str, kind: str, priority: str, provenance: str, actor: str,
+        agent: bool | None = None) -> Written:
     choice(kind, KINDS, "kind")
     choice(priority, PRIORITIES, "priority")
     if provenance == "human":
         raise errors.BadInput("provenance human is reached only by a person's act: `qem promote ID`")
     choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
     new = NewNote(kind, priority, provenance, note_text(text))
-    note = store.write(lambda tx: tx.create(new, actor))
+    note = store.write(lambda tx: tx.create(new, actor), agent=agent)
     return _written(store, place, Written(note=store.note(note.id)))
 
 
 def supersede(store: Store, place: Workspace, given: str, text: str, reason: str | None,
-              actor: str, kind: str | None = None, priority: str | None = None) -> Written:
+              actor: str, kind: str | None = None, priority: str | None = None,
+              agent: bool | None = None) -> Written:
     """A successor replaces the note (same kind, priority and provenance unless given)."""
     choice(kind, KINDS, "kind")
     choice(priority, PRIORITIES, "priority")
@@ -87,19 +93,21 @@ def supersede(store: Store, place: Workspace, given: str, text: str, reason: str
         new = NewNote(kind or old.kind, priority or old.priority, old.provenance, body, note_id)
         return tx.create(new, actor, why)
 
-    note = store.write(work)
+    note = store.write(work, agent=agent)
     return _written(store, place, Written(note=store.note(note.id)))
 
 
-def move(store: Store, place: Workspace, event_type: str, given: str, reason: str | None, actor: str) -> Written:
+def move(store: Store, place: Workspace, event_type: str, given: str, reason: str | None, actor: str,
+         agent: bool | None = None) -> Written:
     """A lifecycle move on one note: revoked, stale_flagged, reinstated, promoted, expired."""
     why = reason_for(event_type, reason)
     note_id = store.resolve(given)
-    event = store.write(lambda tx: tx.emit(note_id, event_type, actor, why))
+    event = store.write(lambda tx: tx.emit(note_id, event_type, actor, why), agent=agent)
     return _written(store, place, Written(event=event, note=store.note(note_id)))
 
 
-def forget(store: Store, place: Workspace, given: str, reason: str | None, actor: str) -> Written:
+def forget(store: Store, place: Workspace, given: str, reason: str | None, actor: str,
+           agent: bool | None = None) -> Written:
     """Erase the note's text from the log, then from every file qem wrote (see
     qem_edit.forgetting); the notices name what could not be cleaned."""
     from .forgetting import scrub
@@ -107,21 +115,23 @@ def forget(store: Store, place: Workspace, given: str, reason: str | None, actor
     why = reason_for("forgotten", reason)
     note_id = store.resolve(given)
     text = store.note(note_id).text
-    event = store.write(lambda tx: tx.forget(note_id, actor, why or ""))
+    event = store.write(lambda tx: tx.forget(note_id, actor, why or ""), agent=agent)
     written = _written(store, place, Written(event=event, note=store.note(note_id)))
     if text:
         written.notices += scrub(store, place, store.note(note_id), text)
     return written
 
 
-def dispute(store: Store, place: Workspace, a: str, b: str, reason: str | None, actor: str) -> Written:
+def dispute(store: Store, place: Workspace, a: str, b: str, reason: str | None, actor: str,
+            agent: bool | None = None) -> Written:
     why = reason_for("disputed", reason) or ""
     first, second = store.resolve(a), store.resolve(b)
-    dispute_id = store.write(lambda tx: tx.dispute(first, second, actor, why))
+    dispute_id = store.write(lambda tx: tx.dispute(first, second, actor, why), agent=agent)
     return _written(store, place, Written(dispute=dispute_id))
 
 
-def rule(store: Store, place: Workspace, given: str, keep: str, reason: str | None, actor: str) -> Written:
+def rule(store: Store, place: Workspace, given: str, keep: str, reason: str | None, actor: str,
+         agent: bool | None = None) -> Written:
     """Settle a disagreement.  `given` names a dispute between two notes (its id, or a
     prefix), and `keep` the note that stands; or a note whose concurrent changes disagree,
     and `keep` the side that stands (the characters its DISPUTED marker shows); or a note
@@ -133,15 +143,15 @@ def rule(store: Store, place: Workspace, given: str, keep: str, reason: str | No
         note = store.note(store.resolve(given))
         if note.rivals:
             side = _side(note, keep)
-            store.write(lambda tx: tx.settle(note.id, side, actor, why))
+            store.write(lambda tx: tx.settle(note.id, side, actor, why), agent=agent)
         else:  # a fork: the successor that stands
             if sum(1 for n in store.notes() if n.supersedes == note.id and n.live) < 2:
                 raise errors.Refused(f"note #{note.shown} has no concurrent changes or fork to rule on")
             kept = store.resolve(keep)
-            store.write(lambda tx: tx.rule_fork(note.id, kept, actor, why))
+            store.write(lambda tx: tx.rule_fork(note.id, kept, actor, why), agent=agent)
         return _written(store, place, Written(note=store.note(note.id)))
     kept = store.resolve(keep)
-    store.write(lambda tx: tx.rule(dispute_id, kept, actor, why))
+    store.write(lambda tx: tx.rule(dispute_id, kept, actor, why), agent=agent)
     return _written(store, place, Written(dispute=dispute_id))
 
 

@@ -5,7 +5,8 @@ does not apply or names a note the log does not hold, when a note's text is miss
 does not match its hash, when a forgotten text is still in the tree, when two notes claim
 one old number, when the local index disagrees with a fresh replay of the log, when the
 supersession graph is broken (a cycle, a dangling or malformed pointer), or when MEMORY.md
-is not the rendering of the log.  Open disputes (forks, disputes between notes,
+is not the rendering of the log, or when an agent took a note of a protected kind out of
+force (qem_edit.protect).  Open disputes (forks, disputes between notes,
 concurrent changes that disagree) are listed; `--fail-on-disputes` makes them fail too.
 """
 
@@ -16,6 +17,7 @@ import sqlite3
 from . import db
 from .answers import VerifyReport
 from .index import NOTE_COLUMNS, Index
+from .protect import log_problems as protect_problems
 from .resolver import Graph
 from .store import Store
 
@@ -32,7 +34,7 @@ def verify_report(store: Store, place=None, *, repair: bool = False, disputes_fa
     graph = Graph.of({n.id: n for n in store.notes()})
     broken = [p for p in graph.problems() if not p.startswith(("fork:", "disputed:"))]
     disputes = [p for p in graph.problems() if p.startswith(("fork:", "disputed:"))] + _open_disputes(store)
-    problems += broken
+    problems += broken + protect_problems(store)
     if place is not None:
         problems += _mirror_problems(store, place)
     if disputes_fail:

@@ -2,7 +2,7 @@
 
 Exit codes (also in `qem --help` and README.md):
   0  ok
-  1  a check found a difference (`export --check`, `export --diff`, `verify`)
+  1  a check found a difference (`export --check`, `export --diff`, `verify`, `diff`)
   2  bad usage or bad input; nothing was written
   3  a conflict; nothing was written
   130 interrupted
@@ -35,7 +35,7 @@ lets a person change it in $EDITOR and checks the edit back in as events.
 \b
 Exit codes:
   0    ok
-  1    a check found a difference (export --check/--diff, verify)
+  1    a check found a difference (export --check/--diff, verify, diff)
   2    bad usage or bad input; nothing was written
   3    a conflict; nothing was written
   130  interrupted
@@ -740,6 +740,59 @@ def _kinds(kinds: list[str] | None) -> tuple[str, ...] | None:
     for k in kinds:
         choice(k, KINDS, "kind")
     return tuple(k for k in KINDS if k in kinds)
+
+
+# -- review: memory changes between revisions, readable log diffs ---------------------------------
+
+
+@app.command("diff")
+def diff_(
+    revs: Annotated[Optional[list[str]], typer.Argument(metavar="[REV [REV]]", help="Compare REV (default HEAD) with the working tree, or the first REV with the second.", show_default=False)] = None,
+    fmt: Annotated[str, typer.Option("--format", help="text, markdown (a pull-request comment) or json.")] = "text",
+    stat: Annotated[bool, typer.Option("--stat", help="Only the counts per note kind and event type.")] = False,
+    workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """What memory learned between two revisions, as events (exit 1 when it changed).
+
+    Example: qem diff origin/main HEAD --format markdown
+    """
+    from . import workspace as ws
+    from .acts import choice
+    from .diff import memory_diff
+    from .diffview import DiffAnswer
+
+    choice(fmt, ("text", "markdown", "json"), "format")
+    place = ws.resolve(workspace, store)
+    return _show(DiffAnswer(memory_diff(place.store_path, revs or []), fmt, stat), fmt == "json")
+
+
+@app.command()
+def hooks(
+    action: Annotated[str, typer.Argument(metavar="install", help="install: make git diff and git log -p show the log one line per event.", show_default=False)],
+    workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """Set git up for this repository's memory (the log's readable diffs).
+
+    Example: qem hooks install
+    """
+    from . import workspace as ws
+    from .acts import choice
+    from .textconv import install
+
+    choice(action, ("install",), "hooks action")
+    for line in install(ws.resolve(workspace, store).store_path):
+        print(line)
+    return 0
+
+
+@app.command("log-textconv", hidden=True)
+def log_textconv(file: Annotated[str, typer.Argument(help="A log file (git passes a copy).", show_default=False)]) -> int:
+    """What git runs to show a log file one line per event (set up by `qem hooks install`)."""
+    from .textconv import main as textconv
+
+    return textconv(file)
 
 
 # -- the one exit --------------------------------------------------------------------------

@@ -51,6 +51,39 @@ def commit_of(top: Path, rev: str) -> str:
     return done.stdout.decode().strip()
 
 
+def resolve_commit(top: Path, rev: str) -> str | None:
+    """The commit a revision names (None: it names none here)."""
+    if rev.startswith("-"):
+        return None  # never an option to git
+    done = _git(top, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
+    return done.stdout.decode().strip() if done.returncode == 0 else None
+
+
+def has_commits(top: Path) -> bool:
+    return _git(top, "rev-parse", "--verify", "--quiet", "HEAD").returncode == 0
+
+
+def is_shallow(top: Path) -> bool:
+    done = _git(top, "rev-parse", "--is-shallow-repository")
+    return done.returncode == 0 and done.stdout.strip() == b"true"
+
+
+def shallow_boundary(top: Path) -> list[str]:
+    """The commits a shallow clone's history stops at (their parents are not here)."""
+    done = _git(top, "rev-parse", "--git-path", "shallow")
+    path = Path(done.stdout.decode().strip())
+    path = path if path.is_absolute() else top / path
+    try:
+        return path.read_text("ascii").split()
+    except OSError:
+        return []
+
+
+def set_config(top: Path, key: str, value: str) -> bool:
+    """Set `key` in the repository's own git config (.git/config); whether it worked."""
+    return _git(top, "config", "--local", key, value).returncode == 0
+
+
 def tree_files(top: Path, rev: str, folder: Path) -> dict[str, bytes]:
     """Every file under `folder` as commit `rev` holds it: path relative to `folder` → bytes."""
     relative = folder.resolve().relative_to(top.resolve()).as_posix()

@@ -52,10 +52,11 @@ GITIGNORE = """\
 .*.tmp
 """
 GITATTRIBUTES = """\
-# Written by qem: log files are hashed byte for byte; no line-end conversion.
-events/** -text
-texts/** -text
-packs/** -text
+# Written by qem: log files are hashed byte for byte; no line-end conversion.  Their diffs
+# are one line per event where `qem hooks install` configured the qem-log driver.
+events/** -text diff=qem-log
+texts/** -text diff=qem-log
+packs/** -text diff=qem-log
 """
 
 

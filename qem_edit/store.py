@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
-from . import db, errors, ids
+from . import db, errors, ids, protect
 from .faults import checkpoint
 from .index import EVENT_COLUMNS, NOTE_COLUMNS, Caught, Index, event_from_row, items_by_kind, note_from_row
 from .logtree import EVENTS, PACKS, TEXTS, LogFileError, LogTree, TextRecord, event_bytes, pack_text_line
@@ -76,6 +76,7 @@ class Transaction:
         self.events: list[Event] = []
         self.texts: list[TextRecord] = []
         self.landed = False  # the events are in the log: the write stands, whatever follows
+        self.agent = False  # the writer says it is an agent (qem_edit.protect)
 
     def note(self, note_id: str) -> Note:
         if note_id not in self._notes:
@@ -125,10 +126,14 @@ class Transaction:
     def record(self, drafts: Iterable[Draft], actor: str, checkin: str | None = None) -> list[Event]:
         """Decided drafts as events (a created note's text beside), folded into the notes
         this transaction sees; written by `flush`."""
+        drafts = list(drafts)
+        agent = protect.guarded_writer(self, drafts, actor)
         created: str | None = None
         out = []
         for draft in drafts:
             data = {k: (created if v == NEW_NOTE else v) for k, v in draft.data.items()}
+            if agent:
+                data[protect.WRITER] = "agent"
             text = None
             if draft.type == "created":
                 text = TextRecord("", ids.nonce(), draft.text or "")
@@ -186,6 +191,14 @@ class Transaction:
             self.store.purge_texts({e.note for e in self.events if e.type == "forgotten"})
         index.refold(touched)
         index.bump()
+
+
+def _as_writer(work: Callable[[Transaction], T], agent: bool) -> Callable[[Transaction], T]:
+    def run(tx: Transaction) -> T:
+        tx.agent = agent
+        return work(tx)
+
+    return run
 
 
 def _created_short(count: int) -> int:
@@ -331,12 +344,15 @@ class Store:
 
     # -- writing -----------------------------------------------------------------------
 
-    def write(self, work: Callable[[Transaction], T], *, at: str | None = None) -> T:
+    def write(self, work: Callable[[Transaction], T], *, at: str | None = None, agent: bool | None = None) -> T:
         """Run `work` under the memory's write lock, caught up first; its events are
         written to the log and recorded in the index.  Writers on one clone take turns, so
-        two of them never make a note's history branch; branches come from other clones."""
+        two of them never make a note's history branch; branches come from other clones.
+        `agent`: the writer is an agent (None: as QEM_ACTOR_KIND says; qem_edit.protect)."""
         from filelock import FileLock, Timeout
 
+        as_agent = protect.writer_is_agent(agent)
+        work = _as_writer(work, as_agent)
         lock = FileLock(str(self.root / LOCK_NAME))
         try:
             with lock.acquire(timeout=WRITE_PATIENCE_S):

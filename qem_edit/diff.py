@@ -1,0 +1,188 @@
+"""`qem diff`: what memory learned between two revisions, as events.
+
+A revision's memory is the set of events its committed log holds (read from git's tree at
+that commit, never from history), so the change from A to B is the events B holds and A
+does not: merges, rebases and cherry-picks keep an event's id (the hash of its bytes), and
+the answer needs no merge base and no history, which a shallow clone lacks.  The working
+tree is read from its files, uncommitted ones included.
+
+The events are grouped into changes a reviewer reads (a supersession is its two events,
+a dispute its pair); qem_edit.diffview writes them as text, markdown or JSON.  A
+forgotten note's text is never shown, whichever side still holds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import errors, gitrepo, ids
+from .logtree import EVENTS, PACKS, TEXTS, LogFileError, LogTree, records_from
+from .model import Event
+
+WORK_TREE = "the working tree"
+
+
+@dataclass
+class Side:
+    """One revision's memory: its events by id and its notes' texts."""
+
+    label: str  # the revision as given, or "the working tree"
+    commit: str | None = None
+    events: dict[str, Event] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
+    set_aside: list[str] = field(default_factory=list)  # log files that could not be read
+
+    def add_file(self, name: str, data: bytes) -> None:
+        if name.partition("/")[0] not in (EVENTS, TEXTS, PACKS):
+            return  # config.toml, .gitignore: not the log
+        try:
+            events, texts = records_from(name, data)
+        except LogFileError as exc:
+            self.set_aside.append(str(exc))
+            return
+        self.events.update((e.id, e) for e in events)
+        self.texts.update((t.note, t.text) for t in texts)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One thing memory learned: its group, the note, the events that make it, and what
+    a reader needs to see it (texts are None where forgotten)."""
+
+    group: str
+    note: str
+    events: tuple[Event, ...]
+    other: str | None = None  # superseded: the successor; disputed: the other note; ruled: the kept note
+    text: str | None = None  # created: the text; superseded: the successor's text
+    old_text: str | None = None  # superseded: the note's own text
+
+
+@dataclass
+class MemoryDiff:
+    old: Side
+    new: Side
+    added: list[Event]  # in new, not in old, in replay order
+    missing: list[Event]  # in old, not in new
+    changes: list[Change]
+    kinds: dict[str, str]  # note id → its kind
+    shorts: dict[str, str]  # note id → its short id
+    notices: list[str]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.missing)
+
+
+def memory_diff(store_root: Path, revs: list[str]) -> MemoryDiff:
+    """The memory changes from `revs[0]` (default HEAD) to `revs[1]` (default: the
+    working tree), for the memory whose log lives at `store_root`."""
+    if len(revs) > 2:
+        raise errors.BadInput(f"qem diff takes at most two revisions, not {len(revs)}")
+    top = gitrepo.toplevel(store_root if store_root.is_dir() else store_root.parent)
+    if top is None:
+        raise errors.BadInput(f"{store_root} is not in a git repository; qem diff compares git revisions")
+    folder = _inside(top, store_root)
+    notices: list[str] = []
+    old = _side_at(top, folder, revs[0] if revs else "HEAD", notices)
+    new = _side_at(top, folder, revs[1], notices) if len(revs) == 2 else _working(store_root)
+    return between(old, new, notices)
+
+
+def between(old: Side, new: Side, notices: list[str] | None = None) -> MemoryDiff:
+    added = sorted((e for i, e in new.events.items() if i not in old.events), key=lambda e: e.order)
+    missing = sorted((e for i, e in old.events.items() if i not in new.events), key=lambda e: e.order)
+    everything = {**old.events, **new.events}
+    created = [e for e in everything.values() if e.type == "created"]
+    kinds = {e.id: str(e.data.get("kind")) for e in created}
+    lengths = {e.id: e.data.get("short", 4) for e in created}
+    shorts = ids.short_ids({n: length if isinstance(length, int) and 1 <= length <= 26 else 4
+                            for n, length in lengths.items()})
+    forgotten = {e.note for e in everything.values() if e.type == "forgotten"}
+    texts = {n: t for n, t in {**old.texts, **new.texts}.items() if n not in forgotten}
+    notes = list(notices or [])
+    for side in (old, new):
+        notes += [f"{side.label}: set aside {problem}" for problem in side.set_aside]
+    return MemoryDiff(old, new, added, missing, changes_of(added, texts), kinds, shorts, notes)
+
+
+# -- the events grouped into changes --------------------------------------------------------
+
+
+def changes_of(events: list[Event], texts: dict[str, str]) -> list[Change]:
+    """The changes `events` (in replay order) make, in that order: a supersession takes
+    its successor's creation with it, a dispute or a ruling between two notes is one."""
+    successors = {str(e.data.get("by")) for e in events if e.type == "superseded"}
+    seen_disputes: set[tuple[str, str]] = set()
+    out = []
+    for event in events:
+        if event.type == "created" and event.id in successors:
+            continue  # shown with the supersession
+        if event.type in ("disputed", "ruled") and event.data.get("dispute") is not None:
+            key = (event.type, str(event.data["dispute"]))
+            if key in seen_disputes:
+                continue
+            seen_disputes.add(key)
+        out.append(_change(event, texts))
+    return out
+
+
+def _change(event: Event, texts: dict[str, str]) -> Change:
+    if event.type == "superseded":
+        by = str(event.data.get("by"))
+        return Change("superseded", event.note, (event,), by, texts.get(by), texts.get(event.note))
+    if event.type == "disputed":
+        return Change("disputed", event.note, (event,), str(event.data.get("with")))
+    if event.type == "ruled":
+        kept = event.data.get("kept") or event.data.get("keep")
+        return Change("ruled", event.note, (event,), str(kept) if kept else None)
+    if event.type == "forgotten":
+        return Change("forgotten", event.note, (event,))
+    return Change(event.type, event.note, (event,), text=texts.get(event.note))
+
+
+# -- reading a side -----------------------------------------------------------------------
+
+
+def _inside(top: Path, store_root: Path) -> Path:
+    try:
+        store_root.resolve().relative_to(top.resolve())
+    except ValueError:
+        raise errors.BadInput(f"the memory at {store_root} is outside the git work tree {top};"
+                              " qem diff reads the log committed in that repository") from None
+    return store_root
+
+
+def _side_at(top: Path, folder: Path, rev: str, notices: list[str]) -> Side:
+    commit = gitrepo.resolve_commit(top, rev)
+    if commit is None:
+        if rev == "HEAD" and not gitrepo.has_commits(top):
+            notices.append("HEAD: the repository has no commit yet; compared with an empty memory")
+            return Side("HEAD")
+        raise errors.BadInput(_bad_revision(top, rev))
+    side = Side(rev, commit)
+    for name, data in sorted(gitrepo.tree_files(top, commit, folder).items()):
+        side.add_file(name, data)
+    return side
+
+
+def _bad_revision(top: Path, rev: str) -> str:
+    if gitrepo.is_shallow(top):
+        return (f"{rev!r} is not a revision this clone holds: it is a shallow clone, and its history stops at"
+                f" {', '.join(c[:10] for c in gitrepo.shallow_boundary(top))}; fetch what is missing"
+                " (git fetch --deepen=N, git fetch --unshallow, or git fetch origin BRANCH)")
+    return f"{rev!r} is not a git revision of this repository"
+
+
+def _working(store_root: Path) -> Side:
+    side = Side(WORK_TREE)
+    tree = LogTree(store_root)
+    for name in sorted(tree.names()):
+        try:
+            events, texts = tree.read(name)
+        except LogFileError as exc:
+            side.set_aside.append(str(exc))
+            continue
+        side.events.update((e.id, e) for e in events)
+        side.texts.update((t.note, t.text) for t in texts)
+    return side

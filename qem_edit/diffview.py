@@ -1,0 +1,245 @@
+"""`qem diff` written out: plain text for a terminal, markdown for a pull-request comment
+(GitHub's flavour: short texts inline and escaped, long ones folded in `<details>`), JSON
+for scripts, and `--stat`, the counts per note kind and event type."""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+
+from .diff import WORK_TREE, Change, MemoryDiff
+from .model import EVENT_TYPES, KINDS, Event
+
+# The groups in the order a reader meets them, with their headings.
+GROUPS = (
+    ("created", "created"), ("superseded", "superseded"), ("revoked", "revoked"),
+    ("stale_flagged", "flagged stale"), ("reinstated", "reinstated"), ("promoted", "promoted"),
+    ("expired", "expired"), ("forgotten", "forgotten"), ("disputed", "disputes opened"),
+    ("ruled", "disputes ruled"),
+)
+SHORT_TEXT = 100  # longer texts, and texts of several lines, are folded in markdown
+_ALWAYS = re.compile(r"([\\`*_{}\[\]<>|~&#!])")  # what means something anywhere in a line
+_AT_START = re.compile(r"\A(?:(\d+)([.)])|([!-/:-@\[-`{-~]))")  # lists, headings, quotes, breaks
+
+
+@dataclass
+class DiffAnswer:
+    diff: MemoryDiff
+    format: str = "text"
+    stat: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.diff.changed else 0
+
+    def text(self) -> str:
+        if self.format == "markdown":
+            return markdown_stat(self.diff) if self.stat else markdown(self.diff)
+        return text_stat(self.diff) if self.stat else plain(self.diff)
+
+    def data(self) -> object:
+        return as_data(self.diff)
+
+    def remark(self) -> str | None:
+        return "\n".join(f"qem: {n}" for n in self.diff.notices) or None
+
+
+# -- shared words ----------------------------------------------------------------------------
+
+
+def span(diff: MemoryDiff) -> str:
+    new = diff.new.label if diff.new.label != WORK_TREE else WORK_TREE
+    return f"{diff.old.label} → {new}"
+
+
+def counts(events: list[Event]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for event in events:
+        found[event.type] = found.get(event.type, 0) + 1
+    return {t: found[t] for t in EVENT_TYPES if t in found}
+
+
+def summary(diff: MemoryDiff) -> str:
+    if not diff.changed:
+        return f"no memory changes ({span(diff)})"
+    parts = ", ".join(f"{n} {t}" for t, n in counts(diff.added).items())
+    line = f"{_events(len(diff.added))} ({span(diff)})" + (f": {parts}" if parts else "")
+    if diff.missing:
+        line += (f"; {diff.old.label} holds {_events(len(diff.missing), '')} {diff.new.label} does not"
+                 f" (`qem diff {_rev(diff.new.label)} {diff.old.label}` lists them)")
+    return line
+
+
+def _events(count: int, what: str = "memory ") -> str:
+    return f"{count} {what}event{'' if count == 1 else 's'}"
+
+
+def _rev(label: str) -> str:
+    return "HEAD" if label == WORK_TREE else label
+
+
+def who(event: Event) -> str:
+    agent = " (agent)" if event.data.get("writer") == "agent" else ""
+    checkin = f", check-in {event.checkin[:8]}" if event.checkin else ""
+    reason = f": {event.reason}" if event.reason else ""
+    return f"by {event.actor}{agent} at {event.at}{checkin}{reason}"
+
+
+def headline(change: Change, diff: MemoryDiff) -> str:
+    """The change in one line, texts aside: `#k3f9 directive`, `#k3f9 → #m2n8 gotcha`."""
+    short = lambda n: "#" + diff.shorts.get(n, n[:8])  # noqa: E731
+    kind = diff.kinds.get(change.note, "note")
+    event = change.events[0]
+    if change.group == "superseded":
+        return f"{short(change.note)} → {short(change.other or '')} {kind}"
+    if change.group == "disputed":
+        return f"dispute {str(event.data.get('dispute'))[:6]}: {short(change.note)} and {short(change.other or '')}"
+    if change.group == "ruled" and event.data.get("dispute") is not None:
+        return f"dispute {str(event.data['dispute'])[:6]}: {short(change.other or '')} stands"
+    if change.group == "ruled":
+        return f"{short(change.note)} {kind}: concurrent changes settled, side {str(change.other)[:6]} stands"
+    if change.group == "created":
+        data = event.data
+        return f"{short(change.note)} {kind} · {data.get('priority')} · {data.get('provenance')}"
+    if change.group == "promoted":
+        return f"{short(change.note)} {kind}: provenance {event.data.get('from', '?')} → human"
+    return f"{short(change.note)} {kind}"
+
+
+def grouped(diff: MemoryDiff) -> list[tuple[str, list[Change]]]:
+    return [(title, found) for group, title in GROUPS
+            if (found := [c for c in diff.changes if c.group == group])]
+
+
+# -- plain text ------------------------------------------------------------------------------
+
+
+def plain(diff: MemoryDiff) -> str:
+    lines = [summary(diff)]
+    for title, changes in grouped(diff):
+        lines += ["", f"{title} ({len(changes)})"]
+        for change in changes:
+            lines.append(f"  {headline(change, diff)}")
+            lines += _plain_texts(change)
+            lines.append(f"    {who(change.events[0])}")
+    return "\n".join(lines)
+
+
+def _plain_texts(change: Change) -> list[str]:
+    def block(mark: str, text: str | None) -> list[str]:
+        shown = text if text is not None else "(text not shown: forgotten)"
+        return [f"    {mark}{line}" for line in shown.split("\n")]
+
+    if change.group == "forgotten":
+        return ["    (the text is erased, and never shown)"]
+    if change.group == "superseded":
+        return block("- ", change.old_text) + block("+ ", change.text)
+    if change.group in ("disputed", "ruled"):
+        return []
+    return block("", change.text)
+
+
+def text_stat(diff: MemoryDiff) -> str:
+    table = stat_table(diff)
+    width = max((len(k) for k in table), default=0)
+    lines = [f"{kind.ljust(width)}  " + ", ".join(f"{n} {t}" for t, n in row.items()) for kind, row in table.items()]
+    return "\n".join(lines + [summary(diff)])
+
+
+def stat_table(diff: MemoryDiff) -> dict[str, dict[str, int]]:
+    """Added events counted per note kind, then event type (both in the model's order)."""
+    by_kind: dict[str, list[Event]] = {}
+    for event in diff.added:
+        by_kind.setdefault(diff.kinds.get(event.note, "unknown"), []).append(event)
+    order = [*KINDS, "unknown"]
+    return {k: counts(by_kind[k]) for k in order if k in by_kind}
+
+
+# -- markdown (GitHub) -------------------------------------------------------------------------
+
+
+def escape(text: str) -> str:
+    """Inline text that markdown shows as it is, lines joined: what makes markup anywhere
+    escaped, and what makes a block (a list, a heading, a break) at the line's start."""
+    flat = _ALWAYS.sub(r"\\\1", " ".join(text.split("\n")))
+    if flat[:1] == "\\":
+        return flat
+    return _AT_START.sub(lambda m: f"{m[1]}\\{m[2]}" if m[1] else f"\\{m[3]}", flat, count=1)
+
+
+def fenced(text: str) -> list[str]:
+    """A code block holding `text` whatever backticks it holds."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}text", *text.split("\n"), fence]
+
+
+def markdown(diff: MemoryDiff) -> str:
+    lines = [f"### Memory changes: {escape(span(diff))}", "", escape(summary(diff))]
+    for title, changes in grouped(diff):
+        lines += ["", f"#### {title.capitalize()} ({len(changes)})", ""]
+        for change in changes:
+            lines += _markdown_change(change, diff)
+    for notice in diff.notices:
+        lines += ["", f"> {escape(notice)}"]
+    return "\n".join(lines)
+
+
+def _markdown_change(change: Change, diff: MemoryDiff) -> list[str]:
+    lines = [f"- **{escape(headline(change, diff))}**", f"  {escape(who(change.events[0]))}"]
+    if change.group == "forgotten":
+        return lines[:1] + ["  *(the text is erased, and never shown)*", lines[1]]
+    if change.group == "superseded":
+        return lines[:1] + _markdown_text("was", change.old_text) + _markdown_text("now", change.text) + lines[1:]
+    if change.group in ("disputed", "ruled"):
+        return lines
+    return lines[:1] + _markdown_text("", change.text) + lines[1:]
+
+
+def _markdown_text(label: str, text: str | None) -> list[str]:
+    prefix = f"{label}: " if label else ""
+    if text is None:
+        return [f"  {prefix}*(text not shown: forgotten)*"]
+    if len(text) <= SHORT_TEXT and "\n" not in text:
+        return [f"  {escape(prefix + text)}"]
+    first = text.split("\n", 1)[0][:SHORT_TEXT]
+    summary_ = html.escape(f"{prefix}{first}…", quote=False)
+    return ["", f"  <details><summary>{summary_}</summary>", "",
+            *(f"  {line}" if line else "" for line in fenced(text)), "", "  </details>", ""]
+
+
+def markdown_stat(diff: MemoryDiff) -> str:
+    types = [t for t in EVENT_TYPES if t in counts(diff.added)]
+    lines = [f"### Memory changes: {escape(span(diff))}", "", escape(summary(diff))]
+    if types:
+        lines += ["", "| kind | " + " | ".join(types) + " |", "| --- |" + " ---: |" * len(types)]
+        for kind, row in stat_table(diff).items():
+            lines.append(f"| {kind} | " + " | ".join(str(row.get(t, 0)) for t in types) + " |")
+    return "\n".join(lines)
+
+
+# -- JSON ------------------------------------------------------------------------------------------
+
+
+def as_data(diff: MemoryDiff) -> dict[str, object]:
+    def side(s) -> dict[str, object]:  # type: ignore[no-untyped-def]
+        return {"rev": None if s.label == WORK_TREE else s.label, "commit": s.commit, "events": len(s.events)}
+
+    return {
+        "from": side(diff.old), "to": side(diff.new), "changed": diff.changed,
+        "counts": counts(diff.added), "stat": stat_table(diff),
+        "changes": [_change_data(c, diff) for c in diff.changes],
+        "missing": [e.id for e in diff.missing], "notices": diff.notices,
+    }
+
+
+def _change_data(change: Change, diff: MemoryDiff) -> dict[str, object]:
+    shown = lambda n: diff.shorts.get(n, n[:8]) if n else None  # noqa: E731
+    return {
+        "group": change.group, "note": change.note, "short": shown(change.note),
+        "kind": diff.kinds.get(change.note), "other": change.other, "other_short": shown(change.other),
+        "text": change.text, "old_text": change.old_text,
+        "agent": any(e.data.get("writer") == "agent" for e in change.events),
+        "events": [e.to_json() for e in change.events],
+    }
