@@ -313,6 +313,29 @@ def show(note_id: IdArg, as_json: JsonOpt = False, at: AtOpt = None, workspace: 
     return _show(NoteView(note, shorts), as_json)
 
 
+@app.command()
+def context(
+    budget: Annotated[int, typer.Option("--budget", metavar="TOKENS", help="Tokens the whole answer may take, counted as characters / 4 (0: no limit); the directives always come in full.")] = 2000,
+    fmt: Annotated[str, typer.Option("--format", help="markdown or json.")] = "markdown",
+    skip: Annotated[int, typer.Option("--skip", metavar="N", help="Leave out the directives and the first N index lines (what did not fit a budget).")] = 0,
+    at: AtOpt = None,
+    workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """What an agent reads at session start: every directive in force in full, then one
+    line per other note in force, within a token budget.
+
+    Example: qem context --budget 1500
+    """
+    from .acts import choice
+    from .context import FORMATS, build
+
+    choice(fmt, FORMATS, "format")
+    _, handle = _open(workspace, store)
+    with handle:
+        return _show(build(handle, budget, at, skip), fmt == "json")
+
+
 @app.command("list")
 def list_(
     kind: Annotated[Optional[str], typer.Option("--kind", "-k", help="Only this kind.", show_default=False)] = None,
