@@ -566,6 +566,18 @@ def rule(
     return 0
 
 
+@app.command("mcp")
+def mcp_(actor: Annotated[Optional[str], typer.Option("--actor", help="Who writes (default: the client's name from its clientInfo, else QEM_ACTOR or the login name).", show_default=False)] = None,
+         workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
+    """Serve the memory to an agent over MCP (stdio); needs `pip install 'qem-edit[mcp]'`.
+
+    Example: qem mcp --workspace ~/project
+    """
+    from .mcp_server import Memory, serve
+
+    return serve(Memory(workspace, store, actor))
+
+
 # -- the mirror ----------------------------------------------------------------------------
 
 
