@@ -446,6 +446,34 @@ def load(
     return 0
 
 
+@app.command("import")
+def import_(
+    source: Annotated[str, typer.Argument(metavar="vectr", help="What to import from: vectr.", show_default=False)],
+    path: Annotated[Path, typer.Argument(metavar="STORE.db", help="vectr's SQLite store (working_context.sqlite).", show_default=False)],
+    workspace_name: Annotated[Optional[str], typer.Option("--workspace-name", help="The vectr workspace to import (its path, or the path's last part); needed when the file holds several.", show_default=False)] = None,
+    workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """Import another tool's memory: each note with its history; print what was
+    imported, mapped and skipped (importing again adds nothing).
+
+    Example: qem import vectr ~/.cache/vectr/0a1b2c3d4e5f/working_context.sqlite
+    """
+    from .export import auto_export
+    from .vectr import import_vectr, prepare
+
+    if source != "vectr":
+        raise errors.BadInput(f"qem imports from: vectr (not {source!r})")
+    prepared = prepare(path, workspace_name)  # the vectr store read and mapped before anything is opened
+    place, handle = _open(workspace, store, write=True)
+    with handle:
+        report = import_vectr(handle, prepared)
+        for notice in auto_export(handle, place):
+            _say(notice)
+        print(report.text())
+    return 0
+
+
 @app.command()
 def pack(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
     """Gather loose log files into packs (writes do it by themselves past 1,000 loose files).
