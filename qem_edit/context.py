@@ -16,12 +16,13 @@ for the reference date the ages are counted to (today, `QEM_NOW`, or `--at`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import islice
 from datetime import date
 from typing import Iterable, Iterator
 
 from . import errors
 from .index import NOTE_COLUMNS, note_from_row
-from .model import KIND_RANK, LIVE_STATES, PRIORITIES, Note
+from .model import KIND_RANK, KINDS, LIVE_STATES, PRIORITIES, Note
 from .store import Store
 
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and code in BPE tokenizers
@@ -126,7 +127,10 @@ class Context:
         if not self.omitted:
             return ""
         rest = f"qem context --skip {self.skip + len(self.index)} --budget 0"
-        return (f"\n\n… {self.omitted:,} more notes in force did not fit the budget;"
+        directives = tokens("\n\n".join(self.sections([]))) if self.budget and not self.index else 0
+        over = (f" (the directives alone take {directives:,} tokens, over the budget of {self.budget:,})"
+                if directives > self.budget else "")
+        return (f"\n\n… {self.omitted:,} more notes in force did not fit the budget{over};"
                 f" `{rest}` lists them")
 
     def text(self) -> str:
@@ -176,7 +180,6 @@ def entry(note: Note, reference: str, forked: set[str]) -> Entry:
 # -- building it from a memory ------------------------------------------------------------------
 
 _LIVE = "state IN ('active', 'stale')"
-_ORDER = "kind_rank, CASE priority WHEN 'high' THEN 0 WHEN 'medium' THEN 1 WHEN 'low' THEN 2 ELSE 3 END, id"
 assert LIVE_STATES == {"active", "stale"}  # _LIVE spells them out for the index's SQL
 
 
@@ -202,15 +205,25 @@ def _now(store: Store, budget: int, skip: int, reference: str) -> Context:
     with store.reading():
         latest = store._read("SELECT max(at) FROM events")[0][0]
         forked = {r[0] for r in store._read(
-            f"SELECT id FROM notes WHERE {_LIVE} AND supersedes IN (SELECT supersedes FROM notes"
-            f" WHERE supersedes IS NOT NULL AND {_LIVE} GROUP BY supersedes HAVING count(*) > 1)")}
-        directives = [entry(note_from_row(r), reference, forked) for r in store._read(
-            f"SELECT {NOTE_COLUMNS} FROM notes WHERE kind = 'directive' AND {_LIVE} ORDER BY {_ORDER}")]
-        others = store._read(f"SELECT count(*) FROM notes WHERE kind != 'directive' AND {_LIVE}")[0][0]
+            f"SELECT id FROM notes WHERE {_LIVE} AND supersedes IN (SELECT supersedes FROM notes INDEXED BY"
+            f" notes_by_parent WHERE supersedes IS NOT NULL AND {_LIVE} GROUP BY supersedes HAVING count(*) > 1)")}
+        directives = [entry(note_from_row(r), reference, forked) for r in _in_order(store, ["directive"])]
+        others = store._read(f"SELECT count(*) FROM notes WHERE kind_rank != ? AND {_LIVE}",
+                             (KIND_RANK["directive"],))[0][0]
         context = Context(str(store.path), latest, reference, budget, directives, [], max(0, others - skip), skip)
-        rows = store.conn.execute(f"SELECT {NOTE_COLUMNS} FROM notes WHERE kind != 'directive' AND {_LIVE}"
-                                  f" ORDER BY {_ORDER} LIMIT -1 OFFSET ?", (skip,))
+        rows = islice(_in_order(store, [k for k in KINDS if k != "directive"]), skip, None)
         return fill(context, (entry(note_from_row(r), reference, forked) for r in rows))
+
+
+def _in_order(store: Store, kinds: list[str]) -> Iterator[tuple]:
+    """The rows of the notes in force of these kinds, in the context's order, read lazily
+    kind by kind and priority by priority along the index's (kind rank, id) order: no
+    sort, and nothing past what the budget takes is read."""
+    for kind in kinds:
+        for priority in PRIORITIES:
+            yield from store.conn.execute(
+                f"SELECT {NOTE_COLUMNS} FROM notes INDEXED BY notes_in_order WHERE kind_rank = ? AND priority = ?"
+                f" AND {_LIVE} ORDER BY id", (KIND_RANK[kind], priority))
 
 
 def _past(store: Store, budget: int, skip: int, at: str, reference: str) -> Context:

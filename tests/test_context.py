@@ -93,9 +93,13 @@ def test_a_budget_cuts_the_index_tier_and_the_footer_lists_the_rest(ws: Path, me
     all_lines = [line for line in whole.split("\n") if line.startswith("[#")]
     out = context(ws, "--budget", str(budget))
     assert f"[#{memory['rule']}]" in out  # the directives always come in full
+    if budget == 1:  # and say so when they alone are over the budget
+        assert "the directives alone take" in out
     shown = [line for line in out.split("\n") if line.startswith("[#")]
     assert shown == all_lines[:len(shown)]
     rest = all_lines[len(shown):]
+    if shown:
+        assert "the directives alone take" not in out
     if shown:
         assert tokens(out.rstrip("\n")) <= budget
     if rest:  # the next line would not have fitted
