@@ -14,15 +14,13 @@ from typing import Any, AsyncIterator
 
 import anyio
 import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client  # the test extra installs it
+from mcp.types import Implementation
 
 from builders import add, emit, store_path
 from conftest import run_qem
 from test_cli import snapshot, verified
 from qem_edit.store import Store
-
-mcp = pytest.importorskip("mcp")  # the test extra installs it; CI always has it
-from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
-from mcp.types import Implementation  # noqa: E402
 
 SERVED = ["add", "supersede", "revoke", "flag_stale", "reinstate", "show", "query", "status", "log", "context"]
 
