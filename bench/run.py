@@ -361,7 +361,7 @@ class Result:
 
 
 SUBJECT_KEYS = ("export", "export-unchanged", "check", "check-stale", "checkin", "checkin-concurrent", "edit",
-                "add", "add-nomirror", "fresh-clone", "fresh-clone-total", "git-status")
+                "add", "add-nomirror", "fresh-clone", "fresh-clone-total", "git-status", "context", "mcp-call")
 EXPORT_KEYS = SUBJECT_KEYS[:4]
 COUNT_KEYS = ("files",)  # counted, not timed
 ALL_KEYS = SUBJECT_KEYS + COUNT_KEYS
@@ -649,6 +649,30 @@ class SizeBench:
         return Subject("git-status", "git status (memory committed, its index built)", "status",
                        [self.tools.git, "-C", str(repo), "status"], env=GIT_ENV,
                        floor_argv=[self.tools.git, "-C", str(bare), "status"])
+
+    def make_context(self) -> Subject:
+        ws = self.read_ws()
+        return Subject("context", "qem context (session start, 2,000-token budget)", "startup",
+                       self.qem("context", "-w", str(ws)))
+
+    def make_mcp_call(self) -> Subject:
+        """An agent's MCP session: `qem mcp` spawned by the mcp client, the handshake and
+        5 `add` calls, timed whole; each call's round trip is read from the client's output."""
+        ws = fresh_workspace(self.dir / "mcp", self.memory)
+        trips: list[float] = []
+        subject = Subject("mcp-call", "MCP session: spawn, handshake, 5 add calls", "startup",
+                          [self.tools.python, str(HERE / "mcp_client.py"), str(ws), "--calls", "5"])
+
+        def verify() -> None:
+            trips.extend(json.loads(self.out.read_text())[1:])  # the first call warms the server's imports
+
+        def after() -> None:
+            median = statistics.median(trips)
+            subject.note = f"round trip of one add call in a running session: median {median * 1000:.1f} ms"
+            print(f"  {subject.note}", flush=True)
+
+        subject.verify, subject.after = verify, after
+        return subject
 
     # measuring
     def measure(self, subject: Subject, runs: int, warmup: int) -> Result:

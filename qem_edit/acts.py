@@ -80,17 +80,19 @@ def add(store: Store, place: Workspace, text: str, kind: str, priority: str, pro
 
 def supersede(store: Store, place: Workspace, given: str, text: str, reason: str | None,
               actor: str, kind: str | None = None, priority: str | None = None,
-              agent: bool | None = None) -> Written:
-    """A successor replaces the note (same kind, priority and provenance unless given)."""
+              provenance: str | None = None, agent: bool | None = None) -> Written:
+    """A successor replaces the note (same kind, priority and provenance unless given; an
+    agent's successor is given its own provenance, so it never inherits `human`)."""
     choice(kind, KINDS, "kind")
     choice(priority, PRIORITIES, "priority")
+    choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
     body = note_text(text)
     why = reason_for("superseded", reason)
     note_id = store.resolve(given)
 
     def work(tx: Transaction) -> Note:
         old = tx.note(note_id)
-        new = NewNote(kind or old.kind, priority or old.priority, old.provenance, body, note_id)
+        new = NewNote(kind or old.kind, priority or old.priority, provenance or old.provenance, body, note_id)
         return tx.create(new, actor, why)
 
     note = store.write(work, agent=agent)

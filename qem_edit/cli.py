@@ -313,6 +313,29 @@ def show(note_id: IdArg, as_json: JsonOpt = False, at: AtOpt = None, workspace: 
     return _show(NoteView(note, shorts), as_json)
 
 
+@app.command()
+def context(
+    budget: Annotated[int, typer.Option("--budget", metavar="TOKENS", help="Tokens the whole answer may take, counted as characters / 4 (0: no limit); the directives always come in full.")] = 2000,
+    fmt: Annotated[str, typer.Option("--format", help="markdown or json.")] = "markdown",
+    skip: Annotated[int, typer.Option("--skip", metavar="N", help="Leave out the directives and the first N index lines (what did not fit a budget).")] = 0,
+    at: AtOpt = None,
+    workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """What an agent reads at session start: every directive in force in full, then one
+    line per other note in force, within a token budget.
+
+    Example: qem context --budget 1500
+    """
+    from .acts import choice
+    from .context import FORMATS, build
+
+    choice(fmt, FORMATS, "format")
+    _, handle = _open(workspace, store)
+    with handle:
+        return _show(build(handle, budget, at, skip), fmt == "json")
+
+
 @app.command("list")
 def list_(
     kind: Annotated[Optional[str], typer.Option("--kind", "-k", help="Only this kind.", show_default=False)] = None,
@@ -420,6 +443,34 @@ def load(
         for notice in auto_export(handle, place):
             _say(notice)
         print(f"loaded {count} new events ({len(events) - count} already here); {handle.count()} notes")
+    return 0
+
+
+@app.command("import")
+def import_(
+    source: Annotated[str, typer.Argument(metavar="vectr", help="What to import from: vectr.", show_default=False)],
+    path: Annotated[Path, typer.Argument(metavar="STORE.db", help="vectr's SQLite store (working_context.sqlite).", show_default=False)],
+    workspace_name: Annotated[Optional[str], typer.Option("--workspace-name", help="The vectr workspace to import (its path, or the path's last part); needed when the file holds several.", show_default=False)] = None,
+    workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """Import another tool's memory: each note with its history; print what was
+    imported, mapped and skipped (importing again adds nothing).
+
+    Example: qem import vectr ~/.cache/vectr/0a1b2c3d4e5f/working_context.sqlite
+    """
+    from .export import auto_export
+    from .vectr import import_vectr, prepare
+
+    if source != "vectr":
+        raise errors.BadInput(f"qem imports from: vectr (not {source!r})")
+    prepared = prepare(path, workspace_name)  # the vectr store read and mapped before anything is opened
+    place, handle = _open(workspace, store, write=True)
+    with handle:
+        report = import_vectr(handle, prepared)
+        for notice in auto_export(handle, place):
+            _say(notice)
+        print(report.text())
     return 0
 
 
@@ -541,6 +592,18 @@ def rule(
     _act(workspace, store, actor, lambda h, p, who: acts.rule(h, p, what, keep, reason, who))
     print(f"{what} ruled: {keep} stands")
     return 0
+
+
+@app.command("mcp")
+def mcp_(actor: Annotated[Optional[str], typer.Option("--actor", help="Who writes (default: the client's name from its clientInfo, else QEM_ACTOR or the login name).", show_default=False)] = None,
+         workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
+    """Serve the memory to an agent over MCP (stdio); needs `pip install 'qem-edit[mcp]'`.
+
+    Example: qem mcp --workspace ~/project
+    """
+    from .mcp_server import Memory, serve
+
+    return serve(Memory(workspace, store, actor))
 
 
 # -- the mirror ----------------------------------------------------------------------------

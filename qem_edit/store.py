@@ -535,6 +535,10 @@ class Store:
         """The note a person means by `given`: a short id or any unambiguous prefix of an
         id (with or without `#`), or the number of a note from a converted store."""
         text = str(given).strip().lstrip("#").lower()
+        if text.startswith("vectr:"):  # a note imported from vectr, by its vectr id
+            from .vectr import resolve as resolve_vectr
+
+            return resolve_vectr(self, text)
         if text.isascii() and text.isdigit():  # (a number past SQLite's integers is no note's)
             rows = self._read("SELECT id FROM notes WHERE alias = ?", (int(text),)) if len(text) < 19 else []
             if len(rows) == 1:

@@ -1,0 +1,241 @@
+"""`qem context`: what an agent reads at session start, in two tiers.
+
+The seed's two-tier recall, made deterministic.  The first tier is every directive in
+force (active or stale), in full: a rule that is cut is a rule not followed.  The second,
+the index tier, is one line per other note in force, `[#id] kind/priority · first line,
+cut · provenance frame · age`, so an agent sees that a note exists for a line and expands
+it with `qem show ID`.  Both are ordered by kind rank, then priority, then id.
+
+The index tier fills a token budget (tokens ≈ characters / 4, rounded up, counted on the
+markdown rendering, directives and header included); what did not fit is counted at the
+end with the command that lists it.  Superseded, revoked, expired and forgotten notes are
+left out; stale and disputed ones are marked.  Nothing here consults the clock except
+for the reference date the ages are counted to (today, `QEM_NOW`, or `--at`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import islice
+from datetime import date
+from typing import Iterable, Iterator
+
+from . import errors
+from .index import NOTE_COLUMNS, note_from_row
+from .model import KIND_RANK, KINDS, LIVE_STATES, PRIORITIES, Note
+from .store import Store
+
+CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and code in BPE tokenizers
+DEFAULT_BUDGET = 2000
+CUT = 80  # characters of a first line the index tier shows
+# How a note's provenance frames it: a label the reader weighs, never a change of order.
+FRAMES = {
+    "human": "human-endorsed",
+    "user-stated": "the user's words",
+    "agent": "agent-recorded, verify",
+    "auto": "auto-captured, unreviewed",
+}
+PRIORITY_RANK = {p: i for i, p in enumerate(PRIORITIES)}
+FORMATS = ("markdown", "json")
+
+
+def tokens(text: str) -> int:
+    """The documented approximation: one token per 4 characters, rounded up."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def order(note: Note) -> tuple[int, int, str]:
+    """Kind rank, then priority (high first), then id."""
+    return (KIND_RANK[note.kind], PRIORITY_RANK.get(note.priority, len(PRIORITIES)), note.id)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One note as the context shows it: its age in days and its marks (stale, disputed)."""
+
+    note: Note
+    age: int
+    marks: tuple[str, ...]
+
+    def head(self) -> str:
+        n = self.note
+        return f"[#{n.shown}] {n.kind}/{n.priority}"
+
+    def tail(self) -> str:
+        marks = "".join(f" · {m.upper()}" for m in self.marks)
+        return f"{FRAMES.get(self.note.provenance, self.note.provenance)} · {self.age}d{marks}"
+
+    def block(self) -> str:
+        """The directive tier: the whole text, indented under its header line."""
+        body = "\n".join(("  " + line).rstrip() for line in (self.note.text or "(forgotten)").split("\n"))
+        return f"- {self.head()} · {self.tail()}\n{body}"
+
+    def line(self) -> str:
+        """The index tier: the first line, cut."""
+        first = (self.note.text or "(forgotten)").split("\n", 1)[0].strip()
+        if len(first) > CUT:
+            first = first[: CUT - 1].rstrip() + "…"
+        return f"{self.head()} · {first} · {self.tail()}"
+
+    def to_json(self, full: bool) -> dict[str, object]:
+        n = self.note
+        out: dict[str, object] = {
+            "id": n.id, "short": n.shown, "kind": n.kind, "priority": n.priority, "provenance": n.provenance,
+            "frame": FRAMES.get(n.provenance, n.provenance), "state": n.state, "created_at": n.created_at,
+            "age_days": self.age, "stale": "stale" in self.marks, "disputed": "disputed" in self.marks,
+        }
+        out["text" if full else "line"] = n.text if full else self.line()
+        return out
+
+
+@dataclass
+class Context:
+    """`qem context`: the two tiers, what did not fit, and where they came from."""
+
+    memory: str
+    latest: str | None  # the newest event the answer reflects (or the --at it was asked as of)
+    reference: str  # the date ages are counted to
+    budget: int  # 0: no limit
+    directives: list[Entry]
+    index: list[Entry]
+    others: int  # notes of the index tier, shown or not (after --skip)
+    skip: int = 0
+    at: str | None = None
+    exit_code = 0
+
+    @property
+    def omitted(self) -> int:
+        return self.others - len(self.index)
+
+    def header(self) -> str:
+        as_of = f"as of {self.at}" if self.at else f"the log up to {self.latest or 'nothing'}"
+        limit = f"budget {self.budget:,} tokens (≈ characters / {CHARS_PER_TOKEN})" if self.budget else "no budget"
+        return (f"# Memory (qem context)\n\n{self.memory} ({as_of}); ages in days to {self.reference}; {limit}."
+                " `qem show ID` expands a note.")
+
+    def sections(self, index: Iterable[Entry] | None = None) -> list[str]:
+        parts = [self.header()]
+        if not self.skip:
+            parts.append(f"## Directives ({len(self.directives)})\n\n"
+                         + ("\n".join(e.block() for e in self.directives) or "(none)"))
+        entries = list(self.index if index is None else index)
+        parts.append(f"## Index ({self.others:,} other notes in force)\n\n"
+                     + ("\n".join(e.line() for e in entries) or "(none)"))
+        return parts
+
+    def footer(self) -> str:
+        if not self.omitted:
+            return ""
+        rest = f"qem context --skip {self.skip + len(self.index)} --budget 0"
+        directives = tokens("\n\n".join(self.sections([]))) if self.budget and not self.index else 0
+        over = (f" (the directives alone take {directives:,} tokens, over the budget of {self.budget:,})"
+                if directives > self.budget else "")
+        return (f"\n\n… {self.omitted:,} more notes in force did not fit the budget{over};"
+                f" `{rest}` lists them")
+
+    def text(self) -> str:
+        return "\n\n".join(self.sections()) + self.footer()
+
+    def data(self) -> object:
+        return {
+            "memory": self.memory, "latest": self.latest, "at": self.at, "reference": self.reference,
+            "budget": self.budget, "chars_per_token": CHARS_PER_TOKEN, "tokens": tokens(self.text()),
+            "directives": [] if self.skip else [e.to_json(True) for e in self.directives],
+            "index": [e.to_json(False) for e in self.index], "skip": self.skip,
+            "omitted": {"count": self.omitted,
+                        "command": self.footer().split("`")[1] if self.omitted else None},
+        }
+
+    def remark(self) -> str | None:
+        return None
+
+
+def fill(context: Context, candidates: Iterator[Entry]) -> Context:
+    """The index tier: lines in order while the whole answer, footer included, stays
+    within the budget (counted in characters: tokens = characters / 4, rounded up)."""
+    limit = context.budget * CHARS_PER_TOKEN
+    used = len("\n\n".join(context.sections([]))) - len("(none)")
+    most = f"{context.others:,}"  # the footer at its longest: every count at its largest
+    reserve = len(f"\n\n… {most} more notes in force did not fit the budget;"
+                  f" `qem context --skip {context.skip + context.others} --budget 0` lists them")
+    for entry in candidates:
+        cost = len(entry.line()) + (1 if context.index else 0)
+        if context.budget and used + cost + reserve > limit:
+            break
+        context.index.append(entry)
+        used += cost
+    return context
+
+
+def age(created_at: str, reference: str) -> int:
+    return max(0, (date.fromisoformat(reference[:10]) - date.fromisoformat(created_at[:10])).days)
+
+
+def entry(note: Note, reference: str, forked: set[str]) -> Entry:
+    marks = (("stale",) if note.state == "stale" else ()) + (
+        ("disputed",) if note.disputes or note.rivals or note.id in forked else ())
+    return Entry(note, age(note.created_at, reference), marks)
+
+
+# -- building it from a memory ------------------------------------------------------------------
+
+_LIVE = "state IN ('active', 'stale')"
+assert LIVE_STATES == {"active", "stale"}  # _LIVE spells them out for the index's SQL
+
+
+def build(store: Store, budget: int = DEFAULT_BUDGET, at: str | None = None, skip: int = 0) -> Context:
+    """The context of the memory as it is (or as it was `at` a date or git revision)."""
+    from .db import utc_now
+
+    if budget < 0:
+        raise errors.BadInput(f"--budget {budget}: give a number of tokens (0: no limit)")
+    if skip < 0:
+        raise errors.BadInput(f"--skip {skip}: give a number of index lines to leave out")
+    if at is None:
+        return _now(store, budget, skip, utc_now()[:10])
+    from .history import _DATE
+
+    reference = at[:10] if _DATE.match(at) else utc_now()[:10]
+    return _past(store, budget, skip, at, reference)
+
+
+def _now(store: Store, budget: int, skip: int, reference: str) -> Context:
+    """From the index: the directives, then the other notes streamed in order until the
+    budget is spent (at 74,900 notes, the rest is counted, never read)."""
+    with store.reading():
+        latest = store._read("SELECT max(at) FROM events")[0][0]
+        forked = {r[0] for r in store._read(
+            f"SELECT id FROM notes WHERE {_LIVE} AND supersedes IN (SELECT supersedes FROM notes INDEXED BY"
+            f" notes_by_parent WHERE supersedes IS NOT NULL AND {_LIVE} GROUP BY supersedes HAVING count(*) > 1)")}
+        directives = [entry(note_from_row(r), reference, forked) for r in _in_order(store, ["directive"])]
+        others = store._read(f"SELECT count(*) FROM notes WHERE kind_rank != ? AND {_LIVE}",
+                             (KIND_RANK["directive"],))[0][0]
+        context = Context(str(store.path), latest, reference, budget, directives, [], max(0, others - skip), skip)
+        rows = islice(_in_order(store, [k for k in KINDS if k != "directive"]), skip, None)
+        return fill(context, (entry(note_from_row(r), reference, forked) for r in rows))
+
+
+def _in_order(store: Store, kinds: list[str]) -> Iterator[tuple]:
+    """The rows of the notes in force of these kinds, in the context's order, read lazily
+    kind by kind and priority by priority along the index's (kind rank, id) order: no
+    sort, and nothing past what the budget takes is read."""
+    for kind in kinds:
+        for priority in PRIORITIES:
+            yield from store.conn.execute(
+                f"SELECT {NOTE_COLUMNS} FROM notes INDEXED BY notes_in_order WHERE kind_rank = ? AND priority = ?"
+                f" AND {_LIVE} ORDER BY id", (KIND_RANK[kind], priority))
+
+
+def _past(store: Store, budget: int, skip: int, at: str, reference: str) -> Context:
+    """From a replay of the log as it was `at` (qem_edit.history), ordered here."""
+    from collections import Counter
+
+    from .history import notes_as_of
+
+    notes = [n for n in notes_as_of(store, at).values() if n.live]
+    parents = Counter(n.supersedes for n in notes if n.supersedes)
+    forked = {n.id for n in notes if n.supersedes and parents[n.supersedes] > 1}
+    directives = [entry(n, reference, forked) for n in sorted(notes, key=order) if n.kind == "directive"]
+    others = [n for n in sorted(notes, key=order) if n.kind != "directive"][skip:]
+    context = Context(str(store.path), None, reference, budget, directives, [], len(others), skip, at)
+    return fill(context, (entry(n, reference, forked) for n in others))

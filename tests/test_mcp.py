@@ -1,0 +1,315 @@
+"""`qem mcp`, end to end: the real `mcp` client library spawns `qem mcp` over stdio, lists
+its tools and calls each; errors come back as tool errors in the CLI's words with the
+memory unchanged; two servers and a CLI writer on one memory lose nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client  # the test extra installs it
+from mcp.types import Implementation
+
+from builders import add, emit, store_path
+from conftest import run_qem
+from test_cli import snapshot, verified
+from qem_edit.store import Store
+
+SERVED = ["add", "supersede", "revoke", "flag_stale", "reinstate", "show", "query", "status", "log", "context"]
+
+
+@asynccontextmanager
+async def session(ws: Path, client: str = "test-agent", *args: str) -> AsyncIterator[ClientSession]:
+    """A client session with `qem mcp` spawned on the workspace, as a client's config does."""
+    env = {"QEM_NOW": os.environ.get("QEM_NOW", "")} if os.environ.get("QEM_NOW") else {}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "qem_edit", "mcp", "-w", str(ws), *args],
+                                   env=env, cwd=str(ws))
+    with open(os.devnull, "w") as quiet:
+        async with stdio_client(params, errlog=quiet) as (read, write):
+            async with ClientSession(read, write, client_info=Implementation(name=client, version="1")) as s:
+                await s.initialize()
+                yield s
+
+
+def serve(ws: Path, script: Any, client: str = "test-agent", *args: str) -> Any:
+    """Run `script(session)` against a fresh server; its result."""
+    async def main() -> Any:
+        async with session(ws, client, *args) as s:
+            return await script(s)
+
+    return anyio.run(main)
+
+
+async def ok(s: ClientSession, tool: str, **arguments: Any) -> Any:
+    result = await s.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text
+    return result
+
+
+async def failed(s: ClientSession, tool: str, **arguments: Any) -> str:
+    result = await s.call_tool(tool, arguments)
+    assert result.is_error, result.content[0].text
+    text = result.content[0].text
+    assert "Traceback" not in text
+    return text
+
+
+def test_the_tools_are_listed_with_a_schema_and_a_one_line_description(ws: Path) -> None:
+    async def script(s: ClientSession) -> Any:
+        return (await s.list_tools()).tools
+
+    tools = serve(ws, script)
+    assert [t.name for t in tools] == SERVED
+    for t in tools:
+        assert t.description and "\n" not in t.description and len(t.description) < 200
+        assert t.input_schema["type"] == "object" and t.input_schema["additionalProperties"] is False
+        assert set(t.input_schema["required"]) <= set(t.input_schema["properties"])
+    by_name = {t.name: t for t in tools}
+    assert by_name["add"].input_schema["properties"]["kind"]["enum"][0] == "directive"
+    assert by_name["revoke"].input_schema["required"] == ["id", "reason"]
+    # a person's acts are not served; provenance human is reachable by no argument
+    assert not {"forget", "promote", "rule", "dispute", "expire"} & set(by_name)
+    assert not any("provenance" in t.input_schema["properties"] for t in tools)
+
+
+def test_every_tool_writes_and_reads_as_the_cli_does(ws: Path) -> None:
+    async def script(s: ClientSession) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        added = await ok(s, "add", text="Run tests inside .venv", kind="directive", priority="high")
+        note = added.structured_content
+        out["add"] = (added.content[0].text, note)
+        out["gotcha"] = (await ok(s, "add", text="The lock is released before restart", kind="gotcha")).structured_content
+        g = out["gotcha"]["short"]
+        sup = await ok(s, "supersede", id=g, text="The lock is released after restart", reason="order was wrong")
+        out["supersede"] = (sup.content[0].text, sup.structured_content)
+        new = sup.structured_content["short"]
+        out["flag_stale"] = (await ok(s, "flag_stale", id=new, reason="v2 rewrote it")).content[0].text
+        out["reinstate"] = (await ok(s, "reinstate", id=new)).content[0].text
+        out["revoke"] = (await ok(s, "revoke", id=new, reason="wrong after all")).content[0].text
+        out["show"] = (await ok(s, "show", id=note["short"])).content[0].text
+        out["status"] = (await ok(s, "status", id=g)).content[0].text
+        out["log"] = (await ok(s, "log", id=new)).content[0].text
+        out["query"] = await ok(s, "query", filters=["kind=gotcha"])
+        out["events"] = (await ok(s, "query", filters=["type=revoked"], events=True)).content[0].text
+        out["context"] = (await ok(s, "context", budget=500)).content[0].text
+        return out
+
+    out = serve(ws, script)
+    text, note = out["add"]
+    assert text.startswith(f"#{note['short']} created (directive · high · agent)")
+    assert note["actor"] == "test-agent" and note["provenance"] == "agent"
+    assert "created, superseding #" + out["gotcha"]["short"] in out["supersede"][0]
+    new = out["supersede"][1]["short"]
+    assert out["flag_stale"].startswith(f"#{new} stale_flagged (event ")
+    assert out["revoke"].startswith(f"#{new} revoked (event ")
+    # the reads answer exactly what the CLI answers
+    for tool, argv in [("show", ["show", note["short"]]), ("status", ["status", out["gotcha"]["short"]]),
+                       ("log", ["log", new])]:
+        assert out[tool] == run_qem(*argv, cwd=ws).stdout.rstrip("\n")
+    query = out["query"]
+    assert query.content[0].text == run_qem("query", "kind=gotcha", cwd=ws).stdout.rstrip("\n")
+    assert query.content[0].text.startswith("scope: ")
+    assert query.structured_content["scope"]["complete"] is True and query.structured_content["count"] == 2
+    assert out["events"].startswith("scope: ") and "revoked by test-agent (wrong after all)" in out["events"]
+    assert out["context"] == run_qem("context", "--budget", "500", cwd=ws).stdout.rstrip("\n")
+    # the same events the CLI writes, by the client's name
+    events = json.loads(run_qem("log", "--json", cwd=ws).stdout)
+    assert [e["type"] for e in events] == ["created", "created", "created", "superseded", "stale_flagged",
+                                           "reinstated", "revoked"]
+    assert {e["actor"] for e in events} == {"test-agent"}
+    assert verified(ws) == []
+
+
+def test_the_actor_is_configurable(ws: Path) -> None:
+    async def script(s: ClientSession) -> Any:
+        return (await ok(s, "add", text="a finding", kind="finding")).structured_content["actor"]
+
+    assert serve(ws, script, "some-client", "--actor", "session-0412") == "session-0412"
+
+
+@pytest.fixture
+def seeded(ws: Path) -> dict[str, str]:
+    """A memory with an active, a revoked and a human note; their short ids."""
+    with Store.open(store_path(ws), create=True) as s:
+        made = {"active": add(s, "Release the lock first", "gotcha"), "revoked": add(s, "Use tabs", "directive"),
+                "human": add(s, "Never push to main", "directive")}
+        emit(s, made["revoked"], "revoked", "spaces now")
+        emit(s, made["human"], "promoted", "I said this")
+        return {name: s.note(i).shown for name, i in made.items()}
+
+
+def test_bad_arguments_are_tool_errors_in_the_cli_words_and_change_nothing(ws: Path, seeded: dict[str, str]) -> None:
+    before = snapshot(ws)
+    a, r = seeded["active"], seeded["revoked"]
+    # (tool, arguments, the CLI command that fails the same way, or None where only the schema can)
+    cases: list[tuple[str, dict[str, Any], list[str] | None]] = [
+        ("add", {"text": "x", "kind": "nope"}, ["add", "x", "--kind", "nope"]),
+        ("add", {"text": "x", "kind": "task", "priority": "urgent"}, ["add", "x", "--kind", "task", "-p", "urgent"]),
+        ("add", {"text": "  \n ", "kind": "task"}, ["add", "  \n ", "--kind", "task"]),
+        ("add", {"text": "a\x00b", "kind": "task"}, None),
+        ("revoke", {"id": "zzzz", "reason": "r"}, ["revoke", "zzzz", "-m", "r"]),
+        ("revoke", {"id": r, "reason": "again"}, ["revoke", r, "-m", "again"]),
+        ("revoke", {"id": a, "reason": "   "}, ["revoke", a, "-m", "   "]),
+        ("flag_stale", {"id": r, "reason": "r"}, ["flag-stale", r, "-m", "r"]),
+        ("reinstate", {"id": a}, ["reinstate", a]),
+        ("supersede", {"id": r, "text": "new"}, ["supersede", r, "new"]),
+        ("show", {"id": "#!"}, ["show", "#!"]),
+        ("query", {"filters": ["colour=red"]}, ["query", "colour=red"]),
+        ("query", {"filters": ["kind=task", "kind=gotcha"]}, ["query", "kind=task", "kind=gotcha"]),
+        ("context", {"budget": -1}, ["context", "--budget", "-1"]),
+        ("revoke", {"id": a}, None),
+        ("add", {"text": "x", "kind": "task", "provenance": "human"}, None),
+        ("add", {"text": 3, "kind": "task"}, None),
+        ("query", {"filters": "kind=task"}, None),
+        ("forget", {"id": a, "reason": "r"}, None),
+        ("promote", {"id": a}, None),
+    ]
+
+    async def script(s: ClientSession) -> list[str]:
+        return [await failed(s, tool, **arguments) for tool, arguments, _ in cases]
+
+    for (tool, arguments, argv), text in zip(cases, serve(ws, script)):
+        assert text.startswith("qem: error: "), (tool, arguments, text)
+        if argv is not None:
+            cli = run_qem(*argv, cwd=ws)
+            assert cli.returncode == 2 and text == cli.stderr.rstrip("\n"), (tool, arguments, text, cli.stderr)
+    assert snapshot(ws) == before
+
+
+def test_directives_are_out_of_an_agents_reach(ws: Path, seeded: dict[str, str]) -> None:
+    """The server writes as an agent: a protected note (a directive, by default) cannot be
+    taken out of force through it, with the words the command line gives an agent; a
+    person's act still can, and the agent's other writes are marked as an agent's."""
+    rule = seeded["human"]
+    before = snapshot(ws)
+
+    async def refused(s: ClientSession) -> list[str]:
+        return [await failed(s, "revoke", id=rule, reason="not mine to keep"),
+                await failed(s, "supersede", id=rule, text="Push to main when green")]
+
+    texts = serve(ws, refused)
+    assert snapshot(ws) == before
+    cli = run_qem("revoke", rule, "-m", "not mine to keep", "--actor", "test-agent", cwd=ws,
+                  env={"QEM_ACTOR_KIND": "agent"})
+    assert cli.returncode == 2 and texts[0] == cli.stderr.rstrip("\n"), (texts, cli.stderr)
+    assert "directive" in texts[1] and "qem edit" in texts[1], texts[1]
+
+    async def allowed(s: ClientSession) -> None:
+        await ok(s, "flag_stale", id=rule, reason="check it still holds")
+        await ok(s, "revoke", id=seeded["active"], reason="measured again")
+
+    serve(ws, allowed)
+    with Store.open(store_path(ws)) as s:
+        writers = {(e.type, e.data.get("writer")) for e in s.events() if e.type in ("stale_flagged", "revoked")
+                   and e.actor == "test-agent"}
+    assert writers == {("stale_flagged", "agent"), ("revoked", "agent")}
+    assert run_qem("revoke", rule, "-m", "the user retired it", cwd=ws).returncode == 0  # a person may
+
+
+def test_schema_errors_name_the_argument(ws: Path, seeded: dict[str, str]) -> None:
+    async def script(s: ClientSession) -> list[str]:
+        return [await failed(s, "revoke", id=seeded["active"]),
+                await failed(s, "add", text="x", kind="task", provenance="human"),
+                await failed(s, "add", text=3, kind="task"),
+                await failed(s, "promote", id=seeded["active"])]
+
+    missing, unknown, typed, tool = serve(ws, script)
+    assert missing == "qem: error: revoke: argument 'reason' is required"
+    assert "unknown argument 'provenance'" in unknown
+    assert "argument 'text' must be a string, not 3" in typed
+    assert "unknown tool 'promote'" in tool
+
+
+def test_user_stated_only_for_a_quote_found_verbatim(ws: Path, seeded: dict[str, str]) -> None:
+    before = snapshot(ws)
+    words = "Never commit generated files"
+
+    async def refusals(s: ClientSession) -> list[str]:
+        return [await failed(s, "add", text=words, kind="directive", user_quote="Never commit generated code"),
+                await failed(s, "add", text=words + ". " + "x" * 40, kind="directive", user_quote=words),
+                await failed(s, "add", text=words, kind="directive", user_quote="  ")]
+
+    not_verbatim, too_little, empty = serve(ws, refusals)
+    assert "user_quote is not in the text verbatim" in not_verbatim
+    assert "less than half" in too_little and "user_quote is empty" in empty
+    assert snapshot(ws) == before
+
+    async def script(s: ClientSession) -> list[Any]:
+        quoted = await ok(s, "add", text=words + ".", kind="directive", user_quote=words)
+        plain = await ok(s, "add", text="The build takes 4 minutes", kind="finding")
+        # an agent's successor of a human note is the agent's: human is never reached here
+        # (a gotcha: a directive is out of an agent's reach altogether)
+        succ = await ok(s, "supersede", id=seeded["active"], text="Release the lock first, then the pool")
+        return [quoted.structured_content, plain.structured_content, succ.structured_content]
+
+    assert run_qem("promote", seeded["active"], cwd=ws).returncode == 0  # a person endorses it
+    quoted, plain, successor = serve(ws, script)
+    assert quoted["provenance"] == "user-stated" and plain["provenance"] == "agent"
+    assert successor["provenance"] == "agent"
+    assert json.loads(run_qem("query", "provenance=human", "--json", cwd=ws).stdout)["count"] == 2
+
+
+def test_writes_keep_memory_md_current_as_the_cli_does(ws: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    assert run_qem("add", "first", "--kind", "task", cwd=ws).returncode == 0
+    assert run_qem("export", cwd=ws).returncode == 0
+
+    async def script(s: ClientSession) -> Any:
+        return await ok(s, "add", text="Served through MCP", kind="finding")
+
+    serve(ws, script)
+    assert "Served through MCP" in (ws / "MEMORY.md").read_text("utf-8")
+    assert run_qem("export", "--check", cwd=ws).returncode == 0
+
+
+def test_two_servers_and_a_cli_writer_at_once_lose_nothing(ws: Path) -> None:
+    assert run_qem("init", cwd=ws).returncode == 0
+    per_writer = 12
+
+    async def writer(client: str) -> list[str]:
+        async with session(ws, client) as s:
+            return [(await ok(s, "add", text=f"{client} note {i}", kind="finding")).structured_content["id"]
+                    for i in range(per_writer)]
+
+    async def main() -> tuple[list[str], list[str]]:
+        cli = await anyio.open_process(
+            [sys.executable, "-c", "import subprocess, sys\nfor i in range(%d):\n"
+             "    subprocess.run([sys.executable, '-m', 'qem_edit', 'add', f'cli note {i}', '--kind', 'task',"
+             " '--actor', 'cli'], check=True, capture_output=True)" % per_writer], cwd=str(ws))
+        results: dict[str, list[str]] = {}
+
+        async def run(client: str) -> None:
+            results[client] = await writer(client)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(run, "agent-a")
+            group.start_soon(run, "agent-b")
+        assert await cli.wait() == 0
+        return results["agent-a"], results["agent-b"]
+
+    a, b = anyio.run(main)
+    assert len(set(a) | set(b)) == 2 * per_writer
+    with Store.open(store_path(ws)) as s:
+        notes = s.notes()
+        by_actor = {actor: sum(1 for n in notes if n.actor == actor) for actor in ("agent-a", "agent-b", "cli")}
+    assert by_actor == {"agent-a": per_writer, "agent-b": per_writer, "cli": per_writer}
+    assert {n.id for n in notes} >= set(a) | set(b)
+    assert verified(ws) == []
+
+
+def test_without_the_mcp_package_it_names_the_install_command(ws: Path, tmp_path: Path) -> None:
+    shadow = tmp_path / "shadow" / "mcp"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError(\"No module named 'mcp'\")\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(shadow.parent), os.environ.get("PYTHONPATH", "")])}
+    done = run_qem("mcp", cwd=ws, env=env, input="")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "pip install 'qem-edit[mcp]'" in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == ""

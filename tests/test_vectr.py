@@ -1,0 +1,183 @@
+"""`qem import vectr`, against a real vectr store made by vectr's own code
+(fixtures/vectr/: the store, its schema, and what vectr itself says about every note in
+expected.json), note by note, event by event."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from builders import store_path
+from conftest import FIXTURES, run_qem
+from test_cli import snapshot
+from qem_edit.model import normalize_text
+from qem_edit.store import Store
+
+VECTR = FIXTURES / "vectr"
+STORE = VECTR / "vectr-store.db"
+EXPECTED = json.loads((VECTR / "expected.json").read_text("utf-8"))
+MAIN = EXPECTED["meta"]["main_workspace"]
+
+
+def utc(ts: float) -> str:
+    return datetime.fromtimestamp(int(ts), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def imported(ws: Path, *args: str, store: Path = STORE) -> str:
+    done = run_qem("import", "vectr", str(store), *args, cwd=ws)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def expected_state(note: dict) -> str:
+    """docs/VECTR.md's state table: what a vectr note is in qem."""
+    if note["valid_until"] is not None:  # superseded, by either path, whatever followed
+        return "superseded"
+    if note["state"] in ("revoked", "expired"):
+        return note["state"]
+    return "stale" if note["stale_flagged"] else "active"
+
+
+@pytest.fixture(scope="module")
+def orbit(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    ws = tmp_path_factory.mktemp("orbit")
+    return ws, imported(ws, "--workspace-name", "orbit")
+
+
+def test_every_note_keeps_what_vectr_says_about_it(orbit: tuple[Path, str]) -> None:
+    ws, _ = orbit
+    notes = EXPECTED["workspaces"][MAIN]["notes"]
+    with Store.open(store_path(ws)) as s:
+        assert s.count() == len(notes) == 96
+        qem = {n["id"]: s.note(s.resolve(f"vectr:{n['id']}")) for n in notes}
+        created = {n["id"]: s.events(qem[n["id"]].id)[0] for n in notes}
+    for n in notes:
+        note, event = qem[n["id"]], created[n["id"]]
+        assert note.text == normalize_text(n["text"]), n["id"]
+        assert (note.kind, note.priority, note.provenance) == (n["kind"], n["priority"], n["provenance"]), n["id"]
+        assert note.created_at == utc(n["created_at"]) == n["created_utc"][:19] + "Z"
+        assert note.actor == (n["author_id"] or n["events"][0]["actor"]), n["id"]
+        assert note.state == expected_state(n), (n["id"], note.state, n["state"])
+        if note.state in ("revoked", "expired"):
+            assert note.state_reason == n["state_reason"] and note.state_actor == n["state_actor"], n["id"]
+        vectr = event.data["vectr"]
+        assert (vectr["id"], vectr["workspace"], vectr["created_at"]) == (n["id"], MAIN, n["created_at"])
+        assert vectr["tags"] == n["tags"] and vectr["anchors"] == n["anchors"] and vectr["scope"] == n["scope"]
+        assert vectr["user_quote_bound"] == bool(n["user_quote"])
+
+
+def test_supersession_links_are_kept_or_named(orbit: tuple[Path, str]) -> None:
+    ws, out = orbit
+    notes = {n["id"]: n for n in EXPECTED["workspaces"][MAIN]["notes"]}
+    with Store.open(store_path(ws)) as s:
+        by_vectr = {i: s.note(s.resolve(f"vectr:{i}")) for i in notes}
+    qem_id = {i: n.id for i, n in by_vectr.items()}
+    for i, n in notes.items():
+        note = by_vectr[i]
+        if n["supersedes"] in notes:
+            assert note.supersedes == qem_id[n["supersedes"]], i
+        if n["superseded_by_note_id"] is not None:
+            assert note.superseded_by == qem_id[n["superseded_by_note_id"]], i
+    # the chains of SCHEMA.md section 4, followed through qem
+    assert [by_vectr[i].superseded_by for i in (15, 27)] == [qem_id[27], qem_id[45]]
+    assert [by_vectr[i].superseded_by for i in (34, 46)] == [qem_id[46], qem_id[94]]
+    # code_hash supersession (no event in vectr): 30 → 39, named as mapped
+    assert by_vectr[39].supersedes == qem_id[30] and by_vectr[30].superseded_by == qem_id[39]
+    assert "vectr #30: superseded by #39 (coder-2) through their code_hash" in out
+    # 29 supersedes 25, which vectr forgot: no pointer to nothing, the link kept and named
+    assert by_vectr[29].supersedes is None and by_vectr[29].state == "active"
+    assert "vectr #29: supersedes vectr #25, a note the file no longer holds" in out
+    # `contradicts` is a revocation, not a supersession (32, by 38)
+    assert by_vectr[32].state == "revoked" and by_vectr[32].state_reason == "contradicted by #38"
+
+
+def test_every_vectr_event_is_applied_or_named(orbit: tuple[Path, str]) -> None:
+    ws, out = orbit
+    notes = EXPECTED["workspaces"][MAIN]["notes"]
+    with Store.open(store_path(ws)) as s:
+        events = s.events()
+        created = {e.data["vectr"]["id"]: e for e in events if e.type == "created"}
+    applied = {e.data["vectr"]["event"]: e for e in events if e.data["vectr"]["event"] is not None}
+    assert [e.data["vectr"].get("link") for e in events if e.data["vectr"]["event"] is None] == ["code_hash"]
+    for n in notes:
+        data = created[n["id"]].data["vectr"]
+        set_aside = {x["event"]: x for x in data["not_applied"]} | {x["event"]: x for x in data["promotions_folded"]}
+        for v in n["events"]:
+            if v["id"] in applied:
+                e = applied[v["id"]]
+                assert (e.type, e.at, e.reason) == (v["type"], utc(v["ts"]), v["reason"]), v
+                assert e.actor == (n["author_id"] or v["actor"] if v["type"] == "created" else v["actor"]), v
+            else:
+                assert v["id"] in set_aside, (n["id"], v)
+                if v["id"] in {x["event"] for x in data["not_applied"]}:
+                    assert f"vectr #{n['id']}: {v['type']} of {utc(v['ts'])[:10]}" in out, v
+    # what qem's lifecycle cannot hold, named: an expiry and a revocation after supersession,
+    # a second stale flag; a promotion to agent folded into the provenance at creation
+    assert "vectr #2: expired of 2026-07-18 by system (ttl exceeded) not applied" in out
+    assert "vectr #55: revoked of 2026-05-22" in out and "qem cannot revoke a note that is superseded" in out
+    assert "vectr #12: stale_flagged of" in out
+    assert "vectr #47: promoted to agent" in out
+    assert "vectr #5: its title 'API compatibility rules'" in out
+
+
+def test_the_history_reads_like_vectr_s(orbit: tuple[Path, str]) -> None:
+    ws, _ = orbit
+    assert "reinstated" in run_qem("log", "vectr:54", cwd=ws).stdout
+    shown = run_qem("show", "vectr:48", cwd=ws)
+    assert shown.returncode == 0 and "revoked at 2026-05-2" in shown.stdout and "ORB-490" in shown.stdout
+    assert run_qem("verify", cwd=ws).returncode == 0
+
+
+def test_importing_twice_imports_nothing_new(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    first = imported(ws, "--workspace-name", "side-project")
+    assert first.startswith("imported 6 notes, 8 events from vectr workspace /home/dev/side-project: 8 new events")
+    before = snapshot(ws)
+    again = imported(ws, "--workspace-name", "/home/dev/side-project")
+    assert again.startswith("imported 6 notes, 8 events") and "0 new events (8 already here)" in again
+    assert snapshot(ws) == before
+
+
+def test_notes_qem_cannot_hold_are_skipped_by_name(tmp_path: Path) -> None:
+    changed = tmp_path / "changed.db"
+    shutil.copyfile(STORE, changed)
+    conn = sqlite3.connect(changed)
+    conn.execute("UPDATE notes SET kind = 'idea' WHERE note_id = 58")
+    conn.execute("UPDATE notes SET content = 'gAAAAABlockedciphertext' WHERE note_id = 57")
+    conn.commit()
+    conn.close()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    out = imported(ws, "--workspace-name", "side-project", store=changed)
+    assert "vectr #58: not imported: kind 'idea' is not a qem kind" in out
+    assert "vectr #57: not imported: its content is encrypted" in out
+    assert out.startswith("imported 4 notes")
+    # 60 superseded 58, which was not imported: 60 stands alone, the link named
+    assert "vectr #60: supersedes vectr #58, a note not imported" in out
+    assert run_qem("verify", cwd=ws).returncode == 0
+
+
+@pytest.mark.parametrize("args, words", [
+    (["vectr", "missing.db"], "missing.db: no such file"),
+    (["vectr", str(STORE)], "holds 2 vectr workspaces"),
+    (["vectr", str(STORE), "--workspace-name", "nope"], "names no vectr workspace"),
+    (["vectr", str(FIXTURES / "corpus-749.jsonl")], "cannot be read as a vectr store"),
+    (["mem0", str(STORE)], "qem imports from: vectr"),
+])
+def test_bad_input_is_refused_and_writes_nothing(ws: Path, args: list[str], words: str) -> None:
+    done = run_qem("import", *args, cwd=ws)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert words in done.stderr and "Traceback" not in done.stderr
+    assert not (ws / ".qem").exists()
+
+
+def test_an_unknown_vectr_id_is_named(orbit: tuple[Path, str]) -> None:
+    ws, _ = orbit
+    done = run_qem("show", "vectr:999", cwd=ws)
+    assert done.returncode == 2 and "no note imported from vectr note #999" in done.stderr
