@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import errors
+from . import errors, protect
 from .export import auto_export
 from .model import CLAIMABLE_PROVENANCES, KINDS, MOVE_BY_EVENT, PRIORITIES, Event, NewNote, Note, TextError, normalize_text
 from .store import Store, Transaction
@@ -92,7 +92,10 @@ def supersede(store: Store, place: Workspace, given: str, text: str, reason: str
 
     def work(tx: Transaction) -> Note:
         old = tx.note(note_id)
-        new = NewNote(kind or old.kind, priority or old.priority, provenance or old.provenance, body, note_id)
+        inherited = old.provenance
+        if inherited == "human" and protect.writes_as_agent(tx, actor):
+            inherited = "agent"  # a person's endorsement is not an agent's to carry over
+        new = NewNote(kind or old.kind, priority or old.priority, provenance or inherited, body, note_id)
         return tx.create(new, actor, why)
 
     note = store.write(work, agent=agent)

@@ -148,17 +148,35 @@ def _answered(events: list[Event], rule: Rule) -> set[str]:
     return seen
 
 
-def guarded_writer(tx, drafts: list, actor: str) -> bool:  # type: ignore[no-untyped-def]
-    """For a transaction about to record `drafts` as `actor`: whether the writer is an
-    agent (its shell said so, or its name is one of [protect] agents), having refused
-    (Protected) a guarded move of an agent's on a protected note."""
+def writes_as_agent(tx, actor: str) -> bool:  # type: ignore[no-untyped-def]
+    """Whether a transaction writing as `actor` is an agent's (its shell said so, or its
+    name is one of [protect] agents)."""
     rule = getattr(tx, "_protect_rule", None)
     if rule is None:  # read once a transaction
         rule = tx._protect_rule = rule_of(tx.store.root)
-    agent = tx.agent or rule.is_agent(actor)
+    return bool(tx.agent or rule.is_agent(actor))
+
+
+def guarded_writer(tx, drafts: list, actor: str) -> bool:  # type: ignore[no-untyped-def]
+    """For a transaction about to record `drafts` as `actor`: whether the writer is an
+    agent, having refused (Protected) a guarded move of an agent's on a protected note,
+    and an agent's endorsement (`human` is a person standing behind a note)."""
+    agent = writes_as_agent(tx, actor)
     if agent:
-        guard(((tx.note(d.note), d.type) for d in drafts if d.note is not None and d.type in GUARDED), actor, rule)
+        guard(((tx.note(d.note), d.type) for d in drafts if d.note is not None and d.type in GUARDED), actor,
+              tx._protect_rule)
+        for draft in drafts:
+            if draft.type == "promoted" or (draft.type == "created" and draft.data.get("provenance") == "human"):
+                raise _endorsement(tx, draft, actor)
     return agent
+
+
+def _endorsement(tx, draft, actor: str) -> Protected:  # type: ignore[no-untyped-def]
+    what = f"promote note #{tx.note(draft.note).shown}" if draft.type == "promoted" else "write a note as human"
+    return Protected(f"{actor}, writing as an agent, cannot {what}: provenance human means a person stands"
+                     " behind the note; nothing was written",
+                     hint=f"a person may (without {ACTOR_KIND_ENV}=agent): `qem promote ID`, or `human` for the"
+                          " provenance in `qem edit`; an agent writes agent, or user-stated for the user's own words")
 
 
 def log_problems(store) -> list[str]:  # type: ignore[no-untyped-def]

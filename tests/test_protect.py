@@ -145,3 +145,35 @@ def test_verify_fails_on_a_merged_branch_that_broke_the_rule(team: Team):
     founder.qem("reinstate", short, "-m", "the directive stands")
     founder.qem("verify")
     assert "it slowed me down" in founder.qem("log", short).stdout
+
+
+def test_an_agent_cannot_endorse_a_note(qem, ws):
+    """`human` is a person standing behind a note: an agent cannot promote one, write one
+    in an edit, or carry a person's endorsement over to its own successor."""
+    gotcha = qem("add", "the lock order matters", "-k", "gotcha").stdout.strip()
+    before = events(ws)
+    done = qem("promote", gotcha, env=AGENT)
+    assert done.returncode == 2, done.stderr
+    assert f"helper-bot, writing as an agent, cannot promote note #{gotcha}" in done.stderr
+    assert "`qem promote ID`" in done.stderr and "Traceback" not in done.stderr
+    assert events(ws) == before
+    assert qem("promote", gotcha).returncode == 0  # a person can
+    successor = qem("supersede", gotcha, "the lock order matters: A then B", "-m", "measured", env=AGENT)
+    assert successor.returncode == 0, successor.stderr
+    shown = qem("show", successor.stdout.strip(), "--json")
+    assert json.loads(shown.stdout)["provenance"] == "agent"
+    by_person = qem("supersede", successor.stdout.strip(), "A then B, then C", "-m", "checked")
+    assert json.loads(qem("show", by_person.stdout.strip(), "--json").stdout)["provenance"] == "agent"  # inherited as is
+
+
+def test_an_agents_checkin_cannot_write_human(qem, ws, tmp_path):
+    qem("add", "the cache is cold", "-k", "finding")
+    path = tmp_path / "edit.md"
+    assert qem("checkout", "--path", str(path)).returncode == 0
+    text = path.read_text("utf-8")
+    path.write_text(text.replace("## Findings\n\n", "## Findings\n\n- human · the user said so, honest\n", 1), "utf-8")
+    before = events(ws)
+    done = qem("checkin", "--path", str(path), "-m", "mine", "--yes", env=AGENT)
+    assert done.returncode == 2, done.stderr
+    assert "cannot write a note as human" in done.stderr and "Traceback" not in done.stderr
+    assert events(ws) == before
