@@ -119,7 +119,7 @@ class Context:
             parts.append(f"## Directives ({len(self.directives)})\n\n"
                          + ("\n".join(e.block() for e in self.directives) or "(none)"))
         entries = list(self.index if index is None else index)
-        parts.append(f"## Index ({self.others:,} other notes in force)\n\n"
+        parts.append(f"## Index ({self.others:,} other note{'' if self.others == 1 else 's'} in force)\n\n"
                      + ("\n".join(e.line() for e in entries) or "(none)"))
         return parts
 
@@ -130,7 +130,8 @@ class Context:
         directives = tokens("\n\n".join(self.sections([]))) if self.budget and not self.index else 0
         over = (f" (the directives alone take {directives:,} tokens, over the budget of {self.budget:,})"
                 if directives > self.budget else "")
-        return (f"\n\n… {self.omitted:,} more notes in force did not fit the budget{over};"
+        notes = "note in force did" if self.omitted == 1 else "notes in force did"
+        return (f"\n\n… {self.omitted:,} more {notes} not fit the budget{over};"
                 f" `{rest}` lists them")
 
     def text(self) -> str:
