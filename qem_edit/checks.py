@@ -16,7 +16,8 @@ import sqlite3
 
 from . import db
 from .answers import VerifyReport
-from .index import NOTE_COLUMNS, Index
+from .index import EVENT_COLUMNS, NOTE_COLUMNS, Index, event_from_row
+from .model import Event
 from .protect import log_problems as protect_problems
 from .resolver import Graph
 from .store import Store
@@ -25,16 +26,16 @@ from .store import Store
 def verify_report(store: Store, place=None, *, repair: bool = False, disputes_fail: bool = False) -> VerifyReport:  # type: ignore[no-untyped-def]
     """Every check above; with `repair`, an index that disagrees with the log is rebuilt
     first (the log itself is never changed)."""
-    problems, set_aside = _index_problems(store)
+    problems, set_aside, logged = _index_problems(store)
     repaired = None
     if problems and repair:
         repaired = store.rebuild()
-        problems, set_aside = _index_problems(store)
+        problems, set_aside, logged = _index_problems(store)
     problems = set_aside + _log_problems(store) + problems
     graph = Graph.of({n.id: n for n in store.notes()})
     broken = [p for p in graph.problems() if not p.startswith(("fork:", "disputed:"))]
     disputes = [p for p in graph.problems() if p.startswith(("fork:", "disputed:"))] + _open_disputes(store)
-    problems += broken + protect_problems(store)
+    problems += broken + protect_problems(store, logged)
     if place is not None:
         problems += _mirror_problems(store, place)
     if disputes_fail:
@@ -70,10 +71,10 @@ def _loose_texts(store: Store) -> list[str]:
                                              " WHERE n.id IS NULL ORDER BY t.file")]
 
 
-def _index_problems(store: Store) -> tuple[list[str], list[str]]:
-    """Where the local index differs from a replay of the log read afresh; and the log
+def _index_problems(store: Store) -> tuple[list[str], list[str], list[Event]]:
+    """Where the local index differs from a replay of the log read afresh; the log
     files that fresh read set aside (a file changed in place since the index read it
-    included: the index goes on serving what it read)."""
+    included: the index goes on serving what it read); and every event it read."""
     fresh = db.connect(":memory:")
     try:
         index = Index(fresh, store.tree)
@@ -84,23 +85,24 @@ def _index_problems(store: Store) -> tuple[list[str], list[str]]:
         want = {r[0]: r for r in fresh.execute(f"SELECT {NOTE_COLUMNS} FROM notes")}
         want_items = dict(fresh.execute("SELECT id, item FROM items").fetchall())
         aside = [p for (p,) in fresh.execute("SELECT problem FROM files WHERE problem IS NOT NULL ORDER BY name")]
+        logged = [event_from_row(r) for r in fresh.execute(f"SELECT {EVENT_COLUMNS} FROM events")]
     finally:
         fresh.close()
     try:
         damage = store.conn.execute("PRAGMA quick_check").fetchone()[0]
         if damage != "ok":
-            return [f"the index is damaged ({damage}); `qem verify --repair` rebuilds it"], aside
+            return [f"the index is damaged ({damage}); `qem verify --repair` rebuilds it"], aside, logged
         have = {r[0]: r for r in store.conn.execute(f"SELECT {NOTE_COLUMNS} FROM notes")}
         have_items = dict(store.conn.execute("SELECT id, item FROM items").fetchall())
     except sqlite3.DatabaseError as exc:
-        return [f"the index cannot be read ({exc}); `qem verify --repair` rebuilds it"], aside
+        return [f"the index cannot be read ({exc}); `qem verify --repair` rebuilds it"], aside, logged
     out = []
     for note_id in sorted(set(want) | set(have)):
         if want.get(note_id) != have.get(note_id):
             out.append(f"note {note_id[:8]}: the index disagrees with the log (`qem verify --repair` rebuilds it)")
         elif want_items.get(note_id) != have_items.get(note_id):
             out.append(f"note {note_id[:8]}: the index's MEMORY.md item disagrees with the log")
-    return out, aside
+    return out, aside, logged
 
 
 def _open_disputes(store: Store) -> list[str]:

@@ -179,20 +179,11 @@ def _endorsement(tx, draft, actor: str) -> Protected:  # type: ignore[no-untyped
                           " provenance in `qem edit`; an agent writes agent, or user-stated for the user's own words")
 
 
-def log_problems(store) -> list[str]:  # type: ignore[no-untyped-def]
-    """`qem verify`'s check: the rule over every event the log files hold, read from the
-    files (the index may be damaged; files that cannot be read are named elsewhere)."""
+def log_problems(store, events: Iterable[Event]) -> list[str]:  # type: ignore[no-untyped-def]
+    """`qem verify`'s check: the rule over every event the log files hold (as `qem verify`
+    read them afresh: the index may be damaged; files that cannot be read are named
+    elsewhere)."""
     import sqlite3
-
-    from .logtree import LogFileError
-
-    events: dict[str, Event] = {}
-    for name in sorted(store.tree.names()):
-        try:
-            found, _ = store.tree.read(name)
-        except LogFileError:
-            continue
-        events.update((e.id, e) for e in found)
 
     def shown(note: str) -> str:
         try:
@@ -200,4 +191,4 @@ def log_problems(store) -> list[str]:  # type: ignore[no-untyped-def]
         except sqlite3.Error:
             return note[:8]
 
-    return violations(events.values(), rule_of(store.root), shown)
+    return violations(events, rule_of(store.root), shown)
