@@ -230,11 +230,18 @@ def same_text(current: bytes, rendered: bytes) -> bool:
 
 
 def check(store: Store, path: Path) -> Verdict:
-    _, data = render_store(store)
-    current = read_regular(path)
-    if current is None:
-        return Verdict(False, f"{path} does not exist; run `qem export` to write it")
-    return classify(store, path, current, data)
+    """Whether the file is the rendering now.  A writer in another process that commits
+    and then patches the file between this reading of the log and of the file makes the
+    file newer than the rendering: while the log moves meanwhile, the check is made again."""
+    for _ in range(5):
+        generation, data = render_store(store)
+        current = read_regular(path)
+        if current is None:
+            return Verdict(False, f"{path} does not exist; run `qem export` to write it")
+        verdict = classify(store, path, current, data)
+        if verdict.clean or store.head() == generation:
+            break
+    return verdict
 
 
 def classify(store: Store, path: Path, current: bytes, data: bytes) -> Verdict:

@@ -670,3 +670,28 @@ def test_the_example_in_docs_format_md_is_the_real_rendering() -> None:
     start = doc.index("````markdown\n") + len("````markdown\n")
     example = doc[start : doc.index("\n````\n", start) + 1]
     assert example == (GOLDEN / "format_example.md").read_text("utf-8")
+
+
+def test_check_is_not_fooled_by_a_write_between_its_two_reads(ws: Path, monkeypatch) -> None:
+    """`--check` reads the log, then the file: a writer in another process that commits
+    and patches MEMORY.md in between leaves a file newer than the rendering read.  That
+    is no hand edit: the check reads again and finds the file current."""
+    from conftest import run_qem
+    from qem_edit import export as exporting
+
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)  # a git work tree: writes keep MEMORY.md current
+    assert run_qem("add", "the first note", "-k", "task", cwd=ws).returncode == 0
+    assert run_qem("export", cwd=ws).returncode == 0
+    real, raced = exporting.read_regular, []
+
+    def racing(path: Path) -> bytes | None:
+        if path.name == "MEMORY.md" and not raced:
+            raced.append(run_qem("add", "written meanwhile", "-k", "task", cwd=ws))
+        return real(path)
+
+    monkeypatch.setattr(exporting, "read_regular", racing)
+    with Store.open(store_path(ws)) as store:
+        verdict = exporting.check(store, ws / "MEMORY.md")
+    assert raced and raced[0].returncode == 0, raced
+    assert b"written meanwhile" in (ws / "MEMORY.md").read_bytes()  # the writer patched it in between
+    assert verdict.clean, verdict.message
