@@ -37,12 +37,15 @@ def render_store(store: Store, selection: Selection = Selection()) -> tuple[int,
     """The index's generation and the rendering (UTF-8), read in one snapshot.
 
     The common case joins the items the index rendered when it last caught up (one
-    narrow table, read in order); disputes and forks, whose markers depend on other
+    narrow table, read in order; for a query's checkout, only its notes' items, so
+    the cost follows the query); disputes and forks, whose markers depend on other
     notes, and live-only checkouts take the full render.
     """
     memory = store.memory_id()
     with store.reading():
         generation = store.head()
+        if selection.notes is not None and not selection.active_only and not store.has_disagreements():
+            return generation, assemble_bytes(memory, selection, store.items_of_notes(selection.notes))
         if not selection.active_only and not store.has_disagreements():
             kinds = KINDS if selection.kinds is None else selection.kinds
             return generation, assemble_bytes(memory, selection, store.export_items(kinds))

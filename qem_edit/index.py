@@ -507,6 +507,25 @@ def _with_short(note: Note, short: str) -> Note:
     return copy
 
 
+def items_of_notes(conn: sqlite3.Connection, note_ids: Iterable[str]) -> dict[str, list[bytes]]:
+    """The rendered items of these notes as UTF-8 bytes, by kind, in id order."""
+    wanted = sorted(set(note_ids))
+    rows: list[tuple[int, bytes, bytes]] = []
+    conn.text_factory = bytes
+    try:
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            rows += conn.execute(f"SELECT kind_rank, id, item FROM items INDEXED BY items_by_id"
+                                 f" WHERE id IN ({', '.join('?' * len(chunk))})", chunk).fetchall()
+    finally:
+        conn.text_factory = str
+    out: dict[str, list[bytes]] = {kind: [] for kind in KIND_RANK}
+    rank_kind = {rank: kind for kind, rank in KIND_RANK.items()}
+    for rank, _, item in sorted(rows):
+        out[rank_kind[rank]].append(item)
+    return out
+
+
 def items_by_kind(conn: sqlite3.Connection, kinds: Iterable[str], *, with_ids: bool = False) -> dict[str, list]:
     """Each kind's rendered items as UTF-8 bytes, in id order (what export joins); with
     `with_ids`, as (note id, item) pairs."""

@@ -8,7 +8,7 @@ rest on whatever order the caller's query returned.  Notes are shown by their sh
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from ..model import KINDS, Note
 from ..resolver import Graph, disputed_with
@@ -21,6 +21,7 @@ from .format import (
     SEP,
     WORD_BY_STATE,
     Selection,
+    encode_query,
     escape_first_line,
     escape_reason,
 )
@@ -34,6 +35,8 @@ def header_line(memory: str, selection: Selection = ALL) -> str:
         parts.append(f" kinds={','.join(selection.kinds)}")
     if selection.active_only:
         parts.append(" active")
+    if selection.query:
+        parts.append(f" query={encode_query(selection.query)}")
     parts.append(
         SEP + "generated from qem's log; change notes with `qem edit`,"
         " or edit this file and run `qem checkin` -->"
@@ -48,7 +51,7 @@ def render(notes: Iterable[Note], memory: str, selection: Selection = ALL) -> st
     shorts = {n.id: n.shown for n in notes}
     by_kind: dict[str, list[Note]] = {kind: [] for kind in KINDS}
     for note in notes:
-        if selection.holds_kind(note.kind) and not (selection.active_only and not note.live):
+        if selection.holds(note.id, note.kind, note.live):
             by_kind[note.kind].append(note)
     sections: dict[str, list[str]] = {}
     for kind, section in by_kind.items():
