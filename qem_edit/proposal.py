@@ -67,7 +67,7 @@ def propose(store: Store, text: str | bytes, base_text: str | bytes | None = Non
         if removed is not None:
             removed = removed | arrived  # each stands in the edit where the base had nothing
     base_notes = _base_notes(store, items, parsed)
-    now_notes = _now_notes(store, base_notes, partial and selection.notes is None)
+    now_notes = _now_notes(store, base_notes, partial or selection.notes is not None)
     theirs, created = _theirs(store, base_notes, items, now_notes, theirs_shorts, now_text)
     plan = make_plan(parsed, base_notes, now_notes, theirs, removed, created)
     plan.generation = generation
