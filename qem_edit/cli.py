@@ -390,12 +390,14 @@ def dump(
     from .files import write_atomic
 
     _, handle = _open(workspace, store)
-    with handle:
-        data = "".join(dump_lines(handle)).encode("utf-8")
-    if file is None or str(file) == "-":
-        _write_bytes(data)
-    else:
-        write_atomic(file, data)
+    with handle:  # streamed, a line at a time
+        lines = (line.encode("utf-8") for line in dump_lines(handle))
+        if file is None or str(file) == "-":
+            sys.stdout.flush()
+            sys.stdout.buffer.writelines(lines)
+            sys.stdout.buffer.flush()
+        else:
+            write_atomic(file, lines)
     return 0
 
 

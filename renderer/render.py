@@ -98,18 +98,36 @@ def assemble_bytes(memory: str, selection: Selection, sections: Mapping[str, Seq
     return b"".join(_layout(memory, selection, sections, str.encode))
 
 
+def assemble_chunks(memory: str, selection: Selection, sections: Mapping[str, Iterable[bytes]],
+                    size: int = 1 << 20) -> Iterator[bytes]:
+    """`assemble_bytes` as a stream of chunks of about `size` bytes: each kind's items
+    (any iterable, say rows read from the index as the stream reaches them) are taken only
+    as they are written, so the rendering is never held whole."""
+    held: list[bytes] = []
+    count = 0
+    for piece in _layout(memory, selection, sections, str.encode):
+        held.append(piece)
+        count += len(piece)
+        if count >= size:
+            yield b"".join(held)
+            held, count = [], 0
+    if held:
+        yield b"".join(held)
+
+
 def _layout(memory, selection, sections, literal):  # type: ignore[no-untyped-def]
     kinds = [kind for kind in KINDS if selection.holds_kind(kind)]
-    out = [literal(header_line(memory, selection) + "\n\n")]
+    yield literal(header_line(memory, selection) + "\n\n")
     for position, kind in enumerate(kinds, start=1):
-        out.append(literal(f"## {SECTION_TITLES[kind]}\n"))
-        items = sections.get(kind, ())
-        if items:
-            out.append(literal("\n"))
-            out.extend(items)
+        yield literal(f"## {SECTION_TITLES[kind]}\n")
+        first = True
+        for item in sections.get(kind, ()):
+            if first:
+                yield literal("\n")
+                first = False
+            yield item
         if position < len(kinds):
-            out.append(literal("\n"))  # a blank line before the next heading
-    return out
+            yield literal("\n")  # a blank line before the next heading
 
 
 def _by_id(note: Note) -> str:
