@@ -23,7 +23,7 @@ from .logtree import LogFileError, LogTree, TextRecord
 from .model import EVENT_TYPES, KIND_RANK, Event, Note, Rival, fold
 from .renderer import FORMAT_VERSION, item_text
 
-INDEX_VERSION = "5"  # bump when the schema or what it caches changes: every index is rebuilt
+INDEX_VERSION = "6"  # bump when the schema or what it caches changes: every index is rebuilt
 _EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
 SCHEMA = f"""
 CREATE TABLE files (name TEXT PRIMARY KEY, problem TEXT) WITHOUT ROWID;
@@ -82,6 +82,8 @@ CREATE INDEX notes_in_order ON notes (kind_rank, id);
 CREATE INDEX notes_by_parent ON notes (supersedes) WHERE supersedes IS NOT NULL;
 CREATE INDEX notes_by_alias ON notes (alias) WHERE alias IS NOT NULL;
 CREATE INDEX notes_by_short ON notes (short);
+-- A query's since=/until= (`qem edit since=... until=...`): its cost follows the answer.
+CREATE INDEX notes_by_created ON notes (created_at);
 CREATE INDEX notes_forgotten ON notes (id) WHERE state = 'forgotten';
 CREATE INDEX notes_disagreeing ON notes (id) WHERE disputes != '[]' OR rivals != '[]';
 -- Which notes each note's item names (a link, a dispute, a rival's successor): when a
