@@ -580,6 +580,12 @@ def export_(
     target = place.mirror_path(path)
     with handle:
         if stdout:  # the file's bytes, never decoded
+            if not filters and at is None:
+                with mirror.rendering(handle) as (_, chunks):  # streamed, never held whole
+                    sys.stdout.flush()
+                    sys.stdout.buffer.writelines(chunks)
+                    sys.stdout.buffer.flush()
+                return 0
             selection = _selection(handle, None, False, filters)
             _write_bytes(mirror.render_store(handle, selection)[1] if at is None else mirror.render_as_of(handle, at))
             return 0
