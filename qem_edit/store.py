@@ -176,7 +176,8 @@ class Transaction:
         if len(self.events) == 1:
             names[tree.write_event(self.events[0])] = (self.events, [])
         else:
-            names[tree.write_pack("e", [event_bytes(e) for e in self.events])] = (self.events, [])
+            for name, events in tree.write_event_packs(self.events):  # (one pack but for a load of a big dump)
+                names[name] = (events, [])
         self.landed = True
         checkpoint("write-after-commit")
         touched: set[str] = set()
@@ -431,7 +432,8 @@ class Store:
             texts += records
             packed.append(name)
         if events:
-            self.tree.write_pack("e", [event_bytes(e) for e in {e.id: e for e in events}.values()])
+            unique = {e.id: e for e in events}.values()
+            self.tree.write_event_packs(sorted(unique, key=lambda e: (e.clock, e.id)))
         ordered = sorted(texts, key=lambda t: t.note)
         for start in range(0, len(ordered), TEXTS_PER_PACK):
             self.tree.write_pack("t", [pack_text_line(t) for t in ordered[start:start + TEXTS_PER_PACK]])

@@ -58,3 +58,26 @@ def test_dump_streams_the_same_lines_to_a_file_and_to_stdout(tmp_path: Path) -> 
     assert printed.returncode == 0 and printed.stdout.encode("utf-8") == target.read_bytes()
     events = int(run_qem("query", "--events", "--count", "-w", str(ws)).stdout)
     assert events > 749 and len(target.read_bytes().splitlines()) == 1 + events  # the memory's id, then every event
+
+
+def test_a_load_of_a_big_dump_splits_its_events_into_packs_every_reader_takes(tmp_path: Path, monkeypatch) -> None:
+    """A single pack of a big load passed the size every reader holds a pack to, so a
+    fresh index (a clone, `verify`, `--repair`) set the whole load aside; a load's events
+    go into packs of at most PACK_SPLIT_BYTES."""
+    from qem_edit import logtree
+    from qem_edit.checks import verify_report
+    from qem_edit.dump import load, read_dump
+    from qem_edit.store import Store
+
+    monkeypatch.setattr(logtree, "PACK_SPLIT_BYTES", 64 << 10)
+    monkeypatch.setattr(logtree, "MAX_PACK_BYTES", 200 << 10)  # the corpus's events take 270 kB, its texts 140 kB
+    root = tmp_path / "ws" / ".qem"
+    events, texts, memory = read_dump(CORPUS.read_bytes(), str(CORPUS))
+    with Store.open(root, create=True, write=True) as store:
+        assert load(store, events, texts, memory) == len(events)
+    packs = sorted((root / "packs").glob("e-*.jsonl"))
+    assert len(packs) > 3 and all(p.stat().st_size <= (64 << 10) + 4096 for p in packs)
+    with Store.open(root) as store:
+        assert store.rebuild() == 749
+        report = verify_report(store)
+        assert not report.problems, report.problems[:3]
