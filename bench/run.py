@@ -110,18 +110,30 @@ def base_env() -> dict[str, str]:
     return env
 
 
+GNU_TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
+
+
 def timed(argv: list[str], *, what: str, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path,
           ok: Callable[[int], bool] = lambda rc: rc == 0) -> tuple[Sample, int]:
-    """Run one process; its wall time (spawn to reap) and max RSS, from os.wait4."""
+    """Run one process; its wall time (spawn to reap) and max RSS.  The RSS comes from GNU
+    time where there is one: a child forked from this harness starts with the harness's
+    own RSS as its high-water mark, which os.wait4 would report (149 MB for `git status`
+    at 74,900 notes), while GNU time's child is forked from a small process."""
+    rss_file = stderr.with_suffix(".rss")
+    wrapped = [GNU_TIME, "-f", "%M", "-o", str(rss_file), *argv] if GNU_TIME else argv
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=cwd, env=env)
+        proc = subprocess.Popen(wrapped, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=cwd, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         t1 = time.perf_counter()
     proc.returncode = rc = os.waitstatus_to_exitcode(status)
     if not ok(rc):
         fail(what, argv, rc, stderr.read_bytes(), stdout.read_bytes())
-    return Sample(t1 - t0, usage.ru_maxrss), rc
+    rss = usage.ru_maxrss
+    if GNU_TIME:
+        lines = rss_file.read_text().split()
+        rss = int(lines[-1]) if lines and lines[-1].isdigit() else rss
+    return Sample(t1 - t0, rss), rc
 
 
 def call(argv: list[str], *, what: str, cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -322,6 +334,8 @@ class Subject:
     merge: tuple[Path, Path, Path] | None = None  # (edited, base, memory now) for the merge floor
     floor_argv: list[str] | None = None  # for the clone and status floors
     note: str = ""
+    runs: int | None = None  # timed runs and warm-ups, where the size's default would take too long
+    warmup: int | None = None
 
 
 @dataclass
@@ -361,8 +375,12 @@ class Result:
 
 
 SUBJECT_KEYS = ("export", "export-unchanged", "check", "check-stale", "checkin", "checkin-concurrent", "edit",
-                "add", "add-nomirror", "fresh-clone", "fresh-clone-total", "git-status", "context", "mcp-call")
+                "add", "add-nomirror", "fresh-clone", "fresh-clone-total", "git-status", "context", "mcp-call",
+                "edit-query", "verify", "dump", "load")
 EXPORT_KEYS = SUBJECT_KEYS[:4]
+# At the export-only sizes (749,000): the export subjects, and what must stay bounded there.
+SCALE_KEYS = EXPORT_KEYS + ("checkin", "edit-query", "verify", "dump", "load")
+SLOW_FROM = 74_900  # from this size on, verify and load run once, with no warm-up
 COUNT_KEYS = ("files",)  # counted, not timed
 ALL_KEYS = SUBJECT_KEYS + COUNT_KEYS
 
@@ -550,6 +568,67 @@ class SizeBench:
                        env={"QEM_EDITOR": editor, "BENCH_EDIT_PLAN": str(self.plan_path)},
                        setup=setup, verify=self.verify_checkin(ws, False), merge=merge)
 
+    # a query's edit, and the whole-store passes
+    def query_window(self) -> list[str]:
+        """A 100-note query: the active gotchas created in a window around the middle of
+        their creation times (the same filters at every size; the window's bounds differ)."""
+        conn = sqlite3.connect(f"file:{self.memory / 'index.db'}?mode=ro&immutable=1", uri=True)
+        try:
+            times = [t for (t,) in conn.execute(
+                "SELECT created_at FROM notes WHERE kind = 'gotcha' AND state = 'active' ORDER BY created_at")]
+        finally:
+            conn.close()
+        start = max(0, len(times) // 2 - 50)
+        return ["kind=gotcha", "state=active", f"since={times[start]}", f"until={times[min(start + 99, len(times) - 1)]}"]
+
+    def make_edit_query(self) -> Subject:
+        ws = self.dir / "edit-query"
+
+        def setup() -> None:
+            fresh_workspace(ws, self.memory)
+            settle(self.tools, ws, self.dir)
+            os.sync()  # the copy's dirty pages are not the command's to write back
+
+        def verify() -> None:
+            conn = sqlite3.connect(f"file:{ws / '.qem' / 'index.db'}?mode=ro", uri=True)
+            try:
+                got = conn.execute(
+                    "SELECT sum(text LIKE '%(edited by bench)'), sum(text LIKE 'bench new note %: made in a query%'),"
+                    " sum(state = 'revoked' AND state_reason = 'bench') FROM notes").fetchone()
+            finally:
+                conn.close()
+            if tuple(got) != (4, 3, 3):
+                raise BenchError(f"the query's edit did not land as planned: {got} (want 4 changed, 3 new, 3"
+                                 f" revoked); see {self.err}")
+
+        editor = f"{shlex.quote(self.tools.python)} {shlex.quote(str(HERE / 'query_editor.py'))}"
+        return Subject("edit-query", "qem edit of a 100-note query (scripted editor, 10 edits)", "startup",
+                       self.qem("edit", *self.query_window(), "-m", "bench", "--yes", "-w", str(ws)),
+                       env={"QEM_EDITOR": editor}, setup=setup, verify=verify)
+
+    def make_verify(self) -> Subject:
+        once = 1 if self.size >= SLOW_FROM else None
+        return Subject("verify", "qem verify (log, index and MEMORY.md)", "startup",
+                       self.qem("verify", "-w", str(self.read_ws())), runs=once, warmup=0 if once else None)
+
+    def make_dump(self) -> Subject:
+        return Subject("dump", "qem dump FILE (the whole log)", "startup",
+                       self.qem("dump", str(self.dir / "dump.jsonl"), "-w", str(self.read_ws())))
+
+    def make_load(self) -> Subject:
+        dumped = self.dir / "load-input.jsonl"
+        call(self.qem("dump", str(dumped), "-w", str(self.read_ws())), what="qem dump (prepare)", cwd=self.dir)
+        ws = self.dir / "load"
+
+        def setup() -> None:
+            shutil.rmtree(ws, ignore_errors=True)
+            ws.mkdir()
+
+        once = 1 if self.size >= SLOW_FROM else None
+        return Subject("load", "qem load (the whole log, into an empty memory)", "startup",
+                       self.qem("load", str(dumped), "-w", str(ws)), setup=setup, runs=once,
+                       warmup=0 if once else None)
+
     # the memory in git
     def make_repo(self, name: str, *, mirror: bool) -> Path:
         """A git repository holding the memory (packed by `qem pack`) and, if `mirror`,
@@ -680,6 +759,8 @@ class SizeBench:
         env = self.env | subject.env
         samples: list[Sample] = []
         floor_samples: list[Sample] = []
+        runs = subject.runs or runs
+        warmup = warmup if subject.warmup is None else subject.warmup
         for i in range(warmup + runs):
             LOADS.append(os.getloadavg()[0])
             argv = subject.argv
@@ -824,6 +905,7 @@ def targets(results: list[Result], files: dict[int, dict[str, int]] | None = Non
         sizes = sorted({r.size for r in results if r.key == key}) or [74_900]
         for size in sizes:
             judge(text.format(f"{size:,}"), find(results, size, key), lambda r: r.ratio, limit, ratio)
+    scale_targets(results, judge, out)
     counted = (files or {}).get(74_900)
     text = "files under `.qem/` (events/, texts/, packs/) after `qem pack` at 74,900 notes ≤ 1,000"
     if counted is None:
@@ -831,6 +913,30 @@ def targets(results: list[Result], files: dict[int, dict[str, int]] | None = Non
     else:
         out.append(Target(text, "met" if counted["log"] <= 1000 else "missed", f"{counted['log']:,}"))
     return out
+
+
+def scale_targets(results: list[Result], judge, out: list[Target]) -> None:  # type: ignore[no-untyped-def]
+    """Cost follows the work: a query's edit at any size, the whole store in bounded memory."""
+    ratio = lambda v: f"×{v:.2f}"  # noqa: E731
+    growth = (("edit-query", 749_000, 749, "`qem edit` of a 100-note query at 749,000 notes ≤ 2× the same at 749"),
+              ("checkin", 749_000, 74_900, "`qem checkin` (10 edits, whole store) at 749,000 notes ≤ 2× the same at 74,900"))
+    for key, big, small, text in growth:
+        b, s = find(results, big, key), find(results, small, key)
+        if b is None or s is None:
+            out.append(Target(text, "not measured", "—"))
+        else:
+            g = b.median / s.median
+            out.append(Target(text, "met" if g <= 2 else "missed", f"×{g:.2f}"))
+    judge("`qem export` (absent → written) of 749,000 notes ≤ 3× the render floor",
+          find(results, 749_000, "export"), lambda r: r.ratio, 3.0, ratio)
+    judge("`qem export --check` (clean) on 74,900 notes ≤ 2× the start-up floor",
+          find(results, 74_900, "check"), lambda r: r.ratio, 2.0, ratio)
+    judge("`qem export --check` (clean) on 749 notes ≤ 1.5× the start-up floor",
+          find(results, 749, "check"), lambda r: r.ratio, 1.5, ratio)
+    for key in ("export", "check", "check-stale", "checkin", "verify", "dump", "load"):
+        r = find(results, 749_000, key)
+        judge(f"peak RSS of {r.name if r else key} at 749,000 notes ≤ 250 MB", r, lambda r: r.rss_mb, 250.0,
+              lambda v: f"{v:.0f} MB")
 
 
 def render_markdown(results: list[Result], info: dict, meta: dict) -> str:
@@ -997,7 +1103,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         tools = Tools()
         plan = [(s, keys, runs) for s in sorted(sizes)]
-        plan += [(s, tuple(k for k in keys if k in EXPORT_KEYS), args.export_runs) for s in sorted(export_sizes)]
+        plan += [(s, tuple(k for k in keys if k in SCALE_KEYS), args.export_runs) for s in sorted(export_sizes)]
         for size, size_keys, size_runs in plan:
             if not size_keys:
                 continue

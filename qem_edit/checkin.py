@@ -12,12 +12,12 @@ the `Outcome`.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
 from . import errors
-from .checkouts import Checkout, checkout_bytes, keep, kept
+from .checkouts import Checkout, checkout_bytes, keep, kept, requery
 from .export import MIRROR_BASE, auto_export, export, has_merge_conflict, known_renderings, mirror_base, render_store
 from .faults import checkpoint
 from .files import read_regular, write_atomic
@@ -115,6 +115,9 @@ def rebased(store: Store, proposal: Proposal, messages: list[str]) -> tuple[str,
     """The edit rebased on the store now, conflicts marked; and the store now, rendered
     (the reopened edit's new base)."""
     proposal = whole(store, proposal)
+    selection = proposal.parsed.selection
+    if selection.notes is not None:  # a query's checkout follows its notes to their successors
+        proposal.parsed.selection = replace(selection, notes=selection.notes | set(proposal.now_notes))
     sides = {c.note_id: c.theirs for c in proposal.plan.conflicts}
     new_base = render(list(proposal.now_notes.values()), store.memory_id(), proposal.parsed.selection)
     new_text = rebase(proposal.parsed, proposal.plan, proposal.base_notes, proposal.now_notes, sides, messages,
@@ -272,7 +275,10 @@ def mass_change(store: Store, proposal: Proposal) -> MassChange | None:
     if len(taken) <= MASS_MIN:
         return None
     selection = proposal.parsed.selection
-    live = store.count(kinds=selection.kinds, states=LIVE_STATES)
+    if selection.notes is not None:  # a query's checkout: its own notes
+        live = sum(1 for n in store.notes_by_id(selection.notes).values() if n.live)
+    else:
+        live = store.count(kinds=selection.kinds, states=LIVE_STATES)
     return MassChange(len(taken), live) if len(taken) > live * MASS_SHARE else None
 
 
@@ -375,11 +381,11 @@ def _settle(store: Store, source: Source, proposal: Proposal) -> None:
     again at the new head, ready for the next edit."""
     checkout = source.checkout
     if checkout is not None and checkout.external:
-        checkout.refresh(checkout_bytes(store, proposal.parsed.selection))
+        checkout.refresh(checkout_bytes(store, requery(store, proposal.parsed.selection)))
     elif checkout is not None:
         checkout.discard()
     elif proposal.plan.ops:
-        fresh = render_store(store, proposal.parsed.selection)[1]
+        fresh = render_store(store, requery(store, proposal.parsed.selection))[1]
         write_atomic(source.path, fresh, mode=os.stat(source.path).st_mode & 0o777)
         if source.path.resolve() == source.place.mirror_path().resolve():
             export(store, source.path)  # the mirror's kept base moves on with it: the next hand edit reads against it

@@ -117,6 +117,34 @@ def _mode(path: Path) -> int:
         return 0o600
 
 
+def query_selection(store: Store, filters: list[str]) -> Selection:
+    """The selection of a query's checkout: the notes the filters (as `qem query` takes
+    them) match now, and only their kind's section when the query names one kind.  A
+    query that matches nothing is refused: there would be nothing to edit."""
+    from .query import parse_filters, select
+
+    parsed = parse_filters(filters, events=False)
+    selected = select(store, parsed)
+    described = " ".join(str(f) for f in parsed)
+    if not selected.ids:
+        gaps = "" if selected.scope.complete else f" ({'; '.join(selected.scope.gaps)})"
+        raise errors.BadInput(f"no notes match {described} in this memory's {selected.scope.notes:,} notes{gaps};"
+                              " nothing was written")
+    kind = next((f.value for f in parsed if f.key == "kind"), None)
+    return Selection(kinds=(kind,) if kind else None, query=tuple(str(f) for f in parsed), notes=frozenset(selected.ids))
+
+
+def requery(store: Store, selection: Selection) -> Selection:
+    """A query's selection as the query matches now (an empty one when nothing does):
+    what a checkout file starts again from once its edit landed."""
+    if not selection.query:
+        return selection
+    try:
+        return query_selection(store, list(selection.query))
+    except errors.BadInput:
+        return Selection(kinds=selection.kinds, query=selection.query, notes=frozenset())
+
+
 def checkout_rendering(store: Store, selection: Selection) -> tuple[bytes, str]:
     """A checkout's text, and the moment (`Store.moment`) its rendering was made at."""
     generation, rendering = render_store(store, selection)
@@ -143,6 +171,8 @@ def keep(place: Workspace, selection: Selection, base_text: str | bytes, text: s
     directory = root / os.urandom(5).hex()
     record: dict = {"selection": {"kinds": list(selection.kinds) if selection.kinds else None,
                                   "active": selection.active_only}}
+    if selection.query:  # the notes themselves are those base.md shows
+        record["selection"].update(query=list(selection.query), notes=len(selection.notes or ()))
     if external is not None:
         record["file"] = str(external.resolve())
     if moment is not None:

@@ -413,12 +413,14 @@ def dump(
     from .files import write_atomic
 
     _, handle = _open(workspace, store)
-    with handle:
-        data = "".join(dump_lines(handle)).encode("utf-8")
-    if file is None or str(file) == "-":
-        _write_bytes(data)
-    else:
-        write_atomic(file, data)
+    with handle:  # streamed, a line at a time
+        lines = (line.encode("utf-8") for line in dump_lines(handle))
+        if file is None or str(file) == "-":
+            sys.stdout.flush()
+            sys.stdout.buffer.writelines(lines)
+            sys.stdout.buffer.flush()
+        else:
+            write_atomic(file, lines)
     return 0
 
 
@@ -609,8 +611,12 @@ def mcp_(actor: Annotated[Optional[str], typer.Option("--actor", help="Who write
 # -- the mirror ----------------------------------------------------------------------------
 
 
+FiltersArg = Annotated[Optional[list[str]], typer.Argument(help="Note filters, as `qem query` takes them (kind=gotcha text~lock).", show_default=False)]
+
+
 @app.command("export")
 def export_(
+    filters: FiltersArg = None,
     path: Annotated[Optional[Path], typer.Option("--path", help="The mirror file (default: MEMORY.md at the workspace root).", show_default=False)] = None,
     check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 0 if the file matches, 1 if not, and say why.")] = False,
     diff: Annotated[bool, typer.Option("--diff", help="Write nothing; print the unified diff export would make (exit 1 if any).")] = False,
@@ -622,17 +628,29 @@ def export_(
 ) -> int:
     """Render the store to a byte-stable MEMORY.md (untouched when nothing changed).
 
-    Example: qem export --check; qem export --at 2026-08-01 --stdout
+    With filters (as `qem query` takes them) and --stdout, print only the matching notes.
+
+    Example: qem export --check; qem export --at 2026-08-01 --stdout; qem export --stdout kind=gotcha
     """
     from . import export as mirror
 
     if at is not None and (not stdout or check or diff):
         raise errors.BadInput("--at renders history: use it with --stdout (and without --check/--diff)")
+    if filters and (not stdout or at is not None):
+        raise errors.BadInput("filters select notes to print: use them with --stdout (and without --at);"
+                              " MEMORY.md always holds the whole memory")
     place, handle = _open(workspace, store)
     target = place.mirror_path(path)
     with handle:
         if stdout:  # the file's bytes, never decoded
-            _write_bytes(mirror.render_store(handle)[1] if at is None else mirror.render_as_of(handle, at))
+            if not filters and at is None:
+                with mirror.rendering(handle) as (_, chunks):  # streamed, never held whole
+                    sys.stdout.flush()
+                    sys.stdout.buffer.writelines(chunks)
+                    sys.stdout.buffer.flush()
+                return 0
+            selection = _selection(handle, None, False, filters)
+            _write_bytes(mirror.render_store(handle, selection)[1] if at is None else mirror.render_as_of(handle, at))
             return 0
         if check or diff:
             return _check_mirror(handle, target, check, diff)
@@ -674,6 +692,7 @@ MassOpt = Annotated[bool, typer.Option("--allow-mass-change", help="Apply even w
 
 @app.command()
 def edit(
+    filters: FiltersArg = None,
     kind: KindsOpt = None,
     active: ActiveOpt = False,
     reason: ReasonOpt = None,
@@ -686,19 +705,25 @@ def edit(
 ) -> int:
     """Edit memory in $EDITOR; the edit is checked in as events, three-way.
 
-    Example: qem edit --kind gotcha -m "cleanup after the v2 migration"
+    Filters (as `qem query` takes them) check out only the notes they match, and the
+    check-in touches no other note.
+
+    Example: qem edit --kind gotcha -m "cleanup after the v2 migration"; qem edit kind=gotcha text~lock
     """
     from . import workspace as ws
     from .terminal import run_edit
 
+    if filters and resume is not None:
+        raise errors.BadInput("--resume reopens a kept edit as it was checked out: give it no filters")
     place, handle = _open(workspace, store, write=True)
     with handle:
-        selection = Selection(kinds=_kinds(kind), active_only=active)
+        selection = _selection(handle, kind, active, filters)
         return _checked_in(run_edit(handle, place, selection, reason, yes, resume, ws.actor(actor), mass))
 
 
 @app.command()
 def checkout(
+    filters: FiltersArg = None,
     path: Annotated[Optional[Path], typer.Option("--path", help="Write the checkout here (default: a private directory under .qem/checkouts/).", show_default=False)] = None,
     kind: KindsOpt = None,
     active: ActiveOpt = False,
@@ -707,13 +732,13 @@ def checkout(
 ) -> int:
     """Write an editable checkout and print its path; check it in with `qem checkin`.
 
-    Example: qem checkout --kind directive --path /tmp/directives.md
+    Example: qem checkout --kind directive --path /tmp/directives.md; qem checkout kind=gotcha text~lock
     """
     from .checkouts import write_checkout
 
     place, handle = _open(workspace, store)
     with handle:
-        print(write_checkout(handle, place, Selection(kinds=_kinds(kind), active_only=active), path))
+        print(write_checkout(handle, place, _selection(handle, kind, active, filters), path))
     return 0
 
 
@@ -793,6 +818,20 @@ def _checked_in(outcome) -> int:  # type: ignore[no-untyped-def]
     if outcome.status == "dry_run" and outcome.proposal.plan.ops:
         return errors.EXIT_DIFFERENT
     return errors.EXIT_OK
+
+
+def _selection(handle: Store, kinds: list[str] | None, active: bool, filters: list[str] | None) -> Selection:
+    """The notes a checkout (or a printed rendering) holds: some kinds, live ones, or
+    exactly those a query matches now (said on stderr, with the query's scope)."""
+    from .checkouts import query_selection
+
+    if not filters:
+        return Selection(kinds=_kinds(kinds), active_only=active)
+    if kinds or active:
+        raise errors.BadInput("give either --kind/--active or query filters (kind=... state=active), not both")
+    selection = query_selection(handle, filters)
+    _say(f"{len(selection.notes or ()):,} notes match {' '.join(selection.query or ())}; the rendering holds only them")
+    return selection
 
 
 def _kinds(kinds: list[str] | None) -> tuple[str, ...] | None:

@@ -24,12 +24,9 @@ from .store import Store, ensure_memory_id
 def dump_lines(store: Store) -> Iterator[str]:
     """The memory's id, then every event, in the order every clone agrees on (clock, then id)."""
     yield json.dumps({"memory": store.memory_id()}) + "\n"
-    with store.reading():
-        texts = dict(store._read("SELECT t.note, t.key || char(0) || t.text FROM texts t JOIN notes n ON n.id = t.note"
-                                 " WHERE n.state != 'forgotten'"  # a text a merge brought back stays forgotten
-                                 " AND t.digest = n.text_hash"))  # and one its note's hash disowns is not its text
-        for event in store.events():
-            yield dump_line(event, texts.get(event.id) if event.type == "created" else None)
+    with store.reading():  # one event at a time: the log is never held whole
+        for event, key_and_text in store.events_with_texts():
+            yield dump_line(event, key_and_text)
 
 
 def dump_line(event: Event, key_and_text: str | None = None) -> str:

@@ -6,15 +6,17 @@ and the renderer, and imports the file lock only when it actually has to write.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable, Iterator
 
-from .renderer import Selection, assemble_bytes, render
+from .renderer import Selection, assemble_bytes, assemble_chunks, render
 from .renderer.patch import ItemChange, patched
 from .renderer.format import HEADER_RE
 
 from . import errors
-from .files import read_regular, write_atomic
+from .files import file_chunks, read_regular, same_bytes, write_atomic
 from .model import KINDS
 from .store import Store
 
@@ -37,17 +39,88 @@ def render_store(store: Store, selection: Selection = Selection()) -> tuple[int,
     """The index's generation and the rendering (UTF-8), read in one snapshot.
 
     The common case joins the items the index rendered when it last caught up (one
-    narrow table, read in order); disputes and forks, whose markers depend on other
+    narrow table, read in order; for a query's checkout, only its notes' items, so
+    the cost follows the query); disputes and forks, whose markers depend on other
     notes, and live-only checkouts take the full render.
     """
     memory = store.memory_id()
     with store.reading():
         generation = store.head()
+        if selection.notes is not None and not selection.active_only and not store.has_disagreements():
+            return generation, assemble_bytes(memory, selection, store.items_of_notes(selection.notes))
         if not selection.active_only and not store.has_disagreements():
             kinds = KINDS if selection.kinds is None else selection.kinds
             return generation, assemble_bytes(memory, selection, store.export_items(kinds))
         notes = store.notes()  # every note: links to notes outside the selection show their short ids too
     return generation, render(notes, memory, selection).encode("utf-8")
+
+
+@contextmanager
+def rendering(store: Store) -> Iterator[tuple[int, Iterable[bytes]]]:
+    """The index's generation and the whole rendering as a stream of chunks, read in one
+    snapshot, held while the stream is read: the items come from the index as the stream
+    reaches them, so the rendering is never held whole (disputes and forks, whose markers
+    depend on other notes, take the full render)."""
+    memory = store.memory_id()
+    with store.reading():
+        if not store.has_disagreements():
+            yield store.head(), assemble_chunks(memory, Selection(), {k: store.iter_items(k) for k in KINDS})
+            return
+    generation, data = render_store(store)
+    yield generation, (data,)
+
+
+def _matches(store: Store, path: Path) -> tuple[int, bool | None]:
+    """The generation, and whether the file is the rendering at it (None: no file):
+    known without reading it when export wrote or compared this very file (same inode,
+    size, modification and change times) at the same generation, else compared a chunk
+    at a time; a file with CRLF line ends (git's autocrlf) is compared whole, as
+    `same_text` does."""
+    head = store.head()
+    if _stat_line(path, head) is not None and _stat_line(path, head) == _meta(store, "mirror_stat"):
+        return head, True
+    with rendering(store) as (generation, chunks):
+        same = same_bytes(path, chunks)
+    if same is False and b"\r\n" in next(file_chunks(path, 1 << 16), b""):
+        generation, data = render_store(store)
+        current = read_regular(path)
+        same = current is not None and same_text(current, data)
+    if same:
+        _remember(store, path, generation)
+    return generation, same
+
+
+def _stat_line(path: Path, generation: int) -> str | None:
+    """What the index remembers of a mirror that is the rendering at `generation`."""
+    import os
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return f"{generation} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {path.resolve()}"
+
+
+def _meta(store: Store, key: str) -> str | None:
+    import sqlite3
+
+    try:
+        return store.index.meta(key)
+    except sqlite3.Error:
+        return None
+
+
+def _remember(store: Store, path: Path, generation: int) -> None:
+    """Remember that `path`, as it is now, is the rendering at `generation` (a local
+    cache, as git's index caches a file's stat: a read-only index just keeps none)."""
+    import sqlite3
+
+    line = _stat_line(path, generation)
+    try:
+        if line is not None:
+            store.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('mirror_stat', ?)", (line,))
+    except sqlite3.Error:
+        pass
 
 
 def render_as_of(store: Store, at: str) -> bytes:
@@ -70,10 +143,9 @@ def export(store: Store, path: Path, *, force: bool = False) -> bool:
         done = _export_patched(store, path)
         if done is not None:
             return done
-    generation, data = render_store(store)
-    current = read_regular(path)
-    if current is not None and same_text(current, data):
-        _keep_base(store, data, generation)
+    generation, same = _matches(store, path)
+    if same:
+        _keep_base_of(store, path, generation)
         return False  # unchanged: leave the file (and its mtime) alone
     from filelock import FileLock, Timeout
 
@@ -81,18 +153,16 @@ def export(store: Store, path: Path, *, force: bool = False) -> bool:
     try:
         with lock.acquire(timeout=60):
             store.sync()  # under the lock, the newest state wins
-            if store.head() != generation:
-                generation, data = render_store(store)
-            current = read_regular(path)
-            if current is not None and same_text(current, data):
+            generation, same = _matches(store, path)
+            if same:
                 return False
-            if current is not None and not force:
-                verdict = classify(store, path, current, data)
+            if same is not None and not force:
+                verdict = classify_file(store, path)
                 if verdict.precious:
                     raise errors.ConflictError(verdict.message, hint=f"{path} is unchanged")
-            _note_writing(store, data)  # a kill before _keep_base must not make the mirror look hand-edited
-            write_atomic(path, data)
-            _keep_base(store, data, generation)
+            generation = _write_rendering(store, path)
+            _remember(store, path, generation)
+            _keep_base_of(store, path, generation)
     except Timeout:
         raise errors.StoreBusy(f"another export held {lock.lock_file} for over 60 s") from None
     except OSError as exc:  # e.g. the lock file cannot be made beside a read-only store
@@ -100,6 +170,24 @@ def export(store: Store, path: Path, *, force: bool = False) -> bool:
             f"cannot export: {exc.filename or path}: {exc.strerror or exc}; {path} is unchanged"
         ) from None
     return True
+
+
+def _write_rendering(store: Store, path: Path) -> int:
+    """Write the rendering to `path` (streamed, atomically) and return its generation; its
+    hash is recorded before it replaces the file, so that a kill between the two never
+    leaves a mirror that looks hand-edited."""
+    import hashlib
+
+    digest = hashlib.sha256()
+
+    def hashed(chunks: Iterable[bytes]) -> Iterator[bytes]:
+        for chunk in chunks:
+            digest.update(chunk)
+            yield chunk
+
+    with rendering(store) as (generation, chunks):
+        write_atomic(path, hashed(chunks), before_replace=lambda: _note_hash(store, digest.hexdigest()))
+    return generation
 
 
 RENDERINGS_KEPT = 64  # how many past renderings export remembers by hash
@@ -110,12 +198,26 @@ def _note_writing(store: Store, data: bytes) -> None:
     that is one of them later is a rendering qem wrote, not a person's edit (a kill before
     the write ended, or an older copy put back, say from before a forget)."""
     import hashlib
+
+    _note_hash(store, hashlib.sha256(data).hexdigest())
+
+
+def _note_hash(store: Store, digest: str) -> None:
+    """Record a rendering's hash (see _note_writing), on a connection of its own: the
+    store's may be inside the read transaction the rendering streams from."""
     import sqlite3
 
+    from . import db
+
     try:
-        store.conn.execute("INSERT OR REPLACE INTO renderings (hash) VALUES (?)", (hashlib.sha256(data).hexdigest(),))
-        store.conn.execute("DELETE FROM renderings WHERE rowid <= (SELECT max(rowid) FROM renderings) - ?",
-                           (RENDERINGS_KEPT,))
+        conn = db.connect(str(store.index_path)) if store.index_path is not None else store.conn
+        try:
+            conn.execute("INSERT OR REPLACE INTO renderings (hash) VALUES (?)", (digest,))
+            conn.execute("DELETE FROM renderings WHERE rowid <= (SELECT max(rowid) FROM renderings) - ?",
+                         (RENDERINGS_KEPT,))
+        finally:
+            if conn is not store.conn:
+                conn.close()
     except sqlite3.Error:
         pass  # then such a file reads as hand-edited: `export --force`
 
@@ -141,6 +243,23 @@ def _keep_base(store: Store, data: bytes, generation: int) -> None:
     try:
         if read_regular(base) != data:
             write_atomic(base, data, mode=0o600)
+        stat = base.stat()
+        store.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('mirror_base', ?)",
+                           (f"{generation} {stat.st_size} {stat.st_mtime_ns}",))
+    except (OSError, errors.QemError, sqlite3.Error):
+        pass  # a convenience for later check-ins and writes; a read-only place has none
+
+
+def _keep_base_of(store: Store, path: Path, generation: int) -> None:
+    """_keep_base for the rendering at `generation` that `path` holds, copied a chunk at a
+    time (not at all when the kept base already is that rendering)."""
+    import sqlite3
+
+    if _base_generation(store) == generation:
+        return
+    base = store.root / MIRROR_BASE
+    try:
+        write_atomic(base, file_chunks(path), mode=0o600)
         stat = base.stat()
         store.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('mirror_base', ?)",
                            (f"{generation} {stat.st_size} {stat.st_mtime_ns}",))
@@ -234,14 +353,46 @@ def check(store: Store, path: Path) -> Verdict:
     and then patches the file between this reading of the log and of the file makes the
     file newer than the rendering: while the log moves meanwhile, the check is made again."""
     for _ in range(5):
-        generation, data = render_store(store)
-        current = read_regular(path)
-        if current is None:
+        generation, same = _matches(store, path)
+        if same is None:
             return Verdict(False, f"{path} does not exist; run `qem export` to write it")
-        verdict = classify(store, path, current, data)
+        if same:
+            return Verdict(True, f"{path} matches the memory")
+        verdict = classify_file(store, path)
         if verdict.clean or store.head() == generation:
             break
     return verdict
+
+
+def classify_file(store: Store, path: Path) -> Verdict:
+    """`classify` of a file that is not the rendering, a chunk at a time in the common case
+    (a rendering of this memory that qem wrote, and the log moved on); anything else is
+    read whole."""
+    first = next(file_chunks(path, 1 << 16), b"")
+    if _memory_of(first) == store.memory_id() and b"\r\n" not in first and _written_here(store, path):
+        # a rendering qem wrote holds no conflict markers: no line of one starts with them
+        return Verdict(False, f"the log moved on since {path} was rendered; run `qem export`")
+    current = read_regular(path)
+    if current is None:
+        return Verdict(False, f"{path} does not exist; run `qem export` to write it")
+    return classify(store, path, current, render_store(store)[1])
+
+
+def _written_here(store: Store, path: Path) -> bool:
+    """Whether the file is what export last wrote here, or a rendering it recorded."""
+    import hashlib
+
+    if same_bytes(store.root / MIRROR_BASE, file_chunks(path)):
+        return True
+    digest = hashlib.sha256()
+    for chunk in file_chunks(path):
+        digest.update(chunk)
+    import sqlite3
+
+    try:
+        return store.conn.execute("SELECT 1 FROM renderings WHERE hash = ?", (digest.hexdigest(),)).fetchone() is not None
+    except sqlite3.Error:
+        return False
 
 
 def classify(store: Store, path: Path, current: bytes, data: bytes) -> Verdict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import BinaryIO, Callable, Iterable, Iterator
 from pathlib import Path
 
 from . import errors
@@ -35,13 +36,50 @@ def read_regular(path: Path) -> bytes | None:
         raise errors.BadInput(f"cannot read {path}: {exc.strerror}") from None
 
 
-def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Replace `path` with `data` so a reader sees the old bytes or the new, never a mix.
+def open_regular(path: Path) -> BinaryIO | None:
+    """`path` open for reading, or None if it does not exist.  Refuses links and non-files."""
+    refuse_link(path)
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise errors.BadInput(f"cannot read {path}: {exc.strerror}") from None
+
+
+def file_chunks(path: Path, size: int = 1 << 20) -> Iterator[bytes]:
+    """The bytes of `path` a chunk at a time (nothing, if it does not exist)."""
+    handle = open_regular(path)
+    if handle is None:
+        return
+    with handle:
+        while chunk := handle.read(size):
+            yield chunk
+
+
+def same_bytes(path: Path, chunks: Iterable[bytes]) -> bool | None:
+    """Whether `path` holds exactly the bytes of `chunks`, read side by side, a chunk at
+    a time (None: no such file)."""
+    handle = open_regular(path)
+    if handle is None:
+        return None
+    with handle:
+        for chunk in chunks:
+            if handle.read(len(chunk)) != chunk:
+                return False
+        return handle.read(1) == b""
+
+
+def write_atomic(path: Path, data: bytes | Iterable[bytes], mode: int | None = None,
+                 before_replace: Callable[[], None] | None = None) -> None:
+    """Replace `path` with `data` (bytes, or chunks of them: a stream is never held whole)
+    so a reader sees the old bytes or the new, never a mix.
 
     Temp file in the same directory (created exclusively, so no link is followed), fsync,
     rename over the target, fsync the directory.  `mode` None: a file that exists keeps its
     permissions (a mirror the user made private stays private), a new one gets 0644 less
-    the umask, as any new file would.
+    the umask, as any new file would.  `before_replace` runs once the bytes are on disk,
+    before they replace `path`.
     """
     refuse_link(path)
     if mode is None:
@@ -59,11 +97,14 @@ def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
     try:
         checkpoint("atomic-tmp")
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            for chunk in (data,) if isinstance(data, (bytes, bytearray)) else data:
+                handle.write(chunk)
             handle.flush()
             os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
         checkpoint("atomic-written")
+        if before_replace is not None:
+            before_replace()
         os.replace(tmp, path)
         checkpoint("atomic-replaced")
     except BaseException:

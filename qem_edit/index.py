@@ -23,7 +23,7 @@ from .logtree import LogFileError, LogTree, TextRecord
 from .model import EVENT_TYPES, KIND_RANK, Event, Note, Rival, fold
 from .renderer import FORMAT_VERSION, item_text
 
-INDEX_VERSION = "5"  # bump when the schema or what it caches changes: every index is rebuilt
+INDEX_VERSION = "6"  # bump when the schema or what it caches changes: every index is rebuilt
 _EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
 SCHEMA = f"""
 CREATE TABLE files (name TEXT PRIMARY KEY, problem TEXT) WITHOUT ROWID;
@@ -82,6 +82,8 @@ CREATE INDEX notes_in_order ON notes (kind_rank, id);
 CREATE INDEX notes_by_parent ON notes (supersedes) WHERE supersedes IS NOT NULL;
 CREATE INDEX notes_by_alias ON notes (alias) WHERE alias IS NOT NULL;
 CREATE INDEX notes_by_short ON notes (short);
+-- A query's since=/until= (`qem edit since=... until=...`): its cost follows the answer.
+CREATE INDEX notes_by_created ON notes (created_at);
 CREATE INDEX notes_forgotten ON notes (id) WHERE state = 'forgotten';
 CREATE INDEX notes_disagreeing ON notes (id) WHERE disputes != '[]' OR rivals != '[]';
 -- Which notes each note's item names (a link, a dispute, a rival's successor): when a
@@ -505,6 +507,25 @@ def _with_short(note: Note, short: str) -> Note:
     copy = object.__new__(Note)  # dataclasses.replace, without its per-field checks: a hot path
     copy.__dict__.update(note.__dict__, short=short)
     return copy
+
+
+def items_of_notes(conn: sqlite3.Connection, note_ids: Iterable[str]) -> dict[str, list[bytes]]:
+    """The rendered items of these notes as UTF-8 bytes, by kind, in id order."""
+    wanted = sorted(set(note_ids))
+    rows: list[tuple[int, bytes, bytes]] = []
+    conn.text_factory = bytes
+    try:
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            rows += conn.execute(f"SELECT kind_rank, id, item FROM items INDEXED BY items_by_id"
+                                 f" WHERE id IN ({', '.join('?' * len(chunk))})", chunk).fetchall()
+    finally:
+        conn.text_factory = str
+    out: dict[str, list[bytes]] = {kind: [] for kind in KIND_RANK}
+    rank_kind = {rank: kind for kind, rank in KIND_RANK.items()}
+    for rank, _, item in sorted(rows):
+        out[rank_kind[rank]].append(item)
+    return out
 
 
 def items_by_kind(conn: sqlite3.Connection, kinds: Iterable[str], *, with_ids: bool = False) -> dict[str, list]:

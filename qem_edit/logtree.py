@@ -38,6 +38,7 @@ FORMAT = 1
 MAX_EVENT_BYTES = 1 << 20  # an event holds no text: anything near this is not an event
 MAX_TEXT_BYTES = 16 << 20
 MAX_PACK_BYTES = 256 << 20
+PACK_SPLIT_BYTES = 64 << 20  # a write of more events than this splits them into packs this large
 EVENTS, TEXTS, PACKS = "events", "texts", "packs"
 _PACK_NAME = re.compile(rf"([et])-([{ids.ALPHABET}]{{{ids.ID_LENGTH}}})\.jsonl\Z")
 GITIGNORE = """\
@@ -279,6 +280,26 @@ class LogTree:
         except FileNotFoundError:
             return
         fsync_dir((self.root / name).parent)
+
+    def write_event_packs(self, events: Sequence[Event]) -> list[tuple[str, list[Event]]]:
+        """`events` (in their order) as packs of at most PACK_SPLIT_BYTES each, so that no
+        pack passes the limit every reader holds a pack to (a load of a big dump would):
+        each pack's name with the events it holds."""
+        out: list[tuple[str, list[Event]]] = []
+        chunk: list[Event] = []
+        lines: list[bytes] = []
+        size = 0
+        for event in events:
+            line = event_bytes(event)
+            if lines and size + len(line) > PACK_SPLIT_BYTES:
+                out.append((self.write_pack("e", lines), chunk))
+                chunk, lines, size = [], [], 0
+            chunk.append(event)
+            lines.append(line)
+            size += len(line)
+        if lines:
+            out.append((self.write_pack("e", lines), chunk))
+        return out
 
     def write_pack(self, kind: str, lines: list[bytes]) -> str:
         """A pack of `lines` (each canonical, newline-ended), named by its hash."""

@@ -19,7 +19,7 @@ from .reconciler.blocks import base_items, diff_edit
 from .reconciler.parse import Item, LineError, ParsedFile, parse
 from .reconciler.plan import Plan, make_plan
 from .renderer import Selection, render_item
-from .renderer.format import HEADER_RE, HELP_OPEN
+from .renderer.format import HEADER_RE, HELP_OPEN, decode_query
 from .store import Store
 
 
@@ -47,8 +47,8 @@ def propose(store: Store, text: str | bytes, base_text: str | bytes | None = Non
     while the store has not moved, the base is the rendering now, and is not made again)."""
     data = text.encode("utf-8") if isinstance(text, str) else text
     header = _header(data)
-    selection = _selection_of(header)
     base = None if base_text is None else (base_text.encode("utf-8") if isinstance(base_text, str) else base_text)
+    selection = _checked_out(store, _selection_of(header), base)
     generation, now_text = _unmoved(store, base, moment) or _now(store, selection)
     base = now_text if base is None else base
     diff = None if whole else diff_edit(base, data)
@@ -57,6 +57,7 @@ def propose(store: Store, text: str | bytes, base_text: str | bytes | None = Non
     else:
         parsed, removed, partial = _parsed_whole(data), None, False
     _check_header(store, parsed, header, base)
+    parsed.selection = selection
     theirs_shorts = _changed_between(base, now_text)
     mine = {i.note_id for i in parsed.items if i.note_id is not None} | (removed or set())
     items = base_items(base, (mine | theirs_shorts) if partial else None)
@@ -66,7 +67,7 @@ def propose(store: Store, text: str | bytes, base_text: str | bytes | None = Non
         if removed is not None:
             removed = removed | arrived  # each stands in the edit where the base had nothing
     base_notes = _base_notes(store, items, parsed)
-    now_notes = _now_notes(store, base_notes, partial)
+    now_notes = _now_notes(store, base_notes, partial or selection.notes is not None)
     theirs, created = _theirs(store, base_notes, items, now_notes, theirs_shorts, now_text)
     plan = make_plan(parsed, base_notes, now_notes, theirs, removed, created)
     plan.generation = generation
@@ -88,9 +89,27 @@ def _header(data: bytes) -> str:
 
 def _selection_of(header: str) -> Selection:
     match = HEADER_RE.match(header)
-    if match is None or not match["kinds"]:
-        return Selection(active_only=bool(match and match["active"]))
-    return Selection(kinds=tuple(match["kinds"].split(",")), active_only=bool(match["active"]))
+    if match is None:
+        return Selection()
+    kinds = tuple(match["kinds"].split(",")) if match["kinds"] else None
+    query = decode_query(match["query"]) if match["query"] else None
+    return Selection(kinds=kinds, active_only=bool(match["active"]), query=query)
+
+
+def _checked_out(store: Store, selection: Selection, base: bytes | None) -> Selection:
+    """A query's checkout holds exactly the notes its base shows (those the query matched
+    when it was checked out): the edit is read against those and no others, whatever
+    matches the query now.  Without its base the file cannot be checked in."""
+    if not selection.query:
+        return selection
+    if base is None:
+        raise errors.BadInput(
+            f"this file holds the notes that matched {' '.join(selection.query)} when it was rendered, and qem"
+            " has no record of which they were; check them out with `qem checkout FILTERS --path FILE`"
+            " (or `qem edit FILTERS`) and edit that; nothing was checked in")
+    items = base_items(base, None)
+    ids = {_full_id(store, short, item) for short, item in items.items()}
+    return replace(selection, notes=frozenset(i for i in ids if i is not None))
 
 
 def _unmoved(store: Store, base: bytes | None, moment: str | None) -> tuple[int, bytes] | None:
@@ -139,7 +158,8 @@ def _check_header(store: Store, parsed: ParsedFile, header: str, base: bytes) ->
         )
     base_header = _header(base)
     base_match, match = HEADER_RE.match(base_header), HEADER_RE.match(header)
-    if base_match and match and (base_match["kinds"], base_match["active"]) != (match["kinds"], match["active"]):
+    fields = ("kinds", "active", "query")
+    if base_match and match and [base_match[f] for f in fields] != [match[f] for f in fields]:
         parsed.errors.insert(0, LineError(1, "the header line was changed; it says which notes this file holds,"
                                              " and the check-in reads the edit against it: put it back as it"
                                              f" was, {base_header}"))
@@ -197,7 +217,8 @@ def _note_of(item: Item, note_id: str) -> Note:
 
 
 def _now_notes(store: Store, base_notes: dict[str, Note], partial: bool) -> dict[str, Note]:
-    """The notes now: those the base showed and their successors, or every note."""
+    """The notes now: those the base showed and their successors (`partial`, or a
+    query's checkout, whose base shows all of its notes), or every note."""
     if not partial:
         return {n.id: n for n in store.notes()}
     now = store.notes_by_id(n.id for n in base_notes.values())

@@ -233,6 +233,49 @@ def _resolved(store: Store, f: Filter) -> Filter:
     return f
 
 
+# -- a query's notes, for a checkout ------------------------------------------------------------
+
+_CHOICES = {"kind": KINDS, "state": STATES, "priority": PRIORITIES, "provenance": PROVENANCES}
+
+
+@dataclass
+class Selected:
+    """The notes a query matched (full ids, in the projection's order), and its scope."""
+
+    ids: list[str]
+    scope: Scope
+
+
+def select(store: Store, parsed: list[Filter]) -> Selected:
+    """The notes matching note filters (from parse_filters), for a checkout.  Filters on a
+    note's own fields run in the index, so the cost follows the answer; current= and
+    disputed= need the graph of every note."""
+    parsed = [_resolved(store, f) for f in parsed]
+    if any(f.key in ("current", "disputed") for f in parsed):
+        found = answer(store, parsed)
+        return Selected([r["id"] for r in found.results], found.scope)
+    conditions = [_condition(f) for f in parsed]
+    with store.reading():
+        ids = store.select_notes([c for c, _ in conditions], [p for _, p in conditions])
+        scope = Scope(str(store.path), None, store.count(), 0)
+        forgotten = store.count(states=["forgotten"]) if any(f.key == "text~" for f in parsed) else 0
+    if forgotten:
+        scope.gaps.append(f"{forgotten} forgotten note(s) have no text to search")
+    return Selected(ids, scope)
+
+
+def _condition(f: Filter) -> tuple[str, object]:
+    """One filter as SQL over the notes table (its value checked as `qem query` checks it)."""
+    key, value = f.key, f.value
+    if key in ("since", "until"):
+        return ("created_at >= ?" if key == "since" else "created_at <= ?"), parse_time(value, key, end=key == "until")
+    if key == "text~":
+        return "instr(text, ?) > 0", value
+    if key in _CHOICES:
+        _choice(value, _CHOICES[key], key)
+    return f"{key} = ?", value
+
+
 @dataclass
 class QueryAnswer:
     """`qem query`: what matched, after the scope that was scanned."""

@@ -21,9 +21,10 @@ from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 from . import db, errors, ids, protect
 from .faults import checkpoint
-from .index import EVENT_COLUMNS, NOTE_COLUMNS, Caught, Index, event_from_row, items_by_kind, note_from_row
+from .index import EVENT_COLUMNS, NOTE_COLUMNS, Caught, Index, event_from_row, items_by_kind, items_of_notes, note_from_row
 from .logtree import EVENTS, PACKS, TEXTS, LogFileError, LogTree, TextRecord, event_bytes, pack_text_line
 from .model import (
+    KIND_RANK,
     NEW_NOTE,
     Draft,
     Event,
@@ -180,7 +181,8 @@ class Transaction:
         if len(self.events) == 1:
             names[tree.write_event(self.events[0])] = (self.events, [])
         else:
-            names[tree.write_pack("e", [event_bytes(e) for e in self.events])] = (self.events, [])
+            for name, events in tree.write_event_packs(self.events):  # (one pack but for a load of a big dump)
+                names[name] = (events, [])
         self.landed = True
         checkpoint("write-after-commit")
         touched: set[str] = set()
@@ -446,7 +448,8 @@ class Store:
             texts += records
             packed.append(name)
         if events:
-            self.tree.write_pack("e", [event_bytes(e) for e in {e.id: e for e in events}.values()])
+            unique = {e.id: e for e in events}.values()
+            self.tree.write_event_packs(sorted(unique, key=lambda e: (e.clock, e.id)))
         ordered = sorted(texts, key=lambda t: t.note)
         for start in range(0, len(ordered), TEXTS_PER_PACK):
             self.tree.write_pack("t", [pack_text_line(t) for t in ordered[start:start + TEXTS_PER_PACK]])
@@ -599,6 +602,23 @@ class Store:
         rows = self._read(f"SELECT {EVENT_COLUMNS} FROM events{clause} ORDER BY clock, id", params)
         return [event_from_row(r) for r in rows]
 
+    def events_with_texts(self) -> Iterator[tuple[Event, str | None]]:
+        """Every event in order (clock, then id), read a row at a time, each creation with
+        its note's text as `key NUL text` (None: a forgotten text, or one its note's hash
+        disowns, or not a creation)."""
+        cursor = self._guarded(lambda: self.conn.execute(
+            f"SELECT {', '.join('e.' + c.strip() for c in EVENT_COLUMNS.split(','))},"
+            " CASE WHEN e.type = 'created' THEN (SELECT t.key || char(0) || t.text FROM texts t JOIN notes n"
+            " ON n.id = t.note WHERE t.note = e.id AND n.state != 'forgotten'"  # a text a merge brought back stays forgotten
+            " AND t.digest = n.text_hash LIMIT 1) END"  # and one its note's hash disowns is not its text
+            " FROM events e ORDER BY e.clock, e.id"))
+        while True:
+            rows = self._guarded(lambda: cursor.fetchmany(2000))
+            if not rows:
+                return
+            for row in rows:
+                yield event_from_row(row[:-1]), row[-1]
+
     def events_of_checkins(self, checkins: Iterable[str]) -> list[Event]:
         wanted = sorted(set(checkins))
         if not wanted:
@@ -645,6 +665,24 @@ class Store:
 
     def export_items(self, kinds: Iterable[str], *, with_ids: bool = False) -> dict[str, list]:
         return self._guarded(lambda: items_by_kind(self.conn, kinds, with_ids=with_ids))
+
+    def iter_items(self, kind: str) -> Iterator[bytes]:
+        """One kind's rendered items as UTF-8 bytes, in id order, read a batch at a time
+        (inside `reading`, so that every kind comes from one snapshot)."""
+        cursor = self._guarded(lambda: self.conn.execute(
+            "SELECT CAST(item AS BLOB) FROM items WHERE kind_rank = ? ORDER BY id", (KIND_RANK[kind],)))
+        while rows := self._guarded(lambda: cursor.fetchmany(2000)):
+            for (item,) in rows:
+                yield item
+
+    def items_of_notes(self, note_ids: Iterable[str]) -> dict[str, list[bytes]]:
+        return self._guarded(lambda: items_of_notes(self.conn, note_ids))
+
+    def select_notes(self, where: Sequence[str], params: Sequence[object]) -> list[str]:
+        """The ids of the notes meeting every condition (SQL over the notes table's
+        columns, written by qem_edit.query), in the projection's order."""
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        return [row[0] for row in self._read(f"SELECT id FROM notes{clause} ORDER BY kind_rank, id", params)]
 
     def has_disagreements(self) -> bool:
         """Whether any note is disputed or forked (export then marks them, from the graph)."""

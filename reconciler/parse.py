@@ -19,6 +19,7 @@ from ..renderer.format import (
     DISPUTED_MARKER_RE,
     ERRORS_OPEN,
     HEADER_RE,
+    decode_query,
     HELP_OPEN,
     INDENT,
     ITEM_ID_RE,
@@ -159,7 +160,8 @@ class _Parser:
         if kinds is not None and any(k not in SECTION_TITLES for k in kinds):
             self.error(i + 1, f"the header names an unknown kind in {match['kinds']!r}")
             kinds = None
-        selection = Selection(kinds=kinds, active_only=bool(match["active"]))
+        query = decode_query(match["query"]) if match["query"] else None
+        selection = Selection(kinds=kinds, active_only=bool(match["active"]), query=query)
         i += 1
         # The error comment qem writes above a file it reopens is not part of the file.
         while i < len(lines) and not lines[i]:

@@ -75,7 +75,7 @@ class Plan:
 
 
 def in_selection(note: Note, selection: Selection) -> bool:
-    return selection.holds_kind(note.kind) and not (selection.active_only and note.state not in LIVE_STATES)
+    return selection.holds(note.id, note.kind, note.state in LIVE_STATES)
 
 
 def make_plan(

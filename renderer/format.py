@@ -46,8 +46,12 @@ WORD_BY_STATE: dict[str, str] = {state: word for word, state in STATE_WORDS.item
 # The header names the memory the file belongs to (so a file from another repository's
 # memory is refused), never the moment it was rendered: a line that changed on every
 # export would conflict on every merge.
+# A checkout of a query's notes names the query too (`query=` its filters, each
+# percent-encoded, joined by commas): the check-in reads the edit against exactly the
+# notes the checkout held, never the rest of the memory.
 HEADER_RE = re.compile(
-    r"<!-- qem memory=(?P<memory>[0-9a-z-]+)(?: kinds=(?P<kinds>[a-z,]+))?(?P<active> active)?(?: · .*)? -->\Z"
+    r"<!-- qem memory=(?P<memory>[0-9a-z-]+)(?: kinds=(?P<kinds>[a-z,]+))?(?P<active> active)?"
+    r"(?: query=(?P<query>[^\s]+))?(?: · .*)? -->\Z"
 )
 _ID = r"[0-9a-z]+"
 ERRORS_OPEN = "<!-- qem:errors"
@@ -110,17 +114,41 @@ ITEM_ID_RE = re.compile(rf"- \[#(?P<id>{_ID})\]")
 
 @dataclass(frozen=True)
 class Selection:
-    """Which notes a rendering holds: some kinds (None: all), only live ones or all."""
+    """Which notes a rendering holds: some kinds (None: all), only live ones or all; for
+    a query's checkout, the query's filters (`query`, as `qem query` takes them) and the
+    notes it matched when checked out (`notes`, full ids; None where not yet known)."""
 
     kinds: tuple[str, ...] | None = None
     active_only: bool = False
+    query: tuple[str, ...] | None = None
+    notes: frozenset[str] | None = None
 
     def holds_kind(self, kind: str) -> bool:
         return self.kinds is None or kind in self.kinds
 
+    def holds(self, note_id: str, kind: str, live: bool) -> bool:
+        """Whether a note with this id, kind and liveness is in the rendering."""
+        return (self.holds_kind(kind) and not (self.active_only and not live)
+                and (self.notes is None or note_id in self.notes))
+
     def describe(self) -> str:
         kinds = "all kinds" if self.kinds is None else "kinds " + ", ".join(self.kinds)
-        return kinds + (", live notes only" if self.active_only else "")
+        query = f", the notes matching {' '.join(self.query)} when checked out" if self.query else ""
+        return kinds + (", live notes only" if self.active_only else "") + query
+
+
+def encode_query(filters: tuple[str, ...]) -> str:
+    """The header's `query=` value: each filter percent-encoded (no space, comma or `>`
+    survives), joined by commas."""
+    from urllib.parse import quote
+
+    return ",".join(quote(f, safe="=~:#.@+") for f in filters)
+
+
+def decode_query(value: str) -> tuple[str, ...]:
+    from urllib.parse import unquote
+
+    return tuple(unquote(part) for part in value.split(","))
 
 
 def escape_reason(reason: str) -> str:

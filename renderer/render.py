@@ -8,7 +8,7 @@ rest on whatever order the caller's query returned.  Notes are shown by their sh
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from ..model import KINDS, Note
 from ..resolver import Graph, disputed_with
@@ -21,6 +21,7 @@ from .format import (
     SEP,
     WORD_BY_STATE,
     Selection,
+    encode_query,
     escape_first_line,
     escape_reason,
 )
@@ -34,6 +35,8 @@ def header_line(memory: str, selection: Selection = ALL) -> str:
         parts.append(f" kinds={','.join(selection.kinds)}")
     if selection.active_only:
         parts.append(" active")
+    if selection.query:
+        parts.append(f" query={encode_query(selection.query)}")
     parts.append(
         SEP + "generated from qem's log; change notes with `qem edit`,"
         " or edit this file and run `qem checkin` -->"
@@ -48,7 +51,7 @@ def render(notes: Iterable[Note], memory: str, selection: Selection = ALL) -> st
     shorts = {n.id: n.shown for n in notes}
     by_kind: dict[str, list[Note]] = {kind: [] for kind in KINDS}
     for note in notes:
-        if selection.holds_kind(note.kind) and not (selection.active_only and not note.live):
+        if selection.holds(note.id, note.kind, note.live):
             by_kind[note.kind].append(note)
     sections: dict[str, list[str]] = {}
     for kind, section in by_kind.items():
@@ -95,18 +98,36 @@ def assemble_bytes(memory: str, selection: Selection, sections: Mapping[str, Seq
     return b"".join(_layout(memory, selection, sections, str.encode))
 
 
+def assemble_chunks(memory: str, selection: Selection, sections: Mapping[str, Iterable[bytes]],
+                    size: int = 1 << 20) -> Iterator[bytes]:
+    """`assemble_bytes` as a stream of chunks of about `size` bytes: each kind's items
+    (any iterable, say rows read from the index as the stream reaches them) are taken only
+    as they are written, so the rendering is never held whole."""
+    held: list[bytes] = []
+    count = 0
+    for piece in _layout(memory, selection, sections, str.encode):
+        held.append(piece)
+        count += len(piece)
+        if count >= size:
+            yield b"".join(held)
+            held, count = [], 0
+    if held:
+        yield b"".join(held)
+
+
 def _layout(memory, selection, sections, literal):  # type: ignore[no-untyped-def]
     kinds = [kind for kind in KINDS if selection.holds_kind(kind)]
-    out = [literal(header_line(memory, selection) + "\n\n")]
+    yield literal(header_line(memory, selection) + "\n\n")
     for position, kind in enumerate(kinds, start=1):
-        out.append(literal(f"## {SECTION_TITLES[kind]}\n"))
-        items = sections.get(kind, ())
-        if items:
-            out.append(literal("\n"))
-            out.extend(items)
+        yield literal(f"## {SECTION_TITLES[kind]}\n")
+        first = True
+        for item in sections.get(kind, ()):
+            if first:
+                yield literal("\n")
+                first = False
+            yield item
         if position < len(kinds):
-            out.append(literal("\n"))  # a blank line before the next heading
-    return out
+            yield literal("\n")  # a blank line before the next heading
 
 
 def _by_id(note: Note) -> str:
