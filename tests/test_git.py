@@ -75,6 +75,13 @@ class Clone:
         if done.returncode != 0:
             self.git("commit", "-q", "--no-edit")
 
+    def rebase(self, onto: str) -> None:
+        """Rebase onto `onto`, settling each step that stopped on MEMORY.md."""
+        done = self.git("rebase", onto, ok=False)
+        while done.returncode != 0:
+            self.settle_merge(done)
+            done = self.git("-c", "core.editor=true", "rebase", "--continue", ok=False)
+
     def pull(self) -> None:
         self.git("fetch", "-q", "origin")
         branch = self.git("branch", "--show-current").stdout.strip()
@@ -319,10 +326,7 @@ def test_rebase_keeps_every_event(team):
     bob.add("bob one")
     bob.publish("bob one")
     ann.git("fetch", "-q")
-    done = ann.git("rebase", "origin/main", ok=False)
-    while done.returncode != 0:
-        ann.settle_merge(done)
-        done = ann.git("-c", "core.editor=true", "rebase", "--continue", ok=False)
+    ann.rebase("origin/main")
     assert {"ann one", "ann two", "bob one"} <= set(ann.texts().values())
     ann.git("push", "-q", "origin", "main")
     bob.pull()
