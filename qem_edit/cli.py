@@ -73,21 +73,11 @@ def _open(workspace: Path | None, store: Path | None, *, write: bool = False, cr
     (a bad .qem/config.toml is refused before anything is written) and creates a missing
     store, unless `create=False` (a move on an existing note: with no store there is no
     note, and a refused command must not leave a new store behind)."""
-    from . import workspace as ws
+    from .workspace import open_memory
 
-    place = ws.resolve(workspace, store)
-    if write:
-        place.config()
-    create = write if create is None else create
-    existed = (place.store_path / "events").is_dir()
-    handle = Store.open(place.store_path, create=create, write=write)
-    if create and not existed:
-        _say(f"created a new memory at {place.store_path}")
-    if handle.caught.forgotten:
-        from .forgetting import scrub_arrived
-
-        for notice in scrub_arrived(handle, place, handle.caught.forgotten):
-            _say(notice)
+    place, handle, notices = open_memory(workspace, store, write=write, create=write if create is None else create)
+    for notice in notices:
+        _say(notice)
     return place, handle
 
 

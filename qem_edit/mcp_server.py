@@ -132,20 +132,9 @@ class Memory:
 
     def open(self, *, write: bool, create: bool) -> tuple[Any, Any, list[str]]:
         """The workspace, its store (caught up with the log) and what opening it did."""
-        from . import workspace as ws
-        from .store import Store
+        from .workspace import open_memory
 
-        place = ws.resolve(self.workspace, self.store)
-        if write:
-            place.config()
-        existed = (place.store_path / "events").is_dir()
-        handle = Store.open(place.store_path, create=create, write=write)
-        notices = [f"created a new memory at {place.store_path}"] if create and not existed else []
-        if handle.caught.forgotten:
-            from .forgetting import scrub_arrived
-
-            notices += scrub_arrived(handle, place, handle.caught.forgotten)
-        return place, handle, notices
+        return open_memory(self.workspace, self.store, write=write, create=create)
 
     def act(self, act: Callable[..., Any], client: str | None, *, create: bool = False) -> tuple[Any, list[str]]:
         """Run one of qem_edit.acts as the writer; what it wrote and the notices."""

@@ -118,3 +118,24 @@ def actor(explicit: str | None = None) -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "unknown"
+
+
+def open_memory(workspace: Path | None, store: Path | None, *, write: bool,
+                create: bool) -> tuple[Workspace, "Store", list[str]]:
+    """The workspace, its store (caught up with the log) and what opening it did, for
+    every shell: a writer has its config checked first (a bad .qem/config.toml is refused
+    before anything is written); a forget that arrived from another clone leaves this
+    clone's private files too."""
+    from .store import Store
+
+    place = resolve(workspace, store)
+    if write:
+        place.config()
+    existed = (place.store_path / "events").is_dir()
+    handle = Store.open(place.store_path, create=create, write=write)
+    notices = [f"created a new memory at {place.store_path}"] if create and not existed else []
+    if handle.caught.forgotten:
+        from .forgetting import scrub_arrived
+
+        notices += scrub_arrived(handle, place, handle.caught.forgotten)
+    return place, handle, notices
