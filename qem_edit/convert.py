@@ -51,7 +51,7 @@ def _derived(seed: bytes, *parts: object) -> str:
     return ids.encode(hashlib.sha256(seed + json.dumps(parts).encode()).digest())
 
 
-def convert(old: list[OldEvent], existing_notes: int = 0) -> Converted:
+def convert(old: list[OldEvent]) -> Converted:
     """The old events (in seq order) as new events and texts."""
     seed = seed_of(old)
     out = Converted(memory_id=_derived(seed, "memory")[:12])

@@ -77,7 +77,8 @@ def _matches(store: Store, path: Path) -> tuple[int, bool | None]:
     at a time; a file with CRLF line ends (git's autocrlf) is compared whole, as
     `same_text` does."""
     head = store.head()
-    if _stat_line(path, head) is not None and _stat_line(path, head) == _meta(store, "mirror_stat"):
+    seen = _stat_line(path, head)
+    if seen is not None and seen == _meta(store, "mirror_stat"):
         return head, True
     with rendering(store) as (generation, chunks):
         same = same_bytes(path, chunks)

@@ -32,8 +32,7 @@ def migrate(place: Workspace) -> str:
     for start in range(0, len(ordered), TEXTS_PER_PACK):
         tree.write_pack("t", [pack_text_line(t) for t in ordered[start:start + TEXTS_PER_PACK]])
     _set_aside(old)
-    with Store.open(root) as store:
-        notes = store.count()
+    Store.open(root).close()  # the index, built from the converted log
     return (f"converted {len(converted.events)} events of {len(converted.ids)} notes into {root}"
             f" (their old numbers still work, e.g. `qem show 1`); the old store is kept as"
             f" {old.name}.converted; commit .qem/ with your code")

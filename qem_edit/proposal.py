@@ -237,6 +237,7 @@ def _theirs(store: Store, base_notes: dict[str, Note], items: dict[str, Item], n
     created: list[Note] = []
     looked = [now_notes[base_notes[s].id] for s in shorts if s in base_notes and base_notes[s].id in now_notes]
     now_items = base_items(now_text, {n.shown for n in looked}) if looked else {}
+    as_based = _base_shorts(base_notes, now_notes)
     for short in shorts:
         base = base_notes.get(short)
         if base is None:
@@ -247,9 +248,9 @@ def _theirs(store: Store, base_notes: dict[str, Note], items: dict[str, Item], n
         now = now_notes.get(base.id)
         if now is None:
             theirs[base.id] = "its note is no longer in this memory"
-        elif (render_item(replace(now, short=base.short), None, _base_shorts(base_notes, now_notes)) != items[short].raw
+        elif (render_item(replace(now, short=base.short), None, as_based) != items[short].raw
               and _shown_otherwise(items[short], now_items.get(now.shown), now)):
-            theirs[base.id] = their_words(base, now, _base_shorts(base_notes, now_notes))
+            theirs[base.id] = their_words(base, now, as_based)
     return theirs, created
 
 

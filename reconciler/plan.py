@@ -105,7 +105,7 @@ def make_plan(
             plan.agreed.append(note_id)
         else:
             plan.conflicts.append(Conflict(note_id, line, tuple(ops), theirs[note_id]))
-    plan.merged = sorted(set(plan.merged) | {n for n in theirs if n not in mine})
+    plan.merged = sorted(n for n in theirs if n not in mine)
     if plan.ops and not plan.conflicts and all(op.action == "create" for op in plan.ops):
         done = _created_since(plan.ops, created_since)
         if done is not None:  # the whole edit is in the store already: do not create it twice
