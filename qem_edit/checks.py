@@ -33,8 +33,9 @@ def verify_report(store: Store, place=None, *, repair: bool = False, disputes_fa
         problems, set_aside, logged = _index_problems(store)
     problems = set_aside + _log_problems(store) + problems
     graph = Graph.of({n.id: n for n in store.notes()})
-    broken = [p for p in graph.problems() if not p.startswith(("fork:", "disputed:"))]
-    disputes = [p for p in graph.problems() if p.startswith(("fork:", "disputed:"))] + _open_disputes(store)
+    found = graph.problems()
+    broken = [p for p in found if not p.startswith(("fork:", "disputed:"))]
+    disputes = [p for p in found if p.startswith(("fork:", "disputed:"))] + _open_disputes(store)
     problems += broken + protect_problems(store, logged)
     if place is not None:
         problems += _mirror_problems(store, place)

@@ -32,7 +32,7 @@ def notes_as_of(store: Store, at: str) -> dict[str, Note]:
         except LogFileError:
             continue  # set aside there as it would be here (qem verify names such files)
         events += found
-        texts.update((t.note, t.text) for t in records if t.digest)
+        texts.update((t.note, t.text) for t in records)
     forgotten = {n.id for n in store.notes(states=["forgotten"])}  # not brought back by an old revision
     kept = {note: text for note, text in texts.items() if note not in forgotten}
     return _with_shorts(store, replay(_unique(events), kept))

@@ -28,7 +28,6 @@ import stat
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator
 
 from . import errors, ids
 from .files import fsync_dir, write_atomic
@@ -337,7 +336,7 @@ def _text_file(name: str, base: str, data: bytes) -> TextRecord:
     if not ids.is_id(base):
         raise LogFileError(f"{name}: not a text file name (a note id)")
     record = text_from(_json(data, name), name)
-    if canonical({"key": record.key, "text": record.text}) != data:
+    if record.record_bytes() != data:
         raise LogFileError(f"{name}: not in canonical form")
     return TextRecord(base, record.key, record.text)
 
@@ -376,8 +375,3 @@ def _json(data: bytes, where: str) -> object:
         return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise LogFileError(f"{where}: not JSON ({exc})") from None
-
-
-def iter_lines(records: list) -> Iterator[bytes]:  # type: ignore[type-arg]
-    for record in records:
-        yield event_bytes(record) if isinstance(record, Event) else pack_text_line(record)

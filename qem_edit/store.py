@@ -23,6 +23,7 @@ from . import db, errors, ids, protect
 from .faults import checkpoint
 from .index import EVENT_COLUMNS, NOTE_COLUMNS, Caught, Index, event_from_row, items_by_kind, items_of_notes, note_from_row
 from .logtree import EVENTS, PACKS, TEXTS, LogFileError, LogTree, TextRecord, event_bytes, pack_text_line
+from .workspace import CONFIG_NAME
 from .model import (
     KIND_RANK,
     NEW_NOTE,
@@ -74,6 +75,7 @@ class Transaction:
         self._notes: dict[str, Note] = {}
         self._tips: dict[str, list[str]] = {}
         self._clock = store.max_clock()
+        self._new_short: int | None = None
         self.events: list[Event] = []
         self.texts: list[TextRecord] = []
         self.landed = False  # the events are in the log: the write stands, whatever follows
@@ -124,6 +126,13 @@ class Transaction:
 
     # -- recording -----------------------------------------------------------------------------
 
+    def _short_length(self) -> int:
+        """The short-id length of a note created here: by the memory's size before this
+        transaction (its index takes the new notes only when it is flushed), counted once."""
+        if self._new_short is None:
+            self._new_short = _created_short(self.store.count())
+        return self._new_short
+
     def record(self, drafts: Iterable[Draft], actor: str, checkin: str | None = None) -> list[Event]:
         """Decided drafts as events (a created note's text beside), folded into the notes
         this transaction sees; written by `flush`."""
@@ -138,7 +147,7 @@ class Transaction:
             text = None
             if draft.type == "created":
                 text = TextRecord("", ids.nonce(), draft.text or "")
-                data.update(text=text.digest, nonce=ids.nonce(), short=_created_short(self.store.count()))
+                data.update(text=text.digest, nonce=ids.nonce(), short=self._short_length())
             self._clock += 1
             event = _event(draft, data, self.at, actor, checkin, self._clock, self._prev(draft.note))
             if text is not None:
@@ -736,7 +745,6 @@ class Store:
         return db.patiently(work, self.index_path or self.root, "write")
 
 
-CONFIG_NAME = "config.toml"
 
 
 def read_memory_id(root: Path) -> str | None:
