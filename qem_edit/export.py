@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from .renderer import Selection, assemble_bytes, assemble_chunks, render
-from .renderer.patch import ItemChange, patched
 from .renderer.format import HEADER_RE
 
 from . import errors
@@ -296,6 +295,8 @@ def _export_patched(store: Store, path: Path) -> bool | None:
         return None
     from filelock import FileLock, Timeout
 
+    from .renderer.patch import patched
+
     try:
         with FileLock(str(store.root / "export.lock")).acquire(timeout=60):
             store.sync()
@@ -317,6 +318,8 @@ def _export_patched(store: Store, path: Path) -> bool | None:
 
 
 def _item_changes(store: Store, replaced: dict) -> list:  # type: ignore[type-arg]
+    from .renderer.patch import ItemChange
+
     now = store.index.changed_items(replaced)
     out = []
     for note_id, old in sorted(replaced.items()):

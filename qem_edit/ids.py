@@ -15,7 +15,6 @@ whose id shares a shown prefix lengthens only the notes involved.  Pure.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import os
 import re
 
@@ -44,6 +43,8 @@ def encode(data: bytes, length: int = ID_LENGTH) -> str:
 
 def content_id(data: bytes) -> str:
     """The id of a log file's canonical bytes."""
+    import hashlib  # here, not at the top: OpenSSL's start-up is paid only by what hashes
+
     return encode(hashlib.sha256(data).digest())
 
 

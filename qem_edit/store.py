@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
-from . import db, errors, ids, protect
+from . import db, errors, ids
 from .faults import checkpoint
 from .index import EVENT_COLUMNS, NOTE_COLUMNS, Caught, Index, event_from_row, items_by_kind, items_of_notes, note_from_row
 from .logtree import EVENTS, PACKS, TEXTS, LogFileError, LogTree, TextRecord, event_bytes, pack_text_line
@@ -136,6 +136,8 @@ class Transaction:
     def record(self, drafts: Iterable[Draft], actor: str, checkin: str | None = None) -> list[Event]:
         """Decided drafts as events (a created note's text beside), folded into the notes
         this transaction sees; written by `flush`."""
+        from . import protect  # here: only a write reads the protection rule
+
         drafts = list(drafts)
         agent = protect.guarded_writer(self, drafts, actor)
         created: str | None = None
@@ -361,6 +363,8 @@ class Store:
         two of them never make a note's history branch; branches come from other clones.
         `agent`: the writer is an agent (None: as QEM_ACTOR_KIND says; qem_edit.protect)."""
         from filelock import FileLock, Timeout
+
+        from . import protect
 
         as_agent = protect.writer_is_agent(agent)
         work = _as_writer(work, as_agent)
