@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from qem_edit import ids
 from qem_edit.model import KINDS, PRIORITIES, Note
-from qem_edit.reconciler.blocks import diff_edit
+from qem_edit.reconciler.blocks import _diff_whole, diff_edit
 from qem_edit.reconciler.parse import parse
 from qem_edit.reconciler.plan import make_plan
 from qem_edit.renderer import render
@@ -203,3 +203,29 @@ def test_awkward_edits_agree_with_the_full_parse(edit):
     if both is not None:
         whole, partial = both
         _agree(whole, partial)
+
+
+def _summary(diff):
+    if diff is None:
+        return None
+    return ([(i.line, i.note_id, i.raw) for i in diff.parsed.items], [str(e) for e in diff.parsed.errors],
+            sorted(diff.removed))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), size=st.integers(0, 25), steps=st.integers(0, 6), chunk=st.integers(1, 400))
+def test_the_base_read_a_chunk_at_a_time_gives_the_whole_comparison(seed, size, steps, chunk):
+    """Whatever the chunks (a block, a separator or the header straddling a chunk's end),
+    the streamed comparison finds what the comparison of the whole files finds."""
+    notes = _store(seed, size)
+    base = render(notes.values(), MEMORY).encode()
+    edited = _edit(base.decode(), random.Random(seed * 31 + steps), steps).encode()
+    streamed = diff_edit(lambda: (base[i:i + chunk] for i in range(0, len(base), chunk)), edited)
+    whole = _diff_whole(lambda: [base], edited)
+    if streamed is not None and whole is not None:
+        assert _summary(streamed) == _summary(whole)
+    if streamed is not None:  # and it plans what a full parse plans
+        full = parse(edited.decode("utf-8", "replace"))
+        by_short = {note.shown: note for note in notes.values()}
+        _agree(make_plan(full, by_short, notes, {}),
+               make_plan(streamed.parsed, by_short, notes, {}, removed=streamed.removed))
