@@ -144,7 +144,7 @@ def rebase_kept(store: Store, checkout: Checkout) -> int:
     """On resume: a kept edit that conflicts with the store now is rebased on it, each
     conflict between markers; returns the number of conflicts marked (0: left as it is)."""
     text = read_edit(checkout.file)
-    if not text.strip():
+    if _blank(text):
         return 0
     try:
         proposal = propose(store, text, _base_path(checkout))
@@ -163,6 +163,11 @@ def read_edit(path: Path) -> bytes:
     if data is None:
         raise errors.BadInput(f"{path} is gone; nothing was checked in")
     return data
+
+
+def _blank(text: bytes) -> bool:
+    """Whether an edit is empty or only whitespace (asked without copying it)."""
+    return not text or text.isspace()
 
 
 def _base_bytes(checkout: Checkout) -> bytes | None:
@@ -285,8 +290,8 @@ def mass_change(store: Store, proposal: Proposal) -> MassChange | None:
     selection = proposal.parsed.selection
     if selection.notes is not None:  # a query's checkout: its own notes
         live = sum(1 for n in store.notes_by_id(selection.notes).values() if n.live)
-    else:
-        live = store.count(kinds=selection.kinds, states=LIVE_STATES)
+    else:  # counted only as far as it matters: past this many, the change is not a mass change
+        live = store.count(kinds=selection.kinds, states=LIVE_STATES, limit=int(len(taken) / MASS_SHARE) + 1)
     return MassChange(len(taken), live) if len(taken) > live * MASS_SHARE else None
 
 
@@ -339,7 +344,7 @@ def check_in(store: Store, source: Source, asker: Asker, who: str, *,
     if source.checkout is not None:
         scrub_again(store, source.checkout)  # an editor open during a forget wrote its text back
     text, base_text = source.read(store)
-    if not text.strip():
+    if _blank(text):
         return Outcome("empty", source, kept=source.checkout)
     moved = 0
     while True:
@@ -446,7 +451,7 @@ def summary_of(store: Store, checkout: Checkout) -> str:
     """One line on what checking a kept edit in would do now."""
     try:
         text, base = read_edit(checkout.file), _base_path(checkout)
-        if not text.strip():
+        if _blank(text):
             return "empty"
         proposal = propose(store, text, base)
     except errors.QemError as exc:

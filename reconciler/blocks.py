@@ -30,6 +30,7 @@ _ITEM_ID = re.compile(rb"\[#([0-9a-z]+)\]")
 _ERRORS_OPEN = ERRORS_OPEN.encode()
 _SEPARATORS = (b"\n- ", b"\n## ")
 CHUNK = 1 << 20  # bytes of the base read at a time
+PIECE = 1 << 16  # bytes of the base compared at a time: a piece that differs is split into its blocks
 Chunks = Callable[[], Iterable[bytes]]  # the base's bytes, a chunk at a time, afresh on each call
 Key = tuple[bytes, bytes]  # a block as matched: its section's heading, and its bytes (without "- ")
 
@@ -176,9 +177,9 @@ def _in_header_comment(buffer: bytes) -> bool:
     return bool(HEADER_RE.match(first.decode("utf-8", "replace"))) and _ERRORS_OPEN in buffer
 
 
-def _pieces(chunks: Iterable[bytes], start: int) -> Iterator[bytes]:
-    """The stream from `start` on, in pieces of whole blocks: each ends where a "\n- " or
-    "\n## " separator starts (or at the end)."""
+def _pieces(chunks: Iterable[bytes], start: int, size: int = PIECE) -> Iterator[bytes]:
+    """The stream from `start` on, in pieces of whole blocks of about `size` bytes: each
+    ends where a "\n- " or "\n## " separator starts (or at the end)."""
     buffer, skip = b"", start
     for chunk in chunks:
         if skip:
@@ -187,13 +188,27 @@ def _pieces(chunks: Iterable[bytes], start: int) -> Iterator[bytes]:
                 continue
             chunk, skip = chunk[skip:], 0
         buffer = buffer + chunk if buffer else chunk
-        dash = buffer.rfind(b"\n- ", 1)
-        cut = max(dash, buffer.rfind(b"\n## ", max(dash, 1)))
-        if cut > 0:
-            yield buffer[:cut]
-            buffer = buffer[cut:]
+        begin = 0
+        while True:
+            cut = _last_separator(buffer, begin + 1, begin + size)
+            if cut < 0:
+                break
+            yield buffer[begin:cut]
+            begin = cut
+        buffer = buffer[begin:]
     if buffer:
         yield buffer
+
+
+def _last_separator(data: bytes, start: int, end: int) -> int:
+    """Where the last separator that starts in data[start:end] starts, or where the first
+    after `end` starts; -1 when none is complete."""
+    dash = data.rfind(b"\n- ", start, end + 2)
+    cut = max(dash, data.rfind(b"\n## ", max(dash, start), end + 3))
+    if cut >= 0:
+        return cut
+    after = _next_boundary(data, end)
+    return after if after < len(data) else -1
 
 
 def _boundary(data: bytes, at: int) -> bool:
@@ -283,9 +298,8 @@ class _Walk:
 
     def _same(self, piece: bytes) -> None:
         """A piece both sides hold alike: only its headings are noted."""
-        if b"\n## " in piece:
-            heads = _headings(piece)
-            self.edit_heads += [(key, self.at + at) for key, at in heads]
+        if b"\n##" in piece and (heads := _headings(piece)):  # "##" before " ": a search that skips
+            self.edit_heads += [(key, self.at + at) for key, at in heads]  # type: ignore[union-attr]
             self.base_heads += [key for key, _ in heads]
             self.edit_key = self.base_key = heads[-1][0]
         self.at += len(piece)
