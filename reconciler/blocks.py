@@ -30,7 +30,7 @@ _ITEM_ID = re.compile(rb"\[#([0-9a-z]+)\]")
 _ERRORS_OPEN = ERRORS_OPEN.encode()
 _SEPARATORS = (b"\n- ", b"\n## ")
 CHUNK = 1 << 20  # bytes of the base read at a time
-PIECE = 1 << 16  # bytes of the base compared at a time: a piece that differs is split into its blocks
+PIECE = 1 << 16  # bytes of a piece that differs compared again: one that still differs is split into blocks
 Chunks = Callable[[], Iterable[bytes]]  # the base's bytes, a chunk at a time, afresh on each call
 Key = tuple[bytes, bytes]  # a block as matched: its section's heading, and its bytes (without "- ")
 
@@ -132,7 +132,7 @@ def diff_edit(base_data: bytes | Chunks, edited_data: bytes, *, chunk: int = CHU
         return None  # the full parse names the line that is not UTF-8
     walk = _Walk(edited_data, offset - 1)
     try:
-        walk.run(_pieces(source(), base_head[1] - 1))
+        walk.run(_spans(source(), base_head[1] - 1), min(PIECE, chunk))
         if not walk.settled(source, base_head[1] - 1):
             return None
     except _Noisy:
@@ -177,9 +177,13 @@ def _in_header_comment(buffer: bytes) -> bool:
     return bool(HEADER_RE.match(first.decode("utf-8", "replace"))) and _ERRORS_OPEN in buffer
 
 
-def _pieces(chunks: Iterable[bytes], start: int, size: int = PIECE) -> Iterator[bytes]:
-    """The stream from `start` on, in pieces of whole blocks of about `size` bytes: each
-    ends where a "\n- " or "\n## " separator starts (or at the end)."""
+Span = tuple[bytes, int, int]  # a piece of the stream: bytes[start:end], not copied out
+
+
+def _spans(chunks: Iterable[bytes], start: int) -> Iterator[Span]:
+    """The stream from `start` on, in pieces of whole blocks, about a chunk each: each
+    ends where a "\n- " or "\n## " separator starts (or at the end); a piece inside one
+    chunk is not copied out of it."""
     buffer, skip = b"", start
     for chunk in chunks:
         if skip:
@@ -187,17 +191,48 @@ def _pieces(chunks: Iterable[bytes], start: int, size: int = PIECE) -> Iterator[
                 skip -= len(chunk)
                 continue
             chunk, skip = chunk[skip:], 0
-        buffer = buffer + chunk if buffer else chunk
-        begin = 0
-        while True:
-            cut = _last_separator(buffer, begin + 1, begin + size)
-            if cut < 0:
-                break
-            yield buffer[begin:cut]
-            begin = cut
-        buffer = buffer[begin:]
+        cut = _last_cut(chunk, 0)
+        first = _next_boundary(chunk, 1, cut) if cut > 0 else -1
+        if cut > 0 and buffer:  # the block straddling the chunks' ends, then the rest in place
+            yield buffer + chunk[:first], 0, len(buffer) + first
+            if first < cut:
+                yield chunk, first, cut
+            buffer = chunk[cut:]
+        elif cut > 0:
+            yield chunk, 0, cut
+            buffer = chunk[cut:]
+        else:  # a chunk without a whole separator: one straddles its ends, or none is in it
+            buffer += chunk
+            cut = _last_cut(buffer, 1)
+            if cut > 0:
+                yield buffer, 0, cut
+                buffer = buffer[cut:]
     if buffer:
-        yield buffer
+        yield buffer, 0, len(buffer)
+
+
+def _pieces(chunks: Iterable[bytes], start: int) -> Iterator[bytes]:
+    """`_spans`, each copied out as bytes."""
+    for data, begin, end in _spans(chunks, start):
+        yield data[begin:end] if begin or end < len(data) else data
+
+
+def _last_cut(data: bytes, start: int) -> int:
+    """Where the last separator in data[start:] starts (-1: none)."""
+    dash = data.rfind(b"\n- ", start)
+    return max(dash, data.rfind(b"\n## ", max(dash, start)))
+
+
+def _subpieces(piece: bytes, size: int) -> Iterator[bytes]:
+    """`piece` (whole blocks) in pieces of whole blocks of about `size` bytes."""
+    begin = 0
+    while True:
+        cut = _last_separator(piece, begin + 1, begin + size)
+        if cut < 0:
+            break
+        yield piece[begin:cut]
+        begin = cut
+    yield piece[begin:]
 
 
 def _last_separator(data: bytes, start: int, end: int) -> int:
@@ -281,28 +316,38 @@ class _Walk:
         self.before: list[tuple[int, bytes]] = []  # the edit's lines before any heading: always parsed
         self.before_seen: set[bytes] = set()
 
-    def run(self, pieces: Iterable[bytes]) -> None:
-        data, first = self.data, True
-        for piece in pieces:
-            end = self.at + len(piece)
-            if (not first and self.edit_key and self.edit_key == self.base_key
-                    and data.startswith(piece, self.at) and _boundary(data, end)):
-                self._same(piece)
-                continue
-            stop = self._resync(piece)
-            self._base(piece, first)
-            self._edit(stop, first)
-            first = False
-        if first or self.at < len(data):
-            self._edit(len(data), first)
+    def run(self, spans: Iterable[Span], size: int) -> None:
+        first = True
+        for data, begin, end in spans:
+            if first or not self._alike(data, begin, end):
+                for piece in _subpieces(data[begin:end], size):  # the same bytes in smaller pieces
+                    if first or not self._alike(piece, 0, len(piece)):
+                        stop = self._resync(piece)
+                        self._base(piece, first)
+                        self._edit(stop, first)
+                        first = False
+        if first or self.at < len(self.data):
+            self._edit(len(self.data), first)
+
+    def _alike(self, piece: bytes, begin: int, end: int) -> bool:
+        """Whether the edit holds piece[begin:end] where the walk is, in the same section
+        (then only the piece's headings are noted)."""
+        data, at = self.data, self.at
+        if not (self.edit_key and self.edit_key == self.base_key and _boundary(data, at + end - begin)
+                and data.startswith(memoryview(piece)[begin:end], at)):
+            return False
+        if piece.find(b"\n##", begin, end) >= 0:  # "##" before " ": a search that skips
+            self._same(piece[begin:end])
+        self.at += end - begin
+        return True
 
     def _same(self, piece: bytes) -> None:
-        """A piece both sides hold alike: only its headings are noted."""
-        if b"\n##" in piece and (heads := _headings(piece)):  # "##" before " ": a search that skips
-            self.edit_heads += [(key, self.at + at) for key, at in heads]  # type: ignore[union-attr]
+        """The headings of a piece both sides hold alike, at the walk's place."""
+        heads = _headings(piece)
+        if heads:
+            self.edit_heads += [(key, self.at + at) for key, at in heads]
             self.base_heads += [key for key, _ in heads]
             self.edit_key = self.base_key = heads[-1][0]
-        self.at += len(piece)
 
     def _resync(self, piece: bytes) -> int:
         """Where the edit's counterpart of a differing base piece ends: after the piece's
