@@ -307,6 +307,7 @@ def test_a_change_straddling_every_chunk_end_names_its_real_line(size):
 def test_a_new_item_written_twice_declines_as_the_whole_comparison_does(size):
     notes = _store(25, 80)
     base = render(notes.values(), MEMORY)
-    edited = base.replace("## Findings\n", "## Findings\n\n- the same new note\n- the same new note\n", 1)
+    assert "## Findings\n\n- [#" in base
+    edited = base.replace("## Findings\n\n", "## Findings\n\n- the same new note\n- the same new note\n", 1)
     assert _diff_whole(lambda: [base.encode()], edited.encode()) is None
     assert diff_edit(_chunked(base.encode(), size), edited.encode()) is None
