@@ -20,7 +20,7 @@ from . import errors
 from .checkouts import Checkout, checkout_bytes, keep, kept, requery
 from .export import MIRROR_BASE, auto_export, export, has_merge_conflict, known_renderings, mirror_base, render_store
 from .faults import checkpoint
-from .files import read_regular, write_atomic
+from .files import read_regular, refuse_link, write_atomic
 from .forgetting import scrub_again
 from .model import LIVE_STATES, MOVE_BY_VERB, NewNote
 from .proposal import Proposal, propose, whole
@@ -144,10 +144,10 @@ def rebase_kept(store: Store, checkout: Checkout) -> int:
     """On resume: a kept edit that conflicts with the store now is rebased on it, each
     conflict between markers; returns the number of conflicts marked (0: left as it is)."""
     text = read_edit(checkout.file)
-    if not text.strip():
+    if _blank(text):
         return 0
     try:
-        proposal = propose(store, text, _base_bytes(checkout))
+        proposal = propose(store, text, _base_path(checkout))
     except errors.QemError:
         return 0  # the check-in round reports it, after the editor
     if not proposal.plan.conflicts or proposal.plan.errors:
@@ -165,8 +165,21 @@ def read_edit(path: Path) -> bytes:
     return data
 
 
+def _blank(text: bytes) -> bool:
+    """Whether an edit is empty or only whitespace (asked without copying it)."""
+    return not text or text.isspace()
+
+
 def _base_bytes(checkout: Checkout) -> bytes | None:
     return read_edit(checkout.base_file) if checkout.base_file.exists() else None
+
+
+def _base_path(checkout: Checkout) -> Path | None:
+    """A kept edit's base, to be read a chunk at a time as the check-in compares it (it
+    is as large as the edit: never held whole)."""
+    path = checkout.base_file
+    refuse_link(path)
+    return path if path.exists() else None
 
 
 # -- the one loop ---------------------------------------------------------------------------------
@@ -190,13 +203,13 @@ class Source:
         """When the base is a checkout's rendering, the moment it was made at."""
         return self.checkout.moment() if self.checkout is not None else None
 
-    def read(self, store: Store) -> tuple[bytes, bytes | None]:
+    def read(self, store: Store) -> tuple[bytes, bytes | Path | None]:
         """The edit, and the rendering it was made from where that is known."""
         data = read_regular(self.path)
         if data is None:
             raise errors.BadInput(f"{self.path} does not exist; nothing to check in")
         if self.checkout is not None:
-            return data, _base_bytes(self.checkout)
+            return data, _base_path(self.checkout)
         named = base_named(data)
         if named is not None:  # a copy of a checkout: its base, wherever this clone keeps it
             return data, _named_base(store, self.place, self.path, named)
@@ -277,8 +290,8 @@ def mass_change(store: Store, proposal: Proposal) -> MassChange | None:
     selection = proposal.parsed.selection
     if selection.notes is not None:  # a query's checkout: its own notes
         live = sum(1 for n in store.notes_by_id(selection.notes).values() if n.live)
-    else:
-        live = store.count(kinds=selection.kinds, states=LIVE_STATES)
+    else:  # counted only as far as it matters: past this many, the change is not a mass change
+        live = store.count(kinds=selection.kinds, states=LIVE_STATES, limit=int(len(taken) / MASS_SHARE) + 1)
     return MassChange(len(taken), live) if len(taken) > live * MASS_SHARE else None
 
 
@@ -331,7 +344,7 @@ def check_in(store: Store, source: Source, asker: Asker, who: str, *,
     if source.checkout is not None:
         scrub_again(store, source.checkout)  # an editor open during a forget wrote its text back
     text, base_text = source.read(store)
-    if not text.strip():
+    if _blank(text):
         return Outcome("empty", source, kept=source.checkout)
     moved = 0
     while True:
@@ -396,7 +409,7 @@ def _keep_refused(source: Source, proposal: Proposal) -> Checkout | None:
     preserved); a kept edit stays where it is."""
     if source.checkout is not None:
         return source.checkout
-    return keep(source.place, proposal.parsed.selection, proposal.base_text or b"", proposal.text)
+    return keep(source.place, proposal.parsed.selection, proposal.base_bytes() or b"", proposal.text)
 
 
 # -- the outcome, for scripts -------------------------------------------------------------------
@@ -437,8 +450,8 @@ def _op_data(op: Op) -> dict[str, object]:
 def summary_of(store: Store, checkout: Checkout) -> str:
     """One line on what checking a kept edit in would do now."""
     try:
-        text, base = read_edit(checkout.file), _base_bytes(checkout)
-        if not text.strip():
+        text, base = read_edit(checkout.file), _base_path(checkout)
+        if _blank(text):
             return "empty"
         proposal = propose(store, text, base)
     except errors.QemError as exc:

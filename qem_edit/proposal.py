@@ -11,11 +11,13 @@ ids in the files are turned into full ids here, against the items they stand for
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Mapping
+from pathlib import Path
+from typing import Iterable, Mapping
 
 from . import errors, ids
+from .files import file_chunks
 from .model import Note
-from .reconciler.blocks import base_items, diff_edit
+from .reconciler.blocks import Chunks, Key, base_items, diff_edit
 from .reconciler.parse import Item, LineError, ParsedFile, parse
 from .reconciler.plan import Plan, make_plan
 from .renderer import Selection, render_item
@@ -33,39 +35,50 @@ class Proposal:
     base_notes: dict[str, Note]
     now_notes: dict[str, Note]
     text: bytes = b""
-    base_text: bytes | None = None
+    base_text: bytes | Path | None = None  # a base read from its file as needed (a checkout's), or its bytes
     partial: bool = False  # only the changed blocks parsed, only the notes they name read
     moment: str | None = None  # the base's moment (see propose)
 
+    def base_bytes(self) -> bytes | None:
+        """The base's bytes (read whole: for keeping a refused edit)."""
+        if isinstance(self.base_text, Path):
+            return b"".join(file_chunks(self.base_text))
+        return self.base_text
 
-def propose(store: Store, text: str | bytes, base_text: str | bytes | None = None, *, whole: bool = False,
+
+def propose(store: Store, text: str | bytes, base_text: str | bytes | Path | None = None, *, whole: bool = False,
             moment: str | None = None) -> Proposal:
     """Plan checking `text` (the edited file) in against `base_text`, the rendering it was
-    made from (None: the store's rendering now, as for a file of unknown history).
+    made from (None: the store's rendering now, as for a file of unknown history; a path:
+    its file, read a chunk at a time, never whole).
     `whole`: parse the whole file and read every note (the rebase needs them all).
     `moment`: when the base is a checkout's rendering, the moment it was made at (then,
-    while the store has not moved, the base is the rendering now, and is not made again)."""
+    while the store has not moved, the base is the rendering now, and is not made again:
+    `now_text` None stands for it)."""
     data = text.encode("utf-8") if isinstance(text, str) else text
     header = _header(data)
-    base = None if base_text is None else (base_text.encode("utf-8") if isinstance(base_text, str) else base_text)
+    base: bytes | Path | None = base_text.encode("utf-8") if isinstance(base_text, str) else base_text
     selection = _checked_out(store, _selection_of(header), base)
     generation, now_text = _unmoved(store, base, moment) or _now(store, selection)
     base = now_text if base is None else base
-    diff = None if whole else diff_edit(base, data)
+    assert base is not None
+    source = _chunks(base)
+    diff = None if whole else diff_edit(source, data)
     if diff is not None and diff.parsed.memory is not None:
         parsed, removed, partial = diff.parsed, diff.removed, True
     else:
         parsed, removed, partial = _parsed_whole(data), None, False
-    _check_header(store, parsed, header, base)
+    _check_header(store, parsed, header, source)
     parsed.selection = selection
-    theirs_shorts = _changed_between(base, now_text)
+    theirs_shorts, known = _changed_between(source, now_text)
     mine = {i.note_id for i in parsed.items if i.note_id is not None} | (removed or set())
-    items = base_items(base, (mine | theirs_shorts) if partial else None)
+    known.update(diff.base_blocks if diff is not None else {})
+    items = base_items(source, (mine | theirs_shorts) if partial else None, known)
     arrived = {s for s in mine if s not in items}
-    if arrived:  # notes git brought into the file after its base (a merge, a pull): their base is now
-        items.update(base_items(now_text, arrived))
-        if removed is not None:
-            removed = removed | arrived  # each stands in the edit where the base had nothing
+    if arrived and now_text is not None:  # notes git brought into the file after its base (a merge,
+        items.update(base_items(now_text, arrived))  # a pull): their base is now
+    if arrived and removed is not None:
+        removed = removed | arrived  # each stands in the edit where the base had nothing
     base_notes = _base_notes(store, items, parsed)
     now_notes = _now_notes(store, base_notes, partial or selection.notes is not None)
     theirs, created = _theirs(store, base_notes, items, now_notes, theirs_shorts, now_text)
@@ -96,7 +109,14 @@ def _selection_of(header: str) -> Selection:
     return Selection(kinds=kinds, active_only=bool(match["active"]), query=query)
 
 
-def _checked_out(store: Store, selection: Selection, base: bytes | None) -> Selection:
+def _chunks(base: bytes | Path) -> Chunks:
+    """The base a chunk at a time: its bytes, or its file read afresh on each call."""
+    if isinstance(base, Path):
+        return lambda: file_chunks(base)
+    return lambda: (base,)
+
+
+def _checked_out(store: Store, selection: Selection, base: bytes | Path | None) -> Selection:
     """A query's checkout holds exactly the notes its base shows (those the query matched
     when it was checked out): the edit is read against those and no others, whatever
     matches the query now.  Without its base the file cannot be checked in."""
@@ -107,21 +127,21 @@ def _checked_out(store: Store, selection: Selection, base: bytes | None) -> Sele
             f"this file holds the notes that matched {' '.join(selection.query)} when it was rendered, and qem"
             " has no record of which they were; check them out with `qem checkout FILTERS --path FILE`"
             " (or `qem edit FILTERS`) and edit that; nothing was checked in")
-    items = base_items(base, None)
+    items = base_items(_chunks(base), None)
     ids = {_full_id(store, short, item) for short, item in items.items()}
     return replace(selection, notes=frozenset(i for i in ids if i is not None))
 
 
-def _unmoved(store: Store, base: bytes | None, moment: str | None) -> tuple[int, bytes] | None:
-    """The rendering now, when it is the checkout's base made at `moment` (its help
-    comment cut off); None when that cannot be known."""
+def _unmoved(store: Store, base: bytes | Path | None, moment: str | None) -> tuple[int, None] | None:
+    """The generation, when the rendering now is the checkout's base made at `moment` (but
+    for its help comment: the base stands for it, and nothing is rendered or copied);
+    None when that cannot be known."""
     if base is None or moment is None:
         return None
     head = store.head()
-    cut = base.rfind(b"\n" + HELP_OPEN.encode())
-    if cut < 0 or store.moment(head) != moment:
+    if store.moment(head) != moment:
         return None
-    return head, base[:cut]
+    return head, None
 
 
 def _now(store: Store, selection: Selection) -> tuple[int, bytes]:
@@ -147,7 +167,7 @@ def _parsed_whole(data: bytes) -> ParsedFile:
     return parsed
 
 
-def _check_header(store: Store, parsed: ParsedFile, header: str, base: bytes) -> None:
+def _check_header(store: Store, parsed: ParsedFile, header: str, base: Chunks) -> None:
     """A file of another memory is refused; a header changed from the base's (say
     `kinds=gotcha` deleted from a narrowed checkout, which would read as every other
     kind's notes deleted) is refused naming line 1."""
@@ -156,7 +176,7 @@ def _check_header(store: Store, parsed: ParsedFile, header: str, base: bytes) ->
             f"this file is a rendering of another memory ({parsed.memory}), not of this one"
             f" ({store.memory_id()}); nothing was checked in"
         )
-    base_header = _header(base)
+    base_header = _header(next(iter(base()), b""))
     base_match, match = HEADER_RE.match(base_header), HEADER_RE.match(header)
     fields = ("kinds", "active", "query")
     if base_match and match and [base_match[f] for f in fields] != [match[f] for f in fields]:
@@ -165,17 +185,34 @@ def _check_header(store: Store, parsed: ParsedFile, header: str, base: bytes) ->
                                              f" was, {base_header}"))
 
 
-def _changed_between(base: bytes, now: bytes) -> set[str]:
+def _changed_between(base: Chunks, now: bytes | None) -> tuple[set[str], dict[str, Key]]:
     """The short ids (as the base shows them, or as now shows them) of the notes whose
-    items differ between the two renderings."""
-    if base == now or (base.startswith(now) and base[len(now):].startswith(b"\n" + HELP_OPEN.encode())):
-        return set()  # nothing changed since the base (a checkout's base ends in its help)
+    items differ between the two renderings (`now` None: the base, unmoved), and the
+    base's items of them at hand."""
+    if now is None or _same_but_help(base(), now):
+        return set(), {}  # nothing changed since the base (a checkout's base ends in its help)
     diff = diff_edit(base, now)
     if diff is None:
-        before = {i.note_id: i.raw for i in parse(base.decode("utf-8", "replace")).items}
+        before = {i.note_id: i.raw for i in parse(b"".join(base()).decode("utf-8", "replace")).items}
         after = {i.note_id: i.raw for i in parse(now.decode("utf-8", "replace")).items}
-        return {n for n in set(before) | set(after) if n is not None and before.get(n) != after.get(n)}
-    return {i.note_id for i in diff.parsed.items if i.note_id is not None} | diff.removed
+        return {n for n in set(before) | set(after) if n is not None and before.get(n) != after.get(n)}, {}
+    return {i.note_id for i in diff.parsed.items if i.note_id is not None} | diff.removed, diff.base_blocks
+
+
+def _same_but_help(base: Iterable[bytes], now: bytes) -> bool:
+    """Whether the base is `now`, or `now` with a checkout's help comment after it,
+    compared a chunk at a time."""
+    at, extra = 0, b""
+    for chunk in base:
+        if at < len(now):
+            size = min(len(chunk), len(now) - at)
+            if not now.startswith(chunk if size == len(chunk) else chunk[:size], at):
+                return False
+            chunk, at = chunk[size:], at + size
+        extra += chunk
+        if len(extra) > 1 << 20:
+            return False
+    return at == len(now) and (not extra or extra.startswith(b"\n" + HELP_OPEN.encode()))
 
 
 def _base_notes(store: Store, items: dict[str, Item], parsed: ParsedFile) -> dict[str, Note]:
@@ -228,7 +265,7 @@ def _now_notes(store: Store, base_notes: dict[str, Note], partial: bool) -> dict
 
 
 def _theirs(store: Store, base_notes: dict[str, Note], items: dict[str, Item], now_notes: dict[str, Note],
-            shorts: set[str], now_text: bytes) -> tuple[dict[str, str], list[Note]]:
+            shorts: set[str], now_text: bytes | None) -> tuple[dict[str, str], list[Note]]:
     """What others did to each note the store now shows otherwise than the base did
     (full id → words; a short id lengthened since is no change), and the notes created
     since the base."""
@@ -236,7 +273,7 @@ def _theirs(store: Store, base_notes: dict[str, Note], items: dict[str, Item], n
     known = {n.id for n in base_notes.values()}
     created: list[Note] = []
     looked = [now_notes[base_notes[s].id] for s in shorts if s in base_notes and base_notes[s].id in now_notes]
-    now_items = base_items(now_text, {n.shown for n in looked}) if looked else {}
+    now_items = base_items(now_text, {n.shown for n in looked}) if looked and now_text is not None else {}
     as_based = _base_shorts(base_notes, now_notes)
     for short in shorts:
         base = base_notes.get(short)

@@ -597,8 +597,12 @@ class Store:
         rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes{clause} ORDER BY kind_rank, id", params)
         return [note_from_row(r) for r in rows]
 
-    def count(self, kinds: Iterable[str] | None = None, states: Iterable[str] | None = None) -> int:
+    def count(self, kinds: Iterable[str] | None = None, states: Iterable[str] | None = None,
+              limit: int | None = None) -> int:
+        """The notes of these kinds and states; with `limit`, counted up to it at most."""
         clause, params = _where(kinds, states)
+        if limit is not None:
+            return self._read(f"SELECT count(*) FROM (SELECT 1 FROM notes{clause} LIMIT ?)", [*params, limit])[0][0]
         return self._read(f"SELECT count(*) FROM notes{clause}", params)[0][0]
 
     def events(self, note_id: str | None = None, *, until: str | None = None) -> list[Event]:

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from qem_edit import ids
 from qem_edit.model import KINDS, PRIORITIES, Note
-from qem_edit.reconciler.blocks import diff_edit
+from qem_edit.reconciler.blocks import _diff_whole, diff_edit
 from qem_edit.reconciler.parse import parse
 from qem_edit.reconciler.plan import make_plan
 from qem_edit.renderer import render
@@ -203,3 +203,111 @@ def test_awkward_edits_agree_with_the_full_parse(edit):
     if both is not None:
         whole, partial = both
         _agree(whole, partial)
+
+
+def _summary(diff):
+    if diff is None:
+        return None
+    return ([(i.line, i.note_id, i.raw) for i in diff.parsed.items], [str(e) for e in diff.parsed.errors],
+            sorted(diff.removed))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), size=st.integers(0, 25), steps=st.integers(0, 6), chunk=st.integers(1, 400))
+def test_the_base_read_a_chunk_at_a_time_gives_the_whole_comparison(seed, size, steps, chunk):
+    """Whatever the chunks (a block, a separator or the header straddling a chunk's end),
+    the streamed comparison finds what the comparison of the whole files finds."""
+    notes = _store(seed, size)
+    base = render(notes.values(), MEMORY).encode()
+    edited = _edit(base.decode(), random.Random(seed * 31 + steps), steps).encode()
+    streamed = diff_edit(lambda: (base[i:i + chunk] for i in range(0, len(base), chunk)), edited)
+    whole = _diff_whole(lambda: [base], edited)
+    if streamed is not None and whole is not None:
+        assert _summary(streamed) == _summary(whole)
+    if streamed is not None:  # and it plans what a full parse plans
+        full = parse(edited.decode("utf-8", "replace"))
+        by_short = {note.shown: note for note in notes.values()}
+        _agree(make_plan(full, by_short, notes, {}),
+               make_plan(streamed.parsed, by_short, notes, {}, removed=streamed.removed))
+
+
+def _chunked(data: bytes, size: int):
+    return lambda: (data[i:i + size] for i in range(0, len(data), size))
+
+
+def _items(text: str) -> tuple[list[str], list[int]]:
+    lines = text.split("\n")
+    return lines, [i for i, line in enumerate(lines) if line.startswith("- [#")]
+
+
+@pytest.mark.parametrize("size", [1, 3, 50, 4096])
+def test_a_block_moved_far_within_its_section_is_no_change(size):
+    notes = _store(21, 300)
+    base = render(notes.values(), MEMORY)
+    lines, items = _items(base)
+    headings = [i for i, line in enumerate(lines) if line.startswith("## ")]
+    first, last = next((a, b) for a, b in zip(headings, headings[1:] + [len(lines)])
+                       if sum(a < i < b for i in items) > 20)
+    section = [i for i in items if first < i < last and not lines[i + 1].startswith("  ")]
+    lines.insert(section[-1] + 1, lines.pop(section[0]))  # the section's first item, moved to its end
+    diff = diff_edit(_chunked(base.encode(), size), "\n".join(lines).encode())
+    assert diff is not None
+    assert diff.parsed.items == [] and diff.removed == set() and diff.parsed.errors == []
+
+
+@pytest.mark.parametrize("size", [7, 64, 1 << 20])
+def test_a_section_moved_whole_agrees_with_the_whole_comparison(size):
+    notes = _store(22, 200)
+    base = render(notes.values(), MEMORY)
+    start = base.index("\n## ", base.index("\n## ") + 1)  # the second section, moved to the end
+    end = base.index("\n## ", start + 1)
+    help_at = base.find("\n<!--", end)
+    stop = help_at if help_at >= 0 else len(base.rstrip("\n"))
+    edited = base[:start] + base[end:stop] + base[start:end] + base[stop:]
+    streamed = diff_edit(_chunked(base.encode(), size), edited.encode())
+    assert streamed is not None
+    assert _summary(streamed) == _summary(_diff_whole(lambda: [base.encode()], edited.encode()))
+
+
+@pytest.mark.parametrize("size", [5, 200, 1 << 20])
+def test_an_item_copied_far_from_itself_is_refused_as_the_full_parse_refuses_it(size):
+    notes = _store(23, 300)
+    base = render(notes.values(), MEMORY)
+    lines, items = _items(base)
+    single = [i for i in items if not lines[i + 1].startswith("  ")]
+    lines.insert(single[-1], lines[single[-1]])  # an item twice, alike, next to itself: no shortcut
+    assert diff_edit(_chunked(base.encode(), size), "\n".join(lines).encode()) is None
+    lines, items = _items(base)
+    lines.insert(single[-1], lines[single[1]])  # an early item copied far down its section, or another
+    edited = "\n".join(lines)
+    diff = diff_edit(_chunked(base.encode(), size), edited.encode())
+    full = parse(edited)
+    by_short = {note.shown: note for note in notes.values()}
+    whole = make_plan(full, by_short, notes, {})
+    assert whole.errors
+    if diff is not None:
+        partial = make_plan(diff.parsed, by_short, notes, {}, removed=diff.removed)
+        assert partial.errors
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 9])
+def test_a_change_straddling_every_chunk_end_names_its_real_line(size):
+    notes = _store(24, 60)
+    base = render(notes.values(), MEMORY)
+    lines, items = _items(base)
+    target = items[len(items) // 2]
+    lines[target] += " edited"
+    diff = diff_edit(_chunked(base.encode(), size), "\n".join(lines).encode())
+    assert diff is not None
+    assert [item.line for item in diff.parsed.items] == [target + 1]
+    assert diff.removed == {lines[target][4:lines[target].index("]")]}
+
+
+@pytest.mark.parametrize("size", [3, 1 << 20])
+def test_a_new_item_written_twice_declines_as_the_whole_comparison_does(size):
+    notes = _store(25, 80)
+    base = render(notes.values(), MEMORY)
+    assert "## Findings\n\n- [#" in base
+    edited = base.replace("## Findings\n\n", "## Findings\n\n- the same new note\n- the same new note\n", 1)
+    assert _diff_whole(lambda: [base.encode()], edited.encode()) is None
+    assert diff_edit(_chunked(base.encode(), size), edited.encode()) is None

@@ -30,6 +30,8 @@ import pytest
 
 from builders import CASES, load_store, render_text, store_path
 from qem_edit import checkin, errors, ids
+from qem_edit import proposal as proposal_module
+from qem_edit.files import file_chunks
 from qem_edit.acts import note_text, reason_for
 from qem_edit.model import KINDS, NewNote
 from qem_edit.reconciler.parse import parse
@@ -168,6 +170,17 @@ def pinned_nonces(name: str):  # type: ignore[no-untyped-def]
 CASE_FILES = sorted(CASES.glob("*.case"))
 
 
+def planned(store: Store, path: Path, edited: str, base: bytes | Path) -> tuple[str, str]:
+    """The outcome of planning `edited` against `base` (its bytes, or its file)."""
+    try:
+        proposal = checkin.propose(store, edited.encode("utf-8"), base)
+    except errors.QemError as exc:
+        return "error", f"{exc}\n"
+    whole = checkin.whole(store, proposal)
+    assert gist(whole) == gist(proposal), f"{path.name}: the changed blocks and the whole file plan differently"
+    return shown(proposal)
+
+
 def test_the_cases_are_there() -> None:
     assert len(CASE_FILES) >= 40, CASE_FILES
 
@@ -185,14 +198,12 @@ def test_checkin_case(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         if "since" in case:
             monkeypatch.setattr(ids, "nonce", pinned_nonces(path.stem))
             write_since(store, case["since"].text, f"{path.name} since")
-        try:
-            proposal = checkin.propose(store, edited.encode("utf-8"), base.encode("utf-8"))
-        except errors.QemError as exc:
-            kind, got = "error", f"{exc}\n"
-        else:
-            kind, got = shown(proposal)
-            whole = checkin.whole(store, proposal)
-            assert gist(whole) == gist(proposal), f"{path.name}: the changed blocks and the whole file plan differently"
+        kind, got = planned(store, path, edited, base.encode("utf-8"))
+        base_file = tmp_path / "base.md"
+        base_file.write_text(base, encoding="utf-8")
+        with monkeypatch.context() as patched:  # the base read from its file, in chunks of a few blocks
+            patched.setattr(proposal_module, "file_chunks", lambda where: file_chunks(where, 97))
+            assert planned(store, path, edited, base_file) == (kind, got), f"{path.name}: the base read in chunks"
     [expected] = [case[n] for n in OUTCOMES if n in case]
     if (kind, got) != (expected.name, expected.text) and UPDATE:
         rewrite(path, expected.start, kind, got)
