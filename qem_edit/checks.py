@@ -100,7 +100,23 @@ def fresh_index(store: Store) -> Iterator[sqlite3.Connection]:
     os.close(handle)
     conn = None
     try:
+        conn = _replayed(store, name)
+        yield conn
+    finally:
+        if conn is not None:
+            conn.close()
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(name + suffix)
+
+
+def _replayed(store: Store, name: str) -> sqlite3.Connection:
+    """The index of the log, built afresh in the database file `name`."""
+    try:
         conn = db.connect(name)
+    except sqlite3.DatabaseError as exc:
+        raise db.translate(exc, Path(name), "open") from None
+    try:
         for pragma in ("journal_mode = OFF", "synchronous = OFF", "temp_store = FILE",
                        f"cache_size = -{FRESH_CACHE_KIB}"):
             conn.execute(f"PRAGMA {pragma}")
@@ -109,15 +125,13 @@ def fresh_index(store: Store) -> Iterator[sqlite3.Connection]:
         index.create()
         index.sync()
         conn.execute("COMMIT")
-        yield conn
+        return conn
     except sqlite3.DatabaseError as exc:
-        raise db.translate(exc, Path(name), "write") from None
-    finally:
-        if conn is not None:
-            conn.close()
-        for suffix in ("", "-journal", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(name + suffix)
+        conn.close()
+        raise db.translate(exc, Path(name), "use") from None
+    except BaseException:
+        conn.close()
+        raise
 
 
 def _index_problems(store: Store, fresh: sqlite3.Connection) -> tuple[list[str], list[str]]:
@@ -199,8 +213,12 @@ def _cycles(conn: sqlite3.Connection, scratch: sqlite3.Connection) -> list[str]:
     scratch.execute("DROP TABLE IF EXISTS verify_graph")
     scratch.execute("CREATE TABLE verify_graph (id TEXT PRIMARY KEY, i INTEGER NOT NULL, parent TEXT) WITHOUT ROWID")
     rows = conn.execute("SELECT id, supersedes FROM notes ORDER BY id")
-    scratch.executemany("INSERT INTO verify_graph (id, i, parent) VALUES (?, ?, ?)",
-                        ((note_id, i, parent) for i, (note_id, parent) in enumerate(rows)))
+    scratch.execute("BEGIN")
+    try:
+        scratch.executemany("INSERT INTO verify_graph (id, i, parent) VALUES (?, ?, ?)",
+                            ((note_id, i, parent) for i, (note_id, parent) in enumerate(rows)))
+    finally:
+        scratch.execute("COMMIT")
     parent = array("q", (-1 if i is None else i for (i,) in scratch.execute(
         "SELECT p.i FROM verify_graph c LEFT JOIN verify_graph p ON p.id = c.parent ORDER BY c.id")))
     cycles = cycles_of(parent)

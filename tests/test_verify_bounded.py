@@ -202,3 +202,13 @@ def test_an_agents_move_answered_by_a_person_later_is_not_named(memory: Store, s
     emit(memory, directive, "stale_flagged", actor="a-person")
     assert verify_report(memory).problems == []
     assert os.listdir(scratch) == []
+
+
+def test_a_replay_that_sqlite_cannot_write_is_named_and_removed(memory: Store, scratch: Path, monkeypatch):
+    def full(self):  # type: ignore[no-untyped-def]
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Index, "sync", full)
+    with pytest.raises(errors.QemError, match="qem-verify-.*disk is full"):
+        verify_report(memory)
+    assert list(scratch.iterdir()) == []
