@@ -12,31 +12,47 @@ concurrent changes that disagree) are listed; `--fail-on-disputes` makes them fa
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import os
 import sqlite3
+import tempfile
+from array import array
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
-from . import db
+from . import db, errors
 from .answers import VerifyReport
-from .index import EVENT_COLUMNS, NOTE_COLUMNS, Index, event_from_row
-from .model import Event
+from .index import NOTE_COLUMNS, Index, note_from_row
+from .model import LIVE_STATES
 from .protect import log_problems as protect_problems
-from .resolver import Graph
+from .resolver import rival_words
 from .store import Store
+
+# The fresh replay's page cache (KiB): it lives in a temporary file, not in memory.
+FRESH_CACHE_KIB = 16 * 1024
 
 
 def verify_report(store: Store, place=None, *, repair: bool = False, disputes_fail: bool = False) -> VerifyReport:  # type: ignore[no-untyped-def]
     """Every check above; with `repair`, an index that disagrees with the log is rebuilt
     first (the log itself is never changed)."""
-    problems, set_aside, logged = _index_problems(store)
-    repaired = None
-    if problems and repair:
-        repaired = store.rebuild()
-        problems, set_aside, logged = _index_problems(store)
-    problems = set_aside + _log_problems(store) + problems
-    graph = Graph.of({n.id: n for n in store.notes()})
-    found = graph.problems()
+    with fresh_index(store) as fresh:
+        problems, set_aside = _index_problems(store, fresh)
+        if not (problems and repair):
+            return _report(store, place, fresh, problems, set_aside, None, disputes_fail)
+    repaired = store.rebuild()
+    with fresh_index(store) as fresh:
+        problems, set_aside = _index_problems(store, fresh)
+        return _report(store, place, fresh, problems, set_aside, repaired, disputes_fail)
+
+
+def _report(store: Store, place, fresh: sqlite3.Connection, index_problems: list[str], set_aside: list[str],  # type: ignore[no-untyped-def]
+            repaired: int | None, disputes_fail: bool) -> VerifyReport:
+    problems = set_aside + _log_problems(store) + index_problems
+    found = store._guarded(lambda: graph_problems(store.conn, fresh))
     broken = [p for p in found if not p.startswith(("fork:", "disputed:"))]
     disputes = [p for p in found if p.startswith(("fork:", "disputed:"))] + _open_disputes(store)
-    problems += broken + protect_problems(store, logged)
+    problems += broken + protect_problems(store, fresh)
     if place is not None:
         problems += _mirror_problems(store, place)
     if disputes_fail:
@@ -72,38 +88,222 @@ def _loose_texts(store: Store) -> list[str]:
                                              " WHERE n.id IS NULL ORDER BY t.file")]
 
 
-def _index_problems(store: Store) -> tuple[list[str], list[str], list[Event]]:
-    """Where the local index differs from a replay of the log read afresh; the log
-    files that fresh read set aside (a file changed in place since the index read it
-    included: the index goes on serving what it read); and every event it read."""
-    fresh = db.connect(":memory:")
+@contextlib.contextmanager
+def fresh_index(store: Store) -> Iterator[sqlite3.Connection]:
+    """A replay of the log read afresh, built in a temporary SQLite file (in the system's
+    temporary directory, with a modest cache) that is removed afterwards, also on error."""
     try:
-        index = Index(fresh, store.tree)
-        fresh.execute("BEGIN")
+        handle, name = tempfile.mkstemp(prefix="qem-verify-", suffix=".db")
+    except OSError as exc:
+        raise errors.StoreUnwritable(f"cannot make a temporary file for a fresh replay of the log"
+                                     f" ({tempfile.gettempdir()}): {exc.strerror}") from None
+    os.close(handle)
+    conn = None
+    try:
+        conn = _replayed(store, name)
+        yield conn
+    finally:
+        if conn is not None:
+            conn.close()
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(name + suffix)
+
+
+def _replayed(store: Store, name: str) -> sqlite3.Connection:
+    """The index of the log, built afresh in the database file `name`."""
+    try:
+        conn = db.connect(name)
+    except sqlite3.DatabaseError as exc:
+        raise db.translate(exc, Path(name), "open") from None
+    try:
+        for pragma in ("journal_mode = OFF", "synchronous = OFF", "temp_store = FILE",
+                       f"cache_size = -{FRESH_CACHE_KIB}"):
+            conn.execute(f"PRAGMA {pragma}")
+        index = Index(conn, store.tree)
+        conn.execute("BEGIN")
         index.create()
         index.sync()
-        fresh.execute("COMMIT")
-        want = {r[0]: r for r in fresh.execute(f"SELECT {NOTE_COLUMNS} FROM notes")}
-        want_items = dict(fresh.execute("SELECT id, item FROM items").fetchall())
-        aside = [p for (p,) in fresh.execute("SELECT problem FROM files WHERE problem IS NOT NULL ORDER BY name")]
-        logged = [event_from_row(r) for r in fresh.execute(f"SELECT {EVENT_COLUMNS} FROM events")]
-    finally:
-        fresh.close()
+        conn.execute("COMMIT")
+        return conn
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise db.translate(exc, Path(name), "use") from None
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _index_problems(store: Store, fresh: sqlite3.Connection) -> tuple[list[str], list[str]]:
+    """Where the local index differs from `fresh`, a replay of the log read afresh; and
+    the log files that fresh read set aside (a file changed in place since the index
+    read it included: the index goes on serving what it read)."""
+    aside = [p for (p,) in fresh.execute("SELECT problem FROM files WHERE problem IS NOT NULL ORDER BY name")]
     try:
         damage = store.conn.execute("PRAGMA quick_check").fetchone()[0]
         if damage != "ok":
-            return [f"the index is damaged ({damage}); `qem verify --repair` rebuilds it"], aside, logged
-        have = {r[0]: r for r in store.conn.execute(f"SELECT {NOTE_COLUMNS} FROM notes")}
-        have_items = dict(store.conn.execute("SELECT id, item FROM items").fetchall())
+            return [f"the index is damaged ({damage}); `qem verify --repair` rebuilds it"], aside
+        return index_differences(store.conn, fresh), aside
     except sqlite3.DatabaseError as exc:
-        return [f"the index cannot be read ({exc}); `qem verify --repair` rebuilds it"], aside, logged
+        return [f"the index cannot be read ({exc}); `qem verify --repair` rebuilds it"], aside
+
+
+def index_differences(have: sqlite3.Connection, want: sqlite3.Connection) -> list[str]:
+    """The notes whose row, or else whose MEMORY.md item, differs between two indexes:
+    both walked in id order side by side, one row of each at a time."""
+    notes = f"SELECT {NOTE_COLUMNS} FROM notes ORDER BY id"
+    items = "SELECT id, item FROM items ORDER BY id, kind_rank"
+    want_items, have_items = _Ahead(want.execute(items)), _Ahead(have.execute(items))
     out = []
-    for note_id in sorted(set(want) | set(have)):
-        if want.get(note_id) != have.get(note_id):
+    for note_id, wanted, had in _side_by_side(want.execute(notes), have.execute(notes)):
+        if wanted != had:
             out.append(f"note {note_id[:8]}: the index disagrees with the log (`qem verify --repair` rebuilds it)")
         elif want_items.get(note_id) != have_items.get(note_id):
             out.append(f"note {note_id[:8]}: the index's MEMORY.md item disagrees with the log")
-    return out, aside, logged
+    return out
+
+
+def _side_by_side(left: Iterable[tuple], right: Iterable[tuple]) -> Iterator[tuple]:
+    """(id, left row or None, right row or None) for every id of two row streams in id
+    order (a row's first column is its id)."""
+    lefts, rights = iter(left), iter(right)
+    a, b = next(lefts, None), next(rights, None)
+    while a is not None or b is not None:
+        if b is None or (a is not None and a[0] < b[0]):
+            yield a[0], a, None  # type: ignore[index]
+            a = next(lefts, None)
+        elif a is None or b[0] < a[0]:
+            yield b[0], None, b
+            b = next(rights, None)
+        else:
+            yield a[0], a, b
+            a, b = next(lefts, None), next(rights, None)
+
+
+class _Ahead:
+    """(id, value) rows in id order, looked up by ids asked in increasing order; the
+    last row of an id wins (as in a dict made of them)."""
+
+    def __init__(self, rows: Iterable[tuple]) -> None:
+        self.rows = iter(rows)
+        self.row = next(self.rows, None)
+
+    def get(self, key: str) -> object:
+        found = None
+        while self.row is not None and self.row[0] <= key:
+            if self.row[0] == key:
+                found = self.row[1]
+            self.row = next(self.rows, None)
+        return found
+
+
+# -- the supersession graph ----------------------------------------------------------------------
+
+
+def graph_problems(conn: sqlite3.Connection, scratch: sqlite3.Connection) -> list[str]:
+    """What `Graph.of(every note).problems()` (qem_edit.resolver) says of the notes of the
+    index `conn`, in its words and order, without every note in memory: SQL over the
+    notes table, and the cycles found over one int per note (`scratch`, a database of
+    this check's own, holds the table that numbers them)."""
+    return (_cycles(conn, scratch) + _dangling(conn) + _malformed(conn) + _forks(conn)
+            + _disputed(conn))
+
+
+def _cycles(conn: sqlite3.Connection, scratch: sqlite3.Connection) -> list[str]:
+    scratch.execute("DROP TABLE IF EXISTS verify_graph")
+    scratch.execute("CREATE TABLE verify_graph (id TEXT PRIMARY KEY, i INTEGER NOT NULL, parent TEXT) WITHOUT ROWID")
+    rows = conn.execute("SELECT id, supersedes FROM notes ORDER BY id")
+    scratch.execute("BEGIN")
+    try:
+        scratch.executemany("INSERT INTO verify_graph (id, i, parent) VALUES (?, ?, ?)",
+                            ((note_id, i, parent) for i, (note_id, parent) in enumerate(rows)))
+    finally:
+        scratch.execute("COMMIT")
+    parent = array("q", (-1 if i is None else i for (i,) in scratch.execute(
+        "SELECT p.i FROM verify_graph c LEFT JOIN verify_graph p ON p.id = c.parent ORDER BY c.id")))
+    cycles = cycles_of(parent)
+    if not cycles:
+        return []
+    wanted = {i for cycle in cycles for i in cycle}
+    ids = {i: note_id for note_id, i in scratch.execute("SELECT id, i FROM verify_graph") if i in wanted}
+    name = _names(conn, ids.values())
+    return [f"cycle: {' → '.join(f'#{name(ids[i])}' for i in (*c, c[0]))}" for c in cycles]
+
+
+def cycles_of(parent: array) -> list[tuple[int, ...]]:
+    """The cycles of a graph where note `i`'s parent is `parent[i]` (-1: none in the
+    graph), the notes numbered in id order: each from its lowest note, in the order
+    `Graph._find_cycles` finds them."""
+    done = bytearray(len(parent))
+    cycles = []
+    for start in range(len(parent)):
+        path: list[int] = []
+        on_path: dict[int, int] = {}
+        node = start
+        while node >= 0 and not done[node]:
+            if node in on_path:
+                cycle = path[on_path[node]:]
+                low = cycle.index(min(cycle))
+                cycles.append(tuple(cycle[low:] + cycle[:low]))
+                break
+            on_path[node] = len(path)
+            path.append(node)
+            node = parent[node]
+        for node in path:
+            done[node] = 1
+    return cycles
+
+
+def _names(conn: sqlite3.Connection, note_ids: Iterable[str]):  # type: ignore[no-untyped-def]
+    """A note as the graph's messages name it: its short id (its id when the short id is
+    empty), or the first 8 characters of an id the index does not hold."""
+    shown: dict[str, str] = {}
+    wanted = sorted(set(note_ids))
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start:start + 500]
+        shown.update(conn.execute(f"SELECT id, short FROM notes WHERE id IN ({', '.join('?' * len(chunk))})", chunk))
+    return lambda note_id: (shown[note_id] or note_id) if note_id in shown else note_id[:8]
+
+
+def _dangling(conn: sqlite3.Connection) -> list[str]:
+    rows = conn.execute(
+        "SELECT n.id, n.short, n.supersedes FROM notes n WHERE n.supersedes IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM notes p WHERE p.id = n.supersedes)"
+        " UNION ALL SELECT n.id, n.short, n.superseded_by FROM notes n WHERE n.supersedes IS NULL"
+        " AND n.state = 'superseded' AND n.superseded_by IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM notes p WHERE p.id = n.superseded_by) ORDER BY 1")
+    return [f"dangling: #{short or note_id} points to #{target[:8]}, which is not in the log"
+            for note_id, short, target in rows]
+
+
+def _malformed(conn: sqlite3.Connection) -> list[str]:
+    rows = conn.execute("SELECT id, short, bad_pointer FROM notes WHERE bad_pointer IS NOT NULL ORDER BY id")
+    return [f"malformed: #{short or note_id} has supersedes pointer {raw}" for note_id, short, raw in rows]
+
+
+def _forks(conn: sqlite3.Connection) -> list[str]:
+    live = ", ".join(f"'{s}'" for s in sorted(LIVE_STATES))
+    rows = conn.execute(
+        "SELECT c.supersedes, p.short, c.id, c.short FROM notes c JOIN notes p ON p.id = c.supersedes"
+        f" WHERE c.supersedes IS NOT NULL AND c.state IN ({live}) ORDER BY c.supersedes, c.id")
+    out = []
+    for parent, group in itertools.groupby(rows, key=lambda r: r[0]):
+        kids = [(parent_short or parent, short or kid) for _, parent_short, kid, short in group]
+        if len(kids) > 1:
+            shown = kids[0][0]
+            out.append(f"fork: #{shown} is superseded by " + " and ".join(f"#{k}" for _, k in kids)
+                       + f" (qem rule {shown} --keep {kids[0][1]})")
+    return out
+
+
+def _disputed(conn: sqlite3.Connection) -> list[str]:
+    out = []
+    for row in conn.execute(f"SELECT {NOTE_COLUMNS} FROM notes WHERE rivals != '[]' ORDER BY id"):
+        note = note_from_row(row)
+        if note.rivals:
+            name = _names(conn, [r.superseded_by for r in note.rivals if r.superseded_by])
+            out.append(f"disputed: {rival_words(note, name)} (qem rule {note.shown} --keep SIDE)")
+    return out
 
 
 def _open_disputes(store: Store) -> list[str]:

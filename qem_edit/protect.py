@@ -118,34 +118,57 @@ def guard(notes: Iterable[tuple[Note, str]], actor: str, rule: Rule) -> None:
             raise refusal(note, event_type, actor)
 
 
-def violations(events: Iterable[Event], rule: Rule, shown: Callable[[str], str] = lambda n: n[:8]) -> list[str]:
+def violations(conn, rule: Rule, shown: Callable[[str], str] = lambda n: n[:8]) -> list[str]:  # type: ignore[no-untyped-def]
     """Every agent's event in the log that the rule forbids and no person has answered
     since (a person's later event on the note that follows it: a reinstatement, say),
-    named for `qem verify`; `shown` gives a note's short id."""
-    events = list(events)
-    kinds = {e.id: e.data.get("kind") for e in events if e.type == "created"}
-    answered = _answered(events, rule)
+    named for `qem verify`; `conn` is an index of the log (qem_edit.index), whose events
+    are streamed, the guarded moves on protected kinds in order; `shown` gives a note's
+    short id."""
+    if not rule.kinds:
+        return []
+    guarded, kinds = sorted(GUARDED), sorted(rule.kinds)
+    rows = conn.execute(
+        f"SELECT {_EVENT_COLUMNS}, json_extract(c.data, '$.kind') FROM events e"
+        " JOIN events c ON c.id = e.note AND c.type = 'created'"
+        f" WHERE e.type IN ({_marks(guarded)}) AND json_extract(c.data, '$.kind') IN ({_marks(kinds)})"
+        " ORDER BY e.clock, e.id", [*guarded, *kinds])
     out = []
-    for event in sorted(events, key=lambda e: e.order):
-        kind = kinds.get(event.note)
-        if event.type in GUARDED and kind in rule.kinds and is_agents(event, rule) and event.id not in answered:
+    for row in rows:
+        event, kind = _event(row[:-1]), row[-1]
+        if is_agents(event, rule) and not _answered(conn, event.id, rule):
             out.append(f"event {event.id[:8]}: {event.actor}, an agent, {event.type} {kind}"
                        f" #{shown(event.note)}, a protected kind only a person may change (at {event.at};"
                        " a person answers it by a move on the note, e.g. `qem reinstate`)")
     return out
 
 
-def _answered(events: list[Event], rule: Rule) -> set[str]:
-    """The events a person's later event follows (through `prev`, on the same note)."""
-    prev = {e.id: e.prev for e in events}
-    seen: set[str] = set()
-    stack = [p for e in events if not is_agents(e, rule) and e.type != "created" for p in e.prev]
-    while stack:
-        node = stack.pop()
-        if node not in seen:
-            seen.add(node)
-            stack.extend(prev.get(node, ()))
-    return seen
+def _answered(conn, event_id: str, rule: Rule) -> bool:  # type: ignore[no-untyped-def]
+    """Whether a person's event other than a creation follows `event_id` (through `prev`,
+    at any distance)."""
+    if conn.execute("SELECT name FROM sqlite_master WHERE name = 'verify_follows'").fetchone() is None:
+        conn.execute("CREATE TABLE verify_follows (prev TEXT NOT NULL, event TEXT NOT NULL, PRIMARY KEY (prev, event))"
+                     " WITHOUT ROWID")
+        conn.execute("INSERT OR IGNORE INTO verify_follows (prev, event) SELECT j.value, e.id FROM events e,"
+                     " json_each(e.prev) j WHERE j.type = 'text'")
+    rows = conn.execute(
+        "WITH RECURSIVE later(id) AS (SELECT event FROM verify_follows WHERE prev = ?"
+        " UNION SELECT f.event FROM verify_follows f JOIN later l ON f.prev = l.id)"
+        " SELECT e.type, e.actor, json_extract(e.data, '$.writer') FROM later l JOIN events e ON e.id = l.id",
+        (event_id,))
+    return any(type_ != "created" and writer != "agent" and not rule.is_agent(actor) for type_, actor, writer in rows)
+
+
+_EVENT_COLUMNS = "e.id, e.note, e.type, e.at, e.actor, e.reason, e.checkin, e.data, e.clock, e.prev"
+
+
+def _marks(values: list[str]) -> str:
+    return ", ".join("?" * len(values))
+
+
+def _event(row) -> Event:  # type: ignore[no-untyped-def]
+    from .index import event_from_row
+
+    return event_from_row(row)
 
 
 def writes_as_agent(tx, actor: str) -> bool:  # type: ignore[no-untyped-def]
@@ -179,10 +202,10 @@ def _endorsement(tx, draft, actor: str) -> Protected:  # type: ignore[no-untyped
                           " provenance in `qem edit`; an agent writes agent, or user-stated for the user's own words")
 
 
-def log_problems(store, events: Iterable[Event]) -> list[str]:  # type: ignore[no-untyped-def]
+def log_problems(store, fresh) -> list[str]:  # type: ignore[no-untyped-def]
     """`qem verify`'s check: the rule over every event the log files hold (as `qem verify`
-    read them afresh: the index may be damaged; files that cannot be read are named
-    elsewhere)."""
+    read them afresh into the index `fresh`, an SQLite connection of its own: the store's
+    index may be damaged; files that cannot be read are named elsewhere)."""
     import sqlite3
 
     def shown(note: str) -> str:
@@ -191,4 +214,4 @@ def log_problems(store, events: Iterable[Event]) -> list[str]:  # type: ignore[n
         except sqlite3.Error:
             return note[:8]
 
-    return violations(events, rule_of(store.root), shown)
+    return violations(fresh, rule_of(store.root), shown)
