@@ -321,13 +321,7 @@ class Index:
         goes (a note's depends only on its neighbours in id order); items rendered, those
         that show other notes once every short id is known; forgotten notes' texts blanked."""
         conn = self.conn
-        conn.execute("DROP TABLE IF EXISTS temp.was_shown")
-        conn.execute("CREATE TEMP TABLE was_shown (id TEXT PRIMARY KEY) WITHOUT ROWID")
-        conn.execute("INSERT INTO temp.was_shown SELECT id FROM notes WHERE state != 'forgotten' ORDER BY id")
-        for table in ("notes", "items", "links"):
-            conn.execute(f"DELETE FROM {table}")
-        conn.execute("DROP TABLE IF EXISTS temp.showing_others")
-        conn.execute("CREATE TEMP TABLE showing_others (id TEXT PRIMARY KEY) WITHOUT ROWID")
+        self._start_over()
         rows: list[tuple[object, ...]] = []
         items: list[tuple[object, ...]] = []
         links: list[tuple[str, str]] = []
@@ -366,14 +360,37 @@ class Index:
         if pending is not None:
             finish(pending[0], pending[1], [before] if before is not None else [])
         flush()
+        self._render_showing_others()
+        self._blank_all_forgotten()
+
+    def _start_over(self) -> None:
+        """Every note, item and link dropped, to be made again; which notes were shown
+        (not forgotten) kept aside for `_blank_all_forgotten`."""
+        conn = self.conn
+        conn.execute("DROP TABLE IF EXISTS temp.was_shown")
+        conn.execute("CREATE TEMP TABLE was_shown (id TEXT PRIMARY KEY) WITHOUT ROWID")
+        conn.execute("INSERT INTO temp.was_shown SELECT id FROM notes WHERE state != 'forgotten' ORDER BY id")
+        for table in ("notes", "items", "links"):
+            conn.execute(f"DELETE FROM {table}")
+        conn.execute("DROP TABLE IF EXISTS temp.showing_others")
+        conn.execute("CREATE TEMP TABLE showing_others (id TEXT PRIMARY KEY) WITHOUT ROWID")
+
+    def _render_showing_others(self) -> None:
+        """The items that show other notes, once every short id is known."""
         last = ""
-        while True:  # the items that show other notes, with those notes' short ids
-            chunk = [i for (i,) in conn.execute(
+        while True:
+            chunk = [i for (i,) in self.conn.execute(
                 "SELECT id FROM temp.showing_others WHERE id > ? ORDER BY id LIMIT ?", (last, _CHUNK))]
             if not chunk:
                 break
             self.render_items(chunk)
             last = chunk[-1]
+        self.conn.execute("DROP TABLE temp.showing_others")
+
+    def _blank_all_forgotten(self) -> None:
+        """Forgotten notes' texts blanked; `blanked` names those that had text here, or
+        that were not forgotten before (temp.was_shown)."""
+        conn = self.conn
         for (note_id,) in conn.execute(
                 "SELECT n.id FROM notes n WHERE n.state = 'forgotten' AND (n.id IN temp.was_shown"
                 " OR EXISTS (SELECT 1 FROM texts t WHERE t.note = n.id AND t.text != '')) ORDER BY n.id").fetchall():
@@ -381,7 +398,6 @@ class Index:
         conn.execute("UPDATE texts SET text = '' WHERE text != '' AND note IN"
                      " (SELECT id FROM notes WHERE state = 'forgotten')")
         conn.execute("DROP TABLE temp.was_shown")
-        conn.execute("DROP TABLE temp.showing_others")
 
     def _notes_in_order(self) -> Iterator[tuple[str, list[Event], dict[tuple[str, str], str]]]:
         """Each note's events and texts, one note at a time in id order: the events

@@ -29,7 +29,7 @@ import stat
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from . import errors, ids
 from .files import fsync_dir, write_atomic
@@ -351,12 +351,32 @@ class LogTree:
             out.append((self.write_pack("e", lines), chunk))
         return out
 
+    def write_event_lines(self, lines: Iterable[bytes]) -> list[str]:
+        """Events' stored lines (in their order) as packs of at most PACK_SPLIT_BYTES
+        each, as `write_event_packs` makes them, read as they are written: no more than a
+        pack's lines are held.  Returns the packs' names."""
+        out: list[str] = []
+        chunk: list[bytes] = []
+        size = 0
+        for line in lines:
+            if chunk and size + len(line) > PACK_SPLIT_BYTES:
+                out.append(self.write_pack("e", chunk))
+                chunk, size = [], 0
+            chunk.append(line)
+            size += len(line)
+        if chunk:
+            out.append(self.write_pack("e", chunk))
+        return out
+
     def write_pack(self, kind: str, lines: list[bytes]) -> str:
         """A pack of `lines` (each canonical, newline-ended), named by its hash."""
-        data = b"".join(sorted(set(lines)))
-        name = f"{PACKS}/{kind}-{ids.content_id(data)}.jsonl"
+        ordered = sorted(set(lines))
+        digest = hashlib.sha256()
+        for line in ordered:
+            digest.update(line)
+        name = f"{PACKS}/{kind}-{ids.encode(digest.digest())}.jsonl"
         if not (self.root / name).exists():
-            write_atomic(self.root / name, data)
+            write_atomic(self.root / name, ordered)
         return name
 
 

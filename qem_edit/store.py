@@ -11,6 +11,7 @@ forget deletes one (a text).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
@@ -78,6 +79,9 @@ class Transaction:
         self._new_short: int | None = None
         self.events: list[Event] = []
         self.texts: list[TextRecord] = []
+        # many events (a load of a big dump): read when written, a batch at a time, from
+        # these (events, texts); the index then catches up with the log streamed
+        self.bulk: tuple[Callable[[], Iterable[Event]], Callable[[], Iterable[TextRecord]]] | None = None
         self.landed = False  # the events are in the log: the write stands, whatever follows
         self.agent = False  # the writer says it is an agent (qem_edit.protect)
 
@@ -176,6 +180,9 @@ class Transaction:
     def flush(self) -> None:
         """Write the events (texts first; one event as its own file, several as one pack,
         whose rename is the moment they all exist) and record them in the index."""
+        if self.bulk is not None:
+            self._flush_bulk(*self.bulk)
+            return
         if not self.events:
             return
         tree, index = self.store.tree, self.store.index
@@ -202,6 +209,34 @@ class Transaction:
             self.store.purge_texts({e.note for e in self.events if e.type == "forgotten"})
         index.refold(touched)
         index.bump()
+
+
+    def _flush_bulk(self, events: Callable[[], Iterable[Event]], texts: Callable[[], Iterable[TextRecord]]) -> None:
+        """Many events, written as `flush` writes them (texts first, in packs of
+        TEXTS_PER_PACK; the events in packs of at most PACK_SPLIT_BYTES) but read a batch
+        at a time; then the index catches up with the log as with a big pull (streamed)."""
+        tree, index = self.store.tree, self.store.index
+        tree.ensure()
+        chunk: list[TextRecord] = []
+        written = 0
+        for text in itertools.chain(texts(), [None]):
+            if text is not None:
+                chunk.append(text)
+            if len(chunk) == TEXTS_PER_PACK or (text is None and chunk):
+                if text is None and written == 0 and len(chunk) == 1:
+                    tree.write_text(chunk[0])
+                else:
+                    tree.write_pack("t", [pack_text_line(t) for t in chunk])
+                written += len(chunk)
+                chunk = []
+        checkpoint("write-before-commit")
+        tree.write_event_lines(event_bytes(e) for e in events())
+        self.landed = True
+        checkpoint("write-after-commit")
+        index.sync()
+        leftover = self.store.forgotten_texts()  # a loaded forget of a note whose text is here
+        if leftover:
+            self.store.purge_texts({note for note, _ in leftover})
 
 
 def _as_writer(work: Callable[[Transaction], T], agent: bool) -> Callable[[Transaction], T]:
@@ -395,7 +430,7 @@ class Store:
             if self._loose() > PACK_AT:
                 self._pack_now()
             self.index.note_stamp()
-            mark = WriteMark(before, self.index.generation, self.index.replaced or {}, calm)
+            mark = WriteMark(before, self.index.generation, self.index.replaced or {}, calm and tx.bulk is None)
             self.index.replaced = None
             conn.execute("COMMIT")
             self.last_write = mark
