@@ -13,6 +13,7 @@ concurrent changes that disagree) are listed; `--fail-on-disputes` makes them fa
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 from . import db
 from .answers import VerifyReport
@@ -75,35 +76,55 @@ def _loose_texts(store: Store) -> list[str]:
 def _index_problems(store: Store) -> tuple[list[str], list[str], list[Event]]:
     """Where the local index differs from a replay of the log read afresh; the log
     files that fresh read set aside (a file changed in place since the index read it
-    included: the index goes on serving what it read); and every event it read."""
-    fresh = db.connect(":memory:")
-    try:
-        index = Index(fresh, store.tree)
-        fresh.execute("BEGIN")
-        index.create()
-        index.sync()
-        fresh.execute("COMMIT")
-        want = {r[0]: r for r in fresh.execute(f"SELECT {NOTE_COLUMNS} FROM notes")}
-        want_items = dict(fresh.execute("SELECT id, item FROM items").fetchall())
-        aside = [p for (p,) in fresh.execute("SELECT problem FROM files WHERE problem IS NOT NULL ORDER BY name")]
-        logged = [event_from_row(r) for r in fresh.execute(f"SELECT {EVENT_COLUMNS} FROM events")]
-    finally:
-        fresh.close()
-    try:
-        damage = store.conn.execute("PRAGMA quick_check").fetchone()[0]
-        if damage != "ok":
-            return [f"the index is damaged ({damage}); `qem verify --repair` rebuilds it"], aside, logged
-        have = {r[0]: r for r in store.conn.execute(f"SELECT {NOTE_COLUMNS} FROM notes")}
-        have_items = dict(store.conn.execute("SELECT id, item FROM items").fetchall())
-    except sqlite3.DatabaseError as exc:
-        return [f"the index cannot be read ({exc}); `qem verify --repair` rebuilds it"], aside, logged
+    included: the index goes on serving what it read); and every event it read.  The
+    replay is built in a temporary file (streamed: qem_edit.index), and the two indexes'
+    notes and items compared a row at a time, in id order."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="qem-verify-") as folder:
+        fresh = db.connect(str(Path(folder) / "fresh.db"))
+        try:
+            fresh.execute("PRAGMA journal_mode = OFF")
+            index = Index(fresh, store.tree)
+            fresh.execute("BEGIN")
+            index.create()
+            index.sync()
+            fresh.execute("COMMIT")
+            aside = [p for (p,) in fresh.execute("SELECT problem FROM files WHERE problem IS NOT NULL ORDER BY name")]
+            logged = [event_from_row(r) for r in fresh.execute(f"SELECT {EVENT_COLUMNS} FROM events")]
+            try:
+                damage = store.conn.execute("PRAGMA quick_check").fetchone()[0]
+                if damage != "ok":
+                    return [f"the index is damaged ({damage}); `qem verify --repair` rebuilds it"], aside, logged
+                return _differences(fresh, store.conn), aside, logged
+            except sqlite3.DatabaseError as exc:
+                return [f"the index cannot be read ({exc}); `qem verify --repair` rebuilds it"], aside, logged
+        finally:
+            fresh.close()
+
+
+def _differences(fresh: sqlite3.Connection, have: sqlite3.Connection) -> list[str]:
+    """The notes whose row, or item, differs between the fresh index and the one kept."""
+    query = (f"SELECT {NOTE_COLUMNS}, (SELECT item FROM items i WHERE i.id = n.id)"
+             " FROM notes n ORDER BY id")
     out = []
-    for note_id in sorted(set(want) | set(have)):
-        if want.get(note_id) != have.get(note_id):
-            out.append(f"note {note_id[:8]}: the index disagrees with the log (`qem verify --repair` rebuilds it)")
-        elif want_items.get(note_id) != have_items.get(note_id):
-            out.append(f"note {note_id[:8]}: the index's MEMORY.md item disagrees with the log")
-    return out, aside, logged
+    wants, haves = fresh.execute(query), have.execute(query)
+    want, got = next(wants, None), next(haves, None)
+    while want is not None or got is not None:
+        if got is None or (want is not None and want[0] < got[0]):
+            note_id, want = want[0], next(wants, None)  # type: ignore[index]
+        elif want is None or got[0] < want[0]:
+            note_id, got = got[0], next(haves, None)
+        else:
+            note_id = want[0]
+            if want[:-1] != got[:-1]:
+                out.append(f"note {note_id[:8]}: the index disagrees with the log (`qem verify --repair` rebuilds it)")
+            elif want[-1] != got[-1]:
+                out.append(f"note {note_id[:8]}: the index's MEMORY.md item disagrees with the log")
+            want, got = next(wants, None), next(haves, None)
+            continue
+        out.append(f"note {note_id[:8]}: the index disagrees with the log (`qem verify --repair` rebuilds it)")
+    return out
 
 
 def _open_disputes(store: Store) -> list[str]:
