@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
@@ -226,8 +227,9 @@ class Index:
         if len(added) > _STREAM_FILES or any(name.startswith(f"{PACKS}/") for name in added):
             many = self._stage_files(added, caught)  # a pull of packs: read a line at a time
             if many > _REFOLD_ALL:
-                self._insert_staged()
-                self._fold_everything()
+                with self._bigger_cache():
+                    self._insert_staged()
+                    self._fold_everything()
                 touched = set()
                 caught.changed = True
                 self.bump()
@@ -253,15 +255,30 @@ class Index:
         row by row), then every note folded in id order.  Memory stays at a batch of rows
         whatever the size of the log: SQLite does the sorting, on disk."""
         conn = self.conn
-        for name in _SECONDARY:
-            conn.execute(f"DROP INDEX IF EXISTS {name}")
-        self._stage_files(names, caught)
-        self._insert_staged()
-        self._fold_everything()
-        for statement in _SECONDARY.values():
-            conn.execute(statement)
+        with self._bigger_cache():
+            for name in _SECONDARY:
+                conn.execute(f"DROP INDEX IF EXISTS {name}")
+            self._stage_files(names, caught)
+            self._insert_staged()
+            self._fold_everything()
+            for statement in _SECONDARY.values():
+                conn.execute(statement)
         caught.changed = True
         self.bump()
+
+    @contextmanager
+    def _bigger_cache(self) -> Iterator[None]:
+        """Pages for SQLite's sorts and copies while the whole log is read: bounded, not
+        the log's size."""
+        conn = self.conn
+        cache = [conn.execute(f"PRAGMA {schema}.cache_size").fetchone()[0] for schema in ("main", "temp")]
+        for schema in ("main", "temp"):
+            conn.execute(f"PRAGMA {schema}.cache_size = {_BUILD_CACHE_KIB}")
+        try:
+            yield
+        finally:
+            for schema, size in zip(("main", "temp"), cache):
+                conn.execute(f"PRAGMA {schema}.cache_size = {int(size)}")
 
     # -- streamed: staging log files, folding every note -----------------------------------------
 
@@ -596,6 +613,7 @@ _SECONDARY = {line.split()[2]: line.rstrip(";") for line in SCHEMA.splitlines() 
 _CHUNK = 500  # ids per `IN (...)`: well under SQLite's limit on bound parameters
 _RESHORT_ALL = 2000  # more changed notes than this: every short id is computed at once
 _BATCH = 5000  # rows written at a time by the streamed build
+_BUILD_CACHE_KIB = -32768  # the page cache the streamed build gives SQLite (KiB, negated)
 _STREAM_FILES = 256  # a sync that adds more log files than this (or any pack) streams them
 _REFOLD_ALL = 20000  # a sync touching more notes than this replays every note, streamed
 _INSERT_NOTE = ("INSERT INTO notes (id, short, kind_rank, kind, priority, text, provenance, created_at, actor,"
