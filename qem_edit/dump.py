@@ -63,6 +63,7 @@ class Staged:
         self.conn = db.connect(str(self.path))
         self.conn.execute("PRAGMA journal_mode = OFF")
         self.conn.execute("PRAGMA synchronous = OFF")
+        self.conn.execute("PRAGMA cache_size = -32768")  # (KiB) for the sort by note: bounded
         self.conn.execute(f"CREATE TABLE lines (seq INTEGER PRIMARY KEY, {EVENT_COLUMNS}, new INTEGER NOT NULL DEFAULT 1)")
         self.conn.execute("CREATE TABLE texts (seq INTEGER PRIMARY KEY, note TEXT, key TEXT, text TEXT)")
         self.conn.execute("BEGIN")
