@@ -4,7 +4,10 @@ The first line names the memory (`{"memory": ID}`); a memory with no events yet 
 that name on load, so a restored memory's MEMORY.md is its own.  Every other line is an event as the log stores it, with its id and, for a note's creation,
 the note's text (unless forgotten).  Load checks every line first (an event whose bytes do
 not hash to its id, a text that does not match its hash, a malformed line: the line is
-named and nothing is written), then writes the events as one pack.  A dump from before
+named and nothing is written), then writes the events as one pack (packs of at most
+PACK_SPLIT_BYTES for a big dump).  The dump is read a line at a time into a temporary
+SQLite file (Staged) and checked from there, a note at a time, so a load holds a batch of
+lines whatever the dump's size.  A dump from before
 memory lived in git (numbered notes, `seq` lines) is converted (qem_edit.convert).
 """
 

@@ -210,7 +210,6 @@ class Transaction:
         index.refold(touched)
         index.bump()
 
-
     def _flush_bulk(self, events: Callable[[], Iterable[Event]], texts: Callable[[], Iterable[TextRecord]]) -> None:
         """Many events, written as `flush` writes them (texts first, in packs of
         TEXTS_PER_PACK; the events in packs of at most PACK_SPLIT_BYTES) but read a batch
