@@ -286,12 +286,8 @@ class Index:
         """Read these log files into the staging tables, a file at a time (a file found
         bad part way is rolled back whole and set aside); returns how many notes they touch."""
         conn = self.conn
-        conn.execute("DROP TABLE IF EXISTS temp.staged_events")
-        conn.execute("DROP TABLE IF EXISTS temp.staged_texts")
-        conn.execute(f"CREATE TEMP TABLE staged_events ({EVENT_COLUMNS}, file)")
-        conn.execute("CREATE TEMP TABLE staged_texts (note, file, key, text, digest)")
-        insert_event = f"INSERT INTO temp.staged_events ({EVENT_COLUMNS}, file) VALUES ({', '.join('?' * 11)})"
-        insert_text = "INSERT INTO temp.staged_texts (note, file, key, text, digest) VALUES (?, ?, ?, ?, ?)"
+        self.start_staging()
+        insert_event, insert_text = _STAGE_EVENT, _STAGE_TEXT
         for name in names:
             conn.execute("SAVEPOINT staging")
             events: list[tuple[object, ...]] = []
@@ -318,6 +314,49 @@ class Index:
             conn.execute("INSERT OR REPLACE INTO files (name, problem) VALUES (?, NULL)", (name,))
         return conn.execute("SELECT count(*) FROM (SELECT note FROM temp.staged_events"
                             " UNION SELECT note FROM temp.staged_texts)").fetchone()[0]
+
+    def start_staging(self) -> None:
+        """Empty staging tables, for log files' records on their way into the index."""
+        conn = self.conn
+        conn.execute("DROP TABLE IF EXISTS temp.staged_events")
+        conn.execute("DROP TABLE IF EXISTS temp.staged_texts")
+        conn.execute(f"CREATE TEMP TABLE staged_events ({EVENT_COLUMNS}, file)")
+        conn.execute("CREATE TEMP TABLE staged_texts (note, file, key, text, digest)")
+
+    def stage_written(self, name: str | None, events: Iterable[Event], texts: Iterable[TextRecord]) -> None:
+        """Records this process has just written to the log, staged (their file's name
+        None while it is not known yet: `name_staged` gives it)."""
+        self.conn.executemany(_STAGE_EVENT, [_event_values(e) + (name,) for e in events])
+        self.conn.executemany(_STAGE_TEXT, [(t.note, name, t.key, t.text, t.digest) for t in texts])
+
+    def name_staged(self, name: str) -> None:
+        """The file the staged records with no file yet were written to."""
+        self.conn.execute("UPDATE temp.staged_events SET file = ? WHERE file IS NULL", (name,))
+        self.conn.execute("UPDATE temp.staged_texts SET file = ? WHERE file IS NULL", (name,))
+
+    def take_staged(self, names: list[str]) -> None:
+        """The staged records of the log files `names`, which this process wrote, into the
+        index (as a sync that read them would: the whole index built streamed when it held
+        nothing, every note replayed when they touch many, else the touched ones)."""
+        conn = self.conn
+        empty = conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None
+        conn.executemany("INSERT OR REPLACE INTO files (name, problem) VALUES (?, NULL)", [(n,) for n in sorted(names)])
+        many = conn.execute("SELECT count(*) FROM (SELECT note FROM temp.staged_events"
+                            " UNION SELECT note FROM temp.staged_texts)").fetchone()[0]
+        if empty or many > _REFOLD_ALL:
+            with self._bigger_cache():
+                for name in _SECONDARY if empty else ():
+                    conn.execute(f"DROP INDEX IF EXISTS {name}")
+                self._insert_staged()
+                self._fold_everything()
+                for statement in _SECONDARY.values() if empty else ():
+                    conn.execute(statement)
+        else:
+            touched = {n for (n,) in conn.execute(
+                "SELECT note FROM temp.staged_events UNION SELECT note FROM temp.staged_texts")}
+            self._insert_staged()
+            self.refold(touched)
+        self.bump()
 
     def _insert_staged(self) -> None:
         """The staged rows into the index's tables, each in its key order (SQLite sorts)."""
@@ -613,6 +652,8 @@ _SECONDARY = {line.split()[2]: line.rstrip(";") for line in SCHEMA.splitlines() 
 _CHUNK = 500  # ids per `IN (...)`: well under SQLite's limit on bound parameters
 _RESHORT_ALL = 2000  # more changed notes than this: every short id is computed at once
 _BATCH = 5000  # rows written at a time by the streamed build
+_STAGE_EVENT = f"INSERT INTO temp.staged_events ({EVENT_COLUMNS}, file) VALUES ({', '.join('?' * 11)})"
+_STAGE_TEXT = "INSERT INTO temp.staged_texts (note, file, key, text, digest) VALUES (?, ?, ?, ?, ?)"
 _BUILD_CACHE_KIB = -32768  # the page cache the streamed build gives SQLite (KiB, negated)
 _STREAM_FILES = 256  # a sync that adds more log files than this (or any pack) streams them
 _REFOLD_ALL = 20000  # a sync touching more notes than this replays every note, streamed

@@ -351,23 +351,6 @@ class LogTree:
             out.append((self.write_pack("e", lines), chunk))
         return out
 
-    def write_event_lines(self, lines: Iterable[bytes]) -> list[str]:
-        """Events' stored lines (in their order) as packs of at most PACK_SPLIT_BYTES
-        each, as `write_event_packs` makes them, read as they are written: no more than a
-        pack's lines are held.  Returns the packs' names."""
-        out: list[str] = []
-        chunk: list[bytes] = []
-        size = 0
-        for line in lines:
-            if chunk and size + len(line) > PACK_SPLIT_BYTES:
-                out.append(self.write_pack("e", chunk))
-                chunk, size = [], 0
-            chunk.append(line)
-            size += len(line)
-        if chunk:
-            out.append(self.write_pack("e", chunk))
-        return out
-
     def write_pack(self, kind: str, lines: list[bytes]) -> str:
         """A pack of `lines` (each canonical, newline-ended), named by its hash."""
         ordered = sorted(set(lines))

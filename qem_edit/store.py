@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 from . import db, errors, ids, protect
 from .faults import checkpoint
 from .index import EVENT_COLUMNS, NOTE_COLUMNS, Caught, Index, event_from_row, items_by_kind, items_of_notes, note_from_row
-from .logtree import EVENTS, PACKS, TEXTS, LogFileError, LogTree, TextRecord, event_bytes, pack_text_line
+from .logtree import EVENTS, PACK_SPLIT_BYTES, PACKS, TEXTS, LogFileError, LogTree, TextRecord, event_bytes, pack_text_line
 from .workspace import CONFIG_NAME
 from .model import (
     KIND_RANK,
@@ -213,29 +213,56 @@ class Transaction:
     def _flush_bulk(self, events: Callable[[], Iterable[Event]], texts: Callable[[], Iterable[TextRecord]]) -> None:
         """Many events, written as `flush` writes them (texts first, in packs of
         TEXTS_PER_PACK; the events in packs of at most PACK_SPLIT_BYTES) but read a batch
-        at a time; then the index catches up with the log as with a big pull (streamed)."""
+        at a time, each batch staged for the index as it is written; then the index takes
+        them in, streamed (qem_edit.index)."""
         tree, index = self.store.tree, self.store.index
         tree.ensure()
+        index.start_staging()
+        names: list[str] = []
         chunk: list[TextRecord] = []
-        written = 0
         for text in itertools.chain(texts(), [None]):
             if text is not None:
                 chunk.append(text)
             if len(chunk) == TEXTS_PER_PACK or (text is None and chunk):
-                if text is None and written == 0 and len(chunk) == 1:
-                    tree.write_text(chunk[0])
-                else:
-                    tree.write_pack("t", [pack_text_line(t) for t in chunk])
-                written += len(chunk)
+                alone = text is None and not names and len(chunk) == 1
+                names.append(tree.write_text(chunk[0]) if alone else
+                             tree.write_pack("t", [pack_text_line(t) for t in chunk]))
+                index.stage_written(names[-1], [], chunk)
                 chunk = []
         checkpoint("write-before-commit")
-        tree.write_event_lines(event_bytes(e) for e in events())
+        names += self._write_staged_packs(events())
         self.landed = True
         checkpoint("write-after-commit")
-        index.sync()
+        index.take_staged(names)
         leftover = self.store.forgotten_texts()  # a loaded forget of a note whose text is here
         if leftover:
             self.store.purge_texts({note for note, _ in leftover})
+
+    def _write_staged_packs(self, events: Iterable[Event]) -> list[str]:
+        """`events` as packs of at most PACK_SPLIT_BYTES (as LogTree.write_event_packs
+        splits them), each batch staged for the index as it is read."""
+        tree, index = self.store.tree, self.store.index
+        names: list[str] = []
+        lines: list[bytes] = []
+        batch: list[Event] = []
+        size = 0
+        for event in itertools.chain(events, [None]):
+            line = event_bytes(event) if event is not None else b""
+            if lines and (event is None or size + len(line) > PACK_SPLIT_BYTES):
+                index.stage_written(None, batch, [])
+                batch = []
+                names.append(tree.write_pack("e", lines))
+                index.name_staged(names[-1])
+                lines, size = [], 0
+            if event is None:
+                break
+            lines.append(line)
+            size += len(line)
+            batch.append(event)
+            if len(batch) >= 5000:
+                index.stage_written(None, batch, [])
+                batch = []
+        return names
 
 
 def _as_writer(work: Callable[[Transaction], T], agent: bool) -> Callable[[Transaction], T]:

@@ -16,6 +16,7 @@ import pytest
 from builders import add, emit, forget
 from qem_edit import dump as dump_mod
 from qem_edit import errors, ids
+from qem_edit.checks import verify_report
 from qem_edit import index as index_mod
 from qem_edit.dump import dump_lines, load, load_staged, read_dump, stage_dump
 from qem_edit.logtree import EVENTS, PACKS, TEXTS
@@ -174,15 +175,17 @@ def test_a_big_load_into_a_memory_that_holds_part_of_it(tmp_path, monkeypatch):
         data = _dump(s)
     lines = data.split(b"\n")
     half = b"\n".join(lines[: len(lines) // 2]) + b"\n"
-    made = {}
-    for bulk_at in (10**9, 0):
+    made = []
+    for bulk_at, refold_all in ((10**9, 10**9), (0, 10**9), (0, 0)):  # small; big: the touched notes, all
         monkeypatch.setattr(dump_mod, "BULK_AT", bulk_at)
-        with Store.open(tmp_path / f"load-{bulk_at}" / ".qem", create=True) as s:
+        monkeypatch.setattr(index_mod, "_REFOLD_ALL", refold_all)
+        with Store.open(tmp_path / f"load-{bulk_at}-{refold_all}" / ".qem", create=True) as s:
             first = load(s, *read_dump(half, "half.jsonl"))
             assert load(s, *read_dump(data, "d.jsonl")) == data.count(b"\n") - 1 - first
-            made[bulk_at] = rows(s, ("events", "notes", "links", "items"))
+            made.append(rows(s, ("events", "notes", "links", "items")))
             assert _dump(s) == data
-    assert made[0] == made[10**9]
+            assert s.set_aside() == [] and verify_report(s).problems == []
+    assert made[0] == made[1] == made[2]
 
 
 def test_a_bad_line_of_a_big_dump_changes_nothing(tmp_path):
