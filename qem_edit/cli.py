@@ -424,17 +424,28 @@ def load(
 
     Example: qem load fixtures/corpus-749.jsonl
     """
-    from .dump import load as load_log, read_dump
+    from .dump import load_staged, stage_dump
     from .export import auto_export
 
-    raw = sys.stdin.buffer.read() if str(file) == "-" else _read_input(file)
-    events, texts, memory_id = read_dump(raw, str(file))
-    place, handle = _open(workspace, store, write=True)
-    with handle:
-        count = load_log(handle, events, texts, memory_id)
-        for notice in auto_export(handle, place):
-            _say(notice)
-        print(f"loaded {count} new events ({len(events) - count} already here); {handle.count()} notes")
+    if str(file) == "-":
+        staged = stage_dump(sys.stdin.buffer, str(file))
+    else:
+        try:
+            source = open(file, "rb")
+        except OSError as exc:
+            raise errors.BadInput(f"cannot read {file}: {exc.strerror}") from None
+        with source:
+            try:
+                staged = stage_dump(source, str(file))
+            except OSError as exc:
+                raise errors.BadInput(f"cannot read {file}: {exc.strerror}") from None
+    with staged:
+        place, handle = _open(workspace, store, write=True)
+        with handle:
+            count = load_staged(handle, staged)
+            for notice in auto_export(handle, place):
+                _say(notice)
+            print(f"loaded {count} new events ({staged.count - count} already here); {handle.count()} notes")
     return 0
 
 
@@ -491,13 +502,6 @@ def migrate(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
     place = ws.resolve(workspace, store)
     print(run_migrate(place))
     return 0
-
-
-def _read_input(file: Path) -> bytes:
-    try:
-        return file.read_bytes()
-    except OSError as exc:
-        raise errors.BadInput(f"cannot read {file}: {exc.strerror}") from None
 
 
 # -- honest answers ------------------------------------------------------------------------

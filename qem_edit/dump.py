@@ -4,21 +4,31 @@ The first line names the memory (`{"memory": ID}`); a memory with no events yet 
 that name on load, so a restored memory's MEMORY.md is its own.  Every other line is an event as the log stores it, with its id and, for a note's creation,
 the note's text (unless forgotten).  Load checks every line first (an event whose bytes do
 not hash to its id, a text that does not match its hash, a malformed line: the line is
-named and nothing is written), then writes the events as one pack.  A dump from before
+named and nothing is written), then writes the events as one pack (packs of at most
+PACK_SPLIT_BYTES for a big dump).  The dump is read a line at a time into a temporary
+SQLite file (Staged) and checked from there, a note at a time, so a load holds a batch of
+lines whatever the dump's size.  A dump from before
 memory lived in git (numbered notes, `seq` lines) is converted (qem_edit.convert).
 """
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
 import re
-from typing import Iterator
+from pathlib import Path
+from typing import BinaryIO, Iterable, Iterator
 
-from . import errors
+from . import db, errors
 from .convert import convert, read_old_dump
+from .index import EVENT_COLUMNS, _event_values, event_from_row
 from .logtree import LogFileError, TextRecord, event_from, event_object
 from .model import Event
 from .store import Store, ensure_memory_id
+
+BULK_AT = 2000  # a load of more new events than this is written and indexed streamed
+_BATCH = 5000  # dump lines staged at a time
 
 
 def dump_lines(store: Store) -> Iterator[str]:
@@ -40,26 +50,113 @@ def dump_line(event: Event, key_and_text: str | None = None) -> str:
 def read_dump(raw: bytes, name: str) -> tuple[list[Event], list[TextRecord], int | None]:
     """The events and texts of a dump (converted, if it is an old numbered one), and, for
     an old one, the memory id its conversion gives; BadInput names the first bad line."""
-    first = raw.lstrip().split(b"\n", 1)[0]
-    if b'"seq"' in first and b'"note_id"' in first:
-        converted = convert(read_old_dump(raw, name))
-        return converted.events, converted.texts, converted.memory_id  # type: ignore[return-value]
+    with stage_dump(io.BytesIO(raw), name) as staged:
+        return list(staged.events()), list(staged.texts()), staged.memory_id  # type: ignore[return-value]
+
+
+class Staged:
+    """A dump's events and texts, checked line by line and kept in a temporary SQLite
+    file (so a dump of any size is held a line at a time), in the dump's order."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        self._folder = tempfile.TemporaryDirectory(prefix="qem-load-")
+        self.path = Path(self._folder.name) / "staged.db"
+        self.conn = db.connect(str(self.path))
+        self.conn.execute("PRAGMA journal_mode = OFF")
+        self.conn.execute("PRAGMA synchronous = OFF")
+        self.conn.execute("PRAGMA cache_size = -32768")  # (KiB) for the sort by note: bounded
+        self.conn.execute(f"CREATE TABLE lines (seq INTEGER PRIMARY KEY, {EVENT_COLUMNS}, new INTEGER NOT NULL DEFAULT 1)")
+        self.conn.execute("CREATE TABLE texts (seq INTEGER PRIMARY KEY, note TEXT, key TEXT, text TEXT)")
+        self.conn.execute("BEGIN")
+        self.memory_id: str | int | None = None
+        self.count = 0
+
+    def __enter__(self) -> "Staged":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.conn.close()
+        self._folder.cleanup()
+
+    def add(self, events: Iterable[Event], texts: Iterable[TextRecord]) -> None:
+        rows = [_event_values(e) for e in events]
+        self.conn.executemany(f"INSERT INTO lines ({EVENT_COLUMNS}) VALUES ({', '.join('?' * 10)})", rows)
+        self.conn.executemany("INSERT INTO texts (note, key, text) VALUES (?, ?, ?)",
+                              [(t.note, t.key, t.text) for t in texts])
+        self.count += len(rows)
+
+    def done(self) -> None:
+        """Every line is in: committed, for the store's connection to read."""
+        self.conn.execute("COMMIT")
+
+    def events(self, where: str = "") -> Iterator[Event]:
+        for row in self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM lines {where} ORDER BY seq"):
+            yield event_from_row(row)
+
+    def texts(self, where: str = "") -> Iterator[TextRecord]:
+        for note, key, text in self.conn.execute(f"SELECT note, key, text FROM texts {where} ORDER BY seq"):
+            yield TextRecord(note, key, text)
+
+
+def stage_dump(source: BinaryIO, name: str) -> Staged:
+    """A dump read a line at a time (converted, if it is an old numbered one) into a
+    Staged; BadInput names the first bad line, as read whole it would be: a line that is
+    not UTF-8 first, then the first malformed one."""
+    staged = Staged()
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise errors.BadInput(f"{name}:{line}: not UTF-8 text") from None
-    events, texts = [], []
-    memory = None
-    for number, line in enumerate(text.split("\n"), start=1):
-        if line.strip() and number == 1 and line.startswith('{"memory": '):
-            memory = _memory_line(line, f"{name}:{number}")
-        elif line.strip():
+        _stage(source, name, staged)
+        staged.done()
+    except BaseException:
+        staged.close()
+        raise
+    return staged
+
+
+def _stage(source: BinaryIO, name: str, staged: Staged) -> None:
+    head: list[bytes] = []
+    for raw in source:
+        head.append(raw)
+        if raw.strip():
+            break
+    first = head[-1].strip() if head else b""
+    if b'"seq"' in first and b'"note_id"' in first:
+        converted = convert(read_old_dump(b"".join(head) + source.read(), name))
+        staged.add(converted.events, converted.texts)
+        staged.memory_id = converted.memory_id
+        return
+    problem: errors.BadInput | None = None
+    events: list[Event] = []
+    texts: list[TextRecord] = []
+    for number, raw in enumerate(itertools.chain(head, source), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise errors.BadInput(f"{name}:{number}: not UTF-8 text") from None
+        if problem is not None or not line.strip():
+            continue
+        line = line[:-1] if line.endswith("\n") else line
+        try:
+            if number == 1 and line.startswith('{"memory": '):
+                staged.memory_id = _memory_line(line, f"{name}:{number}")
+                continue
             event, record = _line(line, f"{name}:{number}")
-            events.append(event)
-            if record is not None:
-                texts.append(record)
-    return events, texts, memory
+        except errors.BadInput as exc:
+            problem = exc  # named once every line is known to be UTF-8 text
+            continue
+        events.append(event)
+        if record is not None:
+            texts.append(record)
+        if len(events) >= _BATCH:
+            staged.add(events, texts)
+            events, texts = [], []
+    if problem is not None:
+        raise problem
+    staged.add(events, texts)
 
 
 def _memory_line(line: str, where: str) -> str:
@@ -98,23 +195,40 @@ def _line(line: str, where: str) -> tuple[Event, TextRecord | None]:
     return event, record
 
 
-def load(store: Store, events: list[Event], texts: list[TextRecord], memory_id: str | None) -> int:
-    """Write loaded events (one pack) and texts to the log; returns how many were new."""
-    known = {e for (e,) in store._read("SELECT id FROM events")}
-    new = [e for e in events if e.id not in known]
-    if new:
-        _refuse_what_does_not_replay(store, new)
-    if memory_id is not None:
-        _adopt_memory_id(store, memory_id)
-    if not new:
-        return 0
+def load(store: Store, events: list[Event], texts: list[TextRecord], memory_id: str | int | None) -> int:
+    """Write loaded events and texts to the log; returns how many were new."""
+    with Staged() as staged:
+        staged.add(events, texts)
+        staged.memory_id = memory_id
+        staged.done()
+        return load_staged(store, staged)
 
-    def work(tx) -> int:  # type: ignore[no-untyped-def]
-        created = {e.id for e in new}
-        tx.events, tx.texts = new, [t for t in texts if t.note in created]
-        return len(new)
 
-    return store.write(work)
+def load_staged(store: Store, staged: Staged) -> int:
+    """Write a staged dump's events (in packs) and texts to the log; returns how many
+    were new.  A load of many events is written and indexed streamed, a batch at a time."""
+    store.conn.execute("ATTACH DATABASE ? AS staged", (str(staged.path),))
+    try:
+        store.conn.execute("UPDATE staged.lines SET new = 0 WHERE id IN (SELECT id FROM main.events)")
+        new = store._read("SELECT count(*) FROM staged.lines WHERE new")[0][0]
+        if new:
+            _refuse_what_does_not_replay(store, staged)
+        if staged.memory_id is not None:
+            _adopt_memory_id(store, staged.memory_id)  # type: ignore[arg-type]
+        if not new:
+            return 0
+        created = "WHERE note IN (SELECT id FROM lines WHERE new AND type = 'created')"
+
+        def work(tx) -> int:  # type: ignore[no-untyped-def]
+            if new <= BULK_AT:
+                tx.events, tx.texts = list(staged.events("WHERE new")), list(staged.texts(created))
+            else:
+                tx.bulk = (lambda: staged.events("WHERE new"), lambda: staged.texts(created))
+            return new
+
+        return store.write(work)
+    finally:
+        store.conn.execute("DETACH DATABASE staged")
 
 
 def _adopt_memory_id(store: Store, memory_id: str) -> None:
@@ -132,24 +246,47 @@ def _adopt_memory_id(store: Store, memory_id: str) -> None:
     store.__dict__.pop("_memory", None)
 
 
-def _refuse_what_does_not_replay(store: Store, new: list[Event]) -> None:
+def _refuse_what_does_not_replay(store: Store, staged: Staged) -> None:
     """A loaded event that does not apply to its note (a second revocation of a revoked
     note in one line of history, an event for a note the log never created) is refused,
-    with the whole load."""
+    with the whole load.  A note at a time (the staged events by note); of several
+    refusals, the one for the note the dump names first is given."""
     from .model import LogError, fold
 
-    by_note: dict[str, list[Event]] = {}
-    for event in new:
-        by_note.setdefault(event.note, []).append(event)
     empty = not store.max_clock()
-    for note_id, group in by_note.items():
+    refused: tuple[int, str] | None = None
+    group: list[Event] = []
+    first = 0
+
+    def check() -> None:
+        nonlocal refused
+        if refused is not None and refused[0] < first:
+            return
+        note_id = group[0].note
         events = group if empty else store.events(note_id) + group
+        problem = None
         if not any(e.type == "created" for e in events):
-            raise errors.BadInput(f"event {group[0].id[:8]} ({group[0].type}) is for note {note_id[:8]},"
-                                  " which neither the dump nor this memory created; nothing was loaded")
-        try:
-            problems = fold(events).problems
-        except LogError as exc:
-            raise errors.BadInput(f"{exc}; nothing was loaded") from None
-        if problems:
-            raise errors.BadInput(f"{problems[0]}; nothing was loaded")
+            problem = (f"event {group[0].id[:8]} ({group[0].type}) is for note {note_id[:8]},"
+                       " which neither the dump nor this memory created; nothing was loaded")
+        else:
+            try:
+                problems = fold(events).problems
+            except LogError as exc:
+                problems = [str(exc)]
+            if problems:
+                problem = f"{problems[0]}; nothing was loaded"
+        if problem is not None:
+            refused = (first, problem)
+
+    rows = staged.conn.execute(f"SELECT seq, {EVENT_COLUMNS} FROM lines WHERE new ORDER BY note, seq")
+    for row in rows:
+        if group and row[2] != group[0].note:
+            check()
+            group = []
+        if not group:
+            first = row[0]
+        group.append(event_from_row(row[1:]))
+    if group:
+        check()
+    if refused is not None:
+        raise errors.BadInput(refused[1])

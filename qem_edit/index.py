@@ -15,11 +15,12 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from . import ids
-from .logtree import LogFileError, LogTree, TextRecord
+from .logtree import PACKS, LogFileError, LogTree, TextRecord
 from .model import EVENT_TYPES, KIND_RANK, Event, Note, Rival, fold
 from .renderer import FORMAT_VERSION, item_text
 
@@ -215,15 +216,30 @@ class Index:
         now = self.tree.names()
         known = {name for (name,) in self.conn.execute("SELECT name FROM files")}
         if not known and now:
-            self._build(sorted(now), caught)  # a fresh clone: everything at once, in memory
+            self._build(sorted(now), caught)  # a fresh clone: everything at once, streamed
             self.set_meta("stamp", stamp)
             caught.forgotten = set(self.blanked)
             return caught
         touched: set[str] = set()
         for name in sorted(known - now):
             touched |= self._drop_file(name)
-        for name in sorted(now - known):
-            touched |= self._add_file(name, caught)
+        added = sorted(now - known)
+        if len(added) > _STREAM_FILES or any(name.startswith(f"{PACKS}/") for name in added):
+            many = self._stage_files(added, caught)  # a pull of packs: read a line at a time
+            if many > _REFOLD_ALL:
+                with self._bigger_cache():
+                    self._insert_staged()
+                    self._fold_everything()
+                touched = set()
+                caught.changed = True
+                self.bump()
+            else:
+                touched |= {n for (n,) in self.conn.execute(
+                    "SELECT note FROM temp.staged_events UNION SELECT note FROM temp.staged_texts")}
+                self._insert_staged()
+        else:
+            for name in added:
+                touched |= self._add_file(name, caught)
         if touched:
             self.refold(touched)
             caught.changed = True
@@ -233,60 +249,236 @@ class Index:
         return caught
 
     def _build(self, names: list[str], caught: Caught) -> None:
-        """The whole index from the whole log, folded in memory and written in bulk."""
-        events: dict[str, Event] = {}
-        texts: dict[tuple[str, str], str] = {}
-        event_files, text_rows, file_rows = [], [], []
-        for name in names:
-            try:
-                found, records = self.tree.read(name)
-            except LogFileError as exc:
-                file_rows.append((name, str(exc)))
-                caught.set_aside.append(str(exc))
-                continue
-            file_rows.append((name, None))
-            for event in found:
-                events.setdefault(event.id, event)
-                event_files.append((event.id, name))
-            for text in records:
-                texts[(text.note, text.digest)] = text.text
-                text_rows.append((text.note, name, text.key, text.text, text.digest))
-        notes = _fold_all(events.values(), texts)
-        forgotten = {n for n, (note, _) in notes.items() if note.state == "forgotten"}
-        text_rows = [(note, name, key, "" if note in forgotten else text, digest)
-                     for note, name, key, text, digest in text_rows]
-        self.blanked |= {row[0] for row in text_rows if row[0] in forgotten}
+        """The whole index from the whole log, streamed: each file read a record at a time
+        into staging tables, the tables filled from them in key order with their secondary
+        indexes made once at the end (several times faster than keeping them up to date
+        row by row), then every note folded in id order.  Memory stays at a batch of rows
+        whatever the size of the log: SQLite does the sorting, on disk."""
         conn = self.conn
-        # In bulk: rows in key order, the secondary indexes made once at the end (several
-        # times faster than keeping them up to date row by row).
-        for name in _SECONDARY:
-            conn.execute(f"DROP INDEX IF EXISTS {name}")
-        conn.executemany("INSERT OR REPLACE INTO files (name, problem) VALUES (?, ?)", file_rows)
-        conn.executemany(f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         [_event_values(events[e]) for e in sorted(events)])
-        conn.executemany("INSERT OR IGNORE INTO event_files (event, file) VALUES (?, ?)", sorted(event_files))
-        conn.executemany("INSERT OR REPLACE INTO texts (note, file, key, text, digest) VALUES (?, ?, ?, ?, ?)",
-                         sorted(text_rows))
-        self._save_all(notes)
-        for statement in _SECONDARY.values():
-            conn.execute(statement)
+        with self._bigger_cache():
+            for name in _SECONDARY:
+                conn.execute(f"DROP INDEX IF EXISTS {name}")
+            self._stage_files(names, caught)
+            self._insert_staged()
+            self._fold_everything()
+            for statement in _SECONDARY.values():
+                conn.execute(statement)
         caught.changed = True
         self.bump()
 
-    def _save_all(self, folded: dict[str, tuple[Note, list[str]]]) -> None:
-        shorts = ids.short_ids({n: note.short_len for n, (note, _) in folded.items()})
-        rows, items, links = [], [], []
-        for note_id in sorted(folded):
-            note, problems = folded[note_id]
-            note = _with_short(note, shorts[note_id])
+    @contextmanager
+    def _bigger_cache(self) -> Iterator[None]:
+        """Pages for SQLite's sorts and copies while the whole log is read: bounded, not
+        the log's size."""
+        conn = self.conn
+        cache = [conn.execute(f"PRAGMA {schema}.cache_size").fetchone()[0] for schema in ("main", "temp")]
+        for schema in ("main", "temp"):
+            conn.execute(f"PRAGMA {schema}.cache_size = {_BUILD_CACHE_KIB}")
+        try:
+            yield
+        finally:
+            for schema, size in zip(("main", "temp"), cache):
+                conn.execute(f"PRAGMA {schema}.cache_size = {int(size)}")
+
+    # -- streamed: staging log files, folding every note -----------------------------------------
+
+    def _stage_files(self, names: list[str], caught: Caught) -> int:
+        """Read these log files into the staging tables, a file at a time (a file found
+        bad part way is rolled back whole and set aside); returns how many notes they touch."""
+        conn = self.conn
+        self.start_staging()
+        insert_event, insert_text = _STAGE_EVENT, _STAGE_TEXT
+        for name in names:
+            conn.execute("SAVEPOINT staging")
+            events: list[tuple[object, ...]] = []
+            texts: list[tuple[object, ...]] = []
+            try:
+                for record in self.tree.stream(name):
+                    if isinstance(record, Event):
+                        events.append(_event_values(record) + (name,))
+                    else:
+                        texts.append((record.note, name, record.key, record.text, record.digest))
+                    if len(events) + len(texts) >= _BATCH:
+                        conn.executemany(insert_event, events)
+                        conn.executemany(insert_text, texts)
+                        events, texts = [], []
+                conn.executemany(insert_event, events)
+                conn.executemany(insert_text, texts)
+            except LogFileError as exc:
+                conn.execute("ROLLBACK TO staging")
+                conn.execute("RELEASE staging")
+                conn.execute("INSERT OR REPLACE INTO files (name, problem) VALUES (?, ?)", (name, str(exc)))
+                caught.set_aside.append(str(exc))
+                continue
+            conn.execute("RELEASE staging")
+            conn.execute("INSERT OR REPLACE INTO files (name, problem) VALUES (?, NULL)", (name,))
+        return conn.execute("SELECT count(*) FROM (SELECT note FROM temp.staged_events"
+                            " UNION SELECT note FROM temp.staged_texts)").fetchone()[0]
+
+    def start_staging(self) -> None:
+        """Empty staging tables, for log files' records on their way into the index."""
+        conn = self.conn
+        conn.execute("DROP TABLE IF EXISTS temp.staged_events")
+        conn.execute("DROP TABLE IF EXISTS temp.staged_texts")
+        conn.execute(f"CREATE TEMP TABLE staged_events ({EVENT_COLUMNS}, file)")
+        conn.execute("CREATE TEMP TABLE staged_texts (note, file, key, text, digest)")
+
+    def stage_written(self, name: str | None, events: Iterable[Event], texts: Iterable[TextRecord]) -> None:
+        """Records this process has just written to the log, staged (their file's name
+        None while it is not known yet: `name_staged` gives it)."""
+        self.conn.executemany(_STAGE_EVENT, [_event_values(e) + (name,) for e in events])
+        self.conn.executemany(_STAGE_TEXT, [(t.note, name, t.key, t.text, t.digest) for t in texts])
+
+    def name_staged(self, name: str) -> None:
+        """The file the staged records with no file yet were written to."""
+        self.conn.execute("UPDATE temp.staged_events SET file = ? WHERE file IS NULL", (name,))
+        self.conn.execute("UPDATE temp.staged_texts SET file = ? WHERE file IS NULL", (name,))
+
+    def take_staged(self, names: list[str]) -> None:
+        """The staged records of the log files `names`, which this process wrote, into the
+        index (as a sync that read them would: the whole index built streamed when it held
+        nothing, every note replayed when they touch many, else the touched ones)."""
+        conn = self.conn
+        empty = conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None
+        conn.executemany("INSERT OR REPLACE INTO files (name, problem) VALUES (?, NULL)", [(n,) for n in sorted(names)])
+        many = conn.execute("SELECT count(*) FROM (SELECT note FROM temp.staged_events"
+                            " UNION SELECT note FROM temp.staged_texts)").fetchone()[0]
+        if empty or many > _REFOLD_ALL:
+            with self._bigger_cache():
+                for name in _SECONDARY if empty else ():
+                    conn.execute(f"DROP INDEX IF EXISTS {name}")
+                self._insert_staged()
+                self._fold_everything()
+                for statement in _SECONDARY.values() if empty else ():
+                    conn.execute(statement)
+        else:
+            touched = {n for (n,) in conn.execute(
+                "SELECT note FROM temp.staged_events UNION SELECT note FROM temp.staged_texts")}
+            self._insert_staged()
+            self.refold(touched)
+        self.bump()
+
+    def _insert_staged(self) -> None:
+        """The staged rows into the index's tables, each in its key order (SQLite sorts)."""
+        conn = self.conn
+        conn.execute(f"INSERT OR IGNORE INTO events ({EVENT_COLUMNS}) SELECT {EVENT_COLUMNS}"
+                     " FROM temp.staged_events ORDER BY id")
+        conn.execute("INSERT OR IGNORE INTO event_files (event, file) SELECT id, file FROM temp.staged_events"
+                     " ORDER BY id, file")
+        # several rows for one (note, file): the last in sorted order stands, as it always did
+        conn.execute("INSERT OR REPLACE INTO texts (note, file, key, text, digest) SELECT note, file, key, text,"
+                     " digest FROM temp.staged_texts ORDER BY note, file, key, text, digest")
+        conn.execute("DROP TABLE temp.staged_events")
+        conn.execute("DROP TABLE temp.staged_texts")
+
+    def _fold_everything(self) -> None:
+        """Every note replayed from the events table, a note at a time in id order (its
+        events merged with the texts, both read in note order); short ids computed as it
+        goes (a note's depends only on its neighbours in id order); items rendered, those
+        that show other notes once every short id is known; forgotten notes' texts blanked."""
+        conn = self.conn
+        self._start_over()
+        rows: list[tuple[object, ...]] = []
+        items: list[tuple[object, ...]] = []
+        links: list[tuple[str, str]] = []
+        later: list[tuple[str]] = []
+
+        def flush() -> None:
+            conn.executemany(_INSERT_NOTE, rows)
+            conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)", items)
+            conn.executemany("INSERT OR IGNORE INTO links (other, note) VALUES (?, ?)", sorted(links))
+            conn.executemany("INSERT INTO temp.showing_others (id) VALUES (?)", later)
+            for batch in (rows, items, links, later):
+                batch.clear()
+
+        def finish(note: Note, problems: list[str], neighbours: list[str]) -> None:
+            note = _with_short(note, ids.short_of(note.id, note.short_len, neighbours))
             rows.append(_note_values(note, problems))
-            items.append((KIND_RANK[note.kind], note.id, item_text(note, None, shorts)))
-            links += [(other, note.id) for other in _linked(note) - {note.id}]
-        items.sort()
-        links.sort()
-        self.conn.executemany(_INSERT_NOTE, rows)
-        self.conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)", items)
-        self.conn.executemany("INSERT OR IGNORE INTO links (other, note) VALUES (?, ?)", links)
+            linked = _linked(note)
+            if len(linked) == 1:
+                items.append((KIND_RANK[note.kind], note.id, item_text(note, None, {note.id: note.shown})))
+            else:
+                later.append((note.id,))
+                links.extend((other, note.id) for other in linked - {note.id})
+            if len(rows) >= _BATCH:
+                flush()
+
+        pending: tuple[Note, list[str]] | None = None
+        before: str | None = None
+        for note_id, events, texts in self._notes_in_order():
+            folded = _fold_one(note_id, events, texts)
+            if folded is None:
+                continue
+            if pending is not None:
+                finish(pending[0], pending[1], [i for i in (before, note_id) if i is not None])
+                before = pending[0].id
+            pending = (folded.note, folded.problems)
+        if pending is not None:
+            finish(pending[0], pending[1], [before] if before is not None else [])
+        flush()
+        self._render_showing_others()
+        self._blank_all_forgotten()
+
+    def _start_over(self) -> None:
+        """Every note, item and link dropped, to be made again; which notes were shown
+        (not forgotten) kept aside for `_blank_all_forgotten`."""
+        conn = self.conn
+        conn.execute("DROP TABLE IF EXISTS temp.was_shown")
+        conn.execute("CREATE TEMP TABLE was_shown (id TEXT PRIMARY KEY) WITHOUT ROWID")
+        conn.execute("INSERT INTO temp.was_shown SELECT id FROM notes WHERE state != 'forgotten' ORDER BY id")
+        for table in ("notes", "items", "links"):
+            conn.execute(f"DELETE FROM {table}")
+        conn.execute("DROP TABLE IF EXISTS temp.showing_others")
+        conn.execute("CREATE TEMP TABLE showing_others (id TEXT PRIMARY KEY) WITHOUT ROWID")
+
+    def _render_showing_others(self) -> None:
+        """The items that show other notes, once every short id is known."""
+        last = ""
+        while True:
+            chunk = [i for (i,) in self.conn.execute(
+                "SELECT id FROM temp.showing_others WHERE id > ? ORDER BY id LIMIT ?", (last, _CHUNK))]
+            if not chunk:
+                break
+            self.render_items(chunk)
+            last = chunk[-1]
+        self.conn.execute("DROP TABLE temp.showing_others")
+
+    def _blank_all_forgotten(self) -> None:
+        """Forgotten notes' texts blanked; `blanked` names those that had text here, or
+        that were not forgotten before (temp.was_shown)."""
+        conn = self.conn
+        for (note_id,) in conn.execute(
+                "SELECT n.id FROM notes n WHERE n.state = 'forgotten' AND (n.id IN temp.was_shown"
+                " OR EXISTS (SELECT 1 FROM texts t WHERE t.note = n.id AND t.text != '')) ORDER BY n.id").fetchall():
+            self.blanked.add(note_id)
+        conn.execute("UPDATE texts SET text = '' WHERE text != '' AND note IN"
+                     " (SELECT id FROM notes WHERE state = 'forgotten')")
+        conn.execute("DROP TABLE temp.was_shown")
+
+    def _notes_in_order(self) -> Iterator[tuple[str, list[Event], dict[tuple[str, str], str]]]:
+        """Each note's events and texts, one note at a time in id order: the events
+        table sorted by note, merged with the texts table (clustered by note)."""
+        texts = self.conn.execute("SELECT note, digest, text FROM texts ORDER BY note")
+        text_row = texts.fetchone()
+
+        def texts_of(note_id: str) -> dict[tuple[str, str], str]:
+            nonlocal text_row
+            found: dict[tuple[str, str], str] = {}
+            while text_row is not None and text_row[0] < note_id:
+                text_row = texts.fetchone()
+            while text_row is not None and text_row[0] == note_id:
+                found[(text_row[0], text_row[1])] = text_row[2]
+                text_row = texts.fetchone()
+            return found
+
+        group: list[Event] = []
+        for row in self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM events ORDER BY note"):
+            if group and row[1] != group[0].note:
+                yield group[0].note, group, texts_of(group[0].note)
+                group = []
+            group.append(event_from_row(row))
+        if group:
+            yield group[0].note, group, texts_of(group[0].note)
 
     def _drop_file(self, name: str) -> set[str]:
         conn = self.conn
@@ -459,6 +651,12 @@ class Index:
 _SECONDARY = {line.split()[2]: line.rstrip(";") for line in SCHEMA.splitlines() if line.startswith("CREATE INDEX")}
 _CHUNK = 500  # ids per `IN (...)`: well under SQLite's limit on bound parameters
 _RESHORT_ALL = 2000  # more changed notes than this: every short id is computed at once
+_BATCH = 5000  # rows written at a time by the streamed build
+_STAGE_EVENT = f"INSERT INTO temp.staged_events ({EVENT_COLUMNS}, file) VALUES ({', '.join('?' * 11)})"
+_STAGE_TEXT = "INSERT INTO temp.staged_texts (note, file, key, text, digest) VALUES (?, ?, ?, ?, ?)"
+_BUILD_CACHE_KIB = -32768  # the page cache the streamed build gives SQLite (KiB, negated)
+_STREAM_FILES = 256  # a sync that adds more log files than this (or any pack) streams them
+_REFOLD_ALL = 20000  # a sync touching more notes than this replays every note, streamed
 _INSERT_NOTE = ("INSERT INTO notes (id, short, kind_rank, kind, priority, text, provenance, created_at, actor,"
                 " supersedes, superseded_by, state, state_at, state_reason, state_actor, state_event, bad_pointer,"
                 " disputes, rivals, alias, short_len, text_hash, problems) VALUES (" + ", ".join("?" * 23) + ")")
@@ -479,18 +677,6 @@ def _fold_one(note_id: str, events: list[Event], texts: dict[tuple[str, str], st
     if created is None:
         return None
     return fold(events, texts.get((note_id, str(created.data.get("text")))))
-
-
-def _fold_all(events: Iterable[Event], texts: dict[tuple[str, str], str]) -> dict[str, tuple[Note, list[str]]]:
-    by_note: dict[str, list[Event]] = {}
-    for event in events:
-        by_note.setdefault(event.note, []).append(event)
-    out: dict[str, tuple[Note, list[str]]] = {}
-    for note_id, group in by_note.items():
-        folded = _fold_one(note_id, group, texts)
-        if folded is not None:
-            out[note_id] = (folded.note, folded.problems)
-    return out
 
 
 def _linked(note: Note) -> set[str]:

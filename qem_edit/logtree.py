@@ -21,6 +21,7 @@ rest is read.  Nothing here writes outside the log directory.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -28,6 +29,7 @@ import stat
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Iterable, Iterator, Sequence
 
 from . import errors, ids
 from .files import fsync_dir, write_atomic
@@ -232,7 +234,52 @@ class LogTree:
             raise LogFileError(f"{name}: not a log file")
         return records_from(name, self._bytes(name, limit))
 
-    def _bytes(self, name: str, limit: int) -> bytes:
+    def stream(self, name: str) -> Iterator[Event | TextRecord]:
+        """The events and texts in one log file, one at a time: a pack is read a line at a
+        time and hashed as it goes, so no more than a line of it is held.  LogFileError
+        names what is wrong (the same message `read` gives), raised once the file is read
+        to its end when the fault is the file's as a whole: records may have been yielded
+        by then, and the caller drops them with the file."""
+        folder, _, base = name.partition("/")
+        if folder != PACKS:
+            found, records = self.read(name)
+            yield from found
+            yield from records
+            return
+        match = _PACK_NAME.match(base)
+        if not match or "/" in base:
+            raise LogFileError(f"{name}: not a pack name (e-<id>.jsonl or t-<id>.jsonl)")
+        path = self._regular(name, MAX_PACK_BYTES)
+        digest, size, last, problem = hashlib.sha256(), 0, b"", None
+        try:
+            with open(path, "rb") as handle:
+                for number, line in enumerate(handle, start=1):
+                    digest.update(line)
+                    size += len(line)
+                    last = line
+                    if size > MAX_PACK_BYTES:
+                        raise LogFileError(f"{name}: {size} bytes, over the {MAX_PACK_BYTES}-byte limit for such a file")
+                    if problem is not None or not line.endswith(b"\n"):
+                        continue
+                    where = f"{name}:{number}"
+                    try:
+                        obj = _json(line[:-1], where)
+                        record = event_from(obj, where, line) if match[1] == "e" else _pack_text(obj, where)
+                    except LogFileError as exc:
+                        problem = exc  # the whole file's faults are named first, as `read` names them
+                        continue
+                    yield record
+        except OSError as exc:
+            raise LogFileError(f"{name}: cannot be read ({exc.strerror})") from None
+        if ids.encode(digest.digest()) != match[2]:
+            raise LogFileError(f"{name}: its bytes do not hash to its name (changed by hand, or damaged)")
+        if last and not last.endswith(b"\n"):
+            raise LogFileError(f"{name}: does not end with a newline (cut short)")
+        if problem is not None:
+            raise problem
+
+    def _regular(self, name: str, limit: int) -> Path:
+        """The path of a log file that is a regular file within `limit` bytes (LogFileError)."""
         path = self.root / name
         try:
             info = os.lstat(path)
@@ -242,6 +289,10 @@ class LogTree:
             raise LogFileError(f"{name}: not a regular file (a link or a folder is set aside)")
         if info.st_size > limit:
             raise LogFileError(f"{name}: {info.st_size} bytes, over the {limit}-byte limit for such a file")
+        return path
+
+    def _bytes(self, name: str, limit: int) -> bytes:
+        path = self._regular(name, limit)
         try:
             return path.read_bytes()
         except OSError as exc:
@@ -302,10 +353,13 @@ class LogTree:
 
     def write_pack(self, kind: str, lines: list[bytes]) -> str:
         """A pack of `lines` (each canonical, newline-ended), named by its hash."""
-        data = b"".join(sorted(set(lines)))
-        name = f"{PACKS}/{kind}-{ids.content_id(data)}.jsonl"
+        ordered = sorted(set(lines))
+        digest = hashlib.sha256()
+        for line in ordered:
+            digest.update(line)
+        name = f"{PACKS}/{kind}-{ids.encode(digest.digest())}.jsonl"
         if not (self.root / name).exists():
-            write_atomic(self.root / name, data)
+            write_atomic(self.root / name, ordered)
         return name
 
 

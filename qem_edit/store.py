@@ -11,6 +11,7 @@ forget deletes one (a text).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
@@ -22,7 +23,7 @@ from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 from . import db, errors, ids
 from .faults import checkpoint
 from .index import EVENT_COLUMNS, NOTE_COLUMNS, Caught, Index, event_from_row, items_by_kind, items_of_notes, note_from_row
-from .logtree import EVENTS, PACKS, TEXTS, LogFileError, LogTree, TextRecord, event_bytes, pack_text_line
+from .logtree import EVENTS, PACK_SPLIT_BYTES, PACKS, TEXTS, LogFileError, LogTree, TextRecord, event_bytes, pack_text_line
 from .workspace import CONFIG_NAME
 from .model import (
     KIND_RANK,
@@ -78,6 +79,9 @@ class Transaction:
         self._new_short: int | None = None
         self.events: list[Event] = []
         self.texts: list[TextRecord] = []
+        # many events (a load of a big dump): read when written, a batch at a time, from
+        # these (events, texts); the index then catches up with the log streamed
+        self.bulk: tuple[Callable[[], Iterable[Event]], Callable[[], Iterable[TextRecord]]] | None = None
         self.landed = False  # the events are in the log: the write stands, whatever follows
         self.agent = False  # the writer says it is an agent (qem_edit.protect)
 
@@ -178,6 +182,9 @@ class Transaction:
     def flush(self) -> None:
         """Write the events (texts first; one event as its own file, several as one pack,
         whose rename is the moment they all exist) and record them in the index."""
+        if self.bulk is not None:
+            self._flush_bulk(*self.bulk)
+            return
         if not self.events:
             return
         tree, index = self.store.tree, self.store.index
@@ -204,6 +211,60 @@ class Transaction:
             self.store.purge_texts({e.note for e in self.events if e.type == "forgotten"})
         index.refold(touched)
         index.bump()
+
+    def _flush_bulk(self, events: Callable[[], Iterable[Event]], texts: Callable[[], Iterable[TextRecord]]) -> None:
+        """Many events, written as `flush` writes them (texts first, in packs of
+        TEXTS_PER_PACK; the events in packs of at most PACK_SPLIT_BYTES) but read a batch
+        at a time, each batch staged for the index as it is written; then the index takes
+        them in, streamed (qem_edit.index)."""
+        tree, index = self.store.tree, self.store.index
+        tree.ensure()
+        index.start_staging()
+        names: list[str] = []
+        chunk: list[TextRecord] = []
+        for text in itertools.chain(texts(), [None]):
+            if text is not None:
+                chunk.append(text)
+            if len(chunk) == TEXTS_PER_PACK or (text is None and chunk):
+                alone = text is None and not names and len(chunk) == 1
+                names.append(tree.write_text(chunk[0]) if alone else
+                             tree.write_pack("t", [pack_text_line(t) for t in chunk]))
+                index.stage_written(names[-1], [], chunk)
+                chunk = []
+        checkpoint("write-before-commit")
+        names += self._write_staged_packs(events())
+        self.landed = True
+        checkpoint("write-after-commit")
+        index.take_staged(names)
+        leftover = self.store.forgotten_texts()  # a loaded forget of a note whose text is here
+        if leftover:
+            self.store.purge_texts({note for note, _ in leftover})
+
+    def _write_staged_packs(self, events: Iterable[Event]) -> list[str]:
+        """`events` as packs of at most PACK_SPLIT_BYTES (as LogTree.write_event_packs
+        splits them), each batch staged for the index as it is read."""
+        tree, index = self.store.tree, self.store.index
+        names: list[str] = []
+        lines: list[bytes] = []
+        batch: list[Event] = []
+        size = 0
+        for event in itertools.chain(events, [None]):
+            line = event_bytes(event) if event is not None else b""
+            if lines and (event is None or size + len(line) > PACK_SPLIT_BYTES):
+                index.stage_written(None, batch, [])
+                batch = []
+                names.append(tree.write_pack("e", lines))
+                index.name_staged(names[-1])
+                lines, size = [], 0
+            if event is None:
+                break
+            lines.append(line)
+            size += len(line)
+            batch.append(event)
+            if len(batch) >= 5000:
+                index.stage_written(None, batch, [])
+                batch = []
+        return names
 
 
 def _as_writer(work: Callable[[Transaction], T], agent: bool) -> Callable[[Transaction], T]:
@@ -399,7 +460,7 @@ class Store:
             if self._loose() > PACK_AT:
                 self._pack_now()
             self.index.note_stamp()
-            mark = WriteMark(before, self.index.generation, self.index.replaced or {}, calm)
+            mark = WriteMark(before, self.index.generation, self.index.replaced or {}, calm and tx.bulk is None)
             self.index.replaced = None
             conn.execute("COMMIT")
             self.last_write = mark

@@ -1,0 +1,217 @@
+"""The index built from the whole log, streamed (a fresh clone's first command, `qem
+verify --repair`, a big pull, a big load): the same rows as the index kept up to date
+write by write; a pack found bad part way leaves nothing of itself behind; a load reads
+its dump a line at a time, and a bad line changes nothing.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from builders import add, emit, forget
+from qem_edit import dump as dump_mod
+from qem_edit import errors, ids
+from qem_edit.checks import verify_report
+from qem_edit import index as index_mod
+from qem_edit.dump import dump_lines, load, load_staged, read_dump, stage_dump
+from qem_edit.logtree import EVENTS, PACKS, TEXTS
+from qem_edit.store import Store
+
+TABLES = ("files", "events", "event_files", "texts", "notes", "links", "items")
+
+
+def rows(s: Store, tables: tuple[str, ...] = TABLES) -> dict[str, list[tuple]]:
+    return {t: s.conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in tables}
+
+
+def copy_log(source: Path, target: Path) -> None:
+    """Every log file of `source` into `target` (what a git merge of the two does)."""
+    for folder in (EVENTS, TEXTS, PACKS):
+        for path in sorted((source / folder).glob("*")):
+            if not (target / folder / path.name).exists():
+                shutil.copy(path, target / folder / path.name)
+
+
+@pytest.fixture(autouse=True)
+def short_ids_collide(monkeypatch):
+    """Notes created with one-character short ids: neighbours lengthen each other's."""
+    monkeypatch.setenv("QEM_SHORT_LENGTH", "1")
+
+
+def tangled(tmp_path: Path) -> Path:
+    """A memory with links, forks, concurrent changes, disputes and forgets, kept up to
+    date write by write (its index was never built whole)."""
+    root = tmp_path / "a" / ".qem"
+    with Store.open(root, create=True) as s:
+        notes = [add(s, f"note {i}", kind=("gotcha", "directive", "reference", "task")[i % 4]) for i in range(40)]
+        add(s, "the successor of 0", supersedes=notes[0])
+        s.write(lambda tx: tx.dispute(notes[1], notes[2], "me", "they disagree"))
+        forget(s, notes[3])
+        emit(s, notes[4], "revoked")
+    other = tmp_path / "b" / ".qem"
+    shutil.copytree(root, other)
+    (other / "index.db").unlink()
+    for path in other.glob("index.db-*"):
+        path.unlink()
+    with Store.open(root) as s, Store.open(other) as t:
+        add(s, "one successor of 5", supersedes=notes[5])
+        add(t, "another successor of 5", supersedes=notes[5])  # a fork
+        emit(s, notes[6], "stale_flagged")
+        emit(t, notes[6], "revoked")  # concurrent changes
+        forget(t, notes[7])
+        t.pack()
+    copy_log(other, root)
+    with Store.open(root) as s:  # the merge, caught up file by file
+        assert s.note(notes[7]).state == "forgotten"
+        assert s.conn.execute("SELECT count(*) FROM notes WHERE rivals != '[]'").fetchone()[0]
+        assert s.conn.execute("SELECT count(*) FROM notes WHERE disputes != '[]'").fetchone()[0]
+    return root
+
+
+def test_the_streamed_build_makes_the_rows_writes_made(tmp_path):
+    root = tangled(tmp_path)
+    with Store.open(root) as s:
+        before = rows(s)
+        assert before["links"] and len(before["items"]) == len(before["notes"]) > 40
+        assert len({len(short) for _, short, *_ in before["notes"]}) > 1  # neighbours lengthened some
+        s.rebuild()
+        assert rows(s) == before
+        secondary = s.conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+        assert secondary.fetchone()[0] == len(index_mod._SECONDARY)  # made again at the end
+
+
+def test_a_big_pull_replays_every_note_to_the_same_rows(tmp_path, monkeypatch):
+    root = tangled(tmp_path)
+    with Store.open(root) as s:
+        s.pack()  # (the whole log in packs)
+    own = tmp_path / "own" / ".qem"
+    with Store.open(own, create=True) as s:
+        add(s, "a note of this clone's own")
+    shutil.copy(root / "config.toml", own / "config.toml")
+    got = {}
+    for limit in (0, 10**9):  # every note replayed streamed; only the notes the pull touches
+        copy = tmp_path / f"copy-{limit}" / ".qem"
+        shutil.copytree(own, copy)
+        copy_log(root, copy)  # a pull of packs into an index that holds other notes
+        monkeypatch.setattr(index_mod, "_REFOLD_ALL", limit)
+        with Store.open(copy) as s:
+            got[limit] = rows(s)
+            assert got[limit]["notes"] and s.set_aside() == []
+            s.rebuild()
+            assert rows(s) == got[limit]
+    assert got[0] == got[10**9]
+
+
+def _pack_with_a_bad_second_line(tmp_path: Path, memory: Path) -> tuple[str, str]:
+    """A pack whose first line is a good event of a note no other file holds, and whose
+    second line is not canonical; named by its hash.  Returns its name and that note."""
+    with Store.open(tmp_path / "elsewhere" / ".qem", create=True) as other:
+        stranger = add(other, "a note from elsewhere")
+        good = (other.root / EVENTS / stranger).read_bytes()
+    bad = json.dumps(json.loads(good), indent=1).replace("\n", " ").encode() + b"\n"
+    data = good + bad
+    name = f"{PACKS}/e-{ids.content_id(data)}.jsonl"
+    (memory / name).write_bytes(data)
+    return name, stranger
+
+
+@pytest.mark.parametrize("fresh", [True, False])
+def test_a_pack_set_aside_part_way_leaves_nothing_of_it(tmp_path, monkeypatch, fresh):
+    root = tangled(tmp_path)
+    monkeypatch.setattr(index_mod, "_BATCH", 1)  # its good line written before the bad one is read
+    with Store.open(root) as s:
+        want = rows(s, ("events", "notes", "items", "texts"))
+    name, stranger = _pack_with_a_bad_second_line(tmp_path, root)
+    if fresh:
+        (root / "index.db").unlink()
+    with Store.open(root) as s:
+        assert s.set_aside() == [f"{name}:2: not in canonical form"]
+        assert not s.conn.execute("SELECT 1 FROM events WHERE id = ? OR note = ?", (stranger, stranger)).fetchall()
+        assert not s.conn.execute("SELECT 1 FROM event_files WHERE file = ?", (name,)).fetchall()
+        assert rows(s, ("events", "notes", "items", "texts")) == want
+
+
+def test_a_pack_that_does_not_hash_to_its_name_is_set_aside_whole(tmp_path):
+    root = tangled(tmp_path)
+    name, stranger = _pack_with_a_bad_second_line(tmp_path, root)
+    good = (root / name).read_bytes().split(b"\n")[0] + b"\n"
+    (root / name).unlink()
+    wrong = f"{PACKS}/e-{ids.content_id(b'other bytes')}.jsonl"
+    (root / wrong).write_bytes(good)  # every line good, the name another's
+    (root / "index.db").unlink()
+    with Store.open(root) as s:
+        assert s.set_aside() == [f"{wrong}: its bytes do not hash to its name (changed by hand, or damaged)"]
+        assert not s.conn.execute("SELECT 1 FROM events WHERE id = ?", (stranger,)).fetchall()
+
+
+def _dump(s: Store) -> bytes:
+    return "".join(dump_lines(s)).encode()
+
+
+def test_a_big_load_writes_and_indexes_what_a_small_one_does(tmp_path, monkeypatch):
+    root = tangled(tmp_path)
+    with Store.open(root) as s:
+        data = _dump(s)
+    made = {}
+    for bulk_at in (10**9, 0):
+        monkeypatch.setattr(dump_mod, "BULK_AT", bulk_at)
+        with Store.open(tmp_path / f"load-{bulk_at}" / ".qem", create=True) as s:
+            assert load(s, *read_dump(data, "d.jsonl")) == data.count(b"\n") - 1
+            made[bulk_at] = (rows(s), sorted(s.tree.names()), _dump(s), s.last_write.calm)
+            assert load(s, *read_dump(data, "d.jsonl")) == 0  # a re-load: nothing new
+    assert made[0][:3] == made[10**9][:3]
+    assert made[0][2] == data
+    assert made[0][3] is False  # (the mirror is rendered whole after a big load)
+
+
+def test_a_big_load_into_a_memory_that_holds_part_of_it(tmp_path, monkeypatch):
+    root = tangled(tmp_path)
+    with Store.open(root) as s:
+        data = _dump(s)
+    lines = data.split(b"\n")
+    half = b"\n".join(lines[: len(lines) // 2]) + b"\n"
+    made = []
+    for bulk_at, refold_all in ((10**9, 10**9), (0, 10**9), (0, 0)):  # small; big: the touched notes, all
+        monkeypatch.setattr(dump_mod, "BULK_AT", bulk_at)
+        monkeypatch.setattr(index_mod, "_REFOLD_ALL", refold_all)
+        with Store.open(tmp_path / f"load-{bulk_at}-{refold_all}" / ".qem", create=True) as s:
+            first = load(s, *read_dump(half, "half.jsonl"))
+            assert load(s, *read_dump(data, "d.jsonl")) == data.count(b"\n") - 1 - first
+            made.append(rows(s, ("events", "notes", "links", "items")))
+            assert _dump(s) == data
+            assert s.set_aside() == [] and verify_report(s).problems == []
+    assert made[0] == made[1] == made[2]
+
+
+def test_a_bad_line_of_a_big_dump_changes_nothing(tmp_path):
+    root = tangled(tmp_path)
+    with Store.open(root) as s:
+        data = _dump(s)
+        before = rows(s), sorted(s.tree.names())
+    broken = data + b'{"id": "x"}\n'
+    last = len(broken.split(b"\n")) - 1
+    with pytest.raises(errors.BadInput, match=rf"d.jsonl:{last}: "):
+        stage_dump(io.BytesIO(broken), "d.jsonl")
+    # a line that is not UTF-8 is named before an earlier malformed one (as a dump read whole)
+    with pytest.raises(errors.BadInput, match=r"d.jsonl:4: not UTF-8 text"):
+        stage_dump(io.BytesIO(b"\n".join(data.split(b"\n")[:2]) + b"\n{]\n\xff\n"), "d.jsonl")
+    with Store.open(root) as s:
+        assert (rows(s), sorted(s.tree.names())) == before
+
+
+def test_a_staged_dump_is_read_from_its_temporary_file(tmp_path):
+    root = tangled(tmp_path)
+    with Store.open(root) as s:
+        data = _dump(s)
+    with stage_dump(io.BytesIO(data), "d.jsonl") as staged:
+        assert staged.path.exists() and staged.count == data.count(b"\n") - 1
+        with Store.open(tmp_path / "new" / ".qem", create=True) as s:
+            assert load_staged(s, staged) == staged.count
+            assert _dump(s) == data
+        folder = staged.path.parent
+    assert not folder.exists()  # the staging file goes with it
