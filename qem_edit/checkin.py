@@ -147,7 +147,7 @@ def rebase_kept(store: Store, checkout: Checkout) -> int:
     if _blank(text):
         return 0
     try:
-        proposal = propose(store, text, _base_path(checkout))
+        proposal = propose(store, text, _base_path(checkout), heads=checkout.base_heads())
     except errors.QemError:
         return 0  # the check-in round reports it, after the editor
     if not proposal.plan.conflicts or proposal.plan.errors:
@@ -202,6 +202,10 @@ class Source:
     def moment(self) -> str | None:
         """When the base is a checkout's rendering, the moment it was made at."""
         return self.checkout.moment() if self.checkout is not None else None
+
+    def heads(self) -> list[int] | None:
+        """When the base is a checkout's rendering, where its section headings start."""
+        return self.checkout.base_heads() if self.checkout is not None else None
 
     def read(self, store: Store) -> tuple[bytes, bytes | Path | None]:
         """The edit, and the rendering it was made from where that is known."""
@@ -348,7 +352,7 @@ def check_in(store: Store, source: Source, asker: Asker, who: str, *,
         return Outcome("empty", source, kept=source.checkout)
     moved = 0
     while True:
-        proposal = propose(store, text, base_text, moment=source.moment())
+        proposal = propose(store, text, base_text, moment=source.moment(), heads=source.heads())
         if not proposal.plan.ok:
             return Outcome("refused", source, proposal, kept=None if dry_run else _keep_refused(source, proposal))
         if not proposal.plan.ops or dry_run:
@@ -453,7 +457,7 @@ def summary_of(store: Store, checkout: Checkout) -> str:
         text, base = read_edit(checkout.file), _base_path(checkout)
         if _blank(text):
             return "empty"
-        proposal = propose(store, text, base)
+        proposal = propose(store, text, base, heads=checkout.base_heads())
     except errors.QemError as exc:
         return f"cannot be read: {exc}"
     plan = proposal.plan

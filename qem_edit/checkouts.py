@@ -26,6 +26,7 @@ from .store import Store
 from .workspace import Workspace
 
 RECORD_FILE = "session.json"
+HEADS = "base_heads"  # where base.md's section headings are, and the file they were found in
 EDIT_FILE = "MEMORY.md"
 BASE_FILE = "base.md"
 
@@ -51,6 +52,20 @@ class Checkout:
     @property
     def base_file(self) -> Path:
         return self.directory / BASE_FILE
+
+    def base_heads(self) -> list[int] | None:
+        """Where base.md's section headings start (each "\\n## "), as found when it was
+        written; None when the file is not that one any more (its inode, size and
+        modification time differ: a rebase, a forget's scrub) or nothing was recorded."""
+        hint = self._record().get(HEADS)
+        try:
+            info = os.stat(self.base_file)
+        except OSError:
+            return None
+        if not isinstance(hint, dict) or hint.get("file") != [info.st_ino, info.st_size, info.st_mtime_ns]:
+            return None
+        at = hint.get("at")
+        return at if isinstance(at, list) and all(isinstance(x, int) for x in at) else None
 
     def discard(self) -> None:
         """Remove the checkout (never a recorded FILE, which is the user's)."""
@@ -97,17 +112,31 @@ class Checkout:
     def replace(self, text: str, base_text: str | None = None) -> None:
         """Reopen the edit with new text (and a new base, when it was rebased)."""
         if base_text is not None:
-            self._write_record({k: v for k, v in self._record().items() if k != "moment"} | {"forgotten": []})
-            write_atomic(self.base_file, base_text.encode("utf-8"), mode=0o600)
+            self._write_record({k: v for k, v in self._record().items() if k not in ("moment", HEADS)} | {"forgotten": []})
+            base = base_text.encode("utf-8")
+            write_atomic(self.base_file, base, mode=0o600)
+            self._write_record(self._record() | {HEADS: _heads(self.base_file, base)})
         write_atomic(self.file, text.encode("utf-8"), mode=0o600)
 
     def refresh(self, rendering: bytes) -> None:
         """A recorded FILE that was checked in starts again from `rendering`."""
-        data = {k: v for k, v in self._record().items() if k != "moment"}
+        data = {k: v for k, v in self._record().items() if k not in ("moment", HEADS)}
         data.update(pending=[], forgotten=[])
         self._write_record(data)
         write_atomic(self.base_file, rendering, mode=0o600)
+        self._write_record(data | {HEADS: _heads(self.base_file, rendering)})
         write_atomic(self.file, rendering, mode=_mode(self.file))
+
+
+def _heads(path: Path, data: bytes) -> dict:
+    """Where the section headings of `data`, just written to `path`, start, with the
+    file's identity: a check-in then knows them without searching 100 MB for them."""
+    info = os.stat(path)
+    at, found = [], data.find(b"\n## ")
+    while found >= 0:
+        at.append(found)
+        found = data.find(b"\n## ", found + 4)
+    return {"at": at, "file": [info.st_ino, info.st_size, info.st_mtime_ns]}
 
 
 def _mode(path: Path) -> int:
@@ -179,7 +208,9 @@ def keep(place: Workspace, selection: Selection, base_text: str | bytes, text: s
         record["moment"] = moment
     try:
         directory.mkdir(mode=0o700)
-        write_atomic(directory / BASE_FILE, _utf8(base_text), mode=0o600)
+        base = _utf8(base_text)
+        write_atomic(directory / BASE_FILE, base, mode=0o600)
+        record[HEADS] = _heads(directory / BASE_FILE, base)
         if text is not None:
             write_atomic(directory / EDIT_FILE, _utf8(text), mode=0o600)
         write_atomic(directory / RECORD_FILE, json.dumps(record).encode("utf-8"), mode=0o600)

@@ -47,14 +47,15 @@ class Proposal:
 
 
 def propose(store: Store, text: str | bytes, base_text: str | bytes | Path | None = None, *, whole: bool = False,
-            moment: str | None = None) -> Proposal:
+            moment: str | None = None, heads: list[int] | None = None) -> Proposal:
     """Plan checking `text` (the edited file) in against `base_text`, the rendering it was
     made from (None: the store's rendering now, as for a file of unknown history; a path:
     its file, read a chunk at a time, never whole).
     `whole`: parse the whole file and read every note (the rebase needs them all).
     `moment`: when the base is a checkout's rendering, the moment it was made at (then,
     while the store has not moved, the base is the rendering now, and is not made again:
-    `now_text` None stands for it)."""
+    `now_text` None stands for it).
+    `heads`: where the headings of the base's file start, as its checkout recorded them."""
     data = text.encode("utf-8") if isinstance(text, str) else text
     header = _header(data)
     base: bytes | Path | None = base_text.encode("utf-8") if isinstance(base_text, str) else base_text
@@ -63,7 +64,7 @@ def propose(store: Store, text: str | bytes, base_text: str | bytes | Path | Non
     base = now_text if base is None else base
     assert base is not None
     source = _chunks(base)
-    diff = None if whole else diff_edit(source, data)
+    diff = None if whole else diff_edit(source, data, heads=heads if isinstance(base, Path) else None)
     if diff is not None and diff.parsed.memory is not None:
         parsed, removed, partial = diff.parsed, diff.removed, True
     else:

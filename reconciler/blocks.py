@@ -19,6 +19,7 @@ insertion makes, is found there), so the blocks kept are those the edit changed.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
@@ -115,10 +116,14 @@ def _sections(body: bytes) -> dict[bytes, Section] | None:
     return out
 
 
-def diff_edit(base_data: bytes | Chunks, edited_data: bytes, *, chunk: int = CHUNK) -> EditDiff | None:
+def diff_edit(base_data: bytes | Chunks, edited_data: bytes, *, chunk: int = CHUNK,
+              heads: list[int] | None = None) -> EditDiff | None:
     """The changed blocks of `edited_data` against the base (both UTF-8), parsed; None
     when the shortcut does not apply and a full parse must decide.  The base is bytes, or
-    a function that yields its bytes a chunk at a time (a file, never held whole)."""
+    a function that yields its bytes a chunk at a time (a file, never held whole).
+    `heads`: where the base's section headings start (each "\\n## ", in order), when
+    known (a checkout records them): the stretches both sides hold alike are then not
+    searched for headings."""
     source = _source(base_data, chunk)
     edited_split, base_head = _body(edited_data), _head(source())
     if base_head is None:
@@ -130,7 +135,7 @@ def diff_edit(base_data: bytes | Chunks, edited_data: bytes, *, chunk: int = CHU
         return _diff_whole(source, edited_data)  # noise in the header, or a side without a body: small
     if not all(line.isascii() or _utf8(line) for line in header):
         return None  # the full parse names the line that is not UTF-8
-    walk = _Walk(edited_data, offset - 1)
+    walk = _Walk(edited_data, offset - 1, base_head[1] - 1, heads)
     try:
         walk.run(_spans(source(), base_head[1] - 1), min(PIECE, chunk))
         if not walk.settled(source, base_head[1] - 1):
@@ -305,8 +310,10 @@ class _Walk:
     """The edit and the base, side by side: the edit whole in `data`, the base a piece at a
     time; what is left unmatched on each side is what the edit changed."""
 
-    def __init__(self, data: bytes, start: int) -> None:
+    def __init__(self, data: bytes, start: int, base_start: int = 0, heads: list[int] | None = None) -> None:
         self.data, self.at = data, start  # the edit, and where in it the next base piece goes
+        self.base_at = base_start  # where in the base file the next piece starts
+        self.heads = heads  # where the base's headings start (None: found by searching)
         self.edit_key: bytes | None = None  # the section each side is in
         self.base_key: bytes | None = None
         self.edit_heads: list[tuple[bytes, int]] = []  # section key, where its heading's line starts
@@ -326,6 +333,7 @@ class _Walk:
                         self._base(piece, first)
                         self._edit(stop, first)
                         first = False
+                        self.base_at += len(piece)
         if first or self.at < len(self.data):
             self._edit(len(self.data), first)
 
@@ -336,14 +344,27 @@ class _Walk:
         if not (self.edit_key and self.edit_key == self.base_key and _boundary(data, at + end - begin)
                 and data.startswith(memoryview(piece)[begin:end], at)):
             return False
-        if piece.find(b"\n##", begin, end) >= 0:  # "##" before " ": a search that skips
-            self._same(piece[begin:end])
+        if self.heads is not None:
+            self._same(self._known_headings(piece, begin, end))
+        elif piece.find(b"\n##", begin, end) >= 0:  # "##" before " ": a search that skips
+            self._same(_headings(piece[begin:end]))
         self.at += end - begin
+        self.base_at += end - begin
         return True
 
-    def _same(self, piece: bytes) -> None:
+    def _known_headings(self, piece: bytes, begin: int, end: int) -> list[tuple[bytes, int]]:
+        """`_headings(piece[begin:end])` from the headings the base was recorded with."""
+        heads, start = self.heads, self.base_at
+        out = []
+        for head in heads[bisect_left(heads, start):bisect_left(heads, start + end - begin)]:  # type: ignore[index]
+            at = begin + head - start
+            if not piece.startswith(b"\n## ", at):
+                raise _Declined  # not the file the headings were found in: the full parse decides
+            out.append((piece[at + 4:_next_boundary(piece, at + 4, end)], at - begin + 1))
+        return out
+
+    def _same(self, heads: list[tuple[bytes, int]]) -> None:
         """The headings of a piece both sides hold alike, at the walk's place."""
-        heads = _headings(piece)
         if heads:
             self.edit_heads += [(key, self.at + at) for key, at in heads]
             self.base_heads += [key for key, _ in heads]

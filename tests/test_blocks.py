@@ -311,3 +311,39 @@ def test_a_new_item_written_twice_declines_as_the_whole_comparison_does(size):
     edited = base.replace("## Findings\n\n", "## Findings\n\n- the same new note\n- the same new note\n", 1)
     assert _diff_whole(lambda: [base.encode()], edited.encode()) is None
     assert diff_edit(_chunked(base.encode(), size), edited.encode()) is None
+
+
+def _heads_of(data: bytes) -> list[int]:
+    out, at = [], data.find(b"\n## ")
+    while at >= 0:
+        out.append(at)
+        at = data.find(b"\n## ", at + 4)
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), size=st.integers(0, 25), steps=st.integers(0, 6), chunk=st.integers(1, 400))
+def test_the_headings_a_checkout_recorded_give_what_searching_for_them_gives(seed, size, steps, chunk):
+    """With the base's heading offsets known (a checkout records them), the stretches both
+    sides hold alike are not searched, and the comparison finds exactly what it finds by
+    searching."""
+    notes = _store(seed, size)
+    base = render(notes.values(), MEMORY).encode()
+    edited = _edit(base.decode(), random.Random(seed * 31 + steps), steps).encode()
+    searched = diff_edit(_chunked(base, chunk), edited)
+    known = diff_edit(_chunked(base, chunk), edited, heads=_heads_of(base))
+    assert _summary(known) == _summary(searched)
+
+
+@pytest.mark.parametrize("size", [7, 64, 4096])
+def test_headings_recorded_for_another_file_decline_rather_than_mislead(size):
+    """Offsets that are not where the file's headings are (the base rewritten since they
+    were recorded) are found out where the walk uses them: the full parse decides."""
+    notes = _store(5, 120)
+    base = render(notes.values(), MEMORY).encode()
+    lines, items = _items(base.decode())
+    lines[items[-1]] += " (edited)"
+    edited = "\n".join(lines).encode()
+    wrong = [at + 1 for at in _heads_of(base)]
+    assert diff_edit(_chunked(base, size), edited, heads=wrong) is None
+    assert diff_edit(_chunked(base, size), edited, heads=_heads_of(base)) is not None

@@ -210,3 +210,28 @@ def test_the_mass_change_guard_counts_the_query_s_notes(ws: Path, tmp_path: Path
     done = checkin(ws, target)
     assert done.returncode == 2 and f"6 of the checkout's {len(live)} live notes" in done.stderr, done.stderr
     assert everything(ws) == before
+
+
+def test_a_checkout_records_where_its_base_headings_are_until_the_base_is_rewritten(ws: Path, tmp_path: Path) -> None:
+    """The check-in skips searching the stretches the edit left alone for headings because
+    the checkout noted where base.md's are; a base.md written again since (a rebase, a
+    forget's scrub) is not the file they were noted in, and is searched as before."""
+    from qem_edit.checkouts import Checkout
+    from qem_edit.files import write_atomic
+
+    path = tmp_path / "MEMORY.md"
+    done = qem(ws, "checkout", "--path", str(path))
+    assert done.returncode == 0, done.stderr
+    (directory,) = (ws / ".qem" / "checkouts").iterdir()
+    checkout = Checkout(directory)
+    base = checkout.base_file.read_bytes()
+    heads = checkout.base_heads()
+    assert heads and heads == [i for i in range(len(base)) if base.startswith(b"\n## ", i)]
+    write_atomic(checkout.base_file, base)
+    assert checkout.base_heads() is None
+    text = path.read_text("utf-8")
+    line = next(x for x in text.split("\n") if x.startswith("- [#"))
+    path.write_text(text.replace(line, line + " (edited)", 1), "utf-8")
+    done = qem(ws, "checkin", "--path", str(path), "-m", "edited", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "1 supersede" in done.stdout + done.stderr
