@@ -225,18 +225,11 @@ class Index:
             touched |= self._drop_file(name)
         added = sorted(now - known)
         if len(added) > _STREAM_FILES or any(name.startswith(f"{PACKS}/") for name in added):
-            many = self._stage_files(added, caught)  # a pull of packs: read a line at a time
-            if many > _REFOLD_ALL:
-                with self._bigger_cache():
-                    self._insert_staged()
-                    self._fold_everything()
-                touched = set()
+            self._stage_files(added, caught)  # a pull of packs: read a line at a time
+            if self._fold_staged(empty=False, also=touched):
                 caught.changed = True
                 self.bump()
-            else:
-                touched |= {n for (n,) in self.conn.execute(
-                    "SELECT note FROM temp.staged_events UNION SELECT note FROM temp.staged_texts")}
-                self._insert_staged()
+            touched = set()
         else:
             for name in added:
                 touched |= self._add_file(name, caught)
@@ -254,15 +247,8 @@ class Index:
         indexes made once at the end (several times faster than keeping them up to date
         row by row), then every note folded in id order.  Memory stays at a batch of rows
         whatever the size of the log: SQLite does the sorting, on disk."""
-        conn = self.conn
-        with self._bigger_cache():
-            for name in _SECONDARY:
-                conn.execute(f"DROP INDEX IF EXISTS {name}")
-            self._stage_files(names, caught)
-            self._insert_staged()
-            self._fold_everything()
-            for statement in _SECONDARY.values():
-                conn.execute(statement)
+        self._stage_files(names, caught)
+        self._fold_staged(empty=True)
         caught.changed = True
         self.bump()
 
@@ -282,9 +268,9 @@ class Index:
 
     # -- streamed: staging log files, folding every note -----------------------------------------
 
-    def _stage_files(self, names: list[str], caught: Caught) -> int:
+    def _stage_files(self, names: list[str], caught: Caught) -> None:
         """Read these log files into the staging tables, a file at a time (a file found
-        bad part way is rolled back whole and set aside); returns how many notes they touch."""
+        bad part way is rolled back whole and set aside)."""
         conn = self.conn
         self.start_staging()
         insert_event, insert_text = _STAGE_EVENT, _STAGE_TEXT
@@ -312,8 +298,6 @@ class Index:
                 continue
             conn.execute("RELEASE staging")
             conn.execute("INSERT OR REPLACE INTO files (name, problem) VALUES (?, NULL)", (name,))
-        return conn.execute("SELECT count(*) FROM (SELECT note FROM temp.staged_events"
-                            " UNION SELECT note FROM temp.staged_texts)").fetchone()[0]
 
     def start_staging(self) -> None:
         """Empty staging tables, for log files' records on their way into the index."""
@@ -341,9 +325,19 @@ class Index:
         conn = self.conn
         empty = conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None
         conn.executemany("INSERT OR REPLACE INTO files (name, problem) VALUES (?, NULL)", [(n,) for n in sorted(names)])
-        many = conn.execute("SELECT count(*) FROM (SELECT note FROM temp.staged_events"
-                            " UNION SELECT note FROM temp.staged_texts)").fetchone()[0]
-        if empty or many > _REFOLD_ALL:
+        self._fold_staged(empty)
+        self.bump()
+
+    def _fold_staged(self, empty: bool, also: Iterable[str] = ()) -> bool:
+        """The staged records into the index, and the notes they touch (and the notes
+        `also`) replayed: every note, streamed, when the index held nothing (`empty`: its
+        secondary indexes made once at the end) or when they touch many; else only those.
+        Returns whether any note was replayed."""
+        conn = self.conn
+        touched = {n for (n,) in conn.execute(
+            "SELECT note FROM temp.staged_events UNION SELECT note FROM temp.staged_texts LIMIT ?",
+            (_REFOLD_ALL + 1,))}
+        if empty or len(touched) > _REFOLD_ALL:
             with self._bigger_cache():
                 for name in _SECONDARY if empty else ():
                     conn.execute(f"DROP INDEX IF EXISTS {name}")
@@ -351,12 +345,11 @@ class Index:
                 self._fold_everything()
                 for statement in _SECONDARY.values() if empty else ():
                     conn.execute(statement)
-        else:
-            touched = {n for (n,) in conn.execute(
-                "SELECT note FROM temp.staged_events UNION SELECT note FROM temp.staged_texts")}
-            self._insert_staged()
-            self.refold(touched)
-        self.bump()
+            return True
+        self._insert_staged()
+        touched.update(also)
+        self.refold(touched)
+        return bool(touched)
 
     def _insert_staged(self) -> None:
         """The staged rows into the index's tables, each in its key order (SQLite sorts)."""
@@ -701,10 +694,9 @@ def items_of_notes(conn: sqlite3.Connection, note_ids: Iterable[str]) -> dict[st
     rows: list[tuple[int, bytes, bytes]] = []
     conn.text_factory = bytes
     try:
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start:start + 500]
+        for chunk in _chunks(wanted):
             rows += conn.execute(f"SELECT kind_rank, id, item FROM items INDEXED BY items_by_id"
-                                 f" WHERE id IN ({', '.join('?' * len(chunk))})", chunk).fetchall()
+                                 f" WHERE id IN ({_marks(chunk)})", chunk).fetchall()
     finally:
         conn.text_factory = str
     out: dict[str, list[bytes]] = {kind: [] for kind in KIND_RANK}
