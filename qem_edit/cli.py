@@ -147,10 +147,15 @@ def init(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
     """
     from . import workspace as ws
 
+    from .gitstage import stage_written
+
     place = ws.resolve(workspace, store)
     existed = (place.store_path / "events").is_dir()
-    Store.open(place.store_path, create=True).close()
+    with Store.open(place.store_path, create=True) as handle:
+        notices = stage_written(handle, place)
     print(f"{'memory already exists' if existed else 'created memory'}: {place.store_path}")
+    for notice in notices:
+        _say(notice)
     return 0
 
 
@@ -483,10 +488,15 @@ def pack(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
 
     Example: qem pack
     """
-    _, handle = _open(workspace, store, write=True, create=False)
+    from .gitstage import stage_written
+
+    place, handle = _open(workspace, store, write=True, create=False)
     with handle:
         before, after = handle.pack()
+        notices = stage_written(handle, place)
     print(f"packed: {before} log files before, {after} now")
+    for notice in notices:
+        _say(notice)
     return 0
 
 
