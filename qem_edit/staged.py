@@ -31,9 +31,9 @@ def staged_verdict(store: Store, place) -> Verdict | None:  # type: ignore[no-un
     """The commit's verdict where it differs from the work tree's; None when the staged
     memory is the work tree's (or this is no git work tree): judge the work tree."""
     top = gitrepo.toplevel(store.root)
-    if top is None:
+    folder = _relative(top, store.root) if top is not None else None
+    if top is None or folder is None:
         return None
-    folder = _relative(top, store.root)
     mirror = place.mirror_path()
     mirror_name = _relative(top, mirror)
     paths = [f"{folder}/{d}" for d in (EVENTS, TEXTS, PACKS)] + ([mirror_name] if mirror_name else [])

@@ -242,3 +242,70 @@ def test_a_pack_not_staged_is_refused(team) -> None:
     follow_the_advice(work, env)
     git("push", "-q", "origin", "main", cwd=work, env=env)
     fresh_clone_holds(origin, env, [FIRST, NEW, "loose note 0"], PACK_AT + 2)
+
+
+def test_a_commit_of_other_work_leaves_the_note_for_later(team) -> None:
+    """With staging turned off, a commit of other files only (MEMORY.md and the log as
+    HEAD has them) is whole: the hooks let it through, render nothing over MEMORY.md, and
+    the note waits in the work tree for its own commit."""
+    work, origin, env = team
+    staging_off(work, env)
+    assert qem(work, "add", NEW, "--kind", "gotcha").returncode == 0
+    mirror = (work / "MEMORY.md").read_bytes()
+    (work / "code.py").write_text("print('hello')\n", "utf-8")
+    git("add", "code.py", cwd=work, env=env)
+    done = git("commit", "-m", "code only", cwd=work, env=env, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (work / "MEMORY.md").read_bytes() == mirror
+    git("push", "-q", "origin", "main", cwd=work, env=env)
+    fresh_clone_holds(origin, env, [FIRST], 1)
+    follow_the_advice(work, env)
+    git("push", "-q", "origin", "main", cwd=work, env=env)
+    fresh_clone_holds(origin, env, [FIRST, NEW], 2)
+
+
+# -- where qem does not stage ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def repo(tmp_path) -> tuple[Path, dict[str, str]]:
+    env = git_env(tmp_path / "home")
+    (tmp_path / "home").mkdir()
+    work = tmp_path / "repo"
+    git("init", "-q", "-b", "main", str(work), cwd=tmp_path, env=env)
+    return work, env
+
+
+def test_an_ignored_memory_is_never_staged(repo) -> None:
+    """A repository that ignores `.qem/` keeps its memory out of git: nothing is staged."""
+    work, env = repo
+    (work / ".gitignore").write_text(".qem/\n", "utf-8")
+    done = qem(work, "add", NEW, "--kind", "gotcha")
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+    assert git("ls-files", cwd=work, env=env).stdout == ""
+    assert NEW in qem(work, "list").stdout
+
+
+def test_a_locked_index_warns_and_the_write_stands(repo) -> None:
+    """Another git holding `.git/index.lock` past a short wait: the write is saved, the
+    writer is told the command that stages it by hand, and nothing is staged."""
+    work, env = repo
+    assert qem(work, "add", FIRST, "--kind", "directive").returncode == 0
+    (work / ".git" / "index.lock").write_bytes(b"")
+    done = qem(work, "add", NEW, "--kind", "gotcha")
+    assert done.returncode == 0, done.stderr
+    assert "the write is saved" in done.stderr and "`git add .qem`" in done.stderr, done.stderr
+    (work / ".git" / "index.lock").unlink()
+    assert NEW in qem(work, "list").stdout
+    untracked = git("status", "--porcelain", "--untracked-files=all", cwd=work, env=env).stdout
+    assert "?? .qem/events/" in untracked and "A  .qem/config.toml" in untracked, untracked
+
+
+def test_a_bad_stage_setting_is_refused(repo) -> None:
+    work, env = repo
+    assert qem(work, "add", FIRST, "--kind", "directive").returncode == 0
+    settings = work / ".qem" / "config.toml"
+    settings.write_text(settings.read_text("utf-8") + "\n[git]\nstage = \"no\"\n", "utf-8")
+    done = qem(work, "add", NEW, "--kind", "gotcha")
+    assert done.returncode == 2 and "[git] stage must be true or false" in done.stderr, done.stderr
+    assert NEW not in qem(work, "list").stdout
