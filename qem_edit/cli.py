@@ -147,7 +147,6 @@ def init(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
     Example: qem init --workspace ~/project
     """
     from . import workspace as ws
-
     from .gitstage import stage_written
 
     place = ws.resolve(workspace, store)

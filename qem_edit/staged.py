@@ -17,6 +17,7 @@ rendered over (a re-render would delete the missing notes' lines from MEMORY.md)
 
 from __future__ import annotations
 
+from collections.abc import Sized
 from pathlib import Path
 
 from . import gitrepo
@@ -54,7 +55,7 @@ def staged_verdict(store: Store, place) -> Verdict | None:  # type: ignore[no-un
     return Verdict(False, _incomplete(store, notes, files, folder, mirror_name), precious=True)
 
 
-def _count(notes: list[str]) -> str:
+def _count(notes: Sized) -> str:
     return f"{len(notes)} note{'' if len(notes) == 1 else 's'}"
 
 
@@ -65,9 +66,9 @@ def _relative(top: Path, path: Path) -> str | None:
         return None
 
 
-def _missing(store: Store, good: set[str]) -> tuple[list[str], list[str]]:
+def _missing(store: Store, good: set[str]) -> tuple[dict[str, str], list[str]]:
     """The notes with an event or text that no file in `good` holds (the commit lacks
-    it), and the work tree's files that hold them."""
+    it; "its text" when that is all it lacks), and the work tree's files that hold them."""
     outside = sorted(store.tree.names() - good)
     held: dict[str, set[str]] = {}  # an event (or `t:` and a note, its text) → the files holding it
     note_of: dict[str, str] = {}
@@ -82,7 +83,8 @@ def _missing(store: Store, good: set[str]) -> tuple[list[str], list[str]]:
             held.setdefault(key, set()).add(name)
             note_of[key] = note
     lacking = {key for key, names in held.items() if not names & good}
-    notes = sorted({note_of[key] for key in lacking})
+    notes = {note_of[key]: "its text" for key in lacking if key.startswith("t:")}
+    notes.update((note_of[key], "") for key in lacking if not key.startswith("t:"))
     files = sorted({name for key in lacking for name in held[key] if name not in good})
     return notes, files
 
@@ -96,17 +98,17 @@ def _rendering(store: Store, top: Path, folder: str, log: dict[str, str]) -> byt
     return render(notes_of_files(store, files).values(), store.memory_id()).encode("utf-8")
 
 
-def _incomplete(store: Store, notes: list[str], files: list[str], folder: str, mirror: str) -> str:
+def _incomplete(store: Store, notes: dict[str, str], files: list[str], folder: str, mirror: str) -> str:
     newest = sorted(store.notes_by_id(notes).values(), key=lambda n: (n.created_at, n.id), reverse=True)
     shown = []
     for note in newest[:SHOWN_MOST]:
         line = ((note.text or "(forgotten)").splitlines() or [""])[0][:60]
-        shown.append(f"#{note.shown} {note.kind} \"{line}\"")
+        shown.append(f"#{note.shown} {note.kind} \"{line}\"" + (f" ({notes[note.id]})" if notes[note.id] else ""))
     more = f" and {len(notes) - SHOWN_MOST} more" if len(notes) > SHOWN_MOST else ""
     named = ", ".join(f"{folder}/{f}" for f in files[:SHOWN_MOST])
     named += f" and {len(files) - SHOWN_MOST} more" if len(files) > SHOWN_MOST else ""
     return (f"this commit is incomplete: {mirror} as staged is not the rendering of the log as staged, and"
-            f" {_count(notes)} of the work tree are missing from the commit: {'; '.join(shown)}{more}; their"
+            f" {_count(notes)} of the work tree {'is' if len(notes) == 1 else 'are'} missing from the commit: {'; '.join(shown)}{more}; their"
             f" log files are not staged: {named}; add them with `git add {folder} {mirror}` and commit again"
             f" (`git commit -- PATHS` commits only those paths: name {folder} too)")
 

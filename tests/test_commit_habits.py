@@ -104,10 +104,12 @@ HABITS = {
     "add .": [["add", "."], ["commit", "-m", "a note"]],
     "add -p": [["add", "-p"], ["commit", "-m", "a note"]],
     "add -u (an IDE's commit of changed files)": [["add", "-u"], ["commit", "-m", "a note"]],
+    "add the events, not the texts": [["add", ".qem/events", "MEMORY.md"], ["commit", "-m", "a note"]],
 }
 # where qem stages its writes: the habits that commit the write whole, and the one that
 # cannot (`commit -- PATHS` commits those paths from HEAD's tree: the hooks refuse it)
-WHOLE_WHEN_STAGED = {"commit -am", "add MEMORY.md", "add .", "add -p", "add -u (an IDE's commit of changed files)"}
+WHOLE_WHEN_STAGED = {"commit -am", "add MEMORY.md", "add .", "add -p", "add -u (an IDE's commit of changed files)",
+                     "add the events, not the texts"}
 WHOLE_WHEN_NOT_STAGED = {"add ."}
 
 
@@ -137,7 +139,8 @@ def refused_naming_the_note(done, work: Path, env: dict[str, str], before: int) 
     note = qem(work, "list").stdout
     short = next(line.split("\t")[0] for line in note.splitlines() if NEW in line)
     assert short in output, (short, output)
-    assert (".qem/events/" in output or ".qem/packs/" in output) and "git add .qem MEMORY.md" in output, output
+    assert any(f".qem/{folder}/" in output for folder in ("events", "texts", "packs")), output
+    assert "git add .qem MEMORY.md" in output, output
 
 
 def follow_the_advice(work: Path, env: dict[str, str]) -> None:
@@ -181,6 +184,9 @@ def test_the_hooks_refuse_a_partial_commit(team, habit: str) -> None:
     else:
         refused_naming_the_note(done, work, env, before)
         assert (work / "MEMORY.md").read_bytes() == mirror  # nothing rendered over
+        if habit == "add the events, not the texts":
+            output = done.stdout + done.stderr
+            assert "(its text)" in output and ".qem/texts/" in output, output
         follow_the_advice(work, env)
     git("push", "-q", "origin", "main", cwd=work, env=env)
     fresh_clone_holds(origin, env, [FIRST, NEW], 2)
