@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ import pytest
 from conftest import run_qem
 from test_precommit import git, git_env, local_hooks, pre_commit
 
-from qem_edit.logtree import LogTree
+from qem_edit.logtree import LogTree, event_bytes
 from qem_edit.model import NewNote
 from qem_edit.store import PACK_AT, Store
 
@@ -124,8 +125,6 @@ def make_commit(work: Path, env: dict[str, str], habit: str):  # type: ignore[no
 
 
 def _git_input(work: Path, env: dict[str, str], args: list[str], answers: str | None):  # type: ignore[no-untyped-def]
-    import subprocess
-
     return subprocess.run(["git", *args], cwd=work, env=env, input=answers, capture_output=True, text=True,
                           timeout=300)
 
@@ -203,8 +202,6 @@ def loose_notes(work: Path, count: int) -> None:
         for name in sorted(n for n in tree.names() if n.startswith("packs/")):
             events, texts = tree.read(name)
             for event in events:
-                from qem_edit.logtree import event_bytes
-
                 (tree.root / "events" / event.id).write_bytes(event_bytes(event))
             for text in texts:
                 (tree.root / "texts" / text.note).write_bytes(text.record_bytes())
