@@ -63,6 +63,7 @@ ActorOpt = Annotated[
     typer.Option("--actor", help="Who writes (default: QEM_ACTOR, or the login name).", show_default=False),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+StagedOpt = Annotated[bool, typer.Option("--staged", help="Judge what the next commit carries (the log and MEMORY.md in git's index), as the pre-commit hooks do.")]
 IdArg = Annotated[str, typer.Argument(metavar="ID", help="The note: its short id (or any unambiguous prefix of its id), or its number from before the conversion.", show_default=False)]
 ReasonOpt = Annotated[Optional[str], typer.Option("--message", "-m", help="Why.", show_default=False)]
 RequiredReasonOpt = Annotated[str, typer.Option("--message", "-m", help="Why (required).", show_default=False)]
@@ -146,11 +147,15 @@ def init(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
     Example: qem init --workspace ~/project
     """
     from . import workspace as ws
+    from .gitstage import stage_written
 
     place = ws.resolve(workspace, store)
     existed = (place.store_path / "events").is_dir()
-    Store.open(place.store_path, create=True).close()
+    with Store.open(place.store_path, create=True) as handle:
+        notices = stage_written(handle, place)
     print(f"{'memory already exists' if existed else 'created memory'}: {place.store_path}")
+    for notice in notices:
+        _say(notice)
     return 0
 
 
@@ -374,6 +379,7 @@ def log(
 def verify(
     repair: Annotated[bool, typer.Option("--repair", help="Rebuild the local index from the log first, if it disagrees.")] = False,
     fail_on_disputes: Annotated[bool, typer.Option("--fail-on-disputes", help="Fail on open disputes too (forks, disputes, concurrent changes).")] = False,
+    staged: StagedOpt = False,
     as_json: JsonOpt = False,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
@@ -386,6 +392,10 @@ def verify(
 
     place, handle = _open(workspace, store, write=False)
     with handle:
+        if staged:
+            from .staged import verify_staged
+
+            return _show(verify_staged(handle, place, repair=repair, disputes_fail=fail_on_disputes), as_json)
         return _show(verify_report(handle, place, repair=repair, disputes_fail=fail_on_disputes), as_json)
 
 
@@ -483,10 +493,15 @@ def pack(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
 
     Example: qem pack
     """
-    _, handle = _open(workspace, store, write=True, create=False)
+    from .gitstage import stage_written
+
+    place, handle = _open(workspace, store, write=True, create=False)
     with handle:
         before, after = handle.pack()
+        notices = stage_written(handle, place)
     print(f"packed: {before} log files before, {after} now")
+    for notice in notices:
+        _say(notice)
     return 0
 
 
@@ -617,6 +632,7 @@ def export_(
     stdout: Annotated[bool, typer.Option("--stdout", help="Print the rendering; write no file.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite a MEMORY.md edited by hand (its edits are lost).")] = False,
     at: AtOpt = None,
+    staged: StagedOpt = False,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
 ) -> int:
@@ -646,11 +662,27 @@ def export_(
             selection = _selection(handle, None, False, filters)
             _write_bytes(mirror.render_store(handle, selection)[1] if at is None else mirror.render_as_of(handle, at))
             return 0
+        if staged and path is None:
+            refused = _judge_staged(handle, place)
+            if refused is not None:
+                return refused
         if check or diff:
             return _check_mirror(handle, target, check, diff)
         wrote = mirror.export(handle, target, force=force)
     _say(f"{'wrote' if wrote else 'unchanged:'} {target}")
     return 0
+
+
+def _judge_staged(handle: Store, place) -> int | None:  # type: ignore[no-untyped-def]
+    """`--staged`: the commit's verdict where it is not the work tree's (its exit
+    status; nothing is written), else None (judge the work tree)."""
+    from .staged import staged_verdict
+
+    verdict = staged_verdict(handle, place)
+    if verdict is None:
+        return None
+    print(("ok: " if verdict.clean else "qem: ") + verdict.message, file=sys.stderr)
+    return 0 if verdict.clean else 1
 
 
 def _check_mirror(handle: Store, target: Path, check: bool, diff: bool) -> int:

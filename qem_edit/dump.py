@@ -243,6 +243,7 @@ def _adopt_memory_id(store: Store, memory_id: str) -> None:
     path = store.root / CONFIG_NAME
     config = path.read_text("utf-8")
     write_atomic(path, config.replace(f'id = "{current}"', f'id = "{memory_id}"', 1).encode("utf-8"))
+    store.tree.touched.add(CONFIG_NAME)
     store.__dict__.pop("_memory", None)
 
 

@@ -503,17 +503,26 @@ def unified_diff(store: Store, path: Path) -> str:
 
 
 def auto_export(store: Store, workspace) -> list[str]:  # type: ignore[no-untyped-def]
-    """Re-render the mirror after a write when the workspace asks for it.  Returns what
-    the writer should be told (the write itself is committed whatever happens here)."""
+    """Re-render the mirror after a write when the workspace asks for it, then stage what
+    the write wrote (qem_edit.gitstage).  Returns what the writer should be told (the
+    write itself is committed whatever happens here)."""
+    from .gitstage import stage_written
+
+    notices, rendered = _export_after_write(store, workspace)
+    return notices + stage_written(store, workspace, rendered)
+
+
+def _export_after_write(store: Store, workspace) -> tuple[list[str], Path | None]:  # type: ignore[no-untyped-def]
+    """auto_export's rendering: the notices, and the mirror when it is the rendering now."""
     try:
         wanted = workspace.auto_export()
     except errors.QemError as exc:
         # Commands check the config before they write; if it broke since, the write stands.
-        return [f"warning: the write is saved, but auto-export was skipped: {exc}"]
+        return [f"warning: the write is saved, but auto-export was skipped: {exc}"], None
     if not wanted:
-        return []
+        return [], None
     path = workspace.mirror_path()
     try:
-        return [f"re-rendered {path}"] if export(store, path) else []
+        return ([f"re-rendered {path}"] if export(store, path) else []), path
     except errors.QemError as exc:
-        return [f"warning: the write is saved, but {path} was not re-rendered: {exc}"]
+        return [f"warning: the write is saved, but {path} was not re-rendered: {exc}"], None

@@ -11,8 +11,9 @@ from pathlib import Path
 from . import errors
 
 
-def _git(cwd: Path, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess:
+def _git(cwd: Path, *args: str, input: bytes | None = None, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in ("GIT_CONFIG_NOSYSTEM",)}
+    env.update(extra or {})
     try:
         return subprocess.run(["git", *args], cwd=cwd, capture_output=True, input=input, env=env, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -114,3 +115,77 @@ def _parse_batch(data: bytes, names: list[str], prefix: str) -> dict[str, bytes]
         out[name[len(prefix) + 1:] if name.startswith(prefix + "/") else name] = data[end + 1:end + 1 + size]
         pos = end + 1 + size + 1
     return out
+
+
+# -- the index (what the next commit holds) ---------------------------------------------------
+
+
+def index_env(top: Path) -> dict[str, str]:
+    """GIT_INDEX_FILE as git sets it for a hook (`commit -a` and `commit -- PATHS` build
+    the commit in an index of their own), kept only when it is this repository's: every
+    other GIT_* variable is dropped (_git), and an index file of another repository (a
+    hook of an outer one) must never be read or written for this one."""
+    given = os.environ.get("GIT_INDEX_FILE")
+    if not given:
+        return {}
+    index = Path(os.path.abspath(given))
+    dot = top / ".git"
+    try:
+        gitdir = dot if dot.is_dir() else Path(dot.read_text("utf-8").partition("gitdir:")[2].strip())
+        gitdir = gitdir if gitdir.is_absolute() else top / gitdir
+        return {"GIT_INDEX_FILE": str(index)} if index.parent.resolve() == gitdir.resolve() else {}
+    except OSError:
+        return {}
+
+
+def staged_files(top: Path, paths: list[str]) -> dict[str, str]:
+    """The files under these paths (relative to `top`) in git's index: path → blob id."""
+    done = _git(top, "--literal-pathspecs", "ls-files", "-s", "-z", "--", *paths, extra=index_env(top))
+    if done.returncode != 0:
+        raise errors.BadInput(f"cannot read git's index: {done.stderr.decode(errors='replace').strip()}")
+    out = {}
+    for record in done.stdout.split(b"\0"):
+        meta, _, name = record.partition(b"\t")
+        if name:
+            out[name.decode("utf-8", "surrogateescape")] = meta.split()[1].decode()
+    return out
+
+
+def unstaged_files(top: Path, paths: list[str]) -> set[str]:
+    """The tracked files under these paths whose work-tree copy differs from the index's."""
+    done = _git(top, "--literal-pathspecs", "diff-files", "--name-only", "-z", "--", *paths, extra=index_env(top))
+    return {n.decode("utf-8", "surrogateescape") for n in done.stdout.split(b"\0") if n}
+
+
+def blobs(top: Path, named: dict[str, str]) -> dict[str, bytes]:
+    """The bytes of blobs (name → blob id, as staged_files gives them), by name."""
+    if not named:
+        return {}
+    names = sorted(named)
+    batch = _git(top, "cat-file", "--batch", input=b"".join(named[n].encode() + b"\n" for n in names))
+    return _parse_batch(batch.stdout, names, "")
+
+
+def tagged_files(cwd: Path, paths: list[str], top: Path) -> dict[str, str] | None:
+    """Which of these paths (relative to `cwd`) git tracks (tag H) or would add (`?`,
+    untracked and not ignored); an ignored one is left out.  None: not a git work tree."""
+    try:
+        done = _git(cwd, "--literal-pathspecs", "ls-files", "-z", "-t", "-c", "-o", "--exclude-standard", "--", *paths,
+                    extra=index_env(top))
+    except errors.BadInput:
+        return None
+    if done.returncode != 0:
+        return None
+    out = {}
+    for record in done.stdout.split(b"\0"):
+        tag, _, name = record.decode("utf-8", "surrogateescape").partition(" ")
+        if name:
+            out[name] = tag
+    return out
+
+
+def update_index(cwd: Path, feed: bytes, extra: dict[str, str]) -> str | None:
+    """`git update-index --add --remove` of the NUL-ended paths in `feed` (relative to
+    `cwd`); git's complaint, or None when it took them."""
+    done = _git(cwd, "update-index", "--add", "--remove", "-z", "--stdin", input=feed, extra=extra)
+    return None if done.returncode == 0 else done.stderr.decode("utf-8", "replace").strip() or "git update-index failed"

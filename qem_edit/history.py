@@ -24,7 +24,12 @@ def notes_as_of(store: Store, at: str) -> dict[str, Note]:
     if top is None:
         raise errors.BadInput(f"--at {at!r}: not a date, and {store.root} is not in a git repository")
     commit = gitrepo.commit_of(top, at)
-    files = gitrepo.tree_files(top, commit, store.root)
+    return notes_of_files(store, gitrepo.tree_files(top, commit, store.root))
+
+
+def notes_of_files(store: Store, files: dict[str, bytes]) -> dict[str, Note]:
+    """Every note the log files `files` (name → bytes, from a commit or git's index) hold,
+    read by the rules the work tree's files are read by."""
     events, texts = [], {}
     for name, data in sorted(files.items()):
         try:

@@ -195,6 +195,14 @@ class LogTree:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        # what this process wrote or deleted here since it last asked (names relative to
+        # the root): the one account of a write's files, which qem_edit.gitstage stages
+        self.touched: set[str] = set()
+
+    def take_touched(self) -> set[str]:
+        """The names written or deleted since the last call (and forget them)."""
+        touched, self.touched = self.touched, set()
+        return touched
 
     def path(self, name: str) -> Path:
         return self.root / name
@@ -311,20 +319,24 @@ class LogTree:
             path = self.root / name
             if not path.exists():
                 write_atomic(path, text.encode("utf-8"))
+                self.touched.add(name)
 
     def write_event(self, event: Event) -> str:
         name = f"{EVENTS}/{event.id}"
         path = self.root / name
         if not path.exists():
             write_atomic(path, event_bytes(event))
+        self.touched.add(name)
         return name
 
     def write_text(self, record: TextRecord) -> str:
         name = f"{TEXTS}/{record.note}"
         write_atomic(self.root / name, record.record_bytes())
+        self.touched.add(name)
         return name
 
     def remove(self, name: str) -> None:
+        self.touched.add(name)
         try:
             (self.root / name).unlink()
         except FileNotFoundError:
@@ -360,6 +372,7 @@ class LogTree:
         name = f"{PACKS}/{kind}-{ids.encode(digest.digest())}.jsonl"
         if not (self.root / name).exists():
             write_atomic(self.root / name, ordered)
+        self.touched.add(name)
         return name
 
 

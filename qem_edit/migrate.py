@@ -14,7 +14,7 @@ from . import errors
 from .convert import convert, read_old_store
 from .logtree import LogTree, pack_text_line
 from .store import LEGACY_NAME, TEXTS_PER_PACK, Store, ensure_memory_id
-from .workspace import Workspace
+from .workspace import CONFIG_NAME, Workspace
 
 
 def migrate(place: Workspace) -> str:
@@ -32,10 +32,15 @@ def migrate(place: Workspace) -> str:
     for start in range(0, len(ordered), TEXTS_PER_PACK):
         tree.write_pack("t", [pack_text_line(t) for t in ordered[start:start + TEXTS_PER_PACK]])
     _set_aside(old)
-    Store.open(root).close()  # the index, built from the converted log
-    return (f"converted {len(converted.events)} events of {len(converted.ids)} notes into {root}"
+    from .gitstage import stage_written
+
+    with Store.open(root) as store:  # the index, built from the converted log
+        store.tree.touched |= tree.take_touched() | {CONFIG_NAME}
+        warnings = stage_written(store, place)
+    done = (f"converted {len(converted.events)} events of {len(converted.ids)} notes into {root}"
             f" (their old numbers still work, e.g. `qem show 1`); the old store is kept as"
             f" {old.name}.converted; commit .qem/ with your code")
+    return "\n".join([*warnings, done])
 
 
 def _set_aside(old: Path) -> None:

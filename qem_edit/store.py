@@ -326,17 +326,21 @@ class Store:
         refused up front)."""
         root = Path(root)
         _refuse_legacy(root)
+        made: set[str] = set()
         if not (root / EVENTS).is_dir() and not (root / PACKS).is_dir():
             if not create:
                 raise errors.StoreMissing(
                     f"no qem memory at {root}", hint="create one with `qem init` (or any write command, e.g. `qem add`)"
                 )
             try:
-                LogTree(root).ensure()
+                tree = LogTree(root)
+                tree.ensure()
                 ensure_memory_id(root)
+                made = tree.take_touched() | {CONFIG_NAME}
             except OSError as exc:
                 raise errors.StoreUnwritable(f"cannot create {root}: {exc.strerror}") from None
         store = cls._with_index(root, write)
+        store.tree.touched |= made  # (staged with the first write: qem_edit.gitstage)
         try:
             store.sync()
         except errors.NotAStore:  # the index is damaged where opening did not look

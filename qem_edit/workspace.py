@@ -67,7 +67,15 @@ class Workspace:
             raise errors.BadInput(f"{path}: [export] auto must be true or false")
         if "path" in export and not isinstance(export["path"], str):
             raise errors.BadInput(f"{path}: [export] path must be a string")
+        git = config.get("git", {})
+        if not isinstance(git, dict) or not isinstance(git.get("stage", True), bool):
+            raise errors.BadInput(f"{path}: [git] stage must be true or false")
         return config
+
+    def stages(self) -> bool:
+        """Whether writes stage what they wrote in git's index (qem_edit.gitstage): yes
+        unless `[git] stage = false`."""
+        return bool(self.config().get("git", {}).get("stage", True))
 
     def auto_export(self) -> bool:
         """Whether writes keep the mirror current: as configured, else yes in a git work

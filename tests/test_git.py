@@ -232,15 +232,18 @@ def test_a_memory_starts_at_the_top_of_the_work_tree(team):
     assert not (first.path / "src" / ".qem").exists()
 
 
-def test_writes_are_working_tree_changes(team):
+def test_writes_are_staged_changes(team):
+    """A write stages what it wrote (as `git mv` does): its new log files and MEMORY.md,
+    kept current by default, are in git's index, so any commit habit carries them."""
     founder = team.founded("the old fact")
     before = founder.memory_md()
     short = founder.add("a new fact")
     status = founder.git("status", "--porcelain", "--untracked-files=all").stdout.splitlines()
-    assert " M MEMORY.md" in status, status  # MEMORY.md is kept current by default
-    untracked = sorted(line[3:] for line in status if line.startswith("??"))
-    assert [p.split("/")[1] for p in untracked] == ["events", "texts"], untracked
-    diff = founder.git("diff", "MEMORY.md").stdout
+    assert "M  MEMORY.md" in status, status  # MEMORY.md is kept current by default
+    added_files = sorted(line[3:] for line in status if line.startswith("A  "))
+    assert [p.split("/")[1] for p in added_files] == ["events", "texts"], status
+    assert not [line for line in status if line.startswith("??")], status
+    diff = founder.git("diff", "--cached", "MEMORY.md").stdout
     added = [line for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
     removed = [line for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
     assert removed == [] and len(added) == 1 and f"[#{short}]" in added[0] and "a new fact" in added[0]
@@ -431,21 +434,25 @@ def test_switch_with_uncommitted_memory(team):
     ann.add("a note on the other branch")
     ann.commit("other")
     ann.git("switch", "-q", "main")
-    # an uncommitted note: its log files are untracked, so they travel with the work tree;
-    # `switch --merge` carries the modified MEMORY.md along, and git may conflict on it
+    # an uncommitted note is staged (its log files and MEMORY.md), so it moves as any
+    # staged change does: `git stash` takes the whole write, and `stash pop` on the other
+    # branch brings it back (git may conflict on MEMORY.md; `qem export` settles it)
     ann.add("not committed yet", kind="task")
-    done = ann.git("switch", "--merge", "other", ok=False)
+    ann.git("stash", "-q")
+    assert "not committed yet" not in ann.qem("list").stdout
+    ann.git("switch", "-q", "other")
+    done = ann.git("stash", "pop", ok=False)
     ann.settle_merge(done)
     listing = ann.qem("list").stdout
     assert "not committed yet" in listing and "a note on the other branch" in listing
     ann.qem("export", "--check")
     ann.qem("verify")
     # a reset that drops the branch's commit drops its note from the next answer
+    ann.qem("export")
+    ann.commit("the task, on other")
     ann.git("reset", "-q", "--hard", "main")
     listing = ann.qem("list").stdout
-    assert "a note on the other branch" not in listing and "not committed yet" in listing
-    ann.qem("export")
-    ann.commit("the task, on main")
+    assert "a note on the other branch" not in listing and "not committed yet" not in listing
     ann.check()
 
 

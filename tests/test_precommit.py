@@ -165,7 +165,7 @@ def test_the_manifest_is_valid() -> None:
     proc = pre_commit("validate-manifest", str(MANIFEST), cwd=ROOT, env=dict(os.environ))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     hooks = {h["id"]: h for h in yaml.safe_load(MANIFEST.read_text("utf-8"))}
-    assert hooks["qem-export"]["entry"] == "qem export"
+    assert hooks["qem-export"]["entry"] == "qem export --staged"
     for hook in hooks.values():
         assert (hook["language"], hook["pass_filenames"], hook["always_run"]) == ("python", False, True)
 

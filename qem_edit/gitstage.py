@@ -1,0 +1,100 @@
+"""qem stages what it writes, as `git mv` and `git rm` do.
+
+A write adds files to the log (events, texts, packs; config.toml, .gitignore and
+.gitattributes when it creates the memory) and a pack or a forget deletes some.  Left to
+git alone, `git commit -am` would commit the deletions and leave the new files behind:
+the log wiped in the commit while MEMORY.md lists every note.  So after a write (the log
+file is the commit point; it has landed) the files the write touched go into git's index
+(new ones added, deleted ones removed), and so does MEMORY.md when the write's automatic
+export left it the rendering and git already tracks it.  The next commit, whatever the
+habit that makes it, carries the write whole.
+
+Only in a git work tree where `.qem/` is not ignored (a memory kept out of git stays out),
+and not when `.qem/config.toml` says `[git] stage = false`.  An explicit `qem export`
+stages nothing: a hook that rewrites MEMORY.md fails the commit and the user restages.
+Staging never fails a write: when git cannot take it (its index locked by another git
+past a short wait, no git), the writer is warned with the command that stages by hand.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from . import errors, gitrepo
+from .workspace import CONFIG_NAME
+
+LOCK_TRIES = 10  # git's index.lock held by another git: tries, LOCK_WAIT_S apart
+LOCK_WAIT_S = 0.1
+
+
+def stage_written(store, place, mirror: Path | None = None) -> list[str]:  # type: ignore[no-untyped-def]
+    """Stage what the store's log wrote since the last call, and `mirror` (the rendering
+    the write left) when git tracks it; the warnings to tell the writer (none when it
+    worked, or when there is nothing to stage here)."""
+    touched = store.tree.take_touched()
+    if not touched and mirror is None:
+        return []
+    try:
+        if not place.stages():
+            return []
+    except errors.QemError:
+        return []
+    root = Path(store.root)
+    wanted = _wanted(root, touched, mirror)
+    if not wanted:
+        return []
+    problem = _update_index(root, wanted)
+    if problem is None:
+        return []
+    what = " ".join(_shown(place.root, p) for p in [root, *([mirror] if mirror is not None else [])])
+    return [f"warning: the write is saved, but git's index was not updated ({problem}); stage it with"
+            f" `git add {what}` before you commit"]
+
+
+def _wanted(root: Path, touched: set[str], mirror: Path | None) -> list[str] | None:
+    """The paths (relative to the memory's folder) to stage: the touched log files when
+    `.qem/` is not ignored, the mirror when git tracks it.  None: not in a git work tree
+    (or no git).  One `git ls-files` tells both: a tracked file is tagged H, an untracked
+    one that is not ignored `?`, an ignored one is not listed."""
+    shown = os.path.relpath(mirror, root) if mirror is not None else None
+    asked = [CONFIG_NAME] + ([shown] if shown is not None else [])
+    listed = gitrepo.tagged_files(root, asked, _top_guess(root))
+    if listed is None:
+        return None
+    out = sorted(touched) if CONFIG_NAME in listed else []
+    if shown is not None and listed.get(shown) == "H":
+        out.append(shown)
+    return out
+
+
+def _top_guess(root: Path) -> Path:
+    """The work tree's top as far as can be told without asking git: the memory's
+    folder's parent (where `.qem` lives), for gitrepo.index_env."""
+    return root.resolve().parent
+
+
+def _update_index(root: Path, paths: list[str]) -> str | None:
+    """`git update-index --add --remove` of the paths (a present file is added or
+    updated, an absent one removed); what went wrong, or None."""
+    feed = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths)
+    extra = gitrepo.index_env(_top_guess(root))
+    for attempt in range(LOCK_TRIES):
+        try:
+            message = gitrepo.update_index(root, feed, extra)
+        except errors.BadInput as exc:
+            return str(exc)
+        if message is None:
+            return None
+        if "index.lock" not in message or attempt == LOCK_TRIES - 1:
+            return (message.splitlines() or ["git update-index failed"])[0].removeprefix("fatal: ")
+        time.sleep(LOCK_WAIT_S)
+    return None
+
+
+def _shown(base: Path, path: Path) -> str:
+    try:
+        return Path(path).resolve().relative_to(Path(base).resolve()).as_posix() or "."
+    except ValueError:
+        return str(path)

@@ -1,0 +1,124 @@
+"""What the next commit carries, judged for the hooks (`--staged` on `export`,
+`export --check` and `verify`).
+
+A hook that reads the work tree sees files the commit will not carry: the pre-commit
+framework stashes unstaged changes to tracked files, but untracked files stay, so a note
+whose log files were never staged looks present while MEMORY.md, staged, shows it.  Here
+the log as staged (the log files in git's index, `GIT_INDEX_FILE` respected: `commit -a`
+and `commit -- PATHS` build the commit in an index of their own) is set beside the work
+tree's.  When every event and text of the work tree is in a staged file as the work tree
+holds it (the usual case, known from the file names and git's own stat cache: log files
+are named by their bytes), the work tree's judgment is the commit's.  Otherwise the
+commit lacks notes the work tree has: it is whole only if the staged MEMORY.md renders
+the staged log (a commit of part of the work, its MEMORY.md with it); if not, it is
+refused, naming the notes, the files and the command that adds them, and nothing is
+rendered over (a re-render would delete the missing notes' lines from MEMORY.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sized
+from pathlib import Path
+
+from . import gitrepo
+from .export import Verdict, same_text
+from .logtree import EVENTS, PACKS, TEXTS
+from .store import Store
+
+SHOWN_MOST = 8  # notes and files named in a refusal; the rest are counted
+
+
+def staged_verdict(store: Store, place) -> Verdict | None:  # type: ignore[no-untyped-def]
+    """The commit's verdict where it differs from the work tree's; None when the staged
+    memory is the work tree's (or this is no git work tree): judge the work tree."""
+    top = gitrepo.toplevel(store.root)
+    folder = _relative(top, store.root) if top is not None else None
+    if top is None or folder is None:
+        return None
+    mirror = place.mirror_path()
+    mirror_name = _relative(top, mirror)
+    paths = [f"{folder}/{d}" for d in (EVENTS, TEXTS, PACKS)] + ([mirror_name] if mirror_name else [])
+    staged = gitrepo.staged_files(top, paths)
+    log = {n[len(folder) + 1:]: blob for n, blob in staged.items() if n.startswith(folder + "/")}
+    changed = gitrepo.unstaged_files(top, paths)
+    good = {n for n in store.tree.names() & set(log) if f"{folder}/{n}" not in changed}
+    notes, files = _missing(store, good)
+    if not notes:
+        return None
+    if mirror_name is None or mirror_name not in staged:
+        return Verdict(True, f"the commit carries no {mirror.name}; {_count(notes)} of the work tree are not"
+                             " staged and stay out of it")
+    held = gitrepo.blobs(top, {mirror_name: staged[mirror_name]})[mirror_name]
+    if same_text(held, _rendering(store, top, folder, log)):
+        return Verdict(True, f"{mirror_name} as staged matches the log as staged; {_count(notes)} of the work"
+                             " tree are not staged and stay out of this commit")
+    return Verdict(False, _incomplete(store, notes, files, folder, mirror_name), precious=True)
+
+
+def _count(notes: Sized) -> str:
+    return f"{len(notes)} note{'' if len(notes) == 1 else 's'}"
+
+
+def _relative(top: Path, path: Path) -> str | None:
+    try:
+        return Path(path).resolve().relative_to(top.resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+def _missing(store: Store, good: set[str]) -> tuple[dict[str, str], list[str]]:
+    """The notes with an event or text that no file in `good` holds (the commit lacks
+    it; "its text" when that is all it lacks), and the work tree's files that hold them."""
+    outside = sorted(store.tree.names() - good)
+    held: dict[str, set[str]] = {}  # an event (or `t:` and a note, its text) → the files holding it
+    note_of: dict[str, str] = {}
+    for start in range(0, len(outside), 500):
+        chunk = outside[start:start + 500]
+        marks = ", ".join("?" * len(chunk))
+        rows = store._read(f"SELECT e.event, e.file, v.note FROM event_files e JOIN events v ON v.id = e.event"
+                           f" WHERE e.event IN (SELECT event FROM event_files WHERE file IN ({marks}))", chunk)
+        rows += store._read(f"SELECT 't:' || note, file, note FROM texts WHERE note IN"
+                            f" (SELECT note FROM texts WHERE file IN ({marks}))", chunk)
+        for key, name, note in rows:
+            held.setdefault(key, set()).add(name)
+            note_of[key] = note
+    lacking = {key for key, names in held.items() if not names & good}
+    notes = {note_of[key]: "its text" for key in lacking if key.startswith("t:")}
+    notes.update((note_of[key], "") for key in lacking if not key.startswith("t:"))
+    files = sorted({name for key in lacking for name in held[key] if name not in good})
+    return notes, files
+
+
+def _rendering(store: Store, top: Path, folder: str, log: dict[str, str]) -> bytes:
+    """The MEMORY.md a fresh clone of the commit renders: the staged log's notes."""
+    from .history import notes_of_files
+    from .renderer import render
+
+    files = gitrepo.blobs(top, log)
+    return render(notes_of_files(store, files).values(), store.memory_id()).encode("utf-8")
+
+
+def _incomplete(store: Store, notes: dict[str, str], files: list[str], folder: str, mirror: str) -> str:
+    newest = sorted(store.notes_by_id(notes).values(), key=lambda n: (n.created_at, n.id), reverse=True)
+    shown = []
+    for note in newest[:SHOWN_MOST]:
+        line = ((note.text or "(forgotten)").splitlines() or [""])[0][:60]
+        shown.append(f"#{note.shown} {note.kind} \"{line}\"" + (f" ({notes[note.id]})" if notes[note.id] else ""))
+    more = f" and {len(notes) - SHOWN_MOST} more" if len(notes) > SHOWN_MOST else ""
+    named = ", ".join(f"{folder}/{f}" for f in files[:SHOWN_MOST])
+    named += f" and {len(files) - SHOWN_MOST} more" if len(files) > SHOWN_MOST else ""
+    return (f"this commit is incomplete: {mirror} as staged is not the rendering of the log as staged, and"
+            f" {_count(notes)} of the work tree {'is' if len(notes) == 1 else 'are'} missing from the commit: {'; '.join(shown)}{more}; their"
+            f" log files are not staged: {named}; add them with `git add {folder} {mirror}` and commit again"
+            f" (`git commit -- PATHS` commits only those paths: name {folder} too)")
+
+
+def verify_staged(store: Store, place, **options):  # type: ignore[no-untyped-def]
+    """`qem verify --staged`: verify's checks, MEMORY.md judged as the commit carries it."""
+    from .checks import verify_report
+
+    verdict = staged_verdict(store, place)
+    report = verify_report(store, place if verdict is None else None, **options)
+    if verdict is not None and not verdict.clean:
+        report.problems.append(f"{place.mirror_path()}: {verdict.message}")
+    return report
