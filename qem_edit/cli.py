@@ -300,7 +300,14 @@ def show(note_id: IdArg, as_json: JsonOpt = False, at: AtOpt = None, workspace: 
         full = handle.resolve(note_id)
         note = handle.note(full) if at is None else note_at(handle, full, at)
         shorts = handle.index.shorts(x for x in (note.supersedes, note.superseded_by) if x)
-    return _show(NoteView(note, shorts), as_json)
+    return _show(NoteView(note, shorts, came_with=_came_with(handle, note)), as_json)
+
+
+def _came_with(handle: Store, note) -> str | None:  # type: ignore[no-untyped-def]
+    """For a note whose text is missing: the commit that brought its event, if git knows."""
+    from .incomplete import event_commit
+
+    return event_commit(handle, note.id) if note.text_missing else None
 
 
 @app.command()

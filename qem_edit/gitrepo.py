@@ -43,6 +43,13 @@ def unmodified(top: Path, path: Path) -> bool:
     return done.returncode == 0
 
 
+def last_change(top: Path, path: Path, *, added: bool = False) -> str | None:
+    """The last commit that changed (`added`: added) `path`, as a short hash (None: none)."""
+    relative = path.resolve().relative_to(top.resolve()).as_posix()
+    done = _git(top, "log", "-1", "--format=%h", *(["--diff-filter=A"] if added else []), "--", relative)
+    return (done.stdout.decode().strip() or None) if done.returncode == 0 else None
+
+
 def commit_of(top: Path, rev: str) -> str:
     """The commit a revision names; BadInput naming the revision if it names none."""
     done = _git(top, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")

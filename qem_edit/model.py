@@ -178,6 +178,9 @@ class Rival:
     superseded_by: str | None = None
 
 
+TEXT_MISSING = "(text missing from this commit)"  # how a note without its text file is shown
+
+
 @dataclass(frozen=True)
 class Note:
     id: str
@@ -209,6 +212,17 @@ class Note:
     @property
     def live(self) -> bool:
         return self.state in LIVE_STATES
+
+    @property
+    def text_missing(self) -> bool:
+        """No text, and no forget took it: its text file did not come with the commit."""
+        return self.text is None and self.state != "forgotten"
+
+    def first_line(self) -> str:
+        """The text's first line, or what stands for a text there is none of."""
+        if self.text is None:
+            return TEXT_MISSING if self.text_missing else "(forgotten)"
+        return self.text.split("\n", 1)[0]
 
     @property
     def shown(self) -> str:

@@ -1,0 +1,105 @@
+"""Commits that carry only part of a memory, as real git habits make them, met in a
+fresh clone; and a branch cut before the memory existed.
+
+`git commit -am` commits MEMORY.md but leaves a new note's log files untracked; `git add
+MEMORY.md .qem/events` leaves its text behind.  Every other clone then holds a MEMORY.md
+that shows a note (or a text) its log lacks: that is named as an incomplete commit (which
+notes, which commit), never rendered over, and no command's advice deletes the line.
+"""
+
+from __future__ import annotations
+
+from test_git import Clone, Team, team  # noqa: F401  (the fixture)
+
+
+def incomplete(team: Team, text: str, *add: str) -> tuple[Clone, str, str]:
+    """The founder adds `text` and commits with `git add ADD...` (none: `commit -am`),
+    then pushes; the short id and the commit that changed MEMORY.md."""
+    founder = team.founded("the first fact")
+    short = founder.add(text, kind="gotcha")
+    if add:
+        founder.git("add", *add)
+        founder.git("commit", "-q", "-m", "a note, partly")
+    else:
+        founder.git("commit", "-q", "-am", "a note, partly")
+    founder.git("push", "-q", "origin", "main")
+    commit = founder.git("log", "-1", "--format=%h", "--", "MEMORY.md").stdout.strip()
+    return founder, short, commit
+
+
+def test_a_commit_without_a_notes_files_is_named_in_a_fresh_clone(team):
+    founder, short, commit = incomplete(team, "the lock is taken before the index")
+    assert founder.git("status", "--porcelain").stdout.count("?? .qem/") == 2  # left behind
+    mate = team.clone("mate")
+    committed = mate.memory_md()
+    assert f"[#{short}]".encode() in committed
+    check = mate.qem("export", "--check", code=1)
+    said = check.stderr + check.stdout
+    assert "incomplete commit" in said and f"#{short}" in said and commit in said, said
+    assert "the lock is taken before the index" in said  # the item as MEMORY.md shows it
+    assert "moved on" not in said and "git add .qem && git commit" in said and "--force" in said
+    # following any advice given must not delete the note: export refuses, changing nothing
+    refused = mate.qem("export", code=3)
+    assert "incomplete commit" in refused.stderr and mate.memory_md() == committed
+    verify = mate.qem("verify", code=1)
+    assert f"#{short}" in verify.stdout and "incomplete commit" in verify.stdout
+    # a write here keeps the note's line too (auto-export refuses, the write stands)
+    mate.add("written in the clone that lacks the note")
+    assert mate.memory_md() == committed
+    # the author follows the advice; the clone catches up and renders every note
+    founder.git("add", ".qem")
+    founder.git("commit", "-q", "-m", "the note's log files")
+    founder.git("push", "-q", "origin", "main")
+    mate.pull()
+    mate.qem("export")
+    assert f"[#{short}]".encode() in mate.memory_md()
+    assert b"written in the clone that lacks the note" in mate.memory_md()
+    mate.publish("the clone's note")
+    fresh = team.clone("fresh")
+    fresh.check()
+    assert fresh.memory_md() == mate.memory_md()
+    assert {n["text"] for n in fresh.notes()} >= {"the lock is taken before the index",
+                                                  "written in the clone that lacks the note"}
+
+
+def test_an_event_committed_without_its_text_is_text_missing_not_forgotten(team):
+    founder, short, commit = incomplete(team, "never bump the schema by hand", "MEMORY.md", ".qem/events")
+    mate = team.clone("mate")
+    committed = mate.memory_md()
+    shown = mate.qem("show", short).stdout
+    assert "text missing from this commit" in shown and "forgotten" not in shown, shown
+    assert commit in shown  # the commit that brought the note's event
+    assert "(text missing from this commit)" in mate.qem("list").stdout
+    # the rendering has no item for it: no tombstone for a note nobody forgot
+    rendering = mate.qem("export", "--stdout").stdout
+    assert "FORGOTTEN" not in rendering and f"[#{short}]" not in rendering
+    verify = mate.qem("verify", code=1).stdout
+    assert f"note #{short}:" in verify and "text missing from this commit" in verify
+    check = " ".join(mate.qem("export", "--check", code=1).stderr.split())
+    assert "text missing from this commit" in check and f"#{short}" in check and commit in check, check
+    assert "never bump the schema by hand" in check and "moved on" not in check
+    mate.qem("export", code=3)
+    assert mate.memory_md() == committed  # the text's line is still there
+    # the text arrives: the note is whole again, on every clone
+    founder.git("add", ".qem")
+    founder.git("commit", "-q", "-m", "the note's text")
+    founder.git("push", "-q", "origin", "main")
+    mate.pull()
+    mate.check()
+    assert "never bump the schema by hand" in mate.qem("show", short).stdout
+    fresh = team.clone("fresh")
+    fresh.check()
+    assert fresh.memory_md() == mate.memory_md() == founder.memory_md()
+
+
+def test_a_forgotten_note_still_renders_its_tombstone(team):
+    founder = team.founded("a secret that was pasted by mistake")
+    short = founder.texts_short("a secret that was pasted by mistake")
+    founder.qem("forget", short, "-m", "a secret", "--yes")
+    founder.qem("export")
+    founder.publish("forget")
+    fresh = team.clone("fresh")
+    fresh.check()
+    assert f"- [#{short}] FORGOTTEN".encode() in fresh.memory_md()
+    shown = fresh.qem("show", short).stdout
+    assert "forgotten: the text was erased" in shown and "missing" not in shown
