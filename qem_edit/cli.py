@@ -148,9 +148,8 @@ def init(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
     from . import workspace as ws
 
     place = ws.resolve(workspace, store)
-    existed = (place.store_path / "events").is_dir()
-    Store.open(place.store_path, create=True).close()
-    print(f"{'memory already exists' if existed else 'created memory'}: {place.store_path}")
+    with Store.open(place.store_path, create=True) as handle:
+        print(handle.started or f"memory already exists: {place.store_path}")
     return 0
 
 

@@ -43,10 +43,12 @@ def unmodified(top: Path, path: Path) -> bool:
     return done.returncode == 0
 
 
-def last_change(top: Path, path: Path, *, added: bool = False) -> str | None:
-    """The last commit that changed (`added`: added) `path`, as a short hash (None: none)."""
+def last_change(top: Path, path: Path, *, added: bool = False, every_ref: bool = False) -> str | None:
+    """The last commit that changed (`added`: added) `path`, of HEAD (`every_ref`: of any
+    branch or tag), as a short hash (None: none)."""
     relative = path.resolve().relative_to(top.resolve()).as_posix()
-    done = _git(top, "log", "-1", "--format=%h", *(["--diff-filter=A"] if added else []), "--", relative)
+    options = (["--diff-filter=A"] if added else []) + (["--all"] if every_ref else [])
+    done = _git(top, "log", "-1", "--format=%h", *options, "--", relative)
     return (done.stdout.decode().strip() or None) if done.returncode == 0 else None
 
 
@@ -89,6 +91,11 @@ def shallow_boundary(top: Path) -> list[str]:
 def set_config(top: Path, key: str, value: str) -> bool:
     """Set `key` in the repository's own git config (.git/config); whether it worked."""
     return _git(top, "config", "--local", key, value).returncode == 0
+
+
+def stage(top: Path, paths: list[str]) -> bool:
+    """`git add` these paths (relative to `top`); whether git took them."""
+    return bool(paths) and _git(top, "add", "--", *paths).returncode == 0
 
 
 def tree_files(top: Path, rev: str, folder: Path) -> dict[str, bytes]:

@@ -103,3 +103,53 @@ def test_a_forgotten_note_still_renders_its_tombstone(team):
     assert f"- [#{short}] FORGOTTEN".encode() in fresh.memory_md()
     shown = fresh.qem("show", short).stdout
     assert "forgotten: the text was erased" in shown and "missing" not in shown
+
+
+# -- a branch cut before the memory existed --------------------------------------------------
+
+
+COMMITTED = ("config.toml", ".gitignore", ".gitattributes")
+
+
+def test_a_branch_from_before_the_memory_starts_the_same_memory(team):
+    founder = team.founded("a fact on main")
+    main_files = {name: founder.git("show", f"main:.qem/{name}").stdout for name in COMMITTED}
+    founder.git("switch", "-q", "-c", "old", "HEAD~1")  # the commit before the memory
+    assert not (founder.path / ".qem" / "config.toml").exists()
+    assert (founder.path / ".qem" / "index.db").exists()  # git leaves the ignored files
+    done = founder.qem("add", "a fact on the old branch", "-k", "finding")
+    assert "index.db remembers" in done.stderr and "created a new memory" not in done.stderr, done.stderr
+    for name, text in main_files.items():
+        assert (founder.path / ".qem" / name).read_text("utf-8") == text, name
+    assert "A  .qem/config.toml" in founder.git("status", "--porcelain").stdout  # staged
+    founder.git("switch", "-q", "main")  # git takes the staged files, identical to main's
+    founder.git("switch", "-q", "old")
+    founder.commit("a note on the old branch")
+    founder.git("switch", "-q", "main")
+    merged = founder.git("merge", "--no-edit", "-q", "old", ok=False)
+    assert merged.returncode == 0 and founder.conflicted() == [], merged.stdout + merged.stderr
+    founder.qem("export")
+    founder.publish("the old branch, merged")
+    fresh = team.clone("fresh")
+    fresh.check()
+    assert {n["text"] for n in fresh.notes()} == {"a fact on main", "a fact on the old branch"}
+    assert {name: fresh.git("show", f"HEAD:.qem/{name}").stdout for name in COMMITTED} == main_files
+
+
+def test_a_fresh_clone_of_a_branch_from_before_the_memory_takes_the_committed_one(team):
+    founder = team.founded("a fact on main")
+    start = founder.git("rev-parse", "--short", "HEAD~1").stdout.strip()
+    founder.git("push", "-q", "origin", f"{start}:refs/heads/old")
+    mate = team.clone("mate")
+    mate.git("switch", "-q", "old")
+    assert not (mate.path / ".qem").exists()  # no index here to remember anything
+    done = mate.qem("add", "a fact on the old branch", "-k", "finding")
+    memory = founder.git("log", "-1", "--format=%h", "--", ".qem/config.toml").stdout.strip()
+    assert f"commit {memory} holds" in done.stderr, done.stderr
+    mate.git("switch", "-q", "main")
+    assert "a fact on the old branch" in mate.qem("list").stdout  # its files travelled along
+    mate.qem("export")
+    mate.publish("the note from the old branch")
+    fresh = team.clone("fresh")
+    fresh.check()
+    assert "a fact on the old branch" in fresh.qem("list").stdout
