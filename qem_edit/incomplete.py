@@ -10,8 +10,10 @@ rendering: the ids its items show, each looked up in the index (short id, else p
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Iterator
 
@@ -34,45 +36,46 @@ class Lacking:
         return bool(self.absent or self.textless)
 
 
-def shown_items(path: Path) -> Iterator[tuple[str, str, bool]]:
-    """Each well-formed item line of the file: its id, the line, whether it shows a text
-    (a tombstone does not).  Column 0 only: no line of a text starts there."""
-    rest = b""
-    for chunk in file_chunks(path):
-        lines = (rest + chunk).split(b"\n")
-        rest = lines.pop()
-        yield from _items(lines)
-    yield from _items([rest])
-
-
-def _items(lines: list[bytes]) -> Iterator[tuple[str, str, bool]]:
-    for raw in lines:
-        if not raw.startswith(b"- [#"):
-            continue
-        line = raw.rstrip(b"\r").decode("utf-8", "replace")
-        item = ITEM_RE.match(line)
-        if item is not None:
-            yield item["id"], line, True
-        elif (stone := TOMBSTONE_RE.match(line)) is not None:
-            yield stone["id"], line, False
+_ITEM_START = re.compile(rb"^- \[#([0-9a-z]+)\]", re.M)
 
 
 def lacking(store: Store, path: Path) -> Lacking:
     """The file's items whose notes (or texts) the log lacks; nothing when the index
-    cannot be read (then the usual verdicts speak)."""
+    cannot be read (then the usual verdicts speak).  The file is scanned a chunk at a
+    time against two sets read once (the short ids, the notes without their text); only
+    an id in neither is looked up again, by prefix."""
     found = Lacking()
     try:
-        for short, line, with_text in shown_items(path):
+        shown = {row[0] for row in store.conn.execute("SELECT short FROM notes")}
+        textless = {row[0] for row in store.conn.execute(
+            "SELECT short FROM notes WHERE text IS NULL AND state != 'forgotten'")}
+        for short, line in _suspects(path, shown, textless):
             if short in found.absent or short in found.textless:
                 continue
-            known = _text_missing(store, short)
-            if known is None:
-                found.absent[short] = line
-            elif known and with_text:
-                found.textless[short] = line
+            item, missing = ITEM_RE.match(line), _text_missing(store, short)
+            if item is None and (missing is not None or TOMBSTONE_RE.match(line) is None):
+                continue  # not a well-formed item (a hand edit's), or a tombstone of a note the log has
+            if missing is None:
+                found.absent.setdefault(short, line)
+            elif missing and item is not None:
+                found.textless.setdefault(short, line)
     except (sqlite3.Error, OSError):
         return Lacking()
     return found
+
+
+def _suspects(path: Path, shown: set[str], textless: set[str]) -> Iterator[tuple[str, str]]:
+    """The item lines (column 0: no line of a text starts there) whose id is no note's
+    short id, or a note's whose text is missing."""
+    rest = b""
+    for chunk in chain(file_chunks(path), (b"\n",)):
+        block, _, rest = (rest + chunk).rpartition(b"\n")
+        for match in _ITEM_START.finditer(block):
+            short = match[1].decode("ascii")
+            if short not in shown or short in textless:
+                end = block.find(b"\n", match.start())
+                raw = block[match.start():end if end >= 0 else len(block)]
+                yield short, raw.rstrip(b"\r").decode("utf-8", "replace")
 
 
 def _text_missing(store: Store, short: str) -> bool | None:

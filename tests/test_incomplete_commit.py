@@ -153,3 +153,48 @@ def test_a_fresh_clone_of_a_branch_from_before_the_memory_takes_the_committed_on
     fresh = team.clone("fresh")
     fresh.check()
     assert "a fact on the old branch" in fresh.qem("list").stdout
+
+
+def test_the_export_hook_in_a_fresh_clone_never_renders_over_an_incomplete_commit(tmp_path):
+    """The real pre-commit framework, the manifest's qem-export hook: in the clone of a
+    commit that carried MEMORY.md without the note's files, the hook fails, names the
+    note and the commit, and leaves MEMORY.md as it is."""
+    from test_precommit import git, git_env, local_hooks, pre_commit, project
+
+    from conftest import run_qem
+
+    env = git_env(tmp_path / "home")
+    (tmp_path / "home").mkdir()
+    env["PRE_COMMIT_HOME"] = str(tmp_path / "pre-commit-home")
+    proj = project(tmp_path, local_hooks("qem-export"), env)
+    git("add", "-A", cwd=proj, env=env)
+    git("commit", "-q", "-m", "the memory", cwd=proj, env=env)
+    assert run_qem("add", "Deploys wait for the migration", "--kind", "gotcha", cwd=proj).returncode == 0
+    assert run_qem("export", cwd=proj).returncode == 0
+    git("commit", "-q", "-am", "a note, partly", cwd=proj, env=env)  # the note's files stay untracked
+    commit = git("log", "-1", "--format=%h", "--", "MEMORY.md", cwd=proj, env=env).stdout.strip()
+    fresh = tmp_path / "fresh"
+    git("clone", "-q", str(proj), str(fresh), cwd=tmp_path, env=env)
+    assert pre_commit("install", cwd=fresh, env=env).returncode == 0
+    before = (fresh / "MEMORY.md").read_bytes()
+    (fresh / "code.py").write_text("print('hello')\n", "utf-8")
+    git("add", "code.py", cwd=fresh, env=env)
+    done = git("commit", "-m", "code", cwd=fresh, env=env, check=False)
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode != 0 and "incomplete commit" in said and commit in said, said
+    assert "Deploys wait for the migration" in said and "moved on" not in said
+    assert (fresh / "MEMORY.md").read_bytes() == before
+
+
+def test_a_hand_edit_is_still_a_hand_edit(team):
+    """A line no rendering holds is a person's: an edited item of a note the log has, or a
+    line that is no well-formed item, keeps the hand-edit verdict (check it in)."""
+    team.founded("the first fact")
+    mate = team.clone("mate")
+    path = mate.path / "MEMORY.md"
+    for edit in (lambda t: t.replace("the first fact", "the first fact, edited"),
+                 lambda t: t.replace("## Tasks\n", "## Tasks\n\n- [#zzzz] not an item\n")):
+        mate.git("checkout", "--", "MEMORY.md")
+        path.write_text(edit(path.read_text("utf-8")), "utf-8")
+        said = " ".join(mate.qem("export", "--check", code=1).stderr.split())
+        assert "edited by hand" in said and "incomplete" not in said, said
