@@ -36,46 +36,50 @@ class Lacking:
         return bool(self.absent or self.textless)
 
 
-_ITEM_START = re.compile(rb"^- \[#([0-9a-z]+)\]", re.M)
+_ITEM_START = re.compile(rb"\n- \[#([0-9a-z]+)\]")  # searched in "\n" + a block of whole lines
+# of a block's item ids (a JSON array), those no note shows or whose note has no item (a
+# note whose text is missing has none): both read from covering indexes, no note row
+_SUSPECTS = ("SELECT j.value FROM json_each(?) j WHERE NOT EXISTS (SELECT 1 FROM notes n INDEXED BY"
+             " notes_by_short JOIN items i INDEXED BY items_by_id ON i.id = n.id WHERE n.short = j.value)")
 
 
 def lacking(store: Store, path: Path) -> Lacking:
     """The file's items whose notes (or texts) the log lacks; nothing when the index
     cannot be read (then the usual verdicts speak).  The file is scanned a chunk at a
-    time against two sets read once (the short ids, the notes without their text); only
-    an id in neither is looked up again, by prefix."""
+    time, each chunk's ids looked up in the index in one query; only an id no note shows
+    is looked up again, by prefix (a short id another clone shows longer)."""
     found = Lacking()
     try:
-        shown = {row[0] for row in store.conn.execute("SELECT short FROM notes")}
-        textless = {row[0] for row in store.conn.execute(
-            "SELECT short FROM notes WHERE text IS NULL AND state != 'forgotten'")}
-        for short, line in _suspects(path, shown, textless):
+        for short, line in _suspects(store, path):
             if short in found.absent or short in found.textless:
                 continue
             item, missing = ITEM_RE.match(line), _text_missing(store, short)
             if item is None and (missing is not None or TOMBSTONE_RE.match(line) is None):
                 continue  # not a well-formed item (a hand edit's), or a tombstone of a note the log has
             if missing is None:
-                found.absent.setdefault(short, line)
+                found.absent[short] = line
             elif missing and item is not None:
-                found.textless.setdefault(short, line)
+                found.textless[short] = line
     except (sqlite3.Error, OSError):
         return Lacking()
     return found
 
 
-def _suspects(path: Path, shown: set[str], textless: set[str]) -> Iterator[tuple[str, str]]:
+def _suspects(store: Store, path: Path) -> Iterator[tuple[str, str]]:
     """The item lines (column 0: no line of a text starts there) whose id is no note's
     short id, or a note's whose text is missing."""
     rest = b""
     for chunk in chain(file_chunks(path), (b"\n",)):
         block, _, rest = (rest + chunk).rpartition(b"\n")
-        for match in _ITEM_START.finditer(block):
-            short = match[1].decode("ascii")
-            if short not in shown or short in textless:
-                end = block.find(b"\n", match.start())
-                raw = block[match.start():end if end >= 0 else len(block)]
-                yield short, raw.rstrip(b"\r").decode("utf-8", "replace")
+        block = b"\n" + block
+        shown = _ITEM_START.findall(block)
+        if not shown:
+            continue
+        listed = (b'["' + b'","'.join(shown) + b'"]').decode("ascii")
+        for (short,) in store.conn.execute(_SUSPECTS, (listed,)).fetchall():
+            line = re.search(rb"\n(- \[#" + short.encode("ascii") + rb"\][^\n]*)", block)
+            if line is not None:
+                yield short, line[1].rstrip(b"\r").decode("utf-8", "replace")
 
 
 def _text_missing(store: Store, short: str) -> bool | None:
