@@ -208,6 +208,7 @@ class Note:
     alias: int | None = None  # the note's number in a store converted from numeric ids
     short_len: int = 4  # the short-id length the note was created with
     text_hash: str | None = None
+    erased_since: bool = False  # shown as it was (`--at`), its text erased by a later forget
 
     @property
     def live(self) -> bool:
@@ -216,7 +217,7 @@ class Note:
     @property
     def text_missing(self) -> bool:
         """No text, and no forget took it: its text file did not come with the commit."""
-        return self.text is None and self.state != "forgotten"
+        return self.text is None and self.state != "forgotten" and not self.erased_since
 
     def first_line(self) -> str:
         """The text's first line, or what stands for a text there is none of."""

@@ -43,6 +43,13 @@ def test_a_commit_without_a_notes_files_is_named_in_a_fresh_clone(team):
     assert "incomplete commit" in refused.stderr and mate.memory_md() == committed
     verify = mate.qem("verify", code=1)
     assert f"#{short}" in verify.stdout and "incomplete commit" in verify.stdout
+    # nor does checking in a hand edit of that file (the file rendered again would lose the line)
+    edited = committed.replace(b"## References\n", b"## References\n\n- a reference added by hand\n")
+    (mate.path / "MEMORY.md").write_bytes(edited)
+    checkin = mate.qem("checkin", "--path", "MEMORY.md", "--yes", "-m", "by hand", code=3)
+    assert "incomplete commit" in checkin.stderr and mate.memory_md() == edited
+    assert "a reference added by hand" not in mate.qem("list").stdout
+    mate.git("checkout", "--", "MEMORY.md")
     # a write here keeps the note's line too (auto-export refuses, the write stands)
     mate.add("written in the clone that lacks the note")
     assert mate.memory_md() == committed
