@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .model import Event, Note
+from .model import TEXT_MISSING, Event, Note
 from .resolver import Answer as Currency
 
 
@@ -22,7 +22,7 @@ def as_json(data: object) -> str:
 
 
 def first_line(note: Note) -> str:
-    return (note.text or "(forgotten)").split("\n", 1)[0]
+    return note.first_line()
 
 
 @dataclass
@@ -33,6 +33,7 @@ class NoteView:
     exit_code = 0
 
     shorts: dict[str, str] = field(default_factory=dict)  # how linked notes are shown
+    came_with: str | None = None  # for a note whose text is missing: the commit its event came in
 
     def text(self) -> str:
         note = self.note
@@ -51,11 +52,18 @@ class NoteView:
             from .resolver import rival_words
 
             lines.append(f"DISPUTED: {rival_words(note, shown)}; settle with `qem rule {note.shown} --keep SIDE`")
-        lines += ["", note.text if note.text is not None else "(forgotten: the text was erased)"]
+        lines += ["", note.text if note.text is not None else self._no_text()]
         return "\n".join(lines)
 
+    def _no_text(self) -> str:
+        if not self.note.text_missing:
+            return "(forgotten: the text was erased)"
+        return (f"{TEXT_MISSING}: {self.came_with or 'the commit that brought its event'} carried no"
+                f" .qem/texts/{self.note.id}; get it from that commit's author (`git add .qem && git commit`"
+                " in their clone, then push)")
+
     def data(self) -> object:
-        return self.note.to_json()
+        return {**self.note.to_json(), "text_missing": True} if self.note.text_missing else self.note.to_json()
 
     def remark(self) -> str | None:
         return None

@@ -347,6 +347,8 @@ def check_in(store: Store, source: Source, asker: Asker, who: str, *,
             return Outcome("landed_before", source, checkin_id=done)
     if source.checkout is not None:
         scrub_again(store, source.checkout)  # an editor open during a forget wrote its text back
+    if source.checkout is None and not dry_run:
+        _refuse_incomplete(store, source.path)
     text, base_text = source.read(store)
     if _blank(text):
         return Outcome("empty", source, kept=source.checkout)
@@ -372,6 +374,17 @@ def check_in(store: Store, source: Source, asker: Asker, who: str, *,
         notices = auto_export(store, source.place)
         shown = {n.id: n.shown for n in store.notes_by_id(created).values()}
         return Outcome("applied", source, proposal, checkin_id, created, notices=notices, shown=shown)
+
+
+def _refuse_incomplete(store: Store, path: Path) -> None:
+    """A file that shows notes (or texts) the log lacks, an incomplete commit's, is not
+    checked in: the file rendered again afterwards would lose those lines."""
+    from .incomplete import lacking, message
+
+    found = lacking(store, path)
+    if found:
+        raise errors.ConflictError(message(store, path, found), hint=f"nothing was checked in; your edits stay in"
+                                   f" {path}: check them in once the notes' files are here")
 
 
 def _consent(store: Store, proposal: Proposal, asker: Asker, moved: int, allow_mass_change: bool) -> str:

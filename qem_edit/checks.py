@@ -69,7 +69,8 @@ def _log_problems(store: Store) -> list[str]:
         out.append(f"event {event_id[:8]} names note {note_id[:8]}, whose creation the log does not hold")
     for (short,) in store._read(
             "SELECT n.short FROM notes n WHERE n.state != 'forgotten' AND n.text IS NULL ORDER BY n.id"):
-        out.append(f"note #{short}: its text is missing from the log (or does not match its hash)")
+        out.append(f"note #{short}: its text is missing from the log (or does not match its hash): text missing"
+                   " from this commit; get it from the commit's author (`git add .qem && git commit` in their clone)")
     for note_id, name in store.forgotten_texts():
         out.append(f"{name}: still holds the text of forgotten note {note_id[:8]} (any qem write removes it)")
     for alias, count in store._read(

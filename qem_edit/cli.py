@@ -150,10 +150,9 @@ def init(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
     from .gitstage import stage_written
 
     place = ws.resolve(workspace, store)
-    existed = (place.store_path / "events").is_dir()
     with Store.open(place.store_path, create=True) as handle:
+        print(handle.started or f"memory already exists: {place.store_path}")
         notices = stage_written(handle, place)
-    print(f"{'memory already exists' if existed else 'created memory'}: {place.store_path}")
     for notice in notices:
         _say(notice)
     return 0
@@ -305,7 +304,14 @@ def show(note_id: IdArg, as_json: JsonOpt = False, at: AtOpt = None, workspace: 
         full = handle.resolve(note_id)
         note = handle.note(full) if at is None else note_at(handle, full, at)
         shorts = handle.index.shorts(x for x in (note.supersedes, note.superseded_by) if x)
-    return _show(NoteView(note, shorts), as_json)
+    return _show(NoteView(note, shorts, came_with=_came_with(handle, note)), as_json)
+
+
+def _came_with(handle: Store, note) -> str | None:  # type: ignore[no-untyped-def]
+    """For a note whose text is missing: the commit that brought its event, if git knows."""
+    from .incomplete import event_commit
+
+    return event_commit(handle, note.id) if note.text_missing else None
 
 
 @app.command()

@@ -67,12 +67,12 @@ class Entry:
 
     def block(self) -> str:
         """The directive tier: the whole text, indented under its header line."""
-        body = "\n".join(("  " + line).rstrip() for line in (self.note.text or "(forgotten)").split("\n"))
+        body = "\n".join(("  " + line).rstrip() for line in (self.note.text or self.note.first_line()).split("\n"))
         return f"- {self.head()} · {self.tail()}\n{body}"
 
     def line(self) -> str:
         """The index tier: the first line, cut."""
-        first = (self.note.text or "(forgotten)").split("\n", 1)[0].strip()
+        first = self.note.first_line().strip()
         if len(first) > CUT:
             first = first[: CUT - 1].rstrip() + "…"
         return f"{self.head()} · {first} · {self.tail()}"

@@ -375,7 +375,7 @@ def classify_file(store: Store, path: Path) -> Verdict:
     first = next(file_chunks(path, 1 << 16), b"")
     if _memory_of(first) == store.memory_id() and b"\r\n" not in first and _written_here(store, path):
         # a rendering qem wrote holds no conflict markers: no line of one starts with them
-        return Verdict(False, f"the log moved on since {path} was rendered; run `qem export`")
+        return _incomplete(store, path) or Verdict(False, f"the log moved on since {path} was rendered; run `qem export`")
     current = read_regular(path)
     if current is None:
         return Verdict(False, f"{path} does not exist; run `qem export` to write it")
@@ -417,6 +417,9 @@ def classify(store: Store, path: Path, current: bytes, data: bytes) -> Verdict:
                               f" ({store.memory_id()}); run `qem export --force` to replace it", precious=True)
     if conflicted:
         return _conflict_verdict(store, path, current, data)
+    incomplete = _incomplete(store, path)
+    if incomplete is not None:
+        return incomplete
     if _behind(store, path, current):
         return Verdict(False, f"the log moved on since {path} was rendered; run `qem export`")
     base = _base_generation(store)
@@ -424,6 +427,15 @@ def classify(store: Store, path: Path, current: bytes, data: bytes) -> Verdict:
     return Verdict(False, f"{path} was edited by hand{moved}; run `qem checkin --path {path}` to turn the edits"
                           " into events (three-way, against the log as it is now), or `qem export --force` to"
                           " discard them", precious=True)
+
+
+def _incomplete(store: Store, path: Path) -> Verdict | None:
+    """A file that shows notes (or texts) the log lacks: an incomplete commit, which a
+    rendering would delete lines of (see `incomplete`); None when it shows none."""
+    from . import incomplete
+
+    found = incomplete.lacking(store, path)
+    return Verdict(False, incomplete.message(store, path, found), precious=True) if found else None
 
 
 def _conflict_verdict(store: Store, path: Path, current: bytes, data: bytes) -> Verdict:

@@ -44,6 +44,15 @@ def unmodified(top: Path, path: Path) -> bool:
     return done.returncode == 0
 
 
+def last_change(top: Path, path: Path, *, added: bool = False, every_ref: bool = False) -> str | None:
+    """The last commit that changed (`added`: added) `path`, of HEAD (`every_ref`: of any
+    branch or tag), as a short hash (None: none)."""
+    relative = path.resolve().relative_to(top.resolve()).as_posix()
+    options = (["--diff-filter=A"] if added else []) + (["--all"] if every_ref else [])
+    done = _git(top, "log", "-1", "--format=%h", *options, "--", relative)
+    return (done.stdout.decode().strip() or None) if done.returncode == 0 else None
+
+
 def commit_of(top: Path, rev: str) -> str:
     """The commit a revision names; BadInput naming the revision if it names none."""
     done = _git(top, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")

@@ -56,4 +56,6 @@ def _with_shorts(store: Store, notes: dict[str, Note]) -> dict[str, Note]:
 
     known = store.index.shorts(notes)
     computed = ids.short_ids({n: note.short_len for n, note in notes.items()})
-    return {n: replace(note, short=known.get(n, computed[n])) for n, note in notes.items()}
+    erased = {n.id for n in store.notes(states=["forgotten"])}  # a tombstone then too, not a missing text
+    return {n: replace(note, short=known.get(n, computed[n]), erased_since=n in erased and note.text is None)
+            for n, note in notes.items()}

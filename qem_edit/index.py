@@ -388,7 +388,9 @@ class Index:
             note = _with_short(note, ids.short_of(note.id, note.short_len, neighbours))
             rows.append(_note_values(note, problems))
             linked = _linked(note)
-            if len(linked) == 1:
+            if note.text_missing:
+                pass  # no item until its text arrives (renderer.render_item)
+            elif len(linked) == 1:
                 items.append((KIND_RANK[note.kind], note.id, item_text(note, None, {note.id: note.shown})))
             else:
                 later.append((note.id,))
@@ -616,7 +618,8 @@ class Index:
             self._remember_items(chunk)
             self.conn.execute(f"DELETE FROM items WHERE id IN ({marks})", chunk)
             self.conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)",
-                                  [(KIND_RANK[n.kind], n.id, item_text(n, None, shorts)) for n in notes])
+                                  [(KIND_RANK[n.kind], n.id, item_text(n, None, shorts)) for n in notes
+                                   if not n.text_missing])
 
     def _remember_items(self, chunk: list[str]) -> None:
         if self.replaced is None:

@@ -178,6 +178,9 @@ class Rival:
     superseded_by: str | None = None
 
 
+TEXT_MISSING = "(text missing from this commit)"  # how a note without its text file is shown
+
+
 @dataclass(frozen=True)
 class Note:
     id: str
@@ -205,10 +208,22 @@ class Note:
     alias: int | None = None  # the note's number in a store converted from numeric ids
     short_len: int = 4  # the short-id length the note was created with
     text_hash: str | None = None
+    erased_since: bool = False  # shown as it was (`--at`), its text erased by a later forget
 
     @property
     def live(self) -> bool:
         return self.state in LIVE_STATES
+
+    @property
+    def text_missing(self) -> bool:
+        """No text, and no forget took it: its text file did not come with the commit."""
+        return self.text is None and self.state != "forgotten" and not self.erased_since
+
+    def first_line(self) -> str:
+        """The text's first line, or what stands for a text there is none of."""
+        if self.text is None:
+            return TEXT_MISSING if self.text_missing else "(forgotten)"
+        return self.text.split("\n", 1)[0]
 
     @property
     def shown(self) -> str:

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import Callable, Iterable
 
 from . import errors
-from .model import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, STATES, Event, Note
+from .model import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, STATES, TEXT_MISSING, Event, Note
 from .resolver import Graph, disputed_with
 from .store import Store
 
@@ -302,7 +302,7 @@ class QueryAnswer:
         if self.what == "events":
             why = f" ({r['reason']})" if r["reason"] else ""
             return f"{r['id'][:8]}\t{r['at']}\t#{r.get('short') or r['note'][:8]} {r['type']} by {r['actor']}{why}"
-        first = (r["text"] or "(forgotten)").split("\n", 1)[0]
+        first = (r["text"] or ("(forgotten)" if r["state"] == "forgotten" else TEXT_MISSING)).split("\n", 1)[0]
         return f"#{r['short']}\t{r['kind']}\t{r['state']}\tcurrent={r['current']}\t{first}"
 
     def data(self) -> object:

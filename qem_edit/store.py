@@ -316,6 +316,7 @@ class Store:
         self.index = Index(conn, self.tree)
         self.caught = Caught()
         self.last_write: WriteMark | None = None
+        self.started: str | None = None  # what starting the memory did, when this open started it
 
     # -- opening -----------------------------------------------------------------------
 
@@ -326,25 +327,20 @@ class Store:
         refused up front)."""
         root = Path(root)
         _refuse_legacy(root)
-        made: set[str] = set()
-        if not (root / EVENTS).is_dir() and not (root / PACKS).is_dir():
-            if not create:
-                raise errors.StoreMissing(
-                    f"no qem memory at {root}", hint="create one with `qem init` (or any write command, e.g. `qem add`)"
-                )
-            try:
-                tree = LogTree(root)
-                tree.ensure()
-                ensure_memory_id(root)
-                made = tree.take_touched() | {CONFIG_NAME}
-            except OSError as exc:
-                raise errors.StoreUnwritable(f"cannot create {root}: {exc.strerror}") from None
+        started = _start_if_new(root, create)
         store = cls._with_index(root, write)
-        store.tree.touched |= made  # (staged with the first write: qem_edit.gitstage)
+        store.started = started
+        if started is not None:  # staged with the first write (qem_edit.gitstage)
+            from .starting import COMMITTED
+
+            store.tree.touched |= set(COMMITTED)
         try:
             store.sync()
         except errors.NotAStore:  # the index is damaged where opening did not look
             store.rebuild()
+        from .starting import remember
+
+        remember(store.conn, root)
         return store
 
     @classmethod
@@ -818,6 +814,23 @@ class Store:
         return db.patiently(work, self.index_path or self.root, "write")
 
 
+
+
+def _start_if_new(root: Path, create: bool) -> str | None:
+    """Start a memory at `root` where none is (`starting`): what to tell the user; None
+    where one was."""
+    from . import starting
+
+    if not starting.is_new(root):
+        return None
+    if not create:
+        raise errors.StoreMissing(
+            f"no qem memory at {root}", hint="create one with `qem init` (or any write command, e.g. `qem add`)"
+        )
+    try:
+        return starting.start(root)
+    except OSError as exc:
+        raise errors.StoreUnwritable(f"cannot create {root}: {exc.strerror}") from None
 
 
 def read_memory_id(root: Path) -> str | None:

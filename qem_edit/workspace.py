@@ -139,9 +139,8 @@ def open_memory(workspace: Path | None, store: Path | None, *, write: bool,
     place = resolve(workspace, store)
     if write:
         place.config()
-    existed = (place.store_path / "events").is_dir()
     handle = Store.open(place.store_path, create=create, write=write)
-    notices = [f"created a new memory at {place.store_path}"] if create and not existed else []
+    notices = [handle.started] if handle.started else []
     if handle.caught.forgotten:
         from .forgetting import scrub_arrived
 

@@ -18,7 +18,7 @@ from ..model import KINDS
 # only while this matches, so it changes with every change to what the renderer writes;
 # fixtures/golden/VERSION records the golden files' digest for it, and a test fails when
 # they change without it (QEM_UPDATE_GOLDEN=1 records a new version's digest).
-FORMAT_VERSION = "4"
+FORMAT_VERSION = "5"
 
 SEP = " · "
 INDENT = "  "

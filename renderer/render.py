@@ -56,7 +56,7 @@ def render(notes: Iterable[Note], memory: str, selection: Selection = ALL) -> st
     sections: dict[str, list[str]] = {}
     for kind, section in by_kind.items():
         section.sort(key=_by_id)
-        sections[kind] = [item_text(note, graph, shorts) for note in section]
+        sections[kind] = [item_text(note, graph, shorts) for note in section if not note.text_missing]
     return assemble(memory, selection, sections)
 
 
@@ -84,8 +84,10 @@ def base_named(data: bytes) -> str | None:
 
 
 def item_text(note: Note, graph: Graph | None = None, shorts: Mapping[str, str] | None = None) -> str:
-    """One item as text, ending in a newline: the unit the store caches and export joins."""
-    return "\n".join(render_item(note, graph, shorts)) + "\n"
+    """One item as text, ending in a newline: the unit the store caches and export joins
+    ("" for a note whose text is missing: it has no item until its text arrives)."""
+    lines = render_item(note, graph, shorts)
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 def assemble(memory: str, selection: Selection, sections: Mapping[str, Sequence[str]]) -> str:
@@ -151,9 +153,12 @@ def _disagreements(notes: list[Note]) -> Graph | None:
 
 
 def render_item(note: Note, graph: Graph | None = None, shorts: Mapping[str, str] | None = None) -> list[str]:
-    """The lines of one note's list item."""
+    """The lines of one note's list item: none for a note whose text the log lacks (an
+    incomplete commit: not forgotten, so no tombstone; shown when its text arrives)."""
     shown = (shorts or {}).get
     me = shown(note.id, note.shown)
+    if note.text_missing:
+        return []
     if note.state == "forgotten" or note.text is None:
         return [f"- [#{me}] FORGOTTEN {_date(note.state_at or note.created_at)}"]
     fields = [f"- [#{me}] {note.created_at[:10]}", note.priority, note.provenance]

@@ -220,7 +220,7 @@ def test_usage_errors_through_the_real_entry_point(qem, ws):
 
 def test_init_creates_and_is_idempotent(qem, ws):
     first = ok(qem("init"))
-    assert "created memory" in first.stdout and str(store_path(ws)) in first.stdout
+    assert "created a new memory" in first.stdout and str(store_path(ws)) in first.stdout
     assert store_path(ws).is_dir() and (store_path(ws) / "events").is_dir()
     assert (store_path(ws) / "config.toml").read_text().count("[memory]") == 1
     config = (store_path(ws) / "config.toml").read_bytes()
