@@ -104,8 +104,8 @@ _TEMPLATE: dict[str, bytes] = {}
 
 def linked_log() -> dict[str, bytes]:
     """A small log whose items point at each other (successors, a chain, a fork, a
-    dispute), with one-character short ids so that neighbours lengthen each other's: its
-    files by name."""
+    dispute), with one-character short ids so that neighbours lengthen each other's, its
+    events both loose and packed: its files by name."""
     if not _TEMPLATE:
         with tempfile.TemporaryDirectory() as folder:
             root = Path(folder) / ".qem"
@@ -120,6 +120,7 @@ def linked_log() -> dict[str, bytes]:
             with Store.open(root) as s, Store.open(other) as t:
                 add(s, "one successor of 1", supersedes=notes[1])
                 add(t, "another successor of 1", supersedes=notes[1])  # a fork, once merged
+                t.pack()  # the same events loose here and packed there: a sync that streams packs
             _TEMPLATE["config.toml"] = (root / "config.toml").read_bytes()
             for place in (root, other):
                 for folder_name in (EVENTS, TEXTS, PACKS):
@@ -151,7 +152,7 @@ def one_character_shorts(monkeypatch):
     monkeypatch.setenv("QEM_SHORT_LENGTH", "1")
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_the_incremental_index_renders_what_a_fresh_one_does(one_character_shorts, data):
     files = linked_log()
