@@ -79,6 +79,7 @@ class MemoryDiff:
     shorts: dict[str, str]  # note id → its short id
     notices: list[str]
     removed: list[Removal] = field(default_factory=list)  # the notes whose events new's side removed
+    unsure: bool = False  # no merge base to tell removals from old's own events since
 
     @property
     def changed(self) -> bool:
@@ -141,9 +142,11 @@ def _with_removals(diff: MemoryDiff, top: Path, folder: Path, from_base: bool) -
         against = new.commit or gitrepo.resolve_commit(top, "HEAD")
         base = gitrepo.merge_base(top, old.commit, against) if against else None
     if base is None:
+        diff.unsure = True
         diff.notices.append(f"{old.label} and {new.label} have no merge base this clone holds (a shallow clone?):"
-                            f" every event {old.label} holds and {new.label} lacks is shown as removed, though"
-                            f" some may be {old.label}'s own since {new.label} left it")
+                            f" every event {old.label} holds and {new.label} lacks is shown as removed; fetch"
+                            " more history (git fetch --deepen=N, or --unshallow) to tell them from events"
+                            f" written on {old.label} since")
     missing = {e.id: e for e in diff.missing}
     held = set(missing) if base in (None, old.commit) else _held_at(top, folder, base, new.names)
     forgotten = {e.note for side in (old, new) for e in side.events.values() if e.type == "forgotten"}

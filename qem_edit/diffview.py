@@ -83,7 +83,8 @@ def removal_line(diff: MemoryDiff) -> str | None:
     count, notes = sum(len(r.events) for r in diff.removed), len(diff.removed)
     named = ", ".join(f"{_short(diff, r.note)} {r.kind or 'note'}" for r in diff.removed[:NAMED_REMOVALS])
     more = f" and {notes - NAMED_REMOVALS} more" if notes > NAMED_REMOVALS else ""
-    return (f"{_events(count)} REMOVED, from {notes} note{'' if notes == 1 else 's'}: {named}{more}"
+    unsure = f" (or written on {diff.old.label} since: no merge base here to tell)" if diff.unsure else ""
+    return (f"{_events(count)} REMOVED{unsure}, from {notes} note{'' if notes == 1 else 's'}: {named}{more}"
             f" ({diff.old.label} holds {'it' if count == 1 else 'them'}, {diff.new.label} does not: a git rm, a revert"
             " or a dropped commit"
             " of .qem/ files; `qem revoke` and `qem forget` are the recorded ways)")
@@ -292,7 +293,7 @@ def as_data(diff: MemoryDiff) -> dict[str, object]:
         "counts": counts(diff.added), "stat": stat_table(diff),
         "changes": [_change_data(c, diff) for c in diff.changes],
         "missing": [e.id for e in diff.missing], "notices": diff.notices,
-        "removed": [_removal_data(r, diff) for r in diff.removed],
+        "removed": [_removal_data(r, diff) for r in diff.removed], "removed_unsure": diff.unsure,
     }
 
 

@@ -173,3 +173,30 @@ def test_the_readme_verify_step_fails_a_branch_that_removed_a_directive(team):
                PATH=os.pathsep.join([str(os.path.dirname(sys.executable)), os.environ["PATH"]]))
     done = subprocess.run(["bash", "-ec", step[1]], cwd=checkout, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and f"removed: note {directive[:12]} (directive" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_shallow_clone_that_cannot_tell_says_so(team):
+    import subprocess
+
+    founder = team.founded("shared fact")
+    founder.git("switch", "-q", "-c", "feature")
+    founder.add("the branch learned this")
+    founder.commit("learned")
+    founder.git("push", "-q", "origin", "feature")
+    founder.git("switch", "-q", "main")
+    founder.add("main learned this meanwhile")
+    founder.publish("main moved on")
+    # with the history, main's own note is no removal
+    founder.git("fetch", "-q")
+    full = diff_json(founder, "origin/main", "feature")
+    assert full["removed"] == [] and len(full["missing"]) == 1 and full["removed_unsure"] is False
+    # a shallow checkout of the branch, main fetched at depth 1: no merge base to tell
+    checkout = team.root / "ci"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", "feature", f"file://{team.origin}", str(checkout)],
+                   check=True, env=team.git_env, capture_output=True)
+    ci = Clone(team, checkout, "ci")
+    ci.git("fetch", "-q", "--depth=1", "origin", "main:refs/remotes/origin/main")
+    done = ci.qem("diff", "origin/main", "HEAD", code=1)
+    assert done.stdout.startswith("1 memory event REMOVED (or written on origin/main since: no merge base here")
+    assert "have no merge base this clone holds" in done.stderr and "--unshallow" in done.stderr
+    assert diff_json(ci, "origin/main", "HEAD")["removed_unsure"] is True
