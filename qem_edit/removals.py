@@ -156,7 +156,8 @@ def _completed(removal: Removal, fresh: sqlite3.Connection) -> Removal:
     no text for a note forgotten on either side."""
     row = fresh.execute("SELECT kind, text, state FROM notes WHERE id = ?", (removal.note,)).fetchone()
     kind, text, state = row if row is not None else (None, None, None)
-    forgotten = state == "forgotten" or any(e.type == "forgotten" for e in removal.events)
+    forgotten = state == "forgotten" or any(e.type == "forgotten" for e in removal.events) or fresh.execute(
+        "SELECT 1 FROM events WHERE note = ? AND type = 'forgotten'", (removal.note,)).fetchone() is not None
     return Removal(removal.note, removal.kind or kind, None if forgotten else (removal.text or text or None),
                    removal.events)
 
