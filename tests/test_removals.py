@@ -6,8 +6,15 @@ removal failing it; packing and forgetting are not removals.  And `qem diff A..B
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 
-from test_diff import diff, diff_json, github_html
+import pytest
+
+from conftest import run_qem
+from test_diff import REPO, diff, diff_json, github_html
 from test_git import Clone, Team, team  # noqa: F401  (the fixture)
 
 
@@ -152,13 +159,6 @@ def test_a_range_is_read_as_git_reads_it(team):
 
 
 def test_the_readme_verify_step_fails_a_branch_that_removed_a_directive(team):
-    import os
-    import re
-    import subprocess
-    import sys
-
-    from test_diff import REPO
-
     step = re.search(r"- run: (qem verify --base .*)\n", (REPO / "README.md").read_text("utf-8"))
     assert step, "README shows no CI step running qem verify --base"
     ann, directive, _ = branch_with(team)
@@ -176,8 +176,6 @@ def test_the_readme_verify_step_fails_a_branch_that_removed_a_directive(team):
 
 
 def test_a_shallow_clone_that_cannot_tell_says_so(team):
-    import subprocess
-
     founder = team.founded("shared fact")
     founder.git("switch", "-q", "-c", "feature")
     founder.add("the branch learned this")
@@ -200,3 +198,38 @@ def test_a_shallow_clone_that_cannot_tell_says_so(team):
     assert done.stdout.startswith("1 memory event REMOVED (or written on origin/main since: no merge base here")
     assert "have no merge base this clone holds" in done.stderr and "--unshallow" in done.stderr
     assert diff_json(ci, "origin/main", "HEAD")["removed_unsure"] is True
+
+
+def test_the_verify_hook_stops_a_commit_that_removes_a_directive(tmp_path):
+    """The real pre-commit framework with the manifest's qem-verify hook: a staged `git rm`
+    of a directive's files is refused before it is committed; a gotcha's passes (and
+    `verify --base` names it)."""
+    pytest.importorskip("pre_commit")
+    from test_precommit import git, git_env, local_hooks, pre_commit, project
+
+    env = git_env(tmp_path / "home")
+    (tmp_path / "home").mkdir()
+    env["PRE_COMMIT_HOME"] = str(tmp_path / "pre-commit-home")
+    proj = project(tmp_path, local_hooks("qem-verify"), env)
+    assert run_qem("add", "the lock is flaky", "--kind", "gotcha", cwd=proj).returncode == 0
+    assert run_qem("export", cwd=proj).returncode == 0
+    assert pre_commit("install", cwd=proj, env=env).returncode == 0
+    git("add", "-A", cwd=proj, env=env)
+    git("commit", "-q", "-m", "memory", cwd=proj, env=env)
+    notes = {n["kind"]: n["id"] for n in json.loads(run_qem("list", "--json", cwd=proj).stdout)}
+
+    def remove(note: str) -> subprocess.CompletedProcess:
+        events = [e["id"] for e in json.loads(run_qem("log", note, "--json", cwd=proj).stdout)]
+        git("rm", "-q", f".qem/texts/{note}", *(f".qem/events/{e}" for e in events), cwd=proj, env=env)
+        assert run_qem("export", cwd=proj).returncode == 0
+        git("add", "MEMORY.md", cwd=proj, env=env)
+        return git("commit", "-m", "tidy", cwd=proj, env=env, check=False)
+
+    refused = remove(notes["directive"])
+    assert refused.returncode != 0 and f"removed: note {notes['directive'][:12]} (directive" in refused.stderr
+    assert git("rev-list", "--count", "HEAD", cwd=proj, env=env).stdout.strip() == "1"
+    git("reset", "-q", "--hard", cwd=proj, env=env)
+    passed = remove(notes["gotcha"])  # pre-commit shows a passing hook's output only with --verbose
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    named = run_qem("verify", "--base", "HEAD~1", cwd=proj)
+    assert named.returncode == 0 and f"note: removed: note {notes['gotcha'][:12]} (gotcha" in named.stdout
