@@ -78,7 +78,10 @@ def test_a_revert_of_a_superseded_notes_creation(team):
 def test_a_rebase_dropping_the_creation(team):
     founder, other, created, _ = superseded_later(team)
     settled(founder, "-c", "sequence.editor=sed -i '1s/^pick/drop/'", "rebase", "-i", f"{created}~1")
-    same_everywhere(team, founder, "fresh")
+    view = same_everywhere(team, founder, "fresh")
+    other.git("fetch", "-q", "origin")  # the rewritten main, taken as a teammate takes it
+    other.git("reset", "-q", "--hard", "origin/main")
+    assert exported(other) == view
 
 
 def test_a_reset_back_and_forth(team):
