@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 
 from .diff import WORK_TREE, Change, MemoryDiff
-from .removals import Removal
 from .model import EVENT_TYPES, KINDS, Event
+from .removals import Removal
 
 # The groups in the order a reader meets them, with their headings.
 GROUPS = (
@@ -86,8 +86,7 @@ def removal_line(diff: MemoryDiff) -> str | None:
     unsure = f" (or written on {diff.old.label} since: no merge base here to tell)" if diff.unsure else ""
     return (f"{_events(count)} REMOVED{unsure}, from {notes} note{'' if notes == 1 else 's'}: {named}{more}"
             f" ({diff.old.label} holds {'it' if count == 1 else 'them'}, {diff.new.label} does not: a git rm, a revert"
-            " or a dropped commit"
-            " of .qem/ files; `qem revoke` and `qem forget` are the recorded ways)")
+            " or a dropped commit of .qem/ files; `qem revoke` and `qem forget` are the recorded ways)")
 
 
 def headlines(diff: MemoryDiff) -> list[str]:
