@@ -126,16 +126,19 @@ def _inside(top: Path, store_root: Path) -> bool:
     return True
 
 
-def verify_findings(store, fresh: sqlite3.Connection, base: str | None) -> tuple[list[str], list[str]]:  # type: ignore[no-untyped-def]
+def verify_findings(store, fresh: sqlite3.Connection, base: str | None,  # type: ignore[no-untyped-def]
+                    judged_names: Container[str] | None = None) -> tuple[list[str], list[str]]:
     """`qem verify`'s check: (problems, notices) naming the notes whose events the base
-    holds and the log judged (read afresh into the index `fresh`) lacks; a protected
-    kind's removal is a problem.  Only the base's files whose names the judged log lacks
-    are read (log files are named by their content)."""
+    holds and the log judged (read afresh into the index `fresh`; its file names
+    `judged_names`, by default the work tree's) lacks; a protected kind's removal is a
+    problem.  Only the base's files whose names the judged log lacks are read (log files
+    are named by their content)."""
     where = base_commit(store.root, base)
     if where is None:
         return [], []
     top, commit, label = where
-    events, texts, files = read_base(gitrepo.tree_files(top, commit, store.root, skip=store.tree.names()))
+    names = store.tree.names() if judged_names is None else judged_names
+    events, texts, files = read_base(gitrepo.tree_files(top, commit, store.root, skip=names))
     kinds = {e.note: str(e.data.get("kind")) for e in events.values() if e.type == "created"}
     found = removals(events, _Held(fresh), texts, kinds)
     if not found:
