@@ -6,7 +6,9 @@ does not match its hash, when a forgotten text is still in the tree, when two no
 one old number, when the local index disagrees with a fresh replay of the log, when the
 supersession graph is broken (a cycle, a dangling or malformed pointer), or when MEMORY.md
 is not the rendering of the log, or when an agent took a note of a protected kind out of
-force (qem_edit.protect).  Open disputes (forks, disputes between notes,
+force (qem_edit.protect), or when events of a protected note that the base (HEAD, or the
+merge base of `--base REV` and HEAD) holds are not in the log (qem_edit.removals; another
+note's removal is listed).  Open disputes (forks, disputes between notes,
 concurrent changes that disagree) are listed; `--fail-on-disputes` makes them fail too.
 """
 
@@ -26,6 +28,7 @@ from .answers import VerifyReport
 from .index import NOTE_COLUMNS, Index, note_from_row
 from .model import LIVE_STATES
 from .protect import log_problems as protect_problems
+from .removals import verify_findings as removal_findings
 from .resolver import rival_words
 from .store import Store
 
@@ -33,31 +36,34 @@ from .store import Store
 FRESH_CACHE_KIB = 16 * 1024
 
 
-def verify_report(store: Store, place=None, *, repair: bool = False, disputes_fail: bool = False) -> VerifyReport:  # type: ignore[no-untyped-def]
+def verify_report(store: Store, place=None, *, repair: bool = False, disputes_fail: bool = False,  # type: ignore[no-untyped-def]
+                  base: str | None = None) -> VerifyReport:
     """Every check above; with `repair`, an index that disagrees with the log is rebuilt
-    first (the log itself is never changed)."""
+    first (the log itself is never changed).  `base`: the revision whose merge base with
+    HEAD the removals are judged against (default HEAD itself; qem_edit.removals)."""
     with fresh_index(store) as fresh:
         problems, set_aside = _index_problems(store, fresh)
         if not (problems and repair):
-            return _report(store, place, fresh, problems, set_aside, None, disputes_fail)
+            return _report(store, place, fresh, problems, set_aside, None, disputes_fail, base)
     repaired = store.rebuild()
     with fresh_index(store) as fresh:
         problems, set_aside = _index_problems(store, fresh)
-        return _report(store, place, fresh, problems, set_aside, repaired, disputes_fail)
+        return _report(store, place, fresh, problems, set_aside, repaired, disputes_fail, base)
 
 
 def _report(store: Store, place, fresh: sqlite3.Connection, index_problems: list[str], set_aside: list[str],  # type: ignore[no-untyped-def]
-            repaired: int | None, disputes_fail: bool) -> VerifyReport:
+            repaired: int | None, disputes_fail: bool, base: str | None = None) -> VerifyReport:
     problems = set_aside + _log_problems(store) + index_problems
     found = store._guarded(lambda: graph_problems(store.conn, fresh))
     broken = [p for p in found if not p.startswith(("fork:", "disputed:"))]
     disputes = [p for p in found if p.startswith(("fork:", "disputed:"))] + _open_disputes(store)
-    problems += broken + protect_problems(store, fresh)
+    removed, removal_notices = removal_findings(store, fresh, base)
+    problems += broken + protect_problems(store, fresh) + removed
     if place is not None:
         problems += _mirror_problems(store, place)
     if disputes_fail:
         problems, disputes = problems + disputes, []
-    return VerifyReport(store.count(), problems, repaired, disputes, _loose_texts(store))
+    return VerifyReport(store.count(), problems, repaired, disputes, removal_notices + _loose_texts(store))
 
 
 def _log_problems(store: Store) -> list[str]:

@@ -386,6 +386,7 @@ def verify(
     repair: Annotated[bool, typer.Option("--repair", help="Rebuild the local index from the log first, if it disagrees.")] = False,
     fail_on_disputes: Annotated[bool, typer.Option("--fail-on-disputes", help="Fail on open disputes too (forks, disputes, concurrent changes).")] = False,
     staged: StagedOpt = False,
+    base: Annotated[Optional[str], typer.Option("--base", metavar="REV", help="Name events the merge base of REV and HEAD holds that the log lacks (default: HEAD's).", show_default=False)] = None,
     as_json: JsonOpt = False,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
@@ -401,8 +402,8 @@ def verify(
         if staged:
             from .staged import verify_staged
 
-            return _show(verify_staged(handle, place, repair=repair, disputes_fail=fail_on_disputes), as_json)
-        return _show(verify_report(handle, place, repair=repair, disputes_fail=fail_on_disputes), as_json)
+            return _show(verify_staged(handle, place, repair=repair, disputes_fail=fail_on_disputes, base=base), as_json)
+        return _show(verify_report(handle, place, repair=repair, disputes_fail=fail_on_disputes, base=base), as_json)
 
 
 @app.command()

@@ -4,7 +4,14 @@ A revision's memory is the set of events its committed log holds (read from git'
 that commit, never from history), so the change from A to B is the events B holds and A
 does not: merges, rebases and cherry-picks keep an event's id (the hash of its bytes), and
 the answer needs no merge base and no history, which a shallow clone lacks.  The working
-tree is read from its files, uncommitted ones included.
+tree is read from its files, uncommitted ones included.  `A..B` is A and B, `A...B` the
+merge base of A and B, and B, as in `git diff`.
+
+Events A holds and B lacks are either removed on B's side (a `git rm`, a revert, a dropped
+commit: qem_edit.removals) or A's own since B's side left it.  The merge base of A and B
+(of A and HEAD, against the working tree) tells them apart: what it holds and B lacks was
+removed.  Without one (a shallow clone), all of them are shown as removed, and a notice
+says why.
 
 The events are grouped into changes a reviewer reads (a supersession is its two events,
 a dispute its pair); qem_edit.diffview writes them as text, markdown or JSON.  A
@@ -19,6 +26,7 @@ from pathlib import Path
 from . import errors, gitrepo, ids
 from .logtree import EVENTS, PACKS, TEXTS, LogFileError, LogTree, records_from
 from .model import Event
+from .removals import Removal, removals
 
 WORK_TREE = "the working tree"
 
@@ -32,10 +40,12 @@ class Side:
     events: dict[str, Event] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)
     set_aside: list[str] = field(default_factory=list)  # log files that could not be read
+    names: set[str] = field(default_factory=set)  # its log files
 
     def add_file(self, name: str, data: bytes) -> None:
         if name.partition("/")[0] not in (EVENTS, TEXTS, PACKS):
             return  # config.toml, .gitignore: not the log
+        self.names.add(name)
         try:
             events, texts = records_from(name, data)
         except LogFileError as exc:
@@ -68,6 +78,8 @@ class MemoryDiff:
     kinds: dict[str, str]  # note id → its kind
     shorts: dict[str, str]  # note id → its short id
     notices: list[str]
+    removed: list[Removal] = field(default_factory=list)  # the notes whose events new's side removed
+    unsure: bool = False  # no merge base to tell removals from old's own events since
 
     @property
     def changed(self) -> bool:
@@ -76,17 +88,79 @@ class MemoryDiff:
 
 def memory_diff(store_root: Path, revs: list[str]) -> MemoryDiff:
     """The memory changes from `revs[0]` (default HEAD) to `revs[1]` (default: the
-    working tree), for the memory whose log lives at `store_root`."""
-    if len(revs) > 2:
-        raise errors.BadInput(f"qem diff takes at most two revisions, not {len(revs)}")
+    working tree), for the memory whose log lives at `store_root`; one `A..B` or `A...B`
+    is the two revisions of a range, as git reads it."""
     top = gitrepo.toplevel(store_root if store_root.is_dir() else store_root.parent)
     if top is None:
         raise errors.BadInput(f"{store_root} is not in a git repository; qem diff compares git revisions")
     folder = _inside(top, store_root)
+    revs, symmetric = _range(revs)
+    if symmetric:
+        revs = [_merge_base_of(top, revs[0], revs[1])[:12], revs[1]]
     notices: list[str] = []
     old = _side_at(top, folder, revs[0] if revs else "HEAD", notices)
     new = _side_at(top, folder, revs[1], notices) if len(revs) == 2 else _working(store_root)
-    return between(old, new, notices)
+    found = between(old, new, notices)
+    return _with_removals(found, top, folder, symmetric)
+
+
+def _range(revs: list[str]) -> tuple[list[str], bool]:
+    """The revisions as given, or the two ends of one range (an empty end is HEAD), and
+    whether it is `A...B` (from their merge base)."""
+    ranges = [r for r in revs if ".." in r and not r.startswith("-")]
+    if not ranges:
+        if len(revs) > 2:
+            raise errors.BadInput(f"qem diff takes at most two revisions, not {len(revs)}")
+        return revs, False
+    if len(revs) > 1:
+        raise errors.BadInput(f"qem diff takes a range ({ranges[0]}) or two revisions, not both")
+    dots = "..." if "..." in revs[0] else ".."
+    left, _, right = revs[0].partition(dots)
+    return [left or "HEAD", right or "HEAD"], dots == "..."
+
+
+def _merge_base_of(top: Path, left: str, right: str) -> str:
+    commits = [gitrepo.resolve_commit(top, rev) for rev in (left, right)]
+    for rev, commit in zip((left, right), commits):
+        if commit is None:
+            raise errors.BadInput(_bad_revision(top, rev))
+    found = gitrepo.merge_base(top, commits[0], commits[1])  # type: ignore[arg-type]
+    if found is None:
+        raise errors.BadInput(f"{left}...{right}: {left} and {right} have no merge base this clone holds"
+                              " (a shallow clone? git fetch --deepen=N, or git fetch --unshallow)")
+    return found
+
+
+def _with_removals(diff: MemoryDiff, top: Path, folder: Path, from_base: bool) -> MemoryDiff:
+    """`diff` with the notes whose events the new side removed: the missing events the
+    merge base of the two sides holds (of old and HEAD, against the working tree)."""
+    if not diff.missing:
+        return diff
+    old, new = diff.old, diff.new
+    base = old.commit if from_base else None
+    if base is None and old.commit is not None:
+        against = new.commit or gitrepo.resolve_commit(top, "HEAD")
+        base = gitrepo.merge_base(top, old.commit, against) if against else None
+    if base is None:
+        diff.unsure = True
+        diff.notices.append(f"{old.label} and {new.label} have no merge base this clone holds (a shallow clone?):"
+                            f" every event {old.label} holds and {new.label} lacks is shown as removed; fetch"
+                            " more history (git fetch --deepen=N, or --unshallow) to tell them from events"
+                            f" written on {old.label} since")
+    missing = {e.id: e for e in diff.missing}
+    held = set(missing) if base in (None, old.commit) else _held_at(top, folder, base, new.names)
+    forgotten = {e.note for side in (old, new) for e in side.events.values() if e.type == "forgotten"}
+    texts = {n: t for n, t in {**new.texts, **old.texts}.items() if n not in forgotten}
+    diff.removed = removals({i: e for i, e in missing.items() if i in held}, (), texts, diff.kinds)
+    return diff
+
+
+def _held_at(top: Path, folder: Path, commit: str, skip: set[str]) -> set[str]:
+    """The ids of the events commit `commit` holds in log files not named in `skip`."""
+    side = Side(commit, commit)
+    for name, data in sorted(gitrepo.tree_files(top, commit, folder, skip=skip).items()):
+        side.add_file(name, data)
+    return set(side.events)
 
 
 def between(old: Side, new: Side, notices: list[str] | None = None) -> MemoryDiff:
@@ -178,6 +252,7 @@ def _working(store_root: Path) -> Side:
     side = Side(WORK_TREE)
     tree = LogTree(store_root)
     for name in sorted(tree.names()):
+        side.names.add(name)
         try:
             events, texts = tree.read(name)
         except LogFileError as exc:

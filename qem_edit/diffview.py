@@ -1,6 +1,8 @@
 """`qem diff` written out: plain text for a terminal, markdown for a pull-request comment
 (GitHub's flavour: short texts inline and escaped, long ones folded in `<details>`), JSON
-for scripts, and `--stat`, the counts per note kind and event type."""
+for scripts, and `--stat`, the counts per note kind and event type.  Removed events come
+first in every form (a line of their own before the summary, then their notes), so a
+reviewer cannot miss them."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from dataclasses import dataclass
 
 from .diff import WORK_TREE, Change, MemoryDiff
 from .model import EVENT_TYPES, KINDS, Event
+from .removals import Removal
 
 # The groups in the order a reader meets them, with their headings.
 GROUPS = (
@@ -19,6 +22,7 @@ GROUPS = (
     ("ruled", "disputes ruled"),
 )
 SHORT_TEXT = 100  # longer texts, and texts of several lines, are folded in markdown
+NAMED_REMOVALS = 10  # the removed notes the removal line names (the rest are counted)
 _ALWAYS = re.compile(r"([\\`*_{}\[\]<>|~&#!])")  # what means something anywhere in a line
 _AT_START = re.compile(r"\A(?:(\d+)([.)])|([!-/:-@\[-`{-~]))")  # lists, headings, quotes, breaks
 
@@ -65,10 +69,40 @@ def summary(diff: MemoryDiff) -> str:
         return f"no memory changes ({span(diff)})"
     parts = ", ".join(f"{n} {t}" for t, n in counts(diff.added).items())
     line = f"{_events(len(diff.added))} ({span(diff)})" + (f": {parts}" if parts else "")
-    if diff.missing:
-        line += (f"; {diff.old.label} holds {_events(len(diff.missing), '')} {diff.new.label} does not"
+    others = len(diff.missing) - sum(len(r.events) for r in diff.removed)
+    if others:
+        line += (f"; {diff.old.label} holds {_events(others, '')} {diff.new.label} does not, written there since"
                  f" (`qem diff {_rev(diff.new.label)} {diff.old.label}` lists them)")
     return line
+
+
+def removal_line(diff: MemoryDiff) -> str | None:
+    """The removed events in one line, naming their notes (None: nothing was removed)."""
+    if not diff.removed:
+        return None
+    count, notes = sum(len(r.events) for r in diff.removed), len(diff.removed)
+    named = ", ".join(f"{_short(diff, r.note)} {r.kind or 'note'}" for r in diff.removed[:NAMED_REMOVALS])
+    more = f" and {notes - NAMED_REMOVALS} more" if notes > NAMED_REMOVALS else ""
+    unsure = f" (or written on {diff.old.label} since: no merge base here to tell)" if diff.unsure else ""
+    return (f"{_events(count)} REMOVED{unsure}, from {notes} note{'' if notes == 1 else 's'}: {named}{more}"
+            f" ({diff.old.label} holds {'it' if count == 1 else 'them'}, {diff.new.label} does not: a git rm, a revert"
+            " or a dropped commit of .qem/ files; `qem revoke` and `qem forget` are the recorded ways)")
+
+
+def headlines(diff: MemoryDiff) -> list[str]:
+    line = removal_line(diff)
+    return ([line] if line else []) + [summary(diff)]
+
+
+def removal_headline(removal: Removal, diff: MemoryDiff) -> str:
+    what = "the note is gone" if removal.whole else "the note reads as if they never happened"
+    count = len(removal.events)
+    return (f"{_short(diff, removal.note)} {removal.kind or 'note'}: {count} event{'' if count == 1 else 's'}"
+            f" removed ({removal.types}); {what}")
+
+
+def _short(diff: MemoryDiff, note: str) -> str:
+    return "#" + diff.shorts.get(note, note[:8])
 
 
 def _events(count: int, what: str = "memory ") -> str:
@@ -116,7 +150,12 @@ def grouped(diff: MemoryDiff) -> list[tuple[str, list[Change]]]:
 
 
 def plain(diff: MemoryDiff) -> str:
-    lines = [summary(diff)]
+    lines = headlines(diff)
+    if diff.removed:
+        lines += ["", f"removed ({len(diff.removed)})"]
+        for removal in diff.removed:
+            lines += [f"  {removal_headline(removal, diff)}", *_removed_text(removal),
+                      f"    {removal.events[0].type} {who(removal.events[0])}"]
     for title, changes in grouped(diff):
         lines += ["", f"{title} ({len(changes)})"]
         for change in changes:
@@ -124,6 +163,12 @@ def plain(diff: MemoryDiff) -> str:
             lines += _plain_texts(change)
             lines.append(f"    {who(change.events[0])}")
     return "\n".join(lines)
+
+
+def _removed_text(removal: Removal) -> list[str]:
+    if removal.text is None:
+        return ["    (text not shown: forgotten, or not in either log)"]
+    return [f"    {line}" for line in removal.text.split("\n")]
 
 
 def _plain_texts(change: Change) -> list[str]:
@@ -144,7 +189,8 @@ def text_stat(diff: MemoryDiff) -> str:
     table = stat_table(diff)
     width = max((len(k) for k in table), default=0)
     lines = [f"{kind.ljust(width)}  " + ", ".join(f"{n} {t}" for t, n in row.items()) for kind, row in table.items()]
-    return "\n".join(lines + [summary(diff)])
+    removal = removal_line(diff)
+    return "\n".join(([removal] if removal else []) + lines + [summary(diff)])
 
 
 def stat_table(diff: MemoryDiff) -> dict[str, dict[str, int]]:
@@ -175,8 +221,23 @@ def fenced(text: str) -> list[str]:
     return [f"{fence}text", *text.split("\n"), fence]
 
 
+def markdown_headlines(diff: MemoryDiff) -> list[str]:
+    """The heading, the removal line (bold, first) and the summary."""
+    removal = removal_line(diff)
+    return [f"### Memory changes: {escape(span(diff))}", "", *([f"**{escape(removal)}**", ""] if removal else []),
+            escape(summary(diff))]
+
+
 def markdown(diff: MemoryDiff) -> str:
-    lines = [f"### Memory changes: {escape(span(diff))}", "", escape(summary(diff))]
+    lines = markdown_headlines(diff)
+    if diff.removed:
+        lines += ["", f"#### Removed ({len(diff.removed)})", ""]
+        for removal in diff.removed:
+            first = removal.events[0]
+            lines += [f"- **{escape(removal_headline(removal, diff))}**",
+                      *(_markdown_text("", removal.text) if removal.text is not None else
+                        ["  *(text not shown: forgotten, or not in either log)*"]),
+                      f"  {escape(first.type + ' ' + who(first))}"]
     for title, changes in grouped(diff):
         lines += ["", f"#### {title.capitalize()} ({len(changes)})", ""]
         for change in changes:
@@ -211,7 +272,7 @@ def _markdown_text(label: str, text: str | None) -> list[str]:
 
 def markdown_stat(diff: MemoryDiff) -> str:
     types = [t for t in EVENT_TYPES if t in counts(diff.added)]
-    lines = [f"### Memory changes: {escape(span(diff))}", "", escape(summary(diff))]
+    lines = markdown_headlines(diff)
     if types:
         lines += ["", "| kind | " + " | ".join(types) + " |", "| --- |" + " ---: |" * len(types)]
         for kind, row in stat_table(diff).items():
@@ -231,7 +292,13 @@ def as_data(diff: MemoryDiff) -> dict[str, object]:
         "counts": counts(diff.added), "stat": stat_table(diff),
         "changes": [_change_data(c, diff) for c in diff.changes],
         "missing": [e.id for e in diff.missing], "notices": diff.notices,
+        "removed": [_removal_data(r, diff) for r in diff.removed], "removed_unsure": diff.unsure,
     }
+
+
+def _removal_data(removal: Removal, diff: MemoryDiff) -> dict[str, object]:
+    return {"note": removal.note, "short": diff.shorts.get(removal.note, removal.note[:8]), "kind": removal.kind,
+            "text": removal.text, "whole": removal.whole, "events": [e.to_json() for e in removal.events]}
 
 
 def _change_data(change: Change, diff: MemoryDiff) -> dict[str, object]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Container
 
 from . import errors
 
@@ -94,8 +95,16 @@ def set_config(top: Path, key: str, value: str) -> bool:
     return _git(top, "config", "--local", key, value).returncode == 0
 
 
-def tree_files(top: Path, rev: str, folder: Path) -> dict[str, bytes]:
-    """Every file under `folder` as commit `rev` holds it: path relative to `folder` → bytes."""
+def merge_base(top: Path, a: str, b: str) -> str | None:
+    """The best common ancestor of two commits (None: none that this clone holds, as in a
+    shallow clone or unrelated histories)."""
+    done = _git(top, "merge-base", "--end-of-options", a, b)
+    return done.stdout.decode().split()[0] if done.returncode == 0 and done.stdout.strip() else None
+
+
+def tree_files(top: Path, rev: str, folder: Path, skip: Container[str] = ()) -> dict[str, bytes]:
+    """Every file under `folder` as commit `rev` holds it: path relative to `folder` → bytes;
+    the files named in `skip` (relative to `folder`) are not read."""
     relative = folder.resolve().relative_to(top.resolve()).as_posix()
     listing = _git(top, "ls-tree", "-r", "-z", rev, "--", relative)
     if listing.returncode != 0:
@@ -106,8 +115,9 @@ def tree_files(top: Path, rev: str, folder: Path) -> dict[str, bytes]:
             continue
         meta, _, name = record.partition(b"\t")
         mode, kind, blob = meta.decode().split()
-        if kind == "blob":
-            entries.append((name.decode("utf-8", "surrogateescape"), blob))
+        path = name.decode("utf-8", "surrogateescape")
+        if kind == "blob" and _within(path, relative) not in skip:
+            entries.append((path, blob))
     if not entries:
         return {}
     batch = _git(top, "cat-file", "--batch", input=b"".join(b.encode() + b"\n" for _, b in entries))
@@ -121,9 +131,13 @@ def _parse_batch(data: bytes, names: list[str], prefix: str) -> dict[str, bytes]
         end = data.index(b"\n", pos)
         header = data[pos:end].split()
         size = int(header[2])
-        out[name[len(prefix) + 1:] if name.startswith(prefix + "/") else name] = data[end + 1:end + 1 + size]
+        out[_within(name, prefix)] = data[end + 1:end + 1 + size]
         pos = end + 1 + size + 1
     return out
+
+
+def _within(name: str, prefix: str) -> str:
+    return name[len(prefix) + 1:] if name.startswith(prefix + "/") else name
 
 
 # -- the index (what the next commit holds) ---------------------------------------------------

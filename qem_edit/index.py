@@ -570,8 +570,10 @@ class Index:
     def _reshort(self, changed: list[str]) -> None:
         """Short ids of the changed notes and of their neighbours in id order (a new note
         can lengthen only the notes it shares a prefix with), or of every note when many
-        changed; the items of every note whose short id moved, and of the notes that show
-        it, are rendered again."""
+        changed; the items of the changed notes, of every note whose short id moved, and of
+        the notes that show one of them (a note that appeared or went changes how an item
+        pointing to it reads: by short id, or by full id when it is not in the log) are
+        rendered again."""
         if len(changed) > _RESHORT_ALL:
             rows = self.conn.execute("SELECT id, short_len, short FROM notes").fetchall()
             now = ids.short_ids({i: length for i, length, _ in rows})
@@ -588,7 +590,7 @@ class Index:
                     if now[note_id] != row[0]:
                         moved.add(note_id)
         self.conn.executemany("UPDATE notes SET short = ? WHERE id = ?", [(now[i], i) for i in sorted(moved)])
-        self.render_items(set(changed) | moved | self._showing(moved))
+        self.render_items(set(changed) | moved | self._showing(set(changed) | moved))
 
     def _neighbours(self, note_id: str) -> list[str]:
         before = self.conn.execute("SELECT id FROM notes WHERE id < ? ORDER BY id DESC LIMIT 1", (note_id,)).fetchall()
