@@ -46,7 +46,9 @@ def branch_with(team: Team) -> tuple[Clone, str, str]:
 
 def removed_by_git_rm(clone: Clone, note: str) -> None:
     clone.git("rm", "-q", *files_of(clone, note))
-    clone.qem("export")
+    refused = clone.qem("export", code=3)  # MEMORY.md shows a note the log lacks: never dropped unasked
+    assert "--force" in refused.stderr
+    clone.qem("export", "--force")  # the line dropped deliberately, as the refusal says
     clone.git("add", "MEMORY.md")
 
 
@@ -221,7 +223,8 @@ def test_the_verify_hook_stops_a_commit_that_removes_a_directive(tmp_path):
     def remove(note: str) -> subprocess.CompletedProcess:
         events = [e["id"] for e in json.loads(run_qem("log", note, "--json", cwd=proj).stdout)]
         git("rm", "-q", f".qem/texts/{note}", *(f".qem/events/{e}" for e in events), cwd=proj, env=env)
-        assert run_qem("export", cwd=proj).returncode == 0
+        assert run_qem("export", cwd=proj).returncode == 3  # the line is never dropped unasked
+        assert run_qem("export", "--force", cwd=proj).returncode == 0
         git("add", "MEMORY.md", cwd=proj, env=env)
         return git("commit", "-m", "tidy", cwd=proj, env=env, check=False)
 
