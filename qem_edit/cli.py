@@ -24,6 +24,8 @@ import typer
 from . import errors
 from .model import DISPUTE_SHOWN, KINDS, STATES
 from .renderer import Selection
+from .shown import say
+from .shown import show as _out
 from .store import Store
 
 HELP = """qem: an agent's memory as an append-only event log, legible and editable as MEMORY.md.
@@ -94,8 +96,7 @@ def _act(workspace, store, actor, act, *, create: bool = True):  # type: ignore[
     return written
 
 
-def _say(message: str) -> None:
-    print(f"qem: {message}", file=sys.stderr)
+_say = say  # one way to speak to the person, control characters made visible (qem_edit.shown)
 
 
 def _show(answer, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
@@ -104,10 +105,10 @@ def _show(answer, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
 
     text = json_text(answer.data()) if as_json else answer.text()
     if text:
-        print(text)
+        print(text) if as_json else _out(text)  # JSON carries its own escapes (answers.as_json)
     remark = answer.remark()
     if remark:
-        print(remark, file=sys.stderr)
+        _out(remark, sys.stderr)
     return answer.exit_code
 
 
@@ -473,7 +474,7 @@ def import_(
         report = import_vectr(handle, prepared)
         for notice in auto_export(handle, place):
             _say(notice)
-        print(report.text())
+        _out(report.text())
     return 0
 
 
@@ -664,7 +665,7 @@ def _check_mirror(handle: Store, target: Path, check: bool, diff: bool) -> int:
         code = 1 if patch else 0
     if check:
         verdict = mirror.check(handle, target)
-        print(("ok: " if verdict.clean else "qem: ") + verdict.message, file=sys.stderr)
+        _out(("ok: " if verdict.clean else "qem: ") + verdict.message, sys.stderr)
         code = max(code, 0 if verdict.clean else 1)
     return code
 
@@ -786,7 +787,7 @@ def checkouts_(
                 _say(f"discarded the kept edit {checkout.id} ({checkout.file})")
             return 0
         for checkout in kept(place):
-            print(f"{checkout.id}\t{_age(checkout.directory)}\t{checkout.file}\t{summary_of(handle, checkout)}")
+            _out(f"{checkout.id}\t{_age(checkout.directory)}\t{checkout.file}\t{summary_of(handle, checkout)}")
     return 0
 
 
@@ -983,9 +984,9 @@ def main(argv: list[str] | None = None) -> None:
         code = errors.EXIT_OK
     except errors.QemError as exc:
         label = "" if isinstance(exc, errors.Interrupted) else "error: "
-        print(f"qem: {label}{exc}", file=sys.stderr)
+        say(f"{label}{exc}")
         if exc.hint:
-            print(f"qem: {exc.hint}", file=sys.stderr)
+            say(exc.hint)
         code = exc.exit_code
     except ClickExit as exc:
         code = exc.exit_code
@@ -1000,7 +1001,7 @@ def main(argv: list[str] | None = None) -> None:
         code = errors.EXIT_INTERRUPTED
     except OSError as exc:  # a file qem cannot create or write (read-only place, full disk)
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"qem: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        say(f"error: {where}{exc.strerror or exc}")
         code = errors.EXIT_INPUT
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -20,6 +20,7 @@ from .checkin import Outcome, Proposal, Source
 from .checkouts import Checkout, find_checkout, new_checkout, owning
 from .model import MOVE_BY_VERB
 from .renderer import Selection
+from .shown import say, show
 from .store import Store
 from .workspace import Workspace
 
@@ -72,10 +73,6 @@ def _ignore(signum, frame) -> None:  # a Python handler, unlike SIG_IGN, is not 
 # -- talking to the person -------------------------------------------------------------------------
 
 
-def say(message: str) -> None:
-    print(f"qem: {message}", file=sys.stderr, flush=True)
-
-
 def interactive() -> bool:
     return sys.stdin.isatty()
 
@@ -105,7 +102,7 @@ class Prompter:
         if moved:
             say(f"the store moved on: {moved} new event(s) since the plan you saw; planned again")
         if self.show:
-            print(describe_plan(proposal), file=sys.stderr)
+            show(describe_plan(proposal), sys.stderr)
         if self.yes:
             return "apply"
         if not interactive():
@@ -260,7 +257,7 @@ def report(outcome: Outcome, as_json: bool = False) -> None:
     elif outcome.status == "dry_run":
         assert proposal is not None
         if not as_json:
-            print(describe_plan(proposal))
+            show(describe_plan(proposal))
         say("dry run; nothing written")
     elif outcome.status == "keep":
         say(f"nothing written; {outcome.source.hint()}")
@@ -282,7 +279,7 @@ def show_problems(proposal: Proposal, heading: bool) -> list[str]:
         )
         say(f"{what}:")
     for message in messages:
-        print(f"  {message}", file=sys.stderr)
+        show(f"  {message}", sys.stderr)
     return messages
 
 
