@@ -70,14 +70,16 @@ ReasonOpt = Annotated[Optional[str], typer.Option("--message", "-m", help="Why."
 RequiredReasonOpt = Annotated[str, typer.Option("--message", "-m", help="Why (required).", show_default=False)]
 
 
-def _open(workspace: Path | None, store: Path | None, *, write: bool = False, create: bool | None = None):
+def _open(workspace: Path | None, store: Path | None, *, write: bool = False, create: bool | None = None,
+          name_set_aside: bool = True):
     """The workspace and its store.  A command that writes has its config checked first
     (a bad .qem/config.toml is refused before anything is written) and creates a missing
     store, unless `create=False` (a move on an existing note: with no store there is no
     note, and a refused command must not leave a new store behind)."""
     from .workspace import open_memory
 
-    place, handle, notices = open_memory(workspace, store, write=write, create=write if create is None else create)
+    place, handle, notices = open_memory(workspace, store, write=write, create=write if create is None else create,
+                                         name_set_aside=name_set_aside)
     for notice in notices:
         _say(notice)
     return place, handle
@@ -385,7 +387,7 @@ def verify(
     """
     from .checks import verify_report
 
-    place, handle = _open(workspace, store, write=False)
+    place, handle = _open(workspace, store, write=False, name_set_aside=False)  # it lists them itself
     with handle:
         return _show(verify_report(handle, place, repair=repair, disputes_fail=fail_on_disputes), as_json)
 
