@@ -355,6 +355,7 @@ def _edit_once(store: Store, source: Source, asker: Prompter, who: str, editor: 
             f" nothing was checked in; {checkout.resume_hint()}"
         )
         return Outcome("keep", source, kept=checkout)
+    _refuse_emptied(checkout, before)
     try:
         outcome = checkin.check_in(store, source, asker, who, allow_mass_change=allow_mass_change)
     except errors.QemError as exc:
@@ -364,6 +365,18 @@ def _edit_once(store: Store, source: Source, asker: Prompter, who: str, editor: 
         return _refused_in_edit(store, outcome, checkout)
     report(outcome)
     return outcome
+
+
+def _refuse_emptied(checkout: Checkout, before: bytes) -> None:
+    """An editor that saved an empty file (or only whitespace) has not said "no changes",
+    and must not cost the draft it was given: the draft is put back as it was, and the
+    check-in stops with how to take it up again."""
+    after = checkin.read_edit(checkout.file)
+    if after and not after.isspace():
+        return
+    checkout.restore(before)
+    raise errors.BadInput("the file is empty: nothing to check in; the edit is kept as it was before the editor"
+                          " emptied it", hint=checkout.resume_hint() + f" (to drop it: `qem checkouts --discard {checkout.id}`)")
 
 
 def _refused_in_edit(store: Store, outcome: Outcome, checkout: Checkout) -> Outcome:
