@@ -38,6 +38,7 @@ class Converted:
     events: list[Event] = field(default_factory=list)
     texts: list[TextRecord] = field(default_factory=list)
     ids: dict[int, str] = field(default_factory=dict)  # old number → note id
+    numbers: set[int] = field(default_factory=set)  # every number the old log creates
     memory_id: str = ""
 
 
@@ -58,6 +59,7 @@ def convert(old: list[OldEvent]) -> Converted:
     tips: dict[int, str] = {}
     disputes: dict[int, str] = {}
     forgotten = {e.note_id for e in old if e.type == "forgotten"}
+    out.numbers = {e.note_id for e in old if e.type == "created"}
     for event in old:
         if event.type == "created" and event.note_id in forgotten:
             event = OldEvent(event.seq, event.note_id, event.type, event.at, event.actor, event.reason,
@@ -97,7 +99,10 @@ def _data(event: OldEvent, seed: bytes, out: Converted, disputes: dict[int, str]
         old_parent = data.get("supersedes")
         number = isinstance(old_parent, int) and not isinstance(old_parent, bool)
         data["supersedes"] = out.ids.get(old_parent) if number else None
-        if old_parent is not None and data["supersedes"] is None:
+        if number and data["supersedes"] is None and old_parent in out.numbers:
+            # a note created later (a cycle): its old number, which the graph reads back
+            data["supersedes"] = ids.numbered_pointer(old_parent)
+        elif old_parent is not None and data["supersedes"] is None:
             # dangling, as it was; a malformed pointer (not a note number) stays a pointer
             # to no note too, never dropped: its note stays unknown, as it was
             data["supersedes"] = _derived(seed, "missing note", old_parent)
