@@ -308,15 +308,15 @@ def show(note_id: IdArg, as_json: JsonOpt = False, at: AtOpt = None, workspace: 
 
 @app.command()
 def context(
-    budget: Annotated[int, typer.Option("--budget", metavar="TOKENS", help="Tokens the whole answer may take, counted as characters / 4 (0: no limit); the directives always come in full.")] = 2000,
+    budget: Annotated[int, typer.Option("--budget", metavar="TOKENS", help="Tokens the whole answer may take, directives included, counted as characters / 4 (0: no limit); a directive is shown whole or left out, and the last line counts what was left out.")] = 2000,
     fmt: Annotated[str, typer.Option("--format", help="markdown or json.")] = "markdown",
-    skip: Annotated[int, typer.Option("--skip", metavar="N", help="Leave out the directives and the first N index lines (what did not fit a budget).")] = 0,
+    skip: Annotated[int, typer.Option("--skip", metavar="N", help="Leave out the first N notes of the order, directives first (what did not fit a budget).")] = 0,
     at: AtOpt = None,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
 ) -> int:
-    """What an agent reads at session start: every directive in force in full, then one
-    line per other note in force, within a token budget.
+    """What an agent reads at session start: the directives in force in full, then one
+    line per other note in force, in that order within a token budget.
 
     Example: qem context --budget 1500
     """
