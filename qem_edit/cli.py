@@ -849,6 +849,7 @@ def diff_(
     revs: Annotated[Optional[list[str]], typer.Argument(metavar="[REV [REV]]", help="Compare REV (default HEAD) with the working tree, or the first REV with the second.", show_default=False)] = None,
     fmt: Annotated[str, typer.Option("--format", help="text, markdown (a pull-request comment) or json.")] = "text",
     stat: Annotated[bool, typer.Option("--stat", help="Only the counts per note kind and event type.")] = False,
+    max_chars: Annotated[int, typer.Option("--max-chars", metavar="N", help="markdown: at most N characters, cut at a change, the last line saying how many were left out and how to see them (GitHub's comments take 65536; 0: no limit).")] = 0,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
 ) -> int:
@@ -862,8 +863,10 @@ def diff_(
     from .diffview import DiffAnswer
 
     choice(fmt, ("text", "markdown", "json"), "format")
+    if max_chars < 0 or (max_chars and fmt != "markdown"):
+        raise errors.BadInput(f"--max-chars {max_chars}: a number of characters for --format markdown (0: no limit)")
     place = ws.resolve(workspace, store)
-    return _show(DiffAnswer(memory_diff(place.store_path, revs or []), fmt, stat), fmt == "json")
+    return _show(DiffAnswer(memory_diff(place.store_path, revs or []), fmt, stat, max_chars), fmt == "json")
 
 
 @app.command()
