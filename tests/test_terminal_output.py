@@ -171,3 +171,28 @@ def test_an_error_naming_a_hostile_name_is_escaped_too(ws: Path) -> None:
     assert run_qem("add", "a note", "--kind", "gotcha", cwd=ws).returncode == 0
     code, out = run(qem("show", "\x1b[8mnope"), ws)
     assert code == 2 and not RAW.findall(out) and "\\x1b[8mnope" in out, out
+
+
+# -- progress of long work: on stderr at a terminal, nothing through a pipe ----------------------
+
+
+def test_long_work_shows_progress_at_a_terminal_and_nothing_through_a_pipe(tmp_path: Path) -> None:
+    from conftest import FIXTURES
+
+    corpus = tmp_path / "corpus-2500.jsonl"  # over 2,000 events: a load written and indexed streamed
+    subprocess.run([sys.executable, str(FIXTURES / "generate.py"), "--notes", "2500", "-o", str(corpus)], check=True)
+    at_tty, piped = tmp_path / "tty", tmp_path / "pipe"
+    code, out = run(qem("load", str(corpus), "-w", str(at_tty)), tmp_path, tty=True)
+    assert code == 0 and "\rqem: replaying the notes: " in out and "of 2,500)" in out, out
+    assert out.rstrip().endswith("2500 notes") and "\r" + " " * 20 in out  # the line cleared before the answer
+    done = subprocess.run(qem("load", str(corpus), "-w", str(piped)), cwd=tmp_path, capture_output=True, timeout=120)
+    assert done.returncode == 0 and b"\r" not in done.stderr and b"replaying" not in done.stderr
+    for ws in (at_tty, piped):  # a fresh clone's first index build, and verify's replay
+        (ws / ".qem" / "index.db").unlink()
+    code, out = run(qem("list", "-w", str(at_tty), "--kind", "directive"), tmp_path, tty=True)
+    assert code == 0 and "\rqem: reading the log: " in out and "\rqem: replaying the notes: " in out
+    code, out = run(qem("verify", "-w", str(at_tty)), tmp_path, tty=True)
+    assert code == 0 and "\rqem: replaying the notes: " in out and "ok: the log replays cleanly" in out
+    for args in (("list", "-w", str(piped), "--kind", "directive"), ("verify", "-w", str(piped))):
+        done = subprocess.run(qem(*args), cwd=tmp_path, capture_output=True, timeout=120)
+        assert done.returncode == 0 and b"\r" not in done.stderr and b"qem: re" not in done.stderr, done.stderr
