@@ -19,6 +19,7 @@ from pathlib import Path
 from . import errors, ids
 from .logtree import LogFileError, TextRecord, event_bytes, event_from, event_object
 from .model import EVENT_TYPES, Event, TextError, is_timestamp, normalize_text
+from .shown import progress
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,9 @@ def convert(old: list[OldEvent]) -> Converted:
     disputes: dict[int, str] = {}
     forgotten = {e.note_id for e in old if e.type == "forgotten"}
     out.numbers = {e.note_id for e in old if e.type == "created"}
+    tick = progress("converting the numbered log", len(old))
     for event in old:
+        tick()
         if event.type == "created" and event.note_id in forgotten:
             event = OldEvent(event.seq, event.note_id, event.type, event.at, event.actor, event.reason,
                              event.checkin, {**event.data, "text": None})  # a forgotten text is not carried over
@@ -88,6 +91,7 @@ def convert(old: list[OldEvent]) -> Converted:
                 out.texts.append(TextRecord(event_id, _derived(seed, "key", event.note_id), text))
         tips[event.note_id] = event_id
         out.events.append(new)
+    tick.end()
     return out
 
 

@@ -184,6 +184,7 @@ def test_long_work_shows_progress_at_a_terminal_and_nothing_through_a_pipe(tmp_p
     at_tty, piped = tmp_path / "tty", tmp_path / "pipe"
     code, out = run(qem("load", str(corpus), "-w", str(at_tty)), tmp_path, tty=True)
     assert code == 0 and "\rqem: replaying the notes: " in out and "of 2,500)" in out, out
+    assert "\rqem: converting the numbered log: " in out  # the generated corpus is an old numbered dump
     assert out.rstrip().endswith("2500 notes") and "\r" + " " * 20 in out  # the line cleared before the answer
     done = subprocess.run(qem("load", str(corpus), "-w", str(piped)), cwd=tmp_path, capture_output=True, timeout=120)
     assert done.returncode == 0 and b"\r" not in done.stderr and b"replaying" not in done.stderr
