@@ -296,6 +296,9 @@ state.write_text(json.dumps(comments))
 """
 
 
+NEEDS_JQ = pytest.mark.skipif(shutil.which("jq") is None, reason="the fake gh runs --jq through jq")
+
+
 def run_ci_step(team: Team, checkout: Path) -> subprocess.CompletedProcess:
     """The step as a runner would: bash -e, qem on the PATH, and a `gh` that keeps the
     pull request's comments in a file (GitHub itself is not here)."""
@@ -325,6 +328,7 @@ def ci_checkout(team: Team, branch: str) -> Path:
     return checkout
 
 
+@NEEDS_JQ
 def test_the_readme_ci_step_runs(team):
     founder = team.founded("shared fact")
     founder.git("switch", "-q", "-c", "feature")
@@ -356,6 +360,7 @@ def test_the_readme_ci_step_runs(team):
     assert "and then this" in comment and "the branch learned this" in comment
 
 
+@NEEDS_JQ
 def test_the_readme_ci_step_keeps_a_big_change_under_the_comment_limit(team):
     """A pull request that loads the 749-note corpus (some 215,000 characters of markdown):
     the comment stays under GitHub's 65,536 characters, cut at a change, and its last line
