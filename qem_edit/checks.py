@@ -205,16 +205,15 @@ def graph_problems(conn: sqlite3.Connection, scratch: sqlite3.Connection) -> lis
     index `conn`, in its words and order, without every note in memory: SQL over the
     notes table, and the cycles found over one int per note (`scratch`, a database of
     this check's own, holds the table that numbers them)."""
-    numbered = _numbered(conn)
-    return (_cycles(conn, scratch, numbered) + _dangling(conn, numbered) + _malformed(conn) + _forks(conn)
+    dangling = _dangling_rows(conn)
+    numbered = _numbered(conn) if dangling else {}
+    return (_cycles(conn, scratch, numbered) + _dangling(dangling, numbered) + _malformed(conn) + _forks(conn)
             + _disputed(conn))
 
 
 def _numbered(conn: sqlite3.Connection) -> dict[str, str]:
-    """The converted notes' old numbers, hashed (ids.numbered_pointer) → the note; read
-    only when some pointer names no note, as the resolver reads them."""
-    if not _dangling_rows(conn, {}):
-        return {}
+    """The converted notes' old numbers, hashed (ids.numbered_pointer) → the note, as the
+    resolver reads them (only when some pointer names no note)."""
     return ids.renumbered(dict(conn.execute("SELECT id, alias FROM notes WHERE alias IS NOT NULL")))
 
 
@@ -284,20 +283,19 @@ def _names(conn: sqlite3.Connection, note_ids: Iterable[str]):  # type: ignore[n
     return lambda note_id: (shown[note_id] or note_id) if note_id in shown else note_id[:8]
 
 
-def _dangling(conn: sqlite3.Connection, numbered: dict[str, str]) -> list[str]:
+def _dangling(rows: list[tuple[str, str, str, int]], numbered: dict[str, str]) -> list[str]:
+    """A pointer to no note; not one a converted log's old number names (`_numbered`)."""
     return [f"dangling: #{short or note_id} points to #{target[:8]}, which is not in the log"
-            for note_id, short, target in _dangling_rows(conn, numbered)]
+            for note_id, short, target, pointer in rows if not (pointer and target in numbered)]
 
 
-def _dangling_rows(conn: sqlite3.Connection, numbered: dict[str, str]) -> list[tuple[str, str, str]]:
-    rows = conn.execute(
+def _dangling_rows(conn: sqlite3.Connection) -> list[tuple[str, str, str, int]]:
+    return conn.execute(
         "SELECT n.id, n.short, n.supersedes, 1 FROM notes n WHERE n.supersedes IS NOT NULL"
         " AND NOT EXISTS (SELECT 1 FROM notes p WHERE p.id = n.supersedes)"
         " UNION ALL SELECT n.id, n.short, n.superseded_by, 0 FROM notes n WHERE n.supersedes IS NULL"
         " AND n.state = 'superseded' AND n.superseded_by IS NOT NULL"
-        " AND NOT EXISTS (SELECT 1 FROM notes p WHERE p.id = n.superseded_by) ORDER BY 1")
-    return [(note_id, short, target) for note_id, short, target, pointer in rows
-            if not (pointer and target in numbered)]
+        " AND NOT EXISTS (SELECT 1 FROM notes p WHERE p.id = n.superseded_by) ORDER BY 1").fetchall()
 
 
 def _malformed(conn: sqlite3.Connection) -> list[str]:
