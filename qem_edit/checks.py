@@ -27,6 +27,7 @@ from .index import NOTE_COLUMNS, Index, note_from_row
 from .model import LIVE_STATES
 from .protect import log_problems as protect_problems
 from .resolver import rival_words
+from .shown import progress
 from .store import Store
 
 # The fresh replay's page cache (KiB): it lives in a temporary file, not in memory.
@@ -155,11 +156,14 @@ def index_differences(have: sqlite3.Connection, want: sqlite3.Connection) -> lis
     items = "SELECT id, item FROM items ORDER BY id, kind_rank"
     want_items, have_items = _Ahead(want.execute(items)), _Ahead(have.execute(items))
     out = []
+    tick = progress("comparing the index with the log", lambda: want.execute("SELECT count(*) FROM notes").fetchone()[0])
     for note_id, wanted, had in _side_by_side(want.execute(notes), have.execute(notes)):
+        tick()
         if wanted != had:
             out.append(f"note {note_id[:8]}: the index disagrees with the log (`qem verify --repair` rebuilds it)")
         elif want_items.get(note_id) != have_items.get(note_id):
             out.append(f"note {note_id[:8]}: the index's MEMORY.md item disagrees with the log")
+    tick.end()
     return out
 
 
