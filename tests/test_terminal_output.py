@@ -160,6 +160,7 @@ def test_the_textconv_escapes_whatever_its_output_is(ws: Path, hostile: dict[str
 
 
 def test_at_a_real_terminal_too(ws: Path, hostile: dict[str, str]) -> None:
+    run(qem("list"), ws)  # the index built first: its progress line is qem's own CRs
     for args in (("list",), ("show", hostile["note"]), ("log",), ("diff", "HEAD~1", "HEAD")):
         code, out = run(qem(*args), ws, tty=True)
         assert code in (0, 1) and "Traceback" not in out, out
