@@ -9,6 +9,7 @@ the answer itself is a verdict (verify).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -17,8 +18,12 @@ from .resolver import Answer as Currency
 
 
 def as_json(data: object) -> str:
-    """Every `--json` output: indented by two, UTF-8 kept as it is."""
-    return json.dumps(data, ensure_ascii=False, indent=2)
+    """Every `--json` output: indented by two, UTF-8 kept as it is but for DEL and the C1
+    controls, escaped as json.dumps escapes the C0 ones (no raw control reaches a terminal)."""
+    return _C1.sub(lambda m: f"\\u{ord(m[0]):04x}", json.dumps(data, ensure_ascii=False, indent=2))
+
+
+_C1 = re.compile("[\x7f-\x9f]")
 
 
 def first_line(note: Note) -> str:

@@ -118,6 +118,10 @@ class Checkout:
             self._write_record(self._record() | {HEADS: _heads(self.base_file, base)})
         write_atomic(self.file, text.encode("utf-8"), mode=0o600)
 
+    def restore(self, draft: bytes) -> None:
+        """Put the draft back as it was (an editor emptied it)."""
+        write_atomic(self.file, draft, mode=_mode(self.file))
+
     def refresh(self, rendering: bytes) -> None:
         """A recorded FILE that was checked in starts again from `rendering`."""
         data = {k: v for k, v in self._record().items() if k not in ("moment", HEADS)}

@@ -23,13 +23,14 @@ from array import array
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from . import db, errors
+from . import db, errors, ids
 from .answers import VerifyReport
 from .index import NOTE_COLUMNS, Index, note_from_row
 from .model import LIVE_STATES
 from .protect import log_problems as protect_problems
 from .removals import verify_findings as removal_findings
 from .resolver import rival_words
+from .shown import progress
 from .store import Store
 
 # The fresh replay's page cache (KiB): it lives in a temporary file, not in memory.
@@ -162,11 +163,14 @@ def index_differences(have: sqlite3.Connection, want: sqlite3.Connection) -> lis
     items = "SELECT id, item FROM items ORDER BY id, kind_rank"
     want_items, have_items = _Ahead(want.execute(items)), _Ahead(have.execute(items))
     out = []
+    tick = progress("comparing the index with the log", lambda: want.execute("SELECT count(*) FROM notes").fetchone()[0])
     for note_id, wanted, had in _side_by_side(want.execute(notes), have.execute(notes)):
+        tick()
         if wanted != had:
             out.append(f"note {note_id[:8]}: the index disagrees with the log (`qem verify --repair` rebuilds it)")
         elif want_items.get(note_id) != have_items.get(note_id):
             out.append(f"note {note_id[:8]}: the index's MEMORY.md item disagrees with the log")
+    tick.end()
     return out
 
 
@@ -212,18 +216,26 @@ def graph_problems(conn: sqlite3.Connection, scratch: sqlite3.Connection) -> lis
     index `conn`, in its words and order, without every note in memory: SQL over the
     notes table, and the cycles found over one int per note (`scratch`, a database of
     this check's own, holds the table that numbers them)."""
-    return (_cycles(conn, scratch) + _dangling(conn) + _malformed(conn) + _forks(conn)
+    dangling = _dangling_rows(conn)
+    numbered = _numbered(conn) if dangling else {}
+    return (_cycles(conn, scratch, numbered) + _dangling(dangling, numbered) + _malformed(conn) + _forks(conn)
             + _disputed(conn))
 
 
-def _cycles(conn: sqlite3.Connection, scratch: sqlite3.Connection) -> list[str]:
+def _numbered(conn: sqlite3.Connection) -> dict[str, str]:
+    """The converted notes' old numbers, hashed (ids.numbered_pointer) → the note, as the
+    resolver reads them (only when some pointer names no note)."""
+    return ids.renumbered(dict(conn.execute("SELECT id, alias FROM notes WHERE alias IS NOT NULL")))
+
+
+def _cycles(conn: sqlite3.Connection, scratch: sqlite3.Connection, numbered: dict[str, str]) -> list[str]:
     scratch.execute("DROP TABLE IF EXISTS verify_graph")
     scratch.execute("CREATE TABLE verify_graph (id TEXT PRIMARY KEY, i INTEGER NOT NULL, parent TEXT) WITHOUT ROWID")
     rows = conn.execute("SELECT id, supersedes FROM notes ORDER BY id")
     scratch.execute("BEGIN")
     try:
         scratch.executemany("INSERT INTO verify_graph (id, i, parent) VALUES (?, ?, ?)",
-                            ((note_id, i, parent) for i, (note_id, parent) in enumerate(rows)))
+                            ((note_id, i, numbered.get(parent, parent)) for i, (note_id, parent) in enumerate(rows)))
     finally:
         scratch.execute("COMMIT")
     parent = array("q", (-1 if i is None else i for (i,) in scratch.execute(
@@ -234,7 +246,17 @@ def _cycles(conn: sqlite3.Connection, scratch: sqlite3.Connection) -> list[str]:
     wanted = {i for cycle in cycles for i in cycle}
     ids = {i: note_id for note_id, i in scratch.execute("SELECT id, i FROM verify_graph") if i in wanted}
     name = _names(conn, ids.values())
-    return [f"cycle: {' → '.join(f'#{name(ids[i])}' for i in (*c, c[0]))}" for c in cycles]
+    return [f"cycle: {' → '.join(f'#{name(ids[i])}' for i in (*c, c[0]))}{_old_numbers(conn, [ids[i] for i in c])}"
+            for c in cycles]
+
+
+def _old_numbers(conn: sqlite3.Connection, cycle: list[str]) -> str:
+    """As `Graph.old_numbers` words it: the cycle's notes by their numbers before the conversion."""
+    aliases = dict(conn.execute(f"SELECT id, alias FROM notes WHERE id IN ({', '.join('?' * len(cycle))})", cycle))
+    numbers = [aliases.get(n) for n in cycle]
+    if None in numbers:
+        return ""
+    return f" (numbered {' → '.join(f'#{a}' for a in (*numbers, numbers[0]))} before the conversion)"
 
 
 def cycles_of(parent: array) -> list[tuple[int, ...]]:
@@ -272,15 +294,19 @@ def _names(conn: sqlite3.Connection, note_ids: Iterable[str]):  # type: ignore[n
     return lambda note_id: (shown[note_id] or note_id) if note_id in shown else note_id[:8]
 
 
-def _dangling(conn: sqlite3.Connection) -> list[str]:
-    rows = conn.execute(
-        "SELECT n.id, n.short, n.supersedes FROM notes n WHERE n.supersedes IS NOT NULL"
-        " AND NOT EXISTS (SELECT 1 FROM notes p WHERE p.id = n.supersedes)"
-        " UNION ALL SELECT n.id, n.short, n.superseded_by FROM notes n WHERE n.supersedes IS NULL"
-        " AND n.state = 'superseded' AND n.superseded_by IS NOT NULL"
-        " AND NOT EXISTS (SELECT 1 FROM notes p WHERE p.id = n.superseded_by) ORDER BY 1")
+def _dangling(rows: list[tuple[str, str, str, int]], numbered: dict[str, str]) -> list[str]:
+    """A pointer to no note; not one a converted log's old number names (`_numbered`)."""
     return [f"dangling: #{short or note_id} points to #{target[:8]}, which is not in the log"
-            for note_id, short, target in rows]
+            for note_id, short, target, pointer in rows if not (pointer and target in numbered)]
+
+
+def _dangling_rows(conn: sqlite3.Connection) -> list[tuple[str, str, str, int]]:
+    return conn.execute(
+        "SELECT n.id, n.short, n.supersedes, 1 FROM notes n WHERE n.supersedes IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM notes p WHERE p.id = n.supersedes)"
+        " UNION ALL SELECT n.id, n.short, n.superseded_by, 0 FROM notes n WHERE n.supersedes IS NULL"
+        " AND n.state = 'superseded' AND n.superseded_by IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM notes p WHERE p.id = n.superseded_by) ORDER BY 1").fetchall()
 
 
 def _malformed(conn: sqlite3.Connection) -> list[str]:

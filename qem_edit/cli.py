@@ -24,6 +24,8 @@ import typer
 from . import errors
 from .model import DISPUTE_SHOWN, KINDS, STATES
 from .renderer import Selection
+from .shown import say
+from .shown import show as _out
 from .store import Store
 
 HELP = """qem: an agent's memory as an append-only event log, legible and editable as MEMORY.md.
@@ -69,14 +71,16 @@ ReasonOpt = Annotated[Optional[str], typer.Option("--message", "-m", help="Why."
 RequiredReasonOpt = Annotated[str, typer.Option("--message", "-m", help="Why (required).", show_default=False)]
 
 
-def _open(workspace: Path | None, store: Path | None, *, write: bool = False, create: bool | None = None):
+def _open(workspace: Path | None, store: Path | None, *, write: bool = False, create: bool | None = None,
+          name_set_aside: bool = True):
     """The workspace and its store.  A command that writes has its config checked first
     (a bad .qem/config.toml is refused before anything is written) and creates a missing
     store, unless `create=False` (a move on an existing note: with no store there is no
     note, and a refused command must not leave a new store behind)."""
     from .workspace import open_memory
 
-    place, handle, notices = open_memory(workspace, store, write=write, create=write if create is None else create)
+    place, handle, notices = open_memory(workspace, store, write=write, create=write if create is None else create,
+                                         name_set_aside=name_set_aside)
     for notice in notices:
         _say(notice)
     return place, handle
@@ -95,8 +99,7 @@ def _act(workspace, store, actor, act, *, create: bool = True):  # type: ignore[
     return written
 
 
-def _say(message: str) -> None:
-    print(f"qem: {message}", file=sys.stderr)
+_say = say  # one way to speak to the person, control characters made visible (qem_edit.shown)
 
 
 def _show(answer, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
@@ -105,10 +108,10 @@ def _show(answer, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
 
     text = json_text(answer.data()) if as_json else answer.text()
     if text:
-        print(text)
+        print(text) if as_json else _out(text)  # JSON carries its own escapes (answers.as_json)
     remark = answer.remark()
     if remark:
-        print(remark, file=sys.stderr)
+        _out(remark, sys.stderr)
     return answer.exit_code
 
 
@@ -316,15 +319,15 @@ def _came_with(handle: Store, note) -> str | None:  # type: ignore[no-untyped-de
 
 @app.command()
 def context(
-    budget: Annotated[int, typer.Option("--budget", metavar="TOKENS", help="Tokens the whole answer may take, counted as characters / 4 (0: no limit); the directives always come in full.")] = 2000,
+    budget: Annotated[int, typer.Option("--budget", metavar="TOKENS", help="Tokens the whole answer may take, directives included, counted as characters / 4 (0: no limit); a directive is shown whole or left out, and the last line counts what was left out.")] = 2000,
     fmt: Annotated[str, typer.Option("--format", help="markdown or json.")] = "markdown",
-    skip: Annotated[int, typer.Option("--skip", metavar="N", help="Leave out the directives and the first N index lines (what did not fit a budget).")] = 0,
+    skip: Annotated[int, typer.Option("--skip", metavar="N", help="Leave out the first N notes of the order, directives first (what did not fit a budget).")] = 0,
     at: AtOpt = None,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
 ) -> int:
-    """What an agent reads at session start: every directive in force in full, then one
-    line per other note in force, within a token budget.
+    """What an agent reads at session start: the directives in force in full, then one
+    line per other note in force, in that order within a token budget.
 
     Example: qem context --budget 1500
     """
@@ -397,7 +400,7 @@ def verify(
     """
     from .checks import verify_report
 
-    place, handle = _open(workspace, store, write=False)
+    place, handle = _open(workspace, store, write=False, name_set_aside=False)  # it lists them itself
     with handle:
         if staged:
             from .staged import verify_staged
@@ -490,7 +493,7 @@ def import_(
         report = import_vectr(handle, prepared)
         for notice in auto_export(handle, place):
             _say(notice)
-        print(report.text())
+        _out(report.text())
     return 0
 
 
@@ -703,7 +706,7 @@ def _check_mirror(handle: Store, target: Path, check: bool, diff: bool) -> int:
         code = 1 if patch else 0
     if check:
         verdict = mirror.check(handle, target)
-        print(("ok: " if verdict.clean else "qem: ") + verdict.message, file=sys.stderr)
+        _out(("ok: " if verdict.clean else "qem: ") + verdict.message, sys.stderr)
         code = max(code, 0 if verdict.clean else 1)
     return code
 
@@ -825,7 +828,7 @@ def checkouts_(
                 _say(f"discarded the kept edit {checkout.id} ({checkout.file})")
             return 0
         for checkout in kept(place):
-            print(f"{checkout.id}\t{_age(checkout.directory)}\t{checkout.file}\t{summary_of(handle, checkout)}")
+            _out(f"{checkout.id}\t{_age(checkout.directory)}\t{checkout.file}\t{summary_of(handle, checkout)}")
     return 0
 
 
@@ -885,6 +888,7 @@ def diff_(
     revs: Annotated[Optional[list[str]], typer.Argument(metavar="[REV [REV]]", help="Compare REV (default HEAD) with the working tree, or the first REV with the second.", show_default=False)] = None,
     fmt: Annotated[str, typer.Option("--format", help="text, markdown (a pull-request comment) or json.")] = "text",
     stat: Annotated[bool, typer.Option("--stat", help="Only the counts per note kind and event type.")] = False,
+    max_chars: Annotated[int, typer.Option("--max-chars", metavar="N", help="markdown: at most N characters, cut at a change, the last line saying how many were left out and how to see them (GitHub's comments take 65536; 0: no limit).")] = 0,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
 ) -> int:
@@ -898,8 +902,10 @@ def diff_(
     from .diffview import DiffAnswer
 
     choice(fmt, ("text", "markdown", "json"), "format")
+    if max_chars < 0 or (max_chars and fmt != "markdown"):
+        raise errors.BadInput(f"--max-chars {max_chars}: a number of characters for --format markdown (0: no limit)")
     place = ws.resolve(workspace, store)
-    return _show(DiffAnswer(memory_diff(place.store_path, revs or []), fmt, stat), fmt == "json")
+    return _show(DiffAnswer(memory_diff(place.store_path, revs or []), fmt, stat, max_chars), fmt == "json")
 
 
 @app.command()
@@ -1022,9 +1028,9 @@ def main(argv: list[str] | None = None) -> None:
         code = errors.EXIT_OK
     except errors.QemError as exc:
         label = "" if isinstance(exc, errors.Interrupted) else "error: "
-        print(f"qem: {label}{exc}", file=sys.stderr)
+        say(f"{label}{exc}")
         if exc.hint:
-            print(f"qem: {exc.hint}", file=sys.stderr)
+            say(exc.hint)
         code = exc.exit_code
     except ClickExit as exc:
         code = exc.exit_code
@@ -1039,7 +1045,7 @@ def main(argv: list[str] | None = None) -> None:
         code = errors.EXIT_INTERRUPTED
     except OSError as exc:  # a file qem cannot create or write (read-only place, full disk)
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"qem: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        say(f"error: {where}{exc.strerror or exc}")
         code = errors.EXIT_INPUT
     sys.exit(code if isinstance(code, int) else 0)
 

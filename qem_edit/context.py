@@ -1,14 +1,17 @@
 """`qem context`: what an agent reads at session start, in two tiers.
 
 The seed's two-tier recall, made deterministic.  The first tier is every directive in
-force (active or stale), in full: a rule that is cut is a rule not followed.  The second,
+force (active or stale), each in full: a rule that is cut is a rule not followed, so a
+directive is shown whole or counted as left out, never cut.  The second,
 the index tier, is one line per other note in force, `[#id] kind/priority · first line,
 cut · provenance frame · age`, so an agent sees that a note exists for a line and expands
 it with `qem show ID`.  Both are ordered by kind rank, then priority, then id.
 
-The index tier fills a token budget (tokens ≈ characters / 4, rounded up, counted on the
-markdown rendering, directives and header included); what did not fit is counted at the
-end with the command that lists it.  Superseded, revoked, expired and forgotten notes are
+The budget bounds the whole answer (tokens ≈ characters / 4, rounded up, counted on the
+markdown rendering, header and footer included): the directives, then the index lines,
+are taken in order while they fit, and the first that does not ends it; what did not fit
+is counted in the last line with the command that lists it (`--skip N` leaves out the
+first N of that order, directives first).  Superseded, revoked, expired and forgotten notes are
 left out; stale and disputed ones are marked.  Nothing here consults the clock except
 for the reference date the ages are counted to (today, `QEM_NOW`, or `--at`).
 """
@@ -16,7 +19,7 @@ for the reference date the ages are counted to (today, `QEM_NOW`, or `--at`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import islice
+from itertools import chain, islice
 from datetime import date
 from typing import Iterable, Iterator
 
@@ -96,16 +99,17 @@ class Context:
     latest: str | None  # the newest event the answer reflects (or the --at it was asked as of)
     reference: str  # the date ages are counted to
     budget: int  # 0: no limit
-    directives: list[Entry]
+    directives: list[Entry]  # the directives shown, in order
     index: list[Entry]
     others: int  # notes of the index tier, shown or not (after --skip)
     skip: int = 0
     at: str | None = None
+    directive_total: int = 0  # directives in force (after --skip), shown or not
     exit_code = 0
 
     @property
     def omitted(self) -> int:
-        return self.others - len(self.index)
+        return self.directive_total - len(self.directives) + self.others - len(self.index)
 
     def header(self) -> str:
         as_of = f"as of {self.at}" if self.at else f"the log up to {self.latest or 'nothing'}"
@@ -113,26 +117,33 @@ class Context:
         return (f"# Memory (qem context)\n\n{self.memory} ({as_of}); ages in days to {self.reference}; {limit}."
                 " `qem show ID` expands a note.")
 
-    def sections(self, index: Iterable[Entry] | None = None) -> list[str]:
+    def sections(self, index: Iterable[Entry] | None = None, directives: Iterable[Entry] | None = None) -> list[str]:
+        """The header, the directives (unless --skip passed them all), and the index tier
+        (once every directive is shown: the order is never broken)."""
         parts = [self.header()]
-        if not self.skip:
-            parts.append(f"## Directives ({len(self.directives)})\n\n"
-                         + ("\n".join(e.block() for e in self.directives) or "(none)"))
+        shown = list(self.directives if directives is None else directives)
+        if self.directive_total or not self.skip:
+            parts.append(f"## Directives ({self.directive_total})\n\n" + ("\n".join(e.block() for e in shown) or "(none)"))
+        if len(shown) < self.directive_total:
+            return parts
         entries = list(self.index if index is None else index)
-        parts.append(f"## Index ({self.others:,} other note{'' if self.others == 1 else 's'} in force)\n\n"
-                     + ("\n".join(e.line() for e in entries) or "(none)"))
+        parts.append(self.index_heading() + ("\n".join(e.line() for e in entries) or "(none)"))
         return parts
 
-    def footer(self) -> str:
-        if not self.omitted:
+    def index_heading(self) -> str:
+        return f"## Index ({self.others:,} other note{'' if self.others == 1 else 's'} in force)\n\n"
+
+    def footer(self, omitted: int | None = None, directives: int | None = None) -> str:
+        """The line that says what did not fit and the command that shows it (at its
+        longest when given the largest counts, for `fill` to keep room for it)."""
+        omitted = self.omitted if omitted is None else omitted
+        if not omitted:
             return ""
-        rest = f"qem context --skip {self.skip + len(self.index)} --budget 0"
-        directives = tokens("\n\n".join(self.sections([]))) if self.budget and not self.index else 0
-        over = (f" (the directives alone take {directives:,} tokens, over the budget of {self.budget:,})"
-                if directives > self.budget else "")
-        notes = "note in force did" if self.omitted == 1 else "notes in force did"
-        return (f"\n\n… {self.omitted:,} more {notes} not fit the budget{over};"
-                f" `{rest}` lists them")
+        cut = self.directive_total - len(self.directives) if directives is None else directives
+        rest = f"qem context --skip {self.skip + self.directive_total + self.others - omitted} --budget 0"
+        among = f" ({cut:,} of them directive{'' if cut == 1 else 's'})" if cut else ""
+        notes = "note in force did" if omitted == 1 else "notes in force did"
+        return f"\n\n… {omitted:,} more {notes} not fit the budget{among}; `{rest}` lists them"
 
     def text(self) -> str:
         return "\n\n".join(self.sections()) + self.footer()
@@ -141,7 +152,7 @@ class Context:
         return {
             "memory": self.memory, "latest": self.latest, "at": self.at, "reference": self.reference,
             "budget": self.budget, "chars_per_token": CHARS_PER_TOKEN, "tokens": tokens(self.text()),
-            "directives": [] if self.skip else [e.to_json(True) for e in self.directives],
+            "directives": [e.to_json(True) for e in self.directives],
             "index": [e.to_json(False) for e in self.index], "skip": self.skip,
             "omitted": {"count": self.omitted,
                         "command": self.footer().split("`")[1] if self.omitted else None},
@@ -152,20 +163,32 @@ class Context:
 
 
 def fill(context: Context, candidates: Iterator[Entry]) -> Context:
-    """The index tier: lines in order while the whole answer, footer included, stays
-    within the budget (counted in characters: tokens = characters / 4, rounded up)."""
+    """The directives, then the index lines, in order while the whole answer, footer
+    included, stays within the budget (counted in characters: tokens = characters / 4,
+    rounded up); the first that does not fit ends it, so what is left out is a tail of
+    the order, listed by the footer's command."""
     limit = context.budget * CHARS_PER_TOKEN
-    used = len("\n\n".join(context.sections([]))) - len("(none)")
-    most = f"{context.others:,}"  # the footer at its longest: every count at its largest
-    reserve = len(f"\n\n… {most} more notes in force did not fit the budget;"
-                  f" `qem context --skip {context.skip + context.others} --budget 0` lists them")
+    reserve = len(context.footer(context.directive_total + context.others, context.directive_total))  # at its longest
+    size = len("\n\n".join(context.sections()))
     for entry in candidates:
-        cost = len(entry.line()) + (1 if context.index else 0)
-        if context.budget and used + cost + reserve > limit:
+        grown = size + _cost(context, entry)
+        if context.budget and grown + reserve > limit:
             break
-        context.index.append(entry)
-        used += cost
+        directive = len(context.directives) < context.directive_total
+        (context.directives if directive else context.index).append(entry)
+        size = grown
     return context
+
+
+def _cost(context: Context, entry: Entry) -> int:
+    """The characters `entry` adds to the answer: its block or line (in place of "(none)"
+    when it is its tier's first), and the index tier's heading after the last directive."""
+    directive = len(context.directives) < context.directive_total
+    shown = context.directives if directive else context.index
+    cost = len(entry.block() if directive else entry.line()) + (1 if shown else -len("(none)"))
+    if directive and len(shown) + 1 == context.directive_total:
+        cost += len("\n\n" + context.index_heading() + "(none)")
+    return cost
 
 
 def age(created_at: str, reference: str) -> int:
@@ -208,12 +231,14 @@ def _now(store: Store, budget: int, skip: int, reference: str) -> Context:
         forked = {r[0] for r in store._read(
             f"SELECT id FROM notes WHERE {_LIVE} AND supersedes IN (SELECT supersedes FROM notes INDEXED BY"
             f" notes_by_parent WHERE supersedes IS NOT NULL AND {_LIVE} GROUP BY supersedes HAVING count(*) > 1)")}
-        directives = [entry(note_from_row(r), reference, forked) for r in _in_order(store, ["directive"])]
+        every = [entry(note_from_row(r), reference, forked) for r in _in_order(store, ["directive"])]
+        directives, past = every[skip:], max(0, skip - len(every))  # --skip counts the directives first
         others = store._read(f"SELECT count(*) FROM notes WHERE kind_rank != ? AND {_LIVE}",
                              (KIND_RANK["directive"],))[0][0]
-        context = Context(str(store.path), latest, reference, budget, directives, [], max(0, others - skip), skip)
-        rows = islice(_in_order(store, [k for k in KINDS if k != "directive"]), skip, None)
-        return fill(context, (entry(note_from_row(r), reference, forked) for r in rows))
+        context = Context(str(store.path), latest, reference, budget, [], [], max(0, others - past), skip,
+                          directive_total=len(directives))
+        rows = islice(_in_order(store, [k for k in KINDS if k != "directive"]), past, None)
+        return fill(context, chain(directives, (entry(note_from_row(r), reference, forked) for r in rows)))
 
 
 def _in_order(store: Store, kinds: list[str]) -> Iterator[tuple]:
@@ -236,7 +261,9 @@ def _past(store: Store, budget: int, skip: int, at: str, reference: str) -> Cont
     notes = [n for n in notes_as_of(store, at).values() if n.live]
     parents = Counter(n.supersedes for n in notes if n.supersedes)
     forked = {n.id for n in notes if n.supersedes and parents[n.supersedes] > 1}
-    directives = [entry(n, reference, forked) for n in sorted(notes, key=order) if n.kind == "directive"]
-    others = [n for n in sorted(notes, key=order) if n.kind != "directive"][skip:]
-    context = Context(str(store.path), None, reference, budget, directives, [], len(others), skip, at)
-    return fill(context, (entry(n, reference, forked) for n in others))
+    ordered = sorted(notes, key=order)
+    every = [entry(n, reference, forked) for n in ordered if n.kind == "directive"]
+    directives, others = every[skip:], [n for n in ordered if n.kind != "directive"][max(0, skip - len(every)):]
+    context = Context(str(store.path), None, reference, budget, [], [], len(others), skip, at,
+                      directive_total=len(directives))
+    return fill(context, chain(directives, (entry(n, reference, forked) for n in others)))

@@ -19,6 +19,7 @@ from pathlib import Path
 from . import errors, ids
 from .logtree import LogFileError, TextRecord, event_bytes, event_from, event_object
 from .model import EVENT_TYPES, Event, TextError, is_timestamp, normalize_text
+from .shown import progress
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class Converted:
     events: list[Event] = field(default_factory=list)
     texts: list[TextRecord] = field(default_factory=list)
     ids: dict[int, str] = field(default_factory=dict)  # old number → note id
+    numbers: set[int] = field(default_factory=set)  # every number the old log creates
     memory_id: str = ""
 
 
@@ -58,7 +60,10 @@ def convert(old: list[OldEvent]) -> Converted:
     tips: dict[int, str] = {}
     disputes: dict[int, str] = {}
     forgotten = {e.note_id for e in old if e.type == "forgotten"}
+    out.numbers = {e.note_id for e in old if e.type == "created"}
+    tick = progress("converting the numbered log", len(old))
     for event in old:
+        tick()
         if event.type == "created" and event.note_id in forgotten:
             event = OldEvent(event.seq, event.note_id, event.type, event.at, event.actor, event.reason,
                              event.checkin, {**event.data, "text": None})  # a forgotten text is not carried over
@@ -86,6 +91,7 @@ def convert(old: list[OldEvent]) -> Converted:
                 out.texts.append(TextRecord(event_id, _derived(seed, "key", event.note_id), text))
         tips[event.note_id] = event_id
         out.events.append(new)
+    tick.end()
     return out
 
 
@@ -97,7 +103,10 @@ def _data(event: OldEvent, seed: bytes, out: Converted, disputes: dict[int, str]
         old_parent = data.get("supersedes")
         number = isinstance(old_parent, int) and not isinstance(old_parent, bool)
         data["supersedes"] = out.ids.get(old_parent) if number else None
-        if old_parent is not None and data["supersedes"] is None:
+        if number and data["supersedes"] is None and old_parent in out.numbers:
+            # a note created later (a cycle): its old number, which the graph reads back
+            data["supersedes"] = ids.numbered_pointer(old_parent)
+        elif old_parent is not None and data["supersedes"] is None:
             # dangling, as it was; a malformed pointer (not a note number) stays a pointer
             # to no note too, never dropped: its note stays unknown, as it was
             data["supersedes"] = _derived(seed, "missing note", old_parent)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from .diff import WORK_TREE, Change, MemoryDiff
 from .model import EVENT_TYPES, KINDS, Event
 from .removals import Removal
+from .shown import visible
 
 # The groups in the order a reader meets them, with their headings.
 GROUPS = (
@@ -32,6 +33,7 @@ class DiffAnswer:
     diff: MemoryDiff
     format: str = "text"
     stat: bool = False
+    max_chars: int = 0  # markdown: cut at a change to fit this many characters (0: no limit)
 
     @property
     def exit_code(self) -> int:
@@ -39,7 +41,7 @@ class DiffAnswer:
 
     def text(self) -> str:
         if self.format == "markdown":
-            return markdown_stat(self.diff) if self.stat else markdown(self.diff)
+            return markdown_stat(self.diff) if self.stat else markdown(self.diff, self.max_chars)
         return text_stat(self.diff) if self.stat else plain(self.diff)
 
     def data(self) -> object:
@@ -228,23 +230,50 @@ def markdown_headlines(diff: MemoryDiff) -> list[str]:
             escape(summary(diff))]
 
 
-def markdown(diff: MemoryDiff) -> str:
-    lines = markdown_headlines(diff)
-    if diff.removed:
-        lines += ["", f"#### Removed ({len(diff.removed)})", ""]
-        for removal in diff.removed:
-            first = removal.events[0]
-            lines += [f"- **{escape(removal_headline(removal, diff))}**",
-                      *(_markdown_text("", removal.text) if removal.text is not None else
-                        ["  *(text not shown: forgotten, or not in either log)*"]),
-                      f"  {escape(first.type + ' ' + who(first))}"]
+def _markdown_removed(diff: MemoryDiff) -> list[str]:
+    """The notes whose events the new side lost, each with its text: never cut."""
+    if not diff.removed:
+        return []
+    lines = ["", f"#### Removed ({len(diff.removed)})", ""]
+    for removal in diff.removed:
+        first = removal.events[0]
+        lines += [f"- **{escape(removal_headline(removal, diff))}**",
+                  *(_markdown_text("", removal.text) if removal.text is not None else
+                    ["  *(text not shown: forgotten, or not in either log)*"]),
+                  f"  {escape(first.type + ' ' + who(first))}"]
+    return lines
+
+
+def markdown(diff: MemoryDiff, max_chars: int = 0) -> str:
+    """The comment; with `max_chars`, changes are taken in order while the whole comment
+    (the line that says what was left out included) fits, and the first that does not
+    ends it: a hosting service refuses a longer comment (GitHub: 65,536 characters).  The
+    headlines and the removals are never cut."""
+    head = "\n".join(markdown_headlines(diff) + _markdown_removed(diff))
+    tail = "".join(f"\n\n> {escape(notice)}" for notice in diff.notices)
+    total = sum(len(changes) for _, changes in grouped(diff))
+    # counted as printed: control characters written out (qem_edit.shown), and the final newline
+    room = max_chars - 1 - len(visible(head + tail + _left_out(diff, total))) if max_chars else None
+    body: list[str] = []
+    shown = 0
     for title, changes in grouped(diff):
-        lines += ["", f"#### {title.capitalize()} ({len(changes)})", ""]
-        for change in changes:
-            lines += _markdown_change(change, diff)
-    for notice in diff.notices:
-        lines += ["", f"> {escape(notice)}"]
-    return "\n".join(lines)
+        heading = ["", f"#### {title.capitalize()} ({len(changes)})", ""]
+        for i, change in enumerate(changes):
+            lines = (heading if i == 0 else []) + _markdown_change(change, diff)
+            cost = sum(len(visible(line)) + 1 for line in lines)
+            if room is not None and cost > room:
+                return head + "".join("\n" + line for line in body) + tail + _left_out(diff, total - shown)
+            body += lines
+            shown, room = shown + 1, None if room is None else room - cost
+    return head + "".join("\n" + line for line in body) + tail
+
+
+def _left_out(diff: MemoryDiff, count: int) -> str:
+    """The last line of a comment cut short: how many changes are not in it, and the
+    command that shows them all."""
+    rev = lambda label: "" if label == WORK_TREE else f" {label}"  # noqa: E731
+    return (f"\n\n**… {count:,} more change{'' if count == 1 else 's'} not shown here (the comment's size"
+            f" limit); `qem diff{rev(diff.old.label)}{rev(diff.new.label)}` lists every one.**")
 
 
 def _markdown_change(change: Change, diff: MemoryDiff) -> list[str]:

@@ -48,6 +48,18 @@ def content_id(data: bytes) -> str:
     return encode(hashlib.sha256(data).digest())
 
 
+def numbered_pointer(number: int) -> str:
+    """What a converted note's `supersedes` holds when its old pointer named a note the old
+    log created later (a cycle among numbered notes, which content-hashed ids cannot close):
+    the old number, hashed, which the graph reads back as that note (`renumbered`)."""
+    return content_id(f"qem: old note #{number}".encode())
+
+
+def renumbered(aliases: "dict[str, int]") -> dict[str, str]:
+    """Each converted note's `numbered_pointer`, to the note (its id → its old number given)."""
+    return {numbered_pointer(number): note_id for note_id, number in aliases.items()}
+
+
 def nonce() -> str:
     return encode(os.urandom(17))
 

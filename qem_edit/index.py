@@ -23,6 +23,7 @@ from . import ids
 from .logtree import PACKS, LogFileError, LogTree, TextRecord
 from .model import EVENT_TYPES, KIND_RANK, Event, Note, Rival, fold
 from .renderer import FORMAT_VERSION, item_text
+from .shown import progress
 
 INDEX_VERSION = "6"  # bump when the schema or what it caches changes: every index is rebuilt
 _EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
@@ -274,7 +275,9 @@ class Index:
         conn = self.conn
         self.start_staging()
         insert_event, insert_text = _STAGE_EVENT, _STAGE_TEXT
+        tick = progress("reading the log", len(names))
         for name in names:
+            tick()
             conn.execute("SAVEPOINT staging")
             events: list[tuple[object, ...]] = []
             texts: list[tuple[object, ...]] = []
@@ -298,6 +301,7 @@ class Index:
                 continue
             conn.execute("RELEASE staging")
             conn.execute("INSERT OR REPLACE INTO files (name, problem) VALUES (?, NULL)", (name,))
+        tick.end()
 
     def start_staging(self) -> None:
         """Empty staging tables, for log files' records on their way into the index."""
@@ -400,7 +404,9 @@ class Index:
 
         pending: tuple[Note, list[str]] | None = None
         before: str | None = None
+        tick = progress("replaying the notes", lambda: conn.execute("SELECT count(DISTINCT note) FROM events").fetchone()[0])
         for note_id, events, texts in self._notes_in_order():
+            tick()
             folded = _fold_one(note_id, events, texts)
             if folded is None:
                 continue
@@ -410,6 +416,7 @@ class Index:
             pending = (folded.note, folded.problems)
         if pending is not None:
             finish(pending[0], pending[1], [before] if before is not None else [])
+        tick.end()
         flush()
         self._render_showing_others()
         self._blank_all_forgotten()

@@ -279,9 +279,9 @@ TOOLS: tuple[Tool, ...] = (
           "events": {"type": "boolean", "description": "Filter the event log instead of notes."}}, (), _query),
     Tool("status", "Is this note current? yes, no or unknown, with the reason.", {"id": _ID}, ("id",), _status),
     Tool("log", "The history of one note: every event, oldest first.", {"id": _ID}, ("id",), _log),
-    Tool("context", "What to read at the start of a session: every directive in full, then one line per other note in force, within a token budget; expand a line with show.",
-         {"budget": {"type": "integer", "minimum": 0, "description": "Tokens the answer may take (characters / 4); 0: no limit. Default 2000."},
-          "skip": {"type": "integer", "minimum": 0, "description": "Leave out the directives and the first N index lines (to read what did not fit)."},
+    Tool("context", "Read at session start: directives in full, then a line per other note in force, in order within a token budget (the last line counts what was cut); expand a line with show.",
+         {"budget": {"type": "integer", "minimum": 0, "description": "Tokens the whole answer may take, directives included (characters / 4); 0: no limit. Default 2000."},
+          "skip": {"type": "integer", "minimum": 0, "description": "Leave out the first N notes of the order, directives first (to read what did not fit)."},
           "at": _AT}, (), _context),
 )
 TOOL_BY_NAME = {t.name: t for t in TOOLS}

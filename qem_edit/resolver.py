@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from . import ids
 from .model import Note
 
 
@@ -38,6 +39,7 @@ class Graph:
     dangling: dict[str, str] = field(default_factory=dict)  # note → missing target
     malformed: dict[str, str] = field(default_factory=dict)  # note → raw pointer
     poisoned: dict[str, str] = field(default_factory=dict)  # note → why it is unknown
+    numbered: dict[str, str] | None = None  # a converted note's old number, hashed → the note
 
     @classmethod
     def of(cls, notes: Mapping[str, Note]) -> "Graph":
@@ -51,8 +53,9 @@ class Graph:
             if note.bad_pointer is not None:
                 self.malformed[note.id] = note.bad_pointer
             if note.supersedes is not None:
-                if note.supersedes in notes:
-                    self.children.setdefault(note.supersedes, []).append(note.id)
+                parent = self.parent(note.id)
+                if parent in notes:
+                    self.children.setdefault(parent, []).append(note.id)
                 else:
                     self.dangling[note.id] = note.supersedes
             elif note.state == "superseded" and note.superseded_by is not None and note.superseded_by not in notes:
@@ -63,7 +66,7 @@ class Graph:
         for note_id, raw in self.malformed.items():
             self._poison(note_id, f"#{self.name(note_id)} has a malformed supersedes pointer {raw}")
         for cycle in self.cycles:
-            path = " → ".join(f"#{self.name(n)}" for n in (*cycle, cycle[0]))
+            path = " → ".join(f"#{self.name(n)}" for n in (*cycle, cycle[0])) + self.old_numbers(cycle)
             for note_id in cycle:
                 self._poison(note_id, f"supersession cycle {path}")
         for note in self.notes.values():
@@ -86,8 +89,25 @@ class Graph:
                     break
                 on_path[node] = len(path)
                 path.append(node)
-                node = self.notes[node].supersedes
+                node = self.parent(node)
             done.update(path)
+
+    def parent(self, note_id: str) -> str | None:
+        """The note `note_id` supersedes: its pointer, or the note a converted log's
+        pointer names by its old number (ids.numbered_pointer)."""
+        target = self.notes[note_id].supersedes
+        if target is None or target in self.notes:
+            return target
+        if self.numbered is None:
+            self.numbered = ids.renumbered({n.id: n.alias for n in self.notes.values() if n.alias is not None})
+        return self.numbered.get(target, target)
+
+    def old_numbers(self, cycle: tuple[str, ...]) -> str:
+        """` (numbered #1 → #2 → #1 before the conversion)`, for a cycle of converted notes."""
+        numbers = [self.notes[n].alias for n in cycle]
+        if None in numbers:
+            return ""
+        return f" (numbered {' → '.join(f'#{a}' for a in (*numbers, numbers[0]))} before the conversion)"
 
     def name(self, note_id: str) -> str:
         """A note as messages name it: its short id."""
@@ -159,7 +179,7 @@ class Graph:
         return Answer(note_id, "yes", "current: in force, nothing supersedes it")
 
     def problems(self) -> list[str]:
-        out = [f"cycle: {' → '.join(f'#{self.name(n)}' for n in (*c, c[0]))}" for c in self.cycles]
+        out = [f"cycle: {' → '.join(f'#{self.name(n)}' for n in (*c, c[0]))}{self.old_numbers(c)}" for c in self.cycles]
         out += [f"dangling: #{self.name(n)} points to #{self.name(t)}, which is not in the log" for n, t in sorted(self.dangling.items())]
         out += [f"malformed: #{self.name(n)} has supersedes pointer {raw}" for n, raw in sorted(self.malformed.items())]
         out += [

@@ -20,6 +20,7 @@ from .checkin import Outcome, Proposal, Source
 from .checkouts import Checkout, find_checkout, new_checkout, owning
 from .model import MOVE_BY_VERB
 from .renderer import Selection
+from .shown import say, show
 from .store import Store
 from .workspace import Workspace
 
@@ -72,10 +73,6 @@ def _ignore(signum, frame) -> None:  # a Python handler, unlike SIG_IGN, is not 
 # -- talking to the person -------------------------------------------------------------------------
 
 
-def say(message: str) -> None:
-    print(f"qem: {message}", file=sys.stderr, flush=True)
-
-
 def interactive() -> bool:
     return sys.stdin.isatty()
 
@@ -105,7 +102,7 @@ class Prompter:
         if moved:
             say(f"the store moved on: {moved} new event(s) since the plan you saw; planned again")
         if self.show:
-            print(describe_plan(proposal), file=sys.stderr)
+            show(describe_plan(proposal), sys.stderr)
         if self.yes:
             return "apply"
         if not interactive():
@@ -260,7 +257,7 @@ def report(outcome: Outcome, as_json: bool = False) -> None:
     elif outcome.status == "dry_run":
         assert proposal is not None
         if not as_json:
-            print(describe_plan(proposal))
+            show(describe_plan(proposal))
         say("dry run; nothing written")
     elif outcome.status == "keep":
         say(f"nothing written; {outcome.source.hint()}")
@@ -282,7 +279,7 @@ def show_problems(proposal: Proposal, heading: bool) -> list[str]:
         )
         say(f"{what}:")
     for message in messages:
-        print(f"  {message}", file=sys.stderr)
+        show(f"  {message}", sys.stderr)
     return messages
 
 
@@ -358,6 +355,7 @@ def _edit_once(store: Store, source: Source, asker: Prompter, who: str, editor: 
             f" nothing was checked in; {checkout.resume_hint()}"
         )
         return Outcome("keep", source, kept=checkout)
+    _refuse_emptied(checkout, before)
     try:
         outcome = checkin.check_in(store, source, asker, who, allow_mass_change=allow_mass_change)
     except errors.QemError as exc:
@@ -367,6 +365,18 @@ def _edit_once(store: Store, source: Source, asker: Prompter, who: str, editor: 
         return _refused_in_edit(store, outcome, checkout)
     report(outcome)
     return outcome
+
+
+def _refuse_emptied(checkout: Checkout, before: bytes) -> None:
+    """An editor that saved an empty file (or only whitespace) has not said "no changes",
+    and must not cost the draft it was given: the draft is put back as it was, and the
+    check-in stops with how to take it up again."""
+    after = checkin.read_edit(checkout.file)
+    if after and not after.isspace():
+        return
+    checkout.restore(before)
+    raise errors.BadInput("the file is empty: nothing to check in; the edit is kept as it was before the editor"
+                          " emptied it", hint=checkout.resume_hint() + f" (to drop it: `qem checkouts --discard {checkout.id}`)")
 
 
 def _refused_in_edit(store: Store, outcome: Outcome, checkout: Checkout) -> Outcome:

@@ -8,7 +8,8 @@ A clone that has not run it sees the JSON, as before; nothing else changes.
 
 git hands the textconv a temporary copy of the file, under a name that is not the log
 file's, so a file is read by its content: an event, a text, or a pack of either.  What
-cannot be read is shown as it is, so a damaged file still diffs.
+cannot be read is shown as it is, so a damaged file still diffs; but no control character
+of either reaches the pager raw (qem_edit.shown).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from . import errors, gitrepo
 from .logtree import LogFileError, event_from, text_from
 from .model import Event
+from .shown import visible
 
 DRIVER = "qem-log"
 ATTRIBUTES = ("events/** -text diff=qem-log", "texts/** -text diff=qem-log", "packs/** -text diff=qem-log")
@@ -28,12 +30,13 @@ ATTRIBUTES = ("events/** -text diff=qem-log", "texts/** -text diff=qem-log", "pa
 
 def readable(data: bytes) -> bytes:
     """A log file's bytes as one readable line per record (the bytes themselves when they
-    are not a log file's)."""
+    are not a log file's), control characters always made visible: git hands this to its
+    pager, and from there to a terminal, whatever qem's own stdout is."""
     try:
         lines = [_line(json.loads(raw), n) for n, raw in enumerate(data.decode("utf-8").splitlines(), 1) if raw]
     except (UnicodeDecodeError, ValueError, LogFileError):
-        return data
-    return "".join(line + "\n" for line in lines).encode("utf-8")
+        return visible(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+    return visible("".join(line + "\n" for line in lines)).encode("utf-8")
 
 
 def _line(obj: object, number: int) -> str:

@@ -87,29 +87,47 @@ def test_the_output_is_the_same_every_time(ws: Path, memory: dict[str, str]) -> 
     assert context(ws) == context(ws)
 
 
-@pytest.mark.parametrize("budget", [1, 120, 140, 160, 180, 200])
-def test_a_budget_cuts_the_index_tier_and_the_footer_lists_the_rest(ws: Path, memory: dict[str, str], budget: int) -> None:
-    whole = context(ws, "--budget", "0")
-    all_lines = [line for line in whole.split("\n") if line.startswith("[#")]
+def entries(out: str) -> list[tuple[str, str]]:
+    """(short id, the entry as printed) in order: a directive's block or an index line."""
+    found: list[tuple[str, str]] = []
+    for line in out.split("\n"):
+        match = re.match(r"(?:- )?\[#(\w+)\]", line)
+        if match:
+            found.append((match[1], line))
+        elif found and found[-1][1].startswith("- ") and line.startswith("  "):
+            found[-1] = (found[-1][0], found[-1][1] + "\n" + line)
+    return found
+
+
+@pytest.mark.parametrize("budget", [1, 60, 80, 100, 120, 140, 160, 180, 200])
+def test_a_budget_bounds_the_whole_answer_in_order_and_the_last_line_lists_the_rest(
+        ws: Path, memory: dict[str, str], budget: int) -> None:
+    every = entries(context(ws, "--budget", "0"))
     out = context(ws, "--budget", str(budget))
-    assert f"[#{memory['rule']}]" in out  # the directives always come in full
-    if budget == 1:  # and say so when they alone are over the budget
-        assert "the directives alone take" in out
-    shown = [line for line in out.split("\n") if line.startswith("[#")]
-    assert shown == all_lines[:len(shown)]
-    rest = all_lines[len(shown):]
-    if shown:
-        assert "the directives alone take" not in out
+    shown = entries(out)
+    assert shown == every[:len(shown)]  # the order kept, each directive whole or not at all
+    rest = every[len(shown):]
     if shown:
         assert tokens(out.rstrip("\n")) <= budget
-    if rest:  # the next line would not have fitted
+    if rest:  # the next entry would not have fitted, and the last line says what is left out
         body, footer = out.rstrip("\n").split("\n\n…")
-        assert tokens(body + "\n" + rest[0] + "\n\n…" + footer) > budget
+        assert "\n" not in footer and out.rstrip("\n").endswith(footer)
+        # (with room kept for the footer at its longest, every count at its largest)
+        all_directives = sum(1 for _, e in every if e.startswith("- "))
+        longest = (f"\n\n… {len(every)} more notes in force did not fit the budget ({all_directives} of them"
+                   f" directives); `qem context --skip {len(every)} --budget 0` lists them")
+        heading = ""
+        if rest[0][1].startswith("- ") and sum(1 for _, e in rest if e.startswith("- ")) == 1:
+            heading = "\n\n" + re.search(r"## Index \([^)]*\)", context(ws, "--budget", "0"))[0] + "\n\n(none)"
+        assert len(body + "\n" + rest[0][1] + heading + longest) > budget * CHARS_PER_TOKEN
         assert f"{len(rest)} more notes in force did not fit the budget" in footer
+        directives = sum(1 for _, e in rest if e.startswith("- "))
+        assert (f"({directives} of them directive" in footer) == bool(directives)
         command = re.search(r"`qem (context [^`]+)`", footer)[1]
         listed = context(ws, *command.split()[1:])
-        assert [line for line in listed.split("\n") if line.startswith("[#")] == rest
-        assert ("## Directives" in listed) == (not shown)  # the tier read already is left out
+        assert entries(listed) == rest
+        assert ("## Directives" in listed) == bool(directives)  # the tier read already is left out
+        assert ("## Index" in out) == (not directives)  # never an index line before every directive
     else:
         assert "did not fit" not in out
 
@@ -152,3 +170,31 @@ def test_bad_input_is_refused_with_exit_2(ws: Path, memory: dict[str, str], args
 def test_a_missing_memory_says_how_to_make_one(ws: Path) -> None:
     done = run_qem("context", cwd=ws)
     assert done.returncode == 2 and "no qem memory" in done.stderr and "qem init" in done.stderr
+
+
+def test_at_7490_notes_the_budget_bounds_the_answer_and_its_last_line_says_what_was_cut(tmp_path: Path) -> None:
+    """The generated 7,490-note memory holds some 430 directives, far over a 2,000-token
+    budget: the answer keeps within it (so a harness that keeps 10,000 characters sees all
+    of it), ends with the line that counts what was left out, and that line's command
+    lists exactly the rest, in order."""
+    import subprocess
+    import sys
+
+    from conftest import FIXTURES
+
+    corpus = tmp_path / "corpus-7490.jsonl"
+    subprocess.run([sys.executable, str(FIXTURES / "generate.py"), "--notes", "7490", "-o", str(corpus)], check=True)
+    ws = tmp_path / "ws"
+    assert run_qem("load", str(corpus), "-w", str(ws), timeout=300).returncode == 0
+    out = context(ws, "--budget", "2000")
+    assert len(out) <= 2000 * CHARS_PER_TOKEN
+    last = out.rstrip("\n").split("\n")[-1]
+    whole = entries(context(ws, "--budget", "0"))
+    directives = sum(1 for _, e in whole if e.startswith("- "))
+    assert directives > 300
+    shown = entries(out)
+    assert shown == whole[:len(shown)] and len(shown) < directives
+    assert last.startswith(f"… {len(whole) - len(shown):,} more notes in force did not fit the budget"
+                           f" ({directives - len(shown):,} of them directives)")
+    command = re.search(r"`qem (context [^`]+)`", last)[1]
+    assert entries(context(ws, *command.split()[1:])) == whole[len(shown):]

@@ -8,6 +8,7 @@ import html
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -252,18 +253,71 @@ def _readme_ci_step() -> str:
     return "\n".join(line.strip() for line in script.splitlines())
 
 
+FAKE_GH = r"""
+import json, os, subprocess, sys
+from pathlib import Path
+
+# `gh api` as the README's step calls it, against one pull request's comments kept in a
+# file: GET a list (--paginate, --jq run by jq itself), POST a new one, PATCH one by id.
+state = Path(os.environ["FAKE_GH_STATE"])
+comments = json.loads(state.read_text()) if state.exists() else []
+args = sys.argv[1:]
+assert args[0] == "api", args
+method, path, body, jq = "GET", None, None, None
+i = 1
+while i < len(args):
+    if args[i] == "-X":
+        method, i = args[i + 1], i + 2
+    elif args[i] == "-F":
+        key, value = args[i + 1].split("=", 1)
+        assert key == "body" and value.startswith("@"), args
+        body, i = Path(value[1:]).read_text(), i + 2
+        method = "POST" if method == "GET" else method
+    elif args[i] == "--jq":
+        jq, i = args[i + 1], i + 2
+    elif args[i] == "--paginate":
+        i += 1
+    else:
+        path, i = args[i], i + 1
+repo, pr = os.environ["GITHUB_REPOSITORY"], os.environ["PR"]
+if method == "GET":
+    assert path == f"repos/{repo}/issues/{pr}/comments", path
+    out = json.dumps(comments)
+    if jq:
+        out = subprocess.run(["jq", "-r", jq], input=out, capture_output=True, text=True, check=True).stdout
+    sys.stdout.write(out)
+elif method == "POST":
+    assert path == f"repos/{repo}/issues/{pr}/comments", path
+    comments.append({"id": 1000 + len(comments), "body": body})
+elif method == "PATCH":
+    (found,) = [c for c in comments if path == f"repos/{repo}/issues/comments/{c['id']}"]
+    found["body"] = body
+state.write_text(json.dumps(comments))
+"""
+
+
+NEEDS_JQ = pytest.mark.skipif(shutil.which("jq") is None, reason="the fake gh runs --jq through jq")
+
+
 def run_ci_step(team: Team, checkout: Path) -> subprocess.CompletedProcess:
     """The step as a runner would: bash -e, qem on the PATH, and a `gh` that keeps the
-    comment it would post (GitHub itself is not here)."""
+    pull request's comments in a file (GitHub itself is not here)."""
     tools = team.root / "tools"
     tools.mkdir(exist_ok=True)
     gh = tools / "gh"
-    gh.write_text('#!/bin/sh\n[ "$1 $2 $3 $4" = "pr comment $PR --body-file" ] && cp "$5" posted.md\n', "utf-8")
+    gh.write_text(f"#!{sys.executable}\n{FAKE_GH}", "utf-8")
     gh.chmod(0o755)
     path = os.pathsep.join([str(tools), str(Path(sys.executable).parent), os.environ["PATH"]])
-    env = dict(team.git_env, GITHUB_BASE_REF="main", PR="7", GH_TOKEN="-", PATH=path)
+    env = dict(team.git_env, GITHUB_BASE_REF="main", PR="7", GH_TOKEN="-", PATH=path, GITHUB_REPOSITORY="team/project",
+               FAKE_GH_STATE=str(team.root / f"comments-{checkout.name.split('-', 1)[1].split('.')[0]}.json"))
     return subprocess.run(["bash", "-ec", _readme_ci_step()], cwd=checkout, env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=300)
+
+
+def posted(team: Team, branch: str) -> list[str]:
+    """The comments on `branch`'s pull request (each CI run of it keeps them in one file)."""
+    state = team.root / f"comments-{branch}.json"
+    return [c["body"] for c in json.loads(state.read_text())] if state.exists() else []
 
 
 def ci_checkout(team: Team, branch: str) -> Path:
@@ -274,6 +328,7 @@ def ci_checkout(team: Team, branch: str) -> Path:
     return checkout
 
 
+@NEEDS_JQ
 def test_the_readme_ci_step_runs(team):
     founder = team.founded("shared fact")
     founder.git("switch", "-q", "-c", "feature")
@@ -287,9 +342,76 @@ def test_the_readme_ci_step_runs(team):
     checkout = ci_checkout(team, "feature")
     done = run_ci_step(team, checkout)
     assert done.returncode == 0, done.stderr
-    page = github_html((checkout / "posted.md").read_text("utf-8"))
+    (comment,) = posted(team, "feature")
+    page = github_html(comment)
     assert "the branch learned this" in page and "<h4>Created (1)</h4>" in page
     assert "shared fact" not in page  # main's note was there before the branch
     # a pull request that teaches memory nothing gets no comment
     quiet = ci_checkout(team, "quiet")
-    assert run_ci_step(team, quiet).returncode == 0 and not (quiet / "posted.md").exists()
+    assert run_ci_step(team, quiet).returncode == 0 and posted(team, "quiet") == []
+    # the next push updates the one comment in place
+    founder.git("switch", "-q", "feature")
+    founder.add("and then this")
+    founder.commit("learned more")
+    founder.git("push", "-q", "origin", "feature")
+    shutil.rmtree(checkout)
+    assert run_ci_step(team, ci_checkout(team, "feature")).returncode == 0
+    (comment,) = posted(team, "feature")
+    assert "and then this" in comment and "the branch learned this" in comment
+
+
+@NEEDS_JQ
+def test_the_readme_ci_step_keeps_a_big_change_under_the_comment_limit(team):
+    """A pull request that loads the 749-note corpus (some 215,000 characters of markdown):
+    the comment stays under GitHub's 65,536 characters, cut at a change, and its last line
+    says how many changes were left out and the command that lists them all."""
+    from conftest import CORPUS
+
+    founder = team.founded("shared fact")
+    founder.git("switch", "-q", "-c", "big")
+    founder.qem("load", str(CORPUS))
+    founder.qem("export")
+    founder.commit("the corpus")
+    founder.git("push", "-q", "origin", "big")
+    whole = founder.qem("diff", "origin/main", "HEAD", "--format", "markdown", code=1).stdout
+    assert len(whole) > 200_000
+    done = run_ci_step(team, ci_checkout(team, "big"))
+    assert done.returncode == 0, done.stderr
+    (comment,) = posted(team, "big")
+    assert len(comment) <= 65_536 and comment.startswith("<!-- qem diff -->\n")
+    last = comment.rstrip("\n").split("\n")[-1]
+    match = re.fullmatch(r"\*\*… ([\d,]+) more changes not shown here \(the comment's size limit\);"
+                         r" `qem diff origin/main HEAD` lists every one\.\*\*", last)
+    assert match, last
+    page = github_html(comment)
+    shown = page.count("<li>")
+    assert shown + int(match[1].replace(",", "")) == whole.count("\n- **")  # every change shown or counted
+    assert comment.split("\n", 1)[1].startswith(whole[:1000])  # cut at a change: what is shown is the whole's start
+
+
+@pytest.mark.parametrize("limit", [700, 900, 1200, 2000, 4000])
+def test_max_chars_cuts_the_markdown_at_a_change_and_says_what_is_left_out(team, limit):
+    founder, base, s = lived(team)
+    founder.qem("add", "A long note\n" + "with a second line " * 20, "-k", "gotcha")
+    whole = diff(founder, base, "--format", "markdown")
+    cut = diff(founder, base, "--format", "markdown", "--max-chars", str(limit))
+    if len(whole) + 1 <= limit:
+        assert cut == whole
+        return
+    assert len(cut) <= limit
+    body, last = cut.rstrip("\n").rsplit("\n\n", 1)
+    left = int(re.fullmatch(r"\*\*… (\d+) more changes? not shown here \(the comment's size limit\);"
+                            rf" `qem diff {base}` lists every one\.\*\*", last)[1])
+    assert whole.startswith(body)  # the changes shown are the whole's, in order, each whole
+    items = whole.count("\n- **")
+    assert body.count("\n- **") + left == items and left > 0
+    assert whole[len(body):].startswith("\n\n#### ") or whole[len(body):].startswith("\n- **")
+    page = github_html(cut)
+    assert page.count("<details>") == page.count("</details>") and page.rstrip().endswith("</strong></p>")
+
+
+def test_max_chars_is_for_markdown_and_a_number(team):
+    founder, base, s = lived(team)
+    for args in (("--max-chars", "-5", "--format", "markdown"), ("--max-chars", "100")):
+        done = founder.qem("diff", base, *args, code=2)
+        assert "--max-chars" in done.stderr and done.stdout == ""

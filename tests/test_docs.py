@@ -68,3 +68,14 @@ def test_every_documented_command_parses(where: str, command: str) -> None:
     click_command, args, prog = cli._command(cli._with_optional_values(argv))
     assert prog != "qem" or not argv or argv[0].startswith("-"), f"{where}: unknown command in {command!r}"
     click_command.make_context(prog, list(args), resilient_parsing=False)
+
+
+def test_every_install_line_names_the_distribution() -> None:
+    """The distribution is `qem-edit` (pyproject.toml); `pip install qem` installs another
+    project or nothing."""
+    import tomllib
+
+    name = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))["project"]["name"]
+    for path in DOCS:
+        for target in re.findall(r"pip install (?:-\S+ )*'?([A-Za-z][\w.-]*)", path.read_text("utf-8")):
+            assert target.split("[")[0] == name, f"{path.name}: pip install {target}"

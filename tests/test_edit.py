@@ -282,6 +282,25 @@ def test_an_emptied_file_is_kept_not_taken_for_no_change(seeded: Path, edit) -> 
     assert len(checkouts(seeded)) == 1
 
 
+def test_emptying_a_resumed_edit_keeps_the_draft_as_it_was(seeded: Path, edit) -> None:
+    """A kept edit (a change not yet confirmed), reopened and emptied by the editor
+    (`QEM_EDITOR="truncate -s 0"`): nothing is written and the draft is there as it was."""
+    first = edit("sub('Run the tests', 'Always run the tests')", reason=None, yes=False)
+    assert first.returncode == 2, first.stderr
+    draft = kept_file(seeded, first.stderr)
+    kept = draft.read_bytes()
+    assert b"Always run the tests" in kept
+    done = run_qem("edit", "--resume", "-m", REASON, "--yes", cwd=seeded, env={"QEM_EDITOR": "truncate -s 0"})
+    assert done.returncode == 2, done.stderr
+    assert "the file is empty" in done.stderr and "kept as it was" in done.stderr
+    assert f"qem edit --resume {draft.parent.name}" in done.stderr
+    assert draft.read_bytes() == kept  # the draft, not an empty file
+    assert_nothing_written(seeded)
+    again = edit("import time; time.sleep(1.2)", "--resume")  # and it checks in from there, unchanged
+    assert again.returncode == 0, again.stderr
+    assert "Always run the tests" in run_qem("list", cwd=seeded).stdout
+
+
 # -- refusals: exit 2, the line named, nothing written, the edit kept ------------------------------
 
 # Every refusal, with the exact lines qem gives, is a case in fixtures/checkin/ (refuse-*,

@@ -8,9 +8,10 @@ still finds note 2 as `2`, while every answer names notes by their short ids.
 
 Content-hashed ids make some broken graphs impossible to write: a note's `created` event
 holds its parent's id, and its own id is the hash of that event, so no note can point at
-itself or close a cycle.  A numbered log that had one converts to a pointer to no note
-(dangling), which leaves the same notes unknown; the resolver's own cycle detection is
-proved on notes built in memory.
+itself or close a cycle.  A numbered log that had one converts the pointer that goes
+forward to the old number it named (hashed), which the graph reads back: the cycle is
+named as one, with the old numbers; the resolver's own cycle detection is proved on notes
+built in memory too.
 """
 
 from __future__ import annotations
@@ -62,19 +63,22 @@ def full_ids(ws: Path) -> dict:  # type: ignore[type-arg]
     return {number: full for full, number in aliases(ws).items()}
 
 
-def test_a_cycle_in_a_numbered_log_leaves_both_notes_unknown(qem, ws, tmp_path):
+def test_a_cycle_in_a_numbered_log_is_named_as_one_with_the_old_numbers(qem, ws, tmp_path):
     # #1 supersedes #2, which supersedes #1: #1's created event cannot hold the hash of an
-    # event that holds #1's own hash, so the conversion keeps #1's pointer as one to no
-    # note (dangling), and #2 descends from it
-    load(qem, tmp_path, [created(1, 1, 2), created(2, 2, 1)])
+    # event that holds #1's own hash, so the conversion keeps #1's pointer as #2's old
+    # number (hashed), which the graph reads back: a cycle, never a made-up dangling id
+    load(qem, tmp_path, [created(1, 1, 2), created(2, 2, 1), created(3, 3, 2)])
     s = shorts(ws)
+    low, high = sorted([1, 2], key=lambda n: full_ids(ws)[n])
+    path = f"#{s[low]} → #{s[high]} → #{s[low]} (numbered #{low} → #{high} → #{low} before the conversion)"
     for note_id in (1, 2):
         answer = status(qem, note_id)
         assert answer["current"] == "unknown"
-        assert f"#{s[1]} points to #" in answer["reason"] and "dangling" in answer["reason"]
-    assert f"(#{s[2]} descends from #{s[1]})" in status(qem, 2)["reason"]
+        assert path in answer["reason"] and "dangling" not in answer["reason"]
+    assert status(qem, 3)["current"] == "unknown"  # downstream of the cycle
     verify = qem("verify")
-    assert verify.returncode == 1 and f"dangling: #{s[1]} points to #" in verify.stdout
+    assert verify.returncode == 1 and f"cycle: {path}" in verify.stdout, verify.stdout
+    assert "dangling" not in verify.stdout
 
 
 def _note(note_id: str, supersedes: str | None = None, state: str = "active", **over) -> Note:
@@ -171,8 +175,8 @@ def test_a_malformed_pointer_is_named_by_the_resolver():
 def test_a_note_pointing_at_itself_is_unknown_not_a_loop(qem, ws, tmp_path):
     load(qem, tmp_path, [created(1, 1, 1)])
     answer = status(qem, 1)
-    assert answer["current"] == "unknown" and "dangling" in answer["reason"]
-    assert "cycle" not in answer["reason"]
+    assert answer["current"] == "unknown" and "dangling" not in answer["reason"]
+    assert f"cycle #{shorts(ws)[1]} → #{shorts(ws)[1]} (numbered #1 → #1 before the conversion)" in answer["reason"]
 
 
 def test_a_fork_leaves_the_old_note_not_current_and_the_successors_unknown(qem, ws, tmp_path):
