@@ -391,12 +391,10 @@ class Index:
         def finish(note: Note, problems: list[str], neighbours: list[str]) -> None:
             note = _with_short(note, ids.short_of(note.id, note.short_len, neighbours))
             rows.append(_note_values(note, problems))
-            linked = _linked(note)
-            if note.text_missing:
-                pass  # no item until its text arrives (renderer.render_item)
-            elif len(linked) == 1:
+            linked = set() if note.text_missing else _linked(note)  # no item until its text arrives
+            if len(linked) == 1:
                 items.append((KIND_RANK[note.kind], note.id, item_text(note, None, {note.id: note.shown})))
-            else:
+            elif linked:
                 later.append((note.id,))
                 links.extend((other, note.id) for other in linked - {note.id})
             if len(rows) >= _BATCH:
