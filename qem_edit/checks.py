@@ -6,7 +6,8 @@ does not match its hash, when a forgotten text is still in the tree, when two no
 one old number, when the local index disagrees with a fresh replay of the log, when the
 supersession graph is broken (a cycle, a dangling or malformed pointer), or when MEMORY.md
 is not the rendering of the log, or when an agent took a note of a protected kind out of
-force (qem_edit.protect).  Open disputes (forks, disputes between notes,
+force (qem_edit.protect), or when a text or a reason holds a secret no person allowed
+(qem_edit.secrets).  Open disputes (forks, disputes between notes,
 concurrent changes that disagree) are listed; `--fail-on-disputes` makes them fail too.
 """
 
@@ -27,6 +28,7 @@ from .index import NOTE_COLUMNS, Index, note_from_row
 from .model import LIVE_STATES
 from .protect import log_problems as protect_problems
 from .resolver import rival_words
+from .secrets import log_problems as secret_problems
 from .store import Store
 
 # The fresh replay's page cache (KiB): it lives in a temporary file, not in memory.
@@ -52,7 +54,7 @@ def _report(store: Store, place, fresh: sqlite3.Connection, index_problems: list
     found = store._guarded(lambda: graph_problems(store.conn, fresh))
     broken = [p for p in found if not p.startswith(("fork:", "disputed:"))]
     disputes = [p for p in found if p.startswith(("fork:", "disputed:"))] + _open_disputes(store)
-    problems += broken + protect_problems(store, fresh)
+    problems += broken + protect_problems(store, fresh) + secret_problems(store, fresh)
     if place is not None:
         problems += _mirror_problems(store, place)
     if disputes_fail:

@@ -114,3 +114,12 @@ def _parse_batch(data: bytes, names: list[str], prefix: str) -> dict[str, bytes]
         out[name[len(prefix) + 1:] if name.startswith(prefix + "/") else name] = data[end + 1:end + 1 + size]
         pos = end + 1 + size + 1
     return out
+
+
+def added_by(top: Path, path: Path) -> str | None:
+    """The commit that added `path` (its short hash; the oldest, were it added twice), or
+    None when no commit holds it (not committed yet)."""
+    relative = path.resolve().relative_to(top.resolve()).as_posix()
+    done = _git(top, "log", "--diff-filter=A", "--format=%h", "--", relative)
+    commits = done.stdout.decode().split() if done.returncode == 0 else []
+    return commits[-1] if commits else None

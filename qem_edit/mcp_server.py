@@ -163,7 +163,7 @@ def _add(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
     written, notices = memory.act(lambda h, p, who: acts.add(
         h, p, a["text"], a["kind"], a.get("priority", "medium"), provenance, who, agent=True), client, create=True)
     n = written.note
-    return Reply(f"#{n.shown} created ({n.kind} · {n.priority} · {n.provenance})", _note(n), notices)
+    return Reply(f"#{n.shown} created ({n.kind} · {n.priority} · {n.provenance})", _repeated(written), notices)
 
 
 def _supersede(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
@@ -181,7 +181,13 @@ def _supersede(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
     written, notices = memory.act(work, client)
     n = written.note
     return Reply(f"#{n.shown} created, superseding #{old['shown']} ({n.kind} · {n.priority} · {n.provenance})",
-                 _note(n), notices)
+                 _repeated(written), notices)
+
+
+def _repeated(written: Any) -> dict[str, object]:
+    """The new note, and the notes in force it repeats (their ids beside its own, so the
+    agent can revoke its repeat; the notice says so in words)."""
+    return {**_note(written.note), "repeats": [{"id": n.id, "short": n.shown} for n in written.repeats]}
 
 
 def _move(event_type: str) -> Callable[[Memory, dict[str, Any], str | None], Reply]:
