@@ -76,10 +76,12 @@ _DETECTORS: list | None = None
 def _detectors() -> list:
     global _DETECTORS
     if _DETECTORS is None:
-        import importlib
+        from detect_secrets import plugins
+        from detect_secrets.plugins import (aws, azure_storage_key, basic_auth, discord, github_token,  # noqa: F401
+                                            gitlab_token, jwt, mailchimp, npm, openai, private_key, pypi_token,
+                                            sendgrid, slack, square_oauth, stripe, telegram_token, twilio)
 
-        _DETECTORS = [getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), name)()
-                      for module, name in PLUGINS]
+        _DETECTORS = [getattr(getattr(plugins, module), name)() for module, name in PLUGINS]
     return _DETECTORS
 
 
