@@ -40,7 +40,8 @@ PLUGINS = (
 )
 # The pre-check: for each plugin above, a looser pattern every one of its matches holds.
 _MAY_HOLD = re.compile("|".join((
-    r"A3T|ABIA|ACCA|AKIA|ASIA", r"(?i:aws)", r"AccountKey=",   # aws key id, aws secret key, azure
+    r"A3T|ABIA|ACCA|AKIA|ASIA", r"AccountKey=",                # aws key id, azure storage key
+    r"(?i:aws[^\n]{0,49}[0-9a-z/+]{40})",                      # aws secret key, 49 characters at most after "aws"
     r"PRIVATE KEY|PuTTY-User-Key-File",                         # private key blocks
     r"gh[pousr]_", r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|GR1348941",                      # github, gitlab
     r"(?i:xox[abposr]-|hooks\.slack\.com)",                     # slack

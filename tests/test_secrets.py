@@ -43,8 +43,9 @@ CASES = [
     ("alerts bot: xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "Slack Token", 1),
     ("mirror at\nhttps://deploy:s3cr3tpass@git.example.com/repo.git", "Basic Auth Credentials", 2),
     ("billing: sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc", "Stripe Access Key", 1),
+    ('in ~/.aws/credentials:\naws_secret_access_key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"', "AWS Access Key", 2),
 ]
-SECRET_PARTS = ("AKIAIOSFODNN7EXAMPLE", "BEGIN RSA", "ghp_a1B2", "glpat-xxx", "xoxb-1234", "s3cr3tpass", "sk_live_4e")
+SECRET_PARTS = ("AKIAIOSFODNN7EXAMPLE", "BEGIN RSA", "ghp_a1B2", "glpat-xxx", "xoxb-1234", "s3cr3tpass", "sk_live_4e", "wJalrXUtn")
 ORDINARY = [
     "Fixed in 3f2a9c1e4b5d6f7a8b9c0d1e2f3a4b5c6d7e8f90; see note k3f9 and #ab12cd.",
     "Run id 123e4567-e89b-12d3-a456-426614174000 failed; retry with `pytest -k lock`.",
