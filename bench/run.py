@@ -375,7 +375,7 @@ class Result:
 
 
 SUBJECT_KEYS = ("export", "export-unchanged", "check", "check-stale", "checkin", "checkin-concurrent", "edit",
-                "add", "add-nomirror", "fresh-clone", "fresh-clone-total", "git-status", "context", "mcp-call",
+                "add", "add-nomirror", "add-scanned", "fresh-clone", "fresh-clone-total", "git-status", "context", "mcp-call",
                 "edit-query", "verify", "dump", "load")
 EXPORT_KEYS = SUBJECT_KEYS[:4]
 # At the export-only sizes (749,000): the export subjects, and what must stay bounded there.
@@ -653,8 +653,12 @@ class SizeBench:
         self.src()
         return FILES[self.size]
 
-    def make_add(self, mirror: bool = True) -> Subject:
-        repo = self.make_repo("add" if mirror else "add-nomirror", mirror=mirror)
+    def make_add(self, mirror: bool = True, scanned: bool = False) -> Subject:
+        """`qem add` of one note; `scanned`: a text the secret guard's pre-check passes to the
+        detector (it imports detect-secrets and scans; the text holds no secret)."""
+        key = "add-scanned" if scanned else "add" if mirror else "add-nomirror"
+        repo = self.make_repo(key, mirror=mirror)
+        words = "the session token is a JWT (its header starts eyJ), kept in the vault" if scanned else "added by the benchmark"
         path = repo / "MEMORY.md"
         runs = [0]
         before: list[int] = []
@@ -663,7 +667,7 @@ class SizeBench:
             runs[0] += 1
             if mirror:
                 before[:] = [path.stat().st_mtime_ns]
-            return self.qem("add", f"bench: note {runs[0]} added by the benchmark", "--kind", "task", "-w", str(repo))
+            return self.qem("add", f"bench: note {runs[0]} {words}", "--kind", "task", "-w", str(repo))
 
         def verify() -> None:
             if not self.out.read_text().strip():
@@ -677,14 +681,19 @@ class SizeBench:
             if mirror:
                 call(self.qem("export", "--check", "-w", str(repo)), what="qem export --check after the adds", cwd=self.dir)
 
-        if mirror:
+        if scanned:
+            label = "qem add (no MEMORY.md), a text the secret detector scans"
+        elif mirror:
             label = "qem add (MEMORY.md committed: auto-export)"
         else:
             label = "qem add (no MEMORY.md: no export)"
-        return Subject("add" if mirror else "add-nomirror", label, "startup", setup=setup, verify=verify, after=after)
+        return Subject(key, label, "startup", setup=setup, verify=verify, after=after)
 
     def make_add_nomirror(self) -> Subject:
         return self.make_add(mirror=False)
+
+    def make_add_scanned(self) -> Subject:
+        return self.make_add(mirror=False, scanned=True)
 
     def make_fresh_clone(self, total: bool = False) -> Subject:
         src = self.src()
@@ -898,6 +907,9 @@ def targets(results: list[Result], files: dict[int, dict[str, int]] | None = Non
     # the memory in git: at every size measured (74,900 when none is)
     for key, text, limit in (
         ("add", "`qem add` (MEMORY.md committed: auto-export) at {} notes ≤ 1.5× the start-up floor", 1.5),
+        ("add-nomirror", "`qem add` with the secret guard (no MEMORY.md) at {} notes ≤ 1.5× the start-up floor", 1.5),
+        ("add-scanned", "`qem add` of a text the secret detector scans (no MEMORY.md) at {} notes"
+                        " ≤ 1.5× the start-up floor", 1.5),
         ("fresh-clone", "`qem export --check` in a fresh clone (builds the index) at {} notes"
                         " ≤ 1.5× `git clone --no-local`", 1.5),
         ("git-status", "`git status` with the memory committed at {} notes ≤ 2× without it", 2.0),

@@ -30,6 +30,7 @@ class Written:
     event: Event | None = None
     dispute: str | None = None
     notices: list[str] = field(default_factory=list)
+    repeats: list[Note] = field(default_factory=list)  # notes in force with the new note's very text
 
 
 def choice(value: str | None, allowed: tuple[str, ...], what: str) -> str | None:
@@ -67,20 +68,20 @@ def _written(store: Store, place: Workspace, result: Written) -> Written:
 
 
 def add(store: Store, place: Workspace, text: str, kind: str, priority: str, provenance: str, actor: str,
-        agent: bool | None = None) -> Written:
+        agent: bool | None = None, allow_secret: bool = False) -> Written:
     choice(kind, KINDS, "kind")
     choice(priority, PRIORITIES, "priority")
     if provenance == "human":
         raise errors.BadInput("provenance human is reached only by a person's act: `qem promote ID`")
     choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
     new = NewNote(kind, priority, provenance, note_text(text))
-    note = store.write(lambda tx: tx.create(new, actor), agent=agent)
-    return _written(store, place, Written(note=store.note(note.id)))
+    note = store.write(lambda tx: tx.create(new, actor), agent=agent, allow_secret=allow_secret)
+    return _repeating(store, _written(store, place, Written(note=store.note(note.id))))
 
 
 def supersede(store: Store, place: Workspace, given: str, text: str, reason: str | None,
               actor: str, kind: str | None = None, priority: str | None = None,
-              provenance: str | None = None, agent: bool | None = None) -> Written:
+              provenance: str | None = None, agent: bool | None = None, allow_secret: bool = False) -> Written:
     """A successor replaces the note (same kind, priority and provenance unless given; an
     agent's successor is given its own provenance, so it never inherits `human`)."""
     choice(kind, KINDS, "kind")
@@ -98,8 +99,37 @@ def supersede(store: Store, place: Workspace, given: str, text: str, reason: str
         new = NewNote(kind or old.kind, priority or old.priority, provenance or inherited, body, note_id)
         return tx.create(new, actor, why)
 
-    note = store.write(work, agent=agent)
-    return _written(store, place, Written(note=store.note(note.id)))
+    note = store.write(work, agent=agent, allow_secret=allow_secret)
+    return _repeating(store, _written(store, place, Written(note=store.note(note.id))))
+
+
+def repeats(store: Store, note_ids: list[str]) -> dict[str, list[Note]]:
+    """For each of `note_ids` (notes just written), the other notes in force whose text is
+    the same (texts are stored normalized, so this is sameness after normalization)."""
+    out: dict[str, list[Note]] = {}
+    for note_id, text in store._read(f"SELECT id, text FROM notes WHERE id IN ({', '.join('?' * len(note_ids))})",
+                                     note_ids):
+        rows = store._read("SELECT id, text FROM notes WHERE substr(text, 1, 48) = ? AND state IN ('active', 'stale')",
+                           (text[:48],))  # (the index's search: a term on the whole text would make it a scan)
+        found = [other for other, same in rows if same == text and other != note_id]
+        if found:
+            same = store.notes_by_id(found).values()
+            out[note_id] = sorted(same, key=lambda n: (n.created_at, n.id))
+    return out
+
+
+def repeat_notice(note: Note, same: list[Note]) -> str:
+    named = ", ".join(f"#{n.shown}" for n in same)
+    return (f"note #{note.shown} repeats note {named}, in force with the same text; if it adds nothing,"
+            f" `qem revoke {note.shown} -m \"repeats {named}\"`")
+
+
+def _repeating(store: Store, written: Written) -> Written:
+    assert written.note is not None
+    written.repeats = repeats(store, [written.note.id]).get(written.note.id, [])
+    if written.repeats:
+        written.notices.append(repeat_notice(written.note, written.repeats))
+    return written
 
 
 def move(store: Store, place: Workspace, event_type: str, given: str, reason: str | None, actor: str,

@@ -22,12 +22,15 @@ from .export import MIRROR_BASE, auto_export, export, has_merge_conflict, known_
 from .faults import checkpoint
 from .files import read_regular, refuse_link, write_atomic
 from .forgetting import scrub_again
-from .model import LIVE_STATES, MOVE_BY_VERB, NewNote
+from .acts import repeat_notice, repeats
+from .model import LIVE_STATES, MOVE_BY_VERB, NewNote, Note
 from .proposal import Proposal, propose, whole
 from .reconciler.plan import Conflict, Op, Plan
 from .reconciler.rebase import rebase, with_errors
 from .renderer import for_editing, render
 from .renderer.render import base_named, rendering_id
+from .reconciler.parse import LineError
+from .secrets import described, scan
 from .store import Store, Transaction
 from .workspace import Workspace
 
@@ -65,7 +68,8 @@ def new_checkin_id() -> str:
     return f"ci-{os.urandom(6).hex()}"
 
 
-def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str | None = None) -> tuple[str, list[str]]:
+def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str | None = None, *,
+               allow_secret: bool = False) -> tuple[str, list[str]]:
     """Write every event of the check-in at once (one pack file), or none.
 
     The write first checks that the memory is still as the plan saw it; if it moved (a
@@ -84,7 +88,7 @@ def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str 
             _apply_op(tx, op, who, op.reason or reason, checkin_id, created)
         checkpoint("apply-before-commit")
 
-    store.write(work)
+    store.write(work, allow_secret=allow_secret)
     checkpoint("apply-after-commit")
     return checkin_id, created
 
@@ -330,10 +334,11 @@ class Outcome:
     kept: Checkout | None = None  # where a refused edit is kept for `qem edit --resume`
     notices: list[str] = field(default_factory=list)  # from keeping the mirror current
     shown: dict[str, str] = field(default_factory=dict)  # the new notes' short ids
+    repeats: dict[str, list[str]] = field(default_factory=dict)  # a new note → the notes in force with its text
 
 
 def check_in(store: Store, source: Source, asker: Asker, who: str, *,
-             dry_run: bool = False, allow_mass_change: bool = False) -> Outcome:
+             dry_run: bool = False, allow_mass_change: bool = False, allow_secret: bool = False) -> Outcome:
     """Plan `source` and, once the asker confirms, apply it; plan again while others
     write meanwhile.  The kept edit is removed once it landed (or had nothing to do); a
     user's file is rendered again at the new head, and the mirror too where the workspace
@@ -355,6 +360,8 @@ def check_in(store: Store, source: Source, asker: Asker, who: str, *,
     moved = 0
     while True:
         proposal = propose(store, text, base_text, moment=source.moment(), heads=source.heads())
+        if not allow_secret:
+            proposal.plan.errors += _secret_errors(proposal.plan)
         if not proposal.plan.ok:
             return Outcome("refused", source, proposal, kept=None if dry_run else _keep_refused(source, proposal))
         if not proposal.plan.ops or dry_run:
@@ -366,14 +373,32 @@ def check_in(store: Store, source: Source, asker: Asker, who: str, *,
         if reason is None:
             return Outcome(choice if choice != "apply" else "keep", source, proposal)
         try:
-            checkin_id, created = _apply(store, source, proposal, reason, who)
+            checkin_id, created = _apply(store, source, proposal, reason, who, allow_secret)
         except errors.HeadMoved as exc:
             moved = exc.moved
             continue
         _settle(store, source, proposal)
         notices = auto_export(store, source.place)
         shown = {n.id: n.shown for n in store.notes_by_id(created).values()}
-        return Outcome("applied", source, proposal, checkin_id, created, notices=notices, shown=shown)
+        found = _repeats(store, created)
+        notices += [repeat_notice(n, same) for n, same in found]
+        return Outcome("applied", source, proposal, checkin_id, created, notices=notices, shown=shown,
+                       repeats={n.id: [o.id for o in same] for n, same in found})
+
+
+def _secret_errors(plan: Plan) -> list[LineError]:
+    """A secret in the edit, an error of its line (so the plan, which would print it, is
+    not shown, and `qem edit` opens the file again); the write itself refuses it too
+    (qem_edit.secrets, every way in)."""
+    out = []
+    for op in plan.ops:
+        for what, text in (("this note's text", op.content.text if op.content else None), ("its reason", op.reason)):
+            found = scan(text)
+            if found:
+                out.append(LineError(op.line, f"{what} holds a secret ({described(found)}); it would reach every"
+                                              " clone and stay in git history: remove it, or, as a person who"
+                                              " means to commit it, check in with --allow-secret"))
+    return out
 
 
 def _refuse_incomplete(store: Store, path: Path) -> None:
@@ -398,11 +423,18 @@ def _consent(store: Store, proposal: Proposal, asker: Asker, moved: int, allow_m
     return choice
 
 
-def _apply(store: Store, source: Source, proposal: Proposal, reason: str, who: str) -> tuple[str, list[str]]:
+def _repeats(store: Store, created: list[str]) -> list[tuple[Note, list[Note]]]:
+    found = repeats(store, created)
+    notes = store.notes_by_id(found)
+    return [(notes[n], found[n]) for n in created if n in found]
+
+
+def _apply(store: Store, source: Source, proposal: Proposal, reason: str, who: str,
+           allow_secret: bool = False) -> tuple[str, list[str]]:
     checkin_id = new_checkin_id()
     if source.checkout is not None:
         source.checkout.add_pending(checkin_id)
-    return apply_plan(store, proposal.plan, who, reason, checkin_id)
+    return apply_plan(store, proposal.plan, who, reason, checkin_id, allow_secret=allow_secret)
 
 
 def _settle(store: Store, source: Source, proposal: Proposal) -> None:
@@ -434,8 +466,10 @@ def _keep_refused(source: Source, proposal: Proposal) -> Checkout | None:
 
 def outcome_data(outcome: Outcome) -> dict[str, object]:
     """What `qem checkin --json` prints: the status, the plan's operations, conflicts and
-    errors, and, once applied, the check-in id and the new notes' ids."""
-    data: dict[str, object] = {"status": outcome.status, "checkin": outcome.checkin_id, "created": outcome.created}
+    errors, and, once applied, the check-in id, the new notes' ids and the notes in force
+    each repeats (same text)."""
+    data: dict[str, object] = {"status": outcome.status, "checkin": outcome.checkin_id, "created": outcome.created,
+                               "repeats": outcome.repeats}
     proposal = outcome.proposal
     if proposal is None:
         return data

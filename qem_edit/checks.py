@@ -8,7 +8,8 @@ supersession graph is broken (a cycle, a dangling or malformed pointer), or when
 is not the rendering of the log, or when an agent took a note of a protected kind out of
 force (qem_edit.protect), or when events of a protected note that the base (HEAD, or the
 merge base of `--base REV` and HEAD) holds are not in the log (qem_edit.removals; another
-note's removal is listed).  Open disputes (forks, disputes between notes,
+note's removal is listed), or when a text or a reason holds a secret no person allowed
+(qem_edit.secrets).  Open disputes (forks, disputes between notes,
 concurrent changes that disagree) are listed; `--fail-on-disputes` makes them fail too.
 """
 
@@ -31,6 +32,7 @@ from .protect import log_problems as protect_problems
 from .removals import verify_findings as removal_findings
 from .resolver import rival_words
 from .shown import progress
+from .secrets import log_problems as secret_problems
 from .store import Store
 
 # The fresh replay's page cache (KiB): it lives in a temporary file, not in memory.
@@ -59,7 +61,7 @@ def _report(store: Store, place, fresh: sqlite3.Connection, index_problems: list
     broken = [p for p in found if not p.startswith(("fork:", "disputed:"))]
     disputes = [p for p in found if p.startswith(("fork:", "disputed:"))] + _open_disputes(store)
     removed, removal_notices = removal_findings(store, fresh, base)
-    problems += broken + protect_problems(store, fresh) + removed
+    problems += broken + protect_problems(store, fresh) + secret_problems(store, fresh) + removed
     if place is not None:
         problems += _mirror_problems(store, place)
     if disputes_fail:

@@ -66,6 +66,7 @@ ActorOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 StagedOpt = Annotated[bool, typer.Option("--staged", help="Judge what the next commit carries (the log and MEMORY.md in git's index), as the pre-commit hooks do.")]
+AllowSecretOpt = Annotated[bool, typer.Option("--allow-secret", help="Write a text that holds a credential (cloud key, token, private key, password in a URL) all the same: it reaches every clone and stays in git history. A person's choice; an agent's is refused.")]
 IdArg = Annotated[str, typer.Argument(metavar="ID", help="The note: its short id (or any unambiguous prefix of its id), or its number from before the conversion.", show_default=False)]
 ReasonOpt = Annotated[Optional[str], typer.Option("--message", "-m", help="Why.", show_default=False)]
 RequiredReasonOpt = Annotated[str, typer.Option("--message", "-m", help="Why (required).", show_default=False)]
@@ -167,19 +168,34 @@ def add(
     kind: Annotated[str, typer.Option("--kind", "-k", help="One of: " + ", ".join(KINDS), show_default=False)],
     priority: Annotated[str, typer.Option("--priority", "-p", help="high, medium or low.")] = "medium",
     provenance: Annotated[str, typer.Option("--provenance", help="auto, agent or user-stated (human takes `qem promote`).")] = "agent",
+    as_json: JsonOpt = False,
+    allow_secret: AllowSecretOpt = False,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
     actor: ActorOpt = None,
 ) -> int:
-    """Add a note and print its id.
+    """Add a note and print its id (and say so when a note in force has the same text).
 
     Example: qem add "Run tests inside the venv" --kind directive --priority high
     """
     from . import acts
 
     body = _text_arg(text)
-    written = _act(workspace, store, actor, lambda h, p, who: acts.add(h, p, body, kind, priority, provenance, who))
-    print(written.note.shown)
+    written = _act(workspace, store, actor, lambda h, p, who: acts.add(h, p, body, kind, priority, provenance, who,
+                                                                       allow_secret=allow_secret))
+    return _written_note(written, as_json)
+
+
+def _written_note(written, as_json: bool) -> int:  # type: ignore[no-untyped-def]
+    """A new note's id, or as JSON with the notes in force it repeats."""
+    import json
+
+    note = written.note
+    if as_json:
+        repeats = [{"id": n.id, "short": n.shown} for n in written.repeats]
+        print(json.dumps({"id": note.id, "short": note.shown, "repeats": repeats}, ensure_ascii=False))
+    else:
+        print(note.shown)
     return 0
 
 
@@ -190,6 +206,8 @@ def supersede(
     reason: ReasonOpt = None,
     kind: Annotated[Optional[str], typer.Option("--kind", "-k", help="The successor's kind (default: the old note's).", show_default=False)] = None,
     priority: Annotated[Optional[str], typer.Option("--priority", "-p", help="The successor's priority (default: the old note's).", show_default=False)] = None,
+    as_json: JsonOpt = False,
+    allow_secret: AllowSecretOpt = False,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
     actor: ActorOpt = None,
@@ -202,9 +220,9 @@ def supersede(
 
     body = _text_arg(text)
     written = _act(workspace, store, actor,
-                   lambda h, p, who: acts.supersede(h, p, note_id, body, reason, who, kind, priority), create=False)
-    print(written.note.shown)
-    return 0
+                   lambda h, p, who: acts.supersede(h, p, note_id, body, reason, who, kind, priority,
+                                                    allow_secret=allow_secret), create=False)
+    return _written_note(written, as_json)
 
 
 def _move(event_type: str, note_id: str, reason, workspace, store, actor) -> int:  # type: ignore[no-untyped-def]
@@ -437,6 +455,7 @@ def dump(
 @app.command()
 def load(
     file: Annotated[Path, typer.Argument(help="A JSON Lines log written by `qem dump` (- for standard input).", show_default=False)],
+    allow_secret: AllowSecretOpt = False,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
 ) -> int:
@@ -462,7 +481,7 @@ def load(
     with staged:
         place, handle = _open(workspace, store, write=True)
         with handle:
-            count = load_staged(handle, staged)
+            count = load_staged(handle, staged, allow_secret=allow_secret)
             for notice in auto_export(handle, place):
                 _say(notice)
             print(f"loaded {count} new events ({staged.count - count} already here); {handle.count()} notes")
@@ -474,6 +493,7 @@ def import_(
     source: Annotated[str, typer.Argument(metavar="vectr", help="What to import from: vectr.", show_default=False)],
     path: Annotated[Path, typer.Argument(metavar="STORE.db", help="vectr's SQLite store (working_context.sqlite).", show_default=False)],
     workspace_name: Annotated[Optional[str], typer.Option("--workspace-name", help="The vectr workspace to import (its path, or the path's last part); needed when the file holds several.", show_default=False)] = None,
+    allow_secret: AllowSecretOpt = False,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
 ) -> int:
@@ -490,7 +510,7 @@ def import_(
     prepared = prepare(path, workspace_name)  # the vectr store read and mapped before anything is opened
     place, handle = _open(workspace, store, write=True)
     with handle:
-        report = import_vectr(handle, prepared)
+        report = import_vectr(handle, prepared, allow_secret=allow_secret)
         for notice in auto_export(handle, place):
             _say(notice)
         _out(report.text())
@@ -735,6 +755,7 @@ def edit(
     yes: YesOpt = False,
     resume: Annotated[Optional[str], typer.Option("--resume", help="Reopen a kept edit: its id, or the latest when no id follows (`qem checkouts` lists them).", show_default=False)] = None,
     mass: MassOpt = False,
+    allow_secret: AllowSecretOpt = False,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
     actor: ActorOpt = None,
@@ -754,7 +775,8 @@ def edit(
     place, handle = _open(workspace, store, write=True)
     with handle:
         selection = _selection(handle, kind, active, filters)
-        return _checked_in(run_edit(handle, place, selection, reason, yes, resume, ws.actor(actor), mass))
+        return _checked_in(run_edit(handle, place, selection, reason, yes, resume, ws.actor(actor), mass,
+                                    allow_secret=allow_secret))
 
 
 @app.command()
@@ -786,6 +808,7 @@ def checkin(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan on stdout and write nothing; exit 0 when there is nothing to change, 1 when there is.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan (and, once applied, the new ids) as JSON.")] = False,
     mass: MassOpt = False,
+    allow_secret: AllowSecretOpt = False,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
     actor: ActorOpt = None,
@@ -801,7 +824,7 @@ def checkin(
     place, handle = _open(workspace, store, write=True, create=False)
     with handle:
         outcome = run_checkin(handle, place, path, reason, yes, dry_run, ws.actor(actor),
-                              as_json=as_json, allow_mass_change=mass)
+                              as_json=as_json, allow_mass_change=mass, allow_secret=allow_secret)
         return _checked_in(outcome)
 
 
@@ -925,6 +948,31 @@ def hooks(
     choice(action, ("install",), "hooks action")
     for line in install(ws.resolve(workspace, store).store_path):
         print(line)
+    return 0
+
+
+@app.command("check-secrets")
+def check_secrets(
+    files: Annotated[Optional[list[Path]], typer.Argument(help="Log files under .qem/ (the pre-commit hook passes those a commit adds).", show_default=False)] = None,
+    workspace: WorkspaceOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """Fail (exit 1) when a log file given holds a secret no person allowed: the
+    pre-commit hook `qem-secrets` runs it on the files a commit adds.
+
+    Example: qem check-secrets .qem/texts/*
+    """
+    from .secrets import files_problems
+
+    _, handle = _open(workspace, store)
+    with handle:
+        problems = files_problems(handle, files or [])
+    for problem in problems:
+        print(problem)
+    if problems:
+        _say(f"{len(problems)} secret(s) in what is committed; forget the note (`qem forget ID -m WHY --yes`),"
+             " and if a commit already holds it, purge it from git history (docs/SHARING.md)")
+        return errors.EXIT_DIFFERENT
     return 0
 
 

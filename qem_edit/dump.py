@@ -195,18 +195,20 @@ def _line(line: str, where: str) -> tuple[Event, TextRecord | None]:
     return event, record
 
 
-def load(store: Store, events: list[Event], texts: list[TextRecord], memory_id: str | int | None) -> int:
+def load(store: Store, events: list[Event], texts: list[TextRecord], memory_id: str | int | None, *,
+         allow_secret: bool = False) -> int:
     """Write loaded events and texts to the log; returns how many were new."""
     with Staged() as staged:
         staged.add(events, texts)
         staged.memory_id = memory_id
         staged.done()
-        return load_staged(store, staged)
+        return load_staged(store, staged, allow_secret=allow_secret)
 
 
-def load_staged(store: Store, staged: Staged) -> int:
+def load_staged(store: Store, staged: Staged, *, allow_secret: bool = False) -> int:
     """Write a staged dump's events (in packs) and texts to the log; returns how many
-    were new.  A load of many events is written and indexed streamed, a batch at a time."""
+    were new.  A load of many events is written and indexed streamed, a batch at a time.
+    A secret in what is new refuses the load (qem_edit.secrets), unless `allow_secret`."""
     store.conn.execute("ATTACH DATABASE ? AS staged", (str(staged.path),))
     try:
         store.conn.execute("UPDATE staged.lines SET new = 0 WHERE id IN (SELECT id FROM main.events)")
@@ -226,7 +228,7 @@ def load_staged(store: Store, staged: Staged) -> int:
                 tx.bulk = (lambda: staged.events("WHERE new"), lambda: staged.texts(created))
             return new
 
-        return store.write(work)
+        return store.write(work, allow_secret=allow_secret)
     finally:
         store.conn.execute("DETACH DATABASE staged")
 

@@ -212,3 +212,10 @@ def update_index(cwd: Path, feed: bytes, extra: dict[str, str]) -> str | None:
     `cwd`); git's complaint, or None when it took them."""
     done = _git(cwd, "update-index", "--add", "--remove", "-z", "--stdin", input=feed, extra=extra)
     return None if done.returncode == 0 else done.stderr.decode("utf-8", "replace").strip() or "git update-index failed"
+def added_by(top: Path, path: Path) -> str | None:
+    """The commit that added `path` (its short hash; the oldest, were it added twice), or
+    None when no commit holds it (not committed yet)."""
+    relative = path.resolve().relative_to(top.resolve()).as_posix()
+    done = _git(top, "log", "--diff-filter=A", "--format=%h", "--", relative)
+    commits = done.stdout.decode().split() if done.returncode == 0 else []
+    return commits[-1] if commits else None

@@ -25,7 +25,7 @@ from .model import EVENT_TYPES, KIND_RANK, Event, Note, Rival, fold
 from .renderer import FORMAT_VERSION, item_text
 from .shown import progress
 
-INDEX_VERSION = "6"  # bump when the schema or what it caches changes: every index is rebuilt
+INDEX_VERSION = "7"  # bump when the schema or what it caches changes: every index is rebuilt
 _EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
 SCHEMA = f"""
 CREATE TABLE files (name TEXT PRIMARY KEY, problem TEXT) WITHOUT ROWID;
@@ -88,6 +88,8 @@ CREATE INDEX notes_by_short ON notes (short);
 CREATE INDEX notes_by_created ON notes (created_at);
 CREATE INDEX notes_forgotten ON notes (id) WHERE state = 'forgotten';
 CREATE INDEX notes_disagreeing ON notes (id) WHERE disputes != '[]' OR rivals != '[]';
+-- A write's repeat (qem_edit.acts.repeats): the notes in force by their text's start.
+CREATE INDEX notes_in_force_by_text ON notes (substr(text, 1, 48)) WHERE state IN ('active', 'stale');
 -- Which notes each note's item names (a link, a dispute, a rival's successor): when a
 -- note's short id moves, the items that show it are rendered again.
 CREATE TABLE links (other TEXT NOT NULL, note TEXT NOT NULL, PRIMARY KEY (other, note)) WITHOUT ROWID;

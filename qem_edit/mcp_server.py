@@ -163,7 +163,7 @@ def _add(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
     written, notices = memory.act(lambda h, p, who: acts.add(
         h, p, a["text"], a["kind"], a.get("priority", "medium"), provenance, who, agent=True), client, create=True)
     n = written.note
-    return Reply(f"#{n.shown} created ({n.kind} · {n.priority} · {n.provenance})", _note(n), notices)
+    return Reply(f"#{n.shown} created ({n.kind} · {n.priority} · {n.provenance})", _repeated(written), notices)
 
 
 def _supersede(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
@@ -181,7 +181,13 @@ def _supersede(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
     written, notices = memory.act(work, client)
     n = written.note
     return Reply(f"#{n.shown} created, superseding #{old['shown']} ({n.kind} · {n.priority} · {n.provenance})",
-                 _note(n), notices)
+                 _repeated(written), notices)
+
+
+def _repeated(written: Any) -> dict[str, object]:
+    """The new note, and the notes in force it repeats (their ids beside its own, so the
+    agent can revoke its repeat; the notice says so in words)."""
+    return {**_note(written.note), "repeats": [{"id": n.id, "short": n.shown} for n in written.repeats]}
 
 
 def _move(event_type: str) -> Callable[[Memory, dict[str, Any], str | None], Reply]:
@@ -249,7 +255,7 @@ def _context(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
 
 
 _ID = {"type": "string", "description": "The note's short id as qem shows it ([#k3f9] is k3f9), or any unambiguous prefix of its id."}
-_TEXT = {"type": "string", "description": "The note's text (markdown); its first line is its title."}
+_TEXT = {"type": "string", "description": "The note's text (markdown); its first line is its title. Never a credential (a key, token, private key or password): it is refused, since the memory is committed."}
 _QUOTE = {"type": "string", "description": "The user's own words, verbatim, when the note transcribes them: qem checks the quote is in the text (at least half of it) and records provenance user-stated. Leave out otherwise (provenance agent)."}
 _KIND = {"type": "string", "enum": list(KINDS), "description": "directive: a standing rule; task; gotcha: a trap; finding; reference; decision; operational."}
 _PRIORITY = {"type": "string", "enum": list(PRIORITIES), "description": "high, medium or low."}
@@ -261,7 +267,7 @@ def _reason(required: bool) -> dict[str, str]:
 
 
 TOOLS: tuple[Tool, ...] = (
-    Tool("add", "Record a new note in the project's memory; returns its id.",
+    Tool("add", "Record a new note in the project's memory; returns its id, and in repeats the notes in force with the same text.",
          {"text": _TEXT, "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE}, ("text", "kind"), _add),
     Tool("supersede", "Replace a note that is no longer right with a corrected one (the old text stays in the history); returns the new id.",
          {"id": _ID, "text": _TEXT, "reason": _reason(False), "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE},

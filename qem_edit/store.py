@@ -84,6 +84,7 @@ class Transaction:
         self.bulk: tuple[Callable[[], Iterable[Event]], Callable[[], Iterable[TextRecord]]] | None = None
         self.landed = False  # the events are in the log: the write stands, whatever follows
         self.agent = False  # the writer says it is an agent (qem_edit.protect)
+        self.allow_secret = False  # a person allows a secret in what is written (qem_edit.secrets)
 
     def note(self, note_id: str) -> Note:
         if note_id not in self._notes:
@@ -140,16 +141,19 @@ class Transaction:
     def record(self, drafts: Iterable[Draft], actor: str, checkin: str | None = None) -> list[Event]:
         """Decided drafts as events (a created note's text beside), folded into the notes
         this transaction sees; written by `flush`."""
-        from . import protect  # here: only a write reads the protection rule
+        from . import protect, secrets  # here: only a write reads the protection rule
 
         drafts = list(drafts)
         agent = protect.guarded_writer(self, drafts, actor)
+        if self.allow_secret and agent:
+            raise secrets.agent_may_not_allow(actor)
         created: str | None = None
         out = []
         for draft in drafts:
             data = {k: (created if v == NEW_NOTE else v) for k, v in draft.data.items()}
             if agent:
                 data[protect.WRITER] = "agent"
+            secrets.checked_draft(draft, data, self.allow_secret, agent)
             text = None
             if draft.type == "created":
                 text = TextRecord("", ids.nonce(), draft.text or "")
@@ -182,11 +186,17 @@ class Transaction:
     def flush(self) -> None:
         """Write the events (texts first; one event as its own file, several as one pack,
         whose rename is the moment they all exist) and record them in the index."""
+        from .secrets import refuse_loaded
+
         if self.bulk is not None:
+            if not self.allow_secret:  # loaded events: checked here, before a file is written
+                refuse_loaded(self.bulk[0](), self.bulk[1]())
             self._flush_bulk(*self.bulk)
             return
         if not self.events:
             return
+        if not self.allow_secret:  # drafted ones were checked as recorded; loaded ones here
+            refuse_loaded(self.events, self.texts)
         tree, index = self.store.tree, self.store.index
         tree.ensure()
         names: dict[str, tuple[list, list]] = {}
@@ -267,9 +277,9 @@ class Transaction:
         return names
 
 
-def _as_writer(work: Callable[[Transaction], T], agent: bool) -> Callable[[Transaction], T]:
+def _as_writer(work: Callable[[Transaction], T], agent: bool, allow_secret: bool = False) -> Callable[[Transaction], T]:
     def run(tx: Transaction) -> T:
-        tx.agent = agent
+        tx.agent, tx.allow_secret = agent, allow_secret
         return work(tx)
 
     return run
@@ -418,17 +428,19 @@ class Store:
 
     # -- writing -----------------------------------------------------------------------
 
-    def write(self, work: Callable[[Transaction], T], *, at: str | None = None, agent: bool | None = None) -> T:
+    def write(self, work: Callable[[Transaction], T], *, at: str | None = None, agent: bool | None = None,
+              allow_secret: bool = False) -> T:
         """Run `work` under the memory's write lock, caught up first; its events are
         written to the log and recorded in the index.  Writers on one clone take turns, so
         two of them never make a note's history branch; branches come from other clones.
-        `agent`: the writer is an agent (None: as QEM_ACTOR_KIND says; qem_edit.protect)."""
+        `agent`: the writer is an agent (None: as QEM_ACTOR_KIND says; qem_edit.protect);
+        `allow_secret`: a person commits a secret knowingly (qem_edit.secrets)."""
         from filelock import FileLock, Timeout
 
         from . import protect
 
         as_agent = protect.writer_is_agent(agent)
-        work = _as_writer(work, as_agent)
+        work = _as_writer(work, as_agent, allow_secret)
         lock = FileLock(str(self.root / LOCK_NAME))
         try:
             with lock.acquire(timeout=WRITE_PATIENCE_S):

@@ -305,7 +305,7 @@ def kept_on_interrupt(hint: Callable[[], str]):  # type: ignore[no-untyped-def]
 
 
 def run_edit(store: Store, place: Workspace, selection: Selection, reason, yes: bool, resume, who: str,
-             allow_mass_change: bool = False) -> Outcome:
+             allow_mass_change: bool = False, allow_secret: bool = False) -> Outcome:
     """Check out (or resume a kept edit), run the editor, check the edit in; with a
     terminal, a refused edit can be edited again until it lands or the person stops."""
     editor = editor_command()  # no editor: refused before a checkout is made
@@ -316,7 +316,7 @@ def run_edit(store: Store, place: Workspace, selection: Selection, reason, yes: 
     asker = Prompter(source, reason, yes, edit_again=True)
     with kept_on_interrupt(checkout.resume_hint):
         while True:
-            outcome = _edit_once(store, source, asker, who, editor, allow_mass_change)
+            outcome = _edit_once(store, source, asker, who, editor, allow_mass_change, allow_secret)
             if outcome.status != "edit":
                 return outcome
 
@@ -338,7 +338,8 @@ def _resume(store: Store, place: Workspace, resume: str) -> Checkout | Outcome:
     return checkout
 
 
-def _edit_once(store: Store, source: Source, asker: Prompter, who: str, editor: str, allow_mass_change: bool) -> Outcome:
+def _edit_once(store: Store, source: Source, asker: Prompter, who: str, editor: str, allow_mass_change: bool,
+               allow_secret: bool = False) -> Outcome:
     """One round: the editor, then the check-in of what it left."""
     checkout = source.checkout
     assert checkout is not None
@@ -357,7 +358,8 @@ def _edit_once(store: Store, source: Source, asker: Prompter, who: str, editor: 
         return Outcome("keep", source, kept=checkout)
     _refuse_emptied(checkout, before)
     try:
-        outcome = checkin.check_in(store, source, asker, who, allow_mass_change=allow_mass_change)
+        outcome = checkin.check_in(store, source, asker, who, allow_mass_change=allow_mass_change,
+                                   allow_secret=allow_secret)
     except errors.QemError as exc:
         exc.hint = exc.hint or checkout.resume_hint()
         raise
@@ -398,12 +400,13 @@ def _refused_in_edit(store: Store, outcome: Outcome, checkout: Checkout) -> Outc
 
 
 def run_checkin(store: Store, place: Workspace, path: Path | None, reason, yes: bool, dry_run: bool, who: str,
-                *, as_json: bool = False, allow_mass_change: bool = False) -> Outcome:
+                *, as_json: bool = False, allow_mass_change: bool = False, allow_secret: bool = False) -> Outcome:
     """Check in a kept edit or a file (by default the latest kept edit, else MEMORY.md)."""
     source = _checkin_source(store, place, path)
     asker = Prompter(source, reason, yes, edit_again=False, show=not as_json)
     with kept_on_interrupt(source.hint):
-        outcome = checkin.check_in(store, source, asker, who, dry_run=dry_run, allow_mass_change=allow_mass_change)
+        outcome = checkin.check_in(store, source, asker, who, dry_run=dry_run, allow_mass_change=allow_mass_change,
+                                   allow_secret=allow_secret)
     if outcome.status == "refused":
         assert outcome.proposal is not None
         if as_json:

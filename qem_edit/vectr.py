@@ -456,11 +456,11 @@ def _by_note(line: str) -> int:
     return int(line.split(":")[0][len("vectr #"):]) if line.startswith("vectr #") else 0
 
 
-def import_vectr(store: Any, prepared: Prepared) -> Report:
+def import_vectr(store: Any, prepared: Prepared, *, allow_secret: bool = False) -> Report:
     """Add the prepared events with `qem load`'s code; the report, with how many were new."""
     from .dump import load
 
-    prepared.report.new = load(store, prepared.events, prepared.texts, None)
+    prepared.report.new = load(store, prepared.events, prepared.texts, None, allow_secret=allow_secret)
     return prepared.report
 
 

@@ -167,6 +167,10 @@ def test_the_manifest_is_valid() -> None:
     hooks = {h["id"]: h for h in yaml.safe_load(MANIFEST.read_text("utf-8"))}
     assert hooks["qem-export"]["entry"] == "qem export --staged"
     for hook in hooks.values():
+        if hook["id"] == "qem-secrets":  # given the log files a commit adds, and only those
+            assert hook["language"] == "python" and "pass_filenames" not in hook and "always_run" not in hook
+            assert hook["files"] == r"^\.qem/(events|texts|packs)/"
+            continue
         assert (hook["language"], hook["pass_filenames"], hook["always_run"]) == ("python", False, True)
 
 
