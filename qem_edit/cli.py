@@ -87,6 +87,19 @@ def _open(workspace: Path | None, store: Path | None, *, write: bool = False, cr
     return place, handle
 
 
+def _settle_log(workspace: Path | None, store: Path | None) -> None:
+    """Before rendering after a merge: the log files git left unmerged get the bytes their
+    names say, and are staged (qem_edit.gitsettle)."""
+    from . import gitrepo, gitsettle
+    from .workspace import resolve
+
+    place = resolve(workspace, store)
+    top = gitrepo.toplevel(place.root) if place.store_path.is_dir() else None
+    if top is not None:
+        for path in gitsettle.settle(top, place.store_path):
+            _say(f"settled {path}, which the merge left unmerged (a log file is never changed: kept as its name says)")
+
+
 def _act(workspace, store, actor, act, *, create: bool = True):  # type: ignore[no-untyped-def]
     """Run one of qem_edit.acts on the workspace's store as the actor; say its notices."""
     from . import workspace as ws
@@ -679,6 +692,8 @@ def export_(
     if filters and (not stdout or at is not None):
         raise errors.BadInput("filters select notes to print: use them with --stdout (and without --at);"
                               " MEMORY.md always holds the whole memory")
+    if not (stdout or check or diff):
+        _settle_log(workspace, store)
     place, handle = _open(workspace, store)
     target = place.mirror_path(path)
     with handle:
