@@ -41,8 +41,8 @@ pytest.importorskip("yaml")
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 SOAK = max(1, int(os.environ.get("QEM_SOAK", "1") or 1))
-SEEDS = range(2 * SOAK)
-STEPS = 18 * SOAK
+SEEDS = range(3 * SOAK)
+STEPS = 30 * SOAK
 KINDS = ("directive", "task", "gotcha", "finding", "reference", "decision", "operational")
 HABITS = ("commit -am", "add MEMORY.md", "add .", "add -p", "commit -- MEMORY.md")
 
@@ -305,3 +305,5 @@ def test_a_team_history_loses_nothing(tmp_path, monkeypatch, capsysbinary, seed)
     for _ in range(STEPS):
         history.step()
     history.finish()
+    verdicts = [line for line in history.log if ": landed" in line or ": refused" in line]
+    assert verdicts and len(history.seen) > 1, "\n".join(history.log)  # the history did commit and push
