@@ -64,7 +64,22 @@ def lacking(store: Store, path: Path) -> Lacking:
                 found.textless[short] = line
     except (sqlite3.Error, OSError):
         return Lacking()
-    return found
+    return _committed(found, path) if found else found
+
+
+def _committed(found: Lacking, path: Path) -> Lacking:
+    """Only the lines the last commit's file shows too: a commit carried them without
+    their notes.  A line no commit shows (a hand edit that changed an id) is a person's,
+    and keeps the hand-edit verdict; outside git there is no commit to blame."""
+    from . import gitrepo
+
+    top = gitrepo.toplevel(path)
+    data = gitrepo.show(top, "HEAD", path) if top is not None else None
+    if data is None:
+        return Lacking()
+    lines = set(data.decode("utf-8", "replace").replace("\r\n", "\n").split("\n"))
+    return Lacking({k: v for k, v in found.absent.items() if v in lines},
+                   {k: v for k, v in found.textless.items() if v in lines})
 
 
 def _of_this_memory(store: Store, path: Path) -> bool:
