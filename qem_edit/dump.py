@@ -23,7 +23,7 @@ from typing import BinaryIO, Iterable, Iterator
 from . import db, errors
 from .convert import convert, read_old_dump
 from .index import EVENT_COLUMNS, _event_values, event_from_row
-from .logtree import LogFileError, TextRecord, event_from, event_object
+from .logtree import LogFileError, TextRecord, event_from, event_object, text_problem
 from .model import Event
 from .store import Store, ensure_memory_id
 
@@ -84,6 +84,13 @@ class Staged:
         self._folder.cleanup()
 
     def add(self, events: Iterable[Event], texts: Iterable[TextRecord]) -> None:
+        """Events and texts, checked: a text a reader would set aside (qem_edit.logtree's
+        rules for a stored text) is refused (BadInput), as every write refuses it."""
+        texts = list(texts)
+        for text in texts:
+            problem = text_problem(text)
+            if problem:
+                raise errors.BadInput(f"the text of note {text.note[:8]}: {problem}; nothing was loaded")
         rows = [_event_values(e) for e in events]
         self.conn.executemany(f"INSERT INTO lines ({EVENT_COLUMNS}) VALUES ({', '.join('?' * 10)})", rows)
         self.conn.executemany("INSERT INTO texts (note, key, text) VALUES (?, ?, ?)",

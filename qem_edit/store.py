@@ -23,7 +23,8 @@ from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 from . import db, errors, ids
 from .faults import checkpoint
 from .index import EVENT_COLUMNS, NOTE_COLUMNS, Caught, Index, event_from_row, items_by_kind, items_of_notes, note_from_row
-from .logtree import EVENTS, PACK_SPLIT_BYTES, PACKS, TEXTS, LogFileError, LogTree, TextRecord, event_bytes, pack_text_line
+from .logtree import (EVENTS, MAX_CLOCK, PACK_SPLIT_BYTES, PACKS, TEXTS, LogFileError, LogTree, TextRecord, event_bytes,
+                      pack_text_line, text_problem)
 from .workspace import CONFIG_NAME
 from .model import (
     KIND_RANK,
@@ -34,6 +35,7 @@ from .model import (
     Note,
     TextError,
     TransitionError,
+    actor_problem,
     decide_create,
     decide_dispute,
     decide_forget,
@@ -43,6 +45,7 @@ from .model import (
     decide_settle,
     note_from_created,
     after_event,
+    reason_problem,
     replay,
 )
 
@@ -143,6 +146,7 @@ class Transaction:
         from . import protect  # here: only a write reads the protection rule
 
         drafts = list(drafts)
+        self._refuse_unreadable(drafts, actor)
         agent = protect.guarded_writer(self, drafts, actor)
         created: str | None = None
         out = []
@@ -164,6 +168,26 @@ class Transaction:
             checkpoint("append")
         self.events += out
         return out
+
+    def _refuse_unreadable(self, drafts: list[Draft], actor: str) -> None:
+        """Refuse (BadInput) drafts whose events or texts a reader would set aside: the
+        reader's rules (qem_edit.logtree) are the writer's, so no write lands in the log
+        only to be lost to the next fresh index."""
+        problem = actor_problem(actor) or next(filter(None, (reason_problem(d.reason) for d in drafts)), None)
+        if problem:
+            raise errors.BadInput(f"{problem}; nothing was written")
+        for draft in drafts:
+            text = text_problem(TextRecord("", ids.nonce(), draft.text or "")) if draft.type == "created" else None
+            if text:
+                first = (draft.text or "")[:40].partition("\n")[0]
+                raise errors.BadInput(f"note text {first!r}...: {text}; nothing was written")
+        if self._clock + len(drafts) > MAX_CLOCK:
+            held = self.store._read("SELECT f.file FROM events e JOIN event_files f ON f.event = e.id"
+                                    " WHERE e.clock = ? ORDER BY f.file LIMIT 1", (self._clock,))
+            raise errors.BadInput(
+                f"the log's latest clock is {self._clock} ({held[0][0] if held else 'an event'}): a write takes the"
+                f" next, past the {MAX_CLOCK} every reader takes; nothing was written",
+                hint="no qem write makes such a clock: remove that file (`git rm`) if it came from another clone")
 
     def _prev(self, note_id: str | None) -> tuple[str, ...]:
         if note_id is None:
