@@ -376,20 +376,28 @@ class LogTree:
         """`events` (in their order) as packs of at most PACK_SPLIT_BYTES each, so that no
         pack passes the limit every reader holds a pack to (a load of a big dump would):
         each pack's name with the events it holds."""
-        out: list[tuple[str, list[Event]]] = []
-        chunk: list[Event] = []
+        return self._write_packs("e", events, event_bytes, None)
+
+    def write_text_packs(self, texts: Sequence[TextRecord], per_pack: int) -> list[tuple[str, list[TextRecord]]]:
+        """`texts` (in their order) as packs of at most `per_pack` texts and PACK_SPLIT_BYTES
+        each (a check-in of twenty 15 MiB texts is not one pack over the reader's limit)."""
+        return self._write_packs("t", texts, pack_text_line, per_pack)
+
+    def _write_packs(self, kind: str, records: Sequence, line_of, per_pack: int | None) -> list[tuple[str, list]]:  # type: ignore[no-untyped-def]
+        out: list[tuple[str, list]] = []
+        chunk: list = []
         lines: list[bytes] = []
         size = 0
-        for event in events:
-            line = event_bytes(event)
-            if lines and size + len(line) > PACK_SPLIT_BYTES:
-                out.append((self.write_pack("e", lines), chunk))
+        for record in records:
+            line = line_of(record)
+            if lines and (size + len(line) > PACK_SPLIT_BYTES or len(lines) == per_pack):
+                out.append((self.write_pack(kind, lines), chunk))
                 chunk, lines, size = [], [], 0
-            chunk.append(event)
+            chunk.append(record)
             lines.append(line)
             size += len(line)
         if lines:
-            out.append((self.write_pack("e", lines), chunk))
+            out.append((self.write_pack(kind, lines), chunk))
         return out
 
     def write_pack(self, kind: str, lines: list[bytes]) -> str:

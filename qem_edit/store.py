@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 from . import db, errors, ids
 from .faults import checkpoint
 from .index import EVENT_COLUMNS, NOTE_COLUMNS, Caught, Index, event_from_row, items_by_kind, items_of_notes, note_from_row
-from .logtree import (EVENTS, MAX_CLOCK, PACK_SPLIT_BYTES, PACKS, TEXTS, LogFileError, LogTree, TextRecord, event_bytes,
+from .logtree import (EVENTS, MAX_CLOCK, MAX_TEXT_BYTES, PACK_SPLIT_BYTES, PACKS, TEXTS, LogFileError, LogTree, TextRecord, event_bytes,
                       pack_text_line, text_problem)
 from .workspace import CONFIG_NAME
 from .model import (
@@ -216,9 +216,8 @@ class Transaction:
         names: dict[str, tuple[list, list]] = {}
         if len(self.texts) == 1:
             names[tree.write_text(self.texts[0])] = ([], self.texts)
-        for start in range(0, len(self.texts) if len(self.texts) > 1 else 0, TEXTS_PER_PACK):
-            chunk = self.texts[start:start + TEXTS_PER_PACK]
-            names[tree.write_pack("t", [pack_text_line(t) for t in chunk])] = ([], chunk)
+        for name, chunk in tree.write_text_packs(self.texts, TEXTS_PER_PACK) if len(self.texts) > 1 else ():
+            names[name] = ([], chunk)
         checkpoint("write-before-commit")
         if len(self.events) == 1:
             names[tree.write_event(self.events[0])] = (self.events, [])
@@ -246,15 +245,17 @@ class Transaction:
         index.start_staging()
         names: list[str] = []
         chunk: list[TextRecord] = []
+        size = 0
         for text in itertools.chain(texts(), [None]):
             if text is not None:
                 chunk.append(text)
-            if len(chunk) == TEXTS_PER_PACK or (text is None and chunk):
+                size += len(pack_text_line(text))  # (each within MAX_TEXT_BYTES: a pack within PACK_SPLIT_BYTES)
+            if len(chunk) == TEXTS_PER_PACK or size > PACK_SPLIT_BYTES - MAX_TEXT_BYTES or (text is None and chunk):
                 alone = text is None and not names and len(chunk) == 1
                 names.append(tree.write_text(chunk[0]) if alone else
                              tree.write_pack("t", [pack_text_line(t) for t in chunk]))
                 index.stage_written(names[-1], [], chunk)
-                chunk = []
+                chunk, size = [], 0
         checkpoint("write-before-commit")
         names += self._write_staged_packs(events())
         self.landed = True
@@ -548,9 +549,7 @@ class Store:
         if events:
             unique = {e.id: e for e in events}.values()
             self.tree.write_event_packs(sorted(unique, key=lambda e: (e.clock, e.id)))
-        ordered = sorted(texts, key=lambda t: t.note)
-        for start in range(0, len(ordered), TEXTS_PER_PACK):
-            self.tree.write_pack("t", [pack_text_line(t) for t in ordered[start:start + TEXTS_PER_PACK]])
+        self.tree.write_text_packs(sorted(texts, key=lambda t: t.note), TEXTS_PER_PACK)
         for name in packed:
             self.tree.remove(name)
         self.index.sync()
