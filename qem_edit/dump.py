@@ -23,8 +23,8 @@ from typing import BinaryIO, Iterable, Iterator
 from . import db, errors
 from .convert import convert, read_old_dump
 from .index import EVENT_COLUMNS, _event_values, event_from_row
-from .logtree import LogFileError, TextRecord, event_from, event_object, text_problem
-from .model import Event
+from .logtree import MAX_CLOCK, LogFileError, TextRecord, event_from, event_object, text_problem
+from .model import Event, actor_problem, reason_problem
 from .store import Store, ensure_memory_id
 
 BULK_AT = 2000  # a load of more new events than this is written and indexed streamed
@@ -84,9 +84,16 @@ class Staged:
         self._folder.cleanup()
 
     def add(self, events: Iterable[Event], texts: Iterable[TextRecord]) -> None:
-        """Events and texts, checked: a text a reader would set aside (qem_edit.logtree's
-        rules for a stored text) is refused (BadInput), as every write refuses it."""
-        texts = list(texts)
+        """Events and texts, checked: what a reader would set aside (qem_edit.logtree's
+        rules for a stored text, an actor, a reason, a clock) is refused (BadInput), as
+        every write refuses it (a dump's lines are checked whole as they are read; an
+        import of vectr's store makes its events here)."""
+        events, texts = list(events), list(texts)
+        for event in events:
+            problem = actor_problem(event.actor) or reason_problem(event.reason)
+            if problem or not 0 < event.clock <= MAX_CLOCK:
+                raise errors.BadInput(f"event {event.id[:8]}: {problem or f'clock {event.clock} is past {MAX_CLOCK}'};"
+                                      " nothing was loaded")
         for text in texts:
             problem = text_problem(text)
             if problem:

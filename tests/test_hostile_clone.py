@@ -410,3 +410,30 @@ def test_many_large_texts_written_together_are_packs_a_reader_takes(tmp_path: Pa
     with Store.open(memory) as store:
         assert store.set_aside() == []
         assert sorted(n.text for n in store.notes()) == sorted(texts)
+
+
+def test_a_load_or_import_refuses_what_a_reader_would_set_aside(tmp_path: Path) -> None:
+    """`qem load` and `qem import vectr` write through one staging step: an event whose
+    actor holds an escape, or a text that is not normalized, is refused there (a vectr
+    store's events are made by qem, not read from a dump's lines), and nothing is loaded."""
+    from qem_edit import errors
+    from qem_edit.dump import load
+    from qem_edit.logtree import event_bytes
+    from qem_edit.model import Event
+    from qem_edit.store import Store
+
+    memory = tmp_path / ".qem"
+    text = TextRecord("", "k" * 26, "an imported note")
+    for actor, body in (("vectr\x1b[8m", text.text), ("vectr", "an imported note\r")):
+        record = TextRecord("", text.key, body)
+        draft = Event("", "", "created", "2026-07-27T10:00:00Z", actor, None, None,
+                      {"kind": "task", "priority": "low", "provenance": "agent", "supersedes": None,
+                       "text": record.digest, "nonce": "n" * 26, "short": 4}, 1, ())
+        event_id = ids.content_id(event_bytes(draft))
+        event = Event(event_id, event_id, *[getattr(draft, f) for f in ("type", "at", "actor", "reason", "checkin",
+                                                                       "data", "clock", "prev")])
+        with Store.open(memory, create=True) as store:
+            with pytest.raises(errors.BadInput, match="nothing was loaded"):
+                load(store, [event], [TextRecord(event_id, record.key, record.text)], None)
+            assert store.count() == 0
+    assert not list((memory / "events").iterdir()) and not list((memory / "texts").iterdir())
