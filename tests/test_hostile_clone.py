@@ -437,3 +437,20 @@ def test_a_load_or_import_refuses_what_a_reader_would_set_aside(tmp_path: Path) 
                 load(store, [event], [TextRecord(event_id, record.key, record.text)], None)
             assert store.count() == 0
     assert not list((memory / "events").iterdir()) and not list((memory / "texts").iterdir())
+
+
+def test_packing_leaves_a_set_aside_event_out(ws: Path) -> None:
+    """`qem pack` gathers loose files into packs; an event the index set aside for its
+    `prev` (which the file alone does not show) stays where it is, and is not packed with
+    good events, whose pack would then be set aside with it."""
+    for text in ("one", "two", "three"):
+        assert run_qem("add", text, "-k", "task", cwd=ws).returncode == 0
+    notes = {n["text"]: n["id"] for n in json.loads(run_qem("list", "--json", cwd=ws).stdout)}
+    name = plant_event(ws / ".qem", type="revoked", note=notes["one"], prev=[notes["two"]])
+    assert run_qem("pack", cwd=ws).returncode == 0
+    assert (ws / ".qem" / name).is_file()
+    (ws / ".qem" / "index.db").unlink()
+    listed = json.loads(run_qem("list", "--json", cwd=ws).stdout)
+    assert sorted((n["text"], n["state"]) for n in listed) == [("one", "active"), ("three", "active"), ("two", "active")]
+    done = run_qem("verify", cwd=ws)
+    assert done.returncode == 1 and f"{name}: event" in done.stdout, done.stdout
