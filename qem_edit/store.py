@@ -177,7 +177,7 @@ class Transaction:
         if problem:
             raise errors.BadInput(f"{problem}; nothing was written")
         for draft in drafts:
-            text = text_problem(TextRecord("", ids.nonce(), draft.text or "")) if draft.type == "created" else None
+            text = text_problem(TextRecord("", "0" * ids.ID_LENGTH, draft.text or "")) if draft.type == "created" else None
             if text:
                 first = (draft.text or "")[:40].partition("\n")[0]
                 raise errors.BadInput(f"note text {first!r}...: {text}; nothing was written")
