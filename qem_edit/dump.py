@@ -260,6 +260,20 @@ def _adopt_memory_id(store: Store, memory_id: str) -> None:
     store.__dict__.pop("_memory", None)
 
 
+def _prev_elsewhere(store: Store, staged: Staged, events: list[Event], group: list[Event]) -> str | None:
+    """An event of `group` whose `prev` names an event of another note (in the memory or
+    in the dump): the index would set its pack aside (qem_edit.index), so it is refused.
+    A `prev` the memory and the dump both lack is a dangling one, which the fold names."""
+    own = {e.id for e in events}
+    for event in group:
+        for prev in (p for p in event.prev if p not in own):
+            found = (store._read("SELECT note FROM events WHERE id = ?", (prev,))
+                     or staged.conn.execute("SELECT note FROM lines WHERE id = ?", (prev,)).fetchall())
+            if found and found[0][0] != event.note:
+                return f"event {event.id[:8]} follows event {prev[:8]} of another note; nothing was loaded"
+    return None
+
+
 def _refuse_what_does_not_replay(store: Store, staged: Staged) -> None:
     """A loaded event that does not apply to its note (a second revocation of a revoked
     note in one line of history, an event for a note the log never created) is refused,
@@ -289,9 +303,11 @@ def _refuse_what_does_not_replay(store: Store, staged: Staged) -> None:
                 problems = [str(exc)]
             if problems:
                 problem = f"{problems[0]}; nothing was loaded"
+        problem = problem or _prev_elsewhere(store, staged, events, group)
         if problem is not None:
             refused = (first, problem)
 
+    staged.conn.execute("CREATE INDEX IF NOT EXISTS lines_by_id ON lines (id)")
     rows = staged.conn.execute(f"SELECT seq, {EVENT_COLUMNS} FROM lines WHERE new ORDER BY note, seq")
     for row in rows:
         if group and row[2] != group[0].note:

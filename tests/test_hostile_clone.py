@@ -454,3 +454,19 @@ def test_packing_leaves_a_set_aside_event_out(ws: Path) -> None:
     assert sorted((n["text"], n["state"]) for n in listed) == [("one", "active"), ("three", "active"), ("two", "active")]
     done = run_qem("verify", cwd=ws)
     assert done.returncode == 1 and f"{name}: event" in done.stdout, done.stdout
+
+
+def test_a_load_refuses_an_event_following_another_notes_event(ws: Path, tmp_path: Path) -> None:
+    """A dump whose event's `prev` names an event of another note: loaded, its pack would
+    be set aside whole by every reader (the load's other notes with it); it is refused,
+    exit 2, nothing loaded."""
+    assert run_qem("add", "one", "-k", "task", cwd=ws).returncode == 0
+    assert run_qem("add", "two", "-k", "task", cwd=ws).returncode == 0
+    notes = {n["text"]: n["id"] for n in json.loads(run_qem("list", "--json", cwd=ws).stdout)}
+    event = {"v": 1, "type": "revoked", "note": notes["one"], "at": "2026-07-27T10:00:00Z", "actor": "mallory",
+             "reason": "x", "checkin": None, "clock": 9, "prev": [notes["two"]], "data": {}}
+    (tmp_path / "crossing.jsonl").write_text(json.dumps({"id": ids.content_id(canonical(event)), **event}) + "\n")
+    before = log_names(ws)
+    done = run_qem("load", str(tmp_path / "crossing.jsonl"), cwd=ws)
+    assert done.returncode == 2 and "of another note; nothing was loaded" in done.stderr, done.stderr
+    assert log_names(ws) == before
