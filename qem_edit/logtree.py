@@ -279,7 +279,8 @@ class LogTree:
         time and hashed as it goes, so no more than a line of it is held.  LogFileError
         names what is wrong (the same message `read` gives), raised once the file is read
         to its end when the fault is the file's as a whole: records may have been yielded
-        by then, and the caller drops them with the file."""
+        by then, and the caller drops them with the file.  A line repeated or out of order
+        is raised at once: a pack of one line repeated costs that line, not its repeats."""
         folder, _, base = name.partition("/")
         if folder != PACKS:
             found, records = self.read(name)
