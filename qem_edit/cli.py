@@ -21,7 +21,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import errors
+from . import db, errors
 from .model import DISPUTE_SHOWN, KINDS, STATES
 from .renderer import Selection
 from .shown import say
@@ -1084,6 +1084,7 @@ def _with_optional_values(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     ClickException, ClickExit, ClickAbort = _click_exceptions()
     command, args, prog = _command(_with_optional_values(sys.argv[1:] if argv is None else argv))
+    _catch_interrupts()
     try:
         code = command.main(args=args, prog_name=prog, standalone_mode=False)
     except _PipeClosed:
@@ -1110,7 +1111,20 @@ def main(argv: list[str] | None = None) -> None:
         where = f"{exc.filename}: " if exc.filename else ""
         say(f"error: {where}{exc.strerror or exc}")
         code = errors.EXIT_INPUT
+    if db.interrupted() and code != errors.EXIT_INTERRUPTED:  # a Ctrl-C that ended an SQLite statement
+        print("\nqem: interrupted", file=sys.stderr)
+        code = errors.EXIT_INTERRUPTED
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _catch_interrupts() -> None:
+    """Ctrl-C ends long SQLite work too (qem_edit.db.on_interrupt), where Python's own
+    handler is in place (the main thread of a process that did not ignore SIGINT)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, db.on_interrupt)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,28 @@ WRITE_PATIENCE_S = 60.0
 _BUSY = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED"})
 
 T = TypeVar("T")
+# SQLite calls back into Python this often (virtual machine steps) during a statement: a
+# Ctrl-C is seen there (its handler runs, SQLite ends the statement: SQLITE_INTERRUPT)
+# rather than when a statement over a whole log ends, minutes later.
+PROGRESS_STEPS = 100_000
+_interrupted = False
+
+
+def _progress() -> int:
+    return 1 if _interrupted else 0
+
+
+def on_interrupt(signum: int, frame: object) -> None:
+    """The SIGINT handler of a qem command: KeyboardInterrupt, as Python's own, and noted,
+    so that a statement it ended (SQLite's error, caught on the way up, or not) still ends
+    the command as interrupted (`interrupted`)."""
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
+
+
+def interrupted() -> bool:
+    return _interrupted
 
 
 def utc_now() -> str:
@@ -52,6 +74,8 @@ def translate(exc: sqlite3.Error, path: Path, doing: str = "use") -> errors.QemE
         return errors.StoreUnwritable(f"cannot open {path}: {exc}")
     if code in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
         return errors.NotAStore(f"{path} is damaged ({exc}); delete it: qem rebuilds it from the log{nothing}")
+    if code == "SQLITE_INTERRUPT":
+        return errors.Interrupted(f"interrupted{nothing}")
     if code == "SQLITE_FULL":
         return errors.StoreUnwritable(f"{path}: the disk is full{nothing}")
     return errors.NotAStore(f"cannot {doing} {path}: {exc}{nothing}")
@@ -81,6 +105,7 @@ def patiently(attempt: Callable[[], T], path: Path, doing: str) -> T:
 
 def connect(target: str, *, uri: bool = False) -> sqlite3.Connection:
     conn = sqlite3.connect(target, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, uri=uri)
+    conn.set_progress_handler(_progress, PROGRESS_STEPS)
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     # forget must leave no text behind in freed pages of the index either
     conn.execute("PRAGMA secure_delete = ON")

@@ -23,8 +23,8 @@ from typing import BinaryIO, Iterable, Iterator
 from . import db, errors
 from .convert import convert, read_old_dump
 from .index import EVENT_COLUMNS, _event_values, event_from_row
-from .logtree import LogFileError, TextRecord, event_from, event_object
-from .model import Event
+from .logtree import MAX_CLOCK, LogFileError, TextRecord, event_from, event_object, text_problem
+from .model import Event, actor_problem, reason_problem
 from .store import Store, ensure_memory_id
 
 BULK_AT = 2000  # a load of more new events than this is written and indexed streamed
@@ -84,6 +84,20 @@ class Staged:
         self._folder.cleanup()
 
     def add(self, events: Iterable[Event], texts: Iterable[TextRecord]) -> None:
+        """Events and texts, checked: what a reader would set aside (qem_edit.logtree's
+        rules for a stored text, an actor, a reason, a clock) is refused (BadInput), as
+        every write refuses it (a dump's lines are checked whole as they are read; an
+        import of vectr's store makes its events here)."""
+        events, texts = list(events), list(texts)
+        for event in events:
+            problem = actor_problem(event.actor) or reason_problem(event.reason)
+            if problem or not 0 < event.clock <= MAX_CLOCK:
+                raise errors.BadInput(f"event {event.id[:8]}: {problem or f'clock {event.clock} is past {MAX_CLOCK}'};"
+                                      " nothing was loaded")
+        for text in texts:
+            problem = text_problem(text)
+            if problem:
+                raise errors.BadInput(f"the text of note {text.note[:8]}: {problem}; nothing was loaded")
         rows = [_event_values(e) for e in events]
         self.conn.executemany(f"INSERT INTO lines ({EVENT_COLUMNS}) VALUES ({', '.join('?' * 10)})", rows)
         self.conn.executemany("INSERT INTO texts (note, key, text) VALUES (?, ?, ?)",
@@ -249,6 +263,20 @@ def _adopt_memory_id(store: Store, memory_id: str) -> None:
     store.__dict__.pop("_memory", None)
 
 
+def _prev_elsewhere(store: Store, staged: Staged, events: list[Event], group: list[Event]) -> str | None:
+    """An event of `group` whose `prev` names an event of another note (in the memory or
+    in the dump): the index would set its pack aside (qem_edit.index), so it is refused.
+    A `prev` the memory and the dump both lack is a dangling one, which the fold names."""
+    own = {e.id for e in events}
+    for event in group:
+        for prev in (p for p in event.prev if p not in own):
+            found = (store._read("SELECT note FROM events WHERE id = ?", (prev,))
+                     or staged.conn.execute("SELECT note FROM lines WHERE id = ?", (prev,)).fetchall())
+            if found and found[0][0] != event.note:
+                return f"event {event.id[:8]} follows event {prev[:8]} of another note; nothing was loaded"
+    return None
+
+
 def _refuse_what_does_not_replay(store: Store, staged: Staged) -> None:
     """A loaded event that does not apply to its note (a second revocation of a revoked
     note in one line of history, an event for a note the log never created) is refused,
@@ -278,9 +306,11 @@ def _refuse_what_does_not_replay(store: Store, staged: Staged) -> None:
                 problems = [str(exc)]
             if problems:
                 problem = f"{problems[0]}; nothing was loaded"
+        problem = problem or _prev_elsewhere(store, staged, events, group)
         if problem is not None:
             refused = (first, problem)
 
+    staged.conn.execute("CREATE INDEX IF NOT EXISTS lines_by_id ON lines (id)")
     rows = staged.conn.execute(f"SELECT seq, {EVENT_COLUMNS} FROM lines WHERE new ORDER BY note, seq")
     for row in rows:
         if group and row[2] != group[0].note:

@@ -229,13 +229,17 @@ class Index:
         added = sorted(now - known)
         if len(added) > _STREAM_FILES or any(name.startswith(f"{PACKS}/") for name in added):
             self._stage_files(added, caught)  # a pull of packs: read a line at a time
-            if self._fold_staged(empty=False, also=touched):
+            if self._fold_staged(empty=False, also=touched, caught=caught):
                 caught.changed = True
                 self.bump()
             touched = set()
         else:
             for name in added:
                 touched |= self._add_file(name, caught)
+            for chunk in _chunks(added):
+                touched |= self._set_aside_crossings(
+                    "SELECT f.file, e.id, e.note, e.prev FROM event_files f JOIN events e ON e.id = f.event"
+                    f" WHERE f.file IN ({_marks(chunk)})", chunk, caught)
         if touched:
             self.refold(touched)
             caught.changed = True
@@ -251,7 +255,7 @@ class Index:
         row by row), then every note folded in id order.  Memory stays at a batch of rows
         whatever the size of the log: SQLite does the sorting, on disk."""
         self._stage_files(names, caught)
-        self._fold_staged(empty=True)
+        self._fold_staged(empty=True, caught=caught)
         caught.changed = True
         self.bump()
 
@@ -334,7 +338,7 @@ class Index:
         self._fold_staged(empty)
         self.bump()
 
-    def _fold_staged(self, empty: bool, also: Iterable[str] = ()) -> bool:
+    def _fold_staged(self, empty: bool, also: Iterable[str] = (), caught: Caught | None = None) -> bool:
         """The staged records into the index, and the notes they touch (and the notes
         `also`) replayed: every note, streamed, when the index held nothing (`empty`: its
         secondary indexes made once at the end) or when they touch many; else only those.
@@ -347,26 +351,31 @@ class Index:
             with self._bigger_cache():
                 for name in _SECONDARY if empty else ():
                     conn.execute(f"DROP INDEX IF EXISTS {name}")
-                self._insert_staged()
+                self._insert_staged(caught)
                 self._fold_everything()
                 for statement in _SECONDARY.values() if empty else ():
                     conn.execute(statement)
             return True
-        self._insert_staged()
+        self._insert_staged(caught)
         touched.update(also)
         self.refold(touched)
         return bool(touched)
 
-    def _insert_staged(self) -> None:
-        """The staged rows into the index's tables, each in its key order (SQLite sorts)."""
+    def _insert_staged(self, caught: Caught | None = None) -> None:
+        """The staged rows into the index's tables, each in its key order (SQLite sorts);
+        then the files holding an event whose `prev` crosses to another note set aside."""
         conn = self.conn
         conn.execute(f"INSERT OR IGNORE INTO events ({EVENT_COLUMNS}) SELECT {EVENT_COLUMNS}"
                      " FROM temp.staged_events ORDER BY id")
         conn.execute("INSERT OR IGNORE INTO event_files (event, file) SELECT id, file FROM temp.staged_events"
                      " ORDER BY id, file")
-        # several rows for one (note, file): the last in sorted order stands, as it always did
+        # several rows for one (note, file): the last in sorted order stands, as it always did,
+        # chosen before the insert (a row replaced again and again beside a large one costs
+        # the large one's bytes each time: a hostile pack made that quadratic)
         conn.execute("INSERT OR REPLACE INTO texts (note, file, key, text, digest) SELECT note, file, key, text,"
-                     " digest FROM temp.staged_texts ORDER BY note, file, key, text, digest")
+                     " digest FROM (SELECT *, row_number() OVER (PARTITION BY note, file ORDER BY key DESC,"
+                     " text DESC, digest DESC) AS last FROM temp.staged_texts) WHERE last = 1 ORDER BY note, file")
+        self._set_aside_crossings("SELECT file, id, note, prev FROM temp.staged_events", (), caught)
         conn.execute("DROP TABLE temp.staged_events")
         conn.execute("DROP TABLE temp.staged_texts")
 
@@ -495,6 +504,25 @@ class Index:
         conn.execute("DELETE FROM texts WHERE file = ?", (name,))
         conn.execute("DELETE FROM files WHERE name = ?", (name,))
         return notes
+
+    def _set_aside_crossings(self, source: str, params: Sequence[object], caught: Caught | None) -> set[str]:
+        """Set aside each log file of `source` (SQL giving file, id, note, prev of events
+        just read) that holds an event whose `prev` names an event of another note: no
+        write makes one (an event follows the events of its own note), and counted, it
+        would make one note's history answer for another's.  Returns the notes touched."""
+        found: dict[str, str] = {}
+        for name, event_id, other in self.conn.execute(
+                f"SELECT DISTINCT s.file, s.id, p.id FROM ({source}) s, json_each(s.prev) j JOIN events p"
+                " ON p.id = j.value WHERE p.note != s.note ORDER BY 1, 2", params).fetchall():
+            found.setdefault(name, f"{name}: event {event_id} follows event {other} of another note"
+                                   " (an event's prev names events of its own note only)")
+        touched: set[str] = set()
+        for name, problem in found.items():
+            touched |= self._drop_file(name)
+            self.conn.execute("INSERT OR REPLACE INTO files (name, problem) VALUES (?, ?)", (name, problem))
+            if caught is not None:
+                caught.set_aside.append(problem)
+        return touched
 
     def _add_file(self, name: str, caught: Caught) -> set[str]:
         try:

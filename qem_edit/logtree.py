@@ -33,11 +33,17 @@ from typing import Iterable, Iterator, Sequence
 
 from . import errors, ids
 from .files import fsync_dir, write_atomic
-from .model import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, Event, is_timestamp
+from .model import (EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, Event, TextError, actor_problem, is_timestamp,
+                    normalize_text, reason_problem)
 
 FORMAT = 1
 MAX_EVENT_BYTES = 1 << 20  # an event holds no text: anything near this is not an event
-MAX_TEXT_BYTES = 16 << 20
+MAX_TEXT_BYTES = 16 << 20  # a note's text as stored (its packed line, the larger form), on write and read
+# The largest clock a reader takes.  A writer takes the next clock after the largest in the
+# log and refuses to pass this, so no write is ever of an event a reader sets aside; it is
+# far above any real log (a billion writes a second for over a hundred days), and far
+# below the integers SQLite and JSON readers hold exactly.
+MAX_CLOCK = 1 << 53
 MAX_PACK_BYTES = 256 << 20
 PACK_SPLIT_BYTES = 64 << 20  # a write of more events than this splits them into packs this large
 EVENTS, TEXTS, PACKS = "events", "texts", "packs"
@@ -121,7 +127,10 @@ def event_from(obj: object, where: str, raw: bytes | None = None) -> Event:
     if obj["type"] not in EVENT_TYPES:
         raise LogFileError(f"{where}: unknown event type {obj['type']!r}")
     _check_fields(obj, where)
-    bytes_ = canonical(obj)
+    try:
+        bytes_ = canonical(obj)
+    except UnicodeEncodeError:
+        raise LogFileError(f"{where}: holds a string that is not UTF-8 (a lone surrogate)") from None
     if raw is not None and raw != bytes_:
         raise LogFileError(f"{where}: not in canonical form")
     event_id = ids.content_id(bytes_)
@@ -138,14 +147,14 @@ def _check_fields(obj: dict, where: str) -> None:
         raise LogFileError(f"{where}: note {obj['note']!r} is not a note id")
     if not is_timestamp(obj["at"]):
         raise LogFileError(f"{where}: at must be a UTC time like 2026-07-27T10:00:00Z")
-    if not isinstance(obj["actor"], str) or not obj["actor"] or "\n" in obj["actor"]:
-        raise LogFileError(f"{where}: actor must be one non-empty line")
-    for key in ("reason", "checkin"):
-        if obj[key] is not None and not isinstance(obj[key], str):
-            raise LogFileError(f"{where}: {key} must be a string or null")
+    problem = actor_problem(obj["actor"]) or reason_problem(obj["reason"])
+    if problem:
+        raise LogFileError(f"{where}: {problem}")
+    if obj["checkin"] is not None and not isinstance(obj["checkin"], str):
+        raise LogFileError(f"{where}: checkin must be a string or null")
     clock = obj["clock"]
-    if not isinstance(clock, int) or isinstance(clock, bool) or not 0 < clock < 2**62:
-        raise LogFileError(f"{where}: clock must be a positive integer")
+    if not isinstance(clock, int) or isinstance(clock, bool) or not 0 < clock <= MAX_CLOCK:
+        raise LogFileError(f"{where}: clock must be a positive integer no larger than {MAX_CLOCK}")
     prev = obj["prev"]
     if not isinstance(prev, list) or not all(ids.is_id(p) for p in prev) or len(set(prev)) != len(prev):
         raise LogFileError(f"{where}: prev must be a list of distinct event ids")
@@ -185,6 +194,37 @@ def text_from(obj: object, where: str) -> TextRecord:
     if not isinstance(obj["key"], str) or not isinstance(obj["text"], str) or not obj["text"]:
         raise LogFileError(f"{where}: key and text must be strings, the text not empty")
     return TextRecord("", obj["key"], obj["text"])
+
+
+def text_problem(record: TextRecord, size: int | None = None) -> str | None:
+    """What keeps `record` from being a note's stored text (None: nothing), by the rules
+    every write stores a text by, so that a reader applies them too: the text is what
+    `normalize_text` makes of it (no CR, no NUL, no spaces at a line's end, no blank line
+    at either end, not empty), and its packed line (`size` bytes, where it is known) is
+    within MAX_TEXT_BYTES."""
+    text = record.text
+    try:
+        (record.key + text).encode("utf-8")
+        size = size or len(pack_text_line(TextRecord(record.note or "0" * ids.ID_LENGTH, record.key, text)))
+    except UnicodeEncodeError:
+        return "the text is not UTF-8 (it holds a lone surrogate)"
+    if size > MAX_TEXT_BYTES:
+        return f"the text is {size} bytes stored, over the {MAX_TEXT_BYTES}-byte limit for a note's text"
+    try:
+        normal = normalize_text(text)
+    except TextError as exc:
+        return str(exc)
+    if normal != text:
+        what = "a CR" if "\r" in text else "spaces at a line's end or blank lines at its ends"
+        return f"the text holds {what}, which no write stores (texts are normalized)"
+    return None
+
+
+def _stored_text(record: TextRecord, where: str, size: int | None = None) -> TextRecord:
+    problem = text_problem(record, size)
+    if problem:
+        raise LogFileError(f"{where}: {problem}")
+    return record
 
 
 # -- the tree -------------------------------------------------------------------------------------
@@ -247,7 +287,8 @@ class LogTree:
         time and hashed as it goes, so no more than a line of it is held.  LogFileError
         names what is wrong (the same message `read` gives), raised once the file is read
         to its end when the fault is the file's as a whole: records may have been yielded
-        by then, and the caller drops them with the file."""
+        by then, and the caller drops them with the file.  A line repeated or out of order
+        is raised at once: a pack of one line repeated costs that line, not its repeats."""
         folder, _, base = name.partition("/")
         if folder != PACKS:
             found, records = self.read(name)
@@ -264,18 +305,19 @@ class LogTree:
                 for number, line in enumerate(handle, start=1):
                     digest.update(line)
                     size += len(line)
-                    last = line
                     if size > MAX_PACK_BYTES:
                         raise LogFileError(f"{name}: {size} bytes, over the {MAX_PACK_BYTES}-byte limit for such a file")
+                    before, last = last, line
                     if problem is not None or not line.endswith(b"\n"):
                         continue
                     where = f"{name}:{number}"
                     try:
                         obj = _json(line[:-1], where)
-                        record = event_from(obj, where, line) if match[1] == "e" else _pack_text(obj, where)
+                        record = event_from(obj, where, line) if match[1] == "e" else _pack_text(obj, where, line)
                     except LogFileError as exc:
                         problem = exc  # the whole file's faults are named first, as `read` names them
                         continue
+                    _in_order(before, line, where)
                     yield record
         except OSError as exc:
             raise LogFileError(f"{name}: cannot be read ({exc.strerror})") from None
@@ -347,20 +389,28 @@ class LogTree:
         """`events` (in their order) as packs of at most PACK_SPLIT_BYTES each, so that no
         pack passes the limit every reader holds a pack to (a load of a big dump would):
         each pack's name with the events it holds."""
-        out: list[tuple[str, list[Event]]] = []
-        chunk: list[Event] = []
+        return self._write_packs("e", events, event_bytes, None)
+
+    def write_text_packs(self, texts: Sequence[TextRecord], per_pack: int) -> list[tuple[str, list[TextRecord]]]:
+        """`texts` (in their order) as packs of at most `per_pack` texts and PACK_SPLIT_BYTES
+        each (a check-in of twenty 15 MiB texts is not one pack over the reader's limit)."""
+        return self._write_packs("t", texts, pack_text_line, per_pack)
+
+    def _write_packs(self, kind: str, records: Sequence, line_of, per_pack: int | None) -> list[tuple[str, list]]:  # type: ignore[no-untyped-def]
+        out: list[tuple[str, list]] = []
+        chunk: list = []
         lines: list[bytes] = []
         size = 0
-        for event in events:
-            line = event_bytes(event)
-            if lines and size + len(line) > PACK_SPLIT_BYTES:
-                out.append((self.write_pack("e", lines), chunk))
+        for record in records:
+            line = line_of(record)
+            if lines and (size + len(line) > PACK_SPLIT_BYTES or len(lines) == per_pack):
+                out.append((self.write_pack(kind, lines), chunk))
                 chunk, lines, size = [], [], 0
-            chunk.append(event)
+            chunk.append(record)
             lines.append(line)
             size += len(line)
         if lines:
-            out.append((self.write_pack("e", lines), chunk))
+            out.append((self.write_pack(kind, lines), chunk))
         return out
 
     def write_pack(self, kind: str, lines: list[bytes]) -> str:
@@ -402,10 +452,11 @@ def _event_file(name: str, base: str, data: bytes) -> Event:
 def _text_file(name: str, base: str, data: bytes) -> TextRecord:
     if not ids.is_id(base):
         raise LogFileError(f"{name}: not a text file name (a note id)")
-    record = text_from(_json(data, name), name)
+    read = text_from(_json(data, name), name)
+    record = _stored_text(TextRecord(base, read.key, read.text), name)
     if record.record_bytes() != data:
         raise LogFileError(f"{name}: not in canonical form")
-    return TextRecord(base, record.key, record.text)
+    return record
 
 def _pack_file(name: str, base: str, data: bytes) -> tuple[list[Event], list[TextRecord]]:
     match = _PACK_NAME.match(base)
@@ -416,25 +467,40 @@ def _pack_file(name: str, base: str, data: bytes) -> tuple[list[Event], list[Tex
     if data and not data.endswith(b"\n"):
         raise LogFileError(f"{name}: does not end with a newline (cut short)")
     events, texts = [], []
+    last = b""
     for number, line in enumerate(data.split(b"\n")[:-1], start=1):
         where = f"{name}:{number}"
         obj = _json(line, where)
         if match[1] == "e":
             events.append(event_from(obj, where, line + b"\n"))
         else:
-            texts.append(_pack_text(obj, where))
+            texts.append(_pack_text(obj, where, line + b"\n"))
+        _in_order(last, line + b"\n", where)
+        last = line + b"\n"
     return events, texts
+
+
+def _in_order(last: bytes, line: bytes, where: str) -> None:
+    """A pack's lines are sorted and distinct (`write_pack`): a line repeated or out of
+    order was not written by qem, and its file is set aside at once (a pack of one line
+    repeated costs no more than that line)."""
+    if last and line <= last:
+        raise LogFileError(f"{where}: {'repeats the line before' if line == last else 'out of order'}"
+                           " (a pack's lines are sorted and distinct, as every write makes them)")
 
 
 def pack_text_line(record: TextRecord) -> bytes:
     return canonical({"key": record.key, "note": record.note, "text": record.text})
 
 
-def _pack_text(obj: object, where: str) -> TextRecord:
+def _pack_text(obj: object, where: str, line: bytes) -> TextRecord:
     if not isinstance(obj, dict) or set(obj) != {"key", "note", "text"} or not ids.is_id(obj.get("note")):
         raise LogFileError(f"{where}: a packed text holds exactly a key, a note id and a text")
-    record = text_from({"key": obj["key"], "text": obj["text"]}, where)
-    return TextRecord(obj["note"], record.key, record.text)
+    read = text_from({"key": obj["key"], "text": obj["text"]}, where)
+    record = _stored_text(TextRecord(obj["note"], read.key, read.text), where, len(line))
+    if pack_text_line(record) != line:
+        raise LogFileError(f"{where}: not in canonical form")
+    return record
 
 
 def _json(data: bytes, where: str) -> object:

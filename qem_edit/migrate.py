@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import errors
 from .convert import convert, read_old_store
-from .logtree import LogTree, pack_text_line
+from .logtree import LogTree
 from .store import LEGACY_NAME, TEXTS_PER_PACK, Store, ensure_memory_id
 from .workspace import CONFIG_NAME, Workspace
 
@@ -29,8 +29,7 @@ def migrate(place: Workspace) -> str:
     if converted.events:
         tree.write_event_packs(converted.events)
     ordered = sorted(converted.texts, key=lambda t: t.note)
-    for start in range(0, len(ordered), TEXTS_PER_PACK):
-        tree.write_pack("t", [pack_text_line(t) for t in ordered[start:start + TEXTS_PER_PACK]])
+    tree.write_text_packs(ordered, TEXTS_PER_PACK)
     _set_aside(old)
     from .gitstage import stage_written
 

@@ -16,6 +16,7 @@ in which events arrived never matters: the same set gives the same notes on ever
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
@@ -124,6 +125,25 @@ def normalize_text(text: str) -> str:
     if not lines:
         raise TextError("note text is empty")
     return "\n".join(lines)
+
+
+def actor_problem(actor: object) -> str | None:
+    """What keeps `actor` from being a writer's name (None: nothing), on write and on read
+    alike: one non-empty line with no control characters (a name is printed to terminals
+    and into MEMORY.md) and no spaces at its ends."""
+    if not isinstance(actor, str) or not actor or actor != actor.strip():
+        return "actor must be a non-empty name with no spaces at its ends"
+    if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in actor):
+        return "actor must be one line with no control characters"
+    return None
+
+
+def reason_problem(reason: object) -> str | None:
+    """What keeps `reason` from being an event's reason (None: nothing): a string with no
+    NUL (which would make MEMORY.md a binary file), or none."""
+    if reason is not None and not (isinstance(reason, str) and "\x00" not in reason):
+        return "reason must be a string with no NUL, or null"
+    return None
 
 
 def is_timestamp(value: object) -> bool:

@@ -144,12 +144,12 @@ def violations(conn, rule: Rule, shown: Callable[[str], str] = lambda n: n[:8]) 
 
 def _answered(conn, event_id: str, rule: Rule) -> bool:  # type: ignore[no-untyped-def]
     """Whether a person's event other than a creation follows `event_id` (through `prev`,
-    at any distance)."""
+    at any distance, within the note: an event of another note answers nothing)."""
     if conn.execute("SELECT name FROM sqlite_master WHERE name = 'verify_follows'").fetchone() is None:
         conn.execute("CREATE TABLE verify_follows (prev TEXT NOT NULL, event TEXT NOT NULL, PRIMARY KEY (prev, event))"
                      " WITHOUT ROWID")
         conn.execute("INSERT OR IGNORE INTO verify_follows (prev, event) SELECT j.value, e.id FROM events e,"
-                     " json_each(e.prev) j WHERE j.type = 'text'")
+                     " json_each(e.prev) j JOIN events p ON p.id = j.value AND p.note = e.note WHERE j.type = 'text'")
     rows = conn.execute(
         "WITH RECURSIVE later(id) AS (SELECT event FROM verify_follows WHERE prev = ?"
         " UNION SELECT f.event FROM verify_follows f JOIN later l ON f.prev = l.id)"

@@ -23,7 +23,8 @@ from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 from . import db, errors, ids
 from .faults import checkpoint
 from .index import EVENT_COLUMNS, NOTE_COLUMNS, Caught, Index, event_from_row, items_by_kind, items_of_notes, note_from_row
-from .logtree import EVENTS, PACK_SPLIT_BYTES, PACKS, TEXTS, LogFileError, LogTree, TextRecord, event_bytes, pack_text_line
+from .logtree import (EVENTS, MAX_CLOCK, MAX_TEXT_BYTES, PACK_SPLIT_BYTES, PACKS, TEXTS, LogFileError, LogTree, TextRecord, event_bytes,
+                      pack_text_line, text_problem)
 from .workspace import CONFIG_NAME
 from .model import (
     KIND_RANK,
@@ -34,6 +35,7 @@ from .model import (
     Note,
     TextError,
     TransitionError,
+    actor_problem,
     decide_create,
     decide_dispute,
     decide_forget,
@@ -43,6 +45,7 @@ from .model import (
     decide_settle,
     note_from_created,
     after_event,
+    reason_problem,
     replay,
 )
 
@@ -144,6 +147,7 @@ class Transaction:
         from . import protect, secrets  # here: only a write reads the protection rule
 
         drafts = list(drafts)
+        self._refuse_unreadable(drafts, actor)
         agent = protect.guarded_writer(self, drafts, actor)
         if self.allow_secret and agent:
             raise secrets.agent_may_not_allow(actor)
@@ -168,6 +172,26 @@ class Transaction:
             checkpoint("append")
         self.events += out
         return out
+
+    def _refuse_unreadable(self, drafts: list[Draft], actor: str) -> None:
+        """Refuse (BadInput) drafts whose events or texts a reader would set aside: the
+        reader's rules (qem_edit.logtree) are the writer's, so no write lands in the log
+        only to be lost to the next fresh index."""
+        problem = actor_problem(actor) or next(filter(None, (reason_problem(d.reason) for d in drafts)), None)
+        if problem:
+            raise errors.BadInput(f"{problem}; nothing was written")
+        for draft in drafts:
+            text = text_problem(TextRecord("", "0" * ids.ID_LENGTH, draft.text or "")) if draft.type == "created" else None
+            if text:
+                first = (draft.text or "")[:40].partition("\n")[0]
+                raise errors.BadInput(f"note text {first!r}...: {text}; nothing was written")
+        if self._clock + len(drafts) > MAX_CLOCK:
+            held = self.store._read("SELECT f.file FROM events e JOIN event_files f ON f.event = e.id"
+                                    " WHERE e.clock = ? ORDER BY f.file LIMIT 1", (self._clock,))
+            raise errors.BadInput(
+                f"the log's latest clock is {self._clock} ({held[0][0] if held else 'an event'}): a write takes the"
+                f" next, past the {MAX_CLOCK} every reader takes; nothing was written",
+                hint="no qem write makes such a clock: remove that file (`git rm`) if it came from another clone")
 
     def _prev(self, note_id: str | None) -> tuple[str, ...]:
         if note_id is None:
@@ -202,9 +226,8 @@ class Transaction:
         names: dict[str, tuple[list, list]] = {}
         if len(self.texts) == 1:
             names[tree.write_text(self.texts[0])] = ([], self.texts)
-        for start in range(0, len(self.texts) if len(self.texts) > 1 else 0, TEXTS_PER_PACK):
-            chunk = self.texts[start:start + TEXTS_PER_PACK]
-            names[tree.write_pack("t", [pack_text_line(t) for t in chunk])] = ([], chunk)
+        for name, chunk in tree.write_text_packs(self.texts, TEXTS_PER_PACK) if len(self.texts) > 1 else ():
+            names[name] = ([], chunk)
         checkpoint("write-before-commit")
         if len(self.events) == 1:
             names[tree.write_event(self.events[0])] = (self.events, [])
@@ -232,15 +255,17 @@ class Transaction:
         index.start_staging()
         names: list[str] = []
         chunk: list[TextRecord] = []
+        size = 0
         for text in itertools.chain(texts(), [None]):
             if text is not None:
                 chunk.append(text)
-            if len(chunk) == TEXTS_PER_PACK or (text is None and chunk):
+                size += len(pack_text_line(text))  # (each within MAX_TEXT_BYTES: a pack within PACK_SPLIT_BYTES)
+            if len(chunk) == TEXTS_PER_PACK or size > PACK_SPLIT_BYTES - MAX_TEXT_BYTES or (text is None and chunk):
                 alone = text is None and not names and len(chunk) == 1
                 names.append(tree.write_text(chunk[0]) if alone else
                              tree.write_pack("t", [pack_text_line(t) for t in chunk]))
                 index.stage_written(names[-1], [], chunk)
-                chunk = []
+                chunk, size = [], 0
         checkpoint("write-before-commit")
         names += self._write_staged_packs(events())
         self.landed = True
@@ -525,8 +550,11 @@ class Store:
         events: list[Event] = []
         texts: list[TextRecord] = []
         packed: list[str] = []
+        aside = {name for (name,) in self._read("SELECT name FROM files WHERE problem IS NOT NULL")}
         for name in loose_events + merging + loose_texts:
             try:
+                if name in aside:  # (one the index set aside as a whole: an event whose prev crosses notes)
+                    continue
                 found, records = self.tree.read(name)
             except LogFileError:  # set aside by the index: left where it is, for verify to name
                 continue
@@ -536,9 +564,7 @@ class Store:
         if events:
             unique = {e.id: e for e in events}.values()
             self.tree.write_event_packs(sorted(unique, key=lambda e: (e.clock, e.id)))
-        ordered = sorted(texts, key=lambda t: t.note)
-        for start in range(0, len(ordered), TEXTS_PER_PACK):
-            self.tree.write_pack("t", [pack_text_line(t) for t in ordered[start:start + TEXTS_PER_PACK]])
+        self.tree.write_text_packs(sorted(texts, key=lambda t: t.note), TEXTS_PER_PACK)
         for name in packed:
             self.tree.remove(name)
         self.index.sync()

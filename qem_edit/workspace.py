@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import errors
+from .model import actor_problem
 
 STATE_DIR = ".qem"
 CONFIG_NAME = "config.toml"
@@ -113,8 +114,9 @@ def actor(explicit: str | None = None) -> str:
     name = explicit or os.environ.get("QEM_ACTOR")
     if name:
         name = name.strip()
-        if not name or "\x00" in name or "\n" in name:
-            raise errors.BadInput("the actor name must be one non-empty line")
+        problem = actor_problem(name)
+        if problem:
+            raise errors.BadInput(f"the actor name {name!r}: {problem}")
         try:
             name.encode("utf-8")
         except UnicodeEncodeError:
