@@ -1,6 +1,7 @@
 """What qem prints for a person, run as a person runs it: no raw control sequence from a
-clone's log ever reaches a terminal (an escape in a text, a reason or an actor name is
-shown, never obeyed), also through git's textconv and at a real pseudo-terminal.
+clone's log ever reaches a terminal (an escape in a text or a reason is shown, never
+obeyed; an actor name holding one is set aside on read), also through git's textconv and
+at a real pseudo-terminal.
 
 The hostile files are written into `.qem/` by hand, named by the hash of their bytes, as
 a clone would push them.
@@ -24,7 +25,7 @@ from qem_edit.logtree import canonical
 
 OSC52 = "\x1b]52;c;cm0gLXJmIH4=\x07"  # write the clipboard
 HOSTILE = f"deploy {OSC52} from main \x1b[8mhidden\x1b[0m \x9b2J done"
-ACTOR = "mal\x1b[2Jlory\x07"
+ACTOR = "mallory"  # (an actor name with control characters is set aside on read: tests/test_hostile_clone.py)
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # every C0 and C1 control but newline and tab
 GIT = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
        "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_NOSYSTEM": "1", "PAGER": "cat", "GIT_PAGER": "cat"}
@@ -145,7 +146,7 @@ def strings(data: object):  # type: ignore[no-untyped-def]
 
 
 def test_the_textconv_escapes_whatever_its_output_is(ws: Path, hostile: dict[str, str]) -> None:
-    for name in (f"events/{hostile['note']}", f"events/{hostile['revoke']}", f"texts/{hostile['note']}"):
+    for name in (f"events/{hostile['revoke']}", f"texts/{hostile['note']}"):  # a reason, a text
         code, out = run(qem("log-textconv", str(ws / ".qem" / name)), ws)
         assert code == 0 and not RAW.findall(out), out
         assert r"\x1b" in out or r"\u001b" in out
