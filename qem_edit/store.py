@@ -54,6 +54,7 @@ TEXTS_PER_PACK = 1000  # a forget rewrites the pack holding the text: keep packs
 PACK_AT = 1000  # loose log files that make a write pack them (`qem pack` does it at will)
 LEGACY_NAME = "memory.db"
 LOCK_NAME = "write.lock"
+START_LOCK_NAME = "start.lock"  # (ignored by .gitignore's /*.lock, as the write lock is)
 WRITE_PATIENCE_S = db.WRITE_PATIENCE_S
 utc_now = db.utc_now
 T = TypeVar("T")
@@ -865,8 +866,15 @@ def _start_if_new(root: Path, create: bool) -> str | None:
         raise errors.StoreMissing(
             f"no qem memory at {root}", hint="create one with `qem init` (or any write command, e.g. `qem add`)"
         )
+    from filelock import FileLock, Timeout
+
     try:
-        return starting.start(root)
+        root.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(root / START_LOCK_NAME)).acquire(timeout=WRITE_PATIENCE_S):
+            # several processes may start it at once: one does, the others find it made
+            return starting.start(root) if starting.is_new(root) else None
+    except Timeout:
+        raise errors.StoreBusy(f"{root} stayed locked by another process starting the memory; nothing was written") from None
     except OSError as exc:
         raise errors.StoreUnwritable(f"cannot create {root}: {exc.strerror}") from None
 

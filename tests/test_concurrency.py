@@ -224,18 +224,24 @@ def test_opening_a_memory_while_another_process_creates_it(tmp_path, monkeypatch
     another process created it (the log's folders, the memory's id, the index) before the
     opener made it.  The opener must take that memory as it is: not fail, not call it
     something else, not give it a second id."""
+    from qem_edit import starting
+
     root = tmp_path / "ws" / ".qem"
-    real_ensure = LogTree.ensure
+    real_is_new = starting.is_new
     raced: list[str] = []
 
-    def racing_ensure(self):  # type: ignore[no-untyped-def]
+    def racing_is_new(where):  # type: ignore[no-untyped-def]
+        """The opener's first look finds no memory; the other process then makes it
+        (before the opener takes the start lock, which it holds while it starts one)."""
         if not raced:
+            found = real_is_new(where)
             other = run_qem("add", "from the other process", "-k", "task", "--store", str(root))
             assert other.returncode == 0, other.stderr
             raced.append(store_mod.read_memory_id(root) or "")
-        return real_ensure(self)
+            return found
+        return real_is_new(where)
 
-    monkeypatch.setattr(LogTree, "ensure", racing_ensure)
+    monkeypatch.setattr(starting, "is_new", racing_is_new)
     with Store.open(root, create=True) as store:
         assert raced and raced[0]
         assert store.memory_id() == raced[0] == store_mod.read_memory_id(root)
@@ -245,6 +251,33 @@ def test_opening_a_memory_while_another_process_creates_it(tmp_path, monkeypatch
     assert store_mod.read_memory_id(root) == raced[0]
     done = run_qem("verify", "--store", str(root))
     assert done.returncode == 0 and "2 notes" in done.stderr, done.stderr
+
+
+def test_two_processes_starting_one_memory_take_turns(tmp_path, monkeypatch):
+    """While one process starts the memory (its config.toml, its id, its folders), another
+    that found no memory waits for it, then takes that memory: one id, written once."""
+    from qem_edit import starting
+
+    root = tmp_path / "ws" / ".qem"
+    real_start = starting.start
+    seen: dict[str, object] = {}
+
+    def slow_start(where):  # type: ignore[no-untyped-def]
+        seen["other"] = subprocess.Popen([sys.executable, "-m", "qem_edit", "add", "from the other process", "-k",
+                                          "task", "--store", str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(1.5)  # the other process has started meanwhile: it must not start the memory too
+        seen["config meanwhile"] = (root / "config.toml").exists()
+        return real_start(where)
+
+    monkeypatch.setattr(starting, "start", slow_start)
+    with Store.open(root, create=True) as store:
+        mine = store.memory_id()
+    other = seen["other"]
+    _, err = other.communicate(timeout=120)  # type: ignore[attr-defined]
+    assert other.returncode == 0, err  # type: ignore[attr-defined]
+    assert seen["config meanwhile"] is False
+    config = (root / "config.toml").read_text("utf-8")
+    assert config.count("[memory]") == 1 and store_mod.read_memory_id(root) == mine
 
 
 def test_opening_an_index_while_another_process_builds_it(tmp_path, monkeypatch):
