@@ -118,10 +118,14 @@ def repeats(store: Store, note_ids: list[str]) -> dict[str, list[Note]]:
     return out
 
 
+REPEATS_NAMED = 3  # a notice names the oldest few repeats and counts the rest (--json lists all)
+
+
 def repeat_notice(note: Note, same: list[Note]) -> str:
-    named = ", ".join(f"#{n.shown}" for n in same)
-    return (f"note #{note.shown} repeats note {named}, in force with the same text; if it adds nothing,"
-            f" `qem revoke {note.shown} -m \"repeats {named}\"`")
+    named = ", ".join(f"#{n.shown}" for n in same[:REPEATS_NAMED])
+    more = f" and {len(same) - REPEATS_NAMED} more" if len(same) > REPEATS_NAMED else ""
+    return (f"note #{note.shown} repeats note {named}{more}, in force with the same text; if it adds nothing,"
+            f" `qem revoke {note.shown} -m \"repeats #{same[0].shown}\"`")
 
 
 def _repeating(store: Store, written: Written) -> Written:

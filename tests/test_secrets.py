@@ -273,6 +273,16 @@ def test_a_repeat_of_a_note_in_force_is_named(qem, ws: Path) -> None:
     assert third.returncode == 0 and "repeats" not in third.stderr  # no note in force has the text
 
 
+def test_many_repeats_are_named_a_few_and_counted(qem, ws: Path) -> None:
+    made = {qem("add", "Deploy on Tuesdays", "--kind", "decision").stdout.strip() for _ in range(5)}
+    again = qem("add", "Deploy on Tuesdays", "--kind", "decision", "--json")
+    shorts = [r["short"] for r in json.loads(again.stdout)["repeats"]]  # oldest first
+    assert set(shorts) == made  # --json lists every one
+    line = [l for l in again.stderr.splitlines() if "repeats note" in l][0]
+    assert all(f"#{s}" in line for s in shorts[:3]) and "and 2 more" in line, line
+    assert not any(f"#{s}," in line or f"#{s} " in line for s in shorts[3:]), line
+
+
 def test_a_checkin_names_the_notes_its_new_items_repeat(qem, ws: Path, tmp_path: Path) -> None:
     first = qem("add", "Run tests inside the venv", "--kind", "task").stdout.strip()
     edit = tmp_path / "edit.md"
