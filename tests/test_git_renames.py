@@ -51,6 +51,36 @@ def test_packs_of_one_file_on_two_branches_merge_after_export(team):  # noqa: F8
     del founder
 
 
+def test_a_branch_s_new_notes_moved_by_directory_rename_detection_are_put_back(team):  # noqa: F811
+    """Ann packs the one loose event and text (exact renames out of events/ and texts/ into
+    packs/), so git takes events/ and texts/ for folders renamed to packs/ and moves Bob's
+    new note's files there: `packs/<id>`, a name no log file has.  `qem export` puts
+    each back where its name belongs."""
+    founder = team.founded("the lock order is A then B")
+    ann, bob = team.clone("ann"), team.clone("bob")
+    ann.qem("pack")
+    ann.publish("ann packs")
+    bob.add("bob's own note")
+    bob.commit("bob's note")
+    bob.git("fetch", "-q", "origin")
+    done = bob.git("merge", "--no-edit", "-q", "origin/main", ok=False)
+    moved = [p for p in bob.conflicted() if p.startswith(".qem/packs/") and not p.endswith(".jsonl")]
+    assert done.returncode != 0 and moved, (bob.conflicted(), done.stdout)
+
+    said = bob.qem("export")
+    assert bob.conflicted() in ([], ["MEMORY.md"]), bob.conflicted()
+    assert all(not (bob.path / p).exists() for p in moved), "a misplaced file was left"
+    assert "settled" in said.stderr + said.stdout
+    bob.git("add", "MEMORY.md")
+    bob.git("commit", "-q", "--no-edit")
+    bob.check()
+    bob.git("push", "-q", "origin", "main")
+    fresh = team.clone("fresh")
+    fresh.check()
+    assert sorted(n["text"] for n in fresh.notes()) == ["bob's own note", "the lock order is A then B"]
+    del founder
+
+
 def test_forgets_on_two_branches_from_one_text_pack(team):  # noqa: F811
     founder = team.founded("alpha fact", "beta fact", "gamma fact")
     founder.qem("pack")
