@@ -87,6 +87,15 @@ def _open(workspace: Path | None, store: Path | None, *, write: bool = False, cr
     return place, handle
 
 
+def _no_allowance_for_loads(allow_secret: bool) -> None:
+    """A loaded event's id is the hash of its bytes: no allowance can be added to it, so
+    `qem verify` would name an allowed secret for ever.  Refused, naming the way that works."""
+    if allow_secret:
+        raise errors.BadInput("--allow-secret cannot be recorded on loaded events (an event's id is the hash of its"
+                              " bytes), so `qem verify` would name the secret on every run; nothing was written",
+                              hint="load without the secret, then write that note by hand: `qem add TEXT --allow-secret`")
+
+
 def _settle_log(workspace: Path | None, store: Path | None) -> None:
     """Before rendering after a merge: the log files git left unmerged get the bytes their
     names say, and are staged (qem_edit.gitsettle)."""
@@ -94,8 +103,8 @@ def _settle_log(workspace: Path | None, store: Path | None) -> None:
     from .workspace import resolve
 
     place = resolve(workspace, store)
-    top = gitrepo.toplevel(place.root) if place.store_path.is_dir() else None
-    if top is not None:
+    top = gitrepo.toplevel(place.store_path) if place.store_path.is_dir() else None
+    if top is not None and place.store_path.resolve().is_relative_to(top.resolve()):
         for path in gitsettle.settle(top, place.store_path):
             _say(f"settled {path}, which the merge left unmerged (a log file is never changed: kept as its name says)")
 
@@ -479,6 +488,7 @@ def load(
     from .dump import load_staged, stage_dump
     from .export import auto_export
 
+    _no_allowance_for_loads(allow_secret)
     if str(file) == "-":
         staged = stage_dump(sys.stdin.buffer, str(file))
     else:
@@ -494,7 +504,7 @@ def load(
     with staged:
         place, handle = _open(workspace, store, write=True)
         with handle:
-            count = load_staged(handle, staged, allow_secret=allow_secret)
+            count = load_staged(handle, staged)
             for notice in auto_export(handle, place):
                 _say(notice)
             print(f"loaded {count} new events ({staged.count - count} already here); {handle.count()} notes")
@@ -520,10 +530,11 @@ def import_(
 
     if source != "vectr":
         raise errors.BadInput(f"qem imports from: vectr (not {source!r})")
+    _no_allowance_for_loads(allow_secret)
     prepared = prepare(path, workspace_name)  # the vectr store read and mapped before anything is opened
     place, handle = _open(workspace, store, write=True)
     with handle:
-        report = import_vectr(handle, prepared, allow_secret=allow_secret)
+        report = import_vectr(handle, prepared)
         for notice in auto_export(handle, place):
             _say(notice)
         _out(report.text())
@@ -726,7 +737,7 @@ def _judge_staged(handle: Store, place) -> int | None:  # type: ignore[no-untype
     verdict = staged_verdict(handle, place)
     if verdict is None:
         return None
-    print(("ok: " if verdict.clean else "qem: ") + verdict.message, file=sys.stderr)
+    _out(("ok: " if verdict.clean else "qem: ") + verdict.message, sys.stderr)  # (memory's text, shown)
     return 0 if verdict.clean else 1
 
 

@@ -47,9 +47,10 @@ def unmodified(top: Path, path: Path) -> bool:
 
 def last_change(top: Path, path: Path, *, added: bool = False, every_ref: bool = False) -> str | None:
     """The last commit that changed (`added`: added) `path`, of HEAD (`every_ref`: of any
-    branch or tag), as a short hash (None: none)."""
+    branch or tag, and one that left it there: a deletion is not its last form), as a short
+    hash (None: none)."""
     relative = path.resolve().relative_to(top.resolve()).as_posix()
-    options = (["--diff-filter=A"] if added else []) + (["--all"] if every_ref else [])
+    options = (["--diff-filter=A"] if added else []) + (["--all", "--diff-filter=AM"] if every_ref else [])
     done = _git(top, "log", "-1", "--format=%h", *options, "--", relative)
     return (done.stdout.decode().strip() or None) if done.returncode == 0 else None
 

@@ -36,12 +36,16 @@ def unmerged(top: Path, log_root: Path) -> dict[str, list[str]]:
     """The log files git left unmerged (paths relative to the top of the work tree), each
     with the blobs its index stages hold."""
     relative = log_root.resolve().relative_to(top.resolve()).as_posix()
-    done = gitrepo._git(top, "ls-files", "-u", "-z", "--", *(f"{relative}/{f}" for f in (EVENTS, TEXTS, PACKS)))
+    done = gitrepo._git(top, "--literal-pathspecs", "ls-files", "-u", "-z", "--",
+                        *(f"{relative}/{f}" for f in (EVENTS, TEXTS, PACKS)))
     out: dict[str, list[str]] = {}
     for record in done.stdout.split(b"\0") if done.returncode == 0 else []:
         meta, _, path = record.partition(b"\t")
-        if path:
-            out.setdefault(path.decode("utf-8", "surrogateescape"), []).append(meta.split()[1].decode())
+        if path:  # the sides' stages (2, 3), never the merge base's (1): a file both deleted stays deleted
+            blobs = out.setdefault(path.decode("utf-8", "surrogateescape"), [])
+            _, blob, stage = meta.split()
+            if stage != b"1":
+                blobs.append(blob.decode())
     return dict(sorted(out.items()))
 
 
@@ -65,9 +69,9 @@ def settle(top: Path, log_root: Path) -> list[str]:
             write_atomic(top / prefix / found[0], found[1])
             keep.append(prefix + found[0])
     if drop:
-        gitrepo._git(top, "rm", "-q", "--cached", "--ignore-unmatch", "--", *drop)
+        gitrepo._git(top, "--literal-pathspecs", "rm", "-q", "--cached", "--ignore-unmatch", "--", *drop)
     if keep:
-        gitrepo._git(top, "add", "--", *keep)
+        gitrepo._git(top, "--literal-pathspecs", "add", "--", *keep)
     return list(paths)
 
 

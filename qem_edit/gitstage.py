@@ -61,6 +61,8 @@ def _wanted(root: Path, touched: set[str], mirror: Path | None) -> list[str] | N
     shown = os.path.relpath(mirror, root) if mirror is not None else None
     asked = [CONFIG_NAME] + ([shown] if shown is not None else [])
     listed = gitrepo.tagged_files(root, asked, _top_guess(root))
+    if listed is None and shown is not None:  # a mirror outside the work tree: git refuses the path
+        shown, listed = None, gitrepo.tagged_files(root, [CONFIG_NAME], _top_guess(root))
     if listed is None:
         return None
     out = sorted(touched) if CONFIG_NAME in listed else []

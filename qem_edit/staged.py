@@ -43,8 +43,8 @@ def staged_verdict(store: Store, place) -> Verdict | None:  # type: ignore[no-un
     changed = gitrepo.unstaged_files(top, paths)
     good = {n for n in store.tree.names() & set(log) if f"{folder}/{n}" not in changed}
     notes, files = _missing(store, good)
-    if not notes:
-        return None
+    if not notes or _ignored(store, top):
+        return None  # (a memory git ignores is never committed: the work tree is what there is)
     if mirror_name is None or mirror_name not in staged:
         return Verdict(True, f"the commit carries no {mirror.name}; {_count(notes)} of the work tree are not"
                              " staged and stay out of it")
@@ -53,6 +53,15 @@ def staged_verdict(store: Store, place) -> Verdict | None:  # type: ignore[no-un
         return Verdict(True, f"{mirror_name} as staged matches the log as staged; {_count(notes)} of the work"
                              " tree are not staged and stay out of this commit")
     return Verdict(False, _incomplete(store, notes, files, folder, mirror_name), precious=True)
+
+
+def _ignored(store: Store, top: Path) -> bool:
+    """Whether git ignores the memory's folder (its config.toml is neither tracked nor
+    addable), as qem_edit.gitstage asks before it stages."""
+    from .workspace import CONFIG_NAME
+
+    listed = gitrepo.tagged_files(store.root, [CONFIG_NAME], top)
+    return listed is not None and CONFIG_NAME not in listed
 
 
 def _count(notes: Sized) -> str:

@@ -287,6 +287,25 @@ def test_an_ignored_memory_is_never_staged(repo) -> None:
     assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
     assert git("ls-files", cwd=work, env=env).stdout == ""
     assert NEW in qem(work, "list").stdout
+    # its MEMORY.md committed: the staged judgment is the work tree's (no log is ever staged)
+    assert qem(work, "export").returncode == 0
+    git("add", ".gitignore", "MEMORY.md", cwd=work, env=env)
+    for args in (("export", "--check", "--staged"), ("verify", "--staged")):
+        done = qem(work, *args)
+        assert done.returncode == 0 and "incomplete" not in done.stdout + done.stderr, (args, done.stdout, done.stderr)
+
+
+def test_a_mirror_outside_the_work_tree_still_leaves_the_log_staged(repo, tmp_path) -> None:
+    work, env = repo
+    assert qem(work, "init").returncode == 0
+    outside = tmp_path / "elsewhere" / "MEMORY.md"
+    outside.parent.mkdir()
+    config = work / ".qem" / "config.toml"
+    config.write_text(config.read_text("utf-8") + f'\n[export]\npath = "{outside}"\n', "utf-8")
+    assert qem(work, "export").returncode == 0
+    assert qem(work, "add", NEW, "--kind", "gotcha").returncode == 0
+    staged = git("diff", "--cached", "--name-only", cwd=work, env=env).stdout.split()
+    assert any(p.startswith(".qem/events/") for p in staged) and any(p.startswith(".qem/texts/") for p in staged), staged
 
 
 def test_a_locked_index_warns_and_the_write_stands(repo) -> None:

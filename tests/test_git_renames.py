@@ -85,6 +85,7 @@ def test_forgets_on_two_branches_from_one_text_pack(team):  # noqa: F811
     founder = team.founded("alpha fact", "beta fact", "gamma fact")
     founder.qem("pack")
     founder.publish("packed")
+    base_packs = {p.name for p in (founder.path / ".qem" / "packs").iterdir() if p.name.startswith("t-")}
     ann, bob = team.clone("ann"), team.clone("bob")
     ann.qem("forget", ann.texts_short("alpha fact"), "-m", "a secret", "--yes")
     ann.publish("ann forgets alpha")
@@ -100,6 +101,8 @@ def test_forgets_on_two_branches_from_one_text_pack(team):  # noqa: F811
         assert b"<<<<<<<" not in pack.read_bytes()
     bob.git("add", "MEMORY.md")
     bob.git("commit", "-q", "--no-edit")
+    merged = bob.git("ls-tree", "-r", "--name-only", "HEAD", "--", ".qem/packs").stdout.split()
+    assert not [p for p in merged if p.rpartition("/")[2] in base_packs], "the pack both sides replaced came back"
     bob.qem("pack")  # the next write removes the forgotten texts the other side's pack still held
     bob.qem("export")
     bob.commit("the forgotten texts gone")
@@ -110,3 +113,4 @@ def test_forgets_on_two_branches_from_one_text_pack(team):  # noqa: F811
     assert "gamma fact" in texts and "alpha fact" not in texts and "beta fact" not in texts
     blob = fresh.git("grep", "-c", "alpha fact", "--", ".qem", ok=False)
     assert blob.returncode == 1, blob.stdout  # no file of the log holds a forgotten text
+

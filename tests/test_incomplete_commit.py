@@ -149,7 +149,13 @@ def test_a_fresh_clone_of_a_branch_from_before_the_memory_takes_the_committed_on
     founder = team.founded("a fact on main")
     start = founder.git("rev-parse", "--short", "HEAD~1").stdout.strip()
     founder.git("push", "-q", "origin", f"{start}:refs/heads/old")
+    founder.git("switch", "-q", "-c", "drop")  # a newer branch that deleted the memory: not its last form
+    founder.git("rm", "-q", "-r", ".qem")
+    founder.git("commit", "-q", "-m", "no memory here")
+    founder.git("push", "-q", "origin", "drop")
+    founder.git("switch", "-q", "main")
     mate = team.clone("mate")
+    mate.git("fetch", "-q", "origin", "drop:drop")
     mate.git("switch", "-q", "old")
     assert not (mate.path / ".qem").exists()  # no index here to remember anything
     done = mate.qem("add", "a fact on the old branch", "-k", "finding")

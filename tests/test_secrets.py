@@ -148,7 +148,10 @@ def test_load_and_import_refuse_a_secret_whole(qem, ws: Path, tmp_path: Path) ->
         conn.execute("UPDATE notes SET content = ? WHERE note_id = 56", (CASES[5][0],))
     refused(qem("import", "vectr", str(vectr), "--workspace-name", "side-project"), "Basic Auth Credentials")
     assert snapshot(ws) == before
-    assert qem("load", str(dump), "--allow-secret").returncode == 0
+    # an allowance cannot be recorded on a loaded event (its id is its bytes' hash): refused, naming the way
+    refused(qem("load", str(dump), "--allow-secret"), "cannot be recorded on loaded events", "qem add TEXT --allow-secret")
+    refused(qem("import", "vectr", str(vectr), "--allow-secret"), "cannot be recorded on loaded events")
+    assert snapshot(ws) == before
 
 
 # -- the detector: what reaches it, and no false positive ---------------------------------------
