@@ -19,6 +19,7 @@ past a short wait, no git), the writer is warned with the command that stages by
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def stage_written(store, place, mirror: Path | None = None) -> list[str]:  # typ
     problem = _update_index(root, wanted)
     if problem is None:
         return []
-    what = " ".join(_shown(place.root, p) for p in [root, *([mirror] if mirror is not None else [])])
+    what = " ".join(shlex.quote(_shown(place.root, p)) for p in [root, *([mirror] if mirror is not None else [])])
     return [f"warning: the write is saved, but git's index was not updated ({problem}); stage it with"
             f" `git add {what}` before you commit"]
 

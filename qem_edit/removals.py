@@ -19,6 +19,7 @@ in every clone, though `qem revoke`/`qem forget` is the recorded way (who, when,
 
 from __future__ import annotations
 
+import shlex
 import sqlite3
 from collections.abc import Container, Mapping
 from dataclasses import dataclass
@@ -169,7 +170,7 @@ def _words(removal: Removal, label: str, commit: str, files: list[str], folder: 
     text = f": {_brief(removal.text)}" if removal.text is not None else ""
     count = len(removal.events)
     what = "the note is gone" if removal.whole else "the note reads as if they never happened"
-    shown = " ".join(f"{folder.as_posix()}/{name}" for name in files[:SHOWN_FILES]) + (" ..." if len(files) > SHOWN_FILES else "")
+    shown = " ".join(shlex.quote(f"{folder.as_posix()}/{name}") for name in files[:SHOWN_FILES]) + (" ..." if len(files) > SHOWN_FILES else "")
     return (f"removed: note {removal.note[:12]} ({removal.kind or 'unknown kind'}{text}): {count} event"
             f"{'' if count == 1 else 's'} ({removal.types}) that {label} holds {'is' if count == 1 else 'are'} not in"
             f" this log ({what});"

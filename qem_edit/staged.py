@@ -17,6 +17,7 @@ rendered over (a re-render would delete the missing notes' lines from MEMORY.md)
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sized
 from pathlib import Path
 
@@ -118,7 +119,7 @@ def _incomplete(store: Store, notes: dict[str, str], files: list[str], folder: s
     named += f" and {len(files) - SHOWN_MOST} more" if len(files) > SHOWN_MOST else ""
     return (f"this commit is incomplete: {mirror} as staged is not the rendering of the log as staged, and"
             f" {_count(notes)} of the work tree {'is' if len(notes) == 1 else 'are'} missing from the commit: {'; '.join(shown)}{more}; their"
-            f" log files are not staged: {named}; add them with `git add {folder} {mirror}` and commit again"
+            f" log files are not staged: {named}; add them with `git add {shlex.quote(folder)} {shlex.quote(mirror)}` and commit again"
             f" (`git commit -- PATHS` commits only those paths: name {folder} too)")
 
 

@@ -14,6 +14,7 @@ refuse the partial commits, rendering nothing over the work tree.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -306,6 +307,24 @@ def test_a_mirror_outside_the_work_tree_still_leaves_the_log_staged(repo, tmp_pa
     assert qem(work, "add", NEW, "--kind", "gotcha").returncode == 0
     staged = git("diff", "--cached", "--name-only", cwd=work, env=env).stdout.split()
     assert any(p.startswith(".qem/events/") for p in staged) and any(p.startswith(".qem/texts/") for p in staged), staged
+
+
+def test_the_advice_can_be_pasted_where_a_path_holds_a_space(repo) -> None:
+    work, env = repo
+    place = work / "sub dir"
+    place.mkdir()
+    assert qem(place, "init", "-w", str(place)).returncode == 0
+    (place / ".qem" / "config.toml").write_text((place / ".qem" / "config.toml").read_text("utf-8")
+                                               + "\n[git]\nstage = false\n", "utf-8")
+    assert qem(place, "add", NEW, "--kind", "gotcha", "-w", str(place)).returncode == 0
+    assert qem(place, "export", "-w", str(place)).returncode == 0
+    git("add", "sub dir/MEMORY.md", cwd=work, env=env)
+    done = qem(place, "export", "--check", "--staged", "-w", str(place))
+    advice = re.search(r"`(git add [^`]+)`", done.stderr)
+    assert done.returncode == 1 and advice, done.stderr
+    pasted = subprocess.run(advice[1], shell=True, cwd=work, env=env, capture_output=True, text=True)
+    assert pasted.returncode == 0, pasted.stderr
+    assert qem(place, "export", "--check", "--staged", "-w", str(place)).returncode == 0
 
 
 def test_a_locked_index_warns_and_the_write_stands(repo) -> None:
