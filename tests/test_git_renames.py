@@ -26,6 +26,17 @@ def stopped_merge(clone, branch: str) -> list[str]:
     return clone.conflicted()
 
 
+def merged_and_cloned(team, bob) -> None:  # type: ignore[no-untyped-def]
+    """Bob finishes the settled merge and pushes; a fresh clone holds both notes."""
+    bob.git("add", "MEMORY.md")
+    bob.git("commit", "-q", "--no-edit")
+    bob.check()
+    bob.git("push", "-q", "origin", "main")
+    fresh = team.clone("fresh")
+    fresh.check()
+    assert sorted(n["text"] for n in fresh.notes()) == ["bob's own note", "the lock order is A then B"]
+
+
 def test_packs_of_one_file_on_two_branches_merge_after_export(team):  # noqa: F811
     founder = team.founded("the lock order is A then B")
     ann, bob = team.clone("ann"), team.clone("bob")
@@ -41,13 +52,7 @@ def test_packs_of_one_file_on_two_branches_merge_after_export(team):  # noqa: F8
     said = bob.qem("export")
     assert "settled .qem/" in said.stderr + said.stdout
     assert bob.conflicted() in ([], ["MEMORY.md"])
-    bob.git("add", "MEMORY.md")
-    bob.git("commit", "-q", "--no-edit")
-    bob.check()
-    bob.git("push", "-q", "origin", "main")
-    fresh = team.clone("fresh")
-    fresh.check()
-    assert sorted(n["text"] for n in fresh.notes()) == ["bob's own note", "the lock order is A then B"]
+    merged_and_cloned(team, bob)
     del founder
 
 
@@ -71,13 +76,7 @@ def test_a_branch_s_new_notes_moved_by_directory_rename_detection_are_put_back(t
     assert bob.conflicted() in ([], ["MEMORY.md"]), bob.conflicted()
     assert all(not (bob.path / p).exists() for p in moved), "a misplaced file was left"
     assert "settled" in said.stderr + said.stdout
-    bob.git("add", "MEMORY.md")
-    bob.git("commit", "-q", "--no-edit")
-    bob.check()
-    bob.git("push", "-q", "origin", "main")
-    fresh = team.clone("fresh")
-    fresh.check()
-    assert sorted(n["text"] for n in fresh.notes()) == ["bob's own note", "the lock order is A then B"]
+    merged_and_cloned(team, bob)
     del founder
 
 
