@@ -13,6 +13,7 @@ protected kind out of force is refused (qem_edit.protect).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from . import errors, protect
 from .export import auto_export
@@ -67,36 +68,54 @@ def _written(store: Store, place: Workspace, result: Written) -> Written:
     return result
 
 
+def anchored(place: Workspace, paths: list[str] | None, cwd: Path | None = None) -> tuple[tuple[str, str], ...]:
+    """The anchors a write names, checked and with their content's object ids now (paths
+    from `cwd` where it is in the work tree, else from its top: see qem_edit.anchors)."""
+    if not paths:
+        return ()
+    from . import anchors  # only a write that names anchors asks git about the work tree
+
+    tree = anchors.work_tree(place.root)
+    return anchors.anchored(tree, paths, cwd or tree.top)
+
+
 def add(store: Store, place: Workspace, text: str, kind: str, priority: str, provenance: str, actor: str,
-        agent: bool | None = None, allow_secret: bool = False) -> Written:
+        agent: bool | None = None, allow_secret: bool = False, anchors: list[str] | None = None,
+        cwd: Path | None = None) -> Written:
+    """A new note; `anchors`: the files and folders it is about."""
     choice(kind, KINDS, "kind")
     choice(priority, PRIORITIES, "priority")
     if provenance == "human":
         raise errors.BadInput("provenance human is reached only by a person's act: `qem promote ID`")
     choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
-    new = NewNote(kind, priority, provenance, note_text(text))
+    new = NewNote(kind, priority, provenance, note_text(text), anchors=anchored(place, anchors, cwd))
     note = store.write(lambda tx: tx.create(new, actor), agent=agent, allow_secret=allow_secret)
     return _repeating(store, _written(store, place, Written(note=store.note(note.id))))
 
 
 def supersede(store: Store, place: Workspace, given: str, text: str, reason: str | None,
               actor: str, kind: str | None = None, priority: str | None = None,
-              provenance: str | None = None, agent: bool | None = None, allow_secret: bool = False) -> Written:
-    """A successor replaces the note (same kind, priority and provenance unless given; an
-    agent's successor is given its own provenance, so it never inherits `human`)."""
+              provenance: str | None = None, agent: bool | None = None, allow_secret: bool = False,
+              anchors: list[str] | None = None, cwd: Path | None = None) -> Written:
+    """A successor replaces the note (same kind, priority, provenance and anchored paths
+    unless given, the anchors' content read now; an agent's successor is given its own
+    provenance, so it never inherits `human`)."""
     choice(kind, KINDS, "kind")
     choice(priority, PRIORITIES, "priority")
     choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
     body = note_text(text)
     why = reason_for("superseded", reason)
     note_id = store.resolve(given)
+    if anchors is None:
+        anchors, cwd = [path for path, _ in store.note(note_id).anchors], None
+    anchoring = anchored(place, anchors, cwd)
 
     def work(tx: Transaction) -> Note:
         old = tx.note(note_id)
         inherited = old.provenance
         if inherited == "human" and protect.writes_as_agent(tx, actor):
             inherited = "agent"  # a person's endorsement is not an agent's to carry over
-        new = NewNote(kind or old.kind, priority or old.priority, provenance or inherited, body, note_id)
+        new = NewNote(kind or old.kind, priority or old.priority, provenance or inherited, body, note_id, anchoring)
         return tx.create(new, actor, why)
 
     note = store.write(work, agent=agent, allow_secret=allow_secret)

@@ -57,6 +57,7 @@ class NoteView:
             from .resolver import rival_words
 
             lines.append(f"DISPUTED: {rival_words(note, shown)}; settle with `qem rule {note.shown} --keep SIDE`")
+        lines += [f"anchor {path} {oid}" for path, oid in note.anchors]
         lines += ["", note.text if note.text is not None else self._no_text()]
         return "\n".join(lines)
 

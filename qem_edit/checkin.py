@@ -69,8 +69,9 @@ def new_checkin_id() -> str:
 
 
 def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str | None = None, *,
-               allow_secret: bool = False) -> tuple[str, list[str]]:
-    """Write every event of the check-in at once (one pack file), or none.
+               allow_secret: bool = False, oids: dict[str, str] | None = None) -> tuple[str, list[str]]:
+    """Write every event of the check-in at once (one pack file), or none; `oids`: the
+    object id of each path the new notes anchor, as it is now.
 
     The write first checks that the memory is still as the plan saw it; if it moved (a
     writer here, a pull, a switch of branch), HeadMoved is raised and the caller plans
@@ -85,7 +86,7 @@ def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str 
                                    moved=max(1, tx.generation - plan.generation))
         checkpoint("apply-begin")
         for op in plan.ops:
-            _apply_op(tx, op, who, op.reason or reason, checkin_id, created)
+            _apply_op(tx, op, who, op.reason or reason, checkin_id, created, oids or {})
         checkpoint("apply-before-commit")
 
     store.write(work, allow_secret=allow_secret)
@@ -93,10 +94,12 @@ def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str 
     return checkin_id, created
 
 
-def _apply_op(tx: Transaction, op: Op, who: str, reason: str, checkin_id: str, created: list[str]) -> None:
+def _apply_op(tx: Transaction, op: Op, who: str, reason: str, checkin_id: str, created: list[str],
+              oids: dict[str, str]) -> None:
     if op.action in ("create", "supersede"):
         assert op.content is not None
-        new = NewNote(op.content.kind, op.content.priority, "human", op.content.text, op.note_id)
+        anchors = tuple((path, oids[path]) for path in op.content.anchors)
+        new = NewNote(op.content.kind, op.content.priority, "human", op.content.text, op.note_id, anchors)
         created.append(tx.create(new, who, reason, checkin_id).id)
     else:
         assert op.note_id is not None
@@ -362,6 +365,7 @@ def check_in(store: Store, source: Source, asker: Asker, who: str, *,
         proposal = propose(store, text, base_text, moment=source.moment(), heads=source.heads())
         if not allow_secret:
             proposal.plan.errors += _secret_errors(proposal.plan)
+        proposal.plan.errors += _anchor_errors(proposal, source.place)
         if not proposal.plan.ok:
             return Outcome("refused", source, proposal, kept=None if dry_run else _keep_refused(source, proposal))
         if not proposal.plan.ops or dry_run:
@@ -401,6 +405,29 @@ def _secret_errors(plan: Plan) -> list[LineError]:
     return out
 
 
+def _anchored_paths(plan: Plan) -> list[str]:
+    return sorted({path for op in plan.ops if op.content is not None for path in op.content.anchors})
+
+
+def _anchor_errors(proposal: Proposal, place: Workspace) -> list[LineError]:
+    """An anchor line naming what is not an anchor (no such file, a link out of the work
+    tree...), an error of its line, as a write refuses it (qem_edit.anchors)."""
+    if not _anchored_paths(proposal.plan):
+        return []
+    from . import anchors
+
+    tree = anchors.work_tree(place.root)
+    lines = {item.line: item.anchors for item in proposal.parsed.items}
+    out = []
+    for op in proposal.plan.ops:
+        for path in op.content.anchors if op.content is not None else ():
+            try:
+                anchors.checked_path(tree, path, tree.top)
+            except errors.BadInput as exc:
+                out.append(LineError(lines.get(op.line, {}).get(path, (op.line, ""))[0], str(exc)))
+    return out
+
+
 def _refuse_incomplete(store: Store, path: Path) -> None:
     """A file that shows notes (or texts) the log lacks, an incomplete commit's, is not
     checked in: the file rendered again afterwards would lose those lines."""
@@ -431,10 +458,13 @@ def _repeats(store: Store, created: list[str]) -> list[tuple[Note, list[Note]]]:
 
 def _apply(store: Store, source: Source, proposal: Proposal, reason: str, who: str,
            allow_secret: bool = False) -> tuple[str, list[str]]:
+    from .acts import anchored
+
     checkin_id = new_checkin_id()
+    oids = dict(anchored(source.place, _anchored_paths(proposal.plan)))  # the content as it is at check-in
     if source.checkout is not None:
         source.checkout.add_pending(checkin_id)
-    return apply_plan(store, proposal.plan, who, reason, checkin_id, allow_secret=allow_secret)
+    return apply_plan(store, proposal.plan, who, reason, checkin_id, allow_secret=allow_secret, oids=oids)
 
 
 def _settle(store: Store, source: Source, proposal: Proposal) -> None:

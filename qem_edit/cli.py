@@ -67,6 +67,7 @@ ActorOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 StagedOpt = Annotated[bool, typer.Option("--staged", help="Judge what the next commit carries (the log and MEMORY.md in git's index), as the pre-commit hooks do.")]
 AllowSecretOpt = Annotated[bool, typer.Option("--allow-secret", help="Write a text that holds a credential (cloud key, token, private key, password in a URL) all the same: it reaches every clone and stays in git history. A person's choice; an agent's is refused.")]
+AnchorOpt = Annotated[Optional[list[str]], typer.Option("--anchor", metavar="PATH", help="A file or folder the note is about (repeatable): from the current directory, or from the top of the work tree when run outside it; its git object id now is recorded.", show_default=False)]
 IdArg = Annotated[str, typer.Argument(metavar="ID", help="The note: its short id (or any unambiguous prefix of its id), or its number from before the conversion.", show_default=False)]
 ReasonOpt = Annotated[Optional[str], typer.Option("--message", "-m", help="Why.", show_default=False)]
 RequiredReasonOpt = Annotated[str, typer.Option("--message", "-m", help="Why (required).", show_default=False)]
@@ -192,6 +193,7 @@ def add(
     provenance: Annotated[str, typer.Option("--provenance", help="auto, agent or user-stated (human takes `qem promote`).")] = "agent",
     as_json: JsonOpt = False,
     allow_secret: AllowSecretOpt = False,
+    anchor: AnchorOpt = None,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
     actor: ActorOpt = None,
@@ -204,7 +206,8 @@ def add(
 
     body = _text_arg(text)
     written = _act(workspace, store, actor, lambda h, p, who: acts.add(h, p, body, kind, priority, provenance, who,
-                                                                       allow_secret=allow_secret))
+                                                                       allow_secret=allow_secret, anchors=anchor,
+                                                                       cwd=Path.cwd()))
     return _written_note(written, as_json)
 
 
@@ -230,6 +233,8 @@ def supersede(
     priority: Annotated[Optional[str], typer.Option("--priority", "-p", help="The successor's priority (default: the old note's).", show_default=False)] = None,
     as_json: JsonOpt = False,
     allow_secret: AllowSecretOpt = False,
+    anchor: Annotated[Optional[list[str]], typer.Option("--anchor", metavar="PATH", help="A file or folder the successor is about (repeatable; default: the old note's, their content read now).", show_default=False)] = None,
+    no_anchors: Annotated[bool, typer.Option("--no-anchors", help="The successor is about no file.")] = False,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
     actor: ActorOpt = None,
@@ -241,9 +246,13 @@ def supersede(
     from . import acts
 
     body = _text_arg(text)
+    if no_anchors and anchor:
+        raise errors.BadInput("give --anchor or --no-anchors, not both")
+    anchors = [] if no_anchors else anchor
     written = _act(workspace, store, actor,
                    lambda h, p, who: acts.supersede(h, p, note_id, body, reason, who, kind, priority,
-                                                    allow_secret=allow_secret), create=False)
+                                                    allow_secret=allow_secret, anchors=anchors, cwd=Path.cwd()),
+                   create=False)
     return _written_note(written, as_json)
 
 

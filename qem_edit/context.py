@@ -86,6 +86,7 @@ class Entry:
             "id": n.id, "short": n.shown, "kind": n.kind, "priority": n.priority, "provenance": n.provenance,
             "frame": FRAMES.get(n.provenance, n.provenance), "state": n.state, "created_at": n.created_at,
             "age_days": self.age, "stale": "stale" in self.marks, "disputed": "disputed" in self.marks,
+            "anchors": [{"path": path, "oid": oid} for path, oid in n.anchors],
         }
         out["text" if full else "line"] = n.text if full else self.line()
         return out

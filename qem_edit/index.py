@@ -25,7 +25,7 @@ from .model import EVENT_TYPES, KIND_RANK, Event, Note, Rival, fold
 from .renderer import FORMAT_VERSION, item_text
 from .shown import progress
 
-INDEX_VERSION = "7"  # bump when the schema or what it caches changes: every index is rebuilt
+INDEX_VERSION = "8"  # bump when the schema or what it caches changes: every index is rebuilt
 _EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
 SCHEMA = f"""
 CREATE TABLE files (name TEXT PRIMARY KEY, problem TEXT) WITHOUT ROWID;
@@ -78,7 +78,8 @@ CREATE TABLE notes (
     alias         INTEGER,
     short_len     INTEGER NOT NULL,
     text_hash     TEXT,
-    problems      TEXT NOT NULL
+    problems      TEXT NOT NULL,
+    anchors       TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX notes_in_order ON notes (kind_rank, id);
 CREATE INDEX notes_by_parent ON notes (supersedes) WHERE supersedes IS NOT NULL;
@@ -98,13 +99,28 @@ CREATE INDEX links_by_note ON links (note);
 CREATE TABLE items (kind_rank INTEGER NOT NULL, id TEXT NOT NULL, item TEXT NOT NULL,
                     PRIMARY KEY (kind_rank, id)) WITHOUT ROWID;
 CREATE INDEX items_by_id ON items (id);
+-- Each note's anchors (the files and folders it is about, with the object id each held
+-- when the note was written): `anchor=PATH` and the drift check read them by path.  Kept
+-- by the triggers below from the notes' own `anchors` column, whichever way a note is
+-- written or dropped.
+CREATE TABLE anchors (note TEXT NOT NULL, path TEXT NOT NULL, oid TEXT NOT NULL,
+                      PRIMARY KEY (note, path)) WITHOUT ROWID;
+CREATE INDEX anchors_by_path ON anchors (path);
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 -- The hashes of the latest renderings export wrote here: such a file is no one's edit.
 CREATE TABLE renderings (hash TEXT PRIMARY KEY);
 """
+TRIGGERS = (
+    "CREATE TRIGGER anchors_in AFTER INSERT ON notes WHEN NEW.anchors != '[]' BEGIN"
+    " INSERT INTO anchors (note, path, oid) SELECT NEW.id, json_extract(value, '$[0]'), json_extract(value, '$[1]')"
+    " FROM json_each(NEW.anchors); END",
+    "CREATE TRIGGER anchors_out AFTER DELETE ON notes WHEN OLD.anchors != '[]' BEGIN"
+    " DELETE FROM anchors WHERE note = OLD.id; END",
+)
 NOTE_COLUMNS = (
     "id, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,"
-    " state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash"
+    " state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,"
+    " anchors"
 )
 EVENT_COLUMNS = "id, note, type, at, actor, reason, checkin, data, clock, prev"
 
@@ -114,12 +130,14 @@ EVENT_COLUMNS = "id, note, type, at, actor, reason, checkin, data, clock, prev"
 
 def note_from_row(row: Sequence[object]) -> Note:
     (id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,
-     state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash) = row
+     state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,
+     anchors) = row
     pairs = tuple(tuple(p) for p in json.loads(disputes)) if disputes != "[]" else ()  # type: ignore[arg-type]
     rival = tuple(Rival(**r) for r in json.loads(rivals)) if rivals != "[]" else ()  # type: ignore[arg-type]
+    anchored = tuple(tuple(a) for a in json.loads(anchors)) if anchors != "[]" else ()  # type: ignore[arg-type]
     return Note(id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by,  # type: ignore[arg-type]
                 state, state_at, state_reason, state_actor, state_event, bad_pointer, pairs, rival,  # type: ignore[arg-type]
-                short, alias, short_len, text_hash)  # type: ignore[arg-type]
+                short, alias, short_len, text_hash, anchors=anchored)  # type: ignore[arg-type]
 
 
 def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
@@ -130,6 +148,7 @@ def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
         json.dumps([list(p) for p in note.disputes]) if note.disputes else "[]",
         json.dumps([vars(r) for r in note.rivals]) if note.rivals else "[]",
         note.alias, note.short_len, note.text_hash, json.dumps(problems) if problems else "[]",
+        json.dumps([list(a) for a in note.anchors], ensure_ascii=False) if note.anchors else "[]",
     )
 
 
@@ -181,6 +200,8 @@ class Index:
         for statement in SCHEMA.split(";"):  # not executescript: it would commit the caller's transaction
             if statement.strip():
                 self.conn.execute(statement)
+        for statement in TRIGGERS:
+            self.conn.execute(statement)
         self.set_meta("index_version", INDEX_VERSION)
         self.set_meta("format_version", FORMAT_VERSION)
         self.set_meta("generation", "0")
@@ -437,7 +458,7 @@ class Index:
         conn.execute("DROP TABLE IF EXISTS temp.was_shown")
         conn.execute("CREATE TEMP TABLE was_shown (id TEXT PRIMARY KEY) WITHOUT ROWID")
         conn.execute("INSERT INTO temp.was_shown SELECT id FROM notes WHERE state != 'forgotten' ORDER BY id")
-        for table in ("notes", "items", "links"):
+        for table in ("notes", "items", "links", "anchors"):
             conn.execute(f"DELETE FROM {table}")
         conn.execute("DROP TABLE IF EXISTS temp.showing_others")
         conn.execute("CREATE TEMP TABLE showing_others (id TEXT PRIMARY KEY) WITHOUT ROWID")
@@ -692,7 +713,7 @@ _STREAM_FILES = 256  # a sync that adds more log files than this (or any pack) s
 _REFOLD_ALL = 20000  # a sync touching more notes than this replays every note, streamed
 _INSERT_NOTE = ("INSERT INTO notes (id, short, kind_rank, kind, priority, text, provenance, created_at, actor,"
                 " supersedes, superseded_by, state, state_at, state_reason, state_actor, state_event, bad_pointer,"
-                " disputes, rivals, alias, short_len, text_hash, problems) VALUES (" + ", ".join("?" * 23) + ")")
+                " disputes, rivals, alias, short_len, text_hash, problems, anchors) VALUES (" + ", ".join("?" * 24) + ")")
 
 
 def _chunks(items: list[str]) -> Iterable[list[str]]:

@@ -161,7 +161,8 @@ def _add(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
 
     provenance = provenance_of(a["text"], a.get("user_quote"))
     written, notices = memory.act(lambda h, p, who: acts.add(
-        h, p, a["text"], a["kind"], a.get("priority", "medium"), provenance, who, agent=True), client, create=True)
+        h, p, a["text"], a["kind"], a.get("priority", "medium"), provenance, who, agent=True,
+        anchors=a.get("anchors")), client, create=True)
     n = written.note
     return Reply(f"#{n.shown} created ({n.kind} · {n.priority} · {n.provenance})", _repeated(written), notices)
 
@@ -174,7 +175,7 @@ def _supersede(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
 
     def work(h: Any, p: Any, who: str) -> Any:
         written = acts.supersede(h, p, a["id"], a["text"], a.get("reason"), who, a.get("kind"), a.get("priority"),
-                                 provenance, agent=True)
+                                 provenance, agent=True, anchors=a.get("anchors"))
         old["shown"] = h.note(written.note.supersedes).shown
         return written
 
@@ -259,6 +260,7 @@ _TEXT = {"type": "string", "description": "The note's text (markdown); its first
 _QUOTE = {"type": "string", "description": "The user's own words, verbatim, when the note transcribes them: qem checks the quote is in the text (at least half of it) and records provenance user-stated. Leave out otherwise (provenance agent)."}
 _KIND = {"type": "string", "enum": list(KINDS), "description": "directive: a standing rule; task; gotcha: a trap; finding; reference; decision; operational."}
 _PRIORITY = {"type": "string", "enum": list(PRIORITIES), "description": "high, medium or low."}
+_ANCHORS = {"type": "array", "items": {"type": "string"}, "description": "The files or folders the note is about, as paths from the top of the work tree (src/lock.py); qem records what each holds now, so a later change to it can be noticed."}
 _AT = {"type": "string", "description": "As the memory was at this UTC date or time, or as committed at this git revision."}
 
 
@@ -268,9 +270,11 @@ def _reason(required: bool) -> dict[str, str]:
 
 TOOLS: tuple[Tool, ...] = (
     Tool("add", "Record a new note in the project's memory; returns its id, and in repeats the notes in force with the same text.",
-         {"text": _TEXT, "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE}, ("text", "kind"), _add),
+         {"text": _TEXT, "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE, "anchors": _ANCHORS},
+         ("text", "kind"), _add),
     Tool("supersede", "Replace a note that is no longer right with a corrected one (the old text stays in the history); returns the new id.",
-         {"id": _ID, "text": _TEXT, "reason": _reason(False), "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE},
+         {"id": _ID, "text": _TEXT, "reason": _reason(False), "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE,
+          "anchors": {**_ANCHORS, "description": _ANCHORS["description"] + " Left out: the old note's; [] for none."}},
          ("id", "text"), _supersede),
     Tool("revoke", "Withdraw a note that is wrong and has no replacement; a reason is required.",
          {"id": _ID, "reason": _reason(True)}, ("id", "reason"), _move("revoked")),

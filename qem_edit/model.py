@@ -150,6 +150,67 @@ def is_timestamp(value: object) -> bool:
     return isinstance(value, str) and bool(_TIMESTAMP.match(value))
 
 
+# -- anchors: the files a note is about ----------------------------------------------------------
+#
+# An event's `anchors` (docs/DUMP.md) is a list of {"path", "oid"}: a path from the top of
+# the work tree, `/`-separated, that stays inside it, and the git object id (SHA-1, or
+# SHA-256 in such a repository) of what it held.  The writer's rules and the reader's are
+# these same functions, so an anchor from another clone is checked as a write checks it.
+
+OID_LENGTHS = (40, 64)  # hex digits of a SHA-1 and of a SHA-256 object id
+_OID = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
+UNANCHORABLE = (".git", ".qem")  # git's own files, and the memory's log
+
+
+def anchor_path_problem(path: object) -> str | None:
+    """What keeps `path` from being an anchor's path (None: nothing): relative, `/`-separated,
+    no `.` or `..` or empty part, no backslash, one line with no control characters (MEMORY.md
+    shows it on a line), no spaces at its ends, nothing inside .git/ or .qem/."""
+    if not isinstance(path, str) or not path:
+        return "an anchor's path must be a non-empty string"
+    if path.startswith("/") or re.match(r"[A-Za-z]:", path):
+        return "an absolute path; name it from the top of the work tree"
+    if "\\" in path:
+        return "a backslash in a path; separate its parts with /"
+    if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in path) or path != path.strip():
+        return "a path holding a control character, or spaces at its ends"
+    parts = path.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return "a path with an empty, `.` or `..` part; name it from the top of the work tree"
+    if any(part in UNANCHORABLE for part in parts):
+        return f"a path inside {' or '.join(p + '/' for p in UNANCHORABLE)}, which is no one's code"
+    return None
+
+
+def anchors_problem(value: object) -> str | None:
+    """What is wrong with an event's `anchors` (None: nothing): a list of distinct paths,
+    each {"path": PATH, "oid": HEX} and nothing else."""
+    if not isinstance(value, list):
+        return "anchors must be a list of {path, oid}"
+    seen: set[str] = set()
+    for anchor in value:
+        if not isinstance(anchor, dict) or set(anchor) != {"path", "oid"}:
+            return "each anchor is exactly {path, oid}"
+        problem = anchor_path_problem(anchor["path"])
+        if problem:
+            return f"anchor {anchor['path']!r}: {problem}"
+        if not isinstance(anchor["oid"], str) or not _OID.match(anchor["oid"]):
+            return f"anchor {anchor['path']!r}: its oid is not a git object id (40 or 64 lowercase hex digits)"
+        if anchor["path"] in seen:
+            return f"anchor {anchor['path']!r} is named twice"
+        seen.add(anchor["path"])
+    return None
+
+
+def anchors_of(data: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
+    """An event's anchors as (path, oid) pairs in path order; none where it has none (or,
+    never reached past the log's checks, malformed ones)."""
+    value = data.get("anchors")
+    if value is None or anchors_problem(value) is not None:
+        return ()
+    return tuple(sorted((str(a["path"]), str(a["oid"])) for a in value))  # type: ignore[index, union-attr]
+
+
 @dataclass(frozen=True)
 class Event:
     id: str
@@ -229,6 +290,9 @@ class Note:
     short_len: int = 4  # the short-id length the note was created with
     text_hash: str | None = None
     erased_since: bool = False  # shown as it was (`--at`), its text erased by a later forget
+    # the files and folders the note is about: (path from the work tree's top, the git
+    # object id its content had when the note was written), in path order
+    anchors: tuple[tuple[str, str], ...] = ()
 
     @property
     def live(self) -> bool:
@@ -268,6 +332,7 @@ class Note:
             "disputes": [{"dispute": d, "with": other} for d, other in self.disputes],
             "rivals": [vars(r) for r in self.rivals],
             "bad_pointer": self.bad_pointer,
+            "anchors": [{"path": path, "oid": oid} for path, oid in self.anchors],
         }
 
 
@@ -362,6 +427,7 @@ def note_from_created(event: Event, text: str | None) -> Note:
         alias=alias if isinstance(alias, int) and not isinstance(alias, bool) and 0 < alias < 2**62 else None,
         short_len=short_len if isinstance(short_len, int) and 1 <= short_len <= 26 else 4,
         text_hash=data.get("text") if isinstance(data.get("text"), str) else None,
+        anchors=anchors_of(data),
     )
 
 
@@ -498,6 +564,7 @@ class NewNote:
     provenance: str
     text: str
     supersedes: str | None = None
+    anchors: tuple[tuple[str, str], ...] = ()  # (path, object id), as anchors_of gives them
 
 
 @dataclass(frozen=True)
@@ -530,6 +597,8 @@ def decide_create(new: NewNote, old: Note | None, reason: str | None = None) -> 
         check_transition(old, "superseded")
     data = {"kind": new.kind, "priority": new.priority, "provenance": new.provenance,
             "supersedes": old.id if old is not None else None}
+    if new.anchors:
+        data["anchors"] = [{"path": path, "oid": oid} for path, oid in sorted(new.anchors)]
     drafts = [Draft(None, "created", reason, data, text)]
     if old is not None:
         drafts.append(Draft(old.id, "superseded", reason, {"by": NEW_NOTE}))

@@ -11,9 +11,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..model import KIND_RANK, KINDS, PRIORITIES, PROVENANCES
+from ..model import KIND_RANK, KINDS, PRIORITIES, PROVENANCES, anchor_path_problem
 
 from ..renderer.format import (
+    ANCHOR,
+    ATTRIBUTE_LIKE_RE,
+    ATTRIBUTE_RE,
+    SHOWN_OID_RE,
     COMMENT_CLOSE,
     CONFLICT_PREFIXES,
     DISPUTED_MARKER_RE,
@@ -63,6 +67,8 @@ class Item:
     superseded_by: str | None = None
     supersedes: str | None = None
     raw: list[str] = field(default_factory=list)
+    # its `@anchor:` lines: path → (line number, the object id shown, "" where none is)
+    anchors: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     @property
     def content(self) -> tuple[str, str, str | None]:
@@ -184,17 +190,7 @@ class _Parser:
                 self.pending_blank += 1
             return i + 1
         if line.startswith(INDENT) or line.startswith("\t"):
-            body = line[2:] if line.startswith(INDENT) else line[1:]
-            if self.item is None:
-                self.error(n, "an indented line outside any note; indent only a note's own lines")
-            elif self.item.text is None:
-                self.error(n, f"a forgotten note's tombstone (#{self.item.note_id}) has no text")
-            else:
-                self.text_lines.extend([""] * self.pending_blank)
-                self.text_lines.append(body)
-                self.item.raw.extend([""] * self.pending_blank)
-                self.item.raw.append(line)
-            self.pending_blank = 0
+            self._further(n, line)
             return i + 1
         self._close_item()
         if line.startswith(HELP_OPEN):
@@ -223,6 +219,44 @@ class _Parser:
                 " new note, or delete it",
             )
         return i + 1
+
+    def _further(self, n: int, line: str) -> None:
+        """An indented line: a further line of the note above, of its text or an attribute."""
+        body = line[2:] if line.startswith(INDENT) else line[1:]
+        if self.item is None:
+            self.error(n, "an indented line outside any note; indent only a note's own lines")
+        elif self.item.text is None:
+            self.error(n, f"a forgotten note's tombstone (#{self.item.note_id}) has no text")
+        else:
+            self.text_lines.extend([""] * self.pending_blank)
+            if not ATTRIBUTE_LIKE_RE.match(body):
+                self.text_lines.append(body)
+            elif body.startswith("\\"):
+                self.text_lines.append(body[1:])  # a text line, escaped so as not to pass for one
+            else:
+                self._attribute(n, body)
+            self.item.raw.extend([""] * self.pending_blank)
+            self.item.raw.append(line)
+        self.pending_blank = 0
+
+    def _attribute(self, n: int, body: str) -> None:
+        """An attribute line of the item above: `@anchor: PATH` (` · OID`, as shown)."""
+        assert self.item is not None
+        match = ATTRIBUTE_RE.match(body)
+        if match is None or match["name"] != ANCHOR or not match["value"]:
+            self.error(n, f"not an attribute line qem knows: {body!r}; a note's anchor reads `@anchor: PATH`"
+                          " (a text line starting with `@word:` is written `\\@word:`)")
+            return
+        path, sep, shown = match["value"].rpartition(SEP)
+        if not (sep and SHOWN_OID_RE.match(shown)):
+            path, shown = match["value"], ""
+        problem = anchor_path_problem(path)
+        if problem:
+            self.error(n, f"anchor {path!r}: {problem}")
+        elif path in self.item.anchors:
+            self.error(n, f"anchor {path!r} is named twice (also on line {self.item.anchors[path][0]})")
+        else:
+            self.item.anchors[path] = (n, shown)
 
     def _skip_comment(self, i: int) -> int:
         """qem's help comment at the end of a checkout is not part of the file."""

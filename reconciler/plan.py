@@ -26,6 +26,7 @@ class Content:
     kind: str
     priority: str
     text: str
+    anchors: tuple[str, ...] = ()  # the anchored paths, in order (their object ids are the check-in's to record)
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def _created_since(creates: Sequence[Op], created: Sequence[Note]) -> list[str] 
     pool: dict[Content, list[str]] = {}
     for note in created:
         if note.provenance == "human" and note.supersedes is None and note.text is not None:
-            pool.setdefault(Content(note.kind, note.priority, note.text), []).append(note.id)
+            pool.setdefault(content_of(note), []).append(note.id)
     found = []
     for op in creates:
         matches = pool.get(op.content) if op.content else None
@@ -246,7 +247,13 @@ def _content(item: Item, errors: list[LineError]) -> Content | None:
     except TextError as exc:
         errors.append(LineError(item.line, str(exc)))
         return None
-    return Content(item.kind, item.priority, text)
+    return Content(item.kind, item.priority, text, tuple(sorted(item.anchors)))
+
+
+def content_of(note: Note) -> Content:
+    """A note's content as an edit's is compared with it: the object ids it recorded are
+    shown for a reader and never compared."""
+    return Content(note.kind, note.priority, note.text or "", tuple(path for path, _ in note.anchors))
 
 
 def _item_changes(item: Item, base: Note, errors: list[LineError]) -> list[Op]:
@@ -276,7 +283,7 @@ def _item_ops(item: Item, base: Note, errors: list[LineError]) -> list[Op]:
     content = _content(item, errors)
     if content is None:
         return []
-    changed = content != Content(base.kind, base.priority, base.text)
+    changed = content != content_of(base)
     if base.state == "superseded":
         return _superseded_changes(item, base, changed, refuse) or ops
     if item.state == "superseded":
@@ -338,9 +345,7 @@ def _already(op: Op, now_notes: Mapping[str, Note]) -> bool:
         if now.state != "superseded" or op.content is None:
             return False
         successor = now_notes.get(now.superseded_by or "")
-        return successor is not None and op.content == Content(
-            successor.kind, successor.priority, successor.text or ""
-        )
+        return successor is not None and op.content == content_of(successor)
     if op.action == "promote":
         return now.provenance == "human"
     return now.state == MOVE_BY_VERB[op.action].target

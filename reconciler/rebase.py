@@ -14,7 +14,8 @@ from typing import Mapping, Sequence
 
 from ..model import KINDS, Note
 
-from ..renderer.format import ERRORS_OPEN, INDENT, SECTION_TITLES, SEP, Selection, escape_first_line
+from ..renderer.format import (ERRORS_OPEN, INDENT, SECTION_TITLES, SEP, Selection, anchor_line, escape_first_line,
+                               escape_text_line)
 from ..renderer.render import for_editing, header_line, render_item
 
 from .parse import Item, ParsedFile
@@ -164,7 +165,9 @@ def _yours(now: Note, item: Item | None, base: Note | None, successor: Note | No
                 render_item(now, None, shorts) + render_item(moved, None, shorts))
     if now.state == "forgotten" and item is not None and item.text:
         first, *more = item.text.split("\n")
-        new = [f"- {item.priority}{SEP}{escape_first_line(first)}"] + [INDENT + line if line else "" for line in more]
+        new = [f"- {item.priority}{SEP}{escape_first_line(first)}"] + [
+            INDENT + escape_text_line(line) if line else "" for line in more]
+        new += [anchor_line(path, shown) for path, (_, shown) in sorted(item.anchors.items())]
         return (f"#{now.shown} was forgotten since your base; keeping this side makes your text a new note",
                 render_item(now, None, shorts) + new)
     return f"#{now.shown} as you left it" + ("" if item else " (you deleted it)"), list(item.raw) if item else []
@@ -184,4 +187,6 @@ def _retarget(successor: Note, item: Item, base: Note | None) -> Note:
         changes["provenance"] = item.provenance
     if item.state != base.state:
         changes.update(state=item.state, state_at=None, state_reason=item.state_reason)
+    if sorted(item.anchors) != [path for path, _ in base.anchors]:
+        changes["anchors"] = tuple(sorted((path, shown) for path, (_, shown) in item.anchors.items()))
     return replace(successor, **changes)

@@ -18,7 +18,7 @@ from ..model import KINDS
 # only while this matches, so it changes with every change to what the renderer writes;
 # fixtures/golden/VERSION records the golden files' digest for it, and a test fails when
 # they change without it (QEM_UPDATE_GOLDEN=1 records a new version's digest).
-FORMAT_VERSION = "5"
+FORMAT_VERSION = "6"
 
 SEP = " · "
 INDENT = "  "
@@ -158,6 +158,28 @@ def escape_reason(reason: str) -> str:
 
 def unescape_reason(escaped: str) -> str:
     return re.sub(r"\\(.)", r"\1", escaped)
+
+
+# Attribute lines: what a note says about itself besides its text, one per line under its
+# item, `  @NAME: VALUE`, after the text's lines.  A note's anchor is `  @anchor: PATH ·
+# OID` (OID: the first ANCHOR_SHOWN hex digits of the object id it recorded, for a reader:
+# a check-in records the content as it is then).  No text line can pass for one: a further
+# text line that starts with `@NAME:`, after any backslashes, is written with one more.
+ATTRIBUTE_RE = re.compile(r"@(?P<name>[a-z][a-z0-9-]*):(?: (?P<value>.*))?\Z")
+ATTRIBUTE_LIKE_RE = re.compile(r"\\*@[a-z][a-z0-9-]*:")
+ANCHOR = "anchor"
+ANCHOR_SHOWN = 12  # a fixed length: git's own abbreviation grows with the repository's size
+SHOWN_OID_RE = re.compile(r"[0-9a-f]{4,64}\Z")
+
+
+def anchor_line(path: str, oid: str) -> str:
+    """An anchor's line (a person's new anchor has no object id to show yet)."""
+    return f"{INDENT}@{ANCHOR}: {path}" + (f"{SEP}{oid[:ANCHOR_SHOWN]}" if oid else "")
+
+
+def escape_text_line(line: str) -> str:
+    """A text line after the first, as the file shows it (before its indent)."""
+    return "\\" + line if ATTRIBUTE_LIKE_RE.match(line) else line
 
 
 def escape_first_line(line: str) -> str:

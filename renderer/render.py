@@ -21,9 +21,11 @@ from .format import (
     SEP,
     WORD_BY_STATE,
     Selection,
+    anchor_line,
     encode_query,
     escape_first_line,
     escape_reason,
+    escape_text_line,
 )
 
 ALL = Selection()
@@ -175,7 +177,8 @@ def render_item(note: Note, graph: Graph | None = None, shorts: Mapping[str, str
     first, *more = note.text.split("\n")
     fields.append(escape_first_line(first))
     lines = [SEP.join(fields)]
-    lines.extend(INDENT + line if line else "" for line in more)
+    lines.extend(INDENT + escape_text_line(line) if line else "" for line in more)
+    lines.extend(anchor_line(path, oid) for path, oid in note.anchors)
     return lines
 
 

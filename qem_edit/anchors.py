@@ -1,0 +1,263 @@
+"""Anchors: the files and folders a note is about, and what they held.
+
+An anchor is a path from the top of the work tree (`/`-separated) and the git object id of
+what it holds: for a file, its blob id, `sha1(b"blob %d\\0" % len(data) + data)` over the
+bytes as they are (no filter, so a copy of the tree outside git computes the same); for a
+folder, the id of its tree as `git write-tree` would make it of the files git sees there
+(tracked, or untracked and not ignored; outside git, every file), each blob hashed the
+same way; a symbolic link inside the tree is, as git keeps it, a blob of where it points.
+A repository whose objects are SHA-256 gets SHA-256 ids.
+
+Three places hold a path's content, and one function reads each: the work tree
+(`worktree_oid`), git's index (`index_oid`, what the next commit holds) and a commit
+(`revision_oid`).  Each gives None where the path is not there.  `checked_path` is the one
+judgment of a path a person or an agent names, refusing (exit 2) what is not an anchor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from . import errors
+from .model import UNANCHORABLE, anchor_path_problem
+
+
+@dataclass(frozen=True)
+class WorkTree:
+    """The tree anchors are relative to: git's work tree top (else the workspace), whether
+    git keeps it, and the object format its ids are in."""
+
+    top: Path
+    git: bool = False
+    object_format: str = "sha1"
+
+    def path(self, anchor: str) -> Path:
+        return self.top / anchor
+
+
+def work_tree(root: Path) -> WorkTree:
+    """The work tree holding `root` (a workspace): git's top and object format where git
+    keeps it, else `root` itself, its ids SHA-1 as a new git repository's are."""
+    from . import gitrepo
+
+    top = gitrepo.toplevel(root)
+    if top is None:
+        return WorkTree(root.resolve())
+    done = gitrepo._git(top, "rev-parse", "--show-object-format")
+    found = done.stdout.decode().strip() if done.returncode == 0 else ""
+    return WorkTree(top.resolve(), True, found if found in ("sha1", "sha256") else "sha1")
+
+
+# -- the path a writer names ----------------------------------------------------------------
+
+
+def checked_path(tree: WorkTree, typed: str, cwd: Path | None = None) -> str:
+    """The anchor a writer names as `typed`, as stored: relative to `cwd` when that is in
+    the work tree (as a shell completes it), else to the top; `/`-separated, normalized.
+    Refused (BadInput, naming the path and why) unless it names an existing file or
+    folder inside the tree, reached through no symbolic link out of it."""
+    if not typed or "\x00" in typed:
+        raise errors.BadInput(f"anchor {typed!r}: an empty path, or one holding a NUL")
+    if os.path.isabs(typed) or typed.startswith("\\"):
+        raise errors.BadInput(f"anchor {typed!r}: an absolute path; name it from the top of the work tree")
+    base = _base(tree, cwd)
+    joined = os.path.normpath(os.path.join(base, typed)) if base else os.path.normpath(typed)
+    if joined == ".":
+        raise errors.BadInput(f"anchor {typed!r}: names the whole work tree; anchor a file or folder inside it")
+    if joined == ".." or joined.startswith("../"):
+        raise errors.BadInput(f"anchor {typed!r}: `..` leads out of the work tree ({tree.top})")
+    path = joined.replace(os.sep, "/")
+    problem = anchor_path_problem(path)
+    if problem:
+        raise errors.BadInput(f"anchor {typed!r}: {problem}")
+    _refuse_links_out(tree, typed, path)
+    if not os.path.lexists(tree.path(path)):
+        raise errors.BadInput(f"anchor {typed!r}: no such file or folder in the work tree ({tree.top})")
+    if tree.path(path).is_dir() and not tree.path(path).is_symlink() and _holds_memory(tree.path(path)):
+        raise errors.BadInput(f"anchor {typed!r}: holds the memory's own log (.qem/), which every write changes;"
+                              " anchor the folders inside it instead")
+    return path
+
+
+def _base(tree: WorkTree, cwd: Path | None) -> str:
+    """Where a typed path starts: `cwd` as a path from the top, when it is inside the tree."""
+    here = (cwd or Path.cwd()).resolve()
+    try:
+        relative = here.relative_to(tree.top)
+    except ValueError:
+        return ""
+    return "" if str(relative) == "." else relative.as_posix()
+
+
+def _refuse_links_out(tree: WorkTree, typed: str, path: str) -> None:
+    """Each part of the path, walked from the top: a symbolic link among its folders is
+    refused (git keeps no file beyond one), and so is a link, the path itself, pointing
+    out of the tree."""
+    parts = path.split("/")
+    for depth in range(1, len(parts) + 1):
+        here = tree.top.joinpath(*parts[:depth])
+        if not here.is_symlink():
+            continue
+        target = Path(os.path.realpath(here))
+        if target != tree.top and tree.top not in target.parents:
+            raise errors.BadInput(f"anchor {typed!r}: {'/'.join(parts[:depth])} is a symbolic link pointing out of"
+                                  f" the work tree (to {target})")
+        if depth < len(parts):
+            inside = target.relative_to(tree.top).as_posix()
+            raise errors.BadInput(f"anchor {typed!r}: {'/'.join(parts[:depth])} is a symbolic link (to {inside});"
+                                  " name the path it points to")
+
+
+def _holds_memory(folder: Path) -> bool:
+    return any((folder / name).is_dir() for name in UNANCHORABLE[1:])
+
+
+def anchored(tree: WorkTree, typed: Iterable[str], cwd: Path | None = None) -> tuple[tuple[str, str], ...]:
+    """The anchors of a write: each typed path checked, and its content's object id now,
+    in path order (a path named twice counts once)."""
+    paths = sorted({checked_path(tree, t, cwd) for t in typed})
+    out = []
+    for path in paths:
+        oid = worktree_oid(tree, path)
+        if oid is None:
+            raise errors.BadInput(f"anchor {path!r}: it went while it was read; nothing was written")
+        out.append((path, oid))
+    return tuple(out)
+
+
+# -- object ids -----------------------------------------------------------------------------
+
+
+def blob_oid(data: bytes, object_format: str = "sha1") -> str:
+    """Git's id of a blob holding `data`."""
+    return hashlib.new(object_format, b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def worktree_oid(tree: WorkTree, path: str) -> str | None:
+    """The object id of what `path` holds in the work tree now (None: nothing there, or
+    what is there is neither a file, a link nor a folder)."""
+    entry = _entry(tree, tree.path(path))
+    if entry is None:
+        return None
+    if entry[0] != _TREE:
+        return entry[1].hex()
+    files = _tracked_files(tree, path) if tree.git else _every_file(tree, path)
+    return _tree_oid(tree, path, files).hex()
+
+
+def index_oid(tree: WorkTree, path: str) -> str | None:
+    """The object id `path` has in git's index (what the next commit holds): a file's
+    blob, or a folder's tree as `git write-tree --prefix` makes it (None: not staged)."""
+    from . import gitrepo
+
+    staged = gitrepo.staged_files(tree.top, [path])
+    if path in staged:
+        return staged[path]
+    if not staged:
+        return None
+    done = gitrepo._git(tree.top, "write-tree", f"--prefix={path}/", extra=gitrepo.index_env(tree.top))
+    return done.stdout.decode().strip() if done.returncode == 0 else None
+
+
+def revision_oid(tree: WorkTree, path: str, rev: str) -> str | None:
+    """The object id of `path` in revision `rev` (None: not there)."""
+    from . import gitrepo
+
+    done = gitrepo._git(tree.top, "rev-parse", "--verify", "--quiet", f"{rev}:{path}")
+    return done.stdout.decode().strip() if done.returncode == 0 else None
+
+
+_BLOB, _EXEC, _LINK, _TREE = b"100644", b"100755", b"120000", b"40000"
+
+
+def _entry(tree: WorkTree, where: Path) -> tuple[bytes, bytes] | None:
+    """(git's mode, binary id) of a file, a link or (its mode alone) a folder."""
+    try:
+        info = os.lstat(where)
+    except OSError:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        return _LINK, bytes.fromhex(blob_oid(os.fsencode(os.readlink(where)), tree.object_format))
+    if stat.S_ISDIR(info.st_mode):
+        return _TREE, b""
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    oid = _file_oid(where, tree.object_format)
+    if oid is None:
+        return None
+    return (_EXEC if info.st_mode & stat.S_IXUSR else _BLOB), oid
+
+
+def _file_oid(where: Path, object_format: str) -> bytes | None:
+    """A file's blob id, read a block at a time (never through a link)."""
+    try:
+        fd = os.open(where, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        digest = hashlib.new(object_format, b"blob %d\0" % info.st_size)
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+        return digest.digest()
+
+
+def _tracked_files(tree: WorkTree, folder: str) -> list[str]:
+    """The files of `folder` git sees: tracked ones still there, and untracked ones it does
+    not ignore (paths from the top; a nested repository is left out)."""
+    from . import gitrepo
+
+    done = gitrepo._git(tree.top, "--literal-pathspecs", "ls-files", "-z", "-c", "-o", "--exclude-standard", "--",
+                        folder, extra=gitrepo.index_env(tree.top))
+    if done.returncode != 0:
+        raise errors.BadInput(f"cannot list the files of {folder}: {done.stderr.decode(errors='replace').strip()}")
+    names = {os.fsdecode(n) for n in done.stdout.split(b"\0") if n and not n.endswith(b"/")}
+    return sorted(n for n in names if n.startswith(folder + "/"))
+
+
+def _every_file(tree: WorkTree, folder: str) -> list[str]:
+    """Every file and link under `folder` (outside git: nothing is ignored), `.git` and
+    `.qem` folders aside, as paths from the top."""
+    out = []
+    for here, dirs, files in os.walk(tree.path(folder)):
+        links = [d for d in dirs if os.path.islink(os.path.join(here, d))]  # kept as links, never followed
+        dirs[:] = [d for d in dirs if d not in UNANCHORABLE and d not in links]
+        out += [Path(here, name).relative_to(tree.top).as_posix() for name in files + links]
+    return sorted(out)
+
+
+def _tree_oid(tree: WorkTree, folder: str, files: list[str]) -> bytes:
+    """The id of the tree `git write-tree` makes of these files of `folder`."""
+    nested: dict = {}
+    for name in files:
+        *folders, leaf = name[len(folder) + 1:].split("/")
+        node = nested
+        for part in folders:
+            node = node.setdefault(part, {})
+        node[leaf] = name
+    return _hashed_tree(tree, nested) or hashlib.new(tree.object_format, b"tree 0\0").digest()
+
+
+def _hashed_tree(tree: WorkTree, node: dict) -> bytes | None:
+    """A tree object's id from its entries (None: no file under it, so git has no tree)."""
+    entries = []
+    for name, child in node.items():
+        if isinstance(child, dict):
+            mode, oid = _TREE, _hashed_tree(tree, child)
+        else:
+            mode, oid = _entry(tree, tree.path(child)) or (_TREE, None)
+            oid = None if mode == _TREE else oid  # gone, a folder now, or no file at all: not in the tree
+        if oid is not None:
+            raw = os.fsencode(name)
+            entries.append((raw + b"/" if mode == _TREE else raw, mode + b" " + raw + b"\0" + oid))
+    if not entries:
+        return None
+    body = b"".join(entry for _, entry in sorted(entries))
+    return hashlib.new(tree.object_format, b"tree %d\0" % len(body) + body).digest()
