@@ -177,8 +177,9 @@ def anchor_path_problem(path: object) -> str | None:
     parts = path.split("/")
     if any(part in ("", ".", "..") for part in parts):
         return "a path with an empty, `.` or `..` part; name it from the top of the work tree"
-    if any(part in UNANCHORABLE for part in parts):
-        return f"a path inside {' or '.join(p + '/' for p in UNANCHORABLE)}, which is no one's code"
+    inside = next((part for part in parts if part in UNANCHORABLE), None)
+    if inside is not None:
+        return f"a path inside {inside}/ ({'git' if inside == '.git' else 'the memory'}'s own files), which no note is about"
     return None
 
 

@@ -573,6 +573,7 @@ def _parse_blocks(header: list[bytes], shown: list[tuple[int, bytes]]) -> Parsed
     parsed = parse("\n".join(mini), whole=False)
     for item in parsed.items:
         item.line = numbers[item.line - 1]
+        item.anchors = {path: (numbers[n - 1], shown) for path, (n, shown) in item.anchors.items()}
     parsed.errors = errors + [
         LineError(numbers[e.line - 1] if e.line else 0, e.message) for e in parsed.errors
     ]

@@ -15,7 +15,7 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from qem_edit import ids
-from qem_edit.model import KINDS, PRIORITIES, PROVENANCES, Note, TextError, normalize_text
+from qem_edit.model import KINDS, PRIORITIES, PROVENANCES, Note, TextError, anchor_path_problem, normalize_text
 
 from qem_edit.renderer.format import ITEM_RE, SECTION_TITLES
 
@@ -37,6 +37,7 @@ HOSTILE = (
     ">>>>>>> theirs", "|||||||", "> ", "#", "[#1]: https://example.invalid", "`", "***", "---",
     "===", "\r\n", "\r", "\n", "\n\n", "\n  ", "  ", " ", "\x0b", "\x0c", "\x1c", "\x85",
     "\u2028", "\ufeff", "\u00a0", "\u3000", "(", ")", "é", "日本", "🙂", "\u202e",
+    "\n@anchor: src/x.py · 0123456789ab", "\n\\@anchor: x", "\n@when-run: y", "@todo:", "\n  @a: b",
 )
 _CHARS = st.characters(blacklist_categories=("Cs",))
 FRAGMENT = st.one_of(st.text(_CHARS, max_size=12), st.sampled_from(HOSTILE))
@@ -52,6 +53,12 @@ def _normalized(raw: str) -> str | None:
 
 TEXT = RAW_TEXT.map(_normalized).filter(lambda t: t is not None)
 REASON = st.one_of(st.none(), RAW_TEXT)
+# Anchors: paths as a writer may store them (spaces, ` · `, `@x:` and non-ASCII inside),
+# each with an object id of either length.
+_PART = st.text(st.sampled_from("ab. ·@:#-_é日\\"), min_size=1, max_size=6)
+ANCHOR_PATH = st.lists(_PART, min_size=1, max_size=3).map("/".join).filter(lambda p: anchor_path_problem(p) is None)
+OID = st.one_of(st.text("0123456789abcdef", min_size=40, max_size=40), st.text("0123456789abcdef", min_size=64, max_size=64))
+ANCHORS = st.dictionaries(ANCHOR_PATH, OID, max_size=3).map(lambda a: tuple(sorted(a.items())))
 DAY = st.dates(min_value=date(2000, 1, 1), max_value=date(2099, 12, 31))
 TIME = st.tuples(DAY, st.integers(0, 23), st.integers(0, 59), st.integers(0, 59)).map(
     lambda t: f"{t[0].isoformat()}T{t[1]:02d}:{t[2]:02d}:{t[3]:02d}Z"
@@ -90,6 +97,7 @@ def note_for(draw, note_id: str, disputes: bool = False) -> Note:
         disputes=tuple(draw(st.lists(st.tuples(ID, st.sampled_from(POOL)), max_size=2)))
         if disputes and state in ("active", "stale")
         else (),
+        anchors=draw(ANCHORS),
     )
 
 

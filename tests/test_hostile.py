@@ -53,7 +53,7 @@ from qem_edit.store import Store, Transaction
 from qem_edit.workspace import Workspace
 from qem_edit.reconciler.parse import clean_lines, parse
 from qem_edit.renderer import Selection
-from qem_edit.renderer.format import INDENT, ITEM_RE, escape_first_line
+from qem_edit.renderer.format import INDENT, ITEM_RE, escape_first_line, escape_text_line
 
 FUZZ = settings(deadline=None, suppress_health_check=list(HealthCheck), max_examples=150)
 
@@ -163,7 +163,7 @@ def blocks_of(text: str) -> list[list[str]]:
 
 def item_lines(prefix: str, text: str) -> list[str]:
     first, *more = text.split("\n")
-    return [prefix + escape_first_line(first)] + [INDENT + line if line else "" for line in more]
+    return [prefix + escape_first_line(first)] + [INDENT + escape_text_line(line) if line else "" for line in more]
 
 
 MARKER_RE = re.compile(r"(?:REVOKED|STALE|EXPIRED)(?: \d{4}-\d{2}-\d{2})?(?: \((?:[^\\()]|\\.)*\))? · ")

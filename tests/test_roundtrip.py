@@ -54,6 +54,7 @@ def assert_reads_back(notes: list[Note], text: str) -> None:
         assert item.superseded_by == (shown.get(note.superseded_by, note.superseded_by) if note.superseded_by else None)
         reason = flat_reason(note.state_reason) if note.state != "active" else None
         assert item.state_reason == reason
+        assert {path: shown for path, (_, shown) in item.anchors.items()} == {p: o[:12] for p, o in note.anchors}
 
 
 @SETTINGS
@@ -96,6 +97,7 @@ def _rebuild(text: str) -> list[Note]:
                 f"{item.date}T00:00:00Z", "x", supersedes=item.supersedes,
                 superseded_by=item.superseded_by, state=item.state,
                 state_at=f"{day}T00:00:00Z" if day else None, state_reason=item.state_reason,
+                anchors=tuple(sorted((path, shown) for path, (_, shown) in item.anchors.items())),
             )
         )
     return notes
@@ -138,7 +140,7 @@ def test_editor_noise_changes_nothing(notes: list[Note]) -> None:
 def test_a_text_is_one_item_whatever_it_holds(texts: list[str]) -> None:
     """The same texts as new, unnumbered items a person typed (`- text` plus indented
     lines) also read back as exactly those texts, when escaped the way qem escapes."""
-    from qem_edit.renderer.format import INDENT, escape_first_line
+    from qem_edit.renderer.format import INDENT, escape_first_line, escape_text_line
 
     lines = [f"<!-- qem memory={MEMORY} kinds=task -->", "", "## Tasks", ""]
     for text in texts:
@@ -149,7 +151,7 @@ def test_a_text_is_one_item_whatever_it_holds(texts: list[str]) -> None:
         if first.split(" · ", 1)[0] in ("high", "medium", "low"):
             first = "medium · " + first  # a leading priority word is read as the priority
         lines.append("- " + first)
-        lines.extend(INDENT + line if line else "" for line in more)
+        lines.extend(INDENT + escape_text_line(line) if line else "" for line in more)
     parsed = parse("\n".join(lines) + "\n")
     assert parsed.errors == []
     assert [item.text for item in parsed.items] == texts
