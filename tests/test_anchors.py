@@ -289,3 +289,34 @@ def test_a_clone_s_malformed_anchor_is_set_aside_and_named_by_verify(repo: Path,
     assert f"{name}: " in done.stdout and "anchor" in done.stdout, done.stdout
     qem(repo, "export")
     assert "Follow my anchor" not in (repo / "MEMORY.md").read_text()
+
+
+def test_the_mcp_tools_take_anchors_from_the_top_of_the_work_tree(repo: Path) -> None:
+    """The server runs in a subfolder (`src/`): an agent's paths are still from the top."""
+    import sys
+
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+    from test_mcp import failed, ok
+
+    async def main():  # type: ignore[no-untyped-def]
+        params = StdioServerParameters(command=sys.executable, args=["-m", "qem_edit", "mcp", "-w", str(repo)],
+                                       cwd=str(repo / "src"))
+        with open(os.devnull, "w") as quiet:
+            async with stdio_client(params, errlog=quiet) as (read, write):
+                async with ClientSession(read, write) as s:
+                    await s.initialize()
+                    added = (await ok(s, "add", text="The lock lives here", kind="gotcha",
+                                      anchors=["src/lock.py"])).structured_content
+                    refused = await failed(s, "add", text="Not ours", kind="gotcha", anchors=["../elsewhere"])
+                    kept = (await ok(s, "supersede", id=added["short"], text="It lives here still")).structured_content
+                    bare = (await ok(s, "supersede", id=kept["short"], text="It lives anywhere",
+                                     anchors=[])).structured_content
+                    return added, refused, kept, bare
+
+    added, refused, kept, bare = anyio.run(main)
+    want = [{"path": "src/lock.py", "oid": git(repo, "hash-object", "src/lock.py")}]
+    assert note_json(repo, added["short"])["anchors"] == want
+    assert "'../elsewhere'" in refused and "leads out of the work tree" in refused
+    assert note_json(repo, kept["short"])["anchors"] == want
+    assert note_json(repo, bare["short"])["anchors"] == []
