@@ -168,8 +168,12 @@ def anchor_path_problem(path: object) -> str | None:
     shows it on a line), no spaces at its ends, nothing inside .git/ or .qem/."""
     if not isinstance(path, str) or not path:
         return "an anchor's path must be a non-empty string"
-    if path.startswith("/") or re.match(r"[A-Za-z]:", path):
+    if path.startswith("/") or re.match(r"[A-Za-z]:(?:/|\\|\Z)", path):
         return "an absolute path; name it from the top of the work tree"
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a path that is not UTF-8"
     if "\\" in path:
         return "a backslash in a path; separate its parts with /"
     if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in path) or path != path.strip():
