@@ -166,16 +166,23 @@ def _describe_op(op, proposal: Proposal) -> list[str]:  # type: ignore[no-untype
         assert op.content
         return [f"  + create {op.content.kind} · {op.content.priority} · human"] + [
             f"      {line}" for line in op.content.text.split("\n")
-        ]
+        ] + [f"      @anchor: {path}" for path in op.content.anchors]
     if op.action == "supersede" and op.content and old:
         return [
             f"  ~ supersede #{shown} ({old.kind} · {old.priority}) with a new"
             f" {op.content.kind} · {op.content.priority} · human note"
-        ] + text_change((old.text or "").split("\n"), op.content.text.split("\n"))
+        ] + text_change((old.text or "").split("\n"), op.content.text.split("\n")) + anchor_change(old, op.content)
     move = MOVE_BY_VERB[op.action]
     first = ((old.text if old else None) or "").split("\n")[0]
     why = f" ({op.reason})" if op.reason else ""
     return [f"  {move.sign} {move.shown} #{shown}{why}: {first}"]
+
+
+def anchor_change(old, content) -> list[str]:  # type: ignore[no-untyped-def]
+    """The anchors a supersession drops and adds (each kept one's content is read anew)."""
+    before = [path for path, _ in old.anchors]
+    return ([f"    - @anchor: {path}" for path in before if path not in content.anchors]
+            + [f"    + @anchor: {path}" for path in content.anchors if path not in before])
 
 
 def text_change(old: list[str], new: list[str]) -> list[str]:
