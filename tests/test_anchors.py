@@ -54,11 +54,11 @@ def repo(tmp_path: Path) -> Path:
     git(root.parent, "init", "-q", str(root))
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "code")
-    (root / "notes.txt").write_text("not tracked yet\n")
     qem(root, "init")
     qem(root, "export")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "memory")
+    (root / "notes.txt").write_text("not tracked yet\n")
     return root
 
 
@@ -90,6 +90,7 @@ def folder_tree(root: Path, folder: str) -> str:
 def test_a_note_anchors_a_tracked_file_an_untracked_file_and_a_folder_by_git_s_ids(repo: Path) -> None:
     (repo / ".gitignore").write_text("*.log\n")
     (repo / "src" / "debug.log").write_text("ignored\n")
+    assert git(repo, "ls-files", "notes.txt", "src/debug.log") == ""  # neither is tracked
     short = qem(repo, "add", "Release the lock before restart", "-k", "gotcha",
                 "--anchor", "src/lock.py", "--anchor", "notes.txt", "--anchor", "src").stdout.strip()
     anchors = {a["path"]: a["oid"] for a in note_json(repo, short)["anchors"]}
@@ -322,3 +323,22 @@ def test_the_mcp_tools_take_anchors_from_the_top_of_the_work_tree(repo: Path) ->
     assert "'../elsewhere'" in refused and "leads out of the work tree" in refused
     assert note_json(repo, kept["short"])["anchors"] == want
     assert note_json(repo, bare["short"])["anchors"] == []
+
+
+def test_the_three_places_a_path_s_content_is_read_from(repo: Path) -> None:
+    """What the drift check reads: the work tree, git's index, a revision; None where the
+    path is not there."""
+    from qem_edit import anchors
+
+    tree = anchors.work_tree(repo)
+    (repo / "src" / "lock.py").write_text("LOCK = 3\n")  # changed in the work tree only
+    git(repo, "add", "src/other.py")
+    assert anchors.worktree_oid(tree, "src/lock.py") == git(repo, "hash-object", "src/lock.py")
+    assert anchors.index_oid(tree, "src/lock.py") == git(repo, "rev-parse", ":src/lock.py")
+    assert anchors.revision_oid(tree, "src/lock.py", "HEAD") == git(repo, "rev-parse", "HEAD:src/lock.py")
+    assert anchors.index_oid(tree, "src") == git(repo, "write-tree", "--prefix=src/")
+    assert anchors.revision_oid(tree, "src", "HEAD~1") == git(repo, "rev-parse", "HEAD~1:src")
+    assert anchors.worktree_oid(tree, "src") == folder_tree(repo, "src")
+    assert anchors.worktree_oid(tree, "gone") is None
+    assert anchors.index_oid(tree, "notes.txt") is None  # untracked
+    assert anchors.revision_oid(tree, "notes.txt", "HEAD") is None
