@@ -78,6 +78,8 @@ def checked_path(tree: WorkTree, typed: str, cwd: Path | None = None) -> str:
     _refuse_links_out(tree, typed, path)
     if not os.path.lexists(tree.path(path)):
         raise errors.BadInput(f"anchor {typed!r}: no such file or folder in the work tree ({tree.top})")
+    if not tree.path(path).is_symlink() and not (tree.path(path).is_file() or tree.path(path).is_dir()):
+        raise errors.BadInput(f"anchor {typed!r}: neither a file nor a folder (a device, a pipe, a socket)")
     if tree.path(path).is_dir() and not tree.path(path).is_symlink() and _holds_memory(tree.path(path)):
         raise errors.BadInput(f"anchor {typed!r}: holds the memory's own log (.qem/), which every write changes;"
                               " anchor the folders inside it instead")

@@ -142,6 +142,7 @@ REFUSED = {
     "the memory": (lambda root: ".qem/config.toml", "inside .qem/"),
     "git's files": (lambda root: ".git/config", "inside .git/"),
     "backslash": (lambda root: "src\\lock.py", "backslash"),
+    "a pipe": (lambda root: "pipe", "neither a file nor a folder"),
 }
 
 
@@ -152,6 +153,7 @@ def test_a_path_that_is_no_anchor_is_refused_and_nothing_is_written(repo: Path, 
     (outside / "secret.txt").write_text("not ours\n")
     (tmp_path / "outside.txt").write_text("not ours\n")
     (repo / "out").symlink_to(outside)
+    os.mkfifo(repo / "pipe")
     typed, why = REFUSED[case]
     path = typed(repo)
     before = log_state(repo)
