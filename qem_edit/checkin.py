@@ -524,7 +524,8 @@ def outcome_data(outcome: Outcome) -> dict[str, object]:
 def _op_data(op: Op) -> dict[str, object]:
     data: dict[str, object] = {"action": op.action, "note": op.note_id, "line": op.line, "reason": op.reason}
     if op.content is not None:
-        data.update(kind=op.content.kind, priority=op.content.priority, text=op.content.text)
+        data.update(kind=op.content.kind, priority=op.content.priority, text=op.content.text,
+                    anchors=list(op.content.anchors))
     return data
 
 

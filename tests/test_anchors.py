@@ -198,6 +198,8 @@ def test_memory_md_shows_an_anchor_line_and_an_edit_of_it_supersedes_with_the_co
     assert f"The lock is in lock.py\n{line}\n" in text
     mirror.write_text(text.replace(line, "  @anchor: src/other.py · 000000000000\n  @anchor: notes.txt"))
     (repo / "src" / "other.py").write_text("OTHER = 3\n")  # what the check-in reads, not what the line shows
+    planned = json.loads(qem(repo, "checkin", "--path", "MEMORY.md", "--dry-run", "--json", code=1).stdout)
+    assert [op["anchors"] for op in planned["operations"]] == [["notes.txt", "src/other.py"]]
     done = qem(repo, "checkin", "--path", "MEMORY.md", "-m", "the lock moved", "--yes")
     plan = done.stdout + done.stderr  # the plan says what the supersession does to the anchors
     assert "    - @anchor: src/lock.py\n    + @anchor: notes.txt\n    + @anchor: src/other.py\n" in plan, plan
