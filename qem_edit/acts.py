@@ -58,7 +58,7 @@ def reason_for(event_type: str, reason: str | None) -> str | None:
         reason = None
     move = MOVE_BY_EVENT[event_type]
     if move.needs_reason and reason is None:
-        raise errors.BadInput(f"{move.verb.replace('_', '-')} needs a reason: -m REASON")
+        raise errors.BadInput(f"{move.command} needs a reason: -m REASON")
     return reason
 
 

@@ -274,7 +274,7 @@ def _your_side(store: Store, path: Path, data: bytes) -> bytes:
 # gone wrong looks exactly like that.
 MASS_SHARE = 0.25
 MASS_MIN = 5
-_TAKING = frozenset({"revoke", "supersede", "expire"})
+_TAKING = frozenset(m.verb for m in MOVE_BY_VERB.values() if m.out_of_force)  # (a check-in never forgets)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import db, errors
-from .model import DISPUTE_SHOWN, KINDS, STATES
+from .model import DISPUTE_SHOWN, KINDS, READING_ORDER, STATES, Move
 from .renderer import Selection
 from .shown import say
 from .shown import show as _out
@@ -256,49 +256,30 @@ def _move(event_type: str, note_id: str, reason, workspace, store, actor) -> int
     return 0
 
 
-@app.command()
-def revoke(note_id: IdArg, reason: RequiredReasonOpt = "", workspace: WorkspaceOpt = None, store: StoreOpt = None, actor: ActorOpt = None) -> int:
-    """Revoke a note: it no longer holds (a reason is required).
+def _move_command(move: Move) -> None:
+    """Register `qem VERB ID -m WHY` for a move made by its note's id and a reason alone, as
+    model.MOVES describes it (its help, and whether the reason is required)."""
 
-    Example: qem revoke 412 -m "wrong lock order"
-    """
-    return _move("revoked", note_id, reason, workspace, store, actor)
+    def command(note_id: IdArg, reason: ReasonOpt = None, workspace: WorkspaceOpt = None, store: StoreOpt = None,
+                actor: ActorOpt = None) -> int:
+        return _move(move.event, note_id, reason, workspace, store, actor)
 
-
-@app.command("flag-stale")
-def flag_stale(note_id: IdArg, reason: RequiredReasonOpt = "", workspace: WorkspaceOpt = None, store: StoreOpt = None, actor: ActorOpt = None) -> int:
-    """Flag a note as possibly out of date (a reason is required).
-
-    Example: qem flag-stale 398 -m "the cache was rewritten in v2"
-    """
-    return _move("stale_flagged", note_id, reason, workspace, store, actor)
+    # (annotations are names here, which typer looks up: the reason's is given as the option itself)
+    command.__annotations__["reason"] = RequiredReasonOpt if move.needs_reason else ReasonOpt
+    command.__name__ = command.__qualname__ = move.verb
+    required = " (a reason is required)" if move.needs_reason else ""
+    app.command(move.command, help=f"{move.says}{required}.\n\nExample: {move.example}")(command)
 
 
-@app.command()
-def reinstate(note_id: IdArg, reason: ReasonOpt = None, workspace: WorkspaceOpt = None, store: StoreOpt = None, actor: ActorOpt = None) -> int:
-    """Put a revoked, stale or expired note back in force.
-
-    Example: qem reinstate 412 -m "the order was right after all"
-    """
-    return _move("reinstated", note_id, reason, workspace, store, actor)
-
-
-@app.command()
-def promote(note_id: IdArg, reason: ReasonOpt = None, workspace: WorkspaceOpt = None, store: StoreOpt = None, actor: ActorOpt = None) -> int:
-    """Raise a note's provenance to human: a person stands behind it.
-
-    Example: qem promote 4 -m "I said this"
-    """
-    return _move("promoted", note_id, reason, workspace, store, actor)
+def _move_commands() -> None:
+    """A command for each move made by its note's id and a reason alone (model.MOVES says
+    which), where `qem --help` lists them."""
+    for move in READING_ORDER:
+        if move.says:
+            _move_command(move)
 
 
-@app.command()
-def expire(note_id: IdArg, reason: ReasonOpt = None, workspace: WorkspaceOpt = None, store: StoreOpt = None, actor: ActorOpt = None) -> int:
-    """Mark a note expired (expiry is an event; reading never consults the clock).
-
-    Example: qem expire 77 -m "sprint over"
-    """
-    return _move("expired", note_id, reason, workspace, store, actor)
+_move_commands()
 
 
 @app.command()

@@ -11,17 +11,12 @@ import re
 from dataclasses import dataclass
 
 from .diff import WORK_TREE, Change, MemoryDiff
-from .model import EVENT_TYPES, KINDS, Event
+from .model import EVENT_TYPES, KINDS, READING_ORDER, Event
 from .removals import Removal
 from .shown import visible
 
-# The groups in the order a reader meets them, with their headings.
-GROUPS = (
-    ("created", "created"), ("superseded", "superseded"), ("revoked", "revoked"),
-    ("stale_flagged", "flagged stale"), ("reinstated", "reinstated"), ("promoted", "promoted"),
-    ("expired", "expired"), ("forgotten", "forgotten"), ("disputed", "disputes opened"),
-    ("ruled", "disputes ruled"),
-)
+# The groups (a change's event type) in the order a reader meets them, with their headings.
+GROUPS = tuple((m.event, m.label) for m in READING_ORDER)
 SHORT_TEXT = 100  # longer texts, and texts of several lines, are folded in markdown
 NAMED_REMOVALS = 10  # the removed notes the removal line names (the rest are counted)
 _ALWAYS = re.compile(r"([\\`*_{}\[\]<>|~&#!])")  # what means something anywhere in a line

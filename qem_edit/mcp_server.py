@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import errors
-from .model import KINDS, PRIORITIES
+from .model import KINDS, PRIORITIES, READING_ORDER, Move
 
 INSTALL = "pip install 'qem-edit[mcp]'"
 SERVER_NAME = "qem"
@@ -266,18 +266,21 @@ def _reason(required: bool) -> dict[str, str]:
     return {"type": "string", "description": "Why (required)." if required else "Why (optional)."}
 
 
+def _move_tool(move: Move) -> Tool:
+    """The tool of a move an agent may make by a note's id and a reason alone, as model.MOVES
+    describes it (what the agent reads, and whether the reason is required)."""
+    needs = move.needs_reason
+    return Tool(move.verb, f"{move.tool}; a reason is required." if needs else f"{move.tool}.",
+                {"id": _ID, "reason": _reason(needs)}, ("id", "reason") if needs else ("id",), _move(move.event))
+
+
 TOOLS: tuple[Tool, ...] = (
     Tool("add", "Record a new note in the project's memory; returns its id, and in repeats the notes in force with the same text.",
          {"text": _TEXT, "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE}, ("text", "kind"), _add),
     Tool("supersede", "Replace a note that is no longer right with a corrected one (the old text stays in the history); returns the new id.",
          {"id": _ID, "text": _TEXT, "reason": _reason(False), "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE},
          ("id", "text"), _supersede),
-    Tool("revoke", "Withdraw a note that is wrong and has no replacement; a reason is required.",
-         {"id": _ID, "reason": _reason(True)}, ("id", "reason"), _move("revoked")),
-    Tool("flag_stale", "Flag a note as possibly out of date (it stays in force, marked for review); a reason is required.",
-         {"id": _ID, "reason": _reason(True)}, ("id", "reason"), _move("stale_flagged")),
-    Tool("reinstate", "Put a revoked, stale or expired note back in force.",
-         {"id": _ID, "reason": _reason(False)}, ("id",), _move("reinstated")),
+    *(_move_tool(m) for m in READING_ORDER if m.tool),
     Tool("show", "Read one note in full (expand an index line of the context).",
          {"id": _ID, "at": _AT}, ("id",), _show),
     Tool("query", "Find notes (or, with events, log events) by exact filters such as kind=gotcha current=yes text~lock; the answer starts with the scope scanned.",

@@ -24,16 +24,14 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from . import errors
-from .model import KINDS, Event, Note
+from .model import KINDS, MOVE_BY_EVENT, MOVES, Event, Note
 
 ACTOR_KIND_ENV = "QEM_ACTOR_KIND"
 ACTOR_KINDS = ("agent", "person")
 DEFAULT_KINDS = ("directive",)
 WRITER = "writer"  # the key an agent's events carry in their data
 # the moves that take a note out of force, or erase it: a person's act on a protected note
-GUARDED = {"superseded": "supersede", "revoked": "revoke", "expired": "expire", "forgotten": "forget"}
-_HOW = {"superseded": "qem supersede {id} TEXT -m WHY", "revoked": "qem revoke {id} -m WHY",
-        "expired": "qem expire {id} -m WHY", "forgotten": "qem forget {id} -m WHY --yes"}
+GUARDED = frozenset(m.event for m in MOVES if m.out_of_force)
 
 
 class Protected(errors.Refused):
@@ -102,8 +100,8 @@ def is_agents(event: Event, rule: Rule) -> bool:
 
 def refusal(note: Note, event_type: str, actor: str) -> Protected:
     """Why an agent may not make this move, and who may and how."""
-    verb = GUARDED[event_type]
-    how = _HOW[event_type].format(id=note.shown)
+    move = MOVE_BY_EVENT[event_type]
+    verb, how = move.refusal, move.how.format(id=note.shown)
     return Protected(
         f"note #{note.shown} is a {note.kind}, a protected kind: {actor}, writing as an agent, cannot {verb} it;"
         " nothing was written",

@@ -97,6 +97,14 @@ def test_every_kind_of_change_grouped_with_actor_and_reason(team):
     assert "no memory changes" in diff(founder, code=0)
 
 
+def test_every_event_type_has_one_heading():
+    """A diff groups its changes by model.READING_ORDER: a move missing from it would never be shown."""
+    from qem_edit.diffview import GROUPS
+    from qem_edit.model import EVENT_TYPES
+
+    assert sorted(group for group, _ in GROUPS) == sorted(EVENT_TYPES)
+
+
 def test_a_forgotten_text_is_never_shown(team):
     founder, base, s = lived(team)
     founder.commit("forgot")
