@@ -339,22 +339,12 @@ def show(note_id: IdArg, as_json: JsonOpt = False, at: AtOpt = None, workspace: 
 
     Example: qem show 12 --json
     """
-    from .answers import NoteView
-    from .query import note_at
+    from . import answers
 
     _, handle = _open(workspace, store)
     with handle:
-        full = handle.resolve(note_id)
-        note = handle.note(full) if at is None else note_at(handle, full, at)
-        shorts = handle.index.shorts(x for x in (note.supersedes, note.superseded_by) if x)
-    return _show(NoteView(note, shorts, came_with=_came_with(handle, note)), as_json)
-
-
-def _came_with(handle: Store, note) -> str | None:  # type: ignore[no-untyped-def]
-    """For a note whose text is missing: the commit that brought its event, if git knows."""
-    from .incomplete import event_commit
-
-    return event_commit(handle, note.id) if note.text_missing else None
+        answer = answers.show(handle, note_id, at)
+    return _show(answer, as_json)
 
 
 @app.command()
@@ -389,18 +379,18 @@ def list_(
     store: StoreOpt = None,
 ) -> int:
     """List notes in the projection's order (kind, then id).
+    from . import answers
 
     Example: qem list --kind gotcha --state active
     """
     from .acts import choice
-    from .answers import NoteList
 
     choice(kind, KINDS, "kind")
     choice(state, STATES, "state")
     _, handle = _open(workspace, store)
     with handle:
-        notes = handle.notes(kinds=[kind] if kind else None, states=[state] if state else None)
-    return _show(NoteList(notes), as_json)
+        answer = answers.notes(handle, kind, state)
+    return _show(answer, as_json)
 
 
 @app.command()
@@ -414,14 +404,11 @@ def log(
 
     Example: qem log 12
     """
-    from .answers import EventList
+    from . import answers
 
     _, handle = _open(workspace, store)
     with handle:
-        full = handle.resolve(note_id) if note_id is not None else None  # an unknown id is an error
-        events = handle.events(full)
-        shorts = handle.index.shorts({e.note for e in events} | {str(e.data.get(k)) for e in events for k in ("by", "supersedes") if e.data.get(k)})
-        return _show(EventList(events, shorts), as_json)
+        return _show(answers.log(handle, note_id), as_json)
 
 
 @app.command()
@@ -582,15 +569,12 @@ def status(note_id: IdArg, as_json: JsonOpt = False, workspace: WorkspaceOpt = N
 
     Example: qem status 12
     """
-    from .answers import CurrencyAnswer
-    from .resolver import Graph
+    from . import answers
 
     _, handle = _open(workspace, store)
     with handle:
-        full = handle.resolve(note_id)
-        answer = Graph.of({n.id: n for n in handle.notes()}).currency(full)
-        shown = handle.note(full).shown
-    return _show(CurrencyAnswer(answer, shown), as_json)
+        answer = answers.status(handle, note_id)
+    return _show(answer, as_json)
 
 
 @app.command(context_settings={"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]})

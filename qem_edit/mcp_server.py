@@ -207,15 +207,9 @@ def _note(note: Any) -> dict[str, object]:
 
 
 def _show(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
-    from .answers import NoteView
-    from .query import note_at
+    from . import answers
 
-    def read(h: Any) -> Any:
-        full = h.resolve(a["id"])
-        note = h.note(full) if a.get("at") is None else note_at(h, full, a["at"])
-        return NoteView(note, h.index.shorts(x for x in (note.supersedes, note.superseded_by) if x))
-
-    return memory.answer(read)
+    return memory.answer(lambda h: answers.show(h, a["id"], a.get("at")))
 
 
 def _query(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
@@ -227,25 +221,15 @@ def _query(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
 
 
 def _status(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
-    from .answers import CurrencyAnswer
-    from .resolver import Graph
+    from . import answers
 
-    def read(h: Any) -> Any:
-        full = h.resolve(a["id"])
-        return CurrencyAnswer(Graph.of({n.id: n for n in h.notes()}).currency(full), h.note(full).shown)
-
-    return memory.answer(read)
+    return memory.answer(lambda h: answers.status(h, a["id"]))
 
 
 def _log(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
-    from .answers import EventList
+    from . import answers
 
-    def read(h: Any) -> Any:
-        events = h.events(h.resolve(a["id"]))
-        linked = {e.note for e in events} | {str(e.data[k]) for e in events for k in ("by", "supersedes") if e.data.get(k)}
-        return EventList(events, h.index.shorts(linked))
-
-    return memory.answer(read)
+    return memory.answer(lambda h: answers.log(h, a["id"]))
 
 
 def _context(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
