@@ -1085,12 +1085,10 @@ def main(argv: list[str] | None = None) -> None:
     except _PipeClosed:
         _silence_stdout()  # the reader went away (`qem log | head`): end quietly, as git does
         code = errors.EXIT_OK
-    except errors.QemError as exc:
-        label = "" if isinstance(exc, errors.Interrupted) else "error: "
-        say(f"{label}{exc}")
-        if exc.hint:
-            say(exc.hint)
-        code = exc.exit_code
+    except (errors.QemError, OSError) as exc:  # OSError: a file qem cannot create or write (read-only, full disk)
+        for line in errors.words(exc):
+            say(line)
+        code = exc.exit_code if isinstance(exc, errors.QemError) else errors.EXIT_INPUT
     except ClickExit as exc:
         code = exc.exit_code
     except ClickAbort:
@@ -1102,10 +1100,6 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         print("\nqem: interrupted", file=sys.stderr)
         code = errors.EXIT_INTERRUPTED
-    except OSError as exc:  # a file qem cannot create or write (read-only place, full disk)
-        where = f"{exc.filename}: " if exc.filename else ""
-        say(f"error: {where}{exc.strerror or exc}")
-        code = errors.EXIT_INPUT
     if db.interrupted() and code != errors.EXIT_INTERRUPTED:  # a Ctrl-C that ended an SQLite statement
         print("\nqem: interrupted", file=sys.stderr)
         code = errors.EXIT_INTERRUPTED

@@ -281,14 +281,8 @@ TOOL_BY_NAME = {t.name: t for t in TOOLS}
 
 
 def error_text(exc: BaseException) -> str:
-    """A failure in the CLI's words (qem_edit.cli.main prints the same)."""
-    if isinstance(exc, errors.QemError):
-        label = "" if isinstance(exc, errors.Interrupted) else "error: "
-        return "\n".join([f"qem: {label}{exc}"] + ([f"qem: {exc.hint}"] if exc.hint else []))
-    if isinstance(exc, OSError):
-        where = f"{exc.filename}: " if exc.filename else ""
-        return f"qem: error: {where}{exc.strerror or exc}"
-    return f"qem: error: {type(exc).__name__}: {exc}; nothing was written"
+    """A failure in the CLI's words (errors.words, which qem_edit.cli.main says too)."""
+    return "\n".join(f"qem: {line}" for line in errors.words(exc))
 
 
 def call(memory: Memory, name: str, arguments: dict[str, Any] | None, client: str | None) -> tuple[str, object, bool]:

@@ -216,6 +216,26 @@ def test_bad_arguments_are_tool_errors_in_the_cli_words_and_change_nothing(ws: P
     assert snapshot(ws) == before
 
 
+@pytest.mark.parametrize("failure, said", [
+    (OSError(13, "Permission denied", "/srv/project/.qem"), "qem: error: /srv/project/.qem: Permission denied"),
+    (OSError("the disk went away"), "qem: error: the disk went away"),
+])
+def test_a_file_qem_cannot_open_is_named_in_one_wording_by_both_shells(ws: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str],
+                                                                       failure: OSError, said: str) -> None:
+    from qem_edit import cli, mcp_server
+
+    def fails(*args: Any, **kwargs: Any) -> Any:
+        raise failure
+
+    monkeypatch.setattr(Store, "open", fails)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["status", "k3f9", "-w", str(ws)])
+    text, data, is_error = mcp_server.call(mcp_server.Memory(ws), "status", {"id": "k3f9"}, None)
+    assert exit_.value.code == 2 and capsys.readouterr().err == said + "\n"
+    assert is_error and data is None and text == said
+
+
 def test_directives_are_out_of_an_agents_reach(ws: Path, seeded: dict[str, str]) -> None:
     """The server writes as an agent: a protected note (a directive, by default) cannot be
     taken out of force through it, with the words the command line gives an agent; a
