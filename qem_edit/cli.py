@@ -83,7 +83,7 @@ def _open(workspace: Path | None, store: Path | None, *, write: bool = False, cr
     place, handle, notices = open_memory(workspace, store, write=write, create=write if create is None else create,
                                          name_set_aside=name_set_aside)
     for notice in notices:
-        _say(notice)
+        say(notice)
     return place, handle
 
 
@@ -106,7 +106,7 @@ def _settle_log(workspace: Path | None, store: Path | None) -> None:
     top = gitrepo.toplevel(place.store_path) if place.store_path.is_dir() else None
     if top is not None and place.store_path.resolve().is_relative_to(top.resolve()):
         for path in gitsettle.settle(top, place.store_path):
-            _say(f"settled {path}, which the merge left unmerged (a log file is never changed: kept as its name says)")
+            say(f"settled {path}, which the merge left unmerged (a log file is never changed: kept as its name says)")
 
 
 def _act(workspace, store, actor, act, *, create: bool = True):  # type: ignore[no-untyped-def]
@@ -118,11 +118,8 @@ def _act(workspace, store, actor, act, *, create: bool = True):  # type: ignore[
     with handle:
         written = act(handle, place, who)
     for notice in written.notices:
-        _say(notice)
+        say(notice)
     return written
-
-
-_say = say  # one way to speak to the person, control characters made visible (qem_edit.shown)
 
 
 def _show(answer, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
@@ -180,7 +177,7 @@ def init(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
         print(handle.started or f"memory already exists: {place.store_path}")
         notices = stage_written(handle, place)
     for notice in notices:
-        _say(notice)
+        say(notice)
     return 0
 
 
@@ -379,10 +376,10 @@ def list_(
     store: StoreOpt = None,
 ) -> int:
     """List notes in the projection's order (kind, then id).
-    from . import answers
 
     Example: qem list --kind gotcha --state active
     """
+    from . import answers
     from .acts import choice
 
     choice(kind, KINDS, "kind")
@@ -493,7 +490,7 @@ def load(
         with handle:
             count = load_staged(handle, staged)
             for notice in auto_export(handle, place):
-                _say(notice)
+                say(notice)
             print(f"loaded {count} new events ({staged.count - count} already here); {handle.count()} notes")
     return 0
 
@@ -523,7 +520,7 @@ def import_(
     with handle:
         report = import_vectr(handle, prepared)
         for notice in auto_export(handle, place):
-            _say(notice)
+            say(notice)
         _out(report.text())
     return 0
 
@@ -542,7 +539,7 @@ def pack(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
         notices = stage_written(handle, place)
     print(f"packed: {before} log files before, {after} now")
     for notice in notices:
-        _say(notice)
+        say(notice)
     return 0
 
 
@@ -709,7 +706,7 @@ def export_(
         if check or diff:
             return _check_mirror(handle, target, check, diff)
         wrote = mirror.export(handle, target, force=force)
-    _say(f"{'wrote' if wrote else 'unchanged:'} {target}")
+    say(f"{'wrote' if wrote else 'unchanged:'} {target}")
     return 0
 
 
@@ -858,7 +855,7 @@ def checkouts_(
             doomed = kept(place) if discard_all else [find_checkout(place, which) for which in discard or []]
             for checkout in doomed:
                 checkout.discard()
-                _say(f"discarded the kept edit {checkout.id} ({checkout.file})")
+                say(f"discarded the kept edit {checkout.id} ({checkout.file})")
             return 0
         for checkout in kept(place):
             _out(f"{checkout.id}\t{_age(checkout.directory)}\t{checkout.file}\t{summary_of(handle, checkout)}")
@@ -899,7 +896,7 @@ def _selection(handle: Store, kinds: list[str] | None, active: bool, filters: li
     if kinds or active:
         raise errors.BadInput("give either --kind/--active or query filters (kind=... state=active), not both")
     selection = query_selection(handle, filters)
-    _say(f"{len(selection.notes or ()):,} notes match {' '.join(selection.query or ())}; the rendering holds only them")
+    say(f"{len(selection.notes or ()):,} notes match {' '.join(selection.query or ())}; the rendering holds only them")
     return selection
 
 
@@ -980,8 +977,8 @@ def check_secrets(
     for problem in problems:
         print(problem)
     if problems:
-        _say(f"{len(problems)} secret(s) in what is committed; forget the note (`qem forget ID -m WHY --yes`),"
-             " and if a commit already holds it, purge it from git history (docs/SHARING.md)")
+        say(f"{len(problems)} secret(s) in what is committed; forget the note (`qem forget ID -m WHY --yes`),"
+            " and if a commit already holds it, purge it from git history (docs/SHARING.md)")
         return errors.EXIT_DIFFERENT
     return 0
 
