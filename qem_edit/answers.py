@@ -1,9 +1,14 @@
-"""What the read commands answer, each in its text and its JSON form.
+"""The reads, once for every shell: each a function of an open store that returns its
+answer, which knows its text and its JSON form.
 
-A command computes an answer and the CLI prints it: `text()` for people (stdout), `data()`
-for scripts (`--json`, printed by `as_json` in one style for every command), `remark()`
-for what goes to stderr beside the answer (e.g. "no notes match"), and `exit_code` where
-the answer itself is a verdict (verify).
+The CLI, the MCP server and any other shell call the same function and only print what
+it returns: `text()` for people (stdout), `data()` for scripts (`--json`, printed by
+`as_json` in one style for every command), `remark()` for what goes to stderr beside the
+answer (e.g. "no notes match"), and `exit_code` where the answer itself is a verdict
+(verify).  Here: `show`, `notes` (list), `log` and `status`; a query is
+`query.answer`, the session-start context `context.build`, verify `checks.verify_report`
+(and `staged.verify_staged`).  A shell checks its arguments' form before it opens the
+store (a bad kind is named before a missing store); the read names what the store lacks.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from typing import Sequence
 
 from .model import TEXT_MISSING, Event, Note
 from .resolver import Answer as Currency
+from .resolver import Graph
+from .store import Store
 
 
 def as_json(data: object) -> str:
@@ -176,3 +183,47 @@ class VerifyReport:
             " malformed log file is set aside until it is fixed or removed; a cycle, dangling pointer"
             " or broken event is settled by new events (revoke, supersede, `qem rule`)"
         )
+
+
+# -- the reads -------------------------------------------------------------------------------------
+
+
+def show(store: Store, note_id: str, at: str | None = None) -> NoteView:
+    """One note, whole: as it is, or as it was `at` a date or git revision."""
+    full = store.resolve(note_id)
+    if at is None:
+        note = store.note(full)
+    else:
+        from .query import note_at
+
+        note = note_at(store, full, at)
+    shorts = store.index.shorts(x for x in (note.supersedes, note.superseded_by) if x)
+    return NoteView(note, shorts, came_with=_came_with(store, note))
+
+
+def _came_with(store: Store, note: Note) -> str | None:
+    """For a note whose text is missing: the commit that brought its event, if git knows."""
+    if not note.text_missing:
+        return None
+    from .incomplete import event_commit
+
+    return event_commit(store, note.id)
+
+
+def notes(store: Store, kind: str | None = None, state: str | None = None) -> NoteList:
+    """The notes (of one kind, in one state), in the projection's order."""
+    return NoteList(store.notes(kinds=[kind] if kind else None, states=[state] if state else None))
+
+
+def log(store: Store, note_id: str | None = None) -> EventList:
+    """The events (all, or one note's; an unknown id is an error), the notes they name
+    shown by their short ids."""
+    events = store.events(store.resolve(note_id) if note_id is not None else None)
+    linked = {e.note for e in events} | {str(e.data[k]) for e in events for k in ("by", "supersedes") if e.data.get(k)}
+    return EventList(events, store.index.shorts(linked))
+
+
+def status(store: Store, note_id: str) -> CurrencyAnswer:
+    """Is the note current: yes, no or unknown, by the graph of every note."""
+    full = store.resolve(note_id)
+    return CurrencyAnswer(Graph.of({n.id: n for n in store.notes()}).currency(full), store.note(full).shown)

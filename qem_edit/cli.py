@@ -83,7 +83,7 @@ def _open(workspace: Path | None, store: Path | None, *, write: bool = False, cr
     place, handle, notices = open_memory(workspace, store, write=write, create=write if create is None else create,
                                          name_set_aside=name_set_aside)
     for notice in notices:
-        _say(notice)
+        say(notice)
     return place, handle
 
 
@@ -106,7 +106,7 @@ def _settle_log(workspace: Path | None, store: Path | None) -> None:
     top = gitrepo.toplevel(place.store_path) if place.store_path.is_dir() else None
     if top is not None and place.store_path.resolve().is_relative_to(top.resolve()):
         for path in gitsettle.settle(top, place.store_path):
-            _say(f"settled {path}, which the merge left unmerged (a log file is never changed: kept as its name says)")
+            say(f"settled {path}, which the merge left unmerged (a log file is never changed: kept as its name says)")
 
 
 def _act(workspace, store, actor, act, *, create: bool = True):  # type: ignore[no-untyped-def]
@@ -118,11 +118,8 @@ def _act(workspace, store, actor, act, *, create: bool = True):  # type: ignore[
     with handle:
         written = act(handle, place, who)
     for notice in written.notices:
-        _say(notice)
+        say(notice)
     return written
-
-
-_say = say  # one way to speak to the person, control characters made visible (qem_edit.shown)
 
 
 def _show(answer, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
@@ -180,7 +177,7 @@ def init(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
         print(handle.started or f"memory already exists: {place.store_path}")
         notices = stage_written(handle, place)
     for notice in notices:
-        _say(notice)
+        say(notice)
     return 0
 
 
@@ -320,22 +317,12 @@ def show(note_id: IdArg, as_json: JsonOpt = False, at: AtOpt = None, workspace: 
 
     Example: qem show 12 --json
     """
-    from .answers import NoteView
-    from .query import note_at
+    from . import answers
 
     _, handle = _open(workspace, store)
     with handle:
-        full = handle.resolve(note_id)
-        note = handle.note(full) if at is None else note_at(handle, full, at)
-        shorts = handle.index.shorts(x for x in (note.supersedes, note.superseded_by) if x)
-    return _show(NoteView(note, shorts, came_with=_came_with(handle, note)), as_json)
-
-
-def _came_with(handle: Store, note) -> str | None:  # type: ignore[no-untyped-def]
-    """For a note whose text is missing: the commit that brought its event, if git knows."""
-    from .incomplete import event_commit
-
-    return event_commit(handle, note.id) if note.text_missing else None
+        answer = answers.show(handle, note_id, at)
+    return _show(answer, as_json)
 
 
 @app.command()
@@ -373,15 +360,15 @@ def list_(
 
     Example: qem list --kind gotcha --state active
     """
+    from . import answers
     from .acts import choice
-    from .answers import NoteList
 
     choice(kind, KINDS, "kind")
     choice(state, STATES, "state")
     _, handle = _open(workspace, store)
     with handle:
-        notes = handle.notes(kinds=[kind] if kind else None, states=[state] if state else None)
-    return _show(NoteList(notes), as_json)
+        answer = answers.notes(handle, kind, state)
+    return _show(answer, as_json)
 
 
 @app.command()
@@ -395,14 +382,11 @@ def log(
 
     Example: qem log 12
     """
-    from .answers import EventList
+    from . import answers
 
     _, handle = _open(workspace, store)
     with handle:
-        full = handle.resolve(note_id) if note_id is not None else None  # an unknown id is an error
-        events = handle.events(full)
-        shorts = handle.index.shorts({e.note for e in events} | {str(e.data.get(k)) for e in events for k in ("by", "supersedes") if e.data.get(k)})
-        return _show(EventList(events, shorts), as_json)
+        return _show(answers.log(handle, note_id), as_json)
 
 
 @app.command()
@@ -487,7 +471,7 @@ def load(
         with handle:
             count = load_staged(handle, staged)
             for notice in auto_export(handle, place):
-                _say(notice)
+                say(notice)
             print(f"loaded {count} new events ({staged.count - count} already here); {handle.count()} notes")
     return 0
 
@@ -517,7 +501,7 @@ def import_(
     with handle:
         report = import_vectr(handle, prepared)
         for notice in auto_export(handle, place):
-            _say(notice)
+            say(notice)
         _out(report.text())
     return 0
 
@@ -536,7 +520,7 @@ def pack(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
         notices = stage_written(handle, place)
     print(f"packed: {before} log files before, {after} now")
     for notice in notices:
-        _say(notice)
+        say(notice)
     return 0
 
 
@@ -563,15 +547,12 @@ def status(note_id: IdArg, as_json: JsonOpt = False, workspace: WorkspaceOpt = N
 
     Example: qem status 12
     """
-    from .answers import CurrencyAnswer
-    from .resolver import Graph
+    from . import answers
 
     _, handle = _open(workspace, store)
     with handle:
-        full = handle.resolve(note_id)
-        answer = Graph.of({n.id: n for n in handle.notes()}).currency(full)
-        shown = handle.note(full).shown
-    return _show(CurrencyAnswer(answer, shown), as_json)
+        answer = answers.status(handle, note_id)
+    return _show(answer, as_json)
 
 
 @app.command(context_settings={"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]})
@@ -706,7 +687,7 @@ def export_(
         if check or diff:
             return _check_mirror(handle, target, check, diff)
         wrote = mirror.export(handle, target, force=force)
-    _say(f"{'wrote' if wrote else 'unchanged:'} {target}")
+    say(f"{'wrote' if wrote else 'unchanged:'} {target}")
     return 0
 
 
@@ -855,7 +836,7 @@ def checkouts_(
             doomed = kept(place) if discard_all else [find_checkout(place, which) for which in discard or []]
             for checkout in doomed:
                 checkout.discard()
-                _say(f"discarded the kept edit {checkout.id} ({checkout.file})")
+                say(f"discarded the kept edit {checkout.id} ({checkout.file})")
             return 0
         for checkout in kept(place):
             _out(f"{checkout.id}\t{_age(checkout.directory)}\t{checkout.file}\t{summary_of(handle, checkout)}")
@@ -896,7 +877,7 @@ def _selection(handle: Store, kinds: list[str] | None, active: bool, filters: li
     if kinds or active:
         raise errors.BadInput("give either --kind/--active or query filters (kind=... state=active), not both")
     selection = query_selection(handle, filters)
-    _say(f"{len(selection.notes or ()):,} notes match {' '.join(selection.query or ())}; the rendering holds only them")
+    say(f"{len(selection.notes or ()):,} notes match {' '.join(selection.query or ())}; the rendering holds only them")
     return selection
 
 
@@ -977,8 +958,8 @@ def check_secrets(
     for problem in problems:
         print(problem)
     if problems:
-        _say(f"{len(problems)} secret(s) in what is committed; forget the note (`qem forget ID -m WHY --yes`),"
-             " and if a commit already holds it, purge it from git history (docs/SHARING.md)")
+        say(f"{len(problems)} secret(s) in what is committed; forget the note (`qem forget ID -m WHY --yes`),"
+            " and if a commit already holds it, purge it from git history (docs/SHARING.md)")
         return errors.EXIT_DIFFERENT
     return 0
 
@@ -1082,12 +1063,10 @@ def main(argv: list[str] | None = None) -> None:
     except _PipeClosed:
         _silence_stdout()  # the reader went away (`qem log | head`): end quietly, as git does
         code = errors.EXIT_OK
-    except errors.QemError as exc:
-        label = "" if isinstance(exc, errors.Interrupted) else "error: "
-        say(f"{label}{exc}")
-        if exc.hint:
-            say(exc.hint)
-        code = exc.exit_code
+    except (errors.QemError, OSError) as exc:  # OSError: a file qem cannot create or write (read-only, full disk)
+        for line in errors.words(exc):
+            say(line)
+        code = exc.exit_code if isinstance(exc, errors.QemError) else errors.EXIT_INPUT
     except ClickExit as exc:
         code = exc.exit_code
     except ClickAbort:
@@ -1099,10 +1078,6 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         print("\nqem: interrupted", file=sys.stderr)
         code = errors.EXIT_INTERRUPTED
-    except OSError as exc:  # a file qem cannot create or write (read-only place, full disk)
-        where = f"{exc.filename}: " if exc.filename else ""
-        say(f"error: {where}{exc.strerror or exc}")
-        code = errors.EXIT_INPUT
     if db.interrupted() and code != errors.EXIT_INTERRUPTED:  # a Ctrl-C that ended an SQLite statement
         print("\nqem: interrupted", file=sys.stderr)
         code = errors.EXIT_INTERRUPTED

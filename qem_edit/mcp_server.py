@@ -207,15 +207,9 @@ def _note(note: Any) -> dict[str, object]:
 
 
 def _show(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
-    from .answers import NoteView
-    from .query import note_at
+    from . import answers
 
-    def read(h: Any) -> Any:
-        full = h.resolve(a["id"])
-        note = h.note(full) if a.get("at") is None else note_at(h, full, a["at"])
-        return NoteView(note, h.index.shorts(x for x in (note.supersedes, note.superseded_by) if x))
-
-    return memory.answer(read)
+    return memory.answer(lambda h: answers.show(h, a["id"], a.get("at")))
 
 
 def _query(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
@@ -227,25 +221,15 @@ def _query(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
 
 
 def _status(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
-    from .answers import CurrencyAnswer
-    from .resolver import Graph
+    from . import answers
 
-    def read(h: Any) -> Any:
-        full = h.resolve(a["id"])
-        return CurrencyAnswer(Graph.of({n.id: n for n in h.notes()}).currency(full), h.note(full).shown)
-
-    return memory.answer(read)
+    return memory.answer(lambda h: answers.status(h, a["id"]))
 
 
 def _log(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
-    from .answers import EventList
+    from . import answers
 
-    def read(h: Any) -> Any:
-        events = h.events(h.resolve(a["id"]))
-        linked = {e.note for e in events} | {str(e.data[k]) for e in events for k in ("by", "supersedes") if e.data.get(k)}
-        return EventList(events, h.index.shorts(linked))
-
-    return memory.answer(read)
+    return memory.answer(lambda h: answers.log(h, a["id"]))
 
 
 def _context(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
@@ -300,14 +284,8 @@ TOOL_BY_NAME = {t.name: t for t in TOOLS}
 
 
 def error_text(exc: BaseException) -> str:
-    """A failure in the CLI's words (qem_edit.cli.main prints the same)."""
-    if isinstance(exc, errors.QemError):
-        label = "" if isinstance(exc, errors.Interrupted) else "error: "
-        return "\n".join([f"qem: {label}{exc}"] + ([f"qem: {exc.hint}"] if exc.hint else []))
-    if isinstance(exc, OSError):
-        where = f"{exc.filename}: " if exc.filename else ""
-        return f"qem: error: {where}{exc.strerror or exc}"
-    return f"qem: error: {type(exc).__name__}: {exc}; nothing was written"
+    """A failure in the CLI's words (errors.words, which qem_edit.cli.main says too)."""
+    return "\n".join(f"qem: {line}" for line in errors.words(exc))
 
 
 def call(memory: Memory, name: str, arguments: dict[str, Any] | None, client: str | None) -> tuple[str, object, bool]:
