@@ -21,16 +21,13 @@ import os
 import tempfile
 from array import array
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
-from . import errors, ids
-from .db import Connection
+from . import errors, ids, index
 from .answers import VerifyReport
-from . import index
+from .db import Connection
 from .protect import log_problems as protect_problems
 from .removals import verify_findings as removal_findings
 from .resolver import rival_words
-from .shown import progress
 from .secrets import log_problems as secret_problems
 from .store import Store
 
