@@ -134,9 +134,9 @@ def marks(values: Sized) -> str:
 def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """A write transaction (BEGIN IMMEDIATE): committed when the block ends, rolled back
     when anything is raised in it (a rollback that itself fails gives way to the error
-    that caused it).  Every write of the index is one; SQLite's errors pass through to
-    the `patiently` that runs it, which waits out a busy one and translates the rest,
-    once."""
+    that caused it).  Every write of a memory's index is one (a file of one process's
+    own, as verify's fresh replay, needs no lock); SQLite's errors pass through to the
+    `patiently` that runs it, which waits out a busy one and translates the rest, once."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn

@@ -1082,7 +1082,7 @@ def _where(kinds: Iterable[str] | None, states: Iterable[str] | None) -> tuple[s
     for column, values in (("kind", kinds), ("state", states)):
         if values is not None:
             values = list(values)
-            where.append(f"{column} IN ({', '.join('?' * len(values))})")
+            where.append(f"{column} IN ({db.marks(values)})")
             params.extend(values)
     return (f" WHERE {' AND '.join(where)}" if where else ""), params
 
