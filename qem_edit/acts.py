@@ -107,11 +107,7 @@ def repeats(store: Store, note_ids: list[str]) -> dict[str, list[Note]]:
     """For each of `note_ids` (notes just written), the other notes in force whose text is
     the same (texts are stored normalized, so this is sameness after normalization)."""
     out: dict[str, list[Note]] = {}
-    for note_id, text in store._read(f"SELECT id, text FROM notes WHERE id IN ({', '.join('?' * len(note_ids))})",
-                                     note_ids):
-        rows = store._read("SELECT id, text FROM notes WHERE substr(text, 1, 48) = ? AND state IN ('active', 'stale')",
-                           (text[:48],))  # (the index's search: a term on the whole text would make it a scan)
-        found = [other for other, same in rows if same == text and other != note_id]
+    for note_id, found in store.same_text_in_force(note_ids):
         if found:
             same = store.notes_by_id(found).values()
             out[note_id] = sorted(same, key=lambda n: (n.created_at, n.id))

@@ -124,15 +124,10 @@ def violations(conn, rule: Rule, shown: Callable[[str], str] = lambda n: n[:8]) 
     short id."""
     if not rule.kinds:
         return []
-    guarded, kinds = sorted(GUARDED), sorted(rule.kinds)
-    rows = conn.execute(
-        f"SELECT {_EVENT_COLUMNS}, json_extract(c.data, '$.kind') FROM events e"
-        " JOIN events c ON c.id = e.note AND c.type = 'created'"
-        f" WHERE e.type IN ({_marks(guarded)}) AND json_extract(c.data, '$.kind') IN ({_marks(kinds)})"
-        " ORDER BY e.clock, e.id", [*guarded, *kinds])
+    from .index import guarded_events
+
     out = []
-    for row in rows:
-        event, kind = _event(row[:-1]), row[-1]
+    for event, kind in guarded_events(conn, sorted(GUARDED), sorted(rule.kinds)):
         if is_agents(event, rule) and not _answered(conn, event.id, rule):
             out.append(f"event {event.id[:8]}: {event.actor}, an agent, {event.type} {kind}"
                        f" #{shown(event.note)}, a protected kind only a person may change (at {event.at};"
@@ -143,30 +138,10 @@ def violations(conn, rule: Rule, shown: Callable[[str], str] = lambda n: n[:8]) 
 def _answered(conn, event_id: str, rule: Rule) -> bool:  # type: ignore[no-untyped-def]
     """Whether a person's event other than a creation follows `event_id` (through `prev`,
     at any distance, within the note: an event of another note answers nothing)."""
-    if conn.execute("SELECT name FROM sqlite_master WHERE name = 'verify_follows'").fetchone() is None:
-        conn.execute("CREATE TABLE verify_follows (prev TEXT NOT NULL, event TEXT NOT NULL, PRIMARY KEY (prev, event))"
-                     " WITHOUT ROWID")
-        conn.execute("INSERT OR IGNORE INTO verify_follows (prev, event) SELECT j.value, e.id FROM events e,"
-                     " json_each(e.prev) j JOIN events p ON p.id = j.value AND p.note = e.note WHERE j.type = 'text'")
-    rows = conn.execute(
-        "WITH RECURSIVE later(id) AS (SELECT event FROM verify_follows WHERE prev = ?"
-        " UNION SELECT f.event FROM verify_follows f JOIN later l ON f.prev = l.id)"
-        " SELECT e.type, e.actor, json_extract(e.data, '$.writer') FROM later l JOIN events e ON e.id = l.id",
-        (event_id,))
-    return any(type_ != "created" and writer != "agent" and not rule.is_agent(actor) for type_, actor, writer in rows)
+    from .index import followers
 
-
-_EVENT_COLUMNS = "e.id, e.note, e.type, e.at, e.actor, e.reason, e.checkin, e.data, e.clock, e.prev"
-
-
-def _marks(values: list[str]) -> str:
-    return ", ".join("?" * len(values))
-
-
-def _event(row) -> Event:  # type: ignore[no-untyped-def]
-    from .index import event_from_row
-
-    return event_from_row(row)
+    return any(type_ != "created" and writer != "agent" and not rule.is_agent(actor)
+               for type_, actor, writer in followers(conn, event_id))
 
 
 def writes_as_agent(tx, actor: str) -> bool:  # type: ignore[no-untyped-def]
@@ -204,12 +179,7 @@ def log_problems(store, fresh) -> list[str]:  # type: ignore[no-untyped-def]
     """`qem verify`'s check: the rule over every event the log files hold (as `qem verify`
     read them afresh into the index `fresh`, an SQLite connection of its own: the store's
     index may be damaged; files that cannot be read are named elsewhere)."""
-    import sqlite3
-
     def shown(note: str) -> str:
-        try:
-            return store.index.shorts([note]).get(note, note[:8])
-        except sqlite3.Error:
-            return note[:8]
+        return store.shorts([note]).get(note, note[:8])
 
     return violations(fresh, rule_of(store.root), shown)

@@ -162,23 +162,17 @@ def log_problems(store, fresh) -> list[str]:  # type: ignore[no-untyped-def]
     them: a clone's files are untrusted), with the commit that brought each in git.
     Streamed; only the texts the pre-check lets through reach the detector."""
     out = []
-    rows = fresh.execute("SELECT n.id, n.short, n.text, t.file FROM notes n JOIN texts t ON t.note = n.id"
-                         " WHERE n.text IS NOT NULL AND t.digest = n.text_hash ORDER BY n.id")
-    for note_id, short, text, file in rows:
+    from .index import reasons, secret_allowed, texts_with_files
+
+    for note_id, short, text, file in texts_with_files(fresh):
         found = scan(text)
-        if found and not _allowed(fresh, note_id):
+        if found and not secret_allowed(fresh, note_id):
             out.append(f"note #{short}: its text holds a secret, {described(found)}{_brought(store, file)}")
-    for event_id, note_id, reason in fresh.execute(
-            "SELECT id, note, reason FROM events WHERE reason IS NOT NULL ORDER BY id"):
+    for event_id, note_id, reason in reasons(fresh):
         found = scan(reason)
-        if found and not _allowed(fresh, event_id):
+        if found and not secret_allowed(fresh, event_id):
             out.append(f"event {event_id[:8]} (note {note_id[:8]}): its reason holds a secret, {described(found)}")
     return out
-
-
-def _allowed(conn, event_id: str) -> bool:  # type: ignore[no-untyped-def]
-    row = conn.execute("SELECT json_extract(data, '$.secret') FROM events WHERE id = ?", (event_id,)).fetchone()
-    return row is not None and row[0] == "allowed"
 
 
 def _brought(store, file: str) -> str:  # type: ignore[no-untyped-def]
@@ -211,6 +205,6 @@ def files_problems(store, paths: Iterable) -> list[str]:  # type: ignore[no-unty
             events, texts = records_from(name, path.read_bytes())
         except (LogFileError, OSError):
             continue
-        texts = [t for t in texts if not _allowed(store.conn, t.note)]
+        texts = [t for t in texts if not store.secret_allowed(t.note)]
         out += [f".qem/{name}: {problem}" for problem in loaded(events, texts)]
     return out

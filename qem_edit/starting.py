@@ -13,7 +13,6 @@ merges cleanly.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from .files import read_regular, write_atomic
@@ -42,37 +41,32 @@ def _holds_files(folder: Path) -> bool:
         return False
 
 
-def remember(conn: sqlite3.Connection, root: Path) -> None:
+def remember(store, root: Path) -> None:  # type: ignore[no-untyped-def]
     """Keep the memory's committed files in the index (written only when they changed)."""
+    known = store.remembered_under(_KEY)
+    if known is None:
+        return  # a convenience for a later branch; an index that cannot be read keeps nothing
     try:
-        known = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'committed:%'").fetchall())
         for name in COMMITTED:
             data = read_regular(root / name)
             if data is None or len(data) > REMEMBERED_MOST:
                 continue
             text = data.decode("utf-8", "surrogateescape")
             if known.get(_KEY + name) != text:
-                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_KEY + name, text))
-    except (sqlite3.Error, OSError, UnicodeError):
-        pass  # a convenience for a later branch; a read-only index keeps nothing
+                store.remember(_KEY + name, text)  # (a read-only index keeps nothing)
+    except (OSError, UnicodeError):
+        pass
 
 
 def remembered(root: Path) -> dict[str, bytes]:
     """The committed files the index left here remembers (none: no index, or an older one)."""
+    from .index import read_meta
     from .store import INDEX_NAME
 
     path = root / INDEX_NAME
     if not path.is_file():
         return {}
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            rows = conn.execute("SELECT key, value FROM meta WHERE key LIKE 'committed:%'").fetchall()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return {}
-    files = {key[len(_KEY):]: value.encode("utf-8", "surrogateescape") for key, value in rows
+    files = {key[len(_KEY):]: value.encode("utf-8", "surrogateescape") for key, value in read_meta(path, _KEY).items()
              if key[len(_KEY):] in COMMITTED}
     return files if _names_a_memory(files.get(CONFIG_NAME, b"")) else {}
 

@@ -469,8 +469,7 @@ def resolve(store: Any, given: str) -> str:
     number = given.split(":", 1)[1].strip().lstrip("#")
     if not number.isdigit() or len(number) > 18:
         raise errors.NoSuchNote(f"{given!r}: a vectr note is named vectr:ID, its number (e.g. vectr:12)")
-    rows = store._read("SELECT id, json_extract(data, '$.vectr.workspace') FROM events WHERE type = 'created'"
-                       " AND json_extract(data, '$.vectr.id') = ?", (int(number),))
+    rows = store.imported_from_vectr(int(number))
     if len(rows) == 1:
         return str(rows[0][0])
     if not rows:

@@ -59,3 +59,52 @@ def test_the_renderer_and_the_reconciler_are_pure() -> None:
         if bad:
             found[name] = sorted(bad)
     assert not found, f"pure modules importing a database, clock, terminal or CLI: {found}"
+
+
+# The storage layer owns every SQL statement and every transaction (docs/ARCHITECTURE.md):
+# every other module reads and writes the index through Store's methods and qem_edit.index's
+# functions, and never through a Store method named private.
+STORAGE = ("qem_edit/store.py", "qem_edit/index.py", "qem_edit/db.py")
+# Modules that read another program's SQLite file, not the index: its statements are theirs.
+FOREIGN_SQL = {
+    "qem_edit/convert.py": "reads a store of an older qem (memory.db, one SQLite file) to convert it",
+    "qem_edit/vectr.py": "reads vectr's own SQLite database (a copy of it) to import it",
+}
+_STATEMENTS = {"execute", "executemany", "executescript"}
+
+
+def _sql(tree: ast.AST) -> list[str]:
+    found = [f"{node.func.attr}() at line {node.lineno}" for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _STATEMENTS]
+    return found + (["imports sqlite3"] if "sqlite3" in _imports(tree) else [])
+
+
+def _store_privates() -> set[str]:
+    tree = ast.parse((REPO / "qem_edit/store.py").read_text("utf-8"))
+    [store] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Store"]
+    return {n.name for n in store.body if isinstance(n, ast.FunctionDef)
+            and n.name.startswith("_") and not n.name.startswith("__")}
+
+
+def test_the_storage_layer_owns_every_statement() -> None:
+    privates = _store_privates()
+    found = {}
+    for path, tree in _trees(PRODUCT):
+        name = path.relative_to(REPO).as_posix()
+        if name in STORAGE:
+            continue
+        bad = [] if name in FOREIGN_SQL else _sql(tree)
+        bad += [f"Store.{node.attr} at line {node.lineno}" for node in ast.walk(tree)
+                if isinstance(node, ast.Attribute) and node.attr in privates
+                and not (isinstance(node.value, ast.Name) and node.value.id == "self")]
+        if bad:
+            found[name] = bad
+    assert not found, f"SQL or Store's private methods outside store.py/index.py/db.py: {found}"
+    assert all(_sql(ast.parse((REPO / name).read_text("utf-8"))) for name in FOREIGN_SQL), "a stale FOREIGN_SQL entry"
+
+
+def test_one_write_transaction() -> None:
+    """BEGIN IMMEDIATE is written once: db.transaction, which every write of the index is."""
+    spelled = sorted(path.relative_to(REPO).as_posix() for path, _ in _trees(PRODUCT)
+                     if "BEGIN IMMEDIATE" in path.read_text("utf-8"))
+    assert spelled == ["qem_edit/db.py"], spelled

@@ -373,6 +373,19 @@ def test_the_store_keeps_the_normalized_text(db):
     assert db.texts()[note_id] == "  indented\n\nmore"
 
 
+def test_a_long_id_list_is_bound_a_chunk_at_a_time(db):
+    """An id list is bound into `IN (...)` a chunk at a time (db.chunks): one longer than
+    SQLite binds in one statement (its limit lowered here to 600) is read, and purged, whole."""
+    kept, gone = add(db, "a note kept"), add(db, "a note whose text goes")
+    many = [f"{i:032x}" for i in range(1500)]
+    db.conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 600)
+    assert db.events_of_checkins(many) == []
+    assert set(db.notes_by_id([*many, kept])) == {kept}
+    assert dict(db.same_text_in_force([*many, kept])) == {kept: []}
+    db.write(lambda tx: db.purge_texts({*many, gone}))
+    assert set(db.texts()) == {kept}
+
+
 # -- forget ----------------------------------------------------------------------------------
 
 SECRET = "sk-live-7f3a9c-TOPSECRET"
