@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import errors, protect
+from . import errors, ids, protect
 from .export import auto_export
 from .model import CLAIMABLE_PROVENANCES, KINDS, MOVE_BY_EVENT, PRIORITIES, Event, NewNote, Note, TextError, normalize_text
 from .store import Store, Transaction
@@ -198,5 +198,5 @@ def _side(note: Note, keep: str) -> str:
     sides = [r.tip for r in note.rivals if r.tip.startswith(keep.lower())]
     if len(sides) == 1:
         return sides[0]
-    shown = ", ".join(f"{r.tip[:6]} ({r.type})" for r in note.rivals)
+    shown = ", ".join(f"{ids.side_shown(r.tip)} ({r.type})" for r in note.rivals)
     raise errors.BadInput(f"--keep {keep!r} names {'none' if not sides else 'several'} of #{note.shown}'s sides: {shown}")

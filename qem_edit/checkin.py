@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from . import errors
+from . import errors, ids
 from .checkouts import Checkout, checkout_bytes, keep, kept, requery
 from .export import MIRROR_BASE, auto_export, export, has_merge_conflict, known_renderings, mirror_base, render_store
 from .faults import checkpoint
@@ -44,7 +44,7 @@ def describe_conflict(conflict: Conflict, shown: str | None = None) -> str:
     mine = ", ".join(MOVE_BY_VERB[op.action].shown for op in conflict.mine) or "changed it"
     if any(op.action == "revoke" and op.line == 0 for op in conflict.mine):
         mine = "deleted it (revoke)"
-    return f"conflict on #{shown or conflict.note_id[:8]}: you {mine}; since your base the store saw: {conflict.theirs}"
+    return f"conflict on #{ids.shown(conflict.note_id, shown)}: you {mine}; since your base the store saw: {conflict.theirs}"
 
 
 def problems(proposal: Proposal) -> list[str]:

@@ -75,13 +75,13 @@ def _log_problems(store: Store) -> list[str]:
         out += [f"note #{note_id}: {p}" for p in __import__("json").loads(problems)]
     for event_id, note_id in store._read(
             "SELECT e.id, e.note FROM events e LEFT JOIN notes n ON n.id = e.note WHERE n.id IS NULL ORDER BY e.id"):
-        out.append(f"event {event_id[:8]} names note {note_id[:8]}, whose creation the log does not hold")
+        out.append(f"event {ids.shown(event_id)} names note {ids.shown(note_id)}, whose creation the log does not hold")
     for (short,) in store._read(
             "SELECT n.short FROM notes n WHERE n.state != 'forgotten' AND n.text IS NULL ORDER BY n.id"):
         out.append(f"note #{short}: its text is missing from the log (or does not match its hash): text missing"
                    " from this commit; get it from the commit's author (`git add .qem && git commit` in their clone)")
     for note_id, name in store.forgotten_texts():
-        out.append(f"{name}: still holds the text of forgotten note {note_id[:8]} (any qem write removes it)")
+        out.append(f"{name}: still holds the text of forgotten note {ids.shown(note_id)} (any qem write removes it)")
     for alias, count in store._read(
             "SELECT alias, count(*) FROM notes WHERE alias IS NOT NULL GROUP BY alias HAVING count(*) > 1"):
         out.append(f"{count} notes claim the old number #{alias} (two converted stores merged?)")
@@ -92,7 +92,7 @@ def _loose_texts(store: Store) -> list[str]:
     """Texts whose note's creation the log does not hold: listed, not failed (a write
     killed before its event leaves one; so does a commit of a text without its event,
     whose event a later commit brings)."""
-    return [f"{name}: the text of note {note_id[:8]}, whose creation the log does not hold (a write"
+    return [f"{name}: the text of note {ids.shown(note_id)}, whose creation the log does not hold (a write"
             " interrupted before its event, or the event not committed yet); remove it if it is the former"
             for note_id, name in store._read("SELECT t.note, t.file FROM texts t LEFT JOIN notes n ON n.id = t.note"
                                              " WHERE n.id IS NULL ORDER BY t.file")]
@@ -169,9 +169,9 @@ def index_differences(have: sqlite3.Connection, want: sqlite3.Connection) -> lis
     for note_id, wanted, had in _side_by_side(want.execute(notes), have.execute(notes)):
         tick()
         if wanted != had:
-            out.append(f"note {note_id[:8]}: the index disagrees with the log (`qem verify --repair` rebuilds it)")
+            out.append(f"note {ids.shown(note_id)}: the index disagrees with the log (`qem verify --repair` rebuilds it)")
         elif want_items.get(note_id) != have_items.get(note_id):
-            out.append(f"note {note_id[:8]}: the index's MEMORY.md item disagrees with the log")
+            out.append(f"note {ids.shown(note_id)}: the index's MEMORY.md item disagrees with the log")
     tick.end()
     return out
 
@@ -293,12 +293,12 @@ def _names(conn: sqlite3.Connection, note_ids: Iterable[str]):  # type: ignore[n
     for start in range(0, len(wanted), 500):
         chunk = wanted[start:start + 500]
         shown.update(conn.execute(f"SELECT id, short FROM notes WHERE id IN ({', '.join('?' * len(chunk))})", chunk))
-    return lambda note_id: (shown[note_id] or note_id) if note_id in shown else note_id[:8]
+    return lambda note_id: (shown[note_id] or note_id) if note_id in shown else ids.shown(note_id)
 
 
 def _dangling(rows: list[tuple[str, str, str, int]], numbered: dict[str, str]) -> list[str]:
     """A pointer to no note; not one a converted log's old number names (`_numbered`)."""
-    return [f"dangling: #{short or note_id} points to #{target[:8]}, which is not in the log"
+    return [f"dangling: #{short or note_id} points to #{ids.shown(target)}, which is not in the log"
             for note_id, short, target, pointer in rows if not (pointer and target in numbered)]
 
 
@@ -348,7 +348,7 @@ def _open_disputes(store: Store) -> list[str]:
     out = []
     for short, disputes in rows:
         for dispute, other in json.loads(disputes):
-            out.append(f"dispute {dispute[:6]}: #{short} and {other[:8]} disagree (qem rule {dispute[:6]} --keep ONE)")
+            out.append(f"dispute {ids.side_shown(dispute)}: #{short} and {ids.shown(other)} disagree (qem rule {ids.side_shown(dispute)} --keep ONE)")
     return out
 
 

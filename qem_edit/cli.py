@@ -21,8 +21,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import db, errors
-from .model import DISPUTE_SHOWN, KINDS, STATES
+from . import db, errors, ids
+from .model import KINDS, STATES
 from .renderer import Selection
 from .shown import say
 from .shown import show as _out
@@ -252,7 +252,7 @@ def _move(event_type: str, note_id: str, reason, workspace, store, actor) -> int
 
     written = _act(workspace, store, actor, lambda h, p, who: acts.move(h, p, event_type, note_id, reason, who),
                    create=False)
-    print(f"#{written.note.shown} {event_type} (event {written.event.id[:8]})")
+    print(f"#{written.note.shown} {event_type} (event {ids.shown(written.event.id)})")
     return 0
 
 
@@ -320,7 +320,7 @@ def forget(
     if not yes:
         raise errors.BadInput(f"forget erases note #{note_id}'s text for good; add --yes to confirm")
     written = _act(workspace, store, actor, lambda h, p, who: acts.forget(h, p, note_id, reason, who), create=False)
-    print(f"#{written.note.shown} forgotten (event {written.event.id[:8]})")
+    print(f"#{written.note.shown} forgotten (event {ids.shown(written.event.id)})")
     return 0
 
 
@@ -635,7 +635,7 @@ def dispute(
     from . import acts
 
     written = _act(workspace, store, actor, lambda h, p, who: acts.dispute(h, p, a, b, reason, who))
-    print((written.dispute or "")[:DISPUTE_SHOWN])
+    print(ids.side_shown(written.dispute or ""))
     return 0
 
 

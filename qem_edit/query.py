@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Iterable
 
-from . import errors
+from . import errors, ids
 from .model import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, STATES, TEXT_MISSING, Event, Note
 from .resolver import Graph, disputed_with
 from .store import Store
@@ -301,7 +301,7 @@ class QueryAnswer:
     def _line(self, r: dict) -> str:
         if self.what == "events":
             why = f" ({r['reason']})" if r["reason"] else ""
-            return f"{r['id'][:8]}\t{r['at']}\t#{r.get('short') or r['note'][:8]} {r['type']} by {r['actor']}{why}"
+            return f"{ids.shown(r['id'])}\t{r['at']}\t#{ids.shown(r['note'], r.get('short'))} {r['type']} by {r['actor']}{why}"
         first = (r["text"] or ("(forgotten)" if r["state"] == "forgotten" else TEXT_MISSING)).split("\n", 1)[0]
         return f"#{r['short']}\t{r['kind']}\t{r['state']}\tcurrent={r['current']}\t{first}"
 
@@ -326,5 +326,5 @@ def note_at(store: Store, note_id: str, at: str) -> Note:
 
     past = notes_as_of(store, at)
     if note_id not in past:
-        raise errors.NoSuchNote(f"note #{note_id[:8]} did not exist at {at}")
+        raise errors.NoSuchNote(f"note #{ids.shown(note_id)} did not exist at {at}")
     return past[note_id]

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from . import errors
+from . import errors, ids
 
 ALLOWED = "secret"  # the key an event carries in its data when a person allowed its secret
 # detect-secrets plugins used: (module, class)
@@ -140,11 +140,11 @@ def loaded(events: Iterable, texts: Iterable) -> Iterator[str]:  # type: ignore[
             continue
         found = scan(event.reason)
         if found:
-            yield f"the reason of event {event.id[:8]} (note {event.note[:8]}) holds a secret ({described(found)})"
+            yield f"the reason of event {ids.shown(event.id)} (note {ids.shown(event.note)}) holds a secret ({described(found)})"
     for text in texts:
         found = [] if text.note in allowed else scan(text.text)
         if found:
-            yield f"the text of note {text.note[:8]} holds a secret ({described(found)})"
+            yield f"the text of note {ids.shown(text.note)} holds a secret ({described(found)})"
 
 
 def refuse_loaded(events: Iterable, texts: Iterable) -> None:  # type: ignore[type-arg]
@@ -172,7 +172,7 @@ def log_problems(store, fresh) -> list[str]:  # type: ignore[no-untyped-def]
             "SELECT id, note, reason FROM events WHERE reason IS NOT NULL ORDER BY id"):
         found = scan(reason)
         if found and not _allowed(fresh, event_id):
-            out.append(f"event {event_id[:8]} (note {note_id[:8]}): its reason holds a secret, {described(found)}")
+            out.append(f"event {ids.shown(event_id)} (note {ids.shown(note_id)}): its reason holds a secret, {described(found)}")
     return out
 
 

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
-from . import checkin, errors
+from . import checkin, errors, ids
 from .checkin import Outcome, Proposal, Source
 from .checkouts import Checkout, find_checkout, new_checkout, owning
 from .model import MOVE_BY_VERB
@@ -161,7 +161,7 @@ def describe_plan(proposal: Proposal) -> str:
 
 def _describe_op(op, proposal: Proposal) -> list[str]:  # type: ignore[no-untyped-def]
     old = _base_by_id(proposal).get(op.note_id) if op.note_id is not None else None
-    shown = old.shown if old is not None else (op.note_id or "")[:8]
+    shown = old.shown if old is not None else ids.shown(op.note_id or "")
     if op.action == "create":
         assert op.content
         return [f"  + create {op.content.kind} · {op.content.priority} · human"] + [
@@ -224,7 +224,7 @@ def _ids(note_ids: list[str], proposal: Proposal | None = None, shown: dict[str,
     if proposal is not None:
         names.update({n.id: n.shown for n in proposal.now_notes.values()})
         names.update({n.id: short for short, n in proposal.base_notes.items()})
-    return ", ".join(f"#{names.get(i, i[:8])}" for i in note_ids)
+    return ", ".join(f"#{ids.shown(i, names.get(i))}" for i in note_ids)
 
 
 def report(outcome: Outcome, as_json: bool = False) -> None:
