@@ -894,13 +894,13 @@ def _age(path: Path) -> str:
 def _checked_in(outcome) -> int:  # type: ignore[no-untyped-def]
     """A check-in's exit status: 1 for a dry run that found changes (as `export --check`),
     2 for an empty or unreadable edit, 3 for conflicts."""
-    from .checkin import is_conflict
+    from .checkin import Status, is_conflict
 
-    if outcome.status == "refused":
+    if outcome.status is Status.REFUSED:
         return errors.EXIT_CONFLICT if is_conflict(outcome.proposal) else errors.EXIT_INPUT
-    if outcome.status == "empty":
+    if outcome.status is Status.EMPTY:
         return errors.EXIT_INPUT
-    if outcome.status == "dry_run" and outcome.proposal.plan.ops:
+    if outcome.status is Status.DRY_RUN and outcome.proposal.plan.ops:
         return errors.EXIT_DIFFERENT
     return errors.EXIT_OK
 

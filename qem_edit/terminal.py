@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import checkin, errors, ids
-from .checkin import Outcome, Proposal, Source
+from .checkin import Outcome, Proposal, Source, Status
 from .checkouts import Checkout, find_checkout, new_checkout, owning
 from .model import MOVE_BY_VERB
 from .renderer import Selection
@@ -235,13 +235,13 @@ def report(outcome: Outcome, as_json: bool = False) -> None:
 
         print(json_text(checkin.outcome_data(outcome)))
     proposal = outcome.proposal
-    if outcome.status == "landed_before":
+    if outcome.status is Status.LANDED_BEFORE:
         assert outcome.source.checkout is not None
         say(
             f"this edit was already checked in as {outcome.checkin_id}; nothing more to write"
             f" (see `qem log`); removing the kept edit {outcome.source.checkout.id}"
         )
-    elif outcome.status == "applied":
+    elif outcome.status is Status.APPLIED:
         assert proposal is not None
         new = f"; new notes {_ids(outcome.created, shown=outcome.shown)}" if outcome.created else ""
         say(f"checked in {outcome.checkin_id}: {summarize(proposal.plan)}{new}")
@@ -250,18 +250,18 @@ def report(outcome: Outcome, as_json: bool = False) -> None:
                 print(outcome.shown.get(note_id, note_id))
         for notice in outcome.notices:
             say(notice)
-    elif outcome.status in ("unchanged", "dry_run") and proposal is not None and not proposal.plan.ops:
+    elif outcome.status in (Status.UNCHANGED, Status.DRY_RUN) and proposal is not None and not proposal.plan.ops:
         say("no changes; nothing written")
         if proposal.plan.merged:
             say(f"others changed {_ids(proposal.plan.merged, proposal)} since your base; kept")
-    elif outcome.status == "dry_run":
+    elif outcome.status is Status.DRY_RUN:
         assert proposal is not None
         if not as_json:
             show(describe_plan(proposal))
         say("dry run; nothing written")
-    elif outcome.status == "keep":
+    elif outcome.status is Status.KEEP:
         say(f"nothing written; {outcome.source.hint()}")
-    elif outcome.status == "empty":
+    elif outcome.status is Status.EMPTY:
         # never taken for "no changes": an editor that saved nothing must not cost the edit
         raise errors.BadInput("the file is empty: nothing to check in", hint=outcome.source.hint() + _discard_hint(outcome))
 
@@ -317,7 +317,7 @@ def run_edit(store: Store, place: Workspace, selection: Selection, reason, yes: 
     with kept_on_interrupt(checkout.resume_hint):
         while True:
             outcome = _edit_once(store, source, asker, who, editor, allow_mass_change, allow_secret)
-            if outcome.status != "edit":
+            if outcome.status is not Status.EDIT:
                 return outcome
 
 
@@ -326,7 +326,7 @@ def _resume(store: Store, place: Workspace, resume: str) -> Checkout | Outcome:
     done = checkin.already_landed(store, checkout)
     if done is not None:
         checkout.discard()
-        outcome = Outcome("landed_before", Source(checkout.file, place, checkout), checkin_id=done)
+        outcome = Outcome(Status.LANDED_BEFORE, Source(checkout.file, place, checkout), checkin_id=done)
         report(outcome)
         return outcome
     marked = checkin.rebase_kept(store, checkout)
@@ -355,7 +355,7 @@ def _edit_once(store: Store, source: Source, asker: Prompter, who: str, editor: 
             " must be told to wait (e.g. EDITOR='code --wait' or 'subl -w');"
             f" nothing was checked in; {checkout.resume_hint()}"
         )
-        return Outcome("keep", source, kept=checkout)
+        return Outcome(Status.KEEP, source, kept=checkout)
     _refuse_emptied(checkout, before)
     try:
         outcome = checkin.check_in(store, source, asker, who, allow_mass_change=allow_mass_change,
@@ -363,7 +363,7 @@ def _edit_once(store: Store, source: Source, asker: Prompter, who: str, editor: 
     except errors.QemError as exc:
         exc.hint = exc.hint or checkout.resume_hint()
         raise
-    if outcome.status == "refused":
+    if outcome.status is Status.REFUSED:
         return _refused_in_edit(store, outcome, checkout)
     report(outcome)
     return outcome
@@ -392,7 +392,7 @@ def _refused_in_edit(store: Store, outcome: Outcome, checkout: Checkout) -> Outc
         say(f"nothing written; {checkout.resume_hint()}")
         return outcome
     checkin.reopen(store, checkout, outcome.proposal)
-    outcome.status = "edit"
+    outcome.status = Status.EDIT
     return outcome
 
 
@@ -407,7 +407,7 @@ def run_checkin(store: Store, place: Workspace, path: Path | None, reason, yes: 
     with kept_on_interrupt(source.hint):
         outcome = checkin.check_in(store, source, asker, who, dry_run=dry_run, allow_mass_change=allow_mass_change,
                                    allow_secret=allow_secret)
-    if outcome.status == "refused":
+    if outcome.status is Status.REFUSED:
         assert outcome.proposal is not None
         if as_json:
             report(outcome, as_json=True)

@@ -344,6 +344,7 @@ def test_a_dry_run_prints_its_plan_on_stdout_and_exits_1_when_there_are_changes(
     as_json = run_qem("checkin", "--path", str(out), "--dry-run", "--json", cwd=seeded)
     assert as_json.returncode == 1, as_json.stderr
     plan = json.loads(as_json.stdout)
+    assert plan["status"] == "dry_run" and '\n  "status": "dry_run",\n' in as_json.stdout  # the outcome's words, as before
     assert plan["changes"] is True and plan["conflicts"] == [] and plan["errors"] == []
     [op] = plan["operations"]
     assert (op["action"], op["note"], op["text"]) == ("supersede", notes(seeded)[ACTIVE_TASK].id, "Review the retry PR twice")
