@@ -371,10 +371,9 @@ def context(
 
     Example: qem context --budget 1500
     """
-    from .acts import choice
     from .context import FORMATS, build
 
-    choice(fmt, FORMATS, "format")
+    errors.choice(fmt, FORMATS, "format")
     _, handle = _open(workspace, store)
     with handle:
         return _show(build(handle, budget, at, skip), fmt == "json")
@@ -392,11 +391,10 @@ def list_(
 
     Example: qem list --kind gotcha --state active
     """
-    from .acts import choice
     from .answers import NoteList
 
-    choice(kind, KINDS, "kind")
-    choice(state, STATES, "state")
+    errors.choice(kind, KINDS, "kind")
+    errors.choice(state, STATES, "state")
     _, handle = _open(workspace, store)
     with handle:
         notes = handle.notes(kinds=[kind] if kind else None, states=[state] if state else None)
@@ -920,12 +918,10 @@ def _selection(handle: Store, kinds: list[str] | None, active: bool, filters: li
 
 
 def _kinds(kinds: list[str] | None) -> tuple[str, ...] | None:
-    from .acts import choice
-
     if not kinds:
         return None
     for k in kinds:
-        choice(k, KINDS, "kind")
+        errors.choice(k, KINDS, "kind")
     return tuple(k for k in KINDS if k in kinds)
 
 
@@ -946,11 +942,10 @@ def diff_(
     Example: qem diff origin/main HEAD --format markdown
     """
     from . import workspace as ws
-    from .acts import choice
     from .diff import memory_diff
     from .diffview import DiffAnswer
 
-    choice(fmt, ("text", "markdown", "json"), "format")
+    errors.choice(fmt, ("text", "markdown", "json"), "format")
     if max_chars < 0 or (max_chars and fmt != "markdown"):
         raise errors.BadInput(f"--max-chars {max_chars}: a number of characters for --format markdown (0: no limit)")
     place = ws.resolve(workspace, store)
@@ -968,10 +963,9 @@ def hooks(
     Example: qem hooks install
     """
     from . import workspace as ws
-    from .acts import choice
     from .textconv import install
 
-    choice(action, ("install",), "hooks action")
+    errors.choice(action, ("install",), "hooks action")
     for line in install(ws.resolve(workspace, store).store_path):
         print(line)
     return 0

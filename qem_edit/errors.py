@@ -74,3 +74,15 @@ class ConflictError(QemError):
     """A check-in whose changes overlap changes made in the store since its base."""
 
     exit_code = EXIT_CONFLICT
+
+
+def choice(value: str | None, allowed: tuple[str, ...], what: str, *, as_filter: bool = False) -> str | None:
+    """`value` when `allowed` holds it (None, an option not given, passes); else BadInput
+    listing the choices, naming the value as an option's (`unknown kind 'x'`) or, for
+    `qem query`, as a filter's (`kind='x'`)."""
+    if value is None or value in allowed:
+        return value
+    listed = ", ".join(allowed)
+    if as_filter:
+        raise BadInput(f"{what}={value!r}: use one of {listed}")
+    raise BadInput(f"unknown {what} {value!r}; use one of: {listed}")
