@@ -183,11 +183,11 @@ def _allowed(conn, event_id: str) -> bool:  # type: ignore[no-untyped-def]
 
 def _brought(store, file: str) -> str:  # type: ignore[no-untyped-def]
     """Where the text came from: the commit that added its file, in git."""
-    from .gitrepo import added_by, toplevel
+    from .gitrepo import last_change, toplevel
 
     path = store.root / file
     top = toplevel(store.root)
-    commit = added_by(top, path) if top is not None and path.exists() else None
+    commit = last_change(top, path, added=True, oldest=True) if top is not None and path.exists() else None
     where = f"added by commit {commit}" if commit else "not committed yet"
     return f" (in .qem/{file}, {where}; `qem forget` it, then purge it from git history: docs/SHARING.md)"
 
