@@ -19,10 +19,11 @@ from typing import Protocol
 
 from . import errors, ids
 from .checkouts import Checkout, checkout_bytes, keep, kept, requery
-from .export import MIRROR_BASE, auto_export, export, has_merge_conflict, known_renderings, mirror_base, render_store
+from .export import MIRROR_BASE, auto_export, export, known_renderings, mirror_base, render_store
 from .faults import checkpoint
 from .files import read_regular, refuse_link, write_atomic
 from .forgetting import scrub_again
+from .gitconflict import has_markers
 from .acts import repeat_notice, repeats
 from .model import LIVE_STATES, MOVE_BY_VERB, NewNote, Note
 from .proposal import Proposal, propose, whole
@@ -34,8 +35,6 @@ from .reconciler.parse import LineError
 from .secrets import described, scan
 from .store import Store, Transaction
 from .workspace import Workspace
-
-__all__ = ["Proposal", "propose", "whole"]
 
 
 # -- the words for what went wrong --------------------------------------------------------------
@@ -222,7 +221,7 @@ class Source:
         named = base_named(data)
         if named is not None:  # a copy of a checkout: its base, wherever this clone keeps it
             return data, _named_base(store, self.place, self.path, named)
-        if has_merge_conflict(data):
+        if has_markers(data):
             data = _your_side(store, self.path, data)
         base = mirror_base(store, self.path)
         if base is not None and base != data and data == render_store(store)[1]:

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Callable
 
 from . import checkin, errors, ids
-from .checkin import Outcome, Proposal, Source, Status
+from .checkin import Outcome, Source, Status
 from .checkouts import Checkout, find_checkout, new_checkout, owning
 from .model import MOVE_BY_VERB
+from .proposal import Proposal
 from .renderer import Selection
 from .shown import say, show
 from .store import Store
@@ -150,7 +151,7 @@ def describe_plan(proposal: Proposal) -> str:
     out: list[str] = []
     for op in plan.ops:
         out.extend(_describe_op(op, proposal))
-    summary = summarize(plan)
+    summary = plan.summary()
     out.append(f"Plan: {summary or 'nothing to write'}")
     if plan.merged:
         out.append(f"Kept others' changes since your base to {_ids(plan.merged, proposal)}")
@@ -210,11 +211,6 @@ def _normalization_note(old: list[str], i1: int, i2: int, j: int, line: str) -> 
     return ""
 
 
-def summarize(plan) -> str:  # type: ignore[no-untyped-def]
-    """"1 create, 2 supersede, 1 revoke": the plan's counts, in the lifecycle's order."""
-    return plan.summary()
-
-
 def _base_by_id(proposal: Proposal) -> dict:  # type: ignore[type-arg]
     return {n.id: n for n in proposal.base_notes.values()}
 
@@ -244,7 +240,7 @@ def report(outcome: Outcome, as_json: bool = False) -> None:
     elif outcome.status is Status.APPLIED:
         assert proposal is not None
         new = f"; new notes {_ids(outcome.created, shown=outcome.shown)}" if outcome.created else ""
-        say(f"checked in {outcome.checkin_id}: {summarize(proposal.plan)}{new}")
+        say(f"checked in {outcome.checkin_id}: {proposal.plan.summary()}{new}")
         if not as_json:
             for note_id in outcome.created:
                 print(outcome.shown.get(note_id, note_id))
