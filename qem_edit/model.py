@@ -602,5 +602,3 @@ def decide_fork(parent: Note, successors: list[Note], keep: str, reason: str) ->
         raise TransitionError(f"--keep names none of the notes that supersede #{parent.shown}: {names}")
     why = f"ruling on the fork of #{parent.shown}, #{kept[0].shown} stands: {reason}"
     return [Draft(n.id, "revoked", why) for n in live if n.id != keep]
-
-
