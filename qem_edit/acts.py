@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import errors, protect
+from . import errors, ids, protect
 from .export import auto_export
 from .model import CLAIMABLE_PROVENANCES, KINDS, MOVE_BY_EVENT, PRIORITIES, Event, NewNote, Note, TextError, normalize_text
 from .store import Store, Transaction
@@ -31,12 +31,6 @@ class Written:
     dispute: str | None = None
     notices: list[str] = field(default_factory=list)
     repeats: list[Note] = field(default_factory=list)  # notes in force with the new note's very text
-
-
-def choice(value: str | None, allowed: tuple[str, ...], what: str) -> str | None:
-    if value is None or value in allowed:
-        return value
-    raise errors.BadInput(f"unknown {what} {value!r}; use one of: {', '.join(allowed)}")
 
 
 def note_text(raw: str) -> str:
@@ -69,11 +63,11 @@ def _written(store: Store, place: Workspace, result: Written) -> Written:
 
 def add(store: Store, place: Workspace, text: str, kind: str, priority: str, provenance: str, actor: str,
         agent: bool | None = None, allow_secret: bool = False) -> Written:
-    choice(kind, KINDS, "kind")
-    choice(priority, PRIORITIES, "priority")
+    errors.choice(kind, KINDS, "kind")
+    errors.choice(priority, PRIORITIES, "priority")
     if provenance == "human":
         raise errors.BadInput("provenance human is reached only by a person's act: `qem promote ID`")
-    choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
+    errors.choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
     new = NewNote(kind, priority, provenance, note_text(text))
     note = store.write(lambda tx: tx.create(new, actor), agent=agent, allow_secret=allow_secret)
     return _repeating(store, _written(store, place, Written(note=store.note(note.id))))
@@ -84,9 +78,9 @@ def supersede(store: Store, place: Workspace, given: str, text: str, reason: str
               provenance: str | None = None, agent: bool | None = None, allow_secret: bool = False) -> Written:
     """A successor replaces the note (same kind, priority and provenance unless given; an
     agent's successor is given its own provenance, so it never inherits `human`)."""
-    choice(kind, KINDS, "kind")
-    choice(priority, PRIORITIES, "priority")
-    choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
+    errors.choice(kind, KINDS, "kind")
+    errors.choice(priority, PRIORITIES, "priority")
+    errors.choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
     body = note_text(text)
     why = reason_for("superseded", reason)
     note_id = store.resolve(given)
@@ -194,5 +188,5 @@ def _side(note: Note, keep: str) -> str:
     sides = [r.tip for r in note.rivals if r.tip.startswith(keep.lower())]
     if len(sides) == 1:
         return sides[0]
-    shown = ", ".join(f"{r.tip[:6]} ({r.type})" for r in note.rivals)
+    shown = ", ".join(f"{ids.side_shown(r.tip)} ({r.type})" for r in note.rivals)
     raise errors.BadInput(f"--keep {keep!r} names {'none' if not sides else 'several'} of #{note.shown}'s sides: {shown}")

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from . import ids
 from .model import TEXT_MISSING, Event, Note
 from .resolver import Answer as Currency
 from .resolver import Graph
@@ -49,7 +50,7 @@ class NoteView:
 
     def text(self) -> str:
         note = self.note
-        shown = lambda i: self.shorts.get(i, i[:8])  # noqa: E731
+        shown = lambda i: ids.shown(i, self.shorts.get(i))  # noqa: E731
         alias = f" (formerly #{note.alias})" if note.alias is not None else ""
         lines = [f"#{note.shown} {note.kind} · {note.priority} · {note.provenance} · {note.state}",
                  f"id {note.id}{alias}", f"created {note.created_at} by {note.actor}"]
@@ -102,7 +103,7 @@ class NoteList:
 
 def event_line(e: Event, shorts: dict[str, str] | None = None) -> str:
     """One event as `qem log` prints it: its id's first characters, when, the note."""
-    shown = lambda i: (shorts or {}).get(str(i), str(i)[:8])  # noqa: E731
+    shown = lambda i: ids.shown(str(i), (shorts or {}).get(str(i)))  # noqa: E731
     extra = ""
     if e.type == "superseded":
         extra = f" by #{shown(e.data.get('by'))}"
@@ -110,7 +111,7 @@ def event_line(e: Event, shorts: dict[str, str] | None = None) -> str:
         extra = f" superseding #{shown(e.data['supersedes'])}"
     why = f" ({e.reason})" if e.reason else ""
     checkin = f" [checkin {e.checkin}]" if e.checkin else ""
-    return f"{e.id[:8]}\t{e.at}\t#{shown(e.note)} {e.type}{extra} by {e.actor}{why}{checkin}"
+    return f"{ids.shown(e.id)}\t{e.at}\t#{shown(e.note)} {e.type}{extra} by {e.actor}{why}{checkin}"
 
 
 @dataclass

@@ -70,12 +70,12 @@ def _log_problems(store: Store) -> list[str]:
     for note_id, problems in store.note_problems():
         out += [f"note #{note_id}: {p}" for p in __import__("json").loads(problems)]
     for event_id, note_id in store.events_without_note():
-        out.append(f"event {event_id[:8]} names note {note_id[:8]}, whose creation the log does not hold")
+        out.append(f"event {ids.shown(event_id)} names note {ids.shown(note_id)}, whose creation the log does not hold")
     for short in store.textless():
         out.append(f"note #{short}: its text is missing from the log (or does not match its hash): text missing"
                    " from this commit; get it from the commit's author (`git add .qem && git commit` in their clone)")
     for note_id, name in store.forgotten_texts():
-        out.append(f"{name}: still holds the text of forgotten note {note_id[:8]} (any qem write removes it)")
+        out.append(f"{name}: still holds the text of forgotten note {ids.shown(note_id)} (any qem write removes it)")
     for alias, count in store.claimed_numbers():
         out.append(f"{count} notes claim the old number #{alias} (two converted stores merged?)")
     return out
@@ -85,7 +85,7 @@ def _loose_texts(store: Store) -> list[str]:
     """Texts whose note's creation the log does not hold: listed, not failed (a write
     killed before its event leaves one; so does a commit of a text without its event,
     whose event a later commit brings)."""
-    return [f"{name}: the text of note {note_id[:8]}, whose creation the log does not hold (a write"
+    return [f"{name}: the text of note {ids.shown(note_id)}, whose creation the log does not hold (a write"
             " interrupted before its event, or the event not committed yet); remove it if it is the former"
             for note_id, name in store.texts_without_note()]
 
@@ -146,9 +146,9 @@ def _cycles(conn: Connection, scratch: Connection, numbered: dict[str, str]) -> 
     if not cycles:
         return []
     wanted = {i for cycle in cycles for i in cycle}
-    ids = index.numbered_notes(scratch, wanted)
-    name = _names(conn, ids.values())
-    return [f"cycle: {' → '.join(f'#{name(ids[i])}' for i in (*c, c[0]))}{_old_numbers(conn, [ids[i] for i in c])}"
+    by_i = index.numbered_notes(scratch, wanted)
+    name = _names(conn, by_i.values())
+    return [f"cycle: {' → '.join(f'#{name(by_i[i])}' for i in (*c, c[0]))}{_old_numbers(conn, [by_i[i] for i in c])}"
             for c in cycles]
 
 
@@ -189,12 +189,12 @@ def _names(conn: Connection, note_ids: Iterable[str]):  # type: ignore[no-untype
     """A note as the graph's messages name it: its short id (its id when the short id is
     empty), or the first 8 characters of an id the index does not hold."""
     shown = index.shorts(conn, note_ids)
-    return lambda note_id: (shown[note_id] or note_id) if note_id in shown else note_id[:8]
+    return lambda note_id: (shown[note_id] or note_id) if note_id in shown else ids.shown(note_id)
 
 
 def _dangling(rows: list[tuple[str, str, str, int]], numbered: dict[str, str]) -> list[str]:
     """A pointer to no note; not one a converted log's old number names (`_numbered`)."""
-    return [f"dangling: #{short or note_id} points to #{target[:8]}, which is not in the log"
+    return [f"dangling: #{short or note_id} points to #{ids.shown(target)}, which is not in the log"
             for note_id, short, target, pointer in rows if not (pointer and target in numbered)]
 
 
@@ -231,7 +231,7 @@ def _open_disputes(store: Store) -> list[str]:
     out = []
     for short, disputes in rows:
         for dispute, other in json.loads(disputes):
-            out.append(f"dispute {dispute[:6]}: #{short} and {other[:8]} disagree (qem rule {dispute[:6]} --keep ONE)")
+            out.append(f"dispute {ids.side_shown(dispute)}: #{short} and {ids.shown(other)} disagree (qem rule {ids.side_shown(dispute)} --keep ONE)")
     return out
 
 

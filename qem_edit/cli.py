@@ -21,8 +21,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import db, errors
-from .model import DISPUTE_SHOWN, KINDS, READING_ORDER, STATES, Move
+from . import db, errors, ids
+from .model import KINDS, READING_ORDER, STATES, Move
 from .renderer import Selection
 from .shown import say
 from .shown import show as _out
@@ -249,7 +249,7 @@ def _move(event_type: str, note_id: str, reason, workspace, store, actor) -> int
 
     written = _act(workspace, store, actor, lambda h, p, who: acts.move(h, p, event_type, note_id, reason, who),
                    create=False)
-    print(f"#{written.note.shown} {event_type} (event {written.event.id[:8]})")
+    print(f"#{written.note.shown} {event_type} (event {ids.shown(written.event.id)})")
     return 0
 
 
@@ -298,7 +298,7 @@ def forget(
     if not yes:
         raise errors.BadInput(f"forget erases note #{note_id}'s text for good; add --yes to confirm")
     written = _act(workspace, store, actor, lambda h, p, who: acts.forget(h, p, note_id, reason, who), create=False)
-    print(f"#{written.note.shown} forgotten (event {written.event.id[:8]})")
+    print(f"#{written.note.shown} forgotten (event {ids.shown(written.event.id)})")
     return 0
 
 
@@ -339,10 +339,9 @@ def context(
 
     Example: qem context --budget 1500
     """
-    from .acts import choice
     from .context import FORMATS, build
 
-    choice(fmt, FORMATS, "format")
+    errors.choice(fmt, FORMATS, "format")
     _, handle = _open(workspace, store)
     with handle:
         return _show(build(handle, budget, at, skip), fmt == "json")
@@ -361,10 +360,9 @@ def list_(
     Example: qem list --kind gotcha --state active
     """
     from . import answers
-    from .acts import choice
 
-    choice(kind, KINDS, "kind")
-    choice(state, STATES, "state")
+    errors.choice(kind, KINDS, "kind")
+    errors.choice(state, STATES, "state")
     _, handle = _open(workspace, store)
     with handle:
         answer = answers.notes(handle, kind, state)
@@ -597,7 +595,7 @@ def dispute(
     from . import acts
 
     written = _act(workspace, store, actor, lambda h, p, who: acts.dispute(h, p, a, b, reason, who))
-    print((written.dispute or "")[:DISPUTE_SHOWN])
+    print(ids.side_shown(written.dispute or ""))
     return 0
 
 
@@ -856,13 +854,13 @@ def _age(path: Path) -> str:
 def _checked_in(outcome) -> int:  # type: ignore[no-untyped-def]
     """A check-in's exit status: 1 for a dry run that found changes (as `export --check`),
     2 for an empty or unreadable edit, 3 for conflicts."""
-    from .checkin import is_conflict
+    from .checkin import Status, is_conflict
 
-    if outcome.status == "refused":
+    if outcome.status is Status.REFUSED:
         return errors.EXIT_CONFLICT if is_conflict(outcome.proposal) else errors.EXIT_INPUT
-    if outcome.status == "empty":
+    if outcome.status is Status.EMPTY:
         return errors.EXIT_INPUT
-    if outcome.status == "dry_run" and outcome.proposal.plan.ops:
+    if outcome.status is Status.DRY_RUN and outcome.proposal.plan.ops:
         return errors.EXIT_DIFFERENT
     return errors.EXIT_OK
 
@@ -882,12 +880,10 @@ def _selection(handle: Store, kinds: list[str] | None, active: bool, filters: li
 
 
 def _kinds(kinds: list[str] | None) -> tuple[str, ...] | None:
-    from .acts import choice
-
     if not kinds:
         return None
     for k in kinds:
-        choice(k, KINDS, "kind")
+        errors.choice(k, KINDS, "kind")
     return tuple(k for k in KINDS if k in kinds)
 
 
@@ -908,11 +904,10 @@ def diff_(
     Example: qem diff origin/main HEAD --format markdown
     """
     from . import workspace as ws
-    from .acts import choice
     from .diff import memory_diff
     from .diffview import DiffAnswer
 
-    choice(fmt, ("text", "markdown", "json"), "format")
+    errors.choice(fmt, ("text", "markdown", "json"), "format")
     if max_chars < 0 or (max_chars and fmt != "markdown"):
         raise errors.BadInput(f"--max-chars {max_chars}: a number of characters for --format markdown (0: no limit)")
     place = ws.resolve(workspace, store)
@@ -930,10 +925,9 @@ def hooks(
     Example: qem hooks install
     """
     from . import workspace as ws
-    from .acts import choice
     from .textconv import install
 
-    choice(action, ("install",), "hooks action")
+    errors.choice(action, ("install",), "hooks action")
     for line in install(ws.resolve(workspace, store).store_path):
         print(line)
     return 0

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
 
-from . import errors
+from . import errors, ids
 from .convert import convert, read_old_dump
 from .index import StagedLines
 from .logtree import MAX_CLOCK, LogFileError, TextRecord, event_from, event_object, text_problem
@@ -86,12 +86,12 @@ class Staged(StagedLines):
         for event in events:
             problem = actor_problem(event.actor) or reason_problem(event.reason)
             if problem or not 0 < event.clock <= MAX_CLOCK:
-                raise errors.BadInput(f"event {event.id[:8]}: {problem or f'clock {event.clock} is past {MAX_CLOCK}'};"
+                raise errors.BadInput(f"event {ids.shown(event.id)}: {problem or f'clock {event.clock} is past {MAX_CLOCK}'};"
                                       " nothing was loaded")
         for text in texts:
             problem = text_problem(text)
             if problem:
-                raise errors.BadInput(f"the text of note {text.note[:8]}: {problem}; nothing was loaded")
+                raise errors.BadInput(f"the text of note {ids.shown(text.note)}: {problem}; nothing was loaded")
         super().add(events, texts)
         self.count += len(events)
 
@@ -245,7 +245,7 @@ def _prev_elsewhere(store: Store, staged: Staged, events: list[Event], group: li
         for prev in (p for p in event.prev if p not in own):
             found = store.note_of_event(prev) or staged.note_of(prev)
             if found and found != event.note:
-                return f"event {event.id[:8]} follows event {prev[:8]} of another note; nothing was loaded"
+                return f"event {ids.shown(event.id)} follows event {ids.shown(prev)} of another note; nothing was loaded"
     return None
 
 
@@ -269,7 +269,7 @@ def _refuse_what_does_not_replay(store: Store, staged: Staged) -> None:
         events = group if empty else store.events(note_id) + group
         problem = None
         if not any(e.type == "created" for e in events):
-            problem = (f"event {group[0].id[:8]} ({group[0].type}) is for note {note_id[:8]},"
+            problem = (f"event {ids.shown(group[0].id)} ({group[0].type}) is for note {ids.shown(note_id)},"
                        " which neither the dump nor this memory created; nothing was loaded")
         else:
             try:

@@ -89,3 +89,15 @@ def words(exc: BaseException) -> list[str]:
         where = f"{exc.filename}: " if exc.filename else ""
         return [f"error: {where}{exc.strerror or exc}"]
     return [f"error: {type(exc).__name__}: {exc}; nothing was written"]
+
+
+def choice(value: str | None, allowed: tuple[str, ...], what: str, *, as_filter: bool = False) -> str | None:
+    """`value` when `allowed` holds it (None, an option not given, passes); else BadInput
+    listing the choices, naming the value as an option's (`unknown kind 'x'`) or, for
+    `qem query`, as a filter's (`kind='x'`)."""
+    if value is None or value in allowed:
+        return value
+    listed = ", ".join(allowed)
+    if as_filter:
+        raise BadInput(f"{what}={value!r}: use one of {listed}")
+    raise BadInput(f"unknown {what} {value!r}; use one of: {listed}")

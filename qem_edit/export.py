@@ -355,11 +355,13 @@ def _written_here(store: Store, path: Path) -> bool:
 
 def classify(store: Store, path: Path, current: bytes, data: bytes) -> Verdict:
     """Why the file at `path` (`current`) is or is not the memory's rendering (`data`)."""
+    from .gitconflict import has_markers
+
     if same_text(current, data):
         return Verdict(True, f"{path} matches the memory")
     current = current.replace(b"\r\n", b"\n")
     memory = _memory_of(current)
-    conflicted = has_merge_conflict(current)
+    conflicted = has_markers(current)
     if memory is None and not conflicted:
         return Verdict(False, f"{path} has no qem header line, so it was edited by hand (or not written by"
                               " qem); run `qem export --force` to discard the edits", precious=True)
@@ -437,13 +439,6 @@ def _behind(store: Store, path: Path, current: bytes) -> bool:
 
     top = gitrepo.toplevel(path)
     return top is not None and gitrepo.show(top, "HEAD", path) == current and gitrepo.unmodified(top, path)
-
-
-def has_merge_conflict(data: bytes) -> bool:
-    """Whether git left conflict markers in the file."""
-    from .gitconflict import has_markers
-
-    return has_markers(data)
 
 
 def _memory_of(data: bytes) -> str | None:

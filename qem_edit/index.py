@@ -795,9 +795,9 @@ def differences(have: sqlite3.Connection, want: sqlite3.Connection) -> list[str]
     for note_id, wanted, had in _side_by_side(want.execute(notes), have.execute(notes)):
         tick()
         if wanted != had:
-            out.append(f"note {note_id[:8]}: the index disagrees with the log (`qem verify --repair` rebuilds it)")
+            out.append(f"note {ids.shown(note_id)}: the index disagrees with the log (`qem verify --repair` rebuilds it)")
         elif want_items.get(note_id) != have_items.get(note_id):
-            out.append(f"note {note_id[:8]}: the index's MEMORY.md item disagrees with the log")
+            out.append(f"note {ids.shown(note_id)}: the index's MEMORY.md item disagrees with the log")
     tick.end()
     return out
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import errors
+from . import errors, ids
 from .model import KINDS, PRIORITIES, READING_ORDER, Move
 
 INSTALL = "pip install 'qem-edit[mcp]'"
@@ -197,7 +197,7 @@ def _move(event_type: str) -> Callable[[Memory, dict[str, Any], str | None], Rep
         written, notices = memory.act(
             lambda h, p, who: acts.move(h, p, event_type, a["id"], a.get("reason"), who, agent=True), client)
         n, e = written.note, written.event
-        return Reply(f"#{n.shown} {event_type} (event {e.id[:8]})", {**_note(n), "event": e.to_json()}, notices)
+        return Reply(f"#{n.shown} {event_type} (event {ids.shown(e.id)})", {**_note(n), "event": e.to_json()}, notices)
 
     return run
 

@@ -20,6 +20,8 @@ import unicodedata
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
+from . import ids
+
 KINDS: tuple[str, ...] = (
     "directive",
     "task",
@@ -594,7 +596,7 @@ def decide_rule(dispute_id: str, sides: tuple[Note, Note], keep: str, reason: st
     """Close a dispute between two notes: `keep` stands, the other side is revoked in its
     favour.  `sides` are the two notes the dispute was opened between."""
     first, second = sides
-    shown = dispute_id[:DISPUTE_SHOWN]
+    shown = ids.side_shown(dispute_id)
     if keep not in (first.id, second.id):
         raise TransitionError(f"dispute {shown} is between #{first.shown} and #{second.shown}; --keep one of them")
     kept, other = (first, second) if keep == first.id else (second, first)
@@ -618,7 +620,7 @@ def decide_settle(note: Note, keep: str, reason: str) -> Draft:
         raise TransitionError(f"note #{note.shown} has no concurrent changes to rule on")
     tips = [r.tip for r in note.rivals]
     if keep not in tips:
-        raise TransitionError(f"--keep names none of #{note.shown}'s sides: " + ", ".join(t[:8] for t in tips))
+        raise TransitionError(f"--keep names none of #{note.shown}'s sides: " + ", ".join(ids.shown(t) for t in tips))
     return Draft(note.id, "ruled", reason, {"keep": keep})
 
 
@@ -634,6 +636,3 @@ def decide_fork(parent: Note, successors: list[Note], keep: str, reason: str) ->
         raise TransitionError(f"--keep names none of the notes that supersede #{parent.shown}: {names}")
     why = f"ruling on the fork of #{parent.shown}, #{kept[0].shown} stands: {reason}"
     return [Draft(n.id, "revoked", why) for n in live if n.id != keep]
-
-
-DISPUTE_SHOWN = 6  # how many characters of a dispute id are shown

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from . import errors
+from . import errors, ids
 from .model import KINDS, MOVE_BY_EVENT, MOVES, Event, Note
 
 ACTOR_KIND_ENV = "QEM_ACTOR_KIND"
@@ -116,7 +116,7 @@ def guard(notes: Iterable[tuple[Note, str]], actor: str, rule: Rule) -> None:
             raise refusal(note, event_type, actor)
 
 
-def violations(conn, rule: Rule, shown: Callable[[str], str] = lambda n: n[:8]) -> list[str]:  # type: ignore[no-untyped-def]
+def violations(conn, rule: Rule, shown: Callable[[str], str] = ids.shown) -> list[str]:  # type: ignore[no-untyped-def]
     """Every agent's event in the log that the rule forbids and no person has answered
     since (a person's later event on the note that follows it: a reinstatement, say),
     named for `qem verify`; `conn` is an index of the log (qem_edit.index), whose events
@@ -129,7 +129,7 @@ def violations(conn, rule: Rule, shown: Callable[[str], str] = lambda n: n[:8]) 
     out = []
     for event, kind in guarded_events(conn, sorted(GUARDED), sorted(rule.kinds)):
         if is_agents(event, rule) and not _answered(conn, event.id, rule):
-            out.append(f"event {event.id[:8]}: {event.actor}, an agent, {event.type} {kind}"
+            out.append(f"event {ids.shown(event.id)}: {event.actor}, an agent, {event.type} {kind}"
                        f" #{shown(event.note)}, a protected kind only a person may change (at {event.at};"
                        " a person answers it by a move on the note, e.g. `qem reinstate`)")
     return out
@@ -180,6 +180,6 @@ def log_problems(store, fresh) -> list[str]:  # type: ignore[no-untyped-def]
     read them afresh into the index `fresh`, an SQLite connection of its own: the store's
     index may be damaged; files that cannot be read are named elsewhere)."""
     def shown(note: str) -> str:
-        return store.shorts([note]).get(note, note[:8])
+        return ids.shown(note, store.shorts([note]).get(note))
 
     return violations(fresh, rule_of(store.root), shown)

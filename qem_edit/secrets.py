@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from . import errors
+from . import errors, ids
 
 ALLOWED = "secret"  # the key an event carries in its data when a person allowed its secret
 # detect-secrets plugins used: (module, class)
@@ -140,11 +140,11 @@ def loaded(events: Iterable, texts: Iterable) -> Iterator[str]:  # type: ignore[
             continue
         found = scan(event.reason)
         if found:
-            yield f"the reason of event {event.id[:8]} (note {event.note[:8]}) holds a secret ({described(found)})"
+            yield f"the reason of event {ids.shown(event.id)} (note {ids.shown(event.note)}) holds a secret ({described(found)})"
     for text in texts:
         found = [] if text.note in allowed else scan(text.text)
         if found:
-            yield f"the text of note {text.note[:8]} holds a secret ({described(found)})"
+            yield f"the text of note {ids.shown(text.note)} holds a secret ({described(found)})"
 
 
 def refuse_loaded(events: Iterable, texts: Iterable) -> None:  # type: ignore[type-arg]
@@ -171,17 +171,17 @@ def log_problems(store, fresh) -> list[str]:  # type: ignore[no-untyped-def]
     for event_id, note_id, reason in reasons(fresh):
         found = scan(reason)
         if found and not secret_allowed(fresh, event_id):
-            out.append(f"event {event_id[:8]} (note {note_id[:8]}): its reason holds a secret, {described(found)}")
+            out.append(f"event {ids.shown(event_id)} (note {ids.shown(note_id)}): its reason holds a secret, {described(found)}")
     return out
 
 
 def _brought(store, file: str) -> str:  # type: ignore[no-untyped-def]
     """Where the text came from: the commit that added its file, in git."""
-    from .gitrepo import added_by, toplevel
+    from .gitrepo import last_change, toplevel
 
     path = store.root / file
     top = toplevel(store.root)
-    commit = added_by(top, path) if top is not None and path.exists() else None
+    commit = last_change(top, path, added=True, oldest=True) if top is not None and path.exists() else None
     where = f"added by commit {commit}" if commit else "not committed yet"
     return f" (in .qem/{file}, {where}; `qem forget` it, then purge it from git history: docs/SHARING.md)"
 

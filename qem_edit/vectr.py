@@ -474,5 +474,5 @@ def resolve(store: Any, given: str) -> str:
         return str(rows[0][0])
     if not rows:
         raise errors.NoSuchNote(f"no note imported from vectr note #{number} in this memory")
-    named = "; ".join(f"#{r[0][:8]} (from {r[1]})" for r in rows)
+    named = "; ".join(f"#{ids.shown(r[0])} (from {r[1]})" for r in rows)
     raise errors.NoSuchNote(f"vectr:{number} names {len(rows)} imported notes: {named}; give the qem id")

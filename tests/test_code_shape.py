@@ -108,3 +108,16 @@ def test_one_write_transaction() -> None:
     spelled = sorted(path.relative_to(REPO).as_posix() for path, _ in _trees(PRODUCT)
                      if "BEGIN IMMEDIATE" in path.read_text("utf-8"))
     assert spelled == ["qem_edit/db.py"], spelled
+
+
+def test_a_message_names_an_id_by_the_one_rule_in_ids() -> None:
+    """An id cut short for a message (`x[:8]`, a dispute's `x[:6]`) is ids.shown or
+    ids.side_shown: one length, one fallback to the short id, in one place."""
+    cut = [
+        f"{path.relative_to(REPO)}:{node.lineno}"
+        for path, tree in _trees(PRODUCT) if path.name != "ids.py"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Slice) and node.lower is None and node.step is None
+        and isinstance(node.upper, ast.Constant) and node.upper.value in (6, 8)
+    ]
+    assert not cut, f"ids cut by hand (call ids.shown or ids.side_shown): {cut}"

@@ -48,6 +48,7 @@ from qem_edit.cli import main as qem_main
 from qem_edit.dump import dump_lines
 from qem_edit.export import render_store
 from qem_edit.logtree import canonical, event_object
+from qem_edit.proposal import propose
 from qem_edit.model import KINDS, LIVE_STATES, PRIORITIES, NewNote, TextError, normalize_text
 from qem_edit.store import Store, Transaction
 from qem_edit.workspace import Workspace
@@ -300,7 +301,7 @@ def test_random_edits_of_random_stores(scratch):
             before = {n.id: n for n in store.notes()}
             for base_text in (rendered, None):  # a checkout (base.md at hand), or a bare file
                 try:
-                    planned = checkin.propose(store, edited, base_text)
+                    planned = propose(store, edited, base_text)
                 except errors.BadInput as exc:  # not a qem file at all: refused as a whole
                     assert re.search(r"line \d+:|nothing to check in", str(exc)), exc
                     assert store.head() == head
@@ -317,7 +318,7 @@ def test_random_edits_of_random_stores(scratch):
                 after = {n.id: n for n in store.notes()}
                 check_applied_exactly(edited, before, after, created)
                 # and the result reads back clean: nothing left to check in
-                again = checkin.propose(store, render_store(store)[1].decode('utf-8'))
+                again = propose(store, render_store(store)[1].decode('utf-8'))
                 assert again.plan.ok and not again.plan.ops
                 tried["applied"] += 1
             elif plan.ok:
@@ -356,7 +357,7 @@ def test_forged_structure_round_trips(scratch):
             for note in before.values():
                 assert items[note.shown].text == note.text and items[note.shown].state == "active"
             # unchanged: nothing to write
-            planned = checkin.propose(store, shown, kept.base_file.read_text("utf-8"))
+            planned = propose(store, shown, kept.base_file.read_text("utf-8"))
             assert planned.plan.ok and not planned.plan.ops and not planned.plan.agreed
             # one note added elsewhere: exactly one new note, the forged ones untouched
             edited = shown.replace("\n## Tasks\n", "\n## Tasks\n\n- an honest note\n", 1)
