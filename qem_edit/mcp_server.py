@@ -132,7 +132,7 @@ class Memory:
 
     def open(self, *, write: bool, create: bool) -> tuple[Any, Any, list[str]]:
         """The workspace, its store (caught up with the log) and what opening it did."""
-        from .workspace import open_memory
+        from .opening import open_memory
 
         return open_memory(self.workspace, self.store, write=write, create=create)
 
@@ -208,7 +208,7 @@ def _note(note: Any) -> dict[str, object]:
 
 def _show(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
     from .answers import NoteView
-    from .query import note_at
+    from .history import note_at
 
     def read(h: Any) -> Any:
         full = h.resolve(a["id"])
