@@ -6,6 +6,7 @@ docs/ARCHITECTURE.md describes the layering; these tests keep it true as the cod
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -156,3 +157,18 @@ def _cycle(graph: dict[str, set[str]]) -> list[str]:
 def test_no_import_cycle() -> None:
     cycle = _cycle(_import_graph())
     assert not cycle, f"an import cycle (one of these must not import the next): {' -> '.join(cycle)}"
+
+
+def test_the_architecture_doc_shows_the_same_layers() -> None:
+    """docs/ARCHITECTURE.md's table (module, layer, what it owns) places every module
+    where LAYERS does (a folder row, `renderer/`, speaks for the modules in it)."""
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text("utf-8")
+    shown: dict[str, int] = {}
+    for cells in re.findall(r"^\| (.+?) \| (\d+) \| ", text, re.M):
+        for named in re.findall(r"`([\w/]+?)(?:\.py)?`", cells[0]):
+            folder, _, stem = named.rstrip("/").partition("/")
+            modules = [m for m in LAYER if m.split(".")[0] == folder] if folder in PURE_CORES else [stem]
+            shown.update((module, int(cells[1])) for module in modules)
+    wrong = [f"{m}: layer {shown.get(m, 'missing')} there, {LAYER[m]} in LAYERS" for m in sorted(LAYER)
+             if m not in ("__init__", "__main__") and shown.get(m) != LAYER[m]]
+    assert not wrong, f"docs/ARCHITECTURE.md's layer table differs from LAYERS in tests/test_code_shape.py: {wrong}"
