@@ -8,7 +8,8 @@ merge would join two memories.  So the index remembers the memory's committed fi
 bytes, in its `meta` table, as every command opens it), and a memory started beside such an
 index takes them: the same id, the same bytes.  In a git work tree they are staged, so
 that git, which accepts a staged file identical to the one a switch brings, switches and
-merges cleanly.
+merges cleanly.  The memory's id (`[memory] id` in config.toml) is read here, and made
+here when a memory starts new.
 """
 
 from __future__ import annotations
