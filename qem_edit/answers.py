@@ -195,7 +195,7 @@ def show(store: Store, note_id: str, at: str | None = None) -> NoteView:
     if at is None:
         note = store.note(full)
     else:
-        from .query import note_at
+        from .history import note_at
 
         note = note_at(store, full, at)
     shorts = store.index.shorts(x for x in (note.supersedes, note.superseded_by) if x)

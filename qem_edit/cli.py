@@ -78,7 +78,7 @@ def _open(workspace: Path | None, store: Path | None, *, write: bool = False, cr
     (a bad .qem/config.toml is refused before anything is written) and creates a missing
     store, unless `create=False` (a move on an existing note: with no store there is no
     note, and a refused command must not leave a new store behind)."""
-    from .workspace import open_memory
+    from .opening import open_memory
 
     place, handle, notices = open_memory(workspace, store, write=write, create=write if create is None else create,
                                          name_set_aside=name_set_aside)

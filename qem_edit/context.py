@@ -206,7 +206,7 @@ def entry(note: Note, reference: str, forked: set[str]) -> Entry:
 
 def build(store: Store, budget: int = DEFAULT_BUDGET, at: str | None = None, skip: int = 0) -> Context:
     """The context of the memory as it is (or as it was `at` a date or git revision)."""
-    from .db import utc_now
+    from .times import is_time, utc_now
 
     if budget < 0:
         raise errors.BadInput(f"--budget {budget}: give a number of tokens (0: no limit)")
@@ -214,9 +214,7 @@ def build(store: Store, budget: int = DEFAULT_BUDGET, at: str | None = None, ski
         raise errors.BadInput(f"--skip {skip}: give a number of index lines to leave out")
     if at is None:
         return _now(store, budget, skip, utc_now()[:10])
-    from .history import _DATE
-
-    reference = at[:10] if _DATE.match(at) else utc_now()[:10]
+    reference = at[:10] if is_time(at) else utc_now()[:10]
     return _past(store, budget, skip, at, reference)
 
 

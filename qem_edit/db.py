@@ -3,11 +3,9 @@ and turns SQLite's errors into qem's (by result code, never by message text)."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator, Sized, TypeVar
 
@@ -41,14 +39,6 @@ def on_interrupt(signum: int, frame: object) -> None:
 
 def interrupted() -> bool:
     return _interrupted
-
-
-def utc_now() -> str:
-    """Now, UTC, second precision.  `QEM_NOW` pins it (tests and reproducible fixtures)."""
-    pinned = os.environ.get("QEM_NOW")
-    if pinned:
-        return pinned
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _primary(exc: sqlite3.Error) -> str:

@@ -25,7 +25,8 @@ from .convert import convert, read_old_dump
 from .index import StagedLines
 from .logtree import MAX_CLOCK, LogFileError, TextRecord, event_from, event_object, text_problem
 from .model import Event, actor_problem, reason_problem
-from .store import Store, ensure_memory_id
+from .starting import ensure_memory_id
+from .store import Store
 
 BULK_AT = 2000  # a load of more new events than this is written and indexed streamed
 _BATCH = 5000  # dump lines staged at a time
@@ -227,7 +228,7 @@ def _adopt_memory_id(store: Store, memory_id: str) -> None:
     if current == memory_id or store.max_clock():
         return
     from .files import write_atomic
-    from .store import CONFIG_NAME
+    from .workspace import CONFIG_NAME
 
     path = store.root / CONFIG_NAME
     config = path.read_text("utf-8")

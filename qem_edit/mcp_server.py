@@ -132,7 +132,7 @@ class Memory:
 
     def open(self, *, write: bool, create: bool) -> tuple[Any, Any, list[str]]:
         """The workspace, its store (caught up with the log) and what opening it did."""
-        from .workspace import open_memory
+        from .opening import open_memory
 
         return open_memory(self.workspace, self.store, write=write, create=create)
 

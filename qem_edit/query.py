@@ -12,13 +12,13 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Callable, Iterable
 
 from . import errors, ids
 from .model import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, STATES, TEXT_MISSING, Event, Note
 from .resolver import Graph, disputed_with
 from .store import Store
+from .times import parse_time
 
 NOTE_KEYS = (
     "kind", "state", "priority", "provenance", "actor", "since", "until",
@@ -83,18 +83,6 @@ def parse_filters(args: Iterable[str], events: bool) -> list[Filter]:
     return out
 
 
-def parse_time(value: str, key: str, *, end: bool) -> str:
-    """An ISO date or UTC time → the canonical `YYYY-MM-DDTHH:MM:SSZ`, inclusive bounds."""
-    try:
-        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
-            day = datetime.strptime(value, "%Y-%m-%d")
-            return day.strftime("%Y-%m-%dT23:59:59Z" if end else "%Y-%m-%dT00:00:00Z")
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise errors.BadInput(f"{key}={value!r} is not an ISO date or time (e.g. 2026-10-01 or 2026-10-01T12:00:00Z)") from None
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _note_id(value: str, key: str) -> str:
@@ -303,16 +291,3 @@ class QueryAnswer:
         if not self.count_only:
             return None
         return self.scope.line() + ("" if self.results else "\n" + self.empty)
-
-
-# -- history and checks -------------------------------------------------------------------------
-
-
-def note_at(store: Store, note_id: str, at: str) -> Note:
-    """One note as it was `--at` a date or git revision."""
-    from .history import notes_as_of
-
-    past = notes_as_of(store, at)
-    if note_id not in past:
-        raise errors.NoSuchNote(f"note #{ids.shown(note_id)} did not exist at {at}")
-    return past[note_id]

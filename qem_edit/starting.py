@@ -8,16 +8,18 @@ merge would join two memories.  So the index remembers the memory's committed fi
 bytes, in its `meta` table, as every command opens it), and a memory started beside such an
 index takes them: the same id, the same bytes.  In a git work tree they are staged, so
 that git, which accepts a staged file identical to the one a switch brings, switches and
-merges cleanly.
+merges cleanly.  The memory's id (`[memory] id` in config.toml) is read here, and made
+here when a memory starts new.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from . import ids
 from .files import read_regular, write_atomic
 from .logtree import EVENTS, PACKS, TEXTS
-from .workspace import CONFIG_NAME
+from .workspace import CONFIG_NAME, INDEX_NAME
 
 COMMITTED = (CONFIG_NAME, ".gitignore", ".gitattributes")  # the memory's files beside its log
 REMEMBERED_MOST = 1 << 16  # bytes of one such file the index keeps
@@ -61,7 +63,6 @@ def remember(store, root: Path) -> None:  # type: ignore[no-untyped-def]
 def remembered(root: Path) -> dict[str, bytes]:
     """The committed files the index left here remembers (none: no index, or an older one)."""
     from .index import read_meta
-    from .store import INDEX_NAME
 
     path = root / INDEX_NAME
     if not path.is_file():
@@ -102,7 +103,6 @@ def start(root: Path) -> str:
     what to tell the user.  The store that opened it stages them with its first write
     (qem_edit.gitstage)."""
     from .logtree import LogTree
-    from .store import ensure_memory_id
 
     kept, commit = remembered(root), None
     if not kept:
@@ -119,3 +119,31 @@ def start(root: Path) -> str:
             f" cut before it was committed?); its {', '.join(COMMITTED)} are that memory's, staged in git with"
             " this write, so switching branches and merging keep one memory")
 
+
+def read_memory_id(root: Path) -> str | None:
+    import tomllib
+
+    try:
+        config = tomllib.loads((root / CONFIG_NAME).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    memory = config.get("memory", {})
+    value = memory.get("id") if isinstance(memory, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def ensure_memory_id(root: Path, memory_id: str | None = None) -> str:
+    """The memory's id, made (and written to config.toml, beside any settings there) when
+    the memory is created."""
+    existing = read_memory_id(root)
+    if existing is not None:
+        return existing
+    path = root / CONFIG_NAME
+    try:
+        before = path.read_text("utf-8")
+    except FileNotFoundError:
+        before = ""
+    made = memory_id or ids.nonce()[:12]
+    block = f'[memory]\n# names this memory in MEMORY.md\'s header; made once, committed with the log\nid = "{made}"\n'
+    write_atomic(path, ((before.rstrip("\n") + "\n\n") if before.strip() else "").encode() + block.encode())
+    return made

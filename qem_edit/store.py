@@ -20,13 +20,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
-from . import db, errors, ids
+from . import db, errors, ids, starting
 from .faults import checkpoint
 from .index import (EVENT_COLUMNS, NOTE_COLUMNS, Caught, Index, event_from_row, items_by_kind, items_of_notes, note_from_row,
                     differences, secret_allowed, shorts)
 from .logtree import (EVENTS, MAX_CLOCK, MAX_TEXT_BYTES, PACK_SPLIT_BYTES, PACKS, TEXTS, LogFileError, LogTree, TextRecord, event_bytes,
                       pack_text_line, text_problem)
-from .workspace import CONFIG_NAME
+from .starting import COMMITTED, read_memory_id, remember
+from .times import utc_now
+from .workspace import CONFIG_NAME, INDEX_NAME
 from .model import (
     KIND_RANK,
     LIVE_STATES,
@@ -51,14 +53,12 @@ from .model import (
     replay,
 )
 
-INDEX_NAME = "index.db"
 TEXTS_PER_PACK = 1000  # a forget rewrites the pack holding the text: keep packs of texts small
 PACK_AT = 1000  # loose log files that make a write pack them (`qem pack` does it at will)
 LEGACY_NAME = "memory.db"
 LOCK_NAME = "write.lock"
 START_LOCK_NAME = "start.lock"  # (ignored by .gitignore's /*.lock, as the write lock is)
 WRITE_PATIENCE_S = db.WRITE_PATIENCE_S
-utc_now = db.utc_now
 T = TypeVar("T")
 
 
@@ -368,15 +368,11 @@ class Store:
         store = cls._with_index(root, write)
         store.started = started
         if started is not None:  # staged with the first write (qem_edit.gitstage)
-            from .starting import COMMITTED
-
             store.tree.touched |= set(COMMITTED)
         try:
             store.sync()
         except errors.NotAStore:  # the index is damaged where opening did not look
             store.rebuild()
-        from .starting import remember
-
         remember(store, root)
         return store
 
@@ -635,9 +631,7 @@ class Store:
         id (with or without `#`), or the number of a note from a converted store."""
         text = str(given).strip().lstrip("#").lower()
         if text.startswith("vectr:"):  # a note imported from vectr, by its vectr id
-            from .vectr import resolve as resolve_vectr
-
-            return resolve_vectr(self, text)
+            return self._resolve_vectr(text)
         if text.isascii() and text.isdigit():  # (a number past SQLite's integers is no note's)
             rows = self._read("SELECT id FROM notes WHERE alias = ?", (int(text),)) if len(text) < 19 else []
             if len(rows) == 1:
@@ -654,6 +648,20 @@ class Store:
         if not rows:
             raise errors.NoSuchNote(f"no note #{text} in this memory")
         return self._ambiguous(text, [r[0] for r in rows])
+
+    def _resolve_vectr(self, given: str) -> str:
+        """`vectr:ID`: the note imported from vectr note ID (qem_edit.vectr keeps the id
+        in the created event's `vectr.id`)."""
+        number = given.split(":", 1)[1].strip().lstrip("#")
+        if not number.isdigit() or len(number) > 18:
+            raise errors.NoSuchNote(f"{given!r}: a vectr note is named vectr:ID, its number (e.g. vectr:12)")
+        rows = self.imported_from_vectr(int(number))
+        if len(rows) == 1:
+            return str(rows[0][0])
+        if not rows:
+            raise errors.NoSuchNote(f"no note imported from vectr note #{number} in this memory")
+        named = "; ".join(f"#{ids.shown(r[0])} (from {r[1]})" for r in rows)
+        raise errors.NoSuchNote(f"vectr:{number} names {len(rows)} imported notes: {named}; give the qem id")
 
     def _ambiguous(self, given: str, candidates: list[str]) -> str:
         notes = self.notes_by_id(candidates)
@@ -1017,8 +1025,6 @@ class Store:
 def _start_if_new(root: Path, create: bool) -> str | None:
     """Start a memory at `root` where none is (`starting`): what to tell the user; None
     where one was."""
-    from . import starting
-
     if not starting.is_new(root):
         return None
     if not create:
@@ -1036,37 +1042,6 @@ def _start_if_new(root: Path, create: bool) -> str | None:
         raise errors.StoreBusy(f"{root} stayed locked by another process starting the memory; nothing was written") from None
     except OSError as exc:
         raise errors.StoreUnwritable(f"cannot create {root}: {exc.strerror}") from None
-
-
-def read_memory_id(root: Path) -> str | None:
-    import tomllib
-
-    try:
-        config = tomllib.loads((root / CONFIG_NAME).read_text("utf-8"))
-    except (OSError, ValueError):
-        return None
-    memory = config.get("memory", {})
-    value = memory.get("id") if isinstance(memory, dict) else None
-    return value if isinstance(value, str) and value else None
-
-
-def ensure_memory_id(root: Path, memory_id: str | None = None) -> str:
-    """The memory's id, made (and written to config.toml, beside any settings there) when
-    the memory is created."""
-    existing = read_memory_id(root)
-    if existing is not None:
-        return existing
-    from .files import write_atomic
-
-    path = root / CONFIG_NAME
-    try:
-        before = path.read_text("utf-8")
-    except FileNotFoundError:
-        before = ""
-    made = memory_id or ids.nonce()[:12]
-    block = f'[memory]\n# names this memory in MEMORY.md\'s header; made once, committed with the log\nid = "{made}"\n'
-    write_atomic(path, ((before.rstrip("\n") + "\n\n") if before.strip() else "").encode() + block.encode())
-    return made
 
 
 _IN_FORCE = "state IN ('active', 'stale')"
