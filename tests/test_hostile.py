@@ -1047,6 +1047,21 @@ def hashed(folder: str, make, says: str, pack: str | None = None):  # type: igno
     return lambda memory, outside: (write_named(memory, folder, make(memory), pack), says)
 
 
+def placed(name: str, make, says: str):  # type: ignore[no-untyped-def]
+    """A planter that makes the file `name` with `make(path, outside)`."""
+    return lambda memory, outside: (make(memory / name, outside), (name, says))[1]
+
+
+def huge(path: Path, outside: Path) -> None:
+    with open(path, "wb") as out:
+        out.truncate((16 << 20) + 1)
+
+
+def a_folder(path: Path, outside: Path) -> None:
+    path.mkdir()
+    (path / "x").write_bytes(b"{}\n")
+
+
 def by_text(folder: str, text: str, memory: Path) -> str:
     """The name of the `folder` file named by the note whose text is `text`."""
     with Store.open(memory) as store:
@@ -1066,19 +1081,6 @@ def _edited_by_hand(memory: Path, outside: Path) -> tuple[str, str]:  # the loos
     return name, "do not hash to its name"
 
 
-def _huge_text(memory: Path, outside: Path) -> tuple[str, str]:
-    name = f"texts/{RANDOM_ID}"
-    with open(memory / name, "wb") as out:
-        out.truncate((16 << 20) + 1)
-    return name, "over the"
-
-
-def _binary_text(memory: Path, outside: Path) -> tuple[str, str]:
-    name = f"texts/{RANDOM_ID}"
-    (memory / name).write_bytes(b"\xff\xfe\x00" * 100)
-    return name, "not JSON"
-
-
 def _pack_with_a_bad_line(memory: Path, outside: Path) -> tuple[str, str]:
     good = canonical(event_like(memory, actor="mallory"))
     bad = json.dumps(event_like(memory, actor="mallory too"), indent=None).encode() + b"\n"
@@ -1092,19 +1094,6 @@ def _link_to_a_file_outside(memory: Path, outside: Path) -> tuple[str, str]:
     target.write_bytes(data)  # a valid event: only the link is wrong
     name = f"events/{ids.content_id(data)}"
     (memory / name).symlink_to(target)
-    return name, "not a regular file"
-
-
-def _link_to_a_folder_outside(memory: Path, outside: Path) -> tuple[str, str]:
-    name = f"packs/e-{RANDOM_ID}.jsonl"
-    (memory / name).symlink_to(outside)
-    return name, "not a regular file"
-
-
-def _a_folder(memory: Path, outside: Path) -> tuple[str, str]:
-    name = f"events/{RANDOM_ID}"
-    (memory / name).mkdir()
-    (memory / name / "x").write_bytes(b"{}\n")
     return name, "not a regular file"
 
 
@@ -1141,15 +1130,15 @@ HOSTILE_LOG_FILES = {
     "not-canonical": hashed("events", lambda m: json.dumps(event_like(m, actor="mallory"), indent=1).encode(),
                             "not in canonical form"),
     "huge-event": hashed("events", lambda m: b"{" + b" " * (1 << 20) + b"}\n", "over the"),
-    "huge-text": _huge_text,
+    "huge-text": placed(f"texts/{RANDOM_ID}", huge, "over the"),
     "binary-event": hashed("events", lambda m: BINARY, "not JSON"),
     "binary-pack": hashed("packs", lambda m: BINARY + b"\n", "not JSON", pack="e"),
-    "binary-text": _binary_text,
+    "binary-text": placed(f"texts/{RANDOM_ID}", lambda path, _: path.write_bytes(b"\xff\xfe\x00" * 100), "not JSON"),
     "pack-with-a-bad-line": _pack_with_a_bad_line,
     "pack-cut-short": hashed("packs", lambda m: canonical(event_like(m, actor="mallory"))[:-20], "cut short", pack="e"),
     "link-to-a-file-outside": _link_to_a_file_outside,
-    "link-to-a-folder-outside": _link_to_a_folder_outside,
-    "a-folder": _a_folder,
+    "link-to-a-folder-outside": placed(f"packs/e-{RANDOM_ID}.jsonl", Path.symlink_to, "not a regular file"),
+    "a-folder": placed(f"events/{RANDOM_ID}", a_folder, "not a regular file"),
     "odd-names": _odd_names,
     "unknown-event-type": hashed("events", lambda m: canonical(event_like(m, type="exploded")), "unknown event type"),
     "newer-format": hashed("events", lambda m: canonical(event_like(m, v=2)), "this qem reads format 1"),
