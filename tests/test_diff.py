@@ -16,6 +16,7 @@ from pathlib import Path
 import cmarkgfm
 import pytest
 from cmarkgfm.cmark import Options
+from builders import pushed_feature
 from test_git import Clone, Team, team  # noqa: F401  (the fixture)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -338,11 +339,7 @@ def ci_checkout(team: Team, branch: str) -> Path:
 
 @NEEDS_JQ
 def test_the_readme_ci_step_runs(team):
-    founder = team.founded("shared fact")
-    founder.git("switch", "-q", "-c", "feature")
-    founder.add("the branch learned this")
-    founder.commit("learned")
-    founder.git("push", "-q", "origin", "feature")
+    founder = pushed_feature(team)
     founder.git("switch", "-q", "-c", "quiet", "main")
     (founder.path / "code.py").write_text("print()\n", "utf-8")
     founder.commit("code only")
