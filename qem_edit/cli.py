@@ -72,7 +72,7 @@ ReasonOpt = Annotated[Optional[str], typer.Option("--message", "-m", help="Why."
 RequiredReasonOpt = Annotated[str, typer.Option("--message", "-m", help="Why (required).", show_default=False)]
 
 
-def _open(workspace: Path | None, store: Path | None, *, write: bool = False, create: bool | None = None,
+def _open(workspace_dir: Path | None, store_dir: Path | None, *, write: bool = False, create: bool | None = None,
           name_set_aside: bool = True):
     """The workspace and its store.  A command that writes has its config checked first
     (a bad .qem/config.toml is refused before anything is written) and creates a missing
@@ -80,11 +80,11 @@ def _open(workspace: Path | None, store: Path | None, *, write: bool = False, cr
     note, and a refused command must not leave a new store behind)."""
     from .opening import open_memory
 
-    place, handle, notices = open_memory(workspace, store, write=write, create=write if create is None else create,
+    place, store, notices = open_memory(workspace_dir, store_dir, write=write, create=write if create is None else create,
                                          name_set_aside=name_set_aside)
     for notice in notices:
         say(notice)
-    return place, handle
+    return place, store
 
 
 def _no_allowance_for_loads(allow_secret: bool) -> None:
@@ -96,27 +96,27 @@ def _no_allowance_for_loads(allow_secret: bool) -> None:
                               hint="load without the secret, then write that note by hand: `qem add TEXT --allow-secret`")
 
 
-def _settle_log(workspace: Path | None, store: Path | None) -> None:
+def _settle_log(workspace_dir: Path | None, store_dir: Path | None) -> None:
     """Before rendering after a merge: the log files git left unmerged get the bytes their
     names say, and are staged (qem_edit.gitsettle)."""
     from . import gitrepo, gitsettle
     from .workspace import resolve
 
-    place = resolve(workspace, store)
+    place = resolve(workspace_dir, store_dir)
     top = gitrepo.toplevel(place.store_path) if place.store_path.is_dir() else None
     if top is not None and place.store_path.resolve().is_relative_to(top.resolve()):
         for path in gitsettle.settle(top, place.store_path):
             say(f"settled {path}, which the merge left unmerged (a log file is never changed: kept as its name says)")
 
 
-def _act(workspace, store, actor, act, *, create: bool = True):  # type: ignore[no-untyped-def]
+def _act(workspace_dir, store_dir, actor, act, *, create: bool = True):  # type: ignore[no-untyped-def]
     """Run one of qem_edit.acts on the workspace's store as the actor; say its notices."""
     from . import workspace as ws
 
     who = ws.actor(actor)
-    place, handle = _open(workspace, store, write=True, create=create)
-    with handle:
-        written = act(handle, place, who)
+    place, store = _open(workspace_dir, store_dir, write=True, create=create)
+    with store:
+        written = act(store, place, who)
     for notice in written.notices:
         say(notice)
     return written
@@ -164,7 +164,7 @@ def _qem(
 
 
 @app.command()
-def init(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
+def init(workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None) -> int:
     """Create the memory (idempotent): the log directories, their .gitignore, the memory's id.
 
     Example: qem init --workspace ~/project
@@ -172,10 +172,10 @@ def init(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
     from . import workspace as ws
     from .gitstage import stage_written
 
-    place = ws.resolve(workspace, store)
-    with Store.open(place.store_path, create=True) as handle:
-        print(handle.started or f"memory already exists: {place.store_path}")
-        notices = stage_written(handle, place)
+    place = ws.resolve(workspace_dir, store_dir)
+    with Store.open(place.store_path, create=True) as store:
+        print(store.started or f"memory already exists: {place.store_path}")
+        notices = stage_written(store, place)
     for notice in notices:
         say(notice)
     return 0
@@ -189,8 +189,8 @@ def add(
     provenance: Annotated[str, typer.Option("--provenance", help="auto, agent or user-stated (human takes `qem promote`).")] = "agent",
     as_json: JsonOpt = False,
     allow_secret: AllowSecretOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
     actor: ActorOpt = None,
 ) -> int:
     """Add a note and print its id (and say so when a note in force has the same text).
@@ -200,7 +200,7 @@ def add(
     from . import acts
 
     body = _text_arg(text)
-    written = _act(workspace, store, actor, lambda h, p, who: acts.add(h, p, body, kind, priority, provenance, who,
+    written = _act(workspace_dir, store_dir, actor, lambda h, p, who: acts.add(h, p, body, kind, priority, provenance, who,
                                                                        allow_secret=allow_secret))
     return _written_note(written, as_json)
 
@@ -227,8 +227,8 @@ def supersede(
     priority: Annotated[Optional[str], typer.Option("--priority", "-p", help="The successor's priority (default: the old note's).", show_default=False)] = None,
     as_json: JsonOpt = False,
     allow_secret: AllowSecretOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
     actor: ActorOpt = None,
 ) -> int:
     """Replace a note with a successor (the old text stays in the log); print the new id.
@@ -238,16 +238,16 @@ def supersede(
     from . import acts
 
     body = _text_arg(text)
-    written = _act(workspace, store, actor,
+    written = _act(workspace_dir, store_dir, actor,
                    lambda h, p, who: acts.supersede(h, p, note_id, body, reason, who, kind, priority,
                                                     allow_secret=allow_secret), create=False)
     return _written_note(written, as_json)
 
 
-def _move(event_type: str, note_id: str, reason, workspace, store, actor) -> int:  # type: ignore[no-untyped-def]
+def _move(event_type: str, note_id: str, reason, workspace_dir, store_dir, actor) -> int:  # type: ignore[no-untyped-def]
     from . import acts
 
-    written = _act(workspace, store, actor, lambda h, p, who: acts.move(h, p, event_type, note_id, reason, who),
+    written = _act(workspace_dir, store_dir, actor, lambda h, p, who: acts.move(h, p, event_type, note_id, reason, who),
                    create=False)
     print(f"#{written.note.shown} {event_type} (event {ids.shown(written.event.id)})")
     return 0
@@ -257,9 +257,9 @@ def _move_command(move: Move) -> None:
     """Register `qem VERB ID -m WHY` for a move made by its note's id and a reason alone, as
     model.MOVES describes it (its help, and whether the reason is required)."""
 
-    def command(note_id: IdArg, reason: ReasonOpt = None, workspace: WorkspaceOpt = None, store: StoreOpt = None,
+    def command(note_id: IdArg, reason: ReasonOpt = None, workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None,
                 actor: ActorOpt = None) -> int:
-        return _move(move.event, note_id, reason, workspace, store, actor)
+        return _move(move.event, note_id, reason, workspace_dir, store_dir, actor)
 
     # (annotations are names here, which typer looks up: the reason's is given as the option itself)
     command.__annotations__["reason"] = RequiredReasonOpt if move.needs_reason else ReasonOpt
@@ -284,8 +284,8 @@ def forget(
     note_id: IdArg,
     reason: RequiredReasonOpt = "",
     yes: Annotated[bool, typer.Option("--yes", help="Confirm: the text is erased for good.")] = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
     actor: ActorOpt = None,
 ) -> int:
     """Erase a note's text from the log for good, leaving a content-free tombstone.
@@ -297,7 +297,7 @@ def forget(
     acts.reason_for("forgotten", reason)
     if not yes:
         raise errors.BadInput(f"forget erases note #{note_id}'s text for good; add --yes to confirm")
-    written = _act(workspace, store, actor, lambda h, p, who: acts.forget(h, p, note_id, reason, who), create=False)
+    written = _act(workspace_dir, store_dir, actor, lambda h, p, who: acts.forget(h, p, note_id, reason, who), create=False)
     print(f"#{written.note.shown} forgotten (event {ids.shown(written.event.id)})")
     return 0
 
@@ -312,16 +312,16 @@ AtOpt = Annotated[
 
 
 @app.command()
-def show(note_id: IdArg, as_json: JsonOpt = False, at: AtOpt = None, workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
+def show(note_id: IdArg, as_json: JsonOpt = False, at: AtOpt = None, workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None) -> int:
     """Show one note (as it is, or as it was --at a date or git revision).
 
     Example: qem show 12 --json
     """
     from . import answers
 
-    _, handle = _open(workspace, store)
-    with handle:
-        answer = answers.show(handle, note_id, at)
+    _, store = _open(workspace_dir, store_dir)
+    with store:
+        answer = answers.show(store, note_id, at)
     return _show(answer, as_json)
 
 
@@ -331,8 +331,8 @@ def context(
     fmt: Annotated[str, typer.Option("--format", help="markdown or json.")] = "markdown",
     skip: Annotated[int, typer.Option("--skip", metavar="N", help="Leave out the first N notes of the order, directives first (what did not fit a budget).")] = 0,
     at: AtOpt = None,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """What an agent reads at session start: the directives in force in full, then one
     line per other note in force, in that order within a token budget.
@@ -342,9 +342,9 @@ def context(
     from .context import FORMATS, build
 
     errors.choice(fmt, FORMATS, "format")
-    _, handle = _open(workspace, store)
-    with handle:
-        return _show(build(handle, budget, at, skip), fmt == "json")
+    _, store = _open(workspace_dir, store_dir)
+    with store:
+        return _show(build(store, budget, at, skip), fmt == "json")
 
 
 @app.command("list")
@@ -352,8 +352,8 @@ def list_(
     kind: Annotated[Optional[str], typer.Option("--kind", "-k", help="Only this kind.", show_default=False)] = None,
     state: Annotated[Optional[str], typer.Option("--state", "-s", help="Only this state: " + ", ".join(STATES), show_default=False)] = None,
     as_json: JsonOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """List notes in the projection's order (kind, then id).
 
@@ -363,9 +363,9 @@ def list_(
 
     errors.choice(kind, KINDS, "kind")
     errors.choice(state, STATES, "state")
-    _, handle = _open(workspace, store)
-    with handle:
-        answer = answers.notes(handle, kind, state)
+    _, store = _open(workspace_dir, store_dir)
+    with store:
+        answer = answers.notes(store, kind, state)
     return _show(answer, as_json)
 
 
@@ -373,8 +373,8 @@ def list_(
 def log(
     note_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Only this note's events.", show_default=False)] = None,
     as_json: JsonOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Show the event log (all of it, or one note's), in the order every clone agrees on.
 
@@ -382,9 +382,9 @@ def log(
     """
     from . import answers
 
-    _, handle = _open(workspace, store)
-    with handle:
-        return _show(answers.log(handle, note_id), as_json)
+    _, store = _open(workspace_dir, store_dir)
+    with store:
+        return _show(answers.log(store, note_id), as_json)
 
 
 @app.command()
@@ -394,8 +394,8 @@ def verify(
     staged: StagedOpt = False,
     base: Annotated[Optional[str], typer.Option("--base", metavar="REV", help="Name events the merge base of REV and HEAD holds that the log lacks (default: HEAD's).", show_default=False)] = None,
     as_json: JsonOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Check the log, the index and MEMORY.md (exit 1 on a problem); list open disputes.
 
@@ -403,20 +403,20 @@ def verify(
     """
     from .checks import verify_report
 
-    place, handle = _open(workspace, store, write=False, name_set_aside=False)  # it lists them itself
-    with handle:
+    place, store = _open(workspace_dir, store_dir, write=False, name_set_aside=False)  # it lists them itself
+    with store:
         if staged:
             from .staged import verify_staged
 
-            return _show(verify_staged(handle, place, repair=repair, disputes_fail=fail_on_disputes, base=base), as_json)
-        return _show(verify_report(handle, place, repair=repair, disputes_fail=fail_on_disputes, base=base), as_json)
+            return _show(verify_staged(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base), as_json)
+        return _show(verify_report(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base), as_json)
 
 
 @app.command()
 def dump(
     file: Annotated[Optional[Path], typer.Argument(help="Where to write (default: standard output).", show_default=False)] = None,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Write the whole log as JSON Lines, one event a line, with created notes' texts (docs/DUMP.md).
 
@@ -425,9 +425,9 @@ def dump(
     from .dump import dump_lines
     from .files import write_atomic
 
-    _, handle = _open(workspace, store)
-    with handle:  # streamed, a line at a time
-        lines = (line.encode("utf-8") for line in dump_lines(handle))
+    _, store = _open(workspace_dir, store_dir)
+    with store:  # streamed, a line at a time
+        lines = (line.encode("utf-8") for line in dump_lines(store))
         if file is None or str(file) == "-":
             sys.stdout.flush()
             sys.stdout.buffer.writelines(lines)
@@ -441,8 +441,8 @@ def dump(
 def load(
     file: Annotated[Path, typer.Argument(help="A JSON Lines log written by `qem dump` (- for standard input).", show_default=False)],
     allow_secret: AllowSecretOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Add a dumped log to the memory, checking every line first (all or nothing).
 
@@ -465,10 +465,10 @@ def load(
             except OSError as exc:
                 raise errors.BadInput(f"cannot read {file}: {exc.strerror}") from None
     with staged:
-        place, handle = _open(workspace, store, write=True)
-        with handle:
-            count = load_staged(handle, staged)
-            for notice in auto_export(handle, place):
+        place, store = _open(workspace_dir, store_dir, write=True)
+        with store:
+            count = load_staged(store, staged)
+            for notice in auto_export(store, place):
                 say(notice)
             print(f"loaded {count} new events ({staged.count - count} already here); {handle.count()} notes")
     return 0
@@ -480,8 +480,8 @@ def import_(
     path: Annotated[Path, typer.Argument(metavar="STORE.db", help="vectr's SQLite store (working_context.sqlite).", show_default=False)],
     workspace_name: Annotated[Optional[str], typer.Option("--workspace-name", help="The vectr workspace to import (its path, or the path's last part); needed when the file holds several.", show_default=False)] = None,
     allow_secret: AllowSecretOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Import another tool's memory: each note with its history; print what was
     imported, mapped and skipped (importing again adds nothing).
@@ -495,27 +495,27 @@ def import_(
         raise errors.BadInput(f"qem imports from: vectr (not {source!r})")
     _no_allowance_for_loads(allow_secret)
     prepared = prepare(path, workspace_name)  # the vectr store read and mapped before anything is opened
-    place, handle = _open(workspace, store, write=True)
-    with handle:
-        report = import_vectr(handle, prepared)
-        for notice in auto_export(handle, place):
+    place, store = _open(workspace_dir, store_dir, write=True)
+    with store:
+        report = import_vectr(store, prepared)
+        for notice in auto_export(store, place):
             say(notice)
         _out(report.text())
     return 0
 
 
 @app.command()
-def pack(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
+def pack(workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None) -> int:
     """Gather loose log files into packs (writes do it by themselves past 1,000 loose files).
 
     Example: qem pack
     """
     from .gitstage import stage_written
 
-    place, handle = _open(workspace, store, write=True, create=False)
-    with handle:
-        before, after = handle.pack()
-        notices = stage_written(handle, place)
+    place, store = _open(workspace_dir, store_dir, write=True, create=False)
+    with store:
+        before, after = store.pack()
+        notices = stage_written(store, place)
     print(f"packed: {before} log files before, {after} now")
     for notice in notices:
         say(notice)
@@ -523,7 +523,7 @@ def pack(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
 
 
 @app.command()
-def migrate(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
+def migrate(workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None) -> int:
     """Convert a store from before memory lived in git (.qem/memory.db) into the log.
 
     Example: qem migrate
@@ -531,7 +531,7 @@ def migrate(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
     from . import workspace as ws
     from .migrate import migrate as run_migrate
 
-    place = ws.resolve(workspace, store)
+    place = ws.resolve(workspace_dir, store_dir)
     print(run_migrate(place))
     return 0
 
@@ -540,16 +540,16 @@ def migrate(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
 
 
 @app.command()
-def status(note_id: IdArg, as_json: JsonOpt = False, workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
+def status(note_id: IdArg, as_json: JsonOpt = False, workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None) -> int:
     """Is this note current?  yes, no, or unknown, with the reason.
 
     Example: qem status 12
     """
     from . import answers
 
-    _, handle = _open(workspace, store)
-    with handle:
-        answer = answers.status(handle, note_id)
+    _, store = _open(workspace_dir, store_dir)
+    with store:
+        answer = answers.status(store, note_id)
     return _show(answer, as_json)
 
 
@@ -559,8 +559,8 @@ def query(
     events: Annotated[bool, typer.Option("--events", help="Filter the event log instead of notes.")] = False,
     as_json: JsonOpt = False,
     count: Annotated[bool, typer.Option("--count", help="Print only the number of matches on stdout (the scope line goes to stderr).")] = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Exact filters over headers, answered with the scope that was scanned.
 
@@ -574,9 +574,9 @@ def query(
     from . import query as q
 
     parsed = q.parse_filters(filters or [], events)
-    _, handle = _open(workspace, store)
-    with handle:
-        return _show(q.answer(handle, parsed, events, count), as_json)
+    _, store = _open(workspace_dir, store_dir)
+    with store:
+        return _show(q.answer(store, parsed, events, count), as_json)
 
 
 @app.command()
@@ -584,8 +584,8 @@ def dispute(
     a: Annotated[str, typer.Argument(metavar="A", help="One note.", show_default=False)],
     b: Annotated[str, typer.Argument(metavar="B", help="The note that disagrees with it.", show_default=False)],
     reason: RequiredReasonOpt = "",
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
     actor: ActorOpt = None,
 ) -> int:
     """Record that two notes disagree (neither is edited); print the dispute's id.
@@ -594,7 +594,7 @@ def dispute(
     """
     from . import acts
 
-    written = _act(workspace, store, actor, lambda h, p, who: acts.dispute(h, p, a, b, reason, who))
+    written = _act(workspace_dir, store_dir, actor, lambda h, p, who: acts.dispute(h, p, a, b, reason, who))
     print(ids.side_shown(written.dispute or ""))
     return 0
 
@@ -604,8 +604,8 @@ def rule(
     what: Annotated[str, typer.Argument(metavar="DISPUTE|NOTE", help="A dispute's id, a note whose concurrent changes disagree, or a note several notes supersede (a fork).", show_default=False)],
     keep: Annotated[str, typer.Option("--keep", help="For a dispute, the note that stands (the other is revoked); for a note's concurrent changes, the side that stands, as its DISPUTED marker shows it; for a fork, the successor that stands (the others are revoked).", show_default=False)],
     reason: RequiredReasonOpt = "",
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
     actor: ActorOpt = None,
 ) -> int:
     """Settle a disagreement: a dispute between notes, a note's concurrent changes, or a fork.
@@ -614,21 +614,21 @@ def rule(
     """
     from . import acts
 
-    _act(workspace, store, actor, lambda h, p, who: acts.rule(h, p, what, keep, reason, who))
+    _act(workspace_dir, store_dir, actor, lambda h, p, who: acts.rule(h, p, what, keep, reason, who))
     print(f"{what} ruled: {keep} stands")
     return 0
 
 
 @app.command("mcp")
 def mcp_(actor: Annotated[Optional[str], typer.Option("--actor", help="Who writes (default: the client's name from its clientInfo, else QEM_ACTOR or the login name).", show_default=False)] = None,
-         workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
+         workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None) -> int:
     """Serve the memory to an agent over MCP (stdio); needs `pip install 'qem-edit[mcp]'`.
 
     Example: qem mcp --workspace ~/project
     """
     from .mcp_server import Memory, serve
 
-    return serve(Memory(workspace, store, actor))
+    return serve(Memory(workspace_dir, store_dir, actor))
 
 
 # -- the mirror ----------------------------------------------------------------------------
@@ -647,8 +647,8 @@ def export_(
     force: Annotated[bool, typer.Option("--force", help="Overwrite a MEMORY.md edited by hand (its edits are lost).")] = False,
     at: AtOpt = None,
     staged: StagedOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Render the store to a byte-stable MEMORY.md (untouched when nothing changed).
 
@@ -664,54 +664,54 @@ def export_(
         raise errors.BadInput("filters select notes to print: use them with --stdout (and without --at);"
                               " MEMORY.md always holds the whole memory")
     if not (stdout or check or diff):
-        _settle_log(workspace, store)
-    place, handle = _open(workspace, store)
+        _settle_log(workspace_dir, store_dir)
+    place, store = _open(workspace_dir, store_dir)
     target = place.mirror_path(path)
-    with handle:
+    with store:
         if stdout:  # the file's bytes, never decoded
             if not filters and at is None:
-                with mirror.rendering(handle) as (_, chunks):  # streamed, never held whole
+                with mirror.rendering(store) as (_, chunks):  # streamed, never held whole
                     sys.stdout.flush()
                     sys.stdout.buffer.writelines(chunks)
                     sys.stdout.buffer.flush()
                 return 0
-            selection = _selection(handle, None, False, filters)
-            _write_bytes(mirror.render_store(handle, selection)[1] if at is None else mirror.render_as_of(handle, at))
+            selection = _selection(store, None, False, filters)
+            _write_bytes(mirror.render_store(store, selection)[1] if at is None else mirror.render_as_of(store, at))
             return 0
         if staged and path is None:
-            refused = _judge_staged(handle, place)
+            refused = _judge_staged(store, place)
             if refused is not None:
                 return refused
         if check or diff:
-            return _check_mirror(handle, target, check, diff)
-        wrote = mirror.export(handle, target, force=force)
+            return _check_mirror(store, target, check, diff)
+        wrote = mirror.export(store, target, force=force)
     say(f"{'wrote' if wrote else 'unchanged:'} {target}")
     return 0
 
 
-def _judge_staged(handle: Store, place) -> int | None:  # type: ignore[no-untyped-def]
+def _judge_staged(store: Store, place) -> int | None:  # type: ignore[no-untyped-def]
     """`--staged`: the commit's verdict where it is not the work tree's (its exit
     status; nothing is written), else None (judge the work tree)."""
     from .staged import staged_verdict
 
-    verdict = staged_verdict(handle, place)
+    verdict = staged_verdict(store, place)
     if verdict is None:
         return None
     _out(("ok: " if verdict.clean else "qem: ") + verdict.message, sys.stderr)  # (memory's text, shown)
     return 0 if verdict.clean else 1
 
 
-def _check_mirror(handle: Store, target: Path, check: bool, diff: bool) -> int:
+def _check_mirror(store: Store, target: Path, check: bool, diff: bool) -> int:
     """`export --check` and/or `--diff`: exit 1 when the file differs from the rendering."""
     from . import export as mirror
 
     code = 0
     if diff:
-        patch = mirror.unified_diff(handle, target)
+        patch = mirror.unified_diff(store, target)
         _write_bytes(patch.encode("utf-8"))
         code = 1 if patch else 0
     if check:
-        verdict = mirror.check(handle, target)
+        verdict = mirror.check(store, target)
         _out(("ok: " if verdict.clean else "qem: ") + verdict.message, sys.stderr)
         code = max(code, 0 if verdict.clean else 1)
     return code
@@ -742,8 +742,8 @@ def edit(
     resume: Annotated[Optional[str], typer.Option("--resume", help="Reopen a kept edit: its id, or the latest when no id follows (`qem checkouts` lists them).", show_default=False)] = None,
     mass: MassOpt = False,
     allow_secret: AllowSecretOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
     actor: ActorOpt = None,
 ) -> int:
     """Edit memory in $EDITOR; the edit is checked in as events, three-way.
@@ -758,10 +758,10 @@ def edit(
 
     if filters and resume is not None:
         raise errors.BadInput("--resume reopens a kept edit as it was checked out: give it no filters")
-    place, handle = _open(workspace, store, write=True)
-    with handle:
-        selection = _selection(handle, kind, active, filters)
-        return _checked_in(run_edit(handle, place, selection, reason, yes, resume, ws.actor(actor), mass,
+    place, store = _open(workspace_dir, store_dir, write=True)
+    with store:
+        selection = _selection(store, kind, active, filters)
+        return _checked_in(run_edit(store, place, selection, reason, yes, resume, ws.actor(actor), mass,
                                     allow_secret=allow_secret))
 
 
@@ -771,8 +771,8 @@ def checkout(
     path: Annotated[Optional[Path], typer.Option("--path", help="Write the checkout here (default: a private directory under .qem/checkouts/).", show_default=False)] = None,
     kind: KindsOpt = None,
     active: ActiveOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Write an editable checkout and print its path; check it in with `qem checkin`.
 
@@ -780,9 +780,9 @@ def checkout(
     """
     from .checkouts import write_checkout
 
-    place, handle = _open(workspace, store)
-    with handle:
-        print(write_checkout(handle, place, _selection(handle, kind, active, filters), path))
+    place, store = _open(workspace_dir, store_dir)
+    with store:
+        print(write_checkout(store, place, _selection(store, kind, active, filters), path))
     return 0
 
 
@@ -795,8 +795,8 @@ def checkin(
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan (and, once applied, the new ids) as JSON.")] = False,
     mass: MassOpt = False,
     allow_secret: AllowSecretOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
     actor: ActorOpt = None,
 ) -> int:
     """Check an edited checkout (or a hand-edited MEMORY.md) in as events; print the new
@@ -807,9 +807,9 @@ def checkin(
     from . import workspace as ws
     from .terminal import run_checkin
 
-    place, handle = _open(workspace, store, write=True, create=False)
-    with handle:
-        outcome = run_checkin(handle, place, path, reason, yes, dry_run, ws.actor(actor),
+    place, store = _open(workspace_dir, store_dir, write=True, create=False)
+    with store:
+        outcome = run_checkin(store, place, path, reason, yes, dry_run, ws.actor(actor),
                               as_json=as_json, allow_mass_change=mass, allow_secret=allow_secret)
         return _checked_in(outcome)
 
@@ -818,8 +818,8 @@ def checkin(
 def checkouts_(
     discard: Annotated[Optional[list[str]], typer.Option("--discard", help="Remove this kept edit (repeatable); a file written by `qem checkout --path` stays, only its record goes.", show_default=False)] = None,
     discard_all: Annotated[bool, typer.Option("--discard-all", help="Remove every kept edit.")] = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """List the kept edits (oldest first) with their age and what checking each in would do.
 
@@ -828,8 +828,8 @@ def checkouts_(
     from .checkin import summary_of
     from .checkouts import find_checkout, kept
 
-    place, handle = _open(workspace, store)
-    with handle:
+    place, store = _open(workspace_dir, store_dir)
+    with store:
         if discard or discard_all:
             doomed = kept(place) if discard_all else [find_checkout(place, which) for which in discard or []]
             for checkout in doomed:
@@ -865,7 +865,7 @@ def _checked_in(outcome) -> int:  # type: ignore[no-untyped-def]
     return errors.EXIT_OK
 
 
-def _selection(handle: Store, kinds: list[str] | None, active: bool, filters: list[str] | None) -> Selection:
+def _selection(store: Store, kinds: list[str] | None, active: bool, filters: list[str] | None) -> Selection:
     """The notes a checkout (or a printed rendering) holds: some kinds, live ones, or
     exactly those a query matches now (said on stderr, with the query's scope)."""
     from .checkouts import query_selection
@@ -874,7 +874,7 @@ def _selection(handle: Store, kinds: list[str] | None, active: bool, filters: li
         return Selection(kinds=_kinds(kinds), active_only=active)
     if kinds or active:
         raise errors.BadInput("give either --kind/--active or query filters (kind=... state=active), not both")
-    selection = query_selection(handle, filters)
+    selection = query_selection(store, filters)
     say(f"{len(selection.notes or ()):,} notes match {' '.join(selection.query or ())}; the rendering holds only them")
     return selection
 
@@ -896,8 +896,8 @@ def diff_(
     fmt: Annotated[str, typer.Option("--format", help="text, markdown (a pull-request comment) or json.")] = "text",
     stat: Annotated[bool, typer.Option("--stat", help="Only the counts per note kind and event type.")] = False,
     max_chars: Annotated[int, typer.Option("--max-chars", metavar="N", help="markdown: at most N characters, cut at a change, the last line saying how many were left out and how to see them (GitHub's comments take 65536; 0: no limit).")] = 0,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """What memory learned between two revisions, as events (exit 1 when it changed).
 
@@ -910,15 +910,15 @@ def diff_(
     errors.choice(fmt, ("text", "markdown", "json"), "format")
     if max_chars < 0 or (max_chars and fmt != "markdown"):
         raise errors.BadInput(f"--max-chars {max_chars}: a number of characters for --format markdown (0: no limit)")
-    place = ws.resolve(workspace, store)
+    place = ws.resolve(workspace_dir, store_dir)
     return _show(DiffAnswer(memory_diff(place.store_path, revs or []), fmt, stat, max_chars), fmt == "json")
 
 
 @app.command()
 def hooks(
     action: Annotated[str, typer.Argument(metavar="install", help="install: make git diff and git log -p show the log one line per event.", show_default=False)],
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Set git up for this repository's memory (the log's readable diffs).
 
@@ -928,7 +928,7 @@ def hooks(
     from .textconv import install
 
     errors.choice(action, ("install",), "hooks action")
-    for line in install(ws.resolve(workspace, store).store_path):
+    for line in install(ws.resolve(workspace_dir, store_dir).store_path):
         print(line)
     return 0
 
@@ -936,8 +936,8 @@ def hooks(
 @app.command("check-secrets")
 def check_secrets(
     files: Annotated[Optional[list[Path]], typer.Argument(help="Log files under .qem/ (the pre-commit hook passes those a commit adds).", show_default=False)] = None,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Fail (exit 1) when a log file given holds a secret no person allowed: the
     pre-commit hook `qem-secrets` runs it on the files a commit adds.
@@ -946,9 +946,9 @@ def check_secrets(
     """
     from .secrets import files_problems
 
-    _, handle = _open(workspace, store)
-    with handle:
-        problems = files_problems(handle, files or [])
+    _, store = _open(workspace_dir, store_dir)
+    with store:
+        problems = files_problems(store, files or [])
     for problem in problems:
         print(problem)
     if problems:

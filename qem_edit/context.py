@@ -226,7 +226,7 @@ def _now(store: Store, budget: int, skip: int, reference: str) -> Context:
         every = [entry(note_from_row(r), reference, forked) for r in _in_order(store, ["directive"])]
         directives, past = every[skip:], max(0, skip - len(every))  # --skip counts the directives first
         others = store.count_in_force_besides("directive")
-        context = Context(str(store.path), latest, reference, budget, [], [], max(0, others - past), skip,
+        context = Context(str(store.root), latest, reference, budget, [], [], max(0, others - past), skip,
                           directive_total=len(directives))
         rows = islice(_in_order(store, [k for k in KINDS if k != "directive"]), past, None)
         return fill(context, chain(directives, (entry(note_from_row(r), reference, forked) for r in rows)))
@@ -253,6 +253,6 @@ def _past(store: Store, budget: int, skip: int, at: str, reference: str) -> Cont
     ordered = sorted(notes, key=order)
     every = [entry(n, reference, forked) for n in ordered if n.kind == "directive"]
     directives, others = every[skip:], [n for n in ordered if n.kind != "directive"][max(0, skip - len(every)):]
-    context = Context(str(store.path), None, reference, budget, [], [], len(others), skip, at,
+    context = Context(str(store.root), None, reference, budget, [], [], len(others), skip, at,
                       directive_total=len(directives))
     return fill(context, chain(directives, (entry(n, reference, forked) for n in others)))

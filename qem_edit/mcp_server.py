@@ -121,8 +121,8 @@ class Memory:
     """Where the served memory lives (as `--workspace`/`--store` name it) and who writes
     (`--actor`, else the client's name from its `clientInfo`, else QEM_ACTOR or the login)."""
 
-    workspace: Path | None = None
-    store: Path | None = None
+    workspace_dir: Path | None = None
+    store_dir: Path | None = None
     actor: str | None = None
 
     def writer(self, client: str | None) -> str:
@@ -134,20 +134,20 @@ class Memory:
         """The workspace, its store (caught up with the log) and what opening it did."""
         from .opening import open_memory
 
-        return open_memory(self.workspace, self.store, write=write, create=create)
+        return open_memory(self.workspace_dir, self.store_dir, write=write, create=create)
 
     def act(self, act: Callable[..., Any], client: str | None, *, create: bool = False) -> tuple[Any, list[str]]:
         """Run one of qem_edit.acts as the writer; what it wrote and the notices."""
-        place, handle, notices = self.open(write=True, create=create)
-        with handle:
-            written = act(handle, place, self.writer(client))
+        place, store, notices = self.open(write=True, create=create)
+        with store:
+            written = act(store, place, self.writer(client))
         return written, notices + written.notices
 
     def answer(self, read: Callable[[Any], Any]) -> Reply:
         """Run a read on the store; its answer (qem_edit.answers) as a reply."""
-        _, handle, notices = self.open(write=False, create=False)
-        with handle:
-            answer = read(handle)
+        _, store, notices = self.open(write=False, create=False)
+        with store:
+            answer = read(store)
         text = answer.text()
         remark = answer.remark()
         return Reply("\n".join(t for t in (text, remark) if t), answer.data(), notices)

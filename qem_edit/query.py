@@ -200,7 +200,7 @@ def answer(store: Store, parsed: list[Filter], events: bool = False, count_only:
         notes = {n.id: n for n in store.notes()}
         all_events = store.events()
     latest = max((e.at for e in all_events), default=None)
-    scope = Scope(str(store.path), latest, len(notes), len(all_events))
+    scope = Scope(str(store.root), latest, len(notes), len(all_events))
     if events:
         match = event_predicate(parsed)
         results = [{**e.to_json(), "short": notes[e.note].shown if e.note in notes else None}
@@ -245,7 +245,7 @@ def select(store: Store, parsed: list[Filter]) -> Selected:
     conditions = [_NOTE_FIELDS[f.key].sql(f.value, f.key) for f in parsed]
     with store.reading():
         ids = store.select_notes([c for c, _ in conditions], [p for _, p in conditions])
-        scope = Scope(str(store.path), None, store.count(), 0)
+        scope = Scope(str(store.root), None, store.count(), 0)
         forgotten = store.count(states=["forgotten"]) if any(f.key == "text~" for f in parsed) else 0
     if forgotten:
         scope.gaps.append(f"{forgotten} forgotten note(s) have no text to search")

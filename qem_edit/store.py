@@ -346,7 +346,6 @@ class Store:
 
     def __init__(self, root: Path, conn: sqlite3.Connection, index_path: Path | None) -> None:
         self.root = root
-        self.path = root  # what messages name
         self.conn = conn
         self.index_path = index_path
         self.tree = LogTree(root)
