@@ -122,6 +122,14 @@ def _act(workspace_dir, store_dir, actor, act, *, create: bool = True):  # type:
     return written
 
 
+def _answer(workspace_dir, store_dir, read, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
+    """Open the memory, run one read on it (qem_edit.answers, query, context) and print its
+    answer: every read command is this over one library call."""
+    _, store = _open(workspace_dir, store_dir)
+    with store:
+        return _show(read(store), as_json)
+
+
 def _show(answer, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
     """Print an answer (qem_edit.answers) in the form asked for; its exit status."""
     from .answers import as_json as json_text
@@ -319,10 +327,7 @@ def show(note_id: IdArg, as_json: JsonOpt = False, at: AtOpt = None, workspace_d
     """
     from . import answers
 
-    _, store = _open(workspace_dir, store_dir)
-    with store:
-        answer = answers.show(store, note_id, at)
-    return _show(answer, as_json)
+    return _answer(workspace_dir, store_dir, lambda store: answers.show(store, note_id, at), as_json)
 
 
 @app.command()
@@ -342,9 +347,7 @@ def context(
     from .context import FORMATS, build
 
     errors.choice(fmt, FORMATS, "format")
-    _, store = _open(workspace_dir, store_dir)
-    with store:
-        return _show(build(store, budget, at, skip), fmt == "json")
+    return _answer(workspace_dir, store_dir, lambda store: build(store, budget, at, skip), fmt == "json")
 
 
 @app.command("list")
@@ -363,10 +366,7 @@ def list_(
 
     errors.choice(kind, KINDS, "kind")
     errors.choice(state, STATES, "state")
-    _, store = _open(workspace_dir, store_dir)
-    with store:
-        answer = answers.notes(store, kind, state)
-    return _show(answer, as_json)
+    return _answer(workspace_dir, store_dir, lambda store: answers.notes(store, kind, state), as_json)
 
 
 @app.command()
@@ -382,9 +382,7 @@ def log(
     """
     from . import answers
 
-    _, store = _open(workspace_dir, store_dir)
-    with store:
-        return _show(answers.log(store, note_id), as_json)
+    return _answer(workspace_dir, store_dir, lambda store: answers.log(store, note_id), as_json)
 
 
 @app.command()
@@ -547,10 +545,7 @@ def status(note_id: IdArg, as_json: JsonOpt = False, workspace_dir: WorkspaceOpt
     """
     from . import answers
 
-    _, store = _open(workspace_dir, store_dir)
-    with store:
-        answer = answers.status(store, note_id)
-    return _show(answer, as_json)
+    return _answer(workspace_dir, store_dir, lambda store: answers.status(store, note_id), as_json)
 
 
 @app.command(context_settings={"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]})
@@ -574,9 +569,7 @@ def query(
     from . import query as q
 
     parsed = q.parse_filters(filters or [], events)
-    _, store = _open(workspace_dir, store_dir)
-    with store:
-        return _show(q.answer(store, parsed, events, count), as_json)
+    return _answer(workspace_dir, store_dir, lambda store: q.answer(store, parsed, events, count), as_json)
 
 
 @app.command()
