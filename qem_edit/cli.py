@@ -468,7 +468,7 @@ def load(
             count = load_staged(store, staged)
             for notice in auto_export(store, place):
                 say(notice)
-            print(f"loaded {count} new events ({staged.count - count} already here); {handle.count()} notes")
+            print(f"loaded {count} new events ({staged.count - count} already here); {store.count()} notes")
     return 0
 
 
@@ -830,7 +830,7 @@ def checkouts_(
                 say(f"discarded the kept edit {checkout.id} ({checkout.file})")
             return 0
         for checkout in kept(place):
-            _out(f"{checkout.id}\t{_age(checkout.directory)}\t{checkout.file}\t{summary_of(handle, checkout)}")
+            _out(f"{checkout.id}\t{_age(checkout.directory)}\t{checkout.file}\t{summary_of(store, checkout)}")
     return 0
 
 

@@ -321,7 +321,7 @@ def serve(memory: Memory) -> int:
     from . import __version__
     from . import workspace as ws
 
-    ws.resolve(memory.workspace, memory.store)  # a bad --workspace fails now, not at the first call
+    ws.resolve(memory.workspace_dir, memory.store_dir)  # a bad --workspace fails now, not at the first call
 
     async def list_tools(ctx: Any, params: Any) -> Any:
         return types.ListToolsResult(tools=[

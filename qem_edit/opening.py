@@ -11,32 +11,32 @@ from .store import Store
 from .workspace import Workspace, resolve
 
 
-def open_memory(workspace: Path | None, store: Path | None, *, write: bool,
+def open_memory(workspace_dir: Path | None, store_dir: Path | None, *, write: bool,
                 create: bool, name_set_aside: bool = True) -> tuple[Workspace, Store, list[str]]:
     """The workspace, its store (caught up with the log) and what opening it did, for
     every shell: a writer has its config checked first (a bad .qem/config.toml is refused
     before anything is written); a forget that arrived from another clone leaves this
     clone's private files too; log files set aside are named, by every command that
     meets them, until they are fixed (`qem verify` lists them itself)."""
-    place = resolve(workspace, store)
+    place = resolve(workspace_dir, store_dir)
     if write:
         place.config()
-    handle = Store.open(place.store_path, create=create, write=write)
-    notices = [handle.started] if handle.started else []
-    if handle.caught.forgotten:
+    store = Store.open(place.store_path, create=create, write=write)
+    notices = [store.started] if store.started else []
+    if store.caught.forgotten:
         from .forgetting import scrub_arrived
 
-        notices += scrub_arrived(handle, place, handle.caught.forgotten)
-    return place, handle, notices + (set_aside_notice(handle) if name_set_aside else [])
+        notices += scrub_arrived(store, place, store.caught.forgotten)
+    return place, store, notices + (set_aside_notice(store) if name_set_aside else [])
 
 
 SET_ASIDE_NAMED = 3  # files named by the one line; `qem verify` names the rest
 
 
-def set_aside_notice(handle: Store) -> list[str]:
+def set_aside_notice(store: Store) -> list[str]:
     """One line naming the log files the index set aside (a query of the index's list of
     files, no read of the log): the count, the first few, and where the rest are."""
-    aside = [problem.split(": ", 1)[0] for problem in handle.set_aside()]
+    aside = [problem.split(": ", 1)[0] for problem in store.set_aside()]
     if not aside:
         return []
     more = f" and {len(aside) - SET_ASIDE_NAMED:,} more" if len(aside) > SET_ASIDE_NAMED else ""
