@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import errors, protect
+from . import errors, expiry, protect
 from .export import auto_export
 from .model import CLAIMABLE_PROVENANCES, KINDS, MOVE_BY_EVENT, PRIORITIES, Event, NewNote, Note, TextError, normalize_text
 from .store import Store, Transaction
@@ -68,27 +68,36 @@ def _written(store: Store, place: Workspace, result: Written) -> Written:
 
 
 def add(store: Store, place: Workspace, text: str, kind: str, priority: str, provenance: str, actor: str,
-        agent: bool | None = None, allow_secret: bool = False) -> Written:
+        agent: bool | None = None, allow_secret: bool = False, expires: str | None = None,
+        ttl: str | None = None) -> Written:
+    """A new note; its end as `expires` (a date or UTC time) or `ttl` (30d) ask, else its
+    kind's default (qem_edit.expiry), fixed from the event's own time."""
     choice(kind, KINDS, "kind")
     choice(priority, PRIORITIES, "priority")
     if provenance == "human":
         raise errors.BadInput("provenance human is reached only by a person's act: `qem promote ID`")
     choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
-    new = NewNote(kind, priority, provenance, note_text(text))
-    note = store.write(lambda tx: tx.create(new, actor), agent=agent, allow_secret=allow_secret)
+    body, wish, ttls = note_text(text), expiry.asked(expires, ttl), expiry.defaults(place)
+
+    def work(tx: Transaction) -> Note:
+        return tx.create(NewNote(kind, priority, provenance, body, expires=expiry.new_end(tx, kind, wish, ttls)), actor)
+
+    note = store.write(work, agent=agent, allow_secret=allow_secret)
     return _repeating(store, _written(store, place, Written(note=store.note(note.id))))
 
 
 def supersede(store: Store, place: Workspace, given: str, text: str, reason: str | None,
               actor: str, kind: str | None = None, priority: str | None = None,
-              provenance: str | None = None, agent: bool | None = None, allow_secret: bool = False) -> Written:
-    """A successor replaces the note (same kind, priority and provenance unless given; an
-    agent's successor is given its own provenance, so it never inherits `human`)."""
+              provenance: str | None = None, agent: bool | None = None, allow_secret: bool = False,
+              expires: str | None = None, ttl: str | None = None) -> Written:
+    """A successor replaces the note (same kind, priority, provenance and end unless given;
+    an agent's successor is given its own provenance, so it never inherits `human`)."""
     choice(kind, KINDS, "kind")
     choice(priority, PRIORITIES, "priority")
     choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
     body = note_text(text)
     why = reason_for("superseded", reason)
+    wish = expiry.asked(expires, ttl)
     note_id = store.resolve(given)
 
     def work(tx: Transaction) -> Note:
@@ -96,7 +105,8 @@ def supersede(store: Store, place: Workspace, given: str, text: str, reason: str
         inherited = old.provenance
         if inherited == "human" and protect.writes_as_agent(tx, actor):
             inherited = "agent"  # a person's endorsement is not an agent's to carry over
-        new = NewNote(kind or old.kind, priority or old.priority, provenance or inherited, body, note_id)
+        new = NewNote(kind or old.kind, priority or old.priority, provenance or inherited, body, note_id,
+                      wish.at(tx.at, old.expires))
         return tx.create(new, actor, why)
 
     note = store.write(work, agent=agent, allow_secret=allow_secret)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Mapping, Protocol
 
 from . import errors
 from .checkouts import Checkout, checkout_bytes, keep, kept, requery
@@ -22,7 +22,9 @@ from .export import MIRROR_BASE, auto_export, export, has_merge_conflict, known_
 from .faults import checkpoint
 from .files import read_regular, refuse_link, write_atomic
 from .forgetting import scrub_again
+from .ids import new_checkin_id
 from .acts import repeat_notice, repeats
+from .expiry import defaults, shifted
 from .model import LIVE_STATES, MOVE_BY_VERB, NewNote, Note
 from .proposal import Proposal, propose, whole
 from .reconciler.plan import Conflict, Op, Plan
@@ -64,17 +66,14 @@ def is_conflict(proposal: Proposal) -> bool:
 # -- applying -----------------------------------------------------------------------------------
 
 
-def new_checkin_id() -> str:
-    return f"ci-{os.urandom(6).hex()}"
-
-
 def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str | None = None, *,
-               allow_secret: bool = False) -> tuple[str, list[str]]:
+               allow_secret: bool = False, ttls: Mapping[str, int] | None = None) -> tuple[str, list[str]]:
     """Write every event of the check-in at once (one pack file), or none.
 
     The write first checks that the memory is still as the plan saw it; if it moved (a
     writer here, a pull, a switch of branch), HeadMoved is raised and the caller plans
-    again.
+    again.  `ttls`: the kinds' default times to live (qem_edit.expiry), for new items that
+    show no end.
     """
     checkin_id = checkin_id or new_checkin_id()
     created: list[str] = []
@@ -85,7 +84,7 @@ def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str 
                                    moved=max(1, tx.generation - plan.generation))
         checkpoint("apply-begin")
         for op in plan.ops:
-            _apply_op(tx, op, who, op.reason or reason, checkin_id, created)
+            _apply_op(tx, op, who, op.reason or reason, checkin_id, created, ttls or {})
         checkpoint("apply-before-commit")
 
     store.write(work, allow_secret=allow_secret)
@@ -93,10 +92,14 @@ def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str 
     return checkin_id, created
 
 
-def _apply_op(tx: Transaction, op: Op, who: str, reason: str, checkin_id: str, created: list[str]) -> None:
+def _apply_op(tx: Transaction, op: Op, who: str, reason: str, checkin_id: str, created: list[str],
+              ttls: Mapping[str, int]) -> None:
     if op.action in ("create", "supersede"):
         assert op.content is not None
-        new = NewNote(op.content.kind, op.content.priority, "human", op.content.text, op.note_id)
+        end = op.content.expires
+        if end is None and op.action == "create" and op.content.kind in ttls:
+            end = shifted(tx.at, ttls[op.content.kind])
+        new = NewNote(op.content.kind, op.content.priority, "human", op.content.text, op.note_id, end)
         created.append(tx.create(new, who, reason, checkin_id).id)
     else:
         assert op.note_id is not None
@@ -434,7 +437,8 @@ def _apply(store: Store, source: Source, proposal: Proposal, reason: str, who: s
     checkin_id = new_checkin_id()
     if source.checkout is not None:
         source.checkout.add_pending(checkin_id)
-    return apply_plan(store, proposal.plan, who, reason, checkin_id, allow_secret=allow_secret)
+    return apply_plan(store, proposal.plan, who, reason, checkin_id, allow_secret=allow_secret,
+                      ttls=defaults(source.place))
 
 
 def _settle(store: Store, source: Source, proposal: Proposal) -> None:
@@ -494,7 +498,8 @@ def outcome_data(outcome: Outcome) -> dict[str, object]:
 def _op_data(op: Op) -> dict[str, object]:
     data: dict[str, object] = {"action": op.action, "note": op.note_id, "line": op.line, "reason": op.reason}
     if op.content is not None:
-        data.update(kind=op.content.kind, priority=op.content.priority, text=op.content.text)
+        data.update(kind=op.content.kind, priority=op.content.priority, text=op.content.text,
+                    expires=op.content.expires)
     return data
 
 

@@ -70,6 +70,8 @@ AllowSecretOpt = Annotated[bool, typer.Option("--allow-secret", help="Write a te
 IdArg = Annotated[str, typer.Argument(metavar="ID", help="The note: its short id (or any unambiguous prefix of its id), or its number from before the conversion.", show_default=False)]
 ReasonOpt = Annotated[Optional[str], typer.Option("--message", "-m", help="Why.", show_default=False)]
 RequiredReasonOpt = Annotated[str, typer.Option("--message", "-m", help="Why (required).", show_default=False)]
+ExpiresOpt = Annotated[Optional[str], typer.Option("--expires", help="The note's end: a date (YYYY-MM-DD, its start, UTC) or a UTC time (YYYY-MM-DDTHH:MM:SSZ), in the future; none: no end. `qem expire --due` expires it then.", show_default=False)]
+TtlOpt = Annotated[Optional[str], typer.Option("--ttl", help="The note's end as a time to live from now: a number and h, d or w (30d). Default: its kind's [expiry] in .qem/config.toml.", show_default=False)]
 
 
 def _open(workspace: Path | None, store: Path | None, *, write: bool = False, create: bool | None = None,
@@ -192,6 +194,8 @@ def add(
     provenance: Annotated[str, typer.Option("--provenance", help="auto, agent or user-stated (human takes `qem promote`).")] = "agent",
     as_json: JsonOpt = False,
     allow_secret: AllowSecretOpt = False,
+    expires: ExpiresOpt = None,
+    ttl: TtlOpt = None,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
     actor: ActorOpt = None,
@@ -204,7 +208,8 @@ def add(
 
     body = _text_arg(text)
     written = _act(workspace, store, actor, lambda h, p, who: acts.add(h, p, body, kind, priority, provenance, who,
-                                                                       allow_secret=allow_secret))
+                                                                       allow_secret=allow_secret, expires=expires,
+                                                                       ttl=ttl))
     return _written_note(written, as_json)
 
 
@@ -230,6 +235,8 @@ def supersede(
     priority: Annotated[Optional[str], typer.Option("--priority", "-p", help="The successor's priority (default: the old note's).", show_default=False)] = None,
     as_json: JsonOpt = False,
     allow_secret: AllowSecretOpt = False,
+    expires: Annotated[Optional[str], typer.Option("--expires", help="The successor's end (default: the old note's): a date (YYYY-MM-DD) or a UTC time, in the future; none: no end.", show_default=False)] = None,
+    ttl: Annotated[Optional[str], typer.Option("--ttl", help="The successor's end as a time to live from now: a number and h, d or w (30d).", show_default=False)] = None,
     workspace: WorkspaceOpt = None,
     store: StoreOpt = None,
     actor: ActorOpt = None,
@@ -243,7 +250,8 @@ def supersede(
     body = _text_arg(text)
     written = _act(workspace, store, actor,
                    lambda h, p, who: acts.supersede(h, p, note_id, body, reason, who, kind, priority,
-                                                    allow_secret=allow_secret), create=False)
+                                                    allow_secret=allow_secret, expires=expires, ttl=ttl),
+                   create=False)
     return _written_note(written, as_json)
 
 
@@ -293,12 +301,29 @@ def promote(note_id: IdArg, reason: ReasonOpt = None, workspace: WorkspaceOpt = 
 
 
 @app.command()
-def expire(note_id: IdArg, reason: ReasonOpt = None, workspace: WorkspaceOpt = None, store: StoreOpt = None, actor: ActorOpt = None) -> int:
-    """Mark a note expired (expiry is an event; reading never consults the clock).
+def expire(note_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="The note (not with --due).", show_default=False)] = None,
+           reason: ReasonOpt = None,
+           due: Annotated[bool, typer.Option("--due", help="Expire every note in force past its end, now, in one check-in.")] = False,
+           as_json: JsonOpt = False, workspace: WorkspaceOpt = None, store: StoreOpt = None, actor: ActorOpt = None) -> int:
+    """Mark a note expired, or with --due every note past its end (expiry is an event;
+    reading never consults the clock).
 
-    Example: qem expire 77 -m "sprint over"
+    Example: qem expire 77 -m "sprint over"; qem expire --due
     """
+    if due:
+        return _sweep(note_id, reason, as_json, workspace, store, actor)
+    if note_id is None:
+        raise errors.BadInput("expire what? name a note (qem expire ID), or expire every note past its end: qem expire --due")
     return _move("expired", note_id, reason, workspace, store, actor)
+
+
+def _sweep(note_id, reason, as_json: bool, workspace, store, actor) -> int:  # type: ignore[no-untyped-def]
+    """`qem expire --due`: qem_edit.expiry.sweep, shown as an answer."""
+    from .expiry import sweep
+
+    if note_id is not None or reason is not None:
+        raise errors.BadInput("--due expires every note past its end, with its end as the reason: give no ID or -m")
+    return _show(_act(workspace, store, actor, sweep, create=False), as_json)
 
 
 @app.command()

@@ -25,7 +25,7 @@ from typing import Iterable, Iterator
 
 from . import errors
 from .index import NOTE_COLUMNS, note_from_row
-from .model import KIND_RANK, KINDS, LIVE_STATES, PRIORITIES, Note
+from .model import KIND_RANK, KINDS, LIVE_STATES, PRIORITIES, Note, past_end
 from .store import Store
 
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and code in BPE tokenizers
@@ -86,6 +86,7 @@ class Entry:
             "id": n.id, "short": n.shown, "kind": n.kind, "priority": n.priority, "provenance": n.provenance,
             "frame": FRAMES.get(n.provenance, n.provenance), "state": n.state, "created_at": n.created_at,
             "age_days": self.age, "stale": "stale" in self.marks, "disputed": "disputed" in self.marks,
+            "expires": n.expires, "past_end": any(m.startswith(PAST_END) for m in self.marks),
         }
         out["text" if full else "line"] = n.text if full else self.line()
         return out
@@ -195,9 +196,15 @@ def age(created_at: str, reference: str) -> int:
     return max(0, (date.fromisoformat(reference[:10]) - date.fromisoformat(created_at[:10])).days)
 
 
-def entry(note: Note, reference: str, forked: set[str]) -> Entry:
+PAST_END = "past end"  # a note in force past its end that `qem expire --due` has not swept yet
+
+
+def entry(note: Note, reference: str, forked: set[str], now: str = "") -> Entry:
+    """`now`: the UTC time a note's end is judged at (a note past it is marked, not hidden:
+    only the sweep's event expires it)."""
     marks = (("stale",) if note.state == "stale" else ()) + (
-        ("disputed",) if note.disputes or note.rivals or note.id in forked else ())
+        ("disputed",) if note.disputes or note.rivals or note.id in forked else ()) + (
+        (f"{PAST_END} {note.expires}",) if now and past_end(note, now) else ())
     return Entry(note, age(note.created_at, reference), marks)
 
 
@@ -216,29 +223,32 @@ def build(store: Store, budget: int = DEFAULT_BUDGET, at: str | None = None, ski
     if skip < 0:
         raise errors.BadInput(f"--skip {skip}: give a number of index lines to leave out")
     if at is None:
-        return _now(store, budget, skip, utc_now()[:10])
+        return _now(store, budget, skip, utc_now())
     from .history import _DATE
 
+    from .query import parse_time
+
     reference = at[:10] if _DATE.match(at) else utc_now()[:10]
-    return _past(store, budget, skip, at, reference)
+    return _past(store, budget, skip, at, reference, parse_time(at, "--at", end=True) if _DATE.match(at) else utc_now())
 
 
-def _now(store: Store, budget: int, skip: int, reference: str) -> Context:
+def _now(store: Store, budget: int, skip: int, now: str) -> Context:
     """From the index: the directives, then the other notes streamed in order until the
     budget is spent (at 74,900 notes, the rest is counted, never read)."""
+    reference = now[:10]
     with store.reading():
         latest = store._read("SELECT max(at) FROM events")[0][0]
         forked = {r[0] for r in store._read(
             f"SELECT id FROM notes WHERE {_LIVE} AND supersedes IN (SELECT supersedes FROM notes INDEXED BY"
             f" notes_by_parent WHERE supersedes IS NOT NULL AND {_LIVE} GROUP BY supersedes HAVING count(*) > 1)")}
-        every = [entry(note_from_row(r), reference, forked) for r in _in_order(store, ["directive"])]
+        every = [entry(note_from_row(r), reference, forked, now) for r in _in_order(store, ["directive"])]
         directives, past = every[skip:], max(0, skip - len(every))  # --skip counts the directives first
         others = store._read(f"SELECT count(*) FROM notes WHERE kind_rank != ? AND {_LIVE}",
                              (KIND_RANK["directive"],))[0][0]
         context = Context(str(store.path), latest, reference, budget, [], [], max(0, others - past), skip,
                           directive_total=len(directives))
         rows = islice(_in_order(store, [k for k in KINDS if k != "directive"]), past, None)
-        return fill(context, chain(directives, (entry(note_from_row(r), reference, forked) for r in rows)))
+        return fill(context, chain(directives, (entry(note_from_row(r), reference, forked, now) for r in rows)))
 
 
 def _in_order(store: Store, kinds: list[str]) -> Iterator[tuple]:
@@ -252,7 +262,7 @@ def _in_order(store: Store, kinds: list[str]) -> Iterator[tuple]:
                 f" AND {_LIVE} ORDER BY id", (KIND_RANK[kind], priority))
 
 
-def _past(store: Store, budget: int, skip: int, at: str, reference: str) -> Context:
+def _past(store: Store, budget: int, skip: int, at: str, reference: str, now: str) -> Context:
     """From a replay of the log as it was `at` (qem_edit.history), ordered here."""
     from collections import Counter
 
@@ -262,8 +272,8 @@ def _past(store: Store, budget: int, skip: int, at: str, reference: str) -> Cont
     parents = Counter(n.supersedes for n in notes if n.supersedes)
     forked = {n.id for n in notes if n.supersedes and parents[n.supersedes] > 1}
     ordered = sorted(notes, key=order)
-    every = [entry(n, reference, forked) for n in ordered if n.kind == "directive"]
+    every = [entry(n, reference, forked, now) for n in ordered if n.kind == "directive"]
     directives, others = every[skip:], [n for n in ordered if n.kind != "directive"][max(0, skip - len(every)):]
     context = Context(str(store.path), None, reference, budget, [], [], len(others), skip, at,
                       directive_total=len(directives))
-    return fill(context, chain(directives, (entry(n, reference, forked) for n in others)))
+    return fill(context, chain(directives, (entry(n, reference, forked, now) for n in others)))

@@ -229,6 +229,7 @@ class Note:
     short_len: int = 4  # the short-id length the note was created with
     text_hash: str | None = None
     erased_since: bool = False  # shown as it was (`--at`), its text erased by a later forget
+    expires: str | None = None  # the note's end (a UTC time, its created event's `expires`): due for expiry then
 
     @property
     def live(self) -> bool:
@@ -268,6 +269,7 @@ class Note:
             "disputes": [{"dispute": d, "with": other} for d, other in self.disputes],
             "rivals": [vars(r) for r in self.rivals],
             "bad_pointer": self.bad_pointer,
+            "expires": self.expires,
         }
 
 
@@ -362,7 +364,25 @@ def note_from_created(event: Event, text: str | None) -> Note:
         alias=alias if isinstance(alias, int) and not isinstance(alias, bool) and 0 < alias < 2**62 else None,
         short_len=short_len if isinstance(short_len, int) and 1 <= short_len <= 26 else 4,
         text_hash=data.get("text") if isinstance(data.get("text"), str) else None,
+        expires=_end(event),
     )
+
+
+def _end(event: Event) -> str | None:
+    """A created event's `expires` (absent: the note has no end); LogError when it is not
+    a UTC time (the log's reader sets such a file aside before it gets here)."""
+    end = event.data.get("expires")
+    if end is None and "expires" not in event.data:
+        return None
+    if not is_timestamp(end):
+        raise LogError(f"event {event.id}: expires {end!r} is not a UTC time like 2026-07-27T10:00:00Z")
+    return str(end)
+
+
+def past_end(note: Note, now: str) -> bool:
+    """Whether a note in force is past its end at `now` (a UTC time): due for `qem expire
+    --due`.  Reading never expires it; only the sweep's event does."""
+    return note.live and note.expires is not None and note.expires <= now
 
 
 # -- replay: a note from the graph of its events -------------------------------------------------
@@ -498,6 +518,7 @@ class NewNote:
     provenance: str
     text: str
     supersedes: str | None = None
+    expires: str | None = None  # its end, a UTC time (None: none)
 
 
 @dataclass(frozen=True)
@@ -530,6 +551,8 @@ def decide_create(new: NewNote, old: Note | None, reason: str | None = None) -> 
         check_transition(old, "superseded")
     data = {"kind": new.kind, "priority": new.priority, "provenance": new.provenance,
             "supersedes": old.id if old is not None else None}
+    if new.expires is not None:  # only then: every other created event keeps its bytes
+        data["expires"] = new.expires
     drafts = [Draft(None, "created", reason, data, text)]
     if old is not None:
         drafts.append(Draft(old.id, "superseded", reason, {"by": NEW_NOTE}))

@@ -164,18 +164,27 @@ def _describe_op(op, proposal: Proposal) -> list[str]:  # type: ignore[no-untype
     shown = old.shown if old is not None else (op.note_id or "")[:8]
     if op.action == "create":
         assert op.content
-        return [f"  + create {op.content.kind} · {op.content.priority} · human"] + [
+        end = f" · expires {op.content.expires[:10]}" if op.content.expires else ""
+        return [f"  + create {op.content.kind} · {op.content.priority} · human{end}"] + [
             f"      {line}" for line in op.content.text.split("\n")
         ]
     if op.action == "supersede" and op.content and old:
         return [
             f"  ~ supersede #{shown} ({old.kind} · {old.priority}) with a new"
             f" {op.content.kind} · {op.content.priority} · human note"
-        ] + text_change((old.text or "").split("\n"), op.content.text.split("\n"))
+        ] + _end_change(old.expires, op.content.expires) + text_change((old.text or "").split("\n"),
+                                                                        op.content.text.split("\n"))
     move = MOVE_BY_VERB[op.action]
     first = ((old.text if old else None) or "").split("\n")[0]
     why = f" ({op.reason})" if op.reason else ""
     return [f"  {move.sign} {move.shown} #{shown}{why}: {first}"]
+
+
+def _end_change(old: str | None, new: str | None) -> list[str]:
+    """A supersession's change of the note's end, in a line of the plan (none: no line)."""
+    if old == new:
+        return []
+    return [f"    expires {old[:10] if old else '(none)'} → {new[:10] if new else '(none)'}"]
 
 
 def text_change(old: list[str], new: list[str]) -> list[str]:
