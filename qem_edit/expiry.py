@@ -32,7 +32,6 @@ _TTL = re.compile(r"([1-9][0-9]{0,5})([hdw])\Z")
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}\Z")
 _STAMP = "%Y-%m-%dT%H:%M:%SZ"
 NONE = "none"  # `--expires none`: no end (a successor's, or a new note's despite its kind's default)
-KEEP = object()  # no end asked for: the default applies (a new note's kind, a successor's predecessor)
 
 
 def ttl_seconds(given: str, what: str = "--ttl") -> int:
@@ -61,10 +60,11 @@ def end_given(given: str) -> str | None:
 
 @dataclass(frozen=True)
 class Asked:
-    """What a writer asked for: an end (a UTC time, or None for none), a time to live
-    (seconds), or neither (`end` KEEP, `ttl` None: the default applies)."""
+    """What a writer asked for: an end (`given`: a UTC time in `end`, or None for none),
+    a time to live (`ttl`, seconds), or neither (the default applies)."""
 
-    end: object = KEEP
+    end: str | None = None
+    given: bool = False
     ttl: int | None = None
 
     def at(self, moment: str, default: str | None = None) -> str | None:
@@ -73,14 +73,13 @@ class Asked:
         at or before it is refused (BadInput: nothing is written)."""
         if self.ttl is not None:
             return shifted(moment, self.ttl)
-        if self.end is KEEP:
+        if not self.given:
             return default
-        end = self.end  # type: ignore[assignment]
-        if end is not None and end <= moment:  # type: ignore[operator]
-            raise errors.BadInput(f"--expires {end[:10] if end.endswith('T00:00:00Z') else end}"  # type: ignore[union-attr]
-                                  f" is not after now ({moment}): a note's end must be in the future;"
-                                  " nothing was written")
-        return end  # type: ignore[return-value]
+        if self.end is not None and self.end <= moment:
+            shown = self.end[:10] if self.end.endswith("T00:00:00Z") else self.end
+            raise errors.BadInput(f"--expires {shown} is not after now ({moment}): a note's end must be in the"
+                                  " future; nothing was written")
+        return self.end
 
 
 def asked(expires: str | None, ttl: str | None) -> Asked:
@@ -91,7 +90,7 @@ def asked(expires: str | None, ttl: str | None) -> Asked:
     if ttl is not None:
         return Asked(ttl=ttl_seconds(ttl))
     if expires is not None:
-        return Asked(end=end_given(expires))
+        return Asked(end=end_given(expires), given=True)
     return Asked()
 
 
