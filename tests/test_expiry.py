@@ -113,7 +113,8 @@ def test_a_kind_has_a_default_ttl_in_config_and_a_bad_one_is_named(ws: Path) -> 
     (["--ttl", "d"], ["--ttl 'd'"]),
     (["--expires", "2026-13-01"], ["--expires '2026-13-01'", "YYYY-MM-DD"]),
     (["--expires", "tomorrow"], ["--expires 'tomorrow'"]),
-], ids=["both", "past date", "now", "bad unit", "zero", "no number", "bad month", "words"])
+    (["--ttl", "999999w"], ["past the year 9999"]),
+], ids=["both", "past date", "now", "bad unit", "zero", "no number", "bad month", "words", "too far"])
 def test_a_bad_end_is_refused_and_nothing_is_written(ws: Path, args: list[str], words: list[str]) -> None:
     old = q(ws, "add", "Staging is frozen", "-k", "operational").stdout.strip()
     before = snapshot(ws)
