@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
@@ -95,7 +95,12 @@ def asked(expires: str | None, ttl: str | None) -> Asked:
 
 
 def shifted(moment: str, seconds: int) -> str:
-    return (datetime.strptime(moment, _STAMP).replace(tzinfo=timezone.utc) + timedelta(seconds=seconds)).strftime(_STAMP)
+    """`moment` (a UTC time) plus `seconds`; BadInput past the year 9999."""
+    try:
+        return (datetime.strptime(moment, _STAMP) + timedelta(seconds=seconds)).strftime(_STAMP)
+    except OverflowError:
+        raise errors.BadInput(f"an end {seconds // 86400:,} days after {moment} is past the year 9999;"
+                              " nothing was written") from None
 
 
 def kind_ttls(config: Mapping[str, object], path: Path) -> dict[str, int]:
