@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import errors, expiry, protect
+from . import errors, expiry, ids, protect
 from .export import auto_export
 from .model import CLAIMABLE_PROVENANCES, KINDS, MOVE_BY_EVENT, PRIORITIES, Event, NewNote, Note, TextError, normalize_text
 from .store import Store, Transaction
@@ -31,12 +31,6 @@ class Written:
     dispute: str | None = None
     notices: list[str] = field(default_factory=list)
     repeats: list[Note] = field(default_factory=list)  # notes in force with the new note's very text
-
-
-def choice(value: str | None, allowed: tuple[str, ...], what: str) -> str | None:
-    if value is None or value in allowed:
-        return value
-    raise errors.BadInput(f"unknown {what} {value!r}; use one of: {', '.join(allowed)}")
 
 
 def note_text(raw: str) -> str:
@@ -58,7 +52,7 @@ def reason_for(event_type: str, reason: str | None) -> str | None:
         reason = None
     move = MOVE_BY_EVENT[event_type]
     if move.needs_reason and reason is None:
-        raise errors.BadInput(f"{move.verb.replace('_', '-')} needs a reason: -m REASON")
+        raise errors.BadInput(f"{move.command} needs a reason: -m REASON")
     return reason
 
 
@@ -72,11 +66,11 @@ def add(store: Store, place: Workspace, text: str, kind: str, priority: str, pro
         ttl: str | None = None) -> Written:
     """A new note; its end as `expires` (a date or UTC time) or `ttl` (30d) ask, else its
     kind's default (qem_edit.expiry), fixed from the event's own time."""
-    choice(kind, KINDS, "kind")
-    choice(priority, PRIORITIES, "priority")
+    errors.choice(kind, KINDS, "kind")
+    errors.choice(priority, PRIORITIES, "priority")
     if provenance == "human":
         raise errors.BadInput("provenance human is reached only by a person's act: `qem promote ID`")
-    choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
+    errors.choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
     body, wish, ttls = note_text(text), expiry.asked(expires, ttl), expiry.defaults(place)
 
     def work(tx: Transaction) -> Note:
@@ -92,9 +86,9 @@ def supersede(store: Store, place: Workspace, given: str, text: str, reason: str
               expires: str | None = None, ttl: str | None = None) -> Written:
     """A successor replaces the note (same kind, priority, provenance and end unless given;
     an agent's successor is given its own provenance, so it never inherits `human`)."""
-    choice(kind, KINDS, "kind")
-    choice(priority, PRIORITIES, "priority")
-    choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
+    errors.choice(kind, KINDS, "kind")
+    errors.choice(priority, PRIORITIES, "priority")
+    errors.choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
     body = note_text(text)
     why = reason_for("superseded", reason)
     wish = expiry.asked(expires, ttl)
@@ -117,11 +111,7 @@ def repeats(store: Store, note_ids: list[str]) -> dict[str, list[Note]]:
     """For each of `note_ids` (notes just written), the other notes in force whose text is
     the same (texts are stored normalized, so this is sameness after normalization)."""
     out: dict[str, list[Note]] = {}
-    for note_id, text in store._read(f"SELECT id, text FROM notes WHERE id IN ({', '.join('?' * len(note_ids))})",
-                                     note_ids):
-        rows = store._read("SELECT id, text FROM notes WHERE substr(text, 1, 48) = ? AND state IN ('active', 'stale')",
-                           (text[:48],))  # (the index's search: a term on the whole text would make it a scan)
-        found = [other for other, same in rows if same == text and other != note_id]
+    for note_id, found in store.same_text_in_force(note_ids):
         if found:
             same = store.notes_by_id(found).values()
             out[note_id] = sorted(same, key=lambda n: (n.created_at, n.id))
@@ -208,5 +198,5 @@ def _side(note: Note, keep: str) -> str:
     sides = [r.tip for r in note.rivals if r.tip.startswith(keep.lower())]
     if len(sides) == 1:
         return sides[0]
-    shown = ", ".join(f"{r.tip[:6]} ({r.type})" for r in note.rivals)
+    shown = ", ".join(f"{ids.side_shown(r.tip)} ({r.type})" for r in note.rivals)
     raise errors.BadInput(f"--keep {keep!r} names {'none' if not sides else 'several'} of #{note.shown}'s sides: {shown}")

@@ -1,9 +1,14 @@
-"""What the read commands answer, each in its text and its JSON form.
+"""The reads, once for every shell: each a function of an open store that returns its
+answer, which knows its text and its JSON form.
 
-A command computes an answer and the CLI prints it: `text()` for people (stdout), `data()`
-for scripts (`--json`, printed by `as_json` in one style for every command), `remark()`
-for what goes to stderr beside the answer (e.g. "no notes match"), and `exit_code` where
-the answer itself is a verdict (verify).
+The CLI, the MCP server and any other shell call the same function and only print what
+it returns: `text()` for people (stdout), `data()` for scripts (`--json`, printed by
+`as_json` in one style for every command), `remark()` for what goes to stderr beside the
+answer (e.g. "no notes match"), and `exit_code` where the answer itself is a verdict
+(verify).  Here: `show`, `notes` (list), `log` and `status`; a query is
+`query.answer`, the session-start context `context.build`, verify `checks.verify_report`
+(and `staged.verify_staged`).  A shell checks its arguments' form before it opens the
+store (a bad kind is named before a missing store); the read names what the store lacks.
 """
 
 from __future__ import annotations
@@ -13,8 +18,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from . import ids
 from .model import TEXT_MISSING, Event, Note
 from .resolver import Answer as Currency
+from .resolver import Graph
+from .store import Store
 
 
 def as_json(data: object) -> str:
@@ -42,7 +50,7 @@ class NoteView:
 
     def text(self) -> str:
         note = self.note
-        shown = lambda i: self.shorts.get(i, i[:8])  # noqa: E731
+        shown = lambda i: ids.shown(i, self.shorts.get(i))  # noqa: E731
         alias = f" (formerly #{note.alias})" if note.alias is not None else ""
         lines = [f"#{note.shown} {note.kind} · {note.priority} · {note.provenance} · {note.state}",
                  f"id {note.id}{alias}", f"created {note.created_at} by {note.actor}"]
@@ -97,7 +105,7 @@ class NoteList:
 
 def event_line(e: Event, shorts: dict[str, str] | None = None) -> str:
     """One event as `qem log` prints it: its id's first characters, when, the note."""
-    shown = lambda i: (shorts or {}).get(str(i), str(i)[:8])  # noqa: E731
+    shown = lambda i: ids.shown(str(i), (shorts or {}).get(str(i)))  # noqa: E731
     extra = ""
     if e.type == "superseded":
         extra = f" by #{shown(e.data.get('by'))}"
@@ -105,7 +113,7 @@ def event_line(e: Event, shorts: dict[str, str] | None = None) -> str:
         extra = f" superseding #{shown(e.data['supersedes'])}"
     why = f" ({e.reason})" if e.reason else ""
     checkin = f" [checkin {e.checkin}]" if e.checkin else ""
-    return f"{e.id[:8]}\t{e.at}\t#{shown(e.note)} {e.type}{extra} by {e.actor}{why}{checkin}"
+    return f"{ids.shown(e.id)}\t{e.at}\t#{shown(e.note)} {e.type}{extra} by {e.actor}{why}{checkin}"
 
 
 @dataclass
@@ -178,3 +186,47 @@ class VerifyReport:
             " malformed log file is set aside until it is fixed or removed; a cycle, dangling pointer"
             " or broken event is settled by new events (revoke, supersede, `qem rule`)"
         )
+
+
+# -- the reads -------------------------------------------------------------------------------------
+
+
+def show(store: Store, note_id: str, at: str | None = None) -> NoteView:
+    """One note, whole: as it is, or as it was `at` a date or git revision."""
+    full = store.resolve(note_id)
+    if at is None:
+        note = store.note(full)
+    else:
+        from .history import note_at
+
+        note = note_at(store, full, at)
+    shorts = store.index.shorts(x for x in (note.supersedes, note.superseded_by) if x)
+    return NoteView(note, shorts, came_with=_came_with(store, note))
+
+
+def _came_with(store: Store, note: Note) -> str | None:
+    """For a note whose text is missing: the commit that brought its event, if git knows."""
+    if not note.text_missing:
+        return None
+    from .incomplete import event_commit
+
+    return event_commit(store, note.id)
+
+
+def notes(store: Store, kind: str | None = None, state: str | None = None) -> NoteList:
+    """The notes (of one kind, in one state), in the projection's order."""
+    return NoteList(store.notes(kinds=[kind] if kind else None, states=[state] if state else None))
+
+
+def log(store: Store, note_id: str | None = None) -> EventList:
+    """The events (all, or one note's; an unknown id is an error), the notes they name
+    shown by their short ids."""
+    events = store.events(store.resolve(note_id) if note_id is not None else None)
+    linked = {e.note for e in events} | {str(e.data[k]) for e in events for k in ("by", "supersedes") if e.data.get(k)}
+    return EventList(events, store.index.shorts(linked))
+
+
+def status(store: Store, note_id: str) -> CurrencyAnswer:
+    """Is the note current: yes, no or unknown, by the graph of every note."""
+    full = store.resolve(note_id)
+    return CurrencyAnswer(Graph.of({n.id: n for n in store.notes()}).currency(full), store.note(full).shown)

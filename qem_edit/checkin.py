@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Mapping, Protocol
 
-from . import errors
+from . import errors, ids
 from .checkouts import Checkout, checkout_bytes, keep, kept, requery
-from .export import MIRROR_BASE, auto_export, export, has_merge_conflict, known_renderings, mirror_base, render_store
+from .export import MIRROR_BASE, auto_export, export, known_renderings, mirror_base, render_store
 from .faults import checkpoint
 from .files import read_regular, refuse_link, write_atomic
 from .forgetting import scrub_again
+from .gitconflict import has_markers
 from .ids import new_checkin_id
 from .acts import repeat_notice, repeats
 from .expiry import defaults, shifted
@@ -36,8 +38,6 @@ from .secrets import described, scan
 from .store import Store, Transaction
 from .workspace import Workspace
 
-__all__ = ["Proposal", "propose", "whole"]
-
 
 # -- the words for what went wrong --------------------------------------------------------------
 
@@ -46,7 +46,7 @@ def describe_conflict(conflict: Conflict, shown: str | None = None) -> str:
     mine = ", ".join(MOVE_BY_VERB[op.action].shown for op in conflict.mine) or "changed it"
     if any(op.action == "revoke" and op.line == 0 for op in conflict.mine):
         mine = "deleted it (revoke)"
-    return f"conflict on #{shown or conflict.note_id[:8]}: you {mine}; since your base the store saw: {conflict.theirs}"
+    return f"conflict on #{ids.shown(conflict.note_id, shown)}: you {mine}; since your base the store saw: {conflict.theirs}"
 
 
 def problems(proposal: Proposal) -> list[str]:
@@ -224,7 +224,7 @@ class Source:
         named = base_named(data)
         if named is not None:  # a copy of a checkout: its base, wherever this clone keeps it
             return data, _named_base(store, self.place, self.path, named)
-        if has_merge_conflict(data):
+        if has_markers(data):
             data = _your_side(store, self.path, data)
         base = mirror_base(store, self.path)
         if base is not None and base != data and data == render_store(store)[1]:
@@ -277,7 +277,7 @@ def _your_side(store: Store, path: Path, data: bytes) -> bytes:
 # gone wrong looks exactly like that.
 MASS_SHARE = 0.25
 MASS_MIN = 5
-_TAKING = frozenset({"revoke", "supersede", "expire"})
+_TAKING = frozenset(m.verb for m in MOVE_BY_VERB.values() if m.out_of_force)  # (a check-in never forgets)
 
 
 @dataclass(frozen=True)
@@ -323,13 +323,24 @@ class Asker(Protocol):
         the person would not give one (the edit is kept)."""
 
 
+class Status(StrEnum):
+    """What a check-in did; `qem checkin --json` prints the value."""
+
+    APPLIED = "applied"
+    UNCHANGED = "unchanged"  # nothing to write
+    DRY_RUN = "dry_run"
+    REFUSED = "refused"  # conflicts or an unreadable edit; nothing written
+    EDIT = "edit"  # edit again
+    KEEP = "keep"  # stopped; nothing written
+    LANDED_BEFORE = "landed_before"  # applied by an earlier run
+    EMPTY = "empty"  # the edit is an empty file; kept
+
+
 @dataclass
 class Outcome:
-    """What a check-in did.  `status`: applied, unchanged (nothing to write), dry_run,
-    refused (conflicts or an unreadable edit; nothing written), edit (edit again), keep
-    (stopped; nothing written), landed_before (applied by an earlier run)."""
+    """What a check-in did (`status`), and with what."""
 
-    status: str  # also: empty (the edit is an empty file; kept)
+    status: Status
     source: Source
     proposal: Proposal | None = None
     checkin_id: str | None = None
@@ -352,29 +363,29 @@ def check_in(store: Store, source: Source, asker: Asker, who: str, *,
         done = already_landed(store, source.checkout)
         if done is not None:
             source.checkout.discard()
-            return Outcome("landed_before", source, checkin_id=done)
+            return Outcome(Status.LANDED_BEFORE, source, checkin_id=done)
     if source.checkout is not None:
         scrub_again(store, source.checkout)  # an editor open during a forget wrote its text back
     if source.checkout is None and not dry_run:
         _refuse_incomplete(store, source.path)
     text, base_text = source.read(store)
     if _blank(text):
-        return Outcome("empty", source, kept=source.checkout)
+        return Outcome(Status.EMPTY, source, kept=source.checkout)
     moved = 0
     while True:
         proposal = propose(store, text, base_text, moment=source.moment(), heads=source.heads())
         if not allow_secret:
             proposal.plan.errors += _secret_errors(proposal.plan)
         if not proposal.plan.ok:
-            return Outcome("refused", source, proposal, kept=None if dry_run else _keep_refused(source, proposal))
+            return Outcome(Status.REFUSED, source, proposal, kept=None if dry_run else _keep_refused(source, proposal))
         if not proposal.plan.ops or dry_run:
             if not dry_run:
                 _settle(store, source, proposal)
-            return Outcome("dry_run" if dry_run else "unchanged", source, proposal)
+            return Outcome(Status.DRY_RUN if dry_run else Status.UNCHANGED, source, proposal)
         choice = _consent(store, proposal, asker, moved, allow_mass_change)
         reason = asker.reason() if choice == "apply" else None
         if reason is None:
-            return Outcome(choice if choice != "apply" else "keep", source, proposal)
+            return Outcome(Status.EDIT if choice == "edit" else Status.KEEP, source, proposal)
         try:
             checkin_id, created = _apply(store, source, proposal, reason, who, allow_secret)
         except errors.HeadMoved as exc:
@@ -385,7 +396,7 @@ def check_in(store: Store, source: Source, asker: Asker, who: str, *,
         shown = {n.id: n.shown for n in store.notes_by_id(created).values()}
         found = _repeats(store, created)
         notices += [repeat_notice(n, same) for n, same in found]
-        return Outcome("applied", source, proposal, checkin_id, created, notices=notices, shown=shown,
+        return Outcome(Status.APPLIED, source, proposal, checkin_id, created, notices=notices, shown=shown,
                        repeats={n.id: [o.id for o in same] for n, same in found})
 
 

@@ -18,20 +18,16 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import sqlite3
 import tempfile
 from array import array
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
-from . import db, errors, ids
+from . import errors, ids, index
 from .answers import VerifyReport
-from .index import NOTE_COLUMNS, Index, note_from_row
-from .model import LIVE_STATES
+from .db import Connection
 from .protect import log_problems as protect_problems
 from .removals import verify_findings as removal_findings
 from .resolver import rival_words
-from .shown import progress
 from .secrets import log_problems as secret_problems
 from .store import Store
 
@@ -54,10 +50,10 @@ def verify_report(store: Store, place=None, *, repair: bool = False, disputes_fa
         return _report(store, place, fresh, problems, set_aside, repaired, disputes_fail, base)
 
 
-def _report(store: Store, place, fresh: sqlite3.Connection, index_problems: list[str], set_aside: list[str],  # type: ignore[no-untyped-def]
+def _report(store: Store, place, fresh: Connection, index_problems: list[str], set_aside: list[str],  # type: ignore[no-untyped-def]
             repaired: int | None, disputes_fail: bool, base: str | None = None) -> VerifyReport:
     problems = set_aside + _log_problems(store) + index_problems
-    found = store._guarded(lambda: graph_problems(store.conn, fresh))
+    found = store.read_index(lambda conn: graph_problems(conn, fresh))
     broken = [p for p in found if not p.startswith(("fork:", "disputed:"))]
     disputes = [p for p in found if p.startswith(("fork:", "disputed:"))] + _open_disputes(store)
     removed, removal_notices = removal_findings(store, fresh, base)
@@ -71,19 +67,16 @@ def _report(store: Store, place, fresh: sqlite3.Connection, index_problems: list
 
 def _log_problems(store: Store) -> list[str]:
     out = []
-    for note_id, problems in store._read("SELECT short, problems FROM notes WHERE problems != '[]' ORDER BY id"):
+    for note_id, problems in store.note_problems():
         out += [f"note #{note_id}: {p}" for p in __import__("json").loads(problems)]
-    for event_id, note_id in store._read(
-            "SELECT e.id, e.note FROM events e LEFT JOIN notes n ON n.id = e.note WHERE n.id IS NULL ORDER BY e.id"):
-        out.append(f"event {event_id[:8]} names note {note_id[:8]}, whose creation the log does not hold")
-    for (short,) in store._read(
-            "SELECT n.short FROM notes n WHERE n.state != 'forgotten' AND n.text IS NULL ORDER BY n.id"):
+    for event_id, note_id in store.events_without_note():
+        out.append(f"event {ids.shown(event_id)} names note {ids.shown(note_id)}, whose creation the log does not hold")
+    for short in store.textless():
         out.append(f"note #{short}: its text is missing from the log (or does not match its hash): text missing"
                    " from this commit; get it from the commit's author (`git add .qem && git commit` in their clone)")
     for note_id, name in store.forgotten_texts():
-        out.append(f"{name}: still holds the text of forgotten note {note_id[:8]} (any qem write removes it)")
-    for alias, count in store._read(
-            "SELECT alias, count(*) FROM notes WHERE alias IS NOT NULL GROUP BY alias HAVING count(*) > 1"):
+        out.append(f"{name}: still holds the text of forgotten note {ids.shown(note_id)} (any qem write removes it)")
+    for alias, count in store.claimed_numbers():
         out.append(f"{count} notes claim the old number #{alias} (two converted stores merged?)")
     return out
 
@@ -92,14 +85,13 @@ def _loose_texts(store: Store) -> list[str]:
     """Texts whose note's creation the log does not hold: listed, not failed (a write
     killed before its event leaves one; so does a commit of a text without its event,
     whose event a later commit brings)."""
-    return [f"{name}: the text of note {note_id[:8]}, whose creation the log does not hold (a write"
+    return [f"{name}: the text of note {ids.shown(note_id)}, whose creation the log does not hold (a write"
             " interrupted before its event, or the event not committed yet); remove it if it is the former"
-            for note_id, name in store._read("SELECT t.note, t.file FROM texts t LEFT JOIN notes n ON n.id = t.note"
-                                             " WHERE n.id IS NULL ORDER BY t.file")]
+            for note_id, name in store.texts_without_note()]
 
 
 @contextlib.contextmanager
-def fresh_index(store: Store) -> Iterator[sqlite3.Connection]:
+def fresh_index(store: Store) -> Iterator[Connection]:
     """A replay of the log read afresh, built in a temporary SQLite file (in the system's
     temporary directory, with a modest cache) that is removed afterwards, also on error."""
     try:
@@ -110,7 +102,7 @@ def fresh_index(store: Store) -> Iterator[sqlite3.Connection]:
     os.close(handle)
     conn = None
     try:
-        conn = _replayed(store, name)
+        conn = index.build_fresh(name, store.tree, FRESH_CACHE_KIB)
         yield conn
     finally:
         if conn is not None:
@@ -120,141 +112,49 @@ def fresh_index(store: Store) -> Iterator[sqlite3.Connection]:
                 os.remove(name + suffix)
 
 
-def _replayed(store: Store, name: str) -> sqlite3.Connection:
-    """The index of the log, built afresh in the database file `name`."""
-    try:
-        conn = db.connect(name)
-    except sqlite3.DatabaseError as exc:
-        raise db.translate(exc, Path(name), "open") from None
-    try:
-        for pragma in ("journal_mode = OFF", "synchronous = OFF", "temp_store = FILE",
-                       f"cache_size = -{FRESH_CACHE_KIB}"):
-            conn.execute(f"PRAGMA {pragma}")
-        index = Index(conn, store.tree)
-        conn.execute("BEGIN")
-        index.create()
-        index.sync()
-        conn.execute("COMMIT")
-        return conn
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise db.translate(exc, Path(name), "use") from None
-    except BaseException:
-        conn.close()
-        raise
-
-
-def _index_problems(store: Store, fresh: sqlite3.Connection) -> tuple[list[str], list[str]]:
+def _index_problems(store: Store, fresh: Connection) -> tuple[list[str], list[str]]:
     """Where the local index differs from `fresh`, a replay of the log read afresh; and
     the log files that fresh read set aside (a file changed in place since the index
     read it included: the index goes on serving what it read)."""
-    aside = [p for (p,) in fresh.execute("SELECT problem FROM files WHERE problem IS NOT NULL ORDER BY name")]
-    try:
-        damage = store.conn.execute("PRAGMA quick_check").fetchone()[0]
-        if damage != "ok":
-            return [f"the index is damaged ({damage}); `qem verify --repair` rebuilds it"], aside
-        return index_differences(store.conn, fresh), aside
-    except sqlite3.DatabaseError as exc:
-        return [f"the index cannot be read ({exc}); `qem verify --repair` rebuilds it"], aside
-
-
-def index_differences(have: sqlite3.Connection, want: sqlite3.Connection) -> list[str]:
-    """The notes whose row, or else whose MEMORY.md item, differs between two indexes:
-    both walked in id order side by side, one row of each at a time."""
-    notes = f"SELECT {NOTE_COLUMNS} FROM notes ORDER BY id"
-    items = "SELECT id, item FROM items ORDER BY id, kind_rank"
-    want_items, have_items = _Ahead(want.execute(items)), _Ahead(have.execute(items))
-    out = []
-    tick = progress("comparing the index with the log", lambda: want.execute("SELECT count(*) FROM notes").fetchone()[0])
-    for note_id, wanted, had in _side_by_side(want.execute(notes), have.execute(notes)):
-        tick()
-        if wanted != had:
-            out.append(f"note {note_id[:8]}: the index disagrees with the log (`qem verify --repair` rebuilds it)")
-        elif want_items.get(note_id) != have_items.get(note_id):
-            out.append(f"note {note_id[:8]}: the index's MEMORY.md item disagrees with the log")
-    tick.end()
-    return out
-
-
-def _side_by_side(left: Iterable[tuple], right: Iterable[tuple]) -> Iterator[tuple]:
-    """(id, left row or None, right row or None) for every id of two row streams in id
-    order (a row's first column is its id)."""
-    lefts, rights = iter(left), iter(right)
-    a, b = next(lefts, None), next(rights, None)
-    while a is not None or b is not None:
-        if b is None or (a is not None and a[0] < b[0]):
-            yield a[0], a, None  # type: ignore[index]
-            a = next(lefts, None)
-        elif a is None or b[0] < a[0]:
-            yield b[0], None, b
-            b = next(rights, None)
-        else:
-            yield a[0], a, b
-            a, b = next(lefts, None), next(rights, None)
-
-
-class _Ahead:
-    """(id, value) rows in id order, looked up by ids asked in increasing order; the
-    last row of an id wins (as in a dict made of them)."""
-
-    def __init__(self, rows: Iterable[tuple]) -> None:
-        self.rows = iter(rows)
-        self.row = next(self.rows, None)
-
-    def get(self, key: str) -> object:
-        found = None
-        while self.row is not None and self.row[0] <= key:
-            if self.row[0] == key:
-                found = self.row[1]
-            self.row = next(self.rows, None)
-        return found
+    aside = index.set_aside_problems(fresh)
+    return store.differences_from(fresh), aside
 
 
 # -- the supersession graph ----------------------------------------------------------------------
 
 
-def graph_problems(conn: sqlite3.Connection, scratch: sqlite3.Connection) -> list[str]:
+def graph_problems(conn: Connection, scratch: Connection) -> list[str]:
     """What `Graph.of(every note).problems()` (qem_edit.resolver) says of the notes of the
     index `conn`, in its words and order, without every note in memory: SQL over the
     notes table, and the cycles found over one int per note (`scratch`, a database of
     this check's own, holds the table that numbers them)."""
-    dangling = _dangling_rows(conn)
+    dangling = index.dangling_pointers(conn)
     numbered = _numbered(conn) if dangling else {}
     return (_cycles(conn, scratch, numbered) + _dangling(dangling, numbered) + _malformed(conn) + _forks(conn)
             + _disputed(conn))
 
 
-def _numbered(conn: sqlite3.Connection) -> dict[str, str]:
+def _numbered(conn: Connection) -> dict[str, str]:
     """The converted notes' old numbers, hashed (ids.numbered_pointer) → the note, as the
     resolver reads them (only when some pointer names no note)."""
-    return ids.renumbered(dict(conn.execute("SELECT id, alias FROM notes WHERE alias IS NOT NULL")))
+    return ids.renumbered(index.aliases(conn))
 
 
-def _cycles(conn: sqlite3.Connection, scratch: sqlite3.Connection, numbered: dict[str, str]) -> list[str]:
-    scratch.execute("DROP TABLE IF EXISTS verify_graph")
-    scratch.execute("CREATE TABLE verify_graph (id TEXT PRIMARY KEY, i INTEGER NOT NULL, parent TEXT) WITHOUT ROWID")
-    rows = conn.execute("SELECT id, supersedes FROM notes ORDER BY id")
-    scratch.execute("BEGIN")
-    try:
-        scratch.executemany("INSERT INTO verify_graph (id, i, parent) VALUES (?, ?, ?)",
-                            ((note_id, i, numbered.get(parent, parent)) for i, (note_id, parent) in enumerate(rows)))
-    finally:
-        scratch.execute("COMMIT")
-    parent = array("q", (-1 if i is None else i for (i,) in scratch.execute(
-        "SELECT p.i FROM verify_graph c LEFT JOIN verify_graph p ON p.id = c.parent ORDER BY c.id")))
+def _cycles(conn: Connection, scratch: Connection, numbered: dict[str, str]) -> list[str]:
+    parent = array("q", (-1 if i is None else i for i in index.parents(conn, scratch, numbered)))
     cycles = cycles_of(parent)
     if not cycles:
         return []
     wanted = {i for cycle in cycles for i in cycle}
-    ids = {i: note_id for note_id, i in scratch.execute("SELECT id, i FROM verify_graph") if i in wanted}
-    name = _names(conn, ids.values())
-    return [f"cycle: {' → '.join(f'#{name(ids[i])}' for i in (*c, c[0]))}{_old_numbers(conn, [ids[i] for i in c])}"
+    by_i = index.numbered_notes(scratch, wanted)
+    name = _names(conn, by_i.values())
+    return [f"cycle: {' → '.join(f'#{name(by_i[i])}' for i in (*c, c[0]))}{_old_numbers(conn, [by_i[i] for i in c])}"
             for c in cycles]
 
 
-def _old_numbers(conn: sqlite3.Connection, cycle: list[str]) -> str:
+def _old_numbers(conn: Connection, cycle: list[str]) -> str:
     """As `Graph.old_numbers` words it: the cycle's notes by their numbers before the conversion."""
-    aliases = dict(conn.execute(f"SELECT id, alias FROM notes WHERE id IN ({', '.join('?' * len(cycle))})", cycle))
+    aliases = index.aliases(conn, cycle)
     numbers = [aliases.get(n) for n in cycle]
     if None in numbers:
         return ""
@@ -285,42 +185,26 @@ def cycles_of(parent: array) -> list[tuple[int, ...]]:
     return cycles
 
 
-def _names(conn: sqlite3.Connection, note_ids: Iterable[str]):  # type: ignore[no-untyped-def]
+def _names(conn: Connection, note_ids: Iterable[str]):  # type: ignore[no-untyped-def]
     """A note as the graph's messages name it: its short id (its id when the short id is
     empty), or the first 8 characters of an id the index does not hold."""
-    shown: dict[str, str] = {}
-    wanted = sorted(set(note_ids))
-    for start in range(0, len(wanted), 500):
-        chunk = wanted[start:start + 500]
-        shown.update(conn.execute(f"SELECT id, short FROM notes WHERE id IN ({', '.join('?' * len(chunk))})", chunk))
-    return lambda note_id: (shown[note_id] or note_id) if note_id in shown else note_id[:8]
+    shown = index.shorts(conn, note_ids)
+    return lambda note_id: (shown[note_id] or note_id) if note_id in shown else ids.shown(note_id)
 
 
 def _dangling(rows: list[tuple[str, str, str, int]], numbered: dict[str, str]) -> list[str]:
     """A pointer to no note; not one a converted log's old number names (`_numbered`)."""
-    return [f"dangling: #{short or note_id} points to #{target[:8]}, which is not in the log"
+    return [f"dangling: #{short or note_id} points to #{ids.shown(target)}, which is not in the log"
             for note_id, short, target, pointer in rows if not (pointer and target in numbered)]
 
 
-def _dangling_rows(conn: sqlite3.Connection) -> list[tuple[str, str, str, int]]:
-    return conn.execute(
-        "SELECT n.id, n.short, n.supersedes, 1 FROM notes n WHERE n.supersedes IS NOT NULL"
-        " AND NOT EXISTS (SELECT 1 FROM notes p WHERE p.id = n.supersedes)"
-        " UNION ALL SELECT n.id, n.short, n.superseded_by, 0 FROM notes n WHERE n.supersedes IS NULL"
-        " AND n.state = 'superseded' AND n.superseded_by IS NOT NULL"
-        " AND NOT EXISTS (SELECT 1 FROM notes p WHERE p.id = n.superseded_by) ORDER BY 1").fetchall()
-
-
-def _malformed(conn: sqlite3.Connection) -> list[str]:
-    rows = conn.execute("SELECT id, short, bad_pointer FROM notes WHERE bad_pointer IS NOT NULL ORDER BY id")
+def _malformed(conn: Connection) -> list[str]:
+    rows = index.bad_pointers(conn)
     return [f"malformed: #{short or note_id} has supersedes pointer {raw}" for note_id, short, raw in rows]
 
 
-def _forks(conn: sqlite3.Connection) -> list[str]:
-    live = ", ".join(f"'{s}'" for s in sorted(LIVE_STATES))
-    rows = conn.execute(
-        "SELECT c.supersedes, p.short, c.id, c.short FROM notes c JOIN notes p ON p.id = c.supersedes"
-        f" WHERE c.supersedes IS NOT NULL AND c.state IN ({live}) ORDER BY c.supersedes, c.id")
+def _forks(conn: Connection) -> list[str]:
+    rows = index.live_successors(conn)
     out = []
     for parent, group in itertools.groupby(rows, key=lambda r: r[0]):
         kids = [(parent_short or parent, short or kid) for _, parent_short, kid, short in group]
@@ -331,10 +215,9 @@ def _forks(conn: sqlite3.Connection) -> list[str]:
     return out
 
 
-def _disputed(conn: sqlite3.Connection) -> list[str]:
+def _disputed(conn: Connection) -> list[str]:
     out = []
-    for row in conn.execute(f"SELECT {NOTE_COLUMNS} FROM notes WHERE rivals != '[]' ORDER BY id"):
-        note = note_from_row(row)
+    for note in index.notes_with_rivals(conn):
         if note.rivals:
             name = _names(conn, [r.superseded_by for r in note.rivals if r.superseded_by])
             out.append(f"disputed: {rival_words(note, name)} (qem rule {note.shown} --keep SIDE)")
@@ -342,13 +225,13 @@ def _disputed(conn: sqlite3.Connection) -> list[str]:
 
 
 def _open_disputes(store: Store) -> list[str]:
-    rows = store._read("SELECT short, disputes FROM notes WHERE disputes != '[]' ORDER BY id")
+    rows = store.open_disputes()
     import json
 
     out = []
     for short, disputes in rows:
         for dispute, other in json.loads(disputes):
-            out.append(f"dispute {dispute[:6]}: #{short} and {other[:8]} disagree (qem rule {dispute[:6]} --keep ONE)")
+            out.append(f"dispute {ids.side_shown(dispute)}: #{short} and {ids.shown(other)} disagree (qem rule {ids.side_shown(dispute)} --keep ONE)")
     return out
 
 

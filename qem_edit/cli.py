@@ -21,8 +21,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import db, errors
-from .model import DISPUTE_SHOWN, KINDS, STATES
+from . import db, errors, ids
+from .model import KINDS, MOVE_BY_VERB, READING_ORDER, STATES, Move
 from .renderer import Selection
 from .shown import say
 from .shown import show as _out
@@ -74,19 +74,19 @@ ExpiresOpt = Annotated[Optional[str], typer.Option("--expires", help="The note's
 TtlOpt = Annotated[Optional[str], typer.Option("--ttl", help="The note's end as a time to live from now: a number and h, d or w (30d). Default: its kind's [expiry] in .qem/config.toml.", show_default=False)]
 
 
-def _open(workspace: Path | None, store: Path | None, *, write: bool = False, create: bool | None = None,
+def _open(workspace_dir: Path | None, store_dir: Path | None, *, write: bool = False, create: bool | None = None,
           name_set_aside: bool = True):
     """The workspace and its store.  A command that writes has its config checked first
     (a bad .qem/config.toml is refused before anything is written) and creates a missing
     store, unless `create=False` (a move on an existing note: with no store there is no
     note, and a refused command must not leave a new store behind)."""
-    from .workspace import open_memory
+    from .opening import open_memory
 
-    place, handle, notices = open_memory(workspace, store, write=write, create=write if create is None else create,
+    place, store, notices = open_memory(workspace_dir, store_dir, write=write, create=write if create is None else create,
                                          name_set_aside=name_set_aside)
     for notice in notices:
-        _say(notice)
-    return place, handle
+        say(notice)
+    return place, store
 
 
 def _no_allowance_for_loads(allow_secret: bool) -> None:
@@ -98,33 +98,38 @@ def _no_allowance_for_loads(allow_secret: bool) -> None:
                               hint="load without the secret, then write that note by hand: `qem add TEXT --allow-secret`")
 
 
-def _settle_log(workspace: Path | None, store: Path | None) -> None:
+def _settle_log(workspace_dir: Path | None, store_dir: Path | None) -> None:
     """Before rendering after a merge: the log files git left unmerged get the bytes their
     names say, and are staged (qem_edit.gitsettle)."""
     from . import gitrepo, gitsettle
     from .workspace import resolve
 
-    place = resolve(workspace, store)
+    place = resolve(workspace_dir, store_dir)
     top = gitrepo.toplevel(place.store_path) if place.store_path.is_dir() else None
     if top is not None and place.store_path.resolve().is_relative_to(top.resolve()):
         for path in gitsettle.settle(top, place.store_path):
-            _say(f"settled {path}, which the merge left unmerged (a log file is never changed: kept as its name says)")
+            say(f"settled {path}, which the merge left unmerged (a log file is never changed: kept as its name says)")
 
 
-def _act(workspace, store, actor, act, *, create: bool = True):  # type: ignore[no-untyped-def]
+def _act(workspace_dir, store_dir, actor, act, *, create: bool = True):  # type: ignore[no-untyped-def]
     """Run one of qem_edit.acts on the workspace's store as the actor; say its notices."""
     from . import workspace as ws
 
     who = ws.actor(actor)
-    place, handle = _open(workspace, store, write=True, create=create)
-    with handle:
-        written = act(handle, place, who)
+    place, store = _open(workspace_dir, store_dir, write=True, create=create)
+    with store:
+        written = act(store, place, who)
     for notice in written.notices:
-        _say(notice)
+        say(notice)
     return written
 
 
-_say = say  # one way to speak to the person, control characters made visible (qem_edit.shown)
+def _answer(workspace_dir, store_dir, read, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
+    """Open the memory, run one read on it (qem_edit.answers, query, context) and print its
+    answer: every read command is this over one library call."""
+    _, store = _open(workspace_dir, store_dir)
+    with store:
+        return _show(read(store), as_json)
 
 
 def _show(answer, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
@@ -169,7 +174,7 @@ def _qem(
 
 
 @app.command()
-def init(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
+def init(workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None) -> int:
     """Create the memory (idempotent): the log directories, their .gitignore, the memory's id.
 
     Example: qem init --workspace ~/project
@@ -177,12 +182,12 @@ def init(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
     from . import workspace as ws
     from .gitstage import stage_written
 
-    place = ws.resolve(workspace, store)
-    with Store.open(place.store_path, create=True) as handle:
-        print(handle.started or f"memory already exists: {place.store_path}")
-        notices = stage_written(handle, place)
+    place = ws.resolve(workspace_dir, store_dir)
+    with Store.open(place.store_path, create=True) as store:
+        print(store.started or f"memory already exists: {place.store_path}")
+        notices = stage_written(store, place)
     for notice in notices:
-        _say(notice)
+        say(notice)
     return 0
 
 
@@ -196,8 +201,8 @@ def add(
     allow_secret: AllowSecretOpt = False,
     expires: ExpiresOpt = None,
     ttl: TtlOpt = None,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
     actor: ActorOpt = None,
 ) -> int:
     """Add a note and print its id (and say so when a note in force has the same text).
@@ -207,7 +212,7 @@ def add(
     from . import acts
 
     body = _text_arg(text)
-    written = _act(workspace, store, actor, lambda h, p, who: acts.add(h, p, body, kind, priority, provenance, who,
+    written = _act(workspace_dir, store_dir, actor, lambda h, p, who: acts.add(h, p, body, kind, priority, provenance, who,
                                                                        allow_secret=allow_secret, expires=expires,
                                                                        ttl=ttl))
     return _written_note(written, as_json)
@@ -237,8 +242,8 @@ def supersede(
     allow_secret: AllowSecretOpt = False,
     expires: Annotated[Optional[str], typer.Option("--expires", help="The successor's end (default: the old note's): a date (YYYY-MM-DD) or a UTC time, in the future; none: no end.", show_default=False)] = None,
     ttl: Annotated[Optional[str], typer.Option("--ttl", help="The successor's end as a time to live from now: a number and h, d or w (30d).", show_default=False)] = None,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
     actor: ActorOpt = None,
 ) -> int:
     """Replace a note with a successor (the old text stays in the log); print the new id.
@@ -248,82 +253,79 @@ def supersede(
     from . import acts
 
     body = _text_arg(text)
-    written = _act(workspace, store, actor,
+    written = _act(workspace_dir, store_dir, actor,
                    lambda h, p, who: acts.supersede(h, p, note_id, body, reason, who, kind, priority,
                                                     allow_secret=allow_secret, expires=expires, ttl=ttl),
                    create=False)
     return _written_note(written, as_json)
 
 
-def _move(event_type: str, note_id: str, reason, workspace, store, actor) -> int:  # type: ignore[no-untyped-def]
+def _move(event_type: str, note_id: str, reason, workspace_dir, store_dir, actor) -> int:  # type: ignore[no-untyped-def]
     from . import acts
 
-    written = _act(workspace, store, actor, lambda h, p, who: acts.move(h, p, event_type, note_id, reason, who),
+    written = _act(workspace_dir, store_dir, actor, lambda h, p, who: acts.move(h, p, event_type, note_id, reason, who),
                    create=False)
-    print(f"#{written.note.shown} {event_type} (event {written.event.id[:8]})")
+    print(f"#{written.note.shown} {event_type} (event {ids.shown(written.event.id)})")
     return 0
 
 
-@app.command()
-def revoke(note_id: IdArg, reason: RequiredReasonOpt = "", workspace: WorkspaceOpt = None, store: StoreOpt = None, actor: ActorOpt = None) -> int:
-    """Revoke a note: it no longer holds (a reason is required).
+def _move_command(move: Move) -> None:
+    """Register `qem VERB ID -m WHY` for a move made by its note's id and a reason alone, as
+    model.MOVES describes it (its help, and whether the reason is required)."""
 
-    Example: qem revoke 412 -m "wrong lock order"
-    """
-    return _move("revoked", note_id, reason, workspace, store, actor)
+    def command(note_id: IdArg, reason: ReasonOpt = None, workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None,
+                actor: ActorOpt = None) -> int:
+        return _move(move.event, note_id, reason, workspace_dir, store_dir, actor)
 
-
-@app.command("flag-stale")
-def flag_stale(note_id: IdArg, reason: RequiredReasonOpt = "", workspace: WorkspaceOpt = None, store: StoreOpt = None, actor: ActorOpt = None) -> int:
-    """Flag a note as possibly out of date (a reason is required).
-
-    Example: qem flag-stale 398 -m "the cache was rewritten in v2"
-    """
-    return _move("stale_flagged", note_id, reason, workspace, store, actor)
+    # (annotations are names here, which typer looks up: the reason's is given as the option itself)
+    command.__annotations__["reason"] = RequiredReasonOpt if move.needs_reason else ReasonOpt
+    command.__name__ = command.__qualname__ = move.verb
+    required = " (a reason is required)" if move.needs_reason else ""
+    app.command(move.command, help=f"{move.says}{required}.\n\nExample: {move.example}")(command)
 
 
-@app.command()
-def reinstate(note_id: IdArg, reason: ReasonOpt = None, workspace: WorkspaceOpt = None, store: StoreOpt = None, actor: ActorOpt = None) -> int:
-    """Put a revoked, stale or expired note back in force.
-
-    Example: qem reinstate 412 -m "the order was right after all"
-    """
-    return _move("reinstated", note_id, reason, workspace, store, actor)
-
-
-@app.command()
-def promote(note_id: IdArg, reason: ReasonOpt = None, workspace: WorkspaceOpt = None, store: StoreOpt = None, actor: ActorOpt = None) -> int:
-    """Raise a note's provenance to human: a person stands behind it.
-
-    Example: qem promote 4 -m "I said this"
-    """
-    return _move("promoted", note_id, reason, workspace, store, actor)
+def _move_commands() -> None:
+    """A command for each move made by its note's id and a reason alone (model.MOVES says
+    which), where `qem --help` lists them."""
+    for move in READING_ORDER:
+        if move.says and move.verb != "expire":  # (qem expire takes --due too: _expire_command)
+            _move_command(move)
 
 
-@app.command()
-def expire(note_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="The note (not with --due).", show_default=False)] = None,
-           reason: ReasonOpt = None,
-           due: Annotated[bool, typer.Option("--due", help="Expire every note in force past its end, now, in one check-in.")] = False,
-           as_json: JsonOpt = False, workspace: WorkspaceOpt = None, store: StoreOpt = None, actor: ActorOpt = None) -> int:
-    """Mark a note expired, or with --due every note past its end (expiry is an event;
-    reading never consults the clock).
+_move_commands()
 
-    Example: qem expire 77 -m "sprint over"; qem expire --due
-    """
+
+def _expire(note_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="The note (not with --due).", show_default=False)] = None,
+            reason: ReasonOpt = None,
+            due: Annotated[bool, typer.Option("--due", help="Expire every note in force past its end, now, in one check-in.")] = False,
+            as_json: JsonOpt = False, workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None,
+            actor: ActorOpt = None) -> int:
+    """`qem expire ID` is the move's command; `qem expire --due`, the sweep of every note past its end."""
     if due:
-        return _sweep(note_id, reason, as_json, workspace, store, actor)
+        return _sweep(note_id, reason, as_json, workspace_dir, store_dir, actor)
     if note_id is None:
         raise errors.BadInput("expire what? name a note (qem expire ID), or expire every note past its end: qem expire --due")
-    return _move("expired", note_id, reason, workspace, store, actor)
+    return _move("expired", note_id, reason, workspace_dir, store_dir, actor)
 
 
-def _sweep(note_id, reason, as_json: bool, workspace, store, actor) -> int:  # type: ignore[no-untyped-def]
+def _expire_command() -> None:
+    """`qem expire`: the move's command as model.MOVES describes it, with `--due` beside the
+    note's id."""
+    move = MOVE_BY_VERB["expire"]
+    app.command(move.command, help=f"{move.says}; with --due, every note in force past its end (its `expires`),"
+                                   f" in one check-in.\n\nExample: {move.example}; qem expire --due")(_expire)
+
+
+_expire_command()
+
+
+def _sweep(note_id, reason, as_json: bool, workspace_dir, store_dir, actor) -> int:  # type: ignore[no-untyped-def]
     """`qem expire --due`: qem_edit.expiry.sweep, shown as an answer."""
     from .expiry import sweep
 
     if note_id is not None or reason is not None:
         raise errors.BadInput("--due expires every note past its end, with its end as the reason: give no ID or -m")
-    return _show(_act(workspace, store, actor, sweep, create=False), as_json)
+    return _show(_act(workspace_dir, store_dir, actor, sweep, create=False), as_json)
 
 
 @app.command()
@@ -331,8 +333,8 @@ def forget(
     note_id: IdArg,
     reason: RequiredReasonOpt = "",
     yes: Annotated[bool, typer.Option("--yes", help="Confirm: the text is erased for good.")] = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
     actor: ActorOpt = None,
 ) -> int:
     """Erase a note's text from the log for good, leaving a content-free tombstone.
@@ -344,8 +346,8 @@ def forget(
     acts.reason_for("forgotten", reason)
     if not yes:
         raise errors.BadInput(f"forget erases note #{note_id}'s text for good; add --yes to confirm")
-    written = _act(workspace, store, actor, lambda h, p, who: acts.forget(h, p, note_id, reason, who), create=False)
-    print(f"#{written.note.shown} forgotten (event {written.event.id[:8]})")
+    written = _act(workspace_dir, store_dir, actor, lambda h, p, who: acts.forget(h, p, note_id, reason, who), create=False)
+    print(f"#{written.note.shown} forgotten (event {ids.shown(written.event.id)})")
     return 0
 
 
@@ -359,27 +361,14 @@ AtOpt = Annotated[
 
 
 @app.command()
-def show(note_id: IdArg, as_json: JsonOpt = False, at: AtOpt = None, workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
+def show(note_id: IdArg, as_json: JsonOpt = False, at: AtOpt = None, workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None) -> int:
     """Show one note (as it is, or as it was --at a date or git revision).
 
     Example: qem show 12 --json
     """
-    from .answers import NoteView
-    from .query import note_at
+    from . import answers
 
-    _, handle = _open(workspace, store)
-    with handle:
-        full = handle.resolve(note_id)
-        note = handle.note(full) if at is None else note_at(handle, full, at)
-        shorts = handle.index.shorts(x for x in (note.supersedes, note.superseded_by) if x)
-    return _show(NoteView(note, shorts, came_with=_came_with(handle, note)), as_json)
-
-
-def _came_with(handle: Store, note) -> str | None:  # type: ignore[no-untyped-def]
-    """For a note whose text is missing: the commit that brought its event, if git knows."""
-    from .incomplete import event_commit
-
-    return event_commit(handle, note.id) if note.text_missing else None
+    return _answer(workspace_dir, store_dir, lambda store: answers.show(store, note_id, at), as_json)
 
 
 @app.command()
@@ -388,21 +377,18 @@ def context(
     fmt: Annotated[str, typer.Option("--format", help="markdown or json.")] = "markdown",
     skip: Annotated[int, typer.Option("--skip", metavar="N", help="Leave out the first N notes of the order, directives first (what did not fit a budget).")] = 0,
     at: AtOpt = None,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """What an agent reads at session start: the directives in force in full, then one
     line per other note in force, in that order within a token budget.
 
     Example: qem context --budget 1500
     """
-    from .acts import choice
     from .context import FORMATS, build
 
-    choice(fmt, FORMATS, "format")
-    _, handle = _open(workspace, store)
-    with handle:
-        return _show(build(handle, budget, at, skip), fmt == "json")
+    errors.choice(fmt, FORMATS, "format")
+    return _answer(workspace_dir, store_dir, lambda store: build(store, budget, at, skip), fmt == "json")
 
 
 @app.command("list")
@@ -410,43 +396,34 @@ def list_(
     kind: Annotated[Optional[str], typer.Option("--kind", "-k", help="Only this kind.", show_default=False)] = None,
     state: Annotated[Optional[str], typer.Option("--state", "-s", help="Only this state: " + ", ".join(STATES), show_default=False)] = None,
     as_json: JsonOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """List notes in the projection's order (kind, then id).
 
     Example: qem list --kind gotcha --state active
     """
-    from .acts import choice
-    from .answers import NoteList
+    from . import answers
 
-    choice(kind, KINDS, "kind")
-    choice(state, STATES, "state")
-    _, handle = _open(workspace, store)
-    with handle:
-        notes = handle.notes(kinds=[kind] if kind else None, states=[state] if state else None)
-    return _show(NoteList(notes), as_json)
+    errors.choice(kind, KINDS, "kind")
+    errors.choice(state, STATES, "state")
+    return _answer(workspace_dir, store_dir, lambda store: answers.notes(store, kind, state), as_json)
 
 
 @app.command()
 def log(
     note_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Only this note's events.", show_default=False)] = None,
     as_json: JsonOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Show the event log (all of it, or one note's), in the order every clone agrees on.
 
     Example: qem log 12
     """
-    from .answers import EventList
+    from . import answers
 
-    _, handle = _open(workspace, store)
-    with handle:
-        full = handle.resolve(note_id) if note_id is not None else None  # an unknown id is an error
-        events = handle.events(full)
-        shorts = handle.index.shorts({e.note for e in events} | {str(e.data.get(k)) for e in events for k in ("by", "supersedes") if e.data.get(k)})
-        return _show(EventList(events, shorts), as_json)
+    return _answer(workspace_dir, store_dir, lambda store: answers.log(store, note_id), as_json)
 
 
 @app.command()
@@ -456,8 +433,8 @@ def verify(
     staged: StagedOpt = False,
     base: Annotated[Optional[str], typer.Option("--base", metavar="REV", help="Name events the merge base of REV and HEAD holds that the log lacks (default: HEAD's).", show_default=False)] = None,
     as_json: JsonOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Check the log, the index and MEMORY.md (exit 1 on a problem); list open disputes.
 
@@ -465,20 +442,20 @@ def verify(
     """
     from .checks import verify_report
 
-    place, handle = _open(workspace, store, write=False, name_set_aside=False)  # it lists them itself
-    with handle:
+    place, store = _open(workspace_dir, store_dir, write=False, name_set_aside=False)  # it lists them itself
+    with store:
         if staged:
             from .staged import verify_staged
 
-            return _show(verify_staged(handle, place, repair=repair, disputes_fail=fail_on_disputes, base=base), as_json)
-        return _show(verify_report(handle, place, repair=repair, disputes_fail=fail_on_disputes, base=base), as_json)
+            return _show(verify_staged(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base), as_json)
+        return _show(verify_report(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base), as_json)
 
 
 @app.command()
 def dump(
     file: Annotated[Optional[Path], typer.Argument(help="Where to write (default: standard output).", show_default=False)] = None,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Write the whole log as JSON Lines, one event a line, with created notes' texts (docs/DUMP.md).
 
@@ -487,9 +464,9 @@ def dump(
     from .dump import dump_lines
     from .files import write_atomic
 
-    _, handle = _open(workspace, store)
-    with handle:  # streamed, a line at a time
-        lines = (line.encode("utf-8") for line in dump_lines(handle))
+    _, store = _open(workspace_dir, store_dir)
+    with store:  # streamed, a line at a time
+        lines = (line.encode("utf-8") for line in dump_lines(store))
         if file is None or str(file) == "-":
             sys.stdout.flush()
             sys.stdout.buffer.writelines(lines)
@@ -503,8 +480,8 @@ def dump(
 def load(
     file: Annotated[Path, typer.Argument(help="A JSON Lines log written by `qem dump` (- for standard input).", show_default=False)],
     allow_secret: AllowSecretOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Add a dumped log to the memory, checking every line first (all or nothing).
 
@@ -527,12 +504,12 @@ def load(
             except OSError as exc:
                 raise errors.BadInput(f"cannot read {file}: {exc.strerror}") from None
     with staged:
-        place, handle = _open(workspace, store, write=True)
-        with handle:
-            count = load_staged(handle, staged)
-            for notice in auto_export(handle, place):
-                _say(notice)
-            print(f"loaded {count} new events ({staged.count - count} already here); {handle.count()} notes")
+        place, store = _open(workspace_dir, store_dir, write=True)
+        with store:
+            count = load_staged(store, staged)
+            for notice in auto_export(store, place):
+                say(notice)
+            print(f"loaded {count} new events ({staged.count - count} already here); {store.count()} notes")
     return 0
 
 
@@ -542,8 +519,8 @@ def import_(
     path: Annotated[Path, typer.Argument(metavar="STORE.db", help="vectr's SQLite store (working_context.sqlite).", show_default=False)],
     workspace_name: Annotated[Optional[str], typer.Option("--workspace-name", help="The vectr workspace to import (its path, or the path's last part); needed when the file holds several.", show_default=False)] = None,
     allow_secret: AllowSecretOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Import another tool's memory: each note with its history; print what was
     imported, mapped and skipped (importing again adds nothing).
@@ -557,35 +534,35 @@ def import_(
         raise errors.BadInput(f"qem imports from: vectr (not {source!r})")
     _no_allowance_for_loads(allow_secret)
     prepared = prepare(path, workspace_name)  # the vectr store read and mapped before anything is opened
-    place, handle = _open(workspace, store, write=True)
-    with handle:
-        report = import_vectr(handle, prepared)
-        for notice in auto_export(handle, place):
-            _say(notice)
+    place, store = _open(workspace_dir, store_dir, write=True)
+    with store:
+        report = import_vectr(store, prepared)
+        for notice in auto_export(store, place):
+            say(notice)
         _out(report.text())
     return 0
 
 
 @app.command()
-def pack(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
+def pack(workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None) -> int:
     """Gather loose log files into packs (writes do it by themselves past 1,000 loose files).
 
     Example: qem pack
     """
     from .gitstage import stage_written
 
-    place, handle = _open(workspace, store, write=True, create=False)
-    with handle:
-        before, after = handle.pack()
-        notices = stage_written(handle, place)
+    place, store = _open(workspace_dir, store_dir, write=True, create=False)
+    with store:
+        before, after = store.pack()
+        notices = stage_written(store, place)
     print(f"packed: {before} log files before, {after} now")
     for notice in notices:
-        _say(notice)
+        say(notice)
     return 0
 
 
 @app.command()
-def migrate(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
+def migrate(workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None) -> int:
     """Convert a store from before memory lived in git (.qem/memory.db) into the log.
 
     Example: qem migrate
@@ -593,7 +570,7 @@ def migrate(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
     from . import workspace as ws
     from .migrate import migrate as run_migrate
 
-    place = ws.resolve(workspace, store)
+    place = ws.resolve(workspace_dir, store_dir)
     print(run_migrate(place))
     return 0
 
@@ -602,20 +579,14 @@ def migrate(workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
 
 
 @app.command()
-def status(note_id: IdArg, as_json: JsonOpt = False, workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
+def status(note_id: IdArg, as_json: JsonOpt = False, workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None) -> int:
     """Is this note current?  yes, no, or unknown, with the reason.
 
     Example: qem status 12
     """
-    from .answers import CurrencyAnswer
-    from .resolver import Graph
+    from . import answers
 
-    _, handle = _open(workspace, store)
-    with handle:
-        full = handle.resolve(note_id)
-        answer = Graph.of({n.id: n for n in handle.notes()}).currency(full)
-        shown = handle.note(full).shown
-    return _show(CurrencyAnswer(answer, shown), as_json)
+    return _answer(workspace_dir, store_dir, lambda store: answers.status(store, note_id), as_json)
 
 
 @app.command(context_settings={"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]})
@@ -624,8 +595,8 @@ def query(
     events: Annotated[bool, typer.Option("--events", help="Filter the event log instead of notes.")] = False,
     as_json: JsonOpt = False,
     count: Annotated[bool, typer.Option("--count", help="Print only the number of matches on stdout (the scope line goes to stderr).")] = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Exact filters over headers, answered with the scope that was scanned.
 
@@ -639,9 +610,7 @@ def query(
     from . import query as q
 
     parsed = q.parse_filters(filters or [], events)
-    _, handle = _open(workspace, store)
-    with handle:
-        return _show(q.answer(handle, parsed, events, count), as_json)
+    return _answer(workspace_dir, store_dir, lambda store: q.answer(store, parsed, events, count), as_json)
 
 
 @app.command()
@@ -649,8 +618,8 @@ def dispute(
     a: Annotated[str, typer.Argument(metavar="A", help="One note.", show_default=False)],
     b: Annotated[str, typer.Argument(metavar="B", help="The note that disagrees with it.", show_default=False)],
     reason: RequiredReasonOpt = "",
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
     actor: ActorOpt = None,
 ) -> int:
     """Record that two notes disagree (neither is edited); print the dispute's id.
@@ -659,8 +628,8 @@ def dispute(
     """
     from . import acts
 
-    written = _act(workspace, store, actor, lambda h, p, who: acts.dispute(h, p, a, b, reason, who))
-    print((written.dispute or "")[:DISPUTE_SHOWN])
+    written = _act(workspace_dir, store_dir, actor, lambda h, p, who: acts.dispute(h, p, a, b, reason, who))
+    print(ids.side_shown(written.dispute or ""))
     return 0
 
 
@@ -669,8 +638,8 @@ def rule(
     what: Annotated[str, typer.Argument(metavar="DISPUTE|NOTE", help="A dispute's id, a note whose concurrent changes disagree, or a note several notes supersede (a fork).", show_default=False)],
     keep: Annotated[str, typer.Option("--keep", help="For a dispute, the note that stands (the other is revoked); for a note's concurrent changes, the side that stands, as its DISPUTED marker shows it; for a fork, the successor that stands (the others are revoked).", show_default=False)],
     reason: RequiredReasonOpt = "",
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
     actor: ActorOpt = None,
 ) -> int:
     """Settle a disagreement: a dispute between notes, a note's concurrent changes, or a fork.
@@ -679,21 +648,21 @@ def rule(
     """
     from . import acts
 
-    _act(workspace, store, actor, lambda h, p, who: acts.rule(h, p, what, keep, reason, who))
+    _act(workspace_dir, store_dir, actor, lambda h, p, who: acts.rule(h, p, what, keep, reason, who))
     print(f"{what} ruled: {keep} stands")
     return 0
 
 
 @app.command("mcp")
 def mcp_(actor: Annotated[Optional[str], typer.Option("--actor", help="Who writes (default: the client's name from its clientInfo, else QEM_ACTOR or the login name).", show_default=False)] = None,
-         workspace: WorkspaceOpt = None, store: StoreOpt = None) -> int:
+         workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None) -> int:
     """Serve the memory to an agent over MCP (stdio); needs `pip install 'qem-edit[mcp]'`.
 
     Example: qem mcp --workspace ~/project
     """
     from .mcp_server import Memory, serve
 
-    return serve(Memory(workspace, store, actor))
+    return serve(Memory(workspace_dir, store_dir, actor))
 
 
 # -- the mirror ----------------------------------------------------------------------------
@@ -712,8 +681,8 @@ def export_(
     force: Annotated[bool, typer.Option("--force", help="Overwrite a MEMORY.md edited by hand (its edits are lost).")] = False,
     at: AtOpt = None,
     staged: StagedOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Render the store to a byte-stable MEMORY.md (untouched when nothing changed).
 
@@ -729,54 +698,54 @@ def export_(
         raise errors.BadInput("filters select notes to print: use them with --stdout (and without --at);"
                               " MEMORY.md always holds the whole memory")
     if not (stdout or check or diff):
-        _settle_log(workspace, store)
-    place, handle = _open(workspace, store)
+        _settle_log(workspace_dir, store_dir)
+    place, store = _open(workspace_dir, store_dir)
     target = place.mirror_path(path)
-    with handle:
+    with store:
         if stdout:  # the file's bytes, never decoded
             if not filters and at is None:
-                with mirror.rendering(handle) as (_, chunks):  # streamed, never held whole
+                with mirror.rendering(store) as (_, chunks):  # streamed, never held whole
                     sys.stdout.flush()
                     sys.stdout.buffer.writelines(chunks)
                     sys.stdout.buffer.flush()
                 return 0
-            selection = _selection(handle, None, False, filters)
-            _write_bytes(mirror.render_store(handle, selection)[1] if at is None else mirror.render_as_of(handle, at))
+            selection = _selection(store, None, False, filters)
+            _write_bytes(mirror.render_store(store, selection)[1] if at is None else mirror.render_as_of(store, at))
             return 0
         if staged and path is None:
-            refused = _judge_staged(handle, place)
+            refused = _judge_staged(store, place)
             if refused is not None:
                 return refused
         if check or diff:
-            return _check_mirror(handle, target, check, diff)
-        wrote = mirror.export(handle, target, force=force)
-    _say(f"{'wrote' if wrote else 'unchanged:'} {target}")
+            return _check_mirror(store, target, check, diff)
+        wrote = mirror.export(store, target, force=force)
+    say(f"{'wrote' if wrote else 'unchanged:'} {target}")
     return 0
 
 
-def _judge_staged(handle: Store, place) -> int | None:  # type: ignore[no-untyped-def]
+def _judge_staged(store: Store, place) -> int | None:  # type: ignore[no-untyped-def]
     """`--staged`: the commit's verdict where it is not the work tree's (its exit
     status; nothing is written), else None (judge the work tree)."""
     from .staged import staged_verdict
 
-    verdict = staged_verdict(handle, place)
+    verdict = staged_verdict(store, place)
     if verdict is None:
         return None
     _out(("ok: " if verdict.clean else "qem: ") + verdict.message, sys.stderr)  # (memory's text, shown)
     return 0 if verdict.clean else 1
 
 
-def _check_mirror(handle: Store, target: Path, check: bool, diff: bool) -> int:
+def _check_mirror(store: Store, target: Path, check: bool, diff: bool) -> int:
     """`export --check` and/or `--diff`: exit 1 when the file differs from the rendering."""
     from . import export as mirror
 
     code = 0
     if diff:
-        patch = mirror.unified_diff(handle, target)
+        patch = mirror.unified_diff(store, target)
         _write_bytes(patch.encode("utf-8"))
         code = 1 if patch else 0
     if check:
-        verdict = mirror.check(handle, target)
+        verdict = mirror.check(store, target)
         _out(("ok: " if verdict.clean else "qem: ") + verdict.message, sys.stderr)
         code = max(code, 0 if verdict.clean else 1)
     return code
@@ -807,8 +776,8 @@ def edit(
     resume: Annotated[Optional[str], typer.Option("--resume", help="Reopen a kept edit: its id, or the latest when no id follows (`qem checkouts` lists them).", show_default=False)] = None,
     mass: MassOpt = False,
     allow_secret: AllowSecretOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
     actor: ActorOpt = None,
 ) -> int:
     """Edit memory in $EDITOR; the edit is checked in as events, three-way.
@@ -823,10 +792,10 @@ def edit(
 
     if filters and resume is not None:
         raise errors.BadInput("--resume reopens a kept edit as it was checked out: give it no filters")
-    place, handle = _open(workspace, store, write=True)
-    with handle:
-        selection = _selection(handle, kind, active, filters)
-        return _checked_in(run_edit(handle, place, selection, reason, yes, resume, ws.actor(actor), mass,
+    place, store = _open(workspace_dir, store_dir, write=True)
+    with store:
+        selection = _selection(store, kind, active, filters)
+        return _checked_in(run_edit(store, place, selection, reason, yes, resume, ws.actor(actor), mass,
                                     allow_secret=allow_secret))
 
 
@@ -836,8 +805,8 @@ def checkout(
     path: Annotated[Optional[Path], typer.Option("--path", help="Write the checkout here (default: a private directory under .qem/checkouts/).", show_default=False)] = None,
     kind: KindsOpt = None,
     active: ActiveOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Write an editable checkout and print its path; check it in with `qem checkin`.
 
@@ -845,9 +814,9 @@ def checkout(
     """
     from .checkouts import write_checkout
 
-    place, handle = _open(workspace, store)
-    with handle:
-        print(write_checkout(handle, place, _selection(handle, kind, active, filters), path))
+    place, store = _open(workspace_dir, store_dir)
+    with store:
+        print(write_checkout(store, place, _selection(store, kind, active, filters), path))
     return 0
 
 
@@ -860,8 +829,8 @@ def checkin(
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan (and, once applied, the new ids) as JSON.")] = False,
     mass: MassOpt = False,
     allow_secret: AllowSecretOpt = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
     actor: ActorOpt = None,
 ) -> int:
     """Check an edited checkout (or a hand-edited MEMORY.md) in as events; print the new
@@ -872,9 +841,9 @@ def checkin(
     from . import workspace as ws
     from .terminal import run_checkin
 
-    place, handle = _open(workspace, store, write=True, create=False)
-    with handle:
-        outcome = run_checkin(handle, place, path, reason, yes, dry_run, ws.actor(actor),
+    place, store = _open(workspace_dir, store_dir, write=True, create=False)
+    with store:
+        outcome = run_checkin(store, place, path, reason, yes, dry_run, ws.actor(actor),
                               as_json=as_json, allow_mass_change=mass, allow_secret=allow_secret)
         return _checked_in(outcome)
 
@@ -883,8 +852,8 @@ def checkin(
 def checkouts_(
     discard: Annotated[Optional[list[str]], typer.Option("--discard", help="Remove this kept edit (repeatable); a file written by `qem checkout --path` stays, only its record goes.", show_default=False)] = None,
     discard_all: Annotated[bool, typer.Option("--discard-all", help="Remove every kept edit.")] = False,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """List the kept edits (oldest first) with their age and what checking each in would do.
 
@@ -893,16 +862,16 @@ def checkouts_(
     from .checkin import summary_of
     from .checkouts import find_checkout, kept
 
-    place, handle = _open(workspace, store)
-    with handle:
+    place, store = _open(workspace_dir, store_dir)
+    with store:
         if discard or discard_all:
             doomed = kept(place) if discard_all else [find_checkout(place, which) for which in discard or []]
             for checkout in doomed:
                 checkout.discard()
-                _say(f"discarded the kept edit {checkout.id} ({checkout.file})")
+                say(f"discarded the kept edit {checkout.id} ({checkout.file})")
             return 0
         for checkout in kept(place):
-            _out(f"{checkout.id}\t{_age(checkout.directory)}\t{checkout.file}\t{summary_of(handle, checkout)}")
+            _out(f"{checkout.id}\t{_age(checkout.directory)}\t{checkout.file}\t{summary_of(store, checkout)}")
     return 0
 
 
@@ -919,18 +888,18 @@ def _age(path: Path) -> str:
 def _checked_in(outcome) -> int:  # type: ignore[no-untyped-def]
     """A check-in's exit status: 1 for a dry run that found changes (as `export --check`),
     2 for an empty or unreadable edit, 3 for conflicts."""
-    from .checkin import is_conflict
+    from .checkin import Status, is_conflict
 
-    if outcome.status == "refused":
+    if outcome.status is Status.REFUSED:
         return errors.EXIT_CONFLICT if is_conflict(outcome.proposal) else errors.EXIT_INPUT
-    if outcome.status == "empty":
+    if outcome.status is Status.EMPTY:
         return errors.EXIT_INPUT
-    if outcome.status == "dry_run" and outcome.proposal.plan.ops:
+    if outcome.status is Status.DRY_RUN and outcome.proposal.plan.ops:
         return errors.EXIT_DIFFERENT
     return errors.EXIT_OK
 
 
-def _selection(handle: Store, kinds: list[str] | None, active: bool, filters: list[str] | None) -> Selection:
+def _selection(store: Store, kinds: list[str] | None, active: bool, filters: list[str] | None) -> Selection:
     """The notes a checkout (or a printed rendering) holds: some kinds, live ones, or
     exactly those a query matches now (said on stderr, with the query's scope)."""
     from .checkouts import query_selection
@@ -939,18 +908,16 @@ def _selection(handle: Store, kinds: list[str] | None, active: bool, filters: li
         return Selection(kinds=_kinds(kinds), active_only=active)
     if kinds or active:
         raise errors.BadInput("give either --kind/--active or query filters (kind=... state=active), not both")
-    selection = query_selection(handle, filters)
-    _say(f"{len(selection.notes or ()):,} notes match {' '.join(selection.query or ())}; the rendering holds only them")
+    selection = query_selection(store, filters)
+    say(f"{len(selection.notes or ()):,} notes match {' '.join(selection.query or ())}; the rendering holds only them")
     return selection
 
 
 def _kinds(kinds: list[str] | None) -> tuple[str, ...] | None:
-    from .acts import choice
-
     if not kinds:
         return None
     for k in kinds:
-        choice(k, KINDS, "kind")
+        errors.choice(k, KINDS, "kind")
     return tuple(k for k in KINDS if k in kinds)
 
 
@@ -963,41 +930,39 @@ def diff_(
     fmt: Annotated[str, typer.Option("--format", help="text, markdown (a pull-request comment) or json.")] = "text",
     stat: Annotated[bool, typer.Option("--stat", help="Only the counts per note kind and event type.")] = False,
     max_chars: Annotated[int, typer.Option("--max-chars", metavar="N", help="markdown: at most N characters, cut at a change, the last line saying how many were left out and how to see them (GitHub's comments take 65536; 0: no limit).")] = 0,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """What memory learned between two revisions, as events (exit 1 when it changed).
 
     Example: qem diff origin/main HEAD --format markdown
     """
     from . import workspace as ws
-    from .acts import choice
     from .diff import memory_diff
     from .diffview import DiffAnswer
 
-    choice(fmt, ("text", "markdown", "json"), "format")
+    errors.choice(fmt, ("text", "markdown", "json"), "format")
     if max_chars < 0 or (max_chars and fmt != "markdown"):
         raise errors.BadInput(f"--max-chars {max_chars}: a number of characters for --format markdown (0: no limit)")
-    place = ws.resolve(workspace, store)
+    place = ws.resolve(workspace_dir, store_dir)
     return _show(DiffAnswer(memory_diff(place.store_path, revs or []), fmt, stat, max_chars), fmt == "json")
 
 
 @app.command()
 def hooks(
     action: Annotated[str, typer.Argument(metavar="install", help="install: make git diff and git log -p show the log one line per event.", show_default=False)],
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Set git up for this repository's memory (the log's readable diffs).
 
     Example: qem hooks install
     """
     from . import workspace as ws
-    from .acts import choice
     from .textconv import install
 
-    choice(action, ("install",), "hooks action")
-    for line in install(ws.resolve(workspace, store).store_path):
+    errors.choice(action, ("install",), "hooks action")
+    for line in install(ws.resolve(workspace_dir, store_dir).store_path):
         print(line)
     return 0
 
@@ -1005,8 +970,8 @@ def hooks(
 @app.command("check-secrets")
 def check_secrets(
     files: Annotated[Optional[list[Path]], typer.Argument(help="Log files under .qem/ (the pre-commit hook passes those a commit adds).", show_default=False)] = None,
-    workspace: WorkspaceOpt = None,
-    store: StoreOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
 ) -> int:
     """Fail (exit 1) when a log file given holds a secret no person allowed: the
     pre-commit hook `qem-secrets` runs it on the files a commit adds.
@@ -1015,14 +980,14 @@ def check_secrets(
     """
     from .secrets import files_problems
 
-    _, handle = _open(workspace, store)
-    with handle:
-        problems = files_problems(handle, files or [])
+    _, store = _open(workspace_dir, store_dir)
+    with store:
+        problems = files_problems(store, files or [])
     for problem in problems:
         print(problem)
     if problems:
-        _say(f"{len(problems)} secret(s) in what is committed; forget the note (`qem forget ID -m WHY --yes`),"
-             " and if a commit already holds it, purge it from git history (docs/SHARING.md)")
+        say(f"{len(problems)} secret(s) in what is committed; forget the note (`qem forget ID -m WHY --yes`),"
+            " and if a commit already holds it, purge it from git history (docs/SHARING.md)")
         return errors.EXIT_DIFFERENT
     return 0
 
@@ -1126,12 +1091,10 @@ def main(argv: list[str] | None = None) -> None:
     except _PipeClosed:
         _silence_stdout()  # the reader went away (`qem log | head`): end quietly, as git does
         code = errors.EXIT_OK
-    except errors.QemError as exc:
-        label = "" if isinstance(exc, errors.Interrupted) else "error: "
-        say(f"{label}{exc}")
-        if exc.hint:
-            say(exc.hint)
-        code = exc.exit_code
+    except (errors.QemError, OSError) as exc:  # OSError: a file qem cannot create or write (read-only, full disk)
+        for line in errors.words(exc):
+            say(line)
+        code = exc.exit_code if isinstance(exc, errors.QemError) else errors.EXIT_INPUT
     except ClickExit as exc:
         code = exc.exit_code
     except ClickAbort:
@@ -1143,10 +1106,6 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         print("\nqem: interrupted", file=sys.stderr)
         code = errors.EXIT_INTERRUPTED
-    except OSError as exc:  # a file qem cannot create or write (read-only place, full disk)
-        where = f"{exc.filename}: " if exc.filename else ""
-        say(f"error: {where}{exc.strerror or exc}")
-        code = errors.EXIT_INPUT
     if db.interrupted() and code != errors.EXIT_INTERRUPTED:  # a Ctrl-C that ended an SQLite statement
         print("\nqem: interrupted", file=sys.stderr)
         code = errors.EXIT_INTERRUPTED

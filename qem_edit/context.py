@@ -24,8 +24,8 @@ from datetime import date
 from typing import Iterable, Iterator
 
 from . import errors
-from .index import NOTE_COLUMNS, note_from_row
-from .model import KIND_RANK, KINDS, LIVE_STATES, PRIORITIES, Note, past_end
+from .index import note_from_row
+from .model import KIND_RANK, KINDS, PRIORITIES, Note, past_end
 from .store import Store
 
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and code in BPE tokenizers
@@ -210,13 +210,10 @@ def entry(note: Note, reference: str, forked: set[str], now: str = "") -> Entry:
 
 # -- building it from a memory ------------------------------------------------------------------
 
-_LIVE = "state IN ('active', 'stale')"
-assert LIVE_STATES == {"active", "stale"}  # _LIVE spells them out for the index's SQL
-
 
 def build(store: Store, budget: int = DEFAULT_BUDGET, at: str | None = None, skip: int = 0) -> Context:
     """The context of the memory as it is (or as it was `at` a date or git revision)."""
-    from .db import utc_now
+    from .times import is_time, parse_time, utc_now
 
     if budget < 0:
         raise errors.BadInput(f"--budget {budget}: give a number of tokens (0: no limit)")
@@ -224,12 +221,8 @@ def build(store: Store, budget: int = DEFAULT_BUDGET, at: str | None = None, ski
         raise errors.BadInput(f"--skip {skip}: give a number of index lines to leave out")
     if at is None:
         return _now(store, budget, skip, utc_now())
-    from .history import _DATE
-
-    from .query import parse_time
-
-    reference = at[:10] if _DATE.match(at) else utc_now()[:10]
-    return _past(store, budget, skip, at, reference, parse_time(at, "--at", end=True) if _DATE.match(at) else utc_now())
+    reference = at[:10] if is_time(at) else utc_now()[:10]
+    return _past(store, budget, skip, at, reference, parse_time(at, "--at", end=True) if is_time(at) else utc_now())
 
 
 def _now(store: Store, budget: int, skip: int, now: str) -> Context:
@@ -237,15 +230,11 @@ def _now(store: Store, budget: int, skip: int, now: str) -> Context:
     budget is spent (at 74,900 notes, the rest is counted, never read)."""
     reference = now[:10]
     with store.reading():
-        latest = store._read("SELECT max(at) FROM events")[0][0]
-        forked = {r[0] for r in store._read(
-            f"SELECT id FROM notes WHERE {_LIVE} AND supersedes IN (SELECT supersedes FROM notes INDEXED BY"
-            f" notes_by_parent WHERE supersedes IS NOT NULL AND {_LIVE} GROUP BY supersedes HAVING count(*) > 1)")}
+        latest, forked = store.latest_at(), store.forked_in_force()
         every = [entry(note_from_row(r), reference, forked, now) for r in _in_order(store, ["directive"])]
         directives, past = every[skip:], max(0, skip - len(every))  # --skip counts the directives first
-        others = store._read(f"SELECT count(*) FROM notes WHERE kind_rank != ? AND {_LIVE}",
-                             (KIND_RANK["directive"],))[0][0]
-        context = Context(str(store.path), latest, reference, budget, [], [], max(0, others - past), skip,
+        others = store.count_in_force_besides("directive")
+        context = Context(str(store.root), latest, reference, budget, [], [], max(0, others - past), skip,
                           directive_total=len(directives))
         rows = islice(_in_order(store, [k for k in KINDS if k != "directive"]), past, None)
         return fill(context, chain(directives, (entry(note_from_row(r), reference, forked, now) for r in rows)))
@@ -257,9 +246,7 @@ def _in_order(store: Store, kinds: list[str]) -> Iterator[tuple]:
     sort, and nothing past what the budget takes is read."""
     for kind in kinds:
         for priority in PRIORITIES:
-            yield from store.conn.execute(
-                f"SELECT {NOTE_COLUMNS} FROM notes INDEXED BY notes_in_order WHERE kind_rank = ? AND priority = ?"
-                f" AND {_LIVE} ORDER BY id", (KIND_RANK[kind], priority))
+            yield from store.rows_in_force(kind, priority)
 
 
 def _past(store: Store, budget: int, skip: int, at: str, reference: str, now: str) -> Context:
@@ -274,6 +261,6 @@ def _past(store: Store, budget: int, skip: int, at: str, reference: str, now: st
     ordered = sorted(notes, key=order)
     every = [entry(n, reference, forked, now) for n in ordered if n.kind == "directive"]
     directives, others = every[skip:], [n for n in ordered if n.kind != "directive"][max(0, skip - len(every)):]
-    context = Context(str(store.path), None, reference, budget, [], [], len(others), skip, at,
+    context = Context(str(store.root), None, reference, budget, [], [], len(others), skip, at,
                       directive_total=len(directives))
     return fill(context, chain(directives, (entry(n, reference, forked, now) for n in others)))

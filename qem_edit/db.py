@@ -3,15 +3,15 @@ and turns SQLite's errors into qem's (by result code, never by message text)."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
-from datetime import datetime, timezone
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, Sized, TypeVar
 
 from . import errors
 
+Connection = sqlite3.Connection  # what the other modules name a connection the storage layer hands them
 BUSY_TIMEOUT_MS = 5_000
 WRITE_PATIENCE_S = 60.0
 _BUSY = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED"})
@@ -39,14 +39,6 @@ def on_interrupt(signum: int, frame: object) -> None:
 
 def interrupted() -> bool:
     return _interrupted
-
-
-def utc_now() -> str:
-    """Now, UTC, second precision.  `QEM_NOW` pins it (tests and reproducible fixtures)."""
-    pinned = os.environ.get("QEM_NOW")
-    if pinned:
-        return pinned
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _primary(exc: sqlite3.Error) -> str:
@@ -110,3 +102,39 @@ def connect(target: str, *, uri: bool = False) -> sqlite3.Connection:
     # forget must leave no text behind in freed pages of the index either
     conn.execute("PRAGMA secure_delete = ON")
     return conn
+
+
+# every error `translate` makes: what a caller that reads a cache and carries on without it catches
+TRANSLATED = (errors.StoreBusy, errors.StoreUnwritable, errors.NotAStore, errors.Interrupted)
+CHUNK = 500  # ids per `IN (...)`: well under SQLite's limit on bound parameters
+
+
+def chunks(items: list[T]) -> Iterator[list[T]]:
+    """`items` (ids, sorted by the caller) a CHUNK at a time: each is bound into one `IN (...)`."""
+    for start in range(0, len(items), CHUNK):
+        yield items[start:start + CHUNK]
+
+
+def marks(values: Sized) -> str:
+    """The `?, ?, ...` placeholders for binding `values` into `IN (...)`."""
+    return ", ".join("?" * len(values))
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A write transaction (BEGIN IMMEDIATE): committed when the block ends, rolled back
+    when anything is raised in it (a rollback that itself fails gives way to the error
+    that caused it).  Every write of a memory's index is one (a file of one process's
+    own, as verify's fresh replay, needs no lock); SQLite's errors pass through to the
+    `patiently` that runs it, which waits out a busy one and translates the rest, once."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+        raise

@@ -10,18 +10,14 @@ import html
 import re
 from dataclasses import dataclass
 
+from . import ids
 from .diff import WORK_TREE, Change, MemoryDiff
-from .model import EVENT_TYPES, KINDS, Event
+from .model import EVENT_TYPES, KINDS, READING_ORDER, Event
 from .removals import Removal
 from .shown import visible
 
-# The groups in the order a reader meets them, with their headings.
-GROUPS = (
-    ("created", "created"), ("superseded", "superseded"), ("revoked", "revoked"),
-    ("stale_flagged", "flagged stale"), ("reinstated", "reinstated"), ("promoted", "promoted"),
-    ("expired", "expired"), ("forgotten", "forgotten"), ("disputed", "disputes opened"),
-    ("ruled", "disputes ruled"),
-)
+# The groups (a change's event type) in the order a reader meets them, with their headings.
+GROUPS = tuple((m.event, m.label) for m in READING_ORDER)
 SHORT_TEXT = 100  # longer texts, and texts of several lines, are folded in markdown
 NAMED_REMOVALS = 10  # the removed notes the removal line names (the rest are counted)
 _ALWAYS = re.compile(r"([\\`*_{}\[\]<>|~&#!])")  # what means something anywhere in a line
@@ -104,7 +100,7 @@ def removal_headline(removal: Removal, diff: MemoryDiff) -> str:
 
 
 def _short(diff: MemoryDiff, note: str) -> str:
-    return "#" + diff.shorts.get(note, note[:8])
+    return "#" + ids.shown(note, diff.shorts.get(note))
 
 
 def _events(count: int, what: str = "memory ") -> str:
@@ -117,24 +113,24 @@ def _rev(label: str) -> str:
 
 def who(event: Event) -> str:
     agent = " (agent)" if event.data.get("writer") == "agent" else ""
-    checkin = f", check-in {event.checkin[:8]}" if event.checkin else ""
+    checkin = f", check-in {ids.shown(event.checkin)}" if event.checkin else ""
     reason = f": {event.reason}" if event.reason else ""
     return f"by {event.actor}{agent} at {event.at}{checkin}{reason}"
 
 
 def headline(change: Change, diff: MemoryDiff) -> str:
     """The change in one line, texts aside: `#k3f9 directive`, `#k3f9 → #m2n8 gotcha`."""
-    short = lambda n: "#" + diff.shorts.get(n, n[:8])  # noqa: E731
+    short = lambda n: "#" + ids.shown(n, diff.shorts.get(n))  # noqa: E731
     kind = diff.kinds.get(change.note, "note")
     event = change.events[0]
     if change.group == "superseded":
         return f"{short(change.note)} → {short(change.other or '')} {kind}"
     if change.group == "disputed":
-        return f"dispute {str(event.data.get('dispute'))[:6]}: {short(change.note)} and {short(change.other or '')}"
+        return f"dispute {ids.side_shown(str(event.data.get('dispute')))}: {short(change.note)} and {short(change.other or '')}"
     if change.group == "ruled" and event.data.get("dispute") is not None:
-        return f"dispute {str(event.data['dispute'])[:6]}: {short(change.other or '')} stands"
+        return f"dispute {ids.side_shown(str(event.data['dispute']))}: {short(change.other or '')} stands"
     if change.group == "ruled":
-        return f"{short(change.note)} {kind}: concurrent changes settled, side {str(change.other)[:6]} stands"
+        return f"{short(change.note)} {kind}: concurrent changes settled, side {ids.side_shown(str(change.other))} stands"
     if change.group == "created":
         data = event.data
         return f"{short(change.note)} {kind} · {data.get('priority')} · {data.get('provenance')}"
@@ -326,12 +322,12 @@ def as_data(diff: MemoryDiff) -> dict[str, object]:
 
 
 def _removal_data(removal: Removal, diff: MemoryDiff) -> dict[str, object]:
-    return {"note": removal.note, "short": diff.shorts.get(removal.note, removal.note[:8]), "kind": removal.kind,
+    return {"note": removal.note, "short": ids.shown(removal.note, diff.shorts.get(removal.note)), "kind": removal.kind,
             "text": removal.text, "whole": removal.whole, "events": [e.to_json() for e in removal.events]}
 
 
 def _change_data(change: Change, diff: MemoryDiff) -> dict[str, object]:
-    shown = lambda n: diff.shorts.get(n, n[:8]) if n else None  # noqa: E731
+    shown = lambda n: ids.shown(n, diff.shorts.get(n)) if n else None  # noqa: E731
     return {
         "group": change.group, "note": change.note, "short": shown(change.note),
         "kind": diff.kinds.get(change.note), "other": change.other, "other_short": shown(change.other),

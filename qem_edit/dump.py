@@ -20,12 +20,13 @@ import re
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
 
-from . import db, errors
+from . import errors, ids
 from .convert import convert, read_old_dump
-from .index import EVENT_COLUMNS, _event_values, event_from_row
+from .index import StagedLines
 from .logtree import MAX_CLOCK, LogFileError, TextRecord, event_from, event_object, text_problem
 from .model import Event, actor_problem, reason_problem
-from .store import Store, ensure_memory_id
+from .starting import ensure_memory_id
+from .store import Store
 
 BULK_AT = 2000  # a load of more new events than this is written and indexed streamed
 _BATCH = 5000  # dump lines staged at a time
@@ -54,7 +55,7 @@ def read_dump(raw: bytes, name: str) -> tuple[list[Event], list[TextRecord], int
         return list(staged.events()), list(staged.texts()), staged.memory_id  # type: ignore[return-value]
 
 
-class Staged:
+class Staged(StagedLines):
     """A dump's events and texts, checked line by line and kept in a temporary SQLite
     file (so a dump of any size is held a line at a time), in the dump's order."""
 
@@ -63,13 +64,7 @@ class Staged:
 
         self._folder = tempfile.TemporaryDirectory(prefix="qem-load-")
         self.path = Path(self._folder.name) / "staged.db"
-        self.conn = db.connect(str(self.path))
-        self.conn.execute("PRAGMA journal_mode = OFF")
-        self.conn.execute("PRAGMA synchronous = OFF")
-        self.conn.execute("PRAGMA cache_size = -32768")  # (KiB) for the sort by note: bounded
-        self.conn.execute(f"CREATE TABLE lines (seq INTEGER PRIMARY KEY, {EVENT_COLUMNS}, new INTEGER NOT NULL DEFAULT 1)")
-        self.conn.execute("CREATE TABLE texts (seq INTEGER PRIMARY KEY, note TEXT, key TEXT, text TEXT)")
-        self.conn.execute("BEGIN")
+        super().__init__(str(self.path))
         self.memory_id: str | int | None = None
         self.count = 0
 
@@ -80,7 +75,7 @@ class Staged:
         self.close()
 
     def close(self) -> None:
-        self.conn.close()
+        super().close()
         self._folder.cleanup()
 
     def add(self, events: Iterable[Event], texts: Iterable[TextRecord]) -> None:
@@ -92,29 +87,14 @@ class Staged:
         for event in events:
             problem = actor_problem(event.actor) or reason_problem(event.reason)
             if problem or not 0 < event.clock <= MAX_CLOCK:
-                raise errors.BadInput(f"event {event.id[:8]}: {problem or f'clock {event.clock} is past {MAX_CLOCK}'};"
+                raise errors.BadInput(f"event {ids.shown(event.id)}: {problem or f'clock {event.clock} is past {MAX_CLOCK}'};"
                                       " nothing was loaded")
         for text in texts:
             problem = text_problem(text)
             if problem:
-                raise errors.BadInput(f"the text of note {text.note[:8]}: {problem}; nothing was loaded")
-        rows = [_event_values(e) for e in events]
-        self.conn.executemany(f"INSERT INTO lines ({EVENT_COLUMNS}) VALUES ({', '.join('?' * 10)})", rows)
-        self.conn.executemany("INSERT INTO texts (note, key, text) VALUES (?, ?, ?)",
-                              [(t.note, t.key, t.text) for t in texts])
-        self.count += len(rows)
-
-    def done(self) -> None:
-        """Every line is in: committed, for the store's connection to read."""
-        self.conn.execute("COMMIT")
-
-    def events(self, where: str = "") -> Iterator[Event]:
-        for row in self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM lines {where} ORDER BY seq"):
-            yield event_from_row(row)
-
-    def texts(self, where: str = "") -> Iterator[TextRecord]:
-        for note, key, text in self.conn.execute(f"SELECT note, key, text FROM texts {where} ORDER BY seq"):
-            yield TextRecord(note, key, text)
+                raise errors.BadInput(f"the text of note {ids.shown(text.note)}: {problem}; nothing was loaded")
+        super().add(events, texts)
+        self.count += len(events)
 
 
 def stage_dump(source: BinaryIO, name: str) -> Staged:
@@ -223,28 +203,22 @@ def load_staged(store: Store, staged: Staged, *, allow_secret: bool = False) -> 
     """Write a staged dump's events (in packs) and texts to the log; returns how many
     were new.  A load of many events is written and indexed streamed, a batch at a time.
     A secret in what is new refuses the load (qem_edit.secrets), unless `allow_secret`."""
-    store.conn.execute("ATTACH DATABASE ? AS staged", (str(staged.path),))
-    try:
-        store.conn.execute("UPDATE staged.lines SET new = 0 WHERE id IN (SELECT id FROM main.events)")
-        new = store._read("SELECT count(*) FROM staged.lines WHERE new")[0][0]
+    with store.attached(staged.path) as new:
         if new:
             _refuse_what_does_not_replay(store, staged)
         if staged.memory_id is not None:
             _adopt_memory_id(store, staged.memory_id)  # type: ignore[arg-type]
         if not new:
             return 0
-        created = "WHERE note IN (SELECT id FROM lines WHERE new AND type = 'created')"
 
         def work(tx) -> int:  # type: ignore[no-untyped-def]
             if new <= BULK_AT:
-                tx.events, tx.texts = list(staged.events("WHERE new")), list(staged.texts(created))
+                tx.events, tx.texts = list(staged.events(new=True)), list(staged.texts(new=True))
             else:
-                tx.bulk = (lambda: staged.events("WHERE new"), lambda: staged.texts(created))
+                tx.bulk = (lambda: staged.events(new=True), lambda: staged.texts(new=True))
             return new
 
         return store.write(work, allow_secret=allow_secret)
-    finally:
-        store.conn.execute("DETACH DATABASE staged")
 
 
 def _adopt_memory_id(store: Store, memory_id: str) -> None:
@@ -254,7 +228,7 @@ def _adopt_memory_id(store: Store, memory_id: str) -> None:
     if current == memory_id or store.max_clock():
         return
     from .files import write_atomic
-    from .store import CONFIG_NAME
+    from .workspace import CONFIG_NAME
 
     path = store.root / CONFIG_NAME
     config = path.read_text("utf-8")
@@ -270,10 +244,9 @@ def _prev_elsewhere(store: Store, staged: Staged, events: list[Event], group: li
     own = {e.id for e in events}
     for event in group:
         for prev in (p for p in event.prev if p not in own):
-            found = (store._read("SELECT note FROM events WHERE id = ?", (prev,))
-                     or staged.conn.execute("SELECT note FROM lines WHERE id = ?", (prev,)).fetchall())
-            if found and found[0][0] != event.note:
-                return f"event {event.id[:8]} follows event {prev[:8]} of another note; nothing was loaded"
+            found = store.note_of_event(prev) or staged.note_of(prev)
+            if found and found != event.note:
+                return f"event {ids.shown(event.id)} follows event {ids.shown(prev)} of another note; nothing was loaded"
     return None
 
 
@@ -297,7 +270,7 @@ def _refuse_what_does_not_replay(store: Store, staged: Staged) -> None:
         events = group if empty else store.events(note_id) + group
         problem = None
         if not any(e.type == "created" for e in events):
-            problem = (f"event {group[0].id[:8]} ({group[0].type}) is for note {note_id[:8]},"
+            problem = (f"event {ids.shown(group[0].id)} ({group[0].type}) is for note {ids.shown(note_id)},"
                        " which neither the dump nor this memory created; nothing was loaded")
         else:
             try:
@@ -310,15 +283,13 @@ def _refuse_what_does_not_replay(store: Store, staged: Staged) -> None:
         if problem is not None:
             refused = (first, problem)
 
-    staged.conn.execute("CREATE INDEX IF NOT EXISTS lines_by_id ON lines (id)")
-    rows = staged.conn.execute(f"SELECT seq, {EVENT_COLUMNS} FROM lines WHERE new ORDER BY note, seq")
-    for row in rows:
-        if group and row[2] != group[0].note:
+    for seq, event in staged.new_by_note():
+        if group and event.note != group[0].note:
             check()
             group = []
         if not group:
-            first = row[0]
-        group.append(event_from_row(row[1:]))
+            first = seq
+        group.append(event)
     if group:
         check()
     if refused is not None:

@@ -1,6 +1,8 @@
 """The failures a user can meet, each with its documented exit code.
 
-Library code raises these; only `cli.py` turns them into a message and an exit status.
+Library code raises these; `words` gives what a failure says, which every shell says in
+the same words (the CLI on stderr, with the exit status only `cli.py` turns it into; the
+MCP server as a tool error).
 """
 
 from __future__ import annotations
@@ -74,3 +76,28 @@ class ConflictError(QemError):
     """A check-in whose changes overlap changes made in the store since its base."""
 
     exit_code = EXIT_CONFLICT
+
+
+def words(exc: BaseException) -> list[str]:
+    """What a failure says, a line each, for a shell to say after its `qem: `: a QemError's
+    message (an interruption's without `error:`) and hint, an OSError's file and reason
+    (a file qem cannot create or write), anything else named, with nothing written."""
+    if isinstance(exc, QemError):
+        label = "" if isinstance(exc, Interrupted) else "error: "
+        return [f"{label}{exc}"] + ([exc.hint] if exc.hint else [])
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return [f"error: {where}{exc.strerror or exc}"]
+    return [f"error: {type(exc).__name__}: {exc}; nothing was written"]
+
+
+def choice(value: str | None, allowed: tuple[str, ...], what: str, *, as_filter: bool = False) -> str | None:
+    """`value` when `allowed` holds it (None, an option not given, passes); else BadInput
+    listing the choices, naming the value as an option's (`unknown kind 'x'`) or, for
+    `qem query`, as a filter's (`kind='x'`)."""
+    if value is None or value in allowed:
+        return value
+    listed = ", ".join(allowed)
+    if as_filter:
+        raise BadInput(f"{what}={value!r}: use one of {listed}")
+    raise BadInput(f"unknown {what} {value!r}; use one of: {listed}")

@@ -166,7 +166,7 @@ class Swept:
 def sweep(store: "Store", place: "Workspace", actor: str, agent: bool | None = None) -> Swept:
     """Expire every note in force past its end, now (`QEM_NOW` pins it): one `expired`
     event each, all in one check-in id, in one write; none due, nothing written."""
-    from .db import utc_now
+    from .times import utc_now
     from .export import auto_export
     from .ids import new_checkin_id
 

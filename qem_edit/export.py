@@ -77,7 +77,7 @@ def _matches(store: Store, path: Path) -> tuple[int, bool | None]:
     `same_text` does."""
     head = store.head()
     seen = _stat_line(path, head)
-    if seen is not None and seen == _meta(store, "mirror_stat"):
+    if seen is not None and seen == store.remembered("mirror_stat"):
         return head, True
     with rendering(store) as (generation, chunks):
         same = same_bytes(path, chunks)
@@ -101,26 +101,12 @@ def _stat_line(path: Path, generation: int) -> str | None:
     return f"{generation} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {path.resolve()}"
 
 
-def _meta(store: Store, key: str) -> str | None:
-    import sqlite3
-
-    try:
-        return store.index.meta(key)
-    except sqlite3.Error:
-        return None
-
-
 def _remember(store: Store, path: Path, generation: int) -> None:
     """Remember that `path`, as it is now, is the rendering at `generation` (a local
     cache, as git's index caches a file's stat: a read-only index just keeps none)."""
-    import sqlite3
-
     line = _stat_line(path, generation)
-    try:
-        if line is not None:
-            store.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('mirror_stat', ?)", (line,))
-    except sqlite3.Error:
-        pass
+    if line is not None:
+        store.remember("mirror_stat", line)
 
 
 def render_as_of(store: Store, at: str) -> bytes:
@@ -205,76 +191,49 @@ def _note_writing(store: Store, data: bytes) -> None:
 def _note_hash(store: Store, digest: str) -> None:
     """Record a rendering's hash (see _note_writing), on a connection of its own: the
     store's may be inside the read transaction the rendering streams from."""
-    import sqlite3
-
-    from . import db
-
-    try:
-        conn = db.connect(str(store.index_path)) if store.index_path is not None else store.conn
-        try:
-            conn.execute("INSERT OR REPLACE INTO renderings (hash) VALUES (?)", (digest,))
-            conn.execute("DELETE FROM renderings WHERE rowid <= (SELECT max(rowid) FROM renderings) - ?",
-                         (RENDERINGS_KEPT,))
-        finally:
-            if conn is not store.conn:
-                conn.close()
-    except sqlite3.Error:
-        pass  # then such a file reads as hand-edited: `export --force`
+    store.note_rendering(digest, RENDERINGS_KEPT)  # failing that, such a file reads as hand-edited: `export --force`
 
 
 def _was_written(store: Store, current: bytes) -> bool:
     import hashlib
-    import sqlite3
 
-    try:
-        return store.conn.execute("SELECT 1 FROM renderings WHERE hash = ?",
-                                  (hashlib.sha256(current).hexdigest(),)).fetchone() is not None
-    except sqlite3.Error:  # an index that cannot be read knows nothing
-        return False
+    return store.rendered(hashlib.sha256(current).hexdigest())
 
 
 def _keep_base(store: Store, data: bytes, generation: int) -> None:
     """Keep what export wrote (the rendering at `generation`) as `.qem/mirror-base.md`,
     and record in the index which generation it is, with the file's size and time (so a
     copy changed by anything else is not taken for it)."""
-    import sqlite3
-
     base = store.root / MIRROR_BASE
     try:
         if read_regular(base) != data:
             write_atomic(base, data, mode=0o600)
         stat = base.stat()
-        store.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('mirror_base', ?)",
-                           (f"{generation} {stat.st_size} {stat.st_mtime_ns}",))
-    except (OSError, errors.QemError, sqlite3.Error):
+        store.remember("mirror_base", f"{generation} {stat.st_size} {stat.st_mtime_ns}")
+    except (OSError, errors.QemError):
         pass  # a convenience for later check-ins and writes; a read-only place has none
 
 
 def _keep_base_of(store: Store, path: Path, generation: int) -> None:
     """_keep_base for the rendering at `generation` that `path` holds, copied a chunk at a
     time (not at all when the kept base already is that rendering)."""
-    import sqlite3
-
     if _base_generation(store) == generation:
         return
     base = store.root / MIRROR_BASE
     try:
         write_atomic(base, file_chunks(path), mode=0o600)
         stat = base.stat()
-        store.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('mirror_base', ?)",
-                           (f"{generation} {stat.st_size} {stat.st_mtime_ns}",))
-    except (OSError, errors.QemError, sqlite3.Error):
+        store.remember("mirror_base", f"{generation} {stat.st_size} {stat.st_mtime_ns}")
+    except (OSError, errors.QemError):
         pass  # a convenience for later check-ins and writes; a read-only place has none
 
 
 def _base_generation(store: Store) -> int | None:
     """The generation `.qem/mirror-base.md` is the rendering of, if the index knows it."""
-    import sqlite3
-
+    recorded = (store.remembered("mirror_base") or "").split()
     try:
-        recorded = (store.index.meta("mirror_base") or "").split()
         stat = (store.root / MIRROR_BASE).stat()
-    except (OSError, sqlite3.Error):
+    except OSError:
         return None
     if len(recorded) != 3 or recorded[1:] != [str(stat.st_size), str(stat.st_mtime_ns)]:
         return None
@@ -391,21 +350,18 @@ def _written_here(store: Store, path: Path) -> bool:
     digest = hashlib.sha256()
     for chunk in file_chunks(path):
         digest.update(chunk)
-    import sqlite3
-
-    try:
-        return store.conn.execute("SELECT 1 FROM renderings WHERE hash = ?", (digest.hexdigest(),)).fetchone() is not None
-    except sqlite3.Error:
-        return False
+    return store.rendered(digest.hexdigest())
 
 
 def classify(store: Store, path: Path, current: bytes, data: bytes) -> Verdict:
     """Why the file at `path` (`current`) is or is not the memory's rendering (`data`)."""
+    from .gitconflict import has_markers
+
     if same_text(current, data):
         return Verdict(True, f"{path} matches the memory")
     current = current.replace(b"\r\n", b"\n")
     memory = _memory_of(current)
-    conflicted = has_merge_conflict(current)
+    conflicted = has_markers(current)
     if memory is None and not conflicted:
         return Verdict(False, f"{path} has no qem header line, so it was edited by hand (or not written by"
                               " qem); run `qem export --force` to discard the edits", precious=True)
@@ -483,13 +439,6 @@ def _behind(store: Store, path: Path, current: bytes) -> bool:
 
     top = gitrepo.toplevel(path)
     return top is not None and gitrepo.show(top, "HEAD", path) == current and gitrepo.unmodified(top, path)
-
-
-def has_merge_conflict(data: bytes) -> bool:
-    """Whether git left conflict markers in the file."""
-    from .gitconflict import has_markers
-
-    return has_markers(data)
 
 
 def _memory_of(data: bytes) -> str | None:

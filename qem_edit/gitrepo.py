@@ -45,14 +45,17 @@ def unmodified(top: Path, path: Path) -> bool:
     return done.returncode == 0
 
 
-def last_change(top: Path, path: Path, *, added: bool = False, every_ref: bool = False) -> str | None:
+def last_change(top: Path, path: Path, *, added: bool = False, every_ref: bool = False,
+                oldest: bool = False) -> str | None:
     """The last commit that changed (`added`: added) `path`, of HEAD (`every_ref`: of any
     branch or tag, and one that left it there: a deletion is not its last form), as a short
-    hash (None: none)."""
+    hash (None: none); `oldest`: the first such commit instead (of a file added twice, the
+    commit that first brought it)."""
     relative = path.resolve().relative_to(top.resolve()).as_posix()
     options = (["--diff-filter=A"] if added else []) + (["--all", "--diff-filter=AM"] if every_ref else [])
-    done = _git(top, "log", "-1", "--format=%h", *options, "--", relative)
-    return (done.stdout.decode().strip() or None) if done.returncode == 0 else None
+    done = _git(top, "log", *([] if oldest else ["-1"]), "--format=%h", *options, "--", relative)
+    commits = done.stdout.decode().split() if done.returncode == 0 else []
+    return commits[-1] if commits else None
 
 
 def commit_of(top: Path, rev: str) -> str:
@@ -213,10 +216,3 @@ def update_index(cwd: Path, feed: bytes, extra: dict[str, str]) -> str | None:
     `cwd`); git's complaint, or None when it took them."""
     done = _git(cwd, "update-index", "--add", "--remove", "-z", "--stdin", input=feed, extra=extra)
     return None if done.returncode == 0 else done.stderr.decode("utf-8", "replace").strip() or "git update-index failed"
-def added_by(top: Path, path: Path) -> str | None:
-    """The commit that added `path` (its short hash; the oldest, were it added twice), or
-    None when no commit holds it (not committed yet)."""
-    relative = path.resolve().relative_to(top.resolve()).as_posix()
-    done = _git(top, "log", "--diff-filter=A", "--format=%h", "--", relative)
-    commits = done.stdout.decode().split() if done.returncode == 0 else []
-    return commits[-1] if commits else None

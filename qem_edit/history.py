@@ -3,28 +3,31 @@
 
 from __future__ import annotations
 
-import re
-
-from . import errors, gitrepo
+from . import errors, gitrepo, ids
 from .logtree import LogFileError, records_from
 from .model import Note, replay
 from .store import Store
-
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ][0-9:]+(?:Z|[+-]\d{2}:?\d{2})?)?\Z")
+from .times import is_time, parse_time
 
 
 def notes_as_of(store: Store, at: str) -> dict[str, Note]:
     """Every note as of `at`: a date or UTC time (a date means its end), else a git
     revision of the repository the memory lives in."""
-    if _DATE.match(at):
-        from .query import parse_time
-
+    if is_time(at):
         return _with_shorts(store, store.state_at(parse_time(at, "--at", end=True)))
     top = gitrepo.toplevel(store.root)
     if top is None:
         raise errors.BadInput(f"--at {at!r}: not a date, and {store.root} is not in a git repository")
     commit = gitrepo.commit_of(top, at)
     return notes_of_files(store, gitrepo.tree_files(top, commit, store.root))
+
+
+def note_at(store: Store, note_id: str, at: str) -> Note:
+    """One note as it was `--at` a date or git revision."""
+    past = notes_as_of(store, at)
+    if note_id not in past:
+        raise errors.NoSuchNote(f"note #{ids.shown(note_id)} did not exist at {at}")
+    return past[note_id]
 
 
 def notes_of_files(store: Store, files: dict[str, bytes]) -> dict[str, Note]:

@@ -21,6 +21,8 @@ import re
 ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase
 ID_LENGTH = 26
 MIN_SHORT = 4
+SHOWN = 8  # how much of an id a message shows where no short id stands for it
+SIDE_SHOWN = 6  # how much of a dispute's or a side's id a message shows (what `qem rule` takes back)
 ID_RE = re.compile(rf"[{ALPHABET}]{{{ID_LENGTH}}}\Z")
 PREFIX_RE = re.compile(rf"[{ALPHABET}]+\Z")
 
@@ -71,6 +73,18 @@ def new_checkin_id() -> str:
 
 def is_id(value: object) -> bool:
     return isinstance(value, str) and bool(ID_RE.match(value))
+
+
+def shown(an_id: str, short: str | None = None) -> str:
+    """An id as a message names it: its note's short id where one is known (`short`),
+    else the id's first characters (a note the index does not hold, an event, a check-in)."""
+    return short or an_id[:SHOWN]
+
+
+def side_shown(an_id: str) -> str:
+    """A dispute's id, or a side's (the tip of one of a note's concurrent changes), as a
+    message names it: a prefix `qem rule` takes back."""
+    return an_id[:SIDE_SHOWN]
 
 
 def short_length(count: int) -> int:

@@ -11,12 +11,12 @@ rendering: the ids its items show, each looked up in the index (short id, else p
 from __future__ import annotations
 
 import re
-import sqlite3
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 from typing import Iterator
 
+from . import db
 from .files import file_chunks
 from .renderer.format import HEADER_RE, ITEM_RE, TOMBSTONE_RE
 from .store import Store
@@ -37,10 +37,6 @@ class Lacking:
 
 
 _ITEM_START = re.compile(rb"\n- \[#([0-9a-z]+)\]")  # searched in "\n" + a block of whole lines
-# of a block's item ids (a JSON array), those no note shows or whose note has no item (a
-# note whose text is missing has none): both read from covering indexes, no note row
-_SUSPECTS = ("SELECT j.value FROM json_each(?) j WHERE NOT EXISTS (SELECT 1 FROM notes n INDEXED BY"
-             " notes_by_short JOIN items i INDEXED BY items_by_id ON i.id = n.id WHERE n.short = j.value)")
 
 
 def lacking(store: Store, path: Path) -> Lacking:
@@ -55,14 +51,14 @@ def lacking(store: Store, path: Path) -> Lacking:
         for short, line in _suspects(store, path):
             if short in found.absent or short in found.textless:
                 continue
-            item, missing = ITEM_RE.match(line), _text_missing(store, short)
+            item, missing = ITEM_RE.match(line), store.text_missing(short)
             if item is None and (missing is not None or TOMBSTONE_RE.match(line) is None):
                 continue  # not a well-formed item (a hand edit's), or a tombstone of a note the log has
             if missing is None:
                 found.absent[short] = line
             elif missing and item is not None:
                 found.textless[short] = line
-    except (sqlite3.Error, OSError):
+    except (*db.TRANSLATED, OSError):
         return Lacking()
     return _committed(found, path) if found else found
 
@@ -101,20 +97,10 @@ def _suspects(store: Store, path: Path) -> Iterator[tuple[str, str]]:
         if not shown:
             continue
         listed = (b'["' + b'","'.join(shown) + b'"]').decode("ascii")
-        for (short,) in store.conn.execute(_SUSPECTS, (listed,)).fetchall():
+        for short in store.shorts_not_shown(listed):
             line = re.search(rb"\n(- \[#" + short.encode("ascii") + rb"\][^\n]*)", block)
             if line is not None:
                 yield short, line[1].rstrip(b"\r").decode("utf-8", "replace")
-
-
-def _text_missing(store: Store, short: str) -> bool | None:
-    """Whether the note MEMORY.md shows as `short` has lost its text (None: no such note)."""
-    missing = "text IS NULL AND state != 'forgotten'"
-    row = store.conn.execute(f"SELECT {missing} FROM notes WHERE short = ? LIMIT 1", (short,)).fetchone()
-    if row is None:  # a short id this clone shows longer (or shorter): any note it is a prefix of
-        row = store.conn.execute(f"SELECT {missing} FROM notes WHERE id >= ? AND id < ? LIMIT 1",
-                                 (short, short + "{")).fetchone()
-    return None if row is None else bool(row[0])
 
 
 def message(store: Store, path: Path, found: Lacking) -> str:

@@ -19,9 +19,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
-from . import ids
+from . import db, ids
 from .logtree import PACKS, LogFileError, LogTree, TextRecord
-from .model import EVENT_TYPES, KIND_RANK, Event, Note, Rival, fold
+from .model import EVENT_TYPES, KIND_RANK, LIVE_STATES, Event, Note, Rival, fold
 from .renderer import FORMAT_VERSION, item_text
 from .shown import progress
 
@@ -240,10 +240,10 @@ class Index:
         else:
             for name in added:
                 touched |= self._add_file(name, caught)
-            for chunk in _chunks(added):
+            for chunk in db.chunks(added):
                 touched |= self._set_aside_crossings(
                     "SELECT f.file, e.id, e.note, e.prev FROM event_files f JOIN events e ON e.id = f.event"
-                    f" WHERE f.file IN ({_marks(chunk)})", chunk, caught)
+                    f" WHERE f.file IN ({db.marks(chunk)})", chunk, caught)
         if touched:
             self.refold(touched)
             caught.changed = True
@@ -451,7 +451,7 @@ class Index:
         last = ""
         while True:
             chunk = [i for (i,) in self.conn.execute(
-                "SELECT id FROM temp.showing_others WHERE id > ? ORDER BY id LIMIT ?", (last, _CHUNK))]
+                "SELECT id FROM temp.showing_others WHERE id > ? ORDER BY id LIMIT ?", (last, db.CHUNK))]
             if not chunk:
                 break
             self.render_items(chunk)
@@ -567,12 +567,12 @@ class Index:
         the items that show them.  In batches: a pull of many events costs by the notes
         it touches, not by the notes in the memory times those."""
         changed = sorted(set(note_ids))
-        for chunk in _chunks(changed):
+        for chunk in db.chunks(changed):
             self._refold_chunk(chunk)
         self._reshort(changed)
 
     def _refold_chunk(self, chunk: list[str]) -> None:
-        conn, marks = self.conn, _marks(chunk)
+        conn, marks = self.conn, db.marks(chunk)
         events: dict[str, list[Event]] = {}
         for row in conn.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE note IN ({marks})", chunk):
             events.setdefault(row[1], []).append(event_from_row(row))
@@ -639,21 +639,18 @@ class Index:
     def _showing(self, note_ids: set[str]) -> set[str]:
         """The notes whose items show one of `note_ids` (a link, a dispute, a rival)."""
         out: set[str] = set()
-        for chunk in _chunks(sorted(note_ids)):
-            out.update(r[0] for r in self.conn.execute(f"SELECT note FROM links WHERE other IN ({_marks(chunk)})", chunk))
+        for chunk in db.chunks(sorted(note_ids)):
+            out.update(r[0] for r in self.conn.execute(f"SELECT note FROM links WHERE other IN ({db.marks(chunk)})", chunk))
         return out
 
     # -- items ------------------------------------------------------------------------------
 
     def shorts(self, note_ids: Iterable[str]) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for chunk in _chunks(sorted(set(note_ids))):
-            out.update(self.conn.execute(f"SELECT id, short FROM notes WHERE id IN ({_marks(chunk)})", chunk).fetchall())
-        return out
+        return shorts(self.conn, note_ids)
 
     def render_items(self, note_ids: Iterable[str]) -> None:
-        for chunk in _chunks(sorted(set(note_ids))):
-            marks = _marks(chunk)
+        for chunk in db.chunks(sorted(set(note_ids))):
+            marks = db.marks(chunk)
             notes = [note_from_row(r) for r in self.conn.execute(f"SELECT {NOTE_COLUMNS} FROM notes WHERE id IN ({marks})", chunk)]
             shorts = self.shorts(set().union(*(_linked(n) for n in notes)) if notes else ())
             self._remember_items(chunk)
@@ -666,16 +663,16 @@ class Index:
         if self.replaced is None:
             return
         found = {i: (rank, bytes(item)) for i, rank, item in self.conn.execute(
-            f"SELECT id, kind_rank, CAST(item AS BLOB) FROM items WHERE id IN ({_marks(chunk)})", chunk)}
+            f"SELECT id, kind_rank, CAST(item AS BLOB) FROM items WHERE id IN ({db.marks(chunk)})", chunk)}
         for note_id in chunk:
             self.replaced.setdefault(note_id, found.get(note_id))
 
     def changed_items(self, note_ids: Iterable[str]) -> dict[str, tuple[int, bytes]]:
         """The items of these notes now (note id → kind rank, bytes)."""
         out: dict[str, tuple[int, bytes]] = {}
-        for chunk in _chunks(sorted(set(note_ids))):
+        for chunk in db.chunks(sorted(set(note_ids))):
             out.update({i: (rank, bytes(item)) for i, rank, item in self.conn.execute(
-                f"SELECT id, kind_rank, CAST(item AS BLOB) FROM items WHERE id IN ({_marks(chunk)})", chunk)})
+                f"SELECT id, kind_rank, CAST(item AS BLOB) FROM items WHERE id IN ({db.marks(chunk)})", chunk)})
         return out
 
     def _rerender_all(self) -> None:
@@ -686,7 +683,6 @@ class Index:
 
 # The secondary indexes by name, each with the statement that makes it.
 _SECONDARY = {line.split()[2]: line.rstrip(";") for line in SCHEMA.splitlines() if line.startswith("CREATE INDEX")}
-_CHUNK = 500  # ids per `IN (...)`: well under SQLite's limit on bound parameters
 _RESHORT_ALL = 2000  # more changed notes than this: every short id is computed at once
 _BATCH = 5000  # rows written at a time by the streamed build
 _STAGE_EVENT = f"INSERT INTO temp.staged_events ({EVENT_COLUMNS}, file) VALUES ({', '.join('?' * 11)})"
@@ -697,15 +693,6 @@ _REFOLD_ALL = 20000  # a sync touching more notes than this replays every note, 
 _INSERT_NOTE = ("INSERT INTO notes (id, short, kind_rank, kind, priority, text, provenance, created_at, actor,"
                 " supersedes, superseded_by, state, state_at, state_reason, state_actor, state_event, bad_pointer,"
                 " disputes, rivals, alias, short_len, text_hash, problems, expires) VALUES (" + ", ".join("?" * 24) + ")")
-
-
-def _chunks(items: list[str]) -> Iterable[list[str]]:
-    for start in range(0, len(items), _CHUNK):
-        yield items[start:start + _CHUNK]
-
-
-def _marks(chunk: list[str]) -> str:
-    return ", ".join("?" * len(chunk))
 
 
 def _fold_one(note_id: str, events: list[Event], texts: dict[tuple[str, str], str]):  # type: ignore[no-untyped-def]
@@ -738,9 +725,9 @@ def items_of_notes(conn: sqlite3.Connection, note_ids: Iterable[str]) -> dict[st
     rows: list[tuple[int, bytes, bytes]] = []
     conn.text_factory = bytes
     try:
-        for chunk in _chunks(wanted):
+        for chunk in db.chunks(wanted):
             rows += conn.execute(f"SELECT kind_rank, id, item FROM items INDEXED BY items_by_id"
-                                 f" WHERE id IN ({_marks(chunk)})", chunk).fetchall()
+                                 f" WHERE id IN ({db.marks(chunk)})", chunk).fetchall()
     finally:
         conn.text_factory = str
     out: dict[str, list[bytes]] = {kind: [] for kind in KIND_RANK}
@@ -765,3 +752,284 @@ def items_by_kind(conn: sqlite3.Connection, kinds: Iterable[str], *, with_ids: b
         return out
     finally:
         conn.text_factory = str
+
+
+# -- reads of an index `qem verify` judges (the store's, or one replayed afresh) ------------------
+
+
+def build_fresh(name: str, tree: LogTree, cache_kib: int) -> sqlite3.Connection:
+    """The index of `tree`'s log, built afresh in the database file `name` (no journal:
+    the file is thrown away after the check)."""
+    from pathlib import Path
+
+    try:
+        conn = db.connect(name)
+    except sqlite3.DatabaseError as exc:
+        raise db.translate(exc, Path(name), "open") from None
+    try:
+        for pragma in ("journal_mode = OFF", "synchronous = OFF", "temp_store = FILE", f"cache_size = -{cache_kib}"):
+            conn.execute(f"PRAGMA {pragma}")
+        index = Index(conn, tree)
+        conn.execute("BEGIN")
+        index.create()
+        index.sync()
+        conn.execute("COMMIT")
+        return conn
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise db.translate(exc, Path(name), "use") from None
+    except BaseException:
+        conn.close()
+        raise
+
+
+def set_aside_problems(conn: sqlite3.Connection) -> list[str]:
+    """Every log file the index could not read, with why, by name."""
+    return [problem for (problem,) in conn.execute("SELECT problem FROM files WHERE problem IS NOT NULL ORDER BY name")]
+
+
+def differences(have: sqlite3.Connection, want: sqlite3.Connection) -> list[str]:
+    """The notes whose row, or else whose MEMORY.md item, differs between two indexes:
+    both walked in id order side by side, one row of each at a time."""
+    notes = f"SELECT {NOTE_COLUMNS} FROM notes ORDER BY id"
+    items = "SELECT id, item FROM items ORDER BY id, kind_rank"
+    want_items, have_items = _Ahead(want.execute(items)), _Ahead(have.execute(items))
+    out = []
+    tick = progress("comparing the index with the log", lambda: want.execute("SELECT count(*) FROM notes").fetchone()[0])
+    for note_id, wanted, had in _side_by_side(want.execute(notes), have.execute(notes)):
+        tick()
+        if wanted != had:
+            out.append(f"note {ids.shown(note_id)}: the index disagrees with the log (`qem verify --repair` rebuilds it)")
+        elif want_items.get(note_id) != have_items.get(note_id):
+            out.append(f"note {ids.shown(note_id)}: the index's MEMORY.md item disagrees with the log")
+    tick.end()
+    return out
+
+
+def _side_by_side(left: Iterable[tuple], right: Iterable[tuple]) -> Iterator[tuple]:
+    """(id, left row or None, right row or None) for every id of two row streams in id
+    order (a row's first column is its id)."""
+    lefts, rights = iter(left), iter(right)
+    a, b = next(lefts, None), next(rights, None)
+    while a is not None or b is not None:
+        if b is None or (a is not None and a[0] < b[0]):
+            yield a[0], a, None  # type: ignore[index]
+            a = next(lefts, None)
+        elif a is None or b[0] < a[0]:
+            yield b[0], None, b
+            b = next(rights, None)
+        else:
+            yield a[0], a, b
+            a, b = next(lefts, None), next(rights, None)
+
+
+class _Ahead:
+    """(id, value) rows in id order, looked up by ids asked in increasing order; the
+    last row of an id wins (as in a dict made of them)."""
+
+    def __init__(self, rows: Iterable[tuple]) -> None:
+        self.rows = iter(rows)
+        self.row = next(self.rows, None)
+
+    def get(self, key: str) -> object:
+        found = None
+        while self.row is not None and self.row[0] <= key:
+            if self.row[0] == key:
+                found = self.row[1]
+            self.row = next(self.rows, None)
+        return found
+
+
+def aliases(conn: sqlite3.Connection, note_ids: list[str] | None = None) -> dict[str, int]:
+    """The converted notes' old numbers (of `note_ids`; None: of every note that has one)."""
+    if note_ids is None:
+        return dict(conn.execute("SELECT id, alias FROM notes WHERE alias IS NOT NULL"))
+    out: dict[str, int] = {}
+    for chunk in db.chunks(note_ids):
+        out.update(conn.execute(f"SELECT id, alias FROM notes WHERE id IN ({db.marks(chunk)})", chunk))
+    return out
+
+
+def shorts(conn: sqlite3.Connection, note_ids: Iterable[str]) -> dict[str, str]:
+    """The short ids of these notes (absent ids are left out)."""
+    out: dict[str, str] = {}
+    for chunk in db.chunks(sorted(set(note_ids))):
+        out.update(conn.execute(f"SELECT id, short FROM notes WHERE id IN ({db.marks(chunk)})", chunk).fetchall())
+    return out
+
+
+def parents(conn: sqlite3.Connection, scratch: sqlite3.Connection, numbered: dict[str, str]) -> Iterator[int | None]:
+    """Every note's parent (the note it supersedes; an old number through `numbered`) as
+    its number in id order (None: no note of the index), the notes numbered in a table
+    (`verify_graph`) of `scratch`, a database of the check's own."""
+    scratch.execute("DROP TABLE IF EXISTS verify_graph")
+    scratch.execute("CREATE TABLE verify_graph (id TEXT PRIMARY KEY, i INTEGER NOT NULL, parent TEXT) WITHOUT ROWID")
+    rows = conn.execute("SELECT id, supersedes FROM notes ORDER BY id")
+    scratch.execute("BEGIN")
+    try:
+        scratch.executemany("INSERT INTO verify_graph (id, i, parent) VALUES (?, ?, ?)",
+                            ((note_id, i, numbered.get(parent, parent)) for i, (note_id, parent) in enumerate(rows)))
+    finally:
+        scratch.execute("COMMIT")
+    return (i for (i,) in scratch.execute(
+        "SELECT p.i FROM verify_graph c LEFT JOIN verify_graph p ON p.id = c.parent ORDER BY c.id"))
+
+
+def numbered_notes(scratch: sqlite3.Connection, wanted: set[int]) -> dict[int, str]:
+    """The notes `parents` numbered `wanted`, by number."""
+    return {i: note_id for note_id, i in scratch.execute("SELECT id, i FROM verify_graph") if i in wanted}
+
+
+def dangling_pointers(conn: sqlite3.Connection) -> list[tuple[str, str, str, int]]:
+    """(note, short id, target, 1 for supersedes / 0 for superseded_by) for every pointer to no note."""
+    return conn.execute(
+        "SELECT n.id, n.short, n.supersedes, 1 FROM notes n WHERE n.supersedes IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM notes p WHERE p.id = n.supersedes)"
+        " UNION ALL SELECT n.id, n.short, n.superseded_by, 0 FROM notes n WHERE n.supersedes IS NULL"
+        " AND n.state = 'superseded' AND n.superseded_by IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM notes p WHERE p.id = n.superseded_by) ORDER BY 1").fetchall()
+
+
+def bad_pointers(conn: sqlite3.Connection) -> Iterator[tuple[str, str, str]]:
+    """(note, short id, the pointer as written) for every malformed supersedes pointer, in id order."""
+    return conn.execute("SELECT id, short, bad_pointer FROM notes WHERE bad_pointer IS NOT NULL ORDER BY id")
+
+
+def live_successors(conn: sqlite3.Connection) -> Iterator[tuple[str, str, str, str]]:
+    """(parent, its short id, successor, its short id) for every successor in force, by parent then id."""
+    live = ", ".join(f"'{s}'" for s in sorted(LIVE_STATES))
+    return conn.execute(
+        "SELECT c.supersedes, p.short, c.id, c.short FROM notes c JOIN notes p ON p.id = c.supersedes"
+        f" WHERE c.supersedes IS NOT NULL AND c.state IN ({live}) ORDER BY c.supersedes, c.id")
+
+
+def notes_with_rivals(conn: sqlite3.Connection) -> Iterator[Note]:
+    """The notes with concurrent changes that disagree, in id order, streamed."""
+    return map(note_from_row, conn.execute(f"SELECT {NOTE_COLUMNS} FROM notes WHERE rivals != '[]' ORDER BY id"))
+
+
+def guarded_events(conn: sqlite3.Connection, types: list[str], kinds: list[str]) -> Iterator[tuple[Event, str]]:
+    """(event, its note's kind) for every event of these types on a note of these kinds,
+    in log order (clock, then id), streamed."""
+    columns = ", ".join("e." + c.strip() for c in EVENT_COLUMNS.split(","))
+    rows = conn.execute(
+        f"SELECT {columns}, json_extract(c.data, '$.kind') FROM events e"
+        " JOIN events c ON c.id = e.note AND c.type = 'created'"
+        f" WHERE e.type IN ({db.marks(types)}) AND json_extract(c.data, '$.kind') IN ({db.marks(kinds)})"
+        " ORDER BY e.clock, e.id", [*types, *kinds])
+    return ((event_from_row(row[:-1]), row[-1]) for row in rows)
+
+
+def followers(conn: sqlite3.Connection, event_id: str) -> Iterator[tuple[str, str, str | None]]:
+    """(type, actor, writer) of every event that follows `event_id` (through `prev`, at
+    any distance, within the note: an event of another note follows none), from a table
+    of who follows whom made on the first call (`verify_follows`)."""
+    if conn.execute("SELECT name FROM sqlite_master WHERE name = 'verify_follows'").fetchone() is None:
+        conn.execute("CREATE TABLE verify_follows (prev TEXT NOT NULL, event TEXT NOT NULL, PRIMARY KEY (prev, event))"
+                     " WITHOUT ROWID")
+        conn.execute("INSERT OR IGNORE INTO verify_follows (prev, event) SELECT j.value, e.id FROM events e,"
+                     " json_each(e.prev) j JOIN events p ON p.id = j.value AND p.note = e.note WHERE j.type = 'text'")
+    return conn.execute(
+        "WITH RECURSIVE later(id) AS (SELECT event FROM verify_follows WHERE prev = ?"
+        " UNION SELECT f.event FROM verify_follows f JOIN later l ON f.prev = l.id)"
+        " SELECT e.type, e.actor, json_extract(e.data, '$.writer') FROM later l JOIN events e ON e.id = l.id",
+        (event_id,))
+
+
+def has_event(conn: sqlite3.Connection, event_id: object) -> bool:
+    return conn.execute("SELECT 1 FROM events WHERE id = ?", (event_id,)).fetchone() is not None
+
+
+def kind_text_state(conn: sqlite3.Connection, note_id: str) -> tuple[str | None, str | None, str | None]:
+    """A note's kind, text and state (all None: no such note)."""
+    row = conn.execute("SELECT kind, text, state FROM notes WHERE id = ?", (note_id,)).fetchone()
+    return row if row is not None else (None, None, None)
+
+
+def was_forgotten(conn: sqlite3.Connection, note_id: str) -> bool:
+    """Whether the log holds a forget of the note."""
+    return conn.execute("SELECT 1 FROM events WHERE note = ? AND type = 'forgotten'", (note_id,)).fetchone() is not None
+
+
+def texts_with_files(conn: sqlite3.Connection) -> Iterator[tuple[str, str, str, str]]:
+    """(note, short id, text, file) for every note's text that matches its hash, in id order, streamed."""
+    return conn.execute("SELECT n.id, n.short, n.text, t.file FROM notes n JOIN texts t ON t.note = n.id"
+                        " WHERE n.text IS NOT NULL AND t.digest = n.text_hash ORDER BY n.id")
+
+
+def reasons(conn: sqlite3.Connection) -> Iterator[tuple[str, str, str]]:
+    """(event, note, reason) for every event with a reason, in id order, streamed."""
+    return conn.execute("SELECT id, note, reason FROM events WHERE reason IS NOT NULL ORDER BY id")
+
+
+def secret_allowed(conn: sqlite3.Connection, event_id: str) -> bool:
+    """Whether a person allowed the secret in what event `event_id` wrote (qem_edit.secrets)."""
+    row = conn.execute("SELECT json_extract(data, '$.secret') FROM events WHERE id = ?", (event_id,)).fetchone()
+    return row is not None and row[0] == "allowed"
+
+
+def read_meta(path: "os.PathLike[str] | str", prefix: str) -> dict[str, str]:
+    """The `meta` entries whose key starts with `prefix` of the index file at `path`, read
+    through a read-only connection of its own (none: it cannot be read)."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE ?", (prefix + "%",)).fetchall())
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return {}
+
+
+# -- a dump staged for a load ---------------------------------------------------------------------
+
+
+class StagedLines:
+    """A dump's events and texts in a temporary SQLite file of their own (no journal: it
+    is thrown away after the load), in the dump's order, so a dump of any size is held a
+    batch at a time; the store's connection attaches it (`Store.attached`) to tell what
+    is new."""
+
+    def __init__(self, path: str) -> None:
+        self.conn = db.connect(path)
+        self.conn.execute("PRAGMA journal_mode = OFF")
+        self.conn.execute("PRAGMA synchronous = OFF")
+        self.conn.execute("PRAGMA cache_size = -32768")  # (KiB) for the sort by note: bounded
+        self.conn.execute(f"CREATE TABLE lines (seq INTEGER PRIMARY KEY, {EVENT_COLUMNS}, new INTEGER NOT NULL DEFAULT 1)")
+        self.conn.execute("CREATE TABLE texts (seq INTEGER PRIMARY KEY, note TEXT, key TEXT, text TEXT)")
+        self.conn.execute("BEGIN")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def add(self, events: list[Event], texts: list[TextRecord]) -> None:
+        self.conn.executemany(f"INSERT INTO lines ({EVENT_COLUMNS}) VALUES ({', '.join('?' * 10)})",
+                              [_event_values(e) for e in events])
+        self.conn.executemany("INSERT INTO texts (note, key, text) VALUES (?, ?, ?)",
+                              [(t.note, t.key, t.text) for t in texts])
+
+    def done(self) -> None:
+        """Every line is in: committed, for the store's connection to read."""
+        self.conn.execute("COMMIT")
+
+    def events(self, new: bool = False) -> Iterator[Event]:
+        """The staged events in the dump's order (`new`: only those the store lacks)."""
+        where = "WHERE new" if new else ""
+        for row in self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM lines {where} ORDER BY seq"):
+            yield event_from_row(row)
+
+    def texts(self, new: bool = False) -> Iterator[TextRecord]:
+        """The staged texts in the dump's order (`new`: only those of notes a new event creates)."""
+        where = "WHERE note IN (SELECT id FROM lines WHERE new AND type = 'created')" if new else ""
+        for note, key, text in self.conn.execute(f"SELECT note, key, text FROM texts {where} ORDER BY seq"):
+            yield TextRecord(note, key, text)
+
+    def note_of(self, event_id: str) -> str | None:
+        row = self.conn.execute("SELECT note FROM lines WHERE id = ?", (event_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def new_by_note(self) -> Iterator[tuple[int, Event]]:
+        """(its place in the dump, event) for every new event, by note, then in the dump's order."""
+        self.conn.execute("CREATE INDEX IF NOT EXISTS lines_by_id ON lines (id)")
+        for row in self.conn.execute(f"SELECT seq, {EVENT_COLUMNS} FROM lines WHERE new ORDER BY note, seq"):
+            yield row[0], event_from_row(row[1:])

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import errors
-from .model import KINDS, PRIORITIES
+from . import errors, ids
+from .model import KINDS, PRIORITIES, READING_ORDER, Move
 
 INSTALL = "pip install 'qem-edit[mcp]'"
 SERVER_NAME = "qem"
@@ -121,8 +121,8 @@ class Memory:
     """Where the served memory lives (as `--workspace`/`--store` name it) and who writes
     (`--actor`, else the client's name from its `clientInfo`, else QEM_ACTOR or the login)."""
 
-    workspace: Path | None = None
-    store: Path | None = None
+    workspace_dir: Path | None = None
+    store_dir: Path | None = None
     actor: str | None = None
 
     def writer(self, client: str | None) -> str:
@@ -132,22 +132,22 @@ class Memory:
 
     def open(self, *, write: bool, create: bool) -> tuple[Any, Any, list[str]]:
         """The workspace, its store (caught up with the log) and what opening it did."""
-        from .workspace import open_memory
+        from .opening import open_memory
 
-        return open_memory(self.workspace, self.store, write=write, create=create)
+        return open_memory(self.workspace_dir, self.store_dir, write=write, create=create)
 
     def act(self, act: Callable[..., Any], client: str | None, *, create: bool = False) -> tuple[Any, list[str]]:
         """Run one of qem_edit.acts as the writer; what it wrote and the notices."""
-        place, handle, notices = self.open(write=True, create=create)
-        with handle:
-            written = act(handle, place, self.writer(client))
+        place, store, notices = self.open(write=True, create=create)
+        with store:
+            written = act(store, place, self.writer(client))
         return written, notices + written.notices
 
     def answer(self, read: Callable[[Any], Any]) -> Reply:
         """Run a read on the store; its answer (qem_edit.answers) as a reply."""
-        _, handle, notices = self.open(write=False, create=False)
-        with handle:
-            answer = read(handle)
+        _, store, notices = self.open(write=False, create=False)
+        with store:
+            answer = read(store)
         text = answer.text()
         remark = answer.remark()
         return Reply("\n".join(t for t in (text, remark) if t), answer.data(), notices)
@@ -198,7 +198,7 @@ def _move(event_type: str) -> Callable[[Memory, dict[str, Any], str | None], Rep
         written, notices = memory.act(
             lambda h, p, who: acts.move(h, p, event_type, a["id"], a.get("reason"), who, agent=True), client)
         n, e = written.note, written.event
-        return Reply(f"#{n.shown} {event_type} (event {e.id[:8]})", {**_note(n), "event": e.to_json()}, notices)
+        return Reply(f"#{n.shown} {event_type} (event {ids.shown(e.id)})", {**_note(n), "event": e.to_json()}, notices)
 
     return run
 
@@ -208,15 +208,9 @@ def _note(note: Any) -> dict[str, object]:
 
 
 def _show(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
-    from .answers import NoteView
-    from .query import note_at
+    from . import answers
 
-    def read(h: Any) -> Any:
-        full = h.resolve(a["id"])
-        note = h.note(full) if a.get("at") is None else note_at(h, full, a["at"])
-        return NoteView(note, h.index.shorts(x for x in (note.supersedes, note.superseded_by) if x))
-
-    return memory.answer(read)
+    return memory.answer(lambda h: answers.show(h, a["id"], a.get("at")))
 
 
 def _query(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
@@ -228,25 +222,15 @@ def _query(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
 
 
 def _status(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
-    from .answers import CurrencyAnswer
-    from .resolver import Graph
+    from . import answers
 
-    def read(h: Any) -> Any:
-        full = h.resolve(a["id"])
-        return CurrencyAnswer(Graph.of({n.id: n for n in h.notes()}).currency(full), h.note(full).shown)
-
-    return memory.answer(read)
+    return memory.answer(lambda h: answers.status(h, a["id"]))
 
 
 def _log(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
-    from .answers import EventList
+    from . import answers
 
-    def read(h: Any) -> Any:
-        events = h.events(h.resolve(a["id"]))
-        linked = {e.note for e in events} | {str(e.data[k]) for e in events for k in ("by", "supersedes") if e.data.get(k)}
-        return EventList(events, h.index.shorts(linked))
-
-    return memory.answer(read)
+    return memory.answer(lambda h: answers.log(h, a["id"]))
 
 
 def _context(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
@@ -269,6 +253,14 @@ def _reason(required: bool) -> dict[str, str]:
     return {"type": "string", "description": "Why (required)." if required else "Why (optional)."}
 
 
+def _move_tool(move: Move) -> Tool:
+    """The tool of a move an agent may make by a note's id and a reason alone, as model.MOVES
+    describes it (what the agent reads, and whether the reason is required)."""
+    needs = move.needs_reason
+    return Tool(move.verb, f"{move.tool}; a reason is required." if needs else f"{move.tool}.",
+                {"id": _ID, "reason": _reason(needs)}, ("id", "reason") if needs else ("id",), _move(move.event))
+
+
 TOOLS: tuple[Tool, ...] = (
     Tool("add", "Record a new note in the project's memory; returns its id, and in repeats the notes in force with the same text.",
          {"text": _TEXT, "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE, "expires": _EXPIRES, "ttl": _TTL},
@@ -277,12 +269,7 @@ TOOLS: tuple[Tool, ...] = (
          {"id": _ID, "text": _TEXT, "reason": _reason(False), "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE,
           "expires": _EXPIRES, "ttl": _TTL},
          ("id", "text"), _supersede),
-    Tool("revoke", "Withdraw a note that is wrong and has no replacement; a reason is required.",
-         {"id": _ID, "reason": _reason(True)}, ("id", "reason"), _move("revoked")),
-    Tool("flag_stale", "Flag a note as possibly out of date (it stays in force, marked for review); a reason is required.",
-         {"id": _ID, "reason": _reason(True)}, ("id", "reason"), _move("stale_flagged")),
-    Tool("reinstate", "Put a revoked, stale or expired note back in force.",
-         {"id": _ID, "reason": _reason(False)}, ("id",), _move("reinstated")),
+    *(_move_tool(m) for m in READING_ORDER if m.tool),
     Tool("show", "Read one note in full (expand an index line of the context).",
          {"id": _ID, "at": _AT}, ("id",), _show),
     Tool("query", "Find notes (or, with events, log events) by exact filters such as kind=gotcha current=yes text~lock; the answer starts with the scope scanned.",
@@ -302,14 +289,8 @@ TOOL_BY_NAME = {t.name: t for t in TOOLS}
 
 
 def error_text(exc: BaseException) -> str:
-    """A failure in the CLI's words (qem_edit.cli.main prints the same)."""
-    if isinstance(exc, errors.QemError):
-        label = "" if isinstance(exc, errors.Interrupted) else "error: "
-        return "\n".join([f"qem: {label}{exc}"] + ([f"qem: {exc.hint}"] if exc.hint else []))
-    if isinstance(exc, OSError):
-        where = f"{exc.filename}: " if exc.filename else ""
-        return f"qem: error: {where}{exc.strerror or exc}"
-    return f"qem: error: {type(exc).__name__}: {exc}; nothing was written"
+    """A failure in the CLI's words (errors.words, which qem_edit.cli.main says too)."""
+    return "\n".join(f"qem: {line}" for line in errors.words(exc))
 
 
 def call(memory: Memory, name: str, arguments: dict[str, Any] | None, client: str | None) -> tuple[str, object, bool]:
@@ -345,7 +326,7 @@ def serve(memory: Memory) -> int:
     from . import __version__
     from . import workspace as ws
 
-    ws.resolve(memory.workspace, memory.store)  # a bad --workspace fails now, not at the first call
+    ws.resolve(memory.workspace_dir, memory.store_dir)  # a bad --workspace fails now, not at the first call
 
     async def list_tools(ctx: Any, params: Any) -> Any:
         return types.ListToolsResult(tools=[

@@ -13,7 +13,8 @@ from pathlib import Path
 from . import errors
 from .convert import convert, read_old_store
 from .logtree import LogTree
-from .store import LEGACY_NAME, TEXTS_PER_PACK, Store, ensure_memory_id
+from .starting import ensure_memory_id
+from .store import LEGACY_NAME, TEXTS_PER_PACK, Store
 from .workspace import CONFIG_NAME, Workspace
 
 

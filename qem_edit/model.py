@@ -20,6 +20,8 @@ import unicodedata
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
+from . import ids
+
 KINDS: tuple[str, ...] = (
     "directive",
     "task",
@@ -43,7 +45,8 @@ _ANY = frozenset(STATES) - {"forgotten"}
 class Move:
     """One lifecycle move: the verb a person or a plan uses, the event it appends, the
     states it may leave from and the state it reaches (None: the state stays), how a plan
-    shows it, and how a refusal words it ("cannot flag as stale note #3: it is revoked")."""
+    shows it, how a refusal words it ("cannot flag as stale note #3: it is revoked"), and
+    how `qem diff` heads the changes it makes."""
 
     verb: str
     event: str
@@ -51,37 +54,70 @@ class Move:
     target: str | None
     sign: str
     refusal: str
+    label: str
     marker: bool = False  # asked for in MEMORY.md by writing or removing a state marker
     needs_reason: bool = False  # a writer must say why (-m)
+    # takes a note out of force, or erases it: on a protected kind a person's act alone
+    # (qem_edit.protect refuses an agent's), and what a check-in's mass-change rule counts
+    out_of_force: bool = False
+    how: str = ""  # the command a person runs for it, which a protected kind's refusal names
+    # The moves made by a note's id and a reason alone (acts.move) each have a command made
+    # from here (cli.py): `says`, what the move does in a person's words, and `example`; and,
+    # where an agent may make one, an MCP tool (mcp_server.py): `tool`, what the agent reads
+    # to choose it ("": a person's act, not served).
+    says: str = ""
+    example: str = ""
+    tool: str = ""
 
     @property
     def shown(self) -> str:
         """The verb as a plan prints it: "flag stale"."""
         return self.verb.replace("_", " ")
 
+    @property
+    def command(self) -> str:
+        """The verb as the command line spells it: "flag-stale"."""
+        return self.verb.replace("_", "-")
 
-# The lifecycle, written once.  Checks, plans, plan displays, refusals and the store's SQL
-# constraint are all derived from this table; a stale note is still in force (flagged for
-# review), so it can be revoked, expired or superseded too.  Its order is the order in
-# which a plan counts its operations.
+
+# The lifecycle, written once.  Checks, plans, plan displays, refusals, the protected kinds,
+# a diff's headings, the move commands and tools and the store's SQL constraint are all
+# derived from this table; a stale note is still in force (flagged for review), so it can
+# be revoked, expired or superseded too.  Its order is the order in which a plan counts its
+# operations (and the log's event types are listed).
 MOVES: tuple[Move, ...] = (
-    Move("create", "created", frozenset(), "active", "+", "create"),
-    Move("supersede", "superseded", LIVE_STATES, "superseded", "~", "supersede"),
-    Move("revoke", "revoked", LIVE_STATES, "revoked", "-", "revoke", marker=True, needs_reason=True),
-    Move("flag_stale", "stale_flagged", frozenset({"active"}), "stale", "!", "flag as stale", marker=True,
-         needs_reason=True),
+    Move("create", "created", frozenset(), "active", "+", "create", "created"),
+    Move("supersede", "superseded", LIVE_STATES, "superseded", "~", "supersede", "superseded", out_of_force=True,
+         how="qem supersede {id} TEXT -m WHY"),
+    Move("revoke", "revoked", LIVE_STATES, "revoked", "-", "revoke", "revoked", marker=True, needs_reason=True,
+         out_of_force=True, how="qem revoke {id} -m WHY", says="Revoke a note: it no longer holds",
+         example='qem revoke 412 -m "wrong lock order"', tool="Withdraw a note that is wrong and has no replacement"),
+    Move("flag_stale", "stale_flagged", frozenset({"active"}), "stale", "!", "flag as stale", "flagged stale",
+         marker=True, needs_reason=True, says="Flag a note as possibly out of date",
+         example='qem flag-stale 398 -m "the cache was rewritten in v2"',
+         tool="Flag a note as possibly out of date (it stays in force, marked for review)"),
     Move("reinstate", "reinstated", frozenset({"revoked", "stale", "expired"}), "active", "^", "reinstate",
-         marker=True),
-    Move("expire", "expired", LIVE_STATES, "expired", "x", "expire", marker=True),
-    Move("promote", "promoted", _ANY, None, "*", "promote"),
-    Move("forget", "forgotten", _ANY, "forgotten", "#", "forget", needs_reason=True),
-    Move("dispute", "disputed", LIVE_STATES, None, "?", "dispute", needs_reason=True),
-    Move("rule", "ruled", _ANY, None, "=", "rule on", needs_reason=True),
+         "reinstated", marker=True, says="Put a revoked, stale or expired note back in force",
+         example='qem reinstate 412 -m "the order was right after all"',
+         tool="Put a revoked, stale or expired note back in force"),
+    Move("expire", "expired", LIVE_STATES, "expired", "x", "expire", "expired", marker=True, out_of_force=True,
+         how="qem expire {id} -m WHY", example='qem expire 77 -m "sprint over"',
+         says="Mark a note expired (expiry is an event; reading never consults the clock)"),
+    Move("promote", "promoted", _ANY, None, "*", "promote", "promoted", example='qem promote 4 -m "I said this"',
+         says="Raise a note's provenance to human: a person stands behind it"),
+    Move("forget", "forgotten", _ANY, "forgotten", "#", "forget", "forgotten", needs_reason=True, out_of_force=True,
+         how="qem forget {id} -m WHY --yes"),
+    Move("dispute", "disputed", LIVE_STATES, None, "?", "dispute", "disputes opened", needs_reason=True),
+    Move("rule", "ruled", _ANY, None, "=", "rule on", "disputes ruled", needs_reason=True),
 )
 MOVE_BY_VERB: dict[str, Move] = {m.verb: m for m in MOVES}
 MOVE_BY_EVENT: dict[str, Move] = {m.event: m for m in MOVES}
 MOVE_BY_TARGET: dict[str, Move] = {m.target: m for m in MOVES if m.target and m.verb != "create"}
 EVENT_TYPES: tuple[str, ...] = tuple(m.event for m in MOVES)
+# The order a reader meets the moves in, where a diff groups its changes and the shells list
+# the move commands and tools: MOVES' order, but for a promotion, read before an expiry.
+READING_ORDER: tuple[Move, ...] = tuple(MOVE_BY_VERB[verb] for verb in (
+    "create", "supersede", "revoke", "flag_stale", "reinstate", "promote", "expire", "forget", "dispute", "rule"))
 
 
 def marker_move(before: str, after: str) -> Move | None:
@@ -583,7 +619,7 @@ def decide_rule(dispute_id: str, sides: tuple[Note, Note], keep: str, reason: st
     """Close a dispute between two notes: `keep` stands, the other side is revoked in its
     favour.  `sides` are the two notes the dispute was opened between."""
     first, second = sides
-    shown = dispute_id[:DISPUTE_SHOWN]
+    shown = ids.side_shown(dispute_id)
     if keep not in (first.id, second.id):
         raise TransitionError(f"dispute {shown} is between #{first.shown} and #{second.shown}; --keep one of them")
     kept, other = (first, second) if keep == first.id else (second, first)
@@ -607,7 +643,7 @@ def decide_settle(note: Note, keep: str, reason: str) -> Draft:
         raise TransitionError(f"note #{note.shown} has no concurrent changes to rule on")
     tips = [r.tip for r in note.rivals]
     if keep not in tips:
-        raise TransitionError(f"--keep names none of #{note.shown}'s sides: " + ", ".join(t[:8] for t in tips))
+        raise TransitionError(f"--keep names none of #{note.shown}'s sides: " + ", ".join(ids.shown(t) for t in tips))
     return Draft(note.id, "ruled", reason, {"keep": keep})
 
 
@@ -623,6 +659,3 @@ def decide_fork(parent: Note, successors: list[Note], keep: str, reason: str) ->
         raise TransitionError(f"--keep names none of the notes that supersede #{parent.shown}: {names}")
     why = f"ruling on the fork of #{parent.shown}, #{kept[0].shown} stands: {reason}"
     return [Draft(n.id, "revoked", why) for n in live if n.id != keep]
-
-
-DISPUTE_SHOWN = 6  # how many characters of a dispute id are shown

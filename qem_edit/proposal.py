@@ -331,7 +331,7 @@ def their_words(base: Note, now: Note, shorts: Mapping[str, str] | None = None) 
     """What the store did to a note since the base, in one line (`shorts`: notes' short
     ids, for the successor it names)."""
     def name(note_id: str) -> str:
-        return (shorts or {}).get(note_id) or note_id[:8]
+        return ids.shown(note_id, (shorts or {}).get(note_id))
 
     if now.rivals:
         from .resolver import rival_words

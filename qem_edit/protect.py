@@ -23,17 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from . import errors
-from .model import KINDS, Event, Note
+from . import errors, ids
+from .model import KINDS, MOVE_BY_EVENT, MOVES, Event, Note
 
 ACTOR_KIND_ENV = "QEM_ACTOR_KIND"
 ACTOR_KINDS = ("agent", "person")
 DEFAULT_KINDS = ("directive",)
 WRITER = "writer"  # the key an agent's events carry in their data
 # the moves that take a note out of force, or erase it: a person's act on a protected note
-GUARDED = {"superseded": "supersede", "revoked": "revoke", "expired": "expire", "forgotten": "forget"}
-_HOW = {"superseded": "qem supersede {id} TEXT -m WHY", "revoked": "qem revoke {id} -m WHY",
-        "expired": "qem expire {id} -m WHY", "forgotten": "qem forget {id} -m WHY --yes"}
+GUARDED = frozenset(m.event for m in MOVES if m.out_of_force)
 
 
 class Protected(errors.Refused):
@@ -102,8 +100,8 @@ def is_agents(event: Event, rule: Rule) -> bool:
 
 def refusal(note: Note, event_type: str, actor: str) -> Protected:
     """Why an agent may not make this move, and who may and how."""
-    verb = GUARDED[event_type]
-    how = _HOW[event_type].format(id=note.shown)
+    move = MOVE_BY_EVENT[event_type]
+    verb, how = move.refusal, move.how.format(id=note.shown)
     return Protected(
         f"note #{note.shown} is a {note.kind}, a protected kind: {actor}, writing as an agent, cannot {verb} it;"
         " nothing was written",
@@ -118,7 +116,7 @@ def guard(notes: Iterable[tuple[Note, str]], actor: str, rule: Rule) -> None:
             raise refusal(note, event_type, actor)
 
 
-def violations(conn, rule: Rule, shown: Callable[[str], str] = lambda n: n[:8]) -> list[str]:  # type: ignore[no-untyped-def]
+def violations(conn, rule: Rule, shown: Callable[[str], str] = ids.shown) -> list[str]:  # type: ignore[no-untyped-def]
     """Every agent's event in the log that the rule forbids and no person has answered
     since (a person's later event on the note that follows it: a reinstatement, say),
     named for `qem verify`; `conn` is an index of the log (qem_edit.index), whose events
@@ -126,17 +124,12 @@ def violations(conn, rule: Rule, shown: Callable[[str], str] = lambda n: n[:8]) 
     short id."""
     if not rule.kinds:
         return []
-    guarded, kinds = sorted(GUARDED), sorted(rule.kinds)
-    rows = conn.execute(
-        f"SELECT {_EVENT_COLUMNS}, json_extract(c.data, '$.kind') FROM events e"
-        " JOIN events c ON c.id = e.note AND c.type = 'created'"
-        f" WHERE e.type IN ({_marks(guarded)}) AND json_extract(c.data, '$.kind') IN ({_marks(kinds)})"
-        " ORDER BY e.clock, e.id", [*guarded, *kinds])
+    from .index import guarded_events
+
     out = []
-    for row in rows:
-        event, kind = _event(row[:-1]), row[-1]
+    for event, kind in guarded_events(conn, sorted(GUARDED), sorted(rule.kinds)):
         if is_agents(event, rule) and not _answered(conn, event.id, rule):
-            out.append(f"event {event.id[:8]}: {event.actor}, an agent, {event.type} {kind}"
+            out.append(f"event {ids.shown(event.id)}: {event.actor}, an agent, {event.type} {kind}"
                        f" #{shown(event.note)}, a protected kind only a person may change (at {event.at};"
                        " a person answers it by a move on the note, e.g. `qem reinstate`)")
     return out
@@ -145,30 +138,10 @@ def violations(conn, rule: Rule, shown: Callable[[str], str] = lambda n: n[:8]) 
 def _answered(conn, event_id: str, rule: Rule) -> bool:  # type: ignore[no-untyped-def]
     """Whether a person's event other than a creation follows `event_id` (through `prev`,
     at any distance, within the note: an event of another note answers nothing)."""
-    if conn.execute("SELECT name FROM sqlite_master WHERE name = 'verify_follows'").fetchone() is None:
-        conn.execute("CREATE TABLE verify_follows (prev TEXT NOT NULL, event TEXT NOT NULL, PRIMARY KEY (prev, event))"
-                     " WITHOUT ROWID")
-        conn.execute("INSERT OR IGNORE INTO verify_follows (prev, event) SELECT j.value, e.id FROM events e,"
-                     " json_each(e.prev) j JOIN events p ON p.id = j.value AND p.note = e.note WHERE j.type = 'text'")
-    rows = conn.execute(
-        "WITH RECURSIVE later(id) AS (SELECT event FROM verify_follows WHERE prev = ?"
-        " UNION SELECT f.event FROM verify_follows f JOIN later l ON f.prev = l.id)"
-        " SELECT e.type, e.actor, json_extract(e.data, '$.writer') FROM later l JOIN events e ON e.id = l.id",
-        (event_id,))
-    return any(type_ != "created" and writer != "agent" and not rule.is_agent(actor) for type_, actor, writer in rows)
+    from .index import followers
 
-
-_EVENT_COLUMNS = "e.id, e.note, e.type, e.at, e.actor, e.reason, e.checkin, e.data, e.clock, e.prev"
-
-
-def _marks(values: list[str]) -> str:
-    return ", ".join("?" * len(values))
-
-
-def _event(row) -> Event:  # type: ignore[no-untyped-def]
-    from .index import event_from_row
-
-    return event_from_row(row)
+    return any(type_ != "created" and writer != "agent" and not rule.is_agent(actor)
+               for type_, actor, writer in followers(conn, event_id))
 
 
 def writes_as_agent(tx, actor: str) -> bool:  # type: ignore[no-untyped-def]
@@ -206,12 +179,7 @@ def log_problems(store, fresh) -> list[str]:  # type: ignore[no-untyped-def]
     """`qem verify`'s check: the rule over every event the log files hold (as `qem verify`
     read them afresh into the index `fresh`, an SQLite connection of its own: the store's
     index may be damaged; files that cannot be read are named elsewhere)."""
-    import sqlite3
-
     def shown(note: str) -> str:
-        try:
-            return store.index.shorts([note]).get(note, note[:8])
-        except sqlite3.Error:
-            return note[:8]
+        return ids.shown(note, store.shorts([note]).get(note))
 
     return violations(fresh, rule_of(store.root), shown)

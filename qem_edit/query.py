@@ -9,15 +9,16 @@ error, never ignored.
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Callable, Iterable
 
-from . import errors
+from . import errors, ids
 from .model import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, STATES, TEXT_MISSING, Event, Note
 from .resolver import Graph, disputed_with
 from .store import Store
+from .times import parse_time
 
 NOTE_KEYS = (
     "kind", "state", "priority", "provenance", "actor", "since", "until",
@@ -82,25 +83,6 @@ def parse_filters(args: Iterable[str], events: bool) -> list[Filter]:
     return out
 
 
-def parse_time(value: str, key: str, *, end: bool) -> str:
-    """An ISO date or UTC time → the canonical `YYYY-MM-DDTHH:MM:SSZ`, inclusive bounds."""
-    try:
-        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
-            day = datetime.strptime(value, "%Y-%m-%d")
-            return day.strftime("%Y-%m-%dT23:59:59Z" if end else "%Y-%m-%dT00:00:00Z")
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise errors.BadInput(f"{key}={value!r} is not an ISO date or time (e.g. 2026-10-01 or 2026-10-01T12:00:00Z)") from None
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _choice(value: str, allowed: Iterable[str], key: str) -> str:
-    allowed = tuple(allowed)
-    if value not in allowed:
-        raise errors.BadInput(f"{key}={value!r}: use one of {', '.join(allowed)}")
-    return value
 
 
 def _note_id(value: str, key: str) -> str:
@@ -111,55 +93,65 @@ def _note_id(value: str, key: str) -> str:
 
 Test = Callable[[object], bool]
 
-
-def _equals(attribute: str, read: Callable[[str, str], object]) -> Callable[[str, str], Test]:
-    """A filter on one field: KEY=VALUE holds when the field equals VALUE, as read."""
-
-    def make(value: str, key: str) -> Test:
-        wanted = read(value, key)
-        return lambda item: getattr(item, attribute) == wanted
-
-    return make
-
-
-def _bound(attribute: str, end: bool) -> Callable[[str, str], Test]:
-    """since= (a lower bound) or until= (an upper bound, inclusive) on a UTC time field."""
-
-    def make(value: str, key: str) -> Test:
-        moment = parse_time(value, key, end=end)
-        if end:
-            return lambda item: getattr(item, attribute) <= moment
-        return lambda item: getattr(item, attribute) >= moment
-
-    return make
+# How a filter on one field compares the field with its value: in a scan (Python) and in
+# the index (SQL over the notes table), side by side.
+_COMPARISONS: dict[str, tuple[Callable[[object, object], bool], str]] = {
+    "=": (operator.eq, "{} = ?"),
+    ">=": (operator.ge, "{} >= ?"),  # since=: a lower bound
+    "<=": (operator.le, "{} <= ?"),  # until=: an upper bound, inclusive
+    "contains": (lambda text, part: text is not None and part in text, "instr({}, ?) > 0"),  # type: ignore[operator]
+}
 
 
-def _one_of(allowed: tuple[str, ...]) -> Callable[[str, str], str]:
-    return lambda value, key: _choice(value, allowed, key)
+@dataclass(frozen=True)
+class _Field:
+    """A filter on one field: the field, how KEY=VALUE's value is read (and checked), and
+    how the two compare; the scan's test and the index's SQL are both made from it."""
+
+    name: str
+    read: Callable[[str, str], object]
+    compare: str = "="
+
+    def test(self, value: str, key: str) -> Test:
+        holds, wanted = _COMPARISONS[self.compare][0], self.read(value, key)
+        return lambda item: holds(getattr(item, self.name), wanted)
+
+    def sql(self, value: str, key: str) -> tuple[str, object]:
+        return _COMPARISONS[self.compare][1].format(self.name), self.read(value, key)
+
+
+def _one_of(allowed: tuple[str, ...]) -> Callable[[str, str], object]:
+    return lambda value, key: errors.choice(value, allowed, key, as_filter=True)
 
 
 def _as_is(value: str, key: str) -> str:
     return value
 
 
-# Filters that read one field; current=, disputed= and text~ need the graph or the scope.
-_NOTE_FIELDS: dict[str, Callable[[str, str], Test]] = {
-    "kind": _equals("kind", _one_of(KINDS)),
-    "state": _equals("state", _one_of(STATES)),
-    "priority": _equals("priority", _one_of(PRIORITIES)),
-    "provenance": _equals("provenance", _one_of(PROVENANCES)),
-    "actor": _equals("actor", _as_is),
-    "since": _bound("created_at", end=False),
-    "until": _bound("created_at", end=True),
-    "supersedes": _equals("supersedes", _note_id),
+def _time(end: bool) -> Callable[[str, str], str]:
+    return lambda value, key: parse_time(value, key, end=end)
+
+
+# Filters that read one field (a note's are its column in the index too); current= and
+# disputed= need the graph, and text~ adds to the scope what it cannot see.
+_NOTE_FIELDS: dict[str, _Field] = {
+    "kind": _Field("kind", _one_of(KINDS)),
+    "state": _Field("state", _one_of(STATES)),
+    "priority": _Field("priority", _one_of(PRIORITIES)),
+    "provenance": _Field("provenance", _one_of(PROVENANCES)),
+    "actor": _Field("actor", _as_is),
+    "since": _Field("created_at", _time(end=False), ">="),
+    "until": _Field("created_at", _time(end=True), "<="),
+    "supersedes": _Field("supersedes", _note_id),
+    "text~": _Field("text", _as_is, "contains"),
 }
-_EVENT_FIELDS: dict[str, Callable[[str, str], Test]] = {
-    "type": _equals("type", _one_of(EVENT_TYPES)),
-    "note": _equals("note", _note_id),
-    "actor": _equals("actor", _as_is),
-    "since": _bound("at", end=False),
-    "until": _bound("at", end=True),
-    "checkin": _equals("checkin", _as_is),
+_EVENT_FIELDS: dict[str, _Field] = {
+    "type": _Field("type", _one_of(EVENT_TYPES)),
+    "note": _Field("note", _note_id),
+    "actor": _Field("actor", _as_is),
+    "since": _Field("at", _time(end=False), ">="),
+    "until": _Field("at", _time(end=True), "<="),
+    "checkin": _Field("checkin", _as_is),
 }
 
 
@@ -167,27 +159,25 @@ def note_predicate(filters: list[Filter], graph: Graph, scope: Scope) -> Callabl
     tests: list[Test] = []
     for f in filters:
         key, value = f.key, f.value
-        if key in _NOTE_FIELDS:
-            tests.append(_NOTE_FIELDS[key](value, key))
-        elif key == "current":
-            v = _choice(value, ("yes", "no", "unknown"), key)
+        if key == "current":
+            v = errors.choice(value, ("yes", "no", "unknown"), key, as_filter=True)
             unknown = sum(1 for n in graph.notes if graph.currency(n).value == "unknown")
             if unknown and v != "unknown":
                 scope.gaps.append(f"{unknown} note(s) have unknown currency (see current=unknown)")
             tests.append(lambda n, v=v: graph.currency(n.id).value == v)  # type: ignore[attr-defined]
         elif key == "disputed":
-            v = _choice(value, ("yes", "no"), key) == "yes"
+            v = errors.choice(value, ("yes", "no"), key, as_filter=True) == "yes"
             tests.append(lambda n, v=v: bool(disputed_with(n, graph) or n.rivals) == v)  # type: ignore[arg-type]
-        elif key == "text~":
-            forgotten = sum(1 for n in graph.notes.values() if n.text is None)
+        else:
+            forgotten = sum(1 for n in graph.notes.values() if n.text is None) if key == "text~" else 0
             if forgotten:
                 scope.gaps.append(f"{forgotten} forgotten note(s) have no text to search")
-            tests.append(lambda n, v=value: n.text is not None and v in n.text)  # type: ignore[attr-defined]
+            tests.append(_NOTE_FIELDS[key].test(value, key))
     return lambda n: all(t(n) for t in tests)
 
 
 def event_predicate(filters: list[Filter]) -> Callable[[Event], bool]:
-    tests = [_EVENT_FIELDS[f.key](f.value, f.key) for f in filters]
+    tests = [_EVENT_FIELDS[f.key].test(f.value, f.key) for f in filters]
     return lambda e: all(t(e) for t in tests)
 
 
@@ -210,7 +200,7 @@ def answer(store: Store, parsed: list[Filter], events: bool = False, count_only:
         notes = {n.id: n for n in store.notes()}
         all_events = store.events()
     latest = max((e.at for e in all_events), default=None)
-    scope = Scope(str(store.path), latest, len(notes), len(all_events))
+    scope = Scope(str(store.root), latest, len(notes), len(all_events))
     if events:
         match = event_predicate(parsed)
         results = [{**e.to_json(), "short": notes[e.note].shown if e.note in notes else None}
@@ -235,8 +225,6 @@ def _resolved(store: Store, f: Filter) -> Filter:
 
 # -- a query's notes, for a checkout ------------------------------------------------------------
 
-_CHOICES = {"kind": KINDS, "state": STATES, "priority": PRIORITIES, "provenance": PROVENANCES}
-
 
 @dataclass
 class Selected:
@@ -254,26 +242,14 @@ def select(store: Store, parsed: list[Filter]) -> Selected:
     if any(f.key in ("current", "disputed") for f in parsed):
         found = answer(store, parsed)
         return Selected([r["id"] for r in found.results], found.scope)
-    conditions = [_condition(f) for f in parsed]
+    conditions = [_NOTE_FIELDS[f.key].sql(f.value, f.key) for f in parsed]
     with store.reading():
         ids = store.select_notes([c for c, _ in conditions], [p for _, p in conditions])
-        scope = Scope(str(store.path), None, store.count(), 0)
+        scope = Scope(str(store.root), None, store.count(), 0)
         forgotten = store.count(states=["forgotten"]) if any(f.key == "text~" for f in parsed) else 0
     if forgotten:
         scope.gaps.append(f"{forgotten} forgotten note(s) have no text to search")
     return Selected(ids, scope)
-
-
-def _condition(f: Filter) -> tuple[str, object]:
-    """One filter as SQL over the notes table (its value checked as `qem query` checks it)."""
-    key, value = f.key, f.value
-    if key in ("since", "until"):
-        return ("created_at >= ?" if key == "since" else "created_at <= ?"), parse_time(value, key, end=key == "until")
-    if key == "text~":
-        return "instr(text, ?) > 0", value
-    if key in _CHOICES:
-        _choice(value, _CHOICES[key], key)
-    return f"{key} = ?", value
 
 
 @dataclass
@@ -301,7 +277,7 @@ class QueryAnswer:
     def _line(self, r: dict) -> str:
         if self.what == "events":
             why = f" ({r['reason']})" if r["reason"] else ""
-            return f"{r['id'][:8]}\t{r['at']}\t#{r.get('short') or r['note'][:8]} {r['type']} by {r['actor']}{why}"
+            return f"{ids.shown(r['id'])}\t{r['at']}\t#{ids.shown(r['note'], r.get('short'))} {r['type']} by {r['actor']}{why}"
         first = (r["text"] or ("(forgotten)" if r["state"] == "forgotten" else TEXT_MISSING)).split("\n", 1)[0]
         return f"#{r['short']}\t{r['kind']}\t{r['state']}\tcurrent={r['current']}\t{first}"
 
@@ -315,16 +291,3 @@ class QueryAnswer:
         if not self.count_only:
             return None
         return self.scope.line() + ("" if self.results else "\n" + self.empty)
-
-
-# -- history and checks -------------------------------------------------------------------------
-
-
-def note_at(store: Store, note_id: str, at: str) -> Note:
-    """One note as it was `--at` a date or git revision."""
-    from .history import notes_as_of
-
-    past = notes_as_of(store, at)
-    if note_id not in past:
-        raise errors.NoSuchNote(f"note #{note_id[:8]} did not exist at {at}")
-    return past[note_id]

@@ -20,12 +20,13 @@ in every clone, though `qem revoke`/`qem forget` is the recorded way (who, when,
 from __future__ import annotations
 
 import shlex
-import sqlite3
 from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import errors, gitrepo
+from .db import Connection
+from .index import has_event, kind_text_state, was_forgotten
 from .logtree import EVENTS, PACKS, TEXTS, LogFileError, records_from
 from .model import Event
 
@@ -90,11 +91,11 @@ def read_base(files: Mapping[str, bytes]) -> tuple[dict[str, Event], dict[str, s
 class _Held:
     """The event ids of an index of the judged log (qem_edit.index), asked one at a time."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
     def __contains__(self, event_id: object) -> bool:
-        return self.conn.execute("SELECT 1 FROM events WHERE id = ?", (event_id,)).fetchone() is not None
+        return has_event(self.conn, event_id)
 
 
 def base_commit(store_root: Path, base: str | None) -> tuple[Path, str, str] | None:
@@ -127,7 +128,7 @@ def _inside(top: Path, store_root: Path) -> bool:
     return True
 
 
-def verify_findings(store, fresh: sqlite3.Connection, base: str | None,  # type: ignore[no-untyped-def]
+def verify_findings(store, fresh: Connection, base: str | None,  # type: ignore[no-untyped-def]
                     judged_names: Container[str] | None = None) -> tuple[list[str], list[str]]:
     """`qem verify`'s check: (problems, notices) naming the notes whose events the base
     holds and the log judged (read afresh into the index `fresh`; its file names
@@ -155,13 +156,12 @@ def verify_findings(store, fresh: sqlite3.Connection, base: str | None,  # type:
     return problems, notices
 
 
-def _completed(removal: Removal, fresh: sqlite3.Connection) -> Removal:
+def _completed(removal: Removal, fresh: Connection) -> Removal:
     """Its kind and text from the judged log where the base's removed files lack them;
     no text for a note forgotten on either side."""
-    row = fresh.execute("SELECT kind, text, state FROM notes WHERE id = ?", (removal.note,)).fetchone()
-    kind, text, state = row if row is not None else (None, None, None)
-    forgotten = state == "forgotten" or any(e.type == "forgotten" for e in removal.events) or fresh.execute(
-        "SELECT 1 FROM events WHERE note = ? AND type = 'forgotten'", (removal.note,)).fetchone() is not None
+    kind, text, state = kind_text_state(fresh, removal.note)
+    forgotten = (state == "forgotten" or any(e.type == "forgotten" for e in removal.events)
+                 or was_forgotten(fresh, removal.note))
     return Removal(removal.note, removal.kind or kind, None if forgotten else (removal.text or text or None),
                    removal.events)
 

@@ -112,7 +112,7 @@ class Graph:
     def name(self, note_id: str) -> str:
         """A note as messages name it: its short id."""
         note = self.notes.get(note_id)
-        return note.shown if note is not None else note_id[:8]
+        return note.shown if note is not None else ids.shown(note_id)
 
     def _poison(self, root: str, reason: str) -> None:
         """`root` and every note downstream of it (its successors, theirs...) are unknown."""
@@ -200,7 +200,7 @@ def disputed_with(note: Note, graph: Graph) -> list[tuple[str, list[str]]]:
     for dispute, other in note.disputes:
         other_note = graph.notes.get(other)
         if other_note is None or other_note.live:
-            out.append((f"dispute {dispute[:6]}", [other]))
+            out.append((f"dispute {ids.side_shown(dispute)}", [other]))
     siblings = graph.live_siblings(note)
     if siblings:
         out.append((f"fork of #{graph.name(note.supersedes or '')}", siblings))
@@ -210,9 +210,9 @@ def disputed_with(note: Note, graph: Graph) -> list[tuple[str, list[str]]]:
 def rival_words(note: Note, shown: Callable[[str], str] | None = None) -> str:
     """What concurrent changes of a note's state each did, for messages; `shown` gives a
     note's short id (else its id's first 8 characters)."""
-    name = shown or (lambda note_id: note_id[:8])
+    name = shown or ids.shown
     sides = []
     for rival in note.rivals:
         side = f"{rival.type} by {rival.actor}" + (f" (#{name(rival.superseded_by)})" if rival.superseded_by else "")
-        sides.append(f"{side} [side {rival.tip[:6]}]")
+        sides.append(f"{side} [side {ids.side_shown(rival.tip)}]")
     return "concurrent changes disagree: " + " vs ".join(sides)

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from . import errors
+from . import errors, ids
 
 ALLOWED = "secret"  # the key an event carries in its data when a person allowed its secret
 # detect-secrets plugins used: (module, class)
@@ -140,11 +140,11 @@ def loaded(events: Iterable, texts: Iterable) -> Iterator[str]:  # type: ignore[
             continue
         found = scan(event.reason)
         if found:
-            yield f"the reason of event {event.id[:8]} (note {event.note[:8]}) holds a secret ({described(found)})"
+            yield f"the reason of event {ids.shown(event.id)} (note {ids.shown(event.note)}) holds a secret ({described(found)})"
     for text in texts:
         found = [] if text.note in allowed else scan(text.text)
         if found:
-            yield f"the text of note {text.note[:8]} holds a secret ({described(found)})"
+            yield f"the text of note {ids.shown(text.note)} holds a secret ({described(found)})"
 
 
 def refuse_loaded(events: Iterable, texts: Iterable) -> None:  # type: ignore[type-arg]
@@ -162,32 +162,26 @@ def log_problems(store, fresh) -> list[str]:  # type: ignore[no-untyped-def]
     them: a clone's files are untrusted), with the commit that brought each in git.
     Streamed; only the texts the pre-check lets through reach the detector."""
     out = []
-    rows = fresh.execute("SELECT n.id, n.short, n.text, t.file FROM notes n JOIN texts t ON t.note = n.id"
-                         " WHERE n.text IS NOT NULL AND t.digest = n.text_hash ORDER BY n.id")
-    for note_id, short, text, file in rows:
+    from .index import reasons, secret_allowed, texts_with_files
+
+    for note_id, short, text, file in texts_with_files(fresh):
         found = scan(text)
-        if found and not _allowed(fresh, note_id):
+        if found and not secret_allowed(fresh, note_id):
             out.append(f"note #{short}: its text holds a secret, {described(found)}{_brought(store, file)}")
-    for event_id, note_id, reason in fresh.execute(
-            "SELECT id, note, reason FROM events WHERE reason IS NOT NULL ORDER BY id"):
+    for event_id, note_id, reason in reasons(fresh):
         found = scan(reason)
-        if found and not _allowed(fresh, event_id):
-            out.append(f"event {event_id[:8]} (note {note_id[:8]}): its reason holds a secret, {described(found)}")
+        if found and not secret_allowed(fresh, event_id):
+            out.append(f"event {ids.shown(event_id)} (note {ids.shown(note_id)}): its reason holds a secret, {described(found)}")
     return out
-
-
-def _allowed(conn, event_id: str) -> bool:  # type: ignore[no-untyped-def]
-    row = conn.execute("SELECT json_extract(data, '$.secret') FROM events WHERE id = ?", (event_id,)).fetchone()
-    return row is not None and row[0] == "allowed"
 
 
 def _brought(store, file: str) -> str:  # type: ignore[no-untyped-def]
     """Where the text came from: the commit that added its file, in git."""
-    from .gitrepo import added_by, toplevel
+    from .gitrepo import last_change, toplevel
 
     path = store.root / file
     top = toplevel(store.root)
-    commit = added_by(top, path) if top is not None and path.exists() else None
+    commit = last_change(top, path, added=True, oldest=True) if top is not None and path.exists() else None
     where = f"added by commit {commit}" if commit else "not committed yet"
     return f" (in .qem/{file}, {where}; `qem forget` it, then purge it from git history: docs/SHARING.md)"
 
@@ -211,6 +205,6 @@ def files_problems(store, paths: Iterable) -> list[str]:  # type: ignore[no-unty
             events, texts = records_from(name, path.read_bytes())
         except (LogFileError, OSError):
             continue
-        texts = [t for t in texts if not _allowed(store.conn, t.note)]
+        texts = [t for t in texts if not store.secret_allowed(t.note)]
         out += [f".qem/{name}: {problem}" for problem in loaded(events, texts)]
     return out

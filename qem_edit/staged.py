@@ -82,16 +82,9 @@ def _missing(store: Store, good: set[str]) -> tuple[dict[str, str], list[str]]:
     outside = sorted(store.tree.names() - good)
     held: dict[str, set[str]] = {}  # an event (or `t:` and a note, its text) → the files holding it
     note_of: dict[str, str] = {}
-    for start in range(0, len(outside), 500):
-        chunk = outside[start:start + 500]
-        marks = ", ".join("?" * len(chunk))
-        rows = store._read(f"SELECT e.event, e.file, v.note FROM event_files e JOIN events v ON v.id = e.event"
-                           f" WHERE e.event IN (SELECT event FROM event_files WHERE file IN ({marks}))", chunk)
-        rows += store._read(f"SELECT 't:' || note, file, note FROM texts WHERE note IN"
-                            f" (SELECT note FROM texts WHERE file IN ({marks}))", chunk)
-        for key, name, note in rows:
-            held.setdefault(key, set()).add(name)
-            note_of[key] = note
+    for key, name, note in store.holders(outside):
+        held.setdefault(key, set()).add(name)
+        note_of[key] = note
     lacking = {key for key, names in held.items() if not names & good}
     notes = {note_of[key]: "its text" for key in lacking if key.startswith("t:")}
     notes.update((note_of[key], "") for key in lacking if not key.startswith("t:"))

@@ -8,17 +8,18 @@ merge would join two memories.  So the index remembers the memory's committed fi
 bytes, in its `meta` table, as every command opens it), and a memory started beside such an
 index takes them: the same id, the same bytes.  In a git work tree they are staged, so
 that git, which accepts a staged file identical to the one a switch brings, switches and
-merges cleanly.
+merges cleanly.  The memory's id (`[memory] id` in config.toml) is read here, and made
+here when a memory starts new.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
+from . import ids
 from .files import read_regular, write_atomic
 from .logtree import EVENTS, PACKS, TEXTS
-from .workspace import CONFIG_NAME
+from .workspace import CONFIG_NAME, INDEX_NAME
 
 COMMITTED = (CONFIG_NAME, ".gitignore", ".gitattributes")  # the memory's files beside its log
 REMEMBERED_MOST = 1 << 16  # bytes of one such file the index keeps
@@ -42,37 +43,31 @@ def _holds_files(folder: Path) -> bool:
         return False
 
 
-def remember(conn: sqlite3.Connection, root: Path) -> None:
+def remember(store, root: Path) -> None:  # type: ignore[no-untyped-def]
     """Keep the memory's committed files in the index (written only when they changed)."""
+    known = store.remembered_under(_KEY)
+    if known is None:
+        return  # a convenience for a later branch; an index that cannot be read keeps nothing
     try:
-        known = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'committed:%'").fetchall())
         for name in COMMITTED:
             data = read_regular(root / name)
             if data is None or len(data) > REMEMBERED_MOST:
                 continue
             text = data.decode("utf-8", "surrogateescape")
             if known.get(_KEY + name) != text:
-                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_KEY + name, text))
-    except (sqlite3.Error, OSError, UnicodeError):
-        pass  # a convenience for a later branch; a read-only index keeps nothing
+                store.remember(_KEY + name, text)  # (a read-only index keeps nothing)
+    except (OSError, UnicodeError):
+        pass
 
 
 def remembered(root: Path) -> dict[str, bytes]:
     """The committed files the index left here remembers (none: no index, or an older one)."""
-    from .store import INDEX_NAME
+    from .index import read_meta
 
     path = root / INDEX_NAME
     if not path.is_file():
         return {}
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            rows = conn.execute("SELECT key, value FROM meta WHERE key LIKE 'committed:%'").fetchall()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return {}
-    files = {key[len(_KEY):]: value.encode("utf-8", "surrogateescape") for key, value in rows
+    files = {key[len(_KEY):]: value.encode("utf-8", "surrogateescape") for key, value in read_meta(path, _KEY).items()
              if key[len(_KEY):] in COMMITTED}
     return files if _names_a_memory(files.get(CONFIG_NAME, b"")) else {}
 
@@ -108,7 +103,6 @@ def start(root: Path) -> str:
     what to tell the user.  The store that opened it stages them with its first write
     (qem_edit.gitstage)."""
     from .logtree import LogTree
-    from .store import ensure_memory_id
 
     kept, commit = remembered(root), None
     if not kept:
@@ -125,3 +119,31 @@ def start(root: Path) -> str:
             f" cut before it was committed?); its {', '.join(COMMITTED)} are that memory's, staged in git with"
             " this write, so switching branches and merging keep one memory")
 
+
+def read_memory_id(root: Path) -> str | None:
+    import tomllib
+
+    try:
+        config = tomllib.loads((root / CONFIG_NAME).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    memory = config.get("memory", {})
+    value = memory.get("id") if isinstance(memory, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def ensure_memory_id(root: Path, memory_id: str | None = None) -> str:
+    """The memory's id, made (and written to config.toml, beside any settings there) when
+    the memory is created."""
+    existing = read_memory_id(root)
+    if existing is not None:
+        return existing
+    path = root / CONFIG_NAME
+    try:
+        before = path.read_text("utf-8")
+    except FileNotFoundError:
+        before = ""
+    made = memory_id or ids.nonce()[:12]
+    block = f'[memory]\n# names this memory in MEMORY.md\'s header; made once, committed with the log\nid = "{made}"\n'
+    write_atomic(path, ((before.rstrip("\n") + "\n\n") if before.strip() else "").encode() + block.encode())
+    return made

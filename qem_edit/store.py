@@ -20,14 +20,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
-from . import db, errors, ids
+from . import db, errors, ids, starting
 from .faults import checkpoint
-from .index import EVENT_COLUMNS, NOTE_COLUMNS, Caught, Index, event_from_row, items_by_kind, items_of_notes, note_from_row
+from .index import (EVENT_COLUMNS, NOTE_COLUMNS, Caught, Index, event_from_row, items_by_kind, items_of_notes, note_from_row,
+                    differences, secret_allowed, shorts)
 from .logtree import (EVENTS, MAX_CLOCK, MAX_TEXT_BYTES, PACK_SPLIT_BYTES, PACKS, TEXTS, LogFileError, LogTree, TextRecord, event_bytes,
                       pack_text_line, text_problem)
-from .workspace import CONFIG_NAME
+from .starting import COMMITTED, read_memory_id, remember
+from .times import utc_now
+from .workspace import CONFIG_NAME, INDEX_NAME
 from .model import (
     KIND_RANK,
+    LIVE_STATES,
     NEW_NOTE,
     Draft,
     Event,
@@ -49,14 +53,12 @@ from .model import (
     replay,
 )
 
-INDEX_NAME = "index.db"
 TEXTS_PER_PACK = 1000  # a forget rewrites the pack holding the text: keep packs of texts small
 PACK_AT = 1000  # loose log files that make a write pack them (`qem pack` does it at will)
 LEGACY_NAME = "memory.db"
 LOCK_NAME = "write.lock"
 START_LOCK_NAME = "start.lock"  # (ignored by .gitignore's /*.lock, as the write lock is)
 WRITE_PATIENCE_S = db.WRITE_PATIENCE_S
-utc_now = db.utc_now
 T = TypeVar("T")
 
 
@@ -187,10 +189,9 @@ class Transaction:
                 first = (draft.text or "")[:40].partition("\n")[0]
                 raise errors.BadInput(f"note text {first!r}...: {text}; nothing was written")
         if self._clock + len(drafts) > MAX_CLOCK:
-            held = self.store._read("SELECT f.file FROM events e JOIN event_files f ON f.event = e.id"
-                                    " WHERE e.clock = ? ORDER BY f.file LIMIT 1", (self._clock,))
+            held = self.store.clock_holder(self._clock)
             raise errors.BadInput(
-                f"the log's latest clock is {self._clock} ({held[0][0] if held else 'an event'}): a write takes the"
+                f"the log's latest clock is {self._clock} ({held or 'an event'}): a write takes the"
                 f" next, past the {MAX_CLOCK} every reader takes; nothing was written",
                 hint="no qem write makes such a clock: remove that file (`git rm`) if it came from another clone")
 
@@ -345,7 +346,6 @@ class Store:
 
     def __init__(self, root: Path, conn: sqlite3.Connection, index_path: Path | None) -> None:
         self.root = root
-        self.path = root  # what messages name
         self.conn = conn
         self.index_path = index_path
         self.tree = LogTree(root)
@@ -367,16 +367,12 @@ class Store:
         store = cls._with_index(root, write)
         store.started = started
         if started is not None:  # staged with the first write (qem_edit.gitstage)
-            from .starting import COMMITTED
-
             store.tree.touched |= set(COMMITTED)
         try:
             store.sync()
         except errors.NotAStore:  # the index is damaged where opening did not look
             store.rebuild()
-        from .starting import remember
-
-        remember(store.conn, root)
+        remember(store, root)
         return store
 
     @classmethod
@@ -430,17 +426,10 @@ class Store:
         self.caught = db.patiently(self._sync_once, self.index_path or self.root, "read")
 
     def _sync_once(self) -> Caught:
-        conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with db.transaction(self.conn):
             caught = self.index.sync()
-            conn.execute("COMMIT")
-            self._drop_old_pages()
-            return caught
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+        self._drop_old_pages()
+        return caught
 
     def _drop_old_pages(self) -> None:
         """After a forgotten text left the index: the write-ahead log still holds the pages
@@ -481,44 +470,33 @@ class Store:
             raise errors.StoreUnwritable(f"cannot write {where}: {exc.strerror or exc}; nothing was written") from None
 
     def _write_once(self, work: Callable[[Transaction], T], at: str) -> T:
-        conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
         tx: Transaction | None = None
         try:
-            checkpoint("write-begin")
-            self.index.sync()
-            leftover = self.forgotten_texts()  # brought back by a merge: forget still forgets
-            if leftover:
-                self.purge_texts({note for note, _ in leftover})
-            before, calm = self.index.generation, not self.has_disagreements()
-            self.index.replaced = {}
-            tx = Transaction(self, at)
-            result = work(tx)
-            tx.flush()
-            if self._loose() > PACK_AT:
-                self._pack_now()
-            self.index.note_stamp()
-            mark = WriteMark(before, self.index.generation, self.index.replaced or {}, calm and tx.bulk is None)
-            self.index.replaced = None
-            conn.execute("COMMIT")
-            self.last_write = mark
-            self._drop_old_pages()
-            return result
+            with db.transaction(self.conn):
+                checkpoint("write-begin")
+                self.index.sync()
+                leftover = self.forgotten_texts()  # brought back by a merge: forget still forgets
+                if leftover:
+                    self.purge_texts({note for note, _ in leftover})
+                before, calm = self.index.generation, not self.has_disagreements()
+                self.index.replaced = {}
+                tx = Transaction(self, at)
+                result = work(tx)
+                tx.flush()
+                if self._loose() > PACK_AT:
+                    self._pack_now()
+                self.index.note_stamp()
+                mark = WriteMark(before, self.index.generation, self.index.replaced or {}, calm and tx.bulk is None)
+                self.index.replaced = None
         except Exception:
             self.index.replaced = None
-            if conn.in_transaction:
-                try:
-                    conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
             if tx is not None and tx.landed:  # the log holds the write: it stands
                 self._catch_up()
                 return result
             raise
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+        self.last_write = mark
+        self._drop_old_pages()
+        return result
 
     def _catch_up(self) -> None:
         """The index follows a write that reached the log but not the index (made anew
@@ -574,9 +552,9 @@ class Store:
     def purge_texts(self, note_ids: set[str]) -> None:
         """Delete the texts of these (forgotten) notes from the log: a loose text file is
         removed, a pack holding one is written again without it."""
-        rows = self.conn.execute(
-            f"SELECT note, file FROM texts WHERE note IN ({', '.join('?' * len(note_ids))})", sorted(note_ids)
-        ).fetchall()
+        rows: list[tuple[str, str]] = []
+        for chunk in db.chunks(sorted(note_ids)):
+            rows += self.conn.execute(f"SELECT note, file FROM texts WHERE note IN ({db.marks(chunk)})", chunk).fetchall()
         done: set[str] = set()  # a pack holding several of them is rewritten once
         for note_id, name in rows:
             self.index.blanked.add(note_id)
@@ -652,9 +630,7 @@ class Store:
         id (with or without `#`), or the number of a note from a converted store."""
         text = str(given).strip().lstrip("#").lower()
         if text.startswith("vectr:"):  # a note imported from vectr, by its vectr id
-            from .vectr import resolve as resolve_vectr
-
-            return resolve_vectr(self, text)
+            return self._resolve_vectr(text)
         if text.isascii() and text.isdigit():  # (a number past SQLite's integers is no note's)
             rows = self._read("SELECT id FROM notes WHERE alias = ?", (int(text),)) if len(text) < 19 else []
             if len(rows) == 1:
@@ -672,6 +648,20 @@ class Store:
             raise errors.NoSuchNote(f"no note #{text} in this memory")
         return self._ambiguous(text, [r[0] for r in rows])
 
+    def _resolve_vectr(self, given: str) -> str:
+        """`vectr:ID`: the note imported from vectr note ID (qem_edit.vectr keeps the id
+        in the created event's `vectr.id`)."""
+        number = given.split(":", 1)[1].strip().lstrip("#")
+        if not number.isdigit() or len(number) > 18:
+            raise errors.NoSuchNote(f"{given!r}: a vectr note is named vectr:ID, its number (e.g. vectr:12)")
+        rows = self.imported_from_vectr(int(number))
+        if len(rows) == 1:
+            return str(rows[0][0])
+        if not rows:
+            raise errors.NoSuchNote(f"no note imported from vectr note #{number} in this memory")
+        named = "; ".join(f"#{ids.shown(r[0])} (from {r[1]})" for r in rows)
+        raise errors.NoSuchNote(f"vectr:{number} names {len(rows)} imported notes: {named}; give the qem id")
+
     def _ambiguous(self, given: str, candidates: list[str]) -> str:
         notes = self.notes_by_id(candidates)
         named = "; ".join(f"#{n.shown} {((n.text or '(forgotten)').splitlines() or [''])[0][:40]}" for n in notes.values())
@@ -685,9 +675,8 @@ class Store:
         """The notes with these ids (absent ids are left out)."""
         wanted = sorted(set(note_ids))
         out: dict[str, Note] = {}
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start:start + 500]
-            rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
+        for chunk in db.chunks(wanted):
+            rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes WHERE id IN ({db.marks(chunk)})", chunk)
             out.update((n.id, n) for n in map(note_from_row, rows))
         return out
 
@@ -743,10 +732,9 @@ class Store:
                 yield event_from_row(row[:-1]), row[-1]
 
     def events_of_checkins(self, checkins: Iterable[str]) -> list[Event]:
-        wanted = sorted(set(checkins))
-        if not wanted:
-            return []
-        rows = self._read(f"SELECT {EVENT_COLUMNS} FROM events WHERE checkin IN ({', '.join('?' * len(wanted))})", wanted)
+        rows: list[tuple] = []
+        for chunk in db.chunks(sorted(set(checkins))):
+            rows += self._read(f"SELECT {EVENT_COLUMNS} FROM events WHERE checkin IN ({db.marks(chunk)})", chunk)
         return [event_from_row(r) for r in rows]
 
     def texts(self) -> dict[str, str]:
@@ -814,6 +802,147 @@ class Store:
             " (SELECT supersedes FROM notes WHERE supersedes IS NOT NULL"
             "  GROUP BY supersedes HAVING count(*) > 1) LIMIT 1"))
 
+    # -- what the other modules ask of the index ---------------------------------------------
+
+    def same_text_in_force(self, note_ids: list[str]) -> Iterator[tuple[str, list[str]]]:
+        """(note, the other notes in force whose text is the same) for each of `note_ids`
+        (texts are stored normalized, so this is sameness after normalization)."""
+        for chunk in db.chunks(sorted(set(note_ids))):
+            for note_id, text in self._read(f"SELECT id, text FROM notes WHERE id IN ({db.marks(chunk)})", chunk):
+                rows = self._read(f"SELECT id, text FROM notes WHERE substr(text, 1, 48) = ? AND {_IN_FORCE}",
+                                  (text[:48],))  # (the index's search: a term on the whole text would make it a scan)
+                yield note_id, [other for other, same in rows if same == text and other != note_id]
+
+    def latest_at(self) -> str | None:
+        """When the latest event was written (None: the log holds none)."""
+        return self._read("SELECT max(at) FROM events")[0][0]
+
+    def forked_in_force(self) -> set[str]:
+        """The notes in force that supersede a note another note in force supersedes too."""
+        return {r[0] for r in self._read(
+            f"SELECT id FROM notes WHERE {_IN_FORCE} AND supersedes IN (SELECT supersedes FROM notes INDEXED BY"
+            f" notes_by_parent WHERE supersedes IS NOT NULL AND {_IN_FORCE} GROUP BY supersedes HAVING count(*) > 1)")}
+
+    def count_in_force_besides(self, kind: str) -> int:
+        """The notes in force of every kind but `kind`."""
+        return self._read(f"SELECT count(*) FROM notes WHERE kind_rank != ? AND {_IN_FORCE}", (KIND_RANK[kind],))[0][0]
+
+    def rows_in_force(self, kind: str, priority: str) -> Iterator[tuple]:
+        """The rows (NOTE_COLUMNS) of the notes in force of one kind and priority, in id
+        order, read lazily along the index's (kind rank, id) order (inside `reading`)."""
+        yield from self.conn.execute(
+            f"SELECT {NOTE_COLUMNS} FROM notes INDEXED BY notes_in_order WHERE kind_rank = ? AND priority = ?"
+            f" AND {_IN_FORCE} ORDER BY id", (KIND_RANK[kind], priority))
+
+    def holders(self, names: list[str]) -> list[tuple[str, str, str]]:
+        """For every event and text that one of the log files `names` holds: (the event's
+        id, or `t:` and the note for a text; a file holding it; its note), a row per file."""
+        rows: list[tuple[str, str, str]] = []
+        for chunk in db.chunks(names):
+            marks = db.marks(chunk)
+            rows += self._read(f"SELECT e.event, e.file, v.note FROM event_files e JOIN events v ON v.id = e.event"
+                               f" WHERE e.event IN (SELECT event FROM event_files WHERE file IN ({marks}))", chunk)
+            rows += self._read(f"SELECT 't:' || note, file, note FROM texts WHERE note IN"
+                               f" (SELECT note FROM texts WHERE file IN ({marks}))", chunk)
+        return rows
+
+    def shorts_not_shown(self, shorts_json: str) -> list[str]:
+        """Of the short ids in `shorts_json` (a JSON array), those no note shows or whose
+        note has no item (a note whose text is missing has none): read from covering
+        indexes, no note row."""
+        return [short for (short,) in self._read(_NOT_SHOWN, (shorts_json,))]
+
+    def text_missing(self, short: str) -> bool | None:
+        """Whether the note shown as `short` has lost its text (None: no such note); a short
+        id this clone shows longer (or shorter) is taken as a prefix of an id."""
+        missing = "text IS NULL AND state != 'forgotten'"
+        rows = self._read(f"SELECT {missing} FROM notes WHERE short = ? LIMIT 1", (short,))
+        if not rows:
+            rows = self._read(f"SELECT {missing} FROM notes WHERE id >= ? AND id < ? LIMIT 1", (short, short + "{"))
+        return None if not rows else bool(rows[0][0])
+
+    def note_of_event(self, event_id: str) -> str | None:
+        rows = self._read("SELECT note FROM events WHERE id = ?", (event_id,))
+        return rows[0][0] if rows else None
+
+    def secret_allowed(self, event_id: str) -> bool:
+        """Whether a person allowed the secret in what event `event_id` wrote (qem_edit.secrets)."""
+        return self._guarded(lambda: secret_allowed(self.conn, event_id))
+
+    def shorts(self, note_ids: Iterable[str]) -> dict[str, str]:
+        """The short ids of these notes; none where the index cannot be read (a damaged
+        index names no note: a message then shows the id's first 8 characters)."""
+        try:
+            return shorts(self.conn, note_ids)
+        except sqlite3.Error:
+            return {}
+
+    def imported_from_vectr(self, number: int) -> list[tuple[str, str | None]]:
+        """(note, vectr workspace) of every note imported from vectr's note `number`."""
+        return self._read("SELECT id, json_extract(data, '$.vectr.workspace') FROM events WHERE type = 'created'"
+                          " AND json_extract(data, '$.vectr.id') = ?", (number,))
+
+    def clock_holder(self, clock: int) -> str | None:
+        """A log file holding an event with this clock (the first by name)."""
+        rows = self._read("SELECT f.file FROM events e JOIN event_files f ON f.event = e.id"
+                          " WHERE e.clock = ? ORDER BY f.file LIMIT 1", (clock,))
+        return rows[0][0] if rows else None
+
+    @contextmanager
+    def attached(self, path: Path) -> Iterator[int]:
+        """A staged dump (qem_edit.index.StagedLines, `path` its file) attached to the index, its lines the index holds
+        marked as not new: how many are new."""
+        self.conn.execute("ATTACH DATABASE ? AS staged", (str(path),))
+        try:
+            self.conn.execute("UPDATE staged.lines SET new = 0 WHERE id IN (SELECT id FROM main.events)")
+            yield self._read("SELECT count(*) FROM staged.lines WHERE new")[0][0]
+        finally:
+            self.conn.execute("DETACH DATABASE staged")
+
+    # -- the local caches export keeps in the index (none where it cannot be written) -----------
+
+    def remembered(self, key: str) -> str | None:
+        """A cache entry of the index's `meta` (None: none, or the index cannot be read)."""
+        try:
+            return self.index.meta(key)
+        except sqlite3.Error:
+            return None
+
+    def remembered_under(self, prefix: str) -> dict[str, str] | None:
+        """Every cache entry whose key starts with `prefix` (None: the index cannot be read)."""
+        try:
+            return dict(self.conn.execute("SELECT key, value FROM meta WHERE key LIKE ?", (prefix + "%",)).fetchall())
+        except sqlite3.Error:
+            return None
+
+    def remember(self, key: str, value: str) -> None:
+        """Keep a cache entry in the index's `meta`; a read-only index keeps nothing."""
+        try:
+            self.index.set_meta(key, value)
+        except sqlite3.Error:
+            pass
+
+    def note_rendering(self, digest: str, kept: int) -> None:
+        """Record a rendering's hash (the latest `kept` are kept), on a connection of its
+        own: the store's may be inside the read transaction the rendering streams from."""
+        try:
+            conn = db.connect(str(self.index_path)) if self.index_path is not None else self.conn
+            try:
+                conn.execute("INSERT OR REPLACE INTO renderings (hash) VALUES (?)", (digest,))
+                conn.execute("DELETE FROM renderings WHERE rowid <= (SELECT max(rowid) FROM renderings) - ?", (kept,))
+            finally:
+                if conn is not self.conn:
+                    conn.close()
+        except sqlite3.Error:
+            pass  # then such a file reads as hand-edited: `export --force`
+
+    def rendered(self, digest: str) -> bool:
+        """Whether a rendering with this hash was recorded (an index that cannot be read knows nothing)."""
+        try:
+            return self.conn.execute("SELECT 1 FROM renderings WHERE hash = ?", (digest,)).fetchone() is not None
+        except sqlite3.Error:
+            return False
+
     @contextmanager
     def reading(self) -> Iterator["Store"]:
         """A read transaction: every read inside sees one snapshot of the index."""
@@ -834,6 +963,49 @@ class Store:
         """Every log file the index could not read, with why."""
         return [problem for (problem,) in self._read("SELECT problem FROM files WHERE problem IS NOT NULL ORDER BY name")]
 
+    def read_index(self, read: Callable[[sqlite3.Connection], T]) -> T:
+        """`read` (one of qem_edit.index's reads, given the index's connection), SQLite's
+        errors translated as every read's are."""
+        return self._guarded(lambda: read(self.conn))
+
+    def differences_from(self, fresh: sqlite3.Connection) -> list[str]:
+        """Where the index differs from `fresh`, an index of the log replayed afresh
+        (qem_edit.index.differences); a damaged index, or one that cannot be read, says so."""
+        try:
+            damage = self.conn.execute("PRAGMA quick_check").fetchone()[0]
+            if damage != "ok":
+                return [f"the index is damaged ({damage}); `qem verify --repair` rebuilds it"]
+            return differences(self.conn, fresh)
+        except sqlite3.DatabaseError as exc:
+            return [f"the index cannot be read ({exc}); `qem verify --repair` rebuilds it"]
+
+    def note_problems(self) -> list[tuple[str, str]]:
+        """(short id, its problems as a JSON array) of every note the fold found problems in, in id order."""
+        return self._read("SELECT short, problems FROM notes WHERE problems != '[]' ORDER BY id")
+
+    def events_without_note(self) -> list[tuple[str, str]]:
+        """(event, note) of every event whose note's creation the log does not hold, in id order."""
+        return self._read(
+            "SELECT e.id, e.note FROM events e LEFT JOIN notes n ON n.id = e.note WHERE n.id IS NULL ORDER BY e.id")
+
+    def textless(self) -> list[str]:
+        """The short ids of the notes whose text is missing (and not forgotten), in id order."""
+        return [short for (short,) in self._read(
+            "SELECT n.short FROM notes n WHERE n.state != 'forgotten' AND n.text IS NULL ORDER BY n.id")]
+
+    def claimed_numbers(self) -> list[tuple[int, int]]:
+        """(old number, how many notes claim it) for every old number more than one note claims."""
+        return self._read("SELECT alias, count(*) FROM notes WHERE alias IS NOT NULL GROUP BY alias HAVING count(*) > 1")
+
+    def texts_without_note(self) -> list[tuple[str, str]]:
+        """(note, file) of every text whose note's creation the log does not hold, by file."""
+        return self._read("SELECT t.note, t.file FROM texts t LEFT JOIN notes n ON n.id = t.note"
+                          " WHERE n.id IS NULL ORDER BY t.file")
+
+    def open_disputes(self) -> list[tuple[str, str]]:
+        """(short id, its disputes as a JSON array) of every note in an open dispute, in id order."""
+        return self._read("SELECT short, disputes FROM notes WHERE disputes != '[]' ORDER BY id")
+
     def rebuild(self) -> int:
         """Build the index again from the log, in a new file (so a damaged one goes too);
         returns the notes it holds."""
@@ -845,15 +1017,9 @@ class Store:
             self.index = Index(self.conn, self.tree)
 
         def work() -> int:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
+            with db.transaction(self.conn):
                 self.index.create()
                 self.index.sync()
-                self.conn.execute("COMMIT")
-            except BaseException:
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
-                raise
             return self.count()
 
         return db.patiently(work, self.index_path or self.root, "write")
@@ -864,8 +1030,6 @@ class Store:
 def _start_if_new(root: Path, create: bool) -> str | None:
     """Start a memory at `root` where none is (`starting`): what to tell the user; None
     where one was."""
-    from . import starting
-
     if not starting.is_new(root):
         return None
     if not create:
@@ -885,35 +1049,12 @@ def _start_if_new(root: Path, create: bool) -> str | None:
         raise errors.StoreUnwritable(f"cannot create {root}: {exc.strerror}") from None
 
 
-def read_memory_id(root: Path) -> str | None:
-    import tomllib
-
-    try:
-        config = tomllib.loads((root / CONFIG_NAME).read_text("utf-8"))
-    except (OSError, ValueError):
-        return None
-    memory = config.get("memory", {})
-    value = memory.get("id") if isinstance(memory, dict) else None
-    return value if isinstance(value, str) and value else None
-
-
-def ensure_memory_id(root: Path, memory_id: str | None = None) -> str:
-    """The memory's id, made (and written to config.toml, beside any settings there) when
-    the memory is created."""
-    existing = read_memory_id(root)
-    if existing is not None:
-        return existing
-    from .files import write_atomic
-
-    path = root / CONFIG_NAME
-    try:
-        before = path.read_text("utf-8")
-    except FileNotFoundError:
-        before = ""
-    made = memory_id or ids.nonce()[:12]
-    block = f'[memory]\n# names this memory in MEMORY.md\'s header; made once, committed with the log\nid = "{made}"\n'
-    write_atomic(path, ((before.rstrip("\n") + "\n\n") if before.strip() else "").encode() + block.encode())
-    return made
+_IN_FORCE = "state IN ('active', 'stale')"
+assert LIVE_STATES == {"active", "stale"}  # _IN_FORCE spells them out for the index's SQL
+# of the short ids of a block of MEMORY.md's items (a JSON array), those no note shows or whose
+# note has no item (a note whose text is missing has none): both read from covering indexes
+_NOT_SHOWN = ("SELECT j.value FROM json_each(?) j WHERE NOT EXISTS (SELECT 1 FROM notes n INDEXED BY"
+              " notes_by_short JOIN items i INDEXED BY items_by_id ON i.id = n.id WHERE n.short = j.value)")
 
 
 def _where(kinds: Iterable[str] | None, states: Iterable[str] | None) -> tuple[str, list[str]]:
@@ -921,7 +1062,7 @@ def _where(kinds: Iterable[str] | None, states: Iterable[str] | None) -> tuple[s
     for column, values in (("kind", kinds), ("state", states)):
         if values is not None:
             values = list(values)
-            where.append(f"{column} IN ({', '.join('?' * len(values))})")
+            where.append(f"{column} IN ({db.marks(values)})")
             params.extend(values)
     return (f" WHERE {' AND '.join(where)}" if where else ""), params
 
@@ -961,12 +1102,6 @@ def _open_index_in_memory() -> sqlite3.Connection:
 
 def _ensure_schema(conn: sqlite3.Connection) -> None:
     index = Index(conn, LogTree(Path(".")))
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with db.transaction(conn):
         if not index.ready():
             index.create()
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise

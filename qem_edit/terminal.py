@@ -15,10 +15,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
-from . import checkin, errors
-from .checkin import Outcome, Proposal, Source
+from . import checkin, errors, ids
+from .checkin import Outcome, Source, Status
 from .checkouts import Checkout, find_checkout, new_checkout, owning
 from .model import MOVE_BY_VERB
+from .proposal import Proposal
 from .renderer import Selection
 from .shown import say, show
 from .store import Store
@@ -150,7 +151,7 @@ def describe_plan(proposal: Proposal) -> str:
     out: list[str] = []
     for op in plan.ops:
         out.extend(_describe_op(op, proposal))
-    summary = summarize(plan)
+    summary = plan.summary()
     out.append(f"Plan: {summary or 'nothing to write'}")
     if plan.merged:
         out.append(f"Kept others' changes since your base to {_ids(plan.merged, proposal)}")
@@ -161,7 +162,7 @@ def describe_plan(proposal: Proposal) -> str:
 
 def _describe_op(op, proposal: Proposal) -> list[str]:  # type: ignore[no-untyped-def]
     old = _base_by_id(proposal).get(op.note_id) if op.note_id is not None else None
-    shown = old.shown if old is not None else (op.note_id or "")[:8]
+    shown = old.shown if old is not None else ids.shown(op.note_id or "")
     if op.action == "create":
         assert op.content
         end = f" · expires {op.content.expires[:10]}" if op.content.expires else ""
@@ -219,11 +220,6 @@ def _normalization_note(old: list[str], i1: int, i2: int, j: int, line: str) -> 
     return ""
 
 
-def summarize(plan) -> str:  # type: ignore[no-untyped-def]
-    """"1 create, 2 supersede, 1 revoke": the plan's counts, in the lifecycle's order."""
-    return plan.summary()
-
-
 def _base_by_id(proposal: Proposal) -> dict:  # type: ignore[type-arg]
     return {n.id: n for n in proposal.base_notes.values()}
 
@@ -233,7 +229,7 @@ def _ids(note_ids: list[str], proposal: Proposal | None = None, shown: dict[str,
     if proposal is not None:
         names.update({n.id: n.shown for n in proposal.now_notes.values()})
         names.update({n.id: short for short, n in proposal.base_notes.items()})
-    return ", ".join(f"#{names.get(i, i[:8])}" for i in note_ids)
+    return ", ".join(f"#{ids.shown(i, names.get(i))}" for i in note_ids)
 
 
 def report(outcome: Outcome, as_json: bool = False) -> None:
@@ -244,33 +240,33 @@ def report(outcome: Outcome, as_json: bool = False) -> None:
 
         print(json_text(checkin.outcome_data(outcome)))
     proposal = outcome.proposal
-    if outcome.status == "landed_before":
+    if outcome.status is Status.LANDED_BEFORE:
         assert outcome.source.checkout is not None
         say(
             f"this edit was already checked in as {outcome.checkin_id}; nothing more to write"
             f" (see `qem log`); removing the kept edit {outcome.source.checkout.id}"
         )
-    elif outcome.status == "applied":
+    elif outcome.status is Status.APPLIED:
         assert proposal is not None
         new = f"; new notes {_ids(outcome.created, shown=outcome.shown)}" if outcome.created else ""
-        say(f"checked in {outcome.checkin_id}: {summarize(proposal.plan)}{new}")
+        say(f"checked in {outcome.checkin_id}: {proposal.plan.summary()}{new}")
         if not as_json:
             for note_id in outcome.created:
                 print(outcome.shown.get(note_id, note_id))
         for notice in outcome.notices:
             say(notice)
-    elif outcome.status in ("unchanged", "dry_run") and proposal is not None and not proposal.plan.ops:
+    elif outcome.status in (Status.UNCHANGED, Status.DRY_RUN) and proposal is not None and not proposal.plan.ops:
         say("no changes; nothing written")
         if proposal.plan.merged:
             say(f"others changed {_ids(proposal.plan.merged, proposal)} since your base; kept")
-    elif outcome.status == "dry_run":
+    elif outcome.status is Status.DRY_RUN:
         assert proposal is not None
         if not as_json:
             show(describe_plan(proposal))
         say("dry run; nothing written")
-    elif outcome.status == "keep":
+    elif outcome.status is Status.KEEP:
         say(f"nothing written; {outcome.source.hint()}")
-    elif outcome.status == "empty":
+    elif outcome.status is Status.EMPTY:
         # never taken for "no changes": an editor that saved nothing must not cost the edit
         raise errors.BadInput("the file is empty: nothing to check in", hint=outcome.source.hint() + _discard_hint(outcome))
 
@@ -326,7 +322,7 @@ def run_edit(store: Store, place: Workspace, selection: Selection, reason, yes: 
     with kept_on_interrupt(checkout.resume_hint):
         while True:
             outcome = _edit_once(store, source, asker, who, editor, allow_mass_change, allow_secret)
-            if outcome.status != "edit":
+            if outcome.status is not Status.EDIT:
                 return outcome
 
 
@@ -335,7 +331,7 @@ def _resume(store: Store, place: Workspace, resume: str) -> Checkout | Outcome:
     done = checkin.already_landed(store, checkout)
     if done is not None:
         checkout.discard()
-        outcome = Outcome("landed_before", Source(checkout.file, place, checkout), checkin_id=done)
+        outcome = Outcome(Status.LANDED_BEFORE, Source(checkout.file, place, checkout), checkin_id=done)
         report(outcome)
         return outcome
     marked = checkin.rebase_kept(store, checkout)
@@ -364,7 +360,7 @@ def _edit_once(store: Store, source: Source, asker: Prompter, who: str, editor: 
             " must be told to wait (e.g. EDITOR='code --wait' or 'subl -w');"
             f" nothing was checked in; {checkout.resume_hint()}"
         )
-        return Outcome("keep", source, kept=checkout)
+        return Outcome(Status.KEEP, source, kept=checkout)
     _refuse_emptied(checkout, before)
     try:
         outcome = checkin.check_in(store, source, asker, who, allow_mass_change=allow_mass_change,
@@ -372,7 +368,7 @@ def _edit_once(store: Store, source: Source, asker: Prompter, who: str, editor: 
     except errors.QemError as exc:
         exc.hint = exc.hint or checkout.resume_hint()
         raise
-    if outcome.status == "refused":
+    if outcome.status is Status.REFUSED:
         return _refused_in_edit(store, outcome, checkout)
     report(outcome)
     return outcome
@@ -401,7 +397,7 @@ def _refused_in_edit(store: Store, outcome: Outcome, checkout: Checkout) -> Outc
         say(f"nothing written; {checkout.resume_hint()}")
         return outcome
     checkin.reopen(store, checkout, outcome.proposal)
-    outcome.status = "edit"
+    outcome.status = Status.EDIT
     return outcome
 
 
@@ -416,7 +412,7 @@ def run_checkin(store: Store, place: Workspace, path: Path | None, reason, yes: 
     with kept_on_interrupt(source.hint):
         outcome = checkin.check_in(store, source, asker, who, dry_run=dry_run, allow_mass_change=allow_mass_change,
                                    allow_secret=allow_secret)
-    if outcome.status == "refused":
+    if outcome.status is Status.REFUSED:
         assert outcome.proposal is not None
         if as_json:
             report(outcome, as_json=True)

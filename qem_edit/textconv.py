@@ -19,7 +19,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import errors, gitrepo
+from . import errors, gitrepo, ids
 from .logtree import LogFileError, event_from, text_from
 from .model import Event
 from .shown import visible
@@ -65,7 +65,7 @@ def event_line(event: Event) -> str:
                                                ("by", "from", "dispute", "with", "kept", "keep") if key in data)
     checkin = f" check-in {event.checkin}" if event.checkin else ""
     reason = f": {_one_line(event.reason)}" if event.reason else ""
-    return f"event {event.id[:8]} {event.at} {event.type} {note} by {event.actor}{agent}{checkin}{reason}"
+    return f"event {ids.shown(event.id)} {event.at} {event.type} {note} by {event.actor}{agent}{checkin}{reason}"
 
 
 def main(path: str) -> int:

@@ -462,18 +462,3 @@ def import_vectr(store: Any, prepared: Prepared, *, allow_secret: bool = False) 
 
     prepared.report.new = load(store, prepared.events, prepared.texts, None, allow_secret=allow_secret)
     return prepared.report
-
-
-def resolve(store: Any, given: str) -> str:
-    """`vectr:ID`: the note imported from vectr note ID."""
-    number = given.split(":", 1)[1].strip().lstrip("#")
-    if not number.isdigit() or len(number) > 18:
-        raise errors.NoSuchNote(f"{given!r}: a vectr note is named vectr:ID, its number (e.g. vectr:12)")
-    rows = store._read("SELECT id, json_extract(data, '$.vectr.workspace') FROM events WHERE type = 'created'"
-                       " AND json_extract(data, '$.vectr.id') = ?", (int(number),))
-    if len(rows) == 1:
-        return str(rows[0][0])
-    if not rows:
-        raise errors.NoSuchNote(f"no note imported from vectr note #{number} in this memory")
-    named = "; ".join(f"#{r[0][:8]} (from {r[1]})" for r in rows)
-    raise errors.NoSuchNote(f"vectr:{number} names {len(rows)} imported notes: {named}; give the qem id")

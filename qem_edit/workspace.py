@@ -19,6 +19,7 @@ from .model import actor_problem
 
 STATE_DIR = ".qem"
 CONFIG_NAME = "config.toml"
+INDEX_NAME = "index.db"
 DEFAULT_MIRROR = "MEMORY.md"
 
 
@@ -128,39 +129,3 @@ def actor(explicit: str | None = None) -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "unknown"
-
-
-def open_memory(workspace: Path | None, store: Path | None, *, write: bool,
-                create: bool, name_set_aside: bool = True) -> tuple[Workspace, "Store", list[str]]:
-    """The workspace, its store (caught up with the log) and what opening it did, for
-    every shell: a writer has its config checked first (a bad .qem/config.toml is refused
-    before anything is written); a forget that arrived from another clone leaves this
-    clone's private files too; log files set aside are named, by every command that
-    meets them, until they are fixed (`qem verify` lists them itself)."""
-    from .store import Store
-
-    place = resolve(workspace, store)
-    if write:
-        place.config()
-    handle = Store.open(place.store_path, create=create, write=write)
-    notices = [handle.started] if handle.started else []
-    if handle.caught.forgotten:
-        from .forgetting import scrub_arrived
-
-        notices += scrub_arrived(handle, place, handle.caught.forgotten)
-    return place, handle, notices + (set_aside_notice(handle) if name_set_aside else [])
-
-
-SET_ASIDE_NAMED = 3  # files named by the one line; `qem verify` names the rest
-
-
-def set_aside_notice(handle: "Store") -> list[str]:
-    """One line naming the log files the index set aside (a query of the index's list of
-    files, no read of the log): the count, the first few, and where the rest are."""
-    aside = [problem.split(": ", 1)[0] for problem in handle.set_aside()]
-    if not aside:
-        return []
-    more = f" and {len(aside) - SET_ASIDE_NAMED:,} more" if len(aside) > SET_ASIDE_NAMED else ""
-    files = "file is" if len(aside) == 1 else "files are"
-    return [f"{len(aside):,} malformed log {files} set aside, not read: {', '.join(aside[:SET_ASIDE_NAMED])}{more};"
-            " `qem verify` says what is wrong with each"]

@@ -108,6 +108,20 @@ def shown(store: Store, key: int | str) -> str:
     return store.note(store.resolve(key)).shown
 
 
+# -- clones ------------------------------------------------------------------------------------------
+
+
+def pushed_feature(team, text: str = "the branch learned this"):  # type: ignore[no-untyped-def]
+    """test_git's `Team` founded with one note on main, its founder on a branch `feature`
+    holding one more note (`text`), committed and pushed; returns the founder's clone."""
+    founder = team.founded("shared fact")
+    founder.git("switch", "-q", "-c", "feature")
+    founder.add(text)
+    founder.commit("learned")
+    founder.git("push", "-q", "origin", "feature")
+    return founder
+
+
 # -- renderings -------------------------------------------------------------------------------------
 
 

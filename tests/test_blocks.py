@@ -1,6 +1,6 @@
 """The block-level shortcut of a check-in gives the plan a full parse gives.
 
-`reconciler.blocks.diff_edit` parses only the blocks an edit changed; `checkin.propose`
+`reconciler.blocks.diff_edit` parses only the blocks an edit changed; `proposal.propose`
 uses it whenever the base rendering is at hand.  These tests hold it to the full parse on
 random stores and random edits, including the awkward ones (moved items, duplicated
 items, stray lines, blank lines, editor noise, invalid UTF-8).

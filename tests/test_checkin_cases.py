@@ -4,7 +4,7 @@ fixtures/checkin/ (the format is in fixtures/checkin/README.md).
 Each case builds its store in-process from its log, checks that its base is that store's
 rendering (so a case cannot drift from the renderer), makes the writes of `since` through
 the store's transactions (others writing while the file was being edited), plans the
-edited file with `checkin.propose`, and compares the outcome exactly: the plan as
+edited file with `proposal.propose`, and compares the outcome exactly: the plan as
 `terminal.describe_plan` prints it, the lines `checkin.problems` gives, or the error that
 refuses the file.  The plan of the changed blocks alone and the plan of the whole file
 must say the same.
@@ -95,14 +95,14 @@ def escape(text: str) -> str:
     return "\n".join(out)
 
 
-def shown(proposal: checkin.Proposal) -> tuple[str, str]:
+def shown(proposal: proposal_module.Proposal) -> tuple[str, str]:
     """What the person is shown: the plan, or the problems."""
     if proposal.plan.ok:
         return "plan", describe_plan(proposal) + "\n"
     return "problems", "".join(line + "\n" for line in checkin.problems(proposal))
 
 
-def gist(proposal: checkin.Proposal) -> tuple:
+def gist(proposal: proposal_module.Proposal) -> tuple:
     """What a plan does, in any order, or how many problems stop it (the whole-file parse
     may word a problem, or order the ops, otherwise than the changed blocks' parse)."""
     if proposal.plan.ok:
@@ -173,10 +173,10 @@ CASE_FILES = sorted(CASES.glob("*.case"))
 def planned(store: Store, path: Path, edited: str, base: bytes | Path) -> tuple[str, str]:
     """The outcome of planning `edited` against `base` (its bytes, or its file)."""
     try:
-        proposal = checkin.propose(store, edited.encode("utf-8"), base)
+        proposal = proposal_module.propose(store, edited.encode("utf-8"), base)
     except errors.QemError as exc:
         return "error", f"{exc}\n"
-    whole = checkin.whole(store, proposal)
+    whole = proposal_module.whole(store, proposal)
     assert gist(whole) == gist(proposal), f"{path.name}: the changed blocks and the whole file plan differently"
     return shown(proposal)
 

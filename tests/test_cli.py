@@ -137,6 +137,11 @@ def short_id(proc: subprocess.CompletedProcess) -> str:
     return shown
 
 
+def by_args(*rows) -> list:  # type: ignore[no-untyped-def]
+    """Table rows whose first item is a command line, each case named by it."""
+    return [pytest.param(*row, id=" ".join(row[0])) for row in rows]
+
+
 def run_bytes(args, cwd: Path, data: bytes) -> subprocess.CompletedProcess:
     proc = subprocess.run([sys.executable, "-m", "qem_edit", *args], cwd=cwd, input=data,
                           capture_output=True)
@@ -209,10 +214,11 @@ def test_usage_errors_exit_2_without_traceback(qem_here, ws, args, words):
     assert snapshot(ws) == before
 
 
-def test_usage_errors_through_the_real_entry_point(qem, ws):
+@pytest.mark.parametrize("args, words", by_args((["list", "--state"], ["requires an argument"]),
+                                                 (["frobnicate"], ["no such command"])))
+def test_usage_errors_through_the_real_entry_point(qem, ws, args, words):
     # typer vendors its own click: a usage error once escaped `main` as a traceback, exit 1
-    for args, words in [(["list", "--state"], ["requires an argument"]), (["frobnicate"], ["no such command"])]:
-        refused(qem(*args), *words)
+    refused(qem(*args), *words)
 
 
 # -- where the memory lives ------------------------------------------------------------------
@@ -254,9 +260,10 @@ def test_a_move_on_a_missing_store_creates_nothing(qem_here, ws, args):
     assert not (ws / ".qem").exists()
 
 
-def test_a_missing_store_through_the_real_entry_point(qem, ws):
-    refused(qem("list"), "no qem memory", str(store_path(ws)), "qem init")
-    refused(qem("revoke", "1", "-m", "x"), "no qem memory", "qem init")
+@pytest.mark.parametrize("args, words", by_args((["list"], ["no qem memory", "{store}", "qem init"]),
+                                                 (["revoke", "1", "-m", "x"], ["no qem memory", "qem init"])))
+def test_a_missing_store_through_the_real_entry_point(qem, ws, args, words):
+    refused(qem(*args), *[w.format(store=store_path(ws)) for w in words])
     assert not (ws / ".qem").exists()
 
 
@@ -312,11 +319,12 @@ def test_store_option_and_env(tmp_path, qem, ws):
     assert "into env store" in shown
 
 
-def test_a_file_that_is_not_a_store_is_refused(tmp_path, qem):
+@pytest.mark.parametrize("args, words", by_args((["list"], ["no qem memory", "{junk}"]),
+                                                 (["add", "x", "-k", "task"], ["{junk}"])))
+def test_a_file_that_is_not_a_store_is_refused(tmp_path, qem, args, words):
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"definitely not sqlite " * 50)
-    refused(qem("list", "--store", str(junk)), "no qem memory", str(junk))
-    refused(qem("add", "x", "-k", "task", "--store", str(junk)), str(junk))
+    refused(qem(*args, "--store", str(junk)), *[w.format(junk=junk) for w in words])
     assert junk.read_bytes() == b"definitely not sqlite " * 50
 
 
@@ -340,11 +348,11 @@ def test_a_damaged_index_is_rebuilt_from_the_log(tmp_path, qem, ws):
     assert ok(qem("verify")).stderr.startswith("ok: ")
 
 
-def test_a_store_from_an_older_qem_is_refused_with_the_way_to_convert_it(qem, ws):
+@pytest.mark.parametrize("args", [["list"], ["add", "x", "-k", "task"]], ids=" ".join)
+def test_a_store_from_an_older_qem_is_refused_with_the_way_to_convert_it(qem, ws, args):
     (ws / ".qem").mkdir()
     (ws / ".qem" / "memory.db").write_bytes(b"an old store")
-    for args in (["list"], ["add", "x", "-k", "task"]):
-        refused(qem(*args), "memory.db", "older qem", "qem migrate")
+    refused(qem(*args), "memory.db", "older qem", "qem migrate")
     assert sorted(p.name for p in (ws / ".qem").iterdir()) == ["memory.db"]
 
 
@@ -506,6 +514,8 @@ REAL_ENTRY_SAMPLE = {
     "add x -k task --provenance human", "revoke {active}", "forget {active} -m a secret",
     "add  -k task", "show k3f9!",
 }
+REAL_ENTRY_REFUSALS = [(a, w) for a, w in REFUSALS if " ".join(a) in REAL_ENTRY_SAMPLE]
+assert len(REAL_ENTRY_REFUSALS) == len(REAL_ENTRY_SAMPLE), "the sample names a row the table lacks"
 
 
 @pytest.mark.parametrize("args, words", REFUSALS, ids=[" ".join(a) for a, _ in REFUSALS])
@@ -518,28 +528,26 @@ def test_refusals_exit_2_and_leave_the_store_unchanged(qem_here, ws, args, words
     assert snapshot(ws) == before
 
 
-def test_refusals_through_the_real_entry_point(qem, ws):
+@pytest.mark.parametrize("args, words", by_args(*REAL_ENTRY_REFUSALS))
+def test_refusals_through_the_real_entry_point(qem, ws, args, words):
     """A sample of the table above, one of each kind, run as a user runs them."""
     names = populate(ws)
     before = snapshot(ws)
-    sample = [(a, w) for a, w in REFUSALS if " ".join(a) in REAL_ENTRY_SAMPLE]
-    assert len(sample) == len(REAL_ENTRY_SAMPLE)
-    for args, words in sample:
-        proc = qem(*[a.format(**names) for a in args])
-        refused(proc, *[w.format(**names) for w in words])
-        assert proc.stdout == ""
+    proc = qem(*[a.format(**names) for a in args])
+    refused(proc, *[w.format(**names) for w in words])
+    assert proc.stdout == ""
     assert snapshot(ws) == before
 
 
-@pytest.mark.parametrize(
-    "data, words",
-    [
-        (b"", ["empty"]),
-        (b"\r\n  \r\n", ["empty"]),
-        (b"before\x00after", ["NUL"]),
-        (b"not \xff utf-8", ["UTF-8"]),
-    ],
-)
+BAD_STDIN = {
+    "empty": (b"", ["empty"]),
+    "blank": (b"\r\n  \r\n", ["empty"]),
+    "nul": (b"before\x00after", ["NUL"]),
+    "not-utf8": (b"not \xff utf-8", ["UTF-8"]),
+}
+
+
+@pytest.mark.parametrize("data, words", BAD_STDIN.values(), ids=BAD_STDIN)
 def test_bad_text_on_stdin_is_refused(qem_here, ws, data, words):
     populate(ws)
     before = snapshot(ws)
@@ -547,27 +555,33 @@ def test_bad_text_on_stdin_is_refused(qem_here, ws, data, words):
     assert snapshot(ws) == before
 
 
-def test_bad_text_on_stdin_through_the_real_entry_point(ws):
+@pytest.mark.parametrize("case", ["nul", "not-utf8"])
+def test_bad_text_on_stdin_through_the_real_entry_point(ws, case):
+    data, words = BAD_STDIN[case]
     populate(ws)
     before = snapshot(ws)
-    refused(run_bytes(["add", "-", "-k", "task"], ws, b"before\x00after"), "NUL")
-    refused(run_bytes(["add", "-", "-k", "task"], ws, b"not \xff utf-8"), "UTF-8")
+    refused(run_bytes(["add", "-", "-k", "task"], ws, data), *words)
     assert snapshot(ws) == before
 
 
-def test_undecodable_arguments_are_refused_without_a_traceback(ws):
+BAD = os.fsdecode(b"caf\xe9")  # an argument that arrived as bytes that are not UTF-8
+
+
+@pytest.mark.parametrize("args, word", [
+    (["add", BAD, "-k", "task"], "UTF-8"),
+    (["revoke", "{active}", "-m", BAD], "UTF-8"),
+    (["add", "fine", "-k", "task", "--actor", BAD], "UTF-8"),
+    (["show", BAD], "not a note id"),
+], ids=["add text", "revoke reason", "add actor", "show id"])
+def test_undecodable_arguments_are_refused_without_a_traceback(ws, args, word):
     """Arguments arrive as bytes; ones that are not UTF-8 must be refused, not crash."""
     names = populate(ws)
     before = snapshot(ws)
-    bad = os.fsdecode(b"caf\xe9")
-    for args, word in [(["add", bad, "-k", "task"], "UTF-8"),
-                       (["revoke", names["active"], "-m", bad], "UTF-8"),
-                       (["add", "fine", "-k", "task", "--actor", bad], "UTF-8"),
-                       (["show", bad], "not a note id")]:
-        proc = subprocess.run([sys.executable, "-m", "qem_edit", *args], cwd=ws,
-                              capture_output=True, env={**os.environ, "LC_ALL": "C.UTF-8"})
-        refused(subprocess.CompletedProcess(args, proc.returncode, proc.stdout.decode(),
-                                            proc.stderr.decode("utf-8", "replace")), word)
+    args = [a.format(**names) for a in args]
+    proc = subprocess.run([sys.executable, "-m", "qem_edit", *args], cwd=ws,
+                          capture_output=True, env={**os.environ, "LC_ALL": "C.UTF-8"})
+    refused(subprocess.CompletedProcess(args, proc.returncode, proc.stdout.decode(),
+                                        proc.stderr.decode("utf-8", "replace")), word)
     assert snapshot(ws) == before
 
 
@@ -758,16 +772,26 @@ def test_load_refuses_a_changed_line_of_a_dump(tmp_path, qem_here, ws):
         assert {n.shown for n in copy.notes()} == set(names.values())
 
 
-def test_load_refusals_through_the_real_entry_point(tmp_path, qem, ws):
+# (file name, or `-` for stdin; what it holds; the words of the refusal)
+REAL_ENTRY_LOADS = {
+    **{name: (f"{name}.jsonl", "\n".join(lines) + "\n", words)
+       for name, lines, words in LOAD_REFUSALS if name in ("bad-json", "no-replay")},
+    "revoked-twice-on-stdin": ("-", _line() + "\n" + _line(2, 50, "revoked") + "\n" + _line(3, 50, "revoked"),
+                               ["cannot revoke note #", "it is revoked", "nothing was loaded"]),
+    "bad-json-on-stdin": ("-", _line() + "\n" + "{oops\n", ["-:2", "not JSON"]),
+}
+
+
+@pytest.mark.parametrize("source, data, words", REAL_ENTRY_LOADS.values(), ids=REAL_ENTRY_LOADS)
+def test_load_refusals_through_the_real_entry_point(tmp_path, qem, ws, source, data, words):
     populate(ws)
     before = snapshot(ws)
-    for name, lines, words in [LOAD_REFUSALS[0], LOAD_REFUSALS[6]]:
-        bad = tmp_path / f"{name}.jsonl"
-        bad.write_text("\n".join(lines) + "\n")
-        refused(qem("load", str(bad)), *words)
-    refused(qem("load", "-", input=_line() + "\n" + _line(2, 50, "revoked") + "\n" + _line(3, 50, "revoked")),
-            "cannot revoke note #", "it is revoked", "nothing was loaded")
-    refused(qem("load", "-", input=_line() + "\n" + "{oops\n"), "-:2", "not JSON")
+    if source == "-":
+        proc = qem("load", "-", input=data)
+    else:
+        (tmp_path / source).write_text(data)
+        proc = qem("load", str(tmp_path / source))
+    refused(proc, *words)
     assert snapshot(ws) == before
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import cmarkgfm
 import pytest
 from cmarkgfm.cmark import Options
+from builders import pushed_feature
 from test_git import Clone, Team, team  # noqa: F401  (the fixture)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -95,6 +96,14 @@ def test_every_kind_of_change_grouped_with_actor_and_reason(team):
     assert diff(founder, base, head) == text.replace("HEAD → the working tree", f"{base} → {head}")
     assert diff(founder, base) == text.replace("HEAD → the working tree", f"{base} → the working tree")
     assert "no memory changes" in diff(founder, code=0)
+
+
+def test_every_event_type_has_one_heading():
+    """A diff groups its changes by model.READING_ORDER: a move missing from it would never be shown."""
+    from qem_edit.diffview import GROUPS
+    from qem_edit.model import EVENT_TYPES
+
+    assert sorted(group for group, _ in GROUPS) == sorted(EVENT_TYPES)
 
 
 def test_a_forgotten_text_is_never_shown(team):
@@ -330,11 +339,7 @@ def ci_checkout(team: Team, branch: str) -> Path:
 
 @NEEDS_JQ
 def test_the_readme_ci_step_runs(team):
-    founder = team.founded("shared fact")
-    founder.git("switch", "-q", "-c", "feature")
-    founder.add("the branch learned this")
-    founder.commit("learned")
-    founder.git("push", "-q", "origin", "feature")
+    founder = pushed_feature(team)
     founder.git("switch", "-q", "-c", "quiet", "main")
     (founder.path / "code.py").write_text("print()\n", "utf-8")
     founder.commit("code only")

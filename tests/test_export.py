@@ -42,7 +42,7 @@ from qem_edit.renderer import render
 from qem_edit import ids
 from dataclasses import replace
 from qem_edit.renderer.format import SECTION_TITLES
-from qem_edit.store import ensure_memory_id
+from qem_edit.starting import ensure_memory_id
 
 SECTIONS = [f"## {title}" for title in SECTION_TITLES.values()]
 

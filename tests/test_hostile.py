@@ -48,6 +48,7 @@ from qem_edit.cli import main as qem_main
 from qem_edit.dump import dump_lines
 from qem_edit.export import render_store
 from qem_edit.logtree import canonical, event_object
+from qem_edit.proposal import propose
 from qem_edit.model import KINDS, LIVE_STATES, PRIORITIES, NewNote, TextError, normalize_text
 from qem_edit.store import Store, Transaction
 from qem_edit.workspace import Workspace
@@ -300,7 +301,7 @@ def test_random_edits_of_random_stores(scratch):
             before = {n.id: n for n in store.notes()}
             for base_text in (rendered, None):  # a checkout (base.md at hand), or a bare file
                 try:
-                    planned = checkin.propose(store, edited, base_text)
+                    planned = propose(store, edited, base_text)
                 except errors.BadInput as exc:  # not a qem file at all: refused as a whole
                     assert re.search(r"line \d+:|nothing to check in", str(exc)), exc
                     assert store.head() == head
@@ -317,7 +318,7 @@ def test_random_edits_of_random_stores(scratch):
                 after = {n.id: n for n in store.notes()}
                 check_applied_exactly(edited, before, after, created)
                 # and the result reads back clean: nothing left to check in
-                again = checkin.propose(store, render_store(store)[1].decode('utf-8'))
+                again = propose(store, render_store(store)[1].decode('utf-8'))
                 assert again.plan.ok and not again.plan.ops
                 tried["applied"] += 1
             elif plan.ok:
@@ -356,7 +357,7 @@ def test_forged_structure_round_trips(scratch):
             for note in before.values():
                 assert items[note.shown].text == note.text and items[note.shown].state == "active"
             # unchanged: nothing to write
-            planned = checkin.propose(store, shown, kept.base_file.read_text("utf-8"))
+            planned = propose(store, shown, kept.base_file.read_text("utf-8"))
             assert planned.plan.ok and not planned.plan.ops and not planned.plan.agreed
             # one note added elsewhere: exactly one new note, the forged ones untouched
             edited = shown.replace("\n## Tasks\n", "\n## Tasks\n\n- an honest note\n", 1)
@@ -544,12 +545,25 @@ def test_deep_nesting(seeded, tmp_path):
     record("test_deep_nesting", "bad inputs refused", 1)
 
 
-@pytest.mark.parametrize("data", [
-    b"", b"\x00" * 1000, bytes(range(256)) * 4, b"\xef\xbb\xbf", b"\n\n\n", b"@HEADER@",
-    b"<!-- qem memory=zzzzzzzzzzzz -->\n## Tasks\n- x\n", b"<!-- qem base=1 -->\n## Tasks\n- an old header\n",
-    b"## Tasks\n- no header\n", b"\x89PNG\r\n\x1a\n" + b"\x00" * 50,
-], ids=["empty", "nuls", "binary", "bom", "blank", "header-only", "other-memory", "old-header", "no-header", "png"])
-def test_files_that_are_not_checkouts(seeded, data):
+# Files that are no checkout of this memory, and the refusal some of them must get (the
+# rest may also be read as a rendering that deletes every note, or as nothing to do).
+NOT_CHECKOUTS = {
+    "empty": (b"", None),
+    "nuls": (b"\x00" * 1000, None),
+    "binary": (bytes(range(256)) * 4, None),
+    "bom": (b"\xef\xbb\xbf", None),
+    "blank": (b"\n\n\n", None),
+    # a header with no sections is a file cut short, not every note deleted
+    "header-only": (b"@HEADER@", "the section `## Directives` is missing"),
+    "other-memory": (b"<!-- qem memory=zzzzzzzzzzzz -->\n## Tasks\n- x\n", "another memory"),
+    "old-header": (b"<!-- qem base=1 -->\n## Tasks\n- an old header\n", None),
+    "no-header": (b"## Tasks\n- no header\n", None),
+    "png": (b"\x89PNG\r\n\x1a\n" + b"\x00" * 50, None),
+}
+
+
+@pytest.mark.parametrize("data, refusal", NOT_CHECKOUTS.values(), ids=NOT_CHECKOUTS)
+def test_files_that_are_not_checkouts(seeded, data, refusal):
     ws = seeded
     path = ws / "thing.md"
     header = run_qem("export", "--stdout", cwd=ws).stdout.split("\n", 1)[0].encode()
@@ -558,11 +572,8 @@ def test_files_that_are_not_checkouts(seeded, data):
     log = log_of(ws / ".qem")
     code, out, err = cli("checkin", "--path", str(path), "-m", "x", "--yes", "--workspace", str(ws))
     assert code in (0, 2), err
-    if data == header:
-        # a header with no sections is a file cut short, not every note deleted
-        assert code == 2 and "the section `## Directives` is missing" in err, err
-    if b"zzzzzzzzzzzz" in data:
-        assert code == 2 and "another memory" in err, err
+    if refusal is not None:
+        assert code == 2 and refusal in err, err
     assert log_of(ws / ".qem") == log
     assert path.read_bytes() == data
     if code == 2:
@@ -686,39 +697,47 @@ def test_an_empty_directory_becomes_a_memory_on_the_first_write(tmp_path, monkey
     record("test_an_empty_directory_becomes_a_memory_on_the_first_write", "bad inputs refused", len(READS) - 1)
 
 
-CORRUPTIONS = ["truncate-60%", "truncate-1k", "zero-a-page", "garble-a-page", "garble-header", "garble-64-bytes",
-               "missing", "empty", "a-directory"]
+PAGE = 4096
+
+
+def overwritten(at, junk: bytes):  # type: ignore[no-untyped-def]
+    """A damage to a file's bytes: `junk` written over them from `at(data)` on."""
+    return lambda data: data[: at(data)] + junk + data[at(data) + len(junk):]
+
+
+def middle(data: bytes) -> int:
+    """The start of the page halfway through the file."""
+    return (len(data) // PAGE // 2) * PAGE
+
+
+def rewritten(damage):  # type: ignore[no-untyped-def]
+    return lambda path: path.write_bytes(damage(path.read_bytes()))
+
+
+def into_a_directory(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+# How the local index is damaged (its -wal and -shm files are removed first).
+CORRUPTIONS = {
+    "truncate-60%": rewritten(lambda data: data[: (len(data) * 6 // 10) // PAGE * PAGE]),
+    "truncate-1k": rewritten(lambda data: data[:1000]),
+    "zero-a-page": rewritten(overwritten(middle, bytes(PAGE))),
+    "garble-a-page": rewritten(overwritten(middle, bytes((i * 37 + 11) % 256 for i in range(PAGE)))),
+    "garble-header": rewritten(overwritten(lambda data: 0, b"not an sqlite db")),
+    "garble-64-bytes": rewritten(overwritten(lambda data: middle(data) + 1000,
+                                             bytes((i * 91 + 7) % 256 for i in range(64)))),
+    "missing": Path.unlink,
+    "empty": lambda path: path.write_bytes(b""),
+    "a-directory": into_a_directory,
+}
 
 
 def corrupt(path: Path, how: str) -> None:
     for extra in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         extra.unlink(missing_ok=True)
-    if how == "missing":
-        path.unlink()
-        return
-    if how == "empty":
-        path.write_bytes(b"")
-        return
-    if how == "a-directory":
-        path.unlink()
-        path.mkdir()
-        return
-    data = bytearray(path.read_bytes())
-    page = 4096
-    middle = (len(data) // page // 2) * page
-    if how == "truncate-60%":
-        data = data[: (len(data) * 6 // 10) // page * page]
-    elif how == "truncate-1k":
-        data = data[:1000]
-    elif how == "zero-a-page":
-        data[middle: middle + page] = bytes(page)
-    elif how == "garble-a-page":
-        data[middle: middle + page] = bytes((i * 37 + 11) % 256 for i in range(page))
-    elif how == "garble-header":
-        data[0:16] = b"not an sqlite db"
-    else:
-        data[middle + 1000: middle + 1064] = bytes((i * 91 + 7) % 256 for i in range(64))
-    path.write_bytes(bytes(data))
+    CORRUPTIONS[how](path)
 
 
 @pytest.fixture(scope="module")
@@ -1020,102 +1039,117 @@ def write_named(memory: Path, folder: str, data: bytes, pack: str | None = None)
     return name
 
 
-def plant(memory: Path, kind: str, outside: Path) -> tuple[str, str]:
-    """Plant one hostile log file of `kind`; returns its name (under `.qem/`) and what
-    `qem verify` must say about it."""
-    random_id = ids.encode(bytes(range(17)))
-    if kind == "wrong-hash":
-        data = canonical(event_like(memory, actor="mallory"))
-        name = f"events/{ids.content_id(b'something else')}"
-        (memory / name).write_bytes(data)
-        return name, "do not hash to its name"
-    if kind == "edited-by-hand":  # the loose note's created event
-        with Store.open(memory) as store:
-            name = "events/" + next(n.id for n in store.notes() if n.text == "a loose note")
-        path = memory / name
-        path.write_bytes(path.read_bytes().replace(b'"actor":"', b'"actor":"mallory, ', 1))
-        return name, "do not hash to its name"
-    if kind == "not-canonical":
-        data = json.dumps(event_like(memory, actor="mallory"), indent=1).encode()
-        return write_named(memory, "events", data), "not in canonical form"
-    if kind == "huge-event":
-        data = b"{" + b" " * (1 << 20) + b"}\n"
-        return write_named(memory, "events", data), "over the"
-    if kind == "huge-text":
-        name = f"texts/{random_id}"
-        with open(memory / name, "wb") as out:
-            out.truncate((16 << 20) + 1)
-        return name, "over the"
-    if kind == "binary-event":
-        data = bytes((i * 131 + 7) % 256 for i in range(4096))
-        return write_named(memory, "events", data), "not JSON"
-    if kind == "binary-pack":
-        data = bytes((i * 131 + 7) % 256 for i in range(4096)) + b"\n"
-        return write_named(memory, "packs", data, pack="e"), "not JSON"
-    if kind == "binary-text":
-        name = f"texts/{random_id}"
-        (memory / name).write_bytes(b"\xff\xfe\x00" * 100)
-        return name, "not JSON"
-    if kind == "pack-with-a-bad-line":
-        good = canonical(event_like(memory, actor="mallory"))
-        bad = json.dumps(event_like(memory, actor="mallory too"), indent=None).encode() + b"\n"
-        name = write_named(memory, "packs", good + bad, pack="e")
-        return name, f"{name}:2: not in canonical form"
-    if kind == "pack-cut-short":
-        data = canonical(event_like(memory, actor="mallory"))[:-20]
-        return write_named(memory, "packs", data, pack="e"), "cut short"
-    if kind == "link-to-a-file-outside":
-        data = canonical(event_like(memory, actor="mallory"))
-        target = outside / "event"
-        target.write_bytes(data)  # a valid event: only the link is wrong
-        name = f"events/{ids.content_id(data)}"
-        (memory / name).symlink_to(target)
-        return name, "not a regular file"
-    if kind == "link-to-a-folder-outside":
-        name = f"packs/e-{random_id}.jsonl"
-        (memory / name).symlink_to(outside)
-        return name, "not a regular file"
-    if kind == "a-folder":
-        name = f"events/{random_id}"
-        (memory / name).mkdir()
-        (memory / name / "x").write_bytes(b"{}\n")
-        return name, "not a regular file"
-    if kind == "odd-names":
-        for name in ("events/not..an..id", "packs/e-..jsonl", "texts/..%2f..%2fetc%2fpasswd", "events/README.md"):
-            (memory / name).write_bytes(canonical(event_like(memory)))
-        return "events/not..an..id", "packs/e-..jsonl"
-    if kind == "unknown-event-type":
-        return write_named(memory, "events", canonical(event_like(memory, type="exploded"))), "unknown event type"
-    if kind == "newer-format":
-        return write_named(memory, "events", canonical(event_like(memory, v=2))), "this qem reads format 1"
-    if kind == "missing-note":
-        obj = event_like(memory, type="revoked", note=random_id, prev=[random_id], data={}, reason="gone")
-        name = write_named(memory, "events", canonical(obj))
-        return name, f"names note {random_id[:8]}, whose creation the log does not hold"
-    if kind == "supersedes-a-missing-note":
-        obj = event_like(memory)
-        obj["data"] = {**obj["data"], "supersedes": random_id}
-        return write_named(memory, "events", canonical(obj)), random_id[:4]
-    if kind == "superseded-by-a-missing-note":
-        with Store.open(memory) as store:
-            note = next(n for n in store.notes() if n.state == "active")
-            tips = store.tips(note.id)
-        obj = event_like(memory, type="superseded", note=note.id, prev=tips, data={"by": random_id}, reason="x")
-        return write_named(memory, "events", canonical(obj)), random_id[:4]
-    if kind == "text-of-another-text":  # the loose note's text
-        with Store.open(memory) as store:
-            name = "texts/" + next(n.id for n in store.notes() if n.text == "a loose note")
-        (memory / name).write_bytes(canonical({"key": "k", "text": "a text its note never had"}))
-        return name, "its text is missing from the log"
-    raise AssertionError(kind)
+RANDOM_ID = ids.encode(bytes(range(17)))  # a well-formed id no note of the log has
+BINARY = bytes((i * 131 + 7) % 256 for i in range(4096))
 
 
-HOSTILE_LOG_FILES = [
-    "wrong-hash", "edited-by-hand", "not-canonical", "huge-event", "huge-text", "binary-event", "binary-pack",
-    "binary-text", "pack-with-a-bad-line", "pack-cut-short", "link-to-a-file-outside", "link-to-a-folder-outside",
-    "a-folder", "odd-names", "unknown-event-type", "newer-format", "missing-note", "supersedes-a-missing-note",
-    "superseded-by-a-missing-note", "text-of-another-text",
-]
+def hashed(folder: str, make, says: str, pack: str | None = None):  # type: ignore[no-untyped-def]
+    """A planter of the bytes `make(memory)`, under the name their hash gives them."""
+    return lambda memory, outside: (write_named(memory, folder, make(memory), pack), says)
+
+
+def placed(name: str, make, says: str):  # type: ignore[no-untyped-def]
+    """A planter that makes the file `name` with `make(path, outside)`."""
+    return lambda memory, outside: (make(memory / name, outside), (name, says))[1]
+
+
+def huge(path: Path, outside: Path) -> None:
+    with open(path, "wb") as out:
+        out.truncate((16 << 20) + 1)
+
+
+def a_folder(path: Path, outside: Path) -> None:
+    path.mkdir()
+    (path / "x").write_bytes(b"{}\n")
+
+
+def by_text(folder: str, text: str, memory: Path) -> str:
+    """The name of the `folder` file named by the note whose text is `text`."""
+    with Store.open(memory) as store:
+        return f"{folder}/" + next(n.id for n in store.notes() if n.text == text)
+
+
+def _wrong_hash(memory: Path, outside: Path) -> tuple[str, str]:
+    name = f"events/{ids.content_id(b'something else')}"
+    (memory / name).write_bytes(canonical(event_like(memory, actor="mallory")))
+    return name, "do not hash to its name"
+
+
+def _edited_by_hand(memory: Path, outside: Path) -> tuple[str, str]:  # the loose note's created event
+    name = by_text("events", "a loose note", memory)
+    path = memory / name
+    path.write_bytes(path.read_bytes().replace(b'"actor":"', b'"actor":"mallory, ', 1))
+    return name, "do not hash to its name"
+
+
+def _pack_with_a_bad_line(memory: Path, outside: Path) -> tuple[str, str]:
+    good = canonical(event_like(memory, actor="mallory"))
+    bad = json.dumps(event_like(memory, actor="mallory too"), indent=None).encode() + b"\n"
+    name = write_named(memory, "packs", good + bad, pack="e")
+    return name, f"{name}:2: not in canonical form"
+
+
+def _link_to_a_file_outside(memory: Path, outside: Path) -> tuple[str, str]:
+    data = canonical(event_like(memory, actor="mallory"))
+    target = outside / "event"
+    target.write_bytes(data)  # a valid event: only the link is wrong
+    name = f"events/{ids.content_id(data)}"
+    (memory / name).symlink_to(target)
+    return name, "not a regular file"
+
+
+def _odd_names(memory: Path, outside: Path) -> tuple[str, str]:
+    for name in ("events/not..an..id", "packs/e-..jsonl", "texts/..%2f..%2fetc%2fpasswd", "events/README.md"):
+        (memory / name).write_bytes(canonical(event_like(memory)))
+    return "events/not..an..id", "packs/e-..jsonl"
+
+
+def _supersedes_a_missing_note(memory: Path) -> bytes:
+    obj = event_like(memory)
+    obj["data"] = {**obj["data"], "supersedes": RANDOM_ID}
+    return canonical(obj)
+
+
+def _superseded_by_a_missing_note(memory: Path) -> bytes:
+    with Store.open(memory) as store:
+        note = next(n for n in store.notes() if n.state == "active")
+        tips = store.tips(note.id)
+    return canonical(event_like(memory, type="superseded", note=note.id, prev=tips, data={"by": RANDOM_ID}, reason="x"))
+
+
+def _text_of_another_text(memory: Path, outside: Path) -> tuple[str, str]:  # the loose note's text
+    name = by_text("texts", "a loose note", memory)
+    (memory / name).write_bytes(canonical({"key": "k", "text": "a text its note never had"}))
+    return name, "its text is missing from the log"
+
+
+# Each hostile log file: how it is planted in a memory (given the folder outside it),
+# returning its name under `.qem/` and what `qem verify` must say about it.
+HOSTILE_LOG_FILES = {
+    "wrong-hash": _wrong_hash,
+    "edited-by-hand": _edited_by_hand,
+    "not-canonical": hashed("events", lambda m: json.dumps(event_like(m, actor="mallory"), indent=1).encode(),
+                            "not in canonical form"),
+    "huge-event": hashed("events", lambda m: b"{" + b" " * (1 << 20) + b"}\n", "over the"),
+    "huge-text": placed(f"texts/{RANDOM_ID}", huge, "over the"),
+    "binary-event": hashed("events", lambda m: BINARY, "not JSON"),
+    "binary-pack": hashed("packs", lambda m: BINARY + b"\n", "not JSON", pack="e"),
+    "binary-text": placed(f"texts/{RANDOM_ID}", lambda path, _: path.write_bytes(b"\xff\xfe\x00" * 100), "not JSON"),
+    "pack-with-a-bad-line": _pack_with_a_bad_line,
+    "pack-cut-short": hashed("packs", lambda m: canonical(event_like(m, actor="mallory"))[:-20], "cut short", pack="e"),
+    "link-to-a-file-outside": _link_to_a_file_outside,
+    "link-to-a-folder-outside": placed(f"packs/e-{RANDOM_ID}.jsonl", Path.symlink_to, "not a regular file"),
+    "a-folder": placed(f"events/{RANDOM_ID}", a_folder, "not a regular file"),
+    "odd-names": _odd_names,
+    "unknown-event-type": hashed("events", lambda m: canonical(event_like(m, type="exploded")), "unknown event type"),
+    "newer-format": hashed("events", lambda m: canonical(event_like(m, v=2)), "this qem reads format 1"),
+    "missing-note": hashed("events", lambda m: canonical(event_like(
+        m, type="revoked", note=RANDOM_ID, prev=[RANDOM_ID], data={}, reason="gone")),
+        f"names note {RANDOM_ID[:8]}, whose creation the log does not hold"),
+    "supersedes-a-missing-note": hashed("events", _supersedes_a_missing_note, RANDOM_ID[:4]),
+    "superseded-by-a-missing-note": hashed("events", _superseded_by_a_missing_note, RANDOM_ID[:4]),
+    "text-of-another-text": _text_of_another_text,
+}
 
 
 def outside_state(tmp_path: Path, root: Path) -> dict[str, bytes]:
@@ -1141,7 +1175,7 @@ def test_hostile_log_file(tmp_path, monkeypatch, kind, templates):
     outside.mkdir()
     (outside / "victim.txt").write_bytes(b"do not touch\n")
     memory = templates("loose files", a_memory_with_loose_files, root)
-    name, says = plant(memory, kind, outside)
+    name, says = HOSTILE_LOG_FILES[kind](memory, outside)
     planted = memory / name
     kept = os.readlink(planted) if planted.is_symlink() else (None if planted.is_dir() else planted.read_bytes())
     around = outside_state(tmp_path, root)

@@ -20,6 +20,8 @@ from mcp.types import Implementation
 from builders import add, emit, store_path
 from conftest import run_qem
 from test_cli import snapshot, verified
+from test_git import team  # noqa: F401  (the fixture)
+from test_incomplete_commit import incomplete
 from qem_edit.store import Store
 
 SERVED = ["add", "supersede", "revoke", "flag_stale", "reinstate", "show", "query", "status", "log", "context"]
@@ -127,6 +129,19 @@ def test_every_tool_writes_and_reads_as_the_cli_does(ws: Path) -> None:
     assert verified(ws) == []
 
 
+def test_a_note_whose_text_is_missing_is_shown_as_the_cli_shows_it(team) -> None:  # noqa: F811
+    """The tool names the commit that brought the note's event without its text, as `qem show` does."""
+    _, short, commit = incomplete(team, "never bump the schema by hand", "MEMORY.md", ".qem/events")
+    mate = team.clone("mate")
+    cli = mate.qem("show", short).stdout
+
+    async def script(s: ClientSession) -> str:
+        return (await ok(s, "show", id=short)).content[0].text
+
+    shown = serve(mate.path, script)
+    assert commit in shown and shown == cli.rstrip("\n"), (shown, cli)
+
+
 def test_the_actor_is_configurable(ws: Path) -> None:
     async def script(s: ClientSession) -> Any:
         return (await ok(s, "add", text="a finding", kind="finding")).structured_content["actor"]
@@ -143,6 +158,24 @@ def seeded(ws: Path) -> dict[str, str]:
         emit(s, made["revoked"], "revoked", "spaces now")
         emit(s, made["human"], "promoted", "I said this")
         return {name: s.note(i).shown for name, i in made.items()}
+
+
+def test_the_reads_answer_as_structured_content_what_the_cli_answers_as_json(ws: Path, seeded: dict[str, str]) -> None:
+    """One read for both shells: show (now and --at), status and log give the agent, as
+    structured content, exactly what `--json` prints."""
+    a = seeded["active"]
+    assert run_qem("revoke", a, "-m", "later", cwd=ws, env={"QEM_NOW": "2026-08-01T00:00:00Z"}).returncode == 0
+    reads = [("show", {"id": a}, ["show", a]), ("show", {"id": a, "at": "2026-07-28"}, ["show", a, "--at", "2026-07-28"]),
+             ("status", {"id": a}, ["status", a]), ("log", {"id": a}, ["log", a])]
+
+    async def script(s: ClientSession) -> list[Any]:
+        return [(await ok(s, tool, **arguments)).structured_content for tool, arguments, _ in reads]
+
+    answered = serve(ws, script)
+    assert answered[0]["state"] == "revoked" and answered[1]["state"] == "active"
+    for (tool, _, argv), data in zip(reads, answered):
+        cli = json.loads(run_qem(*argv, "--json", cwd=ws).stdout)
+        assert data == (cli if isinstance(cli, dict) else {"result": cli}), (tool, data, cli)
 
 
 def test_bad_arguments_are_tool_errors_in_the_cli_words_and_change_nothing(ws: Path, seeded: dict[str, str]) -> None:
@@ -181,6 +214,26 @@ def test_bad_arguments_are_tool_errors_in_the_cli_words_and_change_nothing(ws: P
             cli = run_qem(*argv, cwd=ws)
             assert cli.returncode == 2 and text == cli.stderr.rstrip("\n"), (tool, arguments, text, cli.stderr)
     assert snapshot(ws) == before
+
+
+@pytest.mark.parametrize("failure, said", [
+    (OSError(13, "Permission denied", "/srv/project/.qem"), "qem: error: /srv/project/.qem: Permission denied"),
+    (OSError("the disk went away"), "qem: error: the disk went away"),
+])
+def test_a_file_qem_cannot_open_is_named_in_one_wording_by_both_shells(ws: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str],
+                                                                       failure: OSError, said: str) -> None:
+    from qem_edit import cli, mcp_server
+
+    def fails(*args: Any, **kwargs: Any) -> Any:
+        raise failure
+
+    monkeypatch.setattr(Store, "open", fails)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["status", "k3f9", "-w", str(ws)])
+    text, data, is_error = mcp_server.call(mcp_server.Memory(ws), "status", {"id": "k3f9"}, None)
+    assert exit_.value.code == 2 and capsys.readouterr().err == said + "\n"
+    assert is_error and data is None and text == said
 
 
 def test_directives_are_out_of_an_agents_reach(ws: Path, seeded: dict[str, str]) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from qem_edit import checkin, errors
+from qem_edit.proposal import propose
 from builders import add, emit, render_text, shown, store_path
 from qem_edit.resolver import Graph
 from qem_edit.store import Store
@@ -49,7 +50,7 @@ def test_a_heading_inside_a_note_neither_truncates_it_nor_moves_it(store: Store)
     other = add(store, "an unrelated note")
     head, checkout = render_text(store)
     edited = checkout.replace("an unrelated note", "an unrelated note, edited")
-    planned = checkin.propose(store, edited, checkout)
+    planned = propose(store, edited, checkout)
     assert planned.plan.ok
     assert [(op.action, op.note_id) for op in planned.plan.ops] == [("supersede", other)]
     checkin.apply_plan(store, planned.plan, "person", "edit")
@@ -68,7 +69,7 @@ def test_kind_and_priority_edits_are_events_that_keep_the_old_note(store: Store)
     edited = checkout.replace(line + "\n", "", 1).replace(
         "## Findings\n", "## Findings\n\n" + line.replace(" · low · ", " · high · ") + "\n", 1
     )
-    planned = checkin.propose(store, edited, checkout)
+    planned = propose(store, edited, checkout)
     assert planned.plan.ok, checkin.problems(planned)
     checkin.apply_plan(store, planned.plan, "person", "reclassify")
     before = store.note(old)
@@ -89,7 +90,7 @@ def test_a_concurrent_lifecycle_change_is_a_conflict(store: Store) -> None:
     _, checkout = render_text(store)
     edited = checkout.replace("warm after", "cold after")
     emit(store, note, "revoked", "measured: it is cold", actor="agent-2", at=None)
-    planned = checkin.propose(store, edited, checkout)
+    planned = propose(store, edited, checkout)
     assert [c.note_id for c in planned.plan.conflicts] == [note]
     assert not planned.plan.ok
     live = [n for n in store.notes() if n.live]
@@ -102,7 +103,7 @@ def test_the_conflict_check_and_the_writes_are_one_transaction(store: Store) -> 
     head first: a write landing in between makes the apply refuse, writing nothing."""
     note = add(store, "alpha")
     _, checkout = render_text(store)
-    planned = checkin.propose(store, checkout.replace("alpha", "beta"), checkout)
+    planned = propose(store, checkout.replace("alpha", "beta"), checkout)
     assert planned.plan.ok
     emit(store, note, "revoked", "in between", actor="agent-2", at=None)
     head, written = store.head(), len(store.events())
@@ -110,7 +111,7 @@ def test_the_conflict_check_and_the_writes_are_one_transaction(store: Store) -> 
         checkin.apply_plan(store, planned.plan, "person", "late")
     assert store.head() == head and len(store.events()) == written and store.note(note).state == "revoked"
     # planned again against the store as it is now, the same edit is a conflict
-    assert checkin.propose(store, checkout.replace("alpha", "beta"), checkout).plan.conflicts
+    assert propose(store, checkout.replace("alpha", "beta"), checkout).plan.conflicts
 
 
 def test_a_fork_is_reported_not_silently_won(qem, ws: Path, tmp_path: Path) -> None:
@@ -148,7 +149,7 @@ def test_the_edit_buffer_is_the_audit_view(store: Store) -> None:
     _, exported = render_text(store)
     parsed = parse(exported)
     assert {i.note_id: i.state for i in parsed.items} == {shown(store, kept): "active", shown(store, gone): "revoked"}
-    planned = checkin.propose(store, exported.replace("· kept", "· kept, reviewed"))
+    planned = propose(store, exported.replace("· kept", "· kept, reviewed"))
     assert planned.plan.ok and [(op.action, op.note_id) for op in planned.plan.ops] == [("supersede", kept)]
 
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from builders import CASES, add, emit, full_id, load_store, render_text, shown
 from qem_edit import checkin
+from qem_edit.proposal import Proposal, propose, whole
 from qem_edit.checks import verify_report
 from qem_edit.model import KINDS, LIVE_STATES, PRIORITIES, NewNote, normalize_text, replay
 from qem_edit.store import Store, Transaction
@@ -104,7 +105,7 @@ def _conflicted(store: Store) -> tuple[str, str]:
     text = text.replace("## Decisions\n", "## Decisions\n\n- high · a new decision\n")
     emit(store, 1, "revoked", "they disagree", actor="other", at=AT)
     theirs = add(store, "their note", "task", actor="other", at=AT)
-    proposal = checkin.propose(store, text, base_text)
+    proposal = propose(store, text, base_text)
     assert [c.note_id for c in proposal.plan.conflicts] == [full_id(store, 1)]
     rebased, _ = checkin.rebased(store, proposal, checkin.problems(proposal))
     return rebased, theirs
@@ -136,7 +137,7 @@ def test_a_resolved_rebase_checks_in(small: Store, keep: str) -> None:
             side = mark
         elif side in (None, keep):
             out.append(line)
-    plan = checkin.propose(small, "\n".join(out)).plan
+    plan = propose(small, "\n".join(out)).plan
     assert plan.ok, (plan.errors, plan.conflicts)
     got = sorted(actions(plan), key=str)
     one, two, three = (full_id(small, n) for n in (1, 2, 3))
@@ -201,12 +202,12 @@ def creation_order(store: Store) -> list[str]:
     return [e.note for e in store.events() if e.type == "created"]
 
 
-def plan(store: Store, edited: str, checkout: str, data) -> checkin.Proposal:
+def plan(store: Store, edited: str, checkout: str, data) -> Proposal:
     """Plan the check-in the quick way (only the changed blocks parsed) or, drawn at
     random, the whole-file way; both must give the same plan."""
     if data.draw(st.booleans(), label="whole-file parse"):
-        return checkin.whole(store, checkin.propose(store, edited, checkout))
-    return checkin.propose(store, edited, checkout)
+        return whole(store, propose(store, edited, checkout))
+    return propose(store, edited, checkout)
 
 
 def blocks_of(text: str) -> tuple[str, dict[str, list[list[str]]]]:
@@ -352,7 +353,7 @@ def test_planning_and_applying_gives_the_notes_the_edited_file_describes(specs, 
             live_items = Counter((i.kind, i.priority, i.text, i.state, i.provenance) for i in reparsed.items if i.state in LIVE_STATES)
             assert live_items == expected_live
             # and checking that rendering in again is no change
-            assert checkin.propose(store, rendered, rendered).plan.ops == []
+            assert propose(store, rendered, rendered).plan.ops == []
 
 
 OTHER_MOVES = {
@@ -422,7 +423,7 @@ def test_apply_refuses_a_plan_made_against_an_older_head(tmp_path: Path) -> None
         [note_id] = [n.id for n in store.notes()]
         _, text = render_text(store)
         edited = text.replace("alpha lock order", "alpha lock order v2")
-        planned = checkin.propose(store, edited, text)
+        planned = propose(store, edited, text)
         assert planned.plan.ok and actions(planned.plan) == [("supersede", note_id)]
         # another writer lands between planning and applying
         store.write(lambda tx: tx.emit(note_id, "promoted", "other", None))
@@ -431,7 +432,7 @@ def test_apply_refuses_a_plan_made_against_an_older_head(tmp_path: Path) -> None
             checkin.apply_plan(store, planned.plan, "person", "why")
         assert store.head() == moved and len(store.events()) == written  # nothing written
         # planned again against the store now, it is a conflict
-        assert [c.note_id for c in checkin.propose(store, edited, text).plan.conflicts] == [note_id]
+        assert [c.note_id for c in propose(store, edited, text).plan.conflicts] == [note_id]
 
 
 def test_the_error_comment_keeps_line_numbers_pointing_at_their_lines() -> None:
@@ -473,7 +474,7 @@ def test_a_note_added_beside_the_one_you_edit_is_no_conflict(tmp_path: Path, lin
             lines = now.split("\n")
             at = next(i for i, line in enumerate(lines) if line.startswith(f"- [#{shown(store, mine)}]"))
             beside += lines[at + 1].startswith(f"- [#{shown(store, new)}]")
-            proposal = checkin.propose(store, edited, base)
+            proposal = propose(store, edited, base)
             assert proposal.plan.ok, checkin.problems(proposal)
             assert actions(proposal.plan) == [("supersede", mine)]
         if beside >= 3:

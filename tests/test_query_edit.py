@@ -14,6 +14,7 @@ import pytest
 
 from builders import store_path
 from conftest import CORPUS, run_qem
+from qem_edit import query
 from qem_edit.renderer.format import HEADER_RE, decode_query, encode_query
 from qem_edit.store import Store
 
@@ -85,6 +86,22 @@ def test_a_query_checkout_holds_exactly_the_notes_it_matches(ws: Path, tmp_path:
     printed = qem(ws, "export", "--stdout", *QUERY)
     assert printed.returncode == 0 and text.startswith(printed.stdout)
     assert qem(ws, "export", "--stdout", *QUERY).stdout == printed.stdout  # byte-stable
+
+
+def test_each_note_filter_picks_the_same_notes_in_the_index_as_in_a_scan(loaded: Path) -> None:
+    """A note filter is written once (query's table of fields) and runs two ways: as SQL
+    in the index for a checkout, as a test over every note for `qem query`; the two agree."""
+    with Store.open(store_path(loaded)) as store:
+        notes = sorted(store.notes(), key=lambda n: n.created_at)
+        middle = notes[len(notes) // 2]
+        examples = {"kind": "gotcha", "state": "active", "priority": "high", "provenance": middle.provenance,
+                    "actor": middle.actor, "since": middle.created_at, "until": middle.created_at,
+                    "supersedes": next(n.supersedes for n in notes if n.supersedes), "text~": "lock"}
+        assert set(examples) == set(query._NOTE_FIELDS)  # a new filter is given an example here
+        for key, value in examples.items():
+            parsed = query.parse_filters([str(query.Filter(key, value))], events=False)
+            scanned = [r["id"] for r in query.answer(store, parsed).results]
+            assert scanned and sorted(query.select(store, parsed).ids) == scanned, key
 
 
 def test_a_query_without_a_kind_keeps_every_section(ws: Path, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from builders import pushed_feature
 from conftest import run_qem
 from test_diff import REPO, diff, diff_json, github_html
 from test_git import Clone, Team, team  # noqa: F401  (the fixture)
@@ -178,11 +179,7 @@ def test_the_readme_verify_step_fails_a_branch_that_removed_a_directive(team):
 
 
 def test_a_shallow_clone_that_cannot_tell_says_so(team):
-    founder = team.founded("shared fact")
-    founder.git("switch", "-q", "-c", "feature")
-    founder.add("the branch learned this")
-    founder.commit("learned")
-    founder.git("push", "-q", "origin", "feature")
+    founder = pushed_feature(team)
     founder.git("switch", "-q", "main")
     founder.add("main learned this meanwhile")
     founder.publish("main moved on")

@@ -64,19 +64,16 @@ def problems(s: Store) -> list[str]:
     return report.problems + report.disputes
 
 
+# The ordinary move that brings a new (active) note to each other state.
+MOVE_TO = {"stale": "stale_flagged", "superseded": "superseded", "revoked": "revoked", "expired": "expired",
+           "forgotten": "forgotten"}
+
+
 def note_in_state(s: Store, state: str, provenance: str = "agent") -> str:
     """A fresh note brought to `state` by the ordinary moves."""
     note_id = add(s, f"a note to be {state}", provenance=provenance)
-    if state == "stale":
-        emit(s, note_id, "stale_flagged")
-    elif state == "superseded":
-        supersede(s, note_id)
-    elif state == "revoked":
-        emit(s, note_id, "revoked")
-    elif state == "expired":
-        emit(s, note_id, "expired")
-    elif state == "forgotten":
-        forget(s, note_id)
+    if state in MOVE_TO:
+        do_move(s, MOVE_TO[state], note_id)
     assert s.note(note_id).state == state
     return note_id
 
@@ -130,40 +127,51 @@ def _log_bytes(path: Path) -> dict[str, bytes]:
             for folder in ("events", "texts", "packs") for p in sorted((path / folder).iterdir())}
 
 
-def test_a_damaged_index_is_rebuilt_and_the_log_is_untouched(with_notes):
+def _not_a_database(index: Path) -> None:
+    for leftover in index.parent.glob(index.name + "-*"):
+        leftover.unlink()
+    index.write_bytes(b"hello, not a database" * 100)
+
+
+def _run_sql(index: Path, *statements: str) -> None:
+    """`statements` run on the index, as another program might."""
+    conn = sqlite3.connect(index)
+    for statement in statements:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+
+
+def _someone_elses_database(index: Path) -> None:
+    conn = sqlite3.connect(index)
+    tables = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    conn.close()
+    _run_sql(index, *[f"DROP TABLE {name}" for name in tables], "CREATE TABLE t (x)")
+
+
+INDEX_DAMAGES = {
+    "not a database": _not_a_database,
+    "someone else's database": _someone_elses_database,
+    "an index of another qem version": lambda index: _run_sql(
+        index, "UPDATE meta SET value = '999' WHERE key = 'index_version'",
+        "DELETE FROM notes"),  # and it holds nothing useful
+}
+
+
+@pytest.mark.parametrize("damage", INDEX_DAMAGES)
+def test_a_damaged_or_foreign_index_is_rebuilt_from_the_log(with_notes, damage):
     """(Was: a file that is not a store is refused.)  The one SQLite file is the index, a
-    cache of the log: damaged, it is made anew from the log; the log is never touched."""
+    cache of the log: damaged, or another program's or version's, it is made anew from the
+    log; the log is never touched."""
     path = with_notes
     log = _log_bytes(path)
     index = path / store_mod.INDEX_NAME
-    for leftover in path.glob(store_mod.INDEX_NAME + "-*"):
-        leftover.unlink()
-    index.write_bytes(b"hello, not a database" * 100)
-    with Store.open(path) as s:
-        assert sorted((n.text, n.state) for n in s.notes()) == [("first", "active"), ("second", "revoked")]
-        assert problems(s) == []
-    assert index.read_bytes().startswith(b"SQLite format 3\0")
-    assert _log_bytes(path) == log
-
-
-@pytest.mark.parametrize("foreign", ["someone else's database", "an index of another qem version"])
-def test_a_foreign_index_is_rebuilt_from_the_log(with_notes, foreign):
-    path = with_notes
-    log = _log_bytes(path)
-    conn = sqlite3.connect(path / store_mod.INDEX_NAME)
-    if foreign == "someone else's database":
-        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
-            conn.execute(f"DROP TABLE {name}")
-        conn.execute("CREATE TABLE t (x)")
-    else:
-        conn.execute("UPDATE meta SET value = '999' WHERE key = 'index_version'")
-        conn.execute("DELETE FROM notes")  # and it holds nothing useful
-    conn.commit()
-    conn.close()
+    INDEX_DAMAGES[damage](index)
     with Store.open(path) as s:
         assert sorted((n.text, n.state) for n in s.notes()) == [("first", "active"), ("second", "revoked")]
         assert s.index.meta("index_version") == index_mod.INDEX_VERSION
         assert problems(s) == []
+    assert index.read_bytes().startswith(b"SQLite format 3\0")
     assert _log_bytes(path) == log  # the log itself is never touched
 
 
@@ -227,25 +235,25 @@ LANDS_IN = {
 }
 
 
-@pytest.mark.parametrize("move", sorted(ALLOWED))
-def test_transition_table(db, move):
+@pytest.mark.parametrize("move, state", [(m, s) for m in sorted(ALLOWED) for s in STATES],
+                         ids=[f"{m} from {s}" for m in sorted(ALLOWED) for s in STATES])
+def test_transition_table(db, move, state):
     """Every move from every state: allowed ones land where they should, the rest are
     refused with a message naming the note and its state, and write nothing."""
-    for state in STATES:
-        note_id = note_in_state(db, state)
-        if state in ALLOWED[move]:
-            do_move(db, move, note_id)
-            note = db.note(note_id)
-            if move == "promoted":
-                assert (note.state, note.provenance) == (state, "human")
-            else:
-                assert note.state == LANDS_IN[move]
+    note_id = note_in_state(db, state)
+    if state in ALLOWED[move]:
+        do_move(db, move, note_id)
+        note = db.note(note_id)
+        if move == "promoted":
+            assert (note.state, note.provenance) == (state, "human")
         else:
-            before = written(db)
-            with pytest.raises(errors.Refused) as info:
-                do_move(db, move, note_id)
-            assert f"#{db.note(note_id).shown}" in str(info.value) and state in str(info.value)
-            assert written(db) == before
+            assert note.state == LANDS_IN[move]
+    else:
+        before = written(db)
+        with pytest.raises(errors.Refused) as info:
+            do_move(db, move, note_id)
+        assert f"#{db.note(note_id).shown}" in str(info.value) and state in str(info.value)
+        assert written(db) == before
     assert problems(db) == []
 
 
@@ -276,12 +284,12 @@ def test_supersede_links_both_ways_in_one_transaction(db):
     assert db.note(old).text == "old text"  # the old text stays in the log
 
 
-def test_unknown_note_is_refused(db):
+@pytest.mark.parametrize("move", sorted(ALLOWED))
+def test_unknown_note_is_refused(db, move):
     add(db)
     before = written(db)
-    for move in ALLOWED:
-        with pytest.raises(errors.NoSuchNote, match="#99"):
-            do_move(db, move, 99) if move != "superseded" else add(db, supersedes=99)
+    with pytest.raises(errors.NoSuchNote, match="#99"):
+        do_move(db, move, 99) if move != "superseded" else add(db, supersedes=99)
     assert written(db) == before
 
 
@@ -371,6 +379,19 @@ def test_the_store_keeps_the_normalized_text(db):
     assert record["text"] == "  indented\n\nmore"
     assert db.events(note_id)[0].data["text"] == TextRecord(note_id, record["key"], record["text"]).digest
     assert db.texts()[note_id] == "  indented\n\nmore"
+
+
+def test_a_long_id_list_is_bound_a_chunk_at_a_time(db):
+    """An id list is bound into `IN (...)` a chunk at a time (db.chunks): one longer than
+    SQLite binds in one statement (its limit lowered here to 600) is read, and purged, whole."""
+    kept, gone = add(db, "a note kept"), add(db, "a note whose text goes")
+    many = [f"{i:032x}" for i in range(1500)]
+    db.conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 600)
+    assert db.events_of_checkins(many) == []
+    assert set(db.notes_by_id([*many, kept])) == {kept}
+    assert dict(db.same_text_in_force([*many, kept])) == {kept: []}
+    db.write(lambda tx: db.purge_texts({*many, gone}))
+    assert set(db.texts()) == {kept}
 
 
 # -- forget ----------------------------------------------------------------------------------
@@ -849,11 +870,16 @@ def test_read_dump_refuses_a_bad_line_of_the_log_format(dump_pair, case):
     assert all(w in str(info.value) for w in words), str(info.value)
 
 
-def test_read_dump_refuses_non_utf8(dump_pair):
+NON_UTF8 = {  # a good first line, then a second that is not UTF-8
+    "numbered log": lambda pair: _jsonl(_line()) + b'{"seq": \xff}\n',
+    "log format": lambda pair: _jsonl(pair[0]) + b'{"id": \xff}\n',
+}
+
+
+@pytest.mark.parametrize("case", NON_UTF8)
+def test_read_dump_refuses_non_utf8(dump_pair, case):
     with pytest.raises(errors.BadInput, match=r"f.jsonl:2: not UTF-8"):
-        read_dump(_jsonl(_line()) + b'{"seq": \xff}\n', "f.jsonl")
-    with pytest.raises(errors.BadInput, match=r"f.jsonl:2: not UTF-8"):
-        read_dump(_jsonl(dump_pair[0]) + b'{"id": \xff}\n', "f.jsonl")
+        read_dump(NON_UTF8[case](dump_pair), "f.jsonl")
 
 
 @pytest.mark.parametrize(

@@ -344,6 +344,7 @@ def test_a_dry_run_prints_its_plan_on_stdout_and_exits_1_when_there_are_changes(
     as_json = run_qem("checkin", "--path", str(out), "--dry-run", "--json", cwd=seeded)
     assert as_json.returncode == 1, as_json.stderr
     plan = json.loads(as_json.stdout)
+    assert plan["status"] == "dry_run" and '\n  "status": "dry_run",\n' in as_json.stdout  # the outcome's words, as before
     assert plan["changes"] is True and plan["conflicts"] == [] and plan["errors"] == []
     [op] = plan["operations"]
     assert (op["action"], op["note"], op["text"]) == ("supersede", notes(seeded)[ACTIVE_TASK].id, "Review the retry PR twice")
@@ -555,6 +556,7 @@ def test_keeping_yours_for_a_note_superseded_meanwhile_works(seeded: Path, tmp_p
 def test_the_error_comment_points_at_the_right_line_when_a_reason_spans_lines(seeded: Path, tmp_path: Path) -> None:
     from qem_edit import checkin
     from qem_edit.checkouts import find_checkout
+    from qem_edit.proposal import propose
     from qem_edit.store import Store
     from qem_edit.workspace import resolve as place_of
 
@@ -568,7 +570,7 @@ def test_the_error_comment_points_at_the_right_line_when_a_reason_spans_lines(se
     place = place_of(seeded)
     checkout = find_checkout(place, resume_id(first.stderr))
     with Store.open(place.store_path) as store:
-        proposal = checkin.propose(store, checkout.file.read_bytes(), checkout.base_file.read_bytes())
+        proposal = propose(store, checkout.file.read_bytes(), checkout.base_file.read_bytes())
         checkin.reopen(store, checkout, proposal)
     lines = checkout.file.read_text("utf-8").split("\n")
     [pointer] = [line for line in lines if re.match(r"line \d+: text that is neither", line)]

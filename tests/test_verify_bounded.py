@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from builders import add, emit, store_path
-from qem_edit import checks, errors, ids as ids_mod
-from qem_edit.checks import graph_problems, index_differences, verify_report
+from qem_edit import checks, db, errors, ids as ids_mod
+from qem_edit.checks import graph_problems, verify_report
+from qem_edit.index import differences as index_differences
 from qem_edit.index import _INSERT_NOTE, NOTE_COLUMNS, Index, _note_values
 from qem_edit.model import Note, Rival
 from qem_edit.resolver import Graph
@@ -158,13 +159,13 @@ def test_an_index_item_that_differs_fails_and_repair_fixes_it(memory: Store, scr
 
 def test_the_fresh_replay_is_a_file_removed_after_verify(memory: Store, scratch: Path, monkeypatch):
     seen = []
-    real = checks.db.connect
+    real = db.connect
 
     def connect(target, **kwargs):  # type: ignore[no-untyped-def]
         seen.append(target)
         return real(target, **kwargs)
 
-    monkeypatch.setattr(checks.db, "connect", connect)
+    monkeypatch.setattr(db, "connect", connect)
     assert verify_report(memory).problems == []
     assert len(seen) == 1 and Path(seen[0]).parent == scratch and seen[0] != ":memory:"
     assert list(scratch.iterdir()) == []

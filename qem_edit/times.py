@@ -1,0 +1,42 @@
+"""Times as qem writes and reads them: UTC, to the second, `YYYY-MM-DDTHH:MM:SSZ`.
+
+Now (the one clock every event's time comes from), an ISO date or time given by a person
+turned into that form, and whether an `--at` names a time rather than a git revision.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime, timezone
+
+from . import errors
+
+_AT_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ][0-9:]+(?:Z|[+-]\d{2}:?\d{2})?)?\Z")
+
+
+def utc_now() -> str:
+    """Now, UTC, second precision.  `QEM_NOW` pins it (tests and reproducible fixtures)."""
+    pinned = os.environ.get("QEM_NOW")
+    if pinned:
+        return pinned
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: str, key: str, *, end: bool) -> str:
+    """An ISO date or UTC time → the canonical `YYYY-MM-DDTHH:MM:SSZ`, inclusive bounds."""
+    try:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+            day = datetime.strptime(value, "%Y-%m-%d")
+            return day.strftime("%Y-%m-%dT23:59:59Z" if end else "%Y-%m-%dT00:00:00Z")
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise errors.BadInput(f"{key}={value!r} is not an ISO date or time (e.g. 2026-10-01 or 2026-10-01T12:00:00Z)") from None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def is_time(at: str) -> bool:
+    """Whether `--at` names a date or a time (else it names a git revision)."""
+    return _AT_TIME.match(at) is not None
