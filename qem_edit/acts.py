@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import errors, ids, protect
+from . import errors, expiry, ids, protect
 from .export import auto_export
 from .model import CLAIMABLE_PROVENANCES, KINDS, MOVE_BY_EVENT, PRIORITIES, Event, NewNote, Note, TextError, normalize_text
 from .store import Store, Transaction
@@ -75,30 +75,40 @@ def anchored(place: Workspace, paths: list[str] | None, cwd: Path | None = None)
 
 def add(store: Store, place: Workspace, text: str, kind: str, priority: str, provenance: str, actor: str,
         agent: bool | None = None, allow_secret: bool = False, anchors: list[str] | None = None,
-        cwd: Path | None = None) -> Written:
-    """A new note; `anchors`: the files and folders it is about."""
+        cwd: Path | None = None, expires: str | None = None, ttl: str | None = None) -> Written:
+    """A new note; `anchors`: the files and folders it is about; its end as `expires` (a
+    date or UTC time) or `ttl` (30d) ask, else its kind's default (qem_edit.expiry), fixed
+    from the event's own time."""
     errors.choice(kind, KINDS, "kind")
     errors.choice(priority, PRIORITIES, "priority")
     if provenance == "human":
         raise errors.BadInput("provenance human is reached only by a person's act: `qem promote ID`")
     errors.choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
-    new = NewNote(kind, priority, provenance, note_text(text), anchors=anchored(place, anchors, cwd))
-    note = store.write(lambda tx: tx.create(new, actor), agent=agent, allow_secret=allow_secret)
+    body, wish, ttls = note_text(text), expiry.asked(expires, ttl), expiry.defaults(place)
+    anchoring = anchored(place, anchors, cwd)
+
+    def work(tx: Transaction) -> Note:
+        return tx.create(NewNote(kind, priority, provenance, body, anchors=anchoring,
+                                 expires=expiry.new_end(tx, kind, wish, ttls)), actor)
+
+    note = store.write(work, agent=agent, allow_secret=allow_secret)
     return _repeating(store, _written(store, place, Written(note=store.note(note.id))))
 
 
 def supersede(store: Store, place: Workspace, given: str, text: str, reason: str | None,
               actor: str, kind: str | None = None, priority: str | None = None,
               provenance: str | None = None, agent: bool | None = None, allow_secret: bool = False,
-              anchors: list[str] | None = None, cwd: Path | None = None) -> Written:
-    """A successor replaces the note (same kind, priority, provenance and anchored paths
-    unless given, the anchors' content read now; an agent's successor is given its own
+              anchors: list[str] | None = None, cwd: Path | None = None, expires: str | None = None,
+              ttl: str | None = None) -> Written:
+    """A successor replaces the note (same kind, priority, provenance, anchored paths and
+    end unless given, the anchors' content read now; an agent's successor is given its own
     provenance, so it never inherits `human`)."""
     errors.choice(kind, KINDS, "kind")
     errors.choice(priority, PRIORITIES, "priority")
     errors.choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
     body = note_text(text)
     why = reason_for("superseded", reason)
+    wish = expiry.asked(expires, ttl)
     note_id = store.resolve(given)
     if anchors is None:
         anchors, cwd = [path for path, _ in store.note(note_id).anchors], None
@@ -109,7 +119,8 @@ def supersede(store: Store, place: Workspace, given: str, text: str, reason: str
         inherited = old.provenance
         if inherited == "human" and protect.writes_as_agent(tx, actor):
             inherited = "agent"  # a person's endorsement is not an agent's to carry over
-        new = NewNote(kind or old.kind, priority or old.priority, provenance or inherited, body, note_id, anchoring)
+        new = NewNote(kind or old.kind, priority or old.priority, provenance or inherited, body, note_id,
+                      anchors=anchoring, expires=wish.at(tx.at, old.expires))
         return tx.create(new, actor, why)
 
     note = store.write(work, agent=agent, allow_secret=allow_secret)

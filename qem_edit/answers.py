@@ -56,6 +56,8 @@ class NoteView:
                  f"id {note.id}{alias}", f"created {note.created_at} by {note.actor}"]
         if note.supersedes is not None:
             lines.append(f"supersedes #{shown(note.supersedes)}")
+        if note.expires is not None:
+            lines.append(f"expires {note.expires} (its end: `qem expire --due` expires it then)")
         if note.state != "active" and note.state_at:
             by = f" by #{shown(note.superseded_by)}" if note.superseded_by is not None else ""
             why = f": {note.state_reason}" if note.state_reason else ""

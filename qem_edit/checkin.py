@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Protocol
+from typing import Mapping, Protocol
 
 from . import errors, ids
 from .checkouts import Checkout, checkout_bytes, keep, kept, requery
@@ -24,7 +24,9 @@ from .faults import checkpoint
 from .files import read_regular, refuse_link, write_atomic
 from .forgetting import scrub_again
 from .gitconflict import has_markers
+from .ids import new_checkin_id
 from .acts import repeat_notice, repeats
+from .expiry import defaults, shifted
 from .model import LIVE_STATES, MOVE_BY_VERB, NewNote, Note
 from .proposal import Proposal, propose, whole
 from .reconciler.plan import Conflict, Op, Plan
@@ -64,18 +66,16 @@ def is_conflict(proposal: Proposal) -> bool:
 # -- applying -----------------------------------------------------------------------------------
 
 
-def new_checkin_id() -> str:
-    return f"ci-{os.urandom(6).hex()}"
-
-
 def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str | None = None, *,
-               allow_secret: bool = False, oids: dict[str, str] | None = None) -> tuple[str, list[str]]:
+               allow_secret: bool = False, oids: dict[str, str] | None = None,
+               ttls: Mapping[str, int] | None = None) -> tuple[str, list[str]]:
     """Write every event of the check-in at once (one pack file), or none; `oids`: the
     object id of each path the new notes anchor, as it is now.
 
     The write first checks that the memory is still as the plan saw it; if it moved (a
     writer here, a pull, a switch of branch), HeadMoved is raised and the caller plans
-    again.
+    again.  `ttls`: the kinds' default times to live (qem_edit.expiry), for new items that
+    show no end.
     """
     checkin_id = checkin_id or new_checkin_id()
     created: list[str] = []
@@ -86,7 +86,7 @@ def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str 
                                    moved=max(1, tx.generation - plan.generation))
         checkpoint("apply-begin")
         for op in plan.ops:
-            _apply_op(tx, op, who, op.reason or reason, checkin_id, created, oids or {})
+            _apply_op(tx, op, who, op.reason or reason, checkin_id, created, oids or {}, ttls or {})
         checkpoint("apply-before-commit")
 
     store.write(work, allow_secret=allow_secret)
@@ -95,11 +95,15 @@ def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str 
 
 
 def _apply_op(tx: Transaction, op: Op, who: str, reason: str, checkin_id: str, created: list[str],
-              oids: dict[str, str]) -> None:
+              oids: dict[str, str], ttls: Mapping[str, int]) -> None:
     if op.action in ("create", "supersede"):
         assert op.content is not None
         anchors = tuple((path, oids[path]) for path in op.content.anchors)
-        new = NewNote(op.content.kind, op.content.priority, "human", op.content.text, op.note_id, anchors)
+        end = op.content.expires
+        if end is None and op.action == "create" and op.content.kind in ttls:
+            end = shifted(tx.at, ttls[op.content.kind])
+        new = NewNote(op.content.kind, op.content.priority, "human", op.content.text, op.note_id,
+                      anchors=anchors, expires=end)
         created.append(tx.create(new, who, reason, checkin_id).id)
     else:
         assert op.note_id is not None
@@ -475,7 +479,8 @@ def _apply(store: Store, source: Source, proposal: Proposal, reason: str, who: s
     oids = dict(anchored(source.place, _anchored_paths(proposal.plan)))  # the content as it is at check-in
     if source.checkout is not None:
         source.checkout.add_pending(checkin_id)
-    return apply_plan(store, proposal.plan, who, reason, checkin_id, allow_secret=allow_secret, oids=oids)
+    return apply_plan(store, proposal.plan, who, reason, checkin_id, allow_secret=allow_secret, oids=oids,
+                      ttls=defaults(source.place))
 
 
 def _settle(store: Store, source: Source, proposal: Proposal) -> None:
@@ -536,7 +541,7 @@ def _op_data(op: Op) -> dict[str, object]:
     data: dict[str, object] = {"action": op.action, "note": op.note_id, "line": op.line, "reason": op.reason}
     if op.content is not None:
         data.update(kind=op.content.kind, priority=op.content.priority, text=op.content.text,
-                    anchors=list(op.content.anchors))
+                    anchors=list(op.content.anchors), expires=op.content.expires)
     return data
 
 

@@ -22,7 +22,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import db, errors, ids
-from .model import KINDS, READING_ORDER, STATES, Move
+from .model import KINDS, MOVE_BY_VERB, READING_ORDER, STATES, Move
 from .renderer import Selection
 from .shown import say
 from .shown import show as _out
@@ -71,6 +71,8 @@ AnchorOpt = Annotated[Optional[list[str]], typer.Option("--anchor", metavar="PAT
 IdArg = Annotated[str, typer.Argument(metavar="ID", help="The note: its short id (or any unambiguous prefix of its id), or its number from before the conversion.", show_default=False)]
 ReasonOpt = Annotated[Optional[str], typer.Option("--message", "-m", help="Why.", show_default=False)]
 RequiredReasonOpt = Annotated[str, typer.Option("--message", "-m", help="Why (required).", show_default=False)]
+ExpiresOpt = Annotated[Optional[str], typer.Option("--expires", help="The note's end: a date (YYYY-MM-DD, its start, UTC) or a UTC time (YYYY-MM-DDTHH:MM:SSZ), in the future; none: no end. `qem expire --due` expires it then.", show_default=False)]
+TtlOpt = Annotated[Optional[str], typer.Option("--ttl", help="The note's end as a time to live from now: a number and h, d or w (30d). Default: its kind's [expiry] in .qem/config.toml.", show_default=False)]
 
 
 def _open(workspace_dir: Path | None, store_dir: Path | None, *, write: bool = False, create: bool | None = None,
@@ -199,6 +201,8 @@ def add(
     as_json: JsonOpt = False,
     allow_secret: AllowSecretOpt = False,
     anchor: AnchorOpt = None,
+    expires: ExpiresOpt = None,
+    ttl: TtlOpt = None,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
     actor: ActorOpt = None,
@@ -212,7 +216,7 @@ def add(
     body = _text_arg(text)
     written = _act(workspace_dir, store_dir, actor, lambda h, p, who: acts.add(h, p, body, kind, priority, provenance, who,
                                                                        allow_secret=allow_secret, anchors=anchor,
-                                                                       cwd=Path.cwd()))
+                                                                       cwd=Path.cwd(), expires=expires, ttl=ttl))
     return _written_note(written, as_json)
 
 
@@ -240,6 +244,8 @@ def supersede(
     allow_secret: AllowSecretOpt = False,
     anchor: Annotated[Optional[list[str]], typer.Option("--anchor", metavar="PATH", help="A file or folder the successor is about (repeatable; default: the old note's, their content read now).", show_default=False)] = None,
     no_anchors: Annotated[bool, typer.Option("--no-anchors", help="The successor is about no file.")] = False,
+    expires: Annotated[Optional[str], typer.Option("--expires", help="The successor's end (default: the old note's): a date (YYYY-MM-DD) or a UTC time, in the future; none: no end.", show_default=False)] = None,
+    ttl: Annotated[Optional[str], typer.Option("--ttl", help="The successor's end as a time to live from now: a number and h, d or w (30d).", show_default=False)] = None,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
     actor: ActorOpt = None,
@@ -256,7 +262,8 @@ def supersede(
     anchors = [] if no_anchors else anchor
     written = _act(workspace_dir, store_dir, actor,
                    lambda h, p, who: acts.supersede(h, p, note_id, body, reason, who, kind, priority,
-                                                    allow_secret=allow_secret, anchors=anchors, cwd=Path.cwd()),
+                                                    allow_secret=allow_secret, anchors=anchors, cwd=Path.cwd(),
+                                                    expires=expires, ttl=ttl),
                    create=False)
     return _written_note(written, as_json)
 
@@ -289,11 +296,44 @@ def _move_commands() -> None:
     """A command for each move made by its note's id and a reason alone (model.MOVES says
     which), where `qem --help` lists them."""
     for move in READING_ORDER:
-        if move.says:
+        if move.says and move.verb != "expire":  # (qem expire takes --due too: _expire_command)
             _move_command(move)
 
 
 _move_commands()
+
+
+def _expire(note_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="The note (not with --due).", show_default=False)] = None,
+            reason: ReasonOpt = None,
+            due: Annotated[bool, typer.Option("--due", help="Expire every note in force past its end, now, in one check-in.")] = False,
+            as_json: JsonOpt = False, workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None,
+            actor: ActorOpt = None) -> int:
+    """`qem expire ID` is the move's command; `qem expire --due`, the sweep of every note past its end."""
+    if due:
+        return _sweep(note_id, reason, as_json, workspace_dir, store_dir, actor)
+    if note_id is None:
+        raise errors.BadInput("expire what? name a note (qem expire ID), or expire every note past its end: qem expire --due")
+    return _move("expired", note_id, reason, workspace_dir, store_dir, actor)
+
+
+def _expire_command() -> None:
+    """`qem expire`: the move's command as model.MOVES describes it, with `--due` beside the
+    note's id."""
+    move = MOVE_BY_VERB["expire"]
+    app.command(move.command, help=f"{move.says}; with --due, every note in force past its end (its `expires`),"
+                                   f" in one check-in.\n\nExample: {move.example}; qem expire --due")(_expire)
+
+
+_expire_command()
+
+
+def _sweep(note_id, reason, as_json: bool, workspace_dir, store_dir, actor) -> int:  # type: ignore[no-untyped-def]
+    """`qem expire --due`: qem_edit.expiry.sweep, shown as an answer."""
+    from .expiry import sweep
+
+    if note_id is not None or reason is not None:
+        raise errors.BadInput("--due expires every note past its end, with its end as the reason: give no ID or -m")
+    return _show(_act(workspace_dir, store_dir, actor, sweep, create=False), as_json)
 
 
 @app.command()

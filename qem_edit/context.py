@@ -25,7 +25,7 @@ from typing import Iterable, Iterator
 
 from . import errors
 from .index import note_from_row
-from .model import KIND_RANK, KINDS, PRIORITIES, Note
+from .model import KIND_RANK, KINDS, PRIORITIES, Note, past_end
 from .store import Store
 
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and code in BPE tokenizers
@@ -87,6 +87,7 @@ class Entry:
             "frame": FRAMES.get(n.provenance, n.provenance), "state": n.state, "created_at": n.created_at,
             "age_days": self.age, "stale": "stale" in self.marks, "disputed": "disputed" in self.marks,
             "anchors": [{"path": path, "oid": oid} for path, oid in n.anchors],
+            "expires": n.expires, "past_end": any(m.startswith(PAST_END) for m in self.marks),
         }
         out["text" if full else "line"] = n.text if full else self.line()
         return out
@@ -196,9 +197,15 @@ def age(created_at: str, reference: str) -> int:
     return max(0, (date.fromisoformat(reference[:10]) - date.fromisoformat(created_at[:10])).days)
 
 
-def entry(note: Note, reference: str, forked: set[str]) -> Entry:
+PAST_END = "past end"  # a note in force past its end that `qem expire --due` has not swept yet
+
+
+def entry(note: Note, reference: str, forked: set[str], now: str = "") -> Entry:
+    """`now`: the UTC time a note's end is judged at (a note past it is marked, not hidden:
+    only the sweep's event expires it)."""
     marks = (("stale",) if note.state == "stale" else ()) + (
-        ("disputed",) if note.disputes or note.rivals or note.id in forked else ())
+        ("disputed",) if note.disputes or note.rivals or note.id in forked else ()) + (
+        (f"{PAST_END} {note.expires}",) if now and past_end(note, now) else ())
     return Entry(note, age(note.created_at, reference), marks)
 
 
@@ -207,30 +214,31 @@ def entry(note: Note, reference: str, forked: set[str]) -> Entry:
 
 def build(store: Store, budget: int = DEFAULT_BUDGET, at: str | None = None, skip: int = 0) -> Context:
     """The context of the memory as it is (or as it was `at` a date or git revision)."""
-    from .times import is_time, utc_now
+    from .times import is_time, parse_time, utc_now
 
     if budget < 0:
         raise errors.BadInput(f"--budget {budget}: give a number of tokens (0: no limit)")
     if skip < 0:
         raise errors.BadInput(f"--skip {skip}: give a number of index lines to leave out")
     if at is None:
-        return _now(store, budget, skip, utc_now()[:10])
+        return _now(store, budget, skip, utc_now())
     reference = at[:10] if is_time(at) else utc_now()[:10]
-    return _past(store, budget, skip, at, reference)
+    return _past(store, budget, skip, at, reference, parse_time(at, "--at", end=True) if is_time(at) else utc_now())
 
 
-def _now(store: Store, budget: int, skip: int, reference: str) -> Context:
+def _now(store: Store, budget: int, skip: int, now: str) -> Context:
     """From the index: the directives, then the other notes streamed in order until the
     budget is spent (at 74,900 notes, the rest is counted, never read)."""
+    reference = now[:10]
     with store.reading():
         latest, forked = store.latest_at(), store.forked_in_force()
-        every = [entry(note_from_row(r), reference, forked) for r in _in_order(store, ["directive"])]
+        every = [entry(note_from_row(r), reference, forked, now) for r in _in_order(store, ["directive"])]
         directives, past = every[skip:], max(0, skip - len(every))  # --skip counts the directives first
         others = store.count_in_force_besides("directive")
         context = Context(str(store.root), latest, reference, budget, [], [], max(0, others - past), skip,
                           directive_total=len(directives))
         rows = islice(_in_order(store, [k for k in KINDS if k != "directive"]), past, None)
-        return fill(context, chain(directives, (entry(note_from_row(r), reference, forked) for r in rows)))
+        return fill(context, chain(directives, (entry(note_from_row(r), reference, forked, now) for r in rows)))
 
 
 def _in_order(store: Store, kinds: list[str]) -> Iterator[tuple]:
@@ -242,7 +250,7 @@ def _in_order(store: Store, kinds: list[str]) -> Iterator[tuple]:
             yield from store.rows_in_force(kind, priority)
 
 
-def _past(store: Store, budget: int, skip: int, at: str, reference: str) -> Context:
+def _past(store: Store, budget: int, skip: int, at: str, reference: str, now: str) -> Context:
     """From a replay of the log as it was `at` (qem_edit.history), ordered here."""
     from collections import Counter
 
@@ -252,8 +260,8 @@ def _past(store: Store, budget: int, skip: int, at: str, reference: str) -> Cont
     parents = Counter(n.supersedes for n in notes if n.supersedes)
     forked = {n.id for n in notes if n.supersedes and parents[n.supersedes] > 1}
     ordered = sorted(notes, key=order)
-    every = [entry(n, reference, forked) for n in ordered if n.kind == "directive"]
+    every = [entry(n, reference, forked, now) for n in ordered if n.kind == "directive"]
     directives, others = every[skip:], [n for n in ordered if n.kind != "directive"][max(0, skip - len(every)):]
     context = Context(str(store.root), None, reference, budget, [], [], len(others), skip, at,
                       directive_total=len(directives))
-    return fill(context, chain(directives, (entry(n, reference, forked) for n in others)))
+    return fill(context, chain(directives, (entry(n, reference, forked, now) for n in others)))

@@ -66,6 +66,11 @@ def nonce() -> str:
     return encode(os.urandom(17))
 
 
+def new_checkin_id() -> str:
+    """A check-in's id, shared by every event it writes (an edit's, a sweep's)."""
+    return f"ci-{os.urandom(6).hex()}"
+
+
 def is_id(value: object) -> bool:
     return isinstance(value, str) and bool(ID_RE.match(value))
 

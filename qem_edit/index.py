@@ -79,7 +79,8 @@ CREATE TABLE notes (
     short_len     INTEGER NOT NULL,
     text_hash     TEXT,
     problems      TEXT NOT NULL,
-    anchors       TEXT NOT NULL
+    anchors       TEXT NOT NULL,
+    expires       TEXT
 ) WITHOUT ROWID;
 CREATE INDEX notes_in_order ON notes (kind_rank, id);
 CREATE INDEX notes_by_parent ON notes (supersedes) WHERE supersedes IS NOT NULL;
@@ -91,6 +92,8 @@ CREATE INDEX notes_forgotten ON notes (id) WHERE state = 'forgotten';
 CREATE INDEX notes_disagreeing ON notes (id) WHERE disputes != '[]' OR rivals != '[]';
 -- A write's repeat (qem_edit.acts.repeats): the notes in force by their text's start.
 CREATE INDEX notes_in_force_by_text ON notes (substr(text, 1, 48)) WHERE state IN ('active', 'stale');
+-- `qem expire --due`: the notes in force with an end, by their end.
+CREATE INDEX notes_by_end ON notes (expires) WHERE expires IS NOT NULL AND state IN ('active', 'stale');
 -- Which notes each note's item names (a link, a dispute, a rival's successor): when a
 -- note's short id moves, the items that show it are rendered again.
 CREATE TABLE links (other TEXT NOT NULL, note TEXT NOT NULL, PRIMARY KEY (other, note)) WITHOUT ROWID;
@@ -120,7 +123,7 @@ TRIGGERS = (
 NOTE_COLUMNS = (
     "id, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,"
     " state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,"
-    " anchors"
+    " anchors, expires"
 )
 EVENT_COLUMNS = "id, note, type, at, actor, reason, checkin, data, clock, prev"
 
@@ -131,13 +134,13 @@ EVENT_COLUMNS = "id, note, type, at, actor, reason, checkin, data, clock, prev"
 def note_from_row(row: Sequence[object]) -> Note:
     (id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,
      state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,
-     anchors) = row
+     anchors, expires) = row
     pairs = tuple(tuple(p) for p in json.loads(disputes)) if disputes != "[]" else ()  # type: ignore[arg-type]
     rival = tuple(Rival(**r) for r in json.loads(rivals)) if rivals != "[]" else ()  # type: ignore[arg-type]
     anchored = tuple(tuple(a) for a in json.loads(anchors)) if anchors != "[]" else ()  # type: ignore[arg-type]
     return Note(id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by,  # type: ignore[arg-type]
                 state, state_at, state_reason, state_actor, state_event, bad_pointer, pairs, rival,  # type: ignore[arg-type]
-                short, alias, short_len, text_hash, anchors=anchored)  # type: ignore[arg-type]
+                short, alias, short_len, text_hash, anchors=anchored, expires=expires)  # type: ignore[arg-type]
 
 
 def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
@@ -148,7 +151,7 @@ def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
         json.dumps([list(p) for p in note.disputes]) if note.disputes else "[]",
         json.dumps([vars(r) for r in note.rivals]) if note.rivals else "[]",
         note.alias, note.short_len, note.text_hash, json.dumps(problems) if problems else "[]",
-        json.dumps([list(a) for a in note.anchors], ensure_ascii=False) if note.anchors else "[]",
+        json.dumps([list(a) for a in note.anchors], ensure_ascii=False) if note.anchors else "[]", note.expires,
     )
 
 
@@ -709,7 +712,7 @@ _STREAM_FILES = 256  # a sync that adds more log files than this (or any pack) s
 _REFOLD_ALL = 20000  # a sync touching more notes than this replays every note, streamed
 _INSERT_NOTE = ("INSERT INTO notes (id, short, kind_rank, kind, priority, text, provenance, created_at, actor,"
                 " supersedes, superseded_by, state, state_at, state_reason, state_actor, state_event, bad_pointer,"
-                " disputes, rivals, alias, short_len, text_hash, problems, anchors) VALUES (" + ", ".join("?" * 24) + ")")
+                " disputes, rivals, alias, short_len, text_hash, problems, anchors, expires) VALUES (" + ", ".join("?" * 25) + ")")
 
 
 def _fold_one(note_id: str, events: list[Event], texts: dict[tuple[str, str], str]):  # type: ignore[no-untyped-def]

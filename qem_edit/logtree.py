@@ -180,6 +180,8 @@ def _data_problem(type_: str, data: dict) -> str | None:
             return "no text hash or nonce"
         if data.get("supersedes") is not None and not ids.is_id(data["supersedes"]):
             return f"supersedes {data['supersedes']!r} is not a note id"
+        if "expires" in data and not is_timestamp(data["expires"]):
+            return f"expires {data['expires']!r} is not a UTC time like 2026-07-27T10:00:00Z"
         return None
     if type_ == "superseded" and not ids.is_id(data.get("by")):
         return "superseded by what? ('by' is not a note id)"

@@ -162,7 +162,7 @@ def _add(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
     provenance = provenance_of(a["text"], a.get("user_quote"))
     written, notices = memory.act(lambda h, p, who: acts.add(
         h, p, a["text"], a["kind"], a.get("priority", "medium"), provenance, who, agent=True,
-        anchors=a.get("anchors")), client, create=True)
+        anchors=a.get("anchors"), expires=a.get("expires"), ttl=a.get("ttl")), client, create=True)
     n = written.note
     return Reply(f"#{n.shown} created ({n.kind} · {n.priority} · {n.provenance})", _repeated(written), notices)
 
@@ -175,7 +175,8 @@ def _supersede(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
 
     def work(h: Any, p: Any, who: str) -> Any:
         written = acts.supersede(h, p, a["id"], a["text"], a.get("reason"), who, a.get("kind"), a.get("priority"),
-                                 provenance, agent=True, anchors=a.get("anchors"))
+                                 provenance, agent=True, anchors=a.get("anchors"), expires=a.get("expires"),
+                                 ttl=a.get("ttl"))
         old["shown"] = h.note(written.note.supersedes).shown
         return written
 
@@ -246,6 +247,8 @@ _KIND = {"type": "string", "enum": list(KINDS), "description": "directive: a sta
 _PRIORITY = {"type": "string", "enum": list(PRIORITIES), "description": "high, medium or low."}
 _ANCHORS = {"type": "array", "items": {"type": "string"}, "description": "The files or folders the note is about, as paths from the top of the work tree (src/lock.py); qem records what each holds now, so a later change to it can be noticed."}
 _AT = {"type": "string", "description": "As the memory was at this UTC date or time, or as committed at this git revision."}
+_EXPIRES = {"type": "string", "description": "The note's end, in the future: a date YYYY-MM-DD (its start, UTC) or a UTC time YYYY-MM-DDTHH:MM:SSZ; none: no end. Not with ttl. A successor keeps the old note's end unless given."}
+_TTL = {"type": "string", "description": "The note's end as a time to live from now: a whole number and h, d or w (12h, 30d, 2w). Not with expires. A new note without either gets its kind's default, if the workspace sets one."}
 
 
 def _reason(required: bool) -> dict[str, str]:
@@ -262,11 +265,13 @@ def _move_tool(move: Move) -> Tool:
 
 TOOLS: tuple[Tool, ...] = (
     Tool("add", "Record a new note in the project's memory; returns its id, and in repeats the notes in force with the same text.",
-         {"text": _TEXT, "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE, "anchors": _ANCHORS},
+         {"text": _TEXT, "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE, "anchors": _ANCHORS,
+          "expires": _EXPIRES, "ttl": _TTL},
          ("text", "kind"), _add),
     Tool("supersede", "Replace a note that is no longer right with a corrected one (the old text stays in the history); returns the new id.",
          {"id": _ID, "text": _TEXT, "reason": _reason(False), "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE,
-          "anchors": {**_ANCHORS, "description": _ANCHORS["description"] + " Left out: the old note's; [] for none."}},
+          "anchors": {**_ANCHORS, "description": _ANCHORS["description"] + " Left out: the old note's; [] for none."},
+          "expires": _EXPIRES, "ttl": _TTL},
          ("id", "text"), _supersede),
     *(_move_tool(m) for m in READING_ORDER if m.tool),
     Tool("show", "Read one note in full (expand an index line of the context).",

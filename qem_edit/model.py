@@ -334,6 +334,7 @@ class Note:
     # the files and folders the note is about: (path from the work tree's top, the git
     # object id its content had when the note was written), in path order
     anchors: tuple[tuple[str, str], ...] = ()
+    expires: str | None = None  # the note's end (a UTC time, its created event's `expires`): due for expiry then
 
     @property
     def live(self) -> bool:
@@ -374,6 +375,7 @@ class Note:
             "rivals": [vars(r) for r in self.rivals],
             "bad_pointer": self.bad_pointer,
             "anchors": [{"path": path, "oid": oid} for path, oid in self.anchors],
+            "expires": self.expires,
         }
 
 
@@ -469,7 +471,25 @@ def note_from_created(event: Event, text: str | None) -> Note:
         short_len=short_len if isinstance(short_len, int) and 1 <= short_len <= 26 else 4,
         text_hash=data.get("text") if isinstance(data.get("text"), str) else None,
         anchors=anchors_of(data),
+        expires=_end(event),
     )
+
+
+def _end(event: Event) -> str | None:
+    """A created event's `expires` (absent: the note has no end); LogError when it is not
+    a UTC time (the log's reader sets such a file aside before it gets here)."""
+    end = event.data.get("expires")
+    if end is None and "expires" not in event.data:
+        return None
+    if not is_timestamp(end):
+        raise LogError(f"event {event.id}: expires {end!r} is not a UTC time like 2026-07-27T10:00:00Z")
+    return str(end)
+
+
+def past_end(note: Note, now: str) -> bool:
+    """Whether a note in force is past its end at `now` (a UTC time): due for `qem expire
+    --due`.  Reading never expires it; only the sweep's event does."""
+    return note.live and note.expires is not None and note.expires <= now
 
 
 # -- replay: a note from the graph of its events -------------------------------------------------
@@ -606,6 +626,7 @@ class NewNote:
     text: str
     supersedes: str | None = None
     anchors: tuple[tuple[str, str], ...] = ()  # (path, object id), as anchors_of gives them
+    expires: str | None = None  # its end, a UTC time (None: none)
 
 
 @dataclass(frozen=True)
@@ -640,6 +661,8 @@ def decide_create(new: NewNote, old: Note | None, reason: str | None = None) -> 
             "supersedes": old.id if old is not None else None}
     if new.anchors:
         data["anchors"] = [{"path": path, "oid": oid} for path, oid in sorted(new.anchors)]
+    if new.expires is not None:  # only then: every other created event keeps its bytes
+        data["expires"] = new.expires
     drafts = [Draft(None, "created", reason, data, text)]
     if old is not None:
         drafts.append(Draft(old.id, "superseded", reason, {"by": NEW_NOTE}))

@@ -228,8 +228,17 @@ def _base_notes(store: Store, items: dict[str, Item], parsed: ParsedFile) -> dic
                 parsed.errors.append(LineError(line, f"note #{short} is no longer in this memory (a switch of"
                                                      " branch or a reset took it away); remove its item"))
             continue
-        out[short] = _note_of(item, note_id)
+        out[short] = _note_of(item, note_id, _exact_end(store, item, note_id))
     return out
+
+
+def _exact_end(store: Store, item: Item, note_id: str) -> str | None:
+    """The end a base item's `expires` marker shows, to the second: the note's own while
+    its date is the one shown (a rendering shows the date alone), else that date's start."""
+    if item.expires is None:
+        return None
+    end = store.note(note_id).expires
+    return end if end is not None and end[:10] == item.expires else f"{item.expires}T00:00:00Z"
 
 
 def _full_id(store: Store, short: str, item: Item) -> str | None:
@@ -245,13 +254,14 @@ def _full_id(store: Store, short: str, item: Item) -> str | None:
     return fits[0].id if len(fits) == 1 else None
 
 
-def _note_of(item: Item, note_id: str) -> Note:
+def _note_of(item: Item, note_id: str, expires: str | None = None) -> Note:
     """A base item as a note: what the plan compares an edited item with."""
     return Note(
         id=note_id, kind=item.kind, priority=item.priority, text=item.text, provenance=item.provenance or "agent",
         created_at=f"{item.date or '0000-00-00'}T00:00:00Z", actor="", supersedes=item.supersedes,
         superseded_by=item.superseded_by, state=item.state, state_reason=item.state_reason, short=item.note_id or "",
         anchors=tuple(sorted((path, shown) for path, (_, shown) in item.anchors.items())),
+        expires=expires,
     )
 
 

@@ -686,6 +686,12 @@ class Store:
         rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes{clause} ORDER BY kind_rank, id", params)
         return [note_from_row(r) for r in rows]
 
+    def due(self, now: str) -> list[Note]:
+        """The notes in force past their end at `now` (a UTC time), in the projection's order."""
+        rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes INDEXED BY notes_by_end WHERE expires IS NOT NULL"
+                          " AND state IN ('active', 'stale') AND expires <= ? ORDER BY kind_rank, id", (now,))
+        return [note_from_row(r) for r in rows]
+
     def count(self, kinds: Iterable[str] | None = None, states: Iterable[str] | None = None,
               limit: int | None = None) -> int:
         """The notes of these kinds and states; with `limit`, counted up to it at most."""

@@ -165,14 +165,16 @@ def _describe_op(op, proposal: Proposal) -> list[str]:  # type: ignore[no-untype
     shown = old.shown if old is not None else ids.shown(op.note_id or "")
     if op.action == "create":
         assert op.content
-        return [f"  + create {op.content.kind} · {op.content.priority} · human"] + [
+        end = f" · expires {op.content.expires[:10]}" if op.content.expires else ""
+        return [f"  + create {op.content.kind} · {op.content.priority} · human{end}"] + [
             f"      {line}" for line in op.content.text.split("\n")
         ] + [f"      @anchor: {path}" for path in op.content.anchors]
     if op.action == "supersede" and op.content and old:
         return [
             f"  ~ supersede #{shown} ({old.kind} · {old.priority}) with a new"
             f" {op.content.kind} · {op.content.priority} · human note"
-        ] + text_change((old.text or "").split("\n"), op.content.text.split("\n")) + anchor_change(old, op.content)
+        ] + _end_change(old.expires, op.content.expires) + text_change((old.text or "").split("\n"),
+                                                                        op.content.text.split("\n")) + anchor_change(old, op.content)
     move = MOVE_BY_VERB[op.action]
     first = ((old.text if old else None) or "").split("\n")[0]
     why = f" ({op.reason})" if op.reason else ""
@@ -184,6 +186,13 @@ def anchor_change(old, content) -> list[str]:  # type: ignore[no-untyped-def]
     before = [path for path, _ in old.anchors]
     return ([f"    - @anchor: {path}" for path in before if path not in content.anchors]
             + [f"    + @anchor: {path}" for path in content.anchors if path not in before])
+
+
+def _end_change(old: str | None, new: str | None) -> list[str]:
+    """A supersession's change of the note's end, in a line of the plan (none: no line)."""
+    if old == new:
+        return []
+    return [f"    expires {old[:10] if old else '(none)'} → {new[:10] if new else '(none)'}"]
 
 
 def text_change(old: list[str], new: list[str]) -> list[str]:

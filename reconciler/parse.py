@@ -22,6 +22,7 @@ from ..renderer.format import (
     CONFLICT_PREFIXES,
     DISPUTED_MARKER_RE,
     ERRORS_OPEN,
+    EXPIRES_MARKER_RE,
     HEADER_RE,
     decode_query,
     HELP_OPEN,
@@ -66,6 +67,7 @@ class Item:
     state_reason: str | None = None
     superseded_by: str | None = None
     supersedes: str | None = None
+    expires: str | None = None  # the date its `expires` marker shows
     raw: list[str] = field(default_factory=list)
     # its `@anchor:` lines: path → (line number, the object id shown, "" where none is)
     anchors: dict[str, tuple[int, str]] = field(default_factory=dict)
@@ -317,7 +319,8 @@ class _Parser:
         states: list[str] = []
         while True:
             marker = None
-            for regex in (STATE_MARKER_RE, SUPERSEDED_MARKER_RE, SUPERSEDES_MARKER_RE, DISPUTED_MARKER_RE):
+            for regex in (STATE_MARKER_RE, SUPERSEDED_MARKER_RE, SUPERSEDES_MARKER_RE, EXPIRES_MARKER_RE,
+                          DISPUTED_MARKER_RE):
                 m = regex.match(rest)
                 if m and rest[m.end() :].startswith(SEP):
                     marker = m
@@ -334,6 +337,10 @@ class _Parser:
                 states.append("superseded")
                 item.superseded_by = groups["by"]
                 item.state_reason = _reason(groups)
+            elif "expires" in groups:
+                if item.expires is not None:
+                    self.error(n, f"note #{item.note_id} has two `expires` markers; keep one")
+                item.expires = groups["expires"]
             else:
                 item.supersedes = groups["of"]
             rest = rest[marker.end() + len(SEP) :]
@@ -350,6 +357,10 @@ class _Parser:
         if sep and head in PRIORITIES:
             item.priority = head
             rest = tail
+        end = EXPIRES_MARKER_RE.match(rest)
+        if end and rest[end.end():].startswith(SEP):
+            item.expires = end["expires"]
+            rest = rest[end.end() + len(SEP):]
         item.text = self._first_text_line(n, rest, "the new note")
         self._open(item, line)
 

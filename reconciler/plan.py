@@ -11,7 +11,7 @@ edit to events and the conflict rule; it reads nothing and writes nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from ..model import LIVE_STATES, MOVE_BY_VERB, MOVES, Note, TextError, marker_move, normalize_text
@@ -27,6 +27,7 @@ class Content:
     priority: str
     text: str
     anchors: tuple[str, ...] = ()  # the anchored paths, in order (their object ids are the check-in's to record)
+    expires: str | None = None  # the note's end, a UTC time (None: none; a new item's kind may give one)
 
 
 @dataclass(frozen=True)
@@ -126,12 +127,12 @@ def _created_since(creates: Sequence[Op], created: Sequence[Note]) -> list[str] 
     create its notes a second time.
     """
     pool: dict[Content, list[str]] = {}
-    for note in created:
+    for note in created:  # (by kind, priority and text: a new item's end may be its kind's default)
         if note.provenance == "human" and note.supersedes is None and note.text is not None:
             pool.setdefault(content_of(note), []).append(note.id)
     found = []
     for op in creates:
-        matches = pool.get(op.content) if op.content else None
+        matches = pool.get(replace(op.content, expires=None)) if op.content else None
         if not matches:
             return None
         found.append(matches.pop(0))
@@ -241,19 +242,29 @@ def _deletions(
     return changes
 
 
-def _content(item: Item, errors: list[LineError]) -> Content | None:
+def _content(item: Item, errors: list[LineError], base: Note | None = None) -> Content | None:
     try:
         text = normalize_text(item.text or "")
     except TextError as exc:
         errors.append(LineError(item.line, str(exc)))
         return None
-    return Content(item.kind, item.priority, text, tuple(sorted(item.anchors)))
+    return Content(item.kind, item.priority, text, tuple(sorted(item.anchors)), _end(item, base))
 
 
 def content_of(note: Note) -> Content:
     """A note's content as an edit's is compared with it: the object ids it recorded are
     shown for a reader and never compared."""
-    return Content(note.kind, note.priority, note.text or "", tuple(path for path, _ in note.anchors))
+    return Content(note.kind, note.priority, note.text or "", tuple(path for path, _ in note.anchors), note.expires)
+
+
+def _end(item: Item, base: Note | None) -> str | None:
+    """The end an item's `expires` marker asks for: the base note's own (to the second)
+    while the date it shows is unchanged, else the start (UTC) of the date written."""
+    if item.expires is None:
+        return None
+    if base is not None and base.expires is not None and base.expires[:10] == item.expires:
+        return base.expires
+    return f"{item.expires}T00:00:00Z"
 
 
 def _item_changes(item: Item, base: Note, errors: list[LineError]) -> list[Op]:
@@ -280,7 +291,7 @@ def _item_ops(item: Item, base: Note, errors: list[LineError]) -> list[Op]:
         if item.provenance != "human":
             return refuse(f"provenance can only be raised to human, not to {item.provenance}")
         ops.append(Op("promote", base.id, item.line))
-    content = _content(item, errors)
+    content = _content(item, errors, base)
     if content is None:
         return []
     changed = content != content_of(base)

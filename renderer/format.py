@@ -79,6 +79,9 @@ Markers, written after the provenance, each followed by ` · `:
   expire     - [#k3f9] 2026-06-05 · high · agent · EXPIRED · Release the lock first.
   reinstate  delete the marker (and its date) from a stale, revoked or expired note
   promote    write `human` for the provenance: a person stands behind the note
+  end        - [#k3f9] 2026-06-05 · high · agent · expires 2026-07-05 · Release the lock first.
+             changing or removing `expires DATE` supersedes the note (`qem expire --due` expires
+             it once the date is reached); a new `- expires DATE · text` line gives a new note one
 
 A reason in parentheses is recorded on that note's event; the check-in's reason on the rest.
 -->
@@ -94,6 +97,9 @@ SUPERSEDED_MARKER_RE = re.compile(
     rf"SUPERSEDED by #(?P<by>{_ID})(?: (?P<date>{_DATE}))?(?: {_REASON})?"
 )
 SUPERSEDES_MARKER_RE = re.compile(rf"supersedes #(?P<of>{_ID})")
+# The note's end (its created event's `expires`, shown as its UTC date): part of what the
+# note says, so changing or removing it in an edit supersedes the note.
+EXPIRES_MARKER_RE = re.compile(rf"expires (?P<expires>{_DATE})")
 # Derived, read-only: an open dispute with another note, a fork, or concurrent changes of
 # the note's own state.  Settled by a ruling or by editing the note, not by editing the
 # marker, so the parser reads it and lets it go.
@@ -102,7 +108,7 @@ DISPUTED_MARKER_RE = re.compile(
     rf"|\(concurrent: [^()]*\))"
 )
 # Words that begin a marker: a text starting with one is escaped so it cannot pass for one.
-MARKER_START_RE = re.compile(r"(?:REVOKED|STALE|EXPIRED|SUPERSEDED|FORGOTTEN|DISPUTED|supersedes)\b")
+MARKER_START_RE = re.compile(r"(?:REVOKED|STALE|EXPIRED|SUPERSEDED|FORGOTTEN|DISPUTED|supersedes|expires)\b")
 
 ITEM_RE = re.compile(
     rf"- \[#(?P<id>{_ID})\] (?P<date>{_DATE}){SEP}(?P<priority>[^ ·]+){SEP}"

@@ -169,6 +169,8 @@ def render_item(note: Note, graph: Graph | None = None, shorts: Mapping[str, str
         fields.append(marker)
     if note.supersedes is not None:
         fields.append(f"supersedes #{shown(note.supersedes, note.supersedes)}")
+    if note.expires is not None:
+        fields.append(f"expires {_date(note.expires)}")
     if graph is not None:
         for label, others in disputed_with(note, graph):
             fields.append(f"DISPUTED with {', '.join(f'#{shown(o, o)}' for o in others)} ({label})")

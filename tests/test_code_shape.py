@@ -33,7 +33,7 @@ LAYERS = {
     6: ("removals", "diff", "diffview", "incomplete", "history", "query", "context", "answers"),  # reads
     7: ("gitstage", "gitsettle", "textconv", "export", "proposal", "checkouts", "forgetting", "dump", "vectr",
         "migrate", "checks", "staged"),  # the mirror, and work over the whole memory
-    8: ("opening", "acts", "checkin"),  # a command's way in: the memory opened, the writes
+    8: ("opening", "expiry", "acts", "checkin"),  # a command's way in: the memory opened, the writes
     9: ("terminal", "mcp_server", "cli", "__main__"),  # the shells
 }
 LAYER = {module: floor for floor, modules in LAYERS.items() for module in modules}

@@ -1,0 +1,188 @@
+"""A note's end: when it is due to expire, and the sweep that expires it.
+
+A note may carry an end, a UTC time recorded in its `created` event as `expires`, so
+every clone folds the same note.  A writer gives it as a date (`--expires 2026-12-31`,
+the start of that day, UTC), a full UTC time (`2026-12-31T18:00:00Z`), or a time to live
+counted from the event's own timestamp (`--ttl 30d`; units h, d, w), fixed once when the
+event is written.  A kind may have a default time to live for new notes (`[expiry]` in
+.qem/config.toml); a successor keeps its predecessor's end unless told otherwise.
+
+Nothing expires by being read: a note past its end stays as it is (`qem context` marks
+it) until `qem expire --due` writes its `expired` event, in one check-in with every other
+note due.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
+
+from . import errors
+from .model import KINDS, Note
+
+if TYPE_CHECKING:
+    from .store import Store, Transaction
+    from .workspace import Workspace
+
+UNITS = {"h": 3600, "d": 86400, "w": 7 * 86400}
+_TTL = re.compile(r"([1-9][0-9]{0,5})([hdw])\Z")
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}\Z")
+_STAMP = "%Y-%m-%dT%H:%M:%SZ"
+NONE = "none"  # `--expires none`: no end (a successor's, or a new note's despite its kind's default)
+
+
+def ttl_seconds(given: str, what: str = "--ttl") -> int:
+    """A time to live (`30d`: a number, then h, d or w) in seconds; BadInput naming it."""
+    found = _TTL.match(given.strip())
+    if found is None:
+        raise errors.BadInput(f"{what} {given!r}: give a whole number of hours, days or weeks, like 12h, 30d"
+                              " or 2w (units: h, d, w); nothing was written")
+    return int(found[1]) * UNITS[found[2]]
+
+
+def end_given(given: str) -> str | None:
+    """`--expires`: a date (YYYY-MM-DD, its start, UTC), a UTC time (YYYY-MM-DDTHH:MM:SSZ),
+    or `none`; the UTC time it names (None for none)."""
+    if given.strip().lower() == NONE:
+        return None
+    text = given.strip()
+    try:
+        if _DAY.match(text):
+            return datetime.strptime(text, "%Y-%m-%d").strftime(_STAMP)
+        return datetime.strptime(text, _STAMP).strftime(_STAMP)
+    except ValueError:
+        raise errors.BadInput(f"--expires {given!r}: give a date (YYYY-MM-DD) or a UTC time"
+                              " (YYYY-MM-DDTHH:MM:SSZ), or none; nothing was written") from None
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a writer asked for: an end (`given`: a UTC time in `end`, or None for none),
+    a time to live (`ttl`, seconds), or neither (the default applies)."""
+
+    end: str | None = None
+    given: bool = False
+    ttl: int | None = None
+
+    def at(self, moment: str, default: str | None = None) -> str | None:
+        """The end for an event written at `moment`; `default` when nothing was asked
+        (the kind's, or the predecessor's).  A time to live counts from `moment`; an end
+        at or before it is refused (BadInput: nothing is written)."""
+        if self.ttl is not None:
+            return shifted(moment, self.ttl)
+        if not self.given:
+            return default
+        if self.end is not None and self.end <= moment:
+            shown = self.end[:10] if self.end.endswith("T00:00:00Z") else self.end
+            raise errors.BadInput(f"--expires {shown} is not after now ({moment}): a note's end must be in the"
+                                  " future; nothing was written")
+        return self.end
+
+
+def asked(expires: str | None, ttl: str | None) -> Asked:
+    """The writer's `--expires`/`--ttl` (MCP: `expires`/`ttl`), checked: both at once is
+    refused, as is a bad date or unit."""
+    if expires is not None and ttl is not None:
+        raise errors.BadInput("give --expires or --ttl, not both; nothing was written")
+    if ttl is not None:
+        return Asked(ttl=ttl_seconds(ttl))
+    if expires is not None:
+        return Asked(end=end_given(expires), given=True)
+    return Asked()
+
+
+def shifted(moment: str, seconds: int) -> str:
+    """`moment` (a UTC time) plus `seconds`; BadInput past the year 9999."""
+    try:
+        return (datetime.strptime(moment, _STAMP) + timedelta(seconds=seconds)).strftime(_STAMP)
+    except OverflowError:
+        raise errors.BadInput(f"an end {seconds // 86400:,} days after {moment} is past the year 9999;"
+                              " nothing was written") from None
+
+
+def kind_ttls(config: Mapping[str, object], path: Path) -> dict[str, int]:
+    """`[expiry]` of a memory's config: kind → the time to live of its new notes, in
+    seconds; BadInput naming the file and the key when a value is not a kind's ttl."""
+    section = config.get("expiry", {})
+    if not isinstance(section, dict):
+        raise errors.BadInput(f"{path}: [expiry] must be a table of kind = \"30d\"")
+    out = {}
+    for key, value in section.items():
+        if key not in KINDS:
+            raise errors.BadInput(f"{path}: [expiry] {key}: not a kind; use one of: {', '.join(KINDS)}")
+        if not isinstance(value, str):
+            raise errors.BadInput(f"{path}: [expiry] {key} must be a string like \"30d\" (units: h, d, w)")
+        out[key] = ttl_seconds(value, f"{path}: [expiry] {key} =")
+    return out
+
+
+def defaults(place: "Workspace") -> dict[str, int]:
+    """The workspace's per-kind times to live (`[expiry]` in .qem/config.toml)."""
+    from .workspace import CONFIG_NAME
+
+    return kind_ttls(place.config(), place.store_path / CONFIG_NAME)
+
+
+def new_end(tx: "Transaction", kind: str, wish: Asked, ttls: Mapping[str, int]) -> str | None:
+    """A new note's end, as of the transaction's time: as asked, else its kind's default."""
+    default = shifted(tx.at, ttls[kind]) if kind in ttls else None
+    return wish.at(tx.at, default)
+
+
+# -- the sweep ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Swept:
+    """What `qem expire --due` wrote: the notes it expired (as they are now), as of when,
+    in which check-in; and notices from keeping the mirror current."""
+
+    now: str
+    notes: list[Note] = field(default_factory=list)
+    checkin: str | None = None
+    notices: list[str] = field(default_factory=list)
+    exit_code = 0
+
+    def text(self) -> str:
+        if not self.notes:
+            return f"no note in force is past its end at {self.now}; nothing expired"
+        lines = [f"expired {len(self.notes)} note{'' if len(self.notes) == 1 else 's'} past their end"
+                 f" at {self.now} (check-in {self.checkin}):"]
+        lines += [f"  #{n.shown} {n.kind} · ended {n.expires} · {n.first_line()}" for n in self.notes]
+        return "\n".join(lines)
+
+    def data(self) -> object:
+        return {"now": self.now, "checkin": self.checkin,
+                "expired": [{"id": n.id, "short": n.shown, "kind": n.kind, "expires": n.expires,
+                             "text": n.first_line()} for n in self.notes]}
+
+    def remark(self) -> str | None:
+        return None
+
+
+def sweep(store: "Store", place: "Workspace", actor: str, agent: bool | None = None) -> Swept:
+    """Expire every note in force past its end, now (`QEM_NOW` pins it): one `expired`
+    event each, all in one check-in id, in one write; none due, nothing written."""
+    from .times import utc_now
+    from .export import auto_export
+    from .ids import new_checkin_id
+
+    now = utc_now()
+    if not store.due(now):
+        return Swept(now)
+    checkin = new_checkin_id()
+    expired: list[str] = []
+
+    def work(tx: "Transaction") -> None:
+        for note in store.due(now):  # (again, under the write lock: another sweep may have come first)
+            tx.emit(note.id, "expired", actor, "past its end", checkin)
+            expired.append(note.id)
+
+    store.write(work, at=now, agent=agent)
+    notes = store.notes_by_id(expired)
+    swept = Swept(now, [notes[n] for n in expired], checkin if expired else None)
+    swept.notices = auto_export(store, place)
+    return swept
