@@ -834,17 +834,16 @@ class Store:
             f"SELECT {NOTE_COLUMNS} FROM notes INDEXED BY notes_in_order WHERE kind_rank = ? AND priority = ?"
             f" AND {_IN_FORCE} ORDER BY id", (KIND_RANK[kind], priority))
 
-    def holders(self, names: list[str]) -> list[tuple[str, str, str]]:
+    def holders(self, names: list[str]) -> Iterator[tuple[str, str, str]]:
         """For every event and text that one of the log files `names` holds: (the event's
-        id, or `t:` and the note for a text; a file holding it; its note), a row per file."""
-        rows: list[tuple[str, str, str]] = []
+        id, or `t:` and the note for a text; a file holding it; its note), a row per file,
+        read a chunk of names at a time."""
         for chunk in db.chunks(names):
             marks = db.marks(chunk)
-            rows += self._read(f"SELECT e.event, e.file, v.note FROM event_files e JOIN events v ON v.id = e.event"
-                               f" WHERE e.event IN (SELECT event FROM event_files WHERE file IN ({marks}))", chunk)
-            rows += self._read(f"SELECT 't:' || note, file, note FROM texts WHERE note IN"
-                               f" (SELECT note FROM texts WHERE file IN ({marks}))", chunk)
-        return rows
+            yield from self._read(f"SELECT e.event, e.file, v.note FROM event_files e JOIN events v ON v.id = e.event"
+                                  f" WHERE e.event IN (SELECT event FROM event_files WHERE file IN ({marks}))", chunk)
+            yield from self._read(f"SELECT 't:' || note, file, note FROM texts WHERE note IN"
+                                  f" (SELECT note FROM texts WHERE file IN ({marks}))", chunk)
 
     def shorts_not_shown(self, shorts_json: str) -> list[str]:
         """Of the short ids in `shorts_json` (a JSON array), those no note shows or whose
