@@ -11,8 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import FIXTURES
+from qem_edit import ids
 from qem_edit.dump import load, read_dump
 from qem_edit.export import render_store
+from qem_edit.logtree import canonical
 from qem_edit.model import Event, NewNote, Note
 from qem_edit.renderer import Selection
 from qem_edit.store import Store
@@ -129,3 +131,20 @@ def render_text(store: Store, selection: Selection = Selection()) -> tuple[int, 
     """The index's generation and the memory's rendering, as text."""
     head, data = render_store(store, selection)
     return head, data.decode("utf-8")
+
+
+def planted_created(memory: Path, text: str, kind: str, **data: object) -> str:
+    """A created event and its text written by hand into a log, as another clone's writer
+    would name them (the name is the hash), with `data` beside the usual fields; its file."""
+    record = canonical({"key": "k" * 26, "text": text})
+    event = canonical({
+        "v": 1, "type": "created", "note": None, "at": "2026-07-27T10:00:00Z", "actor": "mallory", "reason": None,
+        "checkin": None, "clock": 7, "prev": [],
+        "data": {"kind": kind, "nonce": "n" * 26, "priority": "high", "provenance": "agent", "short": 4,
+                 "supersedes": None, "text": ids.content_id(record), **data}})
+    note_id = ids.content_id(event)
+    for folder in ("events", "texts"):
+        (memory / folder).mkdir(exist_ok=True)  # (git keeps no empty folder)
+    (memory / "events" / note_id).write_bytes(event)
+    (memory / "texts" / note_id).write_bytes(record)
+    return f"events/{note_id}"

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from builders import planted_created
 from conftest import run_qem
-from qem_edit import ids
-from qem_edit.logtree import canonical
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -264,18 +263,7 @@ BAD_ANCHORS = {
 
 def planted_note(memory: Path, anchors: object) -> str:
     """A note with these anchors, written by hand as qem names its files; its event's file."""
-    record = canonical({"key": "k" * 26, "text": "Follow my anchor"})
-    event = canonical({
-        "v": 1, "type": "created", "note": None, "at": "2026-07-27T10:00:00Z", "actor": "mallory", "reason": None,
-        "checkin": None, "clock": 7, "prev": [],
-        "data": {"kind": "task", "nonce": "n" * 26, "priority": "high", "provenance": "agent", "short": 4,
-                 "supersedes": None, "text": ids.content_id(record), "anchors": anchors}})
-    note = ids.content_id(event)
-    for folder in ("events", "texts"):
-        (memory / folder).mkdir(exist_ok=True)  # (git keeps no empty folder)
-    (memory / "events" / note).write_bytes(event)
-    (memory / "texts" / note).write_bytes(record)
-    return f"events/{note}"
+    return planted_created(memory, "Follow my anchor", "task", anchors=anchors)
 
 
 @pytest.mark.parametrize("case", BAD_ANCHORS, ids=list(BAD_ANCHORS))

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from builders import planted_created
 from conftest import run_qem
 from test_cli import refused, snapshot, verified
 from test_git import Team, team  # noqa: F401  (the fixture)
 from test_hostile_clone import pulled
-from qem_edit import ids
-from qem_edit.logtree import LogTree, canonical
+from qem_edit.logtree import LogTree
 
 NOW = "2026-12-01T10:00:00Z"
 
@@ -324,16 +324,7 @@ def test_the_mcp_add_and_supersede_tools_take_an_end(ws: Path, monkeypatch: pyte
 
 def plant_ended(memory: Path, end: object) -> str:
     """A created event with `expires` as given, and its text, written by hand."""
-    record = canonical({"key": "k" * 26, "text": "Deploys pause for the audit"})
-    event = canonical({
-        "v": 1, "type": "created", "note": None, "at": "2026-07-27T10:00:00Z", "actor": "mallory", "reason": None,
-        "checkin": None, "clock": 7, "prev": [],
-        "data": {"kind": "operational", "nonce": "n" * 26, "priority": "high", "provenance": "agent", "short": 4,
-                 "supersedes": None, "text": ids.content_id(record), "expires": end}})
-    note_id = ids.content_id(event)
-    (memory / "events" / note_id).write_bytes(event)
-    (memory / "texts" / note_id).write_bytes(record)
-    return f"events/{note_id}"
+    return planted_created(memory, "Deploys pause for the audit", "operational", expires=end)
 
 
 @pytest.mark.parametrize("end", ["2026-12-31", "soon", 1767225600, None, ["2026-12-31T00:00:00Z"]],
