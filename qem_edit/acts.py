@@ -15,11 +15,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from . import errors, expiry, ids, protect
 from .export import auto_export
 from .model import CLAIMABLE_PROVENANCES, KINDS, MOVE_BY_EVENT, PRIORITIES, Event, NewNote, Note, TextError, normalize_text
 from .store import Store, Transaction
 from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from . import drift
 
 
 @dataclass
@@ -156,13 +161,83 @@ def _repeating(store: Store, written: Written) -> Written:
     return written
 
 
+def anchors_now(place: Workspace, note: Note) -> tuple[tuple[str, str], ...] | None:
+    """A note's anchored paths with the object id each holds in the work tree now, a path
+    that went left out (None: the note has no anchors).  What a person confirms by
+    reinstating the note, so that the change that flagged it never flags it again."""
+    if not note.anchors:
+        return None
+    from . import anchors
+
+    tree = anchors.work_tree(place.root)
+    found = ((path, anchors.worktree_oid(tree, path)) for path, _ in note.anchors)
+    return tuple((path, oid) for path, oid in found if oid is not None)
+
+
 def move(store: Store, place: Workspace, event_type: str, given: str, reason: str | None, actor: str,
          agent: bool | None = None) -> Written:
-    """A lifecycle move on one note: revoked, stale_flagged, reinstated, promoted, expired."""
+    """A lifecycle move on one note: revoked, stale_flagged, reinstated, promoted, expired
+    (a reinstated note's anchors read anew: anchors_now)."""
     why = reason_for(event_type, reason)
     note_id = store.resolve(given)
-    event = store.write(lambda tx: tx.emit(note_id, event_type, actor, why), agent=agent)
+    again = anchors_now(place, store.note(note_id)) if event_type == "reinstated" else None
+    event = store.write(lambda tx: tx.emit(note_id, event_type, actor, why, anchors=again), agent=agent)
     return _written(store, place, Written(event=event, note=store.note(note_id)))
+
+
+def flag_anchors(store: Store, place: Workspace, actor: str, judged: str, agent: bool | None = None) -> "drift.Report":
+    """`qem anchors check --flag`: the drift check (qem_edit.drift) against `judged`, and
+    what it asks for written (flag_drift); judging a commit (--staged), the flags an
+    earlier run wrote for it staged too (stage_earlier_flags)."""
+    from . import drift
+    from .anchors import work_tree
+
+    report = flag_drift(store, place, drift.check(store, work_tree(place.root), judged), actor, agent)
+    return stage_earlier_flags(store, place, report) if judged == drift.STAGED else report
+
+
+def stage_earlier_flags(store: Store, place: Workspace, report: "drift.Report") -> "drift.Report":
+    """`--staged --flag`, after the flags are written: the log files of the notes anchored
+    to what this commit changes, where git's index lacks them, staged into it.  A commit
+    the hook failed (it wrote the flags) and made again as `git commit -a` carries its
+    flags: git built that commit's index afresh and dropped the first run's staging."""
+    from .anchors import work_tree
+    from .drift import committed_paths, with_folders
+    from .gitstage import stage_left_out
+
+    rows = store.anchors_in_force(with_folders(committed_paths(work_tree(place.root))), states=("active", "stale"))
+    events = [e.id for note in sorted({note for note, _, _ in rows}) for e in store.events(note)]
+    report.staged_before = stage_left_out(store, place, store.files_of_events(events))
+    return report
+
+
+def flag_drift(store: Store, place: Workspace, report: "drift.Report", actor: str,
+               agent: bool | None = None) -> "drift.Report":
+    """`qem anchors check --flag`: each drifted note (still active, under the write lock)
+    re-anchored where its content moved and flagged stale where it changed or went, all
+    in one check-in; the report then says what was written."""
+    from .ids import new_checkin_id
+
+    if not report.notes:
+        return report
+    checkin = new_checkin_id()
+
+    def work(tx: Transaction) -> list[str]:
+        done = []
+        for found in report.notes:
+            if tx.note(found.note.id).state == "active":
+                tx.drift(found.note.id, found.drifted, actor, checkin)
+                done.append(found.note.id)
+        return done
+
+    written = store.notes_by_id(store.write(work, agent=agent))
+    for found in report.notes:
+        if found.note.id in written:
+            moved_only = all(d.moved_to is not None for d in found.drifted)
+            (report.reanchored if moved_only else report.flagged).append(written[found.note.id])
+    report.checkin = checkin if written else None
+    report.notices = auto_export(store, place)
+    return report
 
 
 def forget(store: Store, place: Workspace, given: str, reason: str | None, actor: str,

@@ -16,12 +16,13 @@ judgment of a path a person or an agent names, refusing (exit 2) what is not an 
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from . import errors
 from .model import UNANCHORABLE, anchor_path_problem
@@ -127,7 +128,8 @@ def anchored(tree: WorkTree, typed: Iterable[str], cwd: Path | None = None) -> t
     for path in paths:
         oid = worktree_oid(tree, path)
         if oid is None:
-            raise errors.BadInput(f"anchor {path!r}: it went while it was read; nothing was written")
+            raise errors.BadInput(f"anchor {path!r}: it went while it was read, or is a folder holding no file"
+                                  " git would keep; nothing was written")
         out.append((path, oid))
     return tuple(out)
 
@@ -143,13 +145,22 @@ def blob_oid(data: bytes, object_format: str = "sha1") -> str:
 def worktree_oid(tree: WorkTree, path: str) -> str | None:
     """The object id of what `path` holds in the work tree now (None: nothing there, or
     what is there is neither a file, a link nor a folder)."""
-    entry = _entry(tree, tree.path(path))
+    entry = None if _through_link(tree, path) else _entry(tree, tree.path(path))
     if entry is None:
         return None
     if entry[0] != _TREE:
         return entry[1].hex()
     files = _tracked_files(tree, path) if tree.git else _every_file(tree, path)
-    return _tree_oid(tree, path, files).hex()
+    found = tree_id(path, files, lambda name: _entry(tree, tree.path(name)), tree.object_format, empty=None)
+    return found.hex() if found is not None else None  # a folder of no file: git holds nothing there
+
+
+def _through_link(tree: WorkTree, path: str) -> bool:
+    """Whether a folder on the way to `path` is a symbolic link: what lies beyond it is
+    not in the tree (git keeps no file there), and an anchor from another clone must never
+    lead a read out of it."""
+    parts = path.split("/")
+    return any(tree.top.joinpath(*parts[:depth]).is_symlink() for depth in range(1, len(parts)))
 
 
 def index_oid(tree: WorkTree, path: str) -> str | None:
@@ -175,6 +186,7 @@ def revision_oid(tree: WorkTree, path: str, rev: str) -> str | None:
 
 
 _BLOB, _EXEC, _LINK, _TREE = b"100644", b"100755", b"120000", b"40000"
+_FILE_MODES = (_BLOB, _EXEC, _LINK)  # what a listing keeps: no nested repository (160000)
 
 
 def _entry(tree: WorkTree, where: Path) -> tuple[bytes, bytes] | None:
@@ -235,8 +247,11 @@ def _every_file(tree: WorkTree, folder: str) -> list[str]:
     return sorted(out)
 
 
-def _tree_oid(tree: WorkTree, folder: str, files: list[str]) -> bytes:
-    """The id of the tree `git write-tree` makes of these files of `folder`."""
+def tree_id(folder: str, files: Iterable[str], entry: Callable[[str], tuple[bytes, bytes] | None],
+            object_format: str, empty: bytes | None = None) -> bytes | None:
+    """The id of the tree git makes of these files of `folder` (paths from the top), each
+    file's (mode, binary id) given by `entry` (None: not a file after all); `empty` where
+    no file is there (git keeps no empty folder)."""
     nested: dict = {}
     for name in files:
         *folders, leaf = name[len(folder) + 1:].split("/")
@@ -244,17 +259,17 @@ def _tree_oid(tree: WorkTree, folder: str, files: list[str]) -> bytes:
         for part in folders:
             node = node.setdefault(part, {})
         node[leaf] = name
-    return _hashed_tree(tree, nested) or hashlib.new(tree.object_format, b"tree 0\0").digest()
+    return _hashed_tree(nested, entry, object_format) or empty
 
 
-def _hashed_tree(tree: WorkTree, node: dict) -> bytes | None:
+def _hashed_tree(node: dict, entry: Callable[[str], tuple[bytes, bytes] | None], object_format: str) -> bytes | None:
     """A tree object's id from its entries (None: no file under it, so git has no tree)."""
     entries = []
     for name, child in node.items():
         if isinstance(child, dict):
-            mode, oid = _TREE, _hashed_tree(tree, child)
+            mode, oid = _TREE, _hashed_tree(child, entry, object_format)
         else:
-            mode, oid = _entry(tree, tree.path(child)) or (_TREE, None)
+            mode, oid = entry(child) or (_TREE, None)
             oid = None if mode == _TREE else oid  # gone, a folder now, or no file at all: not in the tree
         if oid is not None:
             raw = os.fsencode(name)
@@ -262,4 +277,134 @@ def _hashed_tree(tree: WorkTree, node: dict) -> bytes | None:
     if not entries:
         return None
     body = b"".join(entry for _, entry in sorted(entries))
-    return hashlib.new(tree.object_format, b"tree %d\0" % len(body) + body).digest()
+    return hashlib.new(object_format, b"tree %d\0" % len(body) + body).digest()
+
+
+# -- what a whole place holds: the drift check's reading ------------------------------------------
+
+
+class Listing:
+    """The files one place holds as git lists them (git's index, or a commit): each file's
+    mode and object id, so that a file's id, and a folder's tree id, are answered without
+    reading a file; and, for a move, the paths that hold a given id."""
+
+    def __init__(self, files: dict[str, tuple[bytes, bytes]], object_format: str) -> None:
+        self.files = files
+        self.object_format = object_format
+        self._sorted = sorted(files)
+        self._trees: dict[str, str | None] = {}
+        self._by_oid: dict[str, list[str]] | None = None
+
+    def oid(self, path: str) -> str | None:
+        """What `path` holds here: a file's blob id, a folder's tree id (None: nothing)."""
+        if path in self.files:
+            return self.files[path][1].hex()
+        if path not in self._trees:
+            under = self.under(path)
+            found = tree_id(path, under, self.files.get, self.object_format)
+            self._trees[path] = found.hex() if found is not None else None
+        return self._trees[path]
+
+    def under(self, folder: str) -> list[str]:
+        """The files inside `folder`, in order."""
+        start = bisect.bisect_left(self._sorted, folder + "/")
+        end = bisect.bisect_left(self._sorted, folder + "0")  # "0" follows "/" in byte order
+        return self._sorted[start:end]
+
+    def holding(self, oid: str) -> list[str]:
+        """The files and folders whose content is `oid`, in path order."""
+        if self._by_oid is None:
+            self._by_oid = {}
+            folders = {name.rsplit("/", i)[0] for name in self._sorted for i in range(1, name.count("/") + 1)}
+            for path in [*self._sorted, *sorted(folders)]:
+                found = self.oid(path)
+                if found is not None:
+                    self._by_oid.setdefault(found, []).append(path)
+        return self._by_oid.get(oid, [])
+
+
+def staged_listing(tree: WorkTree, paths: list[str] | None = None) -> Listing:
+    """What git's index holds (the next commit), `paths` alone (files, or every file under
+    folders) where named; a path mid-merge (unmerged) and a nested repository left out."""
+    from . import gitrepo
+
+    named = ["--", *paths] if paths else []
+    done = gitrepo._git(tree.top, "--literal-pathspecs", "ls-files", "-s", "-z", *named,
+                        extra=gitrepo.index_env(tree.top))
+    if done.returncode != 0:
+        raise errors.BadInput(f"cannot read git's index: {done.stderr.decode(errors='replace').strip()}")
+    files: dict[str, tuple[bytes, bytes]] = {}
+    for record in done.stdout.split(b"\0"):
+        meta, _, name = record.partition(b"\t")
+        fields = meta.split()
+        if name and len(fields) == 3 and fields[2] == b"0" and fields[0] in _FILE_MODES:
+            files[os.fsdecode(name)] = (fields[0], bytes.fromhex(fields[1].decode()))
+    return Listing(files, tree.object_format)
+
+
+def unmerged(tree: WorkTree) -> set[str]:
+    """The paths git's index holds mid-merge (no one content to judge)."""
+    from . import gitrepo
+
+    done = gitrepo._git(tree.top, "ls-files", "-u", "-z", extra=gitrepo.index_env(tree.top))
+    return {os.fsdecode(record.partition(b"\t")[2]) for record in done.stdout.split(b"\0") if b"\t" in record}
+
+
+def revision_listing(tree: WorkTree, rev: str) -> Listing:
+    """What commit `rev` holds (a nested repository left out, as the work tree's reading
+    leaves it out)."""
+    from . import gitrepo
+
+    done = gitrepo._git(tree.top, "ls-tree", "-r", "-z", "--full-tree", rev)
+    if done.returncode != 0:
+        raise errors.BadInput(f"--rev {rev}: not a commit of this repository"
+                              f" ({done.stderr.decode(errors='replace').strip() or 'git ls-tree failed'})")
+    files: dict[str, tuple[bytes, bytes]] = {}
+    for record in done.stdout.split(b"\0"):
+        meta, _, name = record.partition(b"\t")
+        fields = meta.split()
+        if name and len(fields) == 3 and fields[0] in _FILE_MODES:
+            files[os.fsdecode(name)] = (fields[0], bytes.fromhex(fields[2].decode()))
+    return Listing(files, tree.object_format)
+
+
+class WorkTreeContent:
+    """What the work tree holds, read the way `git status` reads it: git's index for what
+    its stat cache says is unchanged, the files themselves for what it does not (changed,
+    untracked, or not in git's index at all); outside git, the files themselves."""
+
+    def __init__(self, tree: WorkTree) -> None:
+        self.tree = tree
+        self.listing: Listing | None = None
+        self.changed: list[str] = []
+        if tree.git:
+            from . import gitrepo
+
+            self.listing = staged_listing(tree)
+            self.changed = sorted(gitrepo.unstaged_files(tree.top, []) | set(_untracked(tree)))
+
+    def oid(self, path: str) -> str | None:
+        if self.listing is None or self._touched(path):
+            return worktree_oid(self.tree, path)
+        return self.listing.oid(path) or worktree_oid(self.tree, path)
+
+    def _touched(self, path: str) -> bool:
+        """Whether `path` is, or holds, a file git's stat cache cannot vouch for."""
+        at = bisect.bisect_left(self.changed, path)
+        if at < len(self.changed) and self.changed[at] == path:
+            return True
+        at = bisect.bisect_left(self.changed, path + "/")
+        return at < len(self.changed) and self.changed[at].startswith(path + "/")
+
+    def holding(self, oid: str) -> list[str]:
+        """The files and folders holding `oid` in the work tree now."""
+        found = set(self.listing.holding(oid)) if self.listing is not None else set()
+        found |= {name for name in self.changed if worktree_oid(self.tree, name) == oid}
+        return sorted(path for path in found if self.oid(path) == oid)
+
+
+def _untracked(tree: WorkTree) -> list[str]:
+    from . import gitrepo
+
+    done = gitrepo._git(tree.top, "ls-files", "-z", "-o", "--exclude-standard", extra=gitrepo.index_env(tree.top))
+    return [os.fsdecode(n) for n in done.stdout.split(b"\0") if n and not n.endswith(b"/")]

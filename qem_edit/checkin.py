@@ -68,14 +68,15 @@ def is_conflict(proposal: Proposal) -> bool:
 
 def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str | None = None, *,
                allow_secret: bool = False, oids: dict[str, str] | None = None,
-               ttls: Mapping[str, int] | None = None) -> tuple[str, list[str]]:
+               ttls: Mapping[str, int] | None = None,
+               reanchored: Mapping[str, tuple[tuple[str, str], ...] | None] | None = None) -> tuple[str, list[str]]:
     """Write every event of the check-in at once (one pack file), or none; `oids`: the
     object id of each path the new notes anchor, as it is now.
 
     The write first checks that the memory is still as the plan saw it; if it moved (a
     writer here, a pull, a switch of branch), HeadMoved is raised and the caller plans
     again.  `ttls`: the kinds' default times to live (qem_edit.expiry), for new items that
-    show no end.
+    show no end.  `reanchored`: a reinstated note's anchors as they are now (acts.anchors_now).
     """
     checkin_id = checkin_id or new_checkin_id()
     created: list[str] = []
@@ -86,7 +87,8 @@ def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str 
                                    moved=max(1, tx.generation - plan.generation))
         checkpoint("apply-begin")
         for op in plan.ops:
-            _apply_op(tx, op, who, op.reason or reason, checkin_id, created, oids or {}, ttls or {})
+            _apply_op(tx, op, who, op.reason or reason, checkin_id, created, oids or {}, ttls or {},
+                      (reanchored or {}).get(op.note_id or ""))
         checkpoint("apply-before-commit")
 
     store.write(work, allow_secret=allow_secret)
@@ -95,7 +97,7 @@ def apply_plan(store: Store, plan: Plan, who: str, reason: str, checkin_id: str 
 
 
 def _apply_op(tx: Transaction, op: Op, who: str, reason: str, checkin_id: str, created: list[str],
-              oids: dict[str, str], ttls: Mapping[str, int]) -> None:
+              oids: dict[str, str], ttls: Mapping[str, int], anchors: tuple[tuple[str, str], ...] | None) -> None:
     if op.action in ("create", "supersede"):
         assert op.content is not None
         anchors = tuple((path, oids[path]) for path in op.content.anchors)
@@ -107,7 +109,8 @@ def _apply_op(tx: Transaction, op: Op, who: str, reason: str, checkin_id: str, c
         created.append(tx.create(new, who, reason, checkin_id).id)
     else:
         assert op.note_id is not None
-        tx.emit(op.note_id, MOVE_BY_VERB[op.action].event, who, reason, checkin_id)
+        event = MOVE_BY_VERB[op.action].event
+        tx.emit(op.note_id, event, who, reason, checkin_id, anchors=anchors if event == "reinstated" else None)
 
 
 def already_landed(store: Store, checkout: Checkout) -> str | None:
@@ -473,14 +476,16 @@ def _repeats(store: Store, created: list[str]) -> list[tuple[Note, list[Note]]]:
 
 def _apply(store: Store, source: Source, proposal: Proposal, reason: str, who: str,
            allow_secret: bool = False) -> tuple[str, list[str]]:
-    from .acts import anchored
+    from .acts import anchored, anchors_now
 
     checkin_id = new_checkin_id()
     oids = dict(anchored(source.place, _anchored_paths(proposal.plan)))  # the content as it is at check-in
+    again = {op.note_id: anchors_now(source.place, store.note(op.note_id)) for op in proposal.plan.ops
+             if op.action == "reinstate" and op.note_id is not None}
     if source.checkout is not None:
         source.checkout.add_pending(checkin_id)
     return apply_plan(store, proposal.plan, who, reason, checkin_id, allow_secret=allow_secret, oids=oids,
-                      ttls=defaults(source.place))
+                      ttls=defaults(source.place), reanchored=again)
 
 
 def _settle(store: Store, source: Source, proposal: Proposal) -> None:

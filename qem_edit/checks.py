@@ -59,10 +59,21 @@ def _report(store: Store, place, fresh: Connection, index_problems: list[str], s
     removed, removal_notices = removal_findings(store, fresh, base)
     problems += broken + protect_problems(store, fresh) + secret_problems(store, fresh) + removed
     if place is not None:
-        problems += _mirror_problems(store, place)
+        problems += _mirror_problems(store, place) + _drift_problems(store, place)
     if disputes_fail:
         problems, disputes = problems + disputes, []
     return VerifyReport(store.count(), problems, repaired, disputes, removal_notices + _loose_texts(store))
+
+
+def _drift_problems(store: Store, place) -> list[str]:  # type: ignore[no-untyped-def]
+    """Anchored content that changed under a note nobody flagged (a commit made without
+    the qem-anchors hook): each drifted anchor named, with the command that flags it."""
+    from .anchors import work_tree
+    from .drift import check
+
+    report = check(store, work_tree(place.root), "work tree")
+    return [f"drift: #{found.note.shown} {found.note.kind}: {d.words()}, and the note is not flagged;"
+            " `qem anchors check --flag` flags it (or re-anchors a move)" for found in report.notes for d in found.drifted]
 
 
 def _log_problems(store: Store) -> list[str]:

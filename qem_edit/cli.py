@@ -1000,6 +1000,51 @@ def check_secrets(
     return 0
 
 
+# -- qem anchors: the files and folders notes are about ---------------------------------------
+
+anchors_app = typer.Typer(
+    help="The files and folders notes are about (their anchors): drift from what a note recorded, and more.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(anchors_app, name="anchors")
+
+
+@anchors_app.callback()
+def _anchors() -> None:
+    """The files and folders notes are about (their anchors)."""
+
+
+@anchors_app.command("check")
+def anchors_check(
+    staged: Annotated[bool, typer.Option("--staged", help="Judge what the commit being made changes: the anchors on the paths git's index changes against HEAD, and their staged content (the pre-commit hook qem-anchors).")] = False,
+    rev: Annotated[Optional[str], typer.Option("--rev", metavar="REV", help="Judge every anchor against what commit REV holds.", show_default=False)] = None,
+    flag: Annotated[bool, typer.Option("--flag", help="Write what drift asks for, in one check-in: a changed or deleted anchor flags its note stale (its reason names the path and what happened); a moved one re-anchors the note to where its content went.")] = False,
+    as_json: JsonOpt = False,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
+    actor: ActorOpt = None,
+) -> int:
+    """List the notes in force whose anchored content is not what they recorded: changed,
+    deleted, or moved (the same content at one other path). Exit 0 when nothing drifted,
+    1 when something did (listed, or with --flag written).
+
+    Example: qem anchors check --staged --flag
+    """
+    from . import acts, drift
+    from .anchors import work_tree
+
+    if staged and rev is not None:
+        raise errors.BadInput("--staged and --rev judge two different places: give one")
+    judged = drift.STAGED if staged else rev if rev is not None else drift.WORK_TREE
+    if flag:
+        return _show(_act(workspace_dir, store_dir, actor, lambda store, place, who: acts.flag_anchors(
+            store, place, who, judged), create=False), as_json)
+    place, store = _open(workspace_dir, store_dir)
+    with store:
+        return _show(drift.check(store, work_tree(place.root), judged), as_json)
+
+
 @app.command("log-textconv", hidden=True)
 def log_textconv(file: Annotated[str, typer.Argument(help="A log file (git passes a copy).", show_default=False)]) -> int:
     """What git runs to show a log file one line per event (set up by `qem hooks install`)."""
@@ -1060,9 +1105,11 @@ def _command(argv: list[str]):  # type: ignore[no-untyped-def]
     unknown name) gets the whole group, and its usual messages.
     """
     name = argv[0] if argv else None
-    for info in app.registered_commands:
+    for info in [*app.registered_commands, *anchors_app.registered_commands]:
         if not hasattr(info.callback, "__wrapped__"):
             info.callback = _pipe_safe(info.callback)
+    if name == "anchors" and len(argv) > 1:  # a group: only its own commands are built
+        return typer.main.get_command(anchors_app), argv[1:], "qem anchors"
     for info in app.registered_commands:
         if name == (info.name or info.callback.__name__.replace("_", "-")):  # type: ignore[union-attr]
             single = typer.Typer(

@@ -54,6 +54,23 @@ def stage_written(store, place, mirror: Path | None = None) -> list[str]:  # typ
             f" `git add {what}` before you commit"]
 
 
+def stage_left_out(store, place, names: set[str]) -> list[str]:  # type: ignore[no-untyped-def]
+    """Of these log files (paths under the memory's folder), stage those git's index lacks
+    (untracked, not ignored): a write whose staging a failed `git commit -a` threw away.
+    The files staged (none where staging is off or nothing is left out)."""
+    try:
+        if not names or not place.stages():
+            return []
+    except errors.QemError:
+        return []
+    root = Path(store.root)
+    listed = gitrepo.tagged_files(root, sorted(names), _top_guess(root)) or {}
+    left_out = sorted(name for name, tag in listed.items() if tag == "?")
+    if left_out and _update_index(root, left_out) is None:
+        return left_out
+    return []
+
+
 def _wanted(root: Path, touched: set[str], mirror: Path | None) -> list[str] | None:
     """The paths (relative to the memory's folder) to stage: the touched log files when
     `.qem/` is not ignored, the mirror when git tracks it.  None: not in a git work tree

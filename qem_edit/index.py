@@ -25,7 +25,7 @@ from .model import EVENT_TYPES, KIND_RANK, LIVE_STATES, Event, Note, Rival, fold
 from .renderer import FORMAT_VERSION, item_text
 from .shown import progress
 
-INDEX_VERSION = "8"  # bump when the schema or what it caches changes: every index is rebuilt
+INDEX_VERSION = "9"  # bump when the schema or what it caches changes: every index is rebuilt
 _EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
 SCHEMA = f"""
 CREATE TABLE files (name TEXT PRIMARY KEY, problem TEXT) WITHOUT ROWID;

@@ -105,6 +105,9 @@ MOVES: tuple[Move, ...] = (
          says="Mark a note expired (expiry is an event; reading never consults the clock)"),
     Move("promote", "promoted", _ANY, None, "*", "promote", "promoted", example='qem promote 4 -m "I said this"',
          says="Raise a note's provenance to human: a person stands behind it"),
+    # a note's anchored file or folder moved, its content the same: the note follows it
+    # (`qem anchors check --flag`); no command of its own, no state change
+    Move("anchor", "anchored", LIVE_STATES, None, "@", "re-anchor", "re-anchored"),
     Move("forget", "forgotten", _ANY, "forgotten", "#", "forget", "forgotten", needs_reason=True, out_of_force=True,
          how="qem forget {id} -m WHY --yes"),
     Move("dispute", "disputed", LIVE_STATES, None, "?", "dispute", "disputes opened", needs_reason=True),
@@ -117,7 +120,8 @@ EVENT_TYPES: tuple[str, ...] = tuple(m.event for m in MOVES)
 # The order a reader meets the moves in, where a diff groups its changes and the shells list
 # the move commands and tools: MOVES' order, but for a promotion, read before an expiry.
 READING_ORDER: tuple[Move, ...] = tuple(MOVE_BY_VERB[verb] for verb in (
-    "create", "supersede", "revoke", "flag_stale", "reinstate", "promote", "expire", "forget", "dispute", "rule"))
+    "create", "supersede", "revoke", "flag_stale", "reinstate", "anchor", "promote", "expire", "forget", "dispute",
+    "rule"))
 
 
 def marker_move(before: str, after: str) -> Move | None:
@@ -400,6 +404,10 @@ def after_event(note: Note, event: Event) -> Note:
     if move is None:
         raise LogError(f"event {event.id}: unknown event type {event.type!r}")
     check_transition(note, event.type)
+    if "anchors" in event.data:  # a re-anchoring, or a reinstatement that read the content anew
+        note = replace(note, anchors=anchors_of(event.data))
+    if move.verb == "anchor":
+        return note
     if move.verb == "promote":
         return replace(note, provenance="human")
     if move.verb in ("dispute", "rule"):
@@ -559,10 +567,12 @@ def _resolved(tips: list[str], after: dict[str, Note], parents: dict[str, tuple[
         return forgotten[-1]  # forget is the one hard delete: no branch brings the text back
     base = after[_last_common(tips, parents, after)]
     changed = [(t, after[t]) for t in tips if after[t].state != base.state]
+    anchored = [n.anchors for n in ends if n.anchors != base.anchors]  # the latest branch that re-anchored it
     merged = replace(
         changed[-1][1] if changed else base,
         provenance="human" if any(n.provenance == "human" for n in ends) else base.provenance,
         disputes=_merged_disputes(base, ends),
+        anchors=anchored[-1] if anchored else base.anchors,
     )
     if len({n.state for _, n in changed}) <= 1:
         return merged
@@ -644,11 +654,98 @@ class Draft:
 NEW_NOTE = "@created"  # in a draft's data: the id of the note its batch creates
 
 
-def decide_move(note: Note, event_type: str, reason: str | None = None) -> Draft:
-    """A lifecycle move on one note (revoke, flag stale, reinstate, expire, promote)."""
+def decide_move(note: Note, event_type: str, reason: str | None = None,
+                anchors: tuple[tuple[str, str], ...] | None = None) -> Draft:
+    """A lifecycle move on one note (revoke, flag stale, reinstate, expire, promote).
+    `anchors`: on a reinstatement, the note's anchored paths as they are now (a person
+    confirms the note over the content now, so the same change never flags it again);
+    recorded where they differ from what the note holds."""
     check_transition(note, event_type)
-    data = {"from": note.provenance} if event_type == "promoted" else {}
+    data: dict[str, object] = {"from": note.provenance} if event_type == "promoted" else {}
+    if event_type == "reinstated" and anchors is not None and tuple(sorted(anchors)) != note.anchors:
+        data["anchors"] = _anchor_list(anchors)
     return Draft(note.id, event_type, reason, data)
+
+
+def _anchor_list(anchors: Iterable[tuple[str, str]]) -> list[dict[str, str]]:
+    return [{"path": path, "oid": oid} for path, oid in sorted(anchors)]
+
+
+@dataclass(frozen=True)
+class Drifted:
+    """One anchor whose content is not what its note recorded: `now` the object id the
+    path holds (None: gone), `moved_to` where the same content is now (a move)."""
+
+    path: str
+    was: str
+    now: str | None
+    moved_to: str | None = None
+
+    @property
+    def what(self) -> str:
+        if self.moved_to is not None:
+            return "moved"
+        return "deleted" if self.now is None else "changed"
+
+    def words(self) -> str:
+        """What happened, in a stale flag's reason and the check's report."""
+        if self.moved_to is not None:
+            return f"anchor {self.path} moved to {self.moved_to} (the same content, {self.was[:12]})"
+        if self.now is None:
+            return f"anchor {self.path} was deleted (it held {self.was[:12]})"
+        return f"anchor {self.path} changed ({self.was[:12]} → {self.now[:12]})"
+
+
+def decide_drift(note: Note, drifted: list[Drifted]) -> list[Draft]:
+    """A note whose anchored content drifted: the moved anchors follow their content (an
+    `anchored` event, no flag), and a change or a deletion flags the note stale, its
+    reason and `data.drift` naming each path and what it held and holds."""
+    drafts = []
+    moved = [d for d in drifted if d.moved_to is not None]
+    if moved:
+        check_transition(note, "anchored")
+        where = {d.path: d.moved_to for d in moved}
+        anchors = [(where.get(path, path), oid) for path, oid in note.anchors]
+        data = {"anchors": _anchor_list(anchors), "moved": [{"from": d.path, "to": d.moved_to} for d in moved]}
+        drafts.append(Draft(note.id, "anchored", "; ".join(d.words() for d in moved), data))
+    lost = [d for d in drifted if d.moved_to is None]
+    if lost:
+        check_transition(note, "stale_flagged")
+        data = {"drift": [{"path": d.path, "was": d.was, "now": d.now} for d in lost]}
+        drafts.append(Draft(note.id, "stale_flagged", "; ".join(d.words() for d in lost), data))
+    return drafts
+
+
+def drift_problem(type_: str, data: Mapping[str, object]) -> str | None:
+    """What is wrong with a stale flag's `drift` or a re-anchoring's `moved` (None:
+    nothing), as the log's reader checks another clone's event."""
+    if type_ == "anchored" and not ("anchors" in data and _pairs_problem(data.get("moved"), ("from", "to")) is None):
+        return "a re-anchoring holds its anchors and what moved ({from, to} paths)"
+    if type_ == "stale_flagged" and "drift" in data:
+        value = data["drift"]
+        if not isinstance(value, list) or not value:
+            return "drift must be a non-empty list of {path, was, now}"
+        for entry in value:
+            if not isinstance(entry, dict) or set(entry) != {"path", "was", "now"}:
+                return "each drift is exactly {path, was, now}"
+            if anchor_path_problem(entry["path"]) or not _is_oid(entry["was"]):
+                return f"drift {entry['path']!r}: not an anchor's path and object id"
+            if entry["now"] is not None and not _is_oid(entry["now"]):
+                return f"drift {entry['path']!r}: now is neither an object id nor null"
+    return None
+
+
+def _is_oid(value: object) -> bool:
+    return isinstance(value, str) and bool(_OID.match(value))
+
+
+def _pairs_problem(value: object, keys: tuple[str, str]) -> str | None:
+    if not isinstance(value, list) or not value:
+        return "not a non-empty list"
+    for entry in value:
+        if not isinstance(entry, dict) or set(entry) != set(keys) or any(anchor_path_problem(entry[k]) for k in keys):
+            return "not a pair of anchor paths"
+    return None
 
 
 def decide_create(new: NewNote, old: Note | None, reason: str | None = None) -> list[Draft]:
@@ -660,7 +757,7 @@ def decide_create(new: NewNote, old: Note | None, reason: str | None = None) -> 
     data = {"kind": new.kind, "priority": new.priority, "provenance": new.provenance,
             "supersedes": old.id if old is not None else None}
     if new.anchors:
-        data["anchors"] = [{"path": path, "oid": oid} for path, oid in sorted(new.anchors)]
+        data["anchors"] = _anchor_list(new.anchors)
     if new.expires is not None:  # only then: every other created event keeps its bytes
         data["expires"] = new.expires
     drafts = [Draft(None, "created", reason, data, text)]

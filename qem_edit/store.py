@@ -34,6 +34,7 @@ from .model import (
     LIVE_STATES,
     NEW_NOTE,
     Draft,
+    Drifted,
     Event,
     NewNote,
     Note,
@@ -42,6 +43,7 @@ from .model import (
     actor_problem,
     decide_create,
     decide_dispute,
+    decide_drift,
     decide_forget,
     decide_move,
     decide_rule,
@@ -100,10 +102,16 @@ class Transaction:
     # -- acts -------------------------------------------------------------------------------
 
     def emit(self, note_id: str, type_: str, actor: str, reason: str | None = None,
-             checkin: str | None = None) -> Event:
-        """A lifecycle move (revoke, flag stale, reinstate, expire, promote) on one note."""
-        [event] = self.record([_decided(decide_move, self.note(note_id), type_, reason)], actor, checkin)
+             checkin: str | None = None, anchors: tuple[tuple[str, str], ...] | None = None) -> Event:
+        """A lifecycle move (revoke, flag stale, reinstate, expire, promote) on one note;
+        `anchors`: a reinstated note's anchors as they are now (model.decide_move)."""
+        [event] = self.record([_decided(decide_move, self.note(note_id), type_, reason, anchors)], actor, checkin)
         return event
+
+    def drift(self, note_id: str, drifted: list[Drifted], actor: str, checkin: str | None = None) -> list[Event]:
+        """A note whose anchored content drifted: re-anchored where it moved, flagged stale
+        where it changed or went (model.decide_drift)."""
+        return self.record(_decided(decide_drift, self.note(note_id), drifted), actor, checkin)
 
     def create(self, new: NewNote, actor: str, reason: str | None = None, checkin: str | None = None) -> Note:
         old = self.note(new.supersedes) if new.supersedes is not None else None
@@ -685,6 +693,26 @@ class Store:
         clause, params = _where(kinds, states)
         rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes{clause} ORDER BY kind_rank, id", params)
         return [note_from_row(r) for r in rows]
+
+    def anchors_in_force(self, paths: Iterable[str] | None = None, states: tuple[str, ...] = ("active",)
+                         ) -> list[tuple[str, str, str]]:
+        """(note, path, object id) of every anchor of the notes in these states (`paths`:
+        only those paths), by path and note."""
+        where = f"n.state IN ({db.marks(states)})"
+        sql = f"SELECT a.note, a.path, a.oid FROM anchors a JOIN notes n ON n.id = a.note WHERE {where}"
+        if paths is None:
+            return self._read(sql + " ORDER BY a.path, a.note", states)
+        out: list[tuple[str, str, str]] = []
+        for chunk in db.chunks(sorted(set(paths))):
+            out += self._read(sql + f" AND a.path IN ({db.marks(chunk)})", [*states, *chunk])
+        return sorted(out, key=lambda row: (row[1], row[0]))
+
+    def files_of_events(self, event_ids: Iterable[str]) -> set[str]:
+        """The log files (paths under the memory's folder) that hold these events."""
+        out: set[str] = set()
+        for chunk in db.chunks(sorted(set(event_ids))):
+            out.update(f for (f,) in self._read(f"SELECT file FROM event_files WHERE event IN ({db.marks(chunk)})", chunk))
+        return out
 
     def due(self, now: str) -> list[Note]:
         """The notes in force past their end at `now` (a UTC time), in the projection's order."""

@@ -1,0 +1,220 @@
+"""Drift: the notes in force whose anchored content is not what they recorded.
+
+A note's anchor holds the git object id its path had when the note was written (or last
+confirmed: a reinstatement, a re-anchoring).  The check reads what each anchored path
+holds in one place and compares: the work tree (the default), git's index (`--staged`,
+what the next commit holds) or a commit (`--rev`).  An anchor is *changed* (another id),
+*deleted* (nothing there, and no other path holds the same content) or *moved* (nothing
+there, and exactly one other path holds the very same object id: a `git mv`, a rename).
+
+`--staged` judges the commit being made, not the whole tree: only the anchors on the paths
+the staged tree changes against HEAD (and the folders holding them), so a commit that
+touches no anchored file costs a `git diff --cached` and one lookup, and a note written
+over unstaged edits is not flagged by a commit that does not carry them.  `qem verify`
+judges every anchor, which is what catches a commit made without the hook.
+
+Only notes `active` are judged: a stale one is already flagged and waits for a person
+(`qem reinstate` re-anchors it to the content now; a supersession reads it anew).  The
+writes (`--flag`) are qem_edit.acts.flag_drift's; this module only reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from . import errors, ids
+from .anchors import Listing, WorkTree, WorkTreeContent, revision_listing, staged_listing
+from .model import Drifted, Note, sort_key
+
+if TYPE_CHECKING:
+    from .store import Store
+
+WORK_TREE, STAGED = "work tree", "staged"
+
+
+@dataclass
+class NoteDrift:
+    note: Note
+    drifted: list[Drifted]
+
+
+@dataclass
+class Report:
+    """What the check found (and, with --flag, what it wrote), as text and JSON."""
+
+    judged: str  # WORK_TREE, STAGED, or the revision as given
+    checked: int = 0  # anchors compared
+    notes: list[NoteDrift] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # anchors not judged, and why
+    flagged: list[Note] = field(default_factory=list)
+    reanchored: list[Note] = field(default_factory=list)
+    checkin: str | None = None
+    staged_before: list[str] = field(default_factory=list)  # an earlier run's flags, staged into this commit
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def where(self) -> str:
+        if self.judged == WORK_TREE:
+            return "the work tree"
+        return "the staged content" if self.judged == STAGED else f"revision {self.judged}"
+
+    @property
+    def wrote(self) -> bool:
+        return bool(self.flagged or self.reanchored)
+
+    @property
+    def exit_code(self) -> int:
+        """0: nothing drifted (or the drift's flags were written before and are committed
+        with this commit); 1: something drifted, listed or written now."""
+        return 1 if self.notes else 0
+
+    def text(self) -> str:
+        if not self.notes:
+            said = f"no anchor drifted: {self.checked} anchor{_s(self.checked)} checked against {self.where}"
+            return "\n".join([said, *self._staged_lines()])
+        lines = [f"{len(self.notes)} note{_s(len(self.notes))} drifted from {'its' if len(self.notes) == 1 else 'their'}"
+                 f" anchors ({self.checked} checked against {self.where}):"]
+        for found in self.notes:
+            lines.append(f"  #{found.note.shown} {found.note.kind} · {found.note.first_line()}")
+            lines += [f"    {d.words()}" for d in found.drifted]
+        lines += self._written_lines()
+        return "\n".join(lines)
+
+    def _written_lines(self) -> list[str]:
+        if not self.wrote:
+            where = "" if self.judged == WORK_TREE else " --staged" if self.judged == STAGED else f" --rev {self.judged}"
+            return [f"`qem anchors check{where} --flag` flags the changed and deleted ones stale and re-anchors"
+                    " the moved ones"]
+        out = [f"re-anchored (moved, the same content): {', '.join('#' + n.shown for n in self.reanchored)}"
+               f" (check-in {self.checkin})"] if self.reanchored else []
+        if self.flagged:
+            out += [f"flagged stale: {', '.join('#' + n.shown for n in self.flagged)} (check-in {self.checkin});"
+                    " a person confirms a note with `qem reinstate ID -m WHY`, or corrects it with"
+                    " `qem supersede ID TEXT`"]
+        return out
+
+    def _staged_lines(self) -> list[str]:
+        if not self.staged_before:
+            return []
+        return [f"staged the drift flags written before, so this commit carries them: {' '.join(self.staged_before)}"]
+
+    def data(self) -> object:
+        return {"judged": self.judged, "checked": self.checked, "checkin": self.checkin,
+                "notes": [{"id": f.note.id, "short": f.note.shown, "kind": f.note.kind, "text": f.note.first_line(),
+                           "drift": [{"path": d.path, "what": d.what, "was": d.was, "now": d.now,
+                                      "moved_to": d.moved_to} for d in f.drifted]} for f in self.notes],
+                "flagged": [n.id for n in self.flagged], "reanchored": [n.id for n in self.reanchored],
+                "skipped": self.skipped, "staged_before": self.staged_before}
+
+    def remark(self) -> str | None:
+        return "\n".join(self.notices + self.skipped) or None
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"
+
+
+# -- the check ----------------------------------------------------------------------------------
+
+
+def check(store: "Store", tree: WorkTree, judged: str = WORK_TREE) -> Report:
+    """Every anchor of the notes `active` judged against `judged` (WORK_TREE, STAGED, or a
+    revision), drifted ones grouped by note in the projection's order."""
+    report = Report(judged)
+    if judged == STAGED:
+        if not tree.git:
+            raise errors.BadInput("--staged judges git's index, and this memory is not in a git work tree")
+        anchors = store.anchors_in_force(with_folders(committed_paths(tree)))
+    else:
+        anchors = store.anchors_in_force()
+    if not anchors:
+        return report
+    content = _content(tree, judged, sorted({path for _, path, _ in anchors}))
+    by_note: dict[str, list[tuple[str, str]]] = {}
+    for note_id, path, oid in anchors:
+        by_note.setdefault(note_id, []).append((path, oid))
+    found: dict[str, list[Drifted]] = {}
+    for note_id, held in by_note.items():
+        for path, was in held:
+            if content.unknown(path):
+                named = ids.shown(note_id, store.shorts([note_id]).get(note_id))
+                report.skipped.append(f"anchor {path} of #{named} not judged: git holds it mid-merge (unmerged)")
+                continue
+            report.checked += 1
+            drifted = _judged(content, path, was, {p for p, _ in held})
+            if drifted is not None:
+                found.setdefault(note_id, []).append(drifted)
+    notes = store.notes_by_id(found)
+    report.notes = sorted((NoteDrift(notes[n], found[n]) for n in found if n in notes), key=lambda f: sort_key(f.note))
+    return report
+
+
+def _judged(content: "_Content", path: str, was: str, held: set[str]) -> Drifted | None:
+    now = content.oid(path)
+    if now == was:
+        return None
+    if now is not None:
+        return Drifted(path, was, now)
+    elsewhere = [p for p in content.holding(was) if p not in held]
+    return Drifted(path, was, None, elsewhere[0] if len(elsewhere) == 1 else None)
+
+
+def committed_paths(tree: WorkTree) -> list[str]:
+    """The paths the staged tree changes against HEAD (every staged path before the first
+    commit): both sides of a rename."""
+    from . import gitrepo
+
+    extra = gitrepo.index_env(tree.top)
+    if gitrepo.has_commits(tree.top):
+        done = gitrepo._git(tree.top, "diff", "--cached", "--name-only", "--no-renames", "-z", "HEAD", extra=extra)
+    else:
+        done = gitrepo._git(tree.top, "ls-files", "-z", extra=extra)
+    if done.returncode != 0:
+        raise errors.BadInput(f"cannot compare git's index with HEAD: {done.stderr.decode(errors='replace').strip()}")
+    return [name for name in done.stdout.decode("utf-8", "surrogateescape").split("\0") if name]
+
+
+def with_folders(paths: list[str]) -> set[str]:
+    """Each path and every folder holding it: the anchors a change to it touches."""
+    out: set[str] = set()
+    for path in paths:
+        parts = path.split("/")
+        out.update("/".join(parts[:depth]) for depth in range(1, len(parts) + 1))
+    return out
+
+
+class _Content:
+    """One place's content, as the check asks it: a path's id, the paths holding an id
+    (read from `whole`, the whole place, only when a path is gone), and whether git cannot
+    say (a path mid-merge)."""
+
+    def __init__(self, read: "Listing | WorkTreeContent", unknown: set[str] | None = None,
+                 whole: "Callable[[], Listing] | None" = None) -> None:
+        self.read, self._unknown, self._whole = read, unknown or set(), whole
+
+    def oid(self, path: str) -> str | None:
+        return self.read.oid(path)
+
+    def holding(self, oid: str) -> list[str]:
+        if self._whole is not None:
+            self.read, self._whole = self._whole(), None
+        return self.read.holding(oid)
+
+    def unknown(self, path: str) -> bool:
+        return path in self._unknown or any(u.startswith(path + "/") for u in self._unknown)
+
+
+def _content(tree: WorkTree, judged: str, paths: list[str]) -> _Content:
+    if judged == WORK_TREE:
+        return _Content(WorkTreeContent(tree))
+    if judged == STAGED:
+        from .anchors import unmerged
+
+        if len(paths) > _NAMED_AT_MOST:
+            return _Content(staged_listing(tree), unmerged(tree))
+        return _Content(staged_listing(tree, paths), unmerged(tree), lambda: staged_listing(tree))
+    return _Content(revision_listing(tree, judged))
+
+
+_NAMED_AT_MOST = 200  # more anchored paths than this: list git's whole index once rather than name them

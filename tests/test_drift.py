@@ -1,0 +1,380 @@
+"""Drift: a note's anchored content changes, goes or moves, and memory says so where the
+team sees it (docs/SHARING.md, "Anchors and drift"; qem_edit/drift.py).
+
+Real git and real `qem` subprocesses throughout; the hook runs through the real pre-commit
+framework, and every scenario ends in a fresh clone.  `qem anchors check` compares each
+anchor of the notes in force with the work tree, git's index (`--staged`: the paths the
+commit changes) or a commit (`--rev`); `--flag` flags a changed or deleted anchor's note
+stale and re-anchors a moved one, all in one check-in; a reinstatement re-anchors to the
+content now; two clones flagging the same change agree; `qem verify` fails on drift
+nobody flagged; another clone's malformed drift record is set aside.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from builders import planted_created
+from conftest import run_qem
+from qem_edit import ids
+from qem_edit.anchors import WorkTree, revision_listing, staged_listing, worktree_oid
+from qem_edit.logtree import canonical
+from qem_edit.model import Drifted, Event, decide_drift, fold
+from test_precommit import local_hooks, pre_commit
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+LOCK_NOTE = "Release the lock before the daemon restarts"
+
+
+def git(cwd: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=300)
+    assert not check or done.returncode == 0, f"git {' '.join(args)}: {done.stdout}{done.stderr}"
+    return done
+
+
+def qem(cwd: Path, *args: str, code: int | None = 0) -> subprocess.CompletedProcess:
+    done = run_qem(*args, cwd=cwd, timeout=120)
+    assert code is None or done.returncode == code, \
+        f"qem {' '.join(args)} exited {done.returncode}:\n{done.stdout}{done.stderr}"
+    assert "Traceback" not in done.stderr
+    return done
+
+
+def short_of(root: Path, text: str) -> str:
+    listed = json.loads(qem(root, "list", "--json").stdout)
+    return next(n["short"] for n in listed if n["text"] == text)
+
+
+def note(root: Path, short: str) -> dict:
+    return json.loads(qem(root, "show", short, "--json").stdout)
+
+
+def events_of(root: Path, short: str) -> list[dict]:
+    return [json.loads(line) for line in qem(root, "dump", "-").stdout.splitlines()
+            if json.loads(line).get("note") == note(root, short)["id"]]
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository with code, a memory holding a note anchored to a file and one to a
+    folder, MEMORY.md tracked, all committed."""
+    home = Path(os.environ["HOME"])
+    (home / ".gitconfig").write_text("[user]\n\tname = T\n\temail = t@example.com\n[init]\n\tdefaultBranch = main\n")
+    root = tmp_path / "repo"
+    (root / "src" / "daemon").mkdir(parents=True)
+    (root / "src" / "lock.py").write_text("LOCK = 1\n")
+    (root / "src" / "daemon" / "run.py").write_text("RUN = 1\n")
+    (root / "README").write_text("code\n")
+    git(tmp_path, "init", "-q", str(root))
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "code")
+    qem(root, "add", LOCK_NOTE, "--kind", "gotcha", "--anchor", "src/lock.py")
+    qem(root, "add", "The daemon restarts on SIGHUP", "--kind", "finding", "--anchor", "src/daemon")
+    qem(root, "export")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "memory")
+    return root
+
+
+# -- the domain, pure ----------------------------------------------------------------------------
+
+
+def _event(note_id: str, type_: str, clock: int, prev: tuple[str, ...], data: dict, event_id: str) -> Event:
+    return Event(event_id, note_id, type_, f"2026-07-27T10:00:{clock:02d}Z", "t", None, None, data, clock, prev)
+
+
+def test_a_re_anchoring_moves_the_anchor_and_two_branches_that_agree_merge() -> None:
+    oid = "a" * 40
+    created = _event("n" * 26, "created", 1, (), {"kind": "gotcha", "priority": "high", "provenance": "agent",
+                                                  "anchors": [{"path": "old.py", "oid": oid}]}, "n" * 26)
+    [draft] = decide_drift(fold([created]).note, [Drifted("old.py", oid, None, "new.py")])
+    assert draft.type == "anchored" and draft.data["anchors"] == [{"path": "new.py", "oid": oid}]
+    moved = _event(created.note, "anchored", 2, (created.id,), dict(draft.data), "m" * 26)
+    assert fold([created, moved]).note.anchors == (("new.py", oid),)
+    flag = decide_drift(fold([created]).note, [Drifted("old.py", oid, "b" * 40)])
+    assert [d.type for d in flag] == ["stale_flagged"] and flag[0].data["drift"][0]["now"] == "b" * 40
+    # two clones flag the same change, each its own event: they agree (stale), no rivals
+    ours = _event(created.note, "stale_flagged", 2, (created.id,), dict(flag[0].data), "o" * 26)
+    theirs = _event(created.note, "stale_flagged", 2, (created.id,), dict(flag[0].data), "p" * 26)
+    both = fold([created, ours, theirs])
+    assert both.note.state == "stale" and both.note.rivals == () and both.problems == []
+    # one branch re-anchors, the other flags: the note is stale and follows the move
+    mixed = fold([created, moved, ours]).note
+    assert mixed.state == "stale" and mixed.anchors == (("new.py", oid),) and mixed.rivals == ()
+
+
+# -- what a place holds: git's own ids -------------------------------------------------------------
+
+
+def test_a_listing_gives_git_s_own_ids_for_files_and_folders(repo: Path) -> None:
+    tree = WorkTree(repo.resolve(), True)
+    (repo / "src" / "daemon" / "tool.sh").write_text("#!/bin/sh\n")
+    (repo / "src" / "daemon" / "tool.sh").chmod(0o755)
+    os.symlink("run.py", repo / "src" / "daemon" / "link")
+    git(repo, "add", "-A")
+    staged = staged_listing(tree)
+    for folder in ("src", "src/daemon"):
+        written = git(repo, "write-tree", f"--prefix={folder}/").stdout.strip()
+        assert staged.oid(folder) == written == worktree_oid(tree, folder)
+    assert staged.oid("src/lock.py") == git(repo, "hash-object", "src/lock.py").stdout.strip()
+    assert staged.oid("src/nothing") is None
+    git(repo, "commit", "-q", "-m", "more")
+    at_head = revision_listing(tree, "HEAD")
+    assert at_head.oid("src/daemon") == git(repo, "rev-parse", "HEAD:src/daemon").stdout.strip()
+    assert at_head.holding(at_head.oid("src/lock.py")) == ["src/lock.py"]
+    # `src` and `srcx`: a folder holds only what is under it
+    (repo / "srcx").mkdir()
+    (repo / "srcx" / "a").write_text("x\n")
+    git(repo, "add", "-A")
+    assert staged_listing(tree).under("src") == sorted(staged.under("src"))
+
+
+# -- the check -------------------------------------------------------------------------------------
+
+
+def test_the_check_names_changed_deleted_and_moved_anchors(repo: Path) -> None:
+    clean = qem(repo, "anchors", "check")
+    assert "no anchor drifted: 2 anchors checked against the work tree" in clean.stdout
+    lock = short_of(repo, LOCK_NOTE)
+    was = note(repo, lock)["anchors"][0]["oid"]
+    (repo / "src" / "lock.py").write_text("LOCK = 2\n")
+    found = qem(repo, "anchors", "check", "--json", code=1)
+    report = json.loads(found.stdout)
+    now = git(repo, "hash-object", "src/lock.py").stdout.strip()
+    lock_drift = next(n for n in report["notes"] if n["short"] == lock)["drift"]
+    assert lock_drift == [{"path": "src/lock.py", "what": "changed", "was": was, "now": now, "moved_to": None}]
+    assert [n["short"] for n in report["notes"]] == [lock]  # src/daemon holds no lock.py: not drifted
+    text = qem(repo, "anchors", "check", code=1).stdout
+    assert f"anchor src/lock.py changed ({was[:12]} → {now[:12]})" in text and "qem anchors check --flag" in text
+    git(repo, "checkout", "--", "src")
+    git(repo, "mv", "src/lock.py", "src/locking.py")
+    moved = json.loads(qem(repo, "anchors", "check", "--json", code=1).stdout)
+    assert moved["notes"][0]["drift"][0] | {"now": None} == {"path": "src/lock.py", "what": "moved", "was": was,
+                                                             "now": None, "moved_to": "src/locking.py"}
+    (repo / "src" / "locking.py").write_text("LOCK = 3\n")  # moved and changed: nothing holds it any more
+    gone = json.loads(qem(repo, "anchors", "check", "--json", code=1).stdout)
+    assert gone["notes"][0]["drift"][0]["what"] == "deleted"
+    assert qem(repo, "anchors", "check", "--staged", "--rev", "HEAD", code=2).stderr.count("give one") == 1
+
+
+def test_flag_writes_one_check_in_and_reinstating_re_anchors(repo: Path) -> None:
+    lock = short_of(repo, LOCK_NOTE)
+    (repo / "src" / "lock.py").write_text("LOCK = 2\n")
+    (repo / "src" / "daemon" / "run.py").unlink()
+    written = json.loads(qem(repo, "anchors", "check", "--flag", "--json", code=1).stdout)
+    assert len(written["flagged"]) == 2 and written["checkin"]
+    flags = [e for short in (lock, short_of(repo, "The daemon restarts on SIGHUP"))
+             for e in events_of(repo, short) if e["type"] == "stale_flagged"]
+    assert {e["checkin"] for e in flags} == {written["checkin"]}
+    lock_flag = next(e for e in flags if e["data"]["drift"][0]["path"] == "src/lock.py")
+    assert "anchor src/lock.py changed" in lock_flag["reason"]
+    assert note(repo, lock)["state"] == "stale"
+    daemon = next(e for e in flags if e["data"]["drift"][0]["path"] == "src/daemon")
+    assert daemon["data"]["drift"][0]["now"] is None and "was deleted" in daemon["reason"]
+    again = qem(repo, "anchors", "check", "--flag")  # the flagged notes wait for a person
+    assert "no anchor drifted" in again.stdout
+    qem(repo, "reinstate", lock, "-m", "still true after the change")
+    assert note(repo, lock)["anchors"] == [{"path": "src/lock.py",
+                                            "oid": git(repo, "hash-object", "src/lock.py").stdout.strip()}]
+    assert "no anchor drifted: 1 anchor checked" in qem(repo, "anchors", "check").stdout
+    assert "@anchor: src/lock.py · " + git(repo, "hash-object", "src/lock.py").stdout.strip()[:12] \
+        in (repo / "MEMORY.md").read_text()
+    daemon_note = short_of(repo, "The daemon restarts on SIGHUP")
+    qem(repo, "reinstate", daemon_note, "-m", "true without the folder")  # its path went: the anchor goes
+    assert note(repo, daemon_note)["anchors"] == []
+
+
+def test_staged_judges_only_what_the_commit_changes(repo: Path) -> None:
+    (repo / "src" / "lock.py").write_text("LOCK = 2\n")  # an edit not staged
+    assert "0 anchors checked" in qem(repo, "anchors", "check", "--staged").stdout
+    (repo / "README").write_text("more code\n")
+    git(repo, "add", "README")
+    assert "0 anchors checked" in qem(repo, "anchors", "check", "--staged").stdout
+    git(repo, "add", "src/lock.py")
+    staged = json.loads(qem(repo, "anchors", "check", "--staged", "--json", code=1).stdout)
+    assert [n["text"] for n in staged["notes"]] == [LOCK_NOTE]
+    (repo / "src" / "daemon" / "new.py").write_text("NEW = 1\n")
+    git(repo, "add", "src/daemon/new.py")  # a file added under an anchored folder changes the folder
+    staged = json.loads(qem(repo, "anchors", "check", "--staged", "--json", code=1).stdout)
+    assert len(staged["notes"]) == 2
+    head = git(repo, "rev-parse", "HEAD").stdout.strip()
+    git(repo, "commit", "-q", "--no-verify", "-m", "code changed without the hook")
+    assert json.loads(qem(repo, "anchors", "check", "--rev", head, "--json").stdout)["notes"] == []
+    assert len(json.loads(qem(repo, "anchors", "check", "--rev", "HEAD", "--json", code=1).stdout)["notes"]) == 2
+    assert "not a commit" in qem(repo, "anchors", "check", "--rev", "no-such-rev", code=2).stderr
+
+
+def test_verify_fails_on_drift_nobody_flagged(repo: Path) -> None:
+    qem(repo, "verify")
+    (repo / "src" / "lock.py").write_text("LOCK = 2\n")
+    git(repo, "commit", "-q", "-am", "code changed without the hook")
+    failed = qem(repo, "verify", code=1)
+    assert "drift: #" in failed.stdout and "anchor src/lock.py changed" in failed.stdout
+    assert "qem anchors check --flag" in failed.stdout
+    qem(repo, "anchors", "check", "--flag", code=1)
+    qem(repo, "verify")
+
+
+def test_an_edit_that_reinstates_a_flagged_note_re_anchors_it(repo: Path, tmp_path: Path) -> None:
+    lock = short_of(repo, LOCK_NOTE)
+    (repo / "src" / "lock.py").write_text("LOCK = 2\n")
+    qem(repo, "anchors", "check", "--flag", code=1)
+    mine = tmp_path / "mine.md"
+    qem(repo, "checkout", "--path", str(mine))
+    edited = [line for line in mine.read_text().split("\n")]
+    at = next(i for i, line in enumerate(edited) if f"[#{lock}]" in line)
+    start = edited[at].index("STALE")
+    end = edited[at].index(") · ", start) + len(") · ")
+    edited[at] = edited[at][:start] + edited[at][end:]
+    mine.write_text("\n".join(edited))
+    done = qem(repo, "checkin", "--path", str(mine), "-m", "confirmed", "--yes", code=None)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert note(repo, lock)["state"] == "active"
+    assert note(repo, lock)["anchors"][0]["oid"] == git(repo, "hash-object", "src/lock.py").stdout.strip()
+    assert "no anchor drifted" in qem(repo, "anchors", "check").stdout
+
+
+# -- the hook, through the pre-commit framework ----------------------------------------------------
+
+
+HOOKS = ("qem-anchors", "qem-export-check", "qem-verify")
+
+
+@pytest.fixture
+def hooked(repo: Path, tmp_path: Path) -> tuple[Path, Path, dict]:
+    """The repository with the manifest's anchor hook and the checking hooks installed
+    through pre-commit, pushed to a bare origin."""
+    env = {"PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
+    (repo / ".pre-commit-config.yaml").write_text(local_hooks(*HOOKS), "utf-8")
+    git(repo, "add", ".pre-commit-config.yaml")
+    git(repo, "commit", "-q", "-m", "hooks")
+    installed = pre_commit("install", cwd=repo, env={**os.environ, **env})
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(origin))
+    git(repo, "remote", "add", "origin", str(origin))
+    return repo, origin, env
+
+
+def fresh_clone(origin: Path, name: str) -> Path:
+    fresh = origin.parent / name
+    git(origin.parent, "clone", "-q", str(origin), str(fresh))
+    qem(fresh, "export", "--check")
+    qem(fresh, "verify")
+    return fresh
+
+
+COMMIT_HABITS = {"commit -am": [["commit", "-am", "change the lock"]],
+                 "add, commit": [["add", "src/lock.py"], ["commit", "-m", "change the lock"]]}
+
+
+@pytest.mark.parametrize("habit", list(COMMIT_HABITS))
+def test_the_hook_flags_in_the_commit_that_changed_the_code(hooked, habit: str) -> None:
+    repo, origin, env = hooked
+    (repo / "src" / "lock.py").write_text("LOCK = 2\n")
+    steps = COMMIT_HABITS[habit]
+    for step in steps[:-1]:
+        git(repo, *step, env=env)
+    first = git(repo, *steps[-1], check=False, env=env)
+    assert first.returncode != 0 and "flagged stale" in first.stdout + first.stderr, first.stdout + first.stderr
+    second = git(repo, *steps[-1], check=False, env=env)  # the same command again
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert git(repo, "status", "--porcelain").stdout == ""
+    git(repo, "push", "-q", "origin", "HEAD:main")
+    fresh = fresh_clone(origin, f"fresh-{habit.replace(' ', '-').replace(',', '')}")
+    seen = note(fresh, short_of(fresh, LOCK_NOTE))
+    assert seen["state"] == "stale" and "anchor src/lock.py changed" in seen["state_reason"]
+    assert "STALE" in next(line for line in (fresh / "MEMORY.md").read_text().split("\n") if LOCK_NOTE in line)
+
+
+def test_the_hook_re_anchors_a_move_flags_a_deletion_and_passes_other_commits(hooked) -> None:
+    repo, origin, env = hooked
+    (repo / "other.py").write_text("print(1)\n")
+    git(repo, "add", "other.py")
+    plain = git(repo, "commit", "-m", "code no note is about", env=env, check=False)
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    git(repo, "mv", "src/lock.py", "src/locking.py")
+    moved = git(repo, "commit", "-m", "rename", env=env, check=False)
+    assert moved.returncode != 0 and "re-anchored" in moved.stdout + moved.stderr
+    assert git(repo, "commit", "-m", "rename", env=env, check=False).returncode == 0
+    git(repo, "rm", "-q", "-r", "src/daemon")
+    deleted = git(repo, "commit", "-m", "no daemon", env=env, check=False)
+    assert deleted.returncode != 0 and "flagged stale" in deleted.stdout + deleted.stderr
+    assert git(repo, "commit", "-m", "no daemon", env=env, check=False).returncode == 0
+    git(repo, "push", "-q", "origin", "HEAD:main")
+    fresh = fresh_clone(origin, "fresh")
+    lock = note(fresh, short_of(fresh, LOCK_NOTE))
+    assert lock["state"] == "active" and [a["path"] for a in lock["anchors"]] == ["src/locking.py"]
+    daemon = note(fresh, short_of(fresh, "The daemon restarts on SIGHUP"))
+    assert daemon["state"] == "stale" and "src/daemon was deleted" in daemon["state_reason"]
+
+
+def test_two_branches_flagging_the_same_change_merge_as_agreement(hooked, tmp_path: Path) -> None:
+    repo, origin, env = hooked
+    git(repo, "push", "-q", "origin", "HEAD:main")
+    bob = tmp_path / "bob"
+    git(tmp_path, "clone", "-q", str(origin), str(bob))
+    assert pre_commit("install", cwd=bob, env={**os.environ, **env}).returncode == 0
+    for clone in (repo, bob):
+        (clone / "src" / "lock.py").write_text("LOCK = 2\n")
+        assert git(clone, "commit", "-am", "the same fix", env=env, check=False).returncode != 0
+        assert git(clone, "commit", "-am", "the same fix", env=env, check=False).returncode == 0
+    git(bob, "push", "-q", "origin", "HEAD:main")
+    pulled = git(repo, "pull", "-q", "--no-rebase", "--no-edit", "origin", "main", check=False, env=env)
+    if pulled.returncode != 0:  # MEMORY.md conflicted: qem renders it again
+        qem(repo, "export")
+        git(repo, "add", "MEMORY.md")
+        assert git(repo, "commit", "-q", "--no-edit", env=env, check=False).returncode == 0
+    lock = note(repo, short_of(repo, LOCK_NOTE))
+    assert lock["state"] == "stale" and lock["rivals"] == []
+    assert len([e for e in events_of(repo, lock["short"]) if e["type"] == "stale_flagged"]) == 2
+    assert "DISPUTED" not in (repo / "MEMORY.md").read_text()
+    qem(repo, "verify", "--fail-on-disputes")
+
+
+# -- untrusted: another clone's drift record ---------------------------------------------------------
+
+
+BAD_DRIFT = {
+    "not a list": "src/lock.py",
+    "empty": [],
+    "no was": [{"path": "src/lock.py", "now": None}],
+    "bad oid": [{"path": "src/lock.py", "was": "xyz", "now": None}],
+    "path out of the tree": [{"path": "../etc/passwd", "was": "a" * 40, "now": None}],
+}
+
+
+@pytest.mark.parametrize("case", BAD_DRIFT, ids=list(BAD_DRIFT))
+def test_a_clone_s_malformed_drift_record_is_set_aside_and_named(repo: Path, case: str) -> None:
+    memory = repo / ".qem"
+    name = planted_created(memory, "Mallory's note", "task")
+    note_id = name.split("/")[1]
+    event = canonical({"v": 1, "type": "stale_flagged", "note": note_id, "at": "2026-07-27T10:00:01Z",
+                       "actor": "mallory", "reason": "drift", "checkin": None, "clock": 8, "prev": [note_id],
+                       "data": {"drift": BAD_DRIFT[case]}})
+    (memory / "events" / ids.content_id(event)).write_bytes(event)
+    failed = qem(repo, "verify", code=1)
+    assert ids.content_id(event) in failed.stdout + failed.stderr and "drift" in failed.stdout + failed.stderr
+    assert note(repo, note_id[:8])["state"] == "active"  # the flag never applied
+
+
+def test_an_anchor_through_a_link_is_never_followed(repo: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not the repository's\n")
+    os.symlink(outside, repo / "linked")
+    tree = WorkTree(repo.resolve(), True)
+    assert worktree_oid(tree, "linked/secret.txt") is None
+    planted_created(repo / ".qem", "About a file beyond a link", "task",
+                    anchors=[{"path": "linked/secret.txt", "oid": "a" * 40}])
+    report = json.loads(qem(repo, "anchors", "check", "--json", code=1).stdout)
+    [found] = [n for n in report["notes"] if n["text"] == "About a file beyond a link"]
+    assert found["drift"][0]["now"] is None  # read as absent, never through the link
