@@ -14,8 +14,9 @@ removed.  Without one (a shallow clone), all of them are shown as removed, and a
 says why.
 
 The events are grouped into changes a reviewer reads (a supersession is its two events,
-a dispute its pair); qem_edit.diffview writes them as text, markdown or JSON.  A
-forgotten note's text is never shown, whichever side still holds it.
+a dispute its pair, a stale flag a code change caused, its `drift`, apart from the other
+flags); qem_edit.diffview writes them as text, markdown or JSON.  A forgotten note's text
+is never shown, whichever side still holds it.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ from pathlib import Path
 
 from . import errors, gitrepo, ids
 from .logtree import EVENTS, PACKS, TEXTS, LogFileError, LogTree, records_from
-from .model import Event
+from .model import Drift, Event, drift_of
 from .removals import Removal, removals
 
 WORK_TREE = "the working tree"
+DRIFTED = "drifted"  # the group of the stale flags a code change caused (their data's `drift`)
 
 
 @dataclass
@@ -66,6 +68,7 @@ class Change:
     other: str | None = None  # superseded: the successor; disputed: the other note; ruled: the kept note
     text: str | None = None  # created: the text; superseded: the successor's text
     old_text: str | None = None  # superseded: the note's own text
+    drift: tuple[Drift, ...] = ()  # drifted: each anchored path, the object id it was, and is (None: deleted)
 
 
 @dataclass
@@ -202,6 +205,8 @@ def changes_of(events: list[Event], texts: dict[str, str]) -> list[Change]:
 
 
 def _change(event: Event, texts: dict[str, str]) -> Change:
+    if event.type == "stale_flagged" and (drift := drift_of(event.data)):
+        return Change(DRIFTED, event.note, (event,), text=texts.get(event.note), drift=drift)
     if event.type == "superseded":
         by = str(event.data.get("by"))
         return Change("superseded", event.note, (event,), by, texts.get(by), texts.get(event.note))

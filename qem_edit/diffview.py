@@ -11,17 +11,30 @@ import re
 from dataclasses import dataclass
 
 from . import ids
-from .diff import WORK_TREE, Change, MemoryDiff
+from .diff import DRIFTED, WORK_TREE, Change, MemoryDiff
 from .model import EVENT_TYPES, KINDS, READING_ORDER, Event
 from .removals import Removal
 from .shown import visible
 
-# The groups (a change's event type) in the order a reader meets them, with their headings.
-GROUPS = tuple((m.event, m.label) for m in READING_ORDER)
+SHORT_OID = 12  # the digits of an object id shown
 SHORT_TEXT = 100  # longer texts, and texts of several lines, are folded in markdown
 NAMED_REMOVALS = 10  # the removed notes the removal line names (the rest are counted)
 _ALWAYS = re.compile(r"([\\`*_{}\[\]<>|~&#!])")  # what means something anywhere in a line
 _AT_START = re.compile(r"\A(?:(\d+)([.)])|([!-/:-@\[-`{-~]))")  # lists, headings, quotes, breaks
+
+
+def _groups() -> tuple[tuple[str, str], ...]:
+    """The groups (a change's event type, and the stale flags a code change caused, apart
+    and just before the other flags) in the order a reader meets them, with their headings."""
+    out = []
+    for move in READING_ORDER:
+        if move.event == "stale_flagged":
+            out.append((DRIFTED, "made stale by drift"))
+        out.append((move.event, move.label))
+    return tuple(out)
+
+
+GROUPS = _groups()
 
 
 @dataclass
@@ -65,7 +78,9 @@ def counts(events: list[Event]) -> dict[str, int]:
 def summary(diff: MemoryDiff) -> str:
     if not diff.changed:
         return f"no memory changes ({span(diff)})"
-    parts = ", ".join(f"{n} {t}" for t, n in counts(diff.added).items())
+    drifted = sum(1 for c in diff.changes if c.group == DRIFTED)
+    parts = ", ".join(f"{n} {t}" + (f" ({drifted} by drift)" if t == "stale_flagged" and drifted else "")
+                      for t, n in counts(diff.added).items())
     line = f"{_events(len(diff.added))} ({span(diff)})" + (f": {parts}" if parts else "")
     others = len(diff.missing) - sum(len(r.events) for r in diff.removed)
     if others:
@@ -144,6 +159,12 @@ def grouped(diff: MemoryDiff) -> list[tuple[str, list[Change]]]:
             if (found := [c for c in diff.changes if c.group == group])]
 
 
+def drift_lines(change: Change) -> list[str]:
+    """Each drifted path of a stale flag a code change caused, and what happened to it."""
+    return [f"anchor {path}: " + (f"changed {was[:SHORT_OID]} → {now[:SHORT_OID]}" if now is not None
+                                  else f"deleted (was {was[:SHORT_OID]})") for path, was, now in change.drift]
+
+
 # -- plain text ------------------------------------------------------------------------------
 
 
@@ -158,7 +179,7 @@ def plain(diff: MemoryDiff) -> str:
         lines += ["", f"{title} ({len(changes)})"]
         for change in changes:
             lines.append(f"  {headline(change, diff)}")
-            lines += _plain_texts(change)
+            lines += _plain_texts(change) + [f"    {line}" for line in drift_lines(change)]
             lines.append(f"    {who(change.events[0])}")
     return "\n".join(lines)
 
@@ -280,7 +301,7 @@ def _markdown_change(change: Change, diff: MemoryDiff) -> list[str]:
         return lines[:1] + _markdown_text("was", change.old_text) + _markdown_text("now", change.text) + lines[1:]
     if change.group in ("disputed", "ruled"):
         return lines
-    return lines[:1] + _markdown_text("", change.text) + lines[1:]
+    return lines[:1] + _markdown_text("", change.text) + [f"  {escape(line)}" for line in drift_lines(change)] + lines[1:]
 
 
 def _markdown_text(label: str, text: str | None) -> list[str]:
@@ -333,5 +354,6 @@ def _change_data(change: Change, diff: MemoryDiff) -> dict[str, object]:
         "kind": diff.kinds.get(change.note), "other": change.other, "other_short": shown(change.other),
         "text": change.text, "old_text": change.old_text,
         "agent": any(e.data.get("writer") == "agent" for e in change.events),
+        "drift": [{"path": p, "was": was, "now": now} for p, was, now in change.drift] if change.drift else None,
         "events": [e.to_json() for e in change.events],
     }

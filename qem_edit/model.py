@@ -252,6 +252,30 @@ def anchors_of(data: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((str(a["path"]), str(a["oid"])) for a in value))  # type: ignore[index, union-attr]
 
 
+# A stale flag a code change caused (`qem anchors check --flag`) says so in its data's
+# `drift`: a list of {"path", "was", "now"}, an anchored path, the object id its anchor
+# recorded and the one it holds now (null: the path was deleted).
+Drift = tuple[str, str, str | None]  # (path, was, now)
+
+
+def drift_of(data: Mapping[str, object]) -> tuple[Drift, ...]:
+    """A stale flag's drift, in the order given; none where it has none, or where any
+    entry is malformed (such a flag reads as a plain one: it came from another clone's
+    log, and only what holds together is shown as drift)."""
+    value = data.get("drift")
+    if not isinstance(value, list):
+        return ()
+    out: list[Drift] = []
+    for entry in value:
+        if not isinstance(entry, dict) or anchor_path_problem(entry.get("path")) or "now" not in entry:
+            return ()
+        was, now = entry.get("was"), entry["now"]
+        if not (isinstance(was, str) and _OID.match(was)) or not (now is None or isinstance(now, str) and _OID.match(now)):
+            return ()
+        out.append((entry["path"], was, now))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Event:
     id: str
