@@ -259,22 +259,22 @@ def _code_touched(top: Path, old: str | None, new: str | None, memory: tuple[Pat
 
 def about_the_code(side: Side, touched: set[str]) -> list[Anchored]:
     """The notes in force on `side` with an anchor the change touches: a file anchor by its
-    own path, a folder anchor by a path under it; in the projection's order."""
+    own path, a folder anchor by a path under it; in the projection's order.  A note is
+    judged by its anchors as its history leaves them (`fold`), and only the notes some
+    event of which names a touched anchor are folded."""
     under: dict[str, list[str]] = {}  # each folder a touched path is in → the touched paths in it
     for path in sorted(touched):
         parts = path.split("/")
         for depth in range(1, len(parts)):
             under.setdefault("/".join(parts[:depth]), []).append(path)
-    hits: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {}
-    for event in side.events.values():
-        if event.type != "created":
-            continue
-        found = tuple((path, tuple(([path] if path in touched else []) + under.get(path, [])))
-                      for path, _ in anchors_of(event.data))
-        if any(paths for _, paths in found):
-            hits[event.id] = tuple((path, paths) for path, paths in found if paths)
-    notes = _in_force(side, set(hits))
-    return sorted((Anchored(notes[n], hits[n]) for n in hits if n in notes), key=lambda a: sort_key(a.note))
+
+    def hits(anchors: tuple[tuple[str, str], ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        found = ((path, tuple(([path] if path in touched else []) + under.get(path, []))) for path, _ in anchors)
+        return tuple((path, paths) for path, paths in found if paths)
+
+    named = {event.note for event in side.events.values() if "anchors" in event.data and hits(anchors_of(event.data))}
+    found = [Anchored(note, hit) for note in _in_force(side, named).values() if (hit := hits(note.anchors))]
+    return sorted(found, key=lambda a: sort_key(a.note))
 
 
 def _in_force(side: Side, note_ids: set[str]) -> dict[str, Note]:

@@ -155,6 +155,16 @@ def test_memory_s_own_files_are_not_code(team):
     assert "about the code" not in diff(founder)
 
 
+def test_a_note_out_of_force_is_not_listed(team):
+    founder, s = anchored_team(team)
+    founder.qem("revoke", s["lock"], "-m", "the lock is gone")
+    founder.qem("supersede", s["src"], "src holds the daemon and its lock", "-m", "it grew")
+    (founder.path / "src" / "lock.py").write_text("LOCK = 4\n", "utf-8")
+    anchored = diff_json(founder)["anchored"]
+    # the revoked note is not, the superseded one is not, its successor (the anchors kept) is
+    assert [(a["kind"], a["text"]) for a in anchored] == [("decision", "src holds the daemon and its lock")]
+
+
 def test_a_deleted_anchor_and_a_folder_of_many(team):
     founder, s = anchored_team(team)
     for n in range(5):
