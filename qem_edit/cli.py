@@ -941,7 +941,7 @@ def diff_(
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
 ) -> int:
-    """What memory learned between two revisions, as events (exit 1 when it changed).
+    """What memory learned between two revisions, and the notes about the code they change (exit 1: memory changed).
 
     Example: qem diff origin/main HEAD --format markdown
     """
@@ -953,7 +953,8 @@ def diff_(
     if max_chars < 0 or (max_chars and fmt != "markdown"):
         raise errors.BadInput(f"--max-chars {max_chars}: a number of characters for --format markdown (0: no limit)")
     place = ws.resolve(workspace_dir, store_dir)
-    return _show(DiffAnswer(memory_diff(place.store_path, revs or []), fmt, stat, max_chars), fmt == "json")
+    found = memory_diff(place.store_path, revs or [], place.mirror_path())
+    return _show(DiffAnswer(found, fmt, stat, max_chars), fmt == "json")
 
 
 @app.command()

@@ -14,8 +14,14 @@ removed.  Without one (a shallow clone), all of them are shown as removed, and a
 says why.
 
 The events are grouped into changes a reviewer reads (a supersession is its two events,
-a dispute its pair); qem_edit.diffview writes them as text, markdown or JSON.  A
-forgotten note's text is never shown, whichever side still holds it.
+a dispute its pair, a stale flag a code change caused, its `drift`, apart from the other
+flags); qem_edit.diffview writes them as text, markdown or JSON.  A forgotten note's text
+is never shown, whichever side still holds it.
+
+Beside what memory learned, the notes in force on the new side anchored to the code the
+change touches (`git diff --name-only` between the same two sides; against the working
+tree, its changes and its untracked files), whether or not memory changed: what a
+reviewer of that code should read.  The memory's own files and MEMORY.md are not code.
 """
 
 from __future__ import annotations
@@ -25,10 +31,11 @@ from pathlib import Path
 
 from . import errors, gitrepo, ids
 from .logtree import EVENTS, PACKS, TEXTS, LogFileError, LogTree, records_from
-from .model import Event
+from .model import Drift, Event, LogError, Note, anchors_of, drift_of, fold, sort_key
 from .removals import Removal, removals
 
 WORK_TREE = "the working tree"
+DRIFTED = "drifted"  # the group of the stale flags a code change caused (their data's `drift`)
 
 
 @dataclass
@@ -66,6 +73,17 @@ class Change:
     other: str | None = None  # superseded: the successor; disputed: the other note; ruled: the kept note
     text: str | None = None  # created: the text; superseded: the successor's text
     old_text: str | None = None  # superseded: the note's own text
+    drift: tuple[Drift, ...] = ()  # drifted: each anchored path, the object id it was, and is (None: deleted)
+
+
+@dataclass(frozen=True)
+class Anchored:
+    """A note in force on the new side anchored to code the change touches: each of its
+    anchors the change touches, with the touched paths it covers (a file's own path, or
+    the paths under a folder)."""
+
+    note: Note
+    touched: tuple[tuple[str, tuple[str, ...]], ...]
 
 
 @dataclass
@@ -80,16 +98,18 @@ class MemoryDiff:
     notices: list[str]
     removed: list[Removal] = field(default_factory=list)  # the notes whose events new's side removed
     unsure: bool = False  # no merge base to tell removals from old's own events since
+    anchored: list[Anchored] = field(default_factory=list)  # the notes about the code the change touches
 
     @property
     def changed(self) -> bool:
         return bool(self.added or self.missing)
 
 
-def memory_diff(store_root: Path, revs: list[str]) -> MemoryDiff:
+def memory_diff(store_root: Path, revs: list[str], mirror: Path | None = None) -> MemoryDiff:
     """The memory changes from `revs[0]` (default HEAD) to `revs[1]` (default: the
-    working tree), for the memory whose log lives at `store_root`; one `A..B` or `A...B`
-    is the two revisions of a range, as git reads it."""
+    working tree), for the memory whose log lives at `store_root` and is rendered to
+    `mirror` (default: MEMORY.md at the top); one `A..B` or `A...B` is the two revisions
+    of a range, as git reads it."""
     top = gitrepo.toplevel(store_root if store_root.is_dir() else store_root.parent)
     if top is None:
         raise errors.BadInput(f"{store_root} is not in a git repository; qem diff compares git revisions")
@@ -101,6 +121,8 @@ def memory_diff(store_root: Path, revs: list[str]) -> MemoryDiff:
     old = _side_at(top, folder, revs[0] if revs else "HEAD", notices)
     new = _side_at(top, folder, revs[1], notices) if len(revs) == 2 else _working(store_root)
     found = between(old, new, notices)
+    touched = _code_touched(top, old.commit, new.commit, (folder, mirror or top / "MEMORY.md"))
+    found.anchored = about_the_code(new, touched)
     return _with_removals(found, top, folder, symmetric)
 
 
@@ -202,6 +224,8 @@ def changes_of(events: list[Event], texts: dict[str, str]) -> list[Change]:
 
 
 def _change(event: Event, texts: dict[str, str]) -> Change:
+    if event.type == "stale_flagged" and (drift := drift_of(event.data)):
+        return Change(DRIFTED, event.note, (event,), text=texts.get(event.note), drift=drift)
     if event.type == "superseded":
         by = str(event.data.get("by"))
         return Change("superseded", event.note, (event,), by, texts.get(by), texts.get(event.note))
@@ -213,6 +237,61 @@ def _change(event: Event, texts: dict[str, str]) -> Change:
     if event.type == "forgotten":
         return Change("forgotten", event.note, (event,))
     return Change(event.type, event.note, (event,), text=texts.get(event.note))
+
+
+# -- the notes about the code the change touches ---------------------------------------------
+
+
+def _code_touched(top: Path, old: str | None, new: str | None, memory: tuple[Path, ...]) -> set[str]:
+    """The code paths the change from commit `old` (None: nothing) to commit `new` (None:
+    the working tree) touches: not the memory's own files (`memory`: its log's folder and
+    its rendering), nor anything in a `.qem/`."""
+    own = set()
+    for path in memory:
+        try:
+            own.add(path.resolve().relative_to(top.resolve()).as_posix())
+        except ValueError:
+            continue  # outside the work tree: git names none of it
+    return {path for path in gitrepo.changed_paths(top, old, new)
+            if path not in own and ".qem" not in path.split("/")
+            and not any(path.startswith(folder + "/") for folder in own)}
+
+
+def about_the_code(side: Side, touched: set[str]) -> list[Anchored]:
+    """The notes in force on `side` with an anchor the change touches: a file anchor by its
+    own path, a folder anchor by a path under it; in the projection's order.  A note is
+    judged by its anchors as its history leaves them (`fold`), and only the notes some
+    event of which names a touched anchor are folded."""
+    under: dict[str, list[str]] = {}  # each folder a touched path is in → the touched paths in it
+    for path in sorted(touched):
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            under.setdefault("/".join(parts[:depth]), []).append(path)
+
+    def hits(anchors: tuple[tuple[str, str], ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        found = ((path, tuple(([path] if path in touched else []) + under.get(path, []))) for path, _ in anchors)
+        return tuple((path, paths) for path, paths in found if paths)
+
+    named = {event.note for event in side.events.values() if "anchors" in event.data and hits(anchors_of(event.data))}
+    found = [Anchored(note, hit) for note in _in_force(side, named).values() if (hit := hits(note.anchors))]
+    return sorted(found, key=lambda a: sort_key(a.note))
+
+
+def _in_force(side: Side, note_ids: set[str]) -> dict[str, Note]:
+    """Those of these notes that are in force on `side`, folded from its events."""
+    events: dict[str, list[Event]] = {note: [] for note in note_ids}
+    for event in side.events.values():
+        if event.note in events:
+            events[event.note].append(event)
+    out = {}
+    for note_id, history in events.items():
+        try:
+            note = fold(history, side.texts.get(note_id)).note
+        except LogError:
+            continue  # a history that does not fold (qem verify names it): not shown as in force
+        if note.live:
+            out[note_id] = note
+    return out
 
 
 # -- reading a side -----------------------------------------------------------------------

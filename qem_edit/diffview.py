@@ -2,7 +2,8 @@
 (GitHub's flavour: short texts inline and escaped, long ones folded in `<details>`), JSON
 for scripts, and `--stat`, the counts per note kind and event type.  Removed events come
 first in every form (a line of their own before the summary, then their notes), so a
-reviewer cannot miss them."""
+reviewer cannot miss them; the notes about the code the change edits come last, after
+what memory learned, and the summary counts them."""
 
 from __future__ import annotations
 
@@ -11,17 +12,32 @@ import re
 from dataclasses import dataclass
 
 from . import ids
-from .diff import WORK_TREE, Change, MemoryDiff
+from .diff import DRIFTED, WORK_TREE, Anchored, Change, MemoryDiff
 from .model import EVENT_TYPES, KINDS, READING_ORDER, Event
 from .removals import Removal
 from .shown import visible
 
-# The groups (a change's event type) in the order a reader meets them, with their headings.
-GROUPS = tuple((m.event, m.label) for m in READING_ORDER)
+ABOUT_THE_CODE = "memory about the code this change edits"  # the heading of the notes anchored to it
+NAMED_TOUCHED = 3  # the touched paths under a folder anchor a line names (the rest are counted)
+SHORT_OID = 12  # the digits of an object id shown
 SHORT_TEXT = 100  # longer texts, and texts of several lines, are folded in markdown
 NAMED_REMOVALS = 10  # the removed notes the removal line names (the rest are counted)
 _ALWAYS = re.compile(r"([\\`*_{}\[\]<>|~&#!])")  # what means something anywhere in a line
 _AT_START = re.compile(r"\A(?:(\d+)([.)])|([!-/:-@\[-`{-~]))")  # lists, headings, quotes, breaks
+
+
+def _groups() -> tuple[tuple[str, str], ...]:
+    """The groups (a change's event type, and the stale flags a code change caused, apart
+    and just before the other flags) in the order a reader meets them, with their headings."""
+    out = []
+    for move in READING_ORDER:
+        if move.event == "stale_flagged":
+            out.append((DRIFTED, "made stale by drift"))
+        out.append((move.event, move.label))
+    return tuple(out)
+
+
+GROUPS = _groups()
 
 
 @dataclass
@@ -63,15 +79,26 @@ def counts(events: list[Event]) -> dict[str, int]:
 
 
 def summary(diff: MemoryDiff) -> str:
+    """The counts in one line; the notes about the code the change edits too, and said so
+    when memory did not change (the exit status says it did not)."""
+    about = _about(len(diff.anchored))
     if not diff.changed:
-        return f"no memory changes ({span(diff)})"
-    parts = ", ".join(f"{n} {t}" for t, n in counts(diff.added).items())
+        return f"no memory changes ({span(diff)})" + (f", but {about}" if about else "")
+    drifted = sum(1 for c in diff.changes if c.group == DRIFTED)
+    parts = ", ".join(f"{n} {t}" + (f" ({drifted} by drift)" if t == "stale_flagged" and drifted else "")
+                      for t, n in counts(diff.added).items())
     line = f"{_events(len(diff.added))} ({span(diff)})" + (f": {parts}" if parts else "")
     others = len(diff.missing) - sum(len(r.events) for r in diff.removed)
     if others:
         line += (f"; {diff.old.label} holds {_events(others, '')} {diff.new.label} does not, written there since"
                  f" (`qem diff {_rev(diff.new.label)} {diff.old.label}` lists them)")
-    return line
+    return line + (f"; {about}" if about else "")
+
+
+def _about(count: int) -> str:
+    if not count:
+        return ""
+    return f"{count} note{' in force is' if count == 1 else 's in force are'} about the code this change edits"
 
 
 def removal_line(diff: MemoryDiff) -> str | None:
@@ -144,6 +171,29 @@ def grouped(diff: MemoryDiff) -> list[tuple[str, list[Change]]]:
             if (found := [c for c in diff.changes if c.group == group])]
 
 
+def drift_lines(change: Change) -> list[str]:
+    """Each drifted path of a stale flag a code change caused, and what happened to it."""
+    return [f"anchor {path}: " + (f"changed {was[:SHORT_OID]} → {now[:SHORT_OID]}" if now is not None
+                                  else f"deleted (was {was[:SHORT_OID]})") for path, was, now in change.drift]
+
+
+def anchored_headline(anchored: Anchored, diff: MemoryDiff) -> str:
+    note = anchored.note
+    return f"{_short(diff, note.id)} {note.kind}" + (" (flagged stale)" if note.state == "stale" else "")
+
+
+def touched_line(anchored: Anchored) -> str:
+    """The note's anchors the change touches: a file's path, a folder's with the touched
+    paths under it."""
+    def shown(path: str, paths: tuple[str, ...]) -> str:
+        if paths == (path,):
+            return path
+        more = f" and {len(paths) - NAMED_TOUCHED} more" if len(paths) > NAMED_TOUCHED else ""
+        return f"{path}/ ({', '.join(paths[:NAMED_TOUCHED])}{more})"
+
+    return "anchored to " + "; ".join(shown(path, paths) for path, paths in anchored.touched)
+
+
 # -- plain text ------------------------------------------------------------------------------
 
 
@@ -158,8 +208,13 @@ def plain(diff: MemoryDiff) -> str:
         lines += ["", f"{title} ({len(changes)})"]
         for change in changes:
             lines.append(f"  {headline(change, diff)}")
-            lines += _plain_texts(change)
+            lines += _plain_texts(change) + [f"    {line}" for line in drift_lines(change)]
             lines.append(f"    {who(change.events[0])}")
+    if diff.anchored:
+        lines += ["", f"{ABOUT_THE_CODE} ({len(diff.anchored)})"]
+        for anchored in diff.anchored:
+            lines += [f"  {anchored_headline(anchored, diff)}", f"    {anchored.note.first_line()}",
+                      f"    {touched_line(anchored)}"]
     return "\n".join(lines)
 
 
@@ -247,15 +302,16 @@ def markdown(diff: MemoryDiff, max_chars: int = 0) -> str:
     headlines and the removals are never cut."""
     head = "\n".join(markdown_headlines(diff) + _markdown_removed(diff))
     tail = "".join(f"\n\n> {escape(notice)}" for notice in diff.notices)
-    total = sum(len(changes) for _, changes in grouped(diff))
+    sections = _markdown_sections(diff)
+    total = sum(len(items) for _, items in sections)
     # counted as printed: control characters written out (qem_edit.shown), and the final newline
     room = max_chars - 1 - len(visible(head + tail + _left_out(diff, total))) if max_chars else None
     body: list[str] = []
     shown = 0
-    for title, changes in grouped(diff):
-        heading = ["", f"#### {title.capitalize()} ({len(changes)})", ""]
-        for i, change in enumerate(changes):
-            lines = (heading if i == 0 else []) + _markdown_change(change, diff)
+    for title, items in sections:
+        heading = ["", f"#### {title.capitalize()} ({len(items)})", ""]
+        for i, item in enumerate(items):
+            lines = (heading if i == 0 else []) + item
             cost = sum(len(visible(line)) + 1 for line in lines)
             if room is not None and cost > room:
                 return head + "".join("\n" + line for line in body) + tail + _left_out(diff, total - shown)
@@ -264,11 +320,25 @@ def markdown(diff: MemoryDiff, max_chars: int = 0) -> str:
     return head + "".join("\n" + line for line in body) + tail
 
 
+def _markdown_sections(diff: MemoryDiff) -> list[tuple[str, list[list[str]]]]:
+    """Each group's heading and its items' lines, what memory learned first, then the notes
+    about the code the change edits."""
+    sections = [(title, [_markdown_change(c, diff) for c in changes]) for title, changes in grouped(diff)]
+    if diff.anchored:
+        sections.append((ABOUT_THE_CODE, [[f"- **{escape(anchored_headline(a, diff))}**",
+                                           f"  {escape(a.note.first_line())}", f"  {escape(touched_line(a))}"]
+                                          for a in diff.anchored]))
+    return sections
+
+
 def _left_out(diff: MemoryDiff, count: int) -> str:
-    """The last line of a comment cut short: how many changes are not in it, and the
-    command that shows them all."""
+    """The last line of a comment cut short: how many changes (and notes about the code,
+    which come last) are not in it, and the command that shows them all."""
     rev = lambda label: "" if label == WORK_TREE else f" {label}"  # noqa: E731
-    return (f"\n\n**… {count:,} more change{'' if count == 1 else 's'} not shown here (the comment's size"
+    notes = min(count, len(diff.anchored))
+    parts = [f"{n:,} more {one if n == 1 else many}" for n, one, many in (
+        (count - notes, "change", "changes"), (notes, "note about the code", "notes about the code")) if n]
+    return (f"\n\n**… {' and '.join(parts)} not shown here (the comment's size"
             f" limit); `qem diff{rev(diff.old.label)}{rev(diff.new.label)}` lists every one.**")
 
 
@@ -280,7 +350,7 @@ def _markdown_change(change: Change, diff: MemoryDiff) -> list[str]:
         return lines[:1] + _markdown_text("was", change.old_text) + _markdown_text("now", change.text) + lines[1:]
     if change.group in ("disputed", "ruled"):
         return lines
-    return lines[:1] + _markdown_text("", change.text) + lines[1:]
+    return lines[:1] + _markdown_text("", change.text) + [f"  {escape(line)}" for line in drift_lines(change)] + lines[1:]
 
 
 def _markdown_text(label: str, text: str | None) -> list[str]:
@@ -318,7 +388,16 @@ def as_data(diff: MemoryDiff) -> dict[str, object]:
         "changes": [_change_data(c, diff) for c in diff.changes],
         "missing": [e.id for e in diff.missing], "notices": diff.notices,
         "removed": [_removal_data(r, diff) for r in diff.removed], "removed_unsure": diff.unsure,
+        "anchored": [_anchored_data(a, diff) for a in diff.anchored],
     }
+
+
+def _anchored_data(anchored: Anchored, diff: MemoryDiff) -> dict[str, object]:
+    note = anchored.note
+    oids = dict(note.anchors)
+    return {"note": note.id, "short": ids.shown(note.id, diff.shorts.get(note.id)), "kind": note.kind,
+            "state": note.state, "text": note.text,
+            "anchors": [{"path": path, "oid": oids.get(path), "touched": list(paths)} for path, paths in anchored.touched]}
 
 
 def _removal_data(removal: Removal, diff: MemoryDiff) -> dict[str, object]:
@@ -333,5 +412,6 @@ def _change_data(change: Change, diff: MemoryDiff) -> dict[str, object]:
         "kind": diff.kinds.get(change.note), "other": change.other, "other_short": shown(change.other),
         "text": change.text, "old_text": change.old_text,
         "agent": any(e.data.get("writer") == "agent" for e in change.events),
+        "drift": [{"path": p, "was": was, "now": now} for p, was, now in change.drift] if change.drift else None,
         "events": [e.to_json() for e in change.events],
     }

@@ -106,6 +106,26 @@ def merge_base(top: Path, a: str, b: str) -> str | None:
     return done.stdout.decode().split()[0] if done.returncode == 0 and done.stdout.strip() else None
 
 
+def changed_paths(top: Path, old: str | None, new: str | None) -> set[str]:
+    """The paths (from the top of the work tree) the change from commit `old` to commit
+    `new` touches; `new` None: to the work tree, its untracked files that git does not
+    ignore included; `old` None: from nothing, every file.  A rename is both its paths
+    (`--no-renames`: a deletion and an addition)."""
+    if old is None:
+        commands = [("ls-files", "-z", "-c", "-o", "--exclude-standard")]
+    else:
+        commands = [("diff", "--name-only", "--no-renames", "-z", old, *([new] if new else []))]
+        if new is None:
+            commands.append(("ls-files", "-z", "-o", "--exclude-standard"))
+    out: set[str] = set()
+    for command in commands:
+        done = _git(top, *command)
+        if done.returncode != 0:
+            raise errors.BadInput(f"cannot list the files a change touches: {done.stderr.decode(errors='replace').strip()}")
+        out.update(name.decode("utf-8", "surrogateescape") for name in done.stdout.split(b"\0") if name)
+    return out
+
+
 def tree_files(top: Path, rev: str, folder: Path, skip: Container[str] = ()) -> dict[str, bytes]:
     """Every file under `folder` as commit `rev` holds it: path relative to `folder` → bytes;
     the files named in `skip` (relative to `folder`) are not read."""

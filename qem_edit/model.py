@@ -256,6 +256,21 @@ def anchors_of(data: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((str(a["path"]), str(a["oid"])) for a in value))  # type: ignore[index, union-attr]
 
 
+# A stale flag a code change caused (`qem anchors check --flag`) says so in its data's
+# `drift`: a list of {"path", "was", "now"}, an anchored path, the object id its anchor
+# recorded and the one it holds now (null: the path was deleted).
+Drift = tuple[str, str, str | None]  # (path, was, now)
+
+
+def drift_of(data: Mapping[str, object]) -> tuple[Drift, ...]:
+    """A stale flag's drift, in the order given; none where it has none (the log's reader
+    sets a malformed one aside: drift_problem; one that reaches here anyway reads as a
+    plain flag)."""
+    if "drift" not in data or drift_problem("stale_flagged", data) is not None:
+        return ()
+    return tuple((str(d["path"]), str(d["was"]), d["now"]) for d in data["drift"])  # type: ignore[index, union-attr]
+
+
 @dataclass(frozen=True)
 class Event:
     id: str

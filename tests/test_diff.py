@@ -99,11 +99,15 @@ def test_every_kind_of_change_grouped_with_actor_and_reason(team):
 
 
 def test_every_event_type_has_one_heading():
-    """A diff groups its changes by model.READING_ORDER: a move missing from it would never be shown."""
+    """A diff groups its changes by model.READING_ORDER: a move missing from it would never be
+    shown.  The stale flags a code change caused are a group of their own, before the others."""
+    from qem_edit.diff import DRIFTED
     from qem_edit.diffview import GROUPS
     from qem_edit.model import EVENT_TYPES
 
-    assert sorted(group for group, _ in GROUPS) == sorted(EVENT_TYPES)
+    groups = [group for group, _ in GROUPS]
+    assert sorted(groups) == sorted([*EVENT_TYPES, DRIFTED])
+    assert groups.index(DRIFTED) + 1 == groups.index("stale_flagged")
 
 
 def test_a_forgotten_text_is_never_shown(team):
