@@ -4,8 +4,8 @@
     python bench/anchors.py --files 2000 --notes 7490 --anchored 2000 --runs 3   # quicker
 
 Builds a git repository of FILES files in folders of 100, a memory of NOTES generated notes
-(fixtures/generate.py) of which ANCHORED are anchored to a file each (the created events
-given `anchors` before `qem load`), MEMORY.md, all committed; then times, each run after its
+(fixtures/generate.py) of which ANCHORED are anchored to a file each, spread over half the
+files (the created events given `anchors` before `qem load`), MEMORY.md, all committed; then times, each run after its
 floor (floor, subject, floor, subject, ...):
 
     staged check   `qem anchors check --staged` with one anchored file changed and staged
@@ -56,7 +56,7 @@ def build(tools: Tools, where: Path, files: int, notes: int, anchored: int) -> l
     for line in dump.read_text("utf-8").splitlines():
         event = json.loads(line)
         if event["type"] == "created" and len(given) < anchored:
-            path = paths[(len(given) * 7919) % files]  # spread over the tree
+            path = paths[(len(given) * 7919) % (files // 2)]  # spread over half the tree, the rest un-anchored
             event["data"]["anchors"] = [{"path": path, "oid": blob_oid((repo / path).read_bytes())}]
             given.append(path)
         lines.append(json.dumps(event, ensure_ascii=False))

@@ -201,11 +201,9 @@ def stage_earlier_flags(store: Store, place: Workspace, report: "drift.Report") 
     to what this commit changes, where git's index lacks them, staged into it.  A commit
     the hook failed (it wrote the flags) and made again as `git commit -a` carries its
     flags: git built that commit's index afresh and dropped the first run's staging."""
-    from .anchors import work_tree
-    from .drift import committed_paths, with_folders
     from .gitstage import stage_left_out
 
-    rows = store.anchors_in_force(with_folders(committed_paths(work_tree(place.root))), states=("active", "stale"))
+    rows = store.anchors_in_force(report.touched, states=("active", "stale"))
     events = [e.id for note in sorted({note for note, _, _ in rows}) for e in store.events(note)]
     report.staged_before = stage_left_out(store, place, store.files_of_events(events))
     return report

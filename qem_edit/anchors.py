@@ -46,12 +46,15 @@ def work_tree(root: Path) -> WorkTree:
     keeps it, else `root` itself, its ids SHA-1 as a new git repository's are."""
     from . import gitrepo
 
-    top = gitrepo.toplevel(root)
-    if top is None:
+    try:  # one git call: a hook pays for each
+        done = gitrepo._git(root if root.is_dir() else root.parent, "rev-parse", "--show-toplevel",
+                            "--show-object-format")
+    except errors.BadInput:
         return WorkTree(root.resolve())
-    done = gitrepo._git(top, "rev-parse", "--show-object-format")
-    found = done.stdout.decode().strip() if done.returncode == 0 else ""
-    return WorkTree(top.resolve(), True, found if found in ("sha1", "sha256") else "sha1")
+    if done.returncode != 0:
+        return WorkTree(root.resolve())
+    top, _, found = done.stdout.decode("utf-8", "surrogateescape").strip().partition("\n")
+    return WorkTree(Path(top).resolve(), True, found if found in ("sha1", "sha256") else "sha1")
 
 
 # -- the path a writer names ----------------------------------------------------------------

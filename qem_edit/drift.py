@@ -51,6 +51,7 @@ class Report:
     reanchored: list[Note] = field(default_factory=list)
     checkin: str | None = None
     staged_before: list[str] = field(default_factory=list)  # an earlier run's flags, staged into this commit
+    touched: set[str] = field(default_factory=set)  # --staged: the paths the commit changes, and their folders
     notices: list[str] = field(default_factory=list)
 
     @property
@@ -125,7 +126,8 @@ def check(store: "Store", tree: WorkTree, judged: str = WORK_TREE) -> Report:
     if judged == STAGED:
         if not tree.git:
             raise errors.BadInput("--staged judges git's index, and this memory is not in a git work tree")
-        anchors = store.anchors_in_force(with_folders(committed_paths(tree)))
+        report.touched = with_folders(committed_paths(tree))
+        anchors = store.anchors_in_force(report.touched)
     else:
         anchors = store.anchors_in_force()
     if not anchors:
@@ -166,9 +168,8 @@ def committed_paths(tree: WorkTree) -> list[str]:
     from . import gitrepo
 
     extra = gitrepo.index_env(tree.top)
-    if gitrepo.has_commits(tree.top):
-        done = gitrepo._git(tree.top, "diff", "--cached", "--name-only", "--no-renames", "-z", "HEAD", extra=extra)
-    else:
+    done = gitrepo._git(tree.top, "diff", "--cached", "--name-only", "--no-renames", "-z", "HEAD", extra=extra)
+    if done.returncode != 0 and not gitrepo.has_commits(tree.top):  # no HEAD yet: everything staged is new
         done = gitrepo._git(tree.top, "ls-files", "-z", extra=extra)
     if done.returncode != 0:
         raise errors.BadInput(f"cannot compare git's index with HEAD: {done.stderr.decode(errors='replace').strip()}")
