@@ -11,7 +11,8 @@ A repository whose objects are SHA-256 gets SHA-256 ids.
 Three places hold a path's content, and one function reads each: the work tree
 (`worktree_oid`), git's index (`index_oid`, what the next commit holds) and a commit
 (`revision_oid`).  Each gives None where the path is not there.  `checked_path` is the one
-judgment of a path a person or an agent names, refusing (exit 2) what is not an anchor.
+judgment of a path a person or an agent names, refusing (exit 2) what is not an anchor;
+`named_path` the reading of a path a reader names to find notes by (nothing is read).
 """
 
 from __future__ import annotations
@@ -130,6 +131,34 @@ def anchored(tree: WorkTree, typed: Iterable[str], cwd: Path | None = None) -> t
             raise errors.BadInput(f"anchor {path!r}: it went while it was read; nothing was written")
         out.append((path, oid))
     return tuple(out)
+
+
+# -- the path a reader names ----------------------------------------------------------------
+
+
+def named_path(typed: str, what: str) -> str:
+    """A path a reader names to find notes by their anchors (`anchor=PATH`, `qem anchors
+    list PATH`), as anchors are stored: from the top of the work tree, `/`-separated, a
+    trailing `/` dropped.  Nothing is read; BadInput, naming `what`, for a path no anchor
+    can have (absolute, `..`, inside `.git/`, ...)."""
+    path = typed.rstrip("/") if typed.strip("/") else typed
+    problem = anchor_path_problem(path)
+    if problem:
+        raise errors.BadInput(f"{what}: {problem}")
+    return path
+
+
+def under(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` or inside the folder it names (`src` holds `src` and
+    `src/a.py`, never `srcx/b.py`)."""
+    return path == folder or path.startswith(folder + "/")
+
+
+def folder_range(folder: str) -> tuple[str, str]:
+    """The bounds (both exclusive) between which, in byte order, lie exactly the paths
+    inside `folder`: `folder/` and `folder0` (`0` follows `/`), so an index on paths finds
+    them without a scan."""
+    return folder + "/", folder + "0"
 
 
 # -- object ids -----------------------------------------------------------------------------

@@ -599,7 +599,7 @@ def status(note_id: IdArg, as_json: JsonOpt = False, workspace_dir: WorkspaceOpt
 
 @app.command(context_settings={"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]})
 def query(
-    filters: Annotated[Optional[list[str]], typer.Argument(help="KEY=VALUE filters (text~SUBSTRING for text).", show_default=False)] = None,
+    filters: Annotated[Optional[list[str]], typer.Argument(help="KEY=VALUE filters (text~SUBSTRING for text, anchor~FOLDER for a folder's anchors).", show_default=False)] = None,
     events: Annotated[bool, typer.Option("--events", help="Filter the event log instead of notes.")] = False,
     as_json: JsonOpt = False,
     count: Annotated[bool, typer.Option("--count", help="Print only the number of matches on stdout (the scope line goes to stderr).")] = False,
@@ -611,6 +611,7 @@ def query(
     \b
     Note filters: kind state priority provenance actor since until supersedes
                   current=yes|no|unknown disputed=yes|no text~SUBSTRING
+                  anchor=PATH anchor~FOLDER (paths from the top of the work tree)
     Event filters (--events): type note actor since until checkin
 
     Example: qem query --events type=revoked actor=alice since=2026-10-01
