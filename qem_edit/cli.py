@@ -1009,6 +1009,51 @@ def log_textconv(file: Annotated[str, typer.Argument(help="A log file (git passe
     return textconv(file)
 
 
+# -- qem anchors: what notes are about ---------------------------------------------------
+
+anchors_app = typer.Typer(
+    help="The files and folders notes are anchored to (`--anchor PATH` on add and supersede).",
+    add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(anchors_app, name="anchors")
+
+
+@anchors_app.command("list")
+def anchors_list(
+    path: Annotated[Optional[str], typer.Argument(metavar="[PATH]", help="Only this path and, for a folder, what is inside it (from the top of the work tree).", show_default=False)] = None,
+    as_json: JsonOpt = False,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
+) -> int:
+    """The notes in force and what they are anchored to: a line per note and path (the
+    path, its object id's first 12 digits, the note), by path.
+
+    Example: qem anchors list src/daemon
+    """
+    from . import anchorlist
+    from .anchors import named_path
+
+    folder = named_path(path, f"anchors list {path}") if path is not None else None
+    return _answer(workspace_dir, store_dir, lambda store: anchorlist.listed(store, folder), as_json)
+
+
+@anchors_app.command("suggest")
+def anchors_suggest(as_json: JsonOpt = False, workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None) -> int:
+    """The notes in force whose text names, in backticks, a file or folder of the work
+    tree they are not anchored to, and the command that would anchor them (nothing is
+    anchored here).
+
+    Example: qem anchors suggest --json
+    """
+    from . import anchorlist
+    from .anchors import work_tree
+
+    place, store = _open(workspace_dir, store_dir)
+    with store:
+        return _show(anchorlist.suggested(store, work_tree(place.root)), as_json)
+
+
 # -- the one exit --------------------------------------------------------------------------
 
 
@@ -1057,11 +1102,13 @@ def _command(argv: list[str]):  # type: ignore[no-untyped-def]
 
     Building every subcommand costs typer tens of milliseconds (it inspects each
     signature), which a pre-commit hook would pay on every commit; so a run of one known
-    subcommand builds only that one.  Anything else (no subcommand, `qem --help`, an
-    unknown name) gets the whole group, and its usual messages.
+    subcommand builds only that one (a group's, as `qem anchors list`: only that group).
+    Anything else (no subcommand, `qem --help`, an unknown name) gets the whole group, and
+    its usual messages.
     """
     name = argv[0] if argv else None
-    for info in app.registered_commands:
+    groups = [group.typer_instance for group in app.registered_groups]
+    for info in [*app.registered_commands, *(info for group in groups for info in group.registered_commands)]:
         if not hasattr(info.callback, "__wrapped__"):
             info.callback = _pipe_safe(info.callback)
     for info in app.registered_commands:
@@ -1072,6 +1119,9 @@ def _command(argv: list[str]):  # type: ignore[no-untyped-def]
             )
             single.registered_commands = [info]
             return typer.main.get_command(single), argv[1:], f"qem {name}"
+    for group in app.registered_groups:  # a group (qem anchors ...): only its commands are built
+        if name == group.name:
+            return typer.main.get_command(group.typer_instance), argv[1:], f"qem {name}"  # type: ignore[arg-type]
     return typer.main.get_command(app), argv, "qem"
 
 

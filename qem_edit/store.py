@@ -876,6 +876,19 @@ class Store:
         except sqlite3.Error:
             return {}
 
+    def anchors_in_force(self, folder: str | None = None) -> list[tuple[str, str, str]]:
+        """(path, object id, note) of every anchor of a note in force, by path, then note;
+        with `folder`, only those of that path and of the paths inside the folder it names
+        (found by their range in the index on paths: qem_edit.anchors.folder_range)."""
+        from .anchors import folder_range
+
+        where, params = "", []
+        if folder is not None:
+            where, params = " AND (a.path = ? OR (a.path > ? AND a.path < ?))", [folder, *folder_range(folder)]
+        return [tuple(row) for row in self._read(  # type: ignore[misc]
+            f"SELECT a.path, a.oid, a.note FROM anchors a JOIN notes n ON n.id = a.note WHERE n.{_IN_FORCE}{where}"
+            " ORDER BY a.path, a.note", params)]
+
     def imported_from_vectr(self, number: int) -> list[tuple[str, str | None]]:
         """(note, vectr workspace) of every note imported from vectr's note `number`."""
         return self._read("SELECT id, json_extract(data, '$.vectr.workspace') FROM events WHERE type = 'created'"
