@@ -224,8 +224,22 @@ def _entry(tree: WorkTree, where: Path) -> tuple[bytes, bytes] | None:
     return (_EXEC if info.st_mode & stat.S_IXUSR else _BLOB), oid
 
 
+def file_digests(tree: WorkTree, path: str, other: str) -> tuple[str, str] | None:
+    """The blob id of the file `path` holds in the work tree and the `other` digest of its
+    bytes (e.g. sha256, as another tool hashed it), from one read, never through a link
+    (None: no regular file there).  `path` is one `checked_path` took."""
+    digests = _hashed_file(tree.path(path), tree.object_format, other)
+    return None if digests is None else (digests[0].hexdigest(), digests[1].hexdigest())
+
+
 def _file_oid(where: Path, object_format: str) -> bytes | None:
-    """A file's blob id, read a block at a time (never through a link)."""
+    digests = _hashed_file(where, object_format)
+    return None if digests is None else digests[0].digest()
+
+
+def _hashed_file(where: Path, object_format: str, *others: str) -> list | None:
+    """A file's blob digest (and `others`' digests of its bytes), read a block at a time,
+    never through a link."""
     try:
         fd = os.open(where, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError:
@@ -234,10 +248,11 @@ def _file_oid(where: Path, object_format: str) -> bytes | None:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
             return None
-        digest = hashlib.new(object_format, b"blob %d\0" % info.st_size)
+        digests = [hashlib.new(object_format, b"blob %d\0" % info.st_size), *(hashlib.new(o) for o in others)]
         for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-        return digest.digest()
+            for digest in digests:
+                digest.update(block)
+        return digests
 
 
 def _tracked_files(tree: WorkTree, folder: str) -> list[str]:

@@ -535,6 +535,7 @@ def import_(
 
     Example: qem import vectr ~/.cache/vectr/0a1b2c3d4e5f/working_context.sqlite
     """
+    from .anchors import work_tree
     from .export import auto_export
     from .vectr import import_vectr, prepare
 
@@ -544,7 +545,7 @@ def import_(
     prepared = prepare(path, workspace_name)  # the vectr store read and mapped before anything is opened
     place, store = _open(workspace_dir, store_dir, write=True)
     with store:
-        report = import_vectr(store, prepared)
+        report = import_vectr(store, prepared, work_tree(place.root))
         for notice in auto_export(store, place):
             say(notice)
         _out(report.text())
