@@ -203,7 +203,7 @@ def stage_earlier_flags(store: Store, place: Workspace, report: "drift.Report") 
     flags: git built that commit's index afresh and dropped the first run's staging."""
     from .gitstage import stage_left_out
 
-    rows = store.anchors_in_force(report.touched, states=("active", "stale"))
+    rows = store.anchors_in_force(report.touched)
     events = [e.id for note in sorted({note for note, _, _ in rows}) for e in store.events(note)]
     report.staged_before = stage_left_out(store, place, store.files_of_events(events))
     return report

@@ -11,7 +11,8 @@ A repository whose objects are SHA-256 gets SHA-256 ids.
 Three places hold a path's content, and one function reads each: the work tree
 (`worktree_oid`), git's index (`index_oid`, what the next commit holds) and a commit
 (`revision_oid`).  Each gives None where the path is not there.  `checked_path` is the one
-judgment of a path a person or an agent names, refusing (exit 2) what is not an anchor.
+judgment of a path a person or an agent names, refusing (exit 2) what is not an anchor;
+`named_path` the reading of a path a reader names to find notes by (nothing is read).
 """
 
 from __future__ import annotations
@@ -137,6 +138,34 @@ def anchored(tree: WorkTree, typed: Iterable[str], cwd: Path | None = None) -> t
     return tuple(out)
 
 
+# -- the path a reader names ----------------------------------------------------------------
+
+
+def named_path(typed: str, what: str) -> str:
+    """A path a reader names to find notes by their anchors (`anchor=PATH`, `qem anchors
+    list PATH`), as anchors are stored: from the top of the work tree, `/`-separated, a
+    trailing `/` dropped.  Nothing is read; BadInput, naming `what`, for a path no anchor
+    can have (absolute, `..`, inside `.git/`, ...)."""
+    path = typed.rstrip("/") if typed.strip("/") else typed
+    problem = anchor_path_problem(path)
+    if problem:
+        raise errors.BadInput(f"{what}: {problem}")
+    return path
+
+
+def under(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` or inside the folder it names (`src` holds `src` and
+    `src/a.py`, never `srcx/b.py`)."""
+    return path == folder or path.startswith(folder + "/")
+
+
+def folder_range(folder: str) -> tuple[str, str]:
+    """The bounds (both exclusive) between which, in byte order, lie exactly the paths
+    inside `folder`: `folder/` and `folder0` (`0` follows `/`), so an index on paths finds
+    them without a scan."""
+    return folder + "/", folder + "0"
+
+
 # -- object ids -----------------------------------------------------------------------------
 
 
@@ -210,8 +239,22 @@ def _entry(tree: WorkTree, where: Path) -> tuple[bytes, bytes] | None:
     return (_EXEC if info.st_mode & stat.S_IXUSR else _BLOB), oid
 
 
+def file_digests(tree: WorkTree, path: str, other: str) -> tuple[str, str] | None:
+    """The blob id of the file `path` holds in the work tree and the `other` digest of its
+    bytes (e.g. sha256, as another tool hashed it), from one read, never through a link
+    (None: no regular file there).  `path` is one `checked_path` took."""
+    digests = _hashed_file(tree.path(path), tree.object_format, other)
+    return None if digests is None else (digests[0].hexdigest(), digests[1].hexdigest())
+
+
 def _file_oid(where: Path, object_format: str) -> bytes | None:
-    """A file's blob id, read a block at a time (never through a link)."""
+    digests = _hashed_file(where, object_format)
+    return None if digests is None else digests[0].digest()
+
+
+def _hashed_file(where: Path, object_format: str, *others: str) -> list | None:
+    """A file's blob digest (and `others`' digests of its bytes), read a block at a time,
+    never through a link."""
     try:
         fd = os.open(where, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError:
@@ -220,10 +263,11 @@ def _file_oid(where: Path, object_format: str) -> bytes | None:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
             return None
-        digest = hashlib.new(object_format, b"blob %d\0" % info.st_size)
+        digests = [hashlib.new(object_format, b"blob %d\0" % info.st_size), *(hashlib.new(o) for o in others)]
         for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-        return digest.digest()
+            for digest in digests:
+                digest.update(block)
+        return digests
 
 
 def _tracked_files(tree: WorkTree, folder: str) -> list[str]:

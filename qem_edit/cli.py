@@ -535,6 +535,7 @@ def import_(
 
     Example: qem import vectr ~/.cache/vectr/0a1b2c3d4e5f/working_context.sqlite
     """
+    from .anchors import work_tree
     from .export import auto_export
     from .vectr import import_vectr, prepare
 
@@ -544,7 +545,7 @@ def import_(
     prepared = prepare(path, workspace_name)  # the vectr store read and mapped before anything is opened
     place, store = _open(workspace_dir, store_dir, write=True)
     with store:
-        report = import_vectr(store, prepared)
+        report = import_vectr(store, prepared, work_tree(place.root))
         for notice in auto_export(store, place):
             say(notice)
         _out(report.text())
@@ -599,7 +600,7 @@ def status(note_id: IdArg, as_json: JsonOpt = False, workspace_dir: WorkspaceOpt
 
 @app.command(context_settings={"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]})
 def query(
-    filters: Annotated[Optional[list[str]], typer.Argument(help="KEY=VALUE filters (text~SUBSTRING for text).", show_default=False)] = None,
+    filters: Annotated[Optional[list[str]], typer.Argument(help="KEY=VALUE filters (text~SUBSTRING for text, anchor~FOLDER for a folder's anchors).", show_default=False)] = None,
     events: Annotated[bool, typer.Option("--events", help="Filter the event log instead of notes.")] = False,
     as_json: JsonOpt = False,
     count: Annotated[bool, typer.Option("--count", help="Print only the number of matches on stdout (the scope line goes to stderr).")] = False,
@@ -611,6 +612,7 @@ def query(
     \b
     Note filters: kind state priority provenance actor since until supersedes
                   current=yes|no|unknown disputed=yes|no text~SUBSTRING
+                  anchor=PATH anchor~FOLDER (paths from the top of the work tree)
     Event filters (--events): type note actor since until checkin
 
     Example: qem query --events type=revoked actor=alice since=2026-10-01
@@ -1004,7 +1006,8 @@ def check_secrets(
 # -- qem anchors: the files and folders notes are about ---------------------------------------
 
 anchors_app = typer.Typer(
-    help="The files and folders notes are about (their anchors): drift from what a note recorded, and more.",
+    help="The files and folders notes are anchored to (`--anchor PATH` on add and supersede): which notes are, which"
+         " could be, and drift from what a note recorded.",
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -1014,6 +1017,41 @@ app.add_typer(anchors_app, name="anchors")
 @anchors_app.callback()
 def _anchors() -> None:
     """The files and folders notes are about (their anchors)."""
+
+
+@anchors_app.command("list")
+def anchors_list(
+    path: Annotated[Optional[str], typer.Argument(metavar="[PATH]", help="Only this path and, for a folder, what is inside it (from the top of the work tree).", show_default=False)] = None,
+    as_json: JsonOpt = False,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
+) -> int:
+    """The notes in force and what they are anchored to: a line per note and path (the
+    path, its object id's first 12 digits, the note), by path.
+
+    Example: qem anchors list src/daemon
+    """
+    from . import anchorlist
+    from .anchors import named_path
+
+    folder = named_path(path, f"anchors list {path}") if path is not None else None
+    return _answer(workspace_dir, store_dir, lambda store: anchorlist.listed(store, folder), as_json)
+
+
+@anchors_app.command("suggest")
+def anchors_suggest(as_json: JsonOpt = False, workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None) -> int:
+    """The notes in force whose text names, in backticks, a file or folder of the work
+    tree they are not anchored to, and the command that would anchor them (nothing is
+    anchored here).
+
+    Example: qem anchors suggest --json
+    """
+    from . import anchorlist
+    from .anchors import work_tree
+
+    place, store = _open(workspace_dir, store_dir)
+    with store:
+        return _show(anchorlist.suggested(store, work_tree(place.root)), as_json)
 
 
 @anchors_app.command("check")
@@ -1102,15 +1140,15 @@ def _command(argv: list[str]):  # type: ignore[no-untyped-def]
 
     Building every subcommand costs typer tens of milliseconds (it inspects each
     signature), which a pre-commit hook would pay on every commit; so a run of one known
-    subcommand builds only that one.  Anything else (no subcommand, `qem --help`, an
-    unknown name) gets the whole group, and its usual messages.
+    subcommand builds only that one (a group's, as `qem anchors list`: only that group).
+    Anything else (no subcommand, `qem --help`, an unknown name) gets the whole group, and
+    its usual messages.
     """
     name = argv[0] if argv else None
-    for info in [*app.registered_commands, *anchors_app.registered_commands]:
+    groups = [group.typer_instance for group in app.registered_groups]
+    for info in [*app.registered_commands, *(info for group in groups for info in group.registered_commands)]:
         if not hasattr(info.callback, "__wrapped__"):
             info.callback = _pipe_safe(info.callback)
-    if name == "anchors" and len(argv) > 1:  # a group: only its own commands are built
-        return typer.main.get_command(anchors_app), argv[1:], "qem anchors"
     for info in app.registered_commands:
         if name == (info.name or info.callback.__name__.replace("_", "-")):  # type: ignore[union-attr]
             single = typer.Typer(
@@ -1119,6 +1157,9 @@ def _command(argv: list[str]):  # type: ignore[no-untyped-def]
             )
             single.registered_commands = [info]
             return typer.main.get_command(single), argv[1:], f"qem {name}"
+    for group in app.registered_groups:  # a group (qem anchors ...): only its commands are built
+        if name == group.name:
+            return typer.main.get_command(group.typer_instance), argv[1:], f"qem {name}"  # type: ignore[arg-type]
     return typer.main.get_command(app), argv, "qem"
 
 

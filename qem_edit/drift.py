@@ -127,9 +127,9 @@ def check(store: "Store", tree: WorkTree, judged: str = WORK_TREE) -> Report:
         if not tree.git:
             raise errors.BadInput("--staged judges git's index, and this memory is not in a git work tree")
         report.touched = with_folders(committed_paths(tree))
-        anchors = store.anchors_in_force(report.touched)
+        anchors = store.anchors_in_force(report.touched, states=("active",))
     else:
-        anchors = store.anchors_in_force()
+        anchors = store.anchors_in_force(states=("active",))
     if not anchors:
         return report
     content = _content(tree, judged, sorted({path for _, path, _ in anchors}))

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from . import errors, ids
+from . import anchors, errors, ids
 from .model import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, STATES, TEXT_MISSING, Event, Note
 from .resolver import Graph, disputed_with
 from .store import Store
@@ -22,7 +22,7 @@ from .times import parse_time
 
 NOTE_KEYS = (
     "kind", "state", "priority", "provenance", "actor", "since", "until",
-    "supersedes", "current", "disputed", "text~",
+    "supersedes", "current", "disputed", "text~", "anchor", "anchor~",
 )
 EVENT_KEYS = ("type", "note", "actor", "since", "until", "checkin")
 _FILTER = re.compile(r"(?P<name>[a-z]+)(?P<op>[=~])(?P<value>.*)\Z", re.S)
@@ -68,12 +68,11 @@ def parse_filters(args: Iterable[str], events: bool) -> list[Filter]:
     for arg in args:
         match = _FILTER.match(arg)
         if not match:
-            raise errors.BadInput(f"malformed filter {arg!r}; write KEY=VALUE (or text~SUBSTRING)")
+            raise errors.BadInput(f"malformed filter {arg!r}; write KEY=VALUE (or text~SUBSTRING, anchor~FOLDER)")
         key = match["name"] + ("~" if match["op"] == "~" else "")
         value = match["value"]
         if key not in allowed:
-            what = "event" if events else "note"
-            raise errors.BadInput(f"unknown {what} filter {key!r}; {what} filters: {', '.join(allowed)}")
+            raise _unknown(key, allowed, "event" if events else "note")
         if key in seen:
             raise errors.BadInput(f"filter {key!r} is given twice; give each filter once")
         if value == "":
@@ -85,6 +84,16 @@ def parse_filters(args: Iterable[str], events: bool) -> list[Filter]:
 
 
 
+def _unknown(key: str, allowed: tuple[str, ...], what: str) -> errors.BadInput:
+    """An unknown filter; where only its operator is wrong (kind~, text=), the one it takes."""
+    listed = f"{what} filters: {', '.join(allowed)}"
+    other = key[:-1] if key.endswith("~") else key + "~"
+    if other in allowed:
+        shown, right = (key, other + "=") if key.endswith("~") else (key + "=", other)
+        return errors.BadInput(f"no filter {shown}: write {right}VALUE; {listed}")
+    return errors.BadInput(f"unknown {what} filter {key!r}; {listed}")
+
+
 def _note_id(value: str, key: str) -> str:
     if not re.fullmatch(r"#?[0-9a-zA-Z]+", value):
         raise errors.BadInput(f"{key}={value!r}: expected a note id (e.g. k3f9)")
@@ -93,13 +102,31 @@ def _note_id(value: str, key: str) -> str:
 
 Test = Callable[[object], bool]
 
-# How a filter on one field compares the field with its value: in a scan (Python) and in
-# the index (SQL over the notes table), side by side.
-_COMPARISONS: dict[str, tuple[Callable[[object, object], bool], str]] = {
-    "=": (operator.eq, "{} = ?"),
-    ">=": (operator.ge, "{} >= ?"),  # since=: a lower bound
-    "<=": (operator.le, "{} <= ?"),  # until=: an upper bound, inclusive
-    "contains": (lambda text, part: text is not None and part in text, "instr({}, ?) > 0"),  # type: ignore[operator]
+
+@dataclass(frozen=True)
+class _Comparison:
+    """How a filter on one field compares the field with its value: in a scan (Python)
+    and in the index (SQL over the notes table, with the values it binds), side by side."""
+
+    holds: Callable[[object, object], bool]
+    sql: str
+    binds: Callable[[object], tuple[object, ...]] = lambda wanted: (wanted,)
+
+
+def _anchors_any(match: Callable[[str, str], bool]) -> Callable[[object, object], bool]:
+    return lambda anchored, path: any(match(p, path) for p, _ in anchored)  # type: ignore[attr-defined]
+
+
+_COMPARISONS: dict[str, _Comparison] = {
+    "=": _Comparison(operator.eq, "{} = ?"),
+    ">=": _Comparison(operator.ge, "{} >= ?"),  # since=: a lower bound
+    "<=": _Comparison(operator.le, "{} <= ?"),  # until=: an upper bound, inclusive
+    "contains": _Comparison(lambda text, part: text is not None and part in text, "instr({}, ?) > 0"),  # type: ignore[operator]
+    # anchor= and anchor~: the note's anchors, by path, in the index's anchors table
+    "anchors": _Comparison(_anchors_any(operator.eq), "id IN (SELECT note FROM anchors WHERE path = ?)"),
+    "anchors under": _Comparison(_anchors_any(anchors.under),
+                                 "id IN (SELECT note FROM anchors WHERE path = ? OR (path > ? AND path < ?))",
+                                 lambda folder: (folder, *anchors.folder_range(str(folder)))),
 }
 
 
@@ -113,11 +140,12 @@ class _Field:
     compare: str = "="
 
     def test(self, value: str, key: str) -> Test:
-        holds, wanted = _COMPARISONS[self.compare][0], self.read(value, key)
+        holds, wanted = _COMPARISONS[self.compare].holds, self.read(value, key)
         return lambda item: holds(getattr(item, self.name), wanted)
 
-    def sql(self, value: str, key: str) -> tuple[str, object]:
-        return _COMPARISONS[self.compare][1].format(self.name), self.read(value, key)
+    def sql(self, value: str, key: str) -> tuple[str, tuple[object, ...]]:
+        comparison = _COMPARISONS[self.compare]
+        return comparison.sql.format(self.name), comparison.binds(self.read(value, key))
 
 
 def _one_of(allowed: tuple[str, ...]) -> Callable[[str, str], object]:
@@ -132,6 +160,10 @@ def _time(end: bool) -> Callable[[str, str], str]:
     return lambda value, key: parse_time(value, key, end=end)
 
 
+def _anchor_path(value: str, key: str) -> str:
+    return anchors.named_path(value, f"{key}{'' if key.endswith('~') else '='}{value}")
+
+
 # Filters that read one field (a note's are its column in the index too); current= and
 # disputed= need the graph, and text~ adds to the scope what it cannot see.
 _NOTE_FIELDS: dict[str, _Field] = {
@@ -144,6 +176,8 @@ _NOTE_FIELDS: dict[str, _Field] = {
     "until": _Field("created_at", _time(end=True), "<="),
     "supersedes": _Field("supersedes", _note_id),
     "text~": _Field("text", _as_is, "contains"),
+    "anchor": _Field("anchors", _anchor_path, "anchors"),  # a path as stored, from the top of the work tree
+    "anchor~": _Field("anchors", _anchor_path, "anchors under"),  # that path, and the folder it names
 }
 _EVENT_FIELDS: dict[str, _Field] = {
     "type": _Field("type", _one_of(EVENT_TYPES)),
@@ -244,7 +278,7 @@ def select(store: Store, parsed: list[Filter]) -> Selected:
         return Selected([r["id"] for r in found.results], found.scope)
     conditions = [_NOTE_FIELDS[f.key].sql(f.value, f.key) for f in parsed]
     with store.reading():
-        ids = store.select_notes([c for c, _ in conditions], [p for _, p in conditions])
+        ids = store.select_notes([c for c, _ in conditions], [p for _, binds in conditions for p in binds])
         scope = Scope(str(store.root), None, store.count(), 0)
         forgotten = store.count(states=["forgotten"]) if any(f.key == "text~" for f in parsed) else 0
     if forgotten:

@@ -55,6 +55,7 @@ from .model import (
     replay,
 )
 
+LIVE = ("active", "stale")  # the states of a note in force (model.LIVE_STATES), as bound into SQL
 TEXTS_PER_PACK = 1000  # a forget rewrites the pack holding the text: keep packs of texts small
 PACK_AT = 1000  # loose log files that make a write pack them (`qem pack` does it at will)
 LEGACY_NAME = "memory.db"
@@ -694,12 +695,19 @@ class Store:
         rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes{clause} ORDER BY kind_rank, id", params)
         return [note_from_row(r) for r in rows]
 
-    def anchors_in_force(self, paths: Iterable[str] | None = None, states: tuple[str, ...] = ("active",)
-                         ) -> list[tuple[str, str, str]]:
-        """(note, path, object id) of every anchor of the notes in these states (`paths`:
-        only those paths), by path and note."""
-        where = f"n.state IN ({db.marks(states)})"
-        sql = f"SELECT a.note, a.path, a.oid FROM anchors a JOIN notes n ON n.id = a.note WHERE {where}"
+    def anchors_in_force(self, paths: Iterable[str] | None = None, *, folder: str | None = None,
+                         states: tuple[str, ...] = LIVE) -> list[tuple[str, str, str]]:
+        """(note, path, object id) of every anchor of the notes in these states (in force,
+        unless told), by path, then note; `paths`: only those paths; `folder`: only that
+        path and the paths inside the folder it names (their range in the index on paths:
+        qem_edit.anchors.folder_range)."""
+        sql = f"SELECT a.note, a.path, a.oid FROM anchors a JOIN notes n ON n.id = a.note WHERE n.state IN" \
+              f" ({db.marks(states)})"
+        if folder is not None:
+            from .anchors import folder_range
+
+            return self._read(sql + " AND (a.path = ? OR (a.path > ? AND a.path < ?)) ORDER BY a.path, a.note",
+                              [*states, folder, *folder_range(folder)])
         if paths is None:
             return self._read(sql + " ORDER BY a.path, a.note", states)
         out: list[tuple[str, str, str]] = []

@@ -10,15 +10,25 @@ actor, with its reason.  What qem's lifecycle cannot hold (an expiry or a revoca
 note already superseded, a second stale flag) is not applied: it is named in the report
 and kept in the created event's data (`vectr.not_applied`), never dropped silently.
 
-The conversion is deterministic (ids and nonces derived from the vectr rows), and the
-events are added by `qem load`'s code (qem_edit.dump.load: checked to replay, written as
-one pack under the write lock), so importing the same store twice adds nothing.
+vectr's anchors (`[[path, sha256(content)[:16] or null], ...]`, from the workspace's
+root) become qem anchors only where the work tree holds that path now with the content
+vectr hashed: the object id is then git's id of that content, the same on every clone
+that has it.  Every other anchor (no hash, gone, changed, a folder, a path out of the
+tree, which is never read) is named in the report and kept in `data.vectr.anchors`, which
+keeps vectr's list as it was.
+
+The conversion is deterministic (ids and nonces derived from the vectr rows; a note
+imported before keeps the anchors its first import gave it, whatever the work tree holds
+now), and the events are added by `qem load`'s code (qem_edit.dump.load: checked to
+replay, written as one pack under the write lock), so importing the same store twice adds
+nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -27,9 +37,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import errors, ids
+from . import anchors, errors, ids
 from .logtree import TextRecord, event_bytes
-from .model import KINDS, MOVE_BY_EVENT, PRIORITIES, PROVENANCES, Event, TextError, normalize_text
+from .model import (KINDS, MOVE_BY_EVENT, PRIORITIES, PROVENANCES, Event, TextError, anchor_path_problem, anchors_of,
+                    normalize_text)
 
 # vectr's created actor → the provenance a note had at creation (vectr's promote
 # overwrites the column; SCHEMA.md section 7)
@@ -59,10 +70,16 @@ class Report:
     mapped: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     not_carried: list[str] = field(default_factory=list)
+    anchored: int = 0  # vectr anchors imported as qem anchors
+    unmatched: list[str] = field(default_factory=list)  # the others, each with why
 
     def text(self) -> str:
         again = f"{self.new} new events" + (f" ({self.events - self.new} already here)" if self.new < self.events else "")
         lines = [f"imported {self.notes} notes, {self.events} events from vectr workspace {self.workspace}: {again}"]
+        if self.anchored or self.unmatched:
+            lines.append(f"anchors: {self.anchored} anchored (each file held the content vectr hashed),"
+                         f" {len(self.unmatched)} not matched" + (": kept in data.vectr.anchors" if self.unmatched else ""))
+            lines += [f"  {item}" for item in self.unmatched]
         for title, items in (("mapped", self.mapped), ("skipped", self.skipped), ("not carried", self.not_carried)):
             lines += [f"{title} ({len(items)}):"] + [f"  {item}" for item in items] if items else []
         return "\n".join(lines)
@@ -344,15 +361,92 @@ class Planner:
 
 
 def _json(value: object) -> object:
+    """A JSON column's value (its text where it is not JSON; bytes read as UTF-8 text)."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="replace")
     if isinstance(value, str):
         try:
             return json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return value
     return value
 
 
-def created_data(planner: Planner, note: VectrNote, qid: dict[int, str], short: int) -> dict[str, Any]:
+# -- anchors --------------------------------------------------------------------------------------
+
+_HASHED = re.compile(r"[0-9a-f]{16}\Z")  # vectr's hash of a file: sha256(content)[:16]
+
+
+def anchor_pairs(value: object) -> list[tuple[str, object]] | None:
+    """vectr's `anchors` (read as JSON) as (path, hash) pairs; None when it is not the list
+    of [path, hash or null] pairs vectr writes."""
+    if not isinstance(value, list):
+        return None
+    if not all(isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) for item in value):
+        return None
+    return [(item[0], item[1]) for item in value]
+
+
+def matched(tree: anchors.WorkTree, path: str, hashed: object) -> tuple[str | None, str]:
+    """(git's object id, "") of a vectr anchor whose file the work tree holds now with the
+    content vectr hashed; else (None, why).  A path no anchor may have is never read."""
+    if hashed is None:
+        return None, "vectr recorded no hash of it"
+    if not isinstance(hashed, str) or not _HASHED.match(hashed):
+        return None, f"its hash {hashed!r} is not vectr's (16 hex digits of a sha256)"
+    problem = anchor_path_problem(path)
+    if problem:
+        return None, f"{problem} (not read)"
+    try:
+        checked = anchors.checked_path(tree, path, tree.top)
+    except errors.BadInput as exc:
+        return None, str(exc).split(": ", 1)[-1]
+    found = anchors.file_digests(tree, checked, "sha256")
+    if found is None:
+        return None, "not a file (vectr hashes a file's content)"
+    oid, digest = found
+    return (oid, "") if digest[:16] == hashed else (None, "its content is not the content vectr hashed")
+
+
+def _first_import(store: Any, workspace: str, number: int) -> dict[str, str] | None:
+    """The anchors of the note an earlier import made of vectr note `number` (None: none)."""
+    for note_id, where in store.imported_from_vectr(number):
+        if where == workspace:
+            created = next((e for e in store.events(note_id) if e.type == "created"), None)
+            if created is not None:
+                return dict(anchors_of(created.data))
+    return None
+
+
+def anchoring(store: Any, planner: Planner, tree: anchors.WorkTree) -> dict[int, list[tuple[str, str]]]:
+    """Each note's qem anchors (path, object id), in path order: the vectr anchors the work
+    tree holds with the content vectr hashed, or, for a note imported before, those its
+    first import found (so importing again adds nothing).  The others are named."""
+    report, out = planner.report, {}
+    for note in planner.notes.values():
+        pairs = anchor_pairs(_json(note.row.get("anchors", "[]")))
+        if pairs is None:
+            report.skipped.append(f"vectr #{note.id}: its anchors are not vectr's list of [path, hash] pairs:"
+                                  " kept in data.vectr.anchors, none anchored")
+            continue
+        earlier = _first_import(store, report.workspace, note.id)
+        found: dict[str, str] = {}
+        for path, hashed in pairs:
+            if earlier is not None:
+                oid, why = earlier.get(path), "not matched when the note was first imported"
+            else:
+                oid, why = matched(tree, path, hashed)
+            if oid is None:
+                report.unmatched.append(f"vectr #{note.id}: {path!r}: {why}")
+            else:
+                found.setdefault(path, oid)
+        out[note.id] = sorted(found.items())
+        report.anchored += len(found)
+    return out
+
+
+def created_data(planner: Planner, note: VectrNote, qid: dict[int, str], short: int,
+                 anchored: list[tuple[str, str]]) -> dict[str, Any]:
     row = note.row
     vectr = {
         "id": note.id, "workspace": planner.report.workspace, "created_at": row["created_at"],
@@ -366,14 +460,17 @@ def created_data(planner: Planner, note: VectrNote, qid: dict[int, str], short: 
         "promotions_folded": [{**_kept(e), "to": e["payload"]} for e in first_provenance(note)[1]],
     }
     old = planner.links.get(note.id)
-    return {"kind": row["kind"], "priority": row["priority"], "provenance": planner.provenance_at_creation(note),
+    data = {"kind": row["kind"], "priority": row["priority"], "provenance": planner.provenance_at_creation(note),
             "supersedes": qid[old] if old is not None else None, "nonce": _derived("nonce", vectr["workspace"], note.id),
             "short": short, "vectr": vectr}
+    if anchored:  # only then: a note with none keeps the bytes it had before anchors were imported
+        data["anchors"] = [{"path": path, "oid": oid} for path, oid in anchored]
+    return data
 
 
-def build(planner: Planner, steps: list[Step]) -> tuple[list[Event], list[TextRecord]]:
+def build(planner: Planner, steps: list[Step], anchored: dict[int, list[tuple[str, str]]]) -> tuple[list[Event], list[TextRecord]]:
     """The steps as qem events (ids derived from vectr's rows, so the same store gives
-    the same events) and the notes' texts."""
+    the same events) and the notes' texts; `anchored`: each note's anchors (`anchoring`)."""
     qid: dict[int, str] = {}
     tips: dict[int, str] = {}
     events: list[Event] = []
@@ -384,7 +481,7 @@ def build(planner: Planner, steps: list[Step]) -> tuple[list[Event], list[TextRe
         text = None
         if step.type == "created":
             text = TextRecord("", _derived("key", planner.report.workspace, note.id), normalize_text(note.row["content"]))
-            data = {**created_data(planner, note, qid, short), "text": text.digest}
+            data = {**created_data(planner, note, qid, short, anchored.get(note.id, [])), "text": text.digest}
         else:
             data = {"vectr": step.vectr}
             if step.by is not None:
@@ -427,19 +524,20 @@ def not_carried(notes: dict[int, VectrNote]) -> list[str]:
 
 @dataclass
 class Prepared:
-    """An import decided, not yet written: its events and texts, and its report."""
+    """An import planned, not yet written: the steps each vectr note and event become,
+    and its report (the anchors are decided against the memory and the work tree)."""
 
     report: Report
-    events: list[Event]
-    texts: list[TextRecord]
+    planner: Planner
+    steps: list[Step]
 
 
 def prepare(path: Path, workspace_name: str | None) -> Prepared:
-    """Read the vectr store and decide the qem events (nothing is written)."""
+    """Read the vectr store and plan the qem events (nothing is written)."""
     workspaces, orphans = read_store(path)
     workspace = pick_workspace(workspaces, workspace_name, path)
     planner = Planner(workspace, workspaces[workspace], orphans.get(workspace, []))
-    events, texts = build(planner, planner.plan())
+    steps = planner.plan()
     report = planner.report
     for note in planner.notes.values():
         if normalize_text(note.row["content"]) != note.row["content"]:
@@ -448,17 +546,20 @@ def prepare(path: Path, workspace_name: str | None) -> Prepared:
     report.mapped.sort(key=_by_note)
     report.skipped.sort(key=_by_note)
     report.not_carried = not_carried(planner.notes)
-    report.notes, report.events = len(planner.notes), len(events)
-    return Prepared(report, events, texts)
+    report.notes, report.events = len(planner.notes), len(steps)
+    return Prepared(report, planner, steps)
 
 
 def _by_note(line: str) -> int:
     return int(line.split(":")[0][len("vectr #"):]) if line.startswith("vectr #") else 0
 
 
-def import_vectr(store: Any, prepared: Prepared, *, allow_secret: bool = False) -> Report:
-    """Add the prepared events with `qem load`'s code; the report, with how many were new."""
+def import_vectr(store: Any, prepared: Prepared, tree: anchors.WorkTree, *, allow_secret: bool = False) -> Report:
+    """Decide the anchors (against the memory and the work tree `tree`), make the events
+    and add them with `qem load`'s code; the report, with how many were new."""
     from .dump import load
 
-    prepared.report.new = load(store, prepared.events, prepared.texts, None, allow_secret=allow_secret)
+    events, texts = build(prepared.planner, prepared.steps, anchoring(store, prepared.planner, tree))
+    prepared.report.skipped.sort(key=_by_note)
+    prepared.report.new = load(store, events, texts, None, allow_secret=allow_secret)
     return prepared.report

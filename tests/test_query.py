@@ -151,7 +151,8 @@ def test_unknown_currency_makes_a_currency_answer_incomplete(qem, tmp_path):
     (["supersedes=zzzz"], "no note #zzzz"),
     (["supersedes=99"], "no note #99"),
     (["current=maybe"], "use one of"),
-    (["text=foo"], "unknown note filter 'text'"),
+    (["text=foo"], "no filter text=: write text~VALUE"),  # the operator it takes, named
+    (["kind~go"], "no filter kind~: write kind=VALUE"),
 ])
 def test_bad_filters_are_refused_never_ignored(history, filters, words):
     done = history("query", *filters)

@@ -88,15 +88,21 @@ def test_a_query_checkout_holds_exactly_the_notes_it_matches(ws: Path, tmp_path:
     assert qem(ws, "export", "--stdout", *QUERY).stdout == printed.stdout  # byte-stable
 
 
-def test_each_note_filter_picks_the_same_notes_in_the_index_as_in_a_scan(loaded: Path) -> None:
+def test_each_note_filter_picks_the_same_notes_in_the_index_as_in_a_scan(ws: Path) -> None:
     """A note filter is written once (query's table of fields) and runs two ways: as SQL
     in the index for a checkout, as a test over every note for `qem query`; the two agree."""
-    with Store.open(store_path(loaded)) as store:
+    for path in ("src/lock.py", "src/deep/run.sh", "srcx/b.py"):
+        (ws / path).parent.mkdir(parents=True, exist_ok=True)
+        (ws / path).write_text(f"# {path}\n")
+    for path in ("src/lock.py", "src", "srcx/b.py"):  # the corpus has no anchors: three notes with one each
+        assert qem(ws, "add", f"About {path}", "-k", "gotcha", "--anchor", path, cwd=ws).returncode == 0
+    with Store.open(store_path(ws)) as store:
         notes = sorted(store.notes(), key=lambda n: n.created_at)
         middle = notes[len(notes) // 2]
         examples = {"kind": "gotcha", "state": "active", "priority": "high", "provenance": middle.provenance,
                     "actor": middle.actor, "since": middle.created_at, "until": middle.created_at,
-                    "supersedes": next(n.supersedes for n in notes if n.supersedes), "text~": "lock"}
+                    "supersedes": next(n.supersedes for n in notes if n.supersedes), "text~": "lock",
+                    "anchor": "src/lock.py", "anchor~": "src"}
         assert set(examples) == set(query._NOTE_FIELDS)  # a new filter is given an example here
         for key, value in examples.items():
             parsed = query.parse_filters([str(query.Filter(key, value))], events=False)

@@ -4,9 +4,12 @@ expected.json), note by note, event by event."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 import sqlite3
+import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -181,3 +184,126 @@ def test_an_unknown_vectr_id_is_named(orbit: tuple[Path, str]) -> None:
     ws, _ = orbit
     done = run_qem("show", "vectr:999", cwd=ws)
     assert done.returncode == 2 and "no note imported from vectr note #999" in done.stderr
+
+
+# -- anchors ---------------------------------------------------------------------------------------
+
+
+def vectr_files() -> dict[str, str]:
+    """The files make_store.py wrote in vectr's workspace, whose content vectr hashed."""
+    import ast
+
+    tree = ast.parse((VECTR / "make_store.py").read_text("utf-8"))
+    [files] = [node.value for node in tree.body if isinstance(node, ast.Assign)
+               and any(isinstance(t, ast.Name) and t.id == "FILES" for t in node.targets)]
+    return ast.literal_eval(files)
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """The orbit project as vectr hashed it, committed, then worked on: orbit/config.py
+    changed, docs/deps.md gone."""
+    (Path(os.environ["HOME"]) / ".gitconfig").write_text("[user]\n\tname = T\n\temail = t@example.com\n")
+    root = tmp_path / "orbit"
+    for path, body in vectr_files().items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(body)
+    git(tmp_path, "init", "-q", str(root))
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "orbit")
+    with open(root / "orbit" / "config.py", "a") as changed:
+        changed.write("DEBUG = False\n")
+    (root / "docs" / "deps.md").unlink()
+    return root
+
+
+def anchors_of_vectr(ws: Path) -> dict[int, tuple[list, object]]:
+    """For each anchored vectr note: its qem anchors, and what data.vectr.anchors keeps."""
+    with Store.open(store_path(ws)) as s:
+        created = [e for e in s.events() if e.type == "created"]
+        return {e.data["vectr"]["id"]: ([list(a) for a in s.note(e.note).anchors], e.data["vectr"]["anchors"])
+                for e in created if e.data["vectr"]["anchors"] != []}
+
+
+def test_an_anchor_whose_file_holds_what_vectr_hashed_is_imported_the_others_are_named_and_kept(project: Path) -> None:
+    out = imported(project, "--workspace-name", "orbit")
+    notes = {n["id"]: n for n in EXPECTED["workspaces"][MAIN]["notes"]}
+    found = anchors_of_vectr(project)
+    assert set(found) == {9, 12, 13, 14}
+    blob = {path: git(project, "hash-object", path) for path in ("orbit/ingest/decoder.py", "orbit/ingest/batcher.py")}
+    assert found[13][0] == [["orbit/ingest/decoder.py", blob["orbit/ingest/decoder.py"]]]
+    assert found[14][0] == [["orbit/ingest/batcher.py", blob["orbit/ingest/batcher.py"]]]  # changed, and put back
+    assert found[12][0] == [] and found[9][0] == []  # changed since; gone
+    assert all(found[i][1] == notes[i]["anchors"] for i in found)  # vectr's list, as it was
+    assert "anchors: 2 anchored (each file held the content vectr hashed), 2 not matched: kept in data.vectr.anchors" in out
+    assert "vectr #9: 'docs/deps.md': no such file or folder in the work tree" in out
+    assert "vectr #12: 'orbit/config.py': its content is not the content vectr hashed" in out
+    listed = run_qem("anchors", "list", "orbit/ingest", cwd=project)
+    assert [line.split("\t")[0] for line in listed.stdout.splitlines()] == sorted(blob)
+    assert run_qem("verify", cwd=project).returncode == 0
+
+
+def test_importing_again_adds_nothing_though_the_work_tree_changed_since(project: Path) -> None:
+    imported(project, "--workspace-name", "orbit")
+    before = snapshot(project)
+    (project / "orbit" / "ingest" / "decoder.py").write_text("def decode(frame): raise ValueError\n")
+    (project / "orbit" / "config.py").write_text(vectr_files()["orbit/config.py"])  # now what vectr hashed
+    again = imported(project, "--workspace-name", "orbit")
+    assert "0 new events (116 already here)" in again
+    assert "vectr #12: 'orbit/config.py': not matched when the note was first imported" in again
+    assert snapshot(project) == before
+
+
+def test_a_second_clone_importing_the_same_store_makes_the_same_events(project: Path, tmp_path: Path) -> None:
+    git(project, "checkout", "-q", "--", ".")  # every file as vectr hashed it
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(project), str(other))
+    for ws in (project, other):
+        imported(ws, "--workspace-name", "orbit")
+    dumped = [run_qem("dump", cwd=ws).stdout.split("\n", 1) for ws in (project, other)]  # (memory, events)
+    assert dumped[0][0] != dumped[1][0] and dumped[0][1] == dumped[1][1]  # two memories; the same events
+    assert anchors_of_vectr(other) == anchors_of_vectr(project)
+    assert sum(len(anchored) for anchored, _ in anchors_of_vectr(other).values()) == 4  # every anchor matched
+
+
+def test_hostile_anchors_are_skipped_or_unmatched_and_nothing_outside_the_tree_is_read(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("a secret beside the project\n")
+    hashed = hashlib.sha256(outside.read_bytes()).hexdigest()[:16]
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "link.txt").symlink_to(outside)
+    (ws / "inner").symlink_to(ws / "real.txt")
+    (ws / "real.txt").write_bytes(outside.read_bytes())
+    changed = tmp_path / "hostile.db"
+    shutil.copyfile(STORE, changed)
+    conn = sqlite3.connect(changed)
+    for note_id, value in [
+        (56, '{"path": "real.txt"}'),  # not a list
+        (57, '[[1, 2]]'),  # a pair of the wrong types
+        (58, "[[[[[[" * 20000),  # not JSON: kept as the text it is
+        (60, json.dumps([["../outside.txt", hashed], [str(outside), hashed], ["link.txt", hashed], ["inner", hashed],
+                         ["real.txt", 12], ["real.txt", hashed], ["real.txt", hashed]])),
+    ]:
+        conn.execute("UPDATE notes SET anchors = ? WHERE note_id = ?", (value, note_id))
+    conn.execute("UPDATE notes SET anchors = ? WHERE note_id = 61", (b"\xff[]",))  # bytes, not text
+    conn.commit()
+    conn.close()
+    out = imported(ws, "--workspace-name", "side-project", store=changed)
+    for note_id in (56, 57, 58, 61):
+        assert f"vectr #{note_id}: its anchors are not vectr's list of [path, hash] pairs" in out
+    assert "vectr #60: '../outside.txt': a path with an empty, `.` or `..` part" in out and "(not read)" in out
+    assert f"vectr #60: {str(outside)!r}: an absolute path" in out
+    assert "vectr #60: 'link.txt': link.txt is a symbolic link pointing out of the work tree" in out
+    assert "vectr #60: 'inner': not a file" in out  # a link inside the tree: not followed either
+    assert "vectr #60: 'real.txt': its hash 12 is not vectr's" in out
+    assert "anchors: 1 anchored" in out
+    found = anchors_of_vectr(ws)
+    assert found[60][0] == [["real.txt", git(tmp_path, "hash-object", str(ws / "real.txt"))]]
+    assert run_qem("verify", cwd=ws).returncode == 0
