@@ -185,30 +185,6 @@ def move(store: Store, place: Workspace, event_type: str, given: str, reason: st
     return _written(store, place, Written(event=event, note=store.note(note_id)))
 
 
-def flag_anchors(store: Store, place: Workspace, actor: str, judged: str, agent: bool | None = None) -> "drift.Report":
-    """`qem anchors check --flag`: the drift check (qem_edit.drift) against `judged`, and
-    what it asks for written (flag_drift); judging a commit (--staged), the flags an
-    earlier run wrote for it staged too (stage_earlier_flags)."""
-    from . import drift
-    from .anchors import work_tree
-
-    report = flag_drift(store, place, drift.check(store, work_tree(place.root), judged), actor, agent)
-    return stage_earlier_flags(store, place, report) if judged == drift.STAGED else report
-
-
-def stage_earlier_flags(store: Store, place: Workspace, report: "drift.Report") -> "drift.Report":
-    """`--staged --flag`, after the flags are written: the log files of the notes anchored
-    to what this commit changes, where git's index lacks them, staged into it.  A commit
-    the hook failed (it wrote the flags) and made again as `git commit -a` carries its
-    flags: git built that commit's index afresh and dropped the first run's staging."""
-    from .gitstage import stage_left_out
-
-    rows = store.anchors_in_force(report.touched)
-    events = [e.id for note in sorted({note for note, _, _ in rows}) for e in store.events(note)]
-    report.staged_before = stage_left_out(store, place, store.files_of_events(events))
-    return report
-
-
 def flag_drift(store: Store, place: Workspace, report: "drift.Report", actor: str,
                agent: bool | None = None) -> "drift.Report":
     """`qem anchors check --flag`: each drifted note (still active, under the write lock)
@@ -218,6 +194,7 @@ def flag_drift(store: Store, place: Workspace, report: "drift.Report", actor: st
 
     if not report.notes:
         return report
+    place.config()  # a writer's config is checked before anything is written
     checkin = new_checkin_id()
 
     def work(tx: Transaction) -> list[str]:

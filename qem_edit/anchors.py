@@ -18,7 +18,6 @@ judgment of a path a person or an agent names, refusing (exit 2) what is not an 
 from __future__ import annotations
 
 import bisect
-import hashlib
 import os
 import stat
 from dataclasses import dataclass
@@ -171,6 +170,8 @@ def folder_range(folder: str) -> tuple[str, str]:
 
 def blob_oid(data: bytes, object_format: str = "sha1") -> str:
     """Git's id of a blob holding `data`."""
+    import hashlib  # here, not at the top: OpenSSL's start-up is paid only by what hashes (ids.content_id)
+
     return hashlib.new(object_format, b"blob %d\0" % len(data) + data).hexdigest()
 
 
@@ -263,6 +264,8 @@ def _hashed_file(where: Path, object_format: str, *others: str) -> list | None:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
             return None
+        import hashlib
+
         digests = [hashlib.new(object_format, b"blob %d\0" % info.st_size), *(hashlib.new(o) for o in others)]
         for block in iter(lambda: handle.read(1 << 20), b""):
             for digest in digests:
@@ -324,6 +327,8 @@ def _hashed_tree(node: dict, entry: Callable[[str], tuple[bytes, bytes] | None],
     if not entries:
         return None
     body = b"".join(entry for _, entry in sorted(entries))
+    import hashlib
+
     return hashlib.new(object_format, b"tree %d\0" % len(body) + body).digest()
 
 

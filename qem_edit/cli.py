@@ -135,7 +135,8 @@ def _answer(workspace_dir, store_dir, read, as_json: bool = False) -> int:  # ty
 
 def _show(answer, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
     """Print an answer (qem_edit.answers) in the form asked for; its exit status."""
-    from .answers import as_json as json_text
+    if as_json:
+        from .answers import as_json as json_text  # (only here: a text answer need not import the reads)
 
     text = json_text(answer.data()) if as_json else answer.text()
     if text:
@@ -1070,18 +1071,25 @@ def anchors_check(
 
     Example: qem anchors check --staged --flag
     """
-    from . import acts, drift
-    from .anchors import work_tree
+    from . import drift
 
     if staged and rev is not None:
         raise errors.BadInput("--staged and --rev judge two different places: give one")
     judged = drift.STAGED if staged else rev if rev is not None else drift.WORK_TREE
-    if flag:
-        return _show(_act(workspace_dir, store_dir, actor, lambda store, place, who: acts.flag_anchors(
-            store, place, who, judged), create=False), as_json)
-    place, store = _open(workspace_dir, store_dir)
+    place, store = _open(workspace_dir, store_dir)  # read: a commit that drifts nothing writes nothing
     with store:
-        return _show(drift.check(store, work_tree(place.root), judged), as_json)
+        report = drift.check(store, drift.tree_of(place), judged)
+        if flag and report.notes:
+            from . import acts, workspace as ws
+
+            report = acts.flag_drift(store, place, report, ws.actor(actor))
+        if flag and judged == drift.STAGED:  # an earlier run's flags, which a failed `git commit -a` dropped
+            from .gitstage import stage_notes_left_out
+
+            report.staged_before = stage_notes_left_out(store, place, drift.touched_notes(store, report))
+    for notice in report.notices:
+        say(notice)
+    return _show(report, as_json)
 
 
 @app.command("log-textconv", hidden=True)
@@ -1159,8 +1167,20 @@ def _command(argv: list[str]):  # type: ignore[no-untyped-def]
             return typer.main.get_command(single), argv[1:], f"qem {name}"
     for group in app.registered_groups:  # a group (qem anchors ...): only its commands are built
         if name == group.name:
-            return typer.main.get_command(group.typer_instance), argv[1:], f"qem {name}"  # type: ignore[arg-type]
+            return typer.main.get_command(_one_of(group.typer_instance, argv[1:])), argv[1:], f"qem {name}"
     return typer.main.get_command(app), argv, "qem"
+
+
+def _one_of(group: typer.Typer, argv: list[str]) -> typer.Typer:
+    """The group as it stands, with only the command `argv` names when it names one (a
+    hook runs `qem anchors check`: the group's other commands are not built)."""
+    named = [info for info in group.registered_commands if argv and info.name == argv[0]]
+    if not named:
+        return group
+    single = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
+                         context_settings=group.info.context_settings)
+    single.registered_callback, single.registered_commands = group.registered_callback, named
+    return single
 
 
 # Options whose value may be left out, and what they then mean (click's optional values

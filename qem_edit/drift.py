@@ -20,8 +20,7 @@ writes (`--flag`) are qem_edit.acts.flag_drift's; this module only reads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from . import errors, ids
 from .anchors import Listing, WorkTree, WorkTreeContent, revision_listing, staged_listing
@@ -33,26 +32,27 @@ if TYPE_CHECKING:
 WORK_TREE, STAGED = "work tree", "staged"
 
 
-@dataclass
-class NoteDrift:
+class NoteDrift(NamedTuple):
     note: Note
     drifted: list[Drifted]
 
 
-@dataclass
 class Report:
-    """What the check found (and, with --flag, what it wrote), as text and JSON."""
+    """What the check found (and, with --flag, what it wrote), as text and JSON.  (A plain
+    class: the hook imports this module on every commit, and a dataclass costs its start-up
+    a few milliseconds.)"""
 
-    judged: str  # WORK_TREE, STAGED, or the revision as given
-    checked: int = 0  # anchors compared
-    notes: list[NoteDrift] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # anchors not judged, and why
-    flagged: list[Note] = field(default_factory=list)
-    reanchored: list[Note] = field(default_factory=list)
-    checkin: str | None = None
-    staged_before: list[str] = field(default_factory=list)  # an earlier run's flags, staged into this commit
-    touched: set[str] = field(default_factory=set)  # --staged: the paths the commit changes, and their folders
-    notices: list[str] = field(default_factory=list)
+    def __init__(self, judged: str) -> None:
+        self.judged = judged  # WORK_TREE, STAGED, or the revision as given
+        self.checked = 0  # anchors compared
+        self.notes: list[NoteDrift] = []
+        self.skipped: list[str] = []  # anchors not judged, and why
+        self.flagged: list[Note] = []
+        self.reanchored: list[Note] = []
+        self.checkin: str | None = None
+        self.staged_before: list[str] = []  # an earlier run's flags, staged into this commit
+        self.touched: set[str] = set()  # --staged: the paths the commit changes, and their folders
+        self.notices: list[str] = []
 
     @property
     def where(self) -> str:
@@ -160,6 +160,18 @@ def _judged(content: "_Content", path: str, was: str, held: set[str]) -> Drifted
         return Drifted(path, was, now)
     elsewhere = [p for p in content.holding(was) if p not in held]
     return Drifted(path, was, None, elsewhere[0] if len(elsewhere) == 1 else None)
+
+
+def tree_of(place) -> WorkTree:  # type: ignore[no-untyped-def]
+    """The work tree a workspace's anchors are relative to."""
+    from .anchors import work_tree
+
+    return work_tree(place.root)
+
+
+def touched_notes(store: "Store", report: Report) -> set[str]:
+    """The notes in force anchored to what the judged commit changes (--staged)."""
+    return {note for note, _, _ in store.anchors_in_force(report.touched)} if report.touched else set()
 
 
 def committed_paths(tree: WorkTree) -> list[str]:

@@ -19,7 +19,6 @@ past a short wait, no git), the writer is warned with the command that stages by
 from __future__ import annotations
 
 import os
-import shlex
 import time
 from pathlib import Path
 
@@ -49,15 +48,26 @@ def stage_written(store, place, mirror: Path | None = None) -> list[str]:  # typ
     problem = _update_index(root, wanted)
     if problem is None:
         return []
+    import shlex  # only for a warning
+
     what = " ".join(shlex.quote(_shown(place.root, p)) for p in [root, *([mirror] if mirror is not None else [])])
     return [f"warning: the write is saved, but git's index was not updated ({problem}); stage it with"
             f" `git add {what}` before you commit"]
 
 
+def stage_notes_left_out(store, place, note_ids: set[str]) -> list[str]:  # type: ignore[no-untyped-def]
+    """The log files holding these notes' events that git's index lacks (untracked, not
+    ignored), staged: a write whose staging a failed `git commit -a` threw away.  The
+    files staged (none where staging is off or nothing is left out)."""
+    if not note_ids:
+        return []
+    events = [event.id for note in sorted(note_ids) for event in store.events(note)]
+    return stage_left_out(store, place, store.files_of_events(events))
+
+
 def stage_left_out(store, place, names: set[str]) -> list[str]:  # type: ignore[no-untyped-def]
     """Of these log files (paths under the memory's folder), stage those git's index lacks
-    (untracked, not ignored): a write whose staging a failed `git commit -a` threw away.
-    The files staged (none where staging is off or nothing is left out)."""
+    (untracked, not ignored)."""
     try:
         if not names or not place.stages():
             return []

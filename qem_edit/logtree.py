@@ -21,7 +21,6 @@ rest is read.  Nothing here writes outside the log directory.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -305,6 +304,8 @@ class LogTree:
         if not match or "/" in base:
             raise LogFileError(f"{name}: not a pack name (e-<id>.jsonl or t-<id>.jsonl)")
         path = self._regular(name, MAX_PACK_BYTES)
+        import hashlib  # here, not at the top: OpenSSL's start-up is paid only by what hashes (ids.content_id)
+
         digest, size, last, problem = hashlib.sha256(), 0, b"", None
         try:
             with open(path, "rb") as handle:
@@ -421,6 +422,8 @@ class LogTree:
 
     def write_pack(self, kind: str, lines: list[bytes]) -> str:
         """A pack of `lines` (each canonical, newline-ended), named by its hash."""
+        import hashlib
+
         ordered = sorted(set(lines))
         digest = hashlib.sha256()
         for line in ordered:

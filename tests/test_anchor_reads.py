@@ -243,10 +243,13 @@ def test_suggest_follows_no_link_out_of_the_work_tree(repo: Path, tmp_path: Path
 
 
 def test_a_command_of_the_group_is_built_alone_and_ends_quietly_on_a_closed_pipe() -> None:
-    """`qem anchors list` builds only the anchors group (not every command), and its
-    commands, as every other, end quietly when their reader goes (`| head`)."""
+    """`qem anchors list` builds only that command of the group (the hook's `qem anchors
+    check` pays for no other), `qem anchors --help` the whole group, and its commands, as
+    every other, end quietly when their reader goes (`| head`)."""
     from qem_edit import cli
 
     command, args, prog = cli._command(["anchors", "list", "src"])
-    assert prog == "qem anchors" and args == ["list", "src"] and {"list", "suggest"} <= set(command.commands)
+    assert prog == "qem anchors" and args == ["list", "src"] and set(command.commands) == {"list"}
+    whole, _, _ = cli._command(["anchors", "--help"])
+    assert {"check", "list", "suggest"} <= set(whole.commands)
     assert all(hasattr(info.callback, "__wrapped__") for info in cli.anchors_app.registered_commands)
