@@ -20,16 +20,14 @@ from __future__ import annotations
 import bisect
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 from . import errors
 from .model import UNANCHORABLE, anchor_path_problem
 
 
-@dataclass(frozen=True)
-class WorkTree:
+class WorkTree(NamedTuple):
     """The tree anchors are relative to: git's work tree top (else the workspace), whether
     git keeps it, and the object format its ids are in."""
 

@@ -162,6 +162,7 @@ class VerifyReport:
     repaired: int | None = None  # notes in the index rebuilt by --repair
     disputes: list[str] = field(default_factory=list)  # listed; they fail only when asked
     notices: list[str] = field(default_factory=list)  # listed; they never fail
+    drift: list[str] = field(default_factory=list)  # anchored content nobody flagged; fails only when asked
 
     @property
     def exit_code(self) -> int:
@@ -171,17 +172,19 @@ class VerifyReport:
         lines = []
         if self.repaired is not None:
             lines.append(f"rebuilt the index from the log: {self.repaired} notes")
-        return "\n".join(lines + self.problems + [f"open: {d}" for d in self.disputes]
+        return "\n".join(lines + self.problems + [f"open: {d}" for d in self.disputes] + self.drift
                          + [f"note: {n}" for n in self.notices])
 
     def data(self) -> object:
         return {"notes": self.notes, "ok": not self.problems, "problems": self.problems,
-                "disputes": self.disputes, "notices": self.notices, "repaired": self.repaired}
+                "disputes": self.disputes, "drift": self.drift, "notices": self.notices, "repaired": self.repaired}
 
     def remark(self) -> str | None:
         if not self.problems:
             open_ = f"; {len(self.disputes)} open dispute(s) listed" if self.disputes else ""
-            return f"ok: the log replays cleanly to {self.notes} note{'' if self.notes == 1 else 's'}{open_}"
+            drift = (f"; {len(self.drift)} anchor(s) drifted, nobody flagged them (listed; `--fail-on-drift` fails"
+                     " on them)") if self.drift else ""
+            return f"ok: the log replays cleanly to {self.notes} note{'' if self.notes == 1 else 's'}{open_}{drift}"
         return (
             f"verify: {len(self.problems)} problem(s); `qem verify --repair` rebuilds the index; a"
             " malformed log file is set aside until it is fixed or removed; a cycle, dangling pointer"

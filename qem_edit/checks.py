@@ -36,33 +36,39 @@ FRESH_CACHE_KIB = 16 * 1024
 
 
 def verify_report(store: Store, place=None, *, repair: bool = False, disputes_fail: bool = False,  # type: ignore[no-untyped-def]
-                  base: str | None = None) -> VerifyReport:
+                  base: str | None = None, drift_fail: bool = False) -> VerifyReport:
     """Every check above; with `repair`, an index that disagrees with the log is rebuilt
     first (the log itself is never changed).  `base`: the revision whose merge base with
-    HEAD the removals are judged against (default HEAD itself; qem_edit.removals)."""
+    HEAD the removals are judged against (default HEAD itself; qem_edit.removals).
+    Drift nobody flagged is listed, and fails only with `drift_fail` (as disputes do with
+    `disputes_fail`): a work tree mid-edit drifts by nature, CI's checkout must not."""
     with fresh_index(store) as fresh:
         problems, set_aside = _index_problems(store, fresh)
         if not (problems and repair):
-            return _report(store, place, fresh, problems, set_aside, None, disputes_fail, base)
+            return _report(store, place, fresh, problems, set_aside, None, disputes_fail, base, drift_fail)
     repaired = store.rebuild()
     with fresh_index(store) as fresh:
         problems, set_aside = _index_problems(store, fresh)
-        return _report(store, place, fresh, problems, set_aside, repaired, disputes_fail, base)
+        return _report(store, place, fresh, problems, set_aside, repaired, disputes_fail, base, drift_fail)
 
 
 def _report(store: Store, place, fresh: Connection, index_problems: list[str], set_aside: list[str],  # type: ignore[no-untyped-def]
-            repaired: int | None, disputes_fail: bool, base: str | None = None) -> VerifyReport:
+            repaired: int | None, disputes_fail: bool, base: str | None = None,
+            drift_fail: bool = False) -> VerifyReport:
     problems = set_aside + _log_problems(store) + index_problems
     found = store.read_index(lambda conn: graph_problems(conn, fresh))
     broken = [p for p in found if not p.startswith(("fork:", "disputed:"))]
     disputes = [p for p in found if p.startswith(("fork:", "disputed:"))] + _open_disputes(store)
     removed, removal_notices = removal_findings(store, fresh, base)
     problems += broken + protect_problems(store, fresh) + secret_problems(store, fresh) + removed
+    drift = _drift_problems(store, place) if place is not None else []
     if place is not None:
-        problems += _mirror_problems(store, place) + _drift_problems(store, place)
+        problems += _mirror_problems(store, place)
     if disputes_fail:
         problems, disputes = problems + disputes, []
-    return VerifyReport(store.count(), problems, repaired, disputes, removal_notices + _loose_texts(store))
+    if drift_fail:
+        problems, drift = problems + drift, []
+    return VerifyReport(store.count(), problems, repaired, disputes, removal_notices + _loose_texts(store), drift)
 
 
 def _drift_problems(store: Store, place) -> list[str]:  # type: ignore[no-untyped-def]

@@ -439,15 +439,17 @@ def log(
 def verify(
     repair: Annotated[bool, typer.Option("--repair", help="Rebuild the local index from the log first, if it disagrees.")] = False,
     fail_on_disputes: Annotated[bool, typer.Option("--fail-on-disputes", help="Fail on open disputes too (forks, disputes, concurrent changes).")] = False,
+    fail_on_drift: Annotated[bool, typer.Option("--fail-on-drift", help="Fail on drift too: a note in force whose anchored file or folder changed, went or moved, and nobody flagged it (CI, after a commit made without the qem-anchors hook).")] = False,
     staged: StagedOpt = False,
     base: Annotated[Optional[str], typer.Option("--base", metavar="REV", help="Name events the merge base of REV and HEAD holds that the log lacks (default: HEAD's).", show_default=False)] = None,
     as_json: JsonOpt = False,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
 ) -> int:
-    """Check the log, the index and MEMORY.md (exit 1 on a problem); list open disputes.
+    """Check the log, the index and MEMORY.md (exit 1 on a problem); list open disputes
+    and drift nobody flagged.
 
-    Example: qem verify --fail-on-disputes
+    Example: qem verify --fail-on-disputes --fail-on-drift
     """
     from .checks import verify_report
 
@@ -456,8 +458,10 @@ def verify(
         if staged:
             from .staged import verify_staged
 
-            return _show(verify_staged(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base), as_json)
-        return _show(verify_report(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base), as_json)
+            return _show(verify_staged(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base,
+                                       drift_fail=fail_on_drift), as_json)
+        return _show(verify_report(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base,
+                                   drift_fail=fail_on_drift), as_json)
 
 
 @app.command()

@@ -12,14 +12,13 @@ a ruling leaves one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Mapping, NamedTuple
 
 from . import ids
 from .model import Note
 
 
-@dataclass(frozen=True)
-class Answer:
+class Answer(NamedTuple):
     note_id: str
     value: str  # yes, no, unknown
     reason: str

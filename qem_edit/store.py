@@ -16,9 +16,9 @@ import json
 import os
 import sqlite3
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence, TypeVar
 
 from . import db, errors, ids, starting
 from .faults import checkpoint
@@ -337,8 +337,7 @@ def _event(draft: Draft, data: dict, at: str, actor: str, checkin: str | None, c
     return Event(event_id, draft.note or event_id, draft.type, at, actor, draft.reason, checkin, data, clock, prev)
 
 
-@dataclass(frozen=True)
-class WriteMark:
+class WriteMark(NamedTuple):
     """What this process's last write changed in the index: the generation before and
     after it, each touched note's item as it was before (None: it had none), and whether
     no note was disputed or forked before it (then every item stands alone, and the

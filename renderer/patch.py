@@ -11,8 +11,7 @@ does not fit it returns None, and the caller renders the whole file.  Pure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from ..model import KINDS
 
@@ -22,8 +21,7 @@ from .render import header_line
 ITEM_START = b"- [#"
 
 
-@dataclass(frozen=True)
-class ItemChange:
+class ItemChange(NamedTuple):
     """One note's item before and after a write (None: it had none, or has none now)."""
 
     old_kind: str | None

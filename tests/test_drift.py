@@ -212,15 +212,19 @@ def test_staged_judges_only_what_the_commit_changes(repo: Path) -> None:
     assert "not a commit" in qem(repo, "anchors", "check", "--rev", "no-such-rev", code=2).stderr
 
 
-def test_verify_fails_on_drift_nobody_flagged(repo: Path) -> None:
-    qem(repo, "verify")
+def test_verify_lists_drift_nobody_flagged_and_fails_on_it_when_asked(repo: Path) -> None:
+    qem(repo, "verify", "--fail-on-drift")
     (repo / "src" / "lock.py").write_text("LOCK = 2\n")
     git(repo, "commit", "-q", "-am", "code changed without the hook")
-    failed = qem(repo, "verify", code=1)
-    assert "drift: #" in failed.stdout and "anchor src/lock.py changed" in failed.stdout
-    assert "qem anchors check --flag" in failed.stdout
+    listed = qem(repo, "verify", "--json")  # listed, as open disputes are: a work tree mid-edit drifts
+    [line] = json.loads(listed.stdout)["drift"]
+    assert line.startswith("drift: #") and "anchor src/lock.py changed" in line and "qem anchors check --flag" in line
+    assert "1 anchor(s) drifted" in qem(repo, "verify").stderr
+    failed = qem(repo, "verify", "--fail-on-drift", code=1)  # CI: a commit made without the hook
+    assert "anchor src/lock.py changed" in failed.stdout
     qem(repo, "anchors", "check", "--flag", code=1)
-    qem(repo, "verify")
+    qem(repo, "verify", "--fail-on-drift")
+    assert json.loads(qem(repo, "verify", "--json").stdout)["drift"] == []
 
 
 def test_an_edit_that_reinstates_a_flagged_note_re_anchors_it(repo: Path, tmp_path: Path) -> None:
@@ -301,6 +305,7 @@ def test_the_hook_re_anchors_a_move_flags_a_deletion_and_passes_other_commits(ho
     git(repo, "add", "other.py")
     plain = git(repo, "commit", "-m", "code no note is about", env=env, check=False)
     assert plain.returncode == 0, plain.stdout + plain.stderr
+    assert "flagged" not in plain.stdout + plain.stderr
     git(repo, "mv", "src/lock.py", "src/locking.py")
     moved = git(repo, "commit", "-m", "rename", env=env, check=False)
     assert moved.returncode != 0 and "re-anchored" in moved.stdout + moved.stderr
