@@ -74,7 +74,7 @@ def anchored(place: Workspace, paths: list[str] | None, cwd: Path | None = None)
         return ()
     from . import anchors  # only a write that names anchors asks git about the work tree
 
-    tree = anchors.work_tree(place.root)
+    tree = anchors.place_tree(place)
     return anchors.anchored(tree, paths, cwd or tree.top)
 
 
@@ -199,17 +199,18 @@ def flag_drift(store: Store, place: Workspace, report: "drift.Report", actor: st
 
     def work(tx: Transaction) -> list[str]:
         done = []
-        for found in report.notes:
-            if tx.note(found.note.id).state == "active":
+        for found in report.notes:  # as the check saw it, still: another writer may have come first
+            now = tx.note(found.note.id)
+            if now.state == "active" and now.anchors == found.note.anchors:
                 tx.drift(found.note.id, found.drifted, actor, checkin)
                 done.append(found.note.id)
         return done
 
     written = store.notes_by_id(store.write(work, agent=agent))
+    report.notes = [found for found in report.notes if found.note.id in written]  # the rest: written before
     for found in report.notes:
-        if found.note.id in written:
-            moved_only = all(d.moved_to is not None for d in found.drifted)
-            (report.reanchored if moved_only else report.flagged).append(written[found.note.id])
+        moved_only = all(d.moved_to is not None for d in found.drifted)
+        (report.reanchored if moved_only else report.flagged).append(written[found.note.id])
     report.checkin = checkin if written else None
     report.notices = auto_export(store, place)
     return report

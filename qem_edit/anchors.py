@@ -29,14 +29,27 @@ from .model import UNANCHORABLE, anchor_path_problem
 
 class WorkTree(NamedTuple):
     """The tree anchors are relative to: git's work tree top (else the workspace), whether
-    git keeps it, and the object format its ids are in."""
+    git keeps it, the object format its ids are in, and the paths in it no note may be
+    anchored to beside .git/ and .qem/ (the memory's rendering, MEMORY.md, which every
+    write changes)."""
 
     top: Path
     git: bool = False
     object_format: str = "sha1"
+    unanchorable: tuple[str, ...] = ()
 
     def path(self, anchor: str) -> Path:
         return self.top / anchor
+
+
+def place_tree(place) -> WorkTree:  # type: ignore[no-untyped-def]
+    """The work tree of a workspace (qem_edit.workspace.Workspace), its mirror unanchorable."""
+    tree = work_tree(place.root)
+    try:
+        mirror = place.mirror_path().resolve().relative_to(tree.top).as_posix()
+    except (ValueError, OSError, errors.QemError):
+        return tree
+    return tree._replace(unanchorable=(mirror,))
 
 
 def work_tree(root: Path) -> WorkTree:
@@ -77,6 +90,9 @@ def checked_path(tree: WorkTree, typed: str, cwd: Path | None = None) -> str:
     problem = anchor_path_problem(path)
     if problem:
         raise errors.BadInput(f"anchor {typed!r}: {problem}")
+    if path in tree.unanchorable:
+        raise errors.BadInput(f"anchor {typed!r}: the memory's own rendering, which every write changes;"
+                              " anchor the code a note is about")
     _refuse_links_out(tree, typed, path)
     if not os.path.lexists(tree.path(path)):
         raise errors.BadInput(f"anchor {typed!r}: no such file or folder in the work tree ({tree.top})")
@@ -405,9 +421,12 @@ def revision_listing(tree: WorkTree, rev: str) -> Listing:
     leaves it out)."""
     from . import gitrepo
 
-    done = gitrepo._git(tree.top, "ls-tree", "-r", "-z", "--full-tree", rev)
+    commit = gitrepo._git(tree.top, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
+    if commit.returncode != 0 or rev.startswith("-"):
+        raise errors.BadInput(f"--rev {rev!r}: not a commit of this repository")
+    done = gitrepo._git(tree.top, "ls-tree", "-r", "-z", "--full-tree", commit.stdout.decode().strip())
     if done.returncode != 0:
-        raise errors.BadInput(f"--rev {rev}: not a commit of this repository"
+        raise errors.BadInput(f"--rev {rev!r}: git cannot list it"
                               f" ({done.stderr.decode(errors='replace').strip() or 'git ls-tree failed'})")
     files: dict[str, tuple[bytes, bytes]] = {}
     for record in done.stdout.split(b"\0"):

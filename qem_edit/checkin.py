@@ -434,7 +434,7 @@ def _anchor_errors(proposal: Proposal, place: Workspace) -> list[LineError]:
         return []
     from . import anchors
 
-    tree = anchors.work_tree(place.root)
+    tree = anchors.place_tree(place)
     lines = {item.line: item.anchors for item in proposal.parsed.items}
     out = []
     for op in proposal.plan.ops:

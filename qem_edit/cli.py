@@ -540,7 +540,7 @@ def import_(
 
     Example: qem import vectr ~/.cache/vectr/0a1b2c3d4e5f/working_context.sqlite
     """
-    from .anchors import work_tree
+    from .anchors import place_tree
     from .export import auto_export
     from .vectr import import_vectr, prepare
 
@@ -550,7 +550,7 @@ def import_(
     prepared = prepare(path, workspace_name)  # the vectr store read and mapped before anything is opened
     place, store = _open(workspace_dir, store_dir, write=True)
     with store:
-        report = import_vectr(store, prepared, work_tree(place.root))
+        report = import_vectr(store, prepared, place_tree(place))
         for notice in auto_export(store, place):
             say(notice)
         _out(report.text())
@@ -1052,18 +1052,18 @@ def anchors_suggest(as_json: JsonOpt = False, workspace_dir: WorkspaceOpt = None
     Example: qem anchors suggest --json
     """
     from . import anchorlist
-    from .anchors import work_tree
+    from .anchors import place_tree
 
     place, store = _open(workspace_dir, store_dir)
     with store:
-        return _show(anchorlist.suggested(store, work_tree(place.root)), as_json)
+        return _show(anchorlist.suggested(store, place_tree(place)), as_json)
 
 
 @anchors_app.command("check")
 def anchors_check(
     staged: Annotated[bool, typer.Option("--staged", help="Judge what the commit being made changes: the anchors on the paths git's index changes against HEAD, and their staged content (the pre-commit hook qem-anchors).")] = False,
     rev: Annotated[Optional[str], typer.Option("--rev", metavar="REV", help="Judge every anchor against what commit REV holds.", show_default=False)] = None,
-    flag: Annotated[bool, typer.Option("--flag", help="Write what drift asks for, in one check-in: a changed or deleted anchor flags its note stale (its reason names the path and what happened); a moved one re-anchors the note to where its content went.")] = False,
+    flag: Annotated[bool, typer.Option("--flag", help="Write what drift asks for, in one check-in: a changed or deleted anchor flags its note stale (its reason names the path and what happened); a moved one re-anchors the note to where its content went. Not with --rev.")] = False,
     as_json: JsonOpt = False,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
@@ -1079,6 +1079,9 @@ def anchors_check(
 
     if staged and rev is not None:
         raise errors.BadInput("--staged and --rev judge two different places: give one")
+    if flag and rev is not None:
+        raise errors.BadInput("--flag writes what the work tree, or the commit being made (--staged), asks for;"
+                              " --rev REV only lists what REV's tree would")
     judged = drift.STAGED if staged else rev if rev is not None else drift.WORK_TREE
     place, store = _open(workspace_dir, store_dir)  # read: a commit that drifts nothing writes nothing
     with store:

@@ -91,8 +91,8 @@ class Report:
                f" (check-in {self.checkin})"] if self.reanchored else []
         if self.flagged:
             out += [f"flagged stale: {', '.join('#' + n.shown for n in self.flagged)} (check-in {self.checkin});"
-                    " a person confirms a note with `qem reinstate ID -m WHY`, or corrects it with"
-                    " `qem supersede ID TEXT`"]
+                    " a person confirms a note with `qem reinstate ID -m WHY` (so too if you drop the change),"
+                    " or corrects it with `qem supersede ID TEXT`"]
         return out
 
     def _staged_lines(self) -> list[str]:
@@ -153,17 +153,20 @@ def check(store: "Store", tree: WorkTree, judged: str = WORK_TREE) -> Report:
 
 
 def _judged(content: "_Content", path: str, was: str, held: set[str]) -> Drifted | None:
+    """An anchor judged; gone, it moved where exactly one path that did not hold the same
+    content before (a file new to the tree, not an identical twin already there) holds it."""
     now = content.oid(path)
     if now == was:
         return None
     if now is not None:
         return Drifted(path, was, now)
-    elsewhere = [p for p in content.holding(was) if p not in held]
+    elsewhere = [p for p in content.holding(was) if p not in held and content.before(p) != was]
     return Drifted(path, was, None, elsewhere[0] if len(elsewhere) == 1 else None)
 
 
 def tree_of(place) -> WorkTree:  # type: ignore[no-untyped-def]
-    """The work tree a workspace's anchors are relative to."""
+    """The work tree a workspace's anchors are relative to (read as it is: the check
+    reads no config, so a hook that finds nothing pays for none)."""
     from .anchors import work_tree
 
     return work_tree(place.root)
@@ -202,12 +205,19 @@ class _Content:
     (read from `whole`, the whole place, only when a path is gone), and whether git cannot
     say (a path mid-merge)."""
 
-    def __init__(self, read: "Listing | WorkTreeContent", unknown: set[str] | None = None,
+    def __init__(self, read: "Listing | WorkTreeContent", base: Callable[[], Listing], unknown: set[str] | None = None,
                  whole: "Callable[[], Listing] | None" = None) -> None:
         self.read, self._unknown, self._whole = read, unknown or set(), whole
+        self._base: Callable[[], Listing] | Listing = base
 
     def oid(self, path: str) -> str | None:
         return self.read.oid(path)
+
+    def before(self, path: str) -> str | None:
+        """What `path` held before the change judged (HEAD; a revision's first parent)."""
+        if callable(self._base):
+            self._base = self._base()
+        return self._base.oid(path)
 
     def holding(self, oid: str) -> list[str]:
         if self._whole is not None:
@@ -219,15 +229,28 @@ class _Content:
 
 
 def _content(tree: WorkTree, judged: str, paths: list[str]) -> _Content:
+    base = _listed_or_empty(tree, "HEAD" if judged in (WORK_TREE, STAGED) else f"{judged}^")
     if judged == WORK_TREE:
-        return _Content(WorkTreeContent(tree))
+        return _Content(WorkTreeContent(tree), base)
     if judged == STAGED:
         from .anchors import unmerged
 
         if len(paths) > _NAMED_AT_MOST:
-            return _Content(staged_listing(tree), unmerged(tree))
-        return _Content(staged_listing(tree, paths), unmerged(tree), lambda: staged_listing(tree))
-    return _Content(revision_listing(tree, judged))
+            return _Content(staged_listing(tree), base, unmerged(tree))
+        return _Content(staged_listing(tree, paths), base, unmerged(tree), lambda: staged_listing(tree))
+    return _Content(revision_listing(tree, judged), base)
+
+
+def _listed_or_empty(tree: WorkTree, rev: str) -> Callable[[], Listing]:
+    """What `rev` holds, read when first asked (nothing: no such commit, as before the first)."""
+    def read() -> Listing:
+        if not tree.git:
+            return Listing({}, tree.object_format)
+        try:
+            return revision_listing(tree, rev)
+        except errors.BadInput:
+            return Listing({}, tree.object_format)
+    return read
 
 
 _NAMED_AT_MOST = 200  # more anchored paths than this: list git's whole index once rather than name them

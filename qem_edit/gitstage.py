@@ -67,7 +67,8 @@ def stage_notes_left_out(store, place, note_ids: set[str]) -> list[str]:  # type
 
 def stage_left_out(store, place, names: set[str]) -> list[str]:  # type: ignore[no-untyped-def]
     """Of these log files (paths under the memory's folder), stage those git's index lacks
-    (untracked, not ignored)."""
+    (untracked, not ignored), and with them MEMORY.md where git tracks it (the rendering
+    that shows them: `git commit -- PATHS` builds its index from HEAD and those paths)."""
     try:
         if not names or not place.stages():
             return []
@@ -76,9 +77,10 @@ def stage_left_out(store, place, names: set[str]) -> list[str]:  # type: ignore[
     root = Path(store.root)
     listed = gitrepo.tagged_files(root, sorted(names), _top_guess(root)) or {}
     left_out = sorted(name for name, tag in listed.items() if tag == "?")
-    if left_out and _update_index(root, left_out) is None:
-        return left_out
-    return []
+    if not left_out:
+        return []
+    wanted = _wanted(root, set(left_out), place.mirror_path()) or left_out
+    return wanted if _update_index(root, wanted) is None else []
 
 
 def _wanted(root: Path, touched: set[str], mirror: Path | None) -> list[str] | None:

@@ -33,7 +33,7 @@ from typing import Iterable, Iterator, Sequence
 from . import errors, ids
 from .files import fsync_dir, write_atomic
 from .model import (EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, Event, TextError, actor_problem, anchors_problem,
-                    drift_problem, is_timestamp, normalize_text, reason_problem)
+                    ANCHORING, drift_problem, is_timestamp, normalize_text, reason_problem)
 
 FORMAT = 1
 MAX_EVENT_BYTES = 1 << 20  # an event holds no text: anything near this is not an event
@@ -168,7 +168,9 @@ def _check_fields(obj: dict, where: str) -> None:
 
 def _data_problem(type_: str, data: dict) -> str | None:
     """What is wrong with an event's data for its type (None: nothing)."""
-    if "anchors" in data and anchors_problem(data["anchors"]):  # on any event: it is never followed unchecked
+    if "anchors" in data and type_ not in ANCHORING:
+        return f"a {type_} event carries no anchors (only {', '.join(ANCHORING)} do)"
+    if "anchors" in data and anchors_problem(data["anchors"]):  # never followed unchecked
         return str(anchors_problem(data["anchors"]))
     if drift_problem(type_, data):
         return drift_problem(type_, data)

@@ -201,6 +201,7 @@ def is_timestamp(value: object) -> bool:
 OID_LENGTHS = (40, 64)  # hex digits of a SHA-1 and of a SHA-256 object id
 _OID = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
 UNANCHORABLE = (".git", ".qem")  # git's own files, and the memory's log
+ANCHORING = ("created", "anchored", "reinstated")  # the events that may carry `anchors`
 
 
 def anchor_path_problem(path: object) -> str | None:
@@ -421,7 +422,9 @@ def after_event(note: Note, event: Event) -> Note:
         raise LogError(f"event {event.id}: unknown event type {event.type!r}")
     check_transition(note, event.type)
     if "anchors" in event.data:  # a re-anchoring, or a reinstatement that read the content anew
-        note = replace(note, anchors=anchors_of(event.data))
+        note = replace(note, anchors=_anchors_after(note, event))
+    if event.type == "stale_flagged" and "drift" in event.data:
+        _check_drift(note, event)
     if move.verb == "anchor":
         return note
     if move.verb == "promote":
@@ -429,6 +432,33 @@ def after_event(note: Note, event: Event) -> Note:
     if move.verb in ("dispute", "rule"):
         return replace(note, disputes=_disputes_after(note, event))
     return replace(note, **_state_change(move, event))
+
+
+def _anchors_after(note: Note, event: Event) -> tuple[tuple[str, str], ...]:
+    """The anchors an event gives its note, held to what a writer makes (LogError where a
+    hand-written event asks more): a re-anchoring moves exactly the paths it names, to
+    paths the note did not hold, keeping each content's id; a reinstatement reads the
+    note's own paths anew, and may only drop those that went."""
+    given = anchors_of(event.data)
+    if event.type == "anchored":
+        moved = {str(m["from"]): str(m["to"]) for m in event.data.get("moved", [])}  # type: ignore[union-attr]
+        held = dict(note.anchors)
+        expected = tuple(sorted((moved.get(path, path), oid) for path, oid in note.anchors))
+        if not set(moved) <= set(held) or set(moved.values()) & set(held) or given != expected:
+            raise LogError(f"event {event.id}: a re-anchoring that moves other anchors than the note holds")
+    elif not {path for path, _ in given} <= {path for path, _ in note.anchors}:
+        raise LogError(f"event {event.id}: a reinstatement that anchors paths the note is not anchored to")
+    return given
+
+
+def _check_drift(note: Note, event: Event) -> None:
+    """A drift flag names the note's own anchors, each with the id the note recorded
+    (LogError otherwise: no check of qem's writes such a flag)."""
+    held = dict(note.anchors)
+    for entry in event.data["drift"]:  # type: ignore[union-attr]
+        if held.get(entry["path"]) != entry["was"]:
+            raise LogError(f"event {event.id}: a drift flag on {entry['path']!r}, which the note does not hold"
+                           " with that content")
 
 
 def _state_change(move: Move, event: Event) -> dict[str, object]:
@@ -746,6 +776,10 @@ def drift_problem(type_: str, data: Mapping[str, object]) -> str | None:
                 return f"drift {entry['path']!r}: not an anchor's path and object id"
             if entry["now"] is not None and not _is_oid(entry["now"]):
                 return f"drift {entry['path']!r}: now is neither an object id nor null"
+            if entry["now"] == entry["was"]:
+                return f"drift {entry['path']!r}: now is what it was, which is no drift"
+        if len({str(entry["path"]) for entry in value}) != len(value):
+            return "drift names a path twice"
     return None
 
 

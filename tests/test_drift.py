@@ -293,10 +293,33 @@ def test_the_hook_flags_in_the_commit_that_changed_the_code(hooked, habit: str) 
     assert second.returncode == 0, second.stdout + second.stderr
     assert git(repo, "status", "--porcelain").stdout == ""
     git(repo, "push", "-q", "origin", "HEAD:main")
-    fresh = fresh_clone(origin, f"fresh-{habit.replace(' ', '-').replace(',', '')}")
+    fresh = fresh_clone(origin, f"fresh-{len(list(origin.parent.glob('fresh-*')))}")
     seen = note(fresh, short_of(fresh, LOCK_NOTE))
     assert seen["state"] == "stale" and "anchor src/lock.py changed" in seen["state_reason"]
     assert "STALE" in next(line for line in (fresh / "MEMORY.md").read_text().split("\n") if LOCK_NOTE in line)
+
+
+def test_a_commit_of_named_paths_carries_its_flags_when_it_names_the_memory(hooked) -> None:
+    """`git commit -- PATHS` (an IDE's commit of one file) commits those paths alone, from
+    an index git builds for it: the flags the hook wrote are in .qem and MEMORY.md, so the
+    commit made again names them, as any memory write committed that way must
+    (docs/SHARING.md).  git then leaves its own index without the flag's file; the next
+    commit's hooks refuse until it is staged, naming the command, and nothing is lost."""
+    repo, origin, env = hooked
+    (repo / "src" / "lock.py").write_text("LOCK = 2\n")
+    first = git(repo, "commit", "-m", "change the lock", "--", "src/lock.py", check=False, env=env)
+    assert first.returncode != 0 and "flagged stale" in first.stdout + first.stderr
+    again = git(repo, "commit", "-m", "change the lock", "--", "src/lock.py", ".qem", "MEMORY.md", check=False, env=env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    (repo / "other.py").write_text("print(1)\n")
+    git(repo, "add", "other.py")
+    refused = git(repo, "commit", "-m", "more code", check=False, env=env)
+    assert refused.returncode != 0 and "git add .qem MEMORY.md" in refused.stdout + refused.stderr
+    git(repo, "add", ".qem", "MEMORY.md")
+    assert git(repo, "commit", "-m", "more code", check=False, env=env).returncode == 0
+    git(repo, "push", "-q", "origin", "HEAD:main")
+    fresh = fresh_clone(origin, "fresh")
+    assert note(fresh, short_of(fresh, LOCK_NOTE))["state"] == "stale"
 
 
 def test_the_hook_re_anchors_a_move_flags_a_deletion_and_passes_other_commits(hooked) -> None:
@@ -383,3 +406,75 @@ def test_an_anchor_through_a_link_is_never_followed(repo: Path, tmp_path: Path) 
     report = json.loads(qem(repo, "anchors", "check", "--json", code=1).stdout)
     [found] = [n for n in report["notes"] if n["text"] == "About a file beyond a link"]
     assert found["drift"][0]["now"] is None  # read as absent, never through the link
+
+
+FORGED = {
+    "anchors on a promotion": ("promoted", {"from": "agent", "anchors": [{"path": "README", "oid": "0" * 40}]}),
+    "a re-anchoring that drops every anchor": ("anchored", {"anchors": [], "moved": [{"from": "nowhere.py",
+                                                                                     "to": "README"}]}),
+    "a re-anchoring to a path it already holds": ("anchored", {"anchors": [{"path": "src/lock.py", "oid": "OID"}],
+                                                               "moved": [{"from": "src/lock.py", "to": "src/lock.py"}]}),
+    "a reinstatement anchoring a new path": ("reinstated", {"anchors": [{"path": "README", "oid": "0" * 40}]}),
+    "a drift flag on a path the note does not hold": ("stale_flagged", {"drift": [{"path": "README", "was": "0" * 40,
+                                                                                   "now": "1" * 40}]}),
+    "a drift flag whose content did not change": ("stale_flagged", {"drift": [{"path": "src/lock.py", "was": "OID",
+                                                                               "now": "OID"}]}),
+}
+
+
+@pytest.mark.parametrize("case", FORGED, ids=list(FORGED))
+def test_a_clone_s_event_doing_what_no_write_does_changes_nothing(repo: Path, case: str) -> None:
+    """An event a hand wrote, asking what no qem write asks: set aside or not applied,
+    named by verify; the note keeps its anchors and its state."""
+    type_, data = FORGED[case]
+    if type_ == "reinstated":  # (a reinstatement follows a flag)
+        qem(repo, "flag-stale", short_of(repo, LOCK_NOTE), "-m", "under review")
+    lock = note(repo, short_of(repo, LOCK_NOTE))
+    later = events_of(repo, lock["short"])  # (the created event names no note: it is the note)
+    tip = later[-1]["id"] if later else lock["id"]
+    data = json.loads(json.dumps(data).replace("OID", lock["anchors"][0]["oid"]))
+    event = canonical({"v": 1, "type": type_, "note": lock["id"], "at": "2026-07-27T10:00:01Z", "actor": "mallory",
+                       "reason": "forged", "checkin": None, "clock": 99, "prev": [tip], "data": data})
+    (repo / ".qem" / "events" / ids.content_id(event)).write_bytes(event)
+    failed = qem(repo, "verify", code=1)
+    assert ids.content_id(event)[:8] in failed.stdout + failed.stderr
+    after = note(repo, lock["short"])
+    assert (after["anchors"], after["state"], after["provenance"]) == (lock["anchors"], lock["state"],
+                                                                      lock["provenance"])
+
+
+def test_an_identical_file_already_there_is_no_move(repo: Path) -> None:
+    (repo / "src" / "empty.py").write_text("")
+    (repo / "src" / "daemon" / "empty.py").write_text("")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "two empty files")
+    qem(repo, "add", "empty.py stays empty", "--kind", "gotcha", "--anchor", "src/empty.py")
+    git(repo, "rm", "-q", "src/empty.py")
+    [found] = json.loads(qem(repo, "anchors", "check", "--staged", "--json", code=1).stdout)["notes"]
+    assert found["drift"][0]["what"] == "deleted"  # not "moved to src/daemon/empty.py", its twin
+
+
+def test_the_rendering_is_no_anchor_and_rev_names_a_commit(repo: Path) -> None:
+    refused = qem(repo, "add", "about the rendering", "--kind", "finding", "--anchor", "MEMORY.md", code=2)
+    assert "the memory's own rendering" in refused.stderr
+    for bad in ("HEAD:src", "--all", "no-such"):
+        assert "not a commit" in qem(repo, "anchors", "check", "--rev", bad, code=2).stderr
+    assert "only lists" in qem(repo, "anchors", "check", "--rev", "HEAD", "--flag", code=2).stderr
+
+
+def test_a_flag_another_writer_made_first_is_not_reported_as_drift_left(repo: Path) -> None:
+    """Two `--flag` runs at once: the one that finds the notes flagged under the write lock
+    writes nothing, lists nothing, and exits 0."""
+    from qem_edit import acts, drift
+    from qem_edit.opening import open_memory
+
+    (repo / "src" / "lock.py").write_text("LOCK = 2\n")
+    place, store, _ = open_memory(repo, None, write=True, create=False)
+    with store:
+        late = drift.check(store, drift.tree_of(place), drift.WORK_TREE)
+        assert len(late.notes) == 1
+        qem(repo, "anchors", "check", "--flag", code=1)  # the other writer, first
+        store.sync()
+        late = acts.flag_drift(store, place, late, "late")
+    assert (late.notes, late.flagged, late.exit_code) == ([], [], 0)
+    assert len([e for e in events_of(repo, short_of(repo, LOCK_NOTE)) if e["type"] == "stale_flagged"]) == 1
