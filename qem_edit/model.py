@@ -65,10 +65,12 @@ class Move(NamedTuple):
     # The moves made by a note's id and a reason alone (acts.move) each have a command made
     # from here (cli.py): `says`, what the move does in a person's words, and `example`; and,
     # where an agent may make one, an MCP tool (mcp_server.py): `tool`, what the agent reads
-    # to choose it ("": a person's act, not served).
+    # to choose it ("": a person's act, not served), and `title`, the tool's name for a person
+    # (a client shows it beside a call it asks them to allow).
     says: str = ""
     example: str = ""
     tool: str = ""
+    title: str = ""
 
     @property
     def shown(self) -> str:
@@ -79,6 +81,14 @@ class Move(NamedTuple):
     def command(self) -> str:
         """The verb as the command line spells it: "flag-stale"."""
         return self.verb.replace("_", "-")
+
+    @property
+    def idempotent(self) -> bool:
+        """Whether making the move again on the same note changes nothing: a move on a note
+        that leaves every state it starts from finds the note moved already and is refused
+        (a creation makes a new note each time; a move that keeps the state, a promotion,
+        appends another event)."""
+        return bool(self.sources) and self.target is not None and self.target not in self.sources
 
 
 # The lifecycle, written once.  Checks, plans, plan displays, refusals, the protected kinds,
@@ -92,15 +102,16 @@ MOVES: tuple[Move, ...] = (
          how="qem supersede {id} TEXT -m WHY"),
     Move("revoke", "revoked", LIVE_STATES, "revoked", "-", "revoke", "revoked", marker=True, needs_reason=True,
          out_of_force=True, how="qem revoke {id} -m WHY", says="Revoke a note: it no longer holds",
-         example='qem revoke 412 -m "wrong lock order"', tool="Withdraw a note that is wrong and has no replacement"),
+         example='qem revoke 412 -m "wrong lock order"', tool="Withdraw a note that is wrong and has no replacement", title="Revoke a note"),
     Move("flag_stale", "stale_flagged", frozenset({"active"}), "stale", "!", "flag as stale", "flagged stale",
          marker=True, needs_reason=True, says="Flag a note as possibly out of date",
          example='qem flag-stale 398 -m "the cache was rewritten in v2"',
-         tool="Flag a note as possibly out of date (it stays in force, marked for review)"),
+         tool="Flag a note as possibly out of date (it stays in force, marked for review)",
+         title="Flag a note as stale"),
     Move("reinstate", "reinstated", frozenset({"revoked", "stale", "expired"}), "active", "^", "reinstate",
          "reinstated", marker=True, says="Put a revoked, stale or expired note back in force",
          example='qem reinstate 412 -m "the order was right after all"',
-         tool="Put a revoked, stale or expired note back in force"),
+         tool="Put a revoked, stale or expired note back in force", title="Reinstate a note"),
     Move("expire", "expired", LIVE_STATES, "expired", "x", "expire", "expired", marker=True, out_of_force=True,
          how="qem expire {id} -m WHY", example='qem expire 77 -m "sprint over"',
          says="Mark a note expired (expiry is an event; reading never consults the clock)"),

@@ -1,6 +1,8 @@
 """`qem mcp`, end to end: the real `mcp` client library spawns `qem mcp` over stdio, lists
 its tools and calls each; errors come back as tool errors in the CLI's words with the
-memory unchanged; two servers and a CLI writer on one memory lose nothing."""
+memory unchanged; two servers and a CLI writer on one memory lose nothing.  Each tool's
+title and hints hold for what it does; the resources read what the CLI prints; the
+prompts carry the memory's worklist and name tools the server serves."""
 
 from __future__ import annotations
 
@@ -14,14 +16,16 @@ from typing import Any, AsyncIterator
 
 import anyio
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client  # the test extra installs it
-from mcp.types import Implementation
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client  # the test extra installs it
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, Implementation
 
 from builders import add, emit, store_path
 from conftest import run_qem
 from test_cli import snapshot, verified
 from test_git import team  # noqa: F401  (the fixture)
 from test_incomplete_commit import incomplete
+from qem_edit import mcp_server
+from qem_edit.model import MOVE_BY_VERB, Move
 from qem_edit.store import Store
 
 SERVED = ["add", "supersede", "revoke", "flag_stale", "reinstate", "show", "query", "status", "log", "context"]
@@ -366,3 +370,202 @@ def test_without_the_mcp_package_it_names_the_install_command(ws: Path, tmp_path
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "pip install 'qem-edit[mcp]'" in done.stderr and "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+# -- what the server offers a client: titles and hints, resources, prompts ----------------------
+
+READS = ["show", "query", "status", "log", "context"]
+# what each tool is, as a client's user is told: (read-only, destructive, idempotent)
+HINTS = {"add": (False, False, False), "supersede": (False, True, True), "revoke": (False, True, True),
+         "flag_stale": (False, False, True), "reinstate": (False, False, True),
+         **{name: (True, False, True) for name in READS}}
+
+
+def move_of(tool: str) -> Move:
+    """The move a write tool makes (add: a creation)."""
+    return MOVE_BY_VERB["create" if tool == "add" else tool]
+
+
+async def listed_tools(s: ClientSession) -> Any:
+    return (await s.list_tools()).tools
+
+
+def test_every_tool_has_a_title_and_hints_that_model_moves_gives_a_write(ws: Path) -> None:
+    tools = serve(ws, listed_tools)
+    assert [t.name for t in tools] == SERVED
+    for t in tools:
+        hints = t.annotations
+        assert t.title and "\n" not in t.title and len(t.title) <= 40 and hints.title == t.title, t
+        assert hints.open_world_hint is False, t.name
+        said = (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint)
+        if t.name not in READS:
+            move = move_of(t.name)
+            assert said == (False, move.out_of_force, move.idempotent), (t.name, said)
+        assert said == HINTS[t.name], (t.name, said)
+    assert len({t.title for t in tools}) == len(tools)
+
+
+def test_the_hints_hold_for_what_each_tool_does(ws: Path, seeded: dict[str, str]) -> None:
+    """A read changes nothing; a tool hinted idempotent changes nothing when the same call
+    is made again, and add does; a destructive one takes its note out of force, the others
+    leave it in."""
+    a = seeded["active"]
+
+    async def script(s: ClientSession) -> dict[str, Any]:
+        before = snapshot(ws)
+        for tool, arguments in [("show", {"id": a}), ("query", {"filters": ["kind=gotcha"]}), ("status", {"id": a}),
+                                ("log", {"id": a}), ("context", {})]:
+            await ok(s, tool, **arguments)
+        assert snapshot(ws) == before
+        made = [(await ok(s, "add", text=f"Gotcha {i}", kind="gotcha")).structured_content["short"] for i in range(3)]
+        again: dict[str, bool] = {}
+        states: dict[str, str] = {}
+        for tool, arguments in [("add", {"text": "Gotcha 0", "kind": "gotcha"}),
+                                ("flag_stale", {"id": made[0], "reason": "check it"}),
+                                ("reinstate", {"id": made[0], "reason": "it holds"}),
+                                ("revoke", {"id": made[1], "reason": "wrong"}),
+                                ("supersede", {"id": made[2], "text": "Gotcha two, corrected"})]:
+            await ok(s, tool, **arguments)
+            once = snapshot(ws)
+            await s.call_tool(tool, arguments)
+            again[tool] = snapshot(ws) == once
+            if "id" in arguments:
+                states[tool] = (await ok(s, "show", id=arguments["id"])).structured_content["state"]
+        return {"again": again, "states": states}
+
+    out = serve(ws, script)
+    assert out["again"] == {tool: HINTS[tool][2] for tool in out["again"]}, out["again"]
+    in_force = {tool: state in ("active", "stale") for tool, state in out["states"].items()}
+    assert in_force == {tool: not HINTS[tool][1] for tool in in_force}, out["states"]
+
+
+def test_the_resources_read_what_the_cli_prints(ws: Path, seeded: dict[str, str]) -> None:
+    a = seeded["active"]
+    full = json.loads(run_qem("show", a, "--json", cwd=ws).stdout)["id"]
+    uris = ["qem://context", "qem://memory.md", f"qem://note/{a}", f"qem://note/{full}"]
+
+    async def script(s: ClientSession) -> Any:
+        resources = (await s.list_resources()).resources
+        templates = (await s.list_resource_templates()).resource_templates
+        return resources, templates, [(await s.read_resource(uri)).contents for uri in uris]
+
+    resources, templates, read = serve(ws, script)
+    assert [(r.uri, r.mime_type) for r in resources] == [("qem://context", "text/markdown"),
+                                                          ("qem://memory.md", "text/markdown")]
+    assert [(t.uri_template, t.mime_type) for t in templates] == [("qem://note/{id}", "text/plain")]
+    assert all(r.name and r.title and r.description for r in [*resources, *templates])
+    mime = {r.uri: r.mime_type for r in resources}
+    for uri, contents in zip(uris, read):
+        assert len(contents) == 1 and contents[0].uri == uri
+        assert contents[0].mime_type == mime.get(uri, "text/plain")
+    texts = [c[0].text for c in read]
+    assert texts[0] == run_qem("context", cwd=ws).stdout.rstrip("\n")
+    assert texts[1] == run_qem("export", "--stdout", cwd=ws).stdout and "Release the lock first" in texts[1]
+    assert texts[2] == texts[3] == run_qem("show", a, cwd=ws).stdout.rstrip("\n")
+
+
+def test_a_note_the_memory_lacks_is_a_resource_error_naming_it(ws: Path, seeded: dict[str, str]) -> None:
+    """Not found (-32002, as protocol revision 2025-11-25 has it), in the CLI's words, the
+    URI in its data; the server goes on."""
+    uris = ["qem://note/zzzz", "qem://note/%23!", "qem://note/", "qem://note/a/b", "qem://nope"]
+
+    async def script(s: ClientSession) -> Any:
+        found = []
+        for uri in uris:
+            with pytest.raises(MCPError) as refused:
+                await s.read_resource(uri)
+            found.append(refused.value)
+        return found, (await s.read_resource("qem://context")).contents[0].text
+
+    found, after = serve(ws, script)
+    for uri, error in zip(uris, found):
+        assert error.code == -32002 and error.data == {"uri": uri}, (uri, error)
+        assert error.message.startswith("qem: error: ") and "Traceback" not in error.message
+    assert found[0].message == run_qem("show", "zzzz", cwd=ws).stderr.rstrip("\n")
+    assert found[1].message == run_qem("show", "#!", cwd=ws).stderr.rstrip("\n")
+    for error in found[2:]:
+        assert "no resource 'qem://" in error.message and "qem://note/{id}" in error.message, error.message
+    assert after.startswith("# Memory (qem context)")
+    assert mcp_server.not_found_code("2025-11-25") == mcp_server.not_found_code("2024-11-05") == -32002
+    assert mcp_server.not_found_code("2026-07-28") == INVALID_PARAMS  # SEP-2164
+
+
+def test_an_empty_memory_is_served_and_a_missing_one_named(ws: Path) -> None:
+    async def missing(s: ClientSession) -> Any:
+        listed = ([t.name for t in (await s.list_tools()).tools], [r.uri for r in (await s.list_resources()).resources],
+                  [p.name for p in (await s.list_prompts()).prompts])
+        with pytest.raises(MCPError) as read:
+            await s.read_resource("qem://context")
+        with pytest.raises(MCPError) as prompt:
+            await s.get_prompt("review-memory")
+        return listed, read.value, prompt.value
+
+    listed, read, prompt = serve(ws, missing)
+    assert listed == (SERVED, ["qem://context", "qem://memory.md"], ["review-memory", "record-memory"])
+    said = run_qem("context", cwd=ws).stderr.rstrip("\n")
+    assert "no qem memory at" in said and read.message == said and read.code == -32002
+    assert prompt.message == said and prompt.code == INTERNAL_ERROR
+    assert not (ws / ".qem").exists()  # reading made no memory
+
+    assert run_qem("init", cwd=ws).returncode == 0
+
+    async def empty(s: ClientSession) -> list[str]:
+        texts = [(await s.read_resource(uri)).contents[0].text for uri in ("qem://context", "qem://memory.md")]
+        return texts + [(await s.get_prompt("review-memory")).messages[0].content.text]
+
+    context, memory_md, review = serve(ws, empty)
+    assert context == run_qem("context", cwd=ws).stdout.rstrip("\n") and "## Directives (0)" in context
+    assert memory_md == run_qem("export", "--stdout", cwd=ws).stdout and "## Gotchas" in memory_md
+    assert "0 notes match state=stale" in review and "no anchor drifted: 0 anchors checked" in review
+    assert review.rstrip().endswith("(none)")
+
+
+def test_the_review_prompt_lists_what_needs_a_look_and_names_served_tools(ws: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    (ws / "lock.py").write_text("LOCK = 1\n")
+    monkeypatch.setenv("QEM_NOW", "2026-08-01T00:00:00Z")
+
+    def added(*argv: str) -> str:
+        done = run_qem("add", *argv, "--json", cwd=ws)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)["short"]
+
+    drifted = added("The lock is taken twice", "--kind", "gotcha", "--anchor", "lock.py")
+    stale = added("The cache holds a day", "--kind", "finding")
+    due = added("Staging is frozen", "--kind", "operational", "--expires", "2026-08-02")
+    calm = added("Builds take four minutes", "--kind", "finding")
+    assert run_qem("flag-stale", stale, "-m", "v2 rewrote it", cwd=ws).returncode == 0
+    (ws / "lock.py").write_text("LOCK = 2\n")
+    monkeypatch.setenv("QEM_NOW", "2026-08-03T00:00:00Z")
+
+    async def script(s: ClientSession) -> Any:
+        prompts = (await s.list_prompts()).prompts
+        got = {p.name: await s.get_prompt(p.name) for p in prompts}
+        refused = []
+        for name, arguments in [("nope", None), ("review-memory", {"path": "lock.py"})]:
+            with pytest.raises(MCPError) as error:
+                await s.get_prompt(name, arguments)
+            refused.append(error.value)
+        return prompts, got, refused, await listed_tools(s)
+
+    prompts, got, refused, tools = serve(ws, script)
+    assert [(p.name, p.arguments) for p in prompts] == [("review-memory", []), ("record-memory", [])]
+    assert all(p.title and p.description for p in prompts)
+    for name, result in got.items():
+        assert result.description == next(p.description for p in prompts if p.name == name)
+        assert [m.role for m in result.messages] == ["user"] and result.messages[0].content.type == "text"
+    review, record = (got[name].messages[0].content.text for name in ("review-memory", "record-memory"))
+    stale_part, drift_part, due_part = review.split("\n## ")[1:]
+    assert f"#{stale}\tfinding\tstale" in stale_part and calm not in review
+    assert f"#{drifted} gotcha" in drift_part and "anchor lock.py changed" in drift_part
+    assert f"#{due}\toperational" in due_part and drifted not in due_part
+    served = {t.name: t for t in tools}
+    for tool in ("show", "log", "reinstate", "flag_stale", "supersede", "revoke", "query"):
+        assert tool in review and tool in served, tool
+    for tool in ("add", "context", "supersede", "revoke"):
+        assert tool in record and tool in served, tool
+    for argument in ("user_quote", "anchors"):
+        assert argument in record and argument in served["add"].input_schema["properties"], argument
+    assert [e.code for e in refused] == [INVALID_PARAMS, INVALID_PARAMS]
+    assert "unknown prompt 'nope'" in refused[0].message and "takes no arguments" in refused[1].message
