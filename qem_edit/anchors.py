@@ -192,14 +192,53 @@ def blob_oid(data: bytes, object_format: str = "sha1") -> str:
 def worktree_oid(tree: WorkTree, path: str) -> str | None:
     """The object id of what `path` holds in the work tree now (None: nothing there, or
     what is there is neither a file, a link nor a folder)."""
-    entry = None if _through_link(tree, path) else _entry(tree, tree.path(path))
+    entry = None if _through_link(tree, path) else _entry(tree, tree.path(path), hash_file=False)
     if entry is None:
         return None
     if entry[0] != _TREE:
-        return entry[1].hex()
+        found = _entries(tree, [path]).get(path)
+        return found[1].hex() if found is not None else None
     files = _tracked_files(tree, path) if tree.git else _every_file(tree, path)
-    found = tree_id(path, files, lambda name: _entry(tree, tree.path(name)), tree.object_format, empty=None)
+    entries = _entries(tree, files)
+    found = tree_id(path, files, entries.get, tree.object_format, empty=None)
     return found.hex() if found is not None else None  # a folder of no file: git holds nothing there
+
+
+def _entries(tree: WorkTree, names: list[str]) -> dict[str, tuple[bytes, bytes]]:
+    """(git's mode, binary id) of each file or link of `names` (paths from the top) that is
+    there.  In git, a file's id is the blob `git add` would store: git hashes it (one
+    `git hash-object --stdin-paths` for them all), applying the filters its attributes and
+    config name (line endings, LFS, a clean filter), so the same content has the same id
+    in the work tree, in git's index and in a commit.  Outside git: the bytes as they are."""
+    out: dict[str, tuple[bytes, bytes]] = {}
+    to_git: list[tuple[str, bytes]] = []
+    for name in names:
+        entry = _entry(tree, tree.path(name), hash_file=not tree.git or "\n" in name)
+        if entry is None or entry[0] == _TREE:
+            continue
+        if entry[1]:
+            out[name] = entry
+        else:
+            to_git.append((name, entry[0]))
+    hashed = _git_hashed(tree, [name for name, _ in to_git]) if to_git else None
+    for n, (name, mode) in enumerate(to_git):
+        oid = hashed[n] if hashed is not None else _file_oid(tree.path(name), tree.object_format)
+        if oid is not None:
+            out[name] = (mode, oid)
+    return out
+
+
+def _git_hashed(tree: WorkTree, names: list[str]) -> list[bytes] | None:
+    """The blob ids git stores for these files, filters applied (None: git could not say,
+    as when a file went meanwhile: then the bytes are hashed as they are)."""
+    from . import gitrepo
+
+    feed = "".join(name + "\n" for name in names).encode("utf-8", "surrogateescape")
+    done = gitrepo._git(tree.top, "hash-object", "--stdin-paths", input=feed)
+    found = done.stdout.decode().split()
+    if done.returncode != 0 or len(found) != len(names):
+        return None
+    return [bytes.fromhex(oid) for oid in found]
 
 
 def _through_link(tree: WorkTree, path: str) -> bool:
@@ -236,8 +275,9 @@ _BLOB, _EXEC, _LINK, _TREE = b"100644", b"100755", b"120000", b"40000"
 _FILE_MODES = (_BLOB, _EXEC, _LINK)  # what a listing keeps: no nested repository (160000)
 
 
-def _entry(tree: WorkTree, where: Path) -> tuple[bytes, bytes] | None:
-    """(git's mode, binary id) of a file, a link or (its mode alone) a folder."""
+def _entry(tree: WorkTree, where: Path, hash_file: bool = True) -> tuple[bytes, bytes] | None:
+    """(git's mode, binary id) of a file, a link or (its mode alone) a folder; a file's id
+    over its bytes as they are, or none (b"") unless `hash_file`."""
     try:
         info = os.lstat(where)
     except OSError:
@@ -248,10 +288,11 @@ def _entry(tree: WorkTree, where: Path) -> tuple[bytes, bytes] | None:
         return _TREE, b""
     if not stat.S_ISREG(info.st_mode):
         return None
+    mode = _EXEC if info.st_mode & stat.S_IXUSR else _BLOB
+    if not hash_file:
+        return mode, b""
     oid = _file_oid(where, tree.object_format)
-    if oid is None:
-        return None
-    return (_EXEC if info.st_mode & stat.S_IXUSR else _BLOB), oid
+    return None if oid is None else (mode, oid)
 
 
 def file_digests(tree: WorkTree, path: str, other: str) -> tuple[str, str] | None:
@@ -259,7 +300,10 @@ def file_digests(tree: WorkTree, path: str, other: str) -> tuple[str, str] | Non
     bytes (e.g. sha256, as another tool hashed it), from one read, never through a link
     (None: no regular file there).  `path` is one `checked_path` took."""
     digests = _hashed_file(tree.path(path), tree.object_format, other)
-    return None if digests is None else (digests[0].hexdigest(), digests[1].hexdigest())
+    if digests is None:
+        return None
+    blob = _entries(tree, [path]).get(path) if tree.git else None  # (as git stores it: worktree_oid)
+    return (blob[1].hex() if blob is not None else digests[0].hexdigest()), digests[1].hexdigest()
 
 
 def _file_oid(where: Path, object_format: str) -> bytes | None:

@@ -20,6 +20,7 @@ writes (`--flag`) are qem_edit.acts.flag_drift's; this module only reads.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from . import errors, ids
@@ -53,6 +54,9 @@ class Report:
         self.staged_before: list[str] = []  # an earlier run's flags, staged into this commit
         self.touched: set[str] = set()  # --staged: the paths the commit changes, and their folders
         self.notices: list[str] = []
+        # --staged: notes the commit adds whose anchored content it does not carry (not flagged:
+        # the code did not change; the commit lacks it)
+        self.uncarried: list[NoteDrift] = []
 
     @property
     def where(self) -> str:
@@ -67,20 +71,33 @@ class Report:
     @property
     def exit_code(self) -> int:
         """0: nothing drifted (or the drift's flags were written before and are committed
-        with this commit); 1: something drifted, listed or written now."""
-        return 1 if self.notes else 0
+        with this commit); 1: something drifted, listed or written now, or the commit lacks
+        what a note it adds is anchored to."""
+        return 1 if self.notes or self.uncarried else 0
 
     def text(self) -> str:
         if not self.notes:
             said = f"no anchor drifted: {self.checked} anchor{_s(self.checked)} checked against {self.where}"
-            return "\n".join([said, *self._staged_lines()])
+            return "\n".join([said, *self._staged_lines(), *self._uncarried_lines()])
         lines = [f"{len(self.notes)} note{_s(len(self.notes))} drifted from {'its' if len(self.notes) == 1 else 'their'}"
                  f" anchors ({self.checked} checked against {self.where}):"]
         for found in self.notes:
             lines.append(f"  #{found.note.shown} {found.note.kind} · {found.note.first_line()}")
             lines += [f"    {d.words()}" for d in found.drifted]
         lines += self._written_lines()
-        return "\n".join(lines)
+        return "\n".join(lines + self._uncarried_lines())
+
+    def _uncarried_lines(self) -> list[str]:
+        if not self.uncarried:
+            return []
+        lines = [f"{len(self.uncarried)} note{_s(len(self.uncarried))} this commit adds {'is' if len(self.uncarried) == 1 else 'are'}"
+                 " anchored to content the commit does not carry:"]
+        for found in self.uncarried:
+            lines.append(f"  #{found.note.shown} {found.note.kind} · {found.note.first_line()}")
+            lines += [f"    {d.path}: the note recorded {d.was[:12]}, the commit "
+                      + (f"holds {d.now[:12]}" if d.now else "holds nothing there") for d in found.drifted]
+        paths = " ".join(sorted({d.path for found in self.uncarried for d in found.drifted}))
+        return lines + [f"stage what the notes are about (`git add {paths}`), or commit the notes with it later"]
 
     def _written_lines(self) -> list[str]:
         if not self.wrote:
@@ -106,6 +123,9 @@ class Report:
                            "drift": [{"path": d.path, "what": d.what, "was": d.was, "now": d.now,
                                       "moved_to": d.moved_to} for d in f.drifted]} for f in self.notes],
                 "flagged": [n.id for n in self.flagged], "reanchored": [n.id for n in self.reanchored],
+                "uncarried": [{"id": f.note.id, "short": f.note.shown, "kind": f.note.kind,
+                               "anchors": [{"path": d.path, "recorded": d.was, "committed": d.now} for d in f.drifted]}
+                              for f in self.uncarried],
                 "skipped": self.skipped, "staged_before": self.staged_before}
 
     def remark(self) -> str | None:
@@ -121,18 +141,32 @@ def _s(count: int) -> str:
 
 def check(store: "Store", tree: WorkTree, judged: str = WORK_TREE) -> Report:
     """Every anchor of the notes `active` judged against `judged` (WORK_TREE, STAGED, or a
-    revision), drifted ones grouped by note in the projection's order."""
+    revision), drifted ones grouped by note in the projection's order.  Judging a commit,
+    the notes it adds are judged apart: one whose anchored content the commit does not
+    carry (a file not staged, or staged otherwise) is no drift but an incomplete commit."""
     report = Report(judged)
+    added: set[str] = set()
     if judged == STAGED:
         if not tree.git:
             raise errors.BadInput("--staged judges git's index, and this memory is not in a git work tree")
-        report.touched = with_folders(committed_paths(tree))
-        anchors = store.anchors_in_force(report.touched, states=("active",))
+        committed = committed_paths(tree)
+        report.touched, added = with_folders(committed), _notes_added(store, tree, committed)
+        anchors = [row for row in store.anchors_in_force(report.touched, states=("active",)) if row[0] not in added]
+        anchors += store.anchors_of_notes(added, states=("active",))
     else:
         anchors = store.anchors_in_force(states=("active",))
     if not anchors:
         return report
-    content = _content(tree, judged, sorted({path for _, path, _ in anchors}))
+    found = _drifted(store, report, _content(tree, judged, sorted({path for _, path, _ in anchors})), anchors)
+    notes = store.notes_by_id(found)
+    drifted = sorted((NoteDrift(notes[n], found[n]) for n in found if n in notes), key=lambda f: sort_key(f.note))
+    report.notes = [f for f in drifted if f.note.id not in added]
+    report.uncarried = [f for f in drifted if f.note.id in added]
+    return report
+
+
+def _drifted(store: "Store", report: Report, content: "_Content", anchors: list[tuple[str, str, str]]
+             ) -> dict[str, list[Drifted]]:
     by_note: dict[str, list[tuple[str, str]]] = {}
     for note_id, path, oid in anchors:
         by_note.setdefault(note_id, []).append((path, oid))
@@ -147,9 +181,19 @@ def check(store: "Store", tree: WorkTree, judged: str = WORK_TREE) -> Report:
             drifted = _judged(content, path, was, {p for p, _ in held})
             if drifted is not None:
                 found.setdefault(note_id, []).append(drifted)
-    notes = store.notes_by_id(found)
-    report.notes = sorted((NoteDrift(notes[n], found[n]) for n in found if n in notes), key=lambda f: sort_key(f.note))
-    return report
+    return found
+
+
+def _notes_added(store: "Store", tree: WorkTree, committed: list[str]) -> set[str]:
+    """The notes whose creation is in a log file the commit adds or changes."""
+    try:
+        folder = Path(store.root).resolve().relative_to(tree.top).as_posix()
+    except ValueError:
+        return set()
+    names = [path[len(folder) + 1:] for path in committed if path.startswith(folder + "/")]
+    if not names:
+        return set()
+    return {event for event, _, note in store.holders(names) if event == note}
 
 
 def _judged(content: "_Content", path: str, was: str, held: set[str]) -> Drifted | None:

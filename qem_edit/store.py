@@ -714,6 +714,15 @@ class Store:
             out += self._read(sql + f" AND a.path IN ({db.marks(chunk)})", [*states, *chunk])
         return sorted(out, key=lambda row: (row[1], row[0]))
 
+    def anchors_of_notes(self, note_ids: Iterable[str], *, states: tuple[str, ...] = LIVE) -> list[tuple[str, str, str]]:
+        """(note, path, object id) of every anchor of these notes (of those in these states)."""
+        out: list[tuple[str, str, str]] = []
+        for chunk in db.chunks(sorted(set(note_ids))):
+            out += self._read(f"SELECT a.note, a.path, a.oid FROM anchors a JOIN notes n ON n.id = a.note"
+                              f" WHERE n.state IN ({db.marks(states)}) AND a.note IN ({db.marks(chunk)})",
+                              [*states, *chunk])
+        return sorted(out, key=lambda row: (row[1], row[0]))
+
     def files_of_events(self, event_ids: Iterable[str]) -> set[str]:
         """The log files (paths under the memory's folder) that hold these events."""
         out: set[str] = set()

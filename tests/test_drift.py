@@ -449,6 +449,7 @@ def test_an_identical_file_already_there_is_no_move(repo: Path) -> None:
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "two empty files")
     qem(repo, "add", "empty.py stays empty", "--kind", "gotcha", "--anchor", "src/empty.py")
+    git(repo, "commit", "-q", "--no-verify", "-m", "the note")
     git(repo, "rm", "-q", "src/empty.py")
     [found] = json.loads(qem(repo, "anchors", "check", "--staged", "--json", code=1).stdout)["notes"]
     assert found["drift"][0]["what"] == "deleted"  # not "moved to src/daemon/empty.py", its twin
@@ -478,3 +479,42 @@ def test_a_flag_another_writer_made_first_is_not_reported_as_drift_left(repo: Pa
         late = acts.flag_drift(store, place, late, "late")
     assert (late.notes, late.flagged, late.exit_code) == ([], [], 0)
     assert len([e for e in events_of(repo, short_of(repo, LOCK_NOTE)) if e["type"] == "stale_flagged"]) == 1
+
+
+def test_a_file_git_stores_converted_has_the_id_git_stores(repo: Path) -> None:
+    """Line endings converted on checkout (or LFS, or a clean filter): the anchor records
+    the blob `git add` stores, so the work tree, git's index and a commit agree, and a
+    fresh checkout is no drift."""
+    (repo / ".gitattributes").write_text("*.txt text eol=crlf\n")
+    (repo / "src" / "notes.txt").write_bytes(b"one\ntwo\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "text files checked out with CRLF")
+    (repo / "src" / "notes.txt").unlink()
+    git(repo, "checkout", "--", "src/notes.txt")
+    assert (repo / "src" / "notes.txt").read_bytes() == b"one\r\ntwo\r\n"
+    qem(repo, "add", "notes.txt has two lines", "--kind", "finding", "--anchor", "src/notes.txt", "--anchor", "src")
+    anchors = dict((a["path"], a["oid"]) for a in note(repo, short_of(repo, "notes.txt has two lines"))["anchors"])
+    assert anchors["src/notes.txt"] == git(repo, "ls-files", "-s", "src/notes.txt").stdout.split()[1]
+    assert "no anchor drifted" in qem(repo, "anchors", "check").stdout
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--no-verify", "-m", "the note")
+    assert anchors["src"] == git(repo, "rev-parse", "HEAD:src").stdout.strip()
+    assert json.loads(qem(repo, "anchors", "check", "--rev", "HEAD", "--json").stdout)["notes"] == []
+
+
+def test_a_commit_lacking_what_its_new_note_is_about_is_refused(hooked) -> None:
+    """A note anchored to a file the commit does not carry (never staged, or staged
+    otherwise) would drift in every fresh clone: the hook refuses the commit, naming the
+    note and the `git add` that completes it, and flags nothing."""
+    repo, origin, env = hooked
+    (repo / "src" / "retry.py").write_text("RETRIES = 3\n")
+    qem(repo, "add", "Retries stop at three", "--kind", "decision", "--anchor", "src/retry.py")
+    refused = git(repo, "commit", "-m", "the decision", env=env, check=False)
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "does not carry" in said and "git add src/retry.py" in said
+    assert "flagged" not in said and note(repo, short_of(repo, "Retries stop at three"))["state"] == "active"
+    git(repo, "add", "src/retry.py")
+    done = git(repo, "commit", "-m", "the decision", env=env, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    git(repo, "push", "-q", "origin", "HEAD:main")
+    qem(fresh_clone(origin, "fresh"), "verify", "--fail-on-drift")
