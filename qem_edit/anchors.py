@@ -1,8 +1,10 @@
 """Anchors: the files and folders a note is about, and what they held.
 
 An anchor is a path from the top of the work tree (`/`-separated) and the git object id of
-what it holds: for a file, its blob id, `sha1(b"blob %d\\0" % len(data) + data)` over the
-bytes as they are (no filter, so a copy of the tree outside git computes the same); for a
+what it holds: for a file, the id of the blob `git add` would store (git hashes it, applying
+the filters its attributes and config name: line endings, LFS, a clean filter, so the work
+tree, git's index and a commit agree; outside git, `sha1(b"blob %d\\0" % len(data) + data)`
+over the bytes as they are, which is the same where no filter applies); for a
 folder, the id of its tree as `git write-tree` would make it of the files git sees there
 (tracked, or untracked and not ignored; outside git, every file), each blob hashed the
 same way; a symbolic link inside the tree is, as git keeps it, a blob of where it points.
