@@ -6,8 +6,11 @@ GitHub's own parser (cmarkgfm), and in JSON."""
 
 from __future__ import annotations
 
+import json
 import re
 
+from builders import planted_created
+from qem_edit.anchors import blob_oid
 from qem_edit.diff import DRIFTED, changes_of
 from qem_edit.model import Draft, Event, drift_of
 from qem_edit.store import Store
@@ -31,9 +34,14 @@ def anchored_team(team: Team) -> tuple[Clone, dict[str, str]]:
         (founder.path / path).write_text(text, "utf-8")
     s = {}
     for name, text, kind, anchor in (("lock", LOCK, "gotcha", "src/lock.py"), ("src", SRC, "decision", "src"),
-                                     ("srcx", SRCX, "reference", "srcx"), ("util", UTIL, "finding", "src/util.py"),
-                                     ("mirror", MIRROR, "directive", "MEMORY.md")):
+                                     ("srcx", SRCX, "reference", "srcx"), ("util", UTIL, "finding", "src/util.py")):
         s[name] = founder.qem("add", text, "-k", kind, "--anchor", anchor).stdout.strip()
+    # a note anchored to MEMORY.md, which no write makes (the rendering is refused as an
+    # anchor) but a clone of an older qem may bring: planted as its writer named it
+    mirror = {"path": "MEMORY.md", "oid": blob_oid((founder.path / "MEMORY.md").read_bytes())}
+    planted = planted_created(founder.path / ".qem", MIRROR, "directive", anchors=[mirror]).split("/")[1]
+    founder.qem("export")
+    s["mirror"] = next(n["short"] for n in json.loads(founder.qem("list", "--json").stdout) if n["id"] == planted)
     founder.publish("code and memory about it")
     return founder, s
 
