@@ -4,14 +4,19 @@ A note's anchor holds the git object id its path had when the note was written (
 confirmed: a reinstatement, a re-anchoring).  The check reads what each anchored path
 holds in one place and compares: the work tree (the default), git's index (`--staged`,
 what the next commit holds) or a commit (`--rev`).  An anchor is *changed* (another id),
-*deleted* (nothing there, and no other path holds the same content) or *moved* (nothing
-there, and exactly one other path holds the very same object id: a `git mv`, a rename).
+*deleted* (nothing there, and no new path holds the same content) or *moved* (nothing
+there, and exactly one path that did not hold it before, against HEAD or the revision's
+first parent, holds the very same object id: a `git mv`, a rename; an identical twin that
+was already there is not the file moved).
 
 `--staged` judges the commit being made, not the whole tree: only the anchors on the paths
 the staged tree changes against HEAD (and the folders holding them), so a commit that
 touches no anchored file costs a `git diff --cached` and one lookup, and a note written
-over unstaged edits is not flagged by a commit that does not carry them.  `qem verify`
-judges every anchor, which is what catches a commit made without the hook.
+over unstaged edits is not flagged by a commit that does not carry them.  A note the
+commit adds is judged whole, apart: what it is anchored to and the commit lacks is no
+drift (the code did not change) but an incomplete commit (`Report.uncarried`).  `qem
+verify` judges every anchor against the work tree and lists the drift (`--fail-on-drift`
+fails on it), which is what catches a commit made without the hook.
 
 Only notes `active` are judged: a stale one is already flagged and waits for a person
 (`qem reinstate` re-anchors it to the content now; a supersession reads it anew).  The
