@@ -8,6 +8,8 @@ is pinned (`at`) unless a test passes `at=None` for the clock.
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 from conftest import FIXTURES
@@ -148,3 +150,18 @@ def planted_created(memory: Path, text: str, kind: str, **data: object) -> str:
     (memory / "events" / note_id).write_bytes(event)
     (memory / "texts" / note_id).write_bytes(record)
     return f"events/{note_id}"
+
+
+def code_repository(root: Path, files: dict[str, str], executable: tuple[str, ...] = ()) -> Path:
+    """A git repository at `root` holding `files` (path → text; `executable` ones mode
+    755), committed on `main`, with a git identity in the test's $HOME."""
+    home = Path(os.environ["HOME"])
+    (home / ".gitconfig").write_text("[user]\n\tname = T\n\temail = t@example.com\n[init]\n\tdefaultBranch = main\n")
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    for path in executable:
+        (root / path).chmod(0o755)
+    for args in (["init", "-q", str(root)], ["-C", str(root), "add", "-A"], ["-C", str(root), "commit", "-q", "-m", "code"]):
+        subprocess.run(["git", *args], check=True, capture_output=True)
+    return root

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import planted_created
+from builders import code_repository, planted_created
 from conftest import run_qem
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -42,17 +42,8 @@ def qem(cwd: Path, *args: str, code: int = 0) -> subprocess.CompletedProcess:
 def repo(tmp_path: Path) -> Path:
     """A repository with a tracked file and folder, an ignored file, a memory and its
     MEMORY.md committed; an untracked file beside."""
-    home = Path(os.environ["HOME"])
-    (home / ".gitconfig").write_text("[user]\n\tname = T\n\temail = t@example.com\n[init]\n\tdefaultBranch = main\n")
-    root = tmp_path / "repo"
-    (root / "src" / "deep").mkdir(parents=True)
-    (root / "src" / "lock.py").write_text("LOCK = 1\n")
-    (root / "src" / "deep" / "run.sh").write_text("#!/bin/sh\n")
-    (root / "src" / "deep" / "run.sh").chmod(0o755)
-    (root / "src" / "other.py").write_text("OTHER = 2\n")
-    git(root.parent, "init", "-q", str(root))
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "code")
+    root = code_repository(tmp_path / "repo", {"src/lock.py": "LOCK = 1\n", "src/deep/run.sh": "#!/bin/sh\n",
+                                               "src/other.py": "OTHER = 2\n"}, executable=("src/deep/run.sh",))
     qem(root, "init")
     qem(root, "export")
     git(root, "add", "-A")

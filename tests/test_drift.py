@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import planted_created
+from builders import code_repository, planted_created
 from conftest import run_qem
 from qem_edit import ids
 from qem_edit.anchors import WorkTree, revision_listing, staged_listing, worktree_oid
@@ -66,16 +66,8 @@ def events_of(root: Path, short: str) -> list[dict]:
 def repo(tmp_path: Path) -> Path:
     """A repository with code, a memory holding a note anchored to a file and one to a
     folder, MEMORY.md tracked, all committed."""
-    home = Path(os.environ["HOME"])
-    (home / ".gitconfig").write_text("[user]\n\tname = T\n\temail = t@example.com\n[init]\n\tdefaultBranch = main\n")
-    root = tmp_path / "repo"
-    (root / "src" / "daemon").mkdir(parents=True)
-    (root / "src" / "lock.py").write_text("LOCK = 1\n")
-    (root / "src" / "daemon" / "run.py").write_text("RUN = 1\n")
-    (root / "README").write_text("code\n")
-    git(tmp_path, "init", "-q", str(root))
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "code")
+    root = code_repository(tmp_path / "repo", {"src/lock.py": "LOCK = 1\n", "src/daemon/run.py": "RUN = 1\n",
+                                               "README": "code\n"})
     qem(root, "add", LOCK_NOTE, "--kind", "gotcha", "--anchor", "src/lock.py")
     qem(root, "add", "The daemon restarts on SIGHUP", "--kind", "finding", "--anchor", "src/daemon")
     qem(root, "export")
