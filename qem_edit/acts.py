@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 
 from . import errors, expiry, ids, protect
 from .export import auto_export
-from .model import CLAIMABLE_PROVENANCES, KINDS, MOVE_BY_EVENT, PRIORITIES, Event, NewNote, Note, TextError, normalize_text
+from .model import (CLAIMABLE_PROVENANCES, KINDS, MOVE_BY_EVENT, PRIORITIES, TRIGGER_ATTRIBUTES, TRIGGER_LIMIT, TRIGGER_NAMES,
+                    Event, NewNote, Note, TextError, Trigger, normalize_text, trigger_problem)
 from .store import Store, Transaction
 from .workspace import Workspace
 
@@ -78,9 +79,26 @@ def anchored(place: Workspace, paths: list[str] | None, cwd: Path | None = None)
     return anchors.anchored(tree, paths, cwd or tree.top)
 
 
+def declared(on: list[str] | None = None, when_path: list[str] | None = None,
+             when_run: list[str] | None = None) -> tuple[Trigger, ...]:
+    """The triggers a write declares (qem_edit.triggers), each checked as the log's reader
+    checks it; BadInput naming the first that is not one."""
+    given = [("on", v) for v in on or ()] + [("path", v) for v in when_path or ()] + [("run", v) for v in when_run or ()]
+    for name, value in given:
+        problem = trigger_problem(name, value)
+        if problem:
+            raise errors.BadInput(f"--{TRIGGER_ATTRIBUTES[name]} {value!r}: {problem}")
+    out = tuple(sorted(set(given)))
+    for name in TRIGGER_NAMES:
+        if sum(1 for n, _ in out if n == name) > TRIGGER_LIMIT:
+            raise errors.BadInput(f"more than {TRIGGER_LIMIT} --{TRIGGER_ATTRIBUTES[name]} values on one note")
+    return out
+
+
 def add(store: Store, place: Workspace, text: str, kind: str, priority: str, provenance: str, actor: str,
         agent: bool | None = None, allow_secret: bool = False, anchors: list[str] | None = None,
-        cwd: Path | None = None, expires: str | None = None, ttl: str | None = None) -> Written:
+        cwd: Path | None = None, expires: str | None = None, ttl: str | None = None,
+        triggers: tuple[Trigger, ...] = ()) -> Written:
     """A new note; `anchors`: the files and folders it is about; its end as `expires` (a
     date or UTC time) or `ttl` (30d) ask, else its kind's default (qem_edit.expiry), fixed
     from the event's own time."""
@@ -94,7 +112,7 @@ def add(store: Store, place: Workspace, text: str, kind: str, priority: str, pro
 
     def work(tx: Transaction) -> Note:
         return tx.create(NewNote(kind, priority, provenance, body, anchors=anchoring,
-                                 expires=expiry.new_end(tx, kind, wish, ttls)), actor)
+                                 expires=expiry.new_end(tx, kind, wish, ttls), triggers=triggers), actor)
 
     note = store.write(work, agent=agent, allow_secret=allow_secret)
     return _repeating(store, _written(store, place, Written(note=store.note(note.id))))
@@ -104,10 +122,10 @@ def supersede(store: Store, place: Workspace, given: str, text: str, reason: str
               actor: str, kind: str | None = None, priority: str | None = None,
               provenance: str | None = None, agent: bool | None = None, allow_secret: bool = False,
               anchors: list[str] | None = None, cwd: Path | None = None, expires: str | None = None,
-              ttl: str | None = None) -> Written:
-    """A successor replaces the note (same kind, priority, provenance, anchored paths and
-    end unless given, the anchors' content read now; an agent's successor is given its own
-    provenance, so it never inherits `human`)."""
+              ttl: str | None = None, triggers: tuple[Trigger, ...] | None = None) -> Written:
+    """A successor replaces the note (same kind, priority, provenance, anchored paths,
+    end and triggers unless given, the anchors' content read now; an agent's successor is
+    given its own provenance, so it never inherits `human`)."""
     errors.choice(kind, KINDS, "kind")
     errors.choice(priority, PRIORITIES, "priority")
     errors.choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
@@ -125,7 +143,8 @@ def supersede(store: Store, place: Workspace, given: str, text: str, reason: str
         if inherited == "human" and protect.writes_as_agent(tx, actor):
             inherited = "agent"  # a person's endorsement is not an agent's to carry over
         new = NewNote(kind or old.kind, priority or old.priority, provenance or inherited, body, note_id,
-                      anchors=anchoring, expires=wish.at(tx.at, old.expires))
+                      anchors=anchoring, expires=wish.at(tx.at, old.expires),
+                      triggers=old.triggers if triggers is None else triggers)
         return tx.create(new, actor, why)
 
     note = store.write(work, agent=agent, allow_secret=allow_secret)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from . import ids
-from .model import TEXT_MISSING, Event, Note
+from .model import TEXT_MISSING, TRIGGER_ATTRIBUTES, Event, Note
 from .resolver import Answer as Currency
 from .resolver import Graph
 from .store import Store
@@ -68,6 +68,7 @@ class NoteView:
 
             lines.append(f"DISPUTED: {rival_words(note, shown)}; settle with `qem rule {note.shown} --keep SIDE`")
         lines += [f"anchor {path} {oid}" for path, oid in note.anchors]
+        lines += [f"{TRIGGER_ATTRIBUTES[name]} {value}" for name, value in note.triggers]
         lines += ["", note.text if note.text is not None else self._no_text()]
         return "\n".join(lines)
 

@@ -22,7 +22,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import db, errors, ids
-from .model import KINDS, MOVE_BY_VERB, READING_ORDER, STATES, Move
+from .model import KINDS, MOMENTS, MOVE_BY_VERB, READING_ORDER, STATES, Move
 from .renderer import Selection
 from .shown import say
 from .shown import show as _out
@@ -72,6 +72,9 @@ IdArg = Annotated[str, typer.Argument(metavar="ID", help="The note: its short id
 ReasonOpt = Annotated[Optional[str], typer.Option("--message", "-m", help="Why.", show_default=False)]
 RequiredReasonOpt = Annotated[str, typer.Option("--message", "-m", help="Why (required).", show_default=False)]
 ExpiresOpt = Annotated[Optional[str], typer.Option("--expires", help="The note's end: a date (YYYY-MM-DD, its start, UTC) or a UTC time (YYYY-MM-DDTHH:MM:SSZ), in the future; none: no end. `qem expire --due` expires it then.", show_default=False)]
+OnOpt = Annotated[Optional[list[str]], typer.Option("--on", metavar="MOMENT", help="A moment the note is delivered to an agent at (repeatable; replaces its kind's default): start, compact, prompt, edit, read, shell.", show_default=False)]
+WhenPathOpt = Annotated[Optional[list[str]], typer.Option("--when-path", metavar="PATTERN", help="Deliver the note before an agent edits a matching file (repeatable): a path from the top of the work tree, * ? [..] within a part, ** for folders (src/index/**).", show_default=False)]
+WhenRunOpt = Annotated[Optional[list[str]], typer.Option("--when-run", metavar="PATTERN", help="Deliver the note before a matching shell command runs (repeatable): * any characters (pytest*).", show_default=False)]
 TtlOpt = Annotated[Optional[str], typer.Option("--ttl", help="The note's end as a time to live from now: a number and h, d or w (30d). Default: its kind's [expiry] in .qem/config.toml.", show_default=False)]
 
 
@@ -204,6 +207,9 @@ def add(
     anchor: AnchorOpt = None,
     expires: ExpiresOpt = None,
     ttl: TtlOpt = None,
+    on: OnOpt = None,
+    when_path: WhenPathOpt = None,
+    when_run: WhenRunOpt = None,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
     actor: ActorOpt = None,
@@ -215,9 +221,11 @@ def add(
     from . import acts
 
     body = _text_arg(text)
+    triggers = acts.declared(on, when_path, when_run)
     written = _act(workspace_dir, store_dir, actor, lambda h, p, who: acts.add(h, p, body, kind, priority, provenance, who,
                                                                        allow_secret=allow_secret, anchors=anchor,
-                                                                       cwd=Path.cwd(), expires=expires, ttl=ttl))
+                                                                       cwd=Path.cwd(), expires=expires, ttl=ttl,
+                                                                       triggers=triggers))
     return _written_note(written, as_json)
 
 
@@ -247,6 +255,10 @@ def supersede(
     no_anchors: Annotated[bool, typer.Option("--no-anchors", help="The successor is about no file.")] = False,
     expires: Annotated[Optional[str], typer.Option("--expires", help="The successor's end (default: the old note's): a date (YYYY-MM-DD) or a UTC time, in the future; none: no end.", show_default=False)] = None,
     ttl: Annotated[Optional[str], typer.Option("--ttl", help="The successor's end as a time to live from now: a number and h, d or w (30d).", show_default=False)] = None,
+    on: OnOpt = None,
+    when_path: WhenPathOpt = None,
+    when_run: WhenRunOpt = None,
+    no_triggers: Annotated[bool, typer.Option("--no-triggers", help="The successor declares no trigger (default: the old note's, unless --on, --when-path or --when-run are given).")] = False,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
     actor: ActorOpt = None,
@@ -261,10 +273,14 @@ def supersede(
     if no_anchors and anchor:
         raise errors.BadInput("give --anchor or --no-anchors, not both")
     anchors = [] if no_anchors else anchor
+    given = acts.declared(on, when_path, when_run)
+    if no_triggers and given:
+        raise errors.BadInput("give --on/--when-path/--when-run or --no-triggers, not both")
+    triggers = () if no_triggers else given or None
     written = _act(workspace_dir, store_dir, actor,
                    lambda h, p, who: acts.supersede(h, p, note_id, body, reason, who, kind, priority,
                                                     allow_secret=allow_secret, anchors=anchors, cwd=Path.cwd(),
-                                                    expires=expires, ttl=ttl),
+                                                    expires=expires, ttl=ttl, triggers=triggers),
                    create=False)
     return _written_note(written, as_json)
 
@@ -398,6 +414,59 @@ def context(
 
     errors.choice(fmt, FORMATS, "format")
     return _answer(workspace_dir, store_dir, lambda store: build(store, budget, at, skip), fmt == "json")
+
+
+@app.command()
+def deliver(
+    moment: Annotated[str, typer.Argument(metavar="MOMENT", help="start, compact, prompt, edit, read or shell.", show_default=False)],
+    path: Annotated[Optional[list[str]], typer.Option("--path", metavar="PATH", help="The file an edit or a read touches (repeatable): from the current directory.", show_default=False)] = None,
+    command: Annotated[Optional[str], typer.Option("--command", metavar="COMMAND", help="The shell command about to run.", show_default=False)] = None,
+    prompt: Annotated[Optional[str], typer.Option("--prompt", metavar="TEXT", help="The prompt; - reads it from standard input.", show_default=False)] = None,
+    budget: Annotated[int, typer.Option("--budget", metavar="CHARS", help="Characters the whole answer may take (0: no limit); the last line counts what was left out.")] = 10_000,
+    skip: Annotated[int, typer.Option("--skip", metavar="N", help="Leave out the first N notes of the order (what did not fit a budget).")] = 0,
+    as_json: JsonOpt = False,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
+) -> int:
+    """What a moment of an agent's session triggers, in the order a hook gives it (no
+    session: nothing is left out as given before).  `qem hook` gives the same to a harness.
+
+    Example: qem deliver edit --path src/index/build.py
+    """
+    from . import delivery
+
+    errors.choice(moment, MOMENTS, "moment")
+    words = _text_arg(prompt) if prompt is not None else ""
+
+    def read(store):  # type: ignore[no-untyped-def]
+        top = delivery.work_top(store.root)
+        asked = delivery.Moment(moment, delivery.from_cwd(path or [], str(Path.cwd()), top), command or "", words)
+        return delivery.deliver(store, asked, budget, skip, str(top))
+
+    return _answer(workspace_dir, store_dir, read, as_json)
+
+
+@app.command()
+def setup(
+    harness: Annotated[str, typer.Argument(metavar="HARNESS", help="claude, codex or gemini.", show_default=False)],
+    check: Annotated[bool, typer.Option("--check", help="Change nothing; exit 1 when the settings are missing or out of date, naming what.")] = False,
+    remove: Annotated[bool, typer.Option("--remove", help="Take qem's hooks and MCP server out of the settings (other entries stay).")] = False,
+    ask_to_record: Annotated[bool, typer.Option("--ask-to-record", help="Also the Stop hook: once a session, when it recorded no note, the agent is asked to record what a future session needs.")] = False,
+    command: Annotated[str, typer.Option("--command", metavar="CMD", help="How the hooks run qem (default: qem, found on the PATH).")] = "qem",
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
+) -> int:
+    """Write the project's shared settings for an agent harness: qem's hooks (memory
+    delivered at session start, at each prompt, before edits and commands, after a
+    compaction) and its MCP server, merged into what is there; a second run changes nothing.
+
+    Example: qem setup claude
+    """
+    from . import setup as setting_up
+    from .workspace import resolve
+
+    place = resolve(workspace_dir, store_dir)
+    return setting_up.run(harness, place, check=check, remove=remove, ask_to_record=ask_to_record, command=command)
 
 
 @app.command("list")
@@ -1207,6 +1276,11 @@ def _with_optional_values(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    given = sys.argv[1:] if argv is None else argv
+    if given[:1] == ["hook"]:  # before every edit an agent makes: no command-line framework to start
+        from .hookrun import main as hook
+
+        sys.exit(hook(given[1:]))
     ClickException, ClickExit, ClickAbort = _click_exceptions()
     command, args, prog = _command(_with_optional_values(sys.argv[1:] if argv is None else argv))
     _catch_interrupts()

@@ -25,7 +25,7 @@ from .model import EVENT_TYPES, KIND_RANK, LIVE_STATES, Event, Note, Rival, fold
 from .renderer import FORMAT_VERSION, item_text
 from .shown import progress
 
-INDEX_VERSION = "9"  # bump when the schema or what it caches changes: every index is rebuilt
+INDEX_VERSION = "10"  # bump when the schema or what it caches changes: every index is rebuilt
 _EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
 SCHEMA = f"""
 CREATE TABLE files (name TEXT PRIMARY KEY, problem TEXT) WITHOUT ROWID;
@@ -80,7 +80,9 @@ CREATE TABLE notes (
     text_hash     TEXT,
     problems      TEXT NOT NULL,
     anchors       TEXT NOT NULL,
-    expires       TEXT
+    expires       TEXT,
+    triggers      TEXT NOT NULL,
+    terms         TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX notes_in_order ON notes (kind_rank, id);
 CREATE INDEX notes_by_parent ON notes (supersedes) WHERE supersedes IS NOT NULL;
@@ -109,6 +111,15 @@ CREATE INDEX items_by_id ON items (id);
 CREATE TABLE anchors (note TEXT NOT NULL, path TEXT NOT NULL, oid TEXT NOT NULL,
                       PRIMARY KEY (note, path)) WITHOUT ROWID;
 CREATE INDEX anchors_by_path ON anchors (path);
+-- Each note's declared triggers (qem_edit.triggers): a moment (`on`), a path pattern, a
+-- command pattern, and the terms its text names in backticks, by their longest word
+-- (`key`), so a prompt's words find the notes naming them.  Kept like the anchors table.
+CREATE TABLE triggers (name TEXT NOT NULL, value TEXT NOT NULL, note TEXT NOT NULL,
+                       PRIMARY KEY (name, value, note)) WITHOUT ROWID;
+CREATE INDEX triggers_by_note ON triggers (note);
+CREATE TABLE terms (key TEXT NOT NULL, term TEXT NOT NULL, note TEXT NOT NULL,
+                    PRIMARY KEY (key, term, note)) WITHOUT ROWID;
+CREATE INDEX terms_by_note ON terms (note);
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 -- The hashes of the latest renderings export wrote here: such a file is no one's edit.
 CREATE TABLE renderings (hash TEXT PRIMARY KEY);
@@ -119,11 +130,21 @@ TRIGGERS = (
     " FROM json_each(NEW.anchors); END",
     "CREATE TRIGGER anchors_out AFTER DELETE ON notes WHEN OLD.anchors != '[]' BEGIN"
     " DELETE FROM anchors WHERE note = OLD.id; END",
+    "CREATE TRIGGER triggers_in AFTER INSERT ON notes WHEN NEW.triggers != '[]' BEGIN"
+    " INSERT INTO triggers (name, value, note) SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), NEW.id"
+    " FROM json_each(NEW.triggers); END",
+    "CREATE TRIGGER triggers_out AFTER DELETE ON notes WHEN OLD.triggers != '[]' BEGIN"
+    " DELETE FROM triggers WHERE note = OLD.id; END",
+    "CREATE TRIGGER terms_in AFTER INSERT ON notes WHEN NEW.terms != '[]' BEGIN"
+    " INSERT OR IGNORE INTO terms (key, term, note) SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), NEW.id"
+    " FROM json_each(NEW.terms); END",
+    "CREATE TRIGGER terms_out AFTER DELETE ON notes WHEN OLD.terms != '[]' BEGIN"
+    " DELETE FROM terms WHERE note = OLD.id; END",
 )
 NOTE_COLUMNS = (
     "id, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,"
     " state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,"
-    " anchors, expires"
+    " anchors, expires, triggers"
 )
 EVENT_COLUMNS = "id, note, type, at, actor, reason, checkin, data, clock, prev"
 
@@ -134,13 +155,15 @@ EVENT_COLUMNS = "id, note, type, at, actor, reason, checkin, data, clock, prev"
 def note_from_row(row: Sequence[object]) -> Note:
     (id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,
      state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,
-     anchors, expires) = row
+     anchors, expires, triggers) = row
     pairs = tuple(tuple(p) for p in json.loads(disputes)) if disputes != "[]" else ()  # type: ignore[arg-type]
     rival = tuple(Rival(**r) for r in json.loads(rivals)) if rivals != "[]" else ()  # type: ignore[arg-type]
     anchored = tuple(tuple(a) for a in json.loads(anchors)) if anchors != "[]" else ()  # type: ignore[arg-type]
+    declared = tuple(tuple(t) for t in json.loads(triggers)) if triggers != "[]" else ()  # type: ignore[arg-type]
     return Note(id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by,  # type: ignore[arg-type]
                 state, state_at, state_reason, state_actor, state_event, bad_pointer, pairs, rival,  # type: ignore[arg-type]
-                short, alias, short_len, text_hash, anchors=anchored, expires=expires)  # type: ignore[arg-type]
+                short, alias, short_len, text_hash, anchors=anchored, expires=expires,  # type: ignore[arg-type]
+                triggers=declared)  # type: ignore[arg-type]
 
 
 def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
@@ -152,7 +175,19 @@ def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
         json.dumps([vars(r) for r in note.rivals]) if note.rivals else "[]",
         note.alias, note.short_len, note.text_hash, json.dumps(problems) if problems else "[]",
         json.dumps([list(a) for a in note.anchors], ensure_ascii=False) if note.anchors else "[]", note.expires,
+        json.dumps([list(t) for t in note.triggers], ensure_ascii=False) if note.triggers else "[]",
+        _terms_json(note.text),
     )
+
+
+def _terms_json(text: str | None) -> str:
+    """The terms a note's text names in backticks, as the terms table stores them."""
+    if not text or "`" not in text:
+        return "[]"
+    from .triggers import terms_of
+
+    found = terms_of(text)
+    return json.dumps([list(t) for t in found], ensure_ascii=False) if found else "[]"
 
 
 def event_from_row(row: Sequence[object]) -> Event:
@@ -712,7 +747,7 @@ _STREAM_FILES = 256  # a sync that adds more log files than this (or any pack) s
 _REFOLD_ALL = 20000  # a sync touching more notes than this replays every note, streamed
 _INSERT_NOTE = ("INSERT INTO notes (id, short, kind_rank, kind, priority, text, provenance, created_at, actor,"
                 " supersedes, superseded_by, state, state_at, state_reason, state_actor, state_event, bad_pointer,"
-                " disputes, rivals, alias, short_len, text_hash, problems, anchors, expires) VALUES (" + ", ".join("?" * 25) + ")")
+                " disputes, rivals, alias, short_len, text_hash, problems, anchors, expires, triggers, terms) VALUES (" + ", ".join("?" * 27) + ")")
 
 
 def _fold_one(note_id: str, events: list[Event], texts: dict[tuple[str, str], str]):  # type: ignore[no-untyped-def]

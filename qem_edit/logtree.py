@@ -32,7 +32,7 @@ from typing import Iterable, Iterator, Sequence
 
 from . import errors, ids
 from .files import fsync_dir, write_atomic
-from .model import (EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, Event, TextError, actor_problem, anchors_problem,
+from .model import (EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, Event, TextError, actor_problem, anchors_problem, triggers_problem,
                     ANCHORING, drift_problem, is_timestamp, normalize_text, reason_problem)
 
 FORMAT = 1
@@ -174,6 +174,8 @@ def _data_problem(type_: str, data: dict) -> str | None:
         return str(anchors_problem(data["anchors"]))
     if drift_problem(type_, data):
         return drift_problem(type_, data)
+    if "triggers" in data and (type_ != "created" or triggers_problem(data["triggers"])):
+        return f"a {type_} event carries no triggers" if type_ != "created" else str(triggers_problem(data["triggers"]))
     if type_ == "created":
         if data.get("kind") not in KINDS or data.get("priority") not in PRIORITIES:
             return "unknown kind or priority"

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from . import errors, ids
-from .model import KINDS, MOVE_BY_VERB, PRIORITIES, READING_ORDER, Move
+from .model import KINDS, MOMENTS, MOVE_BY_VERB, PRIORITIES, READING_ORDER, Move
 
 INSTALL = "pip install 'qem-edit[mcp]'"
 SERVER_NAME = "qem"
@@ -199,7 +199,8 @@ def _add(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
     provenance = provenance_of(a["text"], a.get("user_quote"))
     written, notices = memory.act(lambda h, p, who: acts.add(
         h, p, a["text"], a["kind"], a.get("priority", "medium"), provenance, who, agent=True,
-        anchors=a.get("anchors"), expires=a.get("expires"), ttl=a.get("ttl")), client, create=True)
+        anchors=a.get("anchors"), expires=a.get("expires"), ttl=a.get("ttl"), triggers=_triggers(a) or ()),
+        client, create=True)
     n = written.note
     return Reply(f"#{n.shown} created ({n.kind} · {n.priority} · {n.provenance})", _repeated(written), notices)
 
@@ -213,7 +214,7 @@ def _supersede(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
     def work(h: Any, p: Any, who: str) -> Any:
         written = acts.supersede(h, p, a["id"], a["text"], a.get("reason"), who, a.get("kind"), a.get("priority"),
                                  provenance, agent=True, anchors=a.get("anchors"), expires=a.get("expires"),
-                                 ttl=a.get("ttl"))
+                                 ttl=a.get("ttl"), triggers=_triggers(a))
         old["shown"] = h.note(written.note.supersedes).shown
         return written
 
@@ -221,6 +222,15 @@ def _supersede(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
     n = written.note
     return Reply(f"#{n.shown} created, superseding #{old['shown']} ({n.kind} · {n.priority} · {n.provenance})",
                  _repeated(written), notices)
+
+
+def _triggers(a: dict[str, Any]) -> Any:
+    """The triggers a tool call declares (None: none named, a successor keeps the old note's)."""
+    from . import acts
+
+    if not any(key in a for key in ("on", "when_path", "when_run")):
+        return None
+    return acts.declared(a.get("on"), a.get("when_path"), a.get("when_run"))
 
 
 def _repeated(written: Any) -> dict[str, object]:
@@ -283,9 +293,18 @@ _QUOTE = {"type": "string", "description": "The user's own words, verbatim, when
 _KIND = {"type": "string", "enum": list(KINDS), "description": "directive: a standing rule; task; gotcha: a trap; finding; reference; decision; operational."}
 _PRIORITY = {"type": "string", "enum": list(PRIORITIES), "description": "high, medium or low."}
 _ANCHORS = {"type": "array", "items": {"type": "string"}, "description": "The files or folders the note is about, as paths from the top of the work tree (src/lock.py); qem records what each holds now, so a later change to it can be noticed."}
+_ON = {"type": "array", "items": {"type": "string", "enum": list(MOMENTS)}, "description": "The moments the note is delivered to an agent at (replaces its kind's default: a directive at start and after compaction, a high task at start): start, compact, prompt, edit (before any file edit), read, shell."}
+_WHEN_PATH = {"type": "array", "items": {"type": "string"}, "description": "Deliver the note before an agent edits a file matching one of these patterns: paths from the top of the work tree, * ? [..] within a part, ** for folders (src/index/**). Anchored files fire too."}
+_WHEN_RUN = {"type": "array", "items": {"type": "string"}, "description": "Deliver the note before a shell command matching one of these patterns runs: * any characters (pytest*), matched against each command of a command line."}
 _AT = {"type": "string", "description": "As the memory was at this UTC date or time, or as committed at this git revision."}
 _EXPIRES = {"type": "string", "description": "The note's end, in the future: a date YYYY-MM-DD (its start, UTC) or a UTC time YYYY-MM-DDTHH:MM:SSZ; none: no end. Not with ttl. A successor keeps the old note's end unless given."}
 _TTL = {"type": "string", "description": "The note's end as a time to live from now: a whole number and h, d or w (12h, 30d, 2w). Not with expires. A new note without either gets its kind's default, if the workspace sets one."}
+
+
+def _successor_triggers() -> dict[str, dict[str, Any]]:
+    said = " A successor keeps the old note's triggers unless on, when_path or when_run is given; then the ones given are all its triggers ([] for none)."
+    return {name: {**schema, "description": schema["description"] + said}
+            for name, schema in (("on", _ON), ("when_path", _WHEN_PATH), ("when_run", _WHEN_RUN))}
 
 
 def _reason(required: bool) -> dict[str, str]:
@@ -304,12 +323,12 @@ def _move_tool(move: Move) -> Tool:
 TOOLS: tuple[Tool, ...] = (
     Tool("add", "Record a note", "Record a new note in the project's memory; returns its id, and in repeats the notes in force with the same text.",
          {"text": _TEXT, "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE, "anchors": _ANCHORS,
-          "expires": _EXPIRES, "ttl": _TTL},
+          "expires": _EXPIRES, "ttl": _TTL, "on": _ON, "when_path": _WHEN_PATH, "when_run": _WHEN_RUN},
          ("text", "kind"), _add, written(MOVE_BY_VERB["create"])),
     Tool("supersede", "Supersede a note", "Replace a note that is no longer right with a corrected one (the old text stays in the history); returns the new id.",
          {"id": _ID, "text": _TEXT, "reason": _reason(False), "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE,
           "anchors": {**_ANCHORS, "description": _ANCHORS["description"] + " Left out: the old note's; [] for none."},
-          "expires": _EXPIRES, "ttl": _TTL},
+          "expires": _EXPIRES, "ttl": _TTL, **_successor_triggers()},
          ("id", "text"), _supersede, written(MOVE_BY_VERB["supersede"])),
     *(_move_tool(m) for m in READING_ORDER if m.tool),
     Tool("show", "Show a note", "Read one note in full (expand an index line of the context).",

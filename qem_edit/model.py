@@ -269,6 +269,77 @@ def anchors_of(data: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((str(a["path"]), str(a["oid"])) for a in value))  # type: ignore[index, union-attr]
 
 
+# When a note is delivered to an agent (qem_edit.triggers reads these): its own
+# declared moments (`on`), path patterns (`path`: the note fires before an agent edits a
+# matching file) and command patterns (`run`: before a matching shell command runs).
+# Stored in its created event's data as {"on": [...], "path": [...], "run": [...]}, each
+# list sorted and without repeats, only the names it declares.  MEMORY.md shows each as an
+# attribute line: `@on: start`, `@when-path: src/index/**`, `@when-run: pytest*`.
+MOMENTS = ("start", "compact", "prompt", "edit", "read", "shell")
+TRIGGER_NAMES = ("on", "path", "run")
+TRIGGER_ATTRIBUTES = {"on": "on", "path": "when-path", "run": "when-run"}  # name → MEMORY.md's
+TRIGGER_LIMIT = 20  # of each name, per note
+PATTERN_LIMIT = 200  # characters of a pattern
+Trigger = tuple[str, str]  # (name, value)
+
+
+def trigger_problem(name: str, value: object) -> str | None:
+    """What keeps `value` from being a trigger of that name (None: nothing)."""
+    if not isinstance(value, str) or not value:
+        return f"a {TRIGGER_ATTRIBUTES.get(name, name)} value must be a non-empty string"
+    if name == "on":
+        return None if value in MOMENTS else f"unknown moment {value!r}; use " + ", ".join(MOMENTS)
+    if len(value) > PATTERN_LIMIT:
+        return f"a pattern of {len(value)} characters; keep it under {PATTERN_LIMIT}"
+    if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in value) or value != value.strip():
+        return "a pattern holding a control character, or spaces at its ends"
+    if name == "path":
+        problem = anchor_path_problem(value)
+        if problem:
+            return f"path pattern {value!r}: {problem.replace('an anchor', 'a pattern')}"
+        if any("**" in part and part != "**" for part in value.split("/")):
+            return f"path pattern {value!r}: `**` stands for whole folders, a part of its own (src/**/x.py)"
+        return None
+    if name == "run":
+        return None
+    return f"unknown trigger {name!r}; use " + ", ".join(TRIGGER_NAMES)
+
+
+def triggers_problem(value: object) -> str | None:
+    """What is wrong with an event's `triggers` (None: nothing): {name: [value, ...]},
+    names from TRIGGER_NAMES, each list non-empty, sorted, without repeats, each value valid."""
+    if not isinstance(value, dict) or not value:
+        return "triggers must be a non-empty {on, path, run} of lists"
+    for name, values in value.items():
+        if name not in TRIGGER_NAMES:
+            return f"unknown trigger {name!r}; use " + ", ".join(TRIGGER_NAMES)
+        if not isinstance(values, list) or not values or len(values) > TRIGGER_LIMIT:
+            return f"triggers {name!r} must be a list of 1 to {TRIGGER_LIMIT} values"
+        for item in values:
+            problem = trigger_problem(name, item)
+            if problem:
+                return problem
+        if values != sorted(set(values)):
+            return f"triggers {name!r} must be sorted, each value once"
+    return None
+
+
+def triggers_of(data: Mapping[str, object]) -> tuple[Trigger, ...]:
+    """An event's triggers as (name, value) pairs in order; none where it declares none."""
+    value = data.get("triggers")
+    if value is None or triggers_problem(value) is not None:
+        return ()
+    return tuple(sorted((name, item) for name, values in value.items() for item in values))  # type: ignore[union-attr]
+
+
+def trigger_data(triggers: Iterable[Trigger]) -> dict[str, list[str]]:
+    """The stored form of (name, value) pairs."""
+    out: dict[str, list[str]] = {}
+    for name, value in sorted(set(triggers)):
+        out.setdefault(name, []).append(value)
+    return out
+
+
 # A stale flag a code change caused (`qem anchors check --flag`) says so in its data's
 # `drift`: a list of {"path", "was", "now"}, an anchored path, the object id its anchor
 # recorded and the one it holds now (null: the path was deleted).
@@ -367,6 +438,7 @@ class Note:
     # object id its content had when the note was written), in path order
     anchors: tuple[tuple[str, str], ...] = ()
     expires: str | None = None  # the note's end (a UTC time, its created event's `expires`): due for expiry then
+    triggers: tuple[Trigger, ...] = ()  # when it is delivered to an agent, as it declares (TRIGGER_NAMES)
 
     @property
     def live(self) -> bool:
@@ -408,6 +480,7 @@ class Note:
             "bad_pointer": self.bad_pointer,
             "anchors": [{"path": path, "oid": oid} for path, oid in self.anchors],
             "expires": self.expires,
+            "triggers": trigger_data(self.triggers),
         }
 
 
@@ -537,6 +610,7 @@ def note_from_created(event: Event, text: str | None) -> Note:
         text_hash=data.get("text") if isinstance(data.get("text"), str) else None,
         anchors=anchors_of(data),
         expires=_end(event),
+        triggers=triggers_of(data),
     )
 
 
@@ -693,6 +767,7 @@ class NewNote:
     supersedes: str | None = None
     anchors: tuple[tuple[str, str], ...] = ()  # (path, object id), as anchors_of gives them
     expires: str | None = None  # its end, a UTC time (None: none)
+    triggers: tuple[Trigger, ...] = ()  # (name, value), as triggers_of gives them
 
 
 @dataclass(frozen=True)
@@ -819,6 +894,8 @@ def decide_create(new: NewNote, old: Note | None, reason: str | None = None) -> 
         data["anchors"] = _anchor_list(new.anchors)
     if new.expires is not None:  # only then: every other created event keeps its bytes
         data["expires"] = new.expires
+    if new.triggers:
+        data["triggers"] = trigger_data(new.triggers)
     drafts = [Draft(None, "created", reason, data, text)]
     if old is not None:
         drafts.append(Draft(old.id, "superseded", reason, {"by": NEW_NOTE}))

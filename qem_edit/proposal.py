@@ -261,7 +261,7 @@ def _note_of(item: Item, note_id: str, expires: str | None = None) -> Note:
         created_at=f"{item.date or '0000-00-00'}T00:00:00Z", actor="", supersedes=item.supersedes,
         superseded_by=item.superseded_by, state=item.state, state_reason=item.state_reason, short=item.note_id or "",
         anchors=tuple(sorted((path, shown) for path, (_, shown) in item.anchors.items())),
-        expires=expires,
+        expires=expires, triggers=tuple(sorted(item.triggers)),
     )
 
 

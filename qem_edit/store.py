@@ -18,7 +18,7 @@ import sqlite3
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, NamedTuple, Sequence, TypeVar
+from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar
 
 from . import db, errors, ids, starting
 from .faults import checkpoint
@@ -713,6 +713,41 @@ class Store:
         for chunk in db.chunks(sorted(set(paths))):
             out += self._read(sql + f" AND a.path IN ({db.marks(chunk)})", [*states, *chunk])
         return sorted(out, key=lambda row: (row[1], row[0]))
+
+    def notes_at_moment(self, moment: str, bundle: Mapping[str, Iterable[str]]) -> list[Note]:
+        """The notes in force a lifecycle moment fires (qem_edit.triggers): those declaring
+        it (`@on:`), and those of the kinds and priorities `bundle` gives ({kind: priorities})
+        that declare no moment of their own."""
+        rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes WHERE {_IN_FORCE} AND id IN"
+                          " (SELECT note FROM triggers WHERE name = 'on' AND value = ?)", (moment,))
+        for kind, priorities in bundle.items():
+            wanted = list(priorities)
+            rows += self._read(
+                f"SELECT {NOTE_COLUMNS} FROM notes INDEXED BY notes_in_order WHERE kind_rank = ? AND {_IN_FORCE}"
+                f" AND priority IN ({db.marks(wanted)}) AND (triggers = '[]' OR id NOT IN"
+                " (SELECT note FROM triggers WHERE name = 'on'))", (KIND_RANK[kind], *wanted))
+        return list({n.id: n for n in map(note_from_row, rows)}.values())
+
+    def last_changes(self, note_ids: Iterable[str]) -> dict[str, str]:
+        """Each note's last change as a session ledger compares it: the event that put it in
+        its state, else its own id (absent ids are left out)."""
+        out: dict[str, str] = {}
+        for chunk in db.chunks(sorted(set(note_ids))):
+            out.update(self._read(f"SELECT id, coalesce(state_event, id) FROM notes WHERE id IN ({db.marks(chunk)})", chunk))
+        return out
+
+    def patterns_in_force(self, name: str) -> list[tuple[str, str]]:
+        """(pattern, note) of every `path` or `run` trigger of the notes in force."""
+        return self._read(f"SELECT t.value, t.note FROM triggers t JOIN notes n ON n.id = t.note"
+                          f" WHERE t.name = ? AND n.{_IN_FORCE}", (name,))
+
+    def terms_in_force(self, keys: Iterable[str]) -> list[tuple[str, str]]:
+        """(term, note) of the backticked terms of the notes in force whose key is one of `keys`."""
+        out: list[tuple[str, str]] = []
+        for chunk in db.chunks(sorted(set(keys))):
+            out += self._read(f"SELECT t.term, t.note FROM terms t JOIN notes n ON n.id = t.note"
+                              f" WHERE t.key IN ({db.marks(chunk)}) AND n.{_IN_FORCE}", chunk)
+        return out
 
     def anchors_of_notes(self, note_ids: Iterable[str], *, states: tuple[str, ...] = LIVE) -> list[tuple[str, str, str]]:
         """(note, path, object id) of every anchor of these notes (of those in these states)."""

@@ -21,6 +21,7 @@ from .checkouts import Checkout, find_checkout, new_checkout, owning
 from .model import MOVE_BY_VERB
 from .proposal import Proposal
 from .renderer import Selection
+from .renderer.format import trigger_line
 from .shown import say, show
 from .store import Store
 from .workspace import Workspace
@@ -168,13 +169,14 @@ def _describe_op(op, proposal: Proposal) -> list[str]:  # type: ignore[no-untype
         end = f" · expires {op.content.expires[:10]}" if op.content.expires else ""
         return [f"  + create {op.content.kind} · {op.content.priority} · human{end}"] + [
             f"      {line}" for line in op.content.text.split("\n")
-        ] + [f"      @anchor: {path}" for path in op.content.anchors]
+        ] + [f"      @anchor: {path}" for path in op.content.anchors] + [
+            f"      {trigger_line(name, value).strip()}" for name, value in op.content.triggers]
     if op.action == "supersede" and op.content and old:
         return [
             f"  ~ supersede #{shown} ({old.kind} · {old.priority}) with a new"
             f" {op.content.kind} · {op.content.priority} · human note"
         ] + _end_change(old.expires, op.content.expires) + text_change((old.text or "").split("\n"),
-                                                                        op.content.text.split("\n")) + anchor_change(old, op.content)
+                                                                        op.content.text.split("\n")) + anchor_change(old, op.content) + trigger_change(old, op.content)
     move = MOVE_BY_VERB[op.action]
     first = ((old.text if old else None) or "").split("\n")[0]
     why = f" ({op.reason})" if op.reason else ""
@@ -186,6 +188,12 @@ def anchor_change(old, content) -> list[str]:  # type: ignore[no-untyped-def]
     before = [path for path, _ in old.anchors]
     return ([f"    - @anchor: {path}" for path in before if path not in content.anchors]
             + [f"    + @anchor: {path}" for path in content.anchors if path not in before])
+
+
+def trigger_change(old, content) -> list[str]:  # type: ignore[no-untyped-def]
+    """The triggers a supersession drops and adds."""
+    return ([f"    - {trigger_line(*t).strip()}" for t in old.triggers if t not in content.triggers]
+            + [f"    + {trigger_line(*t).strip()}" for t in content.triggers if t not in old.triggers])
 
 
 def _end_change(old: str | None, new: str | None) -> list[str]:

@@ -570,10 +570,11 @@ def _parse_blocks(header: list[bytes], shown: list[tuple[int, bytes]]) -> Parsed
             continue
         mini.extend(lines)
         numbers.extend(range(first, first + len(lines)))
-    parsed = parse("\n".join(mini), whole=False)
+    parsed = parse("\n".join(mini), whole=False, numbers=numbers)
     for item in parsed.items:
         item.line = numbers[item.line - 1]
         item.anchors = {path: (numbers[n - 1], shown) for path, (n, shown) in item.anchors.items()}
+        item.triggers = {key: numbers[n - 1] for key, n in item.triggers.items()}
     parsed.errors = errors + [
         LineError(numbers[e.line - 1] if e.line else 0, e.message) for e in parsed.errors
     ]

@@ -11,10 +11,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..model import KIND_RANK, KINDS, PRIORITIES, PROVENANCES, anchor_path_problem
+from ..model import (KIND_RANK, KINDS, PRIORITIES, PROVENANCES, TRIGGER_ATTRIBUTES, TRIGGER_LIMIT,
+                     anchor_path_problem, trigger_problem)
 
 from ..renderer.format import (
     ANCHOR,
+    TRIGGER_BY_ATTRIBUTE,
     ATTRIBUTE_LIKE_RE,
     ATTRIBUTE_RE,
     SHOWN_OID_RE,
@@ -71,6 +73,8 @@ class Item:
     raw: list[str] = field(default_factory=list)
     # its `@anchor:` lines: path → (line number, the object id shown, "" where none is)
     anchors: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # its trigger lines (`@on:`, `@when-path:`, `@when-run:`): (name, value) → line number
+    triggers: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def content(self) -> tuple[str, str, str | None]:
@@ -100,10 +104,13 @@ def clean_lines(text: str) -> list[str]:
     return lines
 
 
-def parse(text: str, *, whole: bool = True) -> ParsedFile:
+def parse(text: str, *, whole: bool = True, numbers: list[int] | None = None) -> ParsedFile:
     """The file's items and errors.  `whole` False: `text` is the header and the changed
-    blocks of a file (reconciler.blocks), so sections it lacks are not missing."""
-    return _Parser(clean_lines(text)).run(whole)
+    blocks of a file (reconciler.blocks), so sections it lacks are not missing; `numbers`:
+    each of its lines' number in the whole file, for a message that names another line."""
+    parser = _Parser(clean_lines(text))
+    parser.numbers = numbers
+    return parser.run(whole)
 
 
 class _Parser:
@@ -116,6 +123,11 @@ class _Parser:
         self.text_lines: list[str] = []
         self.pending_blank = 0
         self.headings: dict[str, int] = {}  # kind → the line of its `## ` heading
+        self.numbers: list[int] | None = None
+
+    def at(self, n: int) -> int:
+        """Line `n` of the text as the whole file numbers it."""
+        return self.numbers[n - 1] if self.numbers else n
 
     def error(self, line_no: int, message: str) -> None:
         self.errors.append(LineError(line_no, message))
@@ -245,8 +257,12 @@ class _Parser:
         """An attribute line of the item above: `@anchor: PATH` (` · OID`, as shown)."""
         assert self.item is not None
         match = ATTRIBUTE_RE.match(body)
+        if match is not None and match["name"] in TRIGGER_BY_ATTRIBUTE:
+            self._trigger(n, TRIGGER_BY_ATTRIBUTE[match["name"]], match["value"] or "")
+            return
         if match is None or match["name"] != ANCHOR or not match["value"]:
-            self.error(n, f"not an attribute line qem knows: {body!r}; a note's anchor reads `@anchor: PATH`"
+            self.error(n, f"not an attribute line qem knows: {body!r}; a note's anchor reads `@anchor: PATH`,"
+                          " its triggers `@on: MOMENT`, `@when-path: PATTERN`, `@when-run: PATTERN`"
                           " (a text line starting with `@word:` is written `\\@word:`)")
             return
         path, sep, shown = match["value"].rpartition(SEP)
@@ -256,9 +272,21 @@ class _Parser:
         if problem:
             self.error(n, f"anchor {path!r}: {problem}")
         elif path in self.item.anchors:
-            self.error(n, f"anchor {path!r} is named twice (also on line {self.item.anchors[path][0]})")
+            self.error(n, f"anchor {path!r} is named twice (also on line {self.at(self.item.anchors[path][0])})")
         else:
             self.item.anchors[path] = (n, shown)
+
+    def _trigger(self, n: int, name: str, value: str) -> None:
+        assert self.item is not None
+        problem = trigger_problem(name, value)
+        if problem:
+            self.error(n, f"@{TRIGGER_ATTRIBUTES[name]}: {problem}")
+        elif (name, value) in self.item.triggers:
+            self.error(n, f"@{TRIGGER_ATTRIBUTES[name]}: {value} is named twice (also on line {self.at(self.item.triggers[name, value])})")
+        elif sum(1 for key in self.item.triggers if key[0] == name) >= TRIGGER_LIMIT:
+            self.error(n, f"@{TRIGGER_ATTRIBUTES[name]}: more than {TRIGGER_LIMIT} on one note")
+        else:
+            self.item.triggers[name, value] = n
 
     def _skip_comment(self, i: int) -> int:
         """qem's help comment at the end of a checkout is not part of the file."""

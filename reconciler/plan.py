@@ -28,6 +28,7 @@ class Content:
     text: str
     anchors: tuple[str, ...] = ()  # the anchored paths, in order (their object ids are the check-in's to record)
     expires: str | None = None  # the note's end, a UTC time (None: none; a new item's kind may give one)
+    triggers: tuple[tuple[str, str], ...] = ()  # its declared triggers, (name, value) in order
 
 
 @dataclass(frozen=True)
@@ -248,13 +249,15 @@ def _content(item: Item, errors: list[LineError], base: Note | None = None) -> C
     except TextError as exc:
         errors.append(LineError(item.line, str(exc)))
         return None
-    return Content(item.kind, item.priority, text, tuple(sorted(item.anchors)), _end(item, base))
+    return Content(item.kind, item.priority, text, tuple(sorted(item.anchors)), _end(item, base),
+                   tuple(sorted(item.triggers)))
 
 
 def content_of(note: Note) -> Content:
     """A note's content as an edit's is compared with it: the object ids it recorded are
     shown for a reader and never compared."""
-    return Content(note.kind, note.priority, note.text or "", tuple(path for path, _ in note.anchors), note.expires)
+    return Content(note.kind, note.priority, note.text or "", tuple(path for path, _ in note.anchors), note.expires,
+                   note.triggers)
 
 
 def _end(item: Item, base: Note | None) -> str | None:

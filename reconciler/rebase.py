@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 
 from ..model import KINDS, Note
 
-from ..renderer.format import (ERRORS_OPEN, INDENT, SECTION_TITLES, SEP, Selection, anchor_line, escape_first_line,
+from ..renderer.format import (ERRORS_OPEN, INDENT, SECTION_TITLES, SEP, Selection, anchor_line, escape_first_line, trigger_line,
                                escape_text_line)
 from ..renderer.render import for_editing, header_line, render_item
 
@@ -168,6 +168,7 @@ def _yours(now: Note, item: Item | None, base: Note | None, successor: Note | No
         new = [f"- {item.priority}{SEP}{escape_first_line(first)}"] + [
             INDENT + escape_text_line(line) if line else "" for line in more]
         new += [anchor_line(path, shown) for path, (_, shown) in sorted(item.anchors.items())]
+        new += [trigger_line(name, value) for name, value in sorted(item.triggers)]
         return (f"#{now.shown} was forgotten since your base; keeping this side makes your text a new note",
                 render_item(now, None, shorts) + new)
     return f"#{now.shown} as you left it" + ("" if item else " (you deleted it)"), list(item.raw) if item else []
@@ -189,4 +190,6 @@ def _retarget(successor: Note, item: Item, base: Note | None) -> Note:
         changes.update(state=item.state, state_at=None, state_reason=item.state_reason)
     if sorted(item.anchors) != [path for path, _ in base.anchors]:
         changes["anchors"] = tuple(sorted((path, shown) for path, (_, shown) in item.anchors.items()))
+    if tuple(sorted(item.triggers)) != base.triggers:
+        changes["triggers"] = tuple(sorted(item.triggers))
     return replace(successor, **changes)

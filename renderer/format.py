@@ -12,13 +12,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..model import KINDS
+from ..model import KINDS, TRIGGER_ATTRIBUTES
 
 # The rendering's version.  The store caches each note's rendered item and uses the cache
 # only while this matches, so it changes with every change to what the renderer writes;
 # fixtures/golden/VERSION records the golden files' digest for it, and a test fails when
 # they change without it (QEM_UPDATE_GOLDEN=1 records a new version's digest).
-FORMAT_VERSION = "6"
+FORMAT_VERSION = "7"
 
 SEP = " · "
 INDENT = "  "
@@ -176,6 +176,14 @@ ATTRIBUTE_LIKE_RE = re.compile(r"\\*@[a-z][a-z0-9-]*:")
 ANCHOR = "anchor"
 ANCHOR_SHOWN = 12  # a fixed length: git's own abbreviation grows with the repository's size
 SHOWN_OID_RE = re.compile(r"[0-9a-f]{4,64}\Z")
+
+
+TRIGGER_BY_ATTRIBUTE = {attribute: name for name, attribute in TRIGGER_ATTRIBUTES.items()}
+
+
+def trigger_line(name: str, value: str) -> str:
+    """A declared trigger's line: `@on: MOMENT`, `@when-path: PATTERN`, `@when-run: PATTERN`."""
+    return f"{INDENT}@{TRIGGER_ATTRIBUTES[name]}: {value}"
 
 
 def anchor_line(path: str, oid: str) -> str:

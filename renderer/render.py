@@ -22,6 +22,7 @@ from .format import (
     WORD_BY_STATE,
     Selection,
     anchor_line,
+    trigger_line,
     encode_query,
     escape_first_line,
     escape_reason,
@@ -181,6 +182,7 @@ def render_item(note: Note, graph: Graph | None = None, shorts: Mapping[str, str
     lines = [SEP.join(fields)]
     lines.extend(INDENT + escape_text_line(line) if line else "" for line in more)
     lines.extend(anchor_line(path, oid) for path, oid in note.anchors)
+    lines.extend(trigger_line(name, value) for name, value in note.triggers)
     return lines
 
 

@@ -23,18 +23,19 @@ PURE_MODULES = ("qem_edit/model.py", "qem_edit/resolver.py")
 # __init__.py, "__init__" qem_edit's own.
 LAYERS = {
     0: ("__init__", "errors", "faults", "ids", "times", "model", "resolver", "shown", "gitconflict",  # pure base
+        "triggers", "harness",
         "renderer.format", "renderer.render", "renderer.patch", "renderer",
         "reconciler.parse", "reconciler.blocks", "reconciler.plan", "reconciler.rebase", "reconciler"),
-    1: ("files", "db", "gitrepo", "workspace", "anchors"),  # the platform: files, SQLite, git, where things live
+    1: ("files", "db", "gitrepo", "workspace", "anchors", "ledger"),  # the platform: files, SQLite, git, where things live
     2: ("logtree", "convert"),  # the log
     3: ("index",),  # the index
     4: ("protect", "secrets", "starting"),  # what a write enforces, and starting a memory
     5: ("store",),  # one memory: opening, the write transaction
     6: ("removals", "diff", "diffview", "incomplete", "history", "query", "context", "answers",  # reads
-        "drift", "anchorlist"),
+        "drift", "anchorlist", "delivery"),
     7: ("gitstage", "gitsettle", "textconv", "export", "proposal", "checkouts", "forgetting", "dump", "vectr",
         "migrate", "checks", "staged"),  # the mirror, and work over the whole memory
-    8: ("opening", "expiry", "acts", "checkin"),  # a command's way in: the memory opened, the writes
+    8: ("opening", "expiry", "acts", "checkin", "hookrun", "setup"),  # a command's way in: the memory opened, the writes
     9: ("terminal", "mcp_server", "cli", "__main__"),  # the shells
 }
 LAYER = {module: floor for floor, modules in LAYERS.items() for module in modules}

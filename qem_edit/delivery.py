@@ -1,0 +1,333 @@
+"""What an agent is given at one moment of its session: the notes the moment triggers.
+
+A moment is a session's start or its return from a compaction, a prompt, an edit or a
+read of files, a shell command (qem_edit.triggers says what each note fires at).  The notes
+it triggers come in one order, kind rank, then priority, then id (the context's), each
+with why it came; a budget in characters (the harness's limit: 10,000 for Claude Code)
+takes them in that order while they fit, a directive whole or not at all, and the last
+line counts what was left out and names the command that lists it (`qem deliver ...
+--skip N`).  A note already given in the session (qem_edit.ledger) is not given again; a
+note given and changed since (superseded, revoked, flagged stale, expired, forgotten) is
+given again as its change, first.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, NamedTuple
+
+from . import errors
+from .context import FRAMES, order
+from .model import MOMENTS, PRIORITIES, Note
+from .store import Store
+from .triggers import (any_path_matches, command_matches, moments, path_matches, prompt_paths, prompt_words, relative,
+                       term_in)
+
+DEFAULT_BUDGET = 10_000  # characters: Claude Code's cap on what a hook adds to the context
+# The notes each moment fires by their kind when they declare no moment of their own
+# ({kind: priorities}): a directive at every start and after every compaction, a
+# high-priority task at the start.
+BUNDLES: dict[str, dict[str, tuple[str, ...]]] = {
+    "start": {"directive": PRIORITIES, "task": ("high",)},
+    "compact": {"directive": PRIORITIES},
+}
+HEADINGS = {
+    "start": "at the start of this session",
+    "compact": "again after the compaction",
+    "prompt": "for this prompt",
+    "edit": "before this edit",
+    "read": "before this read",
+    "shell": "before this command",
+}
+
+
+class Moment(NamedTuple):
+    """One moment of a session: its event (MOMENTS), and what it is about: the files an
+    edit or a read touches (paths from the top of the work tree), a shell command, a prompt."""
+
+    event: str
+    paths: tuple[str, ...] = ()
+    command: str = ""
+    prompt: str = ""
+
+    def command_line(self, skip: int = 0) -> str:
+        """The `qem deliver` command that lists this moment's notes, from the `skip`-th."""
+        parts = ["qem", "deliver", self.event]
+        parts += [f"--path={p}" for p in self.paths]
+        if self.command:
+            parts.append(f"--command={self.command}")
+        if self.prompt:
+            parts.append("--prompt=…")  # a prompt is too long to repeat: the reader gives it again
+        if skip:
+            parts.append(f"--skip={skip}")
+        return " ".join(shlex.quote(p) if p != "--prompt=…" else p for p in parts)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A note a moment triggers: why, and whether whole (`full`) or as its index line (a
+    read's second tier)."""
+
+    note: Note
+    why: str
+    full: bool = True
+
+    def key(self) -> tuple[int, int, str]:
+        return order(self.note)
+
+    def head(self) -> str:
+        n = self.note
+        marks = " · STALE" if n.state == "stale" else ""
+        return f"- [#{n.shown}] {n.kind}/{n.priority} · {FRAMES.get(n.provenance, n.provenance)}{marks} · {self.why}"
+
+    def block(self) -> str:
+        n = self.note
+        if not self.full:
+            first = n.first_line().strip()
+            return f"{self.head()}\n  {first[:119] + '…' if len(first) > 120 else first} (`qem show {n.shown}`)"
+        text = n.text if n.text is not None else n.first_line()
+        return self.head() + "\n" + "\n".join(("  " + line).rstrip() for line in text.split("\n"))
+
+    def to_json(self) -> dict[str, object]:
+        n = self.note
+        return {"id": n.id, "short": n.shown, "kind": n.kind, "priority": n.priority, "state": n.state,
+                "provenance": n.provenance, "why": self.why, "full": self.full,
+                "text" if self.full else "line": n.text if self.full else n.first_line()}
+
+
+@dataclass(frozen=True)
+class Change:
+    """A note given earlier in the session that changed since: said first, in a line."""
+
+    note: Note
+    successor: Note | None = None
+
+    def block(self) -> str:
+        n = self.note
+        why = f" ({n.state_reason})" if n.state_reason else ""
+        if n.state == "superseded" and self.successor is not None:
+            s = self.successor
+            text = "\n".join(("  " + line).rstrip() for line in (s.text or s.first_line()).split("\n"))
+            return f"- [#{n.shown}] was superseded by [#{s.shown}]{why}; now:\n{text}"
+        if n.state == "active":
+            return f"- [#{n.shown}] was reinstated{why}: {n.first_line()}"
+        if n.state == "forgotten":
+            return f"- [#{n.shown}] was forgotten: disregard it"
+        return f"- [#{n.shown}] is now {n.state}{why}: {n.first_line()}"
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"id": self.note.id, "short": self.note.shown, "state": self.note.state,
+                                  "reason": self.note.state_reason}
+        if self.successor is not None:
+            out["successor"] = {"id": self.successor.id, "short": self.successor.shown, "text": self.successor.text}
+        return out
+
+
+@dataclass
+class Delivery:
+    """What one moment gives: the changes, the notes that fit, and what did not."""
+
+    moment: Moment
+    budget: int  # characters (0: no limit)
+    changes: list[Change] = field(default_factory=list)
+    given: list[Hit] = field(default_factory=list)
+    left: list["Ranked"] = field(default_factory=list)  # what did not fit, in order
+    unsaid: int = 0  # changes that did not fit (said at the next moment)
+    skip: int = 0
+    exit_code = 0
+
+    def heading(self) -> str:
+        return f"# Project memory (qem), {HEADINGS[self.moment.event]}"
+
+    def command(self) -> str | None:
+        """The command listing what did not fit: the first left out's moment, from it on."""
+        return self.left[0].moment.command_line(self.left[0].rank) if self.left else None
+
+    def footer(self) -> str:
+        return _footer(len(self.left), sum(e.hit.note.kind == "directive" for e in self.left), self.command() or "")
+
+    def text(self) -> str:
+        if not (self.changes or self.given or self.left):
+            return ""
+        parts = [self.heading()]
+        if self.changes:
+            parts.append("Changed since given earlier in this session:\n" + "\n".join(c.block() for c in self.changes))
+        if self.given:
+            parts.append("\n".join(h.block() for h in self.given))
+        if self.left:
+            parts.append(self.footer())
+        return "\n\n".join(parts)
+
+    def data(self) -> object:
+        return {"moment": self.moment.event, "paths": list(self.moment.paths), "command": self.moment.command or None,
+                "budget": self.budget, "changes": [c.to_json() for c in self.changes],
+                "given": [h.to_json() for h in self.given], "skip": self.skip,
+                "left": {"count": len(self.left), "directives": sum(e.hit.note.kind == "directive" for e in self.left),
+                         "command": self.command()}}
+
+    def remark(self) -> str | None:
+        return None
+
+
+# -- what a moment triggers ----------------------------------------------------------------------
+
+
+def hits(store: Store, moment: Moment, top: str | None = None) -> list[Hit]:
+    """Every note in force the moment triggers, once, in the one order."""
+    if moment.event not in MOMENTS:
+        raise errors.BadInput(f"unknown moment {moment.event!r}; use " + ", ".join(MOMENTS))
+    found: dict[str, Hit] = {}
+
+    def hit(note: Note, why: str, full: bool = True) -> None:
+        if note.id not in found or (full and not found[note.id].full):
+            found[note.id] = Hit(note, why, full)
+
+    for note in store.notes_at_moment(moment.event, BUNDLES.get(moment.event, {})):
+        hit(note, _moment_why(note, moment.event))
+    if moment.event in ("edit", "read"):
+        _by_paths(store, moment.paths, hit, moment.event == "edit")
+    elif moment.event == "shell" and moment.command:
+        ids = {note: pattern for pattern, note in store.patterns_in_force("run") if command_matches(pattern, moment.command)}
+        for note in store.notes_by_id(ids).values():
+            hit(note, f"when-run {ids[note.id]}")
+    elif moment.event == "prompt" and moment.prompt:
+        _by_prompt(store, moment.prompt, top, hit)
+    return sorted(found.values(), key=Hit.key)
+
+
+MOMENT_WORDS = {"start": "at start", "compact": "after compaction", "prompt": "at every prompt",
+                "edit": "before every edit", "read": "before every read", "shell": "before every command"}
+
+
+def _moment_why(note: Note, event: str) -> str:
+    """Why a moment gave a note: its own `@on:`, or its kind's bundle."""
+    if any(name == "on" for name, _ in note.triggers):
+        return f"on {event}"
+    which = "high task" if note.kind == "task" else note.kind
+    return f"every {which}, " + " and ".join(MOMENT_WORDS[m] for m in moments(note))
+
+
+def _by_paths(store: Store, paths: Iterable[str], hit, full: bool) -> None:  # type: ignore[no-untyped-def]
+    wanted = [p for p in paths if p]
+    if not wanted:
+        return
+    covering = {p: _with_folders(p) for p in wanted}
+    why: dict[str, str] = {}
+    for note, path, _ in store.anchors_in_force({q for qs in covering.values() for q in qs}):
+        why.setdefault(note, f"anchored to {path}")
+    for pattern, note in store.patterns_in_force("path"):
+        if note not in why and any_path_matches([pattern], wanted):
+            why[note] = f"when-path {pattern}"
+    for note in store.notes_by_id(why).values():
+        hit(note, why[note.id], full)
+
+
+def _with_folders(path: str) -> list[str]:
+    """A path and every folder above it: an anchor on any of them covers the path."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def _by_prompt(store: Store, prompt: str, top: str | None, hit) -> None:  # type: ignore[no-untyped-def]
+    why: dict[str, str] = {}
+    paths = prompt_paths(prompt, top)
+    if paths:
+        for note, path, _ in store.anchors_in_force(paths):
+            why.setdefault(note, f"the prompt names {path}")
+        for pattern, note in store.patterns_in_force("path"):
+            if note not in why:
+                named = next((p for p in sorted(paths) if path_matches(pattern, p)), None)
+                if named is not None:
+                    why[note] = f"the prompt names {named} (when-path {pattern})"
+    words = {w for w in prompt_words(prompt) if len(w) >= 2}
+    if words:
+        for term, note in sorted(store.terms_in_force(words)):
+            if note not in why and term_in(term, prompt):
+                why[note] = f"the prompt names `{term}`"
+    for note in store.notes_by_id(why).values():
+        hit(note, why[note.id])
+
+
+def work_top(state: Path) -> Path:
+    """The top of the work tree the memory is in (anchors are named from it): the nearest
+    folder at or above the workspace holding `.git`, else the workspace."""
+    root = state.parent.resolve()
+    for folder in (root, *root.parents):
+        if (folder / ".git").exists():
+            return folder
+    return root
+
+
+def from_cwd(paths: Iterable[str], cwd: str, top: Path) -> tuple[str, ...]:
+    """Paths as a harness or a person gives them (absolute, or from `cwd`), from the top
+    of the work tree; a path outside it is left out."""
+    out = []
+    for path in paths:
+        full = path if os.path.isabs(path) else os.path.normpath(os.path.join(cwd, path))
+        named = relative(full, str(top))
+        if named:
+            out.append(named)
+    return tuple(dict.fromkeys(out))
+
+
+# -- fitting a budget ------------------------------------------------------------------------------
+
+
+class Ranked(NamedTuple):
+    """A hit and where it stands in its moment's whole order (what `--skip` counts)."""
+
+    moment: Moment
+    rank: int
+    hit: Hit
+
+
+def ranked(moment: Moment, found: list[Hit]) -> list[Ranked]:
+    return [Ranked(moment, i, h) for i, h in enumerate(found)]
+
+
+def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: int, skip: int = 0) -> Delivery:
+    """The changes, then the hits, in order while the whole text, its last line included,
+    stays within `budget` characters; the first that does not fit ends it (a directive is
+    never cut: whole, or counted; the last line names the command listing the rest)."""
+    if budget < 0:
+        raise errors.BadInput(f"--budget {budget}: give a number of characters (0: no limit)")
+    out = Delivery(moment, budget, skip=skip)
+    longest = entries[0].moment.command_line(max(e.rank for e in entries)) if entries else ""
+    reserve = len("\n\n" + _footer(len(entries), sum(e.hit.note.kind == "directive" for e in entries), longest))
+    size = len(out.heading())
+    for change in changes:
+        cost = len(change.block()) + (len("\n\nChanged since given earlier in this session:\n") if not out.changes else 1)
+        if budget and size + cost + reserve > budget:
+            out.unsaid += 1
+            continue
+        out.changes.append(change)
+        size += cost
+    for i, entry in enumerate(entries):
+        cost = len(entry.hit.block()) + (2 if not out.given else 1)
+        if budget and size + cost + reserve > budget:
+            out.left = entries[i:]
+            break
+        out.given.append(entry.hit)
+        size += cost
+    return out
+
+
+def _footer(left: int, directives: int, command: str) -> str:
+    if not left:
+        return ""
+    among = f" ({directives:,} of them directive{'' if directives == 1 else 's'})" if directives else ""
+    what = "note did" if left == 1 else "notes did"
+    return f"… {left:,} more {what} not fit{among}; `{command}` lists them"
+
+
+def deliver(store: Store, moment: Moment, budget: int = DEFAULT_BUDGET, skip: int = 0, top: str | None = None) -> Delivery:
+    """`qem deliver`: what the moment triggers, with no session (nothing left out as given)."""
+    if skip < 0:
+        raise errors.BadInput(f"--skip {skip}: give a number of notes to leave out")
+    with store.reading():
+        return fit(moment, ranked(moment, hits(store, moment, top))[skip:], [], budget, skip)
+
+

@@ -1,0 +1,164 @@
+"""Each agent harness's hook contract, as its own documentation and schemas give it
+(docs/AGENTS.md cites them): which of its events qem hooks, what each event's input says,
+and what its output must be.  Pure: a harness's input (parsed JSON) in, a moment or a
+reply's bytes out; qem_edit.hookrun does the reading and the writing.
+
+- Claude Code: SessionStart (source startup, resume, clear, compact), UserPromptSubmit,
+  PreToolUse (Edit, MultiEdit, Write, NotebookEdit: an edit; Read: a read; Bash: a
+  command), PreCompact, Stop, SessionEnd.  Context is `hookSpecificOutput.additionalContext`
+  in one JSON object on stdout, exit 0; no context is no output.  At most 10,000
+  characters reach the model whole.
+- Codex: the same events and output shape, every output checked by its published schema
+  (`additionalProperties: false`); an edit is an `apply_patch` whose `tool_input.command`
+  is the patch (`*** Update File: PATH` lines); stdout starting with `{` or `[` that is
+  not valid JSON fails the hook; about 2,500 tokens reach the model whole.
+- Gemini CLI: SessionStart, BeforeAgent (a prompt), AfterTool (its tools' context comes
+  after the tool: a read of a file is where qem speaks before the edit that follows),
+  AfterAgent (its Stop), SessionEnd; stdout is always JSON (`{}` for no context: plain
+  text would be shown to the user).  No event fires after a compression, and PreCompress
+  fires before Gemini CLI knows whether it compresses, so qem hooks neither: what must
+  survive a compression belongs in GEMINI.md, which Gemini CLI keeps (docs/AGENTS.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Mapping, NamedTuple
+
+# What a harness event asks of qem.
+START, PROMPT, TOOL, COMPACTING, STOP, END = "start", "prompt", "tool", "compacting", "stop", "end"
+
+
+class Hook(NamedTuple):
+    """One hook `qem setup` writes: the harness's event, its matcher (None: every
+    occurrence), what it asks of qem, and whether it is written only when asked for."""
+
+    event: str
+    matcher: str | None
+    does: str
+    opt_in: bool = False
+
+
+@dataclass(frozen=True)
+class Harness:
+    name: str  # as `qem hook NAME EVENT` and `qem setup NAME` take it
+    title: str
+    budget: int  # characters a reply's context may hold
+    hooks: tuple[Hook, ...]
+    edit_tools: frozenset[str]
+    read_tools: frozenset[str]
+    shell_tools: frozenset[str]
+    no_context: str  # what stdout holds when qem has nothing to say
+    stop_decision: str  # the decision word that makes the agent go on instead of stopping
+    timeout: int  # the hook's timeout, in the unit the settings take
+    reads_are_edits: bool = False  # a read is the last moment before an edit (no context before a tool)
+
+    def hook(self, event: str) -> Hook | None:
+        return next((h for h in self.hooks if h.event == event), None)
+
+    def reply(self, event: str, context: str) -> str:
+        """The stdout that gives `context` to the model at `event` (no_context for none)."""
+        if not context:
+            return self.no_context
+        return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}},
+                          ensure_ascii=False)
+
+    def stop_reply(self, reason: str) -> str:
+        return json.dumps({"decision": self.stop_decision, "reason": reason}, ensure_ascii=False)
+
+
+CLAUDE = Harness(
+    "claude", "Claude Code", 10_000,
+    (Hook("SessionStart", "startup|resume|clear|compact|fork", START),
+     Hook("UserPromptSubmit", None, PROMPT),
+     Hook("PreToolUse", "Edit|MultiEdit|Write|NotebookEdit|Read|Bash", TOOL),
+     Hook("PreCompact", None, COMPACTING),
+     Hook("SessionEnd", None, END),
+     Hook("Stop", None, STOP, opt_in=True)),
+    frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"}), frozenset({"Read"}), frozenset({"Bash"}),
+    "", "block", 10,
+)
+CODEX = Harness(
+    "codex", "Codex", 8_000,
+    (Hook("SessionStart", "startup|resume|clear|compact", START),
+     Hook("UserPromptSubmit", None, PROMPT),
+     Hook("PreToolUse", "apply_patch|Bash", TOOL),
+     Hook("PreCompact", None, COMPACTING),
+     Hook("SessionEnd", None, END),
+     Hook("Stop", None, STOP, opt_in=True)),
+    frozenset({"apply_patch", "Edit", "Write"}), frozenset(), frozenset({"Bash"}),
+    "", "block", 10,
+)
+GEMINI = Harness(
+    "gemini", "Gemini CLI", 10_000,
+    (Hook("SessionStart", None, START),
+     Hook("BeforeAgent", None, PROMPT),
+     Hook("AfterTool", "^(read_file|write_file|replace|run_shell_command)$", TOOL),
+     Hook("SessionEnd", None, END),
+     Hook("AfterAgent", None, STOP, opt_in=True)),
+    frozenset({"write_file", "replace"}), frozenset({"read_file"}), frozenset({"run_shell_command"}),
+    "{}", "deny", 10_000, reads_are_edits=True,
+)
+HARNESSES: dict[str, Harness] = {h.name: h for h in (CLAUDE, CODEX, GEMINI)}
+
+_PATCH_FILE_RE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.M)
+
+
+class Asked(NamedTuple):
+    """What a harness's hook input asks: `does` (START, PROMPT, TOOL, ...), the moment's
+    event for a tool (edit, read, shell), and its data."""
+
+    does: str
+    session: str
+    cwd: str
+    source: str = ""  # a session start's: startup, resume, clear, compact
+    prompt: str = ""
+    moment: str = ""  # a tool's: edit, read, shell ("" for a tool qem says nothing about)
+    paths: tuple[str, ...] = ()  # as the harness gives them (absolute, or from the cwd)
+    command: str = ""
+    stop_hook_active: bool = False
+    transcript: str = ""
+
+
+def asked(harness: Harness, event: str, data: Mapping[str, object]) -> Asked:
+    """The hook input read by the harness's contract; ValueError when it is not one."""
+    hook = harness.hook(event)
+    if hook is None:
+        raise ValueError(f"{harness.title} has no {event} hook qem answers; use one of "
+                         + ", ".join(h.event for h in harness.hooks))
+    session, cwd = _text(data, "session_id"), _text(data, "cwd")
+    base = Asked(hook.does, session, cwd, transcript=_text(data, "transcript_path"))
+    if hook.does == START:
+        return base._replace(source=_text(data, "source") or "startup")
+    if hook.does == PROMPT:
+        return base._replace(prompt=_text(data, "prompt"))
+    if hook.does == STOP:
+        return base._replace(stop_hook_active=data.get("stop_hook_active") is True)
+    if hook.does != TOOL:
+        return base
+    tool, given = _text(data, "tool_name"), data.get("tool_input")
+    given = given if isinstance(given, dict) else {}
+    if tool in harness.shell_tools:
+        return base._replace(moment="shell", command=_text(given, "command"))
+    if tool in harness.edit_tools or tool in harness.read_tools:
+        edit = tool in harness.edit_tools or harness.reads_are_edits
+        return base._replace(moment="edit" if edit else "read", paths=_tool_paths(tool, given))
+    return base
+
+
+def _tool_paths(tool: str, given: Mapping[str, object]) -> tuple[str, ...]:
+    if tool == "apply_patch":
+        patch = _text(given, "command") or _text(given, "input") or _text(given, "patch")
+        return tuple(dict.fromkeys(a or b for a, b in _PATCH_FILE_RE.findall(patch)))
+    for key in ("file_path", "notebook_path", "path", "absolute_path"):
+        value = _text(given, key)
+        if value:
+            return (value,)
+    return ()
+
+
+def _text(data: Mapping[str, object], key: str) -> str:
+    value = data.get(key)
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,219 @@
+"""`qem hook HARNESS EVENT`: one harness hook, answered by the harness's contract.
+
+It reads the hook's JSON input on stdin, finds the memory from the input's working
+directory, works out the moment (qem_edit.harness), gives the notes it triggers that the
+session was not given yet (qem_edit.delivery, qem_edit.ledger), and prints exactly what
+the harness reads as context.  A hook never blocks the agent: on any failure (no memory,
+an unreadable one, a merge in progress, bad input) it prints what the harness reads as "no
+context", exits 0, and says why in `.qem/sessions/hooks.log` (and on stderr, which the
+harnesses keep out of the model's context).  Started without the command-line framework:
+it runs before every file edit, so its start-up is the floor's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from .harness import COMPACTING, END, HARNESSES, PROMPT, START, STOP, TOOL, Asked, Harness, asked
+
+MAX_INPUT = 16 << 20  # bytes of hook input read (a prompt, a patch)
+LOG_NAME = "hooks.log"
+LOG_LIMIT = 256 << 10
+USAGE = ("usage: qem hook HARNESS EVENT  (reads the harness's hook input on stdin)\n"
+         "  HARNESS: " + ", ".join(HARNESSES) + "; EVENT: the harness's own event name (SessionStart, PreToolUse, ...).\n"
+         "  `qem setup HARNESS` writes these hooks into the project's settings.")
+ASK_TO_RECORD = (
+    "Before you stop: did this session learn something a future session on this project needs "
+    "(a rule the user gave, a trap in the code, a decision and its reason, a finding)? If so, record it now "
+    "with the qem MCP tool `add` (or `qem add TEXT --kind KIND`), kind one of directive, task, gotcha, finding, "
+    "reference, decision, operational, and `anchors` naming the files it is about. If nothing is worth keeping, stop.")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] not in HARNESSES:
+        if argv[:1] in (["-h"], ["--help"]):
+            print(USAGE)
+            return 0
+        print(f"qem: error: {' '.join(argv) or 'nothing'}: not a hook qem answers\n{USAGE}", file=sys.stderr)
+        return 2
+    harness, event = HARNESSES[argv[0]], argv[1]
+    raw = sys.stdin.buffer.read(MAX_INPUT + 1)
+    out, code = run(harness, event, raw)
+    if out:
+        sys.stdout.write(out + "\n")
+        sys.stdout.flush()
+    return code
+
+
+def run(harness: Harness, event: str, raw: bytes) -> tuple[str, int]:
+    """The hook's stdout and exit code; never an exception."""
+    where: Path | None = None
+    try:
+        if len(raw) > MAX_INPUT:
+            raise ValueError(f"hook input over {MAX_INPUT >> 20} MiB")
+        data = json.loads(raw.decode("utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("hook input is not a JSON object")
+        ask = asked(harness, event, data)
+        where = _state_dir(ask)
+        if where is None:
+            return harness.no_context, 0
+        return _answer(harness, event, ask, where), 0
+    except Exception as exc:  # noqa: BLE001 - a hook that fails must not stop the agent
+        _log(where, harness, event, exc)
+        return harness.no_context, 0
+
+
+def _state_dir(ask: Asked) -> Path | None:
+    """The memory's folder, found from the hook's working directory (None: no memory)."""
+    from .workspace import find_workspace, resolve
+
+    cwd = Path(ask.cwd) if ask.cwd else Path.cwd()
+    place = resolve(find_workspace(cwd), None)
+    return place.store_path if (place.store_path / "config.toml").is_file() else None
+
+
+def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
+    from . import ledger
+
+    if ask.does == END:
+        if ask.session:
+            ledger.end(state, ask.session)
+        return harness.no_context
+    if ask.does == TOOL and not ask.moment:
+        return harness.no_context
+    if not ask.session:
+        raise ValueError("hook input without a session_id")
+    with ledger.session(state, ask.session) as book:
+        if not book.started:
+            book.started = _now()
+        if ask.transcript:
+            book.transcript = ask.transcript
+        if ask.does == COMPACTING:
+            book.compacted()
+            return harness.no_context
+        if ask.does == STOP:
+            return _stop(harness, ask, state, book)
+        if ask.does == START:
+            if ask.source in ("clear", "compact"):
+                book.compacted()
+            if ask.source == "startup":
+                ledger.sweep(state)
+        if ask.does == PROMPT:
+            book.heard(ask.prompt)
+        text = _deliver(harness, ask, state, book)
+    return harness.reply(event, text)
+
+
+def _deliver(harness: Harness, ask: Asked, state: Path, book) -> str:  # type: ignore[no-untyped-def]
+    from . import delivery
+    from .ledger import tip
+    from .store import Store
+
+    top = delivery.work_top(state)
+    moments: list[delivery.Moment] = []
+    if book.pending_compact and ask.does in (START, PROMPT):
+        moments.append(delivery.Moment("compact"))
+        book.pending_compact = False
+    if ask.does == START and ask.source != "compact":
+        moments.append(delivery.Moment("start"))
+    elif ask.does == PROMPT:
+        moments.append(delivery.Moment("prompt", prompt=ask.prompt))
+    elif ask.does == TOOL:
+        paths = delivery.from_cwd(ask.paths, ask.cwd or str(top), top)
+        moments.append(delivery.Moment(ask.moment, paths=paths, command=ask.command))
+    store = Store.open(state, create=False, write=False)
+    try:
+        with store.reading():
+            entries, seen = [], set()
+            for moment in moments:
+                for entry in delivery.ranked(moment, delivery.hits(store, moment, str(top))):
+                    h = entry.hit
+                    if h.note.id not in seen and not book.was_given(h.note.id, h.full):
+                        seen.add(h.note.id)
+                        entries.append(entry)
+            changes = _changes(store, book)
+            if book.notes_then < 0:
+                book.notes_then = store.count()
+            out = delivery.fit(moments[-1], entries, changes, harness.budget)
+    finally:
+        store.close()
+    for change in out.changes:
+        book.give(change.note.id, book.given[change.note.id][1], tip(change.note))
+    for h in out.given:
+        book.give(h.note.id, h.full, tip(h.note))
+    return out.text()
+
+
+def _changes(store, book) -> list:  # type: ignore[no-untyped-def]
+    """The notes given this epoch that changed since, each with its successor if superseded."""
+    from .delivery import Change
+
+    current = [n for n, entry in book.given.items() if entry[0] == book.epoch]
+    if not current:
+        return []
+    changed = book.changed(store.last_changes(current))
+    if not changed:
+        return []
+    notes = store.notes_by_id(changed)
+    successors = store.notes_by_id(n.superseded_by for n in notes.values() if n.superseded_by)
+    out = [Change(notes[n], successors.get(notes[n].superseded_by or "")) for n in changed if n in notes]
+    for n in changed:
+        if n not in notes:
+            book.given.pop(n, None)  # gone from the index (a forget purged it past reading)
+    return out
+
+
+def _stop(harness: Harness, ask: Asked, state: Path, book) -> str:  # type: ignore[no-untyped-def]
+    """The opt-in Stop hook: once a session, and only when it recorded no note, ask the
+    agent to record what a future session needs; never when the harness says the agent
+    is already going on because of a stop hook."""
+    from .store import Store
+
+    if ask.stop_hook_active or book.stop_asked:
+        return harness.no_context
+    store = Store.open(state, create=False, write=False)
+    try:
+        now = store.count()
+    finally:
+        store.close()
+    if book.notes_then < 0:
+        book.notes_then = now
+    if now > book.notes_then:  # a note was created since the session began
+        return harness.no_context
+    book.stop_asked = True
+    return harness.stop_reply(ASK_TO_RECORD)
+
+
+def _now() -> str:
+    from .times import utc_now
+
+    return utc_now()
+
+
+def _log(state: Path | None, harness: Harness, event: str, exc: BaseException) -> None:
+    """Why a hook said nothing: a line on stderr, and in `.qem/sessions/hooks.log`."""
+    from .errors import QemError, words
+
+    said = "; ".join(words(exc)) if isinstance(exc, (QemError, OSError)) else f"{type(exc).__name__}: {exc}"
+    line = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {harness.name} {event}: {said}"
+    try:
+        print(f"qem hook: {said}", file=sys.stderr)
+    except OSError:
+        pass
+    if state is None:
+        return
+    try:
+        log = state / "sessions" / LOG_NAME
+        if log.parent.is_dir():
+            if log.exists() and log.stat().st_size > LOG_LIMIT:
+                kept = log.read_bytes()[-LOG_LIMIT // 2:]
+                log.write_bytes(kept[kept.find(b"\n") + 1:])
+            with open(log, "a", encoding="utf-8") as handle:
+                handle.write(line.replace("\n", " ") + "\n")
+    except OSError:
+        pass

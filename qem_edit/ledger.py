@@ -1,0 +1,178 @@
+"""A session's ledger: which notes one agent session was given, so each comes once.
+
+One private file per session (`.qem/sessions/<hash of the session id>.json`, mode 0600,
+in a folder that ignores itself in git), written atomically under a lock, since a harness
+runs hooks of one session side by side.  It holds, for each note given: the compaction
+epoch it was given in, whether whole or as a line, and the note's last event then (its
+`tip`).  A compaction starts a new epoch: what the agent was given before it is gone from
+its context, so it may be given again.  A note given and changed since is said again, as
+its change.  Bounded: at most MAX_NOTES notes a session (the oldest given go first), and
+sessions not touched for MAX_AGE_DAYS, or past MAX_SESSIONS, are swept when a session
+starts; a session's end removes its file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from . import files
+
+FOLDER = "sessions"
+MAX_NOTES = 5000
+MAX_SESSIONS = 200
+MAX_AGE_DAYS = 14
+LOCK_SECONDS = 5.0
+_IGNORE_ALL = "# Written by qem: session ledgers are private to this clone.\n*\n"
+
+
+def folder(state_dir: Path) -> Path:
+    return state_dir / FOLDER
+
+
+def _name(session: str) -> str:
+    return hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def tip(note) -> str:  # type: ignore[no-untyped-def]
+    """What a note's last change is, as the ledger compares it: its state's event, else
+    its creation."""
+    return note.state_event or note.id
+
+
+@dataclass
+class Ledger:
+    path: Path
+    started: str = ""  # when qem first heard of the session (a UTC time)
+    notes_then: int = -1  # the notes the memory held then (-1: not known yet)
+    transcript: str = ""  # the harness's transcript of the session, as its hooks name it
+    epoch: int = 0
+    pending_compact: bool = False  # a compaction began; the next moment that can give context gives `compact`
+    stop_asked: bool = False
+    wrote: bool = False  # the session recorded a note (the Stop hook's question is then not asked)
+    prompts: list[str] = field(default_factory=list)  # what the user typed (bounded), for user-stated quotes
+    given: dict[str, list] = field(default_factory=dict)  # note → [epoch, full, tip]
+
+    def was_given(self, note_id: str, full: bool) -> bool:
+        entry = self.given.get(note_id)
+        return entry is not None and entry[0] == self.epoch and (entry[1] or not full)
+
+    def give(self, note_id: str, full: bool, last: str) -> None:
+        self.given.pop(note_id, None)  # re-inserted: the dict's order is the order given
+        self.given[note_id] = [self.epoch, full, last]
+        while len(self.given) > MAX_NOTES:
+            self.given.pop(next(iter(self.given)))
+
+    def changed(self, tips: dict[str, str]) -> list[str]:
+        """The notes given this epoch whose last change is not the one given (`tips`: the
+        notes' tips now; a note the index no longer has is forgotten past reading)."""
+        return [n for n, (epoch, _, last) in self.given.items() if epoch == self.epoch and tips.get(n, "") != last]
+
+    def heard(self, prompt: str) -> None:
+        """What the user typed (the last MAX_PROMPTS, each cut at MAX_PROMPT_CHARS)."""
+        if prompt:
+            self.prompts = (self.prompts + [prompt[:MAX_PROMPT_CHARS]])[-MAX_PROMPTS:]
+
+    def compacted(self) -> None:
+        self.epoch += 1
+        self.pending_compact = True
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"v": 1, "started": self.started, "notes_then": self.notes_then, "transcript": self.transcript, "epoch": self.epoch, "pending_compact": self.pending_compact,
+                           "stop_asked": self.stop_asked, "wrote": self.wrote, "prompts": self.prompts,
+                           "given": self.given}, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+MAX_PROMPTS = 50
+MAX_PROMPT_CHARS = 20_000
+
+
+def _read(path: Path) -> Ledger:
+    raw = files.read_regular(path)
+    ledger = Ledger(path)
+    if raw is None:
+        return ledger
+    try:
+        data = json.loads(raw)
+        ledger.epoch = int(data["epoch"])
+        ledger.started = str(data.get("started") or "")
+        ledger.notes_then = int(data.get("notes_then", -1))
+        ledger.transcript = str(data.get("transcript") or "")
+        ledger.pending_compact = bool(data.get("pending_compact"))
+        ledger.stop_asked = bool(data.get("stop_asked"))
+        ledger.wrote = bool(data.get("wrote"))
+        ledger.prompts = [p for p in data.get("prompts", []) if isinstance(p, str)][-MAX_PROMPTS:]
+        ledger.given = {str(k): list(v) for k, v in dict(data["given"]).items()
+                        if isinstance(v, list) and len(v) == 3}
+    except (ValueError, KeyError, TypeError):
+        return Ledger(path)  # a damaged ledger is a new one: a note given twice, never a hook that fails
+    return ledger
+
+
+@contextmanager
+def session(state_dir: Path, session_id: str) -> Iterator[Ledger]:
+    """The session's ledger, read under its lock and written back atomically on leaving."""
+    from filelock import FileLock, Timeout
+
+    where = _prepared(state_dir)
+    path = where / f"{_name(session_id)}.json"
+    lock = FileLock(str(where / f"{path.stem}.lock"), timeout=LOCK_SECONDS, mode=0o600)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise OSError(f"the session ledger {path} stayed locked for {LOCK_SECONDS:g} s") from None
+    try:
+        ledger = _read(path)
+        before = ledger.to_bytes()
+        yield ledger
+        after = ledger.to_bytes()
+        if after != before:
+            files.write_atomic(path, after, mode=0o600)
+    finally:
+        lock.release()
+
+
+def _prepared(state_dir: Path) -> Path:
+    where = folder(state_dir)
+    if not where.is_dir():
+        files.private_dir(where)
+    ignore = where / ".gitignore"
+    if not ignore.exists():
+        files.write_atomic(ignore, _IGNORE_ALL.encode(), mode=0o644)
+    return where
+
+
+def end(state_dir: Path, session_id: str) -> None:
+    """A session ended: its ledger goes."""
+    where = folder(state_dir)
+    for suffix in (".json", ".lock"):
+        try:
+            os.unlink(where / f"{_name(session_id)}{suffix}")
+        except FileNotFoundError:
+            pass
+
+
+def sweep(state_dir: Path, now: float | None = None) -> int:
+    """Ledgers of sessions untouched for MAX_AGE_DAYS, and the oldest past MAX_SESSIONS,
+    removed; returns how many."""
+    where = folder(state_dir)
+    try:
+        entries = [(e.stat().st_mtime, Path(e.path)) for e in os.scandir(where) if e.name.endswith(".json")]
+    except FileNotFoundError:
+        return 0
+    now = time.time() if now is None else now
+    entries.sort(reverse=True)
+    gone = [p for i, (mtime, p) in enumerate(entries) if i >= MAX_SESSIONS or now - mtime > MAX_AGE_DAYS * 86400]
+    for path in gone:
+        for doomed in (path, path.with_suffix(".lock")):
+            try:
+                os.unlink(doomed)
+            except FileNotFoundError:
+                pass
+    return len(gone)

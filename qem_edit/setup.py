@@ -1,0 +1,468 @@
+"""`qem setup HARNESS`: qem's hooks and MCP server in an agent harness's project settings.
+
+What is written comes from one table, qem_edit.harness (each harness's hooks, their
+matchers, and its timeout in the unit its settings take); where it goes is each
+harness's own project file:
+
+- Claude Code: `.claude/settings.json` (`hooks`) and `.mcp.json` (`mcpServers.qem`);
+- Codex: `.codex/hooks.json` (`hooks`) and `.codex/config.toml` (`[mcp_servers.qem]`);
+- Gemini CLI: `.gemini/settings.json` (`hooks` and `mcpServers.qem`).
+
+Each file is merged into, never clobbered: qem's own hook handlers are known by their
+command (`... qem hook HARNESS EVENT`), taken out wherever they are and written fresh, one
+matcher group of qem's own per event, where qem's group was; every other key, event,
+group and handler stays as it was, in its order.  A file already right is not touched (a
+second run changes nothing), and every file of the harness is read and checked before any
+is written, so a file qem cannot read as what it should be leaves everything as it was.
+The TOML file is edited as text (there is no TOML writer in the standard library): only
+the lines of qem's own table change, and the result is read back before it is written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from . import errors
+from .harness import HARNESSES, Harness
+from .shown import say, show
+
+SERVER = "qem"  # the MCP server's name, in every harness
+# A hook handler qem wrote: its command runs `qem hook HARNESS ...`, qem named by any path.
+QEM_HOOK = re.compile(r"(^|[/\\\s\"'])qem(_edit)?(\.exe)?[\"']? hook (claude|codex|gemini) ")
+# Gemini CLI keeps a few settings, not events, under `hooks` (its HOOKS_CONFIG_FIELDS).
+GEMINI_FIELDS = frozenset({"enabled", "disabled", "notifications"})
+HOOKS, MCP_JSON, BOTH, MCP_TOML = "hooks", "mcp", "hooks+mcp", "toml"
+FILES: dict[str, tuple[tuple[str, str], ...]] = {
+    "claude": ((".claude/settings.json", HOOKS), (".mcp.json", MCP_JSON)),
+    "codex": ((".codex/hooks.json", HOOKS), (".codex/config.toml", MCP_TOML)),
+    "gemini": ((".gemini/settings.json", BOTH),),
+}
+TRUST = {
+    "codex": "Codex reads a project's .codex/ only once the project is trusted, and runs each new or changed"
+             " hook only once you trust it in /hooks",
+    "gemini": "Gemini CLI reads .gemini/settings.json only in a trusted folder",
+}
+
+
+class Wanted(NamedTuple):
+    """What `qem setup` is asked for."""
+
+    harness: Harness
+    command: str  # the shell words that run qem
+    server: dict[str, Any]  # the MCP server's entry
+    ask_to_record: bool
+    remove: bool
+
+    def group(self, event: str) -> dict[str, Any] | None:
+        """qem's matcher group for `event` (None: none is wanted there)."""
+        hook = self.harness.hook(event)
+        if self.remove or hook is None or (hook.opt_in and not self.ask_to_record):
+            return None
+        handler: dict[str, Any] = {"type": "command", "command": f"{self.command} hook {self.harness.name} {event}"}
+        if self.harness.name == "gemini":
+            handler["name"] = SERVER
+        handler["timeout"] = self.harness.timeout
+        group: dict[str, Any] = {} if hook.matcher is None else {"matcher": hook.matcher}
+        group["hooks"] = [handler]
+        return group
+
+    def is_qem(self, handler: object) -> bool:
+        command = handler.get("command") if isinstance(handler, dict) else None
+        return isinstance(command, str) and (
+            QEM_HOOK.search(command) is not None or command.startswith(f"{self.command} hook "))
+
+
+class Change(NamedTuple):
+    """One file: what it holds, what it is to hold, and what differs."""
+
+    rel: str  # from the project's top
+    path: Path
+    new: bytes | None  # None: the file stays as it is
+    done: tuple[str, ...] = ()  # what the write changes ("hooks SessionStart, ...")
+    differences: tuple[str, ...] = ()  # what --check names
+    empty: bool = False  # the file is left holding nothing
+
+
+def run(harness: str, place, *, check: bool = False, remove: bool = False,  # type: ignore[no-untyped-def]
+        ask_to_record: bool = False, command: str = "qem") -> int:
+    """Write (or check, or take out) qem's hooks and MCP server for `harness` in the
+    project holding `place`'s memory; the exit code."""
+    errors.choice(harness, tuple(HARNESSES), "harness")
+    if check and remove:
+        raise errors.BadInput("--check and --remove do not go together: --check says whether `qem setup "
+                              f"{harness}` would change anything")
+    wanted = _wanted(HARNESSES[harness], command, ask_to_record, remove)
+    from .delivery import work_top
+
+    top = work_top(place.store_path)
+    changes = [_plan(top, rel, kind, wanted) for rel, kind in FILES[harness]]  # all read before any is written
+    if not remove:
+        _warn_path(wanted)
+    if check:
+        return _report_check(changes, wanted)
+    from .files import write_atomic
+
+    for change in changes:
+        if change.new is not None:
+            change.path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(change.path, change.new)
+    _report(changes, wanted)
+    return errors.EXIT_OK
+
+
+def _wanted(harness: Harness, command: str, ask_to_record: bool, remove: bool) -> Wanted:
+    import shlex
+
+    command = command.strip()
+    if not command or any(c in command for c in "\n\r\0"):
+        raise errors.BadInput(f"--command {command!r}: give the command that runs qem, on one line")
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        raise errors.BadInput(f"--command {command!r}: {exc}") from None
+    if not words:
+        raise errors.BadInput(f"--command {command!r}: give the command that runs qem")
+    return Wanted(harness, command, {"command": words[0], "args": [*words[1:], "mcp"]}, ask_to_record, remove)
+
+
+def _warn_path(wanted: Wanted) -> None:
+    import shutil
+
+    program = wanted.server["command"]
+    if shutil.which(program) is None:
+        say(f"{program} is not on this PATH: {wanted.harness.title} will not find it either; give the whole path,"
+            " `--command /abs/path/to/qem`")
+
+
+def _plan(top: Path, rel: str, kind: str, wanted: Wanted) -> Change:
+    from .files import read_regular
+
+    path = top / rel
+    raw = read_regular(path)
+    if kind == MCP_TOML:
+        return _plan_toml(path, rel, raw, wanted)
+    doc = _json_doc(raw, rel)
+    new = json.loads(json.dumps(doc))  # a copy to change
+    done: list[str] = []
+    differences: list[str] = []
+    if kind in (HOOKS, BOTH):
+        _check_hooks(doc, rel, wanted.harness)
+        _merge_hooks(doc, new, wanted, done, differences)
+    if kind in (MCP_JSON, BOTH):
+        servers = doc.get("mcpServers")
+        if servers is not None and not isinstance(servers, dict):
+            raise errors.BadInput(f"{rel}: \"mcpServers\" is {_json_type(servers)}, not an object; qem changed nothing")
+        _merge_server(new, "mcpServers", wanted, done, differences)
+    if new == doc and (raw is not None or wanted.remove):
+        return Change(rel, path, None)
+    data = (json.dumps(new, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    return Change(rel, path, data, tuple(done), tuple(differences), empty=not new)
+
+
+def _json_doc(raw: bytes | None, rel: str) -> dict[str, Any]:
+    """The file's JSON object ({} for no file, or an empty one)."""
+    if raw is None or not raw.strip():
+        return {}
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise errors.BadInput(f"{rel} is not UTF-8 (byte {exc.start}); qem changed nothing") from None
+    except json.JSONDecodeError as exc:
+        raise errors.BadInput(f"{rel} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno};"
+                              " qem changed nothing") from None
+    if not isinstance(doc, dict):
+        raise errors.BadInput(f"{rel} holds {_json_type(doc)}, not an object; qem changed nothing")
+    return doc
+
+
+def _json_type(value: object) -> str:
+    """What a JSON value is, as a person says it ("an array")."""
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
+             float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _check_hooks(doc: dict[str, Any], rel: str, harness: Harness) -> None:
+    """Refuse a `hooks` that is not events of matcher groups (what qem would have to guess at)."""
+    hooks = doc.get("hooks")
+    if hooks is None:
+        return
+    if not isinstance(hooks, dict):
+        raise errors.BadInput(f"{rel}: \"hooks\" is {_json_type(hooks)}, not an object; qem changed nothing")
+    for event, groups in hooks.items():
+        if harness.name == "gemini" and event in GEMINI_FIELDS:
+            continue
+        if not isinstance(groups, list):
+            raise errors.BadInput(f"{rel}: hooks.{event} is {_json_type(groups)}, not a list of matcher groups;"
+                                  " qem changed nothing")
+        for i, group in enumerate(groups):
+            if not isinstance(group, dict):
+                raise errors.BadInput(f"{rel}: hooks.{event}[{i}] is {_json_type(group)}, not a matcher group"
+                                      " (an object); qem changed nothing")
+
+
+def _merge_hooks(doc: dict[str, Any], new: dict[str, Any], wanted: Wanted,
+                 done: list[str], differences: list[str]) -> None:
+    """Put qem's hooks (none, for --remove) into `new`'s `hooks`, saying what changed."""
+    old: dict[str, Any] = doc.get("hooks") or {}
+    hooks: dict[str, Any] = {}
+    for event, groups in old.items():
+        if not isinstance(groups, list):  # one of Gemini CLI's settings
+            hooks[event] = groups
+            continue
+        merged = _merge_event(groups, wanted.group(event), wanted.is_qem)
+        if merged or not groups:  # an event qem's removal leaves empty goes
+            hooks[event] = merged
+    for hook in wanted.harness.hooks:
+        group = wanted.group(hook.event)
+        if hook.event not in hooks and group is not None:
+            hooks[hook.event] = [group]
+    if hooks or (doc.get("hooks") is not None and not old):
+        new["hooks"] = hooks
+    else:
+        new.pop("hooks", None)
+    changed = [e for e in dict.fromkeys([*hooks, *old]) if old.get(e) != hooks.get(e)]
+    written = [e for e in changed if _holds_qem(hooks.get(e), wanted)]
+    taken = [e for e in changed if e not in written]
+    done.extend(f"{what} {', '.join(events)}" for what, events in (("hooks", written), ("removed hooks", taken))
+                if events)
+    differences.extend(_hook_differences(old, hooks, wanted))
+
+
+def _merge_event(groups: list[Any], fresh: dict[str, Any] | None, is_qem) -> list[Any]:  # type: ignore[no-untyped-def]
+    """An event's matcher groups without qem's handlers (a group they leave empty goes),
+    and with `fresh`, qem's own group, where qem's first one was (else last)."""
+    kept: list[Any] = []
+    at = None
+    for group in groups:
+        handlers = group.get("hooks") if isinstance(group, dict) else None
+        if not isinstance(handlers, list) or not any(is_qem(h) for h in handlers):
+            kept.append(group)
+            continue
+        others = [h for h in handlers if not is_qem(h)]
+        if others:
+            kept.append({**group, "hooks": others})
+        if at is None:
+            at = len(kept)
+    if fresh is not None:
+        kept.insert(len(kept) if at is None else at, fresh)
+    return kept
+
+
+def _hook_differences(old: dict[str, Any], new: dict[str, Any], wanted: Wanted) -> list[str]:
+    """What --check names: each event whose groups are not what qem would write."""
+    out = []
+    for event in dict.fromkeys([*new, *old]):
+        before, after = old.get(event), new.get(event)
+        if before == after:
+            continue
+        if not _holds_qem(before, wanted):
+            out.append(f"no qem hook for {event}")
+        elif not _holds_qem(after, wanted):
+            flag = " (written with --ask-to-record)" if getattr(wanted.harness.hook(event), "opt_in", False) else ""
+            out.append(f"a qem hook for {event} not asked for{flag}")
+        else:
+            out.append(f"qem's hook for {event} differs from what qem writes: {json.dumps(wanted.group(event))}")
+    return out
+
+
+def _holds_qem(groups: object, wanted: Wanted) -> bool:
+    return isinstance(groups, list) and any(
+        isinstance(g, dict) and isinstance(g.get("hooks"), list) and any(wanted.is_qem(h) for h in g["hooks"])
+        for g in groups)
+
+
+def _merge_server(new: dict[str, Any], key: str, wanted: Wanted, done: list[str], differences: list[str]) -> None:
+    """Put qem's MCP server (none, for --remove) into `new[key]`, saying what changed."""
+    servers = new.get(key)
+    old = servers.get(SERVER) if isinstance(servers, dict) else None
+    if wanted.remove:
+        if old is None:
+            return
+        del servers[SERVER]
+        if not servers:
+            del new[key]
+        done.append(f"removed MCP server {SERVER}")
+        return
+    if old == wanted.server:
+        return
+    new.setdefault(key, {})[SERVER] = dict(wanted.server)
+    done.append(f"MCP server {SERVER}")
+    differences.append(_server_difference(old, wanted))
+
+
+def _server_difference(old: object, wanted: Wanted) -> str:
+    if old is None:
+        return f"no MCP server {SERVER}"
+    return f"MCP server {SERVER} is {json.dumps(old)}, not {json.dumps(wanted.server)}"
+
+
+# -- Codex's config.toml, edited as text ----------------------------------------------------------
+
+_KEY = r"""\s*(?:[A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*"|'[^']*')\s*"""
+_HEADER = re.compile(r"^\s*(\[\[?)(" + _KEY + r"(?:\." + _KEY + r")*)(\]\]?)\s*(?:#.*)?$")
+_KEY_PART = re.compile(r"""\s*([A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*"|'[^']*')\s*(?:\.|$)""")
+
+
+def _plan_toml(path: Path, rel: str, raw: bytes | None, wanted: Wanted) -> Change:
+    text, data = _toml_doc(raw, rel)
+    servers = data.get("mcp_servers")
+    if servers is not None and not isinstance(servers, dict):
+        raise errors.BadInput(f"{rel}: mcp_servers is not a table; qem changed nothing")
+    old = servers.get(SERVER) if servers else None
+    want = None if wanted.remove else wanted.server
+    if old == want:
+        return Change(rel, path, None)
+    new_text = _toml_edit(text, want, rel, old is not None)
+    _toml_verify(new_text, data, want, rel)
+    done = f"removed MCP server {SERVER}" if want is None else f"MCP server {SERVER} ([mcp_servers.{SERVER}])"
+    differences = () if want is None else (_server_difference(old, wanted),)
+    return Change(rel, path, new_text.encode("utf-8"), (done,), differences, empty=not new_text.strip())
+
+
+def _toml_doc(raw: bytes | None, rel: str) -> tuple[str, dict[str, Any]]:
+    import tomllib
+
+    try:
+        text = "" if raw is None else raw.decode("utf-8")
+        return text, tomllib.loads(text)
+    except UnicodeDecodeError as exc:
+        raise errors.BadInput(f"{rel} is not UTF-8 (byte {exc.start}); qem changed nothing") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise errors.BadInput(f"{rel} is not valid TOML: {exc}; qem changed nothing") from None
+
+
+def _toml_edit(text: str, want: dict[str, Any] | None, rel: str, present: bool) -> str:
+    """`text` with qem's table (and its subtables) in place of the old one, or appended,
+    or taken out (`want` None); no other line changes."""
+    nl = "\r\n" if "\r\n" in text else "\n"
+    lines = text.splitlines(keepends=True)
+    ours = [(start, end) for start, end, key in _toml_blocks(lines) if key[:2] == ("mcp_servers", SERVER)]
+    if present and not ours:
+        raise errors.BadInput(f"{rel}: mcp_servers.{SERVER} is not written as a [mcp_servers.{SERVER}] table,"
+                              " the one form qem edits; change it by hand or take it out; qem changed nothing")
+    table = [] if want is None else _toml_table(want, nl)
+    if not ours:
+        head = text if not text or text.endswith(("\n", "\r")) else text + nl
+        gap = nl if head.strip() and not head.endswith(nl + nl) else ""
+        return head + gap + "".join(table)
+    out = lines[:ours[0][0]] + table
+    for (_, end), (start, _) in zip(ours, ours[1:] + [(len(lines), 0)]):
+        out += lines[end:start]
+    return "".join(out)
+
+
+def _toml_blocks(lines: list[str]) -> list[tuple[int, int, tuple[str, ...]]]:
+    """Each table header's lines: from the header to its last key (the blank lines and
+    comments before the next header are that header's), and the table's key."""
+    heads = [(i, key) for i, line in enumerate(lines) if (key := _header_key(line)) is not None]
+    out = []
+    for n, (start, key) in enumerate(heads):
+        end = heads[n + 1][0] if n + 1 < len(heads) else len(lines)
+        while end > start + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+            end -= 1
+        out.append((start, end, key))
+    return out
+
+
+def _header_key(line: str) -> tuple[str, ...] | None:
+    match = _HEADER.match(line.rstrip("\r\n"))
+    if match is None or len(match[1]) != len(match[3]):
+        return None
+    return tuple(_key_part(m[1]) for m in _KEY_PART.finditer(match[2]))
+
+
+def _key_part(part: str) -> str:
+    if part.startswith("'"):
+        return part[1:-1]
+    if part.startswith('"'):
+        try:
+            return json.loads(part)
+        except ValueError:
+            return part[1:-1]
+    return part
+
+
+def _toml_table(server: dict[str, Any], nl: str) -> list[str]:
+    args = ", ".join(_toml_string(a) for a in server["args"])
+    return [f"[mcp_servers.{SERVER}]{nl}", f"command = {_toml_string(server['command'])}{nl}", f"args = [{args}]{nl}"]
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string (JSON's escapes are TOML's; DEL too must be escaped)."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _toml_verify(text: str, data: dict[str, Any], want: dict[str, Any] | None, rel: str) -> None:
+    """Read the edited text back: it must hold what it held, with only qem's server changed."""
+    import tomllib
+
+    expected = json.loads(json.dumps(data, default=str))
+    servers = expected.setdefault("mcp_servers", {})
+    servers.pop(SERVER, None)
+    if want is not None:
+        servers[SERVER] = want
+    try:
+        got = json.loads(json.dumps(tomllib.loads(text), default=str))
+    except tomllib.TOMLDecodeError as exc:
+        got = {"unreadable": str(exc)}
+    for doc in (expected, got):
+        if doc.get("mcp_servers") == {}:
+            del doc["mcp_servers"]
+    if got != expected:
+        by_hand = (f"add [mcp_servers.{SERVER}] by hand" if want is not None
+                   else f"take mcp_servers.{SERVER} out by hand")
+        raise errors.BadInput(f"{rel}: qem cannot edit its [mcp_servers.{SERVER}] table in this file as it is"
+                              f" (mcp_servers written inline or as dotted keys?); {by_hand}; qem changed nothing")
+
+
+# -- what is said ---------------------------------------------------------------------------------
+
+
+def _report_check(changes: list[Change], wanted: Wanted) -> int:
+    """--check: each file and what differs; 1 when anything does."""
+    different = [c for c in changes if c.new is not None]
+    if not different:
+        show(f"in place: qem's hooks and MCP server for {wanted.harness.title} ("
+             + ", ".join(c.rel for c in changes) + ")")
+        return errors.EXIT_OK
+    for change in different:
+        for difference in change.differences or ("differs from what qem writes",):
+            show(f"{change.rel}: {difference}")
+    show(f"`{_setup_line(wanted)}` writes them")
+    return errors.EXIT_DIFFERENT
+
+
+def _setup_line(wanted: Wanted) -> str:
+    import shlex
+
+    line = f"qem setup {wanted.harness.name}"
+    if wanted.ask_to_record:
+        line += " --ask-to-record"
+    if wanted.command != "qem":
+        line += f" --command {shlex.quote(wanted.command)}"
+    return line
+
+
+def _report(changes: list[Change], wanted: Wanted) -> None:
+    for change in changes:
+        if change.new is None:
+            show(f"unchanged {change.rel}")
+            continue
+        held = "nothing" if change.rel.endswith(".toml") else "{}"
+        left = f" (it is left holding {held}; delete it if nothing else needs it)" if change.empty else ""
+        show(f"wrote {change.rel}: {'; '.join(change.done)}{left}")
+    name = wanted.harness.name
+    if all(c.new is None for c in changes):
+        show("nothing was changed: " + (f"no qem hooks or MCP server are in {wanted.harness.title}'s settings"
+                                        if wanted.remove else "everything is in place"))
+    if wanted.remove:
+        return
+    if name in TRUST and any(c.new is not None for c in changes):
+        show(TRUST[name])
+    sample = '{"session_id": "try-setup", "cwd": ".", "source": "startup"}'
+    show(f"the hooks run `{wanted.command} hook {name} EVENT`; check one with:"
+         f" echo '{sample}' | {wanted.command} hook {name} SessionStart")

@@ -1,0 +1,425 @@
+"""`qem hook HARNESS EVENT`: memory delivered through each harness's own hooks, at the
+moment it matters, in exactly the harness's output contract.
+
+The contracts: Codex publishes a JSON Schema for every hook event's input and output
+(tests/contracts/codex/, from openai/codex `codex-rs/hooks/schema/generated/`): every
+input here is checked against its schema, every output qem prints too.  Claude Code and
+Gemini CLI publish no schema for hook output; their documented shapes are written out
+below as schemas, with the page each is read from (docs/AGENTS.md cites them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from builders import add, code_repository
+from qem_edit.store import Store
+from conftest import run_qem
+
+CONTRACTS = Path(__file__).parent / "contracts"
+
+# https://code.claude.com/docs/en/hooks, "JSON output" and "SessionStart/UserPromptSubmit/PreToolUse
+# decision control": context goes in hookSpecificOutput.additionalContext, with the event's name.
+CLAUDE_CONTEXT = {
+    "type": "object", "additionalProperties": False, "required": ["hookSpecificOutput"],
+    "properties": {"hookSpecificOutput": {
+        "type": "object", "additionalProperties": False, "required": ["hookEventName", "additionalContext"],
+        "properties": {"hookEventName": {"enum": ["SessionStart", "UserPromptSubmit", "PreToolUse"]},
+                       "additionalContext": {"type": "string", "maxLength": 10_000}}}},
+}
+# Same page, "Stop and SubagentStop": `decision: "block"` with the reason the agent is given.
+CLAUDE_STOP = {"type": "object", "additionalProperties": False, "required": ["decision", "reason"],
+               "properties": {"decision": {"const": "block"}, "reason": {"type": "string", "minLength": 1}}}
+# google-gemini/gemini-cli packages/core/src/hooks/types.ts (HookOutput, getAdditionalContext):
+# stdout is JSON; additionalContext a string under hookSpecificOutput; {} is no context.
+GEMINI_OUTPUT = {
+    "type": "object", "additionalProperties": False,
+    "properties": {"hookSpecificOutput": {
+        "type": "object", "additionalProperties": False, "required": ["hookEventName", "additionalContext"],
+        "properties": {"hookEventName": {"type": "string"}, "additionalContext": {"type": "string"}}},
+        "decision": {"enum": ["deny"]}, "reason": {"type": "string"}},
+}
+CODEX_FILES = {"SessionStart": "session-start", "UserPromptSubmit": "user-prompt-submit", "PreToolUse": "pre-tool-use",
+               "PreCompact": "pre-compact", "Stop": "stop", "SessionEnd": "session-end"}
+CODE = {
+    "src/lock.py": "def release():\n    pass\n",
+    "src/index/build.py": "def build():\n    pass\n",
+    "db/migrate.py": "x = 1\n",
+    "README.md": "# app\n",
+}
+
+
+def codex_schema(event: str, side: str) -> dict:
+    return json.loads((CONTRACTS / "codex" / f"{CODEX_FILES[event]}.command.{side}.schema.json").read_text("utf-8"))
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> dict[str, object]:
+    """A git repository with a memory: two directives, a high and a low task, a gotcha
+    anchored to src/lock.py, one declaring a path pattern, one a command pattern, one
+    naming a term in backticks."""
+    top = code_repository(tmp_path / "app", CODE)
+    made = {}
+    for key, args in {
+        "rule": ("Run the tests inside .venv", "-k", "directive", "-p", "high"),
+        "rule2": ("Never push to main", "-k", "directive"),
+        "task": ("Finish the index rebuild", "-k", "task", "-p", "high"),
+        "later": ("Someday tidy the docs", "-k", "task", "-p", "low"),
+        "lock": ("Release the lock before the restart", "-k", "gotcha", "--anchor", "src/lock.py"),
+        "index": ("The index builder holds the write lock", "-k", "gotcha", "--when-path", "src/index/**"),
+        "migrate": ("Migrations go through make migrate", "-k", "operational", "--when-run", "alembic*"),
+        "term": ("`Store.write` retries three times", "-k", "finding"),
+    }.items():
+        done = run_qem("add", *args, cwd=top)
+        assert done.returncode == 0, done.stderr
+        made[key] = done.stdout.strip()
+    return {"top": top, **made}
+
+
+def hook(top: Path, harness: str, event: str, payload: dict, *, raw: bytes | None = None,
+         cwd: Path | None = None) -> subprocess.CompletedProcess:
+    data = raw if raw is not None else json.dumps({"cwd": str(top), "hook_event_name": event, **payload}).encode()
+    return subprocess.run([sys.executable, "-m", "qem_edit", "hook", harness, event], input=data,
+                          capture_output=True, cwd=cwd or top, timeout=60)
+
+
+def context_of(done: subprocess.CompletedProcess, event: str) -> str:
+    """The context a Claude Code or Codex reply gives (\"\" for none), the reply checked."""
+    assert done.returncode == 0, done.stderr
+    if not done.stdout:
+        return ""
+    reply = json.loads(done.stdout)
+    jsonschema.validate(reply, CLAUDE_CONTEXT)
+    assert reply["hookSpecificOutput"]["hookEventName"] == event
+    return reply["hookSpecificOutput"]["additionalContext"]
+
+
+def claude(top: Path, event: str, session: str = "s1", **payload: object) -> str:
+    base = {"session_id": session, "transcript_path": f"/home/u/.claude/projects/app/{session}.jsonl"}
+    return context_of(hook(top, "claude", event, {**base, **payload}), event)
+
+
+# -- Claude Code ----------------------------------------------------------------------------------
+
+
+def test_a_session_start_gives_the_directives_and_high_tasks_in_order(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    said = claude(top, "SessionStart", source="startup")
+    assert said.startswith("# Project memory (qem), at the start of this session\n\n")
+    order = [project[k] for k in ("rule", "rule2", "task")]
+    assert [said.index(f"[#{n}]") for n in order] == sorted(said.index(f"[#{n}]") for n in order)
+    for absent in ("later", "lock", "index", "migrate", "term"):
+        assert f"[#{project[absent]}]" not in said
+    assert "- [#" + project["rule"] + "] directive/high · agent-recorded, verify · every directive, at start and" \
+           " after compaction\n  Run the tests inside .venv" in said
+    assert "- [#" + project["task"] + "] task/high · agent-recorded, verify · every high task, at start\n" in said
+
+
+def test_a_note_comes_once_a_session_and_again_after_a_compaction(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    assert claude(top, "SessionStart", source="startup")
+    assert claude(top, "SessionStart", source="resume") == ""
+    assert claude(top, "UserPromptSubmit", prompt="hello") == ""
+    assert claude(top, "PreCompact", trigger="auto", custom_instructions="") == ""
+    again = claude(top, "SessionStart", source="compact")
+    assert again.startswith("# Project memory (qem), again after the compaction")
+    assert f"[#{project['rule']}]" in again and f"[#{project['rule2']}]" in again
+    assert f"[#{project['task']}]" not in again  # a high task comes at the start only
+    assert claude(top, "UserPromptSubmit", prompt="next") == ""
+    other = claude(top, "SessionStart", session="s2", source="startup")
+    assert f"[#{project['rule']}]" in other  # another session has its own ledger
+
+
+def test_a_harness_without_a_post_compaction_start_gets_it_at_the_next_prompt(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    claude(top, "SessionStart", source="startup")
+    claude(top, "PreCompact", trigger="manual", custom_instructions="keep it short")
+    said = claude(top, "UserPromptSubmit", prompt="go on")
+    assert said.startswith("# Project memory (qem), for this prompt") and f"[#{project['rule']}]" in said
+
+
+def test_an_edit_gives_the_notes_of_its_file_and_a_read_their_lines(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    read = claude(top, "PreToolUse", tool_name="Read", tool_input={"file_path": str(top / "src/lock.py")})
+    assert f"[#{project['lock']}] gotcha/medium" in read and "anchored to src/lock.py" in read
+    assert f"Release the lock before the restart (`qem show {project['lock']}`)" in read
+    edit = claude(top, "PreToolUse", tool_name="Edit",
+                  tool_input={"file_path": str(top / "src/lock.py"), "old_string": "pass", "new_string": "return"})
+    assert "before this edit" in edit and "\n  Release the lock before the restart" in edit  # now whole
+    assert claude(top, "PreToolUse", tool_name="Write", tool_input={"file_path": str(top / "src/lock.py"),
+                                                                    "content": ""}) == ""
+    deep = claude(top, "PreToolUse", tool_name="Write", tool_input={"file_path": str(top / "src/index/new/x.py"),
+                                                                    "content": ""})
+    assert f"[#{project['index']}]" in deep and "when-path src/index/**" in deep
+    assert claude(top, "PreToolUse", tool_name="Edit", tool_input={"file_path": str(top / "README.md")}) == ""
+    assert claude(top, "PreToolUse", tool_name="Edit", tool_input={"file_path": "/elsewhere/src/lock.py"}) == ""
+
+
+def test_a_folder_anchor_covers_the_files_under_it(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    folder = run_qem("add", "Everything in db is generated", "-k", "gotcha", "--anchor", "db", cwd=top).stdout.strip()
+    said = claude(top, "PreToolUse", tool_name="Edit", tool_input={"file_path": str(top / "db/migrate.py")})
+    assert f"[#{folder}]" in said and "anchored to db" in said
+
+
+def test_a_shell_command_gives_the_notes_whose_pattern_it_matches(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    assert claude(top, "PreToolUse", tool_name="Bash", tool_input={"command": "ls -la"}) == ""
+    said = claude(top, "PreToolUse", tool_name="Bash", tool_input={"command": "cd db && alembic upgrade head"})
+    assert f"[#{project['migrate']}]" in said and "when-run alembic*" in said
+
+
+def test_a_prompt_gives_the_notes_it_names(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    said = claude(top, "UserPromptSubmit", prompt="Why does Store.write hang when src/lock.py changes?")
+    assert f"[#{project['term']}]" in said and "the prompt names `Store.write`" in said
+    assert f"[#{project['lock']}]" in said and "the prompt names src/lock.py" in said
+    assert claude(top, "UserPromptSubmit", session="s9", prompt="MyStore.write is fine") == ""
+
+
+def test_a_note_changed_after_it_was_given_is_given_again_as_its_change(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    claude(top, "SessionStart", source="startup")
+    assert run_qem("revoke", project["rule2"], "-m", "pushing to main is fine now", cwd=top).returncode == 0
+    new = run_qem("supersede", project["rule"], "Run the tests inside .venv with -x", "-m", "faster",
+                  cwd=top).stdout.strip()
+    said = claude(top, "UserPromptSubmit", prompt="go")
+    assert "Changed since given earlier in this session:" in said
+    assert f"- [#{project['rule2']}] is now revoked (pushing to main is fine now): Never push to main" in said
+    assert f"- [#{project['rule']}] was superseded by [#{new}] (faster); now:\n  Run the tests inside .venv with -x" in said
+    assert claude(top, "UserPromptSubmit", prompt="again") == ""  # said once
+
+
+def test_the_budget_holds_and_the_last_line_names_the_command_that_lists_the_rest(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    with Store.open(top / ".qem") as store:
+        for i in range(150):
+            add(store, f"Rule {i:03d}: " + "x" * 90, "directive")
+    said = claude(top, "SessionStart", source="startup")
+    assert len(said) <= 10_000
+    last = said.rsplit("\n", 1)[1]
+    assert last.startswith("… ") and "of them directives" in last and "`qem deliver start --skip=" in last
+    command = last.split("`")[1].split()
+    rest = run_qem(*command[1:], "--budget", "0", cwd=top).stdout
+    shown = [line for line in said.split("\n") if line.startswith("- [#")]
+    listed = [line for line in rest.split("\n") if line.startswith("- [#")]
+    everything = [line for line in run_qem("deliver", "start", "--budget", "0", cwd=top).stdout.split("\n")
+                  if line.startswith("- [#")]
+    assert shown + listed == everything  # nothing lost, nothing twice
+    assert int(last.split()[1].replace(",", "")) == len(listed)
+
+
+# -- Codex ------------------------------------------------------------------------------------------
+
+
+def codex(top: Path, event: str, session: str = "c1", **payload: object) -> str:
+    schema = codex_schema(event, "input")
+    data = {"session_id": session, "transcript_path": None, "cwd": str(top), "hook_event_name": event, **payload}
+    if "model" in schema["properties"]:
+        data["model"] = "gpt-5"
+    for key in schema["required"]:  # what Codex always sends
+        data.setdefault(key, {"permission_mode": "default", "turn_id": "t1"}.get(key))
+    jsonschema.validate(data, schema)  # the input is one Codex sends
+    done = hook(top, "codex", event, data)
+    assert done.returncode == 0, done.stderr
+    if not done.stdout:
+        return ""
+    assert not done.stdout.lstrip().startswith(b"[")
+    reply = json.loads(done.stdout)
+    jsonschema.validate(reply, codex_schema(event, "output"))
+    return reply.get("hookSpecificOutput", {}).get("additionalContext") or reply.get("reason", "")
+
+
+def test_codex_replies_meet_its_published_schemas(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    start = codex(top, "SessionStart", source="startup")
+    assert f"[#{project['rule']}]" in start and len(start) <= 8_000
+    patch = ("*** Begin Patch\n*** Update File: src/lock.py\n@@\n-    pass\n+    return\n"
+             "*** Add File: src/index/extra.py\n+x = 1\n*** End Patch\n")
+    edit = codex(top, "PreToolUse", tool_name="apply_patch", tool_use_id="u1", tool_input={"command": patch})
+    assert f"[#{project['lock']}]" in edit and f"[#{project['index']}]" in edit
+    shell = codex(top, "PreToolUse", tool_name="Bash", tool_use_id="u2", tool_input={"command": "alembic upgrade head"})
+    assert f"[#{project['migrate']}]" in shell
+    assert codex(top, "PreCompact", trigger="auto") == ""
+    assert f"[#{project['rule']}]" in codex(top, "SessionStart", source="compact")
+    prompt = codex(top, "UserPromptSubmit", prompt="does Store.write retry?")
+    assert f"[#{project['term']}]" in prompt
+    assert codex(top, "SessionEnd", reason="other") == ""
+
+
+def test_codex_moves_a_patch_named_path(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    patch = "*** Begin Patch\n*** Update File: README.md\n*** Move to: src/lock.py\n@@\n-a\n+b\n*** End Patch\n"
+    said = codex(top, "PreToolUse", tool_name="apply_patch", tool_use_id="u1", tool_input={"command": patch})
+    assert f"[#{project['lock']}]" in said
+
+
+# -- Gemini CLI ------------------------------------------------------------------------------------
+
+
+def gemini(top: Path, event: str, session: str = "g1", **payload: object) -> dict:
+    data = {"session_id": session, "transcript_path": "", "cwd": str(top), "hook_event_name": event,
+            "timestamp": "2026-12-02T10:00:00Z", **payload}
+    done = hook(top, "gemini", event, data)
+    assert done.returncode == 0, done.stderr
+    reply = json.loads(done.stdout)  # always JSON: plain text would be shown to the user
+    jsonschema.validate(reply, GEMINI_OUTPUT)
+    return reply
+
+
+def test_gemini_gets_json_always_and_context_where_its_contract_takes_it(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    start = gemini(top, "SessionStart", source="startup")
+    assert f"[#{project['rule']}]" in start["hookSpecificOutput"]["additionalContext"]
+    assert gemini(top, "BeforeAgent", prompt="hello") == {}
+    read = gemini(top, "AfterTool", tool_name="read_file", tool_input={"file_path": str(top / "src/lock.py")},
+                  tool_response={"llmContent": "def release()"})
+    said = read["hookSpecificOutput"]["additionalContext"]
+    assert "before this edit" in said and "\n  Release the lock before the restart" in said  # whole: edits come next
+    shell = gemini(top, "AfterTool", tool_name="run_shell_command", tool_input={"command": "alembic history"})
+    assert f"[#{project['migrate']}]" in shell["hookSpecificOutput"]["additionalContext"]
+    assert gemini(top, "SessionEnd", reason="exit") == {}
+
+
+# -- never blocking the agent --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("harness, event, nothing", [("claude", "SessionStart", b""), ("codex", "SessionStart", b""),
+                                                     ("gemini", "SessionStart", b"{}\n")])
+def test_failures_say_nothing_the_harness_would_misread_and_log_why(project, tmp_path: Path, harness: str,
+                                                                     event: str, nothing: bytes) -> None:
+    top = project["top"]
+    for raw, why in ((b"not json", "JSONDecodeError"), (b"[1, 2]", "not a JSON object"),
+                     (b'{"session_id": "s", "cwd": "/", "source": "startup"}', None),
+                     (b"\xff\xfe", "UnicodeDecodeError")):
+        done = hook(top, harness, event, {}, raw=raw)
+        assert (done.returncode, done.stdout) == (0, nothing), (raw, done)
+        if why:
+            assert why in done.stderr.decode()
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    none = hook(bare, harness, event, {"session_id": "s", "source": "startup"})
+    assert (none.returncode, none.stdout) == (0, nothing)
+    assert not (bare / ".qem").exists()  # a hook never starts a memory
+
+
+def test_an_unreadable_memory_or_a_merge_in_progress_never_blocks(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    index = top / ".qem" / "index.db"
+    index.write_bytes(b"this is not sqlite" * 100)
+    said = claude(top, "SessionStart", source="startup")
+    assert f"[#{project['rule']}]" in said  # a damaged index is rebuilt from the log
+    (top / ".qem" / "events").chmod(0o000)
+    try:
+        done = hook(top, "claude", "UserPromptSubmit", {"session_id": "s1", "prompt": "x"})
+        if os.geteuid() != 0:  # root reads through any mode
+            assert (done.returncode, done.stdout) == (0, b"")
+            assert "qem hook:" in done.stderr.decode()
+            assert "UserPromptSubmit" in (top / ".qem" / "sessions" / "hooks.log").read_text()
+    finally:
+        (top / ".qem" / "events").chmod(0o755)
+    mirror = top / "MEMORY.md"
+    mirror.write_text("<<<<<<< HEAD\n- a\n=======\n- b\n>>>>>>> other\n")
+    assert claude(top, "UserPromptSubmit", session="s5", prompt="Store.write?")  # reads the log, not the mirror
+
+
+def test_stdout_holds_only_the_contract_even_with_notices(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    (top / ".qem" / "config.toml").write_text((top / ".qem" / "config.toml").read_text() + "\n[export]\nauto = true\n")
+    done = hook(top, "codex", "SessionStart", {"session_id": "n1", "source": "startup", "transcript_path": None,
+                                               "model": "m", "permission_mode": "default"})
+    assert done.returncode == 0
+    jsonschema.validate(json.loads(done.stdout), codex_schema("SessionStart", "output"))
+
+
+def test_an_empty_memory_says_nothing(tmp_path: Path) -> None:
+    top = code_repository(tmp_path / "e", {"a.py": "x\n"})
+    assert run_qem("init", cwd=top).returncode == 0
+    assert claude(top, "SessionStart", source="startup") == ""
+    assert gemini(top, "SessionStart", source="startup") == {}
+
+
+def test_the_argument_errors_are_named(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    wrong = hook(top, "cursor", "SessionStart", {})
+    assert wrong.returncode == 2 and b"not a hook qem answers" in wrong.stderr
+    unknown = hook(top, "claude", "PostToolUse", {"session_id": "s"})
+    assert (unknown.returncode, unknown.stdout) == (0, b"")
+    assert b"Claude Code has no PostToolUse hook qem answers" in unknown.stderr
+
+
+# -- the ledger ------------------------------------------------------------------------------------
+
+
+def test_the_ledger_is_private_ignored_by_git_and_goes_with_the_session(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    claude(top, "SessionStart", source="startup")
+    sessions = top / ".qem" / "sessions"
+    ledgers = list(sessions.glob("*.json"))
+    assert len(ledgers) == 1 and ledgers[0].stat().st_mode & 0o777 == 0o600
+    assert sessions.stat().st_mode & 0o777 == 0o700
+    assert "s1" not in ledgers[0].name  # named by a hash of the session id
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=top,
+                            capture_output=True, text=True).stdout
+    assert "sessions" not in status
+    subprocess.run(["git", "add", "-A"], cwd=top, check=True)
+    staged = subprocess.run(["git", "diff", "--cached", "--name-only"], cwd=top, capture_output=True, text=True).stdout
+    assert "sessions" not in staged
+    claude(top, "SessionEnd", reason="prompt_input_exit")
+    assert list(sessions.glob("*.json")) == []
+
+
+def test_old_sessions_are_swept_at_a_start(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    claude(top, "SessionStart", session="old", source="startup")
+    old = next((top / ".qem" / "sessions").glob("*.json"))
+    past = time.time() - 15 * 86400
+    os.utime(old, (past, past))
+    claude(top, "SessionStart", session="new", source="startup")
+    assert not old.exists() and len(list((top / ".qem" / "sessions").glob("*.json"))) == 1
+
+
+def test_hooks_of_one_session_side_by_side_give_each_note_once(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    files = [str(top / "src/lock.py")] * 4 + [str(top / "src/index/build.py")] * 4
+
+    def edit(path: str) -> str:
+        return claude(top, "PreToolUse", tool_name="Edit", tool_input={"file_path": path})
+
+    with ThreadPoolExecutor(8) as pool:
+        said = list(pool.map(edit, files))
+    assert sum(f"[#{project['lock']}]" in s for s in said) == 1
+    assert sum(f"[#{project['index']}]" in s for s in said) == 1
+
+
+# -- the Stop hook (opt-in) ------------------------------------------------------------------------
+
+
+def test_stop_asks_once_only_when_the_session_wrote_no_note(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    claude(top, "SessionStart", source="startup")
+    first = hook(top, "claude", "Stop", {"session_id": "s1", "stop_hook_active": False})
+    reply = json.loads(first.stdout)
+    jsonschema.validate(reply, CLAUDE_STOP)
+    assert "record it now with the qem MCP tool `add`" in reply["reason"] and "gotcha" in reply["reason"]
+    assert hook(top, "claude", "Stop", {"session_id": "s1", "stop_hook_active": False}).stdout == b""  # once
+    assert hook(top, "claude", "Stop", {"session_id": "s2", "stop_hook_active": True}).stdout == b""  # loop guard
+    claude(top, "SessionStart", session="s3", source="startup")
+    assert run_qem("add", "The cache is warm after boot", "-k", "finding", cwd=top).returncode == 0
+    assert hook(top, "claude", "Stop", {"session_id": "s3", "stop_hook_active": False}).stdout == b""
+    codex_reply = json.loads(hook(top, "codex", "Stop", {"session_id": "c9", "turn_id": "t", "stop_hook_active": False,
+                                                          "transcript_path": None, "model": "m",
+                                                          "permission_mode": "default",
+                                                          "last_assistant_message": None}).stdout)
+    jsonschema.validate(codex_reply, codex_schema("Stop", "output"))
+    gemini_reply = gemini(top, "AfterAgent", session="g9", prompt="x", prompt_response="y", stop_hook_active=False)
+    assert gemini_reply["decision"] == "deny" and gemini_reply["reason"]
