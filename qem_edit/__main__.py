@@ -1,3 +1,19 @@
-from .cli import main
+"""The `qem` command: `qem hook` answered without the command-line framework (it runs
+before every file edit an agent makes, so its start-up is the floor's), every other
+command by qem_edit.cli."""
 
-main()
+import sys
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["hook"]:
+        from .hookrun import main as hook
+
+        sys.exit(hook(sys.argv[2:]))
+    from .cli import main as command
+
+    command()
+
+
+if __name__ == "__main__":
+    main()

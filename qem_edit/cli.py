@@ -447,6 +447,21 @@ def deliver(
 
 
 @app.command()
+def hook(
+    harness: Annotated[str, typer.Argument(metavar="HARNESS", help="claude, codex or gemini.", show_default=False)],
+    event: Annotated[str, typer.Argument(metavar="EVENT", help="The harness's own event name (SessionStart, PreToolUse, ...).", show_default=False)],
+) -> int:
+    """Answer one of an agent harness's hooks: its input on stdin, exactly its output
+    contract on stdout; never blocks the agent (`qem setup` writes the hooks).
+
+    Example: echo '{"session_id": "s", "cwd": ".", "source": "startup"}' | qem hook claude SessionStart
+    """
+    from .hookrun import main as answer  # `qem` itself starts it without this module (qem_edit/__main__.py)
+
+    return answer([harness, event])
+
+
+@app.command()
 def setup(
     harness: Annotated[str, typer.Argument(metavar="HARNESS", help="claude, codex or gemini.", show_default=False)],
     check: Annotated[bool, typer.Option("--check", help="Change nothing; exit 1 when the settings are missing or out of date, naming what.")] = False,
@@ -1276,11 +1291,6 @@ def _with_optional_values(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    given = sys.argv[1:] if argv is None else argv
-    if given[:1] == ["hook"]:  # before every edit an agent makes: no command-line framework to start
-        from .hookrun import main as hook
-
-        sys.exit(hook(given[1:]))
     ClickException, ClickExit, ClickAbort = _click_exceptions()
     command, args, prog = _command(_with_optional_values(sys.argv[1:] if argv is None else argv))
     _catch_interrupts()

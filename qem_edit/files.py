@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from contextlib import contextmanager
 from typing import BinaryIO, Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -133,6 +134,43 @@ def fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+@contextmanager
+def locked(path: Path, timeout: float) -> Iterator[None]:
+    """An exclusive lock on `path` (created private), held while the block runs; OSError
+    when another holds it past `timeout` seconds.  The operating system's own file lock
+    (flock, or msvcrt's on Windows), so a process that dies releases it."""
+    import time
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        end = time.monotonic() + timeout
+        while not _try_lock(fd):
+            if time.monotonic() > end:
+                raise OSError(f"{path} stayed locked for {timeout:g} s")
+            time.sleep(0.01)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        import msvcrt
+
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+            return True
+        except OSError:
+            return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
 
 
 def private_dir(path: Path) -> Path:

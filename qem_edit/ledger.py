@@ -118,24 +118,15 @@ def _read(path: Path) -> Ledger:
 @contextmanager
 def session(state_dir: Path, session_id: str) -> Iterator[Ledger]:
     """The session's ledger, read under its lock and written back atomically on leaving."""
-    from filelock import FileLock, Timeout
-
     where = _prepared(state_dir)
     path = where / f"{_name(session_id)}.json"
-    lock = FileLock(str(where / f"{path.stem}.lock"), timeout=LOCK_SECONDS, mode=0o600)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise OSError(f"the session ledger {path} stayed locked for {LOCK_SECONDS:g} s") from None
-    try:
+    with files.locked(where / f"{path.stem}.lock", LOCK_SECONDS):
         ledger = _read(path)
         before = ledger.to_bytes()
         yield ledger
         after = ledger.to_bytes()
         if after != before:
             files.write_atomic(path, after, mode=0o600)
-    finally:
-        lock.release()
 
 
 def _prepared(state_dir: Path) -> Path:
@@ -146,6 +137,25 @@ def _prepared(state_dir: Path) -> Path:
     if not ignore.exists():
         files.write_atomic(ignore, _IGNORE_ALL.encode(), mode=0o644)
     return where
+
+
+RECENT_HOURS = 24
+
+
+def recent_prompts(state_dir: Path, now: float | None = None) -> list[str]:
+    """What the user typed in this clone's sessions of the last RECENT_HOURS, as the prompt
+    hooks heard it (none without them)."""
+    where = folder(state_dir)
+    now = time.time() if now is None else now
+    out: list[str] = []
+    try:
+        entries = [Path(e.path) for e in os.scandir(where) if e.name.endswith(".json")
+                   and now - e.stat().st_mtime <= RECENT_HOURS * 3600]
+    except FileNotFoundError:
+        return out
+    for path in entries:
+        out += _read(path).prompts
+    return out
 
 
 def end(state_dir: Path, session_id: str) -> None:

@@ -126,14 +126,22 @@ def checked(tool: Tool, arguments: dict[str, Any] | None) -> dict[str, Any]:
     return given
 
 
-def provenance_of(text: str, quote: str | None) -> str:
-    """`user-stated` when `quote` (the user's own words) is found verbatim in the note's
-    text and makes up at least half of it; `agent` when no quote is bound.  A quote that
-    does not bind is refused, never silently dropped."""
-    from .acts import note_text
+QUOTED_AT_LEAST = 20  # characters of a text found whole in what the user typed, to make it user-stated unasked
 
+
+def provenance_of(text: str, quote: str | None, typed: list[str] | None = None) -> str:
+    """`user-stated` when `quote` (the user's own words) is found verbatim in the note's
+    text, makes up at least half of it, and (where qem's prompt hook heard the user:
+    `typed`) is in what the user typed; or, with no quote, when the whole text is in what
+    the user typed.  `agent` otherwise.  A quote that does not bind is refused, never
+    silently dropped."""
+    from .acts import note_text
+    from .ledger import RECENT_HOURS
+
+    heard = [_spaced(p) for p in typed or ()]
     if quote is None:
-        return "agent"
+        said = _spaced(note_text(text))
+        return "user-stated" if len(said) >= QUOTED_AT_LEAST and any(said in p for p in heard) else "agent"
     body, words = note_text(text), quote.strip()
     if not words:
         raise errors.BadInput("user_quote is empty; leave it out for provenance agent")
@@ -143,6 +151,10 @@ def provenance_of(text: str, quote: str | None) -> str:
     if 2 * len(words) < len(body):
         raise errors.BadInput("user_quote makes up less than half of the text: a user-stated note transcribes"
                               " the user's words; write the quote alone, or leave user_quote out (provenance agent)")
+    if heard and not any(_spaced(words) in p for p in heard):
+        raise errors.BadInput("user_quote is not in what the user typed in this project's sessions of the last"
+                              f" {RECENT_HOURS} hours (as qem's prompt hook heard it): quote their words exactly,"
+                              " or leave user_quote out (provenance agent)")
     return "user-stated"
 
 
@@ -196,9 +208,9 @@ class Memory:
 def _add(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
     from . import acts
 
-    provenance = provenance_of(a["text"], a.get("user_quote"))
     written, notices = memory.act(lambda h, p, who: acts.add(
-        h, p, a["text"], a["kind"], a.get("priority", "medium"), provenance, who, agent=True,
+        h, p, a["text"], a["kind"], a.get("priority", "medium"), provenance_of(a["text"], a.get("user_quote"), _typed(p)),
+        who, agent=True,
         anchors=a.get("anchors"), expires=a.get("expires"), ttl=a.get("ttl"), triggers=_triggers(a) or ()),
         client, create=True)
     n = written.note
@@ -208,10 +220,10 @@ def _add(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
 def _supersede(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
     from . import acts
 
-    provenance = provenance_of(a["text"], a.get("user_quote"))
     old: dict[str, str] = {}
 
     def work(h: Any, p: Any, who: str) -> Any:
+        provenance = provenance_of(a["text"], a.get("user_quote"), _typed(p))
         written = acts.supersede(h, p, a["id"], a["text"], a.get("reason"), who, a.get("kind"), a.get("priority"),
                                  provenance, agent=True, anchors=a.get("anchors"), expires=a.get("expires"),
                                  ttl=a.get("ttl"), triggers=_triggers(a))
@@ -231,6 +243,16 @@ def _triggers(a: dict[str, Any]) -> Any:
     if not any(key in a for key in ("on", "when_path", "when_run")):
         return None
     return acts.declared(a.get("on"), a.get("when_path"), a.get("when_run"))
+
+
+def _spaced(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _typed(place: Any) -> list[str]:
+    from .ledger import recent_prompts
+
+    return recent_prompts(place.store_path)
 
 
 def _repeated(written: Any) -> dict[str, object]:
@@ -289,7 +311,7 @@ def _context(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
 
 _ID = {"type": "string", "description": "The note's short id as qem shows it ([#k3f9] is k3f9), or any unambiguous prefix of its id."}
 _TEXT = {"type": "string", "description": "The note's text (markdown); its first line is its title. Never a credential (a key, token, private key or password): it is refused, since the memory is committed."}
-_QUOTE = {"type": "string", "description": "The user's own words, verbatim, when the note transcribes them: qem checks the quote is in the text (at least half of it) and records provenance user-stated. Leave out otherwise (provenance agent)."}
+_QUOTE = {"type": "string", "description": "The user's own words, verbatim, when the note transcribes them: qem checks the quote is in the text (at least half of it) and in what the user typed (as qem's prompt hook heard it), and records provenance user-stated. Leave out otherwise: a text the user typed whole is found by qem itself; any other is provenance agent."}
 _KIND = {"type": "string", "enum": list(KINDS), "description": "directive: a standing rule; task; gotcha: a trap; finding; reference; decision; operational."}
 _PRIORITY = {"type": "string", "enum": list(PRIORITIES), "description": "high, medium or low."}
 _ANCHORS = {"type": "array", "items": {"type": "string"}, "description": "The files or folders the note is about, as paths from the top of the work tree (src/lock.py); qem records what each holds now, so a later change to it can be noticed."}

@@ -82,6 +82,8 @@ Markers, written after the provenance, each followed by ` · `:
   end        - [#k3f9] 2026-06-05 · high · agent · expires 2026-07-05 · Release the lock first.
              changing or removing `expires DATE` supersedes the note (`qem expire --due` expires
              it once the date is reached); a new `- expires DATE · text` line gives a new note one
+  triggers   lines under a note: `@on: start`, `@when-path: src/index/**`, `@when-run: pytest*`
+             say when an agent is given it (docs/AGENTS.md); changing them supersedes the note
 
 A reason in parentheses is recorded on that note's event; the check-in's reason on the rest.
 -->

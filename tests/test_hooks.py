@@ -423,3 +423,32 @@ def test_stop_asks_once_only_when_the_session_wrote_no_note(project) -> None:  #
     jsonschema.validate(codex_reply, codex_schema("Stop", "output"))
     gemini_reply = gemini(top, "AfterAgent", session="g9", prompt="x", prompt_response="y", stop_hook_active=False)
     assert gemini_reply["decision"] == "deny" and gemini_reply["reason"]
+
+
+# -- a user's own words ----------------------------------------------------------------------------
+
+
+def test_a_note_the_user_typed_is_user_stated_without_the_agent_passing_anything(project) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    from test_mcp import failed, ok, session
+
+    top = project["top"]
+    claude(top, "UserPromptSubmit", session="u1", prompt="Please remember:  the staging database resets every night at 2am.")
+
+    async def script() -> tuple:
+        async with session(top) as s:
+            typed = (await ok(s, "add", text="the staging database resets every night at 2am", kind="gotcha")).structured_content
+            own = (await ok(s, "add", text="The staging database is shared with QA", kind="finding")).structured_content
+            quoted = (await ok(s, "add", text="Staging resets every night at 2am.", kind="gotcha",
+                               user_quote="resets every night at 2am")).structured_content
+            refused = await failed(s, "add", text="Staging resets every night at 3am.", kind="gotcha",
+                                   user_quote="resets every night at 3am")
+            return typed, own, quoted, refused
+
+    typed, own, quoted, refused = asyncio.run(script())
+    assert typed["provenance"] == "user-stated"  # found whole in what the user typed, spaces aside
+    assert own["provenance"] == "agent"
+    assert quoted["provenance"] == "user-stated"
+    assert "user_quote is not in what the user typed" in refused
+    assert run_qem("query", "text~3am", cwd=top).stdout.count("[#") == 0  # the refusal wrote nothing

@@ -1,5 +1,5 @@
-"""README's "Agents" section, run as documented: its shell commands, the session-start
-hook (the JSON a coding agent's settings hold, its command run as the agent runs it) and
+"""README's "Agents" section, run as documented: its shell commands (`qem setup`, `qem
+context`), what the agent sees (the hook `qem setup` wrote, run as the harness runs it) and
 the MCP client config (its command and arguments spawned by the real `mcp` client)."""
 
 from __future__ import annotations
@@ -36,22 +36,36 @@ def shell(command: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_the_documented_commands_run(project: Path) -> None:
-    [commands] = blocks("sh")
-    for line in filter(None, commands.strip().split("\n")):
+    setup, context = blocks("sh")
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    for line in filter(None, setup.strip().split("\n")):
+        done = shell(line.split("#")[0].strip(), project)
+        assert done.returncode == 0, (line, done.stderr)
+    assert json.loads((project / ".claude" / "settings.json").read_text())["hooks"]["PreToolUse"]
+    for line in filter(None, context.strip().split("\n")):
         done = shell(line, project)
         assert done.returncode == 0, (line, done.stderr)
         assert done.stdout.startswith("# Memory (qem context)") or json.loads(done.stdout)["budget"] == 2000
 
 
-def test_the_session_start_hook_prints_the_context(project: Path) -> None:
-    hook = next(json.loads(b) for b in blocks("json") if "hooks" in b)
-    [entry] = hook["hooks"]["SessionStart"]
-    [command] = entry["hooks"]
-    assert command["type"] == "command"
-    done = shell(command["command"], project)  # a hook runs in the project's directory
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("# Memory (qem context)") and "## Directives" in done.stdout
-    assert len(done.stdout) <= 2000 * 4
+def test_what_the_agent_sees_is_what_the_hook_gives(ws: Path) -> None:
+    [shown] = blocks("text")
+    heading, item = shown.strip().split("\n\n")
+    first, body = item.split("\n", 1)
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    (ws / "src").mkdir()
+    (ws / "src" / "lock.py").write_text("def release(): pass\n")
+    added = run_qem("add", body.strip(), "-k", "gotcha", "-p", "high", "--anchor", "src/lock.py", cwd=ws)
+    assert added.returncode == 0, added.stderr
+    assert shell("qem setup claude", ws).returncode == 0
+    settings = json.loads((ws / ".claude" / "settings.json").read_text())
+    [group] = settings["hooks"]["PreToolUse"]
+    payload = json.dumps({"session_id": "readme", "cwd": str(ws), "hook_event_name": "PreToolUse",
+                          "tool_name": "Edit", "tool_input": {"file_path": str(ws / "src" / "lock.py")}})
+    done = subprocess.run(["sh", "-c", group["hooks"][0]["command"]], input=payload, cwd=ws, capture_output=True,
+                          text=True, env={**os.environ, "PATH": BIN + os.pathsep + os.environ.get("PATH", "")})
+    said = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert said == shown.strip().replace("k3f9", added.stdout.strip())
 
 
 def test_the_mcp_config_starts_a_server_a_client_can_use(project: Path) -> None:

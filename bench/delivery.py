@@ -1,0 +1,864 @@
+"""What a scripted agent session is given, what it misses and why, and what each hook costs.
+
+    python bench/delivery.py                     # 749 and 74,900 notes, 9 timed runs a hook
+    python bench/delivery.py --quick             # 749 notes, 3 timed runs: a smoke check
+    python bench/delivery.py --sizes 749 --runs 5 --output bench/out/delivery.json
+
+For each size it builds (once; cached under bench/out/delivery/) a repository holding a code
+tree and a memory, replays a scripted Claude Code session against it, one whole `qem hook
+claude EVENT` process per hook call, and compares what every reply gave with what the notes
+declare; then times each kind of hook against the start-up floor.  It prints a markdown
+report (the tables for docs/PERFORMANCE.md's "Delivery" section) and exits 1 when a note the
+notes' data says is due was missed with no reason, or a reply gave a note they do not make
+due (each is listed: a bug to look into, never to hide).  Standard library and qem only.
+
+The session (fixtures/sessions/claude-session.json)
+---------------------------------------------------
+A JSON object: `calls`, the hook calls in order, and `timing`, extra calls the timing uses.
+A call is `{"event": EVENT, "input": {...}}`: EVENT is Claude Code's hook event name
+(SessionStart, UserPromptSubmit, PreToolUse, PreCompact, SessionEnd) and `input` the fields
+of its hook input that are the event's own (`source`, `prompt`, `tool_name` and
+`tool_input`, `trigger`, `reason`).  In every string `{top}` stands for the repository's
+path (tool calls name files by absolute path, as Claude Code does).  The bench adds the
+fields every Claude Code hook input carries: `session_id` (a fresh one for each replay),
+`transcript_path`, `cwd` (the repository), `permission_mode` and `hook_event_name`.  Files are
+named in the code tree below (`src/m0003/f052.py`).  The script: a start, 5 prompts naming
+files, a folder and backticked terms, 50 edits (Edit, MultiEdit, Write), 10 reads, 10 Bash
+commands, a compaction (PreCompact, SessionStart compact), 3 prompts, 10 edits and 2 commands
+after it, the end.
+
+The repository and the memory (deterministic; a size's build is cached)
+----------------------------------------------------------------------
+Code: FILES files, `src/m{NNNN}/f{NNN}.py` in folders of PER_FOLDER, committed.  Notes:
+`fixtures/generate.py --notes N` (JSON Lines), then, counting the created events in log
+order (j = 0, 1, ...), before `qem load`:
+
+- j % 30 == 0: anchored to file number (j // 30 * 7919) % 1000 (the folders m0000-m0009), with
+  the file's blob id (qem_edit.anchors.blob_oid): 25 notes at 749, 2,497 at 74,900 (2-3 a file);
+- j % 30 == 15, the first 12: anchored to a folder, src/m0010-m0013 (its tree id from git);
+- j % 30 == 10, the first len(PATH_PATTERNS): `triggers.path`, one of PATH_PATTERNS each;
+- j % 30 == 20, the first len(ON_MOMENTS): `triggers.on`, one of ON_MOMENTS each;
+- the first len(RUN_PATTERNS) operational notes: `triggers.run`, one of RUN_PATTERNS each.
+
+The generator's history then decides which of them are still in force (some were superseded,
+revoked or expired: they must not fire).  The script's edits hit files anchored by notes
+(m0000-m0009), files in anchored folders (m0010-m0013), files only a path pattern matches
+(m0014-m0017, m0019/f099.py) and files nothing declares (m0018, m0019); the report counts
+them per size.
+
+Ground truth
+------------
+Computed by this file from the loaded JSON Lines alone, with its own matchers (no
+qem_edit.delivery nor qem_edit.triggers): the notes' state from their events (checked
+against `qem list --json`, which also maps each note's number to its id and short id), their
+kind, priority, anchors, triggers and backticked terms; then, for each hook call, the
+notes due by the documented rules:
+
+- session start: every note in force whose moments include `start` (its declared `on`, else
+  its kind's: a directive at start and after a compaction, a high task at start);
+- the start after a compaction: those whose moments include `compact`;
+- a prompt: those declaring `prompt`, and those whose anchored path, a path one of their
+  patterns matches, or one of their backticked terms (3-100 characters, no space) the prompt
+  names verbatim (a path as a token of the prompt, a term at identifier boundaries);
+- an edit (Edit, MultiEdit, Write): those declaring `edit`, anchored to the file or to a
+  folder holding it, or with a path pattern matching it (`*`, `?`, `[...]` within a part,
+  `**` for whole parts, a pattern with none of them a path and what is under it);
+- a read: those declaring `read`, and as their one-line index entry the notes an edit of
+  the file would give;
+- a Bash command: those declaring `shell`, and those with a run pattern (`*` any characters,
+  `?` one) matching the whole command or one of its simple commands (split at `&&`, `||`,
+  `;`, `|`, line ends; leading `NAME=value` dropped).
+
+A note due at a call is: delivered (its `- [#SHORT]` line is in the reply); held back as
+given earlier in the session (given since the last compaction, whole, or as a line when a
+line is due: the ledger's rule, legitimately not repeated, not a miss); cut by the budget
+(counted in the reply's last line, `… N more notes did not fit`); or missed with no reason,
+which must never happen.  A reply that gives a note not due, or gives again a note held
+back, is listed too.
+
+Timing
+------
+Each kind of hook as a whole process (`qem hook claude EVENT`, the input on stdin, cwd the
+repository), each run right after a run of the start-up floor (`python -c "import typer"`,
+given the same stdin), after a warm-up; median, min-max and ratio, with bench/run.py's
+helpers.  SessionStart (startup) gets a fresh session each run; the others run in the
+replayed session as it stood before its compaction (its ledger holding the deliveries of the
+50 edits, 10 reads, 10 commands and 5 prompts before it), put back before each run:
+UserPromptSubmit, PreToolUse Edit and PreToolUse Bash with the fixture's `timing` inputs (each
+gives notes not given yet), PreCompact, and SessionStart (compact) in the ledger as the
+PreCompact left it.  Targets (issue): a hook call <= 1.5x the start-up floor at 749 notes,
+<= 2x at 74,900.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from run import (GIT_ENV, GNU_TIME, OUT, REPO, BenchError, Sample, Tools, base_env, call, checkpoint,  # bench/run.py
+                 code_fingerprint, code_state, fail, git, machine, memory_key)
+
+sys.path.insert(0, str(REPO))
+from qem_edit.anchors import blob_oid  # noqa: E402  (git's own id of a file's bytes)
+
+FIXTURE = REPO / "fixtures" / "sessions" / "claude-session.json"
+CACHE = OUT / "delivery"
+HARNESS = "claude"
+BUDGET = 10_000  # characters: what a Claude Code hook's context may hold
+DEFAULT_SIZES = (749, 74_900)
+TARGETS = {749: 1.5, 74_900: 2.0}  # the issue's: a hook call against the start-up floor
+
+# -- the repository and the memory (this section's text is part of the cache key) -----------------
+
+FILES = 2_000
+PER_FOLDER = 100
+ANCHOR_EVERY = 30
+FILE_SPAN = 1_000  # file anchors go to the first FILE_SPAN files (m0000-m0009)
+FOLDERS = ("src/m0010", "src/m0011", "src/m0012", "src/m0013")
+FOLDER_NOTES = 12
+PATH_PATTERNS = ("src/m0014/**", "src/m0015/f00?.py", "src/**/f099.py", "src/m0016",
+                 "src/m0017/f01*.py", "src/m001[23]/f05?.py")
+ON_MOMENTS = ("edit", "shell", "prompt")
+RUN_PATTERNS = ("pytest*", "make release*", "git push*", "npm run build", "cargo test*", "alembic upgrade*")
+
+
+def file_path(n: int) -> str:
+    return f"src/m{n // PER_FOLDER:04d}/f{n % PER_FOLDER:03d}.py"
+
+
+def write_tree(tools: Tools, repo: Path) -> dict[str, str]:
+    """The code tree, committed; the tree id of each anchored folder."""
+    for n in range(FILES):
+        path = repo / file_path(n)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f'"""Module {n}."""\n\nVALUE_{n} = {n}\n')
+    git(tools, repo.parent, "init", "-q", str(repo))
+    git(tools, repo, "add", "-A")
+    git(tools, repo, "-c", "commit.gpgsign=false", "commit", "-q", "-m", "code")
+    return {folder: git(tools, repo, "rev-parse", f"HEAD:{folder}").strip() for folder in FOLDERS}
+
+
+def shape(events: list[dict], repo: Path, folders: dict[str, str]) -> list[dict]:
+    """The generated events with anchors and triggers given to some created events (the
+    module's docstring has the rule)."""
+    j = operational = 0
+    for event in events:
+        if event["type"] != "created":
+            continue
+        data, k = event["data"], j // ANCHOR_EVERY
+        triggers: dict[str, list[str]] = {}
+        if j % ANCHOR_EVERY == 0:
+            path = file_path(k * 7919 % FILE_SPAN)
+            data["anchors"] = [{"path": path, "oid": blob_oid((repo / path).read_bytes())}]
+        elif j % ANCHOR_EVERY == 15 and k < FOLDER_NOTES:
+            folder = FOLDERS[k % len(FOLDERS)]
+            data["anchors"] = [{"path": folder, "oid": folders[folder]}]
+        elif j % ANCHOR_EVERY == 10 and k < len(PATH_PATTERNS):
+            triggers["path"] = [PATH_PATTERNS[k]]
+        elif j % ANCHOR_EVERY == 20 and k < len(ON_MOMENTS):
+            triggers["on"] = [ON_MOMENTS[k]]
+        if data.get("kind") == "operational":
+            if operational < len(RUN_PATTERNS):
+                triggers["run"] = [RUN_PATTERNS[operational]]
+            operational += 1
+        if triggers:
+            data["triggers"] = {name: sorted(values) for name, values in sorted(triggers.items())}
+        j += 1
+    return events
+
+
+# -- end of the memory's section ------------------------------------------------------------------
+
+
+def cache_key(size: int, seed: int) -> str:
+    """The built repository's name: run.py's key for the generated memory (generator, index
+    schema, format version) and a digest of the section above and the harness's budget."""
+    text = Path(__file__).read_text("utf-8")
+    section = text[text.index("# -- the repository and the memory"):text.index("# -- end of the memory's section")]
+    digest = hashlib.sha256((memory_key(size, seed) + section).encode()).hexdigest()[:10]
+    return f"n{size}-seed{seed}-{digest}"
+
+
+def build(tools: Tools, size: int, seed: int) -> Path:
+    """The cached repository for `size` notes (built if missing): the code tree, the memory
+    (its index caught up and checkpointed), all committed, and notes.jsonl, what was loaded."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    key = cache_key(size, seed)
+    done = CACHE / key
+    if (done / "repo" / ".qem" / "index.db").is_file() and (done / "notes.jsonl").is_file():
+        return done
+    for old in CACHE.glob(f"n{size}-seed{seed}-*"):
+        shutil.rmtree(old, ignore_errors=True)
+    work = CACHE / f"{key}.building"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    print(f"building the {size:,}-note repository (cached as bench/out/delivery/{key}/) ...", flush=True)
+    t0 = time.perf_counter()
+    repo = work / "repo"
+    folders = write_tree(tools, repo)
+    env = base_env() | {"QEM_NOW": "2026-12-01T00:00:00Z"}
+    dump = work / "generated.jsonl"
+    call([tools.python, str(REPO / "fixtures" / "generate.py"), "--notes", str(size), "--seed", str(seed),
+          "-o", str(dump)], what=f"generate {size} notes", cwd=work, env=env)
+    with open(dump, encoding="utf-8") as handle:
+        events = [json.loads(line) for line in handle]
+    dump.unlink()
+    with open(work / "notes.jsonl", "w", encoding="utf-8") as handle:
+        for event in shape(events, repo, folders):
+            handle.write(json.dumps(event, ensure_ascii=False) + "\n")
+    t1 = time.perf_counter()
+    call(tools.qem + ["load", str(work / "notes.jsonl"), "-w", str(repo)], what=f"qem load ({size} notes)",
+         cwd=repo, env=env)
+    t2 = time.perf_counter()
+    git(tools, repo, "add", "-A")
+    git(tools, repo, "-c", "commit.gpgsign=false", "commit", "-q", "--no-verify", "-m", "memory")
+    checkpoint(repo / ".qem" / "index.db")
+    os.replace(work, done)
+    print(f"  generated and shaped in {t1 - t0:.1f} s, loaded in {t2 - t1:.1f} s", flush=True)
+    return done
+
+
+# -- ground truth ---------------------------------------------------------------------------------
+
+LIVE = ("active", "stale")
+STATE_AFTER = {"superseded": "superseded", "revoked": "revoked", "stale_flagged": "stale", "reinstated": "active",
+               "expired": "expired", "forgotten": "forgotten"}
+TERM_RE = re.compile(r"`([^`\s]{3,100})`")
+WORD = "A-Za-z0-9_"
+TOKEN_RE = re.compile(r"[^\s`'\"(),;:<>{}!?]+")
+SPLIT_RE = re.compile(r"&&|\|\||[;|\n]")
+ASSIGNMENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=\S*\s+")
+
+
+@dataclass
+class Facts:
+    """One note as its events declare it."""
+
+    id: str
+    short: str
+    number: int
+    kind: str
+    priority: str
+    state: str
+    anchors: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()  # path patterns
+    runs: tuple[str, ...] = ()  # command patterns
+    on: tuple[str, ...] = ()
+    terms: tuple[str, ...] = ()
+
+    @property
+    def moments(self) -> tuple[str, ...]:
+        if self.on:
+            return self.on
+        if self.kind == "directive":
+            return ("start", "compact")
+        if self.kind == "task" and self.priority == "high":
+            return ("start",)
+        return ()
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A path pattern as a regular expression over "/" + path: each part "/" + its glob, `**`
+    any number of whole parts, a pattern without glob characters the path or anything under it."""
+    if not set("*?[") & set(pattern):
+        return re.compile(re.escape("/" + pattern) + r"(?:/.*)?")
+    out = []
+    for part in pattern.split("/"):
+        if part == "**":
+            out.append(r"(?:/[^/]+)*")
+            continue
+        rx, i = "/", 0
+        while i < len(part):
+            c = part[i]
+            if c == "*":
+                rx += "[^/]*"
+            elif c == "?":
+                rx += "[^/]"
+            elif c == "[" and "]" in part[i + 2:]:
+                end = part.index("]", i + 2)
+                inside = part[i + 1:end]
+                rx += "[" + ("^" + inside[1:] if inside.startswith("!") else inside).replace("\\", "\\\\") + "]"
+                i = end
+            else:
+                rx += re.escape(c)
+            i += 1
+        out.append(rx)
+    return re.compile("".join(out))
+
+
+def path_match(pattern: str, path: str) -> bool:
+    return glob_regex(pattern).fullmatch("/" + path) is not None
+
+
+def command_match(pattern: str, command: str) -> bool:
+    rx = re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern), re.S)
+    pieces = [command.strip()]
+    for piece in SPLIT_RE.split(command):
+        piece = piece.strip()
+        while (m := ASSIGNMENT_RE.match(piece)):
+            piece = piece[m.end():]
+        pieces.append(piece)
+    return any(piece and rx.fullmatch(piece) for piece in pieces)
+
+
+def term_named(term: str, prompt: str) -> bool:
+    head = f"(?<![{WORD}])" if re.match(f"[{WORD}]", term[0]) else ""
+    tail = f"(?![{WORD}])" if re.match(f"[{WORD}]", term[-1]) else ""
+    return re.search(head + re.escape(term) + tail, prompt) is not None
+
+
+def prompt_tokens(prompt: str, top: str) -> set[str]:
+    """The paths a prompt names: its tokens, trailing punctuation dropped, `./` and the
+    repository's own path taken off."""
+    out = set()
+    for token in TOKEN_RE.findall(prompt):
+        token = token.rstrip(".")
+        if token.startswith(top + "/"):
+            token = token[len(top) + 1:]
+        while token.startswith("./"):
+            token = token[2:]
+        token = token.rstrip("/")
+        if token:
+            out.add(token)
+    return out
+
+
+class Truth:
+    """The notes' declared data, and what each moment makes due: {note id: whole (False: its
+    one-line index entry)}."""
+
+    def __init__(self, jsonl: Path, listed: list[dict]) -> None:
+        by_number = {n["alias"]: n for n in listed}
+        state: dict[int, str] = {}
+        created: dict[int, dict] = {}
+        with open(jsonl, encoding="utf-8") as handle:
+            for line in handle:
+                event = json.loads(line)
+                number = event["note_id"]
+                if event["type"] == "created":
+                    created[number] = event["data"]
+                    state[number] = "active"
+                else:
+                    state[number] = STATE_AFTER[event["type"]]
+        self.notes: dict[str, Facts] = {}
+        problems = []
+        for number, data in created.items():
+            shown = by_number.get(number)
+            if shown is None:
+                problems.append(f"note #{number} is not in `qem list`")
+                continue
+            trig = data.get("triggers", {})
+            facts = Facts(shown["id"], shown["short"], number, data["kind"], data["priority"], state[number],
+                          tuple(a["path"] for a in data.get("anchors", [])), tuple(trig.get("path", [])),
+                          tuple(trig.get("run", [])), tuple(trig.get("on", [])),
+                          tuple(dict.fromkeys(TERM_RE.findall(data.get("text") or ""))))
+            if (facts.state in LIVE) != (shown["state"] in LIVE):
+                problems.append(f"note #{number} ({facts.short}): state {facts.state} from its events,"
+                                f" {shown['state']} in `qem list`")
+            if facts.state in LIVE and (sorted(facts.anchors) != sorted(a["path"] for a in shown["anchors"])
+                                        or {k: list(v) for k, v in trig.items()} != shown["triggers"]):
+                problems.append(f"note #{number} ({facts.short}): anchors or triggers differ from `qem list`")
+            self.notes[facts.id] = facts
+        if problems:
+            raise BenchError("the loaded notes are not what the bench gave:\n  " + "\n  ".join(problems[:20]))
+        self.live = [n for n in self.notes.values() if n.state in LIVE]
+        self.by_short = {n.short: n.id for n in self.notes.values()}
+        self.anchored = [n for n in self.live if n.anchors]
+        self.patterned = [n for n in self.live if n.paths]
+        self.run = [n for n in self.live if n.runs]
+        self.termed = [n for n in self.live if n.terms]
+
+    def at(self, moment: str) -> dict[str, bool]:
+        return {n.id: True for n in self.live if moment in n.moments}
+
+    def for_path(self, path: str) -> dict[str, str]:
+        """The notes an edit of `path` makes due, each with why."""
+        out = {}
+        for n in self.anchored:
+            for a in n.anchors:
+                if path == a or path.startswith(a + "/"):
+                    out[n.id] = "folder anchor" if a != path else "file anchor"
+        for n in self.patterned:
+            if n.id not in out and any(path_match(p, path) for p in n.paths):
+                out[n.id] = "path pattern"
+        return out
+
+    def edit(self, path: str) -> dict[str, bool]:
+        return self.at("edit") | {n: True for n in self.for_path(path)}
+
+    def read(self, path: str) -> dict[str, bool]:
+        return {n: False for n in self.for_path(path)} | self.at("read")
+
+    def shell(self, command: str) -> dict[str, bool]:
+        return self.at("shell") | {n.id: True for n in self.run if any(command_match(p, command) for p in n.runs)}
+
+    def prompt(self, prompt: str, top: str) -> dict[str, bool]:
+        out = self.at("prompt")
+        named = prompt_tokens(prompt, top)
+        for n in self.anchored:
+            if named & set(n.anchors):
+                out[n.id] = True
+        for n in self.patterned:
+            if any(path_match(p, t) for p in n.paths for t in named if "/" in t or "." in t):
+                out[n.id] = True
+        for n in self.termed:
+            if any(term_named(t, prompt) for t in n.terms):
+                out[n.id] = True
+        return out
+
+
+# -- the replay -----------------------------------------------------------------------------------
+
+HEAD_RE = re.compile(r"^- \[#([0-9a-z]+)\] ", re.M)
+CUT_RE = re.compile(r"^… ([\d,]+) more notes? did not fit(?: \(([\d,]+) of them directives?\))?; ", re.M)
+TOOL_KIND = {"Edit": "edit", "MultiEdit": "edit", "Write": "edit", "NotebookEdit": "edit", "Read": "read",
+             "Bash": "Bash"}
+KINDS = ("SessionStart (startup)", "UserPromptSubmit", "PreToolUse edit", "PreToolUse read", "PreToolUse Bash",
+         "PreCompact", "SessionStart (compact)", "SessionEnd")
+
+
+def kind_of(call_: dict) -> str:
+    event, given = call_["event"], call_["input"]
+    if event == "SessionStart":
+        return f"SessionStart ({given.get('source', 'startup')})"
+    if event == "PreToolUse":
+        return "PreToolUse " + TOOL_KIND.get(given.get("tool_name", ""), given.get("tool_name", ""))
+    return event
+
+
+def filled(value: object, top: str) -> object:
+    if isinstance(value, str):
+        return value.replace("{top}", top)
+    if isinstance(value, list):
+        return [filled(v, top) for v in value]
+    if isinstance(value, dict):
+        return {k: filled(v, top) for k, v in value.items()}
+    return value
+
+
+def hook_input(call_: dict, top: str, session: str) -> bytes:
+    data = {"session_id": session, "transcript_path": f"/tmp/claude-transcripts/{session}.jsonl", "cwd": top,
+            "permission_mode": "default", "hook_event_name": call_["event"], **filled(call_["input"], top)}
+    return json.dumps(data, ensure_ascii=False).encode()
+
+
+def parse_reply(event: str, out: str) -> tuple[str, dict[str, bool], int, int]:
+    """A reply's context, the notes it gives ({short: whole}), and its cut counts."""
+    if not out.strip():
+        return "", {}, 0, 0
+    data = json.loads(out)
+    spec = data["hookSpecificOutput"]
+    if spec.get("hookEventName") != event:
+        raise BenchError(f"a {event} hook answered as {spec.get('hookEventName')!r}")
+    text = spec["additionalContext"]
+    given: dict[str, bool] = {}
+    blocks = HEAD_RE.split(text)
+    for short, body in zip(blocks[1::2], blocks[2::2]):
+        rest = body.split("\n", 1)[1] if "\n" in body else ""
+        lines = [line for line in rest.split("\n\n… ")[0].rstrip("\n").split("\n")]
+        line_form = len(lines) == 1 and lines[0].endswith(f"(`qem show {short}`)")
+        given[short] = not line_form
+    cut = CUT_RE.search(text.rsplit("\n", 1)[-1])
+    left = int(cut.group(1).replace(",", "")) if cut else 0
+    directives = int(cut.group(2).replace(",", "")) if cut and cut.group(2) else 0
+    return text, given, left, directives
+
+
+@dataclass
+class Tally:
+    calls: int = 0
+    replies: int = 0  # calls that gave context
+    due: int = 0  # (note, call) pairs the notes' data makes due
+    delivered: int = 0
+    budget: int = 0  # due, not given, counted in the reply's last line
+    ledger: int = 0  # due, held back as given earlier in the session
+    unexplained: int = 0
+    extra: int = 0  # given, not due
+    repeated: int = 0  # given again though given earlier
+    cut: int = 0  # what the last lines counted
+    cut_directives: int = 0
+    chars: int = 0
+    largest: int = 0
+    seconds: list[float] = field(default_factory=list)
+
+    def add(self, other: "Tally") -> None:
+        for name in ("calls", "replies", "due", "delivered", "budget", "ledger", "unexplained", "extra", "repeated",
+                     "cut", "cut_directives", "chars"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.largest = max(self.largest, other.largest)
+        self.seconds += other.seconds
+
+
+class Replay:
+    """One replay of the script: each hook call a whole process, each reply checked."""
+
+    def __init__(self, tools: Tools, repo: Path, truth: Truth, calls: list[dict], session: str) -> None:
+        self.tools, self.repo, self.truth, self.calls, self.session = tools, repo, truth, calls, session
+        self.top = str(repo.resolve())
+        self.tally: dict[str, Tally] = {k: Tally() for k in KINDS}
+        self.given: dict[str, tuple[int, bool]] = {}  # the ledger as the replies show it: note -> (epoch, whole)
+        self.epoch = 0
+        self.pending_compact = False
+        self.problems: list[str] = []
+        self.due_notes: set[str] = set()
+        self.got_notes: set[str] = set()
+        self.edits: dict[str, int] = {}  # edited files by what makes notes due for them
+        self.snapshots: dict[str, bytes] = {}
+
+    def ledger_path(self) -> Path:
+        return self.repo / ".qem" / "sessions" / f"{hashlib.sha256(self.session.encode()).hexdigest()[:32]}.json"
+
+    def run(self) -> None:
+        for i, call_ in enumerate(self.calls):
+            if call_["event"] == "PreCompact":  # the timing's sessions: the ledger before and after it
+                self.snapshots["before compaction"] = self.ledger_path().read_bytes()
+            self.one(i, call_)
+            if call_["event"] == "PreCompact":
+                self.snapshots["after PreCompact"] = self.ledger_path().read_bytes()
+
+    def due(self, call_: dict) -> dict[str, bool]:
+        event, given = call_["event"], call_["input"]
+        out: dict[str, bool] = {}
+        if event == "PreCompact":
+            self.epoch += 1
+            self.pending_compact = True
+            return out
+        if event == "SessionStart":
+            if given.get("source") in ("clear", "compact"):
+                self.epoch += 1
+                self.pending_compact = True
+        if event in ("SessionStart", "UserPromptSubmit") and self.pending_compact:
+            out |= self.truth.at("compact")
+            self.pending_compact = False
+        if event == "SessionStart" and given.get("source") != "compact":
+            out |= self.truth.at("start")
+        elif event == "UserPromptSubmit":
+            out |= self.truth.prompt(given["prompt"], self.top)
+        elif event == "PreToolUse":
+            tool, args = given["tool_name"], filled(given["tool_input"], self.top)
+            if tool == "Bash":
+                out |= self.truth.shell(args["command"])
+            elif tool in TOOL_KIND:
+                path = args["file_path"].removeprefix(self.top + "/")
+                why = self.truth.for_path(path)
+                if TOOL_KIND[tool] == "edit":
+                    reason = ("file anchor" if "file anchor" in why.values() else "folder anchor"
+                              if "folder anchor" in why.values() else "path pattern" if why else "nothing")
+                    self.edits[reason] = self.edits.get(reason, 0) + 1
+                    out |= self.truth.edit(path)
+                else:
+                    out |= self.truth.read(path)
+        return out
+
+    def one(self, i: int, call_: dict) -> None:
+        kind = kind_of(call_)
+        t = self.tally[kind]
+        t.calls += 1
+        due = self.due(call_)
+        t0 = time.perf_counter()
+        proc = subprocess.run(self.tools.qem + ["hook", HARNESS, call_["event"]], input=hook_input(call_, self.top, self.session),
+                              cwd=self.repo, env=base_env(), capture_output=True)
+        t.seconds.append(time.perf_counter() - t0)
+        if proc.returncode != 0 or proc.stderr:
+            fail(f"call {i} ({kind})", self.tools.qem + ["hook", HARNESS, call_["event"]], proc.returncode, proc.stderr,
+                 proc.stdout)
+        text, shorts, left, directives = parse_reply(call_["event"], proc.stdout.decode("utf-8"))
+        if len(text) > BUDGET:
+            self.problems.append(f"call {i} ({kind}): {len(text):,} characters, over the budget of {BUDGET:,}")
+        got = {}
+        for short, whole in shorts.items():
+            if short not in self.truth.by_short:
+                self.problems.append(f"call {i} ({kind}): gives [#{short}], a note `qem list` does not show")
+                continue
+            got[self.truth.by_short[short]] = whole
+        t.replies += bool(text)
+        t.chars += len(text)
+        t.largest = max(t.largest, len(text))
+        t.cut += left
+        t.cut_directives += directives
+        missing = []
+        for note, whole in due.items():
+            t.due += 1
+            self.due_notes.add(note)
+            if note in got:
+                t.delivered += 1
+                if got[note] != whole:
+                    self.problems.append(f"call {i} ({kind}): [#{self.truth.notes[note].short}] given"
+                                         f" {'whole' if got[note] else 'as a line'}, due {'whole' if whole else 'as a line'}")
+                continue
+            earlier = self.given.get(note)
+            if earlier and earlier[0] == self.epoch and (earlier[1] or not whole):
+                t.ledger += 1
+            else:
+                missing.append(note)
+        directives_missing = sum(self.truth.notes[n].kind == "directive" for n in missing)
+        t.budget += min(len(missing), left)
+        if len(missing) > left or directives_missing != directives:
+            t.unexplained += max(0, len(missing) - left)
+            names = ", ".join(f"[#{self.truth.notes[n].short}] {self.truth.notes[n].kind}" for n in missing[:20])
+            self.problems.append(f"call {i} ({kind}): {len(missing)} due notes not given ({directives_missing}"
+                                 f" directives), the reply counts {left} cut ({directives} directives): {names}")
+        elif len(missing) < left:
+            self.problems.append(f"call {i} ({kind}): the reply counts {left} cut, the notes' data makes"
+                                 f" {len(missing)} due and not given")
+        for note, whole in got.items():
+            self.got_notes.add(note)
+            if note not in due:
+                t.extra += 1
+                self.problems.append(f"call {i} ({kind}): gives [#{self.truth.notes[note].short}]"
+                                     f" ({self.truth.notes[note].kind}), which its data does not make due")
+            earlier = self.given.get(note)
+            if earlier and earlier[0] == self.epoch and (earlier[1] or not whole):
+                t.repeated += 1
+                self.problems.append(f"call {i} ({kind}): gives [#{self.truth.notes[note].short}] again")
+            self.given[note] = (self.epoch, whole)
+
+
+# -- timing ---------------------------------------------------------------------------------------
+
+
+def timed_input(argv: list[str], stdin: Path, *, what: str, cwd: Path, env: dict[str, str], stdout: Path,
+                stderr: Path) -> Sample:
+    """bench/run.py's `timed`, with the process's stdin read from a file: spawn to reap, max
+    RSS from GNU time where there is one."""
+    rss_file = stderr.with_suffix(".rss")
+    wrapped = [GNU_TIME, "-f", "%M", "-o", str(rss_file), *argv] if GNU_TIME else argv
+    with open(stdin, "rb") as given, open(stdout, "wb") as out, open(stderr, "wb") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(wrapped, stdin=given, stdout=out, stderr=err, cwd=cwd, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        t1 = time.perf_counter()
+    rc = os.waitstatus_to_exitcode(status)
+    if rc != 0 or stderr.stat().st_size:
+        fail(what, argv, rc, stderr.read_bytes(), stdout.read_bytes())
+    rss = usage.ru_maxrss
+    if GNU_TIME:
+        lines = rss_file.read_text().split()
+        rss = int(lines[-1]) if lines and lines[-1].isdigit() else rss
+    return Sample(t1 - t0, rss)
+
+
+def time_hooks(tools: Tools, repo: Path, fixture: dict, replay: Replay, runs: int, warmup: int) -> list[dict]:
+    """Each kind of hook against the start-up floor (the module's docstring says in which session)."""
+    top = str(repo.resolve())
+    scratch = repo.parent / "timing"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir()
+    out, err = scratch / "stdout", scratch / "stderr"
+    ledger = replay.ledger_path()
+    compact_index = next(i for i, c in enumerate(fixture["calls"]) if c["event"] == "PreCompact")
+    by_name = {c["event"]: c for c in fixture["calls"][compact_index:compact_index + 2]}
+    start = next(c for c in fixture["calls"] if c["event"] == "SessionStart")
+    subjects = [
+        ("SessionStart (startup)", start, None),
+        ("UserPromptSubmit", fixture["timing"]["UserPromptSubmit"], "before compaction"),
+        ("PreToolUse edit", fixture["timing"]["PreToolUse Edit"], "before compaction"),
+        ("PreToolUse Bash", fixture["timing"]["PreToolUse Bash"], "before compaction"),
+        ("PreCompact", by_name["PreCompact"], "before compaction"),
+        ("SessionStart (compact)", by_name["SessionStart"], "after PreCompact"),
+    ]
+    floor = [tools.python, "-c", "import typer"]
+    env = base_env()
+    rows = []
+    for name, call_, snapshot in subjects:
+        argv = tools.qem + ["hook", HARNESS, call_["event"]]
+        floors, mine, rss, chars, loads = [], [], 0, [], []
+        for n in range(warmup + runs):
+            session = replay.session if snapshot else f"bench-timing-start-{n}"
+            stdin = scratch / "input.json"
+            stdin.write_bytes(hook_input(call_, top, session))
+            if snapshot:
+                ledger.parent.mkdir(exist_ok=True)
+                ledger.write_bytes(replay.snapshots[snapshot])
+            loads.append(os.getloadavg()[0])
+            f = timed_input(floor, stdin, what="start-up floor", cwd=repo, env=env, stdout=out, stderr=err)
+            s = timed_input(argv, stdin, what=f"qem hook ({name})", cwd=repo, env=env, stdout=out, stderr=err)
+            text = parse_reply(call_["event"], out.read_text("utf-8"))[0]
+            if not snapshot:
+                name_ = hashlib.sha256(session.encode()).hexdigest()[:32]
+                for suffix in (".json", ".lock"):
+                    (ledger.parent / f"{name_}{suffix}").unlink(missing_ok=True)
+            if n >= warmup:
+                floors.append(f.wall)
+                mine.append(s.wall)
+                rss = max(rss, s.rss_kb)
+                chars.append(len(text))
+        median, floor_median = statistics.median(mine), statistics.median(floors)
+        rows.append({"hook": name, "median_s": median, "min_s": min(mine), "max_s": max(mine),
+                     "floor_median_s": floor_median, "floor_min_s": min(floors), "floor_max_s": max(floors),
+                     "ratio": median / floor_median, "rss_mb": rss / 1024, "chars": chars[0] if chars else 0,
+                     "load": statistics.median(loads), "samples": mine, "floor_samples": floors})
+        print(f"  {name}: {median * 1000:.0f} ms against {floor_median * 1000:.0f} ms (x{median / floor_median:.2f});"
+              f" reply {rows[-1]['chars']:,} characters", flush=True)
+    ledger.unlink(missing_ok=True)
+    return rows
+
+
+# -- one size -------------------------------------------------------------------------------------
+
+
+def bench_size(tools: Tools, size: int, seed: int, fixture: dict, runs: int, warmup: int) -> tuple[dict, list[str]]:
+    built = build(tools, size, seed)
+    repo = built / "repo"
+    shutil.rmtree(repo / ".qem" / "sessions", ignore_errors=True)  # earlier runs' ledgers
+    listed = json.loads(call(tools.qem + ["list", "--json", "-w", str(repo)], what="qem list", cwd=repo))
+    truth = Truth(built / "notes.jsonl", listed)
+    print(f"{size:,} notes: {len(truth.live):,} in force; {len(truth.anchored):,} anchored,"
+          f" {len(truth.patterned)} with path patterns, {len(truth.run)} with run patterns,"
+          f" {sum(bool(n.on) for n in truth.live)} with declared moments", flush=True)
+    session = f"bench-{size}-{os.getpid()}-{time.time_ns()}"
+    replay = Replay(tools, repo, truth, fixture["calls"], session)
+    t0 = time.perf_counter()
+    replay.run()
+    print(f"  replayed {len(fixture['calls'])} hook calls in {time.perf_counter() - t0:.1f} s", flush=True)
+    whole = Tally()
+    for t in replay.tally.values():
+        whole.add(t)
+    print(f"  due {whole.due:,}, delivered {whole.delivered:,}, cut by the budget {whole.budget:,},"
+          f" held back as given {whole.ledger:,}, missed with no reason {whole.unexplained:,};"
+          f" {whole.chars:,} characters", flush=True)
+    for problem in replay.problems:
+        print(f"  PROBLEM {problem}", flush=True)
+    times = time_hooks(tools, repo, fixture, replay, runs, warmup)
+    result = {
+        "size": size, "in_force": len(truth.live), "anchored": len(truth.anchored),
+        "path_patterns": len(truth.patterned), "run_patterns": len(truth.run), "edits": replay.edits,
+        "session": {k: {**vars(t), "seconds": None, "median_s": statistics.median(t.seconds) if t.seconds else None}
+                    for k, t in replay.tally.items()},
+        "whole": {**vars(whole), "seconds": None}, "distinct_due": len(replay.due_notes),
+        "distinct_delivered": len(replay.got_notes & replay.due_notes),
+        "times": times, "target": target(size), "problems": replay.problems,
+    }
+    return result, replay.problems
+
+
+def target(size: int) -> float:
+    return TARGETS.get(size, 1.5 if size < 74_900 else 2.0)
+
+
+# -- report ---------------------------------------------------------------------------------------
+
+
+def report(results: list[dict], meta: dict) -> str:
+    out = ["## Delivery (bench/delivery.py)", ""]
+    out.append(f"Generated {meta['date']} in {meta['minutes']:.1f} min by:")
+    out += ["", "```sh", meta["command"], "```", ""]
+    out.append(f"Machine: {meta['machine']['cpu']}, {meta['machine']['nproc']} cores, {meta['machine']['ram']};"
+               f" Python {meta['machine']['python']}. Load average at the start {meta['load_start']},"
+               f" at the end {meta['load_end']}. Code: {meta['code']}.")
+    out.append("")
+    out.append("The scripted session (fixtures/sessions/claude-session.json, one `qem hook claude EVENT` process"
+               " per call): what the notes' data makes due at each call, what the replies gave, and why the rest"
+               " was not given.")
+    out.append("")
+    for r in results:
+        e = r["edits"]
+        out.append(f"- {r['size']:,} notes: {r['in_force']:,} in force, {r['anchored']:,} anchored,"
+                   f" {r['path_patterns']} with path patterns, {r['run_patterns']} with run patterns; the"
+                   f" {sum(e.values())} edits: {e.get('file anchor', 0)} of anchored files,"
+                   f" {e.get('folder anchor', 0)} in anchored folders, {e.get('path pattern', 0)} matched by a"
+                   f" pattern only, {e.get('nothing', 0)} of files nothing declares.")
+    out.append("")
+    out.append("| notes | hook | calls | replies | due (note, call) | delivered | cut by the budget |"
+               " missed, no reason | held back: given earlier | characters | largest reply |")
+    out.append("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in results:
+        for kind in KINDS:
+            t = r["session"][kind]
+            if not t["calls"]:
+                continue
+            out.append(f"| {r['size']:,} | {kind} | {t['calls']} | {t['replies']} | {t['due']:,} | {t['delivered']:,} |"
+                       f" {t['budget']:,}{cut_directives(t)} | {t['unexplained']} | {t['ledger']:,} | {t['chars']:,} |"
+                       f" {t['largest']:,} |")
+        w = r["whole"]
+        out.append(f"| {r['size']:,} | **whole session** | {w['calls']} | {w['replies']} | {w['due']:,} |"
+                   f" {w['delivered']:,} | {w['budget']:,}{cut_directives(w)} | **{w['unexplained']}** | {w['ledger']:,} |"
+                   f" **{w['chars']:,}** | {w['largest']:,} |")
+    out.append("")
+    for r in results:
+        out.append(f"At {r['size']:,} notes, {r['distinct_delivered']:,} of the {r['distinct_due']:,} distinct notes"
+                   f" due at some call reached the session at least once.")
+    out.append("")
+    out.append("Each hook as a whole process against the start-up floor (`python -c \"import typer\"`), each run"
+               f" right after a run of the floor; {meta['runs']} timed runs after {meta['warmup']} warm-up; the"
+               " tool and prompt hooks in the replayed session as it stood before its compaction.")
+    out.append("")
+    out.append("| notes | hook | median | min–max | start-up floor | ratio | target | reply | status |")
+    out.append("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for r in results:
+        for row in r["times"]:
+            status = "met" if row["ratio"] <= r["target"] else "**missed**"
+            out.append(f"| {r['size']:,} | {row['hook']} | {ms(row['median_s'])} | {ms(row['min_s'])}–{ms(row['max_s'])} |"
+                       f" {ms(row['floor_median_s'])} | ×{row['ratio']:.2f} | ≤ {r['target']:g}× |"
+                       f" {row['chars']:,} chars | {status} |")
+    return "\n".join(out) + "\n"
+
+
+def cut_directives(t: dict) -> str:
+    return f" ({t['cut_directives']:,} directives)" if t["cut_directives"] else ""
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default=",".join(str(s) for s in DEFAULT_SIZES), help="note counts (749,74900)")
+    parser.add_argument("--runs", type=int, default=9, help="timed runs of each hook (default 9)")
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=749, help="the generator's seed")
+    parser.add_argument("--output", type=Path, help="every figure as JSON")
+    parser.add_argument("--quick", action="store_true", help="749 notes, 3 timed runs")
+    args = parser.parse_args()
+    sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s]
+    runs = args.runs
+    if args.quick:
+        sizes, runs = [749], 3
+    fixture = json.loads(FIXTURE.read_text("utf-8"))
+    tools = Tools()
+    started, load_start = time.perf_counter(), os.getloadavg()
+    code, fingerprint = code_state(), code_fingerprint()
+    results, failed = [], False
+    try:
+        for size in sizes:
+            result, problems = bench_size(tools, size, args.seed, fixture, runs, args.warmup)
+            results.append(result)
+            failed = failed or bool(problems)
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if code_fingerprint() != fingerprint:
+        code += "; qem's code changed during the run"
+    meta = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "minutes": (time.perf_counter() - started) / 60,
+            "command": shlex.join([sys.executable, *sys.argv]),
+            "machine": machine(), "code": code, "runs": runs, "warmup": args.warmup,
+            "load_start": " / ".join(f"{x:.2f}" for x in load_start),
+            "load_end": " / ".join(f"{x:.2f}" for x in os.getloadavg())}
+    text = report(results, meta)
+    print()
+    print(text)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps({"meta": meta, "results": results}, indent=1, ensure_ascii=False) + "\n")
+    if failed:
+        print("FAILED: the replies and the notes' data disagree (the PROBLEM lines above)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
