@@ -36,12 +36,13 @@ order (j = 0, 1, ...), before `qem load`:
 - j % 30 == 0: anchored to file number (j // 30 * 7919) % 1000 (the folders m0000-m0009), with
   the file's blob id (qem_edit.anchors.blob_oid): 25 notes at 749, 2,497 at 74,900 (2-3 a file);
 - j % 30 == 15, the first 12: anchored to a folder, src/m0010-m0013 (its tree id from git);
-- j % 30 == 10, the first len(PATH_PATTERNS): `triggers.path`, one of PATH_PATTERNS each;
-- j % 30 == 20, the first len(ON_MOMENTS): `triggers.on`, one of ON_MOMENTS each;
-- the first len(RUN_PATTERNS) operational notes: `triggers.run`, one of RUN_PATTERNS each.
+- j % 30 == 10, the first 12: `triggers.path`, PATH_PATTERNS[k % 6] (k = j // 30);
+- j % 30 == 20, the first 6: `triggers.on`, ON_MOMENTS[k % 3];
+- the first 12 operational notes: `triggers.run`, RUN_PATTERNS[i % 6] for the i-th.
 
-The generator's history then decides which of them are still in force (some were superseded,
-revoked or expired: they must not fire).  The script's edits hit files anchored by notes
+Each pattern and moment goes to two notes: the generator's history decides which notes are
+still in force (some were superseded, revoked or expired since: they must not fire), and the
+second keeps most of them in force at every size.  The script's edits hit files anchored by notes
 (m0000-m0009), files in anchored folders (m0010-m0013), files only a path pattern matches
 (m0014-m0017, m0019/f099.py) and files nothing declares (m0018, m0019); the report counts
 them per size.
@@ -165,13 +166,13 @@ def shape(events: list[dict], repo: Path, folders: dict[str, str]) -> list[dict]
         elif j % ANCHOR_EVERY == 15 and k < FOLDER_NOTES:
             folder = FOLDERS[k % len(FOLDERS)]
             data["anchors"] = [{"path": folder, "oid": folders[folder]}]
-        elif j % ANCHOR_EVERY == 10 and k < len(PATH_PATTERNS):
-            triggers["path"] = [PATH_PATTERNS[k]]
-        elif j % ANCHOR_EVERY == 20 and k < len(ON_MOMENTS):
-            triggers["on"] = [ON_MOMENTS[k]]
+        elif j % ANCHOR_EVERY == 10 and k < 2 * len(PATH_PATTERNS):
+            triggers["path"] = [PATH_PATTERNS[k % len(PATH_PATTERNS)]]
+        elif j % ANCHOR_EVERY == 20 and k < 2 * len(ON_MOMENTS):
+            triggers["on"] = [ON_MOMENTS[k % len(ON_MOMENTS)]]
         if data.get("kind") == "operational":
-            if operational < len(RUN_PATTERNS):
-                triggers["run"] = [RUN_PATTERNS[operational]]
+            if operational < 2 * len(RUN_PATTERNS):
+                triggers["run"] = [RUN_PATTERNS[operational % len(RUN_PATTERNS)]]
             operational += 1
         if triggers:
             data["triggers"] = {name: sorted(values) for name, values in sorted(triggers.items())}

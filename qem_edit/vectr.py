@@ -35,12 +35,12 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from . import anchors, errors, ids
 from .logtree import TextRecord, event_bytes
-from .model import (KINDS, MOVE_BY_EVENT, PRIORITIES, PROVENANCES, Event, TextError, anchor_path_problem, anchors_of,
-                    normalize_text)
+from .model import (KINDS, MOVE_BY_EVENT, PRIORITIES, PROVENANCES, TRIGGER_ATTRIBUTES, Event, TextError, Trigger,
+                    anchor_path_problem, anchors_of, normalize_text, trigger_data, trigger_problem, triggers_of)
 
 # vectr's created actor → the provenance a note had at creation (vectr's promote
 # overwrites the column; SCHEMA.md section 7)
@@ -408,14 +408,59 @@ def matched(tree: anchors.WorkTree, path: str, hashed: object) -> tuple[str | No
     return (oid, "") if digest[:16] == hashed else (None, "its content is not the content vectr hashed")
 
 
-def _first_import(store: Any, workspace: str, number: int) -> dict[str, str] | None:
-    """The anchors of the note an earlier import made of vectr note `number` (None: none)."""
+def _first_import(store: Any, workspace: str, number: int) -> Mapping[str, Any] | None:
+    """The created event's data of the note an earlier import made of vectr note `number`
+    (None: none)."""
     for note_id, where in store.imported_from_vectr(number):
         if where == workspace:
             created = next((e for e in store.events(note_id) if e.type == "created"), None)
             if created is not None:
-                return dict(anchors_of(created.data))
+                return created.data
     return None
+
+
+# vectr's trigger events that are qem moments (docs/VECTR.md); its others (pre-commit, a
+# symbol, a similarity, a cooldown, ...) have no exact counterpart and stay in data.vectr.
+VECTR_MOMENTS = {"session-start": "start", "session_start": "start", "start": "start", "post-compact": "compact",
+                 "compact": "compact", "prompt": "prompt", "user-prompt": "prompt", "pre-edit": "edit", "edit": "edit",
+                 "pre-read": "read", "read": "read", "pre-command": "shell", "shell": "shell"}
+
+
+def triggering(store: Any, planner: Planner) -> dict[int, tuple[Trigger, ...]]:
+    """Each note's qem triggers: vectr's `event` (a qem moment), `path` and `command`
+    triggers that qem's rules take, or, for a note imported before, those its first
+    import gave it (so importing again adds nothing).  The others are named."""
+    out: dict[int, tuple[Trigger, ...]] = {}
+    for note in planner.notes.values():
+        earlier = _first_import(store, planner.report.workspace, note.id)
+        if earlier is not None:
+            out[note.id] = triggers_of(earlier)
+            continue
+        given = _json(note.row.get("triggers", "[]"))
+        found: set[Trigger] = set()
+        for rule in given if isinstance(given, list) else [given]:
+            pairs = _trigger_pairs(rule)
+            if pairs is None:
+                planner.report.skipped.append(f"vectr #{note.id}: trigger {json.dumps(rule)} has no exact qem"
+                                              " counterpart: kept in data.vectr.triggers")
+            found.update(pairs or ())
+        if found:
+            out[note.id] = tuple(sorted(found))
+            planner.report.mapped.append(f"vectr #{note.id}: triggers " + ", ".join(
+                f"@{TRIGGER_ATTRIBUTES[name]}: {value}" for name, value in out[note.id]))
+    return out
+
+
+def _trigger_pairs(rule: object) -> list[Trigger] | None:
+    """One vectr trigger as qem's (None: it has something qem does not match exactly)."""
+    if not isinstance(rule, dict) or not rule or set(rule) - {"event", "path", "command"}:
+        return None
+    pairs = [("on", VECTR_MOMENTS.get(str(rule.get("event")), "")) if "event" in rule else None,
+             ("path", rule["path"]) if "path" in rule else None, ("run", rule["command"]) if "command" in rule else None]
+    kept = [p for p in pairs if p is not None]
+    if len(kept) != 1 or trigger_problem(*kept[0]) is not None:  # a rule joining two conditions has no counterpart
+        return None
+    return kept
 
 
 def anchoring(store: Any, planner: Planner, tree: anchors.WorkTree) -> dict[int, list[tuple[str, str]]]:
@@ -429,7 +474,8 @@ def anchoring(store: Any, planner: Planner, tree: anchors.WorkTree) -> dict[int,
             report.skipped.append(f"vectr #{note.id}: its anchors are not vectr's list of [path, hash] pairs:"
                                   " kept in data.vectr.anchors, none anchored")
             continue
-        earlier = _first_import(store, report.workspace, note.id)
+        first = _first_import(store, report.workspace, note.id)
+        earlier = dict(anchors_of(first)) if first is not None else None
         found: dict[str, str] = {}
         for path, hashed in pairs:
             if earlier is not None:
@@ -446,7 +492,7 @@ def anchoring(store: Any, planner: Planner, tree: anchors.WorkTree) -> dict[int,
 
 
 def created_data(planner: Planner, note: VectrNote, qid: dict[int, str], short: int,
-                 anchored: list[tuple[str, str]]) -> dict[str, Any]:
+                 anchored: list[tuple[str, str]], triggers: tuple[Trigger, ...] = ()) -> dict[str, Any]:
     row = note.row
     vectr = {
         "id": note.id, "workspace": planner.report.workspace, "created_at": row["created_at"],
@@ -465,10 +511,13 @@ def created_data(planner: Planner, note: VectrNote, qid: dict[int, str], short: 
             "short": short, "vectr": vectr}
     if anchored:  # only then: a note with none keeps the bytes it had before anchors were imported
         data["anchors"] = [{"path": path, "oid": oid} for path, oid in anchored]
+    if triggers:  # the same: only a note with some carries them
+        data["triggers"] = trigger_data(triggers)
     return data
 
 
-def build(planner: Planner, steps: list[Step], anchored: dict[int, list[tuple[str, str]]]) -> tuple[list[Event], list[TextRecord]]:
+def build(planner: Planner, steps: list[Step], anchored: dict[int, list[tuple[str, str]]],
+          triggered: Mapping[int, tuple[Trigger, ...]] | None = None) -> tuple[list[Event], list[TextRecord]]:
     """The steps as qem events (ids derived from vectr's rows, so the same store gives
     the same events) and the notes' texts; `anchored`: each note's anchors (`anchoring`)."""
     qid: dict[int, str] = {}
@@ -481,7 +530,8 @@ def build(planner: Planner, steps: list[Step], anchored: dict[int, list[tuple[st
         text = None
         if step.type == "created":
             text = TextRecord("", _derived("key", planner.report.workspace, note.id), normalize_text(note.row["content"]))
-            data = {**created_data(planner, note, qid, short, anchored.get(note.id, [])), "text": text.digest}
+            data = {**created_data(planner, note, qid, short, anchored.get(note.id, []),
+                                   (triggered or {}).get(note.id, ())), "text": text.digest}
         else:
             data = {"vectr": step.vectr}
             if step.by is not None:
@@ -559,7 +609,8 @@ def import_vectr(store: Any, prepared: Prepared, tree: anchors.WorkTree, *, allo
     and add them with `qem load`'s code; the report, with how many were new."""
     from .dump import load
 
-    events, texts = build(prepared.planner, prepared.steps, anchoring(store, prepared.planner, tree))
+    events, texts = build(prepared.planner, prepared.steps, anchoring(store, prepared.planner, tree),
+                          triggering(store, prepared.planner))
     prepared.report.skipped.sort(key=_by_note)
     prepared.report.new = load(store, events, texts, None, allow_secret=allow_secret)
     return prepared.report

@@ -307,3 +307,39 @@ def test_hostile_anchors_are_skipped_or_unmatched_and_nothing_outside_the_tree_i
     found = anchors_of_vectr(ws)
     assert found[60][0] == [["real.txt", git(tmp_path, "hash-object", str(ws / "real.txt"))]]
     assert run_qem("verify", cwd=ws).returncode == 0
+
+
+def test_vectr_triggers_with_an_exact_counterpart_become_qem_triggers_the_others_are_named(tmp_path: Path) -> None:
+    changed = tmp_path / "triggers.db"
+    shutil.copyfile(STORE, changed)
+    conn = sqlite3.connect(changed)
+    for note_id, value in [
+        (56, json.dumps([{"event": "session-start"}, {"path": "src/index/**"}])),
+        (57, json.dumps([{"path": "../outside/**"}, {"command": "pytest*", "cooldown": 60}, {"semantic": "locks"}])),
+        (58, "not json"),
+    ]:
+        conn.execute("UPDATE notes SET triggers = ? WHERE note_id = ?", (value, note_id))
+    conn.commit()
+    conn.close()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    out = imported(ws, "--workspace-name", "side-project", store=changed)
+    assert "vectr #56: triggers @on: start, @when-path: src/index/**" in out
+    for rule in ('{"path": "../outside/**"}', '{"command": "pytest*", "cooldown": 60}', '{"semantic": "locks"}',
+                 '"not json"'):
+        assert f"trigger {rule} has no exact qem counterpart: kept in data.vectr.triggers" in out, rule
+    events = [json.loads(line) for line in run_qem("dump", cwd=ws).stdout.splitlines()[1:]]
+    data = {e["data"]["vectr"]["id"]: e["data"] for e in events if e["type"] == "created"}
+    assert data[56]["triggers"] == {"on": ["start"], "path": ["src/index/**"]}
+    assert "triggers" not in data[57] and data[57]["vectr"]["triggers"][2] == {"semantic": "locks"}
+    before = snapshot(ws)
+    assert "0 new events (8 already here)" in imported(ws, "--workspace-name", "side-project", store=changed)
+    assert snapshot(ws) == before
+
+
+def test_the_fixtures_command_trigger_delivers_before_a_commit(orbit: tuple[Path, str]) -> None:
+    ws, out = orbit
+    assert "vectr #4: triggers @when-run: git commit*" in out
+    assert 'vectr #4: trigger {"event": "pre-commit"} has no exact qem counterpart' in out
+    said = run_qem("deliver", "shell", "--command", "git commit -am wip", cwd=ws).stdout
+    assert "Run `make lint` before every commit" in said and "when-run git commit*" in said
