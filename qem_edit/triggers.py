@@ -128,12 +128,23 @@ def _parts_match(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
     return bool(parts) and fnmatchcase(parts[0], pattern[0]) and _parts_match(pattern[1:], parts[1:])
 
 
-@lru_cache(maxsize=512)
-def _command_regex(pattern: str) -> re.Pattern[str]:
-    """A command pattern: `*` any characters, `?` one, the rest literal, over the whole of
-    a simple command."""
-    out = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.compile(out + r"\Z", re.S)
+def glob_match(pattern: str, text: str) -> bool:
+    """Whether `pattern` (`*` any characters, `?` one, the rest literal) matches the whole
+    of `text`: the two-pointer match, linear in each star's retries, so no pattern a clone
+    sends can make a hook backtrack for long."""
+    p = t = 0
+    star, resume = -1, 0
+    while t < len(text):
+        if p < len(pattern) and pattern[p] in ("?", text[t]) and pattern[p] != "*":
+            p, t = p + 1, t + 1
+        elif p < len(pattern) and pattern[p] == "*":
+            star, resume, p = p, t, p + 1
+        elif star >= 0:
+            p, resume = star + 1, resume + 1
+            t = resume
+        else:
+            return False
+    return all(c == "*" for c in pattern[p:])
 
 
 def simple_commands(command: str) -> list[str]:
@@ -152,8 +163,7 @@ def simple_commands(command: str) -> list[str]:
 
 
 def command_matches(pattern: str, command: str) -> bool:
-    regex = _command_regex(pattern)
-    return any(regex.match(piece) for piece in simple_commands(command))
+    return any(glob_match(pattern, piece) for piece in simple_commands(command))
 
 
 def any_path_matches(patterns: Iterable[str], paths: Iterable[str]) -> bool:

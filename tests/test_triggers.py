@@ -264,3 +264,10 @@ def test_the_tool_schemas_name_the_moments(ws: Path) -> None:
 def test_help_names_the_trigger_options() -> None:
     out = subprocess.run([sys.executable, "-m", "qem_edit", "add", "--help"], capture_output=True, text=True).stdout
     assert "--when-path" in out and "--when-run" in out and "--on" in out
+
+
+def test_a_hostile_command_pattern_cannot_make_a_hook_backtrack() -> None:
+    """A clone's note may declare any pattern: `*a` repeated against a long line of `a`s
+    is the backtracking case of a regex; the match answers at once (a regex would not end)."""
+    assert command_matches("*a" * 100 + "b", "a" * 20_000) is False
+    assert command_matches("*a" * 100, "a" * 20_000) is True
