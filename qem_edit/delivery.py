@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, NamedTuple
 
@@ -66,8 +65,7 @@ class Moment(NamedTuple):
         return " ".join(shlex.quote(p) if p != "--prompt=…" else p for p in parts)
 
 
-@dataclass(frozen=True)
-class Hit:
+class Hit(NamedTuple):
     """A note a moment triggers: why, and whether whole (`full`) or as its index line (a
     read's second tier)."""
 
@@ -98,8 +96,7 @@ class Hit:
                 "text" if self.full else "line": n.text if self.full else n.first_line()}
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     """A note given earlier in the session that changed since: said first, in a line."""
 
     note: Note
@@ -126,18 +123,18 @@ class Change:
         return out
 
 
-@dataclass
 class Delivery:
-    """What one moment gives: the changes, the notes that fit, and what did not."""
+    """What one moment gives: the changes, the notes that fit, and what did not (`left`,
+    in order), and the changes that did not fit (`unsaid`: said at the next moment)."""
 
-    moment: Moment
-    budget: int  # characters (0: no limit)
-    changes: list[Change] = field(default_factory=list)
-    given: list[Hit] = field(default_factory=list)
-    left: list["Ranked"] = field(default_factory=list)  # what did not fit, in order
-    unsaid: int = 0  # changes that did not fit (said at the next moment)
-    skip: int = 0
     exit_code = 0
+
+    def __init__(self, moment: Moment, budget: int, skip: int = 0) -> None:
+        self.moment, self.budget, self.skip = moment, budget, skip  # budget in characters (0: no limit)
+        self.changes: list[Change] = []
+        self.given: list[Hit] = []
+        self.left: list[Ranked] = []
+        self.unsaid = 0
 
     def heading(self) -> str:
         return f"# Project memory (qem), {HEADINGS[self.moment.event]}"

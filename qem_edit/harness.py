@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Mapping, NamedTuple
 
 # What a harness event asks of qem.
@@ -41,8 +40,7 @@ class Hook(NamedTuple):
     opt_in: bool = False
 
 
-@dataclass(frozen=True)
-class Harness:
+class Harness(NamedTuple):
     name: str  # as `qem hook NAME EVENT` and `qem setup NAME` take it
     title: str
     budget: int  # characters a reply's context may hold

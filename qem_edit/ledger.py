@@ -13,7 +13,6 @@ starts; a session's end removes its file.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -37,6 +36,8 @@ def folder(state_dir: Path) -> Path:
 
 
 def _name(session: str) -> str:
+    import hashlib
+
     return hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
