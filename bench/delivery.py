@@ -72,10 +72,15 @@ notes due by the documented rules:
 
 A note due at a call is: delivered (its `- [#SHORT]` line is in the reply); held back as
 given earlier in the session (given since the last compaction, whole, or as a line when a
-line is due: the ledger's rule, legitimately not repeated, not a miss); cut by the budget
-(counted in the reply's last line, `… N more notes did not fit`); or missed with no reason,
-which must never happen.  A reply that gives a note not due, or gives again a note held
-back, is listed too.
+line is due: the ledger's rule, legitimately not repeated, not a miss); cut by the budget;
+or missed with no reason, which must never happen.  Cut by the budget means: of the notes
+due and not held back, in the order they are given (kind as qem_edit.model.KINDS lists
+them, priority high first, id; a compaction's notes before a prompt's), the budget takes
+them from the front while they fit and stops at the first that does not, so the cut ones
+are the tail after the last one given, and their count and how many are directives are the
+reply's last line (`… N more notes did not fit (M of them directives)`); a note missing
+before the last one given, or a tail longer than the count, is missed with no reason.  A
+reply that gives a note not due, or gives again a note held back, is listed too.
 
 Timing
 ------
@@ -108,11 +113,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from run import (GIT_ENV, GNU_TIME, OUT, REPO, BenchError, Sample, Tools, base_env, call, checkpoint,  # bench/run.py
+from run import (GNU_TIME, OUT, REPO, BenchError, Sample, Tools, base_env, call, checkpoint,  # bench/run.py
                  code_fingerprint, code_state, fail, git, machine, memory_key)
 
 sys.path.insert(0, str(REPO))
 from qem_edit.anchors import blob_oid  # noqa: E402  (git's own id of a file's bytes)
+from qem_edit.model import KINDS, PRIORITIES  # noqa: E402  (the order notes are given in)
 
 FIXTURE = REPO / "fixtures" / "sessions" / "claude-session.json"
 CACHE = OUT / "delivery"
@@ -185,7 +191,7 @@ def shape(events: list[dict], repo: Path, folders: dict[str, str]) -> list[dict]
 
 def cache_key(size: int, seed: int) -> str:
     """The built repository's name: run.py's key for the generated memory (generator, index
-    schema, format version) and a digest of the section above and the harness's budget."""
+    schema, format version) and a digest of the section above."""
     text = Path(__file__).read_text("utf-8")
     section = text[text.index("# -- the repository and the memory"):text.index("# -- end of the memory's section")]
     digest = hashlib.sha256((memory_key(size, seed) + section).encode()).hexdigest()[:10]
@@ -380,6 +386,9 @@ class Truth:
         self.patterned = [n for n in self.live if n.paths]
         self.run = [n for n in self.live if n.runs]
         self.termed = [n for n in self.live if n.terms]
+        kind_rank = {k: i for i, k in enumerate(KINDS)}
+        priority_rank = {p: i for i, p in enumerate(PRIORITIES)}
+        self.order = lambda note: (kind_rank[self.notes[note].kind], priority_rank[self.notes[note].priority], note)
 
     def at(self, moment: str) -> dict[str, bool]:
         return {n.id: True for n in self.live if moment in n.moments}
@@ -426,7 +435,7 @@ HEAD_RE = re.compile(r"^- \[#([0-9a-z]+)\] ", re.M)
 CUT_RE = re.compile(r"^… ([\d,]+) more notes? did not fit(?: \(([\d,]+) of them directives?\))?; ", re.M)
 TOOL_KIND = {"Edit": "edit", "MultiEdit": "edit", "Write": "edit", "NotebookEdit": "edit", "Read": "read",
              "Bash": "Bash"}
-KINDS = ("SessionStart (startup)", "UserPromptSubmit", "PreToolUse edit", "PreToolUse read", "PreToolUse Bash",
+HOOK_KINDS = ("SessionStart (startup)", "UserPromptSubmit", "PreToolUse edit", "PreToolUse read", "PreToolUse Bash",
          "PreCompact", "SessionStart (compact)", "SessionEnd")
 
 
@@ -508,7 +517,7 @@ class Replay:
     def __init__(self, tools: Tools, repo: Path, truth: Truth, calls: list[dict], session: str) -> None:
         self.tools, self.repo, self.truth, self.calls, self.session = tools, repo, truth, calls, session
         self.top = str(repo.resolve())
-        self.tally: dict[str, Tally] = {k: Tally() for k in KINDS}
+        self.tally: dict[str, Tally] = {k: Tally() for k in HOOK_KINDS}
         self.given: dict[str, tuple[int, bool]] = {}  # the ledger as the replies show it: note -> (epoch, whole)
         self.epoch = 0
         self.pending_compact = False
@@ -529,20 +538,24 @@ class Replay:
             if call_["event"] == "PreCompact":
                 self.snapshots["after PreCompact"] = self.ledger_path().read_bytes()
 
-    def due(self, call_: dict) -> dict[str, bool]:
+    def due(self, call_: dict) -> list[tuple[str, bool]]:
+        """The notes due at a call, in the order they are given: each moment's in the one
+        order (kind, priority, id), the compaction's first; a note once, as its first moment
+        has it."""
         event, given = call_["event"], call_["input"]
-        out: dict[str, bool] = {}
+        moments: list[dict[str, bool]] = []
         if event == "PreCompact":
             self.epoch += 1
             self.pending_compact = True
-            return out
+            return []
         if event == "SessionStart":
             if given.get("source") in ("clear", "compact"):
                 self.epoch += 1
                 self.pending_compact = True
         if event in ("SessionStart", "UserPromptSubmit") and self.pending_compact:
-            out |= self.truth.at("compact")
+            moments.append(self.truth.at("compact"))
             self.pending_compact = False
+        out: dict[str, bool] = {}
         if event == "SessionStart" and given.get("source") != "compact":
             out |= self.truth.at("start")
         elif event == "UserPromptSubmit":
@@ -561,7 +574,12 @@ class Replay:
                     out |= self.truth.edit(path)
                 else:
                     out |= self.truth.read(path)
-        return out
+        moments.append(out)
+        ordered: dict[str, bool] = {}
+        for moment in moments:
+            for note in sorted(moment, key=self.truth.order):
+                ordered.setdefault(note, moment[note])
+        return list(ordered.items())
 
     def one(self, i: int, call_: dict) -> None:
         kind = kind_of(call_)
@@ -569,12 +587,12 @@ class Replay:
         t.calls += 1
         due = self.due(call_)
         t0 = time.perf_counter()
-        proc = subprocess.run(self.tools.qem + ["hook", HARNESS, call_["event"]], input=hook_input(call_, self.top, self.session),
-                              cwd=self.repo, env=base_env(), capture_output=True)
+        argv = self.tools.qem + ["hook", HARNESS, call_["event"]]
+        proc = subprocess.run(argv, input=hook_input(call_, self.top, self.session), cwd=self.repo, env=base_env(),
+                              capture_output=True)
         t.seconds.append(time.perf_counter() - t0)
-        if proc.returncode != 0 or proc.stderr:
-            fail(f"call {i} ({kind})", self.tools.qem + ["hook", HARNESS, call_["event"]], proc.returncode, proc.stderr,
-                 proc.stdout)
+        if proc.returncode != 0 or proc.stderr:  # a hook that fails says nothing and exits 0, with a line on stderr
+            fail(f"call {i} ({kind})", argv, proc.returncode, proc.stderr, proc.stdout)
         text, shorts, left, directives = parse_reply(call_["event"], proc.stdout.decode("utf-8"))
         if len(text) > BUDGET:
             self.problems.append(f"call {i} ({kind}): {len(text):,} characters, over the budget of {BUDGET:,}")
@@ -589,34 +607,42 @@ class Replay:
         t.largest = max(t.largest, len(text))
         t.cut += left
         t.cut_directives += directives
-        missing = []
-        for note, whole in due.items():
+        due_ids = dict(due)
+        offered = []  # due and not held back, in the order given: what the budget takes from the front
+        for note, whole in due:
             t.due += 1
             self.due_notes.add(note)
+            earlier = self.given.get(note)
             if note in got:
                 t.delivered += 1
+                offered.append(note)
                 if got[note] != whole:
+                    form = {True: "whole", False: "as a line"}
                     self.problems.append(f"call {i} ({kind}): [#{self.truth.notes[note].short}] given"
-                                         f" {'whole' if got[note] else 'as a line'}, due {'whole' if whole else 'as a line'}")
-                continue
-            earlier = self.given.get(note)
-            if earlier and earlier[0] == self.epoch and (earlier[1] or not whole):
+                                         f" {form[got[note]]}, due {form[whole]}")
+            elif earlier and earlier[0] == self.epoch and (earlier[1] or not whole):
                 t.ledger += 1
             else:
-                missing.append(note)
-        directives_missing = sum(self.truth.notes[n].kind == "directive" for n in missing)
-        t.budget += min(len(missing), left)
-        if len(missing) > left or directives_missing != directives:
-            t.unexplained += max(0, len(missing) - left)
-            names = ", ".join(f"[#{self.truth.notes[n].short}] {self.truth.notes[n].kind}" for n in missing[:20])
-            self.problems.append(f"call {i} ({kind}): {len(missing)} due notes not given ({directives_missing}"
-                                 f" directives), the reply counts {left} cut ({directives} directives): {names}")
-        elif len(missing) < left:
-            self.problems.append(f"call {i} ({kind}): the reply counts {left} cut, the notes' data makes"
-                                 f" {len(missing)} due and not given")
+                offered.append(note)
+        # The budget takes the offered notes in order while they fit and stops at the first
+        # that does not: what is cut is the tail after the last note given, and its length
+        # is the count in the reply's last line.  A note missing before the last one given
+        # was skipped, not cut.
+        last = max((k for k, note in enumerate(offered) if note in got), default=-1)
+        skipped = [note for note in offered[:last] if note not in got]
+        tail = offered[last + 1:]
+        tail_directives = sum(self.truth.notes[n].kind == "directive" for n in tail)
+        t.budget += min(len(tail), left)
+        t.unexplained += len(skipped) + max(0, len(tail) - left)
+        if skipped or len(tail) != left or tail_directives != directives:
+            names = ", ".join(f"[#{self.truth.notes[n].short}] {self.truth.notes[n].kind}"
+                              for n in (skipped + tail)[:20])
+            self.problems.append(f"call {i} ({kind}): {len(skipped)} due notes skipped before the last one given,"
+                                 f" {len(tail)} not given after it ({tail_directives} directives); the reply counts"
+                                 f" {left} cut ({directives} directives): {names}")
         for note, whole in got.items():
             self.got_notes.add(note)
-            if note not in due:
+            if note not in due_ids:
                 t.extra += 1
                 self.problems.append(f"call {i} ({kind}): gives [#{self.truth.notes[note].short}]"
                                      f" ({self.truth.notes[note].kind}), which its data does not make due")
@@ -776,7 +802,7 @@ def report(results: list[dict], meta: dict) -> str:
                " missed, no reason | held back: given earlier | characters | largest reply |")
     out.append("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in results:
-        for kind in KINDS:
+        for kind in HOOK_KINDS:
             t = r["session"][kind]
             if not t["calls"]:
                 continue
@@ -785,8 +811,8 @@ def report(results: list[dict], meta: dict) -> str:
                        f" {t['largest']:,} |")
         w = r["whole"]
         out.append(f"| {r['size']:,} | **whole session** | {w['calls']} | {w['replies']} | {w['due']:,} |"
-                   f" {w['delivered']:,} | {w['budget']:,}{cut_directives(w)} | **{w['unexplained']}** | {w['ledger']:,} |"
-                   f" **{w['chars']:,}** | {w['largest']:,} |")
+                   f" {w['delivered']:,} | {w['budget']:,}{cut_directives(w)} | **{w['unexplained']}** |"
+                   f" {w['ledger']:,} | **{w['chars']:,}** | {w['largest']:,} |")
     out.append("")
     for r in results:
         out.append(f"At {r['size']:,} notes, {r['distinct_delivered']:,} of the {r['distinct_due']:,} distinct notes"
@@ -801,9 +827,9 @@ def report(results: list[dict], meta: dict) -> str:
     for r in results:
         for row in r["times"]:
             status = "met" if row["ratio"] <= r["target"] else "**missed**"
-            out.append(f"| {r['size']:,} | {row['hook']} | {ms(row['median_s'])} | {ms(row['min_s'])}–{ms(row['max_s'])} |"
-                       f" {ms(row['floor_median_s'])} | ×{row['ratio']:.2f} | ≤ {r['target']:g}× |"
-                       f" {row['chars']:,} chars | {status} |")
+            out.append(f"| {r['size']:,} | {row['hook']} | {ms(row['median_s'])} |"
+                       f" {ms(row['min_s'])}–{ms(row['max_s'])} | {ms(row['floor_median_s'])} | ×{row['ratio']:.2f} |"
+                       f" ≤ {r['target']:g}× | {row['chars']:,} chars | {status} |")
     return "\n".join(out) + "\n"
 
 

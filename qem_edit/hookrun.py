@@ -23,7 +23,7 @@ from .harness import COMPACTING, END, HARNESSES, PROMPT, START, STOP, TOOL, Aske
 MAX_INPUT = 16 << 20  # bytes of hook input read (a prompt, a patch)
 LOG_NAME = "hooks.log"
 LOG_LIMIT = 256 << 10
-USAGE = ("usage: qem hook HARNESS EVENT  (reads the harness's hook input on stdin)\n"
+USAGE = ("usage: qem hook HARNESS EVENT [-w WORKSPACE]  (reads the harness's hook input on stdin)\n"
          "  HARNESS: " + ", ".join(HARNESSES) + "; EVENT: the harness's own event name (SessionStart, PreToolUse, ...).\n"
          "  `qem setup HARNESS` writes these hooks into the project's settings.")
 ASK_TO_RECORD = (
@@ -34,6 +34,9 @@ ASK_TO_RECORD = (
 
 
 def main(argv: list[str]) -> int:
+    workspace = None
+    if len(argv) == 4 and argv[2] in ("-w", "--workspace"):
+        argv, workspace = argv[:2], argv[3]
     if len(argv) != 2 or argv[0] not in HARNESSES:
         if argv[:1] in (["-h"], ["--help"]):
             print(USAGE)
@@ -42,15 +45,16 @@ def main(argv: list[str]) -> int:
         return 2
     harness, event = HARNESSES[argv[0]], argv[1]
     raw = sys.stdin.buffer.read(MAX_INPUT + 1)
-    out, code = run(harness, event, raw)
+    out, code = run(harness, event, raw, workspace)
     if out:
         sys.stdout.write(out + "\n")
         sys.stdout.flush()
     return code
 
 
-def run(harness: Harness, event: str, raw: bytes) -> tuple[str, int]:
-    """The hook's stdout and exit code; never an exception."""
+def run(harness: Harness, event: str, raw: bytes, workspace: str | None = None) -> tuple[str, int]:
+    """The hook's stdout and exit code; never an exception.  `workspace`: the memory's
+    workspace (`-w`, from the hook's working directory) where it is not found from there."""
     where: Path | None = None
     try:
         if len(raw) > MAX_INPUT:
@@ -59,7 +63,7 @@ def run(harness: Harness, event: str, raw: bytes) -> tuple[str, int]:
         if not isinstance(data, dict):
             raise ValueError("hook input is not a JSON object")
         ask = asked(harness, event, data)
-        where = _state_dir(ask)
+        where = _state_dir(ask, workspace)
         if where is None:
             return harness.no_context, 0
         return _answer(harness, event, ask, where), 0
@@ -68,12 +72,12 @@ def run(harness: Harness, event: str, raw: bytes) -> tuple[str, int]:
         return harness.no_context, 0
 
 
-def _state_dir(ask: Asked) -> Path | None:
+def _state_dir(ask: Asked, workspace: str | None = None) -> Path | None:
     """The memory's folder, found from the hook's working directory (None: no memory)."""
     from .workspace import find_workspace, resolve
 
     cwd = Path(ask.cwd) if ask.cwd else Path.cwd()
-    place = resolve(find_workspace(cwd), None)
+    place = resolve(cwd / workspace if workspace else find_workspace(cwd), None)
     return place.store_path if (place.store_path / "config.toml").is_file() else None
 
 

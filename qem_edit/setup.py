@@ -55,13 +55,18 @@ class Wanted(NamedTuple):
     server: dict[str, Any]  # the MCP server's entry
     ask_to_record: bool
     remove: bool
+    workspace: str = ""  # the memory's workspace from the project's top ("" : the top itself)
 
     def group(self, event: str) -> dict[str, Any] | None:
         """qem's matcher group for `event` (None: none is wanted there)."""
         hook = self.harness.hook(event)
         if self.remove or hook is None or (hook.opt_in and not self.ask_to_record):
             return None
-        handler: dict[str, Any] = {"type": "command", "command": f"{self.command} hook {self.harness.name} {event}"}
+        import shlex
+
+        where = f" -w {shlex.quote(self.workspace)}" if self.workspace else ""
+        handler: dict[str, Any] = {"type": "command",
+                                   "command": f"{self.command} hook {self.harness.name} {event}{where}"}
         if self.harness.name == "gemini":
             handler["name"] = SERVER
         handler["timeout"] = self.harness.timeout
@@ -94,10 +99,13 @@ def run(harness: str, place, *, check: bool = False, remove: bool = False,  # ty
     if check and remove:
         raise errors.BadInput("--check and --remove do not go together: --check says whether `qem setup "
                               f"{harness}` would change anything")
-    wanted = _wanted(HARNESSES[harness], command, ask_to_record, remove)
     from .delivery import work_top
 
     top = work_top(place.store_path)
+    inside = place.root.resolve().relative_to(top).as_posix() if place.root.resolve() != top else ""
+    wanted = _wanted(HARNESSES[harness], command, ask_to_record, remove)._replace(workspace=inside)
+    if inside:
+        wanted = wanted._replace(server={**wanted.server, "args": [*wanted.server["args"], "-w", inside]})
     changes = [_plan(top, rel, kind, wanted) for rel, kind in FILES[harness]]  # all read before any is written
     if not remove:
         _warn_path(wanted)

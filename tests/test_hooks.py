@@ -452,3 +452,22 @@ def test_a_note_the_user_typed_is_user_stated_without_the_agent_passing_anything
     assert quoted["provenance"] == "user-stated"
     assert "user_quote is not in what the user typed" in refused
     assert run_qem("query", "text~3am", cwd=top).stdout.count("[#") == 0  # the refusal wrote nothing
+
+
+def test_a_memory_in_a_subfolder_is_found_by_the_hooks_setup_writes(tmp_path: Path) -> None:
+    top = code_repository(tmp_path / "mono", {"app/src/lock.py": "x = 1\n", "README.md": "# mono\n"})
+    app = top / "app"
+    note = run_qem("add", "The app's lock is held across restarts", "-k", "gotcha", "--anchor", "src/lock.py",
+                   "-w", ".", cwd=app).stdout.strip()  # the memory is the subfolder's
+    assert (app / ".qem").is_dir() and not (top / ".qem").exists()
+    assert run_qem("setup", "claude", cwd=app).returncode == 0
+    settings = json.loads((top / ".claude" / "settings.json").read_text())
+    command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    assert command.endswith("hook claude PreToolUse -w app")
+    assert json.loads((top / ".mcp.json").read_text())["mcpServers"]["qem"]["args"] == ["mcp", "-w", "app"]
+    payload = json.dumps({"session_id": "m", "cwd": str(top), "hook_event_name": "PreToolUse", "tool_name": "Edit",
+                          "tool_input": {"file_path": str(app / "src" / "lock.py")}})
+    done = subprocess.run([sys.executable, "-m", "qem_edit", *command.split()[1:]], input=payload, cwd=top,
+                          capture_output=True, text=True)
+    assert f"[#{note}]" in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert run_qem("setup", "claude", "--check", cwd=app).returncode == 0
