@@ -440,7 +440,12 @@ def deliver(
 
     def read(store):  # type: ignore[no-untyped-def]
         top = delivery.work_top(store.root)
-        asked = delivery.Moment(moment, delivery.from_cwd(path or [], str(Path.cwd()), top), command or "", words)
+        asked = delivery.Moment(moment, delivery.from_cwd(path or [], str(Path.cwd()), top), command or "", words,
+                                str(top))
+        if path and not asked.paths:
+            raise errors.BadInput(f"--path {path[0]}: not in the work tree at {top}")
+        if asked.problem():
+            raise errors.BadInput(f"qem deliver {asked.problem()}")
         return delivery.deliver(store, asked, budget, skip, str(top))
 
     return _answer(workspace_dir, store_dir, read, as_json)
@@ -466,8 +471,9 @@ def hook(
 def setup(
     harness: Annotated[str, typer.Argument(metavar="HARNESS", help="claude, codex or gemini.", show_default=False)],
     check: Annotated[bool, typer.Option("--check", help="Change nothing; exit 1 when the settings are missing or out of date, naming what.")] = False,
-    remove: Annotated[bool, typer.Option("--remove", help="Take qem's hooks and MCP server out of the settings (other entries stay).")] = False,
-    ask_to_record: Annotated[bool, typer.Option("--ask-to-record", help="Also the Stop hook: once a session, when it recorded no note, the agent is asked to record what a future session needs.")] = False,
+    remove: Annotated[bool, typer.Option("--remove", help="Take qem's hooks and MCP server out of the settings: qem's whole server entry, its env and other keys too (other entries stay).")] = False,
+    ask_to_record: Annotated[bool, typer.Option("--ask-to-record", help="Also the Stop hook: once a session, when it recorded no note, the agent is asked to record what a future session needs (it stays until --no-ask-to-record or --remove).")] = False,
+    no_ask_to_record: Annotated[bool, typer.Option("--no-ask-to-record", help="Take qem's Stop hook out (a run without --ask-to-record leaves it as it is).")] = False,
     command: Annotated[str, typer.Option("--command", metavar="CMD", help="How the hooks run qem (default: qem, found on the PATH).")] = "qem",
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
@@ -482,7 +488,8 @@ def setup(
     from .workspace import resolve
 
     place = resolve(workspace_dir, store_dir)
-    return setting_up.run(harness, place, check=check, remove=remove, ask_to_record=ask_to_record, command=command)
+    return setting_up.run(harness, place, check=check, remove=remove, ask_to_record=ask_to_record, command=command,
+                          no_ask_to_record=no_ask_to_record)
 
 
 @app.command("list")

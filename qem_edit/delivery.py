@@ -33,6 +33,14 @@ BUNDLES: dict[str, dict[str, tuple[str, ...]]] = {
     "start": {"directive": PRIORITIES, "task": ("high",)},
     "compact": {"directive": PRIORITIES},
 }
+CUT = 200  # characters of a first line a change or a line shows
+
+
+def _cut(line: str) -> str:
+    line = line.strip()
+    return line if len(line) <= CUT else line[: CUT - 1].rstrip() + "…"
+
+
 HEADINGS = {
     "start": "at the start of this session",
     "compact": "again after the compaction",
@@ -51,11 +59,23 @@ class Moment(NamedTuple):
     paths: tuple[str, ...] = ()
     command: str = ""
     prompt: str = ""
+    top: str = ""  # the work tree's top: the paths the command names are written whole from it
+
+    def problem(self) -> str | None:
+        """What a person's `qem deliver` leaves out or adds that this moment does not take."""
+        takes = {"edit": "paths", "read": "paths", "shell": "command", "prompt": "prompt"}.get(self.event)
+        given = [name for name in ("paths", "command", "prompt") if getattr(self, name)]
+        option = {"paths": "--path", "command": "--command", "prompt": "--prompt"}
+        if takes and takes not in given:
+            return f"{self.event} needs {option[takes]}"
+        extra = [option[name] for name in given if name != takes]
+        return f"{self.event} takes no {', '.join(extra)}" if extra else None
 
     def command_line(self, skip: int = 0) -> str:
-        """The `qem deliver` command that lists this moment's notes, from the `skip`-th."""
+        """The `qem deliver` command that lists this moment's notes, from the `skip`-th
+        (run from anywhere: its paths are whole)."""
         parts = ["qem", "deliver", self.event]
-        parts += [f"--path={p}" for p in self.paths]
+        parts += [f"--path={os.path.join(self.top, p) if self.top else p}" for p in self.paths]
         if self.command:
             parts.append(f"--command={self.command}")
         if self.prompt:
@@ -84,10 +104,16 @@ class Hit(NamedTuple):
     def block(self) -> str:
         n = self.note
         if not self.full:
-            first = n.first_line().strip()
-            return f"{self.head()}\n  {first[:119] + '…' if len(first) > 120 else first} (`qem show {n.shown}`)"
+            return f"{self.head()}\n  {_cut(n.first_line())} (`qem show {n.shown}`)"
         text = n.text if n.text is not None else n.first_line()
         return self.head() + "\n" + "\n".join(("  " + line).rstrip() for line in text.split("\n"))
+
+    def too_long(self) -> str:
+        """The note, too long to give whole at this moment: its first line, its length,
+        and the command that shows it."""
+        n = self.note
+        return (f"{self.head()}\n  {_cut(n.first_line())} (too long to give here: {len(n.text or ''):,}"
+                f" characters; `qem show {n.shown}`)")
 
     def to_json(self) -> dict[str, object]:
         n = self.note
@@ -97,23 +123,24 @@ class Hit(NamedTuple):
 
 
 class Change(NamedTuple):
-    """A note given earlier in the session that changed since: said first, in a line."""
+    """A note given earlier in the session that changed since: said first, in a line or
+    two (its successor's first line; `qem show` has the rest)."""
 
     note: Note
     successor: Note | None = None
 
     def block(self) -> str:
         n = self.note
-        why = f" ({n.state_reason})" if n.state_reason else ""
+        why = f" ({_cut(n.state_reason)})" if n.state_reason else ""
         if n.state == "superseded" and self.successor is not None:
             s = self.successor
-            text = "\n".join(("  " + line).rstrip() for line in (s.text or s.first_line()).split("\n"))
-            return f"- [#{n.shown}] was superseded by [#{s.shown}]{why}; now:\n{text}"
+            more = f" (`qem show {s.shown}`)" if "\n" in (s.text or "") or len(s.first_line()) > CUT else ""
+            return f"- [#{n.shown}] was superseded by [#{s.shown}]{why}; now:\n  {_cut(s.first_line())}{more}"
         if n.state == "active":
-            return f"- [#{n.shown}] was reinstated{why}: {n.first_line()}"
+            return f"- [#{n.shown}] was reinstated{why}: {_cut(n.first_line())}"
         if n.state == "forgotten":
             return f"- [#{n.shown}] was forgotten: disregard it"
-        return f"- [#{n.shown}] is now {n.state}{why}: {n.first_line()}"
+        return f"- [#{n.shown}] is now {n.state}{why}: {_cut(n.first_line())}"
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"id": self.note.id, "short": self.note.shown, "state": self.note.state,
@@ -144,17 +171,21 @@ class Delivery:
         return self.left[0].moment.command_line(self.left[0].rank) if self.left else None
 
     def footer(self) -> str:
-        return _footer(len(self.left), sum(e.hit.note.kind == "directive" for e in self.left), self.command() or "")
+        lines = [_footer(len(self.left), sum(e.hit.note.kind == "directive" for e in self.left), self.command() or "")]
+        if self.unsaid:
+            lines.append(f"… {self.unsaid:,} change{'' if self.unsaid == 1 else 's'} of notes given earlier did not"
+                         " fit: said at the next moment")
+        return "\n".join(line for line in lines if line)
 
     def text(self) -> str:
-        if not (self.changes or self.given or self.left):
+        if not (self.changes or self.given or self.left or self.unsaid):
             return ""
         parts = [self.heading()]
         if self.changes:
             parts.append("Changed since given earlier in this session:\n" + "\n".join(c.block() for c in self.changes))
         if self.given:
             parts.append("\n".join(h.block() for h in self.given))
-        if self.left:
+        if self.left or self.unsaid:
             parts.append(self.footer())
         return "\n\n".join(parts)
 
@@ -263,8 +294,8 @@ def from_cwd(paths: Iterable[str], cwd: str, top: Path) -> tuple[str, ...]:
     of the work tree; a path outside it is left out."""
     out = []
     for path in paths:
-        full = path if os.path.isabs(path) else os.path.normpath(os.path.join(cwd, path))
-        named = relative(full, str(top))
+        full = os.path.join(cwd, path)  # an absolute path stays itself
+        named = relative(os.path.normpath(full), str(top)) or relative(os.path.realpath(full), str(top))
         if named:
             out.append(named)
     return tuple(dict.fromkeys(out))
@@ -292,8 +323,9 @@ def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: in
     if budget < 0:
         raise errors.BadInput(f"--budget {budget}: give a number of characters (0: no limit)")
     out = Delivery(moment, budget, skip=skip)
-    longest = entries[0].moment.command_line(max(e.rank for e in entries)) if entries else ""
+    longest = max((e.moment.command_line(e.rank) for e in entries), key=len, default="")
     reserve = len("\n\n" + _footer(len(entries), sum(e.hit.note.kind == "directive" for e in entries), longest))
+    reserve += len(f"\n… {len(changes):,} changes of notes given earlier did not fit: said at the next moment")
     size = len(out.heading())
     for change in changes:
         cost = len(change.block()) + (len("\n\nChanged since given earlier in this session:\n") if not out.changes else 1)
@@ -303,13 +335,38 @@ def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: in
         out.changes.append(change)
         size += cost
     for i, entry in enumerate(entries):
-        cost = len(entry.hit.block()) + (2 if not out.given else 1)
+        hit, block = entry.hit, entry.hit.block()
+        if budget and len(out.heading()) + len(block) + 2 + reserve > budget:
+            block = hit.too_long()  # never whole here: given as its line, so it hides nothing after it
+            hit = _Shown(hit, block)
+        cost = len(block) + (2 if not out.given else 1)
         if budget and size + cost + reserve > budget:
             out.left = entries[i:]
             break
-        out.given.append(entry.hit)
+        out.given.append(hit)
         size += cost
     return out
+
+
+class _Shown(NamedTuple):
+    """A hit given in another form than its own (too long: its line)."""
+
+    hit: Hit
+    shown: str
+
+    @property
+    def note(self) -> Note:
+        return self.hit.note
+
+    @property
+    def full(self) -> bool:
+        return True  # as whole as this harness's budget ever gives it: not given again this epoch
+
+    def block(self) -> str:
+        return self.shown
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.hit.to_json(), "full": False, "too_long": True}
 
 
 def _footer(left: int, directives: int, command: str) -> str:

@@ -44,7 +44,10 @@ def main(argv: list[str]) -> int:
         print(f"qem: error: {' '.join(argv) or 'nothing'}: not a hook qem answers\n{USAGE}", file=sys.stderr)
         return 2
     harness, event = HARNESSES[argv[0]], argv[1]
-    raw = sys.stdin.buffer.read(MAX_INPUT + 1)
+    try:
+        raw = sys.stdin.buffer.read(MAX_INPUT + 1) if sys.stdin is not None else b""
+    except (OSError, ValueError):
+        raw = b""  # no input to read: what bad input gets
     out, code = run(harness, event, raw, workspace)
     if out:
         sys.stdout.write(out + "\n")
@@ -77,22 +80,27 @@ def _state_dir(ask: Asked, workspace: str | None = None) -> Path | None:
     from .workspace import find_workspace, resolve
 
     cwd = Path(ask.cwd) if ask.cwd else Path.cwd()
+    workspace = workspace or os.environ.get("QEM_WORKSPACE") or None
     place = resolve(cwd / workspace if workspace else find_workspace(cwd), None)
     return place.store_path if (place.store_path / "config.toml").is_file() else None
 
 
 def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
+    """The reply: the session's ledger is read and written in two short holds of its lock
+    (what the moment is; then what was given), the memory read between them, so hooks of
+    one session running side by side wait on each other for milliseconds, not a read."""
     from . import ledger
 
+    key = f"{harness.name}:{ask.session}"  # a session of one harness
     if ask.does == END:
         if ask.session:
-            ledger.end(state, ask.session)
+            ledger.end(state, key)
         return harness.no_context
     if ask.does == TOOL and not ask.moment:
         return harness.no_context
     if not ask.session:
         raise ValueError("hook input without a session_id")
-    with ledger.session(state, ask.session) as book:
+    with ledger.session(state, key) as book:
         if not book.started:
             book.started = _now()
         if ask.transcript:
@@ -102,74 +110,92 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
             return harness.no_context
         if ask.does == STOP:
             return _stop(harness, ask, state, book)
-        if ask.does == START:
-            if ask.source in ("clear", "compact"):
-                book.compacted()
-            if ask.source == "startup":
-                ledger.sweep(state)
-        if ask.does == PROMPT:
-            book.heard(ask.prompt)
-        text = _deliver(harness, ask, state, book)
+        moments = _moments(ask, book, state)
+        recorded = {n: entry[2] for n, entry in book.given.items() if entry[0] == book.epoch}
+    found, changed, notes = _read(state, ask, moments, recorded)
+    with ledger.session(state, key) as book:
+        if book.notes_then < 0:
+            book.notes_then = notes
+        text = _given(harness, moments, found, changed, book)
     return harness.reply(event, text)
 
 
-def _deliver(harness: Harness, ask: Asked, state: Path, book) -> str:  # type: ignore[no-untyped-def]
+def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-def]
+    """The moments this hook gives (a compaction's first, where one is pending)."""
+    from . import delivery, ledger
+
+    if ask.does == START:
+        if ask.source in ("clear", "compact"):
+            book.compacted()
+        if ask.source == "startup":
+            ledger.sweep(state)
+    if ask.does == PROMPT:
+        book.heard(ask.prompt)
+    top = delivery.work_top(state)
+    moments = []
+    if book.pending_compact and ask.does in (START, PROMPT):
+        moments.append(delivery.Moment("compact", top=str(top)))
+        book.pending_compact = False
+    if ask.does == START and ask.source != "compact":
+        moments.append(delivery.Moment("start", top=str(top)))
+    elif ask.does == PROMPT:
+        moments.append(delivery.Moment("prompt", prompt=ask.prompt, top=str(top)))
+    elif ask.does == TOOL:
+        paths = delivery.from_cwd(ask.paths, ask.cwd or str(top), top)
+        moments.append(delivery.Moment(ask.moment, paths=paths, command=ask.command, top=str(top)))
+    return moments
+
+
+def _read(state: Path, ask: Asked, moments: list, recorded: dict[str, str]):  # type: ignore[no-untyped-def]
+    """From the memory: what the moments trigger (each note once, the first moment's),
+    the changes of the notes given this epoch (`recorded`: their tips then), and how
+    many notes it holds."""
     from . import delivery
     from .ledger import tip
     from .store import Store
 
-    top = delivery.work_top(state)
-    moments: list[delivery.Moment] = []
-    if book.pending_compact and ask.does in (START, PROMPT):
-        moments.append(delivery.Moment("compact"))
-        book.pending_compact = False
-    if ask.does == START and ask.source != "compact":
-        moments.append(delivery.Moment("start"))
-    elif ask.does == PROMPT:
-        moments.append(delivery.Moment("prompt", prompt=ask.prompt))
-    elif ask.does == TOOL:
-        paths = delivery.from_cwd(ask.paths, ask.cwd or str(top), top)
-        moments.append(delivery.Moment(ask.moment, paths=paths, command=ask.command))
     store = Store.open(state, create=False, write=False)
     try:
         with store.reading():
             entries, seen = [], set()
             for moment in moments:
-                for entry in delivery.ranked(moment, delivery.hits(store, moment, str(top))):
-                    h = entry.hit
-                    if h.note.id not in seen and not book.was_given(h.note.id, h.full):
-                        seen.add(h.note.id)
+                for entry in delivery.ranked(moment, delivery.hits(store, moment, moment.top)):
+                    if entry.hit.note.id not in seen:
+                        seen.add(entry.hit.note.id)
                         entries.append(entry)
-            changes = _changes(store, book)
-            if book.notes_then < 0:
-                book.notes_then = store.count()
-            out = delivery.fit(moments[-1], entries, changes, harness.budget)
+            now = store.last_changes(recorded)
+            moved = [n for n, last in recorded.items() if now.get(n, "") != last]
+            notes = store.notes_by_id(moved)
+            after = store.notes_by_id(n.superseded_by for n in notes.values() if n.superseded_by)
+            changed = {n: delivery.Change(notes[n], after.get(notes[n].superseded_by or "")) if n in notes else None
+                       for n in moved}
+            return entries, {n: (c, tip(c.note) if c else "") for n, c in changed.items()}, store.count()
     finally:
         store.close()
+
+
+def _given(harness: Harness, moments: list, found: list, changed: dict, book) -> str:  # type: ignore[no-untyped-def]
+    """The reply's context, from what the ledger says was not given yet; what it gives,
+    recorded."""
+    from . import delivery
+    from .ledger import tip
+
+    entries = [e for e in found if not book.was_given(e.hit.note.id, e.hit.full)]
+    changes = []
+    for n, (change, last) in changed.items():
+        entry = book.given.get(n)
+        if entry is None or entry[0] != book.epoch or entry[2] == last:
+            continue  # given in another epoch since, or its change said by a hook beside this one
+        if change is None:
+            book.given.pop(n)  # gone from the index (a forget purged it past reading)
+        else:
+            changes.append(change)
+    out = delivery.fit(moments[-1], entries, changes, harness.budget)
     for change in out.changes:
         book.give(change.note.id, book.given[change.note.id][1], tip(change.note))
     for h in out.given:
         book.give(h.note.id, h.full, tip(h.note))
     return out.text()
-
-
-def _changes(store, book) -> list:  # type: ignore[no-untyped-def]
-    """The notes given this epoch that changed since, each with its successor if superseded."""
-    from .delivery import Change
-
-    current = [n for n, entry in book.given.items() if entry[0] == book.epoch]
-    if not current:
-        return []
-    changed = book.changed(store.last_changes(current))
-    if not changed:
-        return []
-    notes = store.notes_by_id(changed)
-    successors = store.notes_by_id(n.superseded_by for n in notes.values() if n.superseded_by)
-    out = [Change(notes[n], successors.get(notes[n].superseded_by or "")) for n in changed if n in notes]
-    for n in changed:
-        if n not in notes:
-            book.given.pop(n, None)  # gone from the index (a forget purged it past reading)
-    return out
 
 
 def _stop(harness: Harness, ask: Asked, state: Path, book) -> str:  # type: ignore[no-untyped-def]
@@ -213,11 +239,12 @@ def _log(state: Path | None, harness: Harness, event: str, exc: BaseException) -
         return
     try:
         log = state / "sessions" / LOG_NAME
-        if log.parent.is_dir():
+        if log.parent.is_dir() and not log.parent.is_symlink():  # the ledgers' own folder, never a link's
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
             if log.exists() and log.stat().st_size > LOG_LIMIT:
-                kept = log.read_bytes()[-LOG_LIMIT // 2:]
-                log.write_bytes(kept[kept.find(b"\n") + 1:])
-            with open(log, "a", encoding="utf-8") as handle:
+                flags |= os.O_TRUNC  # the log starts again past its limit
+            fd = os.open(log, flags, 0o600)
+            with os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace") as handle:
                 handle.write(line.replace("\n", " ") + "\n")
     except OSError:
         pass

@@ -87,7 +87,7 @@ class Ledger:
     def to_bytes(self) -> bytes:
         return json.dumps({"v": 1, "started": self.started, "notes_then": self.notes_then, "transcript": self.transcript, "epoch": self.epoch, "pending_compact": self.pending_compact,
                            "stop_asked": self.stop_asked, "wrote": self.wrote, "prompts": self.prompts,
-                           "given": self.given}, ensure_ascii=False, separators=(",", ":")).encode()
+                           "given": self.given}, separators=(",", ":")).encode()  # ASCII: a lone surrogate is kept as its escape
 
 
 MAX_PROMPTS = 50
@@ -111,14 +111,15 @@ def _read(path: Path) -> Ledger:
         ledger.prompts = [p for p in data.get("prompts", []) if isinstance(p, str)][-MAX_PROMPTS:]
         ledger.given = {str(k): list(v) for k, v in dict(data["given"]).items()
                         if isinstance(v, list) and len(v) == 3}
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
         return Ledger(path)  # a damaged ledger is a new one: a note given twice, never a hook that fails
     return ledger
 
 
 @contextmanager
 def session(state_dir: Path, session_id: str) -> Iterator[Ledger]:
-    """The session's ledger, read under its lock and written back atomically on leaving."""
+    """The session's ledger (`session_id`: the harness's name and its session id), read
+    under its lock and written back atomically on leaving."""
     where = _prepared(state_dir)
     path = where / f"{_name(session_id)}.json"
     with files.locked(where / f"{path.stem}.lock", LOCK_SECONDS):
@@ -131,13 +132,25 @@ def session(state_dir: Path, session_id: str) -> Iterator[Ledger]:
 
 
 def _prepared(state_dir: Path) -> Path:
-    where = folder(state_dir)
-    if not where.is_dir():
-        files.private_dir(where)
+    """The ledgers' folder: a private folder of this clone (a link is refused: a clone's
+    commit could point it anywhere), ignoring itself in git by a `.gitignore` that is
+    qem's (one a commit brought is put back to qem's before any ledger is written)."""
+    where = files.private_dir(folder(state_dir))
     ignore = where / ".gitignore"
-    if not ignore.exists():
+    if files.read_regular(ignore) != _IGNORE_ALL.encode():
         files.write_atomic(ignore, _IGNORE_ALL.encode(), mode=0o644)
     return where
+
+
+def _listed(state_dir: Path) -> list[os.DirEntry]:
+    """The ledgers' folder's entries; none where it is not a folder of its own (a link)."""
+    where = folder(state_dir)
+    try:
+        if not os.path.isdir(where) or os.path.islink(where):
+            return []
+        return list(os.scandir(where))
+    except OSError:
+        return []
 
 
 RECENT_HOURS = 24
@@ -146,14 +159,10 @@ RECENT_HOURS = 24
 def recent_prompts(state_dir: Path, now: float | None = None) -> list[str]:
     """What the user typed in this clone's sessions of the last RECENT_HOURS, as the prompt
     hooks heard it (none without them)."""
-    where = folder(state_dir)
     now = time.time() if now is None else now
     out: list[str] = []
-    try:
-        entries = [Path(e.path) for e in os.scandir(where) if e.name.endswith(".json")
-                   and now - e.stat().st_mtime <= RECENT_HOURS * 3600]
-    except FileNotFoundError:
-        return out
+    entries = [Path(e.path) for e in _listed(state_dir) if e.name.endswith(".json") and e.is_file(follow_symlinks=False)
+               and now - e.stat(follow_symlinks=False).st_mtime <= RECENT_HOURS * 3600]
     for path in entries:
         out += _read(path).prompts
     return out
@@ -162,6 +171,8 @@ def recent_prompts(state_dir: Path, now: float | None = None) -> list[str]:
 def end(state_dir: Path, session_id: str) -> None:
     """A session ended: its ledger goes."""
     where = folder(state_dir)
+    if os.path.islink(where):
+        return
     for suffix in (".json", ".lock"):
         try:
             os.unlink(where / f"{_name(session_id)}{suffix}")
@@ -172,11 +183,8 @@ def end(state_dir: Path, session_id: str) -> None:
 def sweep(state_dir: Path, now: float | None = None) -> int:
     """Ledgers of sessions untouched for MAX_AGE_DAYS, and the oldest past MAX_SESSIONS,
     removed; returns how many."""
-    where = folder(state_dir)
-    try:
-        entries = [(e.stat().st_mtime, Path(e.path)) for e in os.scandir(where) if e.name.endswith(".json")]
-    except FileNotFoundError:
-        return 0
+    entries = [(e.stat(follow_symlinks=False).st_mtime, Path(e.path)) for e in _listed(state_dir)
+               if e.name.endswith(".json")]
     now = time.time() if now is None else now
     entries.sort(reverse=True)
     gone = [p for i, (mtime, p) in enumerate(entries) if i >= MAX_SESSIONS or now - mtime > MAX_AGE_DAYS * 86400]

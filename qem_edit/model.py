@@ -286,7 +286,7 @@ Trigger = tuple[str, str]  # (name, value)
 def trigger_problem(name: str, value: object) -> str | None:
     """What keeps `value` from being a trigger of that name (None: nothing)."""
     if not isinstance(value, str) or not value:
-        return f"a {TRIGGER_ATTRIBUTES.get(name, name)} value must be a non-empty string"
+        return f"an @{TRIGGER_ATTRIBUTES.get(name, name)}: value must be a non-empty string"
     if name == "on":
         return None if value in MOMENTS else f"unknown moment {value!r}; use " + ", ".join(MOMENTS)
     if len(value) > PATTERN_LIMIT:

@@ -16,6 +16,19 @@ second run changes nothing), and every file of the harness is read and checked b
 is written, so a file qem cannot read as what it should be leaves everything as it was.
 The TOML file is edited as text (there is no TOML writer in the standard library): only
 the lines of qem's own table change, and the result is read back before it is written.
+
+qem's MCP server entry is the user's too: qem owns its `command` and `args`, and every
+other key (env, cwd, timeout, a Codex subtable `[mcp_servers.qem.env]`) stays where it is;
+--check compares only those two, and --remove takes the entry out whole.  The Stop hook
+(Gemini CLI's AfterAgent) is the user's choice: `--ask-to-record` writes it,
+`--no-ask-to-record` takes it out, and a run with neither leaves that event as it is.
+
+A file is refused, and nothing written, where writing it back would lose or change what
+the user wrote: JSON qem reads only by guessing (NaN, a number no double holds, a key twice
+in one object), a Gemini settings file with comments (Gemini CLI allows them; a file
+already right is left alone, and --check reads it), a link, and a file that is read-only:
+one this user may not write (os.access), or one whose mode lets no one write it (what
+marks it read-only for root too, whom os.access lets write anything).
 """
 
 from __future__ import annotations
@@ -56,6 +69,14 @@ class Wanted(NamedTuple):
     ask_to_record: bool
     remove: bool
     workspace: str = ""  # the memory's workspace from the project's top ("" : the top itself)
+    no_ask_to_record: bool = False  # take the opt-in hooks (Stop) out
+
+    def keeps(self, event: str) -> bool:
+        """An opt-in event (Stop) left as it is: neither --ask-to-record nor
+        --no-ask-to-record nor --remove was given."""
+        hook = self.harness.hook(event)
+        return (hook is not None and hook.opt_in
+                and not (self.ask_to_record or self.no_ask_to_record or self.remove))
 
     def group(self, event: str) -> dict[str, Any] | None:
         """qem's matcher group for `event` (None: none is wanted there)."""
@@ -89,21 +110,26 @@ class Change(NamedTuple):
     done: tuple[str, ...] = ()  # what the write changes ("hooks SessionStart, ...")
     differences: tuple[str, ...] = ()  # what --check names
     empty: bool = False  # the file is left holding nothing
+    refusal: str = ""  # why qem may not write the file (said only when it would write it)
 
 
 def run(harness: str, place, *, check: bool = False, remove: bool = False,  # type: ignore[no-untyped-def]
-        ask_to_record: bool = False, command: str = "qem") -> int:
+        ask_to_record: bool = False, command: str = "qem", no_ask_to_record: bool = False) -> int:
     """Write (or check, or take out) qem's hooks and MCP server for `harness` in the
     project holding `place`'s memory; the exit code."""
     errors.choice(harness, tuple(HARNESSES), "harness")
     if check and remove:
         raise errors.BadInput("--check and --remove do not go together: --check says whether `qem setup "
                               f"{harness}` would change anything")
+    if ask_to_record and no_ask_to_record:
+        raise errors.BadInput("--ask-to-record and --no-ask-to-record do not go together: the first writes the"
+                              " Stop hook, the second takes it out")
     from .delivery import work_top
 
     top = work_top(place.store_path)
     inside = place.root.resolve().relative_to(top).as_posix() if place.root.resolve() != top else ""
-    wanted = _wanted(HARNESSES[harness], command, ask_to_record, remove)._replace(workspace=inside)
+    wanted = _wanted(HARNESSES[harness], command, ask_to_record, remove)._replace(
+        workspace=inside, no_ask_to_record=no_ask_to_record)
     if inside:
         wanted = wanted._replace(server={**wanted.server, "args": [*wanted.server["args"], "-w", inside]})
     changes = [_plan(top, rel, kind, wanted) for rel, kind in FILES[harness]]  # all read before any is written
@@ -111,6 +137,7 @@ def run(harness: str, place, *, check: bool = False, remove: bool = False,  # ty
         _warn_path(wanted)
     if check:
         return _report_check(changes, wanted)
+    _refuse_unwritable(changes)  # before any file is written
     from .files import write_atomic
 
     for change in changes:
@@ -136,6 +163,32 @@ def _wanted(harness: Harness, command: str, ask_to_record: bool, remove: bool) -
     return Wanted(harness, command, {"command": words[0], "args": [*words[1:], "mcp"]}, ask_to_record, remove)
 
 
+def _refuse_unwritable(changes: list[Change]) -> None:
+    """Refuse when a file to be written may not be: its own refusal, or it is read-only
+    (a write is a rename, which would replace a read-only file all the same)."""
+    for change in changes:
+        if change.new is None:
+            continue
+        if change.refusal:
+            raise errors.BadInput(change.refusal)
+        if _read_only(change.path):
+            raise errors.BadInput(f"{change.rel} is read-only; qem does not replace a file the user may not"
+                                  f" write: make it writable (chmod u+w {change.rel}) and run qem setup again;"
+                                  " qem changed nothing")
+
+
+def _read_only(path: Path) -> bool:
+    """`path` exists and this user may not write it, or its mode lets no one write it."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return False
+    return not os.access(path, os.W_OK) or not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+
+
 def _warn_path(wanted: Wanted) -> None:
     import shutil
 
@@ -149,10 +202,16 @@ def _plan(top: Path, rel: str, kind: str, wanted: Wanted) -> Change:
     from .files import read_regular
 
     path = top / rel
+    if path.is_symlink():
+        import os
+
+        raise errors.BadInput(f"{rel} is a symbolic link (to {os.readlink(path)}); qem writes only regular files:"
+                              " replace the link with the file it points to, or run qem setup where the real"
+                              " file is; qem changed nothing")
     raw = read_regular(path)
     if kind == MCP_TOML:
         return _plan_toml(path, rel, raw, wanted)
-    doc = _json_doc(raw, rel)
+    doc, commented = _json_doc(raw, rel, comments=wanted.harness.name == "gemini")
     new = json.loads(json.dumps(doc))  # a copy to change
     done: list[str] = []
     differences: list[str] = []
@@ -167,23 +226,77 @@ def _plan(top: Path, rel: str, kind: str, wanted: Wanted) -> Change:
     if new == doc and (raw is not None or wanted.remove):
         return Change(rel, path, None)
     data = (json.dumps(new, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    return Change(rel, path, data, tuple(done), tuple(differences), empty=not new)
+    return Change(rel, path, data, tuple(done), tuple(differences), empty=not new,
+                  refusal=_commented(rel, wanted) if commented else "")
 
 
-def _json_doc(raw: bytes | None, rel: str) -> dict[str, Any]:
-    """The file's JSON object ({} for no file, or an empty one)."""
-    if raw is None or not raw.strip():
-        return {}
+class _Unkept(Exception):
+    """JSON qem would not write back as it was read."""
+
+
+def _json_doc(raw: bytes | None, rel: str, comments: bool = False) -> tuple[dict[str, Any], bool]:
+    """The file's JSON object ({} for no file, or an empty one), and whether it has
+    comments (taken out first when `comments`: Gemini CLI reads its settings so)."""
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        text = "" if raw is None else raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise errors.BadInput(f"{rel} is not UTF-8 (byte {exc.start}); qem changed nothing") from None
+    bare = _without_comments(text) if comments else text
+    if not bare.strip():
+        return {}, bare != text
+    try:
+        doc = json.loads(bare, parse_constant=_no_constant, parse_float=_finite, object_pairs_hook=_keys_once)
     except json.JSONDecodeError as exc:
         raise errors.BadInput(f"{rel} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno};"
                               " qem changed nothing") from None
+    except _Unkept as exc:
+        raise errors.BadInput(f"{rel} {exc}; qem changed nothing") from None
     if not isinstance(doc, dict):
         raise errors.BadInput(f"{rel} holds {_json_type(doc)}, not an object; qem changed nothing")
-    return doc
+    return doc, bare != text
+
+
+def _no_constant(name: str) -> Any:
+    raise _Unkept(f"is not valid JSON: it holds {name}, a number JSON does not have")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if number in (float("inf"), float("-inf")):
+        raise _Unkept(f"holds the number {text}, too large for qem to write back as it is")
+    return number
+
+
+def _keys_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _Unkept(f"holds the key {json.dumps(key, ensure_ascii=False)} twice in one object; written back,"
+                          " one of the two would be lost: keep one and run qem setup again")
+        seen[key] = value
+    return seen
+
+
+# A JSON string (kept), or a comment: `// ...` to the end of its line, `/* ... */`.
+_STRING_OR_COMMENT = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?\*/', re.S)
+
+
+def _without_comments(text: str) -> str:
+    """`text` with each comment made spaces (its newlines kept, so a line and column stay)."""
+    return _STRING_OR_COMMENT.sub(lambda m: m[0] if m[0].startswith('"') else re.sub(r"[^\n]", " ", m[0]), text)
+
+
+def _commented(rel: str, wanted: Wanted) -> str:
+    """Why qem does not write a Gemini settings file with comments, and what to do."""
+    said = (f"{rel} has comments (// or /* */), which Gemini CLI allows and qem cannot keep: writing the file"
+            " would drop them. Take them out and run qem setup again, or ")
+    if wanted.remove:
+        return said + (f"take qem's entries out by hand (hooks whose command runs `{wanted.command} hook gemini`,"
+                       f" and mcpServers.{SERVER}); qem changed nothing")
+    hooks = {h.event: [group] for h in wanted.harness.hooks if (group := wanted.group(h.event)) is not None}
+    entries = json.dumps({"hooks": hooks, "mcpServers": {SERVER: wanted.server}}, ensure_ascii=False)
+    return said + (f"add qem's entries by hand (each hook group into its event's list) and check them with"
+                   f" `{_setup_line(wanted)} --check`: {entries}; qem changed nothing")
 
 
 def _json_type(value: object) -> str:
@@ -218,7 +331,7 @@ def _merge_hooks(doc: dict[str, Any], new: dict[str, Any], wanted: Wanted,
     old: dict[str, Any] = doc.get("hooks") or {}
     hooks: dict[str, Any] = {}
     for event, groups in old.items():
-        if not isinstance(groups, list):  # one of Gemini CLI's settings
+        if not isinstance(groups, list) or wanted.keeps(event):  # one of Gemini CLI's settings, or Stop as it is
             hooks[event] = groups
             continue
         merged = _merge_event(groups, wanted.group(event), wanted.is_qem)
@@ -270,7 +383,7 @@ def _hook_differences(old: dict[str, Any], new: dict[str, Any], wanted: Wanted) 
         if not _holds_qem(before, wanted):
             out.append(f"no qem hook for {event}")
         elif not _holds_qem(after, wanted):
-            flag = " (written with --ask-to-record)" if getattr(wanted.harness.hook(event), "opt_in", False) else ""
+            flag = " (--no-ask-to-record takes it out)" if getattr(wanted.harness.hook(event), "opt_in", False) else ""
             out.append(f"a qem hook for {event} not asked for{flag}")
         else:
             out.append(f"qem's hook for {event} differs from what qem writes: {json.dumps(wanted.group(event))}")
@@ -293,19 +406,44 @@ def _merge_server(new: dict[str, Any], key: str, wanted: Wanted, done: list[str]
         del servers[SERVER]
         if not servers:
             del new[key]
-        done.append(f"removed MCP server {SERVER}")
+        done.append(f"removed MCP server {SERVER}" + _whole(old))
         return
-    if old == wanted.server:
+    if _runs(old, wanted.server):
         return
-    new.setdefault(key, {})[SERVER] = dict(wanted.server)
-    done.append(f"MCP server {SERVER}")
+    new.setdefault(key, {})[SERVER] = _entry(old, wanted.server)
+    done.append(f"MCP server {SERVER}" + _kept(old))
     differences.append(_server_difference(old, wanted))
+
+
+def _runs(old: object, server: dict[str, Any]) -> bool:
+    """Whether the entry `old` runs qem as `server` does: its command and args (qem's own keys)."""
+    return isinstance(old, dict) and all(old.get(k) == v for k, v in server.items())
+
+
+def _entry(old: object, server: dict[str, Any]) -> dict[str, Any]:
+    """`old` (the user's keys, in their order) with qem's command and args."""
+    return {**old, **server} if isinstance(old, dict) else dict(server)
+
+
+def _others(old: object) -> list[str]:
+    return [k for k in old if k not in ("command", "args")] if isinstance(old, dict) else []
+
+
+def _kept(old: object) -> str:
+    others = _others(old)
+    return f" (its command and args; {', '.join(others)} kept)" if others else ""
+
+
+def _whole(old: object) -> str:
+    others = _others(old)
+    return f" (the whole entry, {', '.join(others)} too)" if others else ""
 
 
 def _server_difference(old: object, wanted: Wanted) -> str:
     if old is None:
         return f"no MCP server {SERVER}"
-    return f"MCP server {SERVER} is {json.dumps(old)}, not {json.dumps(wanted.server)}"
+    runs = {k: old[k] for k in wanted.server if k in old} if isinstance(old, dict) else old
+    return f"MCP server {SERVER} is {json.dumps(runs)}, not {json.dumps(wanted.server)}"
 
 
 # -- Codex's config.toml, edited as text ----------------------------------------------------------
@@ -321,12 +459,20 @@ def _plan_toml(path: Path, rel: str, raw: bytes | None, wanted: Wanted) -> Chang
     if servers is not None and not isinstance(servers, dict):
         raise errors.BadInput(f"{rel}: mcp_servers is not a table; qem changed nothing")
     old = servers.get(SERVER) if servers else None
-    want = None if wanted.remove else wanted.server
-    if old == want:
+    if old is not None and not isinstance(old, dict):
+        raise errors.BadInput(f"{rel}: mcp_servers.{SERVER} is not a table; qem changed nothing")
+    if (old is None) if wanted.remove else _runs(old, wanted.server):
         return Change(rel, path, None)
-    new_text = _toml_edit(text, want, rel, old is not None)
-    _toml_verify(new_text, data, want, rel)
-    done = f"removed MCP server {SERVER}" if want is None else f"MCP server {SERVER} ([mcp_servers.{SERVER}])"
+    want = None if wanted.remove else _entry(old, wanted.server)
+    new_text, subtables = _toml_edit(text, None if want is None else wanted.server, rel, old is not None)
+    _toml_verify(new_text, data, want, rel, wanted.server)
+    others = _others(old)
+    if want is None:
+        tables = f": [mcp_servers.{SERVER}], {', '.join(subtables)}" if subtables else ""
+        done = f"removed MCP server {SERVER}" + (f" (the whole entry, {', '.join(others)} too{tables})"
+                                                 if others else "")
+    else:
+        done = f"MCP server {SERVER} ([mcp_servers.{SERVER}]" + (f"; {', '.join(others)} kept)" if others else ")")
     differences = () if want is None else (_server_difference(old, wanted),)
     return Change(rel, path, new_text.encode("utf-8"), (done,), differences, empty=not new_text.strip())
 
@@ -343,24 +489,73 @@ def _toml_doc(raw: bytes | None, rel: str) -> tuple[str, dict[str, Any]]:
         raise errors.BadInput(f"{rel} is not valid TOML: {exc}; qem changed nothing") from None
 
 
-def _toml_edit(text: str, want: dict[str, Any] | None, rel: str, present: bool) -> str:
-    """`text` with qem's table (and its subtables) in place of the old one, or appended,
-    or taken out (`want` None); no other line changes."""
+def _toml_edit(text: str, server: dict[str, Any] | None, rel: str, present: bool) -> tuple[str, list[str]]:
+    """`text` with `server`'s command and args in qem's table (its other keys and its
+    subtables kept), the table added if there is none, or, `server` None, the table and
+    its subtables taken out; no other line changes.  Also the subtables' headers."""
     nl = "\r\n" if "\r\n" in text else "\n"
     lines = text.splitlines(keepends=True)
-    ours = [(start, end) for start, end, key in _toml_blocks(lines) if key[:2] == ("mcp_servers", SERVER)]
+    ours = [(start, end, key) for start, end, key in _toml_blocks(lines) if key[:2] == ("mcp_servers", SERVER)]
+    subtables = ["[" + ".".join(key) + "]" for _, _, key in ours if len(key) > 2]
     if present and not ours:
         raise errors.BadInput(f"{rel}: mcp_servers.{SERVER} is not written as a [mcp_servers.{SERVER}] table,"
                               " the one form qem edits; change it by hand or take it out; qem changed nothing")
-    table = [] if want is None else _toml_table(want, nl)
-    if not ours:
-        head = text if not text or text.endswith(("\n", "\r")) else text + nl
-        gap = nl if head.strip() and not head.endswith(nl + nl) else ""
-        return head + gap + "".join(table)
-    out = lines[:ours[0][0]] + table
-    for (_, end), (start, _) in zip(ours, ours[1:] + [(len(lines), 0)]):
-        out += lines[end:start]
-    return "".join(out)
+    if server is None:
+        out = lines[:ours[0][0]]
+        for (_, end, _), (start, _, _) in zip(ours, ours[1:] + [(len(lines), 0, ())]):
+            while end < start and not lines[end].strip():  # the blank lines after qem's table go with it
+                end += 1
+            out += lines[end:start]
+        return "".join(out), subtables
+    table = [(start, end) for start, end, key in ours if len(key) == 2]
+    if table:
+        start, end = table[0]
+        return "".join(lines[:start + 1] + _toml_keys(lines[start + 1:end], server, nl, rel) + lines[end:]), subtables
+    if ours:  # only subtables: qem's table goes before the first of them
+        return "".join(lines[:ours[0][0]] + _toml_table(server, nl) + [nl] + lines[ours[0][0]:]), subtables
+    head = text if not text or text.endswith(("\n", "\r")) else text + nl
+    gap = nl if head.strip() and not head.endswith(nl + nl) else ""
+    return head + gap + "".join(_toml_table(server, nl)), subtables
+
+
+_ASSIGNED = re.compile(r"^(\s*)(" + _KEY + r"(?:\." + _KEY + r")*)=")
+
+
+def _toml_keys(body: list[str], server: dict[str, Any], nl: str, rel: str) -> list[str]:
+    """The lines of qem's table after its header, with its `command` and `args` lines
+    (each key's whole value, over however many lines) written fresh, or added after
+    its last key; every other line as it was."""
+    fresh = {key: value + nl for key, value in _toml_values(server).items()}
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        match = _ASSIGNED.match(body[i])
+        if match is None:  # a blank line or a comment
+            out.append(body[i])
+            i += 1
+            continue
+        end = _statement_end(body, i, rel)
+        key = tuple(_key_part(m[1]) for m in _KEY_PART.finditer(match[2]))
+        out += [f"{match[1]}{key[0]} = {fresh.pop(key[0])}"] if key[0] in fresh and len(key) == 1 else body[i:end]
+        i = end
+    if fresh and out and not out[-1].endswith(("\n", "\r")):
+        out[-1] += nl
+    return out + [f"{key} = {value}" for key, value in fresh.items()]
+
+
+def _statement_end(lines: list[str], at: int, rel: str) -> int:
+    """Where the key/value statement starting at `lines[at]` ends: after the first line
+    that closes it (an array or a multi-line string goes on over lines)."""
+    import tomllib
+
+    for end in range(at + 1, len(lines) + 1):
+        try:
+            tomllib.loads("".join(lines[at:end]))
+            return end
+        except tomllib.TOMLDecodeError:
+            continue
+    raise errors.BadInput(f"{rel}: qem cannot read where the value at line {at + 1} of its [mcp_servers.{SERVER}]"
+                          " table ends; change the table by hand; qem changed nothing")
 
 
 def _toml_blocks(lines: list[str]) -> list[tuple[int, int, tuple[str, ...]]]:
@@ -394,9 +589,14 @@ def _key_part(part: str) -> str:
     return part
 
 
-def _toml_table(server: dict[str, Any], nl: str) -> list[str]:
+def _toml_values(server: dict[str, Any]) -> dict[str, str]:
+    """qem's keys, as TOML writes their values."""
     args = ", ".join(_toml_string(a) for a in server["args"])
-    return [f"[mcp_servers.{SERVER}]{nl}", f"command = {_toml_string(server['command'])}{nl}", f"args = [{args}]{nl}"]
+    return {"command": _toml_string(server["command"]), "args": f"[{args}]"}
+
+
+def _toml_table(server: dict[str, Any], nl: str) -> list[str]:
+    return [f"[mcp_servers.{SERVER}]{nl}", *(f"{key} = {value}{nl}" for key, value in _toml_values(server).items())]
 
 
 def _toml_string(text: str) -> str:
@@ -404,7 +604,8 @@ def _toml_string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
-def _toml_verify(text: str, data: dict[str, Any], want: dict[str, Any] | None, rel: str) -> None:
+def _toml_verify(text: str, data: dict[str, Any], want: dict[str, Any] | None, rel: str,
+                 server: dict[str, Any]) -> None:
     """Read the edited text back: it must hold what it held, with only qem's server changed."""
     import tomllib
 
@@ -412,7 +613,7 @@ def _toml_verify(text: str, data: dict[str, Any], want: dict[str, Any] | None, r
     servers = expected.setdefault("mcp_servers", {})
     servers.pop(SERVER, None)
     if want is not None:
-        servers[SERVER] = want
+        servers[SERVER] = json.loads(json.dumps(want, default=str))  # as `data` is read: a date as text
     try:
         got = json.loads(json.dumps(tomllib.loads(text), default=str))
     except tomllib.TOMLDecodeError as exc:
@@ -421,10 +622,13 @@ def _toml_verify(text: str, data: dict[str, Any], want: dict[str, Any] | None, r
         if doc.get("mcp_servers") == {}:
             del doc["mcp_servers"]
     if got != expected:
-        by_hand = (f"add [mcp_servers.{SERVER}] by hand" if want is not None
-                   else f"take mcp_servers.{SERVER} out by hand")
-        raise errors.BadInput(f"{rel}: qem cannot edit its [mcp_servers.{SERVER}] table in this file as it is"
-                              f" (mcp_servers written inline or as dotted keys?); {by_hand}; qem changed nothing")
+        inline = f"{SERVER} = {{ " + ", ".join(f"{k} = {v}" for k, v in _toml_values(server).items()) + " }"
+        by_hand = (f"add qem to it by hand ({inline})" if want is not None else f"take {SERVER} out of it by hand")
+        raise errors.BadInput(f"{rel}: qem cannot edit its [mcp_servers.{SERVER}] table in this file as it is:"
+                              " mcp_servers is written as an inline table (mcp_servers = {...}) or as dotted keys,"
+                              f" next to which no [mcp_servers.{SERVER}] table may go. Turn it into"
+                              " [mcp_servers.NAME] tables, one a server, and run qem setup codex again, or"
+                              f" {by_hand}; qem changed nothing")
 
 
 # -- what is said ---------------------------------------------------------------------------------
@@ -450,6 +654,8 @@ def _setup_line(wanted: Wanted) -> str:
     line = f"qem setup {wanted.harness.name}"
     if wanted.ask_to_record:
         line += " --ask-to-record"
+    if wanted.no_ask_to_record:
+        line += " --no-ask-to-record"
     if wanted.command != "qem":
         line += f" --command {shlex.quote(wanted.command)}"
     return line

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import re
 from fnmatch import fnmatchcase
-from functools import lru_cache
 from typing import Iterable
 
 from .model import Note
@@ -116,16 +115,38 @@ def path_matches(pattern: str, path: str) -> bool:
     with no glob character is that path or anything under it (a folder)."""
     if not _GLOB_CHARS.intersection(pattern):
         return path == pattern or path.startswith(pattern + "/")
-    return _parts_match(tuple(pattern.split("/")), tuple(path.split("/")))
+    return _parts_match(pattern.split("/"), path.split("/"))
 
 
-@lru_cache(maxsize=4096)
-def _parts_match(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
-    if not pattern:
-        return not parts
-    if pattern[0] == "**":
-        return any(_parts_match(pattern[1:], parts[i:]) for i in range(len(parts) + 1))
-    return bool(parts) and fnmatchcase(parts[0], pattern[0]) and _parts_match(pattern[1:], parts[1:])
+def _parts_match(pattern: list[str], parts: list[str]) -> bool:
+    """Whole parts against pattern parts, `**` any number of them: one pass over the
+    path keeping the set of pattern positions reached (at most the pattern's parts, so
+    no pattern a clone sends makes it slow)."""
+    reached = _closed({0}, pattern)
+    for part in parts:
+        step = set()
+        for i in reached:
+            if i < len(pattern):
+                if pattern[i] == "**":
+                    step.add(i)  # it takes this part too
+                elif fnmatchcase(part, pattern[i]):
+                    step.add(i + 1)
+        reached = _closed(step, pattern)
+        if not reached:
+            return False
+    return len(pattern) in reached
+
+
+def _closed(positions: set[int], pattern: list[str]) -> set[int]:
+    """The positions, and past any `**` at them (it may take no part)."""
+    out, todo = set(), list(positions)
+    while todo:
+        i = todo.pop()
+        if i not in out:
+            out.add(i)
+            if i < len(pattern) and pattern[i] == "**":
+                todo.append(i + 1)
+    return out
 
 
 def glob_match(pattern: str, text: str) -> bool:

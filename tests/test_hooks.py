@@ -471,3 +471,130 @@ def test_a_memory_in_a_subfolder_is_found_by_the_hooks_setup_writes(tmp_path: Pa
                           capture_output=True, text=True)
     assert f"[#{note}]" in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
     assert run_qem("setup", "claude", "--check", cwd=app).returncode == 0
+
+
+# -- what a clone's commit or a damaged file cannot do -----------------------------------------------
+
+
+def test_a_committed_link_in_place_of_the_ledgers_folder_is_refused_and_nothing_behind_it_touched(
+        project, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    elsewhere = tmp_path / "conf"
+    elsewhere.mkdir()
+    for i in range(3):
+        (elsewhere / f"s{i}.json").write_text("{}")
+        os.utime(elsewhere / f"s{i}.json", (time.time() - 30 * 86400,) * 2)
+    (top / ".qem" / "sessions").symlink_to(elsewhere)
+    for source in ("startup", "resume"):
+        done = hook(top, "claude", "SessionStart", {"session_id": "v", "source": source})
+        assert (done.returncode, done.stdout) == (0, b"")
+        assert b"not a private directory" in done.stderr
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["s0.json", "s1.json", "s2.json"]
+    hook(top, "claude", "SessionEnd", {"session_id": "v", "reason": "other"})
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["s0.json", "s1.json", "s2.json"]
+
+
+def test_a_committed_gitignore_in_the_ledgers_folder_never_lets_a_prompt_into_git(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    sessions = top / ".qem" / "sessions"
+    sessions.mkdir()
+    (sessions / ".gitignore").write_text("# ignores nothing\n")
+    claude(top, "UserPromptSubmit", session="p", prompt="my password is hunter2")
+    subprocess.run(["git", "add", "-A"], cwd=top, check=True)
+    staged = subprocess.run(["git", "diff", "--cached", "--name-only"], cwd=top, capture_output=True, text=True).stdout
+    assert ".json" not in staged and ".lock" not in staged
+
+
+def test_a_note_too_long_for_the_budget_is_given_as_its_line_and_hides_nothing(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    big = run_qem("add", "Aaa the whole release checklist\n" + "H" * 11_000, "-k", "directive", "-p", "high",
+                  cwd=top).stdout.strip()
+    said = claude(top, "SessionStart", source="startup")
+    assert f"[#{big}]" in said and "(too long to give here: 11,032 characters; `qem show" in said
+    assert f"[#{project['rule']}]" in said and f"[#{project['task']}]" in said  # what comes after it is given
+    assert len(said) <= 10_000 and "did not fit" not in said
+
+
+def test_a_change_is_said_in_a_line_whatever_the_successor_s_length(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    claude(top, "PreToolUse", tool_name="Edit", tool_input={"file_path": str(top / "src/lock.py")})
+    new = run_qem("supersede", project["lock"], "Release it later\n" + "Z" * 12_000, "-m", "bigger",
+                  cwd=top).stdout.strip()
+    said = claude(top, "UserPromptSubmit", prompt="go")
+    assert f"- [#{project['lock']}] was superseded by [#{new}] (bigger); now:\n  Release it later (`qem show {new}`)" in said
+    assert len(said) < 1_000
+
+
+def test_paths_through_a_link_or_with_dots_find_their_notes(project, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    link = tmp_path / "link"
+    link.symlink_to(top)
+    via_link = claude(top, "PreToolUse", session="l1", cwd=str(link), tool_name="Edit",
+                      tool_input={"file_path": str(link / "src" / "lock.py")})
+    assert f"[#{project['lock']}]" in via_link
+    dotted = claude(top, "PreToolUse", session="l2", tool_name="Edit",
+                    tool_input={"file_path": str(top / "src" / ".." / "src" / "lock.py")})
+    assert f"[#{project['lock']}]" in dotted
+
+
+def test_the_cut_line_s_command_runs_from_anywhere(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    from qem_edit.anchors import blob_oid
+    from qem_edit.model import NewNote
+
+    anchor = (("src/lock.py", blob_oid((top / "src" / "lock.py").read_bytes())),)
+    with Store.open(top / ".qem") as store:
+        for i in range(60):
+            new = NewNote("gotcha", "medium", "agent", f"Lock rule {i:03d}: " + "y" * 200, anchors=anchor)
+            store.write(lambda tx: tx.create(new, "tester"))
+    (top / "sub").mkdir()
+    said = claude(top, "PreToolUse", cwd=str(top / "sub"), tool_name="Edit",
+                  tool_input={"file_path": str(top / "src" / "lock.py")})
+    command = said.rsplit("\n", 1)[1].split("`")[1]
+    assert f"--path={top}/src/lock.py" in command
+    listed = shell_run(command, top / "sub")
+    assert listed.count("- [#") > 0
+
+
+def shell_run(command: str, cwd: Path) -> str:
+    bin_dir = str(Path(sys.executable).parent)
+    done = subprocess.run(["sh", "-c", command], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_closed_stdin_a_damaged_ledger_and_a_lone_surrogate_say_nothing_and_exit_0(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    closed = subprocess.run([sys.executable, "-m", "qem_edit", "hook", "claude", "SessionStart"], cwd=top,
+                            stdin=subprocess.DEVNULL, capture_output=True)
+    assert (closed.returncode, closed.stdout) == (0, b"") and b"Traceback" not in closed.stderr
+    shut = subprocess.run(f"{sys.executable} -m qem_edit hook claude SessionStart <&-", shell=True, cwd=top,
+                          capture_output=True)
+    assert (shut.returncode, shut.stdout) == (0, b"") and b"Traceback" not in shut.stderr
+    claude(top, "SessionStart", session="d", source="startup")
+    [ledger] = (top / ".qem" / "sessions").glob("*.json")
+    ledger.write_text('{"v":1,"epoch":1e400,"given":{}}')
+    assert f"[#{project['rule']}]" in claude(top, "SessionStart", session="d", source="resume")  # a new ledger
+    raw = b'{"session_id": "x", "cwd": "' + str(top).encode() + b'", "prompt": "why \\ud800 Store.write"}'
+    done = hook(top, "claude", "UserPromptSubmit", {}, raw=raw)
+    assert done.returncode == 0 and b"Store.write" in done.stdout
+
+
+def test_one_session_id_under_two_harnesses_is_two_sessions(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    assert f"[#{project['rule']}]" in claude(top, "SessionStart", session="same", source="startup")
+    assert f"[#{project['rule']}]" in codex(top, "SessionStart", session="same", source="startup")
+
+
+@pytest.mark.parametrize("args, words", [
+    (("edit",), "qem deliver edit needs --path"),
+    (("shell",), "qem deliver shell needs --command"),
+    (("prompt",), "qem deliver prompt needs --prompt"),
+    (("start", "--command", "ls"), "qem deliver start takes no --command"),
+    (("edit", "--path", "/etc/passwd"), "--path /etc/passwd: not in the work tree"),
+    (("start", "--budget", "-1"), "--budget -1"),
+])
+def test_deliver_names_what_a_moment_needs(project, args: tuple, words: str) -> None:  # type: ignore[no-untyped-def]
+    done = run_qem("deliver", *args, cwd=project["top"])
+    assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr

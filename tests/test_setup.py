@@ -162,6 +162,33 @@ def test_merge_keeps_every_other_entry_in_its_order(top: Path) -> None:
     assert list(read(top, ".mcp.json")) == ["mcpServers", "other"]
 
 
+@pytest.mark.parametrize("harness, rel", [("claude", ".mcp.json"), ("gemini", ".gemini/settings.json")])
+def test_qem_owns_only_command_and_args_of_its_server_entry(top: Path, harness: str, rel: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    entry = {"type": "stdio", "command": "old-qem", "env": {"QEM_ACTOR": "alice"}, "args": ["mcp"], "cwd": "sub",
+             "timeout": 30000}
+    put(top, rel, {"mcpServers": {"qem": entry, "db": {"command": "db-mcp"}}})
+    assert run(top, harness, check=True) == 1
+    assert f'{rel}: MCP server qem is {{"command": "old-qem", "args": ["mcp"]}}, not' in capsys.readouterr().out
+    assert run(top, harness) == 0
+    got = read(top, rel)["mcpServers"]
+    assert list(got) == ["qem", "db"] and got["qem"] == dict(entry, command=QEM)
+    assert list(got["qem"]) == list(entry)  # every key where it was
+    assert "MCP server qem (its command and args; type, env, cwd, timeout kept)\n" in capsys.readouterr().out
+    before = state(top)
+    assert run(top, harness, check=True) == 0 and run(top, harness) == 0  # env and the rest are no difference
+    assert state(top) == before
+    assert run(top, harness, remove=True) == 0
+    assert read(top, rel)["mcpServers"] == {"db": {"command": "db-mcp"}}
+    assert "removed MCP server qem (the whole entry, type, env, cwd, timeout too)\n" in capsys.readouterr().out
+
+
+def test_an_entry_without_command_or_args_gets_them_last(top: Path) -> None:
+    put(top, ".mcp.json", {"mcpServers": {"qem": {"env": {"A": "1"}}}})
+    run(top)
+    assert list(read(top, ".mcp.json")["mcpServers"]["qem"].items()) == [("env", {"A": "1"}), ("command", QEM),
+                                                                         ("args", ["mcp"])]
+
+
 def test_qem_keeps_its_place_among_the_groups(top: Path) -> None:
     """qem's group is written where qem's was (Codex keys a hook's trust by its group's index)."""
     before = {"matcher": "Bash", "hooks": [{"type": "command", "command": "./a.sh"}]}
@@ -200,17 +227,51 @@ def test_a_file_holding_the_same_in_other_spacing_is_not_rewritten(top: Path) ->
     assert state(top) == before
 
 
-def test_stop_is_written_only_when_asked_for(top: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_stop_is_written_only_when_asked_for_and_then_stays(top: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     run(top)
     assert "Stop" not in read(top, ".claude/settings.json")["hooks"]
+    assert run(top, check=True) == 0
     run(top, ask_to_record=True)
     assert read(top, ".claude/settings.json")["hooks"] == claude_hooks(stop=True)
     assert "wrote .claude/settings.json: hooks Stop\n" in capsys.readouterr().out
-    assert run(top, check=True) == 1
-    assert ".claude/settings.json: a qem hook for Stop not asked for" in capsys.readouterr().out
-    run(top)
+    before = state(top)
+    assert run(top, check=True) == 0  # the opt-in is not a difference
+    assert run(top) == 0  # nor does a plain run take it out
+    assert state(top) == before
+    assert "nothing was changed" in capsys.readouterr().out
+    assert run(top, check=True, no_ask_to_record=True) == 1
+    out = capsys.readouterr().out
+    assert ".claude/settings.json: a qem hook for Stop not asked for (--no-ask-to-record takes it out)" in out
+    assert f"`qem setup claude --no-ask-to-record --command {QEM}` writes them" in out
+    assert run(top, no_ask_to_record=True) == 0
     assert read(top, ".claude/settings.json")["hooks"] == claude_hooks()
-    assert "removed hooks Stop" in capsys.readouterr().out
+    assert "wrote .claude/settings.json: removed hooks Stop\n" in capsys.readouterr().out
+    assert run(top, check=True) == 0 and run(top, check=True, no_ask_to_record=True) == 0
+
+
+@pytest.mark.parametrize("harness, event", [("claude", "Stop"), ("codex", "Stop"), ("gemini", "AfterAgent")])
+def test_a_plain_run_leaves_the_stop_event_as_it_is(top: Path, harness: str, event: str) -> None:
+    """Not refreshed either: only --ask-to-record writes qem's Stop hook, and a user's own
+    handlers there stay; --remove takes qem's out."""
+    rel = FILES[harness][0]
+    run(top, harness, ask_to_record=True)
+    doc = read(top, rel)
+    mine = {"type": "command", "command": "./notify.sh"}
+    doc["hooks"][event][0]["hooks"].append(mine)
+    doc["hooks"][event][0]["hooks"][0]["timeout"] = 77
+    put(top, rel, doc)
+    assert run(top, harness) == 0 and run(top, harness, check=True) == 0
+    assert read(top, rel)["hooks"][event] == doc["hooks"][event]
+    assert run(top, harness, ask_to_record=True) == 0
+    assert read(top, rel)["hooks"][event] == [{"hooks": [mine]}, {"hooks": [handler(QEM, harness, event)]}]
+    assert run(top, harness, remove=True) == 0
+    assert read(top, rel)["hooks"] == {event: [{"hooks": [mine]}]}
+
+
+def test_ask_and_no_ask_to_record_do_not_go_together(top: Path) -> None:
+    with pytest.raises(errors.BadInput, match="--ask-to-record and --no-ask-to-record do not go together"):
+        run(top, ask_to_record=True, no_ask_to_record=True)
+    assert state(top) == {}
 
 
 def test_a_command_of_several_words(top: Path) -> None:
@@ -329,14 +390,67 @@ def test_toml_a_different_table_is_replaced_line_for_line(top: Path) -> None:
     assert run(top, "codex", check=True) == 1
     run(top, "codex")
     text = (top / ".codex/config.toml").read_bytes().decode("utf-8")
-    table = f'[mcp_servers.qem]\r\ncommand = "{QEM}"\r\nargs = ["mcp"]\r\n\r\n\r\n# the profiles\r\n'
+    table = old.replace('"qem-old"', f'"{QEM}"').replace("args = []", 'args = ["mcp"]')
     assert text == CONFIG.replace("\n", "\r\n").replace("[profiles.fast]", table + "[profiles.fast]")
     data = tomllib.loads(text)
-    assert data["mcp_servers"] == {"db": {"command": "db-mcp", "args": ["--ro"]}, "qem": {"command": QEM, "args": ["mcp"]}}
+    assert data["mcp_servers"] == {"db": {"command": "db-mcp", "args": ["--ro"]},
+                                   "qem": {"command": QEM, "args": ["mcp"], "env": {"A": "1"}}}
     assert data["profiles"] == {"fast": {"model": "o4-mini"}} and data["model"] == "o3"
     before = state(top)
     run(top, "codex")
     assert state(top) == before
+
+
+def test_toml_qem_owns_only_command_and_args_of_its_table(top: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Its other keys and its subtables stay, line for line; a value over several lines is
+    replaced whole; a key that only looks like `command` inside another value is left."""
+    old = ('[mcp_servers.qem]\n'
+           '# qem, run from the venv\n'
+           'command = "qem-old"  # the old one\n'
+           'note = """\ncommand = "not a key"\n"""\n'
+           'args = [\n  "mcp",\n  # the workspace\n  "-w", "x",\n]\n'
+           'startup_timeout_sec = 20\n'
+           '\n'
+           '[mcp_servers.qem.env]\n'
+           'QEM_ACTOR = "alice"\n'
+           '\n')
+    put(top, ".codex/config.toml", CONFIG.replace("[profiles.fast]", old + "[profiles.fast]"))
+    assert run(top, "codex", check=True) == 1
+    assert '.codex/config.toml: MCP server qem is {"command": "qem-old", "args": ["mcp", "-w", "x"]}, not' in \
+        capsys.readouterr().out
+    assert run(top, "codex") == 0
+    new = old.replace('command = "qem-old"  # the old one\n', f'command = "{QEM}"\n').replace(
+        'args = [\n  "mcp",\n  # the workspace\n  "-w", "x",\n]\n', 'args = ["mcp"]\n')
+    text = (top / ".codex/config.toml").read_text("utf-8")
+    assert text == CONFIG.replace("[profiles.fast]", new + "[profiles.fast]")
+    assert tomllib.loads(text)["mcp_servers"]["qem"] == {"command": QEM, "args": ["mcp"], "startup_timeout_sec": 20,
+                                                         "note": 'command = "not a key"\n', "env": {"QEM_ACTOR": "alice"}}
+    assert "wrote .codex/config.toml: MCP server qem ([mcp_servers.qem]; note, startup_timeout_sec, env kept)" in \
+        capsys.readouterr().out
+    before = state(top)
+    assert run(top, "codex", check=True) == 0 and run(top, "codex") == 0
+    assert state(top) == before
+    assert run(top, "codex", remove=True) == 0
+    assert (top / ".codex/config.toml").read_text("utf-8") == CONFIG
+    assert ("wrote .codex/config.toml: removed MCP server qem (the whole entry, note, startup_timeout_sec, env too:"
+            " [mcp_servers.qem], [mcp_servers.qem.env])") in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("old, new", [
+    # a table without command or args: they go after its last key (a last line without its newline gets one)
+    ('[mcp_servers.qem]\nenabled = true', f'[mcp_servers.qem]\nenabled = true\ncommand = "{QEM}"\nargs = ["mcp"]\n'),
+    ('[mcp_servers.qem]\nargs = ["mcp"]\n\n# end\n', f'[mcp_servers.qem]\nargs = ["mcp"]\ncommand = "{QEM}"\n\n# end\n'),
+    # a key TOML reads as a date stays as it is
+    ('[mcp_servers.qem]\nsince = 1979-05-27T07:32:00Z\ncommand = "old"\n',
+     f'[mcp_servers.qem]\nsince = 1979-05-27T07:32:00Z\ncommand = "{QEM}"\nargs = ["mcp"]\n'),
+    # only a subtable: qem's table goes before it
+    ('x = 1\n\n[mcp_servers.qem.env]\nA = "1"\n',
+     f'x = 1\n\n[mcp_servers.qem]\ncommand = "{QEM}"\nargs = ["mcp"]\n\n[mcp_servers.qem.env]\nA = "1"\n'),
+])
+def test_toml_command_and_args_are_added_where_missing(top: Path, old: str, new: str) -> None:
+    put(top, ".codex/config.toml", old)
+    assert run(top, "codex") == 0
+    assert (top / ".codex/config.toml").read_text("utf-8") == new
 
 
 def test_toml_remove_takes_out_only_the_table(top: Path) -> None:
@@ -347,10 +461,30 @@ def test_toml_remove_takes_out_only_the_table(top: Path) -> None:
     assert tomllib.loads((top / ".codex/config.toml").read_text("utf-8")) == tomllib.loads(CONFIG)
 
 
+def test_toml_an_inline_mcp_servers_gets_advice_that_works(top: Path) -> None:
+    """A [mcp_servers.qem] table next to an inline mcp_servers is not TOML: the advice is to
+    turn the inline table into tables (or to add qem to it), and following either works."""
+    inline = 'mcp_servers = { db = { command = "db" } }\n'
+    put(top, ".codex/config.toml", inline)
+    with pytest.raises(errors.BadInput) as refused:
+        run(top, "codex")
+    said = str(refused.value)
+    assert said.startswith(".codex/config.toml: ") and "inline table" in said
+    assert "Turn it into [mcp_servers.NAME] tables" in said and "add [mcp_servers.qem] by hand" not in said
+    by_hand = said.split("add qem to it by hand (")[1].split(")")[0]
+    assert by_hand == f'qem = {{ command = "{QEM}", args = ["mcp"] }}'
+    put(top, ".codex/config.toml", inline.replace(" }\n", f", {by_hand} }}\n"))
+    assert run(top, "codex", check=True) == 1  # the hooks are still missing, not the server
+    put(top, ".codex/config.toml", '[mcp_servers.db]\ncommand = "db"\n')  # the other way
+    assert run(top, "codex") == 0
+    assert tomllib.loads((top / ".codex/config.toml").read_text("utf-8"))["mcp_servers"]["qem"]["command"] == QEM
+
+
 @pytest.mark.parametrize("text, said", [
     ('model = "o3"\n[broken\n', "not valid TOML"),
     ('mcp_servers = "none"\n', "mcp_servers is not a table"),
     ('mcp_servers = { db = { command = "db" } }\n', "cannot edit its [mcp_servers.qem] table"),
+    ('[[mcp_servers.qem]]\ncommand = "qem"\n', "mcp_servers.qem is not a table"),
     ('[mcp_servers]\nqem = { command = "old", args = [] }\n', "not written as a [mcp_servers.qem] table"),
 ])
 def test_toml_qem_cannot_edit_is_refused_and_nothing_is_written(top: Path, text: str, said: str) -> None:
@@ -445,6 +579,17 @@ def test_remove_where_nothing_is_creates_nothing(top: Path) -> None:
     ("codex", ".codex/hooks.json", '{"hooks": {"PreToolUse": 3}}', "hooks.PreToolUse is a number, not a list"),
     ("gemini", ".gemini/settings.json", '{"hooks": {"AfterTool": [null]}}', "hooks.AfterTool[0] is null, not a matcher group"),
     ("gemini", ".gemini/settings.json", '{"mcpServers": "qem"}', '"mcpServers" is a string, not an object'),
+    ("claude", ".claude/settings.json", '{"x": NaN}', "is not valid JSON: it holds NaN"),
+    ("claude", ".mcp.json", '{"x": [Infinity]}', "is not valid JSON: it holds Infinity"),
+    ("gemini", ".gemini/settings.json", '{"x": -Infinity}', "is not valid JSON: it holds -Infinity"),
+    ("claude", ".mcp.json", '{"x": 1e400}', "holds the number 1e400, too large for qem to write back"),
+    ("claude", ".claude/settings.json", '{"hooks": {}, "model": "x", "hooks": {"Stop": []}}',
+     'holds the key "hooks" twice in one object'),
+    ("codex", ".codex/hooks.json", '{"hooks": {"Stop": [{"matcher": "a", "hooks": [], "matcher": "b"}]}}',
+     'holds the key "matcher" twice in one object'),
+    ("claude", ".mcp.json", '{"mcpServers": {"qem": {"command": "q"}, "qem": {"command": "r"}}}',
+     'holds the key "qem" twice'),
+    ("claude", ".claude/settings.json", '{"model": "x" /* mine */}', "is not valid JSON"),  # Claude's: no comments
 ])
 def test_a_malformed_file_is_refused_and_nothing_changes(top: Path, harness: str, rel: str, content, said: str) -> None:  # type: ignore[no-untyped-def]
     put(top, rel, content)
@@ -459,9 +604,91 @@ def test_a_link_is_refused(top: Path) -> None:
     put(top, "shared.json", {})
     (top / ".claude").mkdir()
     (top / ".claude/settings.json").symlink_to(top / "shared.json")
-    with pytest.raises(errors.BadInput, match="symbolic link"):
+    with pytest.raises(errors.BadInput) as refused:
         run(top)
+    said = str(refused.value)
+    assert said.startswith(f".claude/settings.json is a symbolic link (to {top / 'shared.json'}); qem writes only"
+                           " regular files: replace the link with the file it points to, or run qem setup where the"
+                           " real file is")
+    assert "--path" not in said
     assert read(top, "shared.json") == {} and not (top / ".mcp.json").exists()
+
+
+# Root may write any file (os.access says so), so a read-only file is known by its mode too.
+def test_a_read_only_file_is_refused_before_anything_is_written(top: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    put(top, ".mcp.json", {"mcpServers": {}}).chmod(0o444)
+    before = state(top)
+    with pytest.raises(errors.BadInput) as refused:
+        run(top)
+    assert str(refused.value).startswith(".mcp.json is read-only;") and "chmod u+w .mcp.json" in str(refused.value)
+    assert state(top) == before  # .claude/settings.json, to be written first, is not either
+    assert run(top, check=True) == 1  # --check writes nothing: it reads a read-only file
+    (top / ".mcp.json").chmod(0o644)
+    run(top)
+    (top / ".mcp.json").chmod(0o444)
+    capsys.readouterr()
+    assert run(top) == 0 and "unchanged .mcp.json" in capsys.readouterr().out  # a file already right is not written
+
+
+def test_a_file_this_user_may_not_write_is_refused(top: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """os.access decides for a user other than root (its mode may let others write it)."""
+    path = put(top, ".codex/hooks.json", {})
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, how, **kw: False if Path(p) == path else real_access(p, how, **kw))
+    with pytest.raises(errors.BadInput, match=r"^\.codex/hooks\.json is read-only"):
+        run(top, "codex")
+    assert not (top / ".codex/config.toml").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write a file whatever its owner allows")
+def test_a_file_of_another_mode_this_user_may_not_write_is_refused(top: Path) -> None:
+    put(top, ".gemini/settings.json", {}).chmod(0o544)
+    with pytest.raises(errors.BadInput, match="is read-only"):
+        run(top, "gemini")
+
+
+# -- Gemini CLI's settings, which may hold comments -------------------------------------------------
+
+COMMENTED = '''{
+  // the look
+  "ui": {"theme": "Default"}, /* a block
+  over lines */
+  "url": "http://example.com/*not-a-comment*/", "path": "a//b"
+}
+'''
+
+
+def test_gemini_settings_with_comments_are_refused_saying_why(top: Path) -> None:
+    put(top, ".gemini/settings.json", COMMENTED)
+    before = state(top)
+    with pytest.raises(errors.BadInput) as refused:
+        run(top, "gemini")
+    said = str(refused.value)
+    assert said.startswith(".gemini/settings.json has comments (// or /* */), which Gemini CLI allows and qem cannot"
+                           " keep")
+    assert f"`qem setup gemini --command {QEM} --check`" in said
+    assert state(top) == before
+    assert run(top, "gemini", check=True) == 1  # --check reads it: what is missing, not a refusal
+    # the entries named in the refusal, added by hand, comments kept, are what --check wants
+    entries = json.loads(said.split("--check`: ")[1].removesuffix("; qem changed nothing"))
+    doc = json.loads(setup._without_comments(COMMENTED))
+    text = COMMENTED.replace('"path": "a//b"', '"path": "a//b", "hooks": ' + json.dumps(entries["hooks"])
+                             + ', "mcpServers": ' + json.dumps(entries["mcpServers"]))
+    put(top, ".gemini/settings.json", text)
+    assert run(top, "gemini", check=True) == 0
+    before = state(top)
+    assert run(top, "gemini") == 0  # nothing to write: no refusal
+    assert state(top) == before
+    assert doc["url"] == "http://example.com/*not-a-comment*/" and doc["path"] == "a//b"
+    with pytest.raises(errors.BadInput, match="take qem's entries out by hand"):
+        run(top, "gemini", remove=True)
+    assert state(top) == before
+
+
+def test_gemini_settings_with_comments_and_an_error_name_the_error(top: Path) -> None:
+    put(top, ".gemini/settings.json", '{\n  // a comment\n  "a": 1,,\n}')
+    with pytest.raises(errors.BadInput, match=r"^\.gemini/settings\.json is not valid JSON: .* at line 3, column 10"):
+        run(top, "gemini")
 
 
 def test_an_unknown_harness_and_check_with_remove_are_refused(top: Path) -> None:
