@@ -218,7 +218,7 @@ def test_an_unchanged_mirror_with_anchors_and_escaped_lines_checks_in_nothing(re
     ("  @anchor: src/nope.py", "no such file or folder"),
     ("  @anchor: ../outside.txt", "`..`"),
     ("  @anchor: /etc/passwd", "absolute path"),
-    ("  @when-run: pytest", "not an attribute line qem knows"),
+    ("  @todo: pytest", "not an attribute line qem knows"),
 ])
 def test_an_anchor_line_naming_a_bad_path_is_refused_naming_its_line(repo: Path, written: str, why: str) -> None:
     qem(repo, "add", "Some note", "-k", "task")
