@@ -67,21 +67,28 @@ def project(tmp_path: Path) -> dict[str, object]:
     """A git repository with a memory: two directives, a high and a low task, a gotcha
     anchored to src/lock.py, one declaring a path pattern, one a command pattern, one
     naming a term in backticks."""
+    from qem_edit.anchors import blob_oid
+    from qem_edit.model import NewNote
+
     top = code_repository(tmp_path / "app", CODE)
+    lock = (("src/lock.py", blob_oid(CODE["src/lock.py"].encode())),)
+    notes = {
+        "rule": NewNote("directive", "high", "agent", "Run the tests inside .venv"),
+        "rule2": NewNote("directive", "medium", "agent", "Never push to main"),
+        "task": NewNote("task", "high", "agent", "Finish the index rebuild"),
+        "later": NewNote("task", "low", "agent", "Someday tidy the docs"),
+        "lock": NewNote("gotcha", "medium", "agent", "Release the lock before the restart", anchors=lock),
+        "index": NewNote("gotcha", "medium", "agent", "The index builder holds the write lock",
+                         triggers=(("path", "src/index/**"),)),
+        "migrate": NewNote("operational", "medium", "agent", "Migrations go through make migrate",
+                           triggers=(("run", "alembic*"),)),
+        "term": NewNote("finding", "medium", "agent", "`Store.write` retries three times"),
+    }
+    assert run_qem("init", cwd=top).returncode == 0  # the memory as the CLI starts one
     made = {}
-    for key, args in {
-        "rule": ("Run the tests inside .venv", "-k", "directive", "-p", "high"),
-        "rule2": ("Never push to main", "-k", "directive"),
-        "task": ("Finish the index rebuild", "-k", "task", "-p", "high"),
-        "later": ("Someday tidy the docs", "-k", "task", "-p", "low"),
-        "lock": ("Release the lock before the restart", "-k", "gotcha", "--anchor", "src/lock.py"),
-        "index": ("The index builder holds the write lock", "-k", "gotcha", "--when-path", "src/index/**"),
-        "migrate": ("Migrations go through make migrate", "-k", "operational", "--when-run", "alembic*"),
-        "term": ("`Store.write` retries three times", "-k", "finding"),
-    }.items():
-        done = run_qem("add", *args, cwd=top)
-        assert done.returncode == 0, done.stderr
-        made[key] = done.stdout.strip()
+    with Store.open(top / ".qem") as store:  # written in one process: the CLI's ways in have tests of their own
+        for key, new in notes.items():
+            made[key] = store.note(store.write(lambda tx: tx.create(new, "tester")).id).shown
     return {"top": top, **made}
 
 

@@ -110,7 +110,7 @@ def rendering(root: Path) -> tuple[bytes, list[dict]]:
         return render_store(store)[1], notes
 
 
-@settings(max_examples=int(os.environ.get("QEM_PROPERTY_EXAMPLES", "25")), deadline=None,
+@settings(max_examples=int(os.environ.get("QEM_PROPERTY_EXAMPLES", "12")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(steps=st.lists(STEP, min_size=4, max_size=24), seed=st.integers(0, 2**32 - 1))
 def test_any_merge_order_gives_one_state(steps, seed):

@@ -240,7 +240,7 @@ class Memory(RuleBasedStateMachine):
 
 _LIMITS = {"phases": [Phase.explicit, Phase.reuse, Phase.generate]} if os.environ.get("QEM_MODEL_NOSHRINK") else {}
 Memory.TestCase.settings = settings(
-    max_examples=int(os.environ.get("QEM_MODEL_EXAMPLES", "40")),  # more: QEM_MODEL_EXAMPLES=500
+    max_examples=int(os.environ.get("QEM_MODEL_EXAMPLES", "20")),  # more: QEM_MODEL_EXAMPLES=500
     stateful_step_count=20,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

@@ -11,6 +11,7 @@ whole.
 
 from __future__ import annotations
 
+import os
 import json
 import re
 import shutil
@@ -196,6 +197,7 @@ def test_no_false_positive_in_the_bundled_corpus(qem) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("QEM_SOAK"), reason="the 74,900-note corpus runs with QEM_SOAK=N (the 749-note one always)")
 def test_no_false_positive_in_a_generated_74900_note_corpus(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus-74900.jsonl"
     subprocess.run([sys.executable, str(REPO / "fixtures" / "generate.py"), "--notes", "74900", "-o", str(corpus)],
