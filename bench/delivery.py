@@ -70,10 +70,12 @@ notes due by the documented rules:
   `?` one) matching the whole command or one of its simple commands (split at `&&`, `||`,
   `;`, `|`, line ends; leading `NAME=value` dropped).
 
-A note due at a call is: delivered (its `- [#SHORT]` line is in the reply); held back as
-given earlier in the session (given since the last compaction, whole, or as a line when a
-line is due: the ledger's rule, legitimately not repeated, not a miss); cut by the budget;
-or missed with no reason, which must never happen.  Cut by the budget means: of the notes
+A note due at a call is: delivered (its `- [#SHORT]` line is in the reply; a note too long
+for the budget, given as its first line, counts as given whole, as the ledger counts it, and
+is counted apart); held back as given earlier in the session (given since the last
+compaction, whole, or as a line when a line is due: the ledger's rule, legitimately not
+repeated, not a miss); cut by the budget; or missed with no reason, which must never
+happen.  Cut by the budget means: of the notes
 due and not held back, in the order they are given (kind as qem_edit.model.KINDS lists
 them, priority high first, id; a compaction's notes before a prompt's), the budget takes
 them from the front while they fit and stops at the first that does not, so the cut ones
@@ -464,8 +466,10 @@ def hook_input(call_: dict, top: str, session: str) -> bytes:
     return json.dumps(data, ensure_ascii=False).encode()
 
 
-def parse_reply(event: str, out: str) -> tuple[str, dict[str, bool], int, int]:
-    """A reply's context, the notes it gives ({short: whole}), and its cut counts."""
+def parse_reply(event: str, out: str) -> tuple[str, dict[str, str], int, int]:
+    """A reply's context, the notes it gives ({short: "whole", "line" (a read's index entry)
+    or "too long" (a note too long for the budget, given as its line, which counts as
+    given whole)}), and its cut counts."""
     if not out.strip():
         return "", {}, 0, 0
     data = json.loads(out)
@@ -473,13 +477,15 @@ def parse_reply(event: str, out: str) -> tuple[str, dict[str, bool], int, int]:
     if spec.get("hookEventName") != event:
         raise BenchError(f"a {event} hook answered as {spec.get('hookEventName')!r}")
     text = spec["additionalContext"]
-    given: dict[str, bool] = {}
+    given: dict[str, str] = {}
     blocks = HEAD_RE.split(text)
     for short, body in zip(blocks[1::2], blocks[2::2]):
         rest = body.split("\n", 1)[1] if "\n" in body else ""
         lines = [line for line in rest.split("\n\n… ")[0].rstrip("\n").split("\n")]
-        line_form = len(lines) == 1 and lines[0].endswith(f"(`qem show {short}`)")
-        given[short] = not line_form
+        one = len(lines) == 1
+        given[short] = ("line" if one and lines[0].endswith(f" (`qem show {short}`)") else
+                        "too long" if one and re.search(r" \(too long to give here: [\d,]+ characters; `qem show "
+                                                        + re.escape(short) + r"`\)$", lines[0]) else "whole")
     cut = CUT_RE.search(text.rsplit("\n", 1)[-1])
     left = int(cut.group(1).replace(",", "")) if cut else 0
     directives = int(cut.group(2).replace(",", "")) if cut and cut.group(2) else 0
@@ -497,6 +503,7 @@ class Tally:
     unexplained: int = 0
     extra: int = 0  # given, not due
     repeated: int = 0  # given again though given earlier
+    too_long: int = 0  # delivered as their line: too long for the budget
     cut: int = 0  # what the last lines counted
     cut_directives: int = 0
     chars: int = 0
@@ -505,7 +512,7 @@ class Tally:
 
     def add(self, other: "Tally") -> None:
         for name in ("calls", "replies", "due", "delivered", "budget", "ledger", "unexplained", "extra", "repeated",
-                     "cut", "cut_directives", "chars"):
+                     "too_long", "cut", "cut_directives", "chars"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.largest = max(self.largest, other.largest)
         self.seconds += other.seconds
@@ -526,14 +533,21 @@ class Replay:
         self.got_notes: set[str] = set()
         self.edits: dict[str, int] = {}  # edited files by what makes notes due for them
         self.snapshots: dict[str, bytes] = {}
+        self.ledger: Path | None = None
 
     def ledger_path(self) -> Path:
-        return self.repo / ".qem" / "sessions" / f"{hashlib.sha256(self.session.encode()).hexdigest()[:32]}.json"
+        """The session's ledger file: the one ledger in `.qem/sessions/` (the replay starts
+        with none), whatever qem names it."""
+        found = sorted((self.repo / ".qem" / "sessions").glob("*.json"))
+        if len(found) != 1:
+            raise BenchError(f"{len(found)} session ledgers in .qem/sessions/ during the replay; expected one")
+        return found[0]
 
     def run(self) -> None:
         for i, call_ in enumerate(self.calls):
             if call_["event"] == "PreCompact":  # the timing's sessions: the ledger before and after it
-                self.snapshots["before compaction"] = self.ledger_path().read_bytes()
+                self.ledger = self.ledger_path()
+                self.snapshots["before compaction"] = self.ledger.read_bytes()
             self.one(i, call_)
             if call_["event"] == "PreCompact":
                 self.snapshots["after PreCompact"] = self.ledger_path().read_bytes()
@@ -597,11 +611,12 @@ class Replay:
         if len(text) > BUDGET:
             self.problems.append(f"call {i} ({kind}): {len(text):,} characters, over the budget of {BUDGET:,}")
         got = {}
-        for short, whole in shorts.items():
+        for short, form in shorts.items():
             if short not in self.truth.by_short:
                 self.problems.append(f"call {i} ({kind}): gives [#{short}], a note `qem list` does not show")
                 continue
-            got[self.truth.by_short[short]] = whole
+            got[self.truth.by_short[short]] = form != "line"
+            t.too_long += form == "too long"
         t.replies += bool(text)
         t.chars += len(text)
         t.largest = max(t.largest, len(text))
@@ -684,7 +699,9 @@ def time_hooks(tools: Tools, repo: Path, fixture: dict, replay: Replay, runs: in
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir()
     out, err = scratch / "stdout", scratch / "stderr"
-    ledger = replay.ledger_path()
+    ledger = replay.ledger
+    if ledger is None:
+        raise BenchError("the script has no PreCompact: the timing has no session to run in")
     compact_index = next(i for i, c in enumerate(fixture["calls"]) if c["event"] == "PreCompact")
     by_name = {c["event"]: c for c in fixture["calls"][compact_index:compact_index + 2]}
     start = next(c for c in fixture["calls"] if c["event"] == "SessionStart")
@@ -713,10 +730,10 @@ def time_hooks(tools: Tools, repo: Path, fixture: dict, replay: Replay, runs: in
             f = timed_input(floor, stdin, what="start-up floor", cwd=repo, env=env, stdout=out, stderr=err)
             s = timed_input(argv, stdin, what=f"qem hook ({name})", cwd=repo, env=env, stdout=out, stderr=err)
             text = parse_reply(call_["event"], out.read_text("utf-8"))[0]
-            if not snapshot:
-                name_ = hashlib.sha256(session.encode()).hexdigest()[:32]
-                for suffix in (".json", ".lock"):
-                    (ledger.parent / f"{name_}{suffix}").unlink(missing_ok=True)
+            if not snapshot:  # the fresh session's ledger goes
+                for made in ledger.parent.iterdir():
+                    if made.suffix in (".json", ".lock") and made.stem != ledger.stem:
+                        made.unlink()
             if n >= warmup:
                 floors.append(f.wall)
                 mine.append(s.wall)
@@ -806,12 +823,13 @@ def report(results: list[dict], meta: dict) -> str:
             t = r["session"][kind]
             if not t["calls"]:
                 continue
-            out.append(f"| {r['size']:,} | {kind} | {t['calls']} | {t['replies']} | {t['due']:,} | {t['delivered']:,} |"
+            out.append(f"| {r['size']:,} | {kind} | {t['calls']} | {t['replies']} | {t['due']:,} | {t['delivered']:,}"
+                       f"{too_long(t)} |"
                        f" {t['budget']:,}{cut_directives(t)} | {t['unexplained']} | {t['ledger']:,} | {t['chars']:,} |"
                        f" {t['largest']:,} |")
         w = r["whole"]
         out.append(f"| {r['size']:,} | **whole session** | {w['calls']} | {w['replies']} | {w['due']:,} |"
-                   f" {w['delivered']:,} | {w['budget']:,}{cut_directives(w)} | **{w['unexplained']}** |"
+                   f" {w['delivered']:,}{too_long(w)} | {w['budget']:,}{cut_directives(w)} | **{w['unexplained']}** |"
                    f" {w['ledger']:,} | **{w['chars']:,}** | {w['largest']:,} |")
     out.append("")
     for r in results:
@@ -831,6 +849,10 @@ def report(results: list[dict], meta: dict) -> str:
                        f" {ms(row['min_s'])}–{ms(row['max_s'])} | {ms(row['floor_median_s'])} | ×{row['ratio']:.2f} |"
                        f" ≤ {r['target']:g}× | {row['chars']:,} chars | {status} |")
     return "\n".join(out) + "\n"
+
+
+def too_long(t: dict) -> str:
+    return f" ({t['too_long']:,} as their line: too long)" if t["too_long"] else ""
 
 
 def cut_directives(t: dict) -> str:
