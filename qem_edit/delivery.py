@@ -16,14 +16,14 @@ from __future__ import annotations
 import os
 import shlex
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 from . import errors
-from .context import FRAMES, order
-from .model import MOMENTS, PRIORITIES, Note
+from .context import FRAMES, PRIORITY_RANK
+from .model import KIND_RANK, MOMENTS, PRIORITIES, Note
 from .store import Store
-from .triggers import (any_path_matches, command_matches, moments, path_matches, prompt_paths, prompt_words, relative,
-                       term_in)
+from .triggers import (DEFAULT_MOMENTS, HIGH_TASK_MOMENTS, any_path_matches, command_matches, path_matches, prompt_paths,
+                       prompt_words, relative, term_in)
 
 DEFAULT_BUDGET = 10_000  # characters: Claude Code's cap on what a hook adds to the context
 # The notes each moment fires by their kind when they declare no moment of their own
@@ -92,9 +92,6 @@ class Hit(NamedTuple):
     note: Note
     why: str
     full: bool = True
-
-    def key(self) -> tuple[int, int, str]:
-        return order(self.note)
 
     def head(self) -> str:
         n = self.note
@@ -171,7 +168,7 @@ class Delivery:
         return self.left[0].moment.command_line(self.left[0].rank) if self.left else None
 
     def footer(self) -> str:
-        lines = [_footer(len(self.left), sum(e.hit.note.kind == "directive" for e in self.left), self.command() or "")]
+        lines = [_footer(len(self.left), sum(e.due.kind == "directive" for e in self.left), self.command() or "")]
         if self.unsaid:
             lines.append(f"… {self.unsaid:,} change{'' if self.unsaid == 1 else 's'} of notes given earlier did not"
                          " fit: said at the next moment")
@@ -193,7 +190,7 @@ class Delivery:
         return {"moment": self.moment.event, "paths": list(self.moment.paths), "command": self.moment.command or None,
                 "budget": self.budget, "changes": [c.to_json() for c in self.changes],
                 "given": [h.to_json() for h in self.given], "skip": self.skip,
-                "left": {"count": len(self.left), "directives": sum(e.hit.note.kind == "directive" for e in self.left),
+                "left": {"count": len(self.left), "directives": sum(e.due.kind == "directive" for e in self.left),
                          "command": self.command()}}
 
     def remark(self) -> str | None:
@@ -203,54 +200,66 @@ class Delivery:
 # -- what a moment triggers ----------------------------------------------------------------------
 
 
-def hits(store: Store, moment: Moment, top: str | None = None) -> list[Hit]:
-    """Every note in force the moment triggers, once, in the one order."""
+class Due(NamedTuple):
+    """A note a moment triggers, before its text is read: its order's fields, and why it
+    comes, whole or as its line (a read's second tier)."""
+
+    id: str
+    kind: str
+    priority: str
+    why: str
+    full: bool = True
+
+    def key(self) -> tuple[int, int, str]:
+        return (KIND_RANK[self.kind], PRIORITY_RANK.get(self.priority, len(PRIORITIES)), self.id)
+
+
+def hits(store: Store, moment: Moment, top: str | None = None) -> list[Due]:
+    """Every note in force the moment triggers, once, in the one order (kind rank,
+    priority, id): their ids and order only; fit reads the texts it gives."""
     if moment.event not in MOMENTS:
         raise errors.BadInput(f"unknown moment {moment.event!r}; use " + ", ".join(MOMENTS))
-    found: dict[str, Hit] = {}
-
-    def hit(note: Note, why: str, full: bool = True) -> None:
-        if note.id not in found or (full and not found[note.id].full):
-            found[note.id] = Hit(note, why, full)
-
-    for note in store.notes_at_moment(moment.event, BUNDLES.get(moment.event, {})):
-        hit(note, _moment_why(note, moment.event))
+    found: dict[str, Due] = {}
+    for note, kind, priority, declared in store.due_at_moment(moment.event, BUNDLES.get(moment.event, {})):
+        found[note] = Due(note, kind, priority, f"on {moment.event}" if declared else _bundle_why(kind))
+    why: dict[str, str] = {}
     if moment.event in ("edit", "read"):
-        _by_paths(store, moment.paths, hit, moment.event == "edit")
+        why = _by_paths(store, moment.paths)
     elif moment.event == "shell" and moment.command:
-        ids = {note: pattern for pattern, note in store.patterns_in_force("run") if command_matches(pattern, moment.command)}
-        for note in store.notes_by_id(ids).values():
-            hit(note, f"when-run {ids[note.id]}")
+        for pattern, note in store.patterns_in_force("run"):
+            if note not in why and command_matches(pattern, moment.command):
+                why[note] = f"when-run {pattern}"
     elif moment.event == "prompt" and moment.prompt:
-        _by_prompt(store, moment.prompt, top, hit)
-    return sorted(found.values(), key=Hit.key)
+        why = _by_prompt(store, moment.prompt, top)
+    full = moment.event != "read"
+    for note, (kind, priority) in store.order_keys(n for n in why if n not in found).items():
+        found[note] = Due(note, kind, priority, why[note], full)
+    return sorted(found.values(), key=Due.key)
 
 
 MOMENT_WORDS = {"start": "at start", "compact": "after compaction", "prompt": "at every prompt",
                 "edit": "before every edit", "read": "before every read", "shell": "before every command"}
 
 
-def _moment_why(note: Note, event: str) -> str:
-    """Why a moment gave a note: its own `@on:`, or its kind's bundle."""
-    if any(name == "on" for name, _ in note.triggers):
-        return f"on {event}"
-    which = "high task" if note.kind == "task" else note.kind
-    return f"every {which}, " + " and ".join(MOMENT_WORDS[m] for m in moments(note))
+def _bundle_why(kind: str) -> str:
+    """Why a moment gave a note by its kind's bundle (qem_edit.triggers.DEFAULT_MOMENTS)."""
+    if kind == "task":
+        return "every high task, " + " and ".join(MOMENT_WORDS[m] for m in HIGH_TASK_MOMENTS)
+    return f"every {kind}, " + " and ".join(MOMENT_WORDS[m] for m in DEFAULT_MOMENTS.get(kind, ()))
 
 
-def _by_paths(store: Store, paths: Iterable[str], hit, full: bool) -> None:  # type: ignore[no-untyped-def]
+def _by_paths(store: Store, paths: Iterable[str]) -> dict[str, str]:
     wanted = [p for p in paths if p]
-    if not wanted:
-        return
-    covering = {p: _with_folders(p) for p in wanted}
     why: dict[str, str] = {}
-    for note, path, _ in store.anchors_in_force({q for qs in covering.values() for q in qs}):
+    if not wanted:
+        return why
+    covering = {q for p in wanted for q in _with_folders(p)}
+    for note, path, _ in store.anchors_in_force(covering):
         why.setdefault(note, f"anchored to {path}")
     for pattern, note in store.patterns_in_force("path"):
         if note not in why and any_path_matches([pattern], wanted):
             why[note] = f"when-path {pattern}"
-    for note in store.notes_by_id(why).values():
-        hit(note, why[note.id], full)
+    return why
 
 
 def _with_folders(path: str) -> list[str]:
@@ -259,7 +268,7 @@ def _with_folders(path: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
-def _by_prompt(store: Store, prompt: str, top: str | None, hit) -> None:  # type: ignore[no-untyped-def]
+def _by_prompt(store: Store, prompt: str, top: str | None) -> dict[str, str]:
     why: dict[str, str] = {}
     paths = prompt_paths(prompt, top)
     if paths:
@@ -275,8 +284,7 @@ def _by_prompt(store: Store, prompt: str, top: str | None, hit) -> None:  # type
         for term, note in sorted(store.terms_in_force(words)):
             if note not in why and term_in(term, prompt):
                 why[note] = f"the prompt names `{term}`"
-    for note in store.notes_by_id(why).values():
-        hit(note, why[note.id])
+    return why
 
 
 def work_top(state: Path) -> Path:
@@ -305,26 +313,34 @@ def from_cwd(paths: Iterable[str], cwd: str, top: Path) -> tuple[str, ...]:
 
 
 class Ranked(NamedTuple):
-    """A hit and where it stands in its moment's whole order (what `--skip` counts)."""
+    """A note due and where it stands in its moment's whole order (what `--skip` counts)."""
 
     moment: Moment
     rank: int
-    hit: Hit
+    due: Due
 
 
-def ranked(moment: Moment, found: list[Hit]) -> list[Ranked]:
-    return [Ranked(moment, i, h) for i, h in enumerate(found)]
+def ranked(moment: Moment, found: list[Due]) -> list[Ranked]:
+    return [Ranked(moment, i, d) for i, d in enumerate(found)]
 
 
-def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: int, skip: int = 0) -> Delivery:
-    """The changes, then the hits, in order while the whole text, its last line included,
-    stays within `budget` characters; the first that does not fit ends it (a directive is
-    never cut: whole, or counted; the last line names the command listing the rest)."""
+Fetch = Callable[[list[str]], "dict[str, Note]"]
+READ_AHEAD = 32  # notes read at a time while a budget has room
+
+
+def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: int, fetch: Fetch,
+        skip: int = 0) -> Delivery:
+    """The changes, then the notes due, in order while the whole text, its last line
+    included, stays within `budget` characters; the first that does not fit ends it (a
+    directive is never cut: whole, or counted; the last line names the command listing the
+    rest).  The notes' texts are read (`fetch`) a few at a time, only while there is room;
+    a note `fetch` does not give (no longer in the index) ends it too, counted."""
     if budget < 0:
         raise errors.BadInput(f"--budget {budget}: give a number of characters (0: no limit)")
     out = Delivery(moment, budget, skip=skip)
-    longest = max((e.moment.command_line(e.rank) for e in entries), key=len, default="")
-    reserve = len("\n\n" + _footer(len(entries), sum(e.hit.note.kind == "directive" for e in entries), longest))
+    last = {e.moment: e.rank for e in entries}  # each moment's last rank: its longest command
+    longest = max((m.command_line(rank) for m, rank in last.items()), key=len, default="")
+    reserve = len("\n\n" + _footer(len(entries), sum(e.due.kind == "directive" for e in entries), longest))
     reserve += len(f"\n… {len(changes):,} changes of notes given earlier did not fit: said at the next moment")
     size = len(out.heading())
     for change in changes:
@@ -334,8 +350,16 @@ def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: in
             continue
         out.changes.append(change)
         size += cost
+    notes: dict[str, Note] = {}
     for i, entry in enumerate(entries):
-        hit, block = entry.hit, entry.hit.block()
+        if entry.due.id not in notes:
+            notes.update(fetch([e.due.id for e in entries[i:i + READ_AHEAD]]))
+        note = notes.get(entry.due.id)
+        if note is None:
+            out.left = entries[i:]
+            break
+        hit = Hit(note, entry.due.why, entry.due.full)
+        block = hit.block()
         if budget and len(out.heading()) + len(block) + 2 + reserve > budget:
             block = hit.too_long()  # never whole here: given as its line, so it hides nothing after it
             hit = _Shown(hit, block)
@@ -382,6 +406,6 @@ def deliver(store: Store, moment: Moment, budget: int = DEFAULT_BUDGET, skip: in
     if skip < 0:
         raise errors.BadInput(f"--skip {skip}: give a number of notes to leave out")
     with store.reading():
-        return fit(moment, ranked(moment, hits(store, moment, top))[skip:], [], budget, skip)
+        return fit(moment, ranked(moment, hits(store, moment, top))[skip:], [], budget, store.notes_by_id, skip)
 
 

@@ -111,12 +111,12 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
         if ask.does == STOP:
             return _stop(harness, ask, state, book)
         moments = _moments(ask, book, state)
-        recorded = {n: entry[2] for n, entry in book.given.items() if entry[0] == book.epoch}
-    found, changed, notes = _read(state, ask, moments, recorded)
+        given = {n: entry for n, entry in book.given.items() if entry[0] == book.epoch}
+    found, texts, changed, notes = _read(state, moments, given)
     with ledger.session(state, key) as book:
         if book.notes_then < 0:
             book.notes_then = notes
-        text = _given(harness, moments, found, changed, book)
+        text = _given(harness, moments, found, texts, changed, book)
     return harness.reply(event, text)
 
 
@@ -146,10 +146,14 @@ def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-
     return moments
 
 
-def _read(state: Path, ask: Asked, moments: list, recorded: dict[str, str]):  # type: ignore[no-untyped-def]
+READ_AHEAD = 300  # texts read for a reply: more than a budget's worth of the shortest notes
+
+
+def _read(state: Path, moments: list, given: dict[str, list]):  # type: ignore[no-untyped-def]
     """From the memory: what the moments trigger (each note once, the first moment's),
-    the changes of the notes given this epoch (`recorded`: their tips then), and how
-    many notes it holds."""
+    the texts of the first of them the session was not given (`given`: this epoch's
+    ledger entries), the changes of the notes given this epoch, and how many notes it
+    holds."""
     from . import delivery
     from .ledger import tip
     from .store import Store
@@ -160,27 +164,31 @@ def _read(state: Path, ask: Asked, moments: list, recorded: dict[str, str]):  # 
             entries, seen = [], set()
             for moment in moments:
                 for entry in delivery.ranked(moment, delivery.hits(store, moment, moment.top)):
-                    if entry.hit.note.id not in seen:
-                        seen.add(entry.hit.note.id)
+                    if entry.due.id not in seen:
+                        seen.add(entry.due.id)
                         entries.append(entry)
+            fresh = [e.due.id for e in entries if e.due.id not in given or (e.due.full and not given[e.due.id][1])]
+            texts = store.notes_by_id(fresh[:READ_AHEAD])
+            recorded = {n: entry[2] for n, entry in given.items()}
             now = store.last_changes(recorded)
             moved = [n for n, last in recorded.items() if now.get(n, "") != last]
             notes = store.notes_by_id(moved)
             after = store.notes_by_id(n.superseded_by for n in notes.values() if n.superseded_by)
             changed = {n: delivery.Change(notes[n], after.get(notes[n].superseded_by or "")) if n in notes else None
                        for n in moved}
-            return entries, {n: (c, tip(c.note) if c else "") for n, c in changed.items()}, store.count()
+            return entries, texts, {n: (c, tip(c.note) if c else "") for n, c in changed.items()}, store.count()
     finally:
         store.close()
 
 
-def _given(harness: Harness, moments: list, found: list, changed: dict, book) -> str:  # type: ignore[no-untyped-def]
+def _given(harness: Harness, moments: list, found: list, texts: dict, changed: dict,  # type: ignore[no-untyped-def]
+           book) -> str:
     """The reply's context, from what the ledger says was not given yet; what it gives,
     recorded."""
     from . import delivery
     from .ledger import tip
 
-    entries = [e for e in found if not book.was_given(e.hit.note.id, e.hit.full)]
+    entries = [e for e in found if not book.was_given(e.due.id, e.due.full)]
     changes = []
     for n, (change, last) in changed.items():
         entry = book.given.get(n)
@@ -190,7 +198,8 @@ def _given(harness: Harness, moments: list, found: list, changed: dict, book) ->
             book.given.pop(n)  # gone from the index (a forget purged it past reading)
         else:
             changes.append(change)
-    out = delivery.fit(moments[-1], entries, changes, harness.budget)
+    out = delivery.fit(moments[-1], entries, changes, harness.budget,
+                       lambda ids: {n: texts[n] for n in ids if n in texts})
     for change in out.changes:
         book.give(change.note.id, book.given[change.note.id][1], tip(change.note))
     for h in out.given:

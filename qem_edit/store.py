@@ -714,19 +714,28 @@ class Store:
             out += self._read(sql + f" AND a.path IN ({db.marks(chunk)})", [*states, *chunk])
         return sorted(out, key=lambda row: (row[1], row[0]))
 
-    def notes_at_moment(self, moment: str, bundle: Mapping[str, Iterable[str]]) -> list[Note]:
-        """The notes in force a lifecycle moment fires (qem_edit.triggers): those declaring
-        it (`@on:`), and those of the kinds and priorities `bundle` gives ({kind: priorities})
-        that declare no moment of their own."""
-        rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes WHERE {_IN_FORCE} AND id IN"
+    def due_at_moment(self, moment: str, bundle: Mapping[str, Iterable[str]]) -> list[tuple[str, str, str, bool]]:
+        """(id, kind, priority, declared) of the notes in force a lifecycle moment fires
+        (qem_edit.triggers): those declaring it (`@on:`, declared True), and those of the
+        kinds and priorities `bundle` gives ({kind: priorities}) that declare no moment of
+        their own.  No text is read."""
+        rows = self._read(f"SELECT id, kind, priority, 1 FROM notes WHERE {_IN_FORCE} AND id IN"
                           " (SELECT note FROM triggers WHERE name = 'on' AND value = ?)", (moment,))
         for kind, priorities in bundle.items():
             wanted = list(priorities)
             rows += self._read(
-                f"SELECT {NOTE_COLUMNS} FROM notes INDEXED BY notes_in_order WHERE kind_rank = ? AND {_IN_FORCE}"
+                f"SELECT id, kind, priority, 0 FROM notes INDEXED BY notes_in_order WHERE kind_rank = ? AND {_IN_FORCE}"
                 f" AND priority IN ({db.marks(wanted)}) AND (triggers = '[]' OR id NOT IN"
                 " (SELECT note FROM triggers WHERE name = 'on'))", (KIND_RANK[kind], *wanted))
-        return list({n.id: n for n in map(note_from_row, rows)}.values())
+        return [(n, k, p, bool(d)) for n, k, p, d in rows]
+
+    def order_keys(self, note_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
+        """Each note's (kind, priority), the fields its order needs (absent ids left out)."""
+        out: dict[str, tuple[str, str]] = {}
+        for chunk in db.chunks(sorted(set(note_ids))):
+            out.update((n, (k, p)) for n, k, p in self._read(
+                f"SELECT id, kind, priority FROM notes WHERE id IN ({db.marks(chunk)})", chunk))
+        return out
 
     def last_changes(self, note_ids: Iterable[str]) -> dict[str, str]:
         """Each note's last change as a session ledger compares it: the event that put it in
