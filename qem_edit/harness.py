@@ -26,6 +26,7 @@ import json
 import re
 from typing import Mapping, NamedTuple
 
+START_WAITS = 12  # a session start's timeout, in the others' (120 s)
 # What a harness event asks of qem.
 START, PROMPT, TOOL, COMPACTING, STOP, END = "start", "prompt", "tool", "compacting", "stop", "end"
 
@@ -55,6 +56,11 @@ class Harness(NamedTuple):
 
     def hook(self, event: str) -> Hook | None:
         return next((h for h in self.hooks if h.event == event), None)
+
+    def timeout_of(self, hook: Hook) -> int:
+        """A hook's timeout: a session's start may be a fresh clone's first command, which
+        builds the local index (seconds at tens of thousands of notes), so it waits longer."""
+        return self.timeout * START_WAITS if hook.does == START else self.timeout
 
     def reply(self, event: str, context: str) -> str:
         """The stdout that gives `context` to the model at `event` (no_context for none)."""

@@ -90,7 +90,7 @@ class Wanted(NamedTuple):
                                    "command": f"{self.command} hook {self.harness.name} {event}{where}"}
         if self.harness.name == "gemini":
             handler["name"] = SERVER
-        handler["timeout"] = self.harness.timeout
+        handler["timeout"] = self.harness.timeout_of(hook)
         group: dict[str, Any] = {} if hook.matcher is None else {"matcher": hook.matcher}
         group["hooks"] = [handler]
         return group

@@ -72,7 +72,7 @@ def handler(command: str, harness: str = "claude", event: str = "SessionStart") 
     out = {"type": "command", "command": f"{command} hook {harness} {event}"}
     if harness == "gemini":
         out["name"] = "qem"
-    out["timeout"] = 10_000 if harness == "gemini" else 10
+    out["timeout"] = (10_000 if harness == "gemini" else 10) * (12 if event == "SessionStart" else 1)
     return out
 
 
@@ -343,7 +343,7 @@ def test_codex_hooks_json_has_the_exact_shape(top: Path) -> None:
     events = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PreCompact", "SessionEnd", "Stop"]
     assert read(top, ".codex/hooks.json") == {"hooks": {
         event: [({"matcher": matchers[event]} if event in matchers else {})
-                | {"hooks": [{"type": "command", "command": f"{QEM} hook codex {event}", "timeout": 10}]}]
+                | {"hooks": [{"type": "command", "command": f"{QEM} hook codex {event}", "timeout": 120 if event == "SessionStart" else 10}]}]
         for event in events}}
     assert set(HARNESSES["codex"].hook(e).event for e in events) == set(events)
     text = (top / ".codex/config.toml").read_text("utf-8")
