@@ -969,16 +969,15 @@ def test_qem_gives_up_on_a_long_lock(tmp_path, monkeypatch, what):
     monkeypatch.setattr(store_mod, "WRITE_PATIENCE_S", 0.5)
     log = log_of(memory)
     names = log_names(memory)
-    holding = (memory / store_mod.LOCK_NAME, 2.0) if what == "the write lock" else (memory / "index.db", 2.0, INDEX_HOLDER)
-    with held(*holding):
-        started = time.monotonic()
+    holding = (memory / store_mod.LOCK_NAME, 4.0) if what == "the write lock" else (memory / "index.db", 4.0, INDEX_HOLDER)
+    with held(*holding) as holder:
         code, out, err = cli("add", "never", "--kind", "task", "--workspace", str(root))
-        gave_up = time.monotonic() - started
+        gave_up_while_held = holder.poll() is None  # the holder's state, not a clock: a busy machine cannot fail it
     assert code == 2
     assert re.search(r"stayed locked by another (writer|process)", err), err
     if what == "the write lock":
         assert "nothing was written" in err
-    assert gave_up < 1.8
+    assert gave_up_while_held, "it waited for the lock past its patience"
     assert log_of(memory) == log and log_names(memory) == names
     record(f"test_qem_gives_up_on_a_long_lock[{what}]", "bad inputs refused", 1)
 
