@@ -446,7 +446,7 @@ def deliver(
             raise errors.BadInput(f"--path {path[0]}: not in the work tree at {top}")
         if asked.problem():
             raise errors.BadInput(f"qem deliver {asked.problem()}")
-        return delivery.deliver(store, asked, budget, skip, str(top))
+        return delivery.deliver(store, asked, budget, skip)
 
     return _answer(workspace_dir, store_dir, read, as_json)
 

@@ -42,6 +42,12 @@ PRIORITY_RANK = {p: i for i, p in enumerate(PRIORITIES)}
 FORMATS = ("markdown", "json")
 
 
+def indented(text: str) -> str:
+    """A note's text under its header line: each line indented by two spaces (a blank one
+    left empty)."""
+    return "\n".join(("  " + line).rstrip() for line in text.split("\n"))
+
+
 def tokens(text: str) -> int:
     """The documented approximation: one token per 4 characters, rounded up."""
     return -(-len(text) // CHARS_PER_TOKEN)
@@ -70,8 +76,7 @@ class Entry:
 
     def block(self) -> str:
         """The directive tier: the whole text, indented under its header line."""
-        body = "\n".join(("  " + line).rstrip() for line in (self.note.text or self.note.first_line()).split("\n"))
-        return f"- {self.head()} · {self.tail()}\n{body}"
+        return f"- {self.head()} · {self.tail()}\n{indented(self.note.text or self.note.first_line())}"
 
     def line(self) -> str:
         """The index tier: the first line, cut."""

@@ -19,20 +19,13 @@ from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
 from . import errors
-from .context import FRAMES, PRIORITY_RANK
+from .context import FRAMES, PRIORITY_RANK, indented
 from .model import KIND_RANK, MOMENTS, PRIORITIES, Note
 from .store import Store
-from .triggers import (DEFAULT_MOMENTS, HIGH_TASK_MOMENTS, any_path_matches, command_matches, path_matches, prompt_paths,
+from .triggers import (any_path_matches, bundle_at, bundle_moments, command_matches, path_matches, prompt_paths,
                        prompt_words, relative, term_in)
 
 DEFAULT_BUDGET = 10_000  # characters: Claude Code's cap on what a hook adds to the context
-# The notes each moment fires by their kind when they declare no moment of their own
-# ({kind: priorities}): a directive at every start and after every compaction, a
-# high-priority task at the start.
-BUNDLES: dict[str, dict[str, tuple[str, ...]]] = {
-    "start": {"directive": PRIORITIES, "task": ("high",)},
-    "compact": {"directive": PRIORITIES},
-}
 CUT = 200  # characters of a first line a change or a line shows
 
 
@@ -102,8 +95,7 @@ class Hit(NamedTuple):
         n = self.note
         if not self.full:
             return f"{self.head()}\n  {_cut(n.first_line())} (`qem show {n.shown}`)"
-        text = n.text if n.text is not None else n.first_line()
-        return self.head() + "\n" + "\n".join(("  " + line).rstrip() for line in text.split("\n"))
+        return self.head() + "\n" + indented(n.text if n.text is not None else n.first_line())
 
     def too_long(self) -> str:
         """The note, too long to give whole at this moment: its first line, its length,
@@ -214,14 +206,14 @@ class Due(NamedTuple):
         return (KIND_RANK[self.kind], PRIORITY_RANK.get(self.priority, len(PRIORITIES)), self.id)
 
 
-def hits(store: Store, moment: Moment, top: str | None = None) -> list[Due]:
+def hits(store: Store, moment: Moment) -> list[Due]:
     """Every note in force the moment triggers, once, in the one order (kind rank,
     priority, id): their ids and order only; fit reads the texts it gives."""
     if moment.event not in MOMENTS:
         raise errors.BadInput(f"unknown moment {moment.event!r}; use " + ", ".join(MOMENTS))
     found: dict[str, Due] = {}
-    for note, kind, priority, declared in store.due_at_moment(moment.event, BUNDLES.get(moment.event, {})):
-        found[note] = Due(note, kind, priority, f"on {moment.event}" if declared else _bundle_why(kind))
+    for note, kind, priority, declared in store.due_at_moment(moment.event, bundle_at(moment.event)):
+        found[note] = Due(note, kind, priority, f"on {moment.event}" if declared else _bundle_why(kind, priority))
     why: dict[str, str] = {}
     if moment.event in ("edit", "read"):
         why = _by_paths(store, moment.paths)
@@ -230,7 +222,7 @@ def hits(store: Store, moment: Moment, top: str | None = None) -> list[Due]:
             if note not in why and command_matches(pattern, moment.command):
                 why[note] = f"when-run {pattern}"
     elif moment.event == "prompt" and moment.prompt:
-        why = _by_prompt(store, moment.prompt, top)
+        why = _by_prompt(store, moment.prompt, moment.top or None)
     full = moment.event != "read"
     for note, (kind, priority) in store.order_keys(n for n in why if n not in found).items():
         found[note] = Due(note, kind, priority, why[note], full)
@@ -241,11 +233,10 @@ MOMENT_WORDS = {"start": "at start", "compact": "after compaction", "prompt": "a
                 "edit": "before every edit", "read": "before every read", "shell": "before every command"}
 
 
-def _bundle_why(kind: str) -> str:
-    """Why a moment gave a note by its kind's bundle (qem_edit.triggers.DEFAULT_MOMENTS)."""
-    if kind == "task":
-        return "every high task, " + " and ".join(MOMENT_WORDS[m] for m in HIGH_TASK_MOMENTS)
-    return f"every {kind}, " + " and ".join(MOMENT_WORDS[m] for m in DEFAULT_MOMENTS.get(kind, ()))
+def _bundle_why(kind: str, priority: str) -> str:
+    """Why a moment gave a note by its kind's bundle (qem_edit.triggers.BUNDLES)."""
+    which = f"{priority} {kind}" if kind == "task" else kind
+    return f"every {which}, " + " and ".join(MOMENT_WORDS[m] for m in bundle_moments(kind, priority))
 
 
 def _by_paths(store: Store, paths: Iterable[str]) -> dict[str, str]:
@@ -338,11 +329,12 @@ def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: in
     if budget < 0:
         raise errors.BadInput(f"--budget {budget}: give a number of characters (0: no limit)")
     out = Delivery(moment, budget, skip=skip)
+    heading = len(out.heading())
     last = {e.moment: e.rank for e in entries}  # each moment's last rank: its longest command
     longest = max((m.command_line(rank) for m, rank in last.items()), key=len, default="")
     reserve = len("\n\n" + _footer(len(entries), sum(e.due.kind == "directive" for e in entries), longest))
     reserve += len(f"\n… {len(changes):,} changes of notes given earlier did not fit: said at the next moment")
-    size = len(out.heading())
+    size = heading
     for change in changes:
         cost = len(change.block()) + (len("\n\nChanged since given earlier in this session:\n") if not out.changes else 1)
         if budget and size + cost + reserve > budget:
@@ -360,7 +352,7 @@ def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: in
             break
         hit = Hit(note, entry.due.why, entry.due.full)
         block = hit.block()
-        if budget and len(out.heading()) + len(block) + 2 + reserve > budget:
+        if budget and heading + len(block) + 2 + reserve > budget:
             block = hit.too_long()  # never whole here: given as its line, so it hides nothing after it
             hit = _Shown(hit, block)
         cost = len(block) + (2 if not out.given else 1)
@@ -401,11 +393,11 @@ def _footer(left: int, directives: int, command: str) -> str:
     return f"… {left:,} more {what} not fit{among}; `{command}` lists them"
 
 
-def deliver(store: Store, moment: Moment, budget: int = DEFAULT_BUDGET, skip: int = 0, top: str | None = None) -> Delivery:
+def deliver(store: Store, moment: Moment, budget: int = DEFAULT_BUDGET, skip: int = 0) -> Delivery:
     """`qem deliver`: what the moment triggers, with no session (nothing left out as given)."""
     if skip < 0:
         raise errors.BadInput(f"--skip {skip}: give a number of notes to leave out")
     with store.reading():
-        return fit(moment, ranked(moment, hits(store, moment, top))[skip:], [], budget, store.notes_by_id, skip)
+        return fit(moment, ranked(moment, hits(store, moment))[skip:], [], budget, store.notes_by_id, skip)
 
 

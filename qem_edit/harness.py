@@ -123,7 +123,6 @@ class Asked(NamedTuple):
     paths: tuple[str, ...] = ()  # as the harness gives them (absolute, or from the cwd)
     command: str = ""
     stop_hook_active: bool = False
-    transcript: str = ""
 
 
 def asked(harness: Harness, event: str, data: Mapping[str, object]) -> Asked:
@@ -133,7 +132,7 @@ def asked(harness: Harness, event: str, data: Mapping[str, object]) -> Asked:
         raise ValueError(f"{harness.title} has no {event} hook qem answers; use one of "
                          + ", ".join(h.event for h in harness.hooks))
     session, cwd = _text(data, "session_id"), _text(data, "cwd")
-    base = Asked(hook.does, session, cwd, transcript=_text(data, "transcript_path"))
+    base = Asked(hook.does, session, cwd)
     if hook.does == START:
         return base._replace(source=_text(data, "source") or "startup")
     if hook.does == PROMPT:

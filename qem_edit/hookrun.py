@@ -101,10 +101,6 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
     if not ask.session:
         raise ValueError("hook input without a session_id")
     with ledger.session(state, key) as book:
-        if not book.started:
-            book.started = _now()
-        if ask.transcript:
-            book.transcript = ask.transcript
         if ask.does == COMPACTING:
             book.compacted()
             return harness.no_context
@@ -112,7 +108,8 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
             return _stop(harness, ask, state, book)
         moments = _moments(ask, book, state)
         given = {n: entry for n, entry in book.given.items() if entry[0] == book.epoch}
-    found, texts, changed, notes = _read(state, moments, given)
+        counted = book.notes_then >= 0
+    found, texts, changed, notes = _read(state, moments, given, counted)
     with ledger.session(state, key) as book:
         if book.notes_then < 0:
             book.notes_then = notes
@@ -149,11 +146,11 @@ def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-
 READ_AHEAD = 300  # texts read for a reply: more than a budget's worth of the shortest notes
 
 
-def _read(state: Path, moments: list, given: dict[str, list]):  # type: ignore[no-untyped-def]
+def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  # type: ignore[no-untyped-def]
     """From the memory: what the moments trigger (each note once, the first moment's),
     the texts of the first of them the session was not given (`given`: this epoch's
     ledger entries), the changes of the notes given this epoch, and how many notes it
-    holds."""
+    holds (-1 where the session's ledger has counted them already: `counted`)."""
     from . import delivery
     from .ledger import tip
     from .store import Store
@@ -163,7 +160,7 @@ def _read(state: Path, moments: list, given: dict[str, list]):  # type: ignore[n
         with store.reading():
             entries, seen = [], set()
             for moment in moments:
-                for entry in delivery.ranked(moment, delivery.hits(store, moment, moment.top)):
+                for entry in delivery.ranked(moment, delivery.hits(store, moment)):
                     if entry.due.id not in seen:
                         seen.add(entry.due.id)
                         entries.append(entry)
@@ -176,7 +173,8 @@ def _read(state: Path, moments: list, given: dict[str, list]):  # type: ignore[n
             after = store.notes_by_id(n.superseded_by for n in notes.values() if n.superseded_by)
             changed = {n: delivery.Change(notes[n], after.get(notes[n].superseded_by or "")) if n in notes else None
                        for n in moved}
-            return entries, texts, {n: (c, tip(c.note) if c else "") for n, c in changed.items()}, store.count()
+            count = -1 if counted else store.count()
+            return entries, texts, {n: (c, tip(c.note) if c else "") for n, c in changed.items()}, count
     finally:
         store.close()
 
@@ -226,12 +224,6 @@ def _stop(harness: Harness, ask: Asked, state: Path, book) -> str:  # type: igno
         return harness.no_context
     book.stop_asked = True
     return harness.stop_reply(ASK_TO_RECORD)
-
-
-def _now() -> str:
-    from .times import utc_now
-
-    return utc_now()
 
 
 def _log(state: Path | None, harness: Harness, event: str, exc: BaseException) -> None:

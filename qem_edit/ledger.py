@@ -50,13 +50,10 @@ def tip(note) -> str:  # type: ignore[no-untyped-def]
 @dataclass
 class Ledger:
     path: Path
-    started: str = ""  # when qem first heard of the session (a UTC time)
-    notes_then: int = -1  # the notes the memory held then (-1: not known yet)
-    transcript: str = ""  # the harness's transcript of the session, as its hooks name it
+    notes_then: int = -1  # the notes the memory held when the session began (-1: not known yet)
     epoch: int = 0
     pending_compact: bool = False  # a compaction began; the next moment that can give context gives `compact`
     stop_asked: bool = False
-    wrote: bool = False  # the session recorded a note (the Stop hook's question is then not asked)
     prompts: list[str] = field(default_factory=list)  # what the user typed (bounded), for user-stated quotes
     given: dict[str, list] = field(default_factory=dict)  # note → [epoch, full, tip]
 
@@ -70,11 +67,6 @@ class Ledger:
         while len(self.given) > MAX_NOTES:
             self.given.pop(next(iter(self.given)))
 
-    def changed(self, tips: dict[str, str]) -> list[str]:
-        """The notes given this epoch whose last change is not the one given (`tips`: the
-        notes' tips now; a note the index no longer has is forgotten past reading)."""
-        return [n for n, (epoch, _, last) in self.given.items() if epoch == self.epoch and tips.get(n, "") != last]
-
     def heard(self, prompt: str) -> None:
         """What the user typed (the last MAX_PROMPTS, each cut at MAX_PROMPT_CHARS)."""
         if prompt:
@@ -85,9 +77,10 @@ class Ledger:
         self.pending_compact = True
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"v": 1, "started": self.started, "notes_then": self.notes_then, "transcript": self.transcript, "epoch": self.epoch, "pending_compact": self.pending_compact,
-                           "stop_asked": self.stop_asked, "wrote": self.wrote, "prompts": self.prompts,
-                           "given": self.given}, separators=(",", ":")).encode()  # ASCII: a lone surrogate is kept as its escape
+        return json.dumps({"v": 1, "notes_then": self.notes_then, "epoch": self.epoch,
+                           "pending_compact": self.pending_compact, "stop_asked": self.stop_asked,
+                           "prompts": self.prompts, "given": self.given},
+                          separators=(",", ":")).encode()  # ASCII: a lone surrogate is kept as its escape
 
 
 MAX_PROMPTS = 50
@@ -102,12 +95,9 @@ def _read(path: Path) -> Ledger:
     try:
         data = json.loads(raw)
         ledger.epoch = int(data["epoch"])
-        ledger.started = str(data.get("started") or "")
         ledger.notes_then = int(data.get("notes_then", -1))
-        ledger.transcript = str(data.get("transcript") or "")
         ledger.pending_compact = bool(data.get("pending_compact"))
         ledger.stop_asked = bool(data.get("stop_asked"))
-        ledger.wrote = bool(data.get("wrote"))
         ledger.prompts = [p for p in data.get("prompts", []) if isinstance(p, str)][-MAX_PROMPTS:]
         ledger.given = {str(k): list(v) for k, v in dict(data["given"]).items()
                         if isinstance(v, list) and len(v) == 3}

@@ -25,11 +25,15 @@ import re
 from fnmatch import fnmatchcase
 from typing import Iterable
 
-from .model import Note
+from .model import PRIORITIES, Note
 
-# The moments each kind fires at when it declares none.
-DEFAULT_MOMENTS: dict[str, tuple[str, ...]] = {"directive": ("start", "compact")}
-HIGH_TASK_MOMENTS = ("start",)
+# The notes that fire by their kind when they declare no moment of their own: (kind, the
+# priorities, the moments): every directive at every start and after every compaction, a
+# high-priority task at the start.
+BUNDLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("directive", PRIORITIES, ("start", "compact")),
+    ("task", ("high",), ("start",)),
+)
 
 _TERM_RE = re.compile(r"`([^`\s]{3,100})`")
 _WORD_RE = re.compile(r"[A-Za-z0-9_]+")
@@ -42,15 +46,17 @@ _GLOB_CHARS = frozenset("*?[")
 def moments(note: Note) -> tuple[str, ...]:
     """The lifecycle moments the note fires at: its own, or its kind's default bundle."""
     declared = tuple(value for name, value in note.triggers if name == "on")
-    if declared:
-        return declared
-    if note.kind == "task" and note.priority == "high":
-        return HIGH_TASK_MOMENTS
-    return DEFAULT_MOMENTS.get(note.kind, ())
+    return declared or bundle_moments(note.kind, note.priority)
 
 
-def declared(note: Note, name: str) -> list[str]:
-    return [value for kind, value in note.triggers if kind == name]
+def bundle_moments(kind: str, priority: str) -> tuple[str, ...]:
+    """The moments a note of this kind and priority fires at when it declares none."""
+    return next((fires for k, priorities, fires in BUNDLES if k == kind and priority in priorities), ())
+
+
+def bundle_at(moment: str) -> dict[str, tuple[str, ...]]:
+    """{kind: priorities} of the notes a moment fires by their kind."""
+    return {kind: priorities for kind, priorities, fires in BUNDLES if moment in fires}
 
 
 # -- terms: what a note's text names in backticks ---------------------------------------------
