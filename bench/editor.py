@@ -14,10 +14,7 @@ import edits  # noqa: E402
 
 
 def main() -> int:
-    path = Path(sys.argv[-1])
-    plan = edits.load(os.environ["BENCH_EDIT_PLAN"])
-    text = path.read_bytes().decode("utf-8")
-    path.write_bytes(edits.apply(text, plan).encode("utf-8"))
+    edits.apply_file(Path(sys.argv[-1]), edits.load(os.environ["BENCH_EDIT_PLAN"]))  # a line at a time
     return 0
 
 

@@ -12,8 +12,10 @@ Standard library only.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
+from typing import Iterable, Iterator
 
 CHANGED = 4
 DELETED = 3
@@ -107,6 +109,81 @@ def apply(text: str, plan: dict) -> str:
     if headings or pending:
         raise SystemExit(f"bench: sections {sorted(headings)} are not in the rendering")
     return "\n".join(out)
+
+
+def apply_stream(lines: Iterable[str], plan: dict) -> Iterator[str]:
+    """`apply` a line at a time (lines without their newlines), holding no more than a
+    run of blank lines: the scripted editor of a 749,000-note checkout must not hold the
+    file whole, or the peak memory measured would be its own, not qem's."""
+    by_short = {plan["shorts"][i]: i for i in plan["change"] + plan["delete"]}
+    change, delete = set(plan["change"]), set(plan["delete"])
+    headings = {f"## {title}": (priority, body) for title, priority, body in plan["new"]}
+    seen: set[str] = set()
+    deleting, blanks, pending = False, 0, None
+    for line in lines:
+        if deleting:
+            if line == "":
+                blanks += 1
+                continue
+            if line.startswith("  "):
+                blanks = 0  # blank lines inside the deleted item go with it
+                continue
+            deleting = False
+            for _ in range(blanks):  # the blank lines that end a section stay
+                yield from _emitted("", headings, pending)
+                if pending is not None:
+                    pending = None
+            blanks = 0
+        if line.startswith("- [#"):
+            note_id = by_short.get(line[4:line.index("]")])
+            if note_id is not None:
+                seen.add(note_id)
+                if note_id in delete:
+                    deleting, blanks = True, 0
+                    continue
+                if note_id in change:
+                    line += CHANGE_SUFFIX
+        yield line
+        if pending is not None and line == "":
+            yield f"- {pending[0]} · {pending[1]}"
+            pending = None
+        if line in headings:
+            pending = headings.pop(line)
+    for _ in range(blanks):
+        yield ""
+    missing = set(by_short.values()) - seen
+    if missing:
+        raise SystemExit(f"bench: notes {sorted(plan['shorts'][i] for i in missing)} are not in the rendering")
+    if headings or pending:
+        raise SystemExit(f"bench: sections {sorted(headings)} are not in the rendering")
+
+
+def _emitted(line: str, headings: dict, pending: tuple[str, str] | None) -> Iterator[str]:
+    yield line
+    if pending is not None and line == "":
+        yield f"- {pending[0]} · {pending[1]}"
+
+
+def apply_file(path: Path, plan: dict) -> None:
+    """`apply_stream` over a file, in place (through a temporary file beside it)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".bench-tmp")
+    with open(path, encoding="utf-8", newline="") as src, open(tmp, "w", encoding="utf-8", newline="") as out:
+        first = True
+        for line in apply_stream((raw[:-1] if raw.endswith("\n") else raw for raw in _lines(src)), plan):
+            out.write(line if first else "\n" + line)
+            first = False
+    os.replace(tmp, path)
+
+
+def _lines(handle) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """The file's lines, each with its newline, and a last empty one after a final newline
+    (as str.split("\\n") gives them)."""
+    last = ""
+    for last in handle:
+        yield last
+    if last.endswith("\n") or last == "":
+        yield ""
 
 
 def load(path: str | Path) -> dict:

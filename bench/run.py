@@ -491,7 +491,7 @@ class SizeBench:
         path = Path(printed[-1])
         if not path.is_absolute():
             path = self.dir / path
-        path.write_bytes(edits.apply(path.read_bytes().decode("utf-8"), plan).encode("utf-8"))
+        edits.apply_file(path, plan)
         if concurrent:
             call([self.tools.python, str(HERE / "writer.py"), str(ws), str(self.plan_path)],
                  what="concurrent writes (bench/writer.py)", cwd=self.dir)

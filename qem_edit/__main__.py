@@ -1,6 +1,7 @@
 """The `qem` command: `qem hook` answered without the command-line framework (it runs
-before every file edit an agent makes, so its start-up is the floor's), every other
-command by qem_edit.cli."""
+before every file edit an agent makes, so its start-up is the floor's), the quick commands
+(qem_edit.quick: `qem add` with plain arguments) likewise, every other command by
+qem_edit.cli."""
 
 import sys
 
@@ -10,6 +11,11 @@ def main() -> None:
         from .hookrun import main as hook
 
         sys.exit(hook(sys.argv[2:]))
+    from .quick import run
+
+    code = run(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
     from .cli import main as command
 
     command()

@@ -12,7 +12,6 @@ protected kind out of force is refused (qem_edit.protect).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from typing import TYPE_CHECKING
@@ -28,16 +27,14 @@ if TYPE_CHECKING:
     from . import drift
 
 
-@dataclass
 class Written:
     """What an act wrote: the note it made (add, supersede), the event it appended (a
     move, forget), or the dispute it opened; and notices from keeping the mirror current."""
 
-    note: Note | None = None
-    event: Event | None = None
-    dispute: str | None = None
-    notices: list[str] = field(default_factory=list)
-    repeats: list[Note] = field(default_factory=list)  # notes in force with the new note's very text
+    def __init__(self, note: Note | None = None, event: Event | None = None, dispute: str | None = None) -> None:
+        self.note, self.event, self.dispute = note, event, dispute
+        self.notices: list[str] = []
+        self.repeats: list[Note] = []  # notes in force with the new note's very text
 
 
 def note_text(raw: str) -> str:

@@ -12,14 +12,14 @@ the `Outcome`.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Mapping, NamedTuple, Protocol
 
 from . import errors, ids
-from .checkouts import Checkout, checkout_bytes, keep, kept, requery
-from .export import MIRROR_BASE, auto_export, export, known_renderings, mirror_base, render_store
+from .checkouts import Checkout, keep, kept, requery
+from .export import MIRROR_BASE, auto_export, export, known_renderings, mirror_base, render_store, rendering
 from .faults import checkpoint
 from .files import read_regular, refuse_link, write_atomic
 from .forgetting import scrub_again
@@ -131,7 +131,7 @@ def rebased(store: Store, proposal: Proposal, messages: list[str]) -> tuple[str,
     proposal = whole(store, proposal)
     selection = proposal.parsed.selection
     if selection.notes is not None:  # a query's checkout follows its notes to their successors
-        proposal.parsed.selection = replace(selection, notes=selection.notes | set(proposal.now_notes))
+        proposal.parsed.selection = selection._replace(notes=selection.notes | set(proposal.now_notes))
     sides = {c.note_id: c.theirs for c in proposal.plan.conflicts}
     new_base = render(list(proposal.now_notes.values()), store.memory_id(), proposal.parsed.selection)
     new_text = rebase(proposal.parsed, proposal.plan, proposal.base_notes, proposal.now_notes, sides, messages,
@@ -161,7 +161,8 @@ def rebase_kept(store: Store, checkout: Checkout) -> int:
     if _blank(text):
         return 0
     try:
-        proposal = propose(store, text, _base_path(checkout), heads=checkout.base_heads())
+        proposal = propose(store, text, _base_path(checkout), heads=checkout.base_heads(), moment=checkout.moment(),
+                           calm=checkout.calm())
     except errors.QemError:
         return 0  # the check-in round reports it, after the editor
     if not proposal.plan.conflicts or proposal.plan.errors:
@@ -213,30 +214,51 @@ class Source:
             return self.checkout.resume_hint()
         return f"your edit is kept in {self.path}"
 
-    def moment(self) -> str | None:
-        """When the base is a checkout's rendering, the moment it was made at."""
-        return self.checkout.moment() if self.checkout is not None else None
-
-    def heads(self) -> list[int] | None:
-        """When the base is a checkout's rendering, where its section headings start."""
-        return self.checkout.base_heads() if self.checkout is not None else None
-
-    def read(self, store: Store) -> tuple[bytes, bytes | Path | None]:
-        """The edit, and the rendering it was made from where that is known."""
+    def read(self, store: Store) -> "Read":
+        """The edit, and the rendering it was made from where that is known (with its
+        moment, whether it is calm, where its headings start: see `propose`)."""
         data = read_regular(self.path)
         if data is None:
             raise errors.BadInput(f"{self.path} does not exist; nothing to check in")
-        if self.checkout is not None:
-            return data, _base_path(self.checkout)
+        checkout = self.checkout
+        if checkout is not None:
+            return Read(data, _base_path(checkout), checkout.moment(), checkout.calm(), checkout.base_heads())
         named = base_named(data)
         if named is not None:  # a copy of a checkout: its base, wherever this clone keeps it
-            return data, _named_base(store, self.place, self.path, named)
+            return Read(data, _named_base(store, self.place, self.path, named))
         if has_markers(data):
             data = _your_side(store, self.path, data)
-        base = mirror_base(store, self.path)
-        if base is not None and base != data and data == render_store(store)[1]:
-            base = data  # export died between the mirror and its kept copy: nothing to check in
-        return data, base
+        kept = mirror_base(store, self.path)
+        if kept is None:
+            return Read(data, None)
+        if not kept.same_as(data) and _is_rendering_now(store, self.path, data):
+            return Read(data, data)  # export died between the mirror and its kept copy: nothing to check in
+        return Read(data, kept.base, kept.moment, kept.calm, kept.heads)
+
+
+class Read(NamedTuple):
+    """What a check-in reads: the edit, its base (bytes, or a file read a chunk at a
+    time; None: unknown), and, for a base qem rendered, its moment, whether it is calm and
+    where its section headings start."""
+
+    text: bytes
+    base: bytes | Path | None
+    moment: str | None = None
+    calm: bool = False
+    heads: list[int] | None = None
+
+
+def _is_rendering_now(store: Store, path: Path, data: bytes) -> bool:
+    """Whether `data`, read from `path`, is the rendering now (compared a chunk at a time)."""
+    from .export import rendering
+
+    with rendering(store) as (_, chunks):
+        at = 0
+        for chunk in chunks:
+            if data[at:at + len(chunk)] != chunk:
+                return False
+            at += len(chunk)
+    return at == len(data)
 
 
 def _named_base(store: Store, place: Workspace, path: Path, named: str) -> bytes:
@@ -373,14 +395,17 @@ def check_in(store: Store, source: Source, asker: Asker, who: str, *,
             return Outcome(Status.LANDED_BEFORE, source, checkin_id=done)
     if source.checkout is not None:
         scrub_again(store, source.checkout)  # an editor open during a forget wrote its text back
-    if source.checkout is None and not dry_run:
-        _refuse_incomplete(store, source.path)
-    text, base_text = source.read(store)
-    if _blank(text):
+    read = source.read(store)
+    users = source.checkout is None and not dry_run  # a file of the user's: it may come from an incomplete commit
+    if users and read.moment is None:
+        _refuse_incomplete(store, source.path, None)
+    if _blank(read.text):
         return Outcome(Status.EMPTY, source, kept=source.checkout)
     moved = 0
     while True:
-        proposal = propose(store, text, base_text, moment=source.moment(), heads=source.heads())
+        proposal = propose(store, read.text, read.base, moment=read.moment, heads=read.heads, calm=read.calm)
+        if users and read.moment is not None and moved == 0:  # (its base is this log's rendering)
+            _refuse_incomplete(store, source.path, proposal)
         if not allow_secret:
             proposal.plan.errors += _secret_errors(proposal.plan)
         proposal.plan.errors += _anchor_errors(proposal, source.place)
@@ -446,12 +471,16 @@ def _anchor_errors(proposal: Proposal, place: Workspace) -> list[LineError]:
     return out
 
 
-def _refuse_incomplete(store: Store, path: Path) -> None:
+def _refuse_incomplete(store: Store, path: Path, proposal: Proposal | None) -> None:
     """A file that shows notes (or texts) the log lacks, an incomplete commit's, is not
-    checked in: the file rendered again afterwards would lose those lines."""
+    checked in: the file rendered again afterwards would lose those lines.  With no
+    `proposal`, the file is read whole for them; a file whose base is this log's own
+    rendering (export's kept copy, at a moment this index knows) can show them only where
+    it differs from it: in the items `proposal` read."""
     from .incomplete import lacking, message
 
-    found = lacking(store, path)
+    shown = None if proposal is None else {i.note_id: i.raw[0] for i in proposal.parsed.items if i.note_id and i.raw}
+    found = lacking(store, path, shown)
     if found:
         raise errors.ConflictError(message(store, path, found), hint=f"nothing was checked in; your edits stay in"
                                    f" {path}: check them in once the notes' files are here")
@@ -494,14 +523,14 @@ def _settle(store: Store, source: Source, proposal: Proposal) -> None:
     again at the new head, ready for the next edit."""
     checkout = source.checkout
     if checkout is not None and checkout.external:
-        checkout.refresh(checkout_bytes(store, requery(store, proposal.parsed.selection)))
+        checkout.refresh(store, requery(store, proposal.parsed.selection))
     elif checkout is not None:
         checkout.discard()
+    elif proposal.plan.ops and source.path.resolve() == source.place.mirror_path().resolve():
+        export(store, source.path, force=True)  # with its kept base: the next hand edit reads against it
     elif proposal.plan.ops:
-        fresh = render_store(store, requery(store, proposal.parsed.selection))[1]
-        write_atomic(source.path, fresh, mode=os.stat(source.path).st_mode & 0o777)
-        if source.path.resolve() == source.place.mirror_path().resolve():
-            export(store, source.path)  # the mirror's kept base moves on with it: the next hand edit reads against it
+        with rendering(store, requery(store, proposal.parsed.selection)) as (_, chunks):
+            write_atomic(source.path, chunks, mode=os.stat(source.path).st_mode & 0o777)
 
 
 def _keep_refused(source: Source, proposal: Proposal) -> Checkout | None:
@@ -557,7 +586,8 @@ def summary_of(store: Store, checkout: Checkout) -> str:
         text, base = read_edit(checkout.file), _base_path(checkout)
         if _blank(text):
             return "empty"
-        proposal = propose(store, text, base, heads=checkout.base_heads())
+        proposal = propose(store, text, base, heads=checkout.base_heads(), moment=checkout.moment(),
+                           calm=checkout.calm())
     except errors.QemError as exc:
         return f"cannot be read: {exc}"
     plan = proposal.plan

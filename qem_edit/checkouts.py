@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import errors
-from .export import render_store
+from .export import refreshed, streamed
 from .files import private_dir, write_atomic
-from .renderer import Selection, for_editing
+from .renderer import Selection
+from .renderer.format import CHECKOUT_HELP, HELP_OPEN
 from .store import Store
 from .workspace import Workspace
 
@@ -29,6 +30,8 @@ RECORD_FILE = "session.json"
 HEADS = "base_heads"  # where base.md's section headings are, and the file they were found in
 EDIT_FILE = "MEMORY.md"
 BASE_FILE = "base.md"
+DRAFT_FILE = "draft.md"  # the draft as an editor got it, while the editor runs (a resumed edit's)
+MADE = "made"  # the edit file's identity as the checkout made it (a copy of base.md)
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,10 @@ class Checkout:
     @property
     def base_file(self) -> Path:
         return self.directory / BASE_FILE
+
+    @property
+    def draft_file(self) -> Path:
+        return self.directory / DRAFT_FILE
 
     def base_heads(self) -> list[int] | None:
         """Where base.md's section headings start (each "\\n## "), as found when it was
@@ -85,6 +92,10 @@ class Checkout:
         moment = self._record().get("moment")
         return moment if isinstance(moment, str) else None
 
+    def calm(self) -> bool:
+        """Whether the base is made of the index's items alone (see render_base)."""
+        return self._record().get(CALM) is True
+
     def _write_record(self, data: dict) -> None:
         write_atomic(self.directory / RECORD_FILE, json.dumps(data).encode("utf-8"), mode=0o600)
 
@@ -112,24 +123,86 @@ class Checkout:
     def replace(self, text: str, base_text: str | None = None) -> None:
         """Reopen the edit with new text (and a new base, when it was rebased)."""
         if base_text is not None:
-            self._write_record({k: v for k, v in self._record().items() if k not in ("moment", HEADS)} | {"forgotten": []})
+            self._write_record({k: v for k, v in self._record().items() if k not in ("moment", HEADS, CALM)} | {"forgotten": []})
             base = base_text.encode("utf-8")
             write_atomic(self.base_file, base, mode=0o600)
             self._write_record(self._record() | {HEADS: _heads(self.base_file, base)})
         write_atomic(self.file, text.encode("utf-8"), mode=0o600)
 
-    def restore(self, draft: bytes) -> None:
+    def keep_draft(self) -> Path:
+        """Where the draft as it is now stays while an editor has it (to be put back if
+        the editor empties it): the base itself while the file is the checkout as made,
+        else a private copy (`draft.md`, copied by the kernel, never read into memory)."""
+        made = self._record().get(MADE)
+        if made is not None and made == _identity(self.file):
+            return self.base_file
+        write_atomic(self.draft_file, self.file, mode=0o600, durable=False)
+        return self.draft_file
+
+    def restore(self, draft: Path) -> None:
         """Put the draft back as it was (an editor emptied it)."""
         write_atomic(self.file, draft, mode=_mode(self.file))
 
-    def refresh(self, rendering: bytes) -> None:
-        """A recorded FILE that was checked in starts again from `rendering`."""
-        data = {k: v for k, v in self._record().items() if k not in ("moment", HEADS)}
+    def refresh(self, store: Store, selection: Selection) -> None:
+        """A recorded FILE that was checked in starts again from the store now (within
+        `selection`): its base made from the old one and the items that changed since
+        (`export.refreshed`), else rendered, a chunk at a time either way."""
+        since = (self.base_file, self.moment(), self.calm(), self.base_heads(), self.rendering_end())
+        data = {k: v for k, v in self._record().items() if k not in ("moment", HEADS, CALM)}
         data.update(pending=[], forgotten=[])
-        self._write_record(data)
-        write_atomic(self.base_file, rendering, mode=0o600)
-        self._write_record(data | {HEADS: _heads(self.base_file, rendering)})
-        write_atomic(self.file, rendering, mode=_mode(self.file))
+        self._write_record(data)  # (killed from here on, the file is rendered afresh next time)
+        made = render_base(store, selection, self.base_file, since=since)
+        self._write_record(data | made)
+        write_atomic(self.file, self.base_file, mode=_mode(self.file))
+
+    def rendering_end(self) -> int | None:
+        """Where the rendering in base.md ends and the help comment begins."""
+        try:
+            size = os.stat(self.base_file).st_size
+        except OSError:
+            return None
+        return size - HELP_SIZE if size >= HELP_SIZE else None
+
+
+CALM = "calm"  # the base's items are the index's own (qem_edit.export.streamed): what changed since is logged
+HELP_SIZE = len(("\n" + CHECKOUT_HELP.replace(HELP_OPEN, f"{HELP_OPEN} base={'0' * 16}", 1)).encode("utf-8"))
+
+
+def render_base(store: Store, selection: Selection, path: Path, since: tuple | None = None) -> dict:  # type: ignore[type-arg]
+    """Write the store's rendering (within `selection`) as a checkout to `path`, a chunk
+    at a time, with how to edit it in a comment at the end that names the rendering
+    (renderer.for_editing, byte for byte); returns what the checkout's record keeps of
+    it: its moment, whether it is calm, and where its section headings start.  `since`:
+    an earlier base (its file, moment, calmness, headings, where its rendering ends), to
+    make this one from (`export.refreshed`)."""
+    import hashlib
+
+    from .renderer.patch import Headings
+
+    digest, headings = hashlib.sha256(), Headings()
+
+    def tapped(chunks):  # type: ignore[no-untyped-def]
+        for chunk in chunks:
+            digest.update(chunk)
+            yield headings.feed(chunk)
+        yield headings.feed(b"\n" + CHECKOUT_HELP.replace(HELP_OPEN, f"{HELP_OPEN} base={digest.hexdigest()[:16]}", 1)
+                            .encode("utf-8"))
+
+    source = refreshed(store, selection, *since) if since is not None else streamed(store, selection)
+    with source as (generation, calm, chunks):
+        write_atomic(path, tapped(chunks), mode=0o600)
+        moment = store.moment(generation)
+    info = os.stat(path)
+    return {"moment": moment, CALM: calm, HEADS: {"at": headings.at, "file": [info.st_ino, info.st_size, info.st_mtime_ns]}}
+
+
+def _identity(path: Path) -> list[int] | None:
+    """A file's identity as git's index keeps it (inode, size, modification time)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return [info.st_ino, info.st_size, info.st_mtime_ns]
 
 
 def _heads(path: Path, data: bytes) -> dict:
@@ -178,28 +251,17 @@ def requery(store: Store, selection: Selection) -> Selection:
         return Selection(kinds=selection.kinds, query=selection.query, notes=frozenset())
 
 
-def checkout_rendering(store: Store, selection: Selection) -> tuple[bytes, str]:
-    """A checkout's text, and the moment (`Store.moment`) its rendering was made at."""
-    generation, rendering = render_store(store, selection)
-    return for_editing(rendering.decode("utf-8")).encode("utf-8"), store.moment(generation)
-
-
-def checkout_bytes(store: Store, selection: Selection) -> bytes:
-    """The memory's rendering as a checkout (with how to edit it)."""
-    return for_editing(render_store(store, selection)[1].decode("utf-8")).encode("utf-8")
-
-
 def new_checkout(store: Store, place: Workspace, selection: Selection) -> Checkout:
-    """Render the store (within `selection`) into a fresh checkout."""
-    rendered, moment = checkout_rendering(store, selection)
-    return keep(place, selection, rendered, rendered, moment=moment)
+    """Render the store (within `selection`) into a fresh checkout, a chunk at a time."""
+    return keep(place, selection, None, None, store=store)
 
 
-def keep(place: Workspace, selection: Selection, base_text: str | bytes, text: str | bytes | None,
-         *, external: Path | None = None, moment: str | None = None) -> Checkout:
-    """A new checkout holding `text`, edited from `base_text`; or, with `external`, the
-    record of a checkout written to that file.  On a failure (a full disk) nothing is left
-    behind and the error names the place."""
+def keep(place: Workspace, selection: Selection, base_text: str | bytes | None, text: str | bytes | None,
+         *, external: Path | None = None, store: Store | None = None) -> Checkout:
+    """A new checkout holding `text`, edited from `base_text`; or, with `store`, holding
+    the store's rendering now as both (the edit a copy of the base); with `external`, the
+    record of a checkout written to that file (the base copied there, with `store`).  On a
+    failure (a full disk) nothing is left behind and the error names the place."""
     root = private_dir(place.checkouts)
     directory = root / os.urandom(5).hex()
     record: dict = {"selection": {"kinds": list(selection.kinds) if selection.kinds else None,
@@ -208,14 +270,20 @@ def keep(place: Workspace, selection: Selection, base_text: str | bytes, text: s
         record["selection"].update(query=list(selection.query), notes=len(selection.notes or ()))
     if external is not None:
         record["file"] = str(external.resolve())
-    if moment is not None:
-        record["moment"] = moment
     try:
         directory.mkdir(mode=0o700)
-        base = _utf8(base_text)
-        write_atomic(directory / BASE_FILE, base, mode=0o600)
-        record[HEADS] = _heads(directory / BASE_FILE, base)
-        if text is not None:
+        if store is not None:
+            record.update(render_base(store, selection, directory / BASE_FILE))
+        else:
+            base = _utf8(base_text or b"")
+            write_atomic(directory / BASE_FILE, base, mode=0o600)
+            record[HEADS] = _heads(directory / BASE_FILE, base)
+        if external is not None and store is not None:
+            write_atomic(external, directory / BASE_FILE, mode=0o600)
+        elif store is not None:
+            write_atomic(directory / EDIT_FILE, directory / BASE_FILE, mode=0o600)
+            record[MADE] = _identity(directory / EDIT_FILE)
+        elif text is not None:
             write_atomic(directory / EDIT_FILE, _utf8(text), mode=0o600)
         write_atomic(directory / RECORD_FILE, json.dumps(record).encode("utf-8"), mode=0o600)
     except (OSError, errors.QemError) as exc:
@@ -274,10 +342,8 @@ def write_checkout(store: Store, place: Workspace, selection: Selection, path: P
     and recorded (a record of the same file made earlier is replaced)."""
     if path is None:
         return new_checkout(store, place, selection).file
-    rendered = checkout_bytes(store, selection)
     earlier = owning(place, path)
-    write_atomic(path, rendered, mode=0o600)
-    keep(place, selection, rendered, None, external=path)
+    keep(place, selection, None, None, external=path, store=store)
     if earlier is not None:
         earlier.discard()
     return path

@@ -21,7 +21,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import db, errors, ids
+from . import errors, ids, shell
 from .model import KINDS, MOMENTS, MOVE_BY_VERB, READING_ORDER, STATES, Move
 from .renderer import Selection
 from .shown import say
@@ -78,21 +78,6 @@ WhenRunOpt = Annotated[Optional[list[str]], typer.Option("--when-run", metavar="
 TtlOpt = Annotated[Optional[str], typer.Option("--ttl", help="The note's end as a time to live from now: a number and h, d or w (30d). Default: its kind's [expiry] in .qem/config.toml.", show_default=False)]
 
 
-def _open(workspace_dir: Path | None, store_dir: Path | None, *, write: bool = False, create: bool | None = None,
-          name_set_aside: bool = True):
-    """The workspace and its store.  A command that writes has its config checked first
-    (a bad .qem/config.toml is refused before anything is written) and creates a missing
-    store, unless `create=False` (a move on an existing note: with no store there is no
-    note, and a refused command must not leave a new store behind)."""
-    from .opening import open_memory
-
-    place, store, notices = open_memory(workspace_dir, store_dir, write=write, create=write if create is None else create,
-                                         name_set_aside=name_set_aside)
-    for notice in notices:
-        say(notice)
-    return place, store
-
-
 def _no_allowance_for_loads(allow_secret: bool) -> None:
     """A loaded event's id is the hash of its bytes: no allowance can be added to it, so
     `qem verify` would name an allowed secret for ever.  Refused, naming the way that works."""
@@ -115,23 +100,10 @@ def _settle_log(workspace_dir: Path | None, store_dir: Path | None) -> None:
             say(f"settled {path}, which the merge left unmerged (a log file is never changed: kept as its name says)")
 
 
-def _act(workspace_dir, store_dir, actor, act, *, create: bool = True):  # type: ignore[no-untyped-def]
-    """Run one of qem_edit.acts on the workspace's store as the actor; say its notices."""
-    from . import workspace as ws
-
-    who = ws.actor(actor)
-    place, store = _open(workspace_dir, store_dir, write=True, create=create)
-    with store:
-        written = act(store, place, who)
-    for notice in written.notices:
-        say(notice)
-    return written
-
-
 def _answer(workspace_dir, store_dir, read, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
     """Open the memory, run one read on it (qem_edit.answers, query, context) and print its
     answer: every read command is this over one library call."""
-    _, store = _open(workspace_dir, store_dir)
+    _, store = shell.open_memory(workspace_dir, store_dir)
     with store:
         return _show(read(store), as_json)
 
@@ -148,16 +120,6 @@ def _show(answer, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
     if remark:
         _out(remark, sys.stderr)
     return answer.exit_code
-
-
-def _text_arg(text: str) -> str:
-    """The note text argument, or standard input for `-`."""
-    if text != "-":
-        return text
-    try:
-        return sys.stdin.buffer.read().decode("utf-8")
-    except UnicodeDecodeError:
-        raise errors.Refused("the note text on standard input is not UTF-8") from None
 
 
 def _print_version(value: bool) -> None:
@@ -218,28 +180,8 @@ def add(
 
     Example: qem add "Run tests inside the venv" --kind directive --priority high
     """
-    from . import acts
-
-    body = _text_arg(text)
-    triggers = acts.declared(on, when_path, when_run)
-    written = _act(workspace_dir, store_dir, actor, lambda h, p, who: acts.add(h, p, body, kind, priority, provenance, who,
-                                                                       allow_secret=allow_secret, anchors=anchor,
-                                                                       cwd=Path.cwd(), expires=expires, ttl=ttl,
-                                                                       triggers=triggers))
-    return _written_note(written, as_json)
-
-
-def _written_note(written, as_json: bool) -> int:  # type: ignore[no-untyped-def]
-    """A new note's id, or as JSON with the notes in force it repeats."""
-    import json
-
-    note = written.note
-    if as_json:
-        repeats = [{"id": n.id, "short": n.shown} for n in written.repeats]
-        print(json.dumps({"id": note.id, "short": note.shown, "repeats": repeats}, ensure_ascii=False))
-    else:
-        print(note.shown)
-    return 0
+    return shell.add(text, kind, priority, provenance, as_json, allow_secret, anchor, expires, ttl, on, when_path,
+                     when_run, workspace_dir, store_dir, actor)
 
 
 @app.command()
@@ -269,7 +211,7 @@ def supersede(
     """
     from . import acts
 
-    body = _text_arg(text)
+    body = shell.text_arg(text)
     if no_anchors and anchor:
         raise errors.BadInput("give --anchor or --no-anchors, not both")
     anchors = [] if no_anchors else anchor
@@ -277,18 +219,18 @@ def supersede(
     if no_triggers and given:
         raise errors.BadInput("give --on/--when-path/--when-run or --no-triggers, not both")
     triggers = () if no_triggers else given or None
-    written = _act(workspace_dir, store_dir, actor,
+    written = shell.act(workspace_dir, store_dir, actor,
                    lambda h, p, who: acts.supersede(h, p, note_id, body, reason, who, kind, priority,
                                                     allow_secret=allow_secret, anchors=anchors, cwd=Path.cwd(),
                                                     expires=expires, ttl=ttl, triggers=triggers),
                    create=False)
-    return _written_note(written, as_json)
+    return shell.written_note(written, as_json)
 
 
 def _move(event_type: str, note_id: str, reason, workspace_dir, store_dir, actor) -> int:  # type: ignore[no-untyped-def]
     from . import acts
 
-    written = _act(workspace_dir, store_dir, actor, lambda h, p, who: acts.move(h, p, event_type, note_id, reason, who),
+    written = shell.act(workspace_dir, store_dir, actor, lambda h, p, who: acts.move(h, p, event_type, note_id, reason, who),
                    create=False)
     print(f"#{written.note.shown} {event_type} (event {ids.shown(written.event.id)})")
     return 0
@@ -350,7 +292,7 @@ def _sweep(note_id, reason, as_json: bool, workspace_dir, store_dir, actor) -> i
 
     if note_id is not None or reason is not None:
         raise errors.BadInput("--due expires every note past its end, with its end as the reason: give no ID or -m")
-    return _show(_act(workspace_dir, store_dir, actor, sweep, create=False), as_json)
+    return _show(shell.act(workspace_dir, store_dir, actor, sweep, create=False), as_json)
 
 
 @app.command()
@@ -371,7 +313,7 @@ def forget(
     acts.reason_for("forgotten", reason)
     if not yes:
         raise errors.BadInput(f"forget erases note #{note_id}'s text for good; add --yes to confirm")
-    written = _act(workspace_dir, store_dir, actor, lambda h, p, who: acts.forget(h, p, note_id, reason, who), create=False)
+    written = shell.act(workspace_dir, store_dir, actor, lambda h, p, who: acts.forget(h, p, note_id, reason, who), create=False)
     print(f"#{written.note.shown} forgotten (event {ids.shown(written.event.id)})")
     return 0
 
@@ -436,7 +378,7 @@ def deliver(
     from . import delivery
 
     errors.choice(moment, MOMENTS, "moment")
-    words = _text_arg(prompt) if prompt is not None else ""
+    words = shell.text_arg(prompt) if prompt is not None else ""
 
     def read(store):  # type: ignore[no-untyped-def]
         top = delivery.work_top(store.root)
@@ -545,7 +487,7 @@ def verify(
     """
     from .checks import verify_report
 
-    place, store = _open(workspace_dir, store_dir, write=False, name_set_aside=False)  # it lists them itself
+    place, store = shell.open_memory(workspace_dir, store_dir, write=False, name_set_aside=False)  # it lists them itself
     with store:
         if staged:
             from .staged import verify_staged
@@ -569,7 +511,7 @@ def dump(
     from .dump import dump_lines
     from .files import write_atomic
 
-    _, store = _open(workspace_dir, store_dir)
+    _, store = shell.open_memory(workspace_dir, store_dir)
     with store:  # streamed, a line at a time
         lines = (line.encode("utf-8") for line in dump_lines(store))
         if file is None or str(file) == "-":
@@ -609,7 +551,7 @@ def load(
             except OSError as exc:
                 raise errors.BadInput(f"cannot read {file}: {exc.strerror}") from None
     with staged:
-        place, store = _open(workspace_dir, store_dir, write=True)
+        place, store = shell.open_memory(workspace_dir, store_dir, write=True)
         with store:
             count = load_staged(store, staged)
             for notice in auto_export(store, place):
@@ -640,7 +582,7 @@ def import_(
         raise errors.BadInput(f"qem imports from: vectr (not {source!r})")
     _no_allowance_for_loads(allow_secret)
     prepared = prepare(path, workspace_name)  # the vectr store read and mapped before anything is opened
-    place, store = _open(workspace_dir, store_dir, write=True)
+    place, store = shell.open_memory(workspace_dir, store_dir, write=True)
     with store:
         report = import_vectr(store, prepared, place_tree(place))
         for notice in auto_export(store, place):
@@ -657,7 +599,7 @@ def pack(workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None) -> int:
     """
     from .gitstage import stage_written
 
-    place, store = _open(workspace_dir, store_dir, write=True, create=False)
+    place, store = shell.open_memory(workspace_dir, store_dir, write=True, create=False)
     with store:
         before, after = store.pack()
         notices = stage_written(store, place)
@@ -735,7 +677,7 @@ def dispute(
     """
     from . import acts
 
-    written = _act(workspace_dir, store_dir, actor, lambda h, p, who: acts.dispute(h, p, a, b, reason, who))
+    written = shell.act(workspace_dir, store_dir, actor, lambda h, p, who: acts.dispute(h, p, a, b, reason, who))
     print(ids.side_shown(written.dispute or ""))
     return 0
 
@@ -755,7 +697,7 @@ def rule(
     """
     from . import acts
 
-    _act(workspace_dir, store_dir, actor, lambda h, p, who: acts.rule(h, p, what, keep, reason, who))
+    shell.act(workspace_dir, store_dir, actor, lambda h, p, who: acts.rule(h, p, what, keep, reason, who))
     print(f"{what} ruled: {keep} stands")
     return 0
 
@@ -806,7 +748,7 @@ def export_(
                               " MEMORY.md always holds the whole memory")
     if not (stdout or check or diff):
         _settle_log(workspace_dir, store_dir)
-    place, store = _open(workspace_dir, store_dir)
+    place, store = shell.open_memory(workspace_dir, store_dir)
     target = place.mirror_path(path)
     with store:
         if stdout:  # the file's bytes, never decoded
@@ -899,7 +841,7 @@ def edit(
 
     if filters and resume is not None:
         raise errors.BadInput("--resume reopens a kept edit as it was checked out: give it no filters")
-    place, store = _open(workspace_dir, store_dir, write=True)
+    place, store = shell.open_memory(workspace_dir, store_dir, write=True)
     with store:
         selection = _selection(store, kind, active, filters)
         return _checked_in(run_edit(store, place, selection, reason, yes, resume, ws.actor(actor), mass,
@@ -921,7 +863,7 @@ def checkout(
     """
     from .checkouts import write_checkout
 
-    place, store = _open(workspace_dir, store_dir)
+    place, store = shell.open_memory(workspace_dir, store_dir)
     with store:
         print(write_checkout(store, place, _selection(store, kind, active, filters), path))
     return 0
@@ -948,7 +890,7 @@ def checkin(
     from . import workspace as ws
     from .terminal import run_checkin
 
-    place, store = _open(workspace_dir, store_dir, write=True, create=False)
+    place, store = shell.open_memory(workspace_dir, store_dir, write=True, create=False)
     with store:
         outcome = run_checkin(store, place, path, reason, yes, dry_run, ws.actor(actor),
                               as_json=as_json, allow_mass_change=mass, allow_secret=allow_secret)
@@ -969,7 +911,7 @@ def checkouts_(
     from .checkin import summary_of
     from .checkouts import find_checkout, kept
 
-    place, store = _open(workspace_dir, store_dir)
+    place, store = shell.open_memory(workspace_dir, store_dir)
     with store:
         if discard or discard_all:
             doomed = kept(place) if discard_all else [find_checkout(place, which) for which in discard or []]
@@ -1088,7 +1030,7 @@ def check_secrets(
     """
     from .secrets import files_problems
 
-    _, store = _open(workspace_dir, store_dir)
+    _, store = shell.open_memory(workspace_dir, store_dir)
     with store:
         problems = files_problems(store, files or [])
     for problem in problems:
@@ -1146,7 +1088,7 @@ def anchors_suggest(as_json: JsonOpt = False, workspace_dir: WorkspaceOpt = None
     from . import anchorlist
     from .anchors import place_tree
 
-    place, store = _open(workspace_dir, store_dir)
+    place, store = shell.open_memory(workspace_dir, store_dir)
     with store:
         return _show(anchorlist.suggested(store, place_tree(place)), as_json)
 
@@ -1175,7 +1117,7 @@ def anchors_check(
         raise errors.BadInput("--flag writes what the work tree, or the commit being made (--staged), asks for;"
                               " --rev REV only lists what REV's tree would")
     judged = drift.STAGED if staged else rev if rev is not None else drift.WORK_TREE
-    place, store = _open(workspace_dir, store_dir)  # read: a commit that drifts nothing writes nothing
+    place, store = shell.open_memory(workspace_dir, store_dir)  # read: a commit that drifts nothing writes nothing
     with store:
         report = drift.check(store, drift.tree_of(place), judged)
         if flag and report.notes:
@@ -1217,10 +1159,6 @@ def _click_exceptions() -> tuple[type, type, type]:
     return ClickException, Exit, Abort
 
 
-class _PipeClosed(Exception):
-    """Standard output was closed by its reader."""
-
-
 def _pipe_safe(callback):  # type: ignore[no-untyped-def]
     """A command whose closed stdout ends it quietly: click would turn EPIPE into exit 1."""
 
@@ -1229,17 +1167,9 @@ def _pipe_safe(callback):  # type: ignore[no-untyped-def]
         try:
             return callback(*args, **kwargs)
         except BrokenPipeError:
-            raise _PipeClosed() from None
+            raise shell.PipeClosed() from None
 
     return run
-
-
-def _silence_stdout() -> None:
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
 
 
 def _command(argv: list[str]):  # type: ignore[no-untyped-def]
@@ -1301,41 +1231,20 @@ def _with_optional_values(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     ClickException, ClickExit, ClickAbort = _click_exceptions()
     command, args, prog = _command(_with_optional_values(sys.argv[1:] if argv is None else argv))
-    _catch_interrupts()
-    try:
-        code = command.main(args=args, prog_name=prog, standalone_mode=False)
-    except _PipeClosed:
-        _silence_stdout()  # the reader went away (`qem log | head`): end quietly, as git does
-        code = errors.EXIT_OK
-    except (errors.QemError, OSError) as exc:  # OSError: a file qem cannot create or write (read-only, full disk)
-        for line in errors.words(exc):
-            say(line)
-        code = exc.exit_code if isinstance(exc, errors.QemError) else errors.EXIT_INPUT
-    except ClickExit as exc:
-        code = exc.exit_code
-    except ClickAbort:
-        print("\nqem: interrupted", file=sys.stderr)
-        code = errors.EXIT_INTERRUPTED
-    except ClickException as exc:
-        exc.show()
-        code = errors.EXIT_INPUT
-    except KeyboardInterrupt:
-        print("\nqem: interrupted", file=sys.stderr)
-        code = errors.EXIT_INTERRUPTED
-    if db.interrupted() and code != errors.EXIT_INTERRUPTED:  # a Ctrl-C that ended an SQLite statement
-        print("\nqem: interrupted", file=sys.stderr)
-        code = errors.EXIT_INTERRUPTED
-    sys.exit(code if isinstance(code, int) else 0)
 
+    def run() -> object:
+        try:
+            return command.main(args=args, prog_name=prog, standalone_mode=False)
+        except ClickExit as exc:
+            return exc.exit_code
+        except ClickAbort:
+            print("\nqem: interrupted", file=sys.stderr)
+            return errors.EXIT_INTERRUPTED
+        except ClickException as exc:
+            exc.show()
+            return errors.EXIT_INPUT
 
-def _catch_interrupts() -> None:
-    """Ctrl-C ends long SQLite work too (qem_edit.db.on_interrupt), where Python's own
-    handler is in place (the main thread of a process that did not ignore SIGINT)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, db.on_interrupt)
+    sys.exit(shell.guarded(run))
 
 
 if __name__ == "__main__":

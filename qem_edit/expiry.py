@@ -15,10 +15,9 @@ note due.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, NamedTuple
 
 from . import errors
 from .model import KINDS, Note
@@ -58,8 +57,7 @@ def end_given(given: str) -> str | None:
                               " (YYYY-MM-DDTHH:MM:SSZ), or none; nothing was written") from None
 
 
-@dataclass(frozen=True)
-class Asked:
+class Asked(NamedTuple):
     """What a writer asked for: an end (`given`: a UTC time in `end`, or None for none),
     a time to live (`ttl`, seconds), or neither (the default applies)."""
 
@@ -135,16 +133,16 @@ def new_end(tx: "Transaction", kind: str, wish: Asked, ttls: Mapping[str, int]) 
 # -- the sweep ---------------------------------------------------------------------------------
 
 
-@dataclass
 class Swept:
     """What `qem expire --due` wrote: the notes it expired (as they are now), as of when,
     in which check-in; and notices from keeping the mirror current."""
 
-    now: str
-    notes: list[Note] = field(default_factory=list)
-    checkin: str | None = None
-    notices: list[str] = field(default_factory=list)
     exit_code = 0
+
+    def __init__(self, now: str, notes: list[Note] | None = None, checkin: str | None = None,
+                 notices: list[str] | None = None) -> None:
+        self.now, self.notes, self.checkin = now, notes if notes is not None else [], checkin
+        self.notices: list[str] = notices if notices is not None else []
 
     def text(self) -> str:
         if not self.notes:

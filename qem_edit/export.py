@@ -6,13 +6,13 @@ and the renderer, and imports the file lock only when it actually has to write.
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 from .renderer import Selection, assemble_bytes, assemble_chunks, render
-from .renderer.format import HEADER_RE
+from .renderer.format import HEADER_RE, HELP_OPEN
 
 from . import errors
 from .files import file_chunks, read_regular, same_bytes, write_atomic
@@ -20,8 +20,7 @@ from .model import KINDS
 from .store import Store
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     """What `--check` found, and whether exporting over the file would lose an edit."""
 
     clean: bool
@@ -32,6 +31,7 @@ class Verdict:
 
 
 MIRROR_BASE = "mirror-base.md"  # under .qem/: what export last wrote (not committed)
+EXPORT_LOCK = "export.lock"  # under .qem/: one export writes the mirror at a time
 
 
 def render_store(store: Store, selection: Selection = Selection()) -> tuple[int, bytes]:
@@ -55,18 +55,105 @@ def render_store(store: Store, selection: Selection = Selection()) -> tuple[int,
 
 
 @contextmanager
-def rendering(store: Store) -> Iterator[tuple[int, Iterable[bytes]]]:
-    """The index's generation and the whole rendering as a stream of chunks, read in one
-    snapshot, held while the stream is read: the items come from the index as the stream
-    reaches them, so the rendering is never held whole (disputes and forks, whose markers
-    depend on other notes, take the full render)."""
+def rendering(store: Store, selection: Selection = Selection()) -> Iterator[tuple[int, Iterable[bytes]]]:
+    """The index's generation and the rendering (within `selection`) as a stream of
+    chunks, read in one snapshot, held while the stream is read: the items come from the
+    index as the stream reaches them, so the rendering is never held whole (disputes and
+    forks, whose markers depend on other notes, and live-only selections take the full
+    render: see `calm`)."""
+    with streamed(store, selection) as (generation, _, chunks):
+        yield generation, chunks
+
+
+@contextmanager
+def streamed(store: Store, selection: Selection = Selection()) -> Iterator[tuple[int, bool, Iterable[bytes]]]:
+    """`rendering`, and whether it is calm: every item as the index renders it alone (no
+    dispute or fork marks one, and the selection takes whole items), so that what changed
+    since is told by the items the index logged (`Store.items_changed_since`)."""
     memory = store.memory_id()
     with store.reading():
-        if not store.has_disagreements():
-            yield store.head(), assemble_chunks(memory, Selection(), {k: store.iter_items(k) for k in KINDS})
+        if not selection.active_only and not store.has_disagreements():
+            if selection.notes is not None:
+                sections = store.items_of_notes(selection.notes)
+            else:
+                sections = {k: store.iter_items(k) for k in (KINDS if selection.kinds is None else selection.kinds)}
+            yield store.head(), True, assemble_chunks(memory, selection, sections)
             return
-    generation, data = render_store(store)
-    yield generation, (data,)
+    generation, data = render_store(store, selection)
+    yield generation, False, (data,)
+
+
+HELP_START = b"\n" + HELP_OPEN.encode("utf-8")  # where a checkout's help comment starts
+PATCH_FROM_MOST = 2000  # past this many changed items since a base, it is rendered whole instead
+
+
+@contextmanager
+def refreshed(store: Store, selection: Selection, base: Path, moment: str | None, calm: bool,
+              heads: list[int] | None, end: int | None = None) -> Iterator[tuple[int, bool, Iterable[bytes]]]:
+    """`streamed`, made from `base` (a calm rendering made at `moment`, up to `end`, its
+    headings at `heads`) and the items that changed since, when the index can tell them
+    (renderer.patch.patch_plan: the base is copied a stretch at a time, never read
+    through); else the rendering made whole, streamed."""
+    plan = _plan_from(store, selection, base, moment, calm, heads, end)
+    if plan is None:
+        with streamed(store, selection) as stream:
+            yield stream
+        return
+    generation, pieces = plan
+    with open(base, "rb") as handle:
+        yield generation, True, _pieces_read(handle, pieces)
+
+
+def _plan_from(store: Store, selection: Selection, base: Path, moment: str | None, calm: bool,
+               heads: list[int] | None, end: int | None):  # type: ignore[no-untyped-def]
+    if moment is None or not calm or selection.active_only or selection.notes is not None:
+        return None
+    from .renderer.patch import SectionChange, headings_in, patch_plan
+
+    with store.reading():
+        changed = store.items_changed_since(moment)
+        if changed is None or len(changed) > PATCH_FROM_MOST or store.has_disagreements():
+            return None
+        now = store.items_now(changed)
+        generation = store.head()
+    by_kind: dict[str, tuple[list[str], list[bytes]]] = {}
+    for note_id, (kind, item) in now.items():
+        gone, new = by_kind.setdefault(kind, ([], []))
+        gone.append(note_id)
+        if item is not None:
+            new.append(item)
+    try:
+        with open(base, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+
+            def read(at: int, count: int) -> bytes:
+                handle.seek(at)
+                return handle.read(count)
+
+            if end is not None and read(end, len(HELP_START)) != HELP_START:
+                return None  # not a checkout's base as qem wrote it
+            found = heads if heads is not None else headings_in(file_chunks(base))
+            pieces = patch_plan(read, size if end is None else end, found, store.memory_id(), selection,
+                                {k: SectionChange(g, n) for k, (g, n) in by_kind.items()})
+    except OSError:
+        return None
+    return None if pieces is None else (generation, pieces)
+
+
+def _pieces_read(handle, pieces) -> Iterator[bytes]:  # type: ignore[no-untyped-def]
+    """The pieces as bytes: each stretch of the base read a megabyte at a time."""
+    for piece in pieces:
+        if isinstance(piece, bytes):
+            yield piece
+            continue
+        at, stop = piece
+        handle.seek(at)
+        while at < stop:
+            chunk = handle.read(min(1 << 20, stop - at))
+            if not chunk:
+                raise errors.BadInput(f"{handle.name} changed while it was read; nothing was written")
+            yield chunk
+            at += len(chunk)
 
 
 def _matches(store: Store, path: Path) -> tuple[int, bool | None]:
@@ -92,8 +179,6 @@ def _matches(store: Store, path: Path) -> tuple[int, bool | None]:
 
 def _stat_line(path: Path, generation: int) -> str | None:
     """What the index remembers of a mirror that is the rendering at `generation`."""
-    import os
-
     try:
         st = os.stat(path)
     except OSError:
@@ -133,11 +218,11 @@ def export(store: Store, path: Path, *, force: bool = False) -> bool:
     if same:
         _keep_base_of(store, path, generation)
         return False  # unchanged: leave the file (and its mtime) alone
-    from filelock import FileLock, Timeout
+    from .files import LockTimeout, locked
 
-    lock = FileLock(str(store.root / "export.lock"))
+    lock = store.root / EXPORT_LOCK
     try:
-        with lock.acquire(timeout=60):
+        with locked(lock, 60):
             store.sync()  # under the lock, the newest state wins
             generation, same = _matches(store, path)
             if same:
@@ -146,11 +231,11 @@ def export(store: Store, path: Path, *, force: bool = False) -> bool:
                 verdict = classify_file(store, path)
                 if verdict.precious:
                     raise errors.ConflictError(verdict.message, hint=f"{path} is unchanged")
-            generation = _write_rendering(store, path)
+            generation, heads = _write_rendering(store, path)
             _remember(store, path, generation)
-            _keep_base_of(store, path, generation)
-    except Timeout:
-        raise errors.StoreBusy(f"another export held {lock.lock_file} for over 60 s") from None
+            _keep_base_of(store, path, generation, heads)
+    except LockTimeout:
+        raise errors.StoreBusy(f"another export held {lock} for over 60 s") from None
     except OSError as exc:  # e.g. the lock file cannot be made beside a read-only store
         raise errors.StoreUnwritable(
             f"cannot export: {exc.filename or path}: {exc.strerror or exc}; {path} is unchanged"
@@ -158,22 +243,28 @@ def export(store: Store, path: Path, *, force: bool = False) -> bool:
     return True
 
 
-def _write_rendering(store: Store, path: Path) -> int:
-    """Write the rendering to `path` (streamed, atomically) and return its generation; its
-    hash is recorded before it replaces the file, so that a kill between the two never
-    leaves a mirror that looks hand-edited."""
+def _write_rendering(store: Store, path: Path) -> tuple[int, list[int]]:
+    """Write the rendering to `path` (streamed, atomically: made from the kept base and the
+    items that changed since, where the index can tell them) and return its generation and
+    where its section headings start; its hash is recorded before it replaces the file, so
+    that a kill between the two never leaves a mirror that looks hand-edited."""
     import hashlib
 
-    digest = hashlib.sha256()
+    from .renderer.patch import Headings
+
+    digest, headings = hashlib.sha256(), Headings()
 
     def hashed(chunks: Iterable[bytes]) -> Iterator[bytes]:
         for chunk in chunks:
             digest.update(chunk)
-            yield chunk
+            yield headings.feed(chunk)
 
-    with rendering(store) as (generation, chunks):
+    known = _base_record(store)
+    source = (refreshed(store, Selection(), store.root / MIRROR_BASE, store.moment(known[0]), known[1], known[2])
+              if known is not None else streamed(store))
+    with source as (generation, _, chunks):
         write_atomic(path, hashed(chunks), before_replace=lambda: _note_hash(store, digest.hexdigest()))
-    return generation
+    return generation, headings.at
 
 
 RENDERINGS_KEPT = 64  # how many past renderings export remembers by hash
@@ -200,44 +291,67 @@ def _was_written(store: Store, current: bytes) -> bool:
     return store.rendered(hashlib.sha256(current).hexdigest())
 
 
-def _keep_base(store: Store, data: bytes, generation: int) -> None:
+def _keep_base(store: Store, data: bytes, generation: int, *, differs: bool = False, calm: bool | None = None) -> None:
     """Keep what export wrote (the rendering at `generation`) as `.qem/mirror-base.md`,
     and record in the index which generation it is, with the file's size and time (so a
-    copy changed by anything else is not taken for it)."""
+    copy changed by anything else is not taken for it; nor is one a power cut left short,
+    so it is written without waiting for the disk).  `differs`: the kept copy is known to
+    be another rendering; `calm`: whether it is calm, where the caller knows."""
     base = store.root / MIRROR_BASE
     try:
-        if read_regular(base) != data:
-            write_atomic(base, data, mode=0o600)
-        stat = base.stat()
-        store.remember("mirror_base", f"{generation} {stat.st_size} {stat.st_mtime_ns}")
+        if differs or not same_bytes(base, (data,)):
+            write_atomic(base, data, mode=0o600, durable=False)
+        _note_base(store, base, generation, calm)
     except (OSError, errors.QemError):
         pass  # a convenience for later check-ins and writes; a read-only place has none
 
 
-def _keep_base_of(store: Store, path: Path, generation: int) -> None:
+def _note_base(store: Store, base: Path, generation: int, calm: bool | None = None,
+               heads: list[int] | None = None) -> None:
+    """Record that `base` (as it is now: its size and time) is the rendering at
+    `generation`, and whether that rendering is calm (qem_edit.export.streamed: known while
+    the index is still at it, unless the caller knows), and where its headings start
+    where the caller knows."""
+    stat = base.stat()
+    if calm is None:
+        calm = store.head() == generation and not store.has_disagreements()
+    at = ",".join(map(str, heads)) if heads else "-"
+    store.remember("mirror_base", f"{generation} {stat.st_size} {stat.st_mtime_ns} {int(calm)} {at}")
+
+
+def _keep_base_of(store: Store, path: Path, generation: int, heads: list[int] | None = None) -> None:
     """_keep_base for the rendering at `generation` that `path` holds, copied a chunk at a
     time (not at all when the kept base already is that rendering)."""
     if _base_generation(store) == generation:
         return
     base = store.root / MIRROR_BASE
     try:
-        write_atomic(base, file_chunks(path), mode=0o600)
-        stat = base.stat()
-        store.remember("mirror_base", f"{generation} {stat.st_size} {stat.st_mtime_ns}")
+        write_atomic(base, path, mode=0o600, durable=False)
+        _note_base(store, base, generation, heads=heads)
     except (OSError, errors.QemError):
         pass  # a convenience for later check-ins and writes; a read-only place has none
 
 
 def _base_generation(store: Store) -> int | None:
     """The generation `.qem/mirror-base.md` is the rendering of, if the index knows it."""
+    known = _base_record(store)
+    return known[0] if known is not None else None
+
+
+def _base_record(store: Store) -> tuple[int, bool, list[int] | None] | None:
+    """The generation `.qem/mirror-base.md` is the rendering of, whether it is calm, and
+    where its headings start (None: not recorded), if the index knows them (the file's
+    size and time are the ones recorded)."""
     recorded = (store.remembered("mirror_base") or "").split()
     try:
         stat = (store.root / MIRROR_BASE).stat()
     except OSError:
         return None
-    if len(recorded) != 3 or recorded[1:] != [str(stat.st_size), str(stat.st_mtime_ns)]:
+    if len(recorded) != 5 or recorded[1:3] != [str(stat.st_size), str(stat.st_mtime_ns)] or not recorded[0].isdigit():
         return None
-    return int(recorded[0])
+    heads = [int(x) for x in recorded[4].split(",")] if recorded[4] != "-" and all(
+        x.isdigit() for x in recorded[4].split(",")) else None
+    return int(recorded[0]), recorded[3] == "1", heads
 
 
 PATCH_MOST = 2000  # a write that changed more items than this renders the mirror whole
@@ -252,17 +366,16 @@ def _export_patched(store: Store, path: Path) -> bool | None:
     mark = store.last_write
     if mark is None or not mark.calm or len(mark.replaced) > PATCH_MOST:
         return None
-    from filelock import FileLock, Timeout
-
+    from .files import locked
     from .renderer.patch import patched
 
     try:
-        with FileLock(str(store.root / "export.lock")).acquire(timeout=60):
+        with locked(store.root / EXPORT_LOCK, 60):
             store.sync()
             if store.head() != mark.after or _base_generation(store) != mark.before or store.has_disagreements():
                 return None
             base = read_regular(store.root / MIRROR_BASE)
-            if base is None or read_regular(path) != base:
+            if base is None or not _is_rendering_at(store, path, base, mark.before):
                 return None
             data = patched(base, store.memory_id(), Selection(), _item_changes(store, mark.replaced))
             if data is None:
@@ -270,10 +383,19 @@ def _export_patched(store: Store, path: Path) -> bool | None:
             if data != base:
                 _note_writing(store, data)
                 write_atomic(path, data)
-            _keep_base(store, data, mark.after)
+                _remember(store, path, mark.after)
+            _keep_base(store, data, mark.after, differs=data != base, calm=True)  # (no disagreement: checked above)
             return data != base
-    except (Timeout, OSError, errors.QemError):
+    except (OSError, errors.QemError):  # (a lock held too long among them)
         return None
+
+
+def _is_rendering_at(store: Store, path: Path, base: bytes, generation: int) -> bool:
+    """Whether the mirror is `base`, the rendering at `generation`: known from its stat when
+    export last wrote or compared this very file at that generation, else read."""
+    if _stat_line(path, generation) == store.remembered("mirror_stat"):
+        return True
+    return read_regular(path) == base
 
 
 def _item_changes(store: Store, replaced: dict) -> list:  # type: ignore[type-arg]
@@ -289,19 +411,39 @@ def _item_changes(store: Store, replaced: dict) -> list:  # type: ignore[type-ar
     return out
 
 
-def mirror_base(store: Store, path: Path) -> bytes | None:
+class MirrorBase(NamedTuple):
+    """The rendering a hand-edited mirror (or a copy of it) was made from: export's kept
+    copy (a file, read a chunk at a time), with the moment it was rendered at and whether
+    it is calm where the index knows them; or the file as the last git commit holds it."""
+
+    base: Path | bytes
+    moment: str | None = None
+    calm: bool = False
+    heads: list[int] | None = None  # where its section headings start, where recorded
+
+    def same_as(self, data: bytes) -> bool:
+        if isinstance(self.base, Path):
+            view = memoryview(data)
+            return bool(same_bytes(self.base, (view[at:at + (1 << 20)] for at in range(0, len(data), 1 << 20))))
+        return self.base == data
+
+
+def mirror_base(store: Store, path: Path) -> MirrorBase | None:
     """The rendering a hand-edited mirror (or a copy of it) was made from: what export
     last wrote here, else the file as the last git commit holds it, if either is a
     rendering of this memory (None: neither)."""
-    kept = read_regular(store.root / MIRROR_BASE)
-    if kept is not None and _memory_of(kept) == store.memory_id():
-        return kept
+    kept = store.root / MIRROR_BASE
+    if _memory_of(next(file_chunks(kept, 1 << 16), b"")) == store.memory_id():
+        known = _base_record(store)
+        if known is None:
+            return MirrorBase(kept)
+        return MirrorBase(kept, store.moment(known[0]), known[1], known[2])
     from . import gitrepo
 
     top = gitrepo.toplevel(path)
     committed = gitrepo.show(top, "HEAD", path) if top is not None else None
     if committed is not None and _memory_of(committed) == store.memory_id():
-        return committed
+        return MirrorBase(committed)
     return None
 
 

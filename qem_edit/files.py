@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from contextlib import contextmanager
@@ -71,16 +72,18 @@ def same_bytes(path: Path, chunks: Iterable[bytes]) -> bool | None:
         return handle.read(1) == b""
 
 
-def write_atomic(path: Path, data: bytes | Iterable[bytes], mode: int | None = None,
-                 before_replace: Callable[[], None] | None = None) -> None:
-    """Replace `path` with `data` (bytes, or chunks of them: a stream is never held whole)
-    so a reader sees the old bytes or the new, never a mix.
+def write_atomic(path: Path, data: bytes | Iterable[bytes] | Path, mode: int | None = None,
+                 before_replace: Callable[[], None] | None = None, *, durable: bool = True) -> None:
+    """Replace `path` with `data` (bytes, or chunks of them: a stream is never held whole;
+    or a file's bytes, copied by the kernel) so a reader sees the old bytes or the new,
+    never a mix.
 
     Temp file in the same directory (created exclusively, so no link is followed), fsync,
     rename over the target, fsync the directory.  `mode` None: a file that exists keeps its
     permissions (a mirror the user made private stays private), a new one gets 0644 less
     the umask, as any new file would.  `before_replace` runs once the bytes are on disk,
-    before they replace `path`.
+    before they replace `path`.  `durable` False: no fsync (for a cache that is checked
+    before it is used, whose loss in a power cut costs only its making again).
     """
     refuse_link(path)
     if mode is None:
@@ -88,21 +91,23 @@ def write_atomic(path: Path, data: bytes | Iterable[bytes], mode: int | None = N
             mode = stat.S_IMODE(os.stat(path).st_mode)
         except FileNotFoundError:
             mode = 0o644 & ~_umask()
-    import tempfile  # here, not at the top: export's read-only path never pays for it
-
     directory = path.parent
     try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = _new_beside(path)
     except OSError as exc:
         raise errors.StoreUnwritable(f"cannot write in {directory}: {exc.strerror}") from None
     try:
         checkpoint("atomic-tmp")
         with os.fdopen(fd, "wb") as handle:
-            for chunk in (data,) if isinstance(data, (bytes, bytearray)) else data:
-                handle.write(chunk)
+            if isinstance(data, Path):
+                _copy_into(handle, data)
+            else:
+                for chunk in (data,) if isinstance(data, (bytes, bytearray)) else data:
+                    handle.write(chunk)
             handle.flush()
             os.fchmod(handle.fileno(), mode)
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         checkpoint("atomic-written")
         if before_replace is not None:
             before_replace()
@@ -114,7 +119,45 @@ def write_atomic(path: Path, data: bytes | Iterable[bytes], mode: int | None = N
         except OSError:
             pass
         raise
-    fsync_dir(directory)
+    if durable:
+        fsync_dir(directory)
+
+
+def _copy_into(handle: BinaryIO, source: Path) -> None:
+    """`source`'s bytes into `handle`: by the kernel where it can (sendfile), no read into
+    Python."""
+    src = open_regular(source)
+    if src is None:
+        raise FileNotFoundError(errno.ENOENT, "no such file", str(source))
+    with src:
+        try:
+            size, at = os.fstat(src.fileno()).st_size, 0
+            while at < size:
+                sent = os.sendfile(handle.fileno(), src.fileno(), at, size - at)
+                if sent == 0:
+                    break
+                at += sent
+            handle.seek(at)
+        except (AttributeError, OSError):  # no sendfile here, or not between these files
+            handle.seek(0)
+            handle.truncate()
+            src.seek(0)
+            while chunk := src.read(1 << 20):
+                handle.write(chunk)
+
+
+def _new_beside(path: Path) -> tuple[int, str]:
+    """A new file beside `path`, private, made exclusively (no link followed, no file of
+    another's taken), with a random name (`.NAME.XXXXXXXX.tmp`): its descriptor and name.
+    As tempfile.mkstemp, without importing it (a write's start-up pays for every import)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        name = str(path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(name, flags, 0o600), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
 
 
 def _umask() -> int:
@@ -136,20 +179,28 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+class LockTimeout(OSError):
+    """Another process held a lock past the time given."""
+
+
 @contextmanager
 def locked(path: Path, timeout: float) -> Iterator[None]:
-    """An exclusive lock on `path` (created private), held while the block runs; OSError
-    when another holds it past `timeout` seconds.  The operating system's own file lock
-    (flock, or msvcrt's on Windows), so a process that dies releases it."""
+    """An exclusive lock on `path` (created private if missing), held while the block
+    runs; LockTimeout when another holds it past `timeout` seconds.  The operating
+    system's own file lock (flock, or msvcrt's on Windows), so a process that dies
+    releases it; the lock file itself stays.  Not reentrant: a process that takes it again
+    while holding it waits for itself."""
     import time
 
     fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         end = time.monotonic() + timeout
+        delay = 0.002
         while not _try_lock(fd):
             if time.monotonic() > end:
-                raise OSError(f"{path} stayed locked for {timeout:g} s")
-            time.sleep(0.01)
+                raise LockTimeout(f"{path} stayed locked for {timeout:g} s")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock

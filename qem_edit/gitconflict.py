@@ -40,7 +40,14 @@ def has_markers(data: str | bytes) -> bool:
     """Whether git left conflict markers at column 0 (no rendered line can start with
     them: a note's further lines are indented)."""
     raw = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
-    return MARKER_LINE.search(raw) is not None
+    for marker in (b"<<<<<<<", b"|||||||", b"=======", b">>>>>>>"):  # found by `find` (memchr-fast), then matched
+        at = raw.find(marker)
+        while at >= 0:
+            if (at == 0 or raw[at - 1:at] == b"\n") and MARKER_LINE.match(raw, at):
+                return True
+            at = raw.find(b"\n" + marker, at + 1)
+            at = at + 1 if at >= 0 else -1
+    return False
 
 
 def _marker(line: str) -> str | None:

@@ -53,12 +53,11 @@ def _unique(events: list) -> list:  # type: ignore[type-arg]
 def _with_shorts(store: Store, notes: dict[str, Note]) -> dict[str, Note]:
     """The notes with the short ids the memory shows them by now (or, for notes it no
     longer holds, the shortest unique prefix among these)."""
-    from dataclasses import replace
 
     from . import ids
 
     known = store.index.shorts(notes)
     computed = ids.short_ids({n: note.short_len for n, note in notes.items()})
     erased = {n.id for n in store.notes(states=["forgotten"])}  # a tombstone then too, not a missing text
-    return {n: replace(note, short=known.get(n, computed[n]), erased_since=n in erased and note.text is None)
+    return {n: note._replace(short=known.get(n, computed[n]), erased_since=n in erased and note.text is None)
             for n, note in notes.items()}

@@ -39,16 +39,18 @@ class Lacking:
 _ITEM_START = re.compile(rb"\n- \[#([0-9a-z]+)\]")  # searched in "\n" + a block of whole lines
 
 
-def lacking(store: Store, path: Path) -> Lacking:
+def lacking(store: Store, path: Path, shown: dict[str, str] | None = None) -> Lacking:
     """The file's items whose notes (or texts) the log lacks; nothing when the index
     cannot be read (then the usual verdicts speak).  The file is scanned a chunk at a
     time, each chunk's ids looked up in the index in one query; only an id no note shows
-    is looked up again, by prefix (a short id another clone shows longer)."""
+    is looked up again, by prefix (a short id another clone shows longer).  `shown`: only
+    these items (short id → the line), where the rest of the file is known to be the log's
+    own rendering."""
     found = Lacking()
     try:
         if not _of_this_memory(store, path):
             return found  # a file of another memory is refused as such, not read against this log
-        for short, line in _suspects(store, path):
+        for short, line in _suspects(store, path) if shown is None else _suspects_among(store, shown):
             if short in found.absent or short in found.textless:
                 continue
             item, missing = ITEM_RE.match(line), store.text_missing(short)
@@ -101,6 +103,14 @@ def _suspects(store: Store, path: Path) -> Iterator[tuple[str, str]]:
             line = re.search(rb"\n(- \[#" + short.encode("ascii") + rb"\][^\n]*)", block)
             if line is not None:
                 yield short, line[1].rstrip(b"\r").decode("utf-8", "replace")
+
+
+def _suspects_among(store: Store, shown: dict[str, str]) -> Iterator[tuple[str, str]]:
+    if shown:
+        import json
+
+        for short in store.shorts_not_shown(json.dumps(sorted(shown))):
+            yield short, shown[short]
 
 
 def message(store: Store, path: Path, found: Lacking) -> str:

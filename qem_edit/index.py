@@ -16,7 +16,6 @@ import json
 import os
 import sqlite3
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
 from . import db, ids
@@ -25,7 +24,7 @@ from .model import EVENT_TYPES, KIND_RANK, LIVE_STATES, Event, Note, Rival, fold
 from .renderer import FORMAT_VERSION, item_text
 from .shown import progress
 
-INDEX_VERSION = "10"  # bump when the schema or what it caches changes: every index is rebuilt
+INDEX_VERSION = "11"  # bump when the schema or what it caches changes: every index is rebuilt
 _EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
 SCHEMA = f"""
 CREATE TABLE files (name TEXT PRIMARY KEY, problem TEXT) WITHOUT ROWID;
@@ -104,6 +103,12 @@ CREATE INDEX links_by_note ON links (note);
 CREATE TABLE items (kind_rank INTEGER NOT NULL, id TEXT NOT NULL, item TEXT NOT NULL,
                     PRIMARY KEY (kind_rank, id)) WITHOUT ROWID;
 CREATE INDEX items_by_id ON items (id);
+-- The generation at which each note's item last changed (rendered again, or dropped):
+-- a check-in whose memory moved since its checkout reads only the items that changed
+-- since the checkout's generation, from `item_log_from` (meta) on (a replay of every note
+-- moves that floor instead of writing a row per note).
+CREATE TABLE item_log (id TEXT PRIMARY KEY, gen INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX item_log_by_gen ON item_log (gen);
 -- Each note's anchors (the files and folders it is about, with the object id each held
 -- when the note was written): `anchor=PATH` and the drift check read them by path.  Kept
 -- by the triggers below from the notes' own `anchors` column, whichever way a note is
@@ -172,7 +177,7 @@ def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
         note.created_at, note.actor, note.supersedes, note.superseded_by, note.state, note.state_at,
         note.state_reason, note.state_actor, note.state_event, note.bad_pointer,
         json.dumps([list(p) for p in note.disputes]) if note.disputes else "[]",
-        json.dumps([vars(r) for r in note.rivals]) if note.rivals else "[]",
+        json.dumps([r._asdict() for r in note.rivals]) if note.rivals else "[]",
         note.alias, note.short_len, note.text_hash, json.dumps(problems) if problems else "[]",
         json.dumps([list(a) for a in note.anchors], ensure_ascii=False) if note.anchors else "[]", note.expires,
         json.dumps([list(t) for t in note.triggers], ensure_ascii=False) if note.triggers else "[]",
@@ -201,13 +206,13 @@ def _event_values(event: Event) -> tuple[object, ...]:
             json.dumps(list(event.prev)) if event.prev else "[]")
 
 
-@dataclass
 class Caught:
     """What a sync found: whether anything changed, and the log files it set aside."""
 
-    changed: bool = False
-    set_aside: list[str] = field(default_factory=list)
-    forgotten: set[str] = field(default_factory=set)  # notes a forget that arrived took the text of
+    def __init__(self) -> None:
+        self.changed = False
+        self.set_aside: list[str] = []
+        self.forgotten: set[str] = set()  # notes a forget that arrived took the text of
 
 
 # -- the index -------------------------------------------------------------------------------------
@@ -243,6 +248,7 @@ class Index:
         self.set_meta("index_version", INDEX_VERSION)
         self.set_meta("format_version", FORMAT_VERSION)
         self.set_meta("generation", "0")
+        self.set_meta("item_log_from", "0")
         self.set_meta("index_id", os.urandom(8).hex())  # a rebuilt index is another index
 
     def meta(self, key: str) -> str | None:
@@ -498,6 +504,7 @@ class Index:
         conn.execute("INSERT INTO temp.was_shown SELECT id FROM notes WHERE state != 'forgotten' ORDER BY id")
         for table in ("notes", "items", "links", "anchors"):
             conn.execute(f"DELETE FROM {table}")
+        self._log_everything()
         conn.execute("DROP TABLE IF EXISTS temp.showing_others")
         conn.execute("CREATE TEMP TABLE showing_others (id TEXT PRIMARY KEY) WITHOUT ROWID")
 
@@ -636,6 +643,7 @@ class Index:
         old = {i: (short, state) for i, short, state in conn.execute(
             f"SELECT id, short, state FROM notes WHERE id IN ({marks})", chunk)}
         self._remember_items(chunk)
+        self._log_items(chunk)
         for table, column in (("notes", "id"), ("items", "id"), ("links", "note")):
             conn.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
         rows, links = [], []
@@ -709,6 +717,7 @@ class Index:
             notes = [note_from_row(r) for r in self.conn.execute(f"SELECT {NOTE_COLUMNS} FROM notes WHERE id IN ({marks})", chunk)]
             shorts = self.shorts(set().union(*(_linked(n) for n in notes)) if notes else ())
             self._remember_items(chunk)
+            self._log_items(chunk)
             self.conn.execute(f"DELETE FROM items WHERE id IN ({marks})", chunk)
             self.conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)",
                                   [(KIND_RANK[n.kind], n.id, item_text(n, None, shorts)) for n in notes
@@ -730,8 +739,30 @@ class Index:
                 f"SELECT id, kind_rank, CAST(item AS BLOB) FROM items WHERE id IN ({db.marks(chunk)})", chunk)})
         return out
 
+    def _log_items(self, chunk: list[str]) -> None:
+        """The items of `chunk` change in this write: logged at the generation it ends at
+        (every write that changes an item bumps the generation once it is done)."""
+        after = self.generation + 1
+        if self.meta("item_log_from") != str(after):  # (else this write already changed every item)
+            self.conn.executemany("INSERT OR REPLACE INTO item_log (id, gen) VALUES (?, ?)",
+                                  [(note_id, after) for note_id in chunk])
+
+    def _log_everything(self) -> None:
+        """Every item changes in this write: the log starts again after it (no moment
+        before it can be told from the log), and the rows of this write are not kept."""
+        self.conn.execute("DELETE FROM item_log")
+        self.set_meta("item_log_from", str(self.generation + 1))
+
+    def items_changed_since(self, generation: int) -> list[str] | None:
+        """The notes whose items changed after `generation` (None: the log does not reach
+        back that far)."""
+        if generation < int(self.meta("item_log_from") or 0) or generation > self.generation:
+            return None
+        return [i for (i,) in self.conn.execute("SELECT id FROM item_log WHERE gen > ? ORDER BY id", (generation,))]
+
     def _rerender_all(self) -> None:
         self.conn.execute("DELETE FROM items")
+        self._log_everything()
         self.render_items([r[0] for r in self.conn.execute("SELECT id FROM notes")])
         self.set_meta("format_version", FORMAT_VERSION)
 
@@ -769,9 +800,7 @@ def _linked(note: Note) -> set[str]:
 def _with_short(note: Note, short: str) -> Note:
     if note.short == short:
         return note
-    copy = object.__new__(Note)  # dataclasses.replace, without its per-field checks: a hot path
-    copy.__dict__.update(note.__dict__, short=short)
-    return copy
+    return note._replace(short=short)
 
 
 def items_of_notes(conn: sqlite3.Connection, note_ids: Iterable[str]) -> dict[str, list[bytes]]:

@@ -25,8 +25,6 @@ import json
 import os
 import re
 import stat
-from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -71,18 +69,33 @@ class LogFileError(ValueError):
     """A log file that cannot be read as what its name says (it is set aside)."""
 
 
-@dataclass(frozen=True)
 class TextRecord:
-    note: str
-    key: str
-    text: str
+    """A note's text as the log stores it: the note, a random key, the text; its digest
+    (the content id the created event names) computed once, when first asked."""
+
+    __slots__ = ("note", "key", "text", "_digest")
+
+    def __init__(self, note: str, key: str, text: str) -> None:
+        self.note, self.key, self.text = note, key, text
+        self._digest: str | None = None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TextRecord) and (self.note, self.key, self.text) == (other.note, other.key, other.text)
+
+    def __hash__(self) -> int:
+        return hash((self.note, self.key, self.text))
+
+    def __repr__(self) -> str:
+        return f"TextRecord(note={self.note!r}, key={self.key!r}, text={self.text!r})"
 
     def record_bytes(self) -> bytes:
         return canonical({"key": self.key, "text": self.text})
 
-    @cached_property
+    @property
     def digest(self) -> str:
-        return ids.content_id(self.record_bytes())
+        if self._digest is None:
+            self._digest = ids.content_id(self.record_bytes())
+        return self._digest
 
 
 def canonical(obj: object) -> bytes:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Iterable, Mapping, NamedTuple
 
 from . import ids
@@ -45,9 +45,10 @@ class Move(NamedTuple):
     """One lifecycle move: the verb a person or a plan uses, the event it appends, the
     states it may leave from and the state it reaches (None: the state stays), how a plan
     shows it, how a refusal words it ("cannot flag as stale note #3: it is revoked"), and
-    how `qem diff` heads the changes it makes.  (A NamedTuple, as the other small records
-    here that nothing replaces: every command imports this module, and a dataclass's
-    generated methods are compiled at import, 2-4 ms a class.)"""
+    how `qem diff` heads the changes it makes.  (A NamedTuple, as every record here: every
+    command imports this module, and a dataclass's generated methods are compiled at
+    import, about a millisecond a class, after `dataclasses` itself, which imports
+    `inspect`: some 20 ms of a `qem add` that does not start the command-line framework.)"""
 
     verb: str
     event: str
@@ -355,8 +356,7 @@ def drift_of(data: Mapping[str, object]) -> tuple[Drift, ...]:
     return tuple((str(d["path"]), str(d["was"]), d["now"]) for d in data["drift"])  # type: ignore[index, union-attr]
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(NamedTuple):
     id: str
     note: str
     type: str
@@ -364,7 +364,7 @@ class Event:
     actor: str
     reason: str | None = None
     checkin: str | None = None
-    data: Mapping[str, object] = field(default_factory=dict)
+    data: Mapping[str, object] = MappingProxyType({})
     clock: int = 1
     prev: tuple[str, ...] = ()
 
@@ -388,8 +388,7 @@ class Event:
         }
 
 
-@dataclass(frozen=True)
-class Rival:
+class Rival(NamedTuple):
     """One side of a dispute over a note's state: the branch's last event (`tip`, what a
     ruling keeps) and the event that set the state it reached."""
 
@@ -406,8 +405,7 @@ class Rival:
 TEXT_MISSING = "(text missing from this commit)"  # how a note without its text file is shown
 
 
-@dataclass(frozen=True)
-class Note:
+class Note(NamedTuple):
     id: str
     kind: str
     priority: str
@@ -476,7 +474,7 @@ class Note:
             "state_at": self.state_at,
             "state_reason": self.state_reason,
             "disputes": [{"dispute": d, "with": other} for d, other in self.disputes],
-            "rivals": [vars(r) for r in self.rivals],
+            "rivals": [r._asdict() for r in self.rivals],
             "bad_pointer": self.bad_pointer,
             "anchors": [{"path": path, "oid": oid} for path, oid in self.anchors],
             "expires": self.expires,
@@ -506,16 +504,16 @@ def after_event(note: Note, event: Event) -> Note:
         raise LogError(f"event {event.id}: unknown event type {event.type!r}")
     check_transition(note, event.type)
     if "anchors" in event.data:  # a re-anchoring, or a reinstatement that read the content anew
-        note = replace(note, anchors=_anchors_after(note, event))
+        note = note._replace(anchors=_anchors_after(note, event))
     if event.type == "stale_flagged" and "drift" in event.data:
         _check_drift(note, event)
     if move.verb == "anchor":
         return note
     if move.verb == "promote":
-        return replace(note, provenance="human")
+        return note._replace(provenance="human")
     if move.verb in ("dispute", "rule"):
-        return replace(note, disputes=_disputes_after(note, event))
-    return replace(note, **_state_change(move, event))
+        return note._replace(disputes=_disputes_after(note, event))
+    return note._replace(**_state_change(move, event))
 
 
 def _anchors_after(note: Note, event: Event) -> tuple[tuple[str, str], ...]:
@@ -682,8 +680,8 @@ def _settled(seen: tuple[str, ...], after: dict[str, Note], parents: dict, event
     it names; any other event (an edit made while the note was in dispute) starts from
     the note as the branches left it, and settles them."""
     if event.type == "ruled" and event.data.get("keep") in after:
-        return replace(after[str(event.data["keep"])], rivals=())
-    return replace(_resolved(list(seen), after, parents), rivals=())
+        return after[str(event.data["keep"])]._replace(rivals=())
+    return _resolved(list(seen), after, parents)._replace(rivals=())
 
 
 def _resolved(tips: list[str], after: dict[str, Note], parents: dict[str, tuple[str, ...]]) -> Note:
@@ -698,8 +696,7 @@ def _resolved(tips: list[str], after: dict[str, Note], parents: dict[str, tuple[
     base = after[_last_common(tips, parents, after)]
     changed = [(t, after[t]) for t in tips if after[t].state != base.state]
     anchored = [n.anchors for n in ends if n.anchors != base.anchors]  # the latest branch that re-anchored it
-    merged = replace(
-        changed[-1][1] if changed else base,
+    merged = (changed[-1][1] if changed else base)._replace(
         provenance="human" if any(n.provenance == "human" for n in ends) else base.provenance,
         disputes=_merged_disputes(base, ends),
         anchors=anchored[-1] if anchored else base.anchors,
@@ -707,7 +704,7 @@ def _resolved(tips: list[str], after: dict[str, Note], parents: dict[str, tuple[
     if len({n.state for _, n in changed}) <= 1:
         return merged
     rivals = tuple(_rival(tip, n) for tip, n in changed)
-    return replace(merged, **{f: getattr(base, f) for f in _STATE_FIELDS}, rivals=rivals)
+    return merged._replace(**{f: getattr(base, f) for f in _STATE_FIELDS}, rivals=rivals)
 
 
 _STATE_FIELDS = ("state", "superseded_by", "state_at", "state_reason", "state_actor", "state_event")
@@ -756,8 +753,7 @@ def replay(events: Iterable[Event], texts: Mapping[str, str] | None = None) -> d
 # writes them, and saves.
 
 
-@dataclass(frozen=True)
-class NewNote:
+class NewNote(NamedTuple):
     """The content of a note about to be created."""
 
     kind: str
@@ -770,15 +766,14 @@ class NewNote:
     triggers: tuple[Trigger, ...] = ()  # (name, value), as triggers_of gives them
 
 
-@dataclass(frozen=True)
-class Draft:
+class Draft(NamedTuple):
     """An event decided but not yet written: the store gives it its time, actor, clock,
     the events it follows, and its id (`note` None: a note created by this draft)."""
 
     note: str | None
     type: str
     reason: str | None = None
-    data: Mapping[str, object] = field(default_factory=dict)
+    data: Mapping[str, object] = MappingProxyType({})
     text: str | None = None  # a created note's text, stored apart from its event
 
 

@@ -10,18 +10,20 @@ ids in the files are turned into full ids here, against the items they stand for
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from . import errors, ids
 from .files import file_chunks
 from .model import Note
-from .reconciler.blocks import Chunks, Key, base_items, diff_edit
+from .reconciler.blocks import Chunks, Key, base_items, blocks_by_id, diff_edit
 from .reconciler.parse import Item, LineError, ParsedFile, parse
 from .reconciler.plan import Plan, make_plan
-from .renderer import Selection, render_item
-from .renderer.format import HEADER_RE, HELP_OPEN, decode_query
+from .renderer import Selection, assemble_bytes, render_item
+from .renderer.format import HEADER_RE, HELP_OPEN, SECTION_TITLES, decode_query
+from .renderer.patch import headings_in
 from .store import Store
 
 
@@ -46,8 +48,23 @@ class Proposal:
         return self.base_text
 
 
+@dataclass(frozen=True)
+class Since:
+    """The rendering now, as far as a check-in reads it when the memory moved since a calm
+    base (see qem_edit.export.streamed): the notes whose items changed since the base's
+    moment (the index's log of items), and those items now, as a rendering of them alone.
+    Every other item is the base's, byte for byte."""
+
+    kinds: dict[str, str]  # each changed note's kind (the index's)
+    text: bytes
+
+    @property
+    def ids(self) -> frozenset[str]:
+        return frozenset(self.kinds)
+
+
 def propose(store: Store, text: str | bytes, base_text: str | bytes | Path | None = None, *, whole: bool = False,
-            moment: str | None = None, heads: list[int] | None = None) -> Proposal:
+            moment: str | None = None, heads: list[int] | None = None, calm: bool = False) -> Proposal:
     """Plan checking `text` (the edited file) in against `base_text`, the rendering it was
     made from (None: the store's rendering now, as for a file of unknown history; a path:
     its file, read a chunk at a time, never whole).
@@ -55,12 +72,16 @@ def propose(store: Store, text: str | bytes, base_text: str | bytes | Path | Non
     `moment`: when the base is a checkout's rendering, the moment it was made at (then,
     while the store has not moved, the base is the rendering now, and is not made again:
     `now_text` None stands for it).
-    `heads`: where the headings of the base's file start, as its checkout recorded them."""
+    `heads`: where the headings of the base's file start, as its checkout recorded them.
+    `calm`: the base was made of the index's items alone (then, once the store moved, the
+    rendering now is read as the items that changed since `moment`: `Since`)."""
     data = text.encode("utf-8") if isinstance(text, str) else text
     header = _header(data)
     base: bytes | Path | None = base_text.encode("utf-8") if isinstance(base_text, str) else base_text
     selection = _checked_out(store, _selection_of(header), base)
-    generation, now_text = _unmoved(store, base, moment) or _now(store, selection)
+    generation, now = (_unmoved(store, base, moment) or (_since(store, base, moment, selection) if calm else None)
+                       or _now(store, selection))
+    now_text = now.text if isinstance(now, Since) else now
     base = now_text if base is None else base
     assert base is not None
     source = _chunks(base)
@@ -71,10 +92,8 @@ def propose(store: Store, text: str | bytes, base_text: str | bytes | Path | Non
         parsed, removed, partial = _parsed_whole(data), None, False
     _check_header(store, parsed, header, source)
     parsed.selection = selection
-    theirs_shorts, known = _changed_between(source, now_text)
     mine = {i.note_id for i in parsed.items if i.note_id is not None} | (removed or set())
-    known.update(diff.base_blocks if diff is not None else {})
-    items = base_items(source, (mine | theirs_shorts) if partial else None, known)
+    items, theirs_shorts = _read_base(base, heads, now, mine if partial else None, diff.base_blocks if diff else {})
     arrived = {s for s in mine if s not in items}
     if arrived and now_text is not None:  # notes git brought into the file after its base (a merge,
         items.update(base_items(now_text, arrived))  # a pull): their base is now
@@ -86,6 +105,42 @@ def propose(store: Store, text: str | bytes, base_text: str | bytes | Path | Non
     plan = make_plan(parsed, base_notes, now_notes, theirs, removed, created)
     plan.generation = generation
     return Proposal(parsed, plan, base_notes, now_notes, data, base, partial, moment)
+
+
+def _read_base(base: bytes | Path, heads: list[int] | None, now: bytes | Since | None, mine: set[str] | None,
+               known: dict[str, Key]) -> tuple[dict[str, Item], set[str]]:
+    """The base's items the check-in reads (every one: `mine` None; else those of the
+    notes the edit names, `mine`, and of the notes others changed since), and the short
+    ids, as the base or now shows them, of the notes others changed since the base."""
+    source = _chunks(base)
+    if not isinstance(now, Since):
+        theirs, between = _changed_between(source, now)
+        items = base_items(source, None if mine is None else mine | theirs, {**between, **known})
+        return items, theirs
+    # the changed notes' items now, and the base's (under the short id it shows), looked up by id
+    theirs = set(base_items(now.text, None))
+    found = _blocks_of(base, heads if isinstance(base, Path) else None, now.kinds)
+    items = base_items(source, None if mine is None else mine | set(found), {**found, **known})
+    return items, theirs | set(found)
+
+
+def _blocks_of(base: bytes | Path, heads: list[int] | None, kinds: dict[str, str]) -> dict[str, Key]:
+    """The base's blocks of these notes (id → kind), looked up by bisection in their
+    sections (reconciler.blocks.blocks_by_id): a few small reads each, however large the
+    base; `heads`, where its section headings start, is found when not known."""
+    wanted = {note_id: SECTION_TITLES[kind] for note_id, kind in kinds.items()}
+    if not wanted:
+        return {}
+    if isinstance(base, bytes):
+        return blocks_by_id(lambda at, size: base[at:at + size], len(base), heads or headings_in((base,)), wanted)
+    with open(base, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+
+        def read(at: int, count: int) -> bytes:
+            handle.seek(at)
+            return handle.read(count)
+
+        return blocks_by_id(read, size, heads if heads is not None else headings_in(file_chunks(base)), wanted)
 
 
 def whole(store: Store, proposal: Proposal) -> Proposal:
@@ -130,7 +185,7 @@ def _checked_out(store: Store, selection: Selection, base: bytes | Path | None) 
             " (or `qem edit FILTERS`) and edit that; nothing was checked in")
     items = base_items(_chunks(base), None)
     ids = {_full_id(store, short, item) for short, item in items.items()}
-    return replace(selection, notes=frozenset(i for i in ids if i is not None))
+    return selection._replace(notes=frozenset(i for i in ids if i is not None))
 
 
 def _unmoved(store: Store, base: bytes | Path | None, moment: str | None) -> tuple[int, None] | None:
@@ -143,6 +198,24 @@ def _unmoved(store: Store, base: bytes | Path | None, moment: str | None) -> tup
     if store.moment(head) != moment:
         return None
     return head, None
+
+
+def _since(store: Store, base: bytes | Path | None, moment: str | None,
+           selection: Selection) -> tuple[int, Since] | None:
+    """The generation and the rendering now as `Since`, when the base is a calm rendering
+    made at `moment` and the index can tell every item that changed since (None: it
+    cannot; then the rendering now is made whole)."""
+    if base is None or moment is None or selection.active_only:
+        return None
+    with store.reading():
+        changed = store.items_changed_since(moment)
+        if changed is None or store.has_disagreements():
+            return None
+        if selection.notes is not None:
+            changed = [i for i in changed if i in selection.notes]
+        kinds = {n.id: n.kind for n in store.notes_by_id(changed).values() if selection.holds_kind(n.kind)}
+        text = assemble_bytes(store.memory_id(), selection, store.items_of_notes(kinds))
+        return store.head(), Since(kinds, text)
 
 
 def _now(store: Store, selection: Selection) -> tuple[int, bytes]:
@@ -297,7 +370,7 @@ def _theirs(store: Store, base_notes: dict[str, Note], items: dict[str, Item], n
         now = now_notes.get(base.id)
         if now is None:
             theirs[base.id] = "its note is no longer in this memory"
-        elif (render_item(replace(now, short=base.short), None, as_based) != items[short].raw
+        elif (render_item(now._replace(short=base.short), None, as_based) != items[short].raw
               and _shown_otherwise(items[short], now_items.get(now.shown), now)):
             theirs[base.id] = their_words(base, now, as_based)
     return theirs, created

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 from . import errors, ids
 from .model import KINDS, MOVE_BY_EVENT, MOVES, Event, Note
@@ -38,8 +37,7 @@ class Protected(errors.Refused):
     """An agent's move on a note of a protected kind."""
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     """The workspace's setting: the protected kinds, and the actor names that are agents."""
 
     kinds: frozenset[str] = frozenset(DEFAULT_KINDS)

@@ -11,7 +11,6 @@ a ruling leaves one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, Mapping, NamedTuple
 
 from . import ids
@@ -28,17 +27,17 @@ class Answer(NamedTuple):
         return {"id": self.note_id, "short": self.shown or self.note_id, "current": self.value, "reason": self.reason}
 
 
-@dataclass
 class Graph:
     """The supersession graph of a set of notes, with its anomalies found once."""
 
-    notes: Mapping[str, Note]
-    children: dict[str, list[str]] = field(default_factory=dict)
-    cycles: list[tuple[str, ...]] = field(default_factory=list)
-    dangling: dict[str, str] = field(default_factory=dict)  # note → missing target
-    malformed: dict[str, str] = field(default_factory=dict)  # note → raw pointer
-    poisoned: dict[str, str] = field(default_factory=dict)  # note → why it is unknown
-    numbered: dict[str, str] | None = None  # a converted note's old number, hashed → the note
+    def __init__(self, notes: Mapping[str, Note], numbered: dict[str, str] | None = None) -> None:
+        self.notes = notes
+        self.children: dict[str, list[str]] = {}
+        self.cycles: list[tuple[str, ...]] = []
+        self.dangling: dict[str, str] = {}  # note → missing target
+        self.malformed: dict[str, str] = {}  # note → raw pointer
+        self.poisoned: dict[str, str] = {}  # note → why it is unknown
+        self.numbered = numbered  # a converted note's old number, hashed → the note
 
     @classmethod
     def of(cls, notes: Mapping[str, Note]) -> "Graph":

@@ -22,8 +22,7 @@ agent cannot allow one.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 from . import errors, ids
 
@@ -54,8 +53,7 @@ _MAY_HOLD = re.compile("|".join((
 )))
 
 
-@dataclass(frozen=True)
-class Found:
+class Found(NamedTuple):
     """A secret in a text: its kind (the detector's name for it) and its line (from 1)."""
 
     kind: str

@@ -16,7 +16,6 @@ import json
 import os
 import sqlite3
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar
 
@@ -216,7 +215,7 @@ class Transaction:
         if event.type == "created":
             self._notes[event.id] = note_from_created(event, text.text if text else None)
         else:
-            self._notes[event.note] = replace(after_event(self.note(event.note), event), rivals=())
+            self._notes[event.note] = after_event(self.note(event.note), event)._replace(rivals=())
 
     def flush(self) -> None:
         """Write the events (texts first; one event as its own file, several as one pack,
@@ -361,6 +360,8 @@ class Store:
         self.caught = Caught()
         self.last_write: WriteMark | None = None
         self.started: str | None = None  # what starting the memory did, when this open started it
+        self._calm_known: tuple[str, bool] | None = None  # has_disagreements' answer, and at which moment
+        self._reading = False  # inside `reading`: a snapshot no write of this connection changes
 
     # -- opening -----------------------------------------------------------------------
 
@@ -458,17 +459,15 @@ class Store:
         two of them never make a note's history branch; branches come from other clones.
         `agent`: the writer is an agent (None: as QEM_ACTOR_KIND says; qem_edit.protect);
         `allow_secret`: a person commits a secret knowingly (qem_edit.secrets)."""
-        from filelock import FileLock, Timeout
-
         from . import protect
+        from .files import LockTimeout, locked
 
         as_agent = protect.writer_is_agent(agent)
         work = _as_writer(work, as_agent, allow_secret)
-        lock = FileLock(str(self.root / LOCK_NAME))
         try:
-            with lock.acquire(timeout=WRITE_PATIENCE_S):
+            with locked(self.root / LOCK_NAME, WRITE_PATIENCE_S):
                 return db.patiently(lambda: self._write_once(work, at or utc_now()), self.index_path or self.root, "write")
-        except Timeout:
+        except LockTimeout:
             raise errors.StoreBusy(f"{self.root} stayed locked by another writer for over"
                                    f" {int(WRITE_PATIENCE_S)} s; nothing was written") from None
         except UnicodeEncodeError:
@@ -617,6 +616,22 @@ class Store:
         """`generation` of this very index (not one rebuilt since) as one string: a
         rendering made at it is the rendering for as long as `moment(head())` equals it."""
         return f"{self._guarded(lambda: self.index.meta('index_id'))}:{generation}"
+
+    def items_changed_since(self, moment: str) -> list[str] | None:
+        """The notes whose rendered items changed since `moment` (a `moment` of this very
+        index), in id order; None when that cannot be told (another index, or a replay of
+        every note since)."""
+        index_id, _, generation = moment.rpartition(":")
+        if not generation.isdigit():
+            return None
+        return self._guarded(lambda: self.index.items_changed_since(int(generation))
+                             if self.index.meta("index_id") == index_id else None)
+
+    def items_now(self, note_ids: Iterable[str]) -> dict[str, tuple[str, bytes | None]]:
+        """Each of these notes' kind and rendered item now (None: it has none)."""
+        notes = self.notes_by_id(note_ids)
+        items = self._guarded(lambda: self.index.changed_items(notes))
+        return {i: (n.kind, items[i][1] if i in items else None) for i, n in notes.items()}
 
     def max_clock(self) -> int:
         return self._read("SELECT coalesce(max(clock), 0) FROM events")[0][0]
@@ -884,11 +899,19 @@ class Store:
         return [row[0] for row in self._read(f"SELECT id FROM notes{clause} ORDER BY kind_rank, id", params)]
 
     def has_disagreements(self) -> bool:
-        """Whether any note is disputed or forked (export then marks them, from the graph)."""
-        return bool(self._read(
+        """Whether any note is disputed or forked (export then marks them, from the graph).
+        Asked once per moment of the index (the answer reads every supersession): a
+        command asks it again and again as it renders and compares."""
+        moment = self.moment(self.head())
+        if self._calm_known is not None and self._calm_known[0] == moment:
+            return self._calm_known[1]
+        found = bool(self._read(
             "SELECT 1 FROM notes INDEXED BY notes_disagreeing WHERE disputes != '[]' OR rivals != '[]' UNION ALL SELECT 1 FROM"
             " (SELECT supersedes FROM notes WHERE supersedes IS NOT NULL"
             "  GROUP BY supersedes HAVING count(*) > 1) LIMIT 1"))
+        if not self.conn.in_transaction or self._reading:  # (inside a write, the index may not match its moment yet)
+            self._calm_known = (moment, found)
+        return found
 
     # -- what the other modules ask of the index ---------------------------------------------
 
@@ -1034,11 +1057,13 @@ class Store:
     def reading(self) -> Iterator["Store"]:
         """A read transaction: every read inside sees one snapshot of the index."""
         self.conn.execute("BEGIN")
+        self._reading = True
         try:
             yield self
         except sqlite3.DatabaseError as exc:
             raise db.translate(exc, self.index_path or self.root, "read") from None
         finally:
+            self._reading = False
             try:
                 self.conn.execute("COMMIT")
             except sqlite3.DatabaseError:
@@ -1123,14 +1148,14 @@ def _start_if_new(root: Path, create: bool) -> str | None:
         raise errors.StoreMissing(
             f"no qem memory at {root}", hint="create one with `qem init` (or any write command, e.g. `qem add`)"
         )
-    from filelock import FileLock, Timeout
+    from .files import LockTimeout, locked
 
     try:
         root.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(root / START_LOCK_NAME)).acquire(timeout=WRITE_PATIENCE_S):
+        with locked(root / START_LOCK_NAME, WRITE_PATIENCE_S):
             # several processes may start it at once: one does, the others find it made
             return starting.start(root) if starting.is_new(root) else None
-    except Timeout:
+    except LockTimeout:
         raise errors.StoreBusy(f"{root} stayed locked by another process starting the memory; nothing was written") from None
     except OSError as exc:
         raise errors.StoreUnwritable(f"cannot create {root}: {exc.strerror}") from None

@@ -18,6 +18,7 @@ from typing import Callable
 from . import checkin, errors, ids
 from .checkin import Outcome, Source, Status
 from .checkouts import Checkout, find_checkout, new_checkout, owning
+from .files import file_chunks, same_bytes
 from .model import MOVE_BY_VERB
 from .proposal import Proposal
 from .renderer import Selection
@@ -363,20 +364,23 @@ def _edit_once(store: Store, source: Source, asker: Prompter, who: str, editor: 
     """One round: the editor, then the check-in of what it left."""
     checkout = source.checkout
     assert checkout is not None
-    before = checkin.read_edit(checkout.file)
+    before = checkout.keep_draft()
     started = time.monotonic()
     status = run_editor(editor, checkout.file)
     if status != 0:
         say(f"the editor exited with status {status}; nothing was checked in")
         raise errors.BadInput("the editor failed", hint=checkout.resume_hint())
-    if time.monotonic() - started < AT_ONCE_S and checkin.read_edit(checkout.file) == before:
+    if time.monotonic() - started < AT_ONCE_S and same_bytes(checkout.file, file_chunks(before)):
         say(
             "the editor returned at once and the file is unchanged: an editor that opens a window"
             " must be told to wait (e.g. EDITOR='code --wait' or 'subl -w');"
             f" nothing was checked in; {checkout.resume_hint()}"
         )
         return Outcome(Status.KEEP, source, kept=checkout)
-    _refuse_emptied(checkout, before)
+    try:
+        _refuse_emptied(checkout, before)
+    finally:
+        checkout.draft_file.unlink(missing_ok=True)
     try:
         outcome = checkin.check_in(store, source, asker, who, allow_mass_change=allow_mass_change,
                                    allow_secret=allow_secret)
@@ -389,12 +393,13 @@ def _edit_once(store: Store, source: Source, asker: Prompter, who: str, editor: 
     return outcome
 
 
-def _refuse_emptied(checkout: Checkout, before: bytes) -> None:
+def _refuse_emptied(checkout: Checkout, before: Path) -> None:
     """An editor that saved an empty file (or only whitespace) has not said "no changes",
-    and must not cost the draft it was given: the draft is put back as it was, and the
-    check-in stops with how to take it up again."""
-    after = checkin.read_edit(checkout.file)
-    if after and not after.isspace():
+    and must not cost the draft it was given (`before`: where it stays): the draft is put
+    back as it was, and the check-in stops with how to take it up again."""
+    if not checkout.file.exists():
+        checkin.read_edit(checkout.file)  # says the file is gone
+    if any(not chunk.isspace() for chunk in file_chunks(checkout.file)):
         return
     checkout.restore(before)
     raise errors.BadInput("the file is empty: nothing to check in; the edit is kept as it was before the editor"

@@ -11,7 +11,6 @@ Resolution order (first that applies):
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from . import errors
@@ -23,10 +22,23 @@ INDEX_NAME = "index.db"
 DEFAULT_MIRROR = "MEMORY.md"
 
 
-@dataclass(frozen=True)
 class Workspace:
-    root: Path
-    store_path: Path
+    """A workspace: its folder, and the memory it uses; its settings read once."""
+
+    __slots__ = ("root", "store_path", "_config")
+
+    def __init__(self, root: Path, store_path: Path) -> None:
+        self.root, self.store_path = root, store_path
+        self._config: dict | None = None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Workspace) and (self.root, self.store_path) == (other.root, other.store_path)
+
+    def __hash__(self) -> int:
+        return hash((self.root, self.store_path))
+
+    def __repr__(self) -> str:
+        return f"Workspace(root={self.root!r}, store_path={self.store_path!r})"
 
     @property
     def state_dir(self) -> Path:
@@ -44,11 +56,9 @@ class Workspace:
 
     def config(self) -> dict:
         """The workspace's settings (`.qem/config.toml`), read and checked once."""
-        cached = self.__dict__.get("_config")
-        if cached is None:
-            cached = self._read_config()
-            object.__setattr__(self, "_config", cached)  # frozen: a cache, not a field
-        return cached
+        if self._config is None:
+            self._config = self._read_config()
+        return self._config
 
     def _read_config(self) -> dict:
         path = self.store_path / CONFIG_NAME

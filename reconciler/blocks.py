@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from ..renderer.format import ERRORS_OPEN, HEADER_RE
+from ..renderer.patch import WINDOW, Reader, item_of, short_at
 
 from .parse import Item, LineError, ParsedFile, clean_lines, parse
 
@@ -492,6 +493,44 @@ def _find_blocks(pieces: Iterable[bytes], shorts: set[str]) -> dict[str, Key]:
     return found
 
 
+
+def blocks_by_id(read: Reader, size: int, heads: list[int], wanted: dict[str, str]) -> dict[str, Key]:
+    """The blocks of notes in the base, found without reading it through: `wanted` maps a
+    note's full id to its section's title; `heads`, where each section heading starts
+    ("\n## ").  A section's items are in id order and short ids sort as their ids do (no
+    short id is a prefix of another), so each note is looked for by bisection in its
+    section, reading a few small windows.  By the short id the base shows (a note the base
+    does not hold is left out), with its section key as `_find_blocks` gives it."""
+    sections: dict[bytes, tuple[int, int, bytes]] = {}
+    for i, at in enumerate(heads):
+        head = read(at, WINDOW)
+        key = _heading_at(head, 0)
+        end = heads[i + 1] if i + 1 < len(heads) else size
+        sections[key.split(b"\n", 1)[0]] = (at, end, key)
+    found: dict[str, Key] = {}
+    for note_id, title in wanted.items():
+        section = sections.get(title.encode("utf-8"))
+        if section is None:
+            continue
+        at = item_of(read, section[0], section[1], note_id.encode("ascii", "replace"))
+        if at is not None:
+            short, block = _block_at(read, at, section[1])
+            found[short] = (section[2], block)
+    return found
+
+
+def _block_at(read: Reader, at: int, end: int) -> tuple[str, bytes]:
+    """The short id and the block (as `_find_blocks` cuts it) of the item starting at `at`."""
+    data, size = b"", WINDOW
+    while True:
+        data = read(at, size)
+        boundary = _next_boundary(data, 4)
+        if boundary < len(data) or at + len(data) >= end or len(data) < size:
+            short = short_at(read, at).decode("ascii", "replace")
+            return short, data[3:boundary]
+        size *= 4
+
+
 def _diff_whole(source: Chunks, edited_data: bytes) -> EditDiff | None:
     """The comparison of the whole files, for an edit with editor noise (cleaned first)."""
     base_data = b"".join(source())
@@ -606,7 +645,8 @@ def base_items(base_data: bytes | Chunks, shorts: set[str] | None, known: dict[s
     """The base rendering's items of these notes (every note: `shorts` None), by the short
     id it shows them with, parsed alone, each under its section: what the check-in
     compares an edit with.  The base is bytes or read a chunk at a time (see diff_edit);
-    `known`: blocks already at hand (a diff's unmatched base items), not looked for."""
+    `known`: blocks already at hand (a diff's unmatched base items, `blocks_by_id`'s),
+    not looked for."""
     source = _source(base_data, chunk)
     head = _head(source()) if shorts is not None else None
     if head is None:

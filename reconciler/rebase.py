@@ -9,7 +9,6 @@ confused with content, and the parser refuses a file that still holds one.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Mapping, Sequence
 
 from ..model import KINDS, Note
@@ -192,4 +191,4 @@ def _retarget(successor: Note, item: Item, base: Note | None) -> Note:
         changes["anchors"] = tuple(sorted((path, shown) for path, (_, shown) in item.anchors.items()))
     if tuple(sorted(item.triggers)) != base.triggers:
         changes["triggers"] = tuple(sorted(item.triggers))
-    return replace(successor, **changes)
+    return successor._replace(**changes)

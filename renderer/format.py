@@ -10,7 +10,7 @@ marker is escaped with a leading backslash.  See docs/FORMAT.md.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..model import KINDS, TRIGGER_ATTRIBUTES
 
@@ -120,8 +120,7 @@ TOMBSTONE_RE = re.compile(rf"- \[#(?P<id>{_ID})\] FORGOTTEN(?: (?P<date>{_DATE})
 ITEM_ID_RE = re.compile(rf"- \[#(?P<id>{_ID})\]")
 
 
-@dataclass(frozen=True)
-class Selection:
+class Selection(NamedTuple):
     """Which notes a rendering holds: some kinds (None: all), only live ones or all; for
     a query's checkout, the query's filters (`query`, as `qem query` takes them) and the
     notes it matched when checked out (`notes`, full ids; None where not yet known)."""

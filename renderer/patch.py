@@ -11,7 +11,7 @@ does not fit it returns None, and the caller renders the whole file.  Pure.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 from ..model import KINDS
 
@@ -149,3 +149,181 @@ def _next_item(items: bytes, pos: int) -> int:
 
 def _short(items: bytes, at: int) -> bytes:
     return items[at + len(ITEM_START):items.index(b"]", at)]
+
+
+# -- the same, over a rendering read in place ----------------------------------------------------
+#
+# A rendering of 100 MB need not be read to be patched: its sections are where its headings
+# start ("\n## ", known to whoever wrote it), a section's items are in id order, and short
+# ids sort as their ids do, so an item is found by bisection, reading a few small windows.
+# The patched rendering is then a list of pieces: stretches of the base (copied as they
+# are) and new items.
+
+Reader = Callable[[int, int], bytes]  # (offset, size) → the bytes there (fewer at the end)
+Piece = tuple[int, int] | bytes  # a stretch of the base [start, end), or new bytes
+WINDOW = 1 << 12
+
+
+def next_item(read: Reader, at: int, end: int) -> int | None:
+    """Where the first "\\n- [#" at or after `at` starts (before `end`): the newline
+    before an item."""
+    while at < end:
+        window = read(at, min(WINDOW, end - at) + 4)
+        found = window.find(b"\n" + ITEM_START)
+        if 0 <= found and at + found < end:
+            return at + found
+        if len(window) <= 4:
+            return None
+        at += len(window) - 4
+    return None
+
+
+def short_at(read: Reader, at: int) -> bytes:
+    """The short id of the item whose newline is at `at`."""
+    line = read(at + 1 + len(ITEM_START), 64)
+    close = line.find(b"]")
+    return line[:close] if close > 0 else line
+
+
+def item_of(read: Reader, lo: int, hi: int, note_id: bytes) -> int | None:
+    """Where (its newline) the item of `note_id` is between `lo` and `hi`, under whatever
+    short id it shows; None: not there."""
+    while lo < hi:  # every item starting before lo sorts before the note; none from hi on is it
+        mid = (lo + hi) // 2
+        at = next_item(read, mid, hi)
+        if at is None:
+            hi = mid
+            continue
+        short = short_at(read, at)
+        if short == note_id[:len(short)]:
+            return at
+        if short < note_id[:len(short)]:
+            lo = at + 1
+        else:
+            hi = mid
+    return None
+
+
+def _place_of(read: Reader, lo: int, hi: int, key: bytes) -> int:
+    """Where the first item whose short id does not sort before `key` starts, between
+    `lo` (the newline before the first item) and `hi` (the end of the items: none does)."""
+    a, b = lo, hi
+    while a < b:  # no item whose newline is before a is the one; none from b on is the first
+        mid = (a + b) // 2
+        at = next_item(read, mid, b)
+        if at is None:
+            b = mid
+        elif short_at(read, at) < key:
+            a = at + 1
+        else:
+            b = mid
+    found = next_item(read, a, hi)
+    return found + 1 if found is not None else hi
+
+
+class Headings:
+    """Where the section headings ("\\n## ") of a rendering start, found as its bytes pass
+    (`feed` each chunk in order; a heading may straddle two chunks)."""
+
+    def __init__(self) -> None:
+        self.at: list[int] = []
+        self._offset, self._tail = 0, b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        straddling = self._tail + chunk[:3]  # a heading begun in the chunk before
+        found = straddling.find(b"\n## ")
+        if 0 <= found < len(self._tail):
+            self.at.append(self._offset - len(self._tail) + found)
+        found = chunk.find(b"\n## ")
+        while found >= 0:
+            self.at.append(self._offset + found)
+            found = chunk.find(b"\n## ", found + 4)
+        self._tail = (self._tail + chunk)[-3:] if len(chunk) < 3 else chunk[-3:]
+        self._offset += len(chunk)
+        return chunk
+
+
+def headings_in(chunks: Iterable[bytes]) -> list[int]:
+    """Where each section heading of the rendering `chunks` make starts."""
+    found = Headings()
+    for chunk in chunks:
+        found.feed(chunk)
+    return found.at
+
+
+class SectionChange(NamedTuple):
+    """What changes in one section: the notes whose items go (full ids), the items that
+    come (each ending in a newline)."""
+
+    gone: Sequence[str]
+    new: Sequence[bytes]
+
+
+def patch_plan(read: Reader, end: int, heads: Sequence[int], memory: str, selection: Selection,
+               changes: dict[str, SectionChange]) -> list[Piece] | None:
+    """The pieces of the rendering `read` holds up to `end` (with its section headings at
+    `heads`) once `changes` (by kind) are made, byte-identical to rendering it whole; None
+    when the base is not laid out as a rendering of `memory` within `selection`."""
+    kinds = _kinds(selection)
+    head = (header_line(memory, selection) + "\n\n").encode("utf-8")
+    if len(heads) != len(kinds) or not heads or heads[0] + 1 != len(head) or read(0, len(head)) != head:
+        return None
+    pieces: list[Piece] = [(0, len(head))]
+    for i, kind in enumerate(kinds):
+        heading = f"## {SECTION_TITLES[kind]}\n".encode("utf-8")
+        if read(heads[i] + 1, len(heading)) != heading:
+            return None
+        last = i == len(kinds) - 1
+        start, stop = heads[i] + 1 + len(heading), end if last else heads[i + 1] + 1
+        body = _section_pieces(read, start, stop, last, changes.get(kind, SectionChange((), ())))
+        if body is None:
+            return None
+        pieces.append((heads[i] + 1, start))
+        pieces += body
+    return pieces
+
+
+def _section_pieces(read: Reader, start: int, stop: int, last: bool, change: SectionChange) -> list[Piece] | None:
+    """A section's body, `\\n` + items + (`\\n` unless last), or with no items `\\n` (or
+    nothing, last), as pieces once `change` is made."""
+    empty = b"" if last else b"\n"
+    if stop - start <= len(empty):
+        if read(start, stop - start) != empty:
+            return None
+        items: list[Piece] = [b"".join(sorted(change.new, key=lambda item: _short(item, 0)))] if change.new else []
+    else:
+        if read(start, len(ITEM_START) + 1) != b"\n" + ITEM_START or read(stop - 2, 2)[-1:] != b"\n" or (
+                not last and read(stop - 2, 2) != b"\n\n"):
+            return None
+        items = _items_pieces(read, start, stop if last else stop - 1, change)
+    if not any(p if isinstance(p, bytes) else p[1] > p[0] for p in items):
+        return [empty] if empty else []
+    return [b"\n", *items, *([b"\n"] if not last else [])]
+
+
+def _items_pieces(read: Reader, lo: int, hi: int, change: SectionChange) -> list[Piece]:
+    """The items between `lo` (the newline before the first) and `hi` (the newline after
+    the last, or the end) once `change` is made, as pieces (without the first newline)."""
+    events: list[tuple[int, int, bytes, int]] = []  # (where, 0 insert / 1 cut, key or b"", cut end)
+    for note_id in change.gone:
+        at = item_of(read, lo, hi, note_id.encode("ascii", "replace"))
+        if at is not None:
+            after = next_item(read, at + 1, hi)
+            events.append((at + 1, 1, b"", after + 1 if after is not None else hi))
+    for item in change.new:
+        key = _short(item, 0)
+        events.append((_place_of(read, lo, hi, key), 0, key, 0))
+    new_by_key = {_short(item, 0): item for item in change.new}
+    pieces: list[Piece] = []
+    cursor = lo + 1
+    for where, kind, key, cut_end in sorted(events):
+        if where > cursor:
+            pieces.append((cursor, where))
+            cursor = where
+        if kind == 0:
+            pieces.append(new_by_key[key])
+        else:
+            cursor = max(cursor, cut_end)
+    if hi > cursor:
+        pieces.append((cursor, hi))
+    return pieces

@@ -82,8 +82,15 @@ def base_named(data: bytes) -> str | None:
     """The base a checkout's help line names (None: no help line, or one naming none)."""
     import re
 
-    found = re.search(rb"^" + re.escape(HELP_OPEN.encode()) + rb" base=([0-9a-f]{16})\b", data, re.M)
-    return found[1].decode("ascii") if found else None
+    opening = HELP_OPEN.encode() + b" base="
+    at = data.find(opening)
+    while at >= 0:  # (found by `find`, then matched: a 100 MB file is not walked by the regex)
+        if at == 0 or data[at - 1:at] == b"\n":
+            found = re.match(rb"([0-9a-f]{16})\b", data[at + len(opening):at + len(opening) + 17])
+            if found:
+                return found[1].decode("ascii")
+        at = data.find(opening, at + 1)
+    return None
 
 
 def item_text(note: Note, graph: Graph | None = None, shorts: Mapping[str, str] | None = None) -> str:

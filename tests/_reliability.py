@@ -112,14 +112,13 @@ def log_names(root: Path) -> set[str]:
 def prefix_notes(events: list, texts: dict[str, str], count: int) -> dict:  # type: ignore[type-arg]
     """The notes after the first `count` events (in clock order), with the short ids the
     index gives a memory holding exactly those notes."""
-    from dataclasses import replace
-
+    
     from qem_edit import ids
     from qem_edit.model import replay
 
     notes = replay(events[:count], texts)
     shorts = ids.short_ids({n: note.short_len for n, note in notes.items()})
-    return {n: replace(note, short=shorts[n]) for n, note in notes.items()}
+    return {n: note._replace(short=shorts[n]) for n, note in notes.items()}
 
 
 def rendering_prefix(store, data: bytes, *, editing: bool = False, upto: int | None = None,  # type: ignore[no-untyped-def]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
@@ -108,7 +107,7 @@ def note_sets(draw, max_notes: int = 8, disputes: bool = False) -> list[Note]:
     chosen = draw(st.lists(ID, unique=True, max_size=max_notes))
     notes = [draw(note_for(i, disputes)) for i in chosen]
     shorts = ids.short_ids({n.id: ids.MIN_SHORT for n in notes})
-    return [replace(n, short=shorts[n.id]) for n in notes]
+    return [n._replace(short=shorts[n.id]) for n in notes]
 
 
 def flat_reason(reason: str | None) -> str | None:

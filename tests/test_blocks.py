@@ -14,7 +14,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dataclasses import replace
 
 from qem_edit import ids
 from qem_edit.model import KINDS, PRIORITIES, Note
@@ -51,7 +50,7 @@ def _store(seed: int, size: int) -> dict[str, Note]:
             state_at=None if state == "active" else "2026-06-01T00:00:00Z",
         )
     shorts = ids.short_ids({note_id: ids.MIN_SHORT for note_id in notes})
-    return {note_id: replace(note, short=shorts[note_id]) for note_id, note in notes.items()}
+    return {note_id: note._replace(short=shorts[note_id]) for note_id, note in notes.items()}
 
 
 EDITS = ("delete", "change", "move", "add", "duplicate", "stray", "blank", "priority", "stale", "crlf", "bom", "swap")

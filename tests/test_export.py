@@ -40,7 +40,6 @@ from qem_edit.dump import load
 from qem_edit.reconciler.parse import parse
 from qem_edit.renderer import render
 from qem_edit import ids
-from dataclasses import replace
 from qem_edit.renderer.format import SECTION_TITLES
 from qem_edit.starting import ensure_memory_id
 
@@ -124,7 +123,7 @@ def test_golden(log: Path, md: Path, tmp_path: Path) -> None:
         events, texts, _ = read_dump(log.read_bytes(), log.name)
         replayed = replay(events, {t.note: t.text for t in texts})
         shorts = ids.short_ids({n: note.short_len for n, note in replayed.items()})
-        assert render([replace(n, short=shorts[n.id]) for n in replayed.values()], memory).encode("utf-8") == data
+        assert render([n._replace(short=shorts[n.id]) for n in replayed.values()], memory).encode("utf-8") == data
         notes = store.notes()
     if UPDATE:
         if not md.exists() or md.read_bytes() != data:

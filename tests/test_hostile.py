@@ -30,7 +30,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -366,8 +365,8 @@ def test_forged_structure_round_trips(scratch):
             assert terminal.run_checkin(store, place, kept.file, "fuzz", True, False, "forger").status == "applied"
             after = {n.id: n for n in store.notes()}
             # (a short id may have grown: the new note's id can share a prefix)
-            assert {k: replace(v, short="") for k, v in after.items() if k in before} == {
-                k: replace(v, short="") for k, v in before.items()}
+            assert {k: v._replace(short="") for k, v in after.items() if k in before} == {
+                k: v._replace(short="") for k, v in before.items()}
             (new,) = [n for n in after.values() if n.id not in before]
             assert new.text == "an honest note" and new.kind == "task"
             assert len(store.events()) == count + 1

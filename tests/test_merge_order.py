@@ -185,11 +185,10 @@ def test_the_renderer_agrees_with_itself_on_a_shuffled_replay():
             memory = store.memory_id()
         events, texts = _events_and_texts(Path(tmp) / ".qem")
     rng = random.Random(7)
-    from dataclasses import replace as with_
 
     for _ in range(3):
         rng.shuffle(events)
         replayed = replay(events, texts)
         shorts = ids.short_ids({n: note.short_len for n, note in replayed.items()})
-        notes = [with_(n, short=shorts[n.id]) for n in replayed.values()]
+        notes = [n._replace(short=shorts[n.id]) for n in replayed.values()]
         assert render(notes, memory).encode("utf-8") == expected

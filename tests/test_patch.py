@@ -8,7 +8,6 @@ the new one.  Bases that are not a rendering are refused (None), never patched w
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -32,7 +31,7 @@ def items_of(notes) -> dict[str, tuple[str, bytes]]:  # type: ignore[no-untyped-
 
 def with_shorts(notes):  # type: ignore[no-untyped-def]
     shorts = ids.short_ids({n.id: ids.MIN_SHORT for n in notes})
-    return [replace(n, short=shorts[n.id]) for n in notes]
+    return [n._replace(short=shorts[n.id]) for n in notes]
 
 
 @st.composite

@@ -299,7 +299,7 @@ def test_planning_and_applying_gives_the_notes_the_edited_file_describes(specs, 
                 if edit != "keep":
                     changed = changed or (edit != "promote" or note.provenance != "human")
                     stale_reason = data.draw(reason_st, label="reason") if edit == "stale" else note.state_reason
-                    block = render_item(replace(note, kind=kind, priority=priority, text=text, state=state,
+                    block = render_item(note._replace(kind=kind, priority=priority, text=text, state=state,
                                                 provenance=provenance, state_reason=stale_reason,
                                                 state_at=None if edit == "stale" else note.state_at), None, shorts)
                 out[SECTION_TITLES[kind]].append(block)
@@ -339,7 +339,7 @@ def test_planning_and_applying_gives_the_notes_the_edited_file_describes(specs, 
             checkin.apply_plan(store, planned.plan, "person", "property check-in")
             assert verify_report(store).problems == []
             after = {n.id: n for n in store.notes()}
-            assert replay(store.events(), store.texts()) == {i: replace(n, short="") for i, n in after.items()}
+            assert replay(store.events(), store.texts()) == {i: n._replace(short="") for i, n in after.items()}
             live = Counter((n.kind, n.priority, n.text, n.state, n.provenance) for n in after.values() if n.live)
             assert live == expected_live
             for note_id, (state, provenance) in expected_state.items():

@@ -9,7 +9,6 @@ passes every test that renders a list it got from an ordered query.
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -60,7 +59,7 @@ def logged_notes(log: Path) -> tuple[str, list[Note]]:
     events, texts, memory = read_dump(log.read_bytes(), str(log))
     notes = replay(events, {t.note: t.text for t in texts})
     shorts = ids.short_ids({i: note.short_len for i, note in notes.items()})
-    return memory or MEMORY, [replace(note, short=shorts[i]) for i, note in notes.items()]
+    return memory or MEMORY, [note._replace(short=shorts[i]) for i, note in notes.items()]
 
 
 def corpus_notes() -> tuple[str, list[Note]]:
@@ -261,6 +260,6 @@ def test_commonmark_outline_of_the_corpus() -> None:
 
 def test_render_does_not_touch_its_input() -> None:
     notes = [note(2), note(1, "directive")]
-    before = [replace(x) for x in notes]
+    before = [x._replace() for x in notes]
     render(notes, MEMORY)
     assert notes == before

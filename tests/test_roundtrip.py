@@ -9,7 +9,6 @@ write excludes it.
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -173,7 +172,7 @@ def test_scoped_renderings_read_back_with_their_scope(notes: list[Note], kinds: 
     whole = {i.note_id: i.raw for i in parse(render(notes, MEMORY)).items}
     assert {i.note_id: i.raw for i in parsed.items} == {n.shown: whole[n.shown] for n in shown}
     if _closed(shown, notes):  # no link leaves the selection: the shown notes alone render the same file
-        assert render([replace(n) for n in shown], MEMORY, selection) == text
+        assert render([n._replace() for n in shown], MEMORY, selection) == text
 
 
 def _closed(shown: list[Note], notes: list[Note]) -> bool:

@@ -604,12 +604,21 @@ def test_export_refuses_to_render_over_a_hand_edited_mirror(seeded: Path) -> Non
 
 def test_the_checkout_help_is_pinned_by_a_golden_file(tmp_path: Path) -> None:
     from builders import load_store
-    from qem_edit.checkouts import checkout_bytes
-    from qem_edit.renderer import Selection
+    from qem_edit.checkouts import render_base
+    from qem_edit.export import render_store
+    from qem_edit.renderer import Selection, for_editing
 
     golden = Path(__file__).resolve().parent.parent / "fixtures" / "golden"
     with load_store(tmp_path / ".qem", golden / "format_example.jsonl") as store:
-        rendered = checkout_bytes(store, Selection())
+        made = render_base(store, Selection(), tmp_path / "base.md")  # streamed, a chunk at a time
+        whole = for_editing(render_store(store)[1].decode("utf-8")).encode("utf-8")
+    rendered = (tmp_path / "base.md").read_bytes()
+    assert rendered == whole
+    heads, at = [], rendered.find(b"\n## ")
+    while at >= 0:
+        heads.append(at)
+        at = rendered.find(b"\n## ", at + 4)
+    assert made["base_heads"]["at"] == heads and made["calm"] is True
     target = golden / "checkout_example.md"
     if UPDATE_GOLDEN:
         target.write_bytes(rendered)

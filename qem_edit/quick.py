@@ -1,0 +1,121 @@
+"""The commands an agent or a hook runs on every turn, started without the command-line
+framework: importing typer is most of a start-up, as long again as the write itself.
+
+`run` takes `qem add` when its arguments are plain (the options below, each once or
+repeated as typer takes them, `--opt value` or `--opt=value`, `-k value`, `--` before a
+text that starts with a dash) and runs qem_edit.shell's body, as `qem add` under typer
+runs it; anything else (`--help`, an unknown or malformed option, a missing argument)
+returns None and typer parses the line, with its usual messages.  The table of options
+is held to typer's own declaration of the command by tests/test_quick.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+
+class Opt(NamedTuple):
+    names: tuple[str, ...]  # the option's spellings
+    dest: str  # the body's parameter
+    takes: str  # "value" (the last one given wins), "many" (repeatable: a list), "flag" (True when given)
+    convert: Callable[[str], object] = str
+
+
+class Spec(NamedTuple):
+    arguments: tuple[str, ...]  # the positional parameters, in order, all required
+    required: tuple[str, ...]  # options that must be given
+    options: tuple[Opt, ...]
+    defaults: dict[str, object]
+
+
+ADD = Spec(
+    arguments=("text",),
+    required=("kind",),
+    options=(
+        Opt(("--kind", "-k"), "kind", "value"),
+        Opt(("--priority", "-p"), "priority", "value"),
+        Opt(("--provenance",), "provenance", "value"),
+        Opt(("--json",), "as_json", "flag"),
+        Opt(("--allow-secret",), "allow_secret", "flag"),
+        Opt(("--anchor",), "anchor", "many"),
+        Opt(("--expires",), "expires", "value"),
+        Opt(("--ttl",), "ttl", "value"),
+        Opt(("--on",), "on", "many"),
+        Opt(("--when-path",), "when_path", "many"),
+        Opt(("--when-run",), "when_run", "many"),
+        Opt(("--workspace", "-w"), "workspace_dir", "value", Path),
+        Opt(("--store",), "store_dir", "value", Path),
+        Opt(("--actor",), "actor", "value"),
+    ),
+    defaults={"priority": "medium", "provenance": "agent", "as_json": False, "allow_secret": False, "anchor": None,
+              "expires": None, "ttl": None, "on": None, "when_path": None, "when_run": None, "workspace_dir": None,
+              "store_dir": None, "actor": None},
+)
+
+
+def _body(name: str) -> Callable[..., int]:
+    from . import shell
+
+    return {"add": shell.add}[name]
+
+
+SPECS = {"add": ADD}
+
+
+def parse(spec: Spec, argv: list[str]) -> dict[str, object] | None:
+    """The parameters `argv` gives the command, or None when it is not plain (typer then
+    parses it, and says what is wrong)."""
+    by_name = {name: opt for opt in spec.options for name in opt.names}
+    values: dict[str, object] = dict(spec.defaults)
+    given: set[str] = set()
+    positional: list[str] = []
+    i, options_end = 0, False
+    while i < len(argv):
+        token = argv[i]
+        i += 1
+        if options_end or token == "-" or not token.startswith("-"):
+            positional.append(token)
+            continue
+        if token == "--":
+            options_end = True
+            continue
+        name, eq, attached = token.partition("=") if token.startswith("--") else (token, "", "")
+        opt = by_name.get(name)
+        if opt is None:
+            return None  # --help, an unknown option, -kVALUE: typer's to read
+        if opt.takes == "flag":
+            if eq:
+                return None
+            values[opt.dest] = True
+        else:
+            if not eq:
+                if i >= len(argv):
+                    return None
+                attached = argv[i]
+                i += 1
+            value = opt.convert(attached)
+            if opt.takes == "many":
+                values[opt.dest] = [*(values.get(opt.dest) or []), value]  # type: ignore[misc]
+            else:
+                values[opt.dest] = value
+        given.add(opt.dest)
+    if len(positional) != len(spec.arguments) or any(dest not in given for dest in spec.required):
+        return None
+    values.update(zip(spec.arguments, positional))
+    return values
+
+
+def run(argv: list[str]) -> int | None:
+    """Run `argv` (the words after `qem`) here when it is a quick command with plain
+    arguments: its exit status; None: typer's to run."""
+    spec = SPECS.get(argv[0]) if argv else None
+    if spec is None:
+        return None
+    params = parse(spec, argv[1:])
+    if params is None:
+        return None
+    from .shell import guarded
+
+    body = _body(argv[0])
+    return guarded(lambda: body(**params))

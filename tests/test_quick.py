@@ -1,0 +1,126 @@
+"""`qem add` started without the command-line framework (qem_edit.quick).
+
+typer stays the definition of the command line: the quick path's table of options is
+checked here against typer's own declaration of `qem add`, every plain line is parsed to
+the very parameters typer gives the command, and every line that is not plain (help, an
+unknown or malformed option, a missing argument) is left to typer, with its messages.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run_qem
+from qem_edit import cli, quick
+
+
+def typer_add():  # type: ignore[no-untyped-def]
+    command, _, _ = cli._command(["add"])
+    return command
+
+
+def typer_params(argv: list[str]) -> dict:
+    """The parameters `qem add` under typer gives the command's body (shell.add)."""
+    import inspect
+
+    from qem_edit import shell
+
+    seen: dict = {}
+    signature = inspect.signature(shell.add)
+
+    def body(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.update(signature.bind(*args, **kwargs).arguments)
+        return 0
+
+    original, shell.add = shell.add, body
+    try:
+        typer_add().main(args=list(argv), prog_name="qem add", standalone_mode=False)
+    finally:
+        shell.add = original
+    return seen
+
+
+def test_the_table_is_typer_s_declaration_of_add() -> None:
+    command = typer_add()
+    options = {opt.dest: opt for opt in quick.ADD.options}
+    arguments = [p.name for p in command.params if p.param_type_name == "argument"]
+    assert tuple(arguments) == quick.ADD.arguments
+    declared = [p for p in command.params if p.param_type_name == "option" and p.name not in ("help",)]
+    assert sorted(p.name for p in declared) == sorted(options), "an option of `qem add` the quick table lacks (or has)"
+    for param in declared:
+        opt = options[param.name]
+        assert set(param.opts) == set(opt.names) and not param.secondary_opts, param.name
+        takes = "flag" if param.is_flag else "many" if param.multiple else "value"
+        assert takes == opt.takes, param.name
+        assert (param.name in quick.ADD.required) == param.required, param.name
+        if not param.required:
+            assert quick.ADD.defaults[param.name] == param.default, param.name
+
+
+PLAIN = [
+    ["a note", "-k", "task"],
+    ["a note", "--kind", "gotcha", "--priority", "high", "--json"],
+    ["--kind=finding", "a note", "-p", "low", "--provenance", "user-stated"],
+    ["-k", "task", "--", "-a text that starts with a dash"],
+    ["-", "-k", "task"],
+    ["x", "-k", "task", "--anchor", "src/a.py", "--anchor=src/b.py", "--on", "start", "--when-path", "src/**",
+     "--when-run", "pytest*", "--when-run", "make test", "--expires", "2030-01-01", "--ttl", "30d"],
+    ["x", "-k", "task", "-w", "/tmp/somewhere", "--store", "/tmp/else/.qem", "--actor", "ci", "--allow-secret"],
+    ["x", "-k", "task", "-k", "gotcha", "--priority", "low", "--priority", "high"],  # the last wins
+    ["x", "--kind", "-p"],  # an option's value may start with a dash
+]
+
+
+@pytest.mark.parametrize("argv", PLAIN, ids=lambda a: " ".join(a)[:40])
+def test_a_plain_line_gives_what_typer_gives(argv: list[str]) -> None:
+    assert quick.parse(quick.ADD, argv) == typer_params(argv)
+
+
+def test_every_option_alone_and_in_pairs_gives_what_typer_gives() -> None:
+    samples = {"flag": [], "many": ["p/1", "p/2"], "value": ["v"]}
+    words = []
+    for opt in quick.ADD.options:
+        for name in opt.names:
+            values = samples[opt.takes] if opt.dest != "kind" else ["task"]
+            words.append([name, *values[:1]] if opt.takes != "flag" else [name])
+    for a, b in itertools.combinations(words, 2):
+        argv = ["a text", "-k", "task", *a, *b]
+        assert quick.parse(quick.ADD, argv) == typer_params(argv), argv
+
+
+@pytest.mark.parametrize("argv", [
+    ["--help"], ["x", "-k", "task", "-h"], ["x", "-kgotcha"], ["x"], ["-k", "task"], ["x", "y", "-k", "task"],
+    ["x", "-k", "task", "--json=1"], ["x", "-k", "task", "--no-such"], ["x", "-k"], [],
+], ids=lambda a: " ".join(a) or "nothing")
+def test_a_line_that_is_not_plain_is_left_to_typer(argv: list[str]) -> None:
+    assert quick.parse(quick.ADD, argv) is None
+
+
+def test_add_starts_without_the_framework_and_writes(tmp_path: Path) -> None:
+    probe = ("import sys; sys.argv = ['qem', 'add', 'quick note', '-k', 'task', '-w', sys.argv[1]]\n"
+             "from qem_edit.__main__ import main\n"
+             "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+             "print(code, sorted(m for m in ('typer', 'click', 'dataclasses', 'inspect', 'tempfile') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    short, verdict = done.stdout.strip().splitlines()
+    assert verdict == "0 []", verdict
+    shown = run_qem("show", short, "--json", cwd=tmp_path)
+    assert json.loads(shown.stdout)["text"] == "quick note"
+
+
+def test_its_failures_read_as_typer_s_do(tmp_path: Path) -> None:
+    empty = run_qem("add", "  ", "-k", "task", cwd=tmp_path)
+    assert empty.returncode == 2 and "qem: error:" in empty.stderr and "Traceback" not in empty.stderr
+    bad = run_qem("add", "x", "-k", "bogus", cwd=tmp_path)
+    assert bad.returncode == 2 and "unknown kind 'bogus'" in bad.stderr
+    missing = run_qem("add", "x", cwd=tmp_path)
+    assert missing.returncode == 2 and "Missing option '--kind'" in missing.stderr
+    helped = run_qem("add", "--help", cwd=tmp_path)
+    assert helped.returncode == 0 and "Usage: qem add" in helped.stdout
