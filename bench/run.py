@@ -375,11 +375,14 @@ class Result:
 
 
 SUBJECT_KEYS = ("export", "export-unchanged", "check", "check-stale", "checkin", "checkin-concurrent", "edit",
-                "add", "add-nomirror", "add-scanned", "fresh-clone", "fresh-clone-total", "git-status", "context", "mcp-call",
+                "checkout-path", "checkin-path", "checkin-mirror", "checkin-moved",
+                "add", "add-nomirror", "add-scanned", "stage-mirror", "fresh-clone", "fresh-clone-total", "git-status", "context", "mcp-call",
                 "edit-query", "verify", "dump", "load")
 EXPORT_KEYS = SUBJECT_KEYS[:4]
 # At the export-only sizes (749,000): the export subjects, and what must stay bounded there.
-SCALE_KEYS = EXPORT_KEYS + ("checkin", "edit-query", "verify", "dump", "load")
+SCALE_KEYS = EXPORT_KEYS + ("checkin", "edit", "checkout-path", "checkin-path", "checkin-mirror", "checkin-moved",
+                             "edit-query", "verify", "dump", "load")
+MOVED_WRITES = 100  # the moved store: this many writes by another process between checkout and check-in
 SLOW_FROM = 74_900  # from this size on, verify and load run once, with no warm-up
 COUNT_KEYS = ("files",)  # counted, not timed
 ALL_KEYS = SUBJECT_KEYS + COUNT_KEYS
@@ -484,16 +487,20 @@ class SizeBench:
             self.plan_path.write_text(json.dumps(self.plan))
         return self.plan
 
-    def checkout_and_edit(self, ws: Path, concurrent: bool) -> Path:
+    def checkout_and_edit(self, ws: Path, concurrent: bool, *, to: Path | None = None, adds: int = 0) -> Path:
+        """A fresh copy of the memory, checked out (kept, or `to` a file of its own), the
+        plan's 10 edits made to it; then, if `concurrent`, the plan's 10 writes by another
+        process (and `adds` more notes)."""
         plan = self.edit_plan()
         fresh_workspace(ws, self.memory)
-        printed = call(self.qem("checkout", "-w", str(ws)), what="qem checkout", cwd=self.dir).strip().splitlines()
+        where = ["--path", str(to)] if to is not None else []
+        printed = call(self.qem("checkout", *where, "-w", str(ws)), what="qem checkout", cwd=self.dir).strip().splitlines()
         path = Path(printed[-1])
         if not path.is_absolute():
             path = self.dir / path
         edits.apply_file(path, plan)
         if concurrent:
-            call([self.tools.python, str(HERE / "writer.py"), str(ws), str(self.plan_path)],
+            call([self.tools.python, str(HERE / "writer.py"), str(ws), str(self.plan_path), str(adds)],
                  what="concurrent writes (bench/writer.py)", cwd=self.dir)
         return path
 
@@ -519,12 +526,14 @@ class SizeBench:
                                  f" (want {len(plan['new'])}); see {self.err}")
         return verify
 
-    def merge_inputs(self, name: str, path: Path, ws: Path, concurrent: bool) -> tuple[Path, Path, Path]:
+    def merge_inputs(self, name: str, path: Path, ws: Path, concurrent: bool,
+                     base: Path | None = None) -> tuple[Path, Path, Path]:
         where = self.dir / f"merge-{name}"
         where.mkdir(exist_ok=True)
+        source = base if base is not None else path.parent / "base.md"
         edited, base, now = where / "edited.md", where / "base.md", where / "now.md"
         shutil.copyfile(path, edited)
-        shutil.copyfile(path.parent / "base.md", base)
+        shutil.copyfile(source, base)
         if concurrent:
             now.write_bytes(call(self.qem("export", "--stdout", "-w", str(ws)), what="qem export --stdout", cwd=self.dir).encode("utf-8"))
         else:
@@ -550,6 +559,78 @@ class SizeBench:
 
     def make_checkin_concurrent(self) -> Subject:
         return self.make_checkin(concurrent=True)
+
+    # the other ways in (issue: every way in costs what the work costs)
+    def make_checkout_path(self) -> Subject:
+        ws = self.dir / "checkout-path"
+        target = self.dir / "checkout-path.md"
+        fresh_workspace(ws, self.memory)
+        settle(self.tools, ws, self.dir)
+        self.read_ws()  # the render floor's index
+
+        def verify() -> None:
+            if not target.is_file() or not target.read_bytes()[:4] == b"<!--":
+                raise BenchError(f"qem checkout --path exited 0 but wrote no checkout at {target}")
+
+        return Subject("checkout-path", "qem checkout --path FILE (whole store)", "render",
+                       self.qem("checkout", "--path", str(target), "-w", str(ws)), verify=verify)
+
+    def make_checkin_path(self) -> Subject:
+        """The script path: `qem checkout --path FILE`, the 10 edits, `qem checkin --path
+        FILE` (timed), which also makes FILE the rendering now again."""
+        ws, target = self.dir / "checkin-path", self.dir / "checkin-path.md"
+        path = self.checkout_and_edit(ws, False, to=target)
+        merge = self.merge_inputs("checkin-path", path, ws, False, base=self.recorded_base(ws))
+
+        def setup() -> list[str]:
+            self.checkout_and_edit(ws, False, to=target)
+            return self.qem("checkin", "--path", str(target), "-m", "bench", "--yes", "-w", str(ws))
+
+        return Subject("checkin-path", "qem checkin --path FILE (checked out by --path, 10 edits)", "merge",
+                       setup=setup, verify=self.verify_checkin(ws, False), merge=merge)
+
+    def make_checkin_mirror(self) -> Subject:
+        """A hand-edited MEMORY.md: `qem export`, the 10 edits to the file, `qem checkin
+        --path MEMORY.md` (timed), which renders the mirror again."""
+        ws = self.dir / "checkin-mirror"
+        mirror = ws / "MEMORY.md"
+
+        def prepare() -> None:
+            fresh_workspace(ws, self.memory)
+            call(self.qem("export", "-w", str(ws)), what="qem export (prepare)", cwd=self.dir)
+            edits.apply_file(mirror, self.edit_plan())
+
+        prepare()
+        merge = self.merge_inputs("checkin-mirror", mirror, ws, False, base=ws / ".qem" / "mirror-base.md")
+
+        def setup() -> list[str]:
+            prepare()
+            return self.qem("checkin", "--path", str(mirror), "-m", "bench", "--yes", "-w", str(ws))
+
+        return Subject("checkin-mirror", "qem checkin --path MEMORY.md (hand-edited, 10 edits)", "merge",
+                       setup=setup, verify=self.verify_checkin(ws, False), merge=merge)
+
+    def make_checkin_moved(self) -> Subject:
+        """A kept checkout, the 10 edits, then 100 writes by another process (the plan's 10
+        moves and 90 new notes), then the check-in (timed)."""
+        ws = self.dir / "checkin-moved"
+        adds = MOVED_WRITES - len(self.edit_plan()["writes"])
+        path = self.checkout_and_edit(ws, True, adds=adds)
+        merge = self.merge_inputs("checkin-moved", path, ws, True)
+
+        def setup() -> list[str]:
+            p = self.checkout_and_edit(ws, True, adds=adds)
+            return self.qem("checkin", "--path", str(p), "-m", "bench", "--yes", "-w", str(ws))
+
+        return Subject("checkin-moved", f"qem checkin (10 edits, {MOVED_WRITES} writes since the checkout)", "merge",
+                       setup=setup, verify=self.verify_checkin(ws, True), merge=merge)
+
+    def recorded_base(self, ws: Path) -> Path:
+        """The base.md of the one checkout recorded in `ws` (a `qem checkout --path`'s)."""
+        found = sorted((ws / ".qem" / "checkouts").glob("*/base.md"))
+        if len(found) != 1:
+            raise BenchError(f"expected one recorded checkout in {ws}, found {len(found)}")
+        return found[0]
 
     def make_edit(self) -> Subject:
         ws = self.dir / "edit"
@@ -694,6 +775,22 @@ class SizeBench:
 
     def make_add_scanned(self) -> Subject:
         return self.make_add(mirror=False, scanned=True)
+
+    def make_stage_mirror(self) -> Subject:
+        """What git alone costs to stage a MEMORY.md of this size, as every write that keeps
+        the mirror current stages it (`git hash-object -w`: hash and compress it into git's
+        objects): part of `qem add` with MEMORY.md committed, no part of qem."""
+        repo = self.make_repo("stage-mirror", mirror=True)
+        runs = [0]
+
+        def setup() -> None:  # a new object each run, as each write makes one
+            runs[0] += 1
+            with open(repo / "MEMORY.md", "ab") as handle:
+                handle.write(f"- bench line {runs[0]}\n".encode())
+
+        return Subject("stage-mirror", "git hash-object -w MEMORY.md (git staging the mirror: part of an add)",
+                       "startup", [self.tools.git, "-C", str(repo), "hash-object", "-w", "MEMORY.md"], env=GIT_ENV,
+                       setup=setup)
 
     def make_fresh_clone(self, total: bool = False) -> Subject:
         src = self.src()
@@ -911,7 +1008,7 @@ def targets(results: list[Result], files: dict[int, dict[str, int]] | None = Non
         ("add-scanned", "`qem add` of a text the secret detector scans (no MEMORY.md) at {} notes"
                         " ≤ 1.5× the start-up floor", 1.5),
         ("fresh-clone", "`qem export --check` in a fresh clone (builds the index) at {} notes"
-                        " ≤ 1.5× `git clone --no-local`", 1.5),
+                        " ≤ 2× `git clone --no-local`", 2.0),
         ("git-status", "`git status` with the memory committed at {} notes ≤ 2× without it", 2.0),
     ):
         sizes = sorted({r.size for r in results if r.key == key}) or [74_900]
@@ -927,11 +1024,17 @@ def targets(results: list[Result], files: dict[int, dict[str, int]] | None = Non
     return out
 
 
+WAYS_IN = (("checkin-path", "`qem checkin --path FILE` of a `qem checkout --path FILE`"),
+           ("checkin-mirror", "`qem checkin --path MEMORY.md` (hand-edited)"),
+           ("checkin-moved", f"`qem checkin` after {MOVED_WRITES} writes since the checkout"))
+
+
 def scale_targets(results: list[Result], judge, out: list[Target]) -> None:  # type: ignore[no-untyped-def]
     """Cost follows the work: a query's edit at any size, the whole store in bounded memory."""
     ratio = lambda v: f"×{v:.2f}"  # noqa: E731
     growth = (("edit-query", 749_000, 749, "`qem edit` of a 100-note query at 749,000 notes ≤ 2× the same at 749"),
-              ("checkin", 749_000, 74_900, "`qem checkin` (10 edits, whole store) at 749,000 notes ≤ 2× the same at 74,900"))
+              ("checkin", 749_000, 74_900, "`qem checkin` (10 edits, whole store) at 749,000 notes ≤ 2× the same at 74,900"),
+              *((key, 749_000, 74_900, f"{what} at 749,000 notes ≤ 2× the same at 74,900") for key, what in WAYS_IN))
     for key, big, small, text in growth:
         b, s = find(results, big, key), find(results, small, key)
         if b is None or s is None:
@@ -945,7 +1048,16 @@ def scale_targets(results: list[Result], judge, out: list[Target]) -> None:  # t
           find(results, 74_900, "check"), lambda r: r.ratio, 2.0, ratio)
     judge("`qem export --check` (clean) on 749 notes ≤ 1.5× the start-up floor",
           find(results, 749, "check"), lambda r: r.ratio, 1.5, ratio)
-    for key in ("export", "check", "check-stale", "checkin", "verify", "dump", "load"):
+    for key, what in WAYS_IN:  # every way in costs what the kept edit's check-in costs
+        for size in (74_900, 749_000):
+            b, s = find(results, size, key), find(results, size, "checkin")
+            text = f"{what} at {size:,} notes ≤ 1.5× the kept edit's check-in (`qem checkin`, 10 edits)"
+            if b is None or s is None:
+                out.append(Target(text, "not measured", "—"))
+            else:
+                out.append(Target(text, "met" if b.median <= 1.5 * s.median else "missed", f"×{b.median / s.median:.2f}"))
+    for key in ("export", "check", "check-stale", "checkin", "edit", "checkout-path", "checkin-path", "checkin-mirror",
+                "checkin-moved", "verify", "dump", "load"):
         r = find(results, 749_000, key)
         judge(f"peak RSS of {r.name if r else key} at 749,000 notes ≤ 250 MB", r, lambda r: r.rss_mb, 250.0,
               lambda v: f"{v:.0f} MB")
@@ -1005,7 +1117,16 @@ def render_markdown(results: list[Result], info: dict, meta: dict) -> str:
     add("The git subjects: `qem add` runs in a repository holding the memory, packed, with (auto-export"
         " patches it) or without MEMORY.md committed; `qem export --check` in a fresh clone, made untimed"
         " just before, builds the index from nothing (`git clone` + `qem export --check` times both"
-        " together, in one `sh -c`); `git status` runs in a clone whose index a qem command built.")
+        " together, in one `sh -c`); `git status` runs in a clone whose index a qem command built;"
+        " `git hash-object -w MEMORY.md` is what git alone costs to stage a mirror of that size, as a write"
+        " that keeps it current does.")
+    add("")
+    add("The ways in (each run on a fresh copy of the memory, the same 10 edits): `qem checkout --path FILE`"
+        " writes the whole store's checkout to a file of its own; `qem checkin --path FILE` checks in such a"
+        " file (and makes it the rendering now again, with its base); `qem checkin --path MEMORY.md` checks in"
+        " a hand-edited mirror (and renders it again); the moved store is a kept checkout checked in after"
+        f" {MOVED_WRITES} writes by another process (the 10 concurrent writes and 90 new notes). The merge"
+        " floor of each is `git merge-file` on its edit, its base and the memory now.")
     add("")
     files = meta.get("files") or {}
     if files:

@@ -1,9 +1,10 @@
 """The 10 concurrent writes of a check-in benchmark, made through qem's own CLI in one process.
 
-Usage: python bench/writer.py WORKSPACE PLAN.json
+Usage: python bench/writer.py WORKSPACE PLAN.json [ADDS]
 Each write is one `qem revoke|flag-stale|supersede ID ... -w WORKSPACE` run in-process (one
 interpreter start for all ten, so setting up a run stays cheap), naming the note by its
-id; any failure aborts.  The workspace has no MEMORY.md, so no write exports.
+id, then ADDS `qem add` of new notes (the moved-store subject: 100 writes in all); any
+failure aborts.  The workspace has no MEMORY.md, so no write exports.
 """
 
 import sys
@@ -18,11 +19,17 @@ from qem_edit.cli import main as qem  # noqa: E402
 
 def main() -> int:
     workspace, plan = sys.argv[1], edits.load(sys.argv[2])
+    adds = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    lines = []
     for command, note_id in plan["writes"]:
         argv = [command, note_id]
         if command == "supersede":
             argv.append(f"bench concurrent successor of #{plan['shorts'][note_id]}")
-        argv += ["-m", "bench concurrent write", "-w", workspace, "--actor", "bench-other"]
+        lines.append(argv + ["-m", "bench concurrent write"])
+    lines += [["add", f"bench concurrent note {i}: written while the checkout was out", "--kind", "finding"]
+              for i in range(adds)]
+    for argv in lines:
+        argv = argv + ["-w", workspace, "--actor", "bench-other"]
         try:
             qem(argv)
             code = 0

@@ -424,13 +424,19 @@ def check_in(store: Store, source: Source, asker: Asker, who: str, *,
         except errors.HeadMoved as exc:
             moved = exc.moved
             continue
-        _settle(store, source, proposal)
-        notices = auto_export(store, source.place)
-        shown = {n.id: n.shown for n in store.notes_by_id(created).values()}
-        found = _repeats(store, created)
-        notices += [repeat_notice(n, same) for n, same in found]
-        return Outcome(Status.APPLIED, source, proposal, checkin_id, created, notices=notices, shown=shown,
-                       repeats={n.id: [o.id for o in same] for n, same in found})
+        return _landed(store, source, proposal, checkin_id, created)
+
+
+def _landed(store: Store, source: Source, proposal: Proposal, checkin_id: str, created: list[str]) -> Outcome:
+    """A check-in that landed: its file settled, the mirror kept current, its new notes'
+    short ids and the notes in force each repeats."""
+    _settle(store, source, proposal)
+    notices = auto_export(store, source.place)
+    shown = {n.id: n.shown for n in store.notes_by_id(created).values()}
+    found = _repeats(store, created)
+    notices += [repeat_notice(n, same) for n, same in found]
+    return Outcome(Status.APPLIED, source, proposal, checkin_id, created, notices=notices, shown=shown,
+                   repeats={n.id: [o.id for o in same] for n, same in found})
 
 
 def _secret_errors(plan: Plan) -> list[LineError]:

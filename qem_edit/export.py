@@ -116,7 +116,8 @@ def _plan_from(store: Store, selection: Selection, base: Path, moment: str | Non
             return None
         now = store.items_now(changed)
         generation = store.head()
-    by_kind: dict[str, tuple[list[str], list[bytes]]] = {}
+    vanished = [i for i in changed if i not in now]  # notes no longer in the memory (a reset, a switch): any section
+    by_kind: dict[str, tuple[list[str], list[bytes]]] = {kind: (list(vanished), []) for kind in KINDS}
     for note_id, (kind, item) in now.items():
         gone, new = by_kind.setdefault(kind, ([], []))
         gone.append(note_id)

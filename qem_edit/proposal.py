@@ -55,7 +55,7 @@ class Since:
     moment (the index's log of items), and those items now, as a rendering of them alone.
     Every other item is the base's, byte for byte."""
 
-    kinds: dict[str, str]  # each changed note's kind (the index's)
+    kinds: dict[str, str | None]  # each changed note's kind (the index's; None: the note is no longer there)
     text: bytes
 
     @property
@@ -124,11 +124,12 @@ def _read_base(base: bytes | Path, heads: list[int] | None, now: bytes | Since |
     return items, theirs | set(found)
 
 
-def _blocks_of(base: bytes | Path, heads: list[int] | None, kinds: dict[str, str]) -> dict[str, Key]:
-    """The base's blocks of these notes (id → kind), looked up by bisection in their
-    sections (reconciler.blocks.blocks_by_id): a few small reads each, however large the
-    base; `heads`, where its section headings start, is found when not known."""
-    wanted = {note_id: SECTION_TITLES[kind] for note_id, kind in kinds.items()}
+def _blocks_of(base: bytes | Path, heads: list[int] | None, kinds: dict[str, str | None]) -> dict[str, Key]:
+    """The base's blocks of these notes (id → kind; None: any section), looked up by
+    bisection in their sections (reconciler.blocks.blocks_by_id): a few small reads each,
+    however large the base; `heads`, where its section headings start, is found when not
+    known."""
+    wanted = {note_id: SECTION_TITLES[kind] if kind else None for note_id, kind in kinds.items()}
     if not wanted:
         return {}
     if isinstance(base, bytes):
@@ -213,8 +214,10 @@ def _since(store: Store, base: bytes | Path | None, moment: str | None,
             return None
         if selection.notes is not None:
             changed = [i for i in changed if i in selection.notes]
-        kinds = {n.id: n.kind for n in store.notes_by_id(changed).values() if selection.holds_kind(n.kind)}
-        text = assemble_bytes(store.memory_id(), selection, store.items_of_notes(kinds))
+        known = store.notes_by_id(changed)
+        kinds: dict[str, str | None] = {i: known[i].kind if i in known else None for i in changed
+                                        if i not in known or selection.holds_kind(known[i].kind)}
+        text = assemble_bytes(store.memory_id(), selection, store.items_of_notes(known))
         return store.head(), Since(kinds, text)
 
 

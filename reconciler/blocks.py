@@ -494,9 +494,10 @@ def _find_blocks(pieces: Iterable[bytes], shorts: set[str]) -> dict[str, Key]:
 
 
 
-def blocks_by_id(read: Reader, size: int, heads: list[int], wanted: dict[str, str]) -> dict[str, Key]:
+def blocks_by_id(read: Reader, size: int, heads: list[int], wanted: dict[str, str | None]) -> dict[str, Key]:
     """The blocks of notes in the base, found without reading it through: `wanted` maps a
-    note's full id to its section's title; `heads`, where each section heading starts
+    note's full id to its section's title (None: any section, for a note no longer in the
+    memory, whose kind is not known); `heads`, where each section heading starts
     ("\n## ").  A section's items are in id order and short ids sort as their ids do (no
     short id is a prefix of another), so each note is looked for by bisection in its
     section, reading a few small windows.  By the short id the base shows (a note the base
@@ -509,13 +510,15 @@ def blocks_by_id(read: Reader, size: int, heads: list[int], wanted: dict[str, st
         sections[key.split(b"\n", 1)[0]] = (at, end, key)
     found: dict[str, Key] = {}
     for note_id, title in wanted.items():
-        section = sections.get(title.encode("utf-8"))
-        if section is None:
-            continue
-        at = item_of(read, section[0], section[1], note_id.encode("ascii", "replace"))
-        if at is not None:
-            short, block = _block_at(read, at, section[1])
-            found[short] = (section[2], block)
+        where = list(sections.values()) if title is None else [sections.get(title.encode("utf-8"))]
+        for section in where:
+            if section is None:
+                continue
+            at = item_of(read, section[0], section[1], note_id.encode("ascii", "replace"))
+            if at is not None:
+                short, block = _block_at(read, at, section[1])
+                found[short] = (section[2], block)
+                break
     return found
 
 

@@ -384,3 +384,42 @@ def test_a_file_copied_by_the_kernel_is_the_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         write_atomic(target, tmp_path / "missing")
     assert target.read_bytes() == source.read_bytes()
+
+
+def vanish(root: Path, note_id: str) -> None:
+    """Take a note's files out of the log, as a `git reset` or a switch of branch does."""
+    gone = [p for p in (store_path(root)).rglob("*") if p.is_file() and p.suffix != ".db" and "checkouts" not in p.parts
+            and "index" not in p.name and (note_id in p.name or note_id.encode() in p.read_bytes())]
+    assert gone and not any("packs" in p.parts for p in gone), gone
+    for path in gone:
+        path.unlink()
+
+
+@pytest.mark.parametrize("edited", [False, True])
+def test_a_note_gone_from_the_log_since_the_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edited: bool) -> None:
+    """A note the base shows, gone from the log since (a reset, a switch of branch): the
+    check-in read through the item log plans what the whole rendering plans, and the base
+    made again from the old one drops its item, as rendering it whole does."""
+    from qem_edit.checkouts import render_base
+
+    rng = random.Random(21)
+    root = tmp_path / "ws"
+    root.mkdir()
+    made = spy_plans(monkeypatch)
+    with seeded_store(root, rng, 30) as store:
+        checkout = new_checkout(store, workspace(root), Selection())
+        since = (checkout.base_file, checkout.moment(), checkout.calm(), checkout.base_heads(), checkout.rendering_end())
+        victim = add(store, "a note a reset takes away", "gotcha", at=None)  # after the checkout: not in its base
+        victims = [victim, *(n.id for n in rng.sample(store.notes(), 3))]
+    for note_id in victims:
+        vanish(root, note_id)
+    if edited:
+        checkout.file.write_text(edit(checkout.file.read_text("utf-8"), rng), "utf-8")
+    with Store.open(store_path(root)) as store:
+        assert all(n not in {m.id for m in store.notes()} for n in victims)
+        read_log, whole, used = both(store, Source(checkout.file, workspace(root), checkout))
+        render_base(store, Selection(), tmp_path / "patched.md", since=since)
+        render_base(store, Selection(), tmp_path / "whole.md")
+    assert used and read_log == whole
+    assert made and made[0] is True
+    assert (tmp_path / "patched.md").read_bytes() == (tmp_path / "whole.md").read_bytes()
