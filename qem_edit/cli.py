@@ -844,7 +844,7 @@ def edit(
     place, store = shell.open_memory(workspace_dir, store_dir, write=True)
     with store:
         selection = _selection(store, kind, active, filters)
-        return _checked_in(run_edit(store, place, selection, reason, yes, resume, ws.actor(actor), mass,
+        return shell.checked_in(run_edit(store, place, selection, reason, yes, resume, ws.actor(actor), mass,
                                     allow_secret=allow_secret))
 
 
@@ -887,14 +887,7 @@ def checkin(
 
     Example: qem checkin --path MEMORY.md -m "fixed the lock note" --yes
     """
-    from . import workspace as ws
-    from .terminal import run_checkin
-
-    place, store = shell.open_memory(workspace_dir, store_dir, write=True, create=False)
-    with store:
-        outcome = run_checkin(store, place, path, reason, yes, dry_run, ws.actor(actor),
-                              as_json=as_json, allow_mass_change=mass, allow_secret=allow_secret)
-        return _checked_in(outcome)
+    return shell.checkin(path, reason, yes, dry_run, as_json, mass, allow_secret, workspace_dir, store_dir, actor)
 
 
 @app.command("checkouts")
@@ -932,20 +925,6 @@ def _age(path: Path) -> str:
         if seconds >= size:
             return f"{seconds // size} {unit} ago"
     return f"{seconds} s ago"
-
-
-def _checked_in(outcome) -> int:  # type: ignore[no-untyped-def]
-    """A check-in's exit status: 1 for a dry run that found changes (as `export --check`),
-    2 for an empty or unreadable edit, 3 for conflicts."""
-    from .checkin import Status, is_conflict
-
-    if outcome.status is Status.REFUSED:
-        return errors.EXIT_CONFLICT if is_conflict(outcome.proposal) else errors.EXIT_INPUT
-    if outcome.status is Status.EMPTY:
-        return errors.EXIT_INPUT
-    if outcome.status is Status.DRY_RUN and outcome.proposal.plan.ops:
-        return errors.EXIT_DIFFERENT
-    return errors.EXIT_OK
 
 
 def _selection(store: Store, kinds: list[str] | None, active: bool, filters: list[str] | None) -> Selection:

@@ -1,12 +1,13 @@
-"""The commands an agent or a hook runs on every turn, started without the command-line
-framework: importing typer is most of a start-up, as long again as the write itself.
+"""The commands an agent, a script or a hook runs again and again, started without the
+command-line framework: importing typer is most of a start-up, as long again as the write
+itself.
 
-`run` takes `qem add` when its arguments are plain (the options below, each once or
+`run` takes `qem add` and `qem checkin` when their arguments are plain (the options below, each once or
 repeated as typer takes them, `--opt value` or `--opt=value`, `-k value`, `--` before a
-text that starts with a dash) and runs qem_edit.shell's body, as `qem add` under typer
+text that starts with a dash) and runs qem_edit.shell's body, as the command under typer
 runs it; anything else (`--help`, an unknown or malformed option, a missing argument)
 returns None and typer parses the line, with its usual messages.  The table of options
-is held to typer's own declaration of the command by tests/test_quick.py.
+are held to typer's own declaration of each command by tests/test_quick.py.
 """
 
 from __future__ import annotations
@@ -54,13 +55,33 @@ ADD = Spec(
 )
 
 
+CHECKIN = Spec(
+    arguments=(),
+    required=(),
+    options=(
+        Opt(("--path",), "path", "value", Path),
+        Opt(("--message", "-m"), "reason", "value"),
+        Opt(("--yes", "-y"), "yes", "flag"),
+        Opt(("--dry-run",), "dry_run", "flag"),
+        Opt(("--json",), "as_json", "flag"),
+        Opt(("--allow-mass-change",), "mass", "flag"),
+        Opt(("--allow-secret",), "allow_secret", "flag"),
+        Opt(("--workspace", "-w"), "workspace_dir", "value", Path),
+        Opt(("--store",), "store_dir", "value", Path),
+        Opt(("--actor",), "actor", "value"),
+    ),
+    defaults={"path": None, "reason": None, "yes": False, "dry_run": False, "as_json": False, "mass": False,
+              "allow_secret": False, "workspace_dir": None, "store_dir": None, "actor": None},
+)
+
+
 def _body(name: str) -> Callable[..., int]:
     from . import shell
 
-    return {"add": shell.add}[name]
+    return {"add": shell.add, "checkin": shell.checkin}[name]
 
 
-SPECS = {"add": ADD}
+SPECS = {"add": ADD, "checkin": CHECKIN}
 
 
 def parse(spec: Spec, argv: list[str]) -> dict[str, object] | None:

@@ -90,6 +90,34 @@ def add(text: str, kind: str, priority: str = "medium", provenance: str = "agent
     return written_note(written, as_json)
 
 
+def checkin(path: Path | None = None, reason: str | None = None, yes: bool = False, dry_run: bool = False,
+            as_json: bool = False, mass: bool = False, allow_secret: bool = False, workspace_dir: Path | None = None,
+            store_dir: Path | None = None, actor: str | None = None) -> int:
+    """`qem checkin`: an edited file checked in (qem_edit.cli holds the options' help)."""
+    from . import workspace as ws
+    from .terminal import run_checkin
+
+    place, store = open_memory(workspace_dir, store_dir, write=True, create=False)
+    with store:
+        outcome = run_checkin(store, place, path, reason, yes, dry_run, ws.actor(actor),
+                              as_json=as_json, allow_mass_change=mass, allow_secret=allow_secret)
+        return checked_in(outcome)
+
+
+def checked_in(outcome) -> int:  # type: ignore[no-untyped-def]
+    """A check-in's exit status: 1 for a dry run that found changes (as `export --check`),
+    2 for an empty or unreadable edit, 3 for conflicts."""
+    from .checkin import Status, is_conflict
+
+    if outcome.status is Status.REFUSED:
+        return errors.EXIT_CONFLICT if is_conflict(outcome.proposal) else errors.EXIT_INPUT
+    if outcome.status is Status.EMPTY:
+        return errors.EXIT_INPUT
+    if outcome.status is Status.DRY_RUN and outcome.proposal.plan.ops:
+        return errors.EXIT_DIFFERENT
+    return errors.EXIT_OK
+
+
 def guarded(run: Callable[[], object]) -> int:
     """Run one command as every command runs: its exit status; a failure (errors.QemError,
     or an OSError: a file qem cannot create or write) said in its words with its code; a

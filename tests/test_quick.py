@@ -20,47 +20,50 @@ from conftest import run_qem
 from qem_edit import cli, quick
 
 
-def typer_add():  # type: ignore[no-untyped-def]
-    command, _, _ = cli._command(["add"])
+def typer_command(name: str):  # type: ignore[no-untyped-def]
+    command, _, _ = cli._command([name])
     return command
 
 
-def typer_params(argv: list[str]) -> dict:
-    """The parameters `qem add` under typer gives the command's body (shell.add)."""
+def typer_params(argv: list[str], name: str = "add") -> dict:
+    """The parameters `qem NAME` under typer gives the command's body (shell.NAME)."""
     import inspect
 
     from qem_edit import shell
 
     seen: dict = {}
-    signature = inspect.signature(shell.add)
+    original = getattr(shell, name)
+    signature = inspect.signature(original)
 
     def body(*args, **kwargs):  # type: ignore[no-untyped-def]
         seen.update(signature.bind(*args, **kwargs).arguments)
         return 0
 
-    original, shell.add = shell.add, body
+    setattr(shell, name, body)
     try:
-        typer_add().main(args=list(argv), prog_name="qem add", standalone_mode=False)
+        typer_command(name).main(args=list(argv), prog_name=f"qem {name}", standalone_mode=False)
     finally:
-        shell.add = original
-    return seen
+        setattr(shell, name, original)
+    return {k: v for k, v in signature.bind_partial(**seen).arguments.items()} | {
+        k: p.default for k, p in signature.parameters.items() if k not in seen}
 
 
-def test_the_table_is_typer_s_declaration_of_add() -> None:
-    command = typer_add()
-    options = {opt.dest: opt for opt in quick.ADD.options}
+@pytest.mark.parametrize("name", sorted(quick.SPECS))
+def test_the_table_is_typer_s_declaration_of_the_command(name: str) -> None:
+    spec, command = quick.SPECS[name], typer_command(name)
+    options = {opt.dest: opt for opt in spec.options}
     arguments = [p.name for p in command.params if p.param_type_name == "argument"]
-    assert tuple(arguments) == quick.ADD.arguments
+    assert tuple(arguments) == spec.arguments
     declared = [p for p in command.params if p.param_type_name == "option" and p.name not in ("help",)]
-    assert sorted(p.name for p in declared) == sorted(options), "an option of `qem add` the quick table lacks (or has)"
+    assert sorted(p.name for p in declared) == sorted(options), f"an option of `qem {name}` the quick table lacks (or has)"
     for param in declared:
         opt = options[param.name]
         assert set(param.opts) == set(opt.names) and not param.secondary_opts, param.name
         takes = "flag" if param.is_flag else "many" if param.multiple else "value"
         assert takes == opt.takes, param.name
-        assert (param.name in quick.ADD.required) == param.required, param.name
+        assert (param.name in spec.required) == param.required, param.name
         if not param.required:
-            assert quick.ADD.defaults[param.name] == param.default, param.name
+            assert spec.defaults[param.name] == param.default, param.name
 
 
 PLAIN = [
@@ -80,6 +83,17 @@ PLAIN = [
 @pytest.mark.parametrize("argv", PLAIN, ids=lambda a: " ".join(a)[:40])
 def test_a_plain_line_gives_what_typer_gives(argv: list[str]) -> None:
     assert quick.parse(quick.ADD, argv) == typer_params(argv)
+
+
+CHECKIN_PLAIN = [
+    [], ["--path", "MEMORY.md"], ["--path=x.md", "-m", "a reason", "--yes"], ["-y", "--dry-run", "--json"],
+    ["--allow-mass-change", "--allow-secret", "-w", "/tmp/w", "--store", "/tmp/s", "--actor", "a", "-m", "-x"],
+]
+
+
+@pytest.mark.parametrize("argv", CHECKIN_PLAIN, ids=lambda a: " ".join(a)[:40] or "nothing")
+def test_a_plain_checkin_line_gives_what_typer_gives(argv: list[str]) -> None:
+    assert quick.parse(quick.CHECKIN, argv) == typer_params(argv, "checkin")
 
 
 def test_every_option_alone_and_in_pairs_gives_what_typer_gives() -> None:
@@ -124,3 +138,19 @@ def test_its_failures_read_as_typer_s_do(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "Missing option '--kind'" in missing.stderr
     helped = run_qem("add", "--help", cwd=tmp_path)
     assert helped.returncode == 0 and "Usage: qem add" in helped.stdout
+
+
+def test_checkin_starts_without_the_framework(tmp_path: Path) -> None:
+    assert run_qem("add", "a note to edit", "-k", "task", cwd=tmp_path).returncode == 0
+    target = tmp_path / "mine.md"
+    assert run_qem("checkout", "--path", str(target), cwd=tmp_path).returncode == 0
+    target.write_text(target.read_text("utf-8").replace("a note to edit", "a note, edited"), "utf-8")
+    probe = ("import sys; sys.argv = ['qem', 'checkin', '--path', sys.argv[1], '-m', 'by hand', '--yes', '-w', sys.argv[2]]\n"
+             "from qem_edit.__main__ import main\n"
+             "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+             "print(code, sorted(m for m in ('typer', 'click') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe, str(target), str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "0 []", done.stdout
+    listed = run_qem("list", cwd=tmp_path).stdout
+    assert "a note, edited" in listed
