@@ -23,6 +23,7 @@ from .export import refreshed, streamed
 from .files import private_dir, write_atomic
 from .renderer import Selection
 from .renderer.format import CHECKOUT_HELP, HELP_OPEN
+from .renderer.patch import Headings, headings_in
 from .store import Store
 from .workspace import Workspace
 
@@ -64,12 +65,8 @@ class Checkout:
         """Where base.md's section headings start (each "\\n## "), as found when it was
         written; None when the file is not that one any more (its inode, size and
         modification time differ: a rebase, a forget's scrub) or nothing was recorded."""
-        hint = self._record().get(HEADS)
-        try:
-            info = os.stat(self.base_file)
-        except OSError:
-            return None
-        if not isinstance(hint, dict) or hint.get("file") != [info.st_ino, info.st_size, info.st_mtime_ns]:
+        hint, identity = self._record().get(HEADS), _identity(self.base_file)
+        if not isinstance(hint, dict) or identity is None or hint.get("file") != identity:
             return None
         at = hint.get("at")
         return at if isinstance(at, list) and all(isinstance(x, int) for x in at) else None
@@ -126,7 +123,7 @@ class Checkout:
             self._write_record({k: v for k, v in self._record().items() if k not in ("moment", HEADS, CALM)} | {"forgotten": []})
             base = base_text.encode("utf-8")
             write_atomic(self.base_file, base, mode=0o600)
-            self._write_record(self._record() | {HEADS: _heads(self.base_file, base)})
+            self._write_record(self._record() | {HEADS: _heads(self.base_file, headings_in((base,)))})
         write_atomic(self.file, text.encode("utf-8"), mode=0o600)
 
     def keep_draft(self) -> Path:
@@ -147,13 +144,19 @@ class Checkout:
         """A recorded FILE that was checked in starts again from the store now (within
         `selection`): its base made from the old one and the items that changed since
         (`export.refreshed`), else rendered, a chunk at a time either way."""
-        since = (self.base_file, self.moment(), self.calm(), self.base_heads(), self.rendering_end())
+        since = self.as_base()
         data = {k: v for k, v in self._record().items() if k not in ("moment", HEADS, CALM)}
         data.update(pending=[], forgotten=[])
         self._write_record(data)  # (killed from here on, the file is rendered afresh next time)
         made = render_base(store, selection, self.base_file, since=since)
         self._write_record(data | made)
         write_atomic(self.file, self.base_file, mode=_mode(self.file))
+
+    def as_base(self) -> tuple:  # type: ignore[type-arg]
+        """Its base as a rendering to make another from (`export.refreshed`'s arguments
+        after the selection): the file, its moment, whether it is calm, where its
+        headings start, where its rendering ends."""
+        return (self.base_file, self.moment(), self.calm(), self.base_heads(), self.rendering_end())
 
     def rendering_end(self) -> int | None:
         """Where the rendering in base.md ends and the help comment begins."""
@@ -177,8 +180,6 @@ def render_base(store: Store, selection: Selection, path: Path, since: tuple | N
     make this one from (`export.refreshed`)."""
     import hashlib
 
-    from .renderer.patch import Headings
-
     digest, headings = hashlib.sha256(), Headings()
 
     def tapped(chunks):  # type: ignore[no-untyped-def]
@@ -192,8 +193,7 @@ def render_base(store: Store, selection: Selection, path: Path, since: tuple | N
     with source as (generation, calm, chunks):
         write_atomic(path, tapped(chunks), mode=0o600)
         moment = store.moment(generation)
-    info = os.stat(path)
-    return {"moment": moment, CALM: calm, HEADS: {"at": headings.at, "file": [info.st_ino, info.st_size, info.st_mtime_ns]}}
+    return {"moment": moment, CALM: calm, HEADS: _heads(path, headings.at)}
 
 
 def _identity(path: Path) -> list[int] | None:
@@ -205,15 +205,10 @@ def _identity(path: Path) -> list[int] | None:
     return [info.st_ino, info.st_size, info.st_mtime_ns]
 
 
-def _heads(path: Path, data: bytes) -> dict:
-    """Where the section headings of `data`, just written to `path`, start, with the
-    file's identity: a check-in then knows them without searching 100 MB for them."""
-    info = os.stat(path)
-    at, found = [], data.find(b"\n## ")
-    while found >= 0:
-        at.append(found)
-        found = data.find(b"\n## ", found + 4)
-    return {"at": at, "file": [info.st_ino, info.st_size, info.st_mtime_ns]}
+def _heads(path: Path, at: list[int]) -> dict:
+    """Where the section headings of the file just written to `path` start, with its
+    identity: a check-in then knows them without searching 100 MB for them."""
+    return {"at": at, "file": _identity(path)}
 
 
 def _mode(path: Path) -> int:
@@ -277,7 +272,7 @@ def keep(place: Workspace, selection: Selection, base_text: str | bytes | None, 
         else:
             base = _utf8(base_text or b"")
             write_atomic(directory / BASE_FILE, base, mode=0o600)
-            record[HEADS] = _heads(directory / BASE_FILE, base)
+            record[HEADS] = _heads(directory / BASE_FILE, headings_in((base,)))
         if external is not None and store is not None:
             write_atomic(external, directory / BASE_FILE, mode=0o600)
         elif store is not None:

@@ -15,7 +15,7 @@ from .renderer import Selection, assemble_bytes, assemble_chunks, render
 from .renderer.format import HEADER_RE, HELP_OPEN
 
 from . import errors
-from .files import file_chunks, read_regular, same_bytes, write_atomic
+from .files import file_chunks, read_at, read_regular, same_bytes, write_atomic
 from .model import KINDS
 from .store import Store
 
@@ -124,19 +124,13 @@ def _plan_from(store: Store, selection: Selection, base: Path, moment: str | Non
         if item is not None:
             new.append(item)
     try:
-        with open(base, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-
-            def read(at: int, count: int) -> bytes:
-                handle.seek(at)
-                return handle.read(count)
-
+        with read_at(base) as (read, size):
             if end is not None and read(end, len(HELP_START)) != HELP_START:
                 return None  # not a checkout's base as qem wrote it
             found = heads if heads is not None else headings_in(file_chunks(base))
             pieces = patch_plan(read, size if end is None else end, found, store.memory_id(), selection,
                                 {k: SectionChange(g, n) for k, (g, n) in by_kind.items()})
-    except OSError:
+    except (OSError, errors.QemError):
         return None
     return None if pieces is None else (generation, pieces)
 

@@ -179,6 +179,21 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+@contextmanager
+def read_at(path: Path) -> Iterator[tuple[Callable[[int, int], bytes], int]]:
+    """`path` open for reading in place: a function giving `count` bytes at an offset
+    (fewer at the end), and the file's size."""
+    handle = open_regular(path)
+    if handle is None:
+        raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+    with handle:
+        def read(at: int, count: int) -> bytes:
+            handle.seek(at)
+            return handle.read(count)
+
+        yield read, os.fstat(handle.fileno()).st_size
+
+
 class LockTimeout(OSError):
     """Another process held a lock past the time given."""
 

@@ -10,13 +10,12 @@ ids in the files are turned into full ids here, against the items they stand for
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from . import errors, ids
-from .files import file_chunks
+from .files import file_chunks, read_at
 from .model import Note
 from .reconciler.blocks import Chunks, Key, base_items, blocks_by_id, diff_edit
 from .reconciler.parse import Item, LineError, ParsedFile, parse
@@ -57,10 +56,6 @@ class Since:
 
     kinds: dict[str, str | None]  # each changed note's kind (the index's; None: the note is no longer there)
     text: bytes
-
-    @property
-    def ids(self) -> frozenset[str]:
-        return frozenset(self.kinds)
 
 
 def propose(store: Store, text: str | bytes, base_text: str | bytes | Path | None = None, *, whole: bool = False,
@@ -134,13 +129,7 @@ def _blocks_of(base: bytes | Path, heads: list[int] | None, kinds: dict[str, str
         return {}
     if isinstance(base, bytes):
         return blocks_by_id(lambda at, size: base[at:at + size], len(base), heads or headings_in((base,)), wanted)
-    with open(base, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-
-        def read(at: int, count: int) -> bytes:
-            handle.seek(at)
-            return handle.read(count)
-
+    with read_at(base) as (read, size):
         return blocks_by_id(read, size, heads if heads is not None else headings_in(file_chunks(base)), wanted)
 
 

@@ -26,9 +26,13 @@ class Opt(NamedTuple):
 class Spec(NamedTuple):
     arguments: tuple[str, ...]  # the positional parameters, in order, all required
     required: tuple[str, ...]  # options that must be given
-    options: tuple[Opt, ...]
-    defaults: dict[str, object]
+    options: tuple[Opt, ...]  # (an option not given takes the body's own default)
 
+
+# what every write command takes: where the memory is, who writes, JSON out, a secret allowed
+_WHERE = (Opt(("--workspace", "-w"), "workspace_dir", "value", Path), Opt(("--store",), "store_dir", "value", Path),
+          Opt(("--actor",), "actor", "value"))
+_JSON, _ALLOW_SECRET = Opt(("--json",), "as_json", "flag"), Opt(("--allow-secret",), "allow_secret", "flag")
 
 ADD = Spec(
     arguments=("text",),
@@ -37,23 +41,16 @@ ADD = Spec(
         Opt(("--kind", "-k"), "kind", "value"),
         Opt(("--priority", "-p"), "priority", "value"),
         Opt(("--provenance",), "provenance", "value"),
-        Opt(("--json",), "as_json", "flag"),
-        Opt(("--allow-secret",), "allow_secret", "flag"),
+        _JSON, _ALLOW_SECRET,
         Opt(("--anchor",), "anchor", "many"),
         Opt(("--expires",), "expires", "value"),
         Opt(("--ttl",), "ttl", "value"),
         Opt(("--on",), "on", "many"),
         Opt(("--when-path",), "when_path", "many"),
         Opt(("--when-run",), "when_run", "many"),
-        Opt(("--workspace", "-w"), "workspace_dir", "value", Path),
-        Opt(("--store",), "store_dir", "value", Path),
-        Opt(("--actor",), "actor", "value"),
+        *_WHERE,
     ),
-    defaults={"priority": "medium", "provenance": "agent", "as_json": False, "allow_secret": False, "anchor": None,
-              "expires": None, "ttl": None, "on": None, "when_path": None, "when_run": None, "workspace_dir": None,
-              "store_dir": None, "actor": None},
 )
-
 
 CHECKIN = Spec(
     arguments=(),
@@ -63,15 +60,11 @@ CHECKIN = Spec(
         Opt(("--message", "-m"), "reason", "value"),
         Opt(("--yes", "-y"), "yes", "flag"),
         Opt(("--dry-run",), "dry_run", "flag"),
-        Opt(("--json",), "as_json", "flag"),
+        _JSON,
         Opt(("--allow-mass-change",), "mass", "flag"),
-        Opt(("--allow-secret",), "allow_secret", "flag"),
-        Opt(("--workspace", "-w"), "workspace_dir", "value", Path),
-        Opt(("--store",), "store_dir", "value", Path),
-        Opt(("--actor",), "actor", "value"),
+        _ALLOW_SECRET,
+        *_WHERE,
     ),
-    defaults={"path": None, "reason": None, "yes": False, "dry_run": False, "as_json": False, "mass": False,
-              "allow_secret": False, "workspace_dir": None, "store_dir": None, "actor": None},
 )
 
 
@@ -85,10 +78,11 @@ SPECS = {"add": ADD, "checkin": CHECKIN}
 
 
 def parse(spec: Spec, argv: list[str]) -> dict[str, object] | None:
-    """The parameters `argv` gives the command, or None when it is not plain (typer then
-    parses it, and says what is wrong)."""
+    """The parameters `argv` gives the command (those it does not give keep the body's
+    defaults), or None when it is not plain (typer then parses it, and says what is
+    wrong)."""
     by_name = {name: opt for opt in spec.options for name in opt.names}
-    values: dict[str, object] = dict(spec.defaults)
+    values: dict[str, object] = {}
     given: set[str] = set()
     positional: list[str] = []
     i, options_end = 0, False

@@ -310,7 +310,7 @@ def test_a_base_made_again_from_the_old_one_is_the_rendering_now(tmp_path: Path,
     with seeded_store(root, random.Random(seed), 40) as store:
         selection = Selection(kinds=tuple(k for k in KINDS if k in kinds)) if seed % 3 == 0 else Selection()
         checkout = new_checkout(store, workspace(root), selection)
-        since = (checkout.base_file, checkout.moment(), checkout.calm(), checkout.base_heads(), checkout.rendering_end())
+        since = checkout.as_base()
         others_write(store, rng, rng.randint(1, 25))
         for kind in rng.sample(KINDS, 2):  # a first note of a kind, sometimes
             add(store, f"one more {kind} {seed}", kind, at=None)
@@ -331,7 +331,7 @@ def test_a_section_that_fills_or_empties_is_laid_out_as_rendered(tmp_path: Path,
         lone = add(store, "the only decision", "decision", at=None)
         add(store, "a gotcha", "gotcha", at=None)
         checkout = new_checkout(store, workspace(root), Selection())
-        since = (checkout.base_file, checkout.moment(), checkout.calm(), checkout.base_heads(), checkout.rendering_end())
+        since = checkout.as_base()
         add(store, "the first task", "task", at=None)  # an empty section fills
         add(store, "the first reference", "reference", at=None)  # ... and the last one
         forget(store, lone, at=None)  # a tombstone stands for it
@@ -408,7 +408,7 @@ def test_a_note_gone_from_the_log_since_the_checkout(tmp_path: Path, monkeypatch
     made = spy_plans(monkeypatch)
     with seeded_store(root, rng, 30) as store:
         checkout = new_checkout(store, workspace(root), Selection())
-        since = (checkout.base_file, checkout.moment(), checkout.calm(), checkout.base_heads(), checkout.rendering_end())
+        since = checkout.as_base()
         victim = add(store, "a note a reset takes away", "gotcha", at=None)  # after the checkout: not in its base
         victims = [victim, *(n.id for n in rng.sample(store.notes(), 3))]
     for note_id in victims:
