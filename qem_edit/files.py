@@ -218,7 +218,8 @@ def locked(path: Path, timeout: float) -> Iterator[None]:
             delay = min(delay * 2, 0.05)
         yield
     finally:
-        os.close(fd)  # closing the descriptor releases the lock
+        _unlock(fd)  # a process forked meanwhile shares the descriptor: released for it too
+        os.close(fd)  # (closing the descriptor releases the lock where no other shares it)
 
 
 def _try_lock(fd: int) -> bool:
@@ -237,6 +238,14 @@ def _try_lock(fd: int) -> bool:
         return True
     except BlockingIOError:
         return False
+
+
+def _unlock(fd: int) -> None:
+    try:
+        import fcntl
+    except ImportError:  # Windows: closing the descriptor releases it
+        return
+    fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 def private_dir(path: Path) -> Path:

@@ -15,11 +15,12 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from contextlib import contextmanager
-from typing import Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Iterable, Iterator, NamedTuple, Sequence
 
-from . import db, ids
-from .logtree import PACKS, LogFileError, LogTree, TextRecord
+from . import cores, db, ids
+from .logtree import PACKS, PART_BYTES, LogFileError, LogTree, PackPart, PackReading, TextRecord, pack_part
 from .model import EVENT_TYPES, KIND_RANK, LIVE_STATES, Event, Note, Rival, fold
 from .renderer import FORMAT_VERSION, item_text
 from .shown import progress
@@ -200,9 +201,12 @@ def event_from_row(row: Sequence[object]) -> Event:
     return Event(id_, note, type_, at, actor, reason, checkin, json.loads(data), clock, tuple(json.loads(prev)))  # type: ignore[arg-type]
 
 
+_DATA_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode  # made once: see logtree.canonical
+
+
 def _event_values(event: Event) -> tuple[object, ...]:
     return (event.id, event.note, event.type, event.at, event.actor, event.reason, event.checkin,
-            json.dumps(dict(event.data), ensure_ascii=False, sort_keys=True), event.clock,
+            _DATA_JSON(dict(event.data)), event.clock,
             json.dumps(list(event.prev)) if event.prev else "[]")
 
 
@@ -293,10 +297,11 @@ class Index:
             touched |= self._drop_file(name)
         added = sorted(now - known)
         if len(added) > _STREAM_FILES or any(name.startswith(f"{PACKS}/") for name in added):
-            self._stage_files(added, caught)  # a pull of packs: read a line at a time
-            if self._fold_staged(empty=False, also=touched, caught=caught):
-                caught.changed = True
-                self.bump()
+            with cores.spread(_worth_spreading(self.tree, added)) as spread:  # a pull of packs
+                self._stage_files(added, caught, spread)
+                if self._fold_staged(empty=False, also=touched, caught=caught, spread=spread):
+                    caught.changed = True
+                    self.bump()
             touched = set()
         else:
             for name in added:
@@ -319,8 +324,9 @@ class Index:
         indexes made once at the end (several times faster than keeping them up to date
         row by row), then every note folded in id order.  Memory stays at a batch of rows
         whatever the size of the log: SQLite does the sorting, on disk."""
-        self._stage_files(names, caught)
-        self._fold_staged(empty=True, caught=caught)
+        with cores.spread(_worth_spreading(self.tree, names)) as spread:
+            self._stage_files(names, caught, spread)
+            self._fold_staged(empty=True, caught=caught, spread=spread)
         caught.changed = True
         self.bump()
 
@@ -340,39 +346,77 @@ class Index:
 
     # -- streamed: staging log files, folding every note -----------------------------------------
 
-    def _stage_files(self, names: list[str], caught: Caught) -> None:
-        """Read these log files into the staging tables, a file at a time (a file found
-        bad part way is rolled back whole and set aside)."""
+    def _stage_files(self, names: list[str], caught: Caught, spread: cores.Spread) -> None:
+        """Read these log files into the staging tables, in order, a file at a time (a
+        file found bad part way is rolled back whole and set aside).  Their records are
+        read and checked by `spread`'s workers: a pack a stretch of lines at a time, loose
+        files a batch at a time."""
         conn = self.conn
         self.start_staging()
-        insert_event, insert_text = _STAGE_EVENT, _STAGE_TEXT
         tick = progress("reading the log", len(names))
-        for name in names:
-            tick()
-            conn.execute("SAVEPOINT staging")
-            events: list[tuple[object, ...]] = []
-            texts: list[tuple[object, ...]] = []
-            try:
-                for record in self.tree.stream(name):
-                    if isinstance(record, Event):
-                        events.append(_event_values(record) + (name,))
-                    else:
-                        texts.append((record.note, name, record.key, record.text, record.digest))
-                    if len(events) + len(texts) >= _BATCH:
-                        conn.executemany(insert_event, events)
-                        conn.executemany(insert_text, texts)
-                        events, texts = [], []
-                conn.executemany(insert_event, events)
-                conn.executemany(insert_text, texts)
-            except LogFileError as exc:
-                conn.execute("ROLLBACK TO staging")
-                conn.execute("RELEASE staging")
-                conn.execute("INSERT OR REPLACE INTO files (name, problem) VALUES (?, ?)", (name, str(exc)))
-                caught.set_aside.append(str(exc))
-                continue
-            conn.execute("RELEASE staging")
-            conn.execute("INSERT OR REPLACE INTO files (name, problem) VALUES (?, NULL)", (name,))
+        reading: PackReading | None = None
+        for got in spread.in_order(self._reading_pieces(names)):
+            if isinstance(got, PackReading):  # a pack starts
+                tick()
+                reading = got
+                conn.execute("SAVEPOINT staging")
+            elif isinstance(got, PackPart):
+                assert reading is not None
+                conn.executemany(_STAGE_EVENT if reading.kind == "e" else _STAGE_TEXT, reading.take(got))
+            elif isinstance(got, _PackEnd):
+                self._pack_read(got.name, reading, caught)
+            elif isinstance(got, list):  # a batch of loose files
+                for name, events, texts, problem in got:
+                    tick()
+                    if problem is None:
+                        conn.executemany(_STAGE_EVENT, events)
+                        conn.executemany(_STAGE_TEXT, texts)
+                    self._file_read(name, problem, caught)
         tick.end()
+
+    def _reading_pieces(self, names: list[str]) -> Iterator[cores.Piece]:
+        """The work of reading `names`, in their order: loose files in batches; each pack
+        announced (its `PackReading`, or its fault), its stretches, then its end."""
+        loose: list[str] = []
+        for name in names:
+            if not name.startswith(f"{PACKS}/"):
+                loose.append(name)
+                if len(loose) < _LOOSE_BATCH:
+                    continue
+            if loose:
+                yield _staged_loose, (self.tree.root, loose)
+                loose = []
+            if not name.startswith(f"{PACKS}/"):
+                continue
+            try:
+                reading = self.tree.pack(name)
+            except LogFileError as exc:
+                yield None, [(name, [], [], str(exc))]
+                continue
+            yield None, reading
+            for args in reading.parts():  # a stretch after a fault is not read (`take` drops it)
+                yield (_staged_part, args) if reading.problem is None else (None, _SKIPPED)
+            yield None, _PackEnd(name)
+        if loose:
+            yield _staged_loose, (self.tree.root, loose)
+
+    def _pack_read(self, name: str, reading: PackReading | None, caught: Caught) -> None:
+        """A pack read to its end: kept, or its records rolled back and the file set aside."""
+        assert reading is not None and reading.name == name
+        try:
+            reading.end()
+        except LogFileError as exc:
+            self.conn.execute("ROLLBACK TO staging")
+            self.conn.execute("RELEASE staging")
+            self._file_read(name, str(exc), caught)
+            return
+        self.conn.execute("RELEASE staging")
+        self._file_read(name, None, caught)
+
+    def _file_read(self, name: str, problem: str | None, caught: Caught) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO files (name, problem) VALUES (?, ?)", (name, problem))
+        if problem is not None:
+            caught.set_aside.append(problem)
 
     def start_staging(self) -> None:
         """Empty staging tables, for log files' records on their way into the index."""
@@ -403,7 +447,8 @@ class Index:
         self._fold_staged(empty)
         self.bump()
 
-    def _fold_staged(self, empty: bool, also: Iterable[str] = (), caught: Caught | None = None) -> bool:
+    def _fold_staged(self, empty: bool, also: Iterable[str] = (), caught: Caught | None = None,
+                     spread: cores.Spread | None = None) -> bool:
         """The staged records into the index, and the notes they touch (and the notes
         `also`) replayed: every note, streamed, when the index held nothing (`empty`: its
         secondary indexes made once at the end) or when they touch many; else only those.
@@ -413,11 +458,12 @@ class Index:
             "SELECT note FROM temp.staged_events UNION SELECT note FROM temp.staged_texts LIMIT ?",
             (_REFOLD_ALL + 1,))}
         if empty or len(touched) > _REFOLD_ALL:
-            with self._bigger_cache():
+            spreading = nullcontext(spread) if spread is not None else cores.spread(len(touched) > _SPREAD_NOTES)
+            with self._bigger_cache(), spreading as spread:
                 for name in _SECONDARY if empty else ():
                     conn.execute(f"DROP INDEX IF EXISTS {name}")
                 self._insert_staged(caught)
-                self._fold_everything()
+                self._fold_everything(spread)
                 for statement in _SECONDARY.values() if empty else ():
                     conn.execute(statement)
             return True
@@ -444,56 +490,39 @@ class Index:
         conn.execute("DROP TABLE temp.staged_events")
         conn.execute("DROP TABLE temp.staged_texts")
 
-    def _fold_everything(self) -> None:
-        """Every note replayed from the events table, a note at a time in id order (its
-        events merged with the texts, both read in note order); short ids computed as it
-        goes (a note's depends only on its neighbours in id order); items rendered, those
-        that show other notes once every short id is known; forgotten notes' texts blanked."""
+    def _fold_everything(self, spread: cores.Spread) -> None:
+        """Every note replayed from the events table, in id order, a batch of notes at a
+        time (by `spread`'s workers: `_folded`), their rows written here as they come
+        back; the items that show other notes rendered once every short id is known;
+        forgotten notes' texts blanked."""
         conn = self.conn
         self._start_over()
-        rows: list[tuple[object, ...]] = []
-        items: list[tuple[object, ...]] = []
-        links: list[tuple[str, str]] = []
-        later: list[tuple[str]] = []
-
-        def flush() -> None:
+        tick = progress("replaying the notes", lambda: conn.execute("SELECT count(DISTINCT note) FROM events").fetchone()[0])
+        for rows, items, links, later in spread.in_order(self._folding_pieces(tick)):
             conn.executemany(_INSERT_NOTE, rows)
             conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)", items)
             conn.executemany("INSERT OR IGNORE INTO links (other, note) VALUES (?, ?)", sorted(links))
             conn.executemany("INSERT INTO temp.showing_others (id) VALUES (?)", later)
-            for batch in (rows, items, links, later):
-                batch.clear()
-
-        def finish(note: Note, problems: list[str], neighbours: list[str]) -> None:
-            note = _with_short(note, ids.short_of(note.id, note.short_len, neighbours))
-            rows.append(_note_values(note, problems))
-            linked = set() if note.text_missing else _linked(note)  # no item until its text arrives
-            if len(linked) == 1:
-                items.append((KIND_RANK[note.kind], note.id, item_text(note, None, {note.id: note.shown})))
-            elif linked:
-                later.append((note.id,))
-                links.extend((other, note.id) for other in linked - {note.id})
-            if len(rows) >= _BATCH:
-                flush()
-
-        pending: tuple[Note, list[str]] | None = None
-        before: str | None = None
-        tick = progress("replaying the notes", lambda: conn.execute("SELECT count(DISTINCT note) FROM events").fetchone()[0])
-        for note_id, events, texts in self._notes_in_order():
-            tick()
-            folded = _fold_one(note_id, events, texts)
-            if folded is None:
-                continue
-            if pending is not None:
-                finish(pending[0], pending[1], [i for i in (before, note_id) if i is not None])
-                before = pending[0].id
-            pending = (folded.note, folded.problems)
-        if pending is not None:
-            finish(pending[0], pending[1], [before] if before is not None else [])
         tick.end()
-        flush()
         self._render_showing_others()
         self._blank_all_forgotten()
+
+    def _folding_pieces(self, tick) -> Iterator[cores.Piece]:  # type: ignore[no-untyped-def]
+        """The notes in id order, in batches, each batch with the notes on either side of
+        it (a short id depends on its neighbours); a note whose creation is not in the
+        log is no note, and no one's neighbour."""
+        batch: list[tuple[str, list[tuple], dict]] = []
+        before: str | None = None
+        for note_id, rows, texts in self._notes_in_order():
+            tick()
+            if not any(row[2] == "created" for row in rows):
+                continue
+            if len(batch) == _FOLD_BATCH:
+                yield _folded, (batch, before, note_id)
+                before, batch = batch[-1][0], []
+            batch.append((note_id, rows, texts))
+        if batch:
+            yield _folded, (batch, before, None)
 
     def _start_over(self) -> None:
         """Every note, item and link dropped, to be made again; which notes were shown
@@ -532,8 +561,8 @@ class Index:
                      " (SELECT id FROM notes WHERE state = 'forgotten')")
         conn.execute("DROP TABLE temp.was_shown")
 
-    def _notes_in_order(self) -> Iterator[tuple[str, list[Event], dict[tuple[str, str], str]]]:
-        """Each note's events and texts, one note at a time in id order: the events
+    def _notes_in_order(self) -> Iterator[tuple[str, list[tuple], dict[tuple[str, str], str]]]:
+        """Each note's event rows and texts, one note at a time in id order: the events
         table sorted by note, merged with the texts table (clustered by note)."""
         texts = self.conn.execute("SELECT note, digest, text FROM texts ORDER BY note")
         text_row = texts.fetchone()
@@ -548,14 +577,14 @@ class Index:
                 text_row = texts.fetchone()
             return found
 
-        group: list[Event] = []
+        group: list[tuple] = []
         for row in self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM events ORDER BY note"):
-            if group and row[1] != group[0].note:
-                yield group[0].note, group, texts_of(group[0].note)
+            if group and row[1] != group[0][1]:
+                yield group[0][1], group, texts_of(group[0][1])
                 group = []
-            group.append(event_from_row(row))
+            group.append(row)
         if group:
-            yield group[0].note, group, texts_of(group[0].note)
+            yield group[0][1], group, texts_of(group[0][1])
 
     def _drop_file(self, name: str) -> set[str]:
         conn = self.conn
@@ -770,7 +799,6 @@ class Index:
 # The secondary indexes by name, each with the statement that makes it.
 _SECONDARY = {line.split()[2]: line.rstrip(";") for line in SCHEMA.splitlines() if line.startswith("CREATE INDEX")}
 _RESHORT_ALL = 2000  # more changed notes than this: every short id is computed at once
-_BATCH = 5000  # rows written at a time by the streamed build
 _STAGE_EVENT = f"INSERT INTO temp.staged_events ({EVENT_COLUMNS}, file) VALUES ({', '.join('?' * 11)})"
 _STAGE_TEXT = "INSERT INTO temp.staged_texts (note, file, key, text, digest) VALUES (?, ?, ?, ?, ?)"
 _BUILD_CACHE_KIB = -32768  # the page cache the streamed build gives SQLite (KiB, negated)
@@ -779,6 +807,82 @@ _REFOLD_ALL = 20000  # a sync touching more notes than this replays every note, 
 _INSERT_NOTE = ("INSERT INTO notes (id, short, kind_rank, kind, priority, text, provenance, created_at, actor,"
                 " supersedes, superseded_by, state, state_at, state_reason, state_actor, state_event, bad_pointer,"
                 " disputes, rivals, alias, short_len, text_hash, problems, anchors, expires, triggers, terms) VALUES (" + ", ".join("?" * 27) + ")")
+
+
+_LOOSE_BATCH = 256  # loose log files read by a worker at a time
+_FOLD_BATCH = 1000  # notes replayed by a worker at a time
+_SPREAD_BYTES = 2 * PART_BYTES  # log files to read (about) over this: read by worker processes
+_SPREAD_NOTES = 4000  # notes to replay over this: replayed by worker processes
+_LOOSE_GUESS = 1024  # what a loose log file is taken to hold, not to stat each
+
+
+def _worth_spreading(tree: LogTree, names: list[str]) -> bool:
+    """Whether reading `names` is work enough to start worker processes for."""
+    size = 0
+    for name in names:
+        try:
+            size += os.stat(tree.path(name)).st_size if name.startswith(f"{PACKS}/") else _LOOSE_GUESS
+        except OSError:
+            continue  # named as it is read
+        if size > _SPREAD_BYTES:
+            return True
+    return False
+
+
+class _PackEnd(NamedTuple):
+    name: str
+
+
+_SKIPPED = object()  # a stretch of a pack not read: a line before it was at fault
+
+
+def _staged_part(name: str, kind: str, data: bytes, number: int) -> PackPart:
+    """A stretch of a pack read and checked (`logtree.pack_part`), its records as the
+    staging tables' rows."""
+    part = pack_part(name, kind, data, number)
+    if kind == "e":
+        rows = [_event_values(e) + (name,) for e in part.records]
+    else:
+        rows = [(t.note, name, t.key, t.text, t.digest) for t in part.records]
+    return part._replace(records=rows)
+
+
+def _staged_loose(root: Path, names: list[str]) -> list[tuple[str, list, list, str | None]]:
+    """Loose log files read and checked: each as its staging rows, or its fault."""
+    tree, out = LogTree(root), []
+    for name in names:
+        try:
+            events, texts = tree.read(name)
+        except LogFileError as exc:
+            out.append((name, [], [], str(exc)))
+            continue
+        out.append((name, [_event_values(e) + (name,) for e in events],
+                    [(t.note, name, t.key, t.text, t.digest) for t in texts], None))
+    return out
+
+
+def _folded(batch: list[tuple[str, list[tuple], dict]], before: str | None,
+            after: str | None) -> tuple[list, list, list, list]:
+    """A batch of notes (id, event rows, texts), in id order, replayed: their rows for the
+    notes table, the items that show no other note, the links of those that do and their
+    ids (rendered once every short id is known).  `before` and `after`: the notes on either
+    side of the batch, which its first and last notes' short ids depend on.  Pure."""
+    rows: list = []
+    items: list = []
+    links: list = []
+    later: list = []
+    for i, (note_id, event_rows, texts) in enumerate(batch):
+        folded = _fold_one(note_id, [event_from_row(r) for r in event_rows], texts)
+        beside = (batch[i - 1][0] if i else before, batch[i + 1][0] if i + 1 < len(batch) else after)
+        note = _with_short(folded.note, ids.short_of(note_id, folded.note.short_len, [b for b in beside if b]))
+        rows.append(_note_values(note, folded.problems))
+        linked = set() if note.text_missing else _linked(note)  # no item until its text arrives
+        if len(linked) == 1:
+            items.append((KIND_RANK[note.kind], note.id, item_text(note, None, {note.id: note.shown})))
+        elif linked:
+            later.append((note.id,))
+            links.extend((other, note.id) for other in linked - {note.id})
+    return rows, items, links, later
 
 
 def _fold_one(note_id: str, events: list[Event], texts: dict[tuple[str, str], str]):  # type: ignore[no-untyped-def]
@@ -844,8 +948,6 @@ def items_by_kind(conn: sqlite3.Connection, kinds: Iterable[str], *, with_ids: b
 def build_fresh(name: str, tree: LogTree, cache_kib: int) -> sqlite3.Connection:
     """The index of `tree`'s log, built afresh in the database file `name` (no journal:
     the file is thrown away after the check)."""
-    from pathlib import Path
-
     try:
         conn = db.connect(name)
     except sqlite3.DatabaseError as exc:

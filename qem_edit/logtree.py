@@ -26,7 +26,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, NamedTuple, Sequence
 
 from . import errors, ids
 from .files import fsync_dir, write_atomic
@@ -98,9 +98,13 @@ class TextRecord:
         return self._digest
 
 
+# json.dumps with these options makes an encoder on every call: one is kept (every record read is re-encoded)
+_CANONICAL = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
+
+
 def canonical(obj: object) -> bytes:
     """The one byte form of a JSON value: sorted keys, no spaces, UTF-8, a final newline."""
-    return (json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
+    return (_CANONICAL(obj) + "\n").encode("utf-8")
 
 
 # -- events as JSON ---------------------------------------------------------------------------------
@@ -304,53 +308,14 @@ class LogTree:
             raise LogFileError(f"{name}: not a log file")
         return records_from(name, self._bytes(name, limit))
 
-    def stream(self, name: str) -> Iterator[Event | TextRecord]:
-        """The events and texts in one log file, one at a time: a pack is read a line at a
-        time and hashed as it goes, so no more than a line of it is held.  LogFileError
-        names what is wrong (the same message `read` gives), raised once the file is read
-        to its end when the fault is the file's as a whole: records may have been yielded
-        by then, and the caller drops them with the file.  A line repeated or out of order
-        is raised at once: a pack of one line repeated costs that line, not its repeats."""
+    def pack(self, name: str) -> "PackReading":
+        """A pack, to be read a stretch of lines at a time (`PackReading`); LogFileError
+        when its name is not a pack's, or it is no regular file within the limit."""
         folder, _, base = name.partition("/")
-        if folder != PACKS:
-            found, records = self.read(name)
-            yield from found
-            yield from records
-            return
         match = _PACK_NAME.match(base)
-        if not match or "/" in base:
+        if folder != PACKS or not match or "/" in base:
             raise LogFileError(f"{name}: not a pack name (e-<id>.jsonl or t-<id>.jsonl)")
-        path = self._regular(name, MAX_PACK_BYTES)
-        import hashlib  # here, not at the top: OpenSSL's start-up is paid only by what hashes (ids.content_id)
-
-        digest, size, last, problem = hashlib.sha256(), 0, b"", None
-        try:
-            with open(path, "rb") as handle:
-                for number, line in enumerate(handle, start=1):
-                    digest.update(line)
-                    size += len(line)
-                    if size > MAX_PACK_BYTES:
-                        raise LogFileError(f"{name}: {size} bytes, over the {MAX_PACK_BYTES}-byte limit for such a file")
-                    before, last = last, line
-                    if problem is not None or not line.endswith(b"\n"):
-                        continue
-                    where = f"{name}:{number}"
-                    try:
-                        obj = _json(line[:-1], where)
-                        record = event_from(obj, where, line) if match[1] == "e" else _pack_text(obj, where, line)
-                    except LogFileError as exc:
-                        problem = exc  # the whole file's faults are named first, as `read` names them
-                        continue
-                    _in_order(before, line, where)
-                    yield record
-        except OSError as exc:
-            raise LogFileError(f"{name}: cannot be read ({exc.strerror})") from None
-        if ids.encode(digest.digest()) != match[2]:
-            raise LogFileError(f"{name}: its bytes do not hash to its name (changed by hand, or damaged)")
-        if last and not last.endswith(b"\n"):
-            raise LogFileError(f"{name}: does not end with a newline (cut short)")
-        if problem is not None:
-            raise problem
+        return PackReading(name, match[1], match[2], self._regular(name, MAX_PACK_BYTES))
 
     def _regular(self, name: str, limit: int) -> Path:
         """The path of a log file that is a regular file within `limit` bytes (LogFileError)."""
@@ -492,24 +457,115 @@ def _pack_file(name: str, base: str, data: bytes) -> tuple[list[Event], list[Tex
         raise LogFileError(f"{name}: its bytes do not hash to its name (changed by hand, or damaged)")
     if data and not data.endswith(b"\n"):
         raise LogFileError(f"{name}: does not end with a newline (cut short)")
-    events, texts = [], []
-    last = b""
-    for number, line in enumerate(data.split(b"\n")[:-1], start=1):
-        where = f"{name}:{number}"
-        obj = _json(line, where)
-        if match[1] == "e":
-            events.append(event_from(obj, where, line + b"\n"))
-        else:
-            texts.append(_pack_text(obj, where, line + b"\n"))
-        _in_order(last, line + b"\n", where)
-        last = line + b"\n"
-    return events, texts
+    part = pack_part(name, match[1], data, 1)
+    if part.problem is not None:
+        raise part.problem
+    return (part.records, []) if match[1] == "e" else ([], part.records)
+
+
+PART_BYTES = 1 << 22  # a pack read whole lines at a time, about this many bytes of them
+
+
+class PackPart(NamedTuple):
+    """A stretch of a pack's lines, read (`pack_part`)."""
+
+    records: list  # the records of its lines up to its first fault
+    number: int  # its first line's number in the pack
+    first: bytes  # that line
+    first_read: bool  # that line is a record (so it is held to the line before it)
+    last: bytes  # its last line read
+    problem: LogFileError | None  # its first fault: a line that is no record, or out of order
+
+
+def pack_part(name: str, kind: str, data: bytes, number: int) -> PackPart:
+    """The records of `data`, whole lines of the pack `name` (`kind` e or t) from its line
+    `number` on, each checked as every reader checks a pack's line: a record in canonical
+    form, greater than the line before it (`_in_order`).  Reading stops at the first
+    fault, which is kept: a pack of one line repeated costs that line, not its repeats.
+    Pure, so a worker process can read one stretch while another reads the next."""
+    lines = data.split(b"\n")[:-1]
+    records: list = []
+    before = b""
+    for i, body in enumerate(lines):
+        line, where = body + b"\n", f"{name}:{number + i}"
+        try:
+            obj = _json(body, where)
+            records.append(event_from(obj, where, line) if kind == "e" else _pack_text(obj, where, line))
+            _in_order(before, line, where)
+        except LogFileError as exc:
+            return PackPart(records[:i], number, lines[0] + b"\n", bool(records), before, exc)
+        before = line
+    return PackPart(records, number, lines[0] + b"\n" if lines else b"", bool(lines), before, None)
+
+
+class PackReading:
+    """A pack read from its file a stretch of whole lines at a time (`parts`: hashed and
+    measured as they are read, each to be checked by `pack_part`, here or in a worker),
+    the checked stretches taken back in order (`take`: the line that starts a stretch is
+    held to the one that ended the stretch before), and the file's verdict once all are
+    taken (`end`).  The faults are named as `LogTree.read` names them: the size, the hash,
+    a cut-short end, then the first line that is no record or out of order.  Memory:
+    a stretch, whatever the pack's size."""
+
+    def __init__(self, name: str, kind: str, digest: str, path: Path) -> None:
+        self.name, self.kind, self.digest, self.path = name, kind, digest, path
+        self.fault: LogFileError | None = None  # the file's own: unreadable, or grew past the limit
+        self.problem: LogFileError | None = None  # a line's
+        self.before, self.tail, self.hashed = b"", b"", ""
+
+    def parts(self) -> Iterator[tuple[str, str, bytes, int]]:
+        """`pack_part`'s arguments for each stretch of the file's whole lines, in order."""
+        import hashlib  # here, not at the top: OpenSSL's start-up is paid only by what hashes
+
+        digest, size, number, carry = hashlib.sha256(), 0, 1, b""
+        try:
+            with open(self.path, "rb") as handle:
+                while block := handle.read(PART_BYTES):
+                    digest.update(block)
+                    size += len(block)
+                    if size > MAX_PACK_BYTES:
+                        self.fault = LogFileError(f"{self.name}: {size} bytes, over the {MAX_PACK_BYTES}-byte limit for such a file")
+                        return
+                    data = carry + block
+                    cut = data.rfind(b"\n") + 1
+                    carry = data[cut:]
+                    if cut:
+                        yield self.name, self.kind, data[:cut], number
+                        number += data.count(b"\n", 0, cut)
+        except OSError as exc:
+            self.fault = LogFileError(f"{self.name}: cannot be read ({exc.strerror})")
+            return
+        self.tail, self.hashed = carry, ids.encode(digest.digest())
+
+    def take(self, part: PackPart) -> list:
+        """The records of a stretch `pack_part` read, in their turn: none once a line
+        before them was at fault."""
+        if self.problem is not None:
+            return []
+        try:
+            if part.first_read:
+                _in_order(self.before, part.first, f"{self.name}:{part.number}")
+        except LogFileError as exc:
+            self.problem = exc
+            return []
+        self.problem, self.before = part.problem, part.last
+        return part.records
+
+    def end(self) -> None:
+        """After every stretch is taken: LogFileError if the file is at fault."""
+        if self.fault is not None:
+            raise self.fault
+        if self.hashed != self.digest:
+            raise LogFileError(f"{self.name}: its bytes do not hash to its name (changed by hand, or damaged)")
+        if self.tail:
+            raise LogFileError(f"{self.name}: does not end with a newline (cut short)")
+        if self.problem is not None:
+            raise self.problem
 
 
 def _in_order(last: bytes, line: bytes, where: str) -> None:
     """A pack's lines are sorted and distinct (`write_pack`): a line repeated or out of
-    order was not written by qem, and its file is set aside at once (a pack of one line
-    repeated costs no more than that line)."""
+    order was not written by qem, and its file is set aside."""
     if last and line <= last:
         raise LogFileError(f"{where}: {'repeats the line before' if line == last else 'out of order'}"
                            " (a pack's lines are sorted and distinct, as every write makes them)")
@@ -526,6 +582,10 @@ def _pack_text(obj: object, where: str, line: bytes) -> TextRecord:
     record = _stored_text(TextRecord(obj["note"], read.key, read.text), where, len(line))
     if pack_text_line(record) != line:
         raise LogFileError(f"{where}: not in canonical form")
+    # Its digest is the hash of the record's form without the note: the canonical line with
+    # `,"note":"<id>"` cut out (no key's JSON holds `,"note":"`: a quote in a string is escaped).
+    cut = line.index(b',"note":"')
+    record._digest = ids.content_id(line[:cut] + line[cut + 10 + ids.ID_LENGTH:])
     return record
 
 

@@ -123,6 +123,7 @@ def guarded(run: Callable[[], object]) -> int:
     or an OSError: a file qem cannot create or write) said in its words with its code; a
     closed standard output ends it quietly (`qem log | head`), as git does; Ctrl-C is 130."""
     catch_interrupts()
+    said = False  # that the command was interrupted
     try:
         code = run()
     except (PipeClosed, BrokenPipeError):
@@ -132,10 +133,11 @@ def guarded(run: Callable[[], object]) -> int:
         for line in errors.words(exc):
             say(line)
         code = exc.exit_code if isinstance(exc, errors.QemError) else errors.EXIT_INPUT
+        said = isinstance(exc, errors.Interrupted)
     except KeyboardInterrupt:
         print("\nqem: interrupted", file=sys.stderr)
-        code = errors.EXIT_INTERRUPTED
-    if db.interrupted() and code != errors.EXIT_INTERRUPTED:  # a Ctrl-C that ended an SQLite statement
+        code, said = errors.EXIT_INTERRUPTED, True
+    if db.interrupted() and not said:  # a Ctrl-C that ended an SQLite statement, or that typer took as its exit 130
         print("\nqem: interrupted", file=sys.stderr)
         code = errors.EXIT_INTERRUPTED
     return code if isinstance(code, int) else 0

@@ -20,10 +20,12 @@ write enforces, so it does no lasting damage.
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -330,6 +332,49 @@ def test_ctrl_c_ends_a_long_index_build(ws: Path) -> None:
     assert code == 130 and "interrupted" in said, (code, said)
     done = run_qem("verify", cwd=ws)
     assert done.returncode == 0 and "one" in run_qem("list", cwd=ws).stdout, done.stdout + done.stderr
+
+
+# The build spread over two worker processes, each replaying one note at a time and
+# taking half a minute over it (a worker says when it has begun).
+SPREAD_BUILD = """
+import sys, time
+from qem_edit import cli, index
+index._SPREAD_BYTES = index._SPREAD_NOTES = 0
+index._FOLD_BATCH = 1
+folded = index._folded
+def slow(*args):
+    print("folding", flush=True)
+    time.sleep(30)
+    return folded(*args)
+index._folded = slow
+cli.main(sys.argv[1:])
+"""
+
+
+def test_ctrl_c_ends_a_build_spread_over_workers(ws: Path) -> None:
+    """Ctrl-C at a terminal (SIGINT to the whole process group) while worker processes
+    replay the notes: exit 130 at once, said once, no traceback from any process, no
+    worker left behind; the next command builds the index whole."""
+    for text in ("one", "two", "three"):
+        assert run_qem("add", text, "-k", "task", cwd=ws).returncode == 0
+    (ws / ".qem" / "index.db").unlink()
+    child = subprocess.Popen([sys.executable, "-c", SPREAD_BUILD, "list"], cwd=ws, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True,
+                             env=dict(os.environ, QEM_WORKERS="2"))
+    try:
+        assert child.stdout.readline().startswith("folding")  # (two workers may say it on one line)
+        os.killpg(child.pid, signal.SIGINT)
+        code = child.wait(timeout=10)
+    finally:
+        child.kill()
+        child.wait()
+    said = child.stderr.read()
+    assert code == 130 and said.count("interrupted") == 1 and "Traceback" not in said, (code, said)
+    time.sleep(0.5)
+    left = subprocess.run(["ps", "-o", "pid=", "-g", str(child.pid)], capture_output=True, text=True).stdout.split()
+    assert left == [], left  # (ps -g: the session's processes)
+    done = run_qem("verify", cwd=ws)
+    assert done.returncode == 0 and "three" in run_qem("list", cwd=ws).stdout, done.stdout + done.stderr
 
 
 # -- size: the write path refuses what the reader would -----------------------------------------------

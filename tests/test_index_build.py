@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from qem_edit import dump as dump_mod
 from qem_edit import errors, ids
 from qem_edit.checks import verify_report
 from qem_edit import index as index_mod
+from qem_edit import cores, logtree
 from qem_edit.dump import dump_lines, load, load_staged, read_dump, stage_dump
 from qem_edit.logtree import EVENTS, PACKS, TEXTS
 from qem_edit.store import Store
@@ -123,7 +126,7 @@ def _pack_with_a_bad_second_line(tmp_path: Path, memory: Path) -> tuple[str, str
 @pytest.mark.parametrize("fresh", [True, False])
 def test_a_pack_set_aside_part_way_leaves_nothing_of_it(tmp_path, monkeypatch, fresh):
     root = tangled(tmp_path)
-    monkeypatch.setattr(index_mod, "_BATCH", 1)  # its good line written before the bad one is read
+    monkeypatch.setattr(logtree, "PART_BYTES", 64)  # its good line staged before the bad one is read
     with Store.open(root) as s:
         want = rows(s, ("events", "notes", "items", "texts"))
     name, stranger = _pack_with_a_bad_second_line(tmp_path, root)
@@ -147,6 +150,93 @@ def test_a_pack_that_does_not_hash_to_its_name_is_set_aside_whole(tmp_path):
     with Store.open(root) as s:
         assert s.set_aside() == [f"{wrong}: its bytes do not hash to its name (changed by hand, or damaged)"]
         assert not s.conn.execute("SELECT 1 FROM events WHERE id = ?", (stranger,)).fetchall()
+
+
+def _packs_gone_wrong(tmp_path: Path, memory: Path) -> list[str]:
+    """Packs no qem write makes, each named by its hash unless said: lines out of order, a
+    line repeated, one that is not JSON, one cut short, one of another name, both out of
+    order and of another name; and a loose event file of another name."""
+    with Store.open(tmp_path / "elsewhere" / ".qem", create=True) as other:
+        for i in range(12):
+            add(other, f"a note from elsewhere, number {i}")
+        lines = sorted((other.root / n).read_bytes() for n in other.tree.names() if n.startswith(EVENTS))
+    made = {
+        "disorder": lines[:5] + [lines[6], lines[5]] + lines[7:],
+        "repeat": lines[:3] + [lines[3]] * 50,
+        "garbage": lines[:4] + [b"{not json\n"] + lines[4:],
+        "cut": lines[:-1] + [lines[-1][:-1]],
+    }
+    names = []
+    for data in (b"".join(parts) for parts in made.values()):
+        names.append(f"{PACKS}/e-{ids.content_id(data)}.jsonl")
+        (memory / names[-1]).write_bytes(data)
+    for data in (b"".join(lines), b"".join(made["disorder"])):
+        names.append(f"{PACKS}/e-{ids.content_id(data + b'x')}.jsonl")
+        (memory / names[-1]).write_bytes(data)
+    names.append(f"{EVENTS}/{ids.content_id(b'another')}")
+    (memory / names[-1]).write_bytes(lines[0])
+    return names
+
+
+def _read_in_stretches(tree: logtree.LogTree, name: str) -> object:
+    """A pack read as the build reads it, a stretch at a time: its records, or its fault."""
+    try:
+        reading = tree.pack(name)
+        records = [r for args in reading.parts() for r in reading.take(logtree.pack_part(*args))]
+        reading.end()
+    except logtree.LogFileError as exc:
+        return str(exc)
+    return records
+
+
+def test_a_pack_read_in_stretches_is_judged_as_it_is_read_whole(tmp_path, monkeypatch):
+    root = tangled(tmp_path)
+    with Store.open(root) as s:
+        s.pack()
+    names = _packs_gone_wrong(tmp_path, root) + sorted(n for n in logtree.LogTree(root).names() if n.startswith(PACKS))
+    tree = logtree.LogTree(root)
+    for name in (n for n in names if n.startswith(PACKS)):
+        try:
+            whole: object = [r for part in tree.read(name) for r in part]
+        except logtree.LogFileError as exc:
+            whole = str(exc)
+        for size in (1, 50, 300, 10**6):  # a line split across stretches, a stretch of a line, of many, of all
+            monkeypatch.setattr(logtree, "PART_BYTES", size)
+            assert _read_in_stretches(tree, name) == whole, (name, size)
+
+
+_BUILDER: list = []  # the building process's id, and the replay a worker is killed in
+
+
+def _dies_in_a_worker(*args):  # type: ignore[no-untyped-def]
+    if os.getpid() != _BUILDER[0]:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _BUILDER[1](*args)
+
+
+def test_a_build_spread_over_worker_processes_makes_the_rows_one_process_makes(tmp_path, monkeypatch):
+    root = tangled(tmp_path)
+    wrong = _packs_gone_wrong(tmp_path, root)
+    built, workers = {}, []
+    real_init = cores.Spread.__init__
+    monkeypatch.setattr(cores.Spread, "__init__", lambda self, pool=None, n=1: (workers.append(n), real_init(self, pool, n))[1])
+    _BUILDER[:] = [os.getpid(), index_mod._folded]
+    for way in ("one process", "spread", "a worker killed"):
+        monkeypatch.setenv("QEM_WORKERS", "1" if way == "one process" else "2")
+        if way == "spread":  # every piece small: stretches and batches meet their neighbours
+            for module, name, value in ((logtree, "PART_BYTES", 300), (index_mod, "_SPREAD_BYTES", 0),
+                                        (index_mod, "_SPREAD_NOTES", 0), (index_mod, "_FOLD_BATCH", 3),
+                                        (index_mod, "_LOOSE_BATCH", 2)):
+                monkeypatch.setattr(module, name, value)
+        if way == "a worker killed":  # its pieces, and every later one, are done by the build's own process
+            monkeypatch.setattr(index_mod, "_folded", _dies_in_a_worker)
+        for path in root.glob("index.db*"):
+            path.unlink()
+        with Store.open(root) as s:
+            built[way] = rows(s, TABLES + ("anchors", "terms"))
+            assert sorted(p.split(":")[0] for p in s.set_aside()) == sorted(wrong)
+    assert workers[0] == 1 and workers.count(2) >= 2  # the later builds were spread over two workers
+    assert built["spread"] == built["one process"] == built["a worker killed"]
 
 
 def _dump(s: Store) -> bytes:
