@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import errors
-from .export import refreshed, streamed
+from .export import passing, refreshed, streamed
 from .files import private_dir, write_atomic
 from .renderer import Selection
 from .renderer.format import CHECKOUT_HELP, HELP_OPEN
@@ -183,9 +183,7 @@ def render_base(store: Store, selection: Selection, path: Path, since: tuple | N
     digest, headings = hashlib.sha256(), Headings()
 
     def tapped(chunks):  # type: ignore[no-untyped-def]
-        for chunk in chunks:
-            digest.update(chunk)
-            yield headings.feed(chunk)
+        yield from passing(chunks, digest, headings)
         yield headings.feed(b"\n" + CHECKOUT_HELP.replace(HELP_OPEN, f"{HELP_OPEN} base={digest.hexdigest()[:16]}", 1)
                             .encode("utf-8"))
 

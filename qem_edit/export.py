@@ -99,16 +99,16 @@ def refreshed(store: Store, selection: Selection, base: Path, moment: str | None
         with streamed(store, selection) as stream:
             yield stream
         return
-    generation, pieces = plan
+    generation, pieces, heads_now = plan
     with open(base, "rb") as handle:
-        yield generation, True, _pieces_read(handle, pieces)
+        yield generation, True, Patched(handle, pieces, heads_now)
 
 
 def _plan_from(store: Store, selection: Selection, base: Path, moment: str | None, calm: bool,
                heads: list[int] | None, end: int | None):  # type: ignore[no-untyped-def]
     if moment is None or not calm or selection.active_only or selection.notes is not None:
         return None
-    from .renderer.patch import SectionChange, headings_in, patch_plan
+    from .renderer.patch import SectionChange, heads_after, headings_in, patch_plan
 
     with store.reading():
         changed = store.items_changed_since(moment)
@@ -132,7 +132,30 @@ def _plan_from(store: Store, selection: Selection, base: Path, moment: str | Non
                                 {k: SectionChange(g, n) for k, (g, n) in by_kind.items()})
     except (OSError, errors.QemError):
         return None
-    return None if pieces is None else (generation, pieces)
+    return None if pieces is None else (generation, pieces, heads_after(pieces, found))
+
+
+class Patched:
+    """A patch plan's pieces as bytes (`_pieces_read`), and where the section headings of
+    the rendering they make start (`heads`), known from the plan."""
+
+    def __init__(self, handle, pieces, heads: list[int]) -> None:  # type: ignore[no-untyped-def]
+        self.handle, self.pieces, self.heads = handle, pieces, heads
+
+    def __iter__(self) -> Iterator[bytes]:
+        return _pieces_read(self.handle, self.pieces)
+
+
+def passing(chunks: Iterable[bytes], digest, headings) -> Iterator[bytes]:  # type: ignore[no-untyped-def]
+    """A rendering's chunks on their way to a file: hashed into `digest`, their section
+    headings noted in `headings` (renderer.patch.Headings): found as they pass, or, for a
+    rendering made from a base (`Patched`), taken from its plan."""
+    known = getattr(chunks, "heads", None)
+    for chunk in chunks:
+        digest.update(chunk)
+        yield headings.feed(chunk) if known is None else headings.passed(chunk)
+    if known is not None:
+        headings.at.extend(known)
 
 
 def _pieces_read(handle, pieces) -> Iterator[bytes]:  # type: ignore[no-untyped-def]
@@ -248,17 +271,11 @@ def _write_rendering(store: Store, path: Path) -> tuple[int, list[int]]:
     from .renderer.patch import Headings
 
     digest, headings = hashlib.sha256(), Headings()
-
-    def hashed(chunks: Iterable[bytes]) -> Iterator[bytes]:
-        for chunk in chunks:
-            digest.update(chunk)
-            yield headings.feed(chunk)
-
     known = _base_record(store)
     source = (refreshed(store, Selection(), store.root / MIRROR_BASE, store.moment(known[0]), known[1], known[2])
               if known is not None else streamed(store))
     with source as (generation, _, chunks):
-        write_atomic(path, hashed(chunks), before_replace=lambda: _note_hash(store, digest.hexdigest()))
+        write_atomic(path, passing(chunks, digest, headings), before_replace=lambda: _note_hash(store, digest.hexdigest()))
     return generation, headings.at
 
 

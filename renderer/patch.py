@@ -238,9 +238,25 @@ class Headings:
         while found >= 0:
             self.at.append(self._offset + found)
             found = chunk.find(b"\n## ", found + 4)
+        return self.passed(chunk)
+
+    def passed(self, chunk: bytes) -> bytes:
+        """A chunk whose headings are known elsewhere (`heads_after`), passed unsearched."""
         self._tail = (self._tail + chunk)[-3:] if len(chunk) < 3 else chunk[-3:]
         self._offset += len(chunk)
         return chunk
+
+
+def heads_after(pieces: Sequence[Piece], heads: Sequence[int]) -> list[int]:
+    """Where the section headings start in the rendering `pieces` make (`patch_plan`'s,
+    over a base whose headings start at `heads`): each heading is a piece of its own,
+    copied from the base, so nothing needs to search the result for them."""
+    starts, found, at = {h + 1 for h in heads}, [], 0
+    for piece in pieces:
+        if not isinstance(piece, bytes) and piece[0] in starts:
+            found.append(at - 1)
+        at += len(piece) if isinstance(piece, bytes) else piece[1] - piece[0]
+    return found
 
 
 def headings_in(chunks: Iterable[bytes]) -> list[int]:

@@ -342,7 +342,8 @@ def test_a_section_that_fills_or_empties_is_laid_out_as_rendered(tmp_path: Path,
 
 
 def test_export_after_others_wrote_is_made_from_its_kept_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from qem_edit.export import export, render_store
+    from qem_edit.export import _base_record, export, render_store
+    from qem_edit.renderer.patch import headings_in
 
     rng = random.Random(11)
     root = tmp_path / "ws"
@@ -354,7 +355,10 @@ def test_export_after_others_wrote_is_made_from_its_kept_copy(tmp_path: Path, mo
         others_write(store, rng, 20)
         assert export(store, mirror) is True
         assert mirror.read_bytes() == render_store(store)[1]
+        kept = _base_record(store)
     assert made == [True]
+    # where its headings start, taken from the plan, is where they are
+    assert kept is not None and kept[2] == headings_in([(root / ".qem" / "mirror-base.md").read_bytes()])
 
 
 def test_headings_are_found_however_the_rendering_is_cut_into_chunks() -> None:
