@@ -121,6 +121,7 @@ def timed(argv: list[str], *, what: str, cwd: Path, env: dict[str, str], stdout:
     at 74,900 notes), while GNU time's child is forked from a small process."""
     rss_file = stderr.with_suffix(".rss")
     wrapped = [GNU_TIME, "-f", "%M", "-o", str(rss_file), *argv] if GNU_TIME else argv
+    os.sync()  # what the setup wrote is on disk first: no run pays for writing back another's files
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(wrapped, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=cwd, env=env)
@@ -273,14 +274,10 @@ def tree_bytes(folder: Path) -> int:
 
 
 def fresh_workspace(ws: Path, memory: Path) -> Path:
-    """A workspace holding a copy of the cached memory (no MEMORY.md), written back to
-    disk before anything is timed: else the first command that fsyncs the copied index
-    (a write's checkpoint) pays for writing back the whole copy (0.5 s at 749,000 notes,
-    whose index is 1.4 GB), which no user's command pays."""
+    """A workspace holding a copy of the cached memory (no MEMORY.md)."""
     shutil.rmtree(ws, ignore_errors=True)
     ws.mkdir(parents=True)
     shutil.copytree(memory, ws / ".qem")
-    os.sync()
     return ws
 
 

@@ -36,18 +36,18 @@ class Unbalanced(ValueError):
     """Conflict markers that do not pair up (the file was edited around them)."""
 
 
+# where a marker may start a line: one pass over the file, each hit then matched (a pass
+# per marker, by `find`, took four times as long over a 116 MB file)
+_MARKER_START = re.compile(rb"\n[<|=>]{7}")
+
+
 def has_markers(data: str | bytes) -> bool:
     """Whether git left conflict markers at column 0 (no rendered line can start with
     them: a note's further lines are indented)."""
     raw = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
-    for marker in (b"<<<<<<<", b"|||||||", b"=======", b">>>>>>>"):  # found by `find` (memchr-fast), then matched
-        at = raw.find(marker)
-        while at >= 0:
-            if (at == 0 or raw[at - 1:at] == b"\n") and MARKER_LINE.match(raw, at):
-                return True
-            at = raw.find(b"\n" + marker, at + 1)
-            at = at + 1 if at >= 0 else -1
-    return False
+    if MARKER_LINE.match(raw):
+        return True
+    return any(MARKER_LINE.match(raw, hit.start() + 1) for hit in _MARKER_START.finditer(raw))
 
 
 def _marker(line: str) -> str | None:

@@ -34,6 +34,22 @@ def test_markers_are_found_only_at_column_zero():
     assert gc.has_markers("<<<<<<<\nx\n=======\ny\n>>>>>>>\n")  # bare markers, as some tools write
 
 
+def test_markers_are_found_as_a_line_by_line_reading_finds_them():
+    """The one-pass search finds a marker line exactly where reading the file a line at a
+    time finds one: random files of marker-like pieces, line ends and text."""
+    import random
+    import re
+
+    line = re.compile(rb"(?:(?:<<<<<<<|\|{7}|>>>>>>>)(?: [^\n]*)?|=======)\r?")
+    pieces = [b"<<<<<<<", b"|||||||", b"=======", b">>>>>>>", b"<", b"=", b"|", b">", b"\n", b"\r", b" ", b"x",
+              b"<<<<<<< HEAD", b"======= ", b"  =======", b"<|=><|=>"]
+    rng = random.Random(5)
+    for _ in range(3000):
+        raw = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        want = any(line.fullmatch(part) for part in raw.split(b"\n"))
+        assert gc.has_markers(raw) is want, raw
+
+
 def test_a_merge_of_renderings_holds_nobody_s_edit():
     text = conflicted([B_STALE], [B, C])
     assert gc.personal_hunks(text, KNOWN) == []
