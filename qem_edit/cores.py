@@ -65,8 +65,8 @@ class Spread:
 
         try:
             return self.pool.submit(function, *args)
-        except BrokenProcessPool:
-            self.pool = None  # a worker died: the rest is done here
+        except (BrokenProcessPool, OSError):  # a worker died, or none could be started (a process limit)
+            self.pool = None  # the rest is done here
             return None
 
     def _result(self, function: Callable[..., Any] | None, args: Any, future: Any) -> Any:
@@ -95,7 +95,11 @@ def spread(wanted: bool = True) -> Iterator[Spread]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_starts)
+    try:
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_starts)
+    except (OSError, ImportError, NotImplementedError, ValueError):  # no semaphores here (no /dev/shm), say
+        yield Spread()
+        return
     try:
         yield Spread(pool, workers)
     except BaseException:  # Ctrl-C, or the work failed: the workers are stopped, not waited for

@@ -239,6 +239,36 @@ def test_a_build_spread_over_worker_processes_makes_the_rows_one_process_makes(t
     assert built["spread"] == built["one process"] == built["a worker killed"]
 
 
+@pytest.mark.parametrize("fails", ["starting the pool", "starting a worker"])
+def test_a_machine_that_cannot_start_workers_builds_in_one_process(tmp_path, monkeypatch, fails):
+    """No semaphores (a container without /dev/shm), or a process limit reached: the build
+    is the one a single process makes, with no error."""
+    import concurrent.futures
+
+    root = tangled(tmp_path)
+    with Store.open(root) as s:
+        want = rows(s)
+    real = concurrent.futures.ProcessPoolExecutor
+
+    class Failing(real):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if fails == "starting the pool":
+                raise OSError(38, "Function not implemented")
+            super().__init__(*args, **kwargs)
+
+        def submit(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Failing)
+    monkeypatch.setenv("QEM_WORKERS", "2")
+    monkeypatch.setattr(index_mod, "_SPREAD_BYTES", 0)
+    monkeypatch.setattr(index_mod, "_SPREAD_NOTES", 0)
+    for path in root.glob("index.db*"):
+        path.unlink()
+    with Store.open(root) as s:
+        assert rows(s) == want
+
+
 def _dump(s: Store) -> bytes:
     return "".join(dump_lines(s)).encode()
 
