@@ -364,7 +364,7 @@ class Index:
                 assert reading is not None
                 conn.executemany(_STAGE_EVENT if reading.kind == "e" else _STAGE_TEXT, reading.take(got))
             elif isinstance(got, _PackEnd):
-                self._pack_read(got.name, reading, caught)
+                self._pack_read(got.reading, caught)
             elif isinstance(got, list):  # a batch of loose files
                 for name, events, texts, problem in got:
                     tick()
@@ -381,37 +381,37 @@ class Index:
         for name in names:
             if not name.startswith(f"{PACKS}/"):
                 loose.append(name)
-                if len(loose) < _LOOSE_BATCH:
-                    continue
+                if len(loose) == _LOOSE_BATCH:
+                    yield _staged_loose, (self.tree.root, loose)
+                    loose = []
+                continue
             if loose:
                 yield _staged_loose, (self.tree.root, loose)
                 loose = []
-            if not name.startswith(f"{PACKS}/"):
-                continue
             try:
                 reading = self.tree.pack(name)
             except LogFileError as exc:
                 yield None, [(name, [], [], str(exc))]
                 continue
             yield None, reading
-            for args in reading.parts():  # a stretch after a fault is not read (`take` drops it)
-                yield (_staged_part, args) if reading.problem is None else (None, _SKIPPED)
-            yield None, _PackEnd(name)
+            for args in reading.parts():
+                if reading.problem is None:  # a stretch after a fault is hashed, not read
+                    yield _staged_part, args
+            yield None, _PackEnd(reading)
         if loose:
             yield _staged_loose, (self.tree.root, loose)
 
-    def _pack_read(self, name: str, reading: PackReading | None, caught: Caught) -> None:
+    def _pack_read(self, reading: PackReading, caught: Caught) -> None:
         """A pack read to its end: kept, or its records rolled back and the file set aside."""
-        assert reading is not None and reading.name == name
         try:
             reading.end()
         except LogFileError as exc:
             self.conn.execute("ROLLBACK TO staging")
             self.conn.execute("RELEASE staging")
-            self._file_read(name, str(exc), caught)
+            self._file_read(reading.name, str(exc), caught)
             return
         self.conn.execute("RELEASE staging")
-        self._file_read(name, None, caught)
+        self._file_read(reading.name, None, caught)
 
     def _file_read(self, name: str, problem: str | None, caught: Caught) -> None:
         self.conn.execute("INSERT OR REPLACE INTO files (name, problem) VALUES (?, ?)", (name, problem))
@@ -429,8 +429,8 @@ class Index:
     def stage_written(self, name: str | None, events: Iterable[Event], texts: Iterable[TextRecord]) -> None:
         """Records this process has just written to the log, staged (their file's name
         None while it is not known yet: `name_staged` gives it)."""
-        self.conn.executemany(_STAGE_EVENT, [_event_values(e) + (name,) for e in events])
-        self.conn.executemany(_STAGE_TEXT, [(t.note, name, t.key, t.text, t.digest) for t in texts])
+        self.conn.executemany(_STAGE_EVENT, _staged_events(name, events))
+        self.conn.executemany(_STAGE_TEXT, _staged_texts(name, texts))
 
     def name_staged(self, name: str) -> None:
         """The file the staged records with no file yet were written to."""
@@ -830,21 +830,16 @@ def _worth_spreading(tree: LogTree, names: list[str]) -> bool:
 
 
 class _PackEnd(NamedTuple):
-    name: str
+    """The end of a pack's pieces: its verdict is due."""
 
-
-_SKIPPED = object()  # a stretch of a pack not read: a line before it was at fault
+    reading: PackReading
 
 
 def _staged_part(name: str, kind: str, data: bytes, number: int) -> PackPart:
     """A stretch of a pack read and checked (`logtree.pack_part`), its records as the
     staging tables' rows."""
     part = pack_part(name, kind, data, number)
-    if kind == "e":
-        rows = [_event_values(e) + (name,) for e in part.records]
-    else:
-        rows = [(t.note, name, t.key, t.text, t.digest) for t in part.records]
-    return part._replace(records=rows)
+    return part._replace(records=(_staged_events if kind == "e" else _staged_texts)(name, part.records))
 
 
 def _staged_loose(root: Path, names: list[str]) -> list[tuple[str, list, list, str | None]]:
@@ -856,9 +851,17 @@ def _staged_loose(root: Path, names: list[str]) -> list[tuple[str, list, list, s
         except LogFileError as exc:
             out.append((name, [], [], str(exc)))
             continue
-        out.append((name, [_event_values(e) + (name,) for e in events],
-                    [(t.note, name, t.key, t.text, t.digest) for t in texts], None))
+        out.append((name, _staged_events(name, events), _staged_texts(name, texts), None))
     return out
+
+
+def _staged_events(name: str | None, events: Iterable[Event]) -> list[tuple[object, ...]]:
+    """Events as the staging table's rows, from the log file `name` (None: not known yet)."""
+    return [_event_values(e) + (name,) for e in events]
+
+
+def _staged_texts(name: str | None, texts: Iterable[TextRecord]) -> list[tuple[object, ...]]:
+    return [(t.note, name, t.key, t.text, t.digest) for t in texts]
 
 
 def _folded(batch: list[tuple[str, list[tuple], dict]], before: str | None,

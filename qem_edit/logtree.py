@@ -453,10 +453,9 @@ def _pack_file(name: str, base: str, data: bytes) -> tuple[list[Event], list[Tex
     match = _PACK_NAME.match(base)
     if not match:
         raise LogFileError(f"{name}: not a pack name (e-<id>.jsonl or t-<id>.jsonl)")
-    if ids.content_id(data) != match[2]:
-        raise LogFileError(f"{name}: its bytes do not hash to its name (changed by hand, or damaged)")
-    if data and not data.endswith(b"\n"):
-        raise LogFileError(f"{name}: does not end with a newline (cut short)")
+    fault = _pack_fault(name, ids.content_id(data) == match[2], bool(data) and not data.endswith(b"\n"))
+    if fault is not None:
+        raise fault
     part = pack_part(name, match[1], data, 1)
     if part.problem is not None:
         raise part.problem
@@ -553,14 +552,19 @@ class PackReading:
 
     def end(self) -> None:
         """After every stretch is taken: LogFileError if the file is at fault."""
-        if self.fault is not None:
-            raise self.fault
-        if self.hashed != self.digest:
-            raise LogFileError(f"{self.name}: its bytes do not hash to its name (changed by hand, or damaged)")
-        if self.tail:
-            raise LogFileError(f"{self.name}: does not end with a newline (cut short)")
-        if self.problem is not None:
-            raise self.problem
+        fault = self.fault or _pack_fault(self.name, self.hashed == self.digest, bool(self.tail)) or self.problem
+        if fault is not None:
+            raise fault
+
+
+def _pack_fault(name: str, hashes_to_name: bool, cut_short: bool) -> LogFileError | None:
+    """A pack's fault as a whole file, named before any of its lines' (whether read whole
+    or in stretches)."""
+    if not hashes_to_name:
+        return LogFileError(f"{name}: its bytes do not hash to its name (changed by hand, or damaged)")
+    if cut_short:
+        return LogFileError(f"{name}: does not end with a newline (cut short)")
+    return None
 
 
 def _in_order(last: bytes, line: bytes, where: str) -> None:
@@ -585,7 +589,7 @@ def _pack_text(obj: object, where: str, line: bytes) -> TextRecord:
     # Its digest is the hash of the record's form without the note: the canonical line with
     # `,"note":"<id>"` cut out (no key's JSON holds `,"note":"`: a quote in a string is escaped).
     cut = line.index(b',"note":"')
-    record._digest = ids.content_id(line[:cut] + line[cut + 10 + ids.ID_LENGTH:])
+    record._digest = ids.content_id(line[:cut] + line[cut + len(b',"note":""') + ids.ID_LENGTH:])
     return record
 
 
