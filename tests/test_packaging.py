@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tomllib
 import zipfile
 from importlib.metadata import packages_distributions
@@ -17,21 +18,32 @@ REPO = Path(__file__).resolve().parent.parent
 SOURCES = ("qem_edit", "renderer", "reconciler")
 
 
-def test_the_wheel_holds_exactly_one_top_level_package(tmp_path: Path) -> None:
-    # A copy of the sources: a build/ folder left in the checkout would be packed as well.
+def copy_sources(tmp_path: Path) -> Path:
+    """A copy of what the project ships: a build/ folder left in the checkout would be packed as well."""
     source = tmp_path / "src"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO / name, source / name)
     for name in SOURCES:
         shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
-    # --no-build-isolation: the build backend is the one the test extra installed, offline
+    return source
+
+
+def build_wheel(tmp_path: Path) -> Path:
+    """The wheel of the checkout, built offline: --no-build-isolation takes the build backend
+    the test extra installed."""
+    source = copy_sources(tmp_path)
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(source)],
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr
     [wheel] = tmp_path.glob("qem_edit-*.whl")
+    return wheel
+
+
+def test_the_wheel_holds_exactly_one_top_level_package(tmp_path: Path) -> None:
+    wheel = build_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert tops == {"qem_edit"}, tops
@@ -40,6 +52,30 @@ def test_the_wheel_holds_exactly_one_top_level_package(tmp_path: Path) -> None:
     assert "qem_edit/logtree.py" in names and "qem_edit/index.py" in names
     top_level = next(n for n in names if n.endswith(".dist-info/top_level.txt"))
     assert zipfile.ZipFile(wheel).read(top_level).decode().split() == ["qem_edit"]
+    # the license travels with the wheel, and its metadata names both the license and its file
+    licence = next(n for n in names if n.endswith(".dist-info/licenses/LICENSE"))
+    assert zipfile.ZipFile(wheel).read(licence) == (REPO / "LICENSE").read_bytes()
+    metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "License-Expression: MIT" in metadata.splitlines()
+    assert "License-File: LICENSE" in metadata.splitlines()
+
+
+def test_the_license_is_mit_and_ships_in_the_sdist(tmp_path: Path) -> None:
+    text = (REPO / "LICENSE").read_text("utf-8")
+    assert text.startswith("MIT License\n") and "Copyright (c) 2026 qem maintainers" in text
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))["project"]
+    assert declared["license"] == "MIT" and declared["license-files"] == ["LICENSE"]
+    source = copy_sources(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))", str(tmp_path)],
+        cwd=source, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    with tarfile.open(tmp_path / done.stdout.split()[-1]) as sdist:
+        names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+        assert "LICENSE" in names
+        info = sdist.extractfile(next(m for m in sdist.getmembers() if m.name.endswith("/PKG-INFO") and m.name.count("/") == 1))
+        assert "License-File: LICENSE" in info.read().decode().splitlines()
 
 
 def imported_modules() -> set[str]:
