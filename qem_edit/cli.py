@@ -714,6 +714,44 @@ def mcp_(actor: Annotated[Optional[str], typer.Option("--actor", help="Who write
     return serve(Memory(workspace_dir, store_dir, actor))
 
 
+# The shells `qem completion` writes a script for: typer's own scripts, each asking `qem`
+# itself for the words (`_QEM_COMPLETE` set, see `main`), so the completion follows the commands.
+COMPLETION_SHELLS = ("bash", "zsh", "fish")
+
+
+@app.command("completion")
+def completion(shell_name: Annotated[str, typer.Argument(metavar="SHELL", help="bash, zsh or fish.", show_default=False)]) -> int:
+    """Print the completion script for a shell: the subcommands and their options.
+
+    \b
+    bash: eval "$(qem completion bash)"   (in ~/.bashrc)
+    zsh:  eval "$(qem completion zsh)"    (in ~/.zshrc, after compinit)
+    fish: qem completion fish | source    (in ~/.config/fish/config.fish)
+
+    Example: qem completion bash
+    """
+    from typer.completion import get_completion_script
+
+    errors.choice(shell_name, COMPLETION_SHELLS, "shell")
+    print(get_completion_script(prog_name="qem", complete_var=_COMPLETE_VAR, shell=shell_name))
+    return 0
+
+
+_COMPLETE_VAR = "_QEM_COMPLETE"
+
+
+def _completing() -> bool:
+    """Whether this run answers a shell's completion script: typer's shells' words, which
+    it gives only once its completion classes are registered (`add_completion` is off, so
+    that an ordinary run never imports them)."""
+    if not os.environ.get(_COMPLETE_VAR):
+        return False
+    from typer.completion import completion_init
+
+    completion_init()
+    return True
+
+
 # -- the mirror ----------------------------------------------------------------------------
 
 
@@ -1209,7 +1247,9 @@ def _with_optional_values(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     ClickException, ClickExit, ClickAbort = _click_exceptions()
-    command, args, prog = _command(_with_optional_values(sys.argv[1:] if argv is None else argv))
+    argv = sys.argv[1:] if argv is None else argv
+    # a completion's words come from the whole group, whatever the line typed so far
+    command, args, prog = _command([] if _completing() else _with_optional_values(argv))
 
     def run() -> object:
         try:
