@@ -560,17 +560,30 @@ def load(
     return 0
 
 
-@app.command("import")
+import_app = typer.Typer(
+    help="Import another tool's memory: a vectr store (each note with its history), or markdown a team keeps"
+         " (CLAUDE.md, AGENTS.md, MEMORY.md, Claude Code's auto-memory) proposed as notes to review.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(import_app, name="import")
+
+
+@import_app.callback()
+def _import() -> None:
+    """Import another tool's memory."""
+
+
+@import_app.command("vectr")
 def import_(
-    source: Annotated[str, typer.Argument(metavar="vectr", help="What to import from: vectr.", show_default=False)],
     path: Annotated[Path, typer.Argument(metavar="STORE.db", help="vectr's SQLite store (working_context.sqlite).", show_default=False)],
     workspace_name: Annotated[Optional[str], typer.Option("--workspace-name", help="The vectr workspace to import (its path, or the path's last part); needed when the file holds several.", show_default=False)] = None,
     allow_secret: AllowSecretOpt = False,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
 ) -> int:
-    """Import another tool's memory: each note with its history; print what was
-    imported, mapped and skipped (importing again adds nothing).
+    """Import a vectr store: each note with its history; print what was imported, mapped
+    and skipped (importing again adds nothing).
 
     Example: qem import vectr ~/.cache/vectr/0a1b2c3d4e5f/working_context.sqlite
     """
@@ -578,8 +591,6 @@ def import_(
     from .export import auto_export
     from .vectr import import_vectr, prepare
 
-    if source != "vectr":
-        raise errors.BadInput(f"qem imports from: vectr (not {source!r})")
     _no_allowance_for_loads(allow_secret)
     prepared = prepare(path, workspace_name)  # the vectr store read and mapped before anything is opened
     place, store = shell.open_memory(workspace_dir, store_dir, write=True)
@@ -588,6 +599,28 @@ def import_(
         for notice in auto_export(store, place):
             say(notice)
         _out(report.text())
+    return 0
+
+
+@import_app.command("markdown")
+def import_markdown(
+    files: Annotated[list[Path], typer.Argument(metavar="FILE...", help="Markdown files: CLAUDE.md, AGENTS.md, a MEMORY.md kept by hand, Claude Code's auto-memory files.", show_default=False)],
+    path: Annotated[Optional[Path], typer.Option("--path", help="Write the proposals here (default: a kept checkout under .qem/checkouts/).", show_default=False)] = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
+) -> int:
+    """Propose each bullet or paragraph of markdown files as a note, its kind guessed, in a
+    checkout for a person to review and check in; nothing reaches the log before that, and a
+    text some note already has is not proposed again.
+
+    Example: qem import markdown CLAUDE.md AGENTS.md; qem checkin -m "imported CLAUDE.md"
+    """
+    from .mdimport import import_markdown as propose, read_files
+
+    read = read_files(files)  # every file read and checked before the memory is opened
+    place, store = shell.open_memory(workspace_dir, store_dir, write=True)
+    with store:
+        _out(propose(store, place, read, path).text())
     return 0
 
 

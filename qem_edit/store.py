@@ -924,6 +924,14 @@ class Store:
                                   (text[:48],))  # (the index's search: a term on the whole text would make it a scan)
                 yield note_id, [other for other, same in rows if same == text and other != note_id]
 
+    def texts_held(self, texts: Iterable[str]) -> set[str]:
+        """Which of `texts` (normalized, as texts are stored) some note holds, in any state
+        but forgotten (a forgotten note's text is gone): an import proposes none of them again."""
+        wanted, held = sorted(set(texts)), set()
+        for chunk in db.chunks(wanted):
+            held.update(row[0] for row in self._read(f"SELECT DISTINCT text FROM notes WHERE text IN ({db.marks(chunk)})", chunk))
+        return held
+
     def latest_at(self) -> str | None:
         """When the latest event was written (None: the log holds none)."""
         return self._read("SELECT max(at) FROM events")[0][0]
