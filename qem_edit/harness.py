@@ -11,7 +11,8 @@ reply's bytes out; qem_edit.hookrun does the reading and the writing.
 - Codex: the same events and output shape, every output checked by its published schema
   (`additionalProperties: false`); an edit is an `apply_patch` whose `tool_input.command`
   is the patch (`*** Update File: PATH` lines); stdout starting with `{` or `[` that is
-  not valid JSON fails the hook; about 2,500 tokens reach the model whole.
+  not valid JSON fails the hook; about 2,500 tokens reach the model whole; a SessionEnd
+  hook's timeout is at most 3 s.
 - Gemini CLI: SessionStart, BeforeAgent (a prompt), AfterTool (its tools' context comes
   after the tool: a read of a file is where qem speaks before the edit that follows),
   AfterAgent (its Stop), SessionEnd; stdout is always JSON (`{}` for no context: plain
@@ -27,18 +28,21 @@ import re
 from typing import Mapping, NamedTuple
 
 START_WAITS = 12  # a session start's timeout, in the others' (120 s)
+CODEX_END_SECONDS = 3  # the most Codex lets a SessionEnd hook take
 # What a harness event asks of qem.
 START, PROMPT, TOOL, COMPACTING, STOP, END = "start", "prompt", "tool", "compacting", "stop", "end"
 
 
 class Hook(NamedTuple):
     """One hook `qem setup` writes: the harness's event, its matcher (None: every
-    occurrence), what it asks of qem, and whether it is written only when asked for."""
+    occurrence), what it asks of qem, whether it is written only when asked for, and its
+    own timeout where the harness allows less than its others (0: the harness's)."""
 
     event: str
     matcher: str | None
     does: str
     opt_in: bool = False
+    timeout: int = 0
 
 
 class Harness(NamedTuple):
@@ -60,6 +64,8 @@ class Harness(NamedTuple):
     def timeout_of(self, hook: Hook) -> int:
         """A hook's timeout: a session's start may be a fresh clone's first command, which
         builds the local index (seconds at tens of thousands of notes), so it waits longer."""
+        if hook.timeout:
+            return hook.timeout
         return self.timeout * START_WAITS if hook.does == START else self.timeout
 
     def reply(self, event: str, context: str) -> str:
@@ -90,7 +96,9 @@ CODEX = Harness(
      Hook("UserPromptSubmit", None, PROMPT),
      Hook("PreToolUse", "apply_patch|Bash", TOOL),
      Hook("PreCompact", None, COMPACTING),
-     Hook("SessionEnd", None, END),
+     # Codex clamps a SessionEnd hook's timeout to 3 s and warns on every run when it is
+     # longer; a session's end only closes its ledger, well within it.
+     Hook("SessionEnd", None, END, timeout=CODEX_END_SECONDS),
      Hook("Stop", None, STOP, opt_in=True)),
     frozenset({"apply_patch", "Edit", "Write"}), frozenset(), frozenset({"Bash"}),
     "", "block", 10,
