@@ -397,7 +397,7 @@ def deliver(
 def hook(
     harness: Annotated[str, typer.Argument(metavar="HARNESS", help="claude, codex or gemini.", show_default=False)],
     event: Annotated[str, typer.Argument(metavar="EVENT", help="The harness's own event name (SessionStart, PreToolUse, ...).", show_default=False)],
-    workspace_dir: Annotated[Optional[str], typer.Option("--workspace", "-w", metavar="DIR", help="The memory's workspace, from the hook's working directory (default: found from it).", show_default=False)] = None,
+    workspace_dir: Annotated[Optional[str], typer.Option("--workspace", "-w", metavar="DIR", help="The memory's workspace, a folder from the top of the git work tree holding the hook's working directory (default: found from that directory up).", show_default=False)] = None,
 ) -> int:
     """Answer one of an agent harness's hooks: its input on stdin, exactly its output
     contract on stdout; never blocks the agent (`qem setup` writes the hooks).

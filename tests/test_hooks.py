@@ -472,12 +472,35 @@ def test_a_memory_in_a_subfolder_is_found_by_the_hooks_setup_writes(tmp_path: Pa
     command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
     assert command.endswith("hook claude PreToolUse -w app")
     assert json.loads((top / ".mcp.json").read_text())["mcpServers"]["qem"]["args"] == ["mcp", "-w", "app"]
-    payload = json.dumps({"session_id": "m", "cwd": str(top), "hook_event_name": "PreToolUse", "tool_name": "Edit",
-                          "tool_input": {"file_path": str(app / "src" / "lock.py")}})
-    done = subprocess.run([sys.executable, "-m", "qem_edit", *command.split()[1:]], input=payload, cwd=top,
-                          capture_output=True, text=True)
-    assert f"[#{note}]" in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    for session, where in enumerate((top, app, app / "src", top / ".git" / ".." / "app")):  # wherever the agent is
+        payload = json.dumps({"session_id": f"m{session}", "cwd": str(where), "hook_event_name": "PreToolUse",
+                              "tool_name": "Edit", "tool_input": {"file_path": str(app / "src" / "lock.py")}})
+        done = subprocess.run([sys.executable, "-m", "qem_edit", *command.split()[1:]], input=payload, cwd=where,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert f"[#{note}]" in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"], (where, done.stderr)
     assert run_qem("setup", "claude", "--check", cwd=app).returncode == 0
+
+
+def test_a_hook_that_finds_no_memory_says_why(tmp_path: Path) -> None:
+    top = code_repository(tmp_path / "mono", {"app/a.py": "x = 1\n", "web/b.py": "y = 2\n"})
+    assert run_qem("init", "-w", "app", cwd=top).returncode == 0
+    payload = json.dumps({"session_id": "n", "cwd": str(top / "web"), "hook_event_name": "SessionStart",
+                          "source": "startup"})
+    wrong = subprocess.run([sys.executable, "-m", "qem_edit", "hook", "claude", "SessionStart", "-w", "nowhere"],
+                           input=payload, cwd=top / "web", capture_output=True, text=True)
+    assert (wrong.returncode, wrong.stdout) == (0, "")
+    assert f"qem hook: no memory at {top / 'nowhere' / '.qem'} (-w nowhere from the work tree's top {top})" \
+           in wrong.stderr
+    none = subprocess.run([sys.executable, "-m", "qem_edit", "hook", "claude", "SessionStart"],
+                          input=payload, cwd=top / "web", capture_output=True, text=True)
+    assert (none.returncode, none.stdout) == (0, "") and "qem hook: no memory at" in none.stderr
+    from_app = json.dumps({"session_id": "n", "cwd": str(top / "app"), "hook_event_name": "SessionStart",
+                           "source": "startup"})
+    near = subprocess.run([sys.executable, "-m", "qem_edit", "hook", "claude", "SessionStart", "-w", "app/app"],
+                          input=from_app, cwd=top / "app", capture_output=True, text=True)
+    assert "no memory at" in near.stderr  # and in the hooks log of the memory found from there
+    assert "-w app/app from the work tree's top" in (top / "app" / ".qem" / "sessions" / "hooks.log").read_text()
 
 
 # -- what a clone's commit or a damaged file cannot do -----------------------------------------------
