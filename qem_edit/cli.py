@@ -375,7 +375,7 @@ def deliver(
 
     Example: qem deliver edit --path src/index/build.py
     """
-    from . import delivery
+    from . import delivery, tiers
 
     errors.choice(moment, MOMENTS, "moment")
     words = shell.text_arg(prompt) if prompt is not None else ""
@@ -388,7 +388,7 @@ def deliver(
             raise errors.BadInput(f"--path {path[0]}: not in the work tree at {top}")
         if asked.problem():
             raise errors.BadInput(f"qem deliver {asked.problem()}")
-        return delivery.deliver(store, asked, budget, skip)
+        return tiers.deliver(store, asked, budget, skip)
 
     return _answer(workspace_dir, store_dir, read, as_json)
 

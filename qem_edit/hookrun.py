@@ -213,7 +213,7 @@ def _given(harness: Harness, moments: list, found: list, texts: dict, changed: d
            book) -> str:
     """The reply's context, from what the ledger says was not given yet; what it gives,
     recorded."""
-    from . import delivery
+    from . import tiers
     from .ledger import tip
 
     entries = [e for e in found if not book.was_given(e.due.id, e.due.full)]
@@ -226,8 +226,8 @@ def _given(harness: Harness, moments: list, found: list, texts: dict, changed: d
             book.given.pop(n)  # gone from the index (a forget purged it past reading)
         else:
             changes.append(change)
-    out = delivery.fit(moments[-1], entries, changes, harness.budget,
-                       lambda ids: {n: texts[n] for n in ids if n in texts})
+    out = tiers.fitter(moments)(moments[-1], entries, changes, harness.budget,
+                                lambda ids: {n: texts[n] for n in ids if n in texts}, measure=harness.measure)
     for change in out.changes:
         book.give(change.note.id, book.given[change.note.id][1], tip(change.note))
     for h in out.given:
