@@ -7,12 +7,15 @@ reply's bytes out; qem_edit.hookrun does the reading and the writing.
   PreToolUse (Edit, MultiEdit, Write, NotebookEdit: an edit; Read: a read; Bash: a
   command), PreCompact, Stop, SessionEnd.  Context is `hookSpecificOutput.additionalContext`
   in one JSON object on stdout, exit 0; no context is no output.  At most 10,000
-  characters reach the model whole.
+  characters reach the model whole, counted as its JavaScript runtime counts them (UTF-16
+  code units: an emoji is two).
 - Codex: the same events and output shape, every output checked by its published schema
   (`additionalProperties: false`); an edit is an `apply_patch` whose `tool_input.command`
   is the patch (`*** Update File: PATH` lines); stdout starting with `{` or `[` that is
-  not valid JSON fails the hook; about 2,500 tokens reach the model whole; a SessionEnd
-  hook's timeout is at most 3 s.
+  not valid JSON fails the hook; 2,500 tokens by its estimate reach the model whole, the
+  estimate being UTF-8 bytes / 4 rounded up (`codex-rs/hooks/src/output_spill.rs`,
+  `codex-rs/utils/string/src/truncate.rs`): 10,000 bytes, where a CJK character is three;
+  a SessionEnd hook's timeout is at most 3 s.
 - Gemini CLI: SessionStart, BeforeAgent (a prompt), AfterTool (its tools' context comes
   after the tool: a read of a file is where qem speaks before the edit that follows),
   AfterAgent (its Stop), SessionEnd; stdout is always JSON (`{}` for no context: plain
@@ -45,10 +48,21 @@ class Hook(NamedTuple):
     timeout: int = 0
 
 
+def utf16_units(text: str) -> int:
+    """A text's length as a JavaScript runtime counts it (`String.length`: UTF-16 code
+    units, so a character past U+FFFF, an emoji, counts two)."""
+    return len(text) + sum(1 for c in text if ord(c) > 0xFFFF)
+
+
+def utf8_bytes(text: str) -> int:
+    """A text's length in UTF-8 bytes (Codex's unit: its token estimate is bytes / 4)."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 class Harness(NamedTuple):
     name: str  # as `qem hook NAME EVENT` and `qem setup NAME` take it
     title: str
-    budget: int  # characters a reply's context may hold
+    budget: int  # what a reply's context may hold, in the harness's own unit (`measure`)
     hooks: tuple[Hook, ...]
     edit_tools: frozenset[str]
     read_tools: frozenset[str]
@@ -57,6 +71,11 @@ class Harness(NamedTuple):
     stop_decision: str  # the decision word that makes the agent go on instead of stopping
     timeout: int  # the hook's timeout, in the unit the settings take
     reads_are_edits: bool = False  # a read is the last moment before an edit (no context before a tool)
+    unit: str = "UTF-16 code units"  # what `budget` counts, as `measure` counts it
+
+    def measure(self, text: str) -> int:
+        """A text's size as the harness counts it against its cap (`unit`)."""
+        return utf8_bytes(text) if self.unit == "UTF-8 bytes" else utf16_units(text)
 
     def hook(self, event: str) -> Hook | None:
         return next((h for h in self.hooks if h.event == event), None)
@@ -91,7 +110,7 @@ CLAUDE = Harness(
     "", "block", 10,
 )
 CODEX = Harness(
-    "codex", "Codex", 8_000,
+    "codex", "Codex", 10_000,  # 2,500 tokens (DEFAULT_HOOK_OUTPUT_TOKEN_LIMIT) of 4 bytes (APPROX_BYTES_PER_TOKEN)
     (Hook("SessionStart", "startup|resume|clear|compact", START),
      Hook("UserPromptSubmit", None, PROMPT),
      Hook("PreToolUse", "apply_patch|Bash", TOOL),
@@ -101,7 +120,7 @@ CODEX = Harness(
      Hook("SessionEnd", None, END, timeout=CODEX_END_SECONDS),
      Hook("Stop", None, STOP, opt_in=True)),
     frozenset({"apply_patch", "Edit", "Write"}), frozenset(), frozenset({"Bash"}),
-    "", "block", 10,
+    "", "block", 10, unit="UTF-8 bytes",
 )
 GEMINI = Harness(
     "gemini", "Gemini CLI", 10_000,

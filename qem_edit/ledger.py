@@ -110,7 +110,7 @@ def _read(path: Path) -> Ledger:
 def session(state_dir: Path, session_id: str) -> Iterator[Ledger]:
     """The session's ledger (`session_id`: the harness's name and its session id), read
     under its lock and written back atomically on leaving."""
-    where = _prepared(state_dir)
+    where = prepared(state_dir)
     path = where / f"{_name(session_id)}.json"
     with files.locked(where / f"{path.stem}.lock", LOCK_SECONDS):
         ledger = _read(path)
@@ -121,7 +121,7 @@ def session(state_dir: Path, session_id: str) -> Iterator[Ledger]:
             files.write_atomic(path, after, mode=0o600)
 
 
-def _prepared(state_dir: Path) -> Path:
+def prepared(state_dir: Path) -> Path:
     """The ledgers' folder: a private folder of this clone (a link is refused: a clone's
     commit could point it anywhere), ignoring itself in git by a `.gitignore` that is
     qem's (one a commit brought is put back to qem's before any ledger is written)."""
