@@ -261,8 +261,6 @@ def test_a_read_gives_the_files_notes_and_the_edit_after_it_is_not_held(tmp_path
 
 # --- a session's start misses no due note; a subagent starts with the directives ----------
 
-TWO_TIERS = pytest.mark.xfail(strict=True, reason="issue 34 items 3-4: a session start gives every due note at least "
-                                                  "as a line (two tiers), in Codex's unit (UTF-8 bytes / 4)")
 SUBAGENT = pytest.mark.xfail(strict=True, reason="issue 34 item 5: SubagentStart is hooked, giving a subagent the "
                                                  "directives")
 
@@ -272,7 +270,7 @@ def escaped(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)[1:-1]
 
 
-@pytest.mark.parametrize("harness", ["claude", pytest.param("codex", marks=TWO_TIERS)])
+@pytest.mark.parametrize("harness", ["claude", "codex"])
 def test_every_due_note_of_the_749_note_corpus_is_in_the_first_request(tmp_path, harness):
     made = project(tmp_path)
     made.sh("qem", "load", str(CORPUS))
