@@ -5,7 +5,8 @@ reply's bytes out; qem_edit.hookrun does the reading and the writing.
 
 - Claude Code: SessionStart (source startup, resume, clear, compact), UserPromptSubmit,
   PreToolUse (Edit, MultiEdit, Write, NotebookEdit: an edit; Read: a read; Bash: a
-  command), PreCompact, Stop, SessionEnd.  Context is `hookSpecificOutput.additionalContext`
+  command), SubagentStart, PreCompact, Stop, SessionEnd.  A hook fired inside a subagent
+  carries its `agent_id` (Codex's too): a context window of its own.  Context is `hookSpecificOutput.additionalContext`
   in one JSON object on stdout, exit 0; no context is no output.  At most 10,000
   characters reach the model whole, counted as its JavaScript runtime counts them (UTF-16
   code units: an emoji is two).
@@ -34,6 +35,7 @@ START_WAITS = 12  # a session start's timeout, in the others' (120 s)
 CODEX_END_SECONDS = 3  # the most Codex lets a SessionEnd hook take
 # What a harness event asks of qem.
 START, PROMPT, TOOL, COMPACTING, STOP, END = "start", "prompt", "tool", "compacting", "stop", "end"
+SUBAGENT = "subagent"  # a subagent starts: its own context window, given what a session's start gives
 
 
 class Hook(NamedTuple):
@@ -103,6 +105,7 @@ CLAUDE = Harness(
     (Hook("SessionStart", "startup|resume|clear|compact|fork", START),
      Hook("UserPromptSubmit", None, PROMPT),
      Hook("PreToolUse", "Edit|MultiEdit|Write|NotebookEdit|Read|Bash", TOOL),
+     Hook("SubagentStart", None, SUBAGENT),
      Hook("PreCompact", None, COMPACTING),
      Hook("SessionEnd", None, END),
      Hook("Stop", None, STOP, opt_in=True)),
@@ -114,6 +117,7 @@ CODEX = Harness(
     (Hook("SessionStart", "startup|resume|clear|compact", START),
      Hook("UserPromptSubmit", None, PROMPT),
      Hook("PreToolUse", "apply_patch|Bash", TOOL),
+     Hook("SubagentStart", None, SUBAGENT),
      Hook("PreCompact", None, COMPACTING),
      # Codex clamps a SessionEnd hook's timeout to 3 s and warns on every run when it is
      # longer; a session's end only closes its ledger, well within it.
@@ -144,6 +148,7 @@ class Asked(NamedTuple):
     does: str
     session: str
     cwd: str
+    agent: str = ""  # the subagent the hook fired in (`agent_id`): a context window of its own
     source: str = ""  # a session start's: startup, resume, clear, compact
     prompt: str = ""
     moment: str = ""  # a tool's: edit, read, shell ("" for a tool qem says nothing about)
@@ -159,7 +164,7 @@ def asked(harness: Harness, event: str, data: Mapping[str, object]) -> Asked:
         raise ValueError(f"{harness.title} has no {event} hook qem answers; use one of "
                          + ", ".join(h.event for h in harness.hooks))
     session, cwd = _text(data, "session_id"), _text(data, "cwd")
-    base = Asked(hook.does, session, cwd)
+    base = Asked(hook.does, session, cwd, _text(data, "agent_id"))
     if hook.does == START:
         return base._replace(source=_text(data, "source") or "startup")
     if hook.does == PROMPT:

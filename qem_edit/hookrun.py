@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from .harness import COMPACTING, END, HARNESSES, PROMPT, START, STOP, TOOL, Asked, Harness, asked
+from .harness import COMPACTING, END, HARNESSES, PROMPT, START, STOP, SUBAGENT, TOOL, Asked, Harness, asked
 
 MAX_INPUT = 16 << 20  # bytes of hook input read (a prompt, a patch)
 LOG_NAME = "hooks.log"
@@ -116,12 +116,14 @@ def _tree_top(cwd: Path) -> Path:
 
 
 def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
-    """The reply: the session's ledger is read and written in two short holds of its lock
-    (what the moment is; then what was given), the memory read between them, so hooks of
-    one session running side by side wait on each other for milliseconds, not a read."""
+    """The reply: the ledger of the session's context window (the main thread's, or a
+    subagent's: `agent_id` marks a hook fired inside one) is read and written in two
+    short holds of its lock (what the moment is; then what was given), the memory read
+    between them, so hooks of one session running side by side wait on each other for
+    milliseconds, not a read."""
     from . import ledger
 
-    key = f"{harness.name}:{ask.session}"  # a session of one harness
+    key = f"{harness.name}:{ask.session}"  # a session of one harness (and `ask.agent`, a subagent of it)
     if ask.does == END:
         if ask.session:
             ledger.end(state, key)
@@ -130,7 +132,7 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
         return harness.no_context
     if not ask.session:
         raise ValueError("hook input without a session_id")
-    with ledger.session(state, key) as book:
+    with ledger.session(state, key, ask.agent) as book:
         if ask.does == COMPACTING:
             book.compacted()
             return harness.no_context
@@ -140,7 +142,7 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
         given = {n: entry for n, entry in book.given.items() if entry[0] == book.epoch}
         counted = book.notes_then >= 0
     found, texts, changed, notes = _read(state, moments, given, counted)
-    with ledger.session(state, key) as book:
+    with ledger.session(state, key, ask.agent) as book:
         if book.notes_then < 0:
             book.notes_then = notes
         text = _given(harness, moments, found, texts, changed, book)
@@ -163,7 +165,7 @@ def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-
     if book.pending_compact and ask.does in (START, PROMPT):
         moments.append(delivery.Moment("compact", top=str(top)))
         book.pending_compact = False
-    if ask.does == START and ask.source != "compact":
+    if (ask.does == START and ask.source != "compact") or ask.does == SUBAGENT:
         moments.append(delivery.Moment("start", top=str(top)))
     elif ask.does == PROMPT:
         moments.append(delivery.Moment("prompt", prompt=ask.prompt, top=str(top)))

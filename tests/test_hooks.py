@@ -27,13 +27,13 @@ from conftest import run_qem
 
 CONTRACTS = Path(__file__).parent / "contracts"
 
-# https://code.claude.com/docs/en/hooks, "JSON output" and "SessionStart/UserPromptSubmit/PreToolUse
+# https://code.claude.com/docs/en/hooks, "JSON output" and "SessionStart/UserPromptSubmit/PreToolUse/SubagentStart
 # decision control": context goes in hookSpecificOutput.additionalContext, with the event's name.
 CLAUDE_CONTEXT = {
     "type": "object", "additionalProperties": False, "required": ["hookSpecificOutput"],
     "properties": {"hookSpecificOutput": {
         "type": "object", "additionalProperties": False, "required": ["hookEventName", "additionalContext"],
-        "properties": {"hookEventName": {"enum": ["SessionStart", "UserPromptSubmit", "PreToolUse"]},
+        "properties": {"hookEventName": {"enum": ["SessionStart", "UserPromptSubmit", "PreToolUse", "SubagentStart"]},
                        "additionalContext": {"type": "string", "maxLength": 10_000}}}},
 }
 # Same page, "Stop and SubagentStop": `decision: "block"` with the reason the agent is given.
@@ -48,7 +48,8 @@ GEMINI_OUTPUT = {
         "properties": {"hookEventName": {"type": "string"}, "additionalContext": {"type": "string"}}},
         "decision": {"enum": ["deny"]}, "reason": {"type": "string"}},
 }
-CODEX_FILES = {"SessionStart": "session-start", "UserPromptSubmit": "user-prompt-submit", "PreToolUse": "pre-tool-use",
+CODEX_FILES = {"SessionStart": "session-start", "SubagentStart": "subagent-start",
+               "UserPromptSubmit": "user-prompt-submit", "PreToolUse": "pre-tool-use",
                "PreCompact": "pre-compact", "Stop": "stop", "SessionEnd": "session-end"}
 CODE = {
     "src/lock.py": "def release():\n    pass\n",

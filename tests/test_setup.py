@@ -29,7 +29,7 @@ CONTRACTS = REPO / "tests" / "contracts"
 QEM = str(Path(sys.executable).parent / "qem")  # the venv's, by its whole path: no PATH warning
 FILES = {"claude": (".claude/settings.json", ".mcp.json"), "codex": (".codex/hooks.json", ".codex/config.toml"),
          "gemini": (".gemini/settings.json",)}
-CLAUDE_EVENTS = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PreCompact", "SessionEnd"]
+CLAUDE_EVENTS = ["SessionStart", "UserPromptSubmit", "PreToolUse", "SubagentStart", "PreCompact", "SessionEnd"]
 
 
 @pytest.fixture
@@ -149,7 +149,7 @@ def test_merge_keeps_every_other_entry_in_its_order(top: Path) -> None:
     assert list(got) == list(USER_SETTINGS)
     assert {k: v for k, v in got.items() if k != "hooks"} == {k: v for k, v in USER_SETTINGS.items() if k != "hooks"}
     assert list(got["hooks"]) == ["PostToolUse", "PreToolUse", "SessionStart", "Notification",
-                                  "UserPromptSubmit", "PreCompact", "SessionEnd"]
+                                  "UserPromptSubmit", "SubagentStart", "PreCompact", "SessionEnd"]
     mine = USER_SETTINGS["hooks"]
     assert got["hooks"]["PostToolUse"] == mine["PostToolUse"]
     assert got["hooks"]["Notification"] == []
@@ -342,7 +342,7 @@ def test_gemini_settings_under_hooks_are_kept(top: Path) -> None:
 def test_codex_hooks_json_has_the_exact_shape(top: Path) -> None:
     assert run(top, "codex", ask_to_record=True) == 0
     matchers = {"SessionStart": "startup|resume|clear|compact", "PreToolUse": "apply_patch|Bash"}
-    events = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PreCompact", "SessionEnd", "Stop"]
+    events = ["SessionStart", "UserPromptSubmit", "PreToolUse", "SubagentStart", "PreCompact", "SessionEnd", "Stop"]
     assert read(top, ".codex/hooks.json") == {"hooks": {
         event: [({"matcher": matchers[event]} if event in matchers else {})
                 | {"hooks": [{"type": "command", "command": f"{QEM} hook codex {event}", "timeout": {"SessionStart": 120, "SessionEnd": 3}.get(event, 10)}]}]
@@ -507,8 +507,9 @@ def test_check_writes_nothing_and_names_what_is_missing(top: Path, capsys) -> No
     assert run(top, check=True) == errors.EXIT_DIFFERENT
     assert state(top) == before
     out = capsys.readouterr().out.splitlines()
-    assert [f".claude/settings.json: no qem hook for {e}" for e in CLAUDE_EVENTS] == out[:5]
-    assert out[5].startswith(".mcp.json: MCP server qem is {\"command\": \"old-qem\"")
+    missing = len(CLAUDE_EVENTS)
+    assert [f".claude/settings.json: no qem hook for {e}" for e in CLAUDE_EVENTS] == out[:missing]
+    assert out[missing].startswith(".mcp.json: MCP server qem is {\"command\": \"old-qem\"")
     assert out[-1] == f"`qem setup claude --command {QEM}` writes them"
     run(top)
     capsys.readouterr()
