@@ -5,13 +5,18 @@ reply's bytes out; qem_edit.hookrun does the reading and the writing.
 
 - Claude Code: SessionStart (source startup, resume, clear, compact), UserPromptSubmit,
   PreToolUse (Edit, MultiEdit, Write, NotebookEdit: an edit; Read: a read; Bash: a
-  command), PreCompact, Stop, SessionEnd.  Context is `hookSpecificOutput.additionalContext`
+  command), SubagentStart, PreCompact, Stop, SessionEnd.  A hook fired inside a subagent
+  carries its `agent_id` (Codex's too): a context window of its own.  Context is `hookSpecificOutput.additionalContext`
   in one JSON object on stdout, exit 0; no context is no output.  At most 10,000
-  characters reach the model whole.
+  characters reach the model whole, counted as its JavaScript runtime counts them (UTF-16
+  code units: an emoji is two).
 - Codex: the same events and output shape, every output checked by its published schema
   (`additionalProperties: false`); an edit is an `apply_patch` whose `tool_input.command`
   is the patch (`*** Update File: PATH` lines); stdout starting with `{` or `[` that is
-  not valid JSON fails the hook; about 2,500 tokens reach the model whole.
+  not valid JSON fails the hook; 2,500 tokens by its estimate reach the model whole, the
+  estimate being UTF-8 bytes / 4 rounded up (`codex-rs/hooks/src/output_spill.rs`,
+  `codex-rs/utils/string/src/truncate.rs`): 10,000 bytes, where a CJK character is three;
+  a SessionEnd hook's timeout is at most 3 s.
 - Gemini CLI: SessionStart, BeforeAgent (a prompt), AfterTool (its tools' context comes
   after the tool: a read of a file is where qem speaks before the edit that follows),
   AfterAgent (its Stop), SessionEnd; stdout is always JSON (`{}` for no context: plain
@@ -27,24 +32,39 @@ import re
 from typing import Mapping, NamedTuple
 
 START_WAITS = 12  # a session start's timeout, in the others' (120 s)
+CODEX_END_SECONDS = 3  # the most Codex lets a SessionEnd hook take
 # What a harness event asks of qem.
 START, PROMPT, TOOL, COMPACTING, STOP, END = "start", "prompt", "tool", "compacting", "stop", "end"
+SUBAGENT = "subagent"  # a subagent starts: its own context window, given what a session's start gives
 
 
 class Hook(NamedTuple):
     """One hook `qem setup` writes: the harness's event, its matcher (None: every
-    occurrence), what it asks of qem, and whether it is written only when asked for."""
+    occurrence), what it asks of qem, whether it is written only when asked for, and its
+    own timeout where the harness allows less than its others (0: the harness's)."""
 
     event: str
     matcher: str | None
     does: str
     opt_in: bool = False
+    timeout: int = 0
+
+
+def utf16_units(text: str) -> int:
+    """A text's length as a JavaScript runtime counts it (`String.length`: UTF-16 code
+    units, so a character past U+FFFF, an emoji, counts two)."""
+    return len(text) + sum(1 for c in text if ord(c) > 0xFFFF)
+
+
+def utf8_bytes(text: str) -> int:
+    """A text's length in UTF-8 bytes (Codex's unit: its token estimate is bytes / 4)."""
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 class Harness(NamedTuple):
     name: str  # as `qem hook NAME EVENT` and `qem setup NAME` take it
     title: str
-    budget: int  # characters a reply's context may hold
+    budget: int  # what a reply's context may hold, in the harness's own unit (`measure`)
     hooks: tuple[Hook, ...]
     edit_tools: frozenset[str]
     read_tools: frozenset[str]
@@ -53,6 +73,11 @@ class Harness(NamedTuple):
     stop_decision: str  # the decision word that makes the agent go on instead of stopping
     timeout: int  # the hook's timeout, in the unit the settings take
     reads_are_edits: bool = False  # a read is the last moment before an edit (no context before a tool)
+    unit: str = "UTF-16 code units"  # what `budget` counts, as `measure` counts it
+
+    def measure(self, text: str) -> int:
+        """A text's size as the harness counts it against its cap (`unit`)."""
+        return utf8_bytes(text) if self.unit == "UTF-8 bytes" else utf16_units(text)
 
     def hook(self, event: str) -> Hook | None:
         return next((h for h in self.hooks if h.event == event), None)
@@ -60,6 +85,8 @@ class Harness(NamedTuple):
     def timeout_of(self, hook: Hook) -> int:
         """A hook's timeout: a session's start may be a fresh clone's first command, which
         builds the local index (seconds at tens of thousands of notes), so it waits longer."""
+        if hook.timeout:
+            return hook.timeout
         return self.timeout * START_WAITS if hook.does == START else self.timeout
 
     def reply(self, event: str, context: str) -> str:
@@ -78,6 +105,7 @@ CLAUDE = Harness(
     (Hook("SessionStart", "startup|resume|clear|compact|fork", START),
      Hook("UserPromptSubmit", None, PROMPT),
      Hook("PreToolUse", "Edit|MultiEdit|Write|NotebookEdit|Read|Bash", TOOL),
+     Hook("SubagentStart", None, SUBAGENT),
      Hook("PreCompact", None, COMPACTING),
      Hook("SessionEnd", None, END),
      Hook("Stop", None, STOP, opt_in=True)),
@@ -85,15 +113,18 @@ CLAUDE = Harness(
     "", "block", 10,
 )
 CODEX = Harness(
-    "codex", "Codex", 8_000,
+    "codex", "Codex", 10_000,  # 2,500 tokens (DEFAULT_HOOK_OUTPUT_TOKEN_LIMIT) of 4 bytes (APPROX_BYTES_PER_TOKEN)
     (Hook("SessionStart", "startup|resume|clear|compact", START),
      Hook("UserPromptSubmit", None, PROMPT),
      Hook("PreToolUse", "apply_patch|Bash", TOOL),
+     Hook("SubagentStart", None, SUBAGENT),
      Hook("PreCompact", None, COMPACTING),
-     Hook("SessionEnd", None, END),
+     # Codex clamps a SessionEnd hook's timeout to 3 s and warns on every run when it is
+     # longer; a session's end only closes its ledger, well within it.
+     Hook("SessionEnd", None, END, timeout=CODEX_END_SECONDS),
      Hook("Stop", None, STOP, opt_in=True)),
     frozenset({"apply_patch", "Edit", "Write"}), frozenset(), frozenset({"Bash"}),
-    "", "block", 10,
+    "", "block", 10, unit="UTF-8 bytes",
 )
 GEMINI = Harness(
     "gemini", "Gemini CLI", 10_000,
@@ -117,6 +148,7 @@ class Asked(NamedTuple):
     does: str
     session: str
     cwd: str
+    agent: str = ""  # the subagent the hook fired in (`agent_id`): a context window of its own
     source: str = ""  # a session start's: startup, resume, clear, compact
     prompt: str = ""
     moment: str = ""  # a tool's: edit, read, shell ("" for a tool qem says nothing about)
@@ -132,7 +164,7 @@ def asked(harness: Harness, event: str, data: Mapping[str, object]) -> Asked:
         raise ValueError(f"{harness.title} has no {event} hook qem answers; use one of "
                          + ", ".join(h.event for h in harness.hooks))
     session, cwd = _text(data, "session_id"), _text(data, "cwd")
-    base = Asked(hook.does, session, cwd)
+    base = Asked(hook.does, session, cwd, _text(data, "agent_id"))
     if hook.does == START:
         return base._replace(source=_text(data, "source") or "startup")
     if hook.does == PROMPT:
