@@ -417,6 +417,7 @@ def setup(
     ask_to_record: Annotated[bool, typer.Option("--ask-to-record", help="Also the Stop hook: once a session, when it recorded no note, the agent is asked to record what a future session needs (it stays until --no-ask-to-record or --remove).")] = False,
     no_ask_to_record: Annotated[bool, typer.Option("--no-ask-to-record", help="Take qem's Stop hook out (a run without --ask-to-record leaves it as it is).")] = False,
     command: Annotated[str, typer.Option("--command", metavar="CMD", help="How the hooks run qem (default: qem, found on the PATH).")] = "qem",
+    plugin: Annotated[Optional[Path], typer.Option("--plugin", metavar="DIR", help="Write the same hooks and MCP server as a plugin in DIR instead (Claude Code: a marketplace holding it; Codex: a plugin; Gemini CLI: an extension), for every project.", show_default=False)] = None,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
 ) -> int:
@@ -424,10 +425,15 @@ def setup(
     delivered at session start, at each prompt, before edits and commands, after a
     compaction) and its MCP server, merged into what is there; a second run changes nothing.
 
-    Example: qem setup claude
+    Example: qem setup claude; qem setup claude --plugin ~/qem-plugins
     """
     from . import setup as setting_up
     from .workspace import resolve
+
+    if plugin is not None:
+        from . import plugin as plugins
+
+        return plugins.run(harness, plugin, check=check, remove=remove, ask_to_record=ask_to_record, command=command)
 
     place = resolve(workspace_dir, store_dir)
     return setting_up.run(harness, place, check=check, remove=remove, ask_to_record=ask_to_record, command=command,
