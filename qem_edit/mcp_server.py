@@ -9,6 +9,10 @@ a title and hints for the client (read-only; destructive when it takes a note ou
 force; idempotent when the same call made again changes nothing), a write's from
 model.MOVES.
 
+Each tool declares the shape of its structured result (`outputSchema`, from `OUTPUTS`); a
+result carries the agent's text, the structured result again as JSON text, and, for a
+query, a resource link to each note it found.
+
 Beside the tools: resources (qem://context, qem://memory.md, qem://note/{id}: what `qem
 context`, `qem export --stdout` and `qem show ID` print, read through the same calls) and
 prompts (review-memory, with the notes that need a look read into it; record-memory).
@@ -367,6 +371,48 @@ TOOLS: tuple[Tool, ...] = (
 )
 TOOL_BY_NAME = {t.name: t for t in TOOLS}
 
+# What each tool's structured result holds (its `outputSchema`): the JSON the CLI's `--json`
+# prints for the same read or write.  The fields every answer has are required; the rest
+# are open, so a field added to an answer later does not break a client that validates.
+_NULLABLE_TEXT = {"type": ["string", "null"]}
+_NOTE_FIELDS = {"id": {"type": "string"}, "short": {"type": "string"}, "kind": {"type": "string", "enum": list(KINDS)},
+                "priority": {"type": "string"}, "text": _NULLABLE_TEXT, "provenance": {"type": "string"},
+                "state": {"type": "string"}, "created_at": {"type": "string"}, "actor": {"type": "string"},
+                "supersedes": _NULLABLE_TEXT, "superseded_by": _NULLABLE_TEXT, "anchors": {"type": "array"},
+                "triggers": {"type": "object"}}
+
+
+def _object(properties: dict[str, Any], required: tuple[str, ...]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
+NOTE_OUTPUT = _object(_NOTE_FIELDS, ("id", "short", "kind", "priority", "text", "provenance", "state", "created_at"))
+_WRITTEN = _object({**_NOTE_FIELDS, "repeats": {"type": "array", "items": {"type": "object"}}},
+                   ("id", "short", "kind", "state", "repeats"))
+_MOVED = _object({**_NOTE_FIELDS, "event": {"type": "object"}}, ("id", "short", "kind", "state", "event"))
+_SCOPE = {"type": "object", "properties": {"complete": {"type": "boolean"}}, "required": ["complete"]}
+OUTPUTS: dict[str, dict[str, Any]] = {
+    "add": _WRITTEN, "supersede": _WRITTEN, "show": NOTE_OUTPUT,
+    "query": _object({"scope": _SCOPE, "filters": {"type": "array", "items": {"type": "string"}},
+                      "count": {"type": "integer"}, "notes": {"type": "array", "items": NOTE_OUTPUT},
+                      "events": {"type": "array", "items": {"type": "object"}}}, ("scope", "filters", "count")),
+    "status": _object({"id": {"type": "string"}, "short": {"type": "string"},
+                       "current": {"type": "string", "enum": ["yes", "no", "unknown"]}, "reason": {"type": "string"}},
+                      ("id", "current", "reason")),
+    "log": _object({"result": {"type": "array", "items": _object(
+        {"id": {"type": "string"}, "note": {"type": "string"}, "type": {"type": "string"}, "at": {"type": "string"}},
+        ("id", "note", "type", "at"))}}, ("result",)),
+    "context": _object({"memory": {"type": "string"}, "budget": {"type": "integer"}, "tokens": {"type": "integer"},
+                        "directives": {"type": "array", "items": {"type": "object"}},
+                        "index": {"type": "array"}, "omitted": {"type": "object"}},
+                       ("memory", "budget", "directives", "index")),
+}
+
+
+def output_schema(tool: Tool) -> dict[str, Any]:
+    """A tool's outputSchema: its own, or a move's (the note after the move, and the event)."""
+    return OUTPUTS.get(tool.name, _MOVED)
+
 
 # -- the resources: what a client reads into the context, read as the CLI reads it ----------------
 
@@ -592,13 +638,30 @@ def _tool_handlers(memory: Memory) -> dict[str, Any]:
     async def list_tools(ctx: Any, params: Any) -> Any:
         return types.ListToolsResult(tools=[
             types.Tool(name=t.name, title=t.title, description=t.description, input_schema=t.schema(),
-                       annotations=annotations(t)) for t in TOOLS])
+                       output_schema=output_schema(t), annotations=annotations(t)) for t in TOOLS])
 
     async def call_tool(ctx: Any, params: Any) -> Any:
         text, data, failed = call(memory, params.name, params.arguments, _client_name(ctx))
-        return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=data, is_error=failed)
+        return types.CallToolResult(content=_content(text, data), structured_content=data, is_error=failed)
 
     return {"on_list_tools": list_tools, "on_call_tool": call_tool}
+
+
+def _content(text: str, data: object) -> list[Any]:
+    """A result's content blocks: the text an agent reads; the structured result again as
+    JSON text (for a client that reads no structuredContent, as the protocol asks of a tool
+    that returns one); and a link to each note a query found (`qem://note/{id}`, readable
+    as a resource)."""
+    import mcp.types as types
+
+    if data is None:  # a failure: its words alone
+        return [types.TextContent(text=text)]
+    blocks: list[Any] = [types.TextContent(text=text), types.TextContent(text=json.dumps(data, ensure_ascii=False))]
+    notes = data.get("notes") if isinstance(data, dict) else None
+    for note in notes if isinstance(notes, list) else []:
+        blocks.append(types.ResourceLink(uri=f"qem://note/{note['id']}", name=f"note #{note['short']}",
+                                         title=_spaced(note.get("text") or "")[:80] or None, mime_type="text/plain"))
+    return blocks
 
 
 def not_found_code(protocol_version: str) -> int:

@@ -569,3 +569,71 @@ def test_the_review_prompt_lists_what_needs_a_look_and_names_served_tools(ws: Pa
         assert argument in record and argument in served["add"].input_schema["properties"], argument
     assert [e.code for e in refused] == [INVALID_PARAMS, INVALID_PARAMS]
     assert "unknown prompt 'nope'" in refused[0].message and "takes no arguments" in refused[1].message
+
+
+# -- the current revision: output schemas, results as JSON text, links to notes, completion --
+
+
+def test_every_tool_declares_an_output_schema_its_results_meet_and_repeats_them_as_json_text(
+        ws: Path, seeded: dict[str, str]) -> None:
+    import jsonschema
+
+    a = seeded["active"]
+    calls = [("add", {"text": "Pin the SDK below 3", "kind": "decision"}), ("show", {"id": a}), ("status", {"id": a}),
+             ("log", {"id": a}), ("context", {}), ("query", {"filters": ["kind=gotcha"]}),
+             ("query", {"filters": ["type=created"], "events": True}), ("flag_stale", {"id": a, "reason": "moved"}),
+             ("reinstate", {"id": a}), ("revoke", {"id": a, "reason": "wrong"})]
+
+    async def script(s: ClientSession) -> Any:
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        added = await ok(s, *calls[0][:1], **calls[0][1])
+        superseded = await ok(s, "supersede", id=added.structured_content["id"], text="Pin the SDK below 4")
+        return tools, [(name, added if name == "add" else await ok(s, name, **arguments)) for name, arguments in calls] \
+            + [("supersede", superseded)]
+
+    tools, results = serve(ws, script)
+    assert set(tools) == set(SERVED)
+    for tool in tools.values():
+        assert tool.output_schema["type"] == "object", tool.name
+        jsonschema.Draft202012Validator.check_schema(tool.output_schema)
+    for name, result in results:
+        # the client already checked structured_content against the schema; checked here again, independently
+        jsonschema.validate(result.structured_content, tools[name].output_schema)
+        assert json.loads(result.content[1].text) == result.structured_content, name
+    assert {name for name, _ in results} == set(SERVED)
+
+
+def test_a_query_links_each_note_it_found_and_the_link_reads_the_note(ws: Path, seeded: dict[str, str]) -> None:
+    from mcp.types import ResourceLink
+
+    async def script(s: ClientSession) -> Any:
+        found = await ok(s, "query", filters=["kind=directive"])
+        links = [c for c in found.content if isinstance(c, ResourceLink)]
+        return found.structured_content, links, [await s.read_resource(str(link.uri)) for link in links]
+
+    data, links, reads = serve(ws, script)
+    assert [str(link.uri) for link in links] == [f"qem://note/{n['id']}" for n in data["notes"]] and len(links) == 2
+    assert [link.name for link in links] == [f"note #{n['short']}" for n in data["notes"]]
+    for note, read in zip(data["notes"], reads):
+        assert read.contents[0].text.rstrip("\n") == run_qem("show", note["short"], cwd=ws).stdout.rstrip("\n")
+
+
+def test_the_current_revision_is_served_too(ws: Path, seeded: dict[str, str]) -> None:
+    """The SDK's newest revision (2026-07-28, reached by `server/discover`) gets the same
+    tools, output schemas and structured results as the handshake's 2025-11-25."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "qem_edit", "mcp", "-w", str(ws)], cwd=str(ws))
+
+    async def main() -> Any:
+        with open(os.devnull, "w") as quiet:
+            async with stdio_client(params, errlog=quiet) as (read, write):
+                async with ClientSession(read, write) as s:
+                    found = await s.discover()
+                    tools = (await s.list_tools()).tools
+                    status = await s.call_tool("status", {"id": seeded["active"]})
+                    return found.supported_versions, s.protocol_version, tools, status
+
+    versions, negotiated, tools, status = anyio.run(main)
+    assert negotiated == "2026-07-28" and "2026-07-28" in versions
+    assert all(t.output_schema for t in tools) and [t.name for t in tools] == SERVED
+    assert not status.is_error and status.structured_content["current"] == "yes"
+    assert json.loads(status.content[1].text) == status.structured_content
