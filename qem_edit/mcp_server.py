@@ -700,8 +700,35 @@ def _resource_handlers(memory: Memory) -> dict[str, Any]:
         return types.ReadResourceResult(contents=[
             types.TextResourceContents(uri=params.uri, mime_type=resource.mime_type, text=text)])
 
+    async def complete(ctx: Any, params: Any) -> Any:
+        template = getattr(params.ref, "uri", None)
+        wanted = template in {t.uri for t in TEMPLATES} and params.argument.name == "id"
+        values, total = complete_note_ids(memory, params.argument.value) if wanted else ([], 0)
+        return types.CompleteResult(completion=types.Completion(values=values, total=total,
+                                                                has_more=total > len(values)))
+
     return {"on_list_resources": list_resources, "on_list_resource_templates": list_templates,
-            "on_read_resource": read}
+            "on_read_resource": read, "on_completion": complete}
+
+
+COMPLETIONS_MAX = 100  # the most values one completion may hold (the protocol's cap)
+
+
+def complete_note_ids(memory: Memory, typed: str) -> tuple[list[str], int]:
+    """The ids a client offers for `qem://note/{id}` as a person types one: the short id of
+    each note whose id starts with what was typed (a `#` before it allowed), in id order, at
+    most COMPLETIONS_MAX, and how many notes match.  A memory that cannot be read offers none."""
+    prefix = typed.strip().lstrip("#").lower()
+
+    def found(store: Any, _: Any) -> tuple[list[str], int]:
+        ids = store.notes_by_prefix(prefix)
+        shown = store.shorts(ids[:COMPLETIONS_MAX])
+        return [shown.get(i, i) for i in ids[:COMPLETIONS_MAX]], len(ids)
+
+    try:
+        return memory.read(found)[0]
+    except Exception:  # no memory yet, or one that cannot be opened: nothing to offer
+        return [], 0
 
 
 def _prompt_handlers(memory: Memory) -> dict[str, Any]:

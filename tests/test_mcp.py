@@ -637,3 +637,32 @@ def test_the_current_revision_is_served_too(ws: Path, seeded: dict[str, str]) ->
     assert all(t.output_schema for t in tools) and [t.name for t in tools] == SERVED
     assert not status.is_error and status.structured_content["current"] == "yes"
     assert json.loads(status.content[1].text) == status.structured_content
+
+
+def test_note_ids_complete_as_a_person_types_them(ws: Path) -> None:
+    from mcp.types import PromptReference, ResourceTemplateReference
+
+    with Store.open(store_path(ws), create=True) as s:
+        made = [add(s, f"note {i}", "finding") for i in range(130)]
+        shorts = {i: s.note(i).shown for i in made}
+    template = ResourceTemplateReference(uri="qem://note/{id}")
+
+    async def script(s: ClientSession) -> Any:
+        init = s.initialize_result
+        return (init.capabilities.completions, await s.complete(template, {"name": "id", "value": ""}),
+                await s.complete(template, {"name": "id", "value": "#" + made[7][:2].upper()}),
+                await s.complete(template, {"name": "id", "value": "zzzz"}),
+                await s.complete(PromptReference(name="review-memory"), {"name": "id", "value": ""}))
+
+    capability, everything, some, none, prompt = serve(ws, script)
+    assert capability is not None
+    # the first 100 (the protocol's most), the count of all, and that there are more
+    assert everything.completion.values == [shorts[i] for i in sorted(made)[:100]]
+    assert everything.completion.total == 130 and everything.completion.has_more
+    expected = [shorts[i] for i in sorted(made) if i.startswith(made[7][:2])]
+    assert some.completion.values == expected and shorts[made[7]] in expected
+    assert not some.completion.has_more
+    assert none.completion.values == [] and none.completion.total == 0
+    assert prompt.completion.values == []
+    # each value completes to a URI the server reads
+    assert run_qem("show", expected[0], cwd=ws).returncode == 0
