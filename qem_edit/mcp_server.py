@@ -22,10 +22,13 @@ index up with the log), acts, and closes it, so several servers and CLI writers 
 memory take turns on its write lock and lose nothing.
 
 Every write is an agent's (`agent=True`: a note of a protected kind, a directive by
-default, cannot be taken out of force through it; see qem_edit.protect).  Forget,
-promote, dispute rulings and rule are a person's acts and are not served; the
-provenance `human` is never reachable here (a successor written through this server
-carries its writer's provenance, not its predecessor's).  `user-stated` is given only
+default, cannot be taken out of force through it; see qem_edit.protect), but for a
+person's acts: forget, promote and rule are made only when the client asks its person
+(elicitation, in form mode) and the person confirms and gives the reason, as the person
+(QEM_ACTOR or the login name, never the client's), and are refused, naming the command the
+person runs, by a client that cannot ask.  Otherwise the provenance `human` is never
+reachable here (a successor written through this server carries its writer's provenance,
+not its predecessor's).  `user-stated` is given only
 when the caller binds a quote of the user's words that qem finds verbatim in the note's
 text and that makes up at least half of it; otherwise the note is the agent's.
 
@@ -369,7 +372,122 @@ TOOLS: tuple[Tool, ...] = (
           "skip": {"type": "integer", "minimum": 0, "description": "Leave out the first N notes of the order, directives first (to read what did not fit)."},
           "at": _AT}, (), _context),
 )
+# -- a person's acts, asked of the person through the client (elicitation) ---------------------
+
+
+@dataclass(frozen=True)
+class PersonAct:
+    """An act the project reserves for a person (forget, promote, rule): served only where
+    the client can ask its person (elicitation, in form mode), who confirms it and gives the
+    reason; it is then the person's act (QEM_ACTOR or the login name, never the client's),
+    made as the CLI makes it.  Elsewhere it is refused with the command the person runs."""
+
+    verb: str
+    command: str  # what the person runs instead, with the arguments' names
+    act: Callable[..., Any]  # (store, place, arguments, reason, actor) → acts.Written
+
+    def asked(self, a: dict[str, Any], about: str) -> str:
+        return (f"The agent asks you to {self.verb} {about}. {MOVE_BY_VERB[self.verb].tool}. Confirm it as"
+                f" yourself, and say why (recorded on the event); it is as if you ran `{self.command}`.")
+
+
+def _forget(store: Any, place: Any, a: dict[str, Any], reason: str, who: str) -> Any:
+    from . import acts
+
+    return acts.forget(store, place, a["id"], reason, who, agent=False)
+
+
+def _promote(store: Any, place: Any, a: dict[str, Any], reason: str, who: str) -> Any:
+    from . import acts
+
+    return acts.move(store, place, "promoted", a["id"], reason, who, agent=False)
+
+
+def _rule(store: Any, place: Any, a: dict[str, Any], reason: str, who: str) -> Any:
+    from . import acts
+
+    return acts.rule(store, place, a["id"], a["keep"], reason, who, agent=False)
+
+
+PERSON_ACTS = {
+    "forget": PersonAct("forget", "qem forget ID -m REASON", _forget),
+    "promote": PersonAct("promote", "qem promote ID -m REASON", _promote),
+    "rule": PersonAct("rule", "qem rule ID KEEP -m REASON", _rule),
+}
+
+
+def _refused(verb: str) -> Callable[[Memory, dict[str, Any], str | None], Reply]:
+    """A person's act asked of a client that cannot ask its person: refused, naming the command."""
+    def run(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
+        raise errors.Refused(f"{verb} is a person's act, and this client cannot ask its person (it offers no"
+                             f" elicitation); nothing was written",
+                             hint=f"ask the person to run `{PERSON_ACTS[verb].command}`")
+
+    return run
+
+
+def _person_tool(verb: str, title: str, properties: dict[str, Any], required: tuple[str, ...]) -> Tool:
+    move = MOVE_BY_VERB[verb]
+    return Tool(verb, title, f"{move.tool}: a person's act, which the client asks its person to confirm"
+                             " (refused where it cannot ask).", properties, required, _refused(verb), written(move))
+
+
+PERSON_TOOLS: tuple[Tool, ...] = (
+    _person_tool("forget", "Forget a note (the person confirms)", {"id": _ID}, ("id",)),
+    _person_tool("promote", "Promote a note (the person confirms)", {"id": _ID}, ("id",)),
+    _person_tool("rule", "Rule on a dispute (the person confirms)",
+                 {"id": {"type": "string", "description": "The dispute's id, or a disputed or forked note's id."},
+                  "keep": {"type": "string", "description": "The note (or side) that stands."}}, ("id", "keep")),
+)
+TOOLS = TOOLS + PERSON_TOOLS
 TOOL_BY_NAME = {t.name: t for t in TOOLS}
+_CONFIRM = {"type": "object", "properties": {
+    "confirm": {"type": "boolean", "title": "Confirm", "description": "Yes: make this act, as yourself."},
+    "reason": {"type": "string", "title": "Reason", "description": "Why (recorded on the event)."}},
+    "required": ["confirm", "reason"]}
+
+
+async def ask_person(ctx: Any, memory: Memory, name: str, arguments: dict[str, Any] | None) -> tuple[str, object, bool]:
+    """A person's act, asked of the person through the client; (text, structured, failed)."""
+    tool, act = TOOL_BY_NAME[name], PERSON_ACTS[name]
+    try:
+        a = checked(tool, arguments)
+        about = _about(memory, a)
+        answer = await ctx.session.elicit_form(act.asked(a, about), _CONFIRM, related_request_id=ctx.request_id)
+        content = answer.content or {}
+        reason = str(content.get("reason") or "").strip()
+        if answer.action != "accept" or content.get("confirm") is not True:
+            raise errors.Refused(f"the person did not confirm ({answer.action}); nothing was written")
+        if not reason:
+            raise errors.BadInput(f"the person confirmed without a reason, which {name} needs; nothing was written")
+        from . import workspace as ws
+
+        person = memory.actor or ws.actor(None)
+        written, notices = memory.act(lambda h, p, _: act.act(h, p, a, reason, person), None)
+    except Exception as exc:
+        return error_text(exc), None, True
+    data = {"act": name, "id": a["id"], "actor": person, "reason": reason,
+            "event": written.event.to_json() if written.event is not None else None}
+    return Reply(f"{name}: {about}, by {person} ({reason})", data, notices).content(), data, False
+
+
+def _about(memory: Memory, a: dict[str, Any]) -> str:
+    """The note the act is about, in a line the person reads before confirming."""
+    def line(store: Any, _: Any) -> str:
+        note = store.note(store.resolve(a["id"]))
+        return f"note #{note.shown} ({note.kind}): {_spaced(note.text or '')[:200]}"
+
+    return memory.read(line)[0]
+
+
+def can_ask(ctx: Any) -> bool:
+    """Whether the client can ask its person a question in a form (elicitation)."""
+    import mcp.types as types
+
+    try:
+        return bool(ctx.session.check_client_capability(types.ClientCapabilities(elicitation=types.ElicitationCapability())))
+    except Exception:  # (a revision whose sessions ask nothing of the client)
+        return False
 
 # What each tool's structured result holds (its `outputSchema`): the JSON the CLI's `--json`
 # prints for the same read or write.  The fields every answer has are required; the rest
@@ -409,9 +527,15 @@ OUTPUTS: dict[str, dict[str, Any]] = {
 }
 
 
+_PERSON_OUTPUT = _object({"act": {"type": "string"}, "id": {"type": "string"}, "actor": {"type": "string"},
+                          "reason": {"type": "string"}, "event": {"type": ["object", "null"]}},
+                         ("act", "id", "actor", "reason"))
+
+
 def output_schema(tool: Tool) -> dict[str, Any]:
-    """A tool's outputSchema: its own, or a move's (the note after the move, and the event)."""
-    return OUTPUTS.get(tool.name, _MOVED)
+    """A tool's outputSchema: its own, a person's act's, or a move's (the note after the
+    move, and the event)."""
+    return _PERSON_OUTPUT if tool.name in PERSON_ACTS else OUTPUTS.get(tool.name, _MOVED)
 
 
 # -- the resources: what a client reads into the context, read as the CLI reads it ----------------
@@ -641,7 +765,10 @@ def _tool_handlers(memory: Memory) -> dict[str, Any]:
                        output_schema=output_schema(t), annotations=annotations(t)) for t in TOOLS])
 
     async def call_tool(ctx: Any, params: Any) -> Any:
-        text, data, failed = call(memory, params.name, params.arguments, _client_name(ctx))
+        if params.name in PERSON_ACTS and can_ask(ctx):
+            text, data, failed = await ask_person(ctx, memory, params.name, params.arguments)
+        else:
+            text, data, failed = call(memory, params.name, params.arguments, _client_name(ctx))
         return types.CallToolResult(content=_content(text, data), structured_content=data, is_error=failed)
 
     return {"on_list_tools": list_tools, "on_call_tool": call_tool}

@@ -28,7 +28,9 @@ from qem_edit import mcp_server
 from qem_edit.model import MOVE_BY_VERB, Move
 from qem_edit.store import Store
 
-SERVED = ["add", "supersede", "revoke", "flag_stale", "reinstate", "show", "query", "status", "log", "context"]
+SERVED = ["add", "supersede", "revoke", "flag_stale", "reinstate", "show", "query", "status", "log", "context",
+          "forget", "promote", "rule"]
+PERSON = ["forget", "promote", "rule"]  # a person's acts: the client asks its person (elicitation)
 
 
 @asynccontextmanager
@@ -80,8 +82,9 @@ def test_the_tools_are_listed_with_a_schema_and_a_one_line_description(ws: Path)
     by_name = {t.name: t for t in tools}
     assert by_name["add"].input_schema["properties"]["kind"]["enum"][0] == "directive"
     assert by_name["revoke"].input_schema["required"] == ["id", "reason"]
-    # a person's acts are not served; provenance human is reachable by no argument
-    assert not {"forget", "promote", "rule", "dispute", "expire"} & set(by_name)
+    # a person's acts are served only as asked of the person (below); dispute and expire not at all;
+    # provenance human is reachable by no argument
+    assert not {"dispute", "expire"} & set(by_name) and {"forget", "promote", "rule"} <= set(by_name)
     assert not any("provenance" in t.input_schema["properties"] for t in tools)
 
 
@@ -275,13 +278,13 @@ def test_schema_errors_name_the_argument(ws: Path, seeded: dict[str, str]) -> No
         return [await failed(s, "revoke", id=seeded["active"]),
                 await failed(s, "add", text="x", kind="task", provenance="human"),
                 await failed(s, "add", text=3, kind="task"),
-                await failed(s, "promote", id=seeded["active"])]
+                await failed(s, "dispute", id=seeded["active"])]
 
     missing, unknown, typed, tool = serve(ws, script)
     assert missing == "qem: error: revoke: argument 'reason' is required"
     assert "unknown argument 'provenance'" in unknown
     assert "argument 'text' must be a string, not 3" in typed
-    assert "unknown tool 'promote'" in tool
+    assert "unknown tool 'dispute'" in tool
 
 
 def test_user_stated_only_for_a_quote_found_verbatim(ws: Path, seeded: dict[str, str]) -> None:
@@ -378,7 +381,8 @@ READS = ["show", "query", "status", "log", "context"]
 # what each tool is, as a client's user is told: (read-only, destructive, idempotent)
 HINTS = {"add": (False, False, False), "supersede": (False, True, True), "revoke": (False, True, True),
          "flag_stale": (False, False, True), "reinstate": (False, False, True),
-         **{name: (True, False, True) for name in READS}}
+         **{name: (True, False, True) for name in READS},
+         **{name: (False, MOVE_BY_VERB[name].out_of_force, MOVE_BY_VERB[name].idempotent) for name in PERSON}}
 
 
 def move_of(tool: str) -> Move:
@@ -600,7 +604,7 @@ def test_every_tool_declares_an_output_schema_its_results_meet_and_repeats_them_
         # the client already checked structured_content against the schema; checked here again, independently
         jsonschema.validate(result.structured_content, tools[name].output_schema)
         assert json.loads(result.content[1].text) == result.structured_content, name
-    assert {name for name, _ in results} == set(SERVED)
+    assert {name for name, _ in results} == set(SERVED) - set(PERSON)  # (theirs: below, with a person asked)
 
 
 def test_a_query_links_each_note_it_found_and_the_link_reads_the_note(ws: Path, seeded: dict[str, str]) -> None:
@@ -666,3 +670,76 @@ def test_note_ids_complete_as_a_person_types_them(ws: Path) -> None:
     assert prompt.completion.values == []
     # each value completes to a URI the server reads
     assert run_qem("show", expected[0], cwd=ws).returncode == 0
+
+
+# -- a person's acts, asked of the person through the client --------------------------------
+
+
+def person_serve(ws: Path, script: Any, answer: Any = None) -> Any:
+    """`script(session)` against a server whose client asks its person through `answer`
+    (an elicitation callback; None: a client that cannot ask), the person being `the-person`."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "qem_edit", "mcp", "-w", str(ws)],
+                                   env={"QEM_ACTOR": "the-person"}, cwd=str(ws))
+
+    async def main() -> Any:
+        with open(os.devnull, "w") as quiet:
+            async with stdio_client(params, errlog=quiet) as (read, write):
+                async with ClientSession(read, write, elicitation_callback=answer,
+                                         client_info=Implementation(name="test-agent", version="1")) as s:
+                    await s.initialize()
+                    return await script(s)
+
+    return anyio.run(main)
+
+
+def test_a_persons_act_is_asked_of_the_person_and_made_as_theirs(ws: Path, seeded: dict[str, str]) -> None:
+    from mcp.types import ElicitResult
+
+    a = seeded["active"]
+    asked: list[Any] = []
+
+    async def person(context: Any, params: Any) -> Any:
+        asked.append(params)
+        return ElicitResult(action="accept", content={"confirm": True, "reason": "it leaked a hostname"})
+
+    async def script(s: ClientSession) -> Any:
+        promoted = await s.call_tool("promote", {"id": a})
+        shown = await s.call_tool("show", {"id": a})
+        return promoted, shown, await s.call_tool("forget", {"id": a}), await s.call_tool("promote", {"id": a})
+
+    promoted, shown, forgot, again = person_serve(ws, script, person)
+    assert not promoted.is_error and shown.structured_content["provenance"] == "human"
+    assert not forgot.is_error, forgot.content[0].text
+    assert f"note #{a} (gotcha): Release the lock first" in asked[0].message and "qem promote ID -m REASON" in asked[0].message
+    assert "qem forget ID -m REASON" in asked[1].message
+    assert forgot.structured_content["actor"] == "the-person" and forgot.structured_content["reason"] == "it leaked a hostname"
+    log = json.loads(run_qem("log", a, "--json", cwd=ws).stdout)
+    assert [(e["type"], e["actor"]) for e in log[-2:]] == [("promoted", "the-person"), ("forgotten", "the-person")]
+    assert log[-1]["reason"] == "it leaked a hostname"
+    assert "Release the lock first" not in run_qem("show", a, cwd=ws).stdout
+    # a forgotten note is promoted by nobody: the act's own refusal, in the CLI's words
+    assert again.is_error and again.content[0].text.startswith("qem: error:")
+
+
+def test_a_person_who_declines_or_a_client_that_cannot_ask_changes_nothing(ws: Path, seeded: dict[str, str]) -> None:
+    from mcp.types import ElicitResult
+
+    a = seeded["active"]
+
+    async def declines(context: Any, params: Any) -> Any:
+        return ElicitResult(action="decline")
+
+    async def script(s: ClientSession) -> Any:
+        return [await s.call_tool(name, arguments) for name, arguments in
+                [("forget", {"id": a}), ("promote", {"id": a}), ("rule", {"id": a, "keep": a})]]
+
+    before = snapshot(ws)
+    declined = person_serve(ws, script, declines)
+    assert all(r.is_error and "the person did not confirm (decline); nothing was written" in r.content[0].text
+               for r in declined)
+    cannot = person_serve(ws, script, None)
+    for name, result in zip(PERSON, cannot):
+        assert result.is_error
+        assert f"{name} is a person's act, and this client cannot ask its person" in result.content[0].text
+        assert f"qem {name} ID" in result.content[0].text
+    assert snapshot(ws) == before
