@@ -13,6 +13,9 @@ Each tool declares the shape of its structured result (`outputSchema`, from `OUT
 result carries the agent's text, the structured result again as JSON text, and, for a
 query, a resource link to each note it found.
 
+A client that subscribes to a resource is told it was updated when the log moves (another
+process's write, a pull: `LogWatch`, which looks every second).
+
 Beside the tools: resources (qem://context, qem://memory.md, qem://note/{id}: what `qem
 context`, `qem export --stdout` and `qem show ID` print, read through the same calls) and
 prompts (review-memory, with the notes that need a look read into it; record-memory).
@@ -738,16 +741,77 @@ def serve(memory: Memory) -> int:
     from . import __version__
     from . import workspace as ws
 
-    ws.resolve(memory.workspace_dir, memory.store_dir)  # a bad --workspace fails now, not at the first call
+    place = ws.resolve(memory.workspace_dir, memory.store_dir)  # a bad --workspace fails now, not at the first call
+    watch = LogWatch(place.store_path)
     server = Server(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS, **_tool_handlers(memory),
-                    **_resource_handlers(memory), **_prompt_handlers(memory))
+                    **_resource_handlers(memory), **_prompt_handlers(memory),
+                    on_subscribe_resource=watch.subscribe, on_unsubscribe_resource=watch.unsubscribe)
 
     async def run() -> None:
-        async with stdio_server() as (read, write):
+        async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
+            tasks.start_soon(watch.run)
             await server.run(read, write, server.create_initialization_options())
+            tasks.cancel_scope.cancel()
 
     anyio.run(run)
     return 0
+
+
+WATCH_SECONDS = 1.0  # how often the server looks whether the log moved
+
+
+class LogWatch:
+    """The resources a client subscribed to (resources/subscribe), and a look every
+    WATCH_SECONDS at whether the log moved: a file in its folders came or went (a write by
+    any process, this one too, a pull, a checkout of another branch; log files are never
+    changed in place, so a folder's listing is its state).  When it moved, each subscribed
+    resource is said to be updated (notifications/resources/updated), for the client to
+    read again; a note's resource too, whether or not that note is among what moved."""
+
+    FOLDERS = ("events", "texts", "packs")
+
+    def __init__(self, store_path: Path) -> None:
+        self.store_path, self.uris, self.session = store_path, set(), None
+
+    def state(self) -> tuple:  # type: ignore[type-arg]
+        import os
+
+        out = []
+        for folder in self.FOLDERS:
+            try:
+                out.append((folder, frozenset(os.listdir(self.store_path / folder))))
+            except OSError:
+                out.append((folder, None))
+        return tuple(out)
+
+    async def subscribe(self, ctx: Any, params: Any) -> Any:
+        import mcp.types as types
+        from mcp import MCPError
+
+        uri = str(params.uri)
+        if all(r.value_in(uri) is None for r in RESOURCES + TEMPLATES):
+            raise MCPError(types.INVALID_PARAMS, f"qem: error: no resource {uri}", {"uri": uri})
+        self.session = ctx.session
+        self.uris.add(uri)
+        return types.EmptyResult()
+
+    async def unsubscribe(self, ctx: Any, params: Any) -> Any:
+        import mcp.types as types
+
+        self.uris.discard(str(params.uri))
+        return types.EmptyResult()
+
+    async def run(self) -> None:
+        import anyio
+
+        last = self.state()
+        while True:
+            await anyio.sleep(WATCH_SECONDS)
+            now = self.state()
+            if now != last and self.session is not None:
+                for uri in sorted(self.uris):
+                    await self.session.send_resource_updated(uri)
+            last = now
 
 
 def _tool_handlers(memory: Memory) -> dict[str, Any]:

@@ -743,3 +743,55 @@ def test_a_person_who_declines_or_a_client_that_cannot_ask_changes_nothing(ws: P
         assert f"{name} is a person's act, and this client cannot ask its person" in result.content[0].text
         assert f"qem {name} ID" in result.content[0].text
     assert snapshot(ws) == before
+
+
+# resources/subscribe is the handshake revision's (2025-11-25), which the SDK warns is gone from 2026-07-28
+@pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
+def test_a_subscribed_resource_is_said_updated_when_the_log_moves(ws: Path, seeded: dict[str, str]) -> None:
+    """Another process writes, then the client unsubscribes one resource: each move of the
+    log is said for what is still subscribed, and a resource not there is refused."""
+    import mcp.types as types
+
+    a = seeded["active"]
+    heard: list[str] = []
+
+    async def listen(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            heard.append(str(message.params.uri))
+
+    async def wait_for(count: int) -> None:
+        with anyio.fail_after(20):
+            while len(heard) < count:
+                await anyio.sleep(0.1)
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "qem_edit", "mcp", "-w", str(ws)], cwd=str(ws))
+
+    async def main() -> Any:
+        with open(os.devnull, "w") as quiet:
+            async with stdio_client(params, errlog=quiet) as (read, write):
+                async with ClientSession(read, write, message_handler=listen) as s:
+                    init = await s.initialize()
+                    await s.subscribe_resource("qem://memory.md")
+                    await s.subscribe_resource(f"qem://note/{a}")
+                    try:
+                        await s.subscribe_resource("qem://nothing")
+                        refused = None
+                    except MCPError as error:
+                        refused = error
+                    await anyio.sleep(1.5)
+                    quiet_before = list(heard)  # nothing moved yet: nothing said
+                    assert (await anyio.to_thread.run_sync(lambda: run_qem("add", "-k", "task", "ship it", cwd=ws))).returncode == 0
+                    await wait_for(2)
+                    first = sorted(heard)
+                    await s.unsubscribe_resource(f"qem://note/{a}")
+                    assert (await anyio.to_thread.run_sync(lambda: run_qem("revoke", a, "-m", "moved", cwd=ws))).returncode == 0
+                    await wait_for(3)
+                    await anyio.sleep(1.5)
+                    return init.capabilities.resources.subscribe, refused, quiet_before, first, heard[2:]
+
+    subscribe, refused, quiet_before, first, second = anyio.run(main)
+    assert subscribe is True
+    assert refused is not None and refused.error.code == INVALID_PARAMS and "no resource qem://nothing" in refused.error.message
+    assert quiet_before == []
+    assert first == sorted(["qem://memory.md", f"qem://note/{a}"])
+    assert second == ["qem://memory.md"]
