@@ -625,18 +625,26 @@ def test_a_query_links_each_note_it_found_and_the_link_reads_the_note(ws: Path, 
 def test_the_current_revision_is_served_too(ws: Path, seeded: dict[str, str]) -> None:
     """The SDK's newest revision (2026-07-28, reached by `server/discover`) gets the same
     tools, output schemas and structured results as the handshake's 2025-11-25."""
+    from mcp.types import ElicitResult
+
     params = StdioServerParameters(command=sys.executable, args=["-m", "qem_edit", "mcp", "-w", str(ws)], cwd=str(ws))
+
+    async def accept(context: Any, params: Any) -> Any:  # a person who would confirm
+        return ElicitResult(action="accept", content={"confirm": True, "reason": "yes"})
 
     async def main() -> Any:
         with open(os.devnull, "w") as quiet:
             async with stdio_client(params, errlog=quiet) as (read, write):
-                async with ClientSession(read, write) as s:
+                async with ClientSession(read, write, elicitation_callback=accept) as s:
                     found = await s.discover()
                     tools = (await s.list_tools()).tools
                     status = await s.call_tool("status", {"id": seeded["active"]})
-                    return found.supported_versions, s.protocol_version, tools, status
+                    person = await s.call_tool("promote", {"id": seeded["active"]})
+                    return found.supported_versions, s.protocol_version, tools, status, person
 
-    versions, negotiated, tools, status = anyio.run(main)
+    versions, negotiated, tools, status, person = anyio.run(main)
+    # this revision asks a person through the call's result (input required), not served yet: refused
+    assert person.is_error and "promote is a person's act, and this client cannot ask its person" in person.content[0].text
     assert negotiated == "2026-07-28" and "2026-07-28" in versions
     assert all(t.output_schema for t in tools) and [t.name for t in tools] == SERVED
     assert not status.is_error and status.structured_content["current"] == "yes"
