@@ -17,6 +17,7 @@ them out); each runs one or two sessions of a few seconds.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -299,3 +300,27 @@ def test_a_claude_subagent_starts_with_the_directives(tmp_path):
     sub = [r for r in run.server.turns if task in r.text and "tidy up the module" not in r.text]
     assert sub, "no request of the subagent reached the server"
     assert DIRECTIVE in sub[0].text, "the subagent started without the directives"
+
+
+WIDE = {"codex": "在提交之前务必运行完整的测试套件并检查所有警告信息，不要跳过任何失败的用例，也不要修改测试以使其通过。" * 3,
+        "claude": "🚀✅📟" * 40}  # Codex counts UTF-8 bytes (a CJK character is 3), Claude Code UTF-16 units (an emoji 2)
+
+
+@pytest.mark.parametrize("harness", ["claude", "codex"])
+def test_a_session_start_fits_the_harness_in_its_own_unit_nothing_spilled(tmp_path, harness):
+    """40 directives too long for the cap together: each is in the first request, or
+    counted in qem's cut line; none is left in a file the harness spilled the rest to."""
+    made = project(tmp_path)
+    log = tmp_path / "wide.jsonl"  # in `qem dump`'s form, loaded at once (40 `qem add`s take seconds)
+    log.write_text("".join(json.dumps(
+        {"seq": i + 1, "note_id": i + 1, "type": "created", "at": "2026-05-04T08:00:00Z", "actor": "tester",
+         "reason": None, "checkin": None, "data": {"kind": "directive", "priority": "medium", "provenance": "agent",
+                                                   "text": f"rule {i:02d}: {WIDE[harness]}", "supersedes": None}},
+        ensure_ascii=False) + "\n" for i in range(40)), encoding="utf-8")
+    made.sh("qem", "load", str(log))
+    made.sh("qem", "setup", harness, "--command", str(Path(sys.executable).parent / "qem"))
+    first = session(made, harness, "tidy up the module", []).server.turns[0].text
+    assert "saved to" not in first, "the harness spilled qem's context to a file"
+    shown = sum(f"rule {i:02d}" in first for i in range(40))
+    cut = re.search(r"(\d+) more notes? did not fit", first)
+    assert shown + (int(cut.group(1)) if cut else 0) == 40
