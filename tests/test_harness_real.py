@@ -290,12 +290,27 @@ def test_every_due_note_of_the_749_note_corpus_is_in_the_first_request(tmp_path,
     assert [n["short"] for n in directives if escaped(n["text"].splitlines()[0]) not in first] == []
 
 
-def test_a_claude_subagent_starts_with_the_directives(tmp_path):
+@pytest.mark.parametrize("harness", ["claude", "codex"])
+def test_a_subagent_starts_with_the_directives(tmp_path, harness):
     made = project(tmp_path)
-    memory(made, "claude")
+    memory(made, harness)
     task = "Survey the module layout and report"
-    run = session(made, "claude", "tidy up the module", [
-        [("tool", "Agent", {"description": "survey", "prompt": task, "subagent_type": "general-purpose"})]])
+    waited = []
+
+    def answer(body):  # type: ignore[no-untyped-def]
+        text = json.dumps(body, ensure_ascii=False)
+        if task in text and "tidy up the module" not in text:  # the subagent's own turn
+            return [("text", "The layout is flat.")]
+        result = last_result(body)[0]
+        if harness == "codex" and '"agent_id"' in result and not waited:  # Codex's main thread waits for it
+            waited.append(result)
+            return [("tool", "wait_agent", {"targets": [json.loads(result)["agent_id"]], "timeout_ms": 30000},
+                     {"namespace": "multi_agent_v1"})]
+        return None
+
+    spawn = ("tool", "Agent", {"description": "survey", "prompt": task, "subagent_type": "general-purpose"}) \
+        if harness == "claude" else ("tool", "spawn_agent", {"message": task}, {"namespace": "multi_agent_v1"})
+    run = session(made, harness, "tidy up the module", [[spawn]], answer=answer)
     assert first_with(run.server, DIRECTIVE) == 0  # the main thread's
     sub = [r for r in run.server.turns if task in r.text and "tidy up the module" not in r.text]
     assert sub, "no request of the subagent reached the server"
