@@ -49,7 +49,7 @@ class Hook(NamedTuple):
 def utf16_units(text: str) -> int:
     """A text's length as a JavaScript runtime counts it (`String.length`: UTF-16 code
     units, so a character past U+FFFF, an emoji, counts two)."""
-    return len(text) + sum(1 for c in text if ord(c) > 0xFFFF)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def utf8_bytes(text: str) -> int:
