@@ -183,7 +183,7 @@ def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-
     return moments
 
 
-READ_AHEAD = 300  # texts read for a reply: more than a budget's worth of the shortest notes
+READ_AHEAD = 420  # texts read for a reply: more than a budget's worth of the shortest lines (24 characters)
 
 
 def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  # type: ignore[no-untyped-def]
