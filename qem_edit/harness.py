@@ -181,11 +181,9 @@ VSCODE_EDITS = frozenset({"create_file", "replace_string_in_file", "multi_replac
 
 def guest_of(data: Mapping[str, object]) -> str:
     """Which guest harness sent this input ("" for the harness the hooks were written for)."""
-    if "session_id" in data:
-        return "cursor" if "cursor_version" in data or "workspace_roots" in data else ""
-    if "sessionId" in data or "hookEventName" in data:
-        return "vscode"
-    return "cursor" if "conversation_id" in data else ""
+    if any(key in data for key in ("cursor_version", "workspace_roots", "conversation_id")):
+        return "cursor"
+    return "vscode" if "sessionId" in data or "hookEventName" in data else ""  # Claude Code's are snake_case
 
 
 def asked(harness: Harness, event: str, data: Mapping[str, object]) -> Asked:

@@ -90,6 +90,8 @@ def test_vscode_s_prompt_takes_no_context_and_the_hook_says_so(project) -> None:
     words = "VS Code reads no context at UserPromptSubmit (https://code.visualstudio.com/docs/agents/reference/hooks-reference)"
     assert words in done.stderr.decode()
     assert words in (top / ".qem" / "sessions" / "hooks.log").read_text()
+    both = vscode(top, "UserPromptSubmit", session_id="vs-1", prompt="Store.write?")  # snake_case beside it
+    assert (both.returncode, both.stdout) == (0, b"") and words in both.stderr.decode()
     said = context(vscode(top, "PreToolUse", tool_name="read_file", tool_input={"filePath": str(top / "README.md")}),
                    "PreToolUse")
     assert said == ""  # and nothing was marked given by it
