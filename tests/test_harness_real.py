@@ -98,6 +98,22 @@ def result_at(run, marker: str) -> int:  # type: ignore[no-untyped-def]
     return at
 
 
+# --- the harnesses are there: installed when missing, never skipped in CI -----------------
+
+@pytest.mark.parametrize("ci", ["true", ""])
+def test_a_harness_that_cannot_be_installed_fails_under_ci_and_skips_elsewhere(tmp_path, monkeypatch, ci):
+    import _harness_bins
+
+    monkeypatch.setattr(_harness_bins, "PREFIX", tmp_path / "harnesses")  # nothing installed there
+    monkeypatch.setenv("PATH", str(tmp_path))  # and no npm to install it with
+    monkeypatch.setenv("CI", ci)
+    _harness_bins._installed.cache_clear()
+    outcome = pytest.fail.Exception if ci else pytest.skip.Exception
+    with pytest.raises(outcome, match="codex 0.171.0 unavailable: npm is not on PATH"):
+        _harness_bins.harness_bin("codex")
+    _harness_bins._installed.cache_clear()
+
+
 # --- the recorder measures timing (a plain hook beside qem's) -----------------------------
 
 @pytest.mark.parametrize("harness", ["claude", "codex"])
@@ -217,11 +233,13 @@ HELD = pytest.mark.xfail(not HOLDS, strict=True,
 PATCH = "apply_patch <<'PATCH'\n*** Begin Patch\n*** Update File: src/lock.py\n@@\n-x = 1\n+x = 2\n*** End Patch\nPATCH"
 
 
-def edit(harness: str, made: Project) -> tuple:
-    if harness == "claude":
-        return ("tool", "Edit", {"file_path": str(made.work / "src" / "lock.py"), "old_string": "x = 1",
-                                 "new_string": "x = 2"})
-    return shell(harness, PATCH)
+def edit(harness: str, made: Project, tool: str = "Edit") -> tuple:
+    path = str(made.work / "src" / "lock.py")
+    if harness == "codex":
+        return shell(harness, PATCH)
+    if tool == "Write":
+        return ("tool", "Write", {"file_path": path, "content": "x = 2\n"})
+    return ("tool", "Edit", {"file_path": path, "old_string": "x = 1", "new_string": "x = 2"})
 
 
 def edited(run, harness: str) -> int:  # type: ignore[no-untyped-def]
@@ -230,11 +248,11 @@ def edited(run, harness: str) -> int:  # type: ignore[no-untyped-def]
 
 
 @HELD
-@pytest.mark.parametrize("harness", ["claude", "codex"])
-def test_an_anchored_gotcha_reaches_the_model_before_the_edit_takes_effect(tmp_path, harness):
+@pytest.mark.parametrize("harness, tool", [("claude", "Edit"), ("claude", "Write"), ("codex", "apply_patch")])
+def test_an_anchored_gotcha_reaches_the_model_before_the_edit_takes_effect(tmp_path, harness, tool):
     made = project(tmp_path)
     memory(made, harness)
-    run = session(made, harness, "make the change we talked about", [[edit(harness, made)], AGAIN])
+    run = session(made, harness, "make the change we talked about", [[edit(harness, made, tool)], AGAIN])
     assert (made.work / "src" / "lock.py").read_text() == "x = 2\n"  # the edit went through, once
     told = first_with(run.server, GOTCHA)
     assert told is not None and told < edited(run, harness), "the gotcha reached the model with the edit's success"
