@@ -363,7 +363,8 @@ def _reserve(entries: list[Ranked], changes: list[Change], measure: Measure) -> 
     last = {e.moment: e.rank for e in entries}  # each moment's last rank: its longest command
     longest = max((m.command_line(rank) for m, rank in last.items()), key=len, default="")
     reserve = measure("\n\n" + _footer(len(entries), sum(e.due.kind == "directive" for e in entries), longest))
-    return reserve + measure(f"\n… {len(changes):,} changes of notes given earlier did not fit: said at the next moment")
+    unsaid = f"\n… {len(changes):,} changes of notes given earlier did not fit: said at the next moment"
+    return reserve + measure(unsaid)
 
 
 def _changes(out: Delivery, changes: list[Change], budget: int, size: int, reserve: int, measure: Measure) -> int:

@@ -53,7 +53,7 @@ class Hook(NamedTuple):
 def utf16_units(text: str) -> int:
     """A text's length as a JavaScript runtime counts it (`String.length`: UTF-16 code
     units, so a character past U+FFFF, an emoji, counts two)."""
-    return len(text) + sum(1 for c in text if ord(c) > 0xFFFF)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def utf8_bytes(text: str) -> int:
@@ -89,12 +89,15 @@ class Harness(NamedTuple):
             return hook.timeout
         return self.timeout * START_WAITS if hook.does == START else self.timeout
 
-    def reply(self, event: str, context: str) -> str:
-        """The stdout that gives `context` to the model at `event` (no_context for none)."""
+    def reply(self, event: str, context: str, guest: str = "") -> str:
+        """The stdout that gives `context` to the model at `event` (no_context for none);
+        for Cursor, its own field beside the one its Claude Code compatibility reads."""
         if not context:
             return self.no_context
-        return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}},
-                          ensure_ascii=False)
+        reply: dict[str, object] = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}
+        if guest == "cursor":
+            reply["additional_context"] = context
+        return json.dumps(reply, ensure_ascii=False)
 
     def stop_reply(self, reason: str) -> str:
         return json.dumps({"decision": self.stop_decision, "reason": reason}, ensure_ascii=False)
@@ -155,45 +158,92 @@ class Asked(NamedTuple):
     paths: tuple[str, ...] = ()  # as the harness gives them (absolute, or from the cwd)
     command: str = ""
     stop_hook_active: bool = False
+    guest: str = ""  # another harness running these hooks (GUESTS), "" for this one
+
+
+class Guest(NamedTuple):
+    """Another harness that runs the hooks `qem setup claude` writes (it loads
+    `.claude/settings.json`), sending its own input: where its contract is documented, and
+    which of qem's hooks it reads context from (at the others qem gives nothing, and says so)."""
+
+    title: str
+    page: str
+    takes: frozenset[str]
+
+
+# VS Code: common input `sessionId`, `hookEventName`, `cwd`, `timestamp`; tools named as its
+# agent names them (`replace_string_in_file`, `read_file`, `run_in_terminal`: vscode-copilot-chat
+# src/extension/tools/common/toolNames.ts), their inputs in camelCase (`filePath`); context as
+# `hookSpecificOutput.additionalContext` at SessionStart, PreToolUse and SubagentStart, none at
+# UserPromptSubmit (common output only).  Cursor: `conversation_id`, `workspace_roots`,
+# `cursor_version`; context as `additional_context` at its session start only.
+GUESTS = {
+    "vscode": Guest("VS Code", "https://code.visualstudio.com/docs/agents/reference/hooks-reference",
+                    frozenset({START, TOOL, SUBAGENT, COMPACTING, END})),
+    "cursor": Guest("Cursor", "https://cursor.com/docs/reference/third-party-hooks",
+                    frozenset({START, COMPACTING, END})),
+}
+VSCODE_EDITS = frozenset({"create_file", "replace_string_in_file", "multi_replace_string_in_file",
+                          "insert_edit_into_file", "edit_notebook_file", "apply_patch"})
+
+
+def guest_of(data: Mapping[str, object]) -> str:
+    """Which guest harness sent this input ("" for the harness the hooks were written for)."""
+    if any(key in data for key in ("cursor_version", "workspace_roots", "conversation_id")):
+        return "cursor"
+    return "vscode" if "sessionId" in data or "hookEventName" in data else ""  # Claude Code's are snake_case
 
 
 def asked(harness: Harness, event: str, data: Mapping[str, object]) -> Asked:
-    """The hook input read by the harness's contract; ValueError when it is not one."""
+    """The hook input read by the harness's contract (or a guest's: VS Code's camelCase
+    fields, Cursor's conversation and workspace roots); ValueError when it is not one."""
     hook = harness.hook(event)
     if hook is None:
         raise ValueError(f"{harness.title} has no {event} hook qem answers; use one of "
                          + ", ".join(h.event for h in harness.hooks))
-    session, cwd = _text(data, "session_id"), _text(data, "cwd")
-    base = Asked(hook.does, session, cwd, _text(data, "agent_id"))
+    guest = guest_of(data)
+    roots = data.get("workspace_roots")
+    root = roots[0] if isinstance(roots, list) and roots and isinstance(roots[0], str) else ""
+    session = _text(data, "session_id", "sessionId", "conversation_id")
+    base = Asked(hook.does, session, _text(data, "cwd") or root, _text(data, "agent_id", "agentId"), guest=guest)
     if hook.does == START:
-        return base._replace(source=_text(data, "source") or "startup")
+        source = _text(data, "source") or "startup"
+        return base._replace(source="startup" if source == "new" else source)  # VS Code's "new"
     if hook.does == PROMPT:
         return base._replace(prompt=_text(data, "prompt"))
     if hook.does == STOP:
         return base._replace(stop_hook_active=data.get("stop_hook_active") is True)
     if hook.does != TOOL:
         return base
-    tool, given = _text(data, "tool_name"), data.get("tool_input")
+    tool = _text(data, "tool_name", "toolName")
+    given = data.get("tool_input", data.get("toolInput"))
     given = given if isinstance(given, dict) else {}
-    if tool in harness.shell_tools:
+    if tool in harness.shell_tools or (guest and tool == "run_in_terminal"):
         return base._replace(moment="shell", command=_text(given, "command"))
-    if tool in harness.edit_tools or tool in harness.read_tools:
-        edit = tool in harness.edit_tools or harness.reads_are_edits
+    edit = tool in harness.edit_tools or (guest == "vscode" and tool in VSCODE_EDITS)
+    if edit or tool in harness.read_tools or (guest == "vscode" and tool == "read_file"):
+        edit = edit or harness.reads_are_edits
         return base._replace(moment="edit" if edit else "read", paths=_tool_paths(tool, given))
     return base
 
 
 def _tool_paths(tool: str, given: Mapping[str, object]) -> tuple[str, ...]:
     if tool == "apply_patch":
-        patch = _text(given, "command") or _text(given, "input") or _text(given, "patch")
+        patch = _text(given, "command", "input", "patch")
         return tuple(dict.fromkeys(a or b for a, b in _PATCH_FILE_RE.findall(patch)))
-    for key in ("file_path", "notebook_path", "path", "absolute_path"):
-        value = _text(given, key)
-        if value:
-            return (value,)
-    return ()
+    many = [r.get("filePath") for r in given.get("replacements") or () if isinstance(r, dict)]  # VS Code's
+    many += list(given.get("files") or ()) if isinstance(given.get("files"), list) else []
+    found = [p for p in many if isinstance(p, str) and p]
+    if found:
+        return tuple(dict.fromkeys(found))
+    value = _text(given, "file_path", "notebook_path", "path", "absolute_path", "filePath")
+    return (value,) if value else ()
 
 
-def _text(data: Mapping[str, object], key: str) -> str:
-    value = data.get(key)
-    return value if isinstance(value, str) else ""
+def _text(data: Mapping[str, object], *keys: str) -> str:
+    """The first of `keys` whose value is a non-empty string ("" when none is)."""
+    for key in keys:
+        value = data.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""

@@ -18,7 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from .harness import COMPACTING, END, HARNESSES, PROMPT, START, STOP, SUBAGENT, TOOL, Asked, Harness, asked
+from .harness import (COMPACTING, END, GUESTS, HARNESSES, PROMPT, START, STOP, SUBAGENT, TOOL, Asked, Harness,
+                      asked)
 
 MAX_INPUT = 16 << 20  # bytes of hook input read (a prompt, a patch)
 LOG_NAME = "hooks.log"
@@ -68,8 +69,11 @@ def run(harness: Harness, event: str, raw: bytes, workspace: str | None = None) 
             raise ValueError("hook input is not a JSON object")
         ask = asked(harness, event, data)
         where = _state_dir(ask, workspace)
+        guest = GUESTS.get(ask.guest)
+        if guest is not None and ask.does not in guest.takes:
+            raise Said(f"{guest.title} reads no context at {event} ({guest.page}): nothing given", where)
         return _answer(harness, event, ask, where), 0
-    except NoMemory as exc:
+    except Said as exc:
         _log(exc.near, harness, event, exc)
         return harness.no_context, 0
     except Exception as exc:  # noqa: BLE001 - a hook that fails must not stop the agent
@@ -77,13 +81,17 @@ def run(harness: Harness, event: str, raw: bytes, workspace: str | None = None) 
         return harness.no_context, 0
 
 
-class NoMemory(Exception):
-    """No memory where the hook looked: said (stderr, and the log of a memory found
-    nearby, where there is one), never an error for the harness."""
+class Said(Exception):
+    """Why a hook gives nothing, said as it is (on stderr, and in the hooks log of the
+    memory `near`, where there is one), never an error for the harness."""
 
-    def __init__(self, message: str, near: Path | None) -> None:
+    def __init__(self, message: str, near: Path | None = None) -> None:
         super().__init__(message)
         self.near = near
+
+
+class NoMemory(Said):
+    """No memory where the hook looked."""
 
 
 def _state_dir(ask: Asked, workspace: str | None = None) -> Path:
@@ -131,7 +139,7 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
     if ask.does == TOOL and not ask.moment:
         return harness.no_context
     if not ask.session:
-        raise ValueError("hook input without a session_id")
+        raise ValueError("hook input without a session id (session_id, VS Code's sessionId, Cursor's conversation_id)")
     with ledger.session(state, key, ask.agent) as book:
         if ask.does == COMPACTING:
             book.compacted()
@@ -146,7 +154,7 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
         if book.notes_then < 0:
             book.notes_then = notes
         text = _given(harness, moments, found, texts, changed, book)
-    return harness.reply(event, text)
+    return harness.reply(event, text, ask.guest)
 
 
 def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-def]
@@ -175,7 +183,7 @@ def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-
     return moments
 
 
-READ_AHEAD = 300  # texts read for a reply: more than a budget's worth of the shortest notes
+READ_AHEAD = 420  # texts read for a reply: more than a budget's worth of the shortest lines (24 characters)
 
 
 def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  # type: ignore[no-untyped-def]
@@ -263,7 +271,7 @@ def _log(state: Path | None, harness: Harness, event: str, exc: BaseException) -
     from .errors import QemError, words
 
     said = "; ".join(words(exc)) if isinstance(exc, (QemError, OSError)) else (
-        str(exc) if isinstance(exc, NoMemory) else f"{type(exc).__name__}: {exc}")
+        str(exc) if isinstance(exc, Said) else f"{type(exc).__name__}: {exc}")
     line = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {harness.name} {event}: {said}"
     try:
         print(f"qem hook: {said}", file=sys.stderr)

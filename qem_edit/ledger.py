@@ -4,10 +4,10 @@ One private file per context window: a session's (`.qem/sessions/<hash of the se
 id>.json`), and one for each subagent it starts (`<hash of the session>-<hash of the
 agent>.json`: a subagent has a context window of its own, so it is given its notes itself,
 and never takes the main thread's), mode 0600, in a folder that ignores itself in git,
-written atomically under a lock, since a harness runs hooks of one session side by side.  It holds, for each note given: the compaction
-epoch it was given in, whether whole or as a line, and the note's last event then (its
-`tip`).  A compaction starts a new epoch: what the agent was given before it is gone from
-its context, so it may be given again.  A note given and changed since is said again, as
+written atomically under a lock, since a harness runs hooks of one session side by side.
+It holds, for each note given: the compaction epoch it was given in, whether whole or as a
+line, and the note's last event then (its `tip`).  A compaction starts a new epoch: what
+the agent was given before it is gone from its context, so it may be given again.  A note given and changed since is said again, as
 its change.  Bounded: at most MAX_NOTES notes a session (the oldest given go first), and
 sessions not touched for MAX_AGE_DAYS, or past MAX_SESSIONS, are swept when a session
 starts; a session's end removes its file and its subagents'.

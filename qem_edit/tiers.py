@@ -159,6 +159,7 @@ def fitter(moments: list[Moment]):  # type: ignore[no-untyped-def]
     return fit_tiers if any(m.event in TIERED for m in moments) else delivery.fit
 
 
-def deliver(store, moment: Moment, budget: int = delivery.DEFAULT_BUDGET, skip: int = 0) -> Delivery:  # type: ignore[no-untyped-def]
+def deliver(store, moment: Moment, budget: int = delivery.DEFAULT_BUDGET,  # type: ignore[no-untyped-def]
+            skip: int = 0) -> Delivery:
     """`qem deliver`: what the moment gives, fitted as a hook fits it."""
     return delivery.deliver(store, moment, budget, skip, fitter([moment]))

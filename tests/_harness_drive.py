@@ -79,10 +79,10 @@ class Run(NamedTuple):
     done: subprocess.CompletedProcess
 
 
-def claude(made: Project, prompt: str, steps: list) -> Run:
+def claude(made: Project, prompt: str, steps: list, answer=None) -> Run:  # type: ignore[no-untyped-def]
     """One `claude -p` session against a server replaying `steps`."""
     binary = harness_bin("claude")
-    with ModelServer(steps) as server:
+    with ModelServer(steps, answer) as server:
         env = dict(made.env(), ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="sk-ant-scripted",
                    IS_SANDBOX="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1")
         done = subprocess.run([str(binary), "-p", "--dangerously-skip-permissions", prompt], cwd=made.work,
@@ -91,12 +91,12 @@ def claude(made: Project, prompt: str, steps: list) -> Run:
     return Run(server, done)
 
 
-def codex(made: Project, prompt: str, steps: list, *, bypass_trust: bool = True, trusted: bool = True,
-          config: str = "") -> Run:
+def codex(made: Project, prompt: str, steps: list, answer=None, *,  # type: ignore[no-untyped-def]
+          bypass_trust: bool = True, trusted: bool = True, config: str = "") -> Run:
     """One `codex exec` session against a server replaying `steps`; `trusted`: the project
     trusted in CODEX_HOME's config.toml; `config`: more of that file."""
     binary = harness_bin("codex")
-    with ModelServer(steps) as server:
+    with ModelServer(steps, answer) as server:
         (made.codex_home / "config.toml").write_text(
             'model = "gpt-5-codex"\nmodel_provider = "scripted"\n\n'
             '[model_providers.scripted]\nname = "scripted"\n'

@@ -19,7 +19,7 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 
 DONE = "done."
 # A step that makes the previous step's calls again when a hook held them (the call's
@@ -42,11 +42,13 @@ class Recorded:
 
 class ModelServer:
     """`with ModelServer(steps) as server:` serves on `server.url` until the block ends.
-    Each step is a list of blocks: ("text", str), ("tool", name, input dict) or
-    ("custom", name, input text); or AGAIN."""
+    Each step is a list of blocks: ("text", str), ("tool", name, input dict[, more of the
+    call's fields]) or ("custom", name, input text); or AGAIN.  `answer`, where given,
+    answers a turn before the script does (a subagent's, whose turns interleave)."""
 
-    def __init__(self, steps: list[list[tuple]]) -> None:
+    def __init__(self, steps: list[list[tuple]], answer: Callable[[dict[str, Any]], list | None] | None = None) -> None:
         self.steps = list(steps)
+        self.answer = answer  # asked first at every turn: its blocks, or None for the script's next step
         self.requests: list[Recorded] = []
         self._next = 0
         self._ids = itertools.count(1)
@@ -70,7 +72,12 @@ class ModelServer:
     def take(self, path: str, body: dict[str, Any]) -> tuple[list[tuple], Recorded]:
         """Record a request; a turn takes the script's next step."""
         turn = bool(body.get("tools"))
+        answered = self.answer(body) if turn and self.answer else None
         with self._lock:
+            if answered is not None:
+                recorded = Recorded(path, body, turn, None)
+                self.requests.append(recorded)
+                return answered, recorded
             step = None
             while turn and step is None and self._next < len(self.steps):
                 step, self._next = self._next, self._next + 1
@@ -225,7 +232,8 @@ def _responses_events(server: ModelServer, body: dict[str, Any], blocks: list[tu
                     "call_id": server.call_id(), "name": block[1], "input": block[2]}
         else:
             item = {"type": "function_call", "id": f"fc_{server.call_id()}", "status": "completed",
-                    "call_id": server.call_id(), "name": block[1], "arguments": json.dumps(block[2])}
+                    "call_id": server.call_id(), "name": block[1], "arguments": json.dumps(block[2]),
+                    **(block[3] if len(block) > 3 else {})}  # e.g. a tool's namespace
         items.append(item)
         events += [("response.output_item.added", {"type": "response.output_item.added", "output_index": index,
                                                    "item": item}),

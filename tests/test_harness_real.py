@@ -17,6 +17,7 @@ them out); each runs one or two sessions of a few seconds.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ import pytest
 
 from _harness_drive import Project, claude, codex, counter, first_with, project, runs_of, texts
 from _model_server import AGAIN, last_result
+from qem_edit.harness import CLAUDE
 
 pytestmark = pytest.mark.harness
 
@@ -94,6 +96,22 @@ def result_at(run, marker: str) -> int:  # type: ignore[no-untyped-def]
     at = next((i for i, r in enumerate(run.server.turns) if marker in last_result(r.body)[0]), None)
     assert at is not None, f"no tool result holding {marker!r}: {[last_result(r.body) for r in run.server.turns]}"
     return at
+
+
+# --- the harnesses are there: installed when missing, never skipped in CI -----------------
+
+@pytest.mark.parametrize("ci", ["true", ""])
+def test_a_harness_that_cannot_be_installed_fails_under_ci_and_skips_elsewhere(tmp_path, monkeypatch, ci):
+    import _harness_bins
+
+    monkeypatch.setattr(_harness_bins, "PREFIX", tmp_path / "harnesses")  # nothing installed there
+    monkeypatch.setenv("PATH", str(tmp_path))  # and no npm to install it with
+    monkeypatch.setenv("CI", ci)
+    _harness_bins._installed.cache_clear()
+    outcome = pytest.fail.Exception if ci else pytest.skip.Exception
+    with pytest.raises(outcome, match="codex 0.171.0 unavailable: npm is not on PATH"):
+        _harness_bins.harness_bin("codex")
+    _harness_bins._installed.cache_clear()
 
 
 # --- the recorder measures timing (a plain hook beside qem's) -----------------------------
@@ -177,27 +195,28 @@ def setup_check(made: Project, config: str, trusted: bool = True, code: int = 0)
 def test_codex_runs_qems_hooks_once_trusted_and_setup_check_says_which_are_not(tmp_path):
     made = project(tmp_path)
     memory(made, "codex")
+    hooks = made.work / ".codex" / "hooks.json"
+    n = sum(len(group["hooks"]) for groups in json.loads(hooks.read_text())["hooks"].values() for group in groups)
     said = setup_check(made, "", trusted=False)
-    assert "the project is not trusted" in said and "5 of qem's 5 hooks are not trusted" in said and "/hooks" in said
+    assert "the project is not trusted" in said and f"{n} of qem's {n} hooks are not trusted" in said and "/hooks" in said
     said = setup_check(made, "")
-    assert "the project is not trusted" not in said and "5 of qem's 5 hooks are not trusted" in said
+    assert "the project is not trusted" not in said and f"{n} of qem's {n} hooks are not trusted" in said
     run = session(made, "codex", "tidy up the module", [], bypass_trust=False)
     assert "hook: SessionStart" not in run.done.stderr and first_with(run.server, DIRECTIVE) is None  # silently
 
     records = trust_records(made)
     assert setup_check(made, records).strip() == \
         f"in place: qem's hooks and MCP server for Codex (.codex/hooks.json, .codex/config.toml)\n" \
-        f"Codex trusts this project and qem's 5 hooks ({made.codex_home / 'config.toml'})"
+        f"Codex trusts this project and qem's {n} hooks ({made.codex_home / 'config.toml'})"
     run = session(made, "codex", "tidy up the module", [], bypass_trust=False, config=records)
     assert "hook: SessionStart Completed" in run.done.stderr and first_with(run.server, DIRECTIVE) == 0
 
-    hooks = made.work / ".codex" / "hooks.json"
     doc = json.loads(hooks.read_text())
     doc["hooks"]["UserPromptSubmit"][0]["hooks"][0]["timeout"] = 20  # a hook changed since it was trusted
     hooks.write_text(json.dumps(doc))
     said = setup_check(made, records, code=1)
     assert "qem's hook for UserPromptSubmit differs" in said
-    assert "1 of qem's 5 hooks is not trusted (1 of them changed since trusted)" in said
+    assert f"1 of qem's {n} hooks is not trusted (1 of them changed since trusted)" in said
     run = session(made, "codex", "tidy up the module", [], bypass_trust=False, config=records)
     assert "hook: SessionStart Completed" in run.done.stderr
     assert "hook: UserPromptSubmit" not in run.done.stderr  # the changed one Codex no longer runs
@@ -205,16 +224,22 @@ def test_codex_runs_qems_hooks_once_trusted_and_setup_check_says_which_are_not(t
 
 # --- before means before (issue 34): what the model reads before an action takes effect ---
 
-HELD = pytest.mark.xfail(strict=True, reason="issue 34 items 1-2: a note due at an edit or a command is held "
-                                            "(a deny carrying it) until given; Codex shell reads give a file's notes")
+# Until qem holds a call (its harness contracts carry a deny), these fail as the defect:
+# strict either way, so they must pass once it does.
+HOLDS = callable(getattr(CLAUDE, "deny", None))
+HELD = pytest.mark.xfail(not HOLDS, strict=True,
+                         reason="issue 34 items 1-2: a note due at an edit or a command is held (a deny carrying "
+                                "it) until given; Codex shell reads give a file's notes")
 PATCH = "apply_patch <<'PATCH'\n*** Begin Patch\n*** Update File: src/lock.py\n@@\n-x = 1\n+x = 2\n*** End Patch\nPATCH"
 
 
-def edit(harness: str, made: Project) -> tuple:
-    if harness == "claude":
-        return ("tool", "Edit", {"file_path": str(made.work / "src" / "lock.py"), "old_string": "x = 1",
-                                 "new_string": "x = 2"})
-    return shell(harness, PATCH)
+def edit(harness: str, made: Project, tool: str = "Edit") -> tuple:
+    path = str(made.work / "src" / "lock.py")
+    if harness == "codex":
+        return shell(harness, PATCH)
+    if tool == "Write":
+        return ("tool", "Write", {"file_path": path, "content": "x = 2\n"})
+    return ("tool", "Edit", {"file_path": path, "old_string": "x = 1", "new_string": "x = 2"})
 
 
 def edited(run, harness: str) -> int:  # type: ignore[no-untyped-def]
@@ -223,11 +248,11 @@ def edited(run, harness: str) -> int:  # type: ignore[no-untyped-def]
 
 
 @HELD
-@pytest.mark.parametrize("harness", ["claude", "codex"])
-def test_an_anchored_gotcha_reaches_the_model_before_the_edit_takes_effect(tmp_path, harness):
+@pytest.mark.parametrize("harness, tool", [("claude", "Edit"), ("claude", "Write"), ("codex", "apply_patch")])
+def test_an_anchored_gotcha_reaches_the_model_before_the_edit_takes_effect(tmp_path, harness, tool):
     made = project(tmp_path)
     memory(made, harness)
-    run = session(made, harness, "make the change we talked about", [[edit(harness, made)], AGAIN])
+    run = session(made, harness, "make the change we talked about", [[edit(harness, made, tool)], AGAIN])
     assert (made.work / "src" / "lock.py").read_text() == "x = 2\n"  # the edit went through, once
     told = first_with(run.server, GOTCHA)
     assert told is not None and told < edited(run, harness), "the gotcha reached the model with the edit's success"
@@ -261,8 +286,6 @@ def test_a_read_gives_the_files_notes_and_the_edit_after_it_is_not_held(tmp_path
 
 # --- a session's start misses no due note; a subagent starts with the directives ----------
 
-SUBAGENT = pytest.mark.xfail(strict=True, reason="issue 34 item 5: SubagentStart is hooked, giving a subagent the "
-                                                 "directives")
 
 
 def escaped(text: str) -> str:
@@ -285,14 +308,52 @@ def test_every_due_note_of_the_749_note_corpus_is_in_the_first_request(tmp_path,
     assert [n["short"] for n in directives if escaped(n["text"].splitlines()[0]) not in first] == []
 
 
-@SUBAGENT
-def test_a_claude_subagent_starts_with_the_directives(tmp_path):
+@pytest.mark.parametrize("harness", ["claude", "codex"])
+def test_a_subagent_starts_with_the_directives(tmp_path, harness):
     made = project(tmp_path)
-    memory(made, "claude")
+    memory(made, harness)
     task = "Survey the module layout and report"
-    run = session(made, "claude", "tidy up the module", [
-        [("tool", "Agent", {"description": "survey", "prompt": task, "subagent_type": "general-purpose"})]])
+    waited = []
+
+    def answer(body):  # type: ignore[no-untyped-def]
+        text = json.dumps(body, ensure_ascii=False)
+        if task in text and "tidy up the module" not in text:  # the subagent's own turn
+            return [("text", "The layout is flat.")]
+        result = last_result(body)[0]
+        if harness == "codex" and '"agent_id"' in result and not waited:  # Codex's main thread waits for it
+            waited.append(result)
+            return [("tool", "wait_agent", {"targets": [json.loads(result)["agent_id"]], "timeout_ms": 30000},
+                     {"namespace": "multi_agent_v1"})]
+        return None
+
+    spawn = ("tool", "Agent", {"description": "survey", "prompt": task, "subagent_type": "general-purpose"}) \
+        if harness == "claude" else ("tool", "spawn_agent", {"message": task}, {"namespace": "multi_agent_v1"})
+    run = session(made, harness, "tidy up the module", [[spawn]], answer=answer)
     assert first_with(run.server, DIRECTIVE) == 0  # the main thread's
     sub = [r for r in run.server.turns if task in r.text and "tidy up the module" not in r.text]
     assert sub, "no request of the subagent reached the server"
     assert DIRECTIVE in sub[0].text, "the subagent started without the directives"
+
+
+WIDE = {"codex": "在提交之前务必运行完整的测试套件并检查所有警告信息，不要跳过任何失败的用例，也不要修改测试以使其通过。" * 3,
+        "claude": "🚀✅📟" * 40}  # Codex counts UTF-8 bytes (a CJK character is 3), Claude Code UTF-16 units (an emoji 2)
+
+
+@pytest.mark.parametrize("harness", ["claude", "codex"])
+def test_a_session_start_fits_the_harness_in_its_own_unit_nothing_spilled(tmp_path, harness):
+    """40 directives too long for the cap together: each is in the first request, or
+    counted in qem's cut line; none is left in a file the harness spilled the rest to."""
+    made = project(tmp_path)
+    log = tmp_path / "wide.jsonl"  # in `qem dump`'s form, loaded at once (40 `qem add`s take seconds)
+    log.write_text("".join(json.dumps(
+        {"seq": i + 1, "note_id": i + 1, "type": "created", "at": "2026-05-04T08:00:00Z", "actor": "tester",
+         "reason": None, "checkin": None, "data": {"kind": "directive", "priority": "medium", "provenance": "agent",
+                                                   "text": f"rule {i:02d}: {WIDE[harness]}", "supersedes": None}},
+        ensure_ascii=False) + "\n" for i in range(40)), encoding="utf-8")
+    made.sh("qem", "load", str(log))
+    made.sh("qem", "setup", harness, "--command", str(Path(sys.executable).parent / "qem"))
+    first = session(made, harness, "tidy up the module", []).server.turns[0].text
+    assert "saved to" not in first, "the harness spilled qem's context to a file"
+    shown = sum(f"rule {i:02d}" in first for i in range(40))
+    cut = re.search(r"(\d+) more notes? did not fit", first)
+    assert shown + (int(cut.group(1)) if cut else 0) == 40

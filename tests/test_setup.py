@@ -759,14 +759,15 @@ def test_codex_setup_says_whether_codex_will_run_the_hooks_and_how_to_trust_them
     monkeypatch.setenv("CODEX_HOME", str(codex_home))
     assert run(top, "codex") == 0
     out = capsys.readouterr().out
+    n = sum(not hook.opt_in for hook in HARNESSES["codex"].hooks)
     assert (f"Codex will not run qem's hooks yet: the project is not trusted ({codex_home / 'config.toml'} has no"
-            f" trust_level = \"trusted\" for {top}); 5 of qem's 5 hooks are not trusted") in out
+            f" trust_level = \"trusted\" for {top}); {n} of qem's {n} hooks are not trusted") in out
     assert "type /hooks and trust qem's hooks" in out
     assert out.splitlines()[-1].startswith("the hooks run ")  # the sample stays the last line
     (codex_home / "config.toml").write_text(f"[projects.{json.dumps(str(top.resolve()))}]\ntrust_level = \"trusted\"\n")
     assert run(top, "codex", check=True) == 0
     out = capsys.readouterr().out
-    assert "the project is not trusted" not in out and "5 of qem's 5 hooks are not trusted" in out
+    assert "the project is not trusted" not in out and f"{n} of qem's {n} hooks are not trusted" in out
     (codex_home / "config.toml").write_text("[projects\n")
     assert run(top, "codex", check=True) == 0
     assert f"Codex's trust of qem's hooks is unknown: {codex_home / 'config.toml'} could not be read" in \
