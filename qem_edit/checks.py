@@ -61,14 +61,23 @@ def _report(store: Store, place, fresh: Connection, index_problems: list[str], s
     disputes = [p for p in found if p.startswith(("fork:", "disputed:"))] + _open_disputes(store)
     removed, removal_notices = removal_findings(store, fresh, base)
     problems += broken + protect_problems(store, fresh) + secret_problems(store, fresh) + removed
+    return finished(store, place, problems, disputes, removal_notices + _loose_texts(store), repaired,
+                    disputes_fail, drift_fail)
+
+
+def finished(store: Store, place, problems: list[str], disputes: list[str], notices: list[str],  # type: ignore[no-untyped-def]
+             repaired: int | None = None, disputes_fail: bool = False, drift_fail: bool = False) -> VerifyReport:
+    """The report, from what the log and the index were found to hold: the work tree's
+    drift and the mirror (where `place` is given, the memory's MEMORY.md judged as the
+    work tree holds it) checked now, and the options that make disputes and drift fail."""
     drift = _drift_problems(store, place) if place is not None else []
     if place is not None:
-        problems += _mirror_problems(store, place)
+        problems = problems + _mirror_problems(store, place)
     if disputes_fail:
         problems, disputes = problems + disputes, []
     if drift_fail:
         problems, drift = problems + drift, []
-    return VerifyReport(store.count(), problems, repaired, disputes, removal_notices + _loose_texts(store), drift)
+    return VerifyReport(store.count(), problems, repaired, disputes, notices, drift)
 
 
 def _drift_problems(store: Store, place) -> list[str]:  # type: ignore[no-untyped-def]
