@@ -18,18 +18,19 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import tempfile
 from array import array
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from . import errors, ids, index
 from .answers import VerifyReport
 from .db import Connection
-from .protect import log_problems as protect_problems
-from .removals import verify_findings as removal_findings
-from .resolver import rival_words
-from .secrets import log_problems as secret_problems
-from .store import Store
+
+if TYPE_CHECKING:
+    from .store import Store
+
+# (The checks of the log's content are imported where they run: `qem verify --staged` on a
+# commit that touches no memory answers from a seal (qem_edit.staged) and runs none of them.)
 
 # The fresh replay's page cache (KiB): it lives in a temporary file, not in memory.
 FRESH_CACHE_KIB = 16 * 1024
@@ -59,6 +60,10 @@ def _report(store: Store, place, fresh: Connection, index_problems: list[str], s
     found = store.read_index(lambda conn: graph_problems(conn, fresh))
     broken = [p for p in found if not p.startswith(("fork:", "disputed:"))]
     disputes = [p for p in found if p.startswith(("fork:", "disputed:"))] + _open_disputes(store)
+    from .protect import log_problems as protect_problems
+    from .removals import verify_findings as removal_findings
+    from .secrets import log_problems as secret_problems
+
     removed, removal_notices = removal_findings(store, fresh, base)
     problems += broken + protect_problems(store, fresh) + secret_problems(store, fresh) + removed
     return finished(store, place, problems, disputes, removal_notices + _loose_texts(store), repaired,
@@ -120,6 +125,8 @@ def _loose_texts(store: Store) -> list[str]:
 def fresh_index(store: Store) -> Iterator[Connection]:
     """A replay of the log read afresh, built in a temporary SQLite file (in the system's
     temporary directory, with a modest cache) that is removed afterwards, also on error."""
+    import tempfile
+
     try:
         handle, name = tempfile.mkstemp(prefix="qem-verify-", suffix=".db")
     except OSError as exc:
@@ -242,6 +249,8 @@ def _forks(conn: Connection) -> list[str]:
 
 
 def _disputed(conn: Connection) -> list[str]:
+    from .resolver import rival_words
+
     out = []
     for note in index.notes_with_rivals(conn):
         if note.rivals:
