@@ -417,6 +417,8 @@ def setup(
     ask_to_record: Annotated[bool, typer.Option("--ask-to-record", help="Also the Stop hook: once a session, when it recorded no note, the agent is asked to record what a future session needs (it stays until --no-ask-to-record or --remove).")] = False,
     no_ask_to_record: Annotated[bool, typer.Option("--no-ask-to-record", help="Take qem's Stop hook out (a run without --ask-to-record leaves it as it is).")] = False,
     command: Annotated[str, typer.Option("--command", metavar="CMD", help="How the hooks run qem (default: qem, found on the PATH).")] = "qem",
+    hold: Annotated[bool, typer.Option("--hold", help="Hold a call before an edit or a command whose notes were not given yet (the default): `[delivery] hold = true` in .qem/config.toml.")] = False,
+    no_hold: Annotated[bool, typer.Option("--no-hold", help="Never hold a call: the notes come as context, which the model reads after the call ran (`[delivery] hold = false` in .qem/config.toml, for every harness).")] = False,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
 ) -> int:
@@ -429,9 +431,12 @@ def setup(
     from . import setup as setting_up
     from .workspace import resolve
 
+    if hold and no_hold:
+        raise errors.BadInput("--hold and --no-hold do not go together: the first holds a call whose notes were not"
+                              " given yet, the second never holds one")
     place = resolve(workspace_dir, store_dir)
     return setting_up.run(harness, place, check=check, remove=remove, ask_to_record=ask_to_record, command=command,
-                          no_ask_to_record=no_ask_to_record)
+                          no_ask_to_record=no_ask_to_record, hold=True if hold else False if no_hold else None)
 
 
 @app.command("list")

@@ -39,7 +39,7 @@ HEADINGS = {
     "compact": "again after the compaction",
     "prompt": "for this prompt",
     "edit": "before this edit",
-    "read": "before this read",
+    "read": "with this read (what an edit of the file would give)",
     "shell": "before this command",
 }
 
@@ -212,8 +212,10 @@ def hits(store: Store, moment: Moment) -> list[Due]:
     if moment.event not in MOMENTS:
         raise errors.BadInput(f"unknown moment {moment.event!r}; use " + ", ".join(MOMENTS))
     found: dict[str, Due] = {}
-    for note, kind, priority, declared in store.due_at_moment(moment.event, bundle_at(moment.event)):
-        found[note] = Due(note, kind, priority, f"on {moment.event}" if declared else _bundle_why(kind, priority))
+    for event in READ_GIVES if moment.event == "read" else (moment.event,):
+        for note, kind, priority, declared in store.due_at_moment(event, bundle_at(event)):
+            if note not in found:
+                found[note] = Due(note, kind, priority, f"on {event}" if declared else _bundle_why(kind, priority))
     why: dict[str, str] = {}
     if moment.event in ("edit", "read"):
         why = _by_paths(store, moment.paths)
@@ -223,12 +225,14 @@ def hits(store: Store, moment: Moment) -> list[Due]:
                 why[note] = f"when-run {pattern}"
     elif moment.event == "prompt" and moment.prompt:
         why = _by_prompt(store, moment.prompt, moment.top or None)
-    full = moment.event != "read"
     for note, (kind, priority) in store.order_keys(n for n in why if n not in found).items():
-        found[note] = Due(note, kind, priority, why[note], full)
+        found[note] = Due(note, kind, priority, why[note])
     return sorted(found.values(), key=Due.key)
 
 
+# A read gives what an edit of the file would (its notes, and those due at every edit), so
+# the edit that follows it has nothing left to hold; and the notes due at every read.
+READ_GIVES = ("read", "edit")
 MOMENT_WORDS = {"start": "at start", "compact": "after compaction", "prompt": "at every prompt",
                 "edit": "before every edit", "read": "before every read", "shell": "before every command"}
 

@@ -8,6 +8,16 @@ an unreadable one, a merge in progress, bad input) it prints what the harness re
 context", exits 0, and says why in `.qem/sessions/hooks.log` (and on stderr, which the
 harnesses keep out of the model's context).  Started without the command-line framework:
 it runs before every file edit, so its start-up is the floor's.
+
+Before means before.  What a hook gives before a tool reaches the model only after the
+tool ran (the harnesses send it beside the tool's result); a deny is the one answer the
+model reads before the action.  So before an edit or a command, when a note due there was
+not given whole in this context window (at the start, with a prompt, at a read of the
+file), the call is held: denied through the harness's own contract, the reason carrying
+the notes and saying the same call may be made again; the ledger records them given and
+the call held, so the call made again passes.  A read is never held, nor a call on any
+failure (the notes then go as context, or nothing does), nor where `.qem/config.toml`
+says `[delivery] hold = false`.
 """
 
 from __future__ import annotations
@@ -18,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from .harness import COMPACTING, END, HARNESSES, PROMPT, START, STOP, TOOL, Asked, Harness, asked
+from .harness import COMPACTING, END, HARNESSES, HOLD, PROMPT, START, STOP, TOOL, Asked, Harness, asked
 
 MAX_INPUT = 16 << 20  # bytes of hook input read (a prompt, a patch)
 LOG_NAME = "hooks.log"
@@ -26,6 +36,10 @@ LOG_LIMIT = 256 << 10
 USAGE = ("usage: qem hook HARNESS EVENT [-w WORKSPACE]  (reads the harness's hook input on stdin)\n"
          "  HARNESS: " + ", ".join(HARNESSES) + "; EVENT: the harness's own event name (SessionStart, PreToolUse, ...).\n"
          "  `qem setup HARNESS` writes these hooks into the project's settings.")
+HELD = ("qem held this call, before it ran, so that you read the notes below first (this is not an error"
+        " in the call). Take them into account, then make the same call again now, or the call they lead you to:"
+        " it goes through.")
+HOLDS_AT = ("edit", "shell")  # the moments whose notes a call is held for (never a read)
 ASK_TO_RECORD = (
     "Before you stop: did this session learn something a future session on this project needs "
     "(a rule the user gave, a trap in the code, a decision and its reason, a finding)? If so, record it now "
@@ -96,7 +110,7 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
         if ask.session:
             ledger.end(state, key)
         return harness.no_context
-    if ask.does == TOOL and not ask.moment:
+    if ask.does in (TOOL, HOLD) and not ask.moment:
         return harness.no_context
     if not ask.session:
         raise ValueError("hook input without a session_id")
@@ -109,12 +123,55 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
         moments = _moments(ask, book, state)
         given = {n: entry for n, entry in book.given.items() if entry[0] == book.epoch}
         counted = book.notes_then >= 0
-    found, texts, changed, notes = _read(state, moments, given, counted)
+    found, texts, changed, notes, due_here = _read(state, moments, given, counted)
     with ledger.session(state, key) as book:
         if book.notes_then < 0:
             book.notes_then = notes
-        text = _given(harness, moments, found, texts, changed, book)
-    return harness.reply(event, text)
+        holding = _holds(ask, found, due_here, book, state, harness, event)
+        if ask.does == HOLD and not holding:
+            return harness.no_context  # no context goes before this tool: the hook after it gives it
+        budget = harness.budget - (len(HELD) + 2 if holding else 0)
+        text = _given(harness, moments, found, texts, changed, book, budget)
+        if holding and text:
+            book.hold(_about(ask))
+            return harness.deny(event, f"{HELD}\n\n{text}")
+    return harness.reply(event, text) if ask.does != HOLD else harness.no_context
+
+
+def _about(ask: Asked) -> str:
+    """What a tool call is about, as the ledger remembers a held one: the same call made
+    again is about the same."""
+    return "\0".join([ask.moment, ask.command, *ask.paths])
+
+
+def _holds(ask: Asked, found: list, due_here: set, book, state: Path, harness: Harness,  # type: ignore[no-untyped-def]
+           event: str) -> bool:
+    """Whether this call is held: it runs before its tool, a note due at its edit or
+    command was not given whole in this epoch, the ledger knows what the epoch gave, the
+    same call was not held already, and the project did not turn holding off."""
+    if not ask.holds or not book.may_hold() or book.was_held(_about(ask)):
+        return False
+    if not any(e.due.id in due_here and not book.was_given(e.due.id, e.due.full) for e in found):
+        return False
+    return _hold_setting(state, harness, event)
+
+
+def _hold_setting(state: Path, harness: Harness, event: str) -> bool:
+    """`[delivery] hold` in the memory's config.toml (default true), read only when a call
+    would be held; a file that cannot be read, or a value that is not true or false, holds
+    nothing (said in the hooks log)."""
+    import tomllib
+
+    try:
+        config = tomllib.loads((state / "config.toml").read_text("utf-8"))
+        value = config.get("delivery", {}).get("hold", True)
+        if not isinstance(value, bool):
+            raise ValueError(f"[delivery] hold in {state / 'config.toml'} is {value!r}, not true or false;"
+                             " no call is held")
+        return value
+    except (OSError, ValueError, AttributeError) as exc:
+        _log(state, harness, event, exc)
+        return False
 
 
 def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-def]
@@ -137,9 +194,12 @@ def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-
         moments.append(delivery.Moment("start", top=str(top)))
     elif ask.does == PROMPT:
         moments.append(delivery.Moment("prompt", prompt=ask.prompt, top=str(top)))
-    elif ask.does == TOOL:
-        paths = delivery.from_cwd(ask.paths, ask.cwd or str(top), top)
-        moments.append(delivery.Moment(ask.moment, paths=paths, command=ask.command, top=str(top)))
+    elif ask.does in (TOOL, HOLD):  # a command's own edits and reads first, the call's moment last (its heading)
+        for event, named in (*ask.also, (ask.moment, ask.paths)):
+            paths = delivery.from_cwd(named, ask.cwd or str(top), top)
+            if paths or event == ask.moment:
+                command = ask.command if event == ask.moment else ""
+                moments.append(delivery.Moment(event, paths=paths, command=command, top=str(top)))
     return moments
 
 
@@ -149,8 +209,9 @@ READ_AHEAD = 300  # texts read for a reply: more than a budget's worth of the sh
 def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  # type: ignore[no-untyped-def]
     """From the memory: what the moments trigger (each note once, the first moment's),
     the texts of the first of them the session was not given (`given`: this epoch's
-    ledger entries), the changes of the notes given this epoch, and how many notes it
-    holds (-1 where the session's ledger has counted them already: `counted`)."""
+    ledger entries), the changes of the notes given this epoch, how many notes it holds
+    (-1 where the session's ledger has counted them already: `counted`), and the notes
+    due at an edit or a command among them (what a call is held for)."""
     from . import delivery
     from .ledger import tip
     from .store import Store
@@ -158,9 +219,11 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  #
     store = Store.open(state, create=False, write=False)
     try:
         with store.reading():
-            entries, seen = [], set()
+            entries, seen, due_here = [], set(), set()
             for moment in moments:
                 for entry in delivery.ranked(moment, delivery.hits(store, moment)):
+                    if moment.event in HOLDS_AT:
+                        due_here.add(entry.due.id)
                     if entry.due.id not in seen:
                         seen.add(entry.due.id)
                         entries.append(entry)
@@ -174,13 +237,14 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  #
             changed = {n: delivery.Change(notes[n], after.get(notes[n].superseded_by or "")) if n in notes else None
                        for n in moved}
             count = -1 if counted else store.count()
-            return entries, texts, {n: (c, tip(c.note) if c else "") for n, c in changed.items()}, count
+            return (entries, texts, {n: (c, tip(c.note) if c else "") for n, c in changed.items()}, count,
+                    due_here)
     finally:
         store.close()
 
 
 def _given(harness: Harness, moments: list, found: list, texts: dict, changed: dict,  # type: ignore[no-untyped-def]
-           book) -> str:
+           book, budget: int) -> str:
     """The reply's context, from what the ledger says was not given yet; what it gives,
     recorded."""
     from . import delivery
@@ -196,7 +260,7 @@ def _given(harness: Harness, moments: list, found: list, texts: dict, changed: d
             book.given.pop(n)  # gone from the index (a forget purged it past reading)
         else:
             changes.append(change)
-    out = delivery.fit(moments[-1], entries, changes, harness.budget,
+    out = delivery.fit(moments[-1], entries, changes, budget,
                        lambda ids: {n: texts[n] for n in ids if n in texts})
     for change in out.changes:
         book.give(change.note.id, book.given[change.note.id][1], tip(change.note))

@@ -114,13 +114,20 @@ class Change(NamedTuple):
 
 
 def run(harness: str, place, *, check: bool = False, remove: bool = False,  # type: ignore[no-untyped-def]
-        ask_to_record: bool = False, command: str = "qem", no_ask_to_record: bool = False) -> int:
+        ask_to_record: bool = False, command: str = "qem", no_ask_to_record: bool = False,
+        hold: bool | None = None) -> int:
     """Write (or check, or take out) qem's hooks and MCP server for `harness` in the
-    project holding `place`'s memory; the exit code."""
+    project holding `place`'s memory; `hold` (not None) also sets whether the hooks hold a
+    call (`[delivery] hold` in the memory's config.toml); the exit code."""
     errors.choice(harness, tuple(HARNESSES), "harness")
     if check and remove:
         raise errors.BadInput("--check and --remove do not go together: --check says whether `qem setup "
                               f"{harness}` would change anything")
+    if hold is not None and (check or remove):
+        raise errors.BadInput(f"--{'' if hold else 'no-'}hold sets the project's holding; it does not go with"
+                              f" --{'check' if check else 'remove'}")
+    if hold is not None:
+        _refuse_no_memory(place.store_path)
     if ask_to_record and no_ask_to_record:
         raise errors.BadInput("--ask-to-record and --no-ask-to-record do not go together: the first writes the"
                               " Stop hook, the second takes it out")
@@ -145,6 +152,8 @@ def run(harness: str, place, *, check: bool = False, remove: bool = False,  # ty
             change.path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(change.path, change.new)
     _report(changes, wanted)
+    if hold is not None:
+        _set_hold(place.store_path, hold)
     return errors.EXIT_OK
 
 
@@ -629,6 +638,68 @@ def _toml_verify(text: str, data: dict[str, Any], want: dict[str, Any] | None, r
                               f" next to which no [mcp_servers.{SERVER}] table may go. Turn it into"
                               " [mcp_servers.NAME] tables, one a server, and run qem setup codex again, or"
                               f" {by_hand}; qem changed nothing")
+
+
+# -- holding: `[delivery] hold` in the memory's config.toml ---------------------------------------
+
+HOLD_SAID = {
+    True: "a call whose notes were not given yet is held: denied once, the notes as its reason, then made again",
+    False: "no call is held: the notes due before an edit or a command come as context, which the model reads"
+           " after the call ran",
+}
+
+
+def _refuse_no_memory(store: Path) -> None:
+    if not (store / "config.toml").is_file():
+        raise errors.BadInput(f"no memory at {store}: holding is its setting (`qem init` starts one); qem changed"
+                              " nothing")
+
+
+def _set_hold(store: Path, hold: bool) -> None:
+    """`[delivery] hold` written into the memory's config.toml (committed: the project's
+    setting, for every clone and harness), every other line as it was."""
+    from .files import write_atomic
+
+    path = store / "config.toml"
+    rel = ".qem/config.toml" if store.name == ".qem" else str(path)
+    text, data = _toml_doc(path.read_bytes(), rel)
+    delivery = data.get("delivery", {})
+    if not isinstance(delivery, dict):
+        raise errors.BadInput(f"{rel}: delivery is not a table; make it [delivery] and run qem setup again")
+    if delivery.get("hold", True) is hold and ("hold" in delivery or hold):
+        show(f"unchanged {rel}: [delivery] hold = {str(hold).lower()} ({HOLD_SAID[hold]})")
+        return
+    new = _hold_edit(text, hold)
+    expected = {**data, "delivery": {**delivery, "hold": hold}}
+    if _toml_doc(new.encode("utf-8"), rel)[1] != expected:
+        raise errors.BadInput(f"{rel}: qem cannot edit its [delivery] table as it is written; set"
+                              f" `hold = {str(hold).lower()}` under [delivery] by hand; qem changed nothing")
+    write_atomic(path, new.encode("utf-8"))
+    show(f"wrote {rel}: [delivery] hold = {str(hold).lower()} ({HOLD_SAID[hold]}); commit it to share it")
+
+
+def _hold_edit(text: str, hold: bool) -> str:
+    """`text` with `hold = true|false` in its [delivery] table (the line replaced, or
+    added after the table's last key), or a [delivery] table added at the end."""
+    nl = "\r\n" if "\r\n" in text else "\n"
+    lines = text.splitlines(keepends=True)
+    line = f"hold = {str(hold).lower()}{nl}"
+    table = [(start, end) for start, end, key in _toml_blocks(lines) if key == ("delivery",)]
+    if not table:
+        head = text if not text or text.endswith(("\n", "\r")) else text + nl
+        return head + (nl if head.strip() and not head.endswith(nl + nl) else "") + f"[delivery]{nl}" + line
+    start, end = table[0]
+    body = lines[start + 1:end]
+    for i, old in enumerate(body):
+        match = _ASSIGNED.match(old)
+        if match and tuple(_key_part(m[1]) for m in _KEY_PART.finditer(match[2])) == ("hold",):
+            body[i] = match[1] + line
+            break
+    else:
+        if body and not body[-1].endswith(("\n", "\r")):
+            body[-1] += nl
+        body.append(line)
+    return "".join(lines[:start + 1] + body + lines[end:])
 
 
 # -- what is said ---------------------------------------------------------------------------------
