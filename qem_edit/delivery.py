@@ -20,7 +20,7 @@ from typing import Callable, Iterable, NamedTuple
 
 from . import errors
 from .context import FRAMES, PRIORITY_RANK, indented
-from .model import KIND_RANK, MOMENTS, PRIORITIES, Note
+from .model import KIND_RANK, MOMENTS, PRIORITIES, Note, past_end
 from .store import Store
 from .triggers import (any_path_matches, bundle_at, bundle_moments, command_matches, path_matches, prompt_paths,
                        prompt_words, relative, term_in)
@@ -89,6 +89,8 @@ class Hit(NamedTuple):
     def head(self) -> str:
         n = self.note
         marks = " · STALE" if n.state == "stale" else ""
+        if ended(n):
+            marks += f" · PAST ITS END {n.expires} (not in force; `qem expire --due` expires it)"
         return f"- [#{n.shown}] {n.kind}/{n.priority} · {FRAMES.get(n.provenance, n.provenance)}{marks} · {self.why}"
 
     def block(self) -> str:
@@ -107,8 +109,19 @@ class Hit(NamedTuple):
     def to_json(self) -> dict[str, object]:
         n = self.note
         return {"id": n.id, "short": n.shown, "kind": n.kind, "priority": n.priority, "state": n.state,
-                "provenance": n.provenance, "why": self.why, "full": self.full,
+                "provenance": n.provenance, "expires": n.expires, "past_end": ended(n), "why": self.why,
+                "full": self.full,
                 "text" if self.full else "line": n.text if self.full else n.first_line()}
+
+
+def ended(note: Note) -> bool:
+    """A note in force past its end, not swept yet (`qem expire --due`): given marked so,
+    never as in force (qem_edit.context marks it the same way)."""
+    if note.expires is None:
+        return False
+    from .times import utc_now
+
+    return past_end(note, utc_now())
 
 
 class Change(NamedTuple):

@@ -229,6 +229,7 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  #
                         entries.append(entry)
             fresh = [e.due.id for e in entries if e.due.id not in given or (e.due.full and not given[e.due.id][1])]
             texts = store.notes_by_id(fresh[:READ_AHEAD])
+            due_here -= {n for n, note in texts.items() if delivery.ended(note)}  # not in force: holds nothing
             recorded = {n: entry[2] for n, entry in given.items()}
             now = store.last_changes(recorded)
             moved = [n for n, last in recorded.items() if now.get(n, "") != last]

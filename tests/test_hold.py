@@ -323,3 +323,36 @@ def test_a_hook_that_holds_nothing_reads_no_settings(project) -> None:  # type: 
 ])
 def test_the_files_a_shell_command_reads_and_edits(command: str, reads: tuple, edits: tuple) -> None:
     assert shell_files(command) == (reads, edits)
+
+
+# -- what has ended --------------------------------------------------------------------------------
+
+
+def test_a_note_past_its_end_is_given_marked_never_as_in_force_and_holds_nothing(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    then = {"QEM_NOW": "2026-01-05T10:00:00Z"}
+    ended = run_qem("add", "The lock is patched until the January release", "-k", "gotcha", "--anchor",
+                    "src/lock.py", "--ttl", "2d", cwd=top, env=then).stdout.strip()
+    live = run_qem("add", "Migrations are frozen this week", "-k", "operational", "--when-run", "make migrate*",
+                   "--expires", "2099-01-01", cwd=top, env=then).stdout.strip()
+    mark = "PAST ITS END 2026-01-07T10:00:00Z (not in force; `qem expire --due` expires it)"
+    read = claude(top, "PreToolUse", tool_name="Read", tool_input={"file_path": str(top / "src/lock.py")})
+    assert f"- [#{ended}] gotcha/medium · agent-recorded, verify · {mark} · anchored to src/lock.py" in read
+    # A held edit is held for a note in force, never for one past its end alone:
+    assert claude(top, "PreToolUse", session="e1", held=True, **edit_of(top, "src/lock.py"))  # the lock note
+    run_qem("revoke", project["lock"], "-m", "fixed", cwd=top)
+    said = claude(top, "PreToolUse", session="e2", **edit_of(top, "src/lock.py"))  # context, not a hold
+    assert f"[#{ended}]" in said and mark in said
+    deliver = json.loads(run_qem("deliver", "edit", "--path", "src/lock.py", "--json", cwd=top).stdout)
+    [given] = [g for g in deliver["given"] if g["short"] == ended]
+    assert (given["expires"], given["past_end"]) == ("2026-01-07T10:00:00Z", True)
+    shell = json.loads(run_qem("deliver", "shell", "--command", "make migrate", "--json", cwd=top).stdout)
+    assert [(g["expires"], g["past_end"]) for g in shell["given"]] == [("2099-01-01T00:00:00Z", False)]
+    status = run_qem("status", ended, cwd=top).stdout
+    assert f"#{ended} current: yes" in status and "but past its end (2026-01-07T10:00:00Z): not in force" in status
+    data = json.loads(run_qem("status", ended, "--json", cwd=top).stdout)
+    assert (data["expires"], data["past_end"]) == ("2026-01-07T10:00:00Z", True)
+    assert run_qem("status", live, cwd=top).stdout.strip().endswith("; ends 2099-01-01T00:00:00Z")
+    assert run_qem("expire", "--due", cwd=top).returncode == 0
+    assert f"[#{ended}]" not in claude(top, "PreToolUse", session="e3", tool_name="Read",
+                                       tool_input={"file_path": str(top / "src/lock.py")})  # swept: gone
