@@ -131,7 +131,8 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
         if ask.does == HOLD and not holding:
             return harness.no_context  # no context goes before this tool: the hook after it gives it
         budget = harness.budget - (len(HELD) + 2 if holding else 0)
-        text = _given(harness, moments, found, texts, changed, book, budget)
+        heading = moments[0] if ask.does in (TOOL, HOLD) else moments[-1]  # a start's after a compaction's
+        text = _given(harness, heading, found, texts, changed, book, budget)
         if holding and text:
             book.hold(_about(ask))
             return harness.deny(event, f"{HELD}\n\n{text}")
@@ -194,8 +195,8 @@ def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-
         moments.append(delivery.Moment("start", top=str(top)))
     elif ask.does == PROMPT:
         moments.append(delivery.Moment("prompt", prompt=ask.prompt, top=str(top)))
-    elif ask.does in (TOOL, HOLD):  # a command's own edits and reads first, the call's moment last (its heading)
-        for event, named in (*ask.also, (ask.moment, ask.paths)):
+    elif ask.does in (TOOL, HOLD):  # the call's own moment first (its heading), then a command's edits and reads
+        for event, named in ((ask.moment, ask.paths), *ask.also):
             paths = delivery.from_cwd(named, ask.cwd or str(top), top)
             if paths or event == ask.moment:
                 command = ask.command if event == ask.moment else ""
@@ -244,7 +245,7 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  #
         store.close()
 
 
-def _given(harness: Harness, moments: list, found: list, texts: dict, changed: dict,  # type: ignore[no-untyped-def]
+def _given(harness: Harness, heading, found: list, texts: dict, changed: dict,  # type: ignore[no-untyped-def]
            book, budget: int) -> str:
     """The reply's context, from what the ledger says was not given yet; what it gives,
     recorded."""
@@ -261,7 +262,7 @@ def _given(harness: Harness, moments: list, found: list, texts: dict, changed: d
             book.given.pop(n)  # gone from the index (a forget purged it past reading)
         else:
             changes.append(change)
-    out = delivery.fit(moments[-1], entries, changes, budget,
+    out = delivery.fit(heading, entries, changes, budget,
                        lambda ids: {n: texts[n] for n in ids if n in texts})
     for change in out.changes:
         book.give(change.note.id, book.given[change.note.id][1], tip(change.note))

@@ -93,6 +93,10 @@ def test_a_command_is_held_before_it_runs_in_either_shell(project) -> None:  # t
     assert "when-run alembic*" in reason and AGAIN in reason
     assert claude(top, "PreToolUse", **run) == ""
     assert claude(top, "PreToolUse", tool_name="Bash", tool_input={"command": "ls -la"}) == ""
+    both = claude(top, "PreToolUse", session="b2", held=True, tool_name="Bash",
+                  tool_input={"command": "cat src/lock.py && alembic upgrade head"})
+    assert both.index(f"[#{project['migrate']}]") < both.index(f"[#{project['lock']}]")  # the command's own first
+    assert "# Project memory (qem), before this command" in both
     power = {"tool_name": "PowerShell", "tool_input": {"command": "alembic upgrade head"}}
     assert f"[#{project['migrate']}]" in claude(top, "PreToolUse", session="p1", held=True, **power)
 
