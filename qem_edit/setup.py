@@ -126,8 +126,6 @@ def run(harness: str, place, *, check: bool = False, remove: bool = False,  # ty
     if hold is not None and (check or remove):
         raise errors.BadInput(f"--{'' if hold else 'no-'}hold sets the project's holding; it does not go with"
                               f" --{'check' if check else 'remove'}")
-    if hold is not None:
-        _refuse_no_memory(place.store_path)
     if ask_to_record and no_ask_to_record:
         raise errors.BadInput("--ask-to-record and --no-ask-to-record do not go together: the first writes the"
                               " Stop hook, the second takes it out")
@@ -145,15 +143,16 @@ def run(harness: str, place, *, check: bool = False, remove: bool = False,  # ty
     if check:
         return _report_check(changes, wanted)
     _refuse_unwritable(changes)  # before any file is written
+    holding = _hold_plan(place.store_path, hold) if hold is not None else None
     from .files import write_atomic
 
     for change in changes:
         if change.new is not None:
             change.path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(change.path, change.new)
-    _report(changes, wanted)
-    if hold is not None:
-        _set_hold(place.store_path, hold)
+    if holding is not None and holding[1] is not None:
+        write_atomic(holding[0], holding[1])
+    _report(changes, wanted, holding[2] if holding else "" if remove else _hold_line(place.store_path))
     return errors.EXIT_OK
 
 
@@ -643,39 +642,55 @@ def _toml_verify(text: str, data: dict[str, Any], want: dict[str, Any] | None, r
 # -- holding: `[delivery] hold` in the memory's config.toml ---------------------------------------
 
 HOLD_SAID = {
-    True: "a call whose notes were not given yet is held: denied once, the notes as its reason, then made again",
+    True: "an edit or a command whose notes the agent was not given yet is held once, the notes as the reason,"
+          " and passes when made again",
     False: "no call is held: the notes due before an edit or a command come as context, which the model reads"
            " after the call ran",
 }
 
 
-def _refuse_no_memory(store: Path) -> None:
-    if not (store / "config.toml").is_file():
-        raise errors.BadInput(f"no memory at {store}: holding is its setting (`qem init` starts one); qem changed"
-                              " nothing")
-
-
-def _set_hold(store: Path, hold: bool) -> None:
-    """`[delivery] hold` written into the memory's config.toml (committed: the project's
-    setting, for every clone and harness), every other line as it was."""
-    from .files import write_atomic
-
+def _hold_plan(store: Path, hold: bool) -> tuple[Path, bytes | None, str]:
+    """`[delivery] hold` in the memory's config.toml (committed: the project's setting,
+    for every clone and harness), every other line as it was: the file, its new bytes
+    (None: it says so already), and what to say; refused, before anything is written,
+    where there is no memory or its [delivery] table cannot be edited."""
     path = store / "config.toml"
     rel = ".qem/config.toml" if store.name == ".qem" else str(path)
+    if not path.is_file():
+        raise errors.BadInput(f"no memory at {store}: holding is its setting (`qem init` starts one); qem changed"
+                              " nothing")
     text, data = _toml_doc(path.read_bytes(), rel)
     delivery = data.get("delivery", {})
     if not isinstance(delivery, dict):
-        raise errors.BadInput(f"{rel}: delivery is not a table; make it [delivery] and run qem setup again")
+        raise errors.BadInput(f"{rel}: delivery is not a table; make it [delivery] and run qem setup again;"
+                              " qem changed nothing")
+    setting = f"[delivery] hold = {str(hold).lower()} ({HOLD_SAID[hold]})"
     if delivery.get("hold", True) is hold and ("hold" in delivery or hold):
-        show(f"unchanged {rel}: [delivery] hold = {str(hold).lower()} ({HOLD_SAID[hold]})")
-        return
+        return path, None, f"unchanged {rel}: {setting}"
     new = _hold_edit(text, hold)
-    expected = {**data, "delivery": {**delivery, "hold": hold}}
-    if _toml_doc(new.encode("utf-8"), rel)[1] != expected:
+    try:
+        edited = _toml_doc(new.encode("utf-8"), rel)[1]
+    except errors.BadInput:
+        edited = None  # the edit is not TOML: the table is written another way (inline, dotted keys)
+    if edited != {**data, "delivery": {**delivery, "hold": hold}}:
         raise errors.BadInput(f"{rel}: qem cannot edit its [delivery] table as it is written; set"
                               f" `hold = {str(hold).lower()}` under [delivery] by hand; qem changed nothing")
-    write_atomic(path, new.encode("utf-8"))
-    show(f"wrote {rel}: [delivery] hold = {str(hold).lower()} ({HOLD_SAID[hold]}); commit it to share it")
+    return path, new.encode("utf-8"), f"wrote {rel}: {setting}; commit it to share it"
+
+
+def _hold_line(store: Path) -> str:
+    """What the hooks do before an edit or a command, as the memory's setting says."""
+    import tomllib
+
+    try:
+        hold = tomllib.loads((store / "config.toml").read_text("utf-8")).get("delivery", {}).get("hold", True)
+    except (OSError, ValueError, AttributeError):
+        return ""  # no memory yet, or a setting a command names when it reads it
+    if not isinstance(hold, bool):
+        return ""
+    flag = "--no-hold" if hold else "--hold"
+    return f"holding is {'on' if hold else 'off'}: {HOLD_SAID[hold]} (`qem setup HARNESS {flag}` turns it" \
+           f" {'off' if hold else 'on'})"
 
 
 def _hold_edit(text: str, hold: bool) -> str:
@@ -732,7 +747,7 @@ def _setup_line(wanted: Wanted) -> str:
     return line
 
 
-def _report(changes: list[Change], wanted: Wanted) -> None:
+def _report(changes: list[Change], wanted: Wanted, holding: str = "") -> None:
     for change in changes:
         if change.new is None:
             show(f"unchanged {change.rel}")
@@ -748,6 +763,8 @@ def _report(changes: list[Change], wanted: Wanted) -> None:
         return
     if name in TRUST and any(c.new is not None for c in changes):
         show(TRUST[name])
+    if holding:
+        show(holding)
     sample = '{"session_id": "try-setup", "cwd": ".", "source": "startup"}'
     show(f"the hooks run `{wanted.command} hook {name} EVENT`; check one with:"
          f" echo '{sample}' | {wanted.command} hook {name} SessionStart")

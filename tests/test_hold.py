@@ -275,9 +275,11 @@ def test_holding_is_turned_off_and_on_for_a_project_by_setup(project) -> None:  
     said = claude(top, "PreToolUse", session="o1", **edit_of(top, "src/lock.py"))  # as context, after the tool
     assert said.startswith("# Project memory (qem), before this edit") and f"[#{project['lock']}]" in said
     assert run_qem("setup", "claude", "--check", cwd=top).returncode == 0  # the setting is not a hook's
+    assert "holding is off" in run_qem("setup", "codex", cwd=top).stdout  # a plain run says which it is
     on = run_qem("setup", "claude", "--hold", cwd=top)
     assert on.returncode == 0, on.stderr
     assert f"[#{project['lock']}]" in claude(top, "PreToolUse", session="o2", held=True, **edit_of(top, "src/lock.py"))
+    assert "holding is on" in run_qem("setup", "claude", cwd=top).stdout
     both = run_qem("setup", "claude", "--hold", "--no-hold", cwd=top)
     assert both.returncode == 2 and "--hold and --no-hold" in both.stderr
 
@@ -360,3 +362,19 @@ def test_a_note_past_its_end_is_given_marked_never_as_in_force_and_holds_nothing
     assert run_qem("expire", "--due", cwd=top).returncode == 0
     assert f"[#{ended}]" not in claude(top, "PreToolUse", session="e3", tool_name="Read",
                                        tool_input={"file_path": str(top / "src/lock.py")})  # swept: gone
+
+
+def test_no_hold_where_there_is_no_memory_or_its_table_cannot_be_edited_changes_nothing(project, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from builders import code_repository
+
+    bare = code_repository(tmp_path / "bare", {"a.py": "x = 1\n"})
+    done = run_qem("setup", "claude", "--no-hold", cwd=bare)
+    assert done.returncode == 2 and "no memory at" in done.stderr and "Traceback" not in done.stderr
+    assert not (bare / ".claude").exists() and not (bare / ".qem").exists()
+    top = project["top"]
+    config = top / ".qem" / "config.toml"
+    config.write_text("delivery = { hold = true }\n" + config.read_text())  # an inline table: not edited as text
+    before = config.read_bytes()
+    done = run_qem("setup", "claude", "--no-hold", cwd=top)
+    assert done.returncode == 2 and "cannot edit its [delivery] table" in done.stderr
+    assert config.read_bytes() == before and not (top / ".claude").exists()
