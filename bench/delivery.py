@@ -9,8 +9,9 @@ tree and a memory, replays a scripted Claude Code session against it, one whole 
 claude EVENT` process per hook call, and compares what every reply gave with what the notes
 declare; then times each kind of hook against the start-up floor.  It prints a markdown
 report (the tables for docs/PERFORMANCE.md's "Delivery" section) and exits 1 when a note the
-notes' data says is due was missed with no reason, or a reply gave a note they do not make
-due (each is listed: a bug to look into, never to hide).  Standard library and qem only.
+notes' data says is due was missed with no reason, a reply gave a note they do not make
+due, or a note due at an edit or a command reached the model only after it (each is listed:
+a bug to look into, never to hide).  Standard library and qem only.
 
 The session (fixtures/sessions/claude-session.json)
 ---------------------------------------------------
@@ -710,6 +711,9 @@ class Replay:
                 t.before_held += note in held
                 t.after_context += note in got and note not in held
                 t.after_none += not before and note not in got
+                if not before and note not in held:
+                    self.problems.append(f"call {i} ({kind}): [#{self.truth.notes[note].short}], due here, reached the"
+                                         f" model after the action ({'as context' if note in got else 'not at all'})")
             if note in got:
                 t.delivered += 1
                 offered.append(note)
