@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -161,11 +162,13 @@ def _hold_setting(state: Path, harness: Harness, event: str) -> bool:
     """`[delivery] hold` in the memory's config.toml (default true), read only when a call
     would be held; a file that cannot be read, or a value that is not true or false, holds
     nothing (said in the hooks log)."""
-    import tomllib
-
     try:
-        config = tomllib.loads((state / "config.toml").read_text("utf-8"))
-        value = config.get("delivery", {}).get("hold", True)
+        text = (state / "config.toml").read_text("utf-8")
+        value = _plain_hold(text)
+        if value is None:  # written some other way: read as TOML (tomllib costs a hook ~10 ms to import)
+            import tomllib
+
+            value = tomllib.loads(text).get("delivery", {}).get("hold", True)
         if not isinstance(value, bool):
             raise ValueError(f"[delivery] hold in {state / 'config.toml'} is {value!r}, not true or false;"
                              " no call is held")
@@ -173,6 +176,30 @@ def _hold_setting(state: Path, harness: Harness, event: str) -> bool:
     except (OSError, ValueError, AttributeError) as exc:
         _log(state, harness, event, exc)
         return False
+
+
+_TABLE_RE = re.compile(r"\s*\[\s*([A-Za-z0-9_-]+)\s*\]\s*(?:#.*)?")
+_HOLD_RE = re.compile(r"\s*hold\s*=\s*(true|false)\s*(?:#.*)?")
+
+
+def _plain_hold(text: str) -> bool | None:
+    """`[delivery] hold` where config.toml says it plainly, as qem writes it (a `[delivery]`
+    table, a `hold = true|false` line, or neither); None where anything else there names
+    them (an inline table, a dotted key, a multi-line string): TOML must read it."""
+    if '"""' in text or "'''" in text:
+        return None
+    table, value = "", True
+    for line in text.splitlines():
+        header = _TABLE_RE.fullmatch(line)
+        if header is not None or line.lstrip().startswith("["):
+            table = header[1] if header is not None else "?"
+            continue
+        hold = _HOLD_RE.fullmatch(line) if table == "delivery" else None
+        if hold is not None:
+            value = hold[1] == "true"
+        elif "delivery" in line or (table in ("delivery", "?") and "hold" in line):
+            return None
+    return value
 
 
 def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-def]

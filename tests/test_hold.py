@@ -295,13 +295,15 @@ def test_a_hold_setting_that_is_not_true_or_false_holds_nothing_and_is_named(pro
     assert added.returncode == 2 and "[delivery] hold must be true or false" in added.stderr
 
 
-def test_a_hook_that_holds_nothing_reads_no_settings(project) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("tool, words", [("Read", '"additionalContext"'), ("Edit", '"permissionDecision": "deny"')])
+def test_a_hook_imports_no_toml_reader_to_hold_or_not(project, tool: str, words: str) -> None:  # type: ignore[no-untyped-def]
     top = project["top"]
-    data = json.dumps({"session_id": "i1", "cwd": str(top), "hook_event_name": "PreToolUse", "tool_name": "Read",
+    run_qem("setup", "claude", "--hold", cwd=top)  # `[delivery] hold = true`, as qem writes it
+    data = json.dumps({"session_id": "i1", "cwd": str(top), "hook_event_name": "PreToolUse", "tool_name": tool,
                        "tool_input": {"file_path": str(top / "src/lock.py")}})
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "qem_edit", "hook", "claude", "PreToolUse"],
                           input=data, capture_output=True, text=True, cwd=top)
-    assert done.returncode == 0 and "Release the lock" in done.stdout
+    assert done.returncode == 0 and "Release the lock" in done.stdout and words in done.stdout
     imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time")}
     assert "tomllib" not in imported and "typer" not in imported
 
@@ -378,3 +380,24 @@ def test_no_hold_where_there_is_no_memory_or_its_table_cannot_be_edited_changes_
     done = run_qem("setup", "claude", "--no-hold", cwd=top)
     assert done.returncode == 2 and "cannot edit its [delivery] table" in done.stderr
     assert config.read_bytes() == before and not (top / ".claude").exists()
+
+
+@pytest.mark.parametrize("text", [
+    "", '[memory]\nid = "x"\n', '[memory]\nid = "x"\n\n[delivery]\nhold = false\n', "[delivery]\nhold = true # on\n",
+    "[delivery]\n  hold=false\n[export]\nauto = true\n", "delivery = { hold = false }\n", '[delivery]\nhold = "no"\n',
+    "[delivery.x]\nhold = true\n[delivery]\nhold = false\n", "[memory]\ndelivery.hold = false\n",
+    'x = """\n[delivery]\nhold = false\n"""\n', "[delivery]\nx = [\n  [1],\n]\nhold = false\n",
+    "# delivery: off\n[delivery]\nhold = false\n", "[export]\nhold = 1\n",
+])
+def test_the_hold_setting_read_without_toml_is_what_toml_reads(text: str) -> None:
+    """The hook reads a plain `[delivery] hold` without importing tomllib; whatever it
+    reads so is what TOML reads, and anything else it leaves to TOML."""
+    import tomllib
+
+    from qem_edit.hookrun import _plain_hold
+
+    plain = _plain_hold(text)
+    delivery = tomllib.loads(text).get("delivery", {})
+    if plain is not None:
+        assert plain == (delivery.get("hold", True) if isinstance(delivery, dict) else None)
+    assert plain is not None or "delivery" in text  # the plain forms are read plainly
