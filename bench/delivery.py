@@ -482,9 +482,10 @@ def hook_input(call_: dict, top: str, session: str) -> bytes:
 @dataclass
 class Reply:
     """A hook's reply: its text (the context, or a held call's reason), whether it holds
-    the call, the notes it gives ({short: "whole", "line" (an index entry) or "too long" (a
-    note too long for the budget, given as its line, which counts as given whole)}), and
-    its cut counts."""
+    the call, the notes it gives ({short: "whole", "line" (an index entry), "tier line" (a
+    session start's line for a note its budget had no room to give whole, ending in …) or
+    "too long" (a note too long for the budget, given as its line, which counts as given
+    whole)}), and its cut counts."""
 
     text: str = ""
     held: bool = False
@@ -508,10 +509,11 @@ def parse_reply(event: str, out: str) -> Reply:
     given: dict[str, str] = {}
     blocks = HEAD_RE.split(text)
     for short, body in zip(blocks[1::2], blocks[2::2]):
-        rest = body.split("\n", 1)[1] if "\n" in body else ""
+        head, _, rest = body.partition("\n")
         lines = [line for line in rest.split("\n\n… ")[0].rstrip("\n").split("\n")]
         one = len(lines) == 1
-        given[short] = ("line" if one and lines[0].endswith(f" (`qem show {short}`)") else
+        given[short] = ("tier line" if head.endswith("…") and not rest.startswith("  ") else
+                        "line" if one and lines[0].endswith(f" (`qem show {short}`)") else
                         "too long" if one and re.search(r" \(too long to give here: [\d,]+ characters; `qem show "
                                                         + re.escape(short) + r"`\)$", lines[0]) else "whole")
     cut = CUT_RE.search(text.rsplit("\n", 1)[-1])
@@ -694,8 +696,10 @@ class Replay:
             if again.held:
                 self.problems.append(f"call {i} ({kind}): held again when made again")
         held = {self.truth.by_short[s] for s in first.given if s in self.truth.by_short} if first.held else set()
-        got = {self.truth.by_short[short]: form != "line" for reply in (first, again)
+        got = {self.truth.by_short[short]: form not in ("line", "tier line") for reply in (first, again)
                for short, form in reply.given.items() if short in self.truth.by_short}
+        tiered_lines = {self.truth.by_short[short] for reply in (first, again) for short, form in reply.given.items()
+                        if form == "tier line" and short in self.truth.by_short}  # no room at a start to give whole
         left, directives = (again.left, again.directives) if first.held else (first.left, first.directives)
         t.cut += left
         t.cut_directives += directives
@@ -717,7 +721,7 @@ class Replay:
             if note in got:
                 t.delivered += 1
                 offered.append(note)
-                if got[note] != whole:
+                if got[note] != whole and note not in tiered_lines:
                     form = {True: "whole", False: "as a line"}
                     self.problems.append(f"call {i} ({kind}): [#{self.truth.notes[note].short}] given"
                                          f" {form[got[note]]}, due {form[whole]}")

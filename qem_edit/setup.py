@@ -53,9 +53,7 @@ FILES: dict[str, tuple[tuple[str, str], ...]] = {
     "codex": ((".codex/hooks.json", HOOKS), (".codex/config.toml", MCP_TOML)),
     "gemini": ((".gemini/settings.json", BOTH),),
 }
-TRUST = {
-    "codex": "Codex reads a project's .codex/ only once the project is trusted, and runs each new or changed"
-             " hook only once you trust it in /hooks",
+TRUST = {  # Codex's is read from where Codex records it (qem_edit.codextrust)
     "gemini": "Gemini CLI reads .gemini/settings.json only in a trusted folder",
 }
 
@@ -141,7 +139,9 @@ def run(harness: str, place, *, check: bool = False, remove: bool = False,  # ty
     if not remove:
         _warn_path(wanted)
     if check:
-        return _report_check(changes, wanted)
+        code = _report_check(changes, wanted)
+        _say_trust(top, wanted)
+        return code
     _refuse_unwritable(changes)  # before any file is written
     holding = _hold_plan(place.store_path, hold) if hold is not None else None
     from .files import write_atomic
@@ -152,8 +152,17 @@ def run(harness: str, place, *, check: bool = False, remove: bool = False,  # ty
             write_atomic(change.path, change.new)
     if holding is not None and holding[1] is not None:
         write_atomic(holding[0], holding[1])
-    _report(changes, wanted, holding[2] if holding else "" if remove else _hold_line(place.store_path))
+    _report(changes, wanted, top, holding[2] if holding else "" if remove else _hold_line(place.store_path))
     return errors.EXIT_OK
+
+
+def _say_trust(top: Path, wanted: Wanted) -> None:
+    """Codex: whether it will run the hooks, as it records the person's trust."""
+    if wanted.harness.name == "codex" and not wanted.remove:
+        from . import codextrust
+
+        for line in codextrust.lines(top, wanted.is_qem):
+            show(line)
 
 
 def _wanted(harness: Harness, command: str, ask_to_record: bool, remove: bool) -> Wanted:
@@ -747,7 +756,7 @@ def _setup_line(wanted: Wanted) -> str:
     return line
 
 
-def _report(changes: list[Change], wanted: Wanted, holding: str = "") -> None:
+def _report(changes: list[Change], wanted: Wanted, top: Path, holding: str = "") -> None:
     for change in changes:
         if change.new is None:
             show(f"unchanged {change.rel}")
@@ -763,6 +772,7 @@ def _report(changes: list[Change], wanted: Wanted, holding: str = "") -> None:
         return
     if name in TRUST and any(c.new is not None for c in changes):
         show(TRUST[name])
+    _say_trust(top, wanted)
     if holding:
         show(holding)
     sample = '{"session_id": "try-setup", "cwd": ".", "source": "startup"}'
