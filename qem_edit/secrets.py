@@ -36,12 +36,14 @@ from __future__ import annotations
 
 import json
 import re
+from functools import reduce
 from typing import Iterable, Iterator, Mapping, NamedTuple
 
 from . import errors, ids
 from .logtree import event_object
 from .model import TRIGGER_ATTRIBUTES, Event
 
+WITHHELD = "<secret withheld>"  # what a message shows in a secret's place
 ALLOWED = "secret"  # the key an event carries in its data when a person allowed its secret
 TEXT = "the note text"  # the one field a person may allow a secret in (`qem forget` erases it)
 # detect-secrets plugins used: (module, class); a password in a URL is qem's own (_UrlPassword)
@@ -81,8 +83,21 @@ class _UrlPassword:
     def analyze_string(self, line: str) -> Iterator[str]:
         for match in URL_PASSWORD.finditer(line):
             password = match["password"]
-            if not _PLACEHOLDER.fullmatch(password) and not _PORT_THEN.match(password):
+            if self._counts(password):
                 yield password
+
+    def withhold(self, line: str) -> str:
+        def held(match: re.Match) -> str:
+            start, end = match.span("password")
+            whole = match.group(0)
+            base = match.start()
+            return whole[:start - base] + WITHHELD + whole[end - base:] if self._counts(match["password"]) else whole
+
+        return URL_PASSWORD.sub(held, line)
+
+    @staticmethod
+    def _counts(password: str) -> bool:
+        return not _PLACEHOLDER.fullmatch(password) and not _PORT_THEN.match(password)
 
 
 # The pre-check: for each plugin above, a looser pattern every one of its matches holds.
@@ -145,9 +160,6 @@ def scan(text: str | None) -> list[Found]:
     return out
 
 
-WITHHELD = "<secret withheld>"
-
-
 def withheld(text: str) -> str:
     """`text` with every secret the detectors find in it written as WITHHELD: what a
     message shows of what someone typed (a refused option's value, a vectr note's title),
@@ -157,8 +169,9 @@ def withheld(text: str) -> str:
     lines = text.split("\n")
     for number, line in enumerate(lines):
         if may_hold(line):
-            for value in sorted({v for d in _detectors() for v in d.analyze_string(line) if v}, key=len, reverse=True):
-                line = line.replace(value, WITHHELD)
+            for detector in _detectors():  # each whole match (a detector yields a part: a token's prefix)
+                line = (detector.withhold(line) if isinstance(detector, _UrlPassword) else
+                        reduce(lambda held, pattern: pattern.sub(WITHHELD, held), detector.denylist, line))
             lines[number] = line
     return "\n".join(lines)
 
