@@ -243,7 +243,7 @@ def _log(state: Path | None, harness: Harness, event: str, exc: BaseException) -
 
     said = "; ".join(words(exc)) if isinstance(exc, (QemError, OSError)) else f"{type(exc).__name__}: {exc}"
     said = _withheld(said)
-    line = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {harness.name} {event}: {said}"
+    line = _withheld(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {harness.name} {event}: {said}")
     try:
         print(f"qem hook: {said}", file=sys.stderr)
     except OSError:

@@ -312,7 +312,7 @@ def _files_holding(root: Path, needle: str) -> list[str]:
 def test_a_forgotten_note_s_secret_is_in_no_file_qem_wrote(tmp_path: Path) -> None:
     """A person allows a token in a note's text (the one field that may hold one), the note
     triggers on a command and is delivered to an agent's session (the ledger), a hook fails
-    on input holding the token (the hooks log); forgotten, the token is in no file under
+    naming what it was given, the token withheld; forgotten, the token is in no file under
     the work tree but git's own: the log, packs, the index, MEMORY.md, the ledgers, the log."""
     env = git_env(tmp_path / "home")
     (tmp_path / "home").mkdir()
@@ -329,8 +329,9 @@ def test_a_forgotten_note_s_secret_is_in_no_file_qem_wrote(tmp_path: Path) -> No
             "tool_input": {"command": "curl https://api.example.com"}}
     given = run_qem("hook", "claude", "PreToolUse", cwd=proj, input=json.dumps(hook))
     assert TOKEN in given.stdout, given.stdout + given.stderr  # delivered: the ledger names the note
-    bad = run_qem("hook", "claude", "PreToolUse", cwd=proj, input=f'{{"session_id": "{TOKEN}", "cwd": 3}}')
-    assert bad.returncode == 0 and TOKEN not in bad.stderr
+    bad = run_qem("hook", "claude", f"Pre{TOKEN}", cwd=proj, input=json.dumps(hook))  # a failure naming its input
+    assert bad.returncode == 0 and bad.stdout == "" and TOKEN not in bad.stderr, bad.stderr
+    assert secrets.WITHHELD in bad.stderr, bad.stderr
     assert _files_holding(proj, TOKEN), "the note's text is in the log before it is forgotten"
     forgot = run_qem("forget", short, "-m", "held a token", "--yes", cwd=proj)
     assert forgot.returncode == 0, forgot.stderr
