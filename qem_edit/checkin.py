@@ -453,7 +453,7 @@ def _secret_errors(plan: Plan, allow_secret: bool) -> list[LineError]:
                 if allow_secret and name == "text":
                     continue
                 why = (", or, as a person who means to commit it, check in with --allow-secret" if name == "text"
-                       else ": it would be kept in an event, which stays in the log for good")
+                       else " (it would be kept in an event, which stays in the log for good)")
                 out.append(LineError(op.line, f"{_content_field(name)} holds a secret ({described(found)}); it"
                                               f" would reach every clone and stay in git history: remove it{why}"))
     return out

@@ -167,10 +167,13 @@ def test_a_check_in_s_when_run_line_with_a_secret_is_refused(qem, ws: Path, tmp_
     lines[at + 1:at + 1] = ["- Fetch the releases before a deploy", f"  @when-run: {CURL}"]
     edit.write_text("\n".join(lines) + "\n", "utf-8")
     before = snapshot(ws)
-    for extra in ((), ("--allow-secret",)):
+    for extra in ((), ("--allow-secret",), ("--json",)):
         done = qem("checkin", "--path", str(edit), "-m", "a trigger", "--yes", *extra)
         refused(done, f"line {at + 2}: its trigger line", "GitHub Token")
         never_shown(everything(done))
+        if extra == ("--json",):  # the refused plan, as a script reads it: the item, its secret withheld
+            [op] = json.loads(done.stdout)["operations"]
+            assert op["triggers"] == [["run", f"curl -H token:{secrets.WITHHELD} https://api.example.com"]], op
     assert snapshot(ws) == before
 
 
