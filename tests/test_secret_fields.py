@@ -341,3 +341,20 @@ def test_a_forgotten_note_s_secret_is_in_no_file_qem_wrote(tmp_path: Path) -> No
     assert _files_holding(proj, TOKEN) == []
     assert list((proj / ".qem" / "sessions").glob("*.json")), "a ledger was written"
     assert run_qem("verify", cwd=proj).returncode == 0
+
+
+def test_verify_withholds_a_secret_a_malformed_file_would_have_it_quote(qem, ws: Path) -> None:
+    """A clone's event file that no reader takes (an unknown type) is set aside and named by
+    verify with why; the value its reason quotes is withheld."""
+    from qem_edit import ids
+    from qem_edit.logtree import canonical
+
+    assert qem("add", "Run tests inside the venv", "--kind", "task").returncode == 0
+    bad = canonical({"v": 1, "type": f"x-{TOKEN}", "note": None, "at": "2026-01-01T00:00:00Z", "actor": "eve",
+                     "reason": None, "checkin": None, "clock": 9, "prev": [], "data": {}})
+    (ws / ".qem" / "events" / ids.content_id(bad)).write_bytes(bad)
+    for args in (("verify",), ("verify", "--json")):
+        done = qem(*args)
+        assert done.returncode == 1, everything(done)
+        assert "unknown event type" in done.stdout and secrets.WITHHELD in done.stdout, done.stdout
+        never_shown(everything(done))
