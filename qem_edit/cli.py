@@ -380,7 +380,7 @@ def deliver(
 
     Example: qem deliver edit --path src/index/build.py
     """
-    from . import delivery
+    from . import delivery, tiers
 
     errors.choice(moment, MOMENTS, "moment")
     words = shell.text_arg(prompt) if prompt is not None else ""
@@ -393,7 +393,7 @@ def deliver(
             raise errors.BadInput(f"--path {path[0]}: not in the work tree at {top}")
         if asked.problem():
             raise errors.BadInput(f"qem deliver {asked.problem()}")
-        return delivery.deliver(store, asked, budget, skip)
+        return tiers.deliver(store, asked, budget, skip)
 
     return _answer(workspace_dir, store_dir, read, as_json)
 
@@ -402,7 +402,7 @@ def deliver(
 def hook(
     harness: Annotated[str, typer.Argument(metavar="HARNESS", help="claude, codex or gemini.", show_default=False)],
     event: Annotated[str, typer.Argument(metavar="EVENT", help="The harness's own event name (SessionStart, PreToolUse, ...).", show_default=False)],
-    workspace_dir: Annotated[Optional[str], typer.Option("--workspace", "-w", metavar="DIR", help="The memory's workspace, from the hook's working directory (default: found from it).", show_default=False)] = None,
+    workspace_dir: Annotated[Optional[str], typer.Option("--workspace", "-w", metavar="DIR", help="The memory's workspace, a folder from the top of the git work tree holding the hook's working directory (default: found from that directory up).", show_default=False)] = None,
 ) -> int:
     """Answer one of an agent harness's hooks: its input on stdin, exactly its output
     contract on stdout; never blocks the agent (`qem setup` writes the hooks).
