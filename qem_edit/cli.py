@@ -108,12 +108,17 @@ def _answer(workspace_dir, store_dir, read, as_json: bool = False) -> int:  # ty
         return _show(read(store), as_json)
 
 
-def _show(answer, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
-    """Print an answer (qem_edit.answers) in the form asked for; its exit status."""
+def _show(answer, as_json: bool = False, withhold: bool = False) -> int:  # type: ignore[no-untyped-def]
+    """Print an answer (qem_edit.answers) in the form asked for; its exit status.
+    `withhold`: a report on files from anywhere (`qem verify`), its secrets withheld."""
     if as_json:
         from .answers import as_json as json_text  # (only here: a text answer need not import the reads)
 
     text = json_text(answer.data()) if as_json else answer.text()
+    if withhold:
+        from .secrets import withheld
+
+        text = withheld(text)
     if text:
         print(text) if as_json else _out(text)  # JSON carries its own escapes (answers.as_json)
     remark = answer.remark()
@@ -499,9 +504,9 @@ def verify(
             from .staged import verify_staged
 
             return _show(verify_staged(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base,
-                                       drift_fail=fail_on_drift), as_json)
+                                       drift_fail=fail_on_drift), as_json, withhold=True)
         return _show(verify_report(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base,
-                                   drift_fail=fail_on_drift), as_json)
+                                   drift_fail=fail_on_drift), as_json, withhold=True)
 
 
 @app.command()

@@ -706,7 +706,9 @@ PROMPT_BY_NAME = {p.name: p for p in PROMPTS}
 
 def error_text(exc: BaseException) -> str:
     """A failure in the CLI's words (errors.words, which qem_edit.cli.main says too)."""
-    return "\n".join(f"qem: {line}" for line in errors.words(exc))
+    from .secrets import withheld  # what the agent gave may be echoed: its secrets are not
+
+    return "\n".join(f"qem: {withheld(line)}" for line in errors.words(exc))
 
 
 def call(memory: Memory, name: str, arguments: dict[str, Any] | None, client: str | None) -> tuple[str, object, bool]:

@@ -168,13 +168,15 @@ class Transaction:
             data = {k: (created if v == NEW_NOTE else v) for k, v in draft.data.items()}
             if agent:
                 data[protect.WRITER] = "agent"
-            secrets.checked_draft(draft, data, self.allow_secret, agent)
             text = None
             if draft.type == "created":
                 text = TextRecord("", ids.nonce(), draft.text or "")
                 data.update(text=text.digest, nonce=ids.nonce(), short=self._short_length())
             self._clock += 1
             event = _event(draft, data, self.at, actor, checkin, self._clock, self._prev(draft.note))
+            if secrets.checked(event, draft.text, self.allow_secret, agent):  # every field, the text a person allowed
+                data[secrets.ALLOWED] = "allowed"
+                event = _event(draft, data, self.at, actor, checkin, self._clock, self._prev(draft.note))
             if text is not None:
                 created = event.id
                 self.texts.append(TextRecord(event.id, text.key, text.text))
