@@ -380,6 +380,9 @@ def test_no_hold_where_there_is_no_memory_or_its_table_cannot_be_edited_changes_
     done = run_qem("setup", "claude", "--no-hold", cwd=top)
     assert done.returncode == 2 and "cannot edit its [delivery] table" in done.stderr
     assert config.read_bytes() == before and not (top / ".claude").exists()
+    plugin = run_qem("setup", "claude", "--plugin", str(tmp_path / "plugins"), "--no-hold", cwd=top)
+    assert plugin.returncode == 2 and "a plugin serves every project" in plugin.stderr
+    assert not (tmp_path / "plugins").exists()
 
 
 @pytest.mark.parametrize("text", [
