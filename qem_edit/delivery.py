@@ -89,8 +89,7 @@ class Hit(NamedTuple):
     def head(self) -> str:
         n = self.note
         marks = " · STALE" if n.state == "stale" else ""
-        if ended(n):
-            marks += f" · PAST ITS END {n.expires} (not in force; `qem expire --due` expires it)"
+        marks += end_mark(n)
         return f"- [#{n.shown}] {n.kind}/{n.priority} · {FRAMES.get(n.provenance, n.provenance)}{marks} · {self.why}"
 
     def block(self) -> str:
@@ -112,6 +111,11 @@ class Hit(NamedTuple):
                 "provenance": n.provenance, "expires": n.expires, "past_end": ended(n), "why": self.why,
                 "full": self.full,
                 "text" if self.full else "line": n.text if self.full else n.first_line()}
+
+
+def end_mark(note: Note) -> str:
+    """How a note past its end is marked where it is given ("" for one in force)."""
+    return f" · PAST ITS END {note.expires} (not in force; `qem expire --due` expires it)" if ended(note) else ""
 
 
 def ended(note: Note) -> bool:

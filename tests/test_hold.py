@@ -361,9 +361,17 @@ def test_a_note_past_its_end_is_given_marked_never_as_in_force_and_holds_nothing
     data = json.loads(run_qem("status", ended, "--json", cwd=top).stdout)
     assert (data["expires"], data["past_end"]) == ("2026-01-07T10:00:00Z", True)
     assert run_qem("status", live, cwd=top).stdout.strip().endswith("; ends 2099-01-01T00:00:00Z")
+    rule = run_qem("add", "Freeze merges during the audit", "-k", "directive", "--ttl", "2d", cwd=top,
+                   env=then).stdout.strip()
+    start = claude(top, "SessionStart", session="e4", source="startup")  # the two tiers mark it too
+    assert f"- [#{rule}] directive/medium · {mark} · Freeze merges during the audit" in start
+    listed = json.loads(run_qem("deliver", "start", "--json", cwd=top).stdout)["given"]
+    assert [(g["expires"], g["past_end"]) for g in listed if g["short"] == rule] == [("2026-01-07T10:00:00Z", True)]
+    assert all(g["past_end"] is False for g in listed if g["short"] != rule)
     assert run_qem("expire", "--due", cwd=top).returncode == 0
     assert f"[#{ended}]" not in claude(top, "PreToolUse", session="e3", tool_name="Read",
                                        tool_input={"file_path": str(top / "src/lock.py")})  # swept: gone
+    assert f"[#{rule}]" not in claude(top, "SessionStart", session="e5", source="startup")
 
 
 def test_no_hold_where_there_is_no_memory_or_its_table_cannot_be_edited_changes_nothing(project, tmp_path) -> None:  # type: ignore[no-untyped-def]
