@@ -106,6 +106,20 @@ def merge_base(top: Path, a: str, b: str) -> str | None:
     return done.stdout.decode().split()[0] if done.returncode == 0 and done.stdout.strip() else None
 
 
+def merge_heads(top: Path) -> list[str]:
+    """The commits a merge in progress brings in (git's MERGE_HEAD, a line each: several
+    for an octopus); none outside a merge.  A hook judging the merge's commit reads them:
+    what arrived from the other side is not what this commit's author wrote."""
+    done = _git(top, "rev-parse", "--git-path", "MERGE_HEAD")
+    if done.returncode != 0:
+        return []
+    try:
+        held = (top / done.stdout.decode("utf-8", "surrogateescape").strip()).read_text("ascii")
+    except (OSError, UnicodeDecodeError):
+        return []
+    return [line.strip() for line in held.splitlines() if line.strip()]
+
+
 def changed_paths(top: Path, old: str | None, new: str | None) -> set[str]:
     """The paths (from the top of the work tree) the change from commit `old` to commit
     `new` touches; `new` None: to the work tree, its untracked files that git does not
