@@ -141,14 +141,14 @@ def test_every_hook_guards_a_memory_in_a_subfolder(app, hook_id: str) -> None:
 
 
 def hand_edit(root: Path) -> str:
-    """MEMORY.md edited by hand beside the anchored note (the finding's line, a few lines
-    below it), not staged; the edited line."""
+    """MEMORY.md edited by hand right under the anchored note (a gotcha typed in), not
+    staged; the line typed."""
     mirror = root / "MEMORY.md"
-    text = mirror.read_text("utf-8")
-    assert "· The daemon restarts on SIGHUP" in text
-    mirror.write_text(text.replace("· The daemon restarts on SIGHUP", "· The daemon restarts on SIGHUP and SIGTERM"),
-                      "utf-8")
-    return "The daemon restarts on SIGHUP and SIGTERM"
+    lines = mirror.read_text("utf-8").split("\n")
+    at = next(n for n, line in enumerate(lines) if line.startswith("  @anchor: src/lock.py"))
+    typed = "- Keep the lock file on a local disk"
+    mirror.write_text("\n".join(lines[:at + 1] + [typed] + lines[at + 1:]), "utf-8")
+    return typed.removeprefix("- ")
 
 
 def test_the_anchor_hook_refuses_to_render_over_an_unstaged_edit(hooked) -> None:
