@@ -252,6 +252,33 @@ def test_a_merge_flags_a_note_from_the_other_side_about_code_this_side_changed(t
     assert note(fresh, short_of(fresh, "Take the lock before the queue"))["state"] == "stale"
 
 
+def test_a_merge_that_stops_on_code_flags_the_note_and_renders_what_git_merged(team) -> None:
+    """A merge that stops on a code file alone: git merged MEMORY.md cleanly (Alice's decision,
+    Bob's flag), the person resolves the code and commits.  The hook flags the note from
+    Alice and renders MEMORY.md again over git's merge of the two renderings (no person's
+    line is in it), not calling it a hand edit; the same command again commits the merge."""
+    alice, bob, origin, env = team
+    (alice / "README").write_text("code, as Alice has it\n")
+    git(alice, "commit", "-q", "-am", "Alice's README", env=env)
+    git(alice, "push", "-q", "origin", "HEAD:main")
+    (bob / "README").write_text("code, as Bob has it\n")
+    git(bob, "commit", "-q", "-am", "Bob's README", env=env)
+    pulled = git(bob, "pull", "--no-rebase", "--no-edit", "origin", "main", check=False)
+    assert pulled.returncode == 1 and "CONFLICT (content): Merge conflict in README" in said(pulled), said(pulled)
+    assert "MEMORY.md" not in git(bob, "diff", "--name-only", "--diff-filter=U").stdout
+    (bob / "README").write_text("code, as both have it\n")
+    git(bob, "add", "README")
+    flagged = git(bob, "commit", "--no-edit", env=env, check=False)
+    assert flagged.returncode == 1 and "flagged stale" in said(flagged), said(flagged)
+    assert "edited by hand" not in said(flagged) and "re-rendered" in said(flagged)
+    done = git(bob, "commit", "--no-edit", env=env, check=False)
+    assert done.returncode == 0, said(done)
+    git(bob, "push", "-q", "origin", "HEAD:main")
+    fresh = fresh_clone(origin, "fresh")
+    qem(fresh, "verify", "--fail-on-drift")
+    assert note(fresh, short_of(fresh, "Take the lock before the queue"))["state"] == "stale"
+
+
 def test_a_clean_pull_leaves_drift_that_verify_names_and_the_flag_settles(team) -> None:
     """A merge git makes itself runs no pre-commit hook: the note from Alice stays unflagged.
     `qem verify` names it and the command; `--fail-on-drift` (CI) fails and its last word
