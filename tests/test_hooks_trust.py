@@ -73,6 +73,7 @@ def _secrets(root: Path, env: dict) -> None:
     git(root, "add", "-A")
     refused = git(root, "commit", "-m", "a note with a token", env=env, check=False)
     assert refused.returncode == 1 and "GitHub Token on line 1" in said(refused), said(refused)
+    assert "app/.qem/texts/" in said(refused)  # the file named as the commit holds it
     assert "no files to check" not in said(refused) and TOKEN[-20:] not in said(refused)
     qem(root, "forget", made.stdout.strip(), "-m", "held a token", "--yes", "-w", "app")
     qem(root, "export", "-w", "app")
@@ -112,7 +113,8 @@ def _verify(root: Path, env: dict) -> None:
     git(root, "add", "app/MEMORY.md")
 
 
-SUBFOLDER = {"qem-secrets": _secrets, "qem-anchors": _anchors, "qem-export": _export, "qem-verify": _verify}
+SUBFOLDER = {"qem-secrets": _secrets, "qem-anchors": _anchors, "qem-export": _export, "qem-export-check": _verify,
+             "qem-verify": _verify}
 
 
 @pytest.mark.parametrize("hook_id", list(SUBFOLDER))
