@@ -24,9 +24,10 @@ from typing import Callable
 
 from . import errors, gitrepo
 
-# A patch older than this is another run's (a process id used again), not this one's: pre-commit
-# writes it just before the hooks run, and never removes it.
-FRESH_FOR = 12 * 3600
+# A patch older than this is another run's (its process id since used again), not this one's:
+# pre-commit writes it just before the hooks run (an hour covers the slowest chain of hooks)
+# and never removes it.  Naming the patch, a refusal lets a person see which it read.
+FRESH_FOR = 3600
 
 
 def set_aside(top: Path) -> tuple[Path | None, set[str]]:

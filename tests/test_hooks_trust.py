@@ -312,3 +312,38 @@ def test_the_manifest_declares_its_stages_and_the_pre_commit_it_needs() -> None:
     for hook in yaml.safe_load(MANIFEST.read_text("utf-8")):
         assert hook["stages"] == ["pre-commit", "manual"], hook["id"]
         assert hook["minimum_pre_commit_version"] == "3.2.0", hook["id"]  # the stage names are 3.2.0's
+
+
+# -- how a hook finds pre-commit's patch -----------------------------------------------------------------
+
+
+def test_a_hook_reads_the_patch_its_own_pre_commit_run_wrote(tmp_path: Path, monkeypatch) -> None:
+    """pre-commit's patch is found by its process (the hook's parent) and its age: another
+    process's, or one older than an hour (a process id used again), is not this run's."""
+    import time
+
+    from qem_edit import errors, unstaged
+
+    root = code_repository(tmp_path / "repo", {"MEMORY.md": "rendered\n", "src/lock.py": "LOCK = 1\n"})
+    (root / "MEMORY.md").write_text("rendered\nand a line typed in\n")
+    tree = git(root, "write-tree").stdout.strip()
+    patch = git(root, "diff-index", "--binary", "--no-color", "--no-ext-diff", tree, "--").stdout
+    home = tmp_path / "pre-commit-home"
+    home.mkdir()
+    monkeypatch.setenv("PRE_COMMIT_HOME", str(home))
+    monkeypatch.setattr(unstaged.os, "getppid", lambda: 4242)
+    now = int(time.time())
+    (home / f"patch{now - 7200}-4242").write_text(patch)  # an earlier run's, its pid used again
+    (home / f"patch{now}-4343").write_text(patch)  # another run's
+    monkeypatch.setenv("PRE_COMMIT", "1")
+    assert unstaged.set_aside(root) == (None, set())
+    unstaged.guard(root / "MEMORY.md")
+    (home / f"patch{now}-4242").write_text(patch)
+    assert unstaged.set_aside(root) == (home / f"patch{now}-4242", {"MEMORY.md"})
+    with pytest.raises(errors.ConflictError) as refused:
+        unstaged.guard(root / "MEMORY.md")
+    assert refused.value.exit_code == 3 and str(refused.value).startswith("MEMORY.md has changes you have not staged")
+    unstaged.guard(root / "MEMORY.md", lambda: False)  # a rendering that changes nothing writes nothing
+    unstaged.guard(root / "src" / "lock.py")  # a file the patch does not hold
+    monkeypatch.delenv("PRE_COMMIT")  # not a hook of pre-commit
+    unstaged.guard(root / "MEMORY.md")
