@@ -281,12 +281,14 @@ def test_a_merge_that_stops_on_code_flags_the_note_and_renders_what_git_merged(t
     assert note(fresh, short_of(fresh, "Take the lock before the queue"))["state"] == "stale"
 
 
-def test_a_clean_pull_leaves_drift_that_verify_names_and_the_flag_settles(team) -> None:
-    """A merge git makes itself runs no pre-commit hook: the note from Alice stays unflagged.
-    `qem verify` names it and the command; `--fail-on-drift` (CI) fails and its last word
-    says what to run; `qem anchors check --flag` settles it, and the commit passes the hooks."""
+@pytest.mark.parametrize("how", ["--no-rebase", "--rebase"])
+def test_a_clean_pull_leaves_drift_that_verify_names_and_the_flag_settles(team, how: str) -> None:
+    """A merge git makes itself, or a rebase, runs no pre-commit hook: the note from Alice
+    stays unflagged.  `qem verify` names it and the command; `--fail-on-drift` (CI) fails
+    and its last word says what to run; `qem anchors check --flag` settles it, and the
+    commit passes the hooks."""
     alice, bob, origin, env = team
-    pulled = git(bob, "pull", "--no-rebase", "--no-edit", "origin", "main", check=False)
+    pulled = git(bob, "pull", how, "--no-edit", "origin", "main", check=False)
     assert pulled.returncode == 0, said(pulled)
     short = short_of(bob, "Take the lock before the queue")
     listed = qem(bob, "verify")
