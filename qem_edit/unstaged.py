@@ -86,4 +86,5 @@ def guard(file: Path, rewrites: Callable[[], bool] = lambda: True) -> None:
     raise errors.ConflictError(
         f"{name} has changes you have not staged (pre-commit set them aside for its hooks, in {patch});"
         f" rendering {name} again here would lose them, so nothing was written",
-        hint=f"check the edits in (`qem checkin --path {name}`) or stash them (`git stash`), then commit again")
+        hint=f"check the edits in (`qem checkin --path {name}`) or stash them alone (`git stash push {name}`),"
+             " then commit again")

@@ -198,12 +198,16 @@ def test_the_export_hook_refuses_to_render_over_an_unstaged_edit(repo: Path, tmp
     assert refused.returncode == 1 and "MEMORY.md has changes you have not staged" in said(refused), said(refused)
     assert "files were modified by this hook" not in said(refused)
     assert edited in (repo / "MEMORY.md").read_text("utf-8") and edited in git(repo, "diff", "MEMORY.md").stdout
-    qem(repo, "checkin", "--path", "MEMORY.md", "-m", "SIGTERM too", "--yes")  # the way out the refusal names
+    assert "git stash push MEMORY.md" in said(refused)
+    git(repo, "stash", "push", "-q", "MEMORY.md")  # one way out the refusal names
+    rendered = git(repo, "commit", "-m", "a decision", env=env, check=False)
+    assert rendered.returncode == 1 and "files were modified by this hook" in said(rendered), said(rendered)
     git(repo, "add", "MEMORY.md")
     done = git(repo, "commit", "-m", "a decision", env=env, check=False)
     assert done.returncode == 0, said(done)
-    shown = git(repo, "show", "HEAD:MEMORY.md").stdout
-    assert edited in shown and "The lock order is A then B" in shown
+    assert "The lock order is A then B" in git(repo, "show", "HEAD:MEMORY.md").stdout
+    git(repo, "stash", "pop", "-q")
+    assert edited in (repo / "MEMORY.md").read_text("utf-8") and edited in git(repo, "diff", "MEMORY.md").stdout
 
 
 # -- merges ------------------------------------------------------------------------------------------
