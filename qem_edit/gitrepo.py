@@ -110,11 +110,9 @@ def merge_heads(top: Path) -> list[str]:
     """The commits a merge in progress brings in (git's MERGE_HEAD, a line each: several
     for an octopus); none outside a merge.  A hook judging the merge's commit reads them:
     what arrived from the other side is not what this commit's author wrote."""
-    done = _git(top, "rev-parse", "--git-path", "MERGE_HEAD")
-    if done.returncode != 0:
-        return []
+    folder = git_dir(top)  # read, not asked of git: the hook runs on every commit
     try:
-        held = (top / done.stdout.decode("utf-8", "surrogateescape").strip()).read_text("ascii")
+        held = (folder / "MERGE_HEAD").read_text("ascii") if folder is not None else ""
     except (OSError, UnicodeDecodeError):
         return []
     return [line.strip() for line in held.splitlines() if line.strip()]
@@ -190,13 +188,22 @@ def index_env(top: Path) -> dict[str, str]:
     if not given:
         return {}
     index = Path(os.path.abspath(given))
+    gitdir = git_dir(top)
+    try:
+        return {"GIT_INDEX_FILE": str(index)} if gitdir is not None and index.parent.resolve() == gitdir.resolve() else {}
+    except OSError:
+        return {}
+
+
+def git_dir(top: Path) -> Path | None:
+    """The work tree's own git folder: `.git`, or the folder a `.git` file names (a linked
+    worktree's, a submodule's); None when neither can be read."""
     dot = top / ".git"
     try:
         gitdir = dot if dot.is_dir() else Path(dot.read_text("utf-8").partition("gitdir:")[2].strip())
-        gitdir = gitdir if gitdir.is_absolute() else top / gitdir
-        return {"GIT_INDEX_FILE": str(index)} if index.parent.resolve() == gitdir.resolve() else {}
     except OSError:
-        return {}
+        return None
+    return gitdir if gitdir.is_absolute() else top / gitdir
 
 
 def staged_files(top: Path, paths: list[str]) -> dict[str, str]:
