@@ -571,7 +571,12 @@ def _conflict_verdict(store: Store, path: Path, current: bytes, data: bytes) -> 
                           " renders it again from the merged log")
 
 
-_OTHER_SIDES = ("MERGE_HEAD", "REBASE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD")
+def _other_sides(top: Path) -> list[str]:
+    """The other side of a merge, rebase, cherry-pick or revert in progress, as revisions
+    (the heads git names to its pre-merge-commit hook too, before it writes MERGE_HEAD)."""
+    from . import gitrepo
+
+    return ["MERGE_HEAD", "REBASE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", *gitrepo.merge_heads(top)]
 
 
 def known_renderings(store: Store, path: Path, data: bytes) -> frozenset[str]:
@@ -583,7 +588,7 @@ def known_renderings(store: Store, path: Path, data: bytes) -> frozenset[str]:
     found = [data, read_regular(store.root / MIRROR_BASE) or b""]
     top = gitrepo.toplevel(path)
     if top is not None:
-        for rev in ("HEAD", *_OTHER_SIDES):
+        for rev in ("HEAD", *_other_sides(top)):
             found.append(gitrepo.show(top, rev, path) or b"")
     lines: set[str] = set()
     for rendering in found:
@@ -609,7 +614,7 @@ def _merged(store: Store, path: Path, current: bytes, data: bytes) -> bool:
     from . import gitrepo
 
     top = gitrepo.toplevel(path)
-    if top is None or not any(gitrepo.show(top, rev, path) is not None for rev in _OTHER_SIDES):
+    if top is None or not any(gitrepo.show(top, rev, path) is not None for rev in _other_sides(top)):
         return False
     known = known_renderings(store, path, data)
     return all(line in known for line in current.decode("utf-8", "replace").split("\n"))

@@ -5,6 +5,7 @@ revision.  Plain `git` commands, run only where an answer needs them."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Container
@@ -109,13 +110,19 @@ def merge_base(top: Path, a: str, b: str) -> str | None:
 def merge_heads(top: Path) -> list[str]:
     """The commits a merge in progress brings in (git's MERGE_HEAD, a line each: several
     for an octopus); none outside a merge.  A hook judging the merge's commit reads them:
-    what arrived from the other side is not what this commit's author wrote."""
+    what arrived from the other side is not what this commit's author wrote.  git runs
+    its pre-merge-commit hook before it writes MERGE_HEAD; there the heads are the ones it
+    names in the hook's environment (`GITHEAD_<oid>`, each side's label)."""
     folder = git_dir(top)  # read, not asked of git: the hook runs on every commit
     try:
         held = (folder / "MERGE_HEAD").read_text("ascii") if folder is not None else ""
-    except (OSError, UnicodeDecodeError):
-        return []
-    return [line.strip() for line in held.splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError):  # no merge, or one git is about to record
+        held = ""
+    heads = [line.strip() for line in held.splitlines() if line.strip()]
+    return heads or sorted(name[len("GITHEAD_"):] for name in os.environ if _GITHEAD.fullmatch(name))
+
+
+_GITHEAD = re.compile(r"GITHEAD_[0-9a-f]{40}(?:[0-9a-f]{24})?")
 
 
 def changed_paths(top: Path, old: str | None, new: str | None) -> set[str]:

@@ -285,6 +285,27 @@ def test_a_merge_that_stops_on_code_flags_the_note_and_renders_what_git_merged(t
     assert note(fresh, short_of(fresh, "Take the lock before the queue"))["state"] == "stale"
 
 
+def test_a_clean_merge_stops_to_flag_the_drift_it_brings_under_pre_merge_commit(team) -> None:
+    """With pre-commit installed for git's pre-merge-commit too, a merge git could make by
+    itself (both sides changed MEMORY.md apart: Alice's decision, Bob's flag) is judged
+    before it is committed: the note from Alice is flagged, MEMORY.md rendered again over
+    git's merge of the two renderings, and the merge stops with them staged; `git commit`
+    completes it."""
+    alice, bob, origin, env = team
+    installed = pre_commit("install", "--hook-type", "pre-merge-commit", cwd=bob, env={**os.environ, **env})
+    assert installed.returncode == 0, said(installed)
+    pulled = git(bob, "pull", "--no-rebase", "--no-edit", "origin", "main", env=env, check=False)
+    assert "Not committing merge" in said(pulled) and "flagged stale" in said(pulled), said(pulled)
+    assert "does not carry" not in said(pulled) and "edited by hand" not in said(pulled)
+    done = git(bob, "commit", "--no-edit", env=env, check=False)
+    assert done.returncode == 0, said(done)
+    assert len(git(bob, "rev-list", "--parents", "-n1", "HEAD").stdout.split()) == 3  # the merge
+    git(bob, "push", "-q", "origin", "HEAD:main")
+    fresh = fresh_clone(origin, "fresh")
+    qem(fresh, "verify", "--fail-on-drift")
+    assert note(fresh, short_of(fresh, "Take the lock before the queue"))["state"] == "stale"
+
+
 @pytest.mark.parametrize("how", ["--no-rebase", "--rebase"])
 def test_a_clean_pull_leaves_drift_that_verify_names_and_the_flag_settles(team, how: str) -> None:
     """A merge git makes itself, or a rebase, runs no pre-commit hook: the note from Alice
@@ -316,7 +337,7 @@ def test_a_clean_pull_leaves_drift_that_verify_names_and_the_flag_settles(team, 
 
 def test_the_manifest_declares_its_stages_and_the_pre_commit_it_needs() -> None:
     for hook in yaml.safe_load(MANIFEST.read_text("utf-8")):
-        assert hook["stages"] == ["pre-commit", "manual"], hook["id"]
+        assert hook["stages"] == ["pre-commit", "pre-merge-commit", "manual"], hook["id"]
         assert hook["minimum_pre_commit_version"] == "3.2.0", hook["id"]  # the stage names are 3.2.0's
 
 
