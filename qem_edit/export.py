@@ -608,13 +608,16 @@ def _behind(store: Store, path: Path, current: bytes) -> bool:
 
 def _merged(store: Store, path: Path, current: bytes, data: bytes) -> bool:
     """Whether, in a merge (or a rebase, cherry-pick or revert) in progress, the file is
-    what git made of the two sides' renderings: every line one of a rendering's.  A merge
-    that stopped on other files leaves it so; the hooks then flag drift the merge brought,
-    and the file is rendered again like a conflicted one (no person's line is in it)."""
+    what git made of the two sides' renderings: as git staged it, every line one of a
+    rendering's.  A merge that stopped on other files leaves it so, and one git is about to
+    commit (its pre-merge-commit hook); the hooks then flag drift the merge brought, and the
+    file is rendered again like a conflicted one (no person's line is in it)."""
     from . import gitrepo
 
     top = gitrepo.toplevel(path)
     if top is None or not any(gitrepo.show(top, rev, path) is not None for rev in _other_sides(top)):
+        return False
+    if not gitrepo.as_staged(top, path):  # changed since git merged it: a person's, whatever its lines
         return False
     known = known_renderings(store, path, data)
     return all(line in known for line in current.decode("utf-8", "replace").split("\n"))

@@ -46,6 +46,12 @@ def unmodified(top: Path, path: Path) -> bool:
     return done.returncode == 0
 
 
+def as_staged(top: Path, path: Path) -> bool:
+    """Whether the work tree's `path` is what git's index holds (no change left unstaged)."""
+    relative = path.resolve().relative_to(top.resolve()).as_posix()
+    return _git(top, "diff", "--quiet", "--", relative, extra=index_env(top)).returncode == 0
+
+
 def last_change(top: Path, path: Path, *, added: bool = False, every_ref: bool = False,
                 oldest: bool = False) -> str | None:
     """The last commit that changed (`added`: added) `path`, of HEAD (`every_ref`: of any
