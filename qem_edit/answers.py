@@ -193,10 +193,16 @@ class VerifyReport:
             drift = (f"; {len(self.drift)} anchor(s) drifted, nobody flagged them (listed; `--fail-on-drift` fails"
                      " on them)") if self.drift else ""
             return f"ok: the log replays cleanly to {self.notes} note{'' if self.notes == 1 else 's'}{open_}{drift}"
+        drifted = sum(problem.startswith("drift: ") for problem in self.problems)
+        settle = ("`qem anchors check --flag` flags the drifted notes stale (a move re-anchors), then commit"
+                  " what it wrote (`git add .qem MEMORY.md && git commit`)")
+        if drifted == len(self.problems):  # --fail-on-drift, and nothing else wrong
+            return f"verify: {drifted} anchor(s) drifted and nobody flagged them; {settle}"
         return (
             f"verify: {len(self.problems)} problem(s); `qem verify --repair` rebuilds the index; a"
             " malformed log file is set aside until it is fixed or removed; a cycle, dangling pointer"
             " or broken event is settled by new events (revoke, supersede, `qem rule`)"
+            + (f"; {drifted} anchor(s) drifted: {settle}" if drifted else "")
         )
 
 

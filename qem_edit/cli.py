@@ -858,9 +858,18 @@ def export_(
                 return refused
         if check or diff:
             return _check_mirror(store, target, check, diff)
-        wrote = mirror.export(store, target, force=force)
+        wrote = _export_file(store, target, force)
     say(f"{'wrote' if wrote else 'unchanged:'} {target}")
     return 0
+
+
+def _export_file(store: Store, target: Path, force: bool) -> bool:
+    """`qem export`'s write, never over an edit the pre-commit run it is a hook of set aside."""
+    from . import export as mirror
+    from .unstaged import guard
+
+    guard(target, lambda: not mirror.check(store, target).clean)
+    return mirror.export(store, target, force=force)
 
 
 def _judge_staged(store: Store, place) -> int | None:  # type: ignore[no-untyped-def]
@@ -1192,7 +1201,9 @@ def anchors_check(
         report = drift.check(store, drift.tree_of(place), judged)
         if flag and report.notes:
             from . import acts, workspace as ws
+            from .unstaged import guard
 
+            guard(place.mirror_path())  # a flag renders MEMORY.md again: never over an edit pre-commit set aside
             report = acts.flag_drift(store, place, report, ws.actor(actor))
         if flag and judged == drift.STAGED:  # an earlier run's flags, which a failed `git commit -a` dropped
             from .gitstage import stage_notes_left_out
