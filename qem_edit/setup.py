@@ -208,6 +208,14 @@ def _plan(top: Path, rel: str, kind: str, wanted: Wanted) -> Change:
         raise errors.BadInput(f"{rel} is a symbolic link (to {os.readlink(path)}); qem writes only regular files:"
                               " replace the link with the file it points to, or run qem setup where the real"
                               " file is; qem changed nothing")
+    from .files import leads_out
+
+    if leads_out(top, rel):  # a committed link among its folders (`.claude` -> elsewhere)
+        import os
+
+        raise errors.BadInput(f"{rel} leads outside the work tree ({top}, to {os.path.realpath(path)}) through a"
+                              " symbolic link; qem writes its settings only inside the project: replace the link"
+                              " with a folder of its own; qem changed nothing")
     raw = read_regular(path)
     if kind == MCP_TOML:
         return _plan_toml(path, rel, raw, wanted)

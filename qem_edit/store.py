@@ -387,6 +387,7 @@ class Store:
     @classmethod
     def _with_index(cls, root: Path, write: bool) -> "Store":
         path = root / INDEX_NAME
+        _remove_index(path, links_only=True)  # git keeps links: SQLite would write through one
         try:
             try:
                 conn = db.patiently(lambda: _open_index(path), path, "open")
@@ -1198,12 +1199,17 @@ def _open_index(path: Path) -> sqlite3.Connection:
         raise
 
 
-def _remove_index(path: Path) -> None:
-    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
+def _remove_index(path: Path, links_only: bool = False) -> None:
+    """The index's files removed (`links_only`: those that are symbolic links, which a
+    clone's commit can put there; the link goes, never what it points to)."""
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm", f"{path.name}-journal"):
         try:
-            (path.parent / name).unlink()
+            if not links_only or (path.parent / name).is_symlink():
+                (path.parent / name).unlink()
         except FileNotFoundError:
             pass
+        except OSError as exc:
+            raise errors.StoreUnwritable(f"cannot remove {path.parent / name}: {exc.strerror}") from None
 
 
 def _open_index_in_memory() -> sqlite3.Connection:
