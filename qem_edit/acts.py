@@ -177,17 +177,33 @@ def _repeating(store: Store, written: Written) -> Written:
     return written
 
 
-def anchors_now(place: Workspace, note: Note) -> tuple[tuple[str, str], ...] | None:
-    """A note's anchored paths with the object id each holds in the work tree now, a path
-    that went left out (None: the note has no anchors).  What a person confirms by
-    reinstating the note, so that the change that flagged it never flags it again."""
+def anchors_now(place: Workspace, note: Note, said: list[str] | None = None) -> tuple[tuple[str, str], ...] | None:
+    """A note's anchored paths with the object id each holds now, a path that went left
+    out (None: the note has no anchors).  What a person confirms by reinstating the note,
+    so that the change that flagged it never flags it again.
+
+    "Now" is what is committed next: git's index, where it holds the path.  A path with
+    unstaged changes is confirmed as staged, never as the work tree holds it: those changes
+    may never be committed, and an anchor to content no commit holds drifts in every fresh
+    clone; if they are, the commit carrying them flags the note, which is when a person
+    should look again.  `said` gets a line per such path."""
     if not note.anchors:
         return None
     from . import anchors
 
     tree = anchors.work_tree(place.root)
-    found = ((path, anchors.worktree_oid(tree, path)) for path, _ in note.anchors)
-    return tuple((path, oid) for path, oid in found if oid is not None)
+    out = []
+    for path, _ in note.anchors:
+        work = anchors.worktree_oid(tree, path)
+        staged = anchors.index_oid(tree, path) if tree.git else None
+        if staged is not None and staged != work and said is not None:
+            said.append(f"anchor {path}: {'deleted' if work is None else 'changed'} in the work tree and not staged;"
+                        f" note #{note.shown} is confirmed against what git's index holds (what the next commit"
+                        f" carries); to confirm it against the change, `git add {path}` and reinstate it again")
+        oid = staged if staged is not None else work
+        if oid is not None:
+            out.append((path, oid))
+    return tuple(out)
 
 
 def move(store: Store, place: Workspace, event_type: str, given: str, reason: str | None, actor: str,
@@ -196,9 +212,12 @@ def move(store: Store, place: Workspace, event_type: str, given: str, reason: st
     (a reinstated note's anchors read anew: anchors_now)."""
     why = reason_for(event_type, reason)
     note_id = store.resolve(given)
-    again = anchors_now(place, store.note(note_id)) if event_type == "reinstated" else None
+    said: list[str] = []
+    again = anchors_now(place, store.note(note_id), said) if event_type == "reinstated" else None
     event = store.write(lambda tx: tx.emit(note_id, event_type, actor, why, anchors=again), agent=agent)
-    return _written(store, place, Written(event=event, note=store.note(note_id)))
+    written = _written(store, place, Written(event=event, note=store.note(note_id)))
+    written.notices[:0] = said
+    return written
 
 
 def flag_drift(store: Store, place: Workspace, report: "drift.Report", actor: str,

@@ -155,12 +155,24 @@ def _wanted(harness: Harness, command: str, ask_to_record: bool, remove: bool) -
     if not command or any(c in command for c in "\n\r\0"):
         raise errors.BadInput(f"--command {command!r}: give the command that runs qem, on one line")
     try:
-        words = shlex.split(command)
+        words = [command] if _one_program(command) else shlex.split(command)
     except ValueError as exc:
         raise errors.BadInput(f"--command {command!r}: {exc}") from None
     if not words:
         raise errors.BadInput(f"--command {command!r}: give the command that runs qem")
-    return Wanted(harness, command, {"command": words[0], "args": [*words[1:], "mcp"]}, ask_to_record, remove)
+    # the hooks run through a shell, so their words are quoted for it; the MCP entry is an
+    # argument vector, each word whole
+    return Wanted(harness, shlex.join(words), {"command": words[0], "args": [*words[1:], "mcp"]}, ask_to_record,
+                  remove)
+
+
+def _one_program(command: str) -> bool:
+    """Whether `command`, unquoted and holding a space, is the path of one program
+    (`/opt/my tools/bin/qem`): a file by that whole name exists.  Else it is shell words
+    (`uvx qem`, `'/opt/my tools/bin/qem' --flag`)."""
+    import os
+
+    return " " in command and not any(c in command for c in "'\"\\") and os.path.isfile(os.path.expanduser(command))
 
 
 def _refuse_unwritable(changes: list[Change]) -> None:
@@ -194,8 +206,9 @@ def _warn_path(wanted: Wanted) -> None:
 
     program = wanted.server["command"]
     if shutil.which(program) is None:
+        spaced = " (a path holding a space is read as shell words: quote it, `--command \"'/opt/my tools/qem'\"`)"
         say(f"{program} is not on this PATH: {wanted.harness.title} will not find it either; give the whole path,"
-            " `--command /abs/path/to/qem`")
+            " `--command /abs/path/to/qem`" + (spaced if wanted.server["args"][:-1] else ""))
 
 
 def _plan(top: Path, rel: str, kind: str, wanted: Wanted) -> Change:
