@@ -360,6 +360,7 @@ class Store:
         self.caught = Caught()
         self.last_write: WriteMark | None = None
         self.started: str | None = None  # what starting the memory did, when this open started it
+        self.made = False  # this open made the memory's folder (a refused first write takes it away: opening.unmade)
         self._calm_known: tuple[str, bool] | None = None  # has_disagreements' answer, and at which moment
         self._reading = False  # inside `reading`: a snapshot no write of this connection changes
 
@@ -372,9 +373,10 @@ class Store:
         refused up front)."""
         root = Path(root)
         _refuse_legacy(root)
+        existed = os.path.lexists(root)
         started = _start_if_new(root, create)
         store = cls._with_index(root, write)
-        store.started = started
+        store.started, store.made = started, started is not None and not existed
         if started is not None:  # staged with the first write (qem_edit.gitstage)
             store.tree.touched |= set(COMMITTED)
         try:

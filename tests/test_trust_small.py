@@ -113,3 +113,136 @@ def test_a_spaced_path_that_is_not_there_is_warned_about(project: Path, tmp_path
     missing = str(tmp_path / "no such dir" / "qem")
     done = run_qem("setup", "claude", "--command", missing, cwd=project)
     assert "is not on this PATH" in done.stderr and "quote it" in done.stderr, done.stderr
+
+
+# -- no git on the PATH ----------------------------------------------------------------------------
+
+
+def test_a_write_with_no_git_on_the_path_says_what_it_could_not_do_once(project: Path, tmp_path: Path) -> None:
+    assert run_qem("export", cwd=project).returncode == 0
+    subprocess.run(["git", "add", "-A"], cwd=project, check=True)
+    before = (project / "MEMORY.md").read_bytes()
+    empty = tmp_path / "no-git"
+    empty.mkdir()
+    done = run_qem("add", "Ship the parser", "-k", "task", cwd=project, env={"PATH": str(empty)})
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "git" in line]
+    assert len(lines) == 1, done.stderr
+    assert "no `git` on this PATH" in lines[0] and "MEMORY.md was not re-rendered" in lines[0]
+    assert "nothing was staged (`git add .qem MEMORY.md`" in lines[0]
+    assert (project / "MEMORY.md").read_bytes() == before
+    with_git = run_qem("add", "Ship the lexer", "-k", "task", cwd=project)
+    assert "no `git`" not in with_git.stderr and b"Ship the lexer" in (project / "MEMORY.md").read_bytes()
+
+
+# -- qem load into a new folder ---------------------------------------------------------------------
+
+
+def test_a_load_into_a_new_folder_names_the_memory_it_keeps(project: Path, tmp_path: Path) -> None:
+    dump = run_qem("dump", cwd=project).stdout
+    kept = json.loads(dump.splitlines()[0])["memory"]
+    fresh = tmp_path / "demo"
+    done = run_qem("load", "-", "-w", str(fresh), input=dump)
+    assert done.returncode == 0, done.stderr
+    assert f"created a new memory at {fresh / '.qem'} (memory {kept})" in done.stderr
+    assert f'id = "{kept}"' in (fresh / ".qem" / "config.toml").read_text("utf-8")
+
+
+def test_a_refused_load_into_a_new_folder_leaves_nothing(tmp_path: Path) -> None:
+    fresh = tmp_path / "demo"
+    fresh.mkdir()
+    done = run_qem("load", "-", "-w", str(fresh), input='{"memory": "abcdefabcdef"}\nnot json\n')
+    assert done.returncode == 2 and ":2: not JSON" in done.stderr
+    assert "created a new memory" not in done.stderr and list(fresh.iterdir()) == []
+
+
+# -- a refused first write --------------------------------------------------------------------------
+
+
+REFUSED_FIRST = {
+    "unknown kind": (["add", "x", "--kind", "nosuchkind"], "unknown kind 'nosuchkind'"),
+    "past end": (["add", "x", "-k", "task", "--expires", "2020-01-01"], "a note's end must be in the future"),
+    "zero ttl": (["add", "x", "-k", "task", "--ttl", "0d"], "at least 1 hour"),
+    "missing anchor": (["add", "x", "-k", "task", "--anchor", "nope.py"], "no such file or folder"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED_FIRST))
+def test_a_refused_first_write_creates_nothing(tmp_path: Path, case: str) -> None:
+    argv, says = REFUSED_FIRST[case]
+    root = tmp_path / "project"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    done = run_qem(*argv, cwd=root)
+    assert done.returncode == 2 and says in done.stderr, done.stderr
+    assert "created a new memory" not in done.stderr
+    assert sorted(p.name for p in root.iterdir()) == [".git"]
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout == ""
+
+
+def test_a_refused_first_write_over_mcp_creates_nothing(tmp_path: Path) -> None:
+    import anyio
+    from test_mcp import failed, session
+
+    root = tmp_path / "project"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+
+    async def script() -> str:
+        async with session(root) as s:
+            return await failed(s, "add", text="x", kind="task", expires="2020-01-01")
+
+    assert "a note's end must be in the future" in anyio.run(script)
+    assert sorted(p.name for p in root.iterdir()) == [".git"]
+
+
+# -- --anchor on a submodule ------------------------------------------------------------------------
+
+
+def test_an_anchor_on_a_submodule_says_it_is_one(project: Path, tmp_path: Path) -> None:
+    library = tmp_path / "library"
+    subprocess.run(["git", "init", "-q", str(library)], check=True)
+    (library / "a.py").write_text("A = 1\n", "utf-8")
+    git_id = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", *git_id, "add", "a.py"], cwd=library, check=True)
+    subprocess.run(["git", *git_id, "commit", "-qm", "a"], cwd=library, check=True)
+    subprocess.run(["git", *git_id, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library), "lib"],
+                   cwd=project, check=True, capture_output=True)
+    before = run_qem("dump", cwd=project).stdout
+    for typed, says in (("lib", "'lib': a submodule, which"), ("lib/a.py", "'lib/a.py': inside the submodule lib")):
+        done = run_qem("add", "The library pins its lock", "-k", "finding", "--anchor", typed, cwd=project)
+        assert done.returncode == 2 and says in done.stderr, done.stderr
+        assert "went while it was read" not in done.stderr
+    assert run_qem("dump", cwd=project).stdout == before
+
+
+# -- a stream that cannot encode a note's text ------------------------------------------------------
+
+
+def test_an_ascii_stream_gets_escapes_not_a_traceback(project: Path) -> None:
+    note = run_qem("add", "Le café ☕ est prêt", "-k", "directive", cwd=project).stdout.strip()
+    ascii_env = {"PYTHONIOENCODING": "ascii"}
+    for argv in (["list"], ["show", note], ["context"], ["log", note], ["query", "kind=directive"]):
+        done = run_qem(*argv, cwd=project, env=ascii_env)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (argv, done.stderr)
+        assert "caf\\xe9" in done.stdout or argv[0] == "log", (argv, done.stdout)
+    listed = run_qem("list", "--json", cwd=project, env=ascii_env)
+    assert listed.returncode == 0 and "Le café ☕ est prêt" in [n["text"] for n in json.loads(listed.stdout)]
+    hook = subprocess.run([sys.executable, "-m", "qem_edit", "hook", "claude", "SessionStart"], cwd=project,
+                          input=json.dumps({"session_id": "s", "cwd": str(project), "source": "startup",
+                                            "hook_event_name": "SessionStart"}).encode(),
+                          capture_output=True, env={**os.environ, **ascii_env}, timeout=60)
+    assert hook.returncode == 0 and b"Traceback" not in hook.stderr
+    assert "Le café ☕ est prêt" in json.loads(hook.stdout.decode("utf-8"))["hookSpecificOutput"]["additionalContext"]
+
+
+# -- --ttl 0d -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ttl", ["0d", "0h", "00w"])
+def test_a_zero_ttl_says_it_must_be_positive(project: Path, ttl: str) -> None:
+    before = run_qem("dump", cwd=project).stdout
+    done = run_qem("add", "x", "-k", "task", "--ttl", ttl, cwd=project)
+    assert done.returncode == 2 and "a time to live must be at least 1 hour" in done.stderr, done.stderr
+    assert "whole number" not in done.stderr
+    assert run_qem("dump", cwd=project).stdout == before
