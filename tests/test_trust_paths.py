@@ -11,6 +11,7 @@ the key, and nothing is created outside; then a fresh clone does the same.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,27 @@ def test_qem_setup_writes_no_settings_through_a_committed_link(team: Team, harne
         assert f"{folder}/" in done.stderr and "leads outside the work tree" in done.stderr, done.stderr
         assert everything_under(outside) == set()
         assert clone.git("status", "--porcelain").stdout == ""
+
+
+@pytest.mark.parametrize("folder", ["sessions", "checkouts"])
+def test_the_private_folders_linked_out_get_nothing(team: Team, folder: str) -> None:
+    """`.qem/sessions` (the hooks' ledgers and log) or `.qem/checkouts` (kept edits),
+    ignored but forced into a commit as a link out: the hooks answer with no context, exit
+    0, and `qem checkout` refuses; nothing lands outside."""
+    import json
+    import sys
+
+    def change(mallory: Clone, outside: Path) -> None:
+        os.symlink(os.path.relpath(outside, mallory.path / ".qem"), mallory.path / ".qem" / folder)
+        mallory.git("add", "-f", f".qem/{folder}")
+    founder, outside = founded_and_hostile(team, change)
+    for clone in (founder, team.clone("fresh")):
+        for event, extra in (("SessionStart", {"source": "startup"}), ("UserPromptSubmit", {"prompt": "the parser"})):
+            hook = subprocess.run([sys.executable, "-m", "qem_edit", "hook", "claude", event], cwd=clone.path,
+                                  input=json.dumps({"session_id": "s1", "cwd": str(clone.path),
+                                                    "hook_event_name": event, **extra}),
+                                  capture_output=True, text=True, timeout=60)
+            assert hook.returncode == 0 and "Traceback" not in hook.stderr, hook.stderr
+        if folder == "checkouts":
+            assert "is not a private directory" in clone.qem("checkout", code=2).stderr
+        assert everything_under(outside) == set()
