@@ -624,7 +624,8 @@ def auto_export(store: Store, workspace) -> list[str]:  # type: ignore[no-untype
     from .gitstage import stage_written, without_git
 
     notices, rendered = _export_after_write(store, workspace)
-    return notices + without_git(workspace, rendered) + stage_written(store, workspace, rendered)
+    staged = stage_written(store, workspace, rendered)
+    return notices + without_git(workspace, rendered) + staged  # after staging: it tried git, or needed none
 
 
 def _export_after_write(store: Store, workspace) -> tuple[list[str], Path | None]:  # type: ignore[no-untyped-def]

@@ -58,10 +58,9 @@ def stage_written(store, place, mirror: Path | None = None) -> list[str]:  # typ
 def without_git(place, rendered: Path | None) -> list[str]:  # type: ignore[no-untyped-def]
     """The one line a write in a git work tree says when no `git` is on the PATH: what it
     could not do there (re-render a tracked MEMORY.md, which needs git to tell it is
-    tracked; stage what it wrote), and how to do it by hand.  None elsewhere."""
-    import shutil
-
-    if shutil.which("git") is not None or not any((d / ".git").exists() for d in (place.root, *place.root.parents)):
+    tracked; stage what it wrote), and how to do it by hand.  None elsewhere, and where the
+    write asked git nothing (then it needed nothing of it)."""
+    if not gitrepo.missing() or not any((d / ".git").exists() for d in (place.root, *place.root.parents)):
         return []
     try:
         mirror = place.mirror_path()
