@@ -231,10 +231,13 @@ def flag_drift(store: Store, place: Workspace, report: "drift.Report", actor: st
         return report
     place.config()  # a writer's config is checked before anything is written
     checkin = new_checkin_id()
+    held = _unstaged_moves(place, report)
 
     def work(tx: Transaction) -> list[str]:
         done = []
         for found in report.notes:  # as the check saw it, still: another writer may have come first
+            if found.note.id in held:
+                continue
             now = tx.note(found.note.id)
             if now.state == "active" and now.anchors == found.note.anchors:
                 tx.drift(found.note.id, found.drifted, actor, checkin)
@@ -242,13 +245,37 @@ def flag_drift(store: Store, place: Workspace, report: "drift.Report", actor: st
         return done
 
     written = store.notes_by_id(store.write(work, agent=agent))
-    report.notes = [found for found in report.notes if found.note.id in written]  # the rest: written before
-    for found in report.notes:
+    report.notes = [found for found in report.notes if found.note.id in written or found.note.id in held]
+    for found in report.notes:  # the rest were written before
+        if found.note.id in held:
+            continue
         moved_only = all(d.moved_to is not None for d in found.drifted)
         (report.reanchored if moved_only else report.flagged).append(written[found.note.id])
     report.checkin = checkin if written else None
-    report.notices = auto_export(store, place)
+    report.notices = list(held.values()) + auto_export(store, place)
     return report
+
+
+def _unstaged_moves(place: Workspace, report: "drift.Report") -> dict[str, str]:
+    """Of a work-tree check's drifted notes, those whose anchor moved to a path git's index
+    does not hold with that content (a `mv` not yet staged), each with what to say: note
+    id -> the line.  Re-anchored there, a note would name a path no commit holds, gone in
+    every fresh clone; the move is staged first, as a reinstatement confirms what is."""
+    from . import anchors, drift
+
+    if report.judged != drift.WORK_TREE:
+        return {}
+    tree = anchors.work_tree(place.root)
+    held: dict[str, str] = {}
+    for found in report.notes if tree.git else ():
+        for d in found.drifted:
+            if d.moved_to is not None and anchors.index_oid(tree, d.moved_to) != d.was:
+                held[found.note.id] = (f"anchor {d.path} moved to {d.moved_to} in the work tree only (git's index"
+                                       f" does not hold the move): note #{found.note.shown} is not re-anchored to a"
+                                       f" path no commit holds; stage the move (`git add -A {d.path} {d.moved_to}`,"
+                                       " or `git mv`) and run `qem anchors check --flag` again")
+                break
+    return held
 
 
 def forget(store: Store, place: Workspace, given: str, reason: str | None, actor: str,

@@ -86,3 +86,33 @@ def test_a_check_in_that_removes_the_stale_marker_confirms_what_is_staged(team: 
     assert json.loads(founder.qem("show", note, "--json").stdout)["state"] == "active"
     founder.git("add", ".qem", "MEMORY.md")
     no_drift_in_a_fresh_clone(team, founder, "fresh")
+
+
+def test_a_move_git_does_not_hold_yet_is_not_re_anchored(team: Team) -> None:
+    """`mv` (not `git mv`) of an anchored file, then `qem anchors check --flag`: the move is
+    in the work tree only, so the note is not re-anchored to a path no commit holds (a
+    fresh clone would find it gone); the command says to stage the move.  Once staged, the
+    same command re-anchors it, and a fresh clone sees no drift."""
+    founder = team.founded()
+    (founder.path / "src").mkdir()
+    (founder.path / "src" / "lock.py").write_text("LOCK = 1\n", "utf-8")
+    founder.git("add", "src/lock.py")
+    note = founder.qem("add", "The lock is taken before the cache", "-k", "finding",
+                       "--anchor", "src/lock.py").stdout.strip()
+    founder.publish("lock and its note")
+    (founder.path / "src" / "lock.py").rename(founder.path / "src" / "locking.py")
+    held = founder.qem("anchors", "check", "--flag", code=1)
+    assert "src/lock.py moved to src/locking.py in the work tree only" in held.stderr, held.stderr
+    assert "git add -A src/lock.py src/locking.py" in held.stderr
+    anchored = json.loads(founder.qem("show", note, "--json").stdout)["anchors"]
+    assert [a["path"] for a in anchored] == ["src/lock.py"]
+    founder.git("commit", "-q", "-m", "what qem staged", ok=False)
+    founder.git("push", "-q", "origin", "main")
+    assert json.loads(team.clone("early").qem("anchors", "check", "--json").stdout)["notes"] == []
+    founder.git("add", "-A", "src")
+    moved = founder.qem("anchors", "check", "--flag", code=1)
+    assert "re-anchored" in moved.stdout, moved.stdout + moved.stderr
+    assert [a["path"] for a in json.loads(founder.qem("show", note, "--json").stdout)["anchors"]] == ["src/locking.py"]
+    founder.git("commit", "-q", "-m", "the move and the note")
+    founder.git("push", "-q", "origin", "main")
+    assert json.loads(team.clone("fresh").qem("anchors", "check", "--json").stdout)["notes"] == []
