@@ -57,7 +57,7 @@ def linked_file(mallory: Clone, outside: Path) -> None:
 
 HOSTILE_EXPORT = {
     "dot-dot": (export_setting("../outside/authorized_keys"), '"../outside/authorized_keys"'),
-    "absolute": (lambda m, outside: export_setting(str(outside / "authorized_keys"))(m, outside), "outside"),
+    "absolute": (lambda m, outside: export_setting(str(outside / "authorized_keys"))(m, outside), 'path "/'),
     "linked folder": (linked_folder, '"docs/MEMORY.md"'),
     "linked file": (linked_file, '"notes.md"'),
 }
