@@ -467,9 +467,10 @@ def hook_input(call_: dict, top: str, session: str) -> bytes:
 
 
 def parse_reply(event: str, out: str) -> tuple[str, dict[str, str], int, int]:
-    """A reply's context, the notes it gives ({short: "whole", "line" (a read's index entry)
-    or "too long" (a note too long for the budget, given as its line, which counts as
-    given whole)}), and its cut counts."""
+    """A reply's context, the notes it gives ({short: "whole", "line" (a read's index entry),
+    "tier line" (a session start's line for a note its budget had no room to give whole,
+    ending in …) or "too long" (a note too long for the budget, given as its line, which
+    counts as given whole)}), and its cut counts."""
     if not out.strip():
         return "", {}, 0, 0
     data = json.loads(out)
@@ -480,10 +481,11 @@ def parse_reply(event: str, out: str) -> tuple[str, dict[str, str], int, int]:
     given: dict[str, str] = {}
     blocks = HEAD_RE.split(text)
     for short, body in zip(blocks[1::2], blocks[2::2]):
-        rest = body.split("\n", 1)[1] if "\n" in body else ""
+        head, _, rest = body.partition("\n")
         lines = [line for line in rest.split("\n\n… ")[0].rstrip("\n").split("\n")]
         one = len(lines) == 1
-        given[short] = ("line" if one and lines[0].endswith(f" (`qem show {short}`)") else
+        given[short] = ("tier line" if head.endswith("…") and not rest.startswith("  ") else
+                        "line" if one and lines[0].endswith(f" (`qem show {short}`)") else
                         "too long" if one and re.search(r" \(too long to give here: [\d,]+ characters; `qem show "
                                                         + re.escape(short) + r"`\)$", lines[0]) else "whole")
     cut = CUT_RE.search(text.rsplit("\n", 1)[-1])
@@ -611,11 +613,14 @@ class Replay:
         if len(text) > BUDGET:
             self.problems.append(f"call {i} ({kind}): {len(text):,} characters, over the budget of {BUDGET:,}")
         got = {}
+        tiered_lines: set[str] = set()  # a session start's line for a note its budget had no room to give whole
         for short, form in shorts.items():
             if short not in self.truth.by_short:
                 self.problems.append(f"call {i} ({kind}): gives [#{short}], a note `qem list` does not show")
                 continue
-            got[self.truth.by_short[short]] = form != "line"
+            got[self.truth.by_short[short]] = form not in ("line", "tier line")
+            if form == "tier line":
+                tiered_lines.add(self.truth.by_short[short])
             t.too_long += form == "too long"
         t.replies += bool(text)
         t.chars += len(text)
@@ -631,7 +636,7 @@ class Replay:
             if note in got:
                 t.delivered += 1
                 offered.append(note)
-                if got[note] != whole:
+                if got[note] != whole and note not in tiered_lines:
                     form = {True: "whole", False: "as a line"}
                     self.problems.append(f"call {i} ({kind}): [#{self.truth.notes[note].short}] given"
                                          f" {form[got[note]]}, due {form[whole]}")

@@ -319,29 +319,22 @@ Fetch = Callable[[list[str]], "dict[str, Note]"]
 READ_AHEAD = 32  # notes read at a time while a budget has room
 
 
+Measure = Callable[[str], int]
+
+
 def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: int, fetch: Fetch,
-        skip: int = 0) -> Delivery:
+        skip: int = 0, measure: Measure = len) -> Delivery:
     """The changes, then the notes due, in order while the whole text, its last line
-    included, stays within `budget` characters; the first that does not fit ends it (a
+    included, stays within `budget` (counted by `measure`: the harness's own unit, every
+    part of the text adding its size); the first that does not fit ends it (a
     directive is never cut: whole, or counted; the last line names the command listing the
     rest).  The notes' texts are read (`fetch`) a few at a time, only while there is room;
     a note `fetch` does not give (no longer in the index) ends it too, counted."""
     if budget < 0:
         raise errors.BadInput(f"--budget {budget}: give a number of characters (0: no limit)")
     out = Delivery(moment, budget, skip=skip)
-    heading = len(out.heading())
-    last = {e.moment: e.rank for e in entries}  # each moment's last rank: its longest command
-    longest = max((m.command_line(rank) for m, rank in last.items()), key=len, default="")
-    reserve = len("\n\n" + _footer(len(entries), sum(e.due.kind == "directive" for e in entries), longest))
-    reserve += len(f"\n… {len(changes):,} changes of notes given earlier did not fit: said at the next moment")
-    size = heading
-    for change in changes:
-        cost = len(change.block()) + (len("\n\nChanged since given earlier in this session:\n") if not out.changes else 1)
-        if budget and size + cost + reserve > budget:
-            out.unsaid += 1
-            continue
-        out.changes.append(change)
-        size += cost
+    heading, reserve = measure(out.heading()), _reserve(entries, changes, measure)
+    size = heading + _changes(out, changes, budget, heading, reserve, measure)
     notes: dict[str, Note] = {}
     for i, entry in enumerate(entries):
         if entry.due.id not in notes:
@@ -352,16 +345,40 @@ def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: in
             break
         hit = Hit(note, entry.due.why, entry.due.full)
         block = hit.block()
-        if budget and heading + len(block) + 2 + reserve > budget:
+        if budget and heading + measure(block) + 2 + reserve > budget:
             block = hit.too_long()  # never whole here: given as its line, so it hides nothing after it
             hit = _Shown(hit, block)
-        cost = len(block) + (2 if not out.given else 1)
+        cost = measure(block) + (2 if not out.given else 1)
         if budget and size + cost + reserve > budget:
             out.left = entries[i:]
             break
         out.given.append(hit)
         size += cost
     return out
+
+
+def _reserve(entries: list[Ranked], changes: list[Change], measure: Measure) -> int:
+    """Room kept for the last lines at their longest: what did not fit (the longest
+    command listing it) and the changes that did not."""
+    last = {e.moment: e.rank for e in entries}  # each moment's last rank: its longest command
+    longest = max((m.command_line(rank) for m, rank in last.items()), key=len, default="")
+    reserve = measure("\n\n" + _footer(len(entries), sum(e.due.kind == "directive" for e in entries), longest))
+    unsaid = f"\n… {len(changes):,} changes of notes given earlier did not fit: said at the next moment"
+    return reserve + measure(unsaid)
+
+
+def _changes(out: Delivery, changes: list[Change], budget: int, size: int, reserve: int, measure: Measure) -> int:
+    """The changes that fit, taken into `out` (the rest counted as unsaid); the size they add."""
+    added = 0
+    for change in changes:
+        cost = measure(change.block()) + (
+            measure("\n\nChanged since given earlier in this session:\n") if not out.changes else 1)
+        if budget and size + added + cost + reserve > budget:
+            out.unsaid += 1
+            continue
+        out.changes.append(change)
+        added += cost
+    return added
 
 
 class _Shown(NamedTuple):
@@ -393,11 +410,13 @@ def _footer(left: int, directives: int, command: str) -> str:
     return f"… {left:,} more {what} not fit{among}; `{command}` lists them"
 
 
-def deliver(store: Store, moment: Moment, budget: int = DEFAULT_BUDGET, skip: int = 0) -> Delivery:
-    """`qem deliver`: what the moment triggers, with no session (nothing left out as given)."""
+def deliver(store: Store, moment: Moment, budget: int = DEFAULT_BUDGET, skip: int = 0,
+            fitter: Callable[..., Delivery] = fit) -> Delivery:
+    """`qem deliver`: what the moment triggers, with no session (nothing left out as given),
+    fitted by `fitter` (qem_edit.tiers for a moment that gives many notes at once)."""
     if skip < 0:
         raise errors.BadInput(f"--skip {skip}: give a number of notes to leave out")
     with store.reading():
-        return fit(moment, ranked(moment, hits(store, moment))[skip:], [], budget, store.notes_by_id, skip)
+        return fitter(moment, ranked(moment, hits(store, moment))[skip:], [], budget, store.notes_by_id, skip)
 
 

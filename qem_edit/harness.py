@@ -5,13 +5,18 @@ reply's bytes out; qem_edit.hookrun does the reading and the writing.
 
 - Claude Code: SessionStart (source startup, resume, clear, compact), UserPromptSubmit,
   PreToolUse (Edit, MultiEdit, Write, NotebookEdit: an edit; Read: a read; Bash: a
-  command), PreCompact, Stop, SessionEnd.  Context is `hookSpecificOutput.additionalContext`
+  command), SubagentStart, PreCompact, Stop, SessionEnd.  A hook fired inside a subagent
+  carries its `agent_id` (Codex's too): a context window of its own.  Context is `hookSpecificOutput.additionalContext`
   in one JSON object on stdout, exit 0; no context is no output.  At most 10,000
-  characters reach the model whole.
+  characters reach the model whole, counted as its JavaScript runtime counts them (UTF-16
+  code units: an emoji is two).
 - Codex: the same events and output shape, every output checked by its published schema
   (`additionalProperties: false`); an edit is an `apply_patch` whose `tool_input.command`
   is the patch (`*** Update File: PATH` lines); stdout starting with `{` or `[` that is
-  not valid JSON fails the hook; about 2,500 tokens reach the model whole.
+  not valid JSON fails the hook; 2,500 tokens by its estimate reach the model whole, the
+  estimate being UTF-8 bytes / 4 rounded up (`codex-rs/hooks/src/output_spill.rs`,
+  `codex-rs/utils/string/src/truncate.rs`): 10,000 bytes, where a CJK character is three;
+  a SessionEnd hook's timeout is at most 3 s.
 - Gemini CLI: SessionStart, BeforeAgent (a prompt), AfterTool (its tools' context comes
   after the tool: a read of a file is where qem speaks before the edit that follows),
   AfterAgent (its Stop), SessionEnd; stdout is always JSON (`{}` for no context: plain
@@ -27,24 +32,39 @@ import re
 from typing import Mapping, NamedTuple
 
 START_WAITS = 12  # a session start's timeout, in the others' (120 s)
+CODEX_END_SECONDS = 3  # the most Codex lets a SessionEnd hook take
 # What a harness event asks of qem.
 START, PROMPT, TOOL, COMPACTING, STOP, END = "start", "prompt", "tool", "compacting", "stop", "end"
+SUBAGENT = "subagent"  # a subagent starts: its own context window, given what a session's start gives
 
 
 class Hook(NamedTuple):
     """One hook `qem setup` writes: the harness's event, its matcher (None: every
-    occurrence), what it asks of qem, and whether it is written only when asked for."""
+    occurrence), what it asks of qem, whether it is written only when asked for, and its
+    own timeout where the harness allows less than its others (0: the harness's)."""
 
     event: str
     matcher: str | None
     does: str
     opt_in: bool = False
+    timeout: int = 0
+
+
+def utf16_units(text: str) -> int:
+    """A text's length as a JavaScript runtime counts it (`String.length`: UTF-16 code
+    units, so a character past U+FFFF, an emoji, counts two)."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def utf8_bytes(text: str) -> int:
+    """A text's length in UTF-8 bytes (Codex's unit: its token estimate is bytes / 4)."""
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 class Harness(NamedTuple):
     name: str  # as `qem hook NAME EVENT` and `qem setup NAME` take it
     title: str
-    budget: int  # characters a reply's context may hold
+    budget: int  # what a reply's context may hold, in the harness's own unit (`measure`)
     hooks: tuple[Hook, ...]
     edit_tools: frozenset[str]
     read_tools: frozenset[str]
@@ -53,6 +73,11 @@ class Harness(NamedTuple):
     stop_decision: str  # the decision word that makes the agent go on instead of stopping
     timeout: int  # the hook's timeout, in the unit the settings take
     reads_are_edits: bool = False  # a read is the last moment before an edit (no context before a tool)
+    unit: str = "UTF-16 code units"  # what `budget` counts, as `measure` counts it
+
+    def measure(self, text: str) -> int:
+        """A text's size as the harness counts it against its cap (`unit`)."""
+        return utf8_bytes(text) if self.unit == "UTF-8 bytes" else utf16_units(text)
 
     def hook(self, event: str) -> Hook | None:
         return next((h for h in self.hooks if h.event == event), None)
@@ -60,14 +85,19 @@ class Harness(NamedTuple):
     def timeout_of(self, hook: Hook) -> int:
         """A hook's timeout: a session's start may be a fresh clone's first command, which
         builds the local index (seconds at tens of thousands of notes), so it waits longer."""
+        if hook.timeout:
+            return hook.timeout
         return self.timeout * START_WAITS if hook.does == START else self.timeout
 
-    def reply(self, event: str, context: str) -> str:
-        """The stdout that gives `context` to the model at `event` (no_context for none)."""
+    def reply(self, event: str, context: str, guest: str = "") -> str:
+        """The stdout that gives `context` to the model at `event` (no_context for none);
+        for Cursor, its own field beside the one its Claude Code compatibility reads."""
         if not context:
             return self.no_context
-        return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}},
-                          ensure_ascii=False)
+        reply: dict[str, object] = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}
+        if guest == "cursor":
+            reply["additional_context"] = context
+        return json.dumps(reply, ensure_ascii=False)
 
     def stop_reply(self, reason: str) -> str:
         return json.dumps({"decision": self.stop_decision, "reason": reason}, ensure_ascii=False)
@@ -78,6 +108,7 @@ CLAUDE = Harness(
     (Hook("SessionStart", "startup|resume|clear|compact|fork", START),
      Hook("UserPromptSubmit", None, PROMPT),
      Hook("PreToolUse", "Edit|MultiEdit|Write|NotebookEdit|Read|Bash", TOOL),
+     Hook("SubagentStart", None, SUBAGENT),
      Hook("PreCompact", None, COMPACTING),
      Hook("SessionEnd", None, END),
      Hook("Stop", None, STOP, opt_in=True)),
@@ -85,15 +116,18 @@ CLAUDE = Harness(
     "", "block", 10,
 )
 CODEX = Harness(
-    "codex", "Codex", 8_000,
+    "codex", "Codex", 10_000,  # 2,500 tokens (DEFAULT_HOOK_OUTPUT_TOKEN_LIMIT) of 4 bytes (APPROX_BYTES_PER_TOKEN)
     (Hook("SessionStart", "startup|resume|clear|compact", START),
      Hook("UserPromptSubmit", None, PROMPT),
      Hook("PreToolUse", "apply_patch|Bash", TOOL),
+     Hook("SubagentStart", None, SUBAGENT),
      Hook("PreCompact", None, COMPACTING),
-     Hook("SessionEnd", None, END),
+     # Codex clamps a SessionEnd hook's timeout to 3 s and warns on every run when it is
+     # longer; a session's end only closes its ledger, well within it.
+     Hook("SessionEnd", None, END, timeout=CODEX_END_SECONDS),
      Hook("Stop", None, STOP, opt_in=True)),
     frozenset({"apply_patch", "Edit", "Write"}), frozenset(), frozenset({"Bash"}),
-    "", "block", 10,
+    "", "block", 10, unit="UTF-8 bytes",
 )
 GEMINI = Harness(
     "gemini", "Gemini CLI", 10_000,
@@ -117,51 +151,99 @@ class Asked(NamedTuple):
     does: str
     session: str
     cwd: str
+    agent: str = ""  # the subagent the hook fired in (`agent_id`): a context window of its own
     source: str = ""  # a session start's: startup, resume, clear, compact
     prompt: str = ""
     moment: str = ""  # a tool's: edit, read, shell ("" for a tool qem says nothing about)
     paths: tuple[str, ...] = ()  # as the harness gives them (absolute, or from the cwd)
     command: str = ""
     stop_hook_active: bool = False
+    guest: str = ""  # another harness running these hooks (GUESTS), "" for this one
+
+
+class Guest(NamedTuple):
+    """Another harness that runs the hooks `qem setup claude` writes (it loads
+    `.claude/settings.json`), sending its own input: where its contract is documented, and
+    which of qem's hooks it reads context from (at the others qem gives nothing, and says so)."""
+
+    title: str
+    page: str
+    takes: frozenset[str]
+
+
+# VS Code: common input `sessionId`, `hookEventName`, `cwd`, `timestamp`; tools named as its
+# agent names them (`replace_string_in_file`, `read_file`, `run_in_terminal`: vscode-copilot-chat
+# src/extension/tools/common/toolNames.ts), their inputs in camelCase (`filePath`); context as
+# `hookSpecificOutput.additionalContext` at SessionStart, PreToolUse and SubagentStart, none at
+# UserPromptSubmit (common output only).  Cursor: `conversation_id`, `workspace_roots`,
+# `cursor_version`; context as `additional_context` at its session start only.
+GUESTS = {
+    "vscode": Guest("VS Code", "https://code.visualstudio.com/docs/agents/reference/hooks-reference",
+                    frozenset({START, TOOL, SUBAGENT, COMPACTING, END})),
+    "cursor": Guest("Cursor", "https://cursor.com/docs/reference/third-party-hooks",
+                    frozenset({START, COMPACTING, END})),
+}
+VSCODE_EDITS = frozenset({"create_file", "replace_string_in_file", "multi_replace_string_in_file",
+                          "insert_edit_into_file", "edit_notebook_file", "apply_patch"})
+
+
+def guest_of(data: Mapping[str, object]) -> str:
+    """Which guest harness sent this input ("" for the harness the hooks were written for)."""
+    if any(key in data for key in ("cursor_version", "workspace_roots", "conversation_id")):
+        return "cursor"
+    return "vscode" if "sessionId" in data or "hookEventName" in data else ""  # Claude Code's are snake_case
 
 
 def asked(harness: Harness, event: str, data: Mapping[str, object]) -> Asked:
-    """The hook input read by the harness's contract; ValueError when it is not one."""
+    """The hook input read by the harness's contract (or a guest's: VS Code's camelCase
+    fields, Cursor's conversation and workspace roots); ValueError when it is not one."""
     hook = harness.hook(event)
     if hook is None:
         raise ValueError(f"{harness.title} has no {event} hook qem answers; use one of "
                          + ", ".join(h.event for h in harness.hooks))
-    session, cwd = _text(data, "session_id"), _text(data, "cwd")
-    base = Asked(hook.does, session, cwd)
+    guest = guest_of(data)
+    roots = data.get("workspace_roots")
+    root = roots[0] if isinstance(roots, list) and roots and isinstance(roots[0], str) else ""
+    session = _text(data, "session_id", "sessionId", "conversation_id")
+    base = Asked(hook.does, session, _text(data, "cwd") or root, _text(data, "agent_id", "agentId"), guest=guest)
     if hook.does == START:
-        return base._replace(source=_text(data, "source") or "startup")
+        source = _text(data, "source") or "startup"
+        return base._replace(source="startup" if source == "new" else source)  # VS Code's "new"
     if hook.does == PROMPT:
         return base._replace(prompt=_text(data, "prompt"))
     if hook.does == STOP:
         return base._replace(stop_hook_active=data.get("stop_hook_active") is True)
     if hook.does != TOOL:
         return base
-    tool, given = _text(data, "tool_name"), data.get("tool_input")
+    tool = _text(data, "tool_name", "toolName")
+    given = data.get("tool_input", data.get("toolInput"))
     given = given if isinstance(given, dict) else {}
-    if tool in harness.shell_tools:
+    if tool in harness.shell_tools or (guest and tool == "run_in_terminal"):
         return base._replace(moment="shell", command=_text(given, "command"))
-    if tool in harness.edit_tools or tool in harness.read_tools:
-        edit = tool in harness.edit_tools or harness.reads_are_edits
+    edit = tool in harness.edit_tools or (guest == "vscode" and tool in VSCODE_EDITS)
+    if edit or tool in harness.read_tools or (guest == "vscode" and tool == "read_file"):
+        edit = edit or harness.reads_are_edits
         return base._replace(moment="edit" if edit else "read", paths=_tool_paths(tool, given))
     return base
 
 
 def _tool_paths(tool: str, given: Mapping[str, object]) -> tuple[str, ...]:
     if tool == "apply_patch":
-        patch = _text(given, "command") or _text(given, "input") or _text(given, "patch")
+        patch = _text(given, "command", "input", "patch")
         return tuple(dict.fromkeys(a or b for a, b in _PATCH_FILE_RE.findall(patch)))
-    for key in ("file_path", "notebook_path", "path", "absolute_path"):
-        value = _text(given, key)
-        if value:
-            return (value,)
-    return ()
+    many = [r.get("filePath") for r in given.get("replacements") or () if isinstance(r, dict)]  # VS Code's
+    many += list(given.get("files") or ()) if isinstance(given.get("files"), list) else []
+    found = [p for p in many if isinstance(p, str) and p]
+    if found:
+        return tuple(dict.fromkeys(found))
+    value = _text(given, "file_path", "notebook_path", "path", "absolute_path", "filePath")
+    return (value,) if value else ()
 
 
-def _text(data: Mapping[str, object], key: str) -> str:
-    value = data.get(key)
-    return value if isinstance(value, str) else ""
+def _text(data: Mapping[str, object], *keys: str) -> str:
+    """The first of `keys` whose value is a non-empty string ("" when none is)."""
+    for key in keys:
+        value = data.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""

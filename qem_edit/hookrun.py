@@ -18,7 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from .harness import COMPACTING, END, HARNESSES, PROMPT, START, STOP, TOOL, Asked, Harness, asked
+from .harness import (COMPACTING, END, GUESTS, HARNESSES, PROMPT, START, STOP, SUBAGENT, TOOL, Asked, Harness,
+                      asked)
 
 MAX_INPUT = 16 << 20  # bytes of hook input read (a prompt, a patch)
 LOG_NAME = "hooks.log"
@@ -57,7 +58,8 @@ def main(argv: list[str]) -> int:
 
 def run(harness: Harness, event: str, raw: bytes, workspace: str | None = None) -> tuple[str, int]:
     """The hook's stdout and exit code; never an exception.  `workspace`: the memory's
-    workspace (`-w`, from the hook's working directory) where it is not found from there."""
+    workspace (`-w`, a folder from the top of the work tree) where it is not found from
+    the hook's working directory."""
     where: Path | None = None
     try:
         if len(raw) > MAX_INPUT:
@@ -67,31 +69,69 @@ def run(harness: Harness, event: str, raw: bytes, workspace: str | None = None) 
             raise ValueError("hook input is not a JSON object")
         ask = asked(harness, event, data)
         where = _state_dir(ask, workspace)
-        if where is None:
-            return harness.no_context, 0
+        guest = GUESTS.get(ask.guest)
+        if guest is not None and ask.does not in guest.takes:
+            raise Said(f"{guest.title} reads no context at {event} ({guest.page}): nothing given", where)
         return _answer(harness, event, ask, where), 0
+    except Said as exc:
+        _log(exc.near, harness, event, exc)
+        return harness.no_context, 0
     except Exception as exc:  # noqa: BLE001 - a hook that fails must not stop the agent
         _log(where, harness, event, exc)
         return harness.no_context, 0
 
 
-def _state_dir(ask: Asked, workspace: str | None = None) -> Path | None:
-    """The memory's folder, found from the hook's working directory (None: no memory)."""
-    from .workspace import find_workspace, resolve
+class Said(Exception):
+    """Why a hook gives nothing, said as it is (on stderr, and in the hooks log of the
+    memory `near`, where there is one), never an error for the harness."""
+
+    def __init__(self, message: str, near: Path | None = None) -> None:
+        super().__init__(message)
+        self.near = near
+
+
+class NoMemory(Said):
+    """No memory where the hook looked."""
+
+
+def _state_dir(ask: Asked, workspace: str | None = None) -> Path:
+    """The memory's folder.  `-w` (what `qem setup` writes for a memory in a subfolder)
+    is a folder from the top of the git work tree holding the hook's working directory,
+    so a hook fired from anywhere in the tree finds it; without it, the memory is found
+    from the working directory up.  NoMemory when there is none."""
+    from .workspace import STATE_DIR, find_workspace, resolve
 
     cwd = Path(ask.cwd) if ask.cwd else Path.cwd()
-    workspace = workspace or os.environ.get("QEM_WORKSPACE") or None
-    place = resolve(cwd / workspace if workspace else find_workspace(cwd), None)
-    return place.store_path if (place.store_path / "config.toml").is_file() else None
+    if workspace:
+        root = _tree_top(cwd) / workspace  # an absolute `-w` stays itself
+    else:
+        env = os.environ.get("QEM_WORKSPACE")
+        root = cwd / env if env else find_workspace(cwd)
+    place = resolve(root, None)
+    if (place.store_path / "config.toml").is_file():
+        return place.store_path
+    near = find_workspace(cwd) / STATE_DIR
+    named = f" (-w {workspace} from the work tree's top {_tree_top(cwd)})" if workspace else ""
+    raise NoMemory(f"no memory at {place.store_path}{named}; hook's working directory {cwd}: nothing given",
+                   near if (near / "config.toml").is_file() else None)
+
+
+def _tree_top(cwd: Path) -> Path:
+    """The top of the git work tree holding `cwd` (its nearest ancestor holding `.git`),
+    else `cwd` itself."""
+    start = cwd.resolve()
+    return next((d for d in (start, *start.parents) if (d / ".git").exists()), start)
 
 
 def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
-    """The reply: the session's ledger is read and written in two short holds of its lock
-    (what the moment is; then what was given), the memory read between them, so hooks of
-    one session running side by side wait on each other for milliseconds, not a read."""
+    """The reply: the ledger of the session's context window (the main thread's, or a
+    subagent's: `agent_id` marks a hook fired inside one) is read and written in two
+    short holds of its lock (what the moment is; then what was given), the memory read
+    between them, so hooks of one session running side by side wait on each other for
+    milliseconds, not a read."""
     from . import ledger
 
-    key = f"{harness.name}:{ask.session}"  # a session of one harness
+    key = f"{harness.name}:{ask.session}"  # a session of one harness (and `ask.agent`, a subagent of it)
     if ask.does == END:
         if ask.session:
             ledger.end(state, key)
@@ -99,8 +139,8 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
     if ask.does == TOOL and not ask.moment:
         return harness.no_context
     if not ask.session:
-        raise ValueError("hook input without a session_id")
-    with ledger.session(state, key) as book:
+        raise ValueError("hook input without a session id (session_id, VS Code's sessionId, Cursor's conversation_id)")
+    with ledger.session(state, key, ask.agent) as book:
         if ask.does == COMPACTING:
             book.compacted()
             return harness.no_context
@@ -110,11 +150,11 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
         given = {n: entry for n, entry in book.given.items() if entry[0] == book.epoch}
         counted = book.notes_then >= 0
     found, texts, changed, notes = _read(state, moments, given, counted)
-    with ledger.session(state, key) as book:
+    with ledger.session(state, key, ask.agent) as book:
         if book.notes_then < 0:
             book.notes_then = notes
         text = _given(harness, moments, found, texts, changed, book)
-    return harness.reply(event, text)
+    return harness.reply(event, text, ask.guest)
 
 
 def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-def]
@@ -133,7 +173,7 @@ def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-
     if book.pending_compact and ask.does in (START, PROMPT):
         moments.append(delivery.Moment("compact", top=str(top)))
         book.pending_compact = False
-    if ask.does == START and ask.source != "compact":
+    if (ask.does == START and ask.source != "compact") or ask.does == SUBAGENT:
         moments.append(delivery.Moment("start", top=str(top)))
     elif ask.does == PROMPT:
         moments.append(delivery.Moment("prompt", prompt=ask.prompt, top=str(top)))
@@ -143,7 +183,7 @@ def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-
     return moments
 
 
-READ_AHEAD = 300  # texts read for a reply: more than a budget's worth of the shortest notes
+READ_AHEAD = 420  # texts read for a reply: more than a budget's worth of the shortest lines (24 characters)
 
 
 def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  # type: ignore[no-untyped-def]
@@ -183,7 +223,7 @@ def _given(harness: Harness, moments: list, found: list, texts: dict, changed: d
            book) -> str:
     """The reply's context, from what the ledger says was not given yet; what it gives,
     recorded."""
-    from . import delivery
+    from . import tiers
     from .ledger import tip
 
     entries = [e for e in found if not book.was_given(e.due.id, e.due.full)]
@@ -196,8 +236,8 @@ def _given(harness: Harness, moments: list, found: list, texts: dict, changed: d
             book.given.pop(n)  # gone from the index (a forget purged it past reading)
         else:
             changes.append(change)
-    out = delivery.fit(moments[-1], entries, changes, harness.budget,
-                       lambda ids: {n: texts[n] for n in ids if n in texts})
+    out = tiers.fitter(moments)(moments[-1], entries, changes, harness.budget,
+                                lambda ids: {n: texts[n] for n in ids if n in texts}, measure=harness.measure)
     for change in out.changes:
         book.give(change.note.id, book.given[change.note.id][1], tip(change.note))
     for h in out.given:
@@ -226,12 +266,25 @@ def _stop(harness: Harness, ask: Asked, state: Path, book) -> str:  # type: igno
     return harness.stop_reply(ASK_TO_RECORD)
 
 
+def _withheld(said: str) -> str:
+    """What the failure says, its secrets withheld (a hook's input may hold one, and the
+    log outlives the session); if that check itself fails, the failure's name alone."""
+    try:
+        from .secrets import withheld
+
+        return withheld(said)
+    except Exception:  # noqa: BLE001 - a hook never fails for its log
+        return said.partition(":")[0]
+
+
 def _log(state: Path | None, harness: Harness, event: str, exc: BaseException) -> None:
     """Why a hook said nothing: a line on stderr, and in `.qem/sessions/hooks.log`."""
     from .errors import QemError, words
 
-    said = "; ".join(words(exc)) if isinstance(exc, (QemError, OSError)) else f"{type(exc).__name__}: {exc}"
-    line = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {harness.name} {event}: {said}"
+    said = "; ".join(words(exc)) if isinstance(exc, (QemError, OSError)) else (
+        str(exc) if isinstance(exc, Said) else f"{type(exc).__name__}: {exc}")
+    said = _withheld(said)
+    line = _withheld(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {harness.name} {event}: {said}")
     try:
         print(f"qem hook: {said}", file=sys.stderr)
     except OSError:
@@ -239,13 +292,14 @@ def _log(state: Path | None, harness: Harness, event: str, exc: BaseException) -
     if state is None:
         return
     try:
-        log = state / "sessions" / LOG_NAME
-        if log.parent.is_dir() and not log.parent.is_symlink():  # the ledgers' own folder, never a link's
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-            if log.exists() and log.stat().st_size > LOG_LIMIT:
-                flags |= os.O_TRUNC  # the log starts again past its limit
-            fd = os.open(log, flags, 0o600)
-            with os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace") as handle:
-                handle.write(line.replace("\n", " ") + "\n")
-    except OSError:
+        from .ledger import prepared
+
+        log = prepared(state) / LOG_NAME  # the ledgers' own folder (never a link's), ignored by git
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        if log.exists() and log.stat().st_size > LOG_LIMIT:
+            flags |= os.O_TRUNC  # the log starts again past its limit
+        fd = os.open(log, flags, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace") as handle:
+            handle.write(line.replace("\n", " ") + "\n")
+    except (OSError, QemError):
         pass

@@ -1,14 +1,16 @@
 """A session's ledger: which notes one agent session was given, so each comes once.
 
-One private file per session (`.qem/sessions/<hash of the session id>.json`, mode 0600,
-in a folder that ignores itself in git), written atomically under a lock, since a harness
-runs hooks of one session side by side.  It holds, for each note given: the compaction
-epoch it was given in, whether whole or as a line, and the note's last event then (its
-`tip`).  A compaction starts a new epoch: what the agent was given before it is gone from
-its context, so it may be given again.  A note given and changed since is said again, as
+One private file per context window: a session's (`.qem/sessions/<hash of the session
+id>.json`), and one for each subagent it starts (`<hash of the session>-<hash of the
+agent>.json`: a subagent has a context window of its own, so it is given its notes itself,
+and never takes the main thread's), mode 0600, in a folder that ignores itself in git,
+written atomically under a lock, since a harness runs hooks of one session side by side.
+It holds, for each note given: the compaction epoch it was given in, whether whole or as a
+line, and the note's last event then (its `tip`).  A compaction starts a new epoch: what
+the agent was given before it is gone from its context, so it may be given again.  A note given and changed since is said again, as
 its change.  Bounded: at most MAX_NOTES notes a session (the oldest given go first), and
 sessions not touched for MAX_AGE_DAYS, or past MAX_SESSIONS, are swept when a session
-starts; a session's end removes its file.
+starts; a session's end removes its file and its subagents'.
 """
 
 from __future__ import annotations
@@ -106,12 +108,19 @@ def _read(path: Path) -> Ledger:
     return ledger
 
 
+def _file(session_id: str, agent: str = "") -> str:
+    """A context window's ledger's name (without its suffix): the session's hash, and the
+    subagent's after it."""
+    return _name(session_id) + (f"-{_name(agent)[:16]}" if agent else "")
+
+
 @contextmanager
-def session(state_dir: Path, session_id: str) -> Iterator[Ledger]:
-    """The session's ledger (`session_id`: the harness's name and its session id), read
-    under its lock and written back atomically on leaving."""
-    where = _prepared(state_dir)
-    path = where / f"{_name(session_id)}.json"
+def session(state_dir: Path, session_id: str, agent: str = "") -> Iterator[Ledger]:
+    """The ledger of a session's context window (`session_id`: the harness's name and its
+    session id; `agent`: the subagent's id, "" for the main thread), read under its lock
+    and written back atomically on leaving."""
+    where = prepared(state_dir)
+    path = where / f"{_file(session_id, agent)}.json"
     with files.locked(where / f"{path.stem}.lock", LOCK_SECONDS):
         ledger = _read(path)
         before = ledger.to_bytes()
@@ -121,7 +130,7 @@ def session(state_dir: Path, session_id: str) -> Iterator[Ledger]:
             files.write_atomic(path, after, mode=0o600)
 
 
-def _prepared(state_dir: Path) -> Path:
+def prepared(state_dir: Path) -> Path:
     """The ledgers' folder: a private folder of this clone (a link is refused: a clone's
     commit could point it anywhere), ignoring itself in git by a `.gitignore` that is
     qem's (one a commit brought is put back to qem's before any ledger is written)."""
@@ -159,15 +168,15 @@ def recent_prompts(state_dir: Path, now: float | None = None) -> list[str]:
 
 
 def end(state_dir: Path, session_id: str) -> None:
-    """A session ended: its ledger goes."""
-    where = folder(state_dir)
-    if os.path.islink(where):
-        return
-    for suffix in (".json", ".lock"):
-        try:
-            os.unlink(where / f"{_name(session_id)}{suffix}")
-        except FileNotFoundError:
-            pass
+    """A session ended: its ledger goes, and its subagents'."""
+    stem = _name(session_id)
+    for entry in _listed(state_dir):
+        name, _, suffix = entry.name.partition(".")
+        if (name == stem or name.startswith(stem + "-")) and suffix in ("json", "lock"):
+            try:
+                os.unlink(entry.path)
+            except FileNotFoundError:
+                pass
 
 
 def sweep(state_dir: Path, now: float | None = None) -> int:

@@ -26,16 +26,16 @@ LAYERS = {
         "triggers", "harness",
         "renderer.format", "renderer.render", "renderer.patch", "renderer",
         "reconciler.parse", "reconciler.blocks", "reconciler.plan", "reconciler.rebase", "reconciler"),
-    1: ("files", "db", "cores", "gitrepo", "workspace", "anchors", "ledger"),  # the platform: files, SQLite, git, where things live
+    1: ("files", "db", "cores", "gitrepo", "workspace", "anchors", "ledger", "codextrust"),  # the platform: files, SQLite, git, where things live
     2: ("logtree", "convert"),  # the log
     3: ("index",),  # the index
     4: ("protect", "secrets", "starting"),  # what a write enforces, and starting a memory
     5: ("store",),  # one memory: opening, the write transaction
     6: ("removals", "diff", "diffview", "incomplete", "history", "query", "context", "answers",  # reads
-        "drift", "anchorlist", "delivery"),
-    7: ("gitstage", "gitsettle", "textconv", "export", "proposal", "checkouts", "forgetting", "dump", "vectr",
+        "drift", "anchorlist", "delivery", "tiers"),
+    7: ("gitstage", "gitsettle", "textconv", "export", "proposal", "checkouts", "forgetting", "dump", "vectr", "mdimport",
         "migrate", "checks", "staged"),  # the mirror, and work over the whole memory
-    8: ("opening", "expiry", "acts", "checkin", "hookrun", "setup"),  # a command's way in: the memory opened, the writes
+    8: ("opening", "expiry", "acts", "checkin", "hookrun", "setup", "plugin"),  # a command's way in: the memory opened, the writes
     9: ("terminal", "mcp_server", "shell", "cli", "quick", "__main__"),  # the shells
 }
 LAYER = {module: floor for floor, modules in LAYERS.items() for module in modules}

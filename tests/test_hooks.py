@@ -27,13 +27,13 @@ from conftest import run_qem
 
 CONTRACTS = Path(__file__).parent / "contracts"
 
-# https://code.claude.com/docs/en/hooks, "JSON output" and "SessionStart/UserPromptSubmit/PreToolUse
+# https://code.claude.com/docs/en/hooks, "JSON output" and "SessionStart/UserPromptSubmit/PreToolUse/SubagentStart
 # decision control": context goes in hookSpecificOutput.additionalContext, with the event's name.
 CLAUDE_CONTEXT = {
     "type": "object", "additionalProperties": False, "required": ["hookSpecificOutput"],
     "properties": {"hookSpecificOutput": {
         "type": "object", "additionalProperties": False, "required": ["hookEventName", "additionalContext"],
-        "properties": {"hookEventName": {"enum": ["SessionStart", "UserPromptSubmit", "PreToolUse"]},
+        "properties": {"hookEventName": {"enum": ["SessionStart", "UserPromptSubmit", "PreToolUse", "SubagentStart"]},
                        "additionalContext": {"type": "string", "maxLength": 10_000}}}},
 }
 # Same page, "Stop and SubagentStop": `decision: "block"` with the reason the agent is given.
@@ -48,7 +48,8 @@ GEMINI_OUTPUT = {
         "properties": {"hookEventName": {"type": "string"}, "additionalContext": {"type": "string"}}},
         "decision": {"enum": ["deny"]}, "reason": {"type": "string"}},
 }
-CODEX_FILES = {"SessionStart": "session-start", "UserPromptSubmit": "user-prompt-submit", "PreToolUse": "pre-tool-use",
+CODEX_FILES = {"SessionStart": "session-start", "SubagentStart": "subagent-start",
+               "UserPromptSubmit": "user-prompt-submit", "PreToolUse": "pre-tool-use",
                "PreCompact": "pre-compact", "Stop": "stop", "SessionEnd": "session-end"}
 CODE = {
     "src/lock.py": "def release():\n    pass\n",
@@ -126,9 +127,13 @@ def test_a_session_start_gives_the_directives_and_high_tasks_in_order(project) -
     assert [said.index(f"[#{n}]") for n in order] == sorted(said.index(f"[#{n}]") for n in order)
     for absent in ("later", "lock", "index", "migrate", "term"):
         assert f"[#{project[absent]}]" not in said
-    assert "- [#" + project["rule"] + "] directive/high · agent-recorded, verify · every directive, at start and" \
-           " after compaction\n  Run the tests inside .venv" in said
-    assert "- [#" + project["task"] + "] task/high · agent-recorded, verify · every high task, at start\n" in said
+    assert said.count("Recorded by an agent unless marked") == 1  # the default provenance said once
+    assert said.count("Every directive") == 1 and said.count("at start") == 2  # each reason once, its group's
+    assert ("## Every directive, at start and after compaction (2)\n\n"
+            f"- [#{project['rule']}] directive/high · Run the tests inside .venv\n"
+            f"- [#{project['rule2']}] directive/medium · Never push to main\n\n"
+            "## Every high task, at start (1)\n\n"
+            f"- [#{project['task']}] task/high · Finish the index rebuild") in said
 
 
 def test_a_note_comes_once_a_session_and_again_after_a_compaction(project) -> None:  # type: ignore[no-untyped-def]
@@ -249,7 +254,7 @@ def codex(top: Path, event: str, session: str = "c1", **payload: object) -> str:
 def test_codex_replies_meet_its_published_schemas(project) -> None:  # type: ignore[no-untyped-def]
     top = project["top"]
     start = codex(top, "SessionStart", source="startup")
-    assert f"[#{project['rule']}]" in start and len(start) <= 8_000
+    assert f"[#{project['rule']}]" in start and len(start.encode()) <= 10_000
     patch = ("*** Begin Patch\n*** Update File: src/lock.py\n@@\n-    pass\n+    return\n"
              "*** Add File: src/index/extra.py\n+x = 1\n*** End Patch\n")
     edit = codex(top, "PreToolUse", tool_name="apply_patch", tool_use_id="u1", tool_input={"command": patch})
@@ -472,12 +477,35 @@ def test_a_memory_in_a_subfolder_is_found_by_the_hooks_setup_writes(tmp_path: Pa
     command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
     assert command.endswith("hook claude PreToolUse -w app")
     assert json.loads((top / ".mcp.json").read_text())["mcpServers"]["qem"]["args"] == ["mcp", "-w", "app"]
-    payload = json.dumps({"session_id": "m", "cwd": str(top), "hook_event_name": "PreToolUse", "tool_name": "Edit",
-                          "tool_input": {"file_path": str(app / "src" / "lock.py")}})
-    done = subprocess.run([sys.executable, "-m", "qem_edit", *command.split()[1:]], input=payload, cwd=top,
-                          capture_output=True, text=True)
-    assert f"[#{note}]" in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    for session, where in enumerate((top, app, app / "src", top / ".git" / ".." / "app")):  # wherever the agent is
+        payload = json.dumps({"session_id": f"m{session}", "cwd": str(where), "hook_event_name": "PreToolUse",
+                              "tool_name": "Edit", "tool_input": {"file_path": str(app / "src" / "lock.py")}})
+        done = subprocess.run([sys.executable, "-m", "qem_edit", *command.split()[1:]], input=payload, cwd=where,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert f"[#{note}]" in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"], (where, done.stderr)
     assert run_qem("setup", "claude", "--check", cwd=app).returncode == 0
+
+
+def test_a_hook_that_finds_no_memory_says_why(tmp_path: Path) -> None:
+    top = code_repository(tmp_path / "mono", {"app/a.py": "x = 1\n", "web/b.py": "y = 2\n"})
+    assert run_qem("init", "-w", "app", cwd=top).returncode == 0
+    payload = json.dumps({"session_id": "n", "cwd": str(top / "web"), "hook_event_name": "SessionStart",
+                          "source": "startup"})
+    wrong = subprocess.run([sys.executable, "-m", "qem_edit", "hook", "claude", "SessionStart", "-w", "nowhere"],
+                           input=payload, cwd=top / "web", capture_output=True, text=True)
+    assert (wrong.returncode, wrong.stdout) == (0, "")
+    assert f"qem hook: no memory at {top / 'nowhere' / '.qem'} (-w nowhere from the work tree's top {top})" \
+           in wrong.stderr
+    none = subprocess.run([sys.executable, "-m", "qem_edit", "hook", "claude", "SessionStart"],
+                          input=payload, cwd=top / "web", capture_output=True, text=True)
+    assert (none.returncode, none.stdout) == (0, "") and "qem hook: no memory at" in none.stderr
+    from_app = json.dumps({"session_id": "n", "cwd": str(top / "app"), "hook_event_name": "SessionStart",
+                           "source": "startup"})
+    near = subprocess.run([sys.executable, "-m", "qem_edit", "hook", "claude", "SessionStart", "-w", "app/app"],
+                          input=from_app, cwd=top / "app", capture_output=True, text=True)
+    assert "no memory at" in near.stderr  # and in the hooks log of the memory found from there
+    assert "-w app/app from the work tree's top" in (top / "app" / ".qem" / "sessions" / "hooks.log").read_text()
 
 
 # -- what a clone's commit or a damaged file cannot do -----------------------------------------------
@@ -517,9 +545,11 @@ def test_a_note_too_long_for_the_budget_is_given_as_its_line_and_hides_nothing(p
     big = run_qem("add", "Aaa the whole release checklist\n" + "H" * 11_000, "-k", "directive", "-p", "high",
                   cwd=top).stdout.strip()
     said = claude(top, "SessionStart", source="startup")
-    assert f"[#{big}]" in said and "(too long to give here: 11,032 characters; `qem show" in said
+    assert f"- [#{big}] directive/high · Aaa the whole release checklist …\n" in said  # its line: more in `qem show`
     assert f"[#{project['rule']}]" in said and f"[#{project['task']}]" in said  # what comes after it is given
-    assert len(said) <= 10_000 and "did not fit" not in said
+    assert len(said) <= 10_000 and "did not fit" not in said and "HHH" not in said
+    edit = claude(top, "PreToolUse", tool_name="Edit", tool_input={"file_path": str(top / "src/lock.py")})
+    assert f"[#{big}]" not in edit  # not due at an edit: a line given is not given again
 
 
 def test_a_change_is_said_in_a_line_whatever_the_successor_s_length(project) -> None:  # type: ignore[no-untyped-def]
