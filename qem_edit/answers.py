@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -28,7 +29,12 @@ from .store import Store
 def as_json(data: object) -> str:
     """Every `--json` output: indented by two, UTF-8 kept as it is but for DEL and the C1
     controls, escaped as json.dumps escapes the C0 ones (no raw control reaches a terminal)."""
-    return _C1.sub(lambda m: f"\\u{ord(m[0]):04x}", json.dumps(data, ensure_ascii=False, indent=2))
+    from .shown import holds_unicode
+
+    # on a stream that cannot hold every character (PYTHONIOENCODING=ascii), JSON's own
+    # \\u escapes, which any reader takes, rather than the stream's, which none does
+    ascii_only = not holds_unicode(sys.stdout)
+    return _C1.sub(lambda m: f"\\u{ord(m[0]):04x}", json.dumps(data, ensure_ascii=ascii_only, indent=2))
 
 
 _C1 = re.compile("[\x7f-\x9f]")

@@ -570,13 +570,21 @@ def load(
                 staged = stage_dump(source, str(file))
             except OSError as exc:
                 raise errors.BadInput(f"cannot read {file}: {exc.strerror}") from None
+    from .opening import open_memory, unmade
+
     with staged:
-        place, store = shell.open_memory(workspace_dir, store_dir, write=True)
-        with store:
-            count = load_staged(store, staged)
-            for notice in auto_export(store, place):
-                say(notice)
-            print(f"loaded {count} new events ({staged.count - count} already here); {store.count()} notes")
+        place, store, notices = open_memory(workspace_dir, store_dir, write=True, create=True)
+        started_as = store.memory_id() if store.started else None
+        try:
+            with store:
+                count = load_staged(store, staged)
+                for notice in notices + auto_export(store, place):
+                    # a new memory takes the dump's id: the notice names the id it keeps
+                    say(notice.replace(started_as, store.memory_id()) if notice == store.started else notice)
+                print(f"loaded {count} new events ({staged.count - count} already here); {store.count()} notes")
+        except BaseException:
+            unmade(store)  # a refused load into a new folder leaves no memory behind
+            raise
     return 0
 
 

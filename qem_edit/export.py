@@ -649,10 +649,11 @@ def auto_export(store: Store, workspace) -> list[str]:  # type: ignore[no-untype
     """Re-render the mirror after a write when the workspace asks for it, then stage what
     the write wrote (qem_edit.gitstage).  Returns what the writer should be told (the
     write itself is committed whatever happens here)."""
-    from .gitstage import stage_written
+    from .gitstage import stage_written, without_git
 
     notices, rendered = _export_after_write(store, workspace)
-    return notices + stage_written(store, workspace, rendered)
+    staged = stage_written(store, workspace, rendered)
+    return notices + without_git(workspace, rendered) + staged  # after staging: it tried git, or needed none
 
 
 def _export_after_write(store: Store, workspace) -> tuple[list[str], Path | None]:  # type: ignore[no-untyped-def]

@@ -19,7 +19,17 @@ def _git(cwd: Path, *args: str, input: bytes | None = None, extra: dict[str, str
     try:
         return subprocess.run(["git", *args], cwd=cwd, capture_output=True, input=input, env=env, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
+        if isinstance(exc, FileNotFoundError) and not _missing:
+            _missing.append(True)
         raise errors.BadInput(f"cannot run git: {exc}") from None
+
+
+_missing: list[bool] = []  # a run found no `git` on the PATH (noted as it happens: asking costs a PATH walk)
+
+
+def missing() -> bool:
+    """Whether this process tried to run git and found none on the PATH."""
+    return bool(_missing)
 
 
 def toplevel(path: Path) -> Path | None:

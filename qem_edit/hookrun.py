@@ -65,8 +65,8 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError):
         raw = b""  # no input to read: what bad input gets
     out, code = run(harness, event, raw, workspace)
-    if out:
-        sys.stdout.write(out + "\n")
+    if out:  # JSON is UTF-8 to its reader, whatever this process's locale says
+        sys.stdout.buffer.write((out + "\n").encode("utf-8", "surrogateescape"))
         sys.stdout.flush()
     return code
 

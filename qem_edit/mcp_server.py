@@ -193,9 +193,15 @@ class Memory:
 
     def act(self, act: Callable[..., Any], client: str | None, *, create: bool = False) -> tuple[Any, list[str]]:
         """Run one of qem_edit.acts as the writer; what it wrote and the notices."""
+        from .opening import unmade
+
         place, store, notices = self.open(write=True, create=create)
-        with store:
-            written = act(store, place, self.writer(client))
+        try:
+            with store:
+                written = act(store, place, self.writer(client))
+        except BaseException:
+            unmade(store)  # a refused first write leaves no memory behind
+            raise
         return written, notices + written.notices
 
     def read(self, read: Callable[[Any, Any], T]) -> tuple[T, list[str]]:

@@ -172,12 +172,24 @@ def _wanted(harness: Harness, command: str, ask_to_record: bool, remove: bool) -
     if not command or any(c in command for c in "\n\r\0"):
         raise errors.BadInput(f"--command {command!r}: give the command that runs qem, on one line")
     try:
-        words = shlex.split(command)
+        words = [command] if _one_program(command) else shlex.split(command)
     except ValueError as exc:
         raise errors.BadInput(f"--command {command!r}: {exc}") from None
     if not words:
         raise errors.BadInput(f"--command {command!r}: give the command that runs qem")
-    return Wanted(harness, command, {"command": words[0], "args": [*words[1:], "mcp"]}, ask_to_record, remove)
+    # the hooks run through a shell, so their words are quoted for it; the MCP entry is an
+    # argument vector, each word whole
+    return Wanted(harness, shlex.join(words), {"command": words[0], "args": [*words[1:], "mcp"]}, ask_to_record,
+                  remove)
+
+
+def _one_program(command: str) -> bool:
+    """Whether `command`, unquoted and holding a space, is the path of one program
+    (`/opt/my tools/bin/qem`): a file by that whole name exists.  Else it is shell words
+    (`uvx qem`, `'/opt/my tools/bin/qem' --flag`)."""
+    import os
+
+    return " " in command and not any(c in command for c in "'\"\\") and os.path.isfile(os.path.expanduser(command))
 
 
 def _refuse_unwritable(changes: list[Change]) -> None:
@@ -211,8 +223,9 @@ def _warn_path(wanted: Wanted) -> None:
 
     program = wanted.server["command"]
     if shutil.which(program) is None:
+        spaced = " (a path holding a space is read as shell words: quote it, `--command \"'/opt/my tools/qem'\"`)"
         say(f"{program} is not on this PATH: {wanted.harness.title} will not find it either; give the whole path,"
-            " `--command /abs/path/to/qem`")
+            " `--command /abs/path/to/qem`" + (spaced if wanted.server["args"][:-1] else ""))
 
 
 def _plan(top: Path, rel: str, kind: str, wanted: Wanted) -> Change:
@@ -225,6 +238,14 @@ def _plan(top: Path, rel: str, kind: str, wanted: Wanted) -> Change:
         raise errors.BadInput(f"{rel} is a symbolic link (to {os.readlink(path)}); qem writes only regular files:"
                               " replace the link with the file it points to, or run qem setup where the real"
                               " file is; qem changed nothing")
+    from .files import leads_out
+
+    if leads_out(top, rel):  # a committed link among its folders (`.claude` -> elsewhere)
+        import os
+
+        raise errors.BadInput(f"{rel} leads outside the work tree ({top}, to {os.path.realpath(path)}) through a"
+                              " symbolic link; qem writes its settings only inside the project: replace the link"
+                              " with a folder of its own; qem changed nothing")
     raw = read_regular(path)
     if kind == MCP_TOML:
         return _plan_toml(path, rel, raw, wanted)
