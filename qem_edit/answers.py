@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -28,7 +29,12 @@ from .store import Store
 def as_json(data: object) -> str:
     """Every `--json` output: indented by two, UTF-8 kept as it is but for DEL and the C1
     controls, escaped as json.dumps escapes the C0 ones (no raw control reaches a terminal)."""
-    return _C1.sub(lambda m: f"\\u{ord(m[0]):04x}", json.dumps(data, ensure_ascii=False, indent=2))
+    from .shown import holds_unicode
+
+    # on a stream that cannot hold every character (PYTHONIOENCODING=ascii), JSON's own
+    # \\u escapes, which any reader takes, rather than the stream's, which none does
+    ascii_only = not holds_unicode(sys.stdout)
+    return _C1.sub(lambda m: f"\\u{ord(m[0]):04x}", json.dumps(data, ensure_ascii=ascii_only, indent=2))
 
 
 _C1 = re.compile("[\x7f-\x9f]")
@@ -142,13 +148,20 @@ class CurrencyAnswer:
 
     answer: Currency
     shown: str = ""
+    expires: str | None = None  # the note's end (None: none)
+    past_end: bool = False  # in force past its end, not swept yet: not in force in truth
     exit_code = 0
 
     def text(self) -> str:
-        return f"#{self.shown or self.answer.note_id} current: {self.answer.value} ({self.answer.reason})"
+        said = f"#{self.shown or self.answer.note_id} current: {self.answer.value} ({self.answer.reason})"
+        if self.past_end:
+            return (f"{said}; but past its end ({self.expires}): not in force, and `qem expire --due` records it"
+                    " expired")
+        return f"{said}; ends {self.expires}" if self.expires else said
 
     def data(self) -> object:
-        return {**self.answer.to_json(), "short": self.shown or self.answer.note_id}
+        return {**self.answer.to_json(), "short": self.shown or self.answer.note_id, "expires": self.expires,
+                "past_end": self.past_end}
 
     def remark(self) -> str | None:
         return None
@@ -186,10 +199,16 @@ class VerifyReport:
             drift = (f"; {len(self.drift)} anchor(s) drifted, nobody flagged them (listed; `--fail-on-drift` fails"
                      " on them)") if self.drift else ""
             return f"ok: the log replays cleanly to {self.notes} note{'' if self.notes == 1 else 's'}{open_}{drift}"
+        drifted = sum(problem.startswith("drift: ") for problem in self.problems)
+        settle = ("`qem anchors check --flag` flags the drifted notes stale (a move re-anchors), then commit"
+                  " what it wrote (`git add .qem MEMORY.md && git commit`)")
+        if drifted == len(self.problems):  # --fail-on-drift, and nothing else wrong
+            return f"verify: {drifted} anchor(s) drifted and nobody flagged them; {settle}"
         return (
             f"verify: {len(self.problems)} problem(s); `qem verify --repair` rebuilds the index; a"
             " malformed log file is set aside until it is fixed or removed; a cycle, dangling pointer"
             " or broken event is settled by new events (revoke, supersede, `qem rule`)"
+            + (f"; {drifted} anchor(s) drifted: {settle}" if drifted else "")
         )
 
 
@@ -233,5 +252,10 @@ def log(store: Store, note_id: str | None = None) -> EventList:
 
 def status(store: Store, note_id: str) -> CurrencyAnswer:
     """Is the note current: yes, no or unknown, by the graph of every note."""
+    from .model import past_end
+    from .times import utc_now
+
     full = store.resolve(note_id)
-    return CurrencyAnswer(Graph.of({n.id: n for n in store.notes()}).currency(full), store.note(full).shown)
+    note = store.note(full)
+    return CurrencyAnswer(Graph.of({n.id: n for n in store.notes()}).currency(full), note.shown, note.expires,
+                          past_end(note, utc_now()))

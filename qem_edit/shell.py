@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import db, errors
-from .shown import say
+from .shown import say, tolerant_streams
 from .shown import show as _out
 
 
@@ -45,11 +45,17 @@ def act(workspace_dir, store_dir, actor, run, *, create: bool = True):  # type: 
     """Run one of qem_edit.acts on the workspace's store as the actor; say its notices."""
     from . import workspace as ws
 
+    from .opening import open_memory as opened, unmade
+
     who = ws.actor(actor)
-    place, store = open_memory(workspace_dir, store_dir, write=True, create=create)
-    with store:
-        written = run(store, place, who)
-    for notice in written.notices:
+    place, store, notices = opened(workspace_dir, store_dir, write=True, create=create)
+    try:
+        with store:
+            written = run(store, place, who)
+    except BaseException:
+        unmade(store)  # a refused first write leaves no memory behind
+        raise
+    for notice in notices + written.notices:  # "created a new memory" only once the write stands
         say(notice)
     return written
 
@@ -126,6 +132,7 @@ def guarded(run: Callable[[], object]) -> int:
     or an OSError: a file qem cannot create or write) said in its words with its code; a
     closed standard output ends it quietly (`qem log | head`), as git does; Ctrl-C is 130."""
     catch_interrupts()
+    tolerant_streams()  # a note's é on an ASCII stream is written `\xe9`, not a traceback
     said = False  # that the command was interrupted
     try:
         code = run()
@@ -133,8 +140,10 @@ def guarded(run: Callable[[], object]) -> int:
         silence_stdout()
         code = errors.EXIT_OK
     except (errors.QemError, OSError) as exc:
+        from .secrets import withheld  # a refused value is named, a secret in it never shown
+
         for line in errors.words(exc):
-            say(line)
+            say(withheld(line))
         code = exc.exit_code if isinstance(exc, errors.QemError) else errors.EXIT_INPUT
         said = isinstance(exc, errors.Interrupted)
     except KeyboardInterrupt:
@@ -167,12 +176,17 @@ def catch_interrupts() -> None:
 # -- the commands the pre-commit hooks run (qem_edit.cli holds their options' help) ---------------
 
 
-def show_answer(answer, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
-    """Print an answer (qem_edit.answers) in the form asked for; its exit status."""
+def show_answer(answer, as_json: bool = False, withhold: bool = False) -> int:  # type: ignore[no-untyped-def]
+    """Print an answer (qem_edit.answers) in the form asked for; its exit status.
+    `withhold`: a report on files from anywhere (`qem verify`), its secrets withheld."""
     if as_json:
         from .answers import as_json as json_text  # (only here: a text answer need not import the reads)
 
     text = json_text(answer.data()) if as_json else answer.text()
+    if withhold:
+        from .secrets import withheld
+
+        text = withheld(text)
     if text:
         print(text) if as_json else _out(text)  # JSON carries its own escapes (answers.as_json)
     remark = answer.remark()
@@ -213,9 +227,18 @@ def export(filters: list[str] | None = None, path: Path | None = None, check: bo
                 return refused
         if check or diff:
             return _check_mirror(store, target, check, diff)
-        wrote = mirror.export(store, target, force=force)
+        wrote = _export_file(store, target, force)
     say(f"{'wrote' if wrote else 'unchanged:'} {target}")
     return 0
+
+
+def _export_file(store, target: Path, force: bool) -> bool:  # type: ignore[no-untyped-def]
+    """`qem export`'s write, never over an edit the pre-commit run it is a hook of set aside."""
+    from . import export as mirror
+    from .unstaged import guard
+
+    guard(target, lambda: not mirror.check(store, target).clean)
+    return mirror.export(store, target, force=force)
 
 
 def _settle_log(workspace_dir: Path | None, store_dir: Path | None) -> None:
@@ -303,9 +326,9 @@ def verify(repair: bool = False, fail_on_disputes: bool = False, fail_on_drift: 
             from .staged import verify_staged
 
             return show_answer(verify_staged(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base,
-                                             drift_fail=fail_on_drift), as_json)
+                                             drift_fail=fail_on_drift), as_json, withhold=True)
         return show_answer(verify_report(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base,
-                                         drift_fail=fail_on_drift), as_json)
+                                         drift_fail=fail_on_drift), as_json, withhold=True)
 
 
 def anchors_check(staged: bool = False, rev: str | None = None, flag: bool = False, as_json: bool = False,
@@ -324,7 +347,9 @@ def anchors_check(staged: bool = False, rev: str | None = None, flag: bool = Fal
         report = drift.check(store, drift.tree_of(place), judged)
         if flag and report.notes:
             from . import acts, workspace as ws
+            from .unstaged import guard
 
+            guard(place.mirror_path())  # a flag renders MEMORY.md again: never over an edit pre-commit set aside
             report = acts.flag_drift(store, place, report, ws.actor(actor))
         if flag and judged == drift.STAGED:  # an earlier run's flags, which a failed `git commit -a` dropped
             from .gitstage import stage_notes_left_out

@@ -168,13 +168,15 @@ class Transaction:
             data = {k: (created if v == NEW_NOTE else v) for k, v in draft.data.items()}
             if agent:
                 data[protect.WRITER] = "agent"
-            secrets.checked_draft(draft, data, self.allow_secret, agent)
             text = None
             if draft.type == "created":
                 text = TextRecord("", ids.nonce(), draft.text or "")
                 data.update(text=text.digest, nonce=ids.nonce(), short=self._short_length())
             self._clock += 1
             event = _event(draft, data, self.at, actor, checkin, self._clock, self._prev(draft.note))
+            if secrets.checked(event, draft.text, self.allow_secret, agent):  # every field, the text a person allowed
+                data[secrets.ALLOWED] = "allowed"
+                event = _event(draft, data, self.at, actor, checkin, self._clock, self._prev(draft.note))
             if text is not None:
                 created = event.id
                 self.texts.append(TextRecord(event.id, text.key, text.text))
@@ -360,6 +362,7 @@ class Store:
         self.caught = Caught()
         self.last_write: WriteMark | None = None
         self.started: str | None = None  # what starting the memory did, when this open started it
+        self.made = False  # this open made the memory's folder (a refused first write takes it away: opening.unmade)
         self._calm_known: tuple[str, bool] | None = None  # has_disagreements' answer, and at which moment
         self._reading = False  # inside `reading`: a snapshot no write of this connection changes
 
@@ -372,9 +375,10 @@ class Store:
         refused up front)."""
         root = Path(root)
         _refuse_legacy(root)
+        existed = os.path.lexists(root)
         started = _start_if_new(root, create)
         store = cls._with_index(root, write)
-        store.started = started
+        store.started, store.made = started, started is not None and not existed
         if started is not None:  # staged with the first write (qem_edit.gitstage)
             store.tree.touched |= set(COMMITTED)
         try:
@@ -387,6 +391,7 @@ class Store:
     @classmethod
     def _with_index(cls, root: Path, write: bool) -> "Store":
         path = root / INDEX_NAME
+        _remove_index(path, links_only=True)  # git keeps links: SQLite would write through one
         try:
             try:
                 conn = db.patiently(lambda: _open_index(path), path, "open")
@@ -1206,12 +1211,17 @@ def _open_index(path: Path) -> sqlite3.Connection:
         raise
 
 
-def _remove_index(path: Path) -> None:
-    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
+def _remove_index(path: Path, links_only: bool = False) -> None:
+    """The index's files removed (`links_only`: those that are symbolic links, which a
+    clone's commit can put there; the link goes, never what it points to)."""
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm", f"{path.name}-journal"):
         try:
-            (path.parent / name).unlink()
+            if not links_only or (path.parent / name).is_symlink():
+                (path.parent / name).unlink()
         except FileNotFoundError:
             pass
+        except OSError as exc:
+            raise errors.StoreUnwritable(f"cannot remove {path.parent / name}: {exc.strerror}") from None
 
 
 def _open_index_in_memory() -> sqlite3.Connection:
