@@ -225,3 +225,25 @@ def test_the_commit_hooks_start_without_the_framework(tmp_path: Path) -> None:
                                       *argv], cwd=tmp_path, capture_output=True, text=True)
         assert (under_typer.returncode, under_typer.stderr) == (0, done.stderr), argv
         assert under_typer.stdout == "".join(done.stdout.splitlines(keepends=True)[:-1]), argv
+
+
+@pytest.mark.parametrize("given", [
+    {"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Edit",
+     "tool_input": {"file_path": "nothing/declares/this.py", "old_string": "a", "new_string": "b"}},
+    {"hook_event_name": "SessionStart", "session_id": "s2", "source": "startup"},
+], ids=lambda g: g["hook_event_name"])
+def test_a_hook_imports_no_framework_and_no_dataclass(tmp_path: Path, given: dict) -> None:
+    """An agent hook runs before every edit: it imports neither typer nor what only other
+    moments use (`dataclasses` and the `inspect` it brings cost a hook ~10 ms)."""
+    assert run_qem("add", "run the tests in the venv", "-k", "directive", cwd=tmp_path).returncode == 0
+    event = given["hook_event_name"]
+    probe = (f"import sys; sys.argv = ['qem', 'hook', 'claude', {event!r}]\n"
+             "from qem_edit.__main__ import main\n"
+             "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+             "print(code, sorted(m for m in ('typer', 'click', 'dataclasses', 'inspect', 'tempfile', 'subprocess')"
+             " if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                          input=json.dumps({**given, "cwd": str(tmp_path)}))
+    assert done.stdout.strip().splitlines()[-1] == "0 []", (done.stdout, done.stderr)
+    if event == "SessionStart":
+        assert "run the tests in the venv" in done.stdout
