@@ -131,7 +131,8 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
     milliseconds, not a read."""
     from . import ledger
 
-    key = f"{harness.name}:{ask.session}"  # a session of one harness (and `ask.agent`, a subagent of it)
+    key = f"{harness.name}:{ask.session}"  # a session of one harness
+    window = f"{harness.name}:agent:{ask.agent}" if ask.agent else key  # a subagent's, by its own id
     if ask.does == END:
         if ask.session:
             ledger.end(state, key)
@@ -140,7 +141,7 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
         return harness.no_context
     if not ask.session:
         raise ValueError("hook input without a session id (session_id, VS Code's sessionId, Cursor's conversation_id)")
-    with ledger.session(state, key, ask.agent) as book:
+    with ledger.session(state, window) as book:
         if ask.does == COMPACTING:
             book.compacted()
             return harness.no_context
@@ -150,10 +151,13 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
         given = {n: entry for n, entry in book.given.items() if entry[0] == book.epoch}
         counted = book.notes_then >= 0
     found, texts, changed, notes = _read(state, moments, given, counted)
-    with ledger.session(state, key, ask.agent) as book:
+    with ledger.session(state, window) as book:
         if book.notes_then < 0:
             book.notes_then = notes
         text = _given(harness, moments, found, texts, changed, book)
+    if window != key and ask.does == SUBAGENT:
+        with ledger.session(state, key) as book:
+            book.started(window)
     return harness.reply(event, text, ask.guest)
 
 
