@@ -484,6 +484,11 @@ def test_a_memory_in_a_subfolder_is_found_by_the_hooks_setup_writes(tmp_path: Pa
                               capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
         assert f"[#{note}]" in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"], (where, done.stderr)
+    outside = json.dumps({"session_id": "m9", "cwd": str(tmp_path), "hook_event_name": "PreToolUse",
+                          "tool_name": "Edit", "tool_input": {"file_path": str(app / "src" / "lock.py")}})
+    done = subprocess.run([sys.executable, "-m", "qem_edit", *command.split()[1:]], input=outside, cwd=tmp_path,
+                          capture_output=True, text=True, env={**os.environ, "CLAUDE_PROJECT_DIR": str(top)})
+    assert f"[#{note}]" in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"], done.stderr  # left the tree
     assert run_qem("setup", "claude", "--check", cwd=app).returncode == 0
 
 
