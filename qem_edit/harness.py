@@ -6,10 +6,10 @@ reply's bytes out; qem_edit.hookrun does the reading and the writing.
 - Claude Code: SessionStart (source startup, resume, clear, compact), UserPromptSubmit,
   PreToolUse (Edit, MultiEdit, Write, NotebookEdit: an edit; Read: a read; Bash: a
   command), SubagentStart, PreCompact, Stop, SessionEnd.  A hook fired inside a subagent
-  carries its `agent_id` (Codex's too): a context window of its own.  Context is `hookSpecificOutput.additionalContext`
-  in one JSON object on stdout, exit 0; no context is no output.  At most 10,000
-  characters reach the model whole, counted as its JavaScript runtime counts them (UTF-16
-  code units: an emoji is two).
+  carries its `agent_id` (Codex's too): a context window of its own.  Context is
+  `hookSpecificOutput.additionalContext` in one JSON object on stdout, exit 0; no context
+  is no output.  At most 10,000 characters reach the model whole, counted as its
+  JavaScript runtime counts them (UTF-16 code units: an emoji is two).
 - Codex: the same events and output shape, every output checked by its published schema
   (`additionalProperties: false`); an edit is an `apply_patch` whose `tool_input.command`
   is the patch (`*** Update File: PATH` lines); stdout starting with `{` or `[` that is
@@ -223,8 +223,9 @@ def _tool_paths(tool: str, given: Mapping[str, object]) -> tuple[str, ...]:
     if tool == "apply_patch":
         patch = _text(given, "command", "input", "patch")
         return tuple(dict.fromkeys(a or b for a, b in _PATCH_FILE_RE.findall(patch)))
-    many = [r.get("filePath") for r in given.get("replacements") or () if isinstance(r, dict)]  # VS Code's
-    many += list(given.get("files") or ()) if isinstance(given.get("files"), list) else []
+    replacements, files = given.get("replacements"), given.get("files")  # VS Code's, each naming a file
+    many = [r.get("filePath") for r in replacements if isinstance(r, dict)] if isinstance(replacements, list) else []
+    many += files if isinstance(files, list) else []
     found = [p for p in many if isinstance(p, str) and p]
     if found:
         return tuple(dict.fromkeys(found))

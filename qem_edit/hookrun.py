@@ -151,7 +151,8 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
     if ask.does == TOOL and not ask.moment:
         return harness.no_context
     if not ask.session:
-        raise ValueError("hook input without a session id (session_id, VS Code's sessionId, Cursor's conversation_id)")
+        raise ValueError("hook input without a session id"
+                         " (session_id, VS Code's sessionId, Cursor's conversation_id)")
     with ledger.session(state, window) as book:
         if ask.does == COMPACTING:
             book.compacted()
