@@ -15,7 +15,8 @@ reply's bytes out; qem_edit.hookrun does the reading and the writing.
   is the patch (`*** Update File: PATH` lines); stdout starting with `{` or `[` that is
   not valid JSON fails the hook; 2,500 tokens by its estimate reach the model whole, the
   estimate being UTF-8 bytes / 4 rounded up (`codex-rs/hooks/src/output_spill.rs`,
-  `codex-rs/utils/string/src/truncate.rs`): 10,000 bytes, where a CJK character is three.
+  `codex-rs/utils/string/src/truncate.rs`): 10,000 bytes, where a CJK character is three;
+  a SessionEnd hook's timeout is at most 3 s.
 - Gemini CLI: SessionStart, BeforeAgent (a prompt), AfterTool (its tools' context comes
   after the tool: a read of a file is where qem speaks before the edit that follows),
   AfterAgent (its Stop), SessionEnd; stdout is always JSON (`{}` for no context: plain
@@ -31,6 +32,7 @@ import re
 from typing import Mapping, NamedTuple
 
 START_WAITS = 12  # a session start's timeout, in the others' (120 s)
+CODEX_END_SECONDS = 3  # the most Codex lets a SessionEnd hook take
 # What a harness event asks of qem.
 START, PROMPT, TOOL, COMPACTING, STOP, END = "start", "prompt", "tool", "compacting", "stop", "end"
 SUBAGENT = "subagent"  # a subagent starts: its own context window, given what a session's start gives
@@ -38,12 +40,14 @@ SUBAGENT = "subagent"  # a subagent starts: its own context window, given what a
 
 class Hook(NamedTuple):
     """One hook `qem setup` writes: the harness's event, its matcher (None: every
-    occurrence), what it asks of qem, and whether it is written only when asked for."""
+    occurrence), what it asks of qem, whether it is written only when asked for, and its
+    own timeout where the harness allows less than its others (0: the harness's)."""
 
     event: str
     matcher: str | None
     does: str
     opt_in: bool = False
+    timeout: int = 0
 
 
 def utf16_units(text: str) -> int:
@@ -81,6 +85,8 @@ class Harness(NamedTuple):
     def timeout_of(self, hook: Hook) -> int:
         """A hook's timeout: a session's start may be a fresh clone's first command, which
         builds the local index (seconds at tens of thousands of notes), so it waits longer."""
+        if hook.timeout:
+            return hook.timeout
         return self.timeout * START_WAITS if hook.does == START else self.timeout
 
     def reply(self, event: str, context: str, guest: str = "") -> str:
@@ -116,7 +122,9 @@ CODEX = Harness(
      Hook("PreToolUse", "apply_patch|Bash", TOOL),
      Hook("SubagentStart", None, SUBAGENT),
      Hook("PreCompact", None, COMPACTING),
-     Hook("SessionEnd", None, END),
+     # Codex clamps a SessionEnd hook's timeout to 3 s and warns on every run when it is
+     # longer; a session's end only closes its ledger, well within it.
+     Hook("SessionEnd", None, END, timeout=CODEX_END_SECONDS),
      Hook("Stop", None, STOP, opt_in=True)),
     frozenset({"apply_patch", "Edit", "Write"}), frozenset(), frozenset({"Bash"}),
     "", "block", 10, unit="UTF-8 bytes",

@@ -53,9 +53,7 @@ FILES: dict[str, tuple[tuple[str, str], ...]] = {
     "codex": ((".codex/hooks.json", HOOKS), (".codex/config.toml", MCP_TOML)),
     "gemini": ((".gemini/settings.json", BOTH),),
 }
-TRUST = {
-    "codex": "Codex reads a project's .codex/ only once the project is trusted, and runs each new or changed"
-             " hook only once you trust it in /hooks",
+TRUST = {  # Codex's is read from where Codex records it (qem_edit.codextrust)
     "gemini": "Gemini CLI reads .gemini/settings.json only in a trusted folder",
 }
 
@@ -136,7 +134,9 @@ def run(harness: str, place, *, check: bool = False, remove: bool = False,  # ty
     if not remove:
         _warn_path(wanted)
     if check:
-        return _report_check(changes, wanted)
+        code = _report_check(changes, wanted)
+        _say_trust(top, wanted)
+        return code
     _refuse_unwritable(changes)  # before any file is written
     from .files import write_atomic
 
@@ -144,8 +144,17 @@ def run(harness: str, place, *, check: bool = False, remove: bool = False,  # ty
         if change.new is not None:
             change.path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(change.path, change.new)
-    _report(changes, wanted)
+    _report(changes, wanted, top)
     return errors.EXIT_OK
+
+
+def _say_trust(top: Path, wanted: Wanted) -> None:
+    """Codex: whether it will run the hooks, as it records the person's trust."""
+    if wanted.harness.name == "codex" and not wanted.remove:
+        from . import codextrust
+
+        for line in codextrust.lines(top, wanted.is_qem):
+            show(line)
 
 
 def _wanted(harness: Harness, command: str, ask_to_record: bool, remove: bool) -> Wanted:
@@ -661,7 +670,7 @@ def _setup_line(wanted: Wanted) -> str:
     return line
 
 
-def _report(changes: list[Change], wanted: Wanted) -> None:
+def _report(changes: list[Change], wanted: Wanted, top: Path) -> None:
     for change in changes:
         if change.new is None:
             show(f"unchanged {change.rel}")
@@ -677,6 +686,7 @@ def _report(changes: list[Change], wanted: Wanted) -> None:
         return
     if name in TRUST and any(c.new is not None for c in changes):
         show(TRUST[name])
+    _say_trust(top, wanted)
     sample = '{"session_id": "try-setup", "cwd": ".", "source": "startup"}'
     show(f"the hooks run `{wanted.command} hook {name} EVENT`; check one with:"
          f" echo '{sample}' | {wanted.command} hook {name} SessionStart")

@@ -73,6 +73,8 @@ def handler(command: str, harness: str = "claude", event: str = "SessionStart") 
     if harness == "gemini":
         out["name"] = "qem"
     out["timeout"] = (10_000 if harness == "gemini" else 10) * (12 if event == "SessionStart" else 1)
+    if (harness, event) == ("codex", "SessionEnd"):
+        out["timeout"] = 3  # Codex clamps a SessionEnd hook to 3 s (and warns when it is longer)
     return out
 
 
@@ -343,7 +345,7 @@ def test_codex_hooks_json_has_the_exact_shape(top: Path) -> None:
     events = ["SessionStart", "UserPromptSubmit", "PreToolUse", "SubagentStart", "PreCompact", "SessionEnd", "Stop"]
     assert read(top, ".codex/hooks.json") == {"hooks": {
         event: [({"matcher": matchers[event]} if event in matchers else {})
-                | {"hooks": [{"type": "command", "command": f"{QEM} hook codex {event}", "timeout": 120 if event == "SessionStart" else 10}]}]
+                | {"hooks": [{"type": "command", "command": f"{QEM} hook codex {event}", "timeout": {"SessionStart": 120, "SessionEnd": 3}.get(event, 10)}]}]
         for event in events}}
     assert set(HARNESSES["codex"].hook(e).event for e in events) == set(events)
     text = (top / ".codex/config.toml").read_text("utf-8")
@@ -748,3 +750,25 @@ def test_the_module_imports_nothing_slow_at_its_top() -> None:
                           capture_output=True, text=True, check=True, env=dict(os.environ))
     loaded = set(json.loads(done.stdout.replace("'", '"')))
     assert not loaded & {"qem_edit.delivery", "qem_edit.store", "tomllib", "shlex", "shutil", "typer", "sqlite3"}
+
+
+def test_codex_setup_says_whether_codex_will_run_the_hooks_and_how_to_trust_them(top: Path, tmp_path, monkeypatch,
+                                                                                   capsys) -> None:  # type: ignore[no-untyped-def]
+    codex_home = tmp_path / "codex-home"
+    codex_home.mkdir()
+    monkeypatch.setenv("CODEX_HOME", str(codex_home))
+    assert run(top, "codex") == 0
+    out = capsys.readouterr().out
+    n = sum(not hook.opt_in for hook in HARNESSES["codex"].hooks)
+    assert (f"Codex will not run qem's hooks yet: the project is not trusted ({codex_home / 'config.toml'} has no"
+            f" trust_level = \"trusted\" for {top}); {n} of qem's {n} hooks are not trusted") in out
+    assert "type /hooks and trust qem's hooks" in out
+    assert out.splitlines()[-1].startswith("the hooks run ")  # the sample stays the last line
+    (codex_home / "config.toml").write_text(f"[projects.{json.dumps(str(top.resolve()))}]\ntrust_level = \"trusted\"\n")
+    assert run(top, "codex", check=True) == 0
+    out = capsys.readouterr().out
+    assert "the project is not trusted" not in out and f"{n} of qem's {n} hooks are not trusted" in out
+    (codex_home / "config.toml").write_text("[projects\n")
+    assert run(top, "codex", check=True) == 0
+    assert f"Codex's trust of qem's hooks is unknown: {codex_home / 'config.toml'} could not be read" in \
+        capsys.readouterr().out
