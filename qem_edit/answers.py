@@ -142,13 +142,20 @@ class CurrencyAnswer:
 
     answer: Currency
     shown: str = ""
+    expires: str | None = None  # the note's end (None: none)
+    past_end: bool = False  # in force past its end, not swept yet: not in force in truth
     exit_code = 0
 
     def text(self) -> str:
-        return f"#{self.shown or self.answer.note_id} current: {self.answer.value} ({self.answer.reason})"
+        said = f"#{self.shown or self.answer.note_id} current: {self.answer.value} ({self.answer.reason})"
+        if self.past_end:
+            return (f"{said}; but past its end ({self.expires}): not in force, and `qem expire --due` records it"
+                    " expired")
+        return f"{said}; ends {self.expires}" if self.expires else said
 
     def data(self) -> object:
-        return {**self.answer.to_json(), "short": self.shown or self.answer.note_id}
+        return {**self.answer.to_json(), "short": self.shown or self.answer.note_id, "expires": self.expires,
+                "past_end": self.past_end}
 
     def remark(self) -> str | None:
         return None
@@ -233,5 +240,10 @@ def log(store: Store, note_id: str | None = None) -> EventList:
 
 def status(store: Store, note_id: str) -> CurrencyAnswer:
     """Is the note current: yes, no or unknown, by the graph of every note."""
+    from .model import past_end
+    from .times import utc_now
+
     full = store.resolve(note_id)
-    return CurrencyAnswer(Graph.of({n.id: n for n in store.notes()}).currency(full), store.note(full).shown)
+    note = store.note(full)
+    return CurrencyAnswer(Graph.of({n.id: n for n in store.notes()}).currency(full), note.shown, note.expires,
+                          past_end(note, utc_now()))

@@ -422,6 +422,8 @@ def setup(
     ask_to_record: Annotated[bool, typer.Option("--ask-to-record", help="Also the Stop hook: once a session, when it recorded no note, the agent is asked to record what a future session needs (it stays until --no-ask-to-record or --remove).")] = False,
     no_ask_to_record: Annotated[bool, typer.Option("--no-ask-to-record", help="Take qem's Stop hook out (a run without --ask-to-record leaves it as it is).")] = False,
     command: Annotated[str, typer.Option("--command", metavar="CMD", help="How the hooks run qem (default: qem, found on the PATH).")] = "qem",
+    hold: Annotated[bool, typer.Option("--hold", help="Hold a call before an edit or a command whose notes were not given yet (the default): `[delivery] hold = true` in .qem/config.toml.")] = False,
+    no_hold: Annotated[bool, typer.Option("--no-hold", help="Never hold a call: the notes come as context, which the model reads after the call ran (`[delivery] hold = false` in .qem/config.toml, for every harness).")] = False,
     plugin: Annotated[Optional[Path], typer.Option("--plugin", metavar="DIR", help="Write the same hooks and MCP server as a plugin in DIR instead (Claude Code: a marketplace holding it; Codex: a plugin; Gemini CLI: an extension), for every project.", show_default=False)] = None,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
@@ -435,6 +437,13 @@ def setup(
     from . import setup as setting_up
     from .workspace import resolve
 
+    if hold and no_hold:
+        raise errors.BadInput("--hold and --no-hold do not go together: the first holds a call whose notes were not"
+                              " given yet, the second never holds one")
+    if plugin is not None and (hold or no_hold):
+        flag = "--no-hold" if no_hold else "--hold"
+        raise errors.BadInput(f"{flag} sets a project's memory (its .qem/config.toml), and a plugin serves every"
+                              f" project: run `qem setup {harness} {flag}` in the project")
     if plugin is not None:
         from . import plugin as plugins
 
@@ -442,7 +451,7 @@ def setup(
 
     place = resolve(workspace_dir, store_dir)
     return setting_up.run(harness, place, check=check, remove=remove, ask_to_record=ask_to_record, command=command,
-                          no_ask_to_record=no_ask_to_record)
+                          no_ask_to_record=no_ask_to_record, hold=True if hold else False if no_hold else None)
 
 
 @app.command("list")

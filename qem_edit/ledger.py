@@ -6,12 +6,15 @@ keyed by the agent's id alone (a subagent has a context window of its own, so it
 its notes itself and never takes the main thread's; its id is unique, whatever session id
 its hooks carry), written atomically under a lock, since a harness runs hooks of one
 session side by side.  It holds, for each note given: the compaction epoch it was given
-in, whether whole or as a line, and the note's last event then (its `tip`); a session's
-also the subagents it started.  A compaction starts a new epoch: what the agent was given
-before it is gone from its context, so it may be given again.  A note given and changed
-since is said again, as its change.  Bounded: at most MAX_NOTES notes a session (the oldest given go first), and
-sessions not touched for MAX_AGE_DAYS, or past MAX_SESSIONS, are swept when a session
-starts; a session's end removes its file and its subagents'.
+in, whether whole or as a line, and the note's last event then (its `tip`); the tool
+calls it held (by a digest of what each was about), so the same call made again passes;
+and a session's, the subagents it started.  A compaction starts a new epoch: what the
+agent was given before it is gone from its context, so it may be given again.  A note
+given and changed since is said again, as its change.  A damaged ledger is read as a new
+one, marked as not knowing what its epoch gave: no call is held in that epoch (what was
+held before might be held again).  Bounded: at most MAX_NOTES notes a session (the
+oldest given go first), and sessions not touched for MAX_AGE_DAYS, or past MAX_SESSIONS,
+are swept when a session starts; a session's end removes its file and its subagents'.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from . import files
 
 FOLDER = "sessions"
 MAX_NOTES = 5000
+MAX_HELD = 500  # the calls held a session remembers (the oldest go first)
 MAX_SESSIONS = 200
 MAX_AGE_DAYS = 14
 LOCK_SECONDS = 5.0
@@ -42,6 +46,12 @@ def _name(session: str) -> str:
     import hashlib
 
     return hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _digest(about: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(about.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 def tip(note) -> str:  # type: ignore[no-untyped-def]
@@ -59,6 +69,8 @@ class Ledger:
     stop_asked: bool = False
     prompts: list[str] = field(default_factory=list)  # what the user typed (bounded), for user-stated quotes
     given: dict[str, list] = field(default_factory=dict)  # note → [epoch, full, tip]
+    held: dict[str, int] = field(default_factory=dict)  # a held call's digest → the epoch it was held in
+    unsure: int = -1  # an epoch whose record was lost (a damaged ledger): no call is held in it
     agents: list[str] = field(default_factory=list)  # the keys of the subagents this session started
 
     def started(self, agent_key: str) -> None:
@@ -76,6 +88,21 @@ class Ledger:
         while len(self.given) > MAX_NOTES:
             self.given.pop(next(iter(self.given)))
 
+    def may_hold(self) -> bool:
+        """Whether this epoch's record is whole (a damaged ledger's epoch holds nothing)."""
+        return self.unsure != self.epoch
+
+    def was_held(self, about: str) -> bool:
+        """Whether a call about `about` (its moment, paths, command) was held this epoch."""
+        return self.held.get(_digest(about)) == self.epoch
+
+    def hold(self, about: str) -> None:
+        key = _digest(about)
+        self.held.pop(key, None)
+        self.held[key] = self.epoch
+        while len(self.held) > MAX_HELD:
+            self.held.pop(next(iter(self.held)))
+
     def heard(self, prompt: str) -> None:
         """What the user typed (the last MAX_PROMPTS, each cut at MAX_PROMPT_CHARS)."""
         if prompt:
@@ -88,7 +115,8 @@ class Ledger:
     def to_bytes(self) -> bytes:
         return json.dumps({"v": 1, "notes_then": self.notes_then, "epoch": self.epoch,
                            "pending_compact": self.pending_compact, "stop_asked": self.stop_asked,
-                           "prompts": self.prompts, "given": self.given, "agents": self.agents},
+                           "prompts": self.prompts, "given": self.given, "held": self.held,
+                           "unsure": self.unsure, "agents": self.agents},
                           separators=(",", ":")).encode()  # ASCII: a lone surrogate is kept as its escape
 
 
@@ -112,8 +140,11 @@ def _read(path: Path) -> Ledger:
         ledger.agents = [a for a in data.get("agents", []) if isinstance(a, str)][-MAX_AGENTS:]
         ledger.given = {str(k): list(v) for k, v in dict(data["given"]).items()
                         if isinstance(v, list) and len(v) == 3}
+        ledger.held = {str(k): int(v) for k, v in dict(data.get("held", {})).items()}
+        ledger.unsure = int(data.get("unsure", -1))
     except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
-        return Ledger(path)  # a damaged ledger is a new one: a note given twice, never a hook that fails
+        # A damaged ledger is a new one: a note given twice, never a hook that fails.
+        return Ledger(path, unsure=0)
     return ledger
 
 

@@ -523,7 +523,8 @@ OUTPUTS: dict[str, dict[str, Any]] = {
                       "count": {"type": "integer"}, "notes": {"type": "array", "items": NOTE_OUTPUT},
                       "events": {"type": "array", "items": {"type": "object"}}}, ("scope", "filters", "count")),
     "status": _object({"id": {"type": "string"}, "short": {"type": "string"},
-                       "current": {"type": "string", "enum": ["yes", "no", "unknown"]}, "reason": {"type": "string"}},
+                       "current": {"type": "string", "enum": ["yes", "no", "unknown"]}, "reason": {"type": "string"},
+                       "expires": {"type": ["string", "null"]}, "past_end": {"type": "boolean"}},
                       ("id", "current", "reason")),
     "log": _object({"result": {"type": "array", "items": _object(
         {"id": {"type": "string"}, "note": {"type": "string"}, "type": {"type": "string"}, "at": {"type": "string"}},

@@ -112,13 +112,18 @@ class Change(NamedTuple):
 
 
 def run(harness: str, place, *, check: bool = False, remove: bool = False,  # type: ignore[no-untyped-def]
-        ask_to_record: bool = False, command: str = "qem", no_ask_to_record: bool = False) -> int:
+        ask_to_record: bool = False, command: str = "qem", no_ask_to_record: bool = False,
+        hold: bool | None = None) -> int:
     """Write (or check, or take out) qem's hooks and MCP server for `harness` in the
-    project holding `place`'s memory; the exit code."""
+    project holding `place`'s memory; `hold` (not None) also sets whether the hooks hold a
+    call (`[delivery] hold` in the memory's config.toml); the exit code."""
     errors.choice(harness, tuple(HARNESSES), "harness")
     if check and remove:
         raise errors.BadInput("--check and --remove do not go together: --check says whether `qem setup "
                               f"{harness}` would change anything")
+    if hold is not None and (check or remove):
+        raise errors.BadInput(f"--{'' if hold else 'no-'}hold sets the project's holding; it does not go with"
+                              f" --{'check' if check else 'remove'}")
     if ask_to_record and no_ask_to_record:
         raise errors.BadInput("--ask-to-record and --no-ask-to-record do not go together: the first writes the"
                               " Stop hook, the second takes it out")
@@ -138,13 +143,16 @@ def run(harness: str, place, *, check: bool = False, remove: bool = False,  # ty
         _say_trust(top, wanted)
         return code
     _refuse_unwritable(changes)  # before any file is written
+    holding = _hold_plan(place.store_path, hold) if hold is not None else None
     from .files import write_atomic
 
     for change in changes:
         if change.new is not None:
             change.path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(change.path, change.new)
-    _report(changes, wanted, top)
+    if holding is not None and holding[1] is not None:
+        write_atomic(holding[0], holding[1])
+    _report(changes, wanted, top, holding[2] if holding else "" if remove else _hold_line(place.store_path))
     return errors.EXIT_OK
 
 
@@ -640,6 +648,84 @@ def _toml_verify(text: str, data: dict[str, Any], want: dict[str, Any] | None, r
                               f" {by_hand}; qem changed nothing")
 
 
+# -- holding: `[delivery] hold` in the memory's config.toml ---------------------------------------
+
+HOLD_SAID = {
+    True: "an edit or a command whose notes the agent was not given yet is held once, the notes as the reason,"
+          " and passes when made again",
+    False: "no call is held: the notes due before an edit or a command come as context, which the model reads"
+           " after the call ran",
+}
+
+
+def _hold_plan(store: Path, hold: bool) -> tuple[Path, bytes | None, str]:
+    """`[delivery] hold` in the memory's config.toml (committed: the project's setting,
+    for every clone and harness), every other line as it was: the file, its new bytes
+    (None: it says so already), and what to say; refused, before anything is written,
+    where there is no memory or its [delivery] table cannot be edited."""
+    path = store / "config.toml"
+    rel = ".qem/config.toml" if store.name == ".qem" else str(path)
+    if not path.is_file():
+        raise errors.BadInput(f"no memory at {store}: holding is its setting (`qem init` starts one); qem changed"
+                              " nothing")
+    text, data = _toml_doc(path.read_bytes(), rel)
+    delivery = data.get("delivery", {})
+    if not isinstance(delivery, dict):
+        raise errors.BadInput(f"{rel}: delivery is not a table; make it [delivery] and run qem setup again;"
+                              " qem changed nothing")
+    setting = f"[delivery] hold = {str(hold).lower()} ({HOLD_SAID[hold]})"
+    if delivery.get("hold", True) is hold and ("hold" in delivery or hold):
+        return path, None, f"unchanged {rel}: {setting}"
+    new = _hold_edit(text, hold)
+    try:
+        edited = _toml_doc(new.encode("utf-8"), rel)[1]
+    except errors.BadInput:
+        edited = None  # the edit is not TOML: the table is written another way (inline, dotted keys)
+    if edited != {**data, "delivery": {**delivery, "hold": hold}}:
+        raise errors.BadInput(f"{rel}: qem cannot edit its [delivery] table as it is written; set"
+                              f" `hold = {str(hold).lower()}` under [delivery] by hand; qem changed nothing")
+    return path, new.encode("utf-8"), f"wrote {rel}: {setting}; commit it to share it"
+
+
+def _hold_line(store: Path) -> str:
+    """What the hooks do before an edit or a command, as the memory's setting says."""
+    import tomllib
+
+    try:
+        hold = tomllib.loads((store / "config.toml").read_text("utf-8")).get("delivery", {}).get("hold", True)
+    except (OSError, ValueError, AttributeError):
+        return ""  # no memory yet, or a setting a command names when it reads it
+    if not isinstance(hold, bool):
+        return ""
+    flag = "--no-hold" if hold else "--hold"
+    return f"holding is {'on' if hold else 'off'}: {HOLD_SAID[hold]} (`qem setup HARNESS {flag}` turns it" \
+           f" {'off' if hold else 'on'})"
+
+
+def _hold_edit(text: str, hold: bool) -> str:
+    """`text` with `hold = true|false` in its [delivery] table (the line replaced, or
+    added after the table's last key), or a [delivery] table added at the end."""
+    nl = "\r\n" if "\r\n" in text else "\n"
+    lines = text.splitlines(keepends=True)
+    line = f"hold = {str(hold).lower()}{nl}"
+    table = [(start, end) for start, end, key in _toml_blocks(lines) if key == ("delivery",)]
+    if not table:
+        head = text if not text or text.endswith(("\n", "\r")) else text + nl
+        return head + (nl if head.strip() and not head.endswith(nl + nl) else "") + f"[delivery]{nl}" + line
+    start, end = table[0]
+    body = lines[start + 1:end]
+    for i, old in enumerate(body):
+        match = _ASSIGNED.match(old)
+        if match and tuple(_key_part(m[1]) for m in _KEY_PART.finditer(match[2])) == ("hold",):
+            body[i] = match[1] + line
+            break
+    else:
+        if body and not body[-1].endswith(("\n", "\r")):
+            body[-1] += nl
+        body.append(line)
+    return "".join(lines[:start + 1] + body + lines[end:])
+
+
 # -- what is said ---------------------------------------------------------------------------------
 
 
@@ -670,7 +756,7 @@ def _setup_line(wanted: Wanted) -> str:
     return line
 
 
-def _report(changes: list[Change], wanted: Wanted, top: Path) -> None:
+def _report(changes: list[Change], wanted: Wanted, top: Path, holding: str = "") -> None:
     for change in changes:
         if change.new is None:
             show(f"unchanged {change.rel}")
@@ -687,6 +773,8 @@ def _report(changes: list[Change], wanted: Wanted, top: Path) -> None:
     if name in TRUST and any(c.new is not None for c in changes):
         show(TRUST[name])
     _say_trust(top, wanted)
+    if holding:
+        show(holding)
     sample = '{"session_id": "try-setup", "cwd": ".", "source": "startup"}'
     show(f"the hooks run `{wanted.command} hook {name} EVENT`; check one with:"
          f" echo '{sample}' | {wanted.command} hook {name} SessionStart")

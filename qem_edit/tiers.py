@@ -50,7 +50,7 @@ class Listed(NamedTuple):
     def head(self) -> str:
         n = self.note
         marks = "" if n.provenance == DEFAULT_PROVENANCE else f" · {FRAMES.get(n.provenance, n.provenance)}"
-        marks += " · STALE" if n.state == "stale" else ""
+        marks += (" · STALE" if n.state == "stale" else "") + delivery.end_mark(n)
         return f"- [#{n.shown}] {n.kind}/{n.priority}{marks} · "
 
     def line(self) -> str:
@@ -69,7 +69,8 @@ class Listed(NamedTuple):
     def to_json(self) -> dict[str, object]:
         n = self.note
         return {"id": n.id, "short": n.shown, "kind": n.kind, "priority": n.priority, "state": n.state,
-                "provenance": n.provenance, "why": self.why, "full": self.full,
+                "provenance": n.provenance, "expires": n.expires, "past_end": delivery.ended(n), "why": self.why,
+                "full": self.full,
                 "text" if self.full else "line": n.text if self.full else n.first_line()}
 
 

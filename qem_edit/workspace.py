@@ -82,6 +82,10 @@ class Workspace:
         git = config.get("git", {})
         if not isinstance(git, dict) or not isinstance(git.get("stage", True), bool):
             raise errors.BadInput(f"{path}: [git] stage must be true or false")
+        delivery = config.get("delivery", {})
+        if not isinstance(delivery, dict) or not isinstance(delivery.get("hold", True), bool):
+            raise errors.BadInput(f"{path}: [delivery] hold must be true or false (whether a hook holds a call"
+                                  " whose notes were not given yet)")
         return config
 
     def stages(self) -> bool:

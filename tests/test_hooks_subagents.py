@@ -33,14 +33,16 @@ def test_a_claude_subagent_starts_with_the_directives_and_high_tasks_once(projec
 def test_a_subagent_s_tool_never_takes_the_main_thread_s_notes_nor_the_reverse(project) -> None:  # type: ignore[no-untyped-def]
     top = project["top"]
     lock = {"file_path": str(top / "src/lock.py")}
-    in_sub = claude(top, "PreToolUse", agent_id="a1", agent_type="general-purpose", tool_name="Edit", tool_input=lock)
+    in_sub = claude(top, "PreToolUse", agent_id="a1", agent_type="general-purpose", held=True, tool_name="Edit",
+                    tool_input=lock)
     assert project["lock"] in ids(in_sub)
     assert claude(top, "PreToolUse", agent_id="a1", agent_type="general-purpose", tool_name="Edit",
                   tool_input=lock) == ""  # once in the subagent's window
-    in_main = claude(top, "PreToolUse", tool_name="Edit", tool_input=lock)
+    in_main = claude(top, "PreToolUse", held=True, tool_name="Edit", tool_input=lock)
     assert project["lock"] in ids(in_main)  # the subagent did not take it
     assert claude(top, "PreToolUse", tool_name="Edit", tool_input=lock) == ""
-    other = claude(top, "PreToolUse", agent_id="a2", agent_type="general-purpose", tool_name="Edit", tool_input=lock)
+    other = claude(top, "PreToolUse", agent_id="a2", agent_type="general-purpose", held=True, tool_name="Edit",
+                   tool_input=lock)
     assert project["lock"] in ids(other)  # nor did the main thread
 
 
