@@ -354,8 +354,8 @@ def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: in
     if budget < 0:
         raise errors.BadInput(f"--budget {budget}: give a number of characters (0: no limit)")
     out = Delivery(moment, budget, skip=skip)
-    heading, reserve = measure(out.heading()), _reserve(entries, changes, measure)
-    size = heading + _changes(out, changes, budget, heading, reserve, measure)
+    heading, reserve = measure(out.heading()), footer_room(entries, changes, measure)
+    size = heading + fitted_changes(out, changes, budget, heading, reserve, measure)
     notes: dict[str, Note] = {}
     for i, entry in enumerate(entries):
         if entry.due.id not in notes:
@@ -378,7 +378,7 @@ def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: in
     return out
 
 
-def _reserve(entries: list[Ranked], changes: list[Change], measure: Measure) -> int:
+def footer_room(entries: list[Ranked], changes: list[Change], measure: Measure) -> int:
     """Room kept for the last lines at their longest: what did not fit (the longest
     command listing it) and the changes that did not."""
     last = {e.moment: e.rank for e in entries}  # each moment's last rank: its longest command
@@ -388,7 +388,8 @@ def _reserve(entries: list[Ranked], changes: list[Change], measure: Measure) -> 
     return reserve + measure(unsaid)
 
 
-def _changes(out: Delivery, changes: list[Change], budget: int, size: int, reserve: int, measure: Measure) -> int:
+def fitted_changes(out: Delivery, changes: list[Change], budget: int, size: int, reserve: int,
+                   measure: Measure) -> int:
     """The changes that fit, taken into `out` (the rest counted as unsaid); the size they add."""
     added = 0
     for change in changes:
