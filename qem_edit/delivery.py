@@ -190,10 +190,14 @@ class Delivery:
         if self.changes:
             parts.append("Changed since given earlier in this session:\n" + "\n".join(c.block() for c in self.changes))
         if self.given:
-            parts.append("\n".join(h.block() for h in self.given))
+            parts += self.given_parts()
         if self.left or self.unsaid:
             parts.append(self.footer())
         return "\n\n".join(parts)
+
+    def given_parts(self) -> list[str]:
+        """The notes given, as the reply's parts (a tiered moment groups them)."""
+        return ["\n".join(h.block() for h in self.given)]
 
     def data(self) -> object:
         return {"moment": self.moment.event, "paths": list(self.moment.paths), "command": self.moment.command or None,
@@ -354,8 +358,8 @@ def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: in
     if budget < 0:
         raise errors.BadInput(f"--budget {budget}: give a number of characters (0: no limit)")
     out = Delivery(moment, budget, skip=skip)
-    heading, reserve = measure(out.heading()), _reserve(entries, changes, measure)
-    size = heading + _changes(out, changes, budget, heading, reserve, measure)
+    heading, reserve = measure(out.heading()), footer_room(entries, changes, measure)
+    size = heading + fitted_changes(out, changes, budget, heading, reserve, measure)
     notes: dict[str, Note] = {}
     for i, entry in enumerate(entries):
         if entry.due.id not in notes:
@@ -378,7 +382,7 @@ def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: in
     return out
 
 
-def _reserve(entries: list[Ranked], changes: list[Change], measure: Measure) -> int:
+def footer_room(entries: list[Ranked], changes: list[Change], measure: Measure) -> int:
     """Room kept for the last lines at their longest: what did not fit (the longest
     command listing it) and the changes that did not."""
     last = {e.moment: e.rank for e in entries}  # each moment's last rank: its longest command
@@ -388,7 +392,8 @@ def _reserve(entries: list[Ranked], changes: list[Change], measure: Measure) -> 
     return reserve + measure(unsaid)
 
 
-def _changes(out: Delivery, changes: list[Change], budget: int, size: int, reserve: int, measure: Measure) -> int:
+def fitted_changes(out: Delivery, changes: list[Change], budget: int, size: int, reserve: int,
+                   measure: Measure) -> int:
     """The changes that fit, taken into `out` (the rest counted as unsaid); the size they add."""
     added = 0
     for change in changes:

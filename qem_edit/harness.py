@@ -270,8 +270,9 @@ def _tool_paths(tool: str, given: Mapping[str, object]) -> tuple[str, ...]:
     if tool == "apply_patch":
         patch = _text(given, "command", "input", "patch")
         return tuple(dict.fromkeys(a or b for a, b in _PATCH_FILE_RE.findall(patch)))
-    many = [r.get("filePath") for r in given.get("replacements") or () if isinstance(r, dict)]  # VS Code's
-    many += list(given.get("files") or ()) if isinstance(given.get("files"), list) else []
+    replacements, files = given.get("replacements"), given.get("files")  # VS Code's, each naming a file
+    many = [r.get("filePath") for r in replacements if isinstance(r, dict)] if isinstance(replacements, list) else []
+    many += files if isinstance(files, list) else []
     found = [p for p in many if isinstance(p, str) and p]
     if found:
         return tuple(dict.fromkeys(found))

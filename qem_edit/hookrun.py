@@ -113,22 +113,33 @@ def _state_dir(ask: Asked, workspace: str | None = None) -> Path:
     """The memory's folder.  `-w` (what `qem setup` writes for a memory in a subfolder)
     is a folder from the top of the git work tree holding the hook's working directory,
     so a hook fired from anywhere in the tree finds it; without it, the memory is found
-    from the working directory up.  NoMemory when there is none."""
-    from .workspace import STATE_DIR, find_workspace, resolve
+    from the working directory up.  Where the input's working directory holds none (the
+    agent went outside the tree), the project's is tried (`CLAUDE_PROJECT_DIR`, which
+    Claude Code sets for its hooks).  NoMemory when there is none."""
+    from .workspace import STATE_DIR, find_workspace
 
     cwd = Path(ask.cwd) if ask.cwd else Path.cwd()
-    if workspace:
-        root = _tree_top(cwd) / workspace  # an absolute `-w` stays itself
-    else:
-        env = os.environ.get("QEM_WORKSPACE")
-        root = cwd / env if env else find_workspace(cwd)
-    place = resolve(root, None)
-    if (place.store_path / "config.toml").is_file():
-        return place.store_path
+    project = os.environ.get("CLAUDE_PROJECT_DIR")
+    for start in dict.fromkeys([cwd, *([Path(project)] if project else [])]):
+        store = _memory_from(start, workspace)
+        if (store / "config.toml").is_file():
+            return store
     near = find_workspace(cwd) / STATE_DIR
     named = f" (-w {workspace} from the work tree's top {_tree_top(cwd)})" if workspace else ""
-    raise NoMemory(f"no memory at {place.store_path}{named}; hook's working directory {cwd}: nothing given",
-                   near if (near / "config.toml").is_file() else None)
+    raise NoMemory(f"no memory at {_memory_from(cwd, workspace)}{named}; hook's working directory {cwd}:"
+                   " nothing given", near if (near / "config.toml").is_file() else None)
+
+
+def _memory_from(start: Path, workspace: str | None) -> Path:
+    """Where the memory is, found from `start` (it may not be there)."""
+    from .workspace import find_workspace, resolve
+
+    if workspace:
+        root = _tree_top(start) / workspace  # an absolute `-w` stays itself
+    else:
+        env = os.environ.get("QEM_WORKSPACE")
+        root = start / env if env else find_workspace(start)
+    return resolve(root, None).store_path
 
 
 def _tree_top(cwd: Path) -> Path:
@@ -146,7 +157,8 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
     milliseconds, not a read."""
     from . import ledger
 
-    key = f"{harness.name}:{ask.session}"  # a session of one harness (and `ask.agent`, a subagent of it)
+    key = f"{harness.name}:{ask.session}"  # a session of one harness
+    window = f"{harness.name}:agent:{ask.agent}" if ask.agent else key  # a subagent's, by its own id
     if ask.does == END:
         if ask.session:
             ledger.end(state, key)
@@ -154,8 +166,9 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
     if ask.does in (TOOL, HOLD) and not ask.moment:
         return harness.no_context
     if not ask.session:
-        raise ValueError("hook input without a session id (session_id, VS Code's sessionId, Cursor's conversation_id)")
-    with ledger.session(state, key, ask.agent) as book:
+        raise ValueError("hook input without a session id"
+                         " (session_id, VS Code's sessionId, Cursor's conversation_id)")
+    with ledger.session(state, window) as book:
         if ask.does == COMPACTING:
             book.compacted()
             return harness.no_context
@@ -165,7 +178,10 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
         given = {n: entry for n, entry in book.given.items() if entry[0] == book.epoch}
         counted = book.notes_then >= 0
     found, texts, changed, notes, due_here = _read(state, moments, given, counted)
-    with ledger.session(state, key, ask.agent) as book:
+    if window != key and ask.does == SUBAGENT:
+        with ledger.session(state, key) as book:
+            book.started(window)
+    with ledger.session(state, window) as book:
         if book.notes_then < 0:
             book.notes_then = notes
         holding = _holds(ask, found, due_here, book, state, harness, event)

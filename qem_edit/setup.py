@@ -131,7 +131,7 @@ def run(harness: str, place, *, check: bool = False, remove: bool = False,  # ty
 
     top = work_top(place.store_path)
     inside = place.root.resolve().relative_to(top).as_posix() if place.root.resolve() != top else ""
-    wanted = _wanted(HARNESSES[harness], command, ask_to_record, remove)._replace(
+    wanted = wanted_for(HARNESSES[harness], command, ask_to_record, remove)._replace(
         workspace=inside, no_ask_to_record=no_ask_to_record)
     if inside:
         wanted = wanted._replace(server={**wanted.server, "args": [*wanted.server["args"], "-w", inside]})
@@ -165,7 +165,9 @@ def _say_trust(top: Path, wanted: Wanted) -> None:
             show(line)
 
 
-def _wanted(harness: Harness, command: str, ask_to_record: bool, remove: bool) -> Wanted:
+def wanted_for(harness: Harness, command: str, ask_to_record: bool, remove: bool) -> Wanted:
+    """What qem wants in a harness's settings for `command`: its hooks and MCP server, the
+    one source `qem setup` and a plugin (qem_edit.plugin) are both written from."""
     import shlex
 
     command = command.strip()
@@ -249,7 +251,7 @@ def _plan(top: Path, rel: str, kind: str, wanted: Wanted) -> Change:
     raw = read_regular(path)
     if kind == MCP_TOML:
         return _plan_toml(path, rel, raw, wanted)
-    doc, commented = _json_doc(raw, rel, comments=wanted.harness.name == "gemini")
+    doc, commented = json_doc(raw, rel, comments=wanted.harness.name == "gemini")
     new = json.loads(json.dumps(doc))  # a copy to change
     done: list[str] = []
     differences: list[str] = []
@@ -272,7 +274,7 @@ class _Unkept(Exception):
     """JSON qem would not write back as it was read."""
 
 
-def _json_doc(raw: bytes | None, rel: str, comments: bool = False) -> tuple[dict[str, Any], bool]:
+def json_doc(raw: bytes | None, rel: str, comments: bool = False) -> tuple[dict[str, Any], bool]:
     """The file's JSON object ({} for no file, or an empty one), and whether it has
     comments (taken out first when `comments`: Gemini CLI reads its settings so)."""
     try:

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import errors
+from . import delivery, errors
 from .context import FRAMES, indented
-from . import delivery
-from .delivery import CUT, READ_AHEAD, Change, Delivery, Fetch, Measure, Moment, Ranked, _changes, _reserve
+from .delivery import (CUT, READ_AHEAD, Change, Delivery, Fetch, Measure, Moment, Ranked, fitted_changes,
+                       footer_room)
 from .model import Note
 
 TIERED = ("start", "compact")  # the moments that give many notes at once
 DEFAULT_PROVENANCE = "agent"
-PREAMBLE = (f"Recorded by an agent unless marked: verify before relying on a note. A line ending in … has more:"
+PREAMBLE = ("Recorded by an agent unless marked: verify before relying on a note. A line ending in … has more:"
             " `qem show ID` gives it whole.")
 
 
@@ -81,22 +81,12 @@ def _group(why: str) -> str:
 class Tiered(Delivery):
     """A tiered moment's reply: the changes, then the notes grouped by why they came."""
 
-    def text(self) -> str:
-        if not (self.changes or self.given or self.left or self.unsaid):
-            return ""
-        parts = [self.heading()]
-        if self.changes:
-            parts.append("Changed since given earlier in this session:\n" + "\n".join(c.block() for c in self.changes))
-        if self.given:
-            parts.append(PREAMBLE)
+    def given_parts(self) -> list[str]:
         groups: dict[str, list[Listed]] = {}
         for listed in self.given:
             groups.setdefault(listed.why, []).append(listed)
-        parts += [_group(why) + f" ({len(shown):,})\n\n" + "\n".join(h.block() for h in shown)
-                  for why, shown in groups.items()]
-        if self.left or self.unsaid:
-            parts.append(self.footer())
-        return "\n\n".join(parts)
+        return [PREAMBLE] + [_group(why) + f" ({len(shown):,})\n\n" + "\n".join(h.block() for h in shown)
+                             for why, shown in groups.items()]
 
 
 def fit_tiers(moment: Moment, entries: list[Ranked], changes: list[Change], budget: int, fetch: Fetch,
@@ -107,8 +97,8 @@ def fit_tiers(moment: Moment, entries: list[Ranked], changes: list[Change], budg
     if budget < 0:
         raise errors.BadInput(f"--budget {budget}: give a number of characters (0: no limit)")
     out = Tiered(moment, budget, skip=skip)
-    heading, reserve = measure(out.heading()), _reserve(entries, changes, measure)
-    size = heading + _changes(out, changes, budget, heading, reserve, measure)
+    heading, reserve = measure(out.heading()), footer_room(entries, changes, measure)
+    size = heading + fitted_changes(out, changes, budget, heading, reserve, measure)
     size = _lines(out, entries, budget - reserve if budget else 0, size, fetch, measure)
     if budget:
         _wholes(out, budget - reserve - size, measure)

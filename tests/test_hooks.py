@@ -516,6 +516,12 @@ def test_a_memory_in_a_subfolder_is_found_by_the_hooks_setup_writes(tmp_path: Pa
         assert done.returncode == 0, done.stderr
         said = json.loads(done.stdout)["hookSpecificOutput"]["permissionDecisionReason"]  # held: not given yet
         assert f"[#{note}]" in said, (where, done.stderr)
+    outside = json.dumps({"session_id": "m9", "cwd": str(tmp_path), "hook_event_name": "PreToolUse",
+                          "tool_name": "Edit", "tool_input": {"file_path": str(app / "src" / "lock.py")}})
+    done = subprocess.run([sys.executable, "-m", "qem_edit", *command.split()[1:]], input=outside, cwd=tmp_path,
+                          capture_output=True, text=True, env={**os.environ, "CLAUDE_PROJECT_DIR": str(top)})
+    reply = json.loads(done.stdout)["hookSpecificOutput"]  # left the tree: found from the project's folder
+    assert f"[#{note}]" in reply.get("permissionDecisionReason", reply.get("additionalContext", "")), done.stderr
     assert run_qem("setup", "claude", "--check", cwd=app).returncode == 0
 
 
