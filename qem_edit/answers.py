@@ -58,6 +58,11 @@ class NoteView:
             lines.append(f"supersedes #{shown(note.supersedes)}")
         if note.expires is not None:
             lines.append(f"expires {note.expires} (its end: `qem expire --due` expires it then)")
+        if note.to is not None or note.due is not None:
+            lines.append("requested" + (f" of {note.to}" if note.to else "") + (f", due {note.due}" if note.due else "")
+                         + f" (`qem status {note.shown}`: answered?)")
+        if note.answers is not None:
+            lines.append(f"answers #{shown(note.answers)}")
         if note.state != "active" and note.state_at:
             by = f" by #{shown(note.superseded_by)}" if note.superseded_by is not None else ""
             why = f": {note.state_reason}" if note.state_reason else ""
@@ -205,7 +210,7 @@ def show(store: Store, note_id: str, at: str | None = None) -> NoteView:
         from .history import note_at
 
         note = note_at(store, full, at)
-    shorts = store.index.shorts(x for x in (note.supersedes, note.superseded_by) if x)
+    shorts = store.index.shorts(x for x in (note.supersedes, note.superseded_by, note.answers) if x)
     return NoteView(note, shorts, came_with=_came_with(store, note))
 
 

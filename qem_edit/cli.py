@@ -75,6 +75,9 @@ ExpiresOpt = Annotated[Optional[str], typer.Option("--expires", help="The note's
 OnOpt = Annotated[Optional[list[str]], typer.Option("--on", metavar="MOMENT", help="A moment the note is delivered to an agent at (repeatable; replaces its kind's default): start, compact, prompt, edit, read, shell.", show_default=False)]
 WhenPathOpt = Annotated[Optional[list[str]], typer.Option("--when-path", metavar="PATTERN", help="Deliver the note before an agent edits a matching file (repeatable): a path from the top of the work tree, * ? [..] within a part, ** for folders (src/index/**).", show_default=False)]
 WhenRunOpt = Annotated[Optional[list[str]], typer.Option("--when-run", metavar="PATTERN", help="Deliver the note before a matching shell command runs (repeatable): * any characters (pytest*).", show_default=False)]
+ToOpt = Annotated[Optional[str], typer.Option("--to", metavar="NAME", help="Who owes it (a request): an actor, a person or an agent, one word. `qem owed` lists it until a note answers it.", show_default=False)]
+DueOpt = Annotated[Optional[str], typer.Option("--due", metavar="DATE|TIME", help="The request's deadline: a date (YYYY-MM-DD, the end of that UTC day) or a UTC time; late after it. Not its end (--expires).", show_default=False)]
+AnswersOpt = Annotated[Optional[str], typer.Option("--answers", metavar="ID", help="The request this note answers (its id); the request itself is not changed.", show_default=False)]
 TtlOpt = Annotated[Optional[str], typer.Option("--ttl", help="The note's end as a time to live from now: a number and h, d or w (30d). Default: its kind's [expiry] in .qem/config.toml.", show_default=False)]
 
 
@@ -172,6 +175,9 @@ def add(
     on: OnOpt = None,
     when_path: WhenPathOpt = None,
     when_run: WhenRunOpt = None,
+    to: ToOpt = None,
+    due: DueOpt = None,
+    answers: AnswersOpt = None,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
     actor: ActorOpt = None,
@@ -181,7 +187,27 @@ def add(
     Example: qem add "Run tests inside the venv" --kind directive --priority high
     """
     return shell.add(text, kind, priority, provenance, as_json, allow_secret, anchor, expires, ttl, on, when_path,
-                     when_run, workspace_dir, store_dir, actor)
+                     when_run, workspace_dir, store_dir, actor, to, due, answers)
+
+
+@app.command()
+def answer(
+    note_id: IdArg,
+    text: Annotated[str, typer.Argument(help="The answer's text; - reads it from standard input.", show_default=False)],
+    kind: Annotated[str, typer.Option("--kind", "-k", help="The answer's kind: " + ", ".join(KINDS))] = "finding",
+    priority: Annotated[str, typer.Option("--priority", "-p", help="high, medium or low.")] = "medium",
+    as_json: JsonOpt = False,
+    allow_secret: AllowSecretOpt = False,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
+    actor: ActorOpt = None,
+) -> int:
+    """Answer a request: a new note pointing at it (the request is not changed); print its id.
+
+    Example: qem answer k3f9 "The migration ran; 0 rows lost"
+    """
+    return shell.add(text, kind, priority, "agent", as_json, allow_secret, workspace_dir=workspace_dir,
+                     store_dir=store_dir, actor=actor, answers=note_id)
 
 
 @app.command()

@@ -211,7 +211,8 @@ def _add(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
     written, notices = memory.act(lambda h, p, who: acts.add(
         h, p, a["text"], a["kind"], a.get("priority", "medium"), provenance_of(a["text"], a.get("user_quote"), _typed(p)),
         who, agent=True,
-        anchors=a.get("anchors"), expires=a.get("expires"), ttl=a.get("ttl"), triggers=_triggers(a) or ()),
+        anchors=a.get("anchors"), expires=a.get("expires"), ttl=a.get("ttl"), triggers=_triggers(a) or (),
+        request=acts.Request(a.get("to"), a.get("due"), a.get("answers"))),
         client, create=True)
     n = written.note
     return Reply(f"#{n.shown} created ({n.kind} · {n.priority} · {n.provenance})", _repeated(written), notices)
@@ -320,6 +321,9 @@ _WHEN_PATH = {"type": "array", "items": {"type": "string"}, "description": "Deli
 _WHEN_RUN = {"type": "array", "items": {"type": "string"}, "description": "Deliver the note before a shell command matching one of these patterns runs: * any characters (pytest*), matched against each command of a command line."}
 _AT = {"type": "string", "description": "As the memory was at this UTC date or time, or as committed at this git revision."}
 _EXPIRES = {"type": "string", "description": "The note's end, in the future: a date YYYY-MM-DD (its start, UTC) or a UTC time YYYY-MM-DDTHH:MM:SSZ; none: no end. Not with ttl. A successor keeps the old note's end unless given."}
+_TO = {"type": "string", "description": "Who owes this note (it is a request): an actor, a person or an agent, one word. Listed by `qem owed` until a note answers it."}
+_DUE = {"type": "string", "description": "The request's deadline: a date YYYY-MM-DD (the end of that UTC day) or a UTC time YYYY-MM-DDTHH:MM:SSZ; late after it. Not its end (expires)."}
+_ANSWERS = {"type": "string", "description": "The id of the request this note answers (the request itself is not changed)."}
 _TTL = {"type": "string", "description": "The note's end as a time to live from now: a whole number and h, d or w (12h, 30d, 2w). Not with expires. A new note without either gets its kind's default, if the workspace sets one."}
 
 
@@ -345,7 +349,8 @@ def _move_tool(move: Move) -> Tool:
 TOOLS: tuple[Tool, ...] = (
     Tool("add", "Record a note", "Record a new note in the project's memory; returns its id, and in repeats the notes in force with the same text.",
          {"text": _TEXT, "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE, "anchors": _ANCHORS,
-          "expires": _EXPIRES, "ttl": _TTL, "on": _ON, "when_path": _WHEN_PATH, "when_run": _WHEN_RUN},
+          "expires": _EXPIRES, "ttl": _TTL, "on": _ON, "when_path": _WHEN_PATH, "when_run": _WHEN_RUN,
+          "to": _TO, "due": _DUE, "answers": _ANSWERS},
          ("text", "kind"), _add, written(MOVE_BY_VERB["create"])),
     Tool("supersede", "Supersede a note", "Replace a note that is no longer right with a corrected one (the old text stays in the history); returns the new id.",
          {"id": _ID, "text": _TEXT, "reason": _reason(False), "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE,

@@ -48,6 +48,9 @@ ADD = Spec(
         Opt(("--on",), "on", "many"),
         Opt(("--when-path",), "when_path", "many"),
         Opt(("--when-run",), "when_run", "many"),
+        Opt(("--to",), "to", "value"),
+        Opt(("--due",), "due", "value"),
+        Opt(("--answers",), "answers", "value"),
         *_WHERE,
     ),
 )

@@ -78,15 +78,17 @@ def add(text: str, kind: str, priority: str = "medium", provenance: str = "agent
         allow_secret: bool = False, anchor: list[str] | None = None, expires: str | None = None,
         ttl: str | None = None, on: list[str] | None = None, when_path: list[str] | None = None,
         when_run: list[str] | None = None, workspace_dir: Path | None = None, store_dir: Path | None = None,
-        actor: str | None = None) -> int:
-    """`qem add`: a note written, its id printed (qem_edit.cli holds the options' help)."""
+        actor: str | None = None, to: str | None = None, due: str | None = None, answers: str | None = None) -> int:
+    """`qem add` (and `qem answer`): a note written, its id printed (qem_edit.cli holds the
+    options' help)."""
     from . import acts
 
     body = text_arg(text)
     triggers = acts.declared(on, when_path, when_run)
+    request = acts.Request(to, due, answers)
     written = act(workspace_dir, store_dir, actor, lambda h, p, who: acts.add(
         h, p, body, kind, priority, provenance, who, allow_secret=allow_secret, anchors=anchor, cwd=Path.cwd(),
-        expires=expires, ttl=ttl, triggers=triggers))
+        expires=expires, ttl=ttl, triggers=triggers, request=request))
     return written_note(written, as_json)
 
 
