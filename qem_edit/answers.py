@@ -21,8 +21,10 @@ from typing import Sequence
 from . import ids
 from .model import TEXT_MISSING, TRIGGER_ATTRIBUTES, Event, Note
 from .resolver import Answer as Currency
+from .owing import Answered, answered, is_request, pointer
 from .resolver import Graph
 from .store import Store
+from .times import utc_now
 
 
 def as_json(data: object) -> str:
@@ -148,12 +150,21 @@ class CurrencyAnswer:
     answer: Currency
     shown: str = ""
     exit_code = 0
+    # a request's (or an answer's) second question: answered? (qem_edit.owing; None: neither)
+    answered: Answered | None = None
+    request: str | None = None  # for an answer: the request it names, as shown (its answer is the request's)
 
     def text(self) -> str:
-        return f"#{self.shown or self.answer.note_id} current: {self.answer.value} ({self.answer.reason})"
+        me = f"#{self.shown or self.answer.note_id}"
+        lines = [f"{me} current: {self.answer.value} ({self.answer.reason})"]
+        if self.answered is not None:
+            about = f"{me} answers #{self.request}, which is answered" if self.request else f"{me} answered"
+            lines.append(f"{about}: {self.answered.value} ({self.answered.why})")
+        return "\n".join(lines)
 
     def data(self) -> object:
-        return {**self.answer.to_json(), "short": self.shown or self.answer.note_id}
+        answered = {"answered": {**self.answered.to_json(), "request": self.request}} if self.answered else {}
+        return {**self.answer.to_json(), "short": self.shown or self.answer.note_id, **answered}
 
     def remark(self) -> str | None:
         return None
@@ -239,4 +250,25 @@ def log(store: Store, note_id: str | None = None) -> EventList:
 def status(store: Store, note_id: str) -> CurrencyAnswer:
     """Is the note current: yes, no or unknown, by the graph of every note."""
     full = store.resolve(note_id)
-    return CurrencyAnswer(Graph.of({n.id: n for n in store.notes()}).currency(full), store.note(full).shown)
+    note = store.note(full)
+    request = None
+    if note.answers is not None and not is_request(note):
+        request = ids.shown(note.answers, store.index.shorts([note.answers]).get(note.answers))
+    return CurrencyAnswer(Graph.of({n.id: n for n in store.notes()}).currency(full), note.shown,
+                          answered_of(store, note, utc_now()), request)
+
+
+def answered_of(store: Store, note: Note, now: str) -> Answered | None:
+    """Whether `note` is answered, where it is a request or an answer (None: neither)."""
+    if note.answers is not None and not is_request(note):
+        found = store.notes_by_id([note.answers])
+        return pointer(note, found.get(note.answers)) or answered_of(store, found[note.answers], now)
+    if not is_request(note):
+        return None
+    return answered(note, store.answers_to([note.id]).get(note.id, []), now, read_gaps(store))
+
+
+def read_gaps(store: Store) -> list[str]:
+    """Why the log read is incomplete where it is (files set aside may hold an answer)."""
+    aside = len(store.set_aside())
+    return [f"{aside} log file{'s' if aside != 1 else ''} set aside (`qem verify` names them)"] if aside else []

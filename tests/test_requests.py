@@ -175,7 +175,9 @@ def test_an_answer_arrives_from_another_clone_and_a_bad_request_file_is_set_asid
     answer = mate.qem("answer", request, "Sent it", "-k", "finding").stdout.strip()
     mate.qem("export")
     mate.publish("the answer")
+    assert "answered: no (owed by mate" in founder.qem("status", request).stdout
     founder.git("pull", "-q", "--no-rebase", "origin", "main")
+    assert f"answered: yes (answered by #{answer} (mate" in founder.qem("status", request).stdout
     shown = founder.qem("show", answer).stdout
     assert f"answers #{request}" in shown
     assert f"answers #{request} · Sent it" in founder.memory_md().decode()
@@ -192,3 +194,34 @@ def test_an_answer_arrives_from_another_clone_and_a_bad_request_file_is_set_asid
     fresh = team.clone("fresh")
     assert f"answers #{request} · Sent it" in fresh.memory_md().decode()
     fresh.qem("export", "--check")
+
+
+# -- answered? -------------------------------------------------------------------------------------
+
+
+def test_status_says_whether_a_request_is_answered_yes_no_unknown_or_not_owed(qem, ws: Path) -> None:
+    later = {"QEM_NOW": "2026-09-07T12:00:00Z"}
+    request = qem("add", "Send the report", "-k", "task", "--to", "alice", "--due", "2026-09-05").stdout.strip()
+    other = qem("add", "Review the plan", "-k", "task", "--to", "bob").stdout.strip()
+    said = qem("status", request, env=later).stdout.splitlines()
+    assert said[1] == f"#{request} answered: no (owed by alice, due 2026-09-05T23:59:59Z, late by 1d 12h)"
+    first = qem("answer", request, "Sent", env={"QEM_ACTOR": "alice"}).stdout.strip()
+    said = qem("status", request, "--json").stdout
+    data = json.loads(said)["answered"]
+    assert data["answered"] == "yes" and data["by"][0]["short"] == first and data["by"][0]["actor"] == "alice"
+    assert f"#{first} answers #{request}, which is answered: yes" in qem("status", first).stdout
+    second = qem("answer", request, "Not sent yet").stdout.strip()
+    said = qem("status", request).stdout
+    assert "answered: unknown (two answers in force may disagree" in said and f"#{second}" in said
+    qem("revoke", second, "-m", "wrong")
+    assert "answered: yes" in qem("status", request).stdout
+    qem("revoke", request, "-m", "not needed")
+    assert "answered: not owed (not owed: revoked" in qem("status", request).stdout
+    # a log read in part: the unanswered request's answer may be in the file set aside
+    (store_path(ws) / "events" / ("x" * 26)).write_text("{not json", "utf-8")
+    said = qem("status", other).stdout
+    assert "answered: unknown (no answer in the log read, which is incomplete (1 log file set aside" in said
+    assert "owed by bob" in said
+    # a note that is neither a request nor an answer has no second line
+    plain = qem("add", "A finding", "-k", "finding").stdout.strip()
+    assert len(qem("status", plain).stdout.splitlines()) == 1
