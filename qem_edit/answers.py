@@ -22,6 +22,7 @@ from . import ids
 from .model import TEXT_MISSING, TRIGGER_ATTRIBUTES, Event, Note
 from .resolver import Answer as Currency
 from .owing import Answered, answered, is_request, pointer
+from .query import read_gaps
 from .resolver import Graph
 from .store import Store
 from .times import utc_now
@@ -267,8 +268,3 @@ def answered_of(store: Store, note: Note, now: str) -> Answered | None:
         return None
     return answered(note, store.answers_to([note.id]).get(note.id, []), now, read_gaps(store))
 
-
-def read_gaps(store: Store) -> list[str]:
-    """Why the log read is incomplete where it is (files set aside may hold an answer)."""
-    aside = len(store.set_aside())
-    return [f"{aside} log file{'s' if aside != 1 else ''} set aside (`qem verify` names them)"] if aside else []

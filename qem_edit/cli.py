@@ -663,6 +663,25 @@ def status(note_id: IdArg, as_json: JsonOpt = False, workspace_dir: WorkspaceOpt
     return _answer(workspace_dir, store_dir, lambda store: answers.status(store, note_id), as_json)
 
 
+@app.command()
+def owed(
+    to: Annotated[Optional[str], typer.Option("--to", metavar="NAME", help="Only what NAME owes.", show_default=False)] = None,
+    late: Annotated[bool, typer.Option("--late", help="Only what is past its deadline.")] = False,
+    at: Annotated[Optional[str], typer.Option("--at", metavar="DATE|REV", help="As the memory was at a date or UTC time (late as of then), or as committed at a git revision (late as of now).", show_default=False)] = None,
+    as_json: JsonOpt = False,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
+) -> int:
+    """What is owed, by whom, and what is late: every request in force not answered yes,
+    the latest first, after the scope read.
+
+    Example: qem owed --to alice --late
+    """
+    from . import owed as owing
+
+    return _answer(workspace_dir, store_dir, lambda store: owing.build(store, to, late, at), as_json)
+
+
 @app.command(context_settings={"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]})
 def query(
     filters: Annotated[Optional[list[str]], typer.Argument(help="KEY=VALUE filters (text~SUBSTRING for text, anchor~FOLDER for a folder's anchors).", show_default=False)] = None,
@@ -677,6 +696,7 @@ def query(
     \b
     Note filters: kind state priority provenance actor since until supersedes
                   current=yes|no|unknown disputed=yes|no text~SUBSTRING
+                  to=NAME due<DATE answered=yes|no|unknown|not-owed
                   anchor=PATH anchor~FOLDER (paths from the top of the work tree)
     Event filters (--events): type note actor since until checkin
 

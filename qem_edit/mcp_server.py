@@ -361,7 +361,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("show", "Show a note", "Read one note in full (expand an index line of the context).",
          {"id": _ID, "at": _AT}, ("id",), _show),
     Tool("query", "Query the memory", "Find notes (or, with events, log events) by exact filters such as kind=gotcha current=yes text~lock, anchor=src/db.py (the notes about a file); the answer starts with the scope scanned.",
-         {"filters": {"type": "array", "items": {"type": "string"}, "description": "KEY=VALUE filters. Notes: kind state priority provenance actor since until supersedes current=yes|no|unknown disputed=yes|no text~SUBSTRING anchor=PATH anchor~FOLDER. Events: type note actor since until checkin."},
+         {"filters": {"type": "array", "items": {"type": "string"}, "description": "KEY=VALUE filters. Notes: kind state priority provenance actor since until supersedes current=yes|no|unknown disputed=yes|no text~SUBSTRING anchor=PATH anchor~FOLDER to=NAME due<DATE answered=yes|no|unknown|not-owed. Events: type note actor since until checkin."},
           "events": {"type": "boolean", "description": "Filter the event log instead of notes."}}, (), _query),
     Tool("status", "Is a note current?", "Is this note current? yes, no or unknown, with the reason.", {"id": _ID}, ("id",), _status),
     Tool("log", "A note's history", "The history of one note: every event, oldest first.", {"id": _ID}, ("id",), _log),

@@ -32,7 +32,7 @@ LAYERS = {
     4: ("protect", "secrets", "starting"),  # what a write enforces, and starting a memory
     5: ("store",),  # one memory: opening, the write transaction
     6: ("removals", "diff", "diffview", "incomplete", "history", "query", "context", "answers",  # reads
-        "drift", "anchorlist", "delivery", "tiers"),
+        "drift", "anchorlist", "delivery", "tiers", "owed"),
     7: ("gitstage", "gitsettle", "textconv", "export", "proposal", "checkouts", "forgetting", "dump", "vectr",
         "migrate", "checks", "staged"),  # the mirror, and work over the whole memory
     8: ("opening", "expiry", "acts", "checkin", "hookrun", "setup"),  # a command's way in: the memory opened, the writes

@@ -99,3 +99,85 @@ def test_seconds_between_is_the_calendar_s(a: datetime, b: datetime) -> None:
 def test_duration_says_the_two_largest_units() -> None:
     assert [duration(s) for s in (0, 20, 61, 3600 * 5 + 60 * 12 + 3, 86400 * 3 + 3600 * 4 + 5)] == \
         ["0s", "20s", "1m 1s", "5h 12m", "3d 4h"]
+
+
+# -- qem owed equals a brute-force replay --------------------------------------------------------
+
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+from qem_edit import owed as owed_read  # noqa: E402
+from qem_edit.model import NewNote  # noqa: E402
+from qem_edit.store import Store  # noqa: E402
+
+SEATS = (None, "alice", "bob")
+DUES = (None, "2026-09-01T00:00:00Z", "2026-12-01T00:00:00Z")  # one past NOW, one not yet
+STEP = st.one_of(
+    st.tuples(st.just("request"), st.sampled_from(SEATS[1:]), st.sampled_from(DUES)),
+    st.tuples(st.just("deadline"), st.sampled_from(DUES[1:])),
+    st.tuples(st.just("answer"), st.integers(0, 4)),
+    st.tuples(st.just("supersede"), st.integers(0, 4)),
+    st.tuples(st.just("revoke"), st.integers(0, 4)),
+)
+
+
+def _replayed(history: list[tuple]) -> tuple[Store, dict[str, dict], Path]:
+    """The history written through the store's own transaction, and beside it, replayed
+    by hand: each note's seat, deadline, pointer and state."""
+    root = Path(tempfile.mkdtemp())
+    store = Store.open(root / ".qem", create=True)
+    brute: dict[str, dict] = {}
+    order: list[str] = []
+
+    def create(new: NewNote) -> str:
+        made = store.write(lambda tx: tx.create(new, "tester"), at="2026-08-01T00:00:00Z").id
+        brute[made] = {"to": new.to, "due": new.due, "answers": new.answers, "state": "active"}
+        order.append(made)
+        return made
+
+    for step in history:
+        if step[0] in ("request", "deadline"):
+            to, due = (step[1], step[2]) if step[0] == "request" else (None, step[1])
+            create(NewNote("task", "medium", "agent", f"request {len(order)}", to=to, due=due))
+        elif order:
+            target = order[step[1] % len(order)]
+            if step[0] == "answer":
+                create(NewNote("finding", "medium", "agent", f"answer {len(order)}", answers=target))
+            elif brute[target]["state"] == "active":
+                old = brute[target]
+                if step[0] == "revoke":
+                    store.write(lambda tx: tx.emit(target, "revoked", "tester", "no"), at="2026-08-02T00:00:00Z")
+                    old["state"] = "revoked"
+                else:
+                    create(NewNote("task", "medium", "agent", f"successor {len(order)}", target,
+                                   to=old["to"], due=old["due"], answers=old["answers"]))
+                    old["state"] = "superseded"
+    return store, brute, root
+
+
+def _brute_owed(brute: dict[str, dict]) -> dict[str, tuple[str, bool]]:
+    out = {}
+    for note_id, n in brute.items():
+        if n["state"] != "active" or (n["to"] is None and n["due"] is None):
+            continue
+        given = [a for a in brute.values() if a["answers"] == note_id and a["state"] != "revoked"]
+        in_force = [a for a in given if a["state"] == "active"]
+        value = "unknown" if len(in_force) > 1 else ("yes" if given else "no")
+        if value != "yes":
+            out[note_id] = (value, n["due"] is not None and n["due"] < NOW)
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(STEP, max_size=14))
+def test_owed_is_a_brute_force_replay_of_requests_answers_supersessions_and_revocations(history) -> None:
+    store, brute, _ = _replayed(history)
+    with store:
+        got = owed_read.build(store, now=NOW)
+        assert {o.note.id: (o.answer.value, o.answer.late is not None) for o in got.owed} == _brute_owed(brute)
+        late = owed_read.build(store, late=True, now=NOW)
+        assert {o.note.id for o in late.owed} == {k for k, (_, is_late) in _brute_owed(brute).items() if is_late}
+        alice = owed_read.build(store, to="alice", now=NOW)
+        assert {o.note.id for o in alice.owed} == {k for k in _brute_owed(brute) if brute[k]["to"] == "alice"}

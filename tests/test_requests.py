@@ -176,8 +176,10 @@ def test_an_answer_arrives_from_another_clone_and_a_bad_request_file_is_set_asid
     mate.qem("export")
     mate.publish("the answer")
     assert "answered: no (owed by mate" in founder.qem("status", request).stdout
+    assert founder.qem("owed", "--to", "mate").stdout.splitlines()[1] == "1 owed (--to mate), 1 late"
     founder.git("pull", "-q", "--no-rebase", "origin", "main")
     assert f"answered: yes (answered by #{answer} (mate" in founder.qem("status", request).stdout
+    assert founder.qem("owed", "--to", "mate").stdout.splitlines()[1] == "0 owed (--to mate), 0 late"
     shown = founder.qem("show", answer).stdout
     assert f"answers #{request}" in shown
     assert f"answers #{request} · Sent it" in founder.memory_md().decode()
@@ -225,3 +227,54 @@ def test_status_says_whether_a_request_is_answered_yes_no_unknown_or_not_owed(qe
     # a note that is neither a request nor an answer has no second line
     plain = qem("add", "A finding", "-k", "finding").stdout.strip()
     assert len(qem("status", plain).stdout.splitlines()) == 1
+
+
+# -- qem owed, and the same filters in qem query ----------------------------------------------------
+
+
+def test_owed_lists_what_is_owed_by_whom_and_how_late_after_its_scope(qem, ws: Path) -> None:
+    at, early = {"QEM_NOW": "2026-09-07T12:00:00Z"}, {"QEM_NOW": "2026-08-30T08:00:00Z"}
+    report = qem("add", "Send the report", "-k", "task", "--to", "alice", "--due", "2026-09-05", env=early).stdout.strip()
+    review = qem("add", "Review the plan", "-k", "task", "--to", "bob", "--due", "2026-09-20", env=early).stdout.strip()
+    keys = qem("add", "Hand over the keys", "-k", "task", "--to", "alice", env=early).stdout.strip()
+    done = qem("add", "Rotate the token", "-k", "task", "--to", "bob", "--due", "2026-09-01", env=early).stdout.strip()
+    qem("answer", done, "Rotated", env=at)
+    lines = qem("owed", env=at).stdout.splitlines()
+    assert lines[0].startswith("scope: ") and "late as of 2026-09-07T12:00:00Z" in lines[0]
+    assert lines[0].endswith("4 requests in force of 5 notes read; complete")
+    assert lines[1] == "3 owed, 1 late"
+    assert lines[2] == f"#{report} task · LATE 1d 12h · owed by alice, due 2026-09-05T23:59:59Z · Send the report"
+    assert [line.split()[0] for line in lines[3:]] == [f"#{review}", f"#{keys}"]  # by deadline, none last
+    assert [line.split()[0] for line in qem("owed", "--to", "alice", env=at).stdout.splitlines()[2:]] == \
+        [f"#{report}", f"#{keys}"]
+    assert qem("owed", "--late", env=at).stdout.splitlines()[2:] == [lines[2]]
+    data = json.loads(qem("owed", "--json", "--to", "bob", env=at).stdout)
+    assert data["scope"]["complete"] is True and data["count"] == 1
+    assert (data["owed"][0]["short"], data["owed"][0]["to"], data["owed"][0]["late"]) == (review, "bob", False)
+    empty = qem("owed", "--to", "carol", env=at).stdout.splitlines()
+    assert empty[1] == "0 owed (--to carol), 0 late" and "not proof that nothing is owed" in empty[2]
+    # as of a date: what was owed then, late as of then
+    before = qem("owed", "--at", "2026-09-06").stdout.splitlines()
+    assert "late as of 2026-09-06T23:59:59Z" in before[0] and before[1] == "4 owed (--at 2026-09-06), 2 late"
+    bad = qem("owed", "--at", "yesterday")
+    assert bad.returncode == 2 and "yesterday" in bad.stderr and "Traceback" not in bad.stderr
+    # the same questions in qem query
+    found = qem("query", "answered=no", "to=alice", "due<2026-09-06", env=at).stdout.splitlines()
+    assert found[1] == "1 notes match answered=no to=alice due<2026-09-06" and found[2].startswith(f"#{report}\t")
+    assert f"#{done}\t" in qem("query", "answered=yes").stdout
+    assert qem("query", "answered=maybe").returncode == 2
+    assert "write due<DATE" in qem("query", "due=2026-09-06").stderr
+
+
+def test_owed_at_a_revision_reads_the_log_committed_there(team) -> None:  # noqa: F811
+    founder = team.founded("the build needs python 3.11")
+    request = founder.qem("add", "Send the report", "-k", "task", "--to", "mate").stdout.strip()
+    founder.qem("export")
+    asked = founder.publish("a request")
+    founder.qem("answer", request, "Sent")
+    founder.qem("export")
+    founder.publish("answered")
+    assert founder.qem("owed").stdout.splitlines()[1] == "0 owed, 0 late"
+    then = founder.qem("owed", "--at", asked[:12]).stdout.splitlines()
+    assert f"as at {asked[:12]}" in then[0] and then[1] == "1 owed (--at " + asked[:12] + "), 0 late"
+    assert then[2].startswith(f"#{request} task · owed by mate")
