@@ -34,7 +34,7 @@ from .reconciler.rebase import rebase, with_errors
 from .renderer import for_editing, render
 from .renderer.render import base_named, rendering_id
 from .reconciler.parse import LineError
-from .secrets import described, scan
+from .secrets import described, scan, strings
 from .store import Store, Transaction
 from .workspace import Workspace
 
@@ -407,8 +407,7 @@ def check_in(store: Store, source: Source, asker: Asker, who: str, *,
         proposal = propose(store, read.text, read.base, moment=read.moment, heads=read.heads, calm=read.calm)
         if users and read.moment is not None and moved == 0:  # (its base is this log's rendering)
             _refuse_incomplete(store, source.path, proposal)
-        if not allow_secret:
-            proposal.plan.errors += _secret_errors(proposal.plan)
+        proposal.plan.errors += _secret_errors(proposal.plan, allow_secret)
         proposal.plan.errors += _anchor_errors(proposal, source.place)
         if not proposal.plan.ok:
             return Outcome(Status.REFUSED, source, proposal, kept=None if dry_run else _keep_refused(source, proposal))
@@ -440,19 +439,32 @@ def _landed(store: Store, source: Source, proposal: Proposal, checkin_id: str, c
                    repeats={n.id: [o.id for o in same] for n, same in found})
 
 
-def _secret_errors(plan: Plan) -> list[LineError]:
+def _secret_errors(plan: Plan, allow_secret: bool) -> list[LineError]:
     """A secret in the edit, an error of its line (so the plan, which would print it, is
-    not shown, and `qem edit` opens the file again); the write itself refuses it too
+    not shown, and `qem edit` opens the file again): in any field of an item (every field
+    of `Content`, its text, its @when-run and @anchor lines...) or a marker's reason; a
+    person's --allow-secret lets one through in a text alone, as every write does
     (qem_edit.secrets, every way in)."""
     out = []
     for op in plan.ops:
-        for what, text in (("this note's text", op.content.text if op.content else None), ("its reason", op.reason)):
-            found = scan(text)
-            if found:
-                out.append(LineError(op.line, f"{what} holds a secret ({described(found)}); it would reach every"
-                                              " clone and stay in git history: remove it, or, as a person who"
-                                              " means to commit it, check in with --allow-secret"))
+        fields = dict(vars(op.content)) if op.content is not None else {}
+        fields["reason"] = op.reason
+        for name, value in fields.items():
+            for found in filter(None, (scan(string) for _, string, _ in strings(value))):
+                if allow_secret and name == "text":
+                    continue
+                why = (", or, as a person who means to commit it, check in with --allow-secret" if name == "text"
+                       else " (it would be kept in an event, which stays in the log for good)")
+                out.append(LineError(op.line, f"{_content_field(name)} holds a secret ({described(found)}); it"
+                                              f" would reach every clone and stay in git history: remove it{why}"))
     return out
+
+
+def _content_field(name: str) -> str:
+    """How a check-in's error names a field of an item (`Content`) holding a secret."""
+    names = {"text": "this note's text", "reason": "its reason", "anchors": "its @anchor line",
+             "triggers": "its trigger line (@on, @when-path, @when-run)"}
+    return names.get(name, f"its {name}")
 
 
 def _anchored_paths(plan: Plan) -> list[str]:

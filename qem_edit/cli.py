@@ -111,12 +111,17 @@ def _answer(workspace_dir, store_dir, read, as_json: bool = False) -> int:  # ty
         return _show(read(store), as_json)
 
 
-def _show(answer, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
-    """Print an answer (qem_edit.answers) in the form asked for; its exit status."""
+def _show(answer, as_json: bool = False, withhold: bool = False) -> int:  # type: ignore[no-untyped-def]
+    """Print an answer (qem_edit.answers) in the form asked for; its exit status.
+    `withhold`: a report on files from anywhere (`qem verify`), its secrets withheld."""
     if as_json:
         from .answers import as_json as json_text  # (only here: a text answer need not import the reads)
 
     text = json_text(answer.data()) if as_json else answer.text()
+    if withhold:
+        from .secrets import withheld
+
+        text = withheld(text)
     if text:
         print(text) if as_json else _out(text)  # JSON carries its own escapes (answers.as_json)
     remark = answer.remark()
@@ -443,6 +448,7 @@ def setup(
     ask_to_record: Annotated[bool, typer.Option("--ask-to-record", help="Also the Stop hook: once a session, when it recorded no note, the agent is asked to record what a future session needs (it stays until --no-ask-to-record or --remove).")] = False,
     no_ask_to_record: Annotated[bool, typer.Option("--no-ask-to-record", help="Take qem's Stop hook out (a run without --ask-to-record leaves it as it is).")] = False,
     command: Annotated[str, typer.Option("--command", metavar="CMD", help="How the hooks run qem (default: qem, found on the PATH).")] = "qem",
+    plugin: Annotated[Optional[Path], typer.Option("--plugin", metavar="DIR", help="Write the same hooks and MCP server as a plugin in DIR instead (Claude Code: a marketplace holding it; Codex: a plugin; Gemini CLI: an extension), for every project.", show_default=False)] = None,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
 ) -> int:
@@ -450,10 +456,15 @@ def setup(
     delivered at session start, at each prompt, before edits and commands, after a
     compaction) and its MCP server, merged into what is there; a second run changes nothing.
 
-    Example: qem setup claude
+    Example: qem setup claude; qem setup claude --plugin ~/qem-plugins
     """
     from . import setup as setting_up
     from .workspace import resolve
+
+    if plugin is not None:
+        from . import plugin as plugins
+
+        return plugins.run(harness, plugin, check=check, remove=remove, ask_to_record=ask_to_record, command=command)
 
     place = resolve(workspace_dir, store_dir)
     return setting_up.run(harness, place, check=check, remove=remove, ask_to_record=ask_to_record, command=command,
@@ -519,9 +530,9 @@ def verify(
             from .staged import verify_staged
 
             return _show(verify_staged(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base,
-                                       drift_fail=fail_on_drift), as_json)
+                                       drift_fail=fail_on_drift), as_json, withhold=True)
         return _show(verify_report(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base,
-                                   drift_fail=fail_on_drift), as_json)
+                                   drift_fail=fail_on_drift), as_json, withhold=True)
 
 
 @app.command()
@@ -586,17 +597,30 @@ def load(
     return 0
 
 
-@app.command("import")
+import_app = typer.Typer(
+    help="Import another tool's memory: a vectr store (each note with its history), or markdown a team keeps"
+         " (CLAUDE.md, AGENTS.md, MEMORY.md, Claude Code's auto-memory) proposed as notes to review.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(import_app, name="import")
+
+
+@import_app.callback()
+def _import() -> None:
+    """Import another tool's memory."""
+
+
+@import_app.command("vectr")
 def import_(
-    source: Annotated[str, typer.Argument(metavar="vectr", help="What to import from: vectr.", show_default=False)],
     path: Annotated[Path, typer.Argument(metavar="STORE.db", help="vectr's SQLite store (working_context.sqlite).", show_default=False)],
     workspace_name: Annotated[Optional[str], typer.Option("--workspace-name", help="The vectr workspace to import (its path, or the path's last part); needed when the file holds several.", show_default=False)] = None,
     allow_secret: AllowSecretOpt = False,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
 ) -> int:
-    """Import another tool's memory: each note with its history; print what was
-    imported, mapped and skipped (importing again adds nothing).
+    """Import a vectr store: each note with its history; print what was imported, mapped
+    and skipped (importing again adds nothing).
 
     Example: qem import vectr ~/.cache/vectr/0a1b2c3d4e5f/working_context.sqlite
     """
@@ -604,8 +628,6 @@ def import_(
     from .export import auto_export
     from .vectr import import_vectr, prepare
 
-    if source != "vectr":
-        raise errors.BadInput(f"qem imports from: vectr (not {source!r})")
     _no_allowance_for_loads(allow_secret)
     prepared = prepare(path, workspace_name)  # the vectr store read and mapped before anything is opened
     place, store = shell.open_memory(workspace_dir, store_dir, write=True)
@@ -614,6 +636,28 @@ def import_(
         for notice in auto_export(store, place):
             say(notice)
         _out(report.text())
+    return 0
+
+
+@import_app.command("markdown")
+def import_markdown(
+    files: Annotated[list[Path], typer.Argument(metavar="FILE...", help="Markdown files: CLAUDE.md, AGENTS.md, a MEMORY.md kept by hand, Claude Code's auto-memory files.", show_default=False)],
+    path: Annotated[Optional[Path], typer.Option("--path", help="Write the proposals here (default: a kept checkout under .qem/checkouts/).", show_default=False)] = None,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
+) -> int:
+    """Propose each bullet or paragraph of markdown files as a note, its kind guessed, in a
+    checkout for a person to review and check in; nothing reaches the log before that, and a
+    text some note already has is not proposed again.
+
+    Example: qem import markdown CLAUDE.md AGENTS.md; qem checkin -m "imported CLAUDE.md"
+    """
+    from .mdimport import import_markdown as propose, read_files
+
+    read = read_files(files)  # every file read and checked before the memory is opened
+    place, store = shell.open_memory(workspace_dir, store_dir, write=True)
+    with store:
+        _out(propose(store, place, read, path).text())
     return 0
 
 
@@ -758,6 +802,44 @@ def mcp_(actor: Annotated[Optional[str], typer.Option("--actor", help="Who write
     from .mcp_server import Memory, serve
 
     return serve(Memory(workspace_dir, store_dir, actor))
+
+
+# The shells `qem completion` writes a script for: typer's own scripts, each asking `qem`
+# itself for the words (`_QEM_COMPLETE` set, see `main`), so the completion follows the commands.
+COMPLETION_SHELLS = ("bash", "zsh", "fish")
+
+
+@app.command("completion")
+def completion(shell_name: Annotated[str, typer.Argument(metavar="SHELL", help="bash, zsh or fish.", show_default=False)]) -> int:
+    """Print the completion script for a shell: the subcommands and their options.
+
+    \b
+    bash: eval "$(qem completion bash)"   (in ~/.bashrc)
+    zsh:  eval "$(qem completion zsh)"    (in ~/.zshrc, after compinit)
+    fish: qem completion fish | source    (in ~/.config/fish/config.fish)
+
+    Example: qem completion bash
+    """
+    from typer.completion import get_completion_script
+
+    errors.choice(shell_name, COMPLETION_SHELLS, "shell")
+    print(get_completion_script(prog_name="qem", complete_var=_COMPLETE_VAR, shell=shell_name))
+    return 0
+
+
+_COMPLETE_VAR = "_QEM_COMPLETE"
+
+
+def _completing() -> bool:
+    """Whether this run answers a shell's completion script: typer's shells' words, which
+    it gives only once its completion classes are registered (`add_completion` is off, so
+    that an ordinary run never imports them)."""
+    if not os.environ.get(_COMPLETE_VAR):
+        return False
+    from typer.completion import completion_init
+
+    completion_init()
+    return True
 
 
 # -- the mirror ----------------------------------------------------------------------------
@@ -1255,7 +1337,9 @@ def _with_optional_values(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     ClickException, ClickExit, ClickAbort = _click_exceptions()
-    command, args, prog = _command(_with_optional_values(sys.argv[1:] if argv is None else argv))
+    argv = sys.argv[1:] if argv is None else argv
+    # a completion's words come from the whole group, whatever the line typed so far
+    command, args, prog = _command([] if _completing() else _with_optional_values(argv))
 
     def run() -> object:
         try:

@@ -266,13 +266,25 @@ def _stop(harness: Harness, ask: Asked, state: Path, book) -> str:  # type: igno
     return harness.stop_reply(ASK_TO_RECORD)
 
 
+def _withheld(said: str) -> str:
+    """What the failure says, its secrets withheld (a hook's input may hold one, and the
+    log outlives the session); if that check itself fails, the failure's name alone."""
+    try:
+        from .secrets import withheld
+
+        return withheld(said)
+    except Exception:  # noqa: BLE001 - a hook never fails for its log
+        return said.partition(":")[0]
+
+
 def _log(state: Path | None, harness: Harness, event: str, exc: BaseException) -> None:
     """Why a hook said nothing: a line on stderr, and in `.qem/sessions/hooks.log`."""
     from .errors import QemError, words
 
     said = "; ".join(words(exc)) if isinstance(exc, (QemError, OSError)) else (
         str(exc) if isinstance(exc, Said) else f"{type(exc).__name__}: {exc}")
-    line = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {harness.name} {event}: {said}"
+    said = _withheld(said)
+    line = _withheld(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {harness.name} {event}: {said}")
     try:
         print(f"qem hook: {said}", file=sys.stderr)
     except OSError:

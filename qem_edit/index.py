@@ -1153,9 +1153,15 @@ def texts_with_files(conn: sqlite3.Connection) -> Iterator[tuple[str, str, str, 
                         " WHERE n.text IS NOT NULL AND t.digest = n.text_hash ORDER BY n.id")
 
 
-def reasons(conn: sqlite3.Connection) -> Iterator[tuple[str, str, str]]:
-    """(event, note, reason) for every event with a reason, in id order, streamed."""
-    return conn.execute("SELECT id, note, reason FROM events WHERE reason IS NOT NULL ORDER BY id")
+def event_rows(conn: sqlite3.Connection) -> Iterator[tuple[object, ...]]:
+    """Every event's columns (EVENT_COLUMNS, as `event_from_row` takes them), in id order, streamed."""
+    return conn.execute(f"SELECT {EVENT_COLUMNS} FROM events ORDER BY id")
+
+
+def event_file(conn: sqlite3.Connection, event_id: str) -> str | None:
+    """A log file that holds event `event_id` (None: none is known)."""
+    row = conn.execute("SELECT file FROM event_files WHERE event = ? ORDER BY file LIMIT 1", (event_id,)).fetchone()
+    return None if row is None else row[0]
 
 
 def secret_allowed(conn: sqlite3.Connection, event_id: str) -> bool:

@@ -9,6 +9,13 @@ a title and hints for the client (read-only; destructive when it takes a note ou
 force; idempotent when the same call made again changes nothing), a write's from
 model.MOVES.
 
+Each tool declares the shape of its structured result (`outputSchema`, from `OUTPUTS`); a
+result carries the agent's text, the structured result again as JSON text, and, for a
+query, a resource link to each note it found.
+
+A client that subscribes to a resource is told it was updated when the log moves (another
+process's write, a pull: `LogWatch`, which looks every second).
+
 Beside the tools: resources (qem://context, qem://memory.md, qem://note/{id}: what `qem
 context`, `qem export --stdout` and `qem show ID` print, read through the same calls) and
 prompts (review-memory, with the notes that need a look read into it; record-memory).
@@ -18,10 +25,13 @@ index up with the log), acts, and closes it, so several servers and CLI writers 
 memory take turns on its write lock and lose nothing.
 
 Every write is an agent's (`agent=True`: a note of a protected kind, a directive by
-default, cannot be taken out of force through it; see qem_edit.protect).  Forget,
-promote, dispute rulings and rule are a person's acts and are not served; the
-provenance `human` is never reachable here (a successor written through this server
-carries its writer's provenance, not its predecessor's).  `user-stated` is given only
+default, cannot be taken out of force through it; see qem_edit.protect), but for a
+person's acts: forget, promote and rule are made only when the client asks its person
+(elicitation, in form mode) and the person confirms and gives the reason, as the person
+(QEM_ACTOR or the login name, never the client's), and are refused, naming the command the
+person runs, by a client that cannot ask.  Otherwise the provenance `human` is never
+reachable here (a successor written through this server carries its writer's provenance,
+not its predecessor's).  `user-stated` is given only
 when the caller binds a quote of the user's words that qem finds verbatim in the note's
 text and that makes up at least half of it; otherwise the note is the agent's.
 
@@ -370,7 +380,175 @@ TOOLS: tuple[Tool, ...] = (
           "skip": {"type": "integer", "minimum": 0, "description": "Leave out the first N notes of the order, directives first (to read what did not fit)."},
           "at": _AT}, (), _context),
 )
+# -- a person's acts, asked of the person through the client (elicitation) ---------------------
+
+
+@dataclass(frozen=True)
+class PersonAct:
+    """An act the project reserves for a person (forget, promote, rule): served only where
+    the client can ask its person (elicitation, in form mode), who confirms it and gives the
+    reason; it is then the person's act (QEM_ACTOR or the login name, never the client's),
+    made as the CLI makes it.  Elsewhere it is refused with the command the person runs."""
+
+    verb: str
+    command: str  # what the person runs instead, with the arguments' names
+    act: Callable[..., Any]  # (store, place, arguments, reason, actor) → acts.Written
+
+    def asked(self, a: dict[str, Any], about: str) -> str:
+        return (f"The agent asks you to {self.verb} {about}. {MOVE_BY_VERB[self.verb].tool}. Confirm it as"
+                f" yourself, and say why (recorded on the event); it is as if you ran `{self.command}`.")
+
+
+def _forget(store: Any, place: Any, a: dict[str, Any], reason: str, who: str) -> Any:
+    from . import acts
+
+    return acts.forget(store, place, a["id"], reason, who, agent=False)
+
+
+def _promote(store: Any, place: Any, a: dict[str, Any], reason: str, who: str) -> Any:
+    from . import acts
+
+    return acts.move(store, place, "promoted", a["id"], reason, who, agent=False)
+
+
+def _rule(store: Any, place: Any, a: dict[str, Any], reason: str, who: str) -> Any:
+    from . import acts
+
+    return acts.rule(store, place, a["id"], a["keep"], reason, who, agent=False)
+
+
+PERSON_ACTS = {
+    "forget": PersonAct("forget", "qem forget ID -m REASON", _forget),
+    "promote": PersonAct("promote", "qem promote ID -m REASON", _promote),
+    "rule": PersonAct("rule", "qem rule ID KEEP -m REASON", _rule),
+}
+
+
+def _refused(verb: str) -> Callable[[Memory, dict[str, Any], str | None], Reply]:
+    """A person's act asked of a client that cannot ask its person: refused, naming the command."""
+    def run(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
+        raise errors.Refused(f"{verb} is a person's act, and this client cannot ask its person (no elicitation"
+                             f" in this session); nothing was written",
+                             hint=f"ask the person to run `{PERSON_ACTS[verb].command}`")
+
+    return run
+
+
+def _person_tool(verb: str, title: str, properties: dict[str, Any], required: tuple[str, ...]) -> Tool:
+    move = MOVE_BY_VERB[verb]
+    return Tool(verb, title, f"{move.tool}: a person's act, which the client asks its person to confirm"
+                             " (refused where it cannot ask).", properties, required, _refused(verb), written(move))
+
+
+PERSON_TOOLS: tuple[Tool, ...] = (
+    _person_tool("forget", "Forget a note (the person confirms)", {"id": _ID}, ("id",)),
+    _person_tool("promote", "Promote a note (the person confirms)", {"id": _ID}, ("id",)),
+    _person_tool("rule", "Rule on a dispute (the person confirms)",
+                 {"id": {"type": "string", "description": "The dispute's id, or a disputed or forked note's id."},
+                  "keep": {"type": "string", "description": "The note (or side) that stands."}}, ("id", "keep")),
+)
+TOOLS = TOOLS + PERSON_TOOLS
 TOOL_BY_NAME = {t.name: t for t in TOOLS}
+_CONFIRM = {"type": "object", "properties": {
+    "confirm": {"type": "boolean", "title": "Confirm", "description": "Yes: make this act, as yourself."},
+    "reason": {"type": "string", "title": "Reason", "description": "Why (recorded on the event)."}},
+    "required": ["confirm", "reason"]}
+
+
+async def ask_person(ctx: Any, memory: Memory, name: str, arguments: dict[str, Any] | None) -> tuple[str, object, bool]:
+    """A person's act, asked of the person through the client; (text, structured, failed)."""
+    tool, act = TOOL_BY_NAME[name], PERSON_ACTS[name]
+    try:
+        a = checked(tool, arguments)
+        about = _about(memory, a)
+        answer = await ctx.session.elicit_form(act.asked(a, about), _CONFIRM, related_request_id=ctx.request_id)
+        content = answer.content or {}
+        reason = str(content.get("reason") or "").strip()
+        if answer.action != "accept" or content.get("confirm") is not True:
+            raise errors.Refused(f"the person did not confirm ({answer.action}); nothing was written")
+        if not reason:
+            raise errors.BadInput(f"the person confirmed without a reason, which {name} needs; nothing was written")
+        from . import workspace as ws
+
+        person = memory.actor or ws.actor(None)
+        written, notices = memory.act(lambda h, p, _: act.act(h, p, a, reason, person), None)
+    except Exception as exc:
+        return error_text(exc), None, True
+    data = {"act": name, "id": a["id"], "actor": person, "reason": reason,
+            "event": written.event.to_json() if written.event is not None else None}
+    return Reply(f"{name}: {about}, by {person} ({reason})", data, notices).content(), data, False
+
+
+def _about(memory: Memory, a: dict[str, Any]) -> str:
+    """The note the act is about, in a line the person reads before confirming."""
+    def line(store: Any, _: Any) -> str:
+        note = store.note(store.resolve(a["id"]))
+        return f"note #{note.shown} ({note.kind}): {_spaced(note.text or '')[:200]}"
+
+    return memory.read(line)[0]
+
+
+def can_ask(ctx: Any) -> bool:
+    """Whether the client can ask its person a question in a form (elicitation) in this
+    session: from 2026-07-28 a server asks through the call's result (input required),
+    which qem does not serve yet, so there it cannot."""
+    import mcp.types as types
+    from mcp.types.version import is_version_at_least
+
+    if is_version_at_least(ctx.protocol_version, "2026-07-28"):
+        return False
+    try:
+        return bool(ctx.session.check_client_capability(types.ClientCapabilities(elicitation=types.ElicitationCapability())))
+    except Exception:  # (a revision whose sessions ask nothing of the client)
+        return False
+
+# What each tool's structured result holds (its `outputSchema`): the JSON the CLI's `--json`
+# prints for the same read or write.  The fields every answer has are required; the rest
+# are open, so a field added to an answer later does not break a client that validates.
+_NULLABLE_TEXT = {"type": ["string", "null"]}
+_NOTE_FIELDS = {"id": {"type": "string"}, "short": {"type": "string"}, "kind": {"type": "string", "enum": list(KINDS)},
+                "priority": {"type": "string"}, "text": _NULLABLE_TEXT, "provenance": {"type": "string"},
+                "state": {"type": "string"}, "created_at": {"type": "string"}, "actor": {"type": "string"},
+                "supersedes": _NULLABLE_TEXT, "superseded_by": _NULLABLE_TEXT, "anchors": {"type": "array"},
+                "triggers": {"type": "object"}}
+
+
+def _object(properties: dict[str, Any], required: tuple[str, ...]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
+NOTE_OUTPUT = _object(_NOTE_FIELDS, ("id", "short", "kind", "priority", "text", "provenance", "state", "created_at"))
+_WRITTEN = _object({**_NOTE_FIELDS, "repeats": {"type": "array", "items": {"type": "object"}}},
+                   ("id", "short", "kind", "state", "repeats"))
+_MOVED = _object({**_NOTE_FIELDS, "event": {"type": "object"}}, ("id", "short", "kind", "state", "event"))
+_SCOPE = {"type": "object", "properties": {"complete": {"type": "boolean"}}, "required": ["complete"]}
+OUTPUTS: dict[str, dict[str, Any]] = {
+    "add": _WRITTEN, "supersede": _WRITTEN, "show": NOTE_OUTPUT,
+    "query": _object({"scope": _SCOPE, "filters": {"type": "array", "items": {"type": "string"}},
+                      "count": {"type": "integer"}, "notes": {"type": "array", "items": NOTE_OUTPUT},
+                      "events": {"type": "array", "items": {"type": "object"}}}, ("scope", "filters", "count")),
+    "status": _object({"id": {"type": "string"}, "short": {"type": "string"},
+                       "current": {"type": "string", "enum": ["yes", "no", "unknown"]}, "reason": {"type": "string"}},
+                      ("id", "current", "reason")),
+    "log": _object({"result": {"type": "array", "items": _object(
+        {"id": {"type": "string"}, "note": {"type": "string"}, "type": {"type": "string"}, "at": {"type": "string"}},
+        ("id", "note", "type", "at"))}}, ("result",)),
+    "context": _object({"memory": {"type": "string"}, "budget": {"type": "integer"}, "tokens": {"type": "integer"},
+                        "directives": {"type": "array", "items": {"type": "object"}},
+                        "index": {"type": "array"}, "omitted": {"type": "object"}},
+                       ("memory", "budget", "directives", "index")),
+}
+
+
+_PERSON_OUTPUT = _object({"act": {"type": "string"}, "id": {"type": "string"}, "actor": {"type": "string"},
+                          "reason": {"type": "string"}, "event": {"type": ["object", "null"]}},
+                         ("act", "id", "actor", "reason"))
+
+
+def output_schema(tool: Tool) -> dict[str, Any]:
+    """A tool's outputSchema: its own, a person's act's, or a move's (the note after the
+    move, and the event)."""
+    return _PERSON_OUTPUT if tool.name in PERSON_ACTS else OUTPUTS.get(tool.name, _MOVED)
 
 
 # -- the resources: what a client reads into the context, read as the CLI reads it ----------------
@@ -533,7 +711,9 @@ PROMPT_BY_NAME = {p.name: p for p in PROMPTS}
 
 def error_text(exc: BaseException) -> str:
     """A failure in the CLI's words (errors.words, which qem_edit.cli.main says too)."""
-    return "\n".join(f"qem: {line}" for line in errors.words(exc))
+    from .secrets import withheld  # what the agent gave may be echoed: its secrets are not
+
+    return "\n".join(f"qem: {withheld(line)}" for line in errors.words(exc))
 
 
 def call(memory: Memory, name: str, arguments: dict[str, Any] | None, client: str | None) -> tuple[str, object, bool]:
@@ -573,16 +753,77 @@ def serve(memory: Memory) -> int:
     from . import __version__
     from . import workspace as ws
 
-    ws.resolve(memory.workspace_dir, memory.store_dir)  # a bad --workspace fails now, not at the first call
+    place = ws.resolve(memory.workspace_dir, memory.store_dir)  # a bad --workspace fails now, not at the first call
+    watch = LogWatch(place.store_path)
     server = Server(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS, **_tool_handlers(memory),
-                    **_resource_handlers(memory), **_prompt_handlers(memory))
+                    **_resource_handlers(memory), **_prompt_handlers(memory),
+                    on_subscribe_resource=watch.subscribe, on_unsubscribe_resource=watch.unsubscribe)
 
     async def run() -> None:
-        async with stdio_server() as (read, write):
+        async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
+            tasks.start_soon(watch.run)
             await server.run(read, write, server.create_initialization_options())
+            tasks.cancel_scope.cancel()
 
     anyio.run(run)
     return 0
+
+
+WATCH_SECONDS = 1.0  # how often the server looks whether the log moved
+
+
+class LogWatch:
+    """The resources a client subscribed to (resources/subscribe), and a look every
+    WATCH_SECONDS at whether the log moved: a file in its folders came or went (a write by
+    any process, this one too, a pull, a checkout of another branch; log files are never
+    changed in place, so a folder's listing is its state).  When it moved, each subscribed
+    resource is said to be updated (notifications/resources/updated), for the client to
+    read again; a note's resource too, whether or not that note is among what moved."""
+
+    FOLDERS = ("events", "texts", "packs")
+
+    def __init__(self, store_path: Path) -> None:
+        self.store_path, self.uris, self.session = store_path, set(), None
+
+    def state(self) -> tuple:  # type: ignore[type-arg]
+        import os
+
+        out = []
+        for folder in self.FOLDERS:
+            try:
+                out.append((folder, frozenset(os.listdir(self.store_path / folder))))
+            except OSError:
+                out.append((folder, None))
+        return tuple(out)
+
+    async def subscribe(self, ctx: Any, params: Any) -> Any:
+        import mcp.types as types
+        from mcp import MCPError
+
+        uri = str(params.uri)
+        if all(r.value_in(uri) is None for r in RESOURCES + TEMPLATES):
+            raise MCPError(types.INVALID_PARAMS, f"qem: error: no resource {uri}", {"uri": uri})
+        self.session = ctx.session
+        self.uris.add(uri)
+        return types.EmptyResult()
+
+    async def unsubscribe(self, ctx: Any, params: Any) -> Any:
+        import mcp.types as types
+
+        self.uris.discard(str(params.uri))
+        return types.EmptyResult()
+
+    async def run(self) -> None:
+        import anyio
+
+        last = self.state()
+        while True:
+            await anyio.sleep(WATCH_SECONDS)
+            now = self.state()
+            if now != last and self.session is not None:
+                for uri in sorted(self.uris):
+                    await self.session.send_resource_updated(uri)
+            last = now
 
 
 def _tool_handlers(memory: Memory) -> dict[str, Any]:
@@ -597,13 +838,33 @@ def _tool_handlers(memory: Memory) -> dict[str, Any]:
     async def list_tools(ctx: Any, params: Any) -> Any:
         return types.ListToolsResult(tools=[
             types.Tool(name=t.name, title=t.title, description=t.description, input_schema=t.schema(),
-                       annotations=annotations(t)) for t in TOOLS])
+                       output_schema=output_schema(t), annotations=annotations(t)) for t in TOOLS])
 
     async def call_tool(ctx: Any, params: Any) -> Any:
-        text, data, failed = call(memory, params.name, params.arguments, _client_name(ctx))
-        return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=data, is_error=failed)
+        if params.name in PERSON_ACTS and can_ask(ctx):
+            text, data, failed = await ask_person(ctx, memory, params.name, params.arguments)
+        else:
+            text, data, failed = call(memory, params.name, params.arguments, _client_name(ctx))
+        return types.CallToolResult(content=_content(text, data), structured_content=data, is_error=failed)
 
     return {"on_list_tools": list_tools, "on_call_tool": call_tool}
+
+
+def _content(text: str, data: object) -> list[Any]:
+    """A result's content blocks: the text an agent reads; the structured result again as
+    JSON text (for a client that reads no structuredContent, as the protocol asks of a tool
+    that returns one); and a link to each note a query found (`qem://note/{id}`, readable
+    as a resource)."""
+    import mcp.types as types
+
+    if data is None:  # a failure: its words alone
+        return [types.TextContent(text=text)]
+    blocks: list[Any] = [types.TextContent(text=text), types.TextContent(text=json.dumps(data, ensure_ascii=False))]
+    notes = data.get("notes") if isinstance(data, dict) else None
+    for note in notes if isinstance(notes, list) else []:
+        blocks.append(types.ResourceLink(uri=f"qem://note/{note['id']}", name=f"note #{note['short']}",
+                                         title=_spaced(note.get("text") or "")[:80] or None, mime_type="text/plain"))
+    return blocks
 
 
 def not_found_code(protocol_version: str) -> int:
@@ -642,8 +903,35 @@ def _resource_handlers(memory: Memory) -> dict[str, Any]:
         return types.ReadResourceResult(contents=[
             types.TextResourceContents(uri=params.uri, mime_type=resource.mime_type, text=text)])
 
+    async def complete(ctx: Any, params: Any) -> Any:
+        template = getattr(params.ref, "uri", None)
+        wanted = template in {t.uri for t in TEMPLATES} and params.argument.name == "id"
+        values, total = complete_note_ids(memory, params.argument.value) if wanted else ([], 0)
+        return types.CompleteResult(completion=types.Completion(values=values, total=total,
+                                                                has_more=total > len(values)))
+
     return {"on_list_resources": list_resources, "on_list_resource_templates": list_templates,
-            "on_read_resource": read}
+            "on_read_resource": read, "on_completion": complete}
+
+
+COMPLETIONS_MAX = 100  # the most values one completion may hold (the protocol's cap)
+
+
+def complete_note_ids(memory: Memory, typed: str) -> tuple[list[str], int]:
+    """The ids a client offers for `qem://note/{id}` as a person types one: the short id of
+    each note whose id starts with what was typed (a `#` before it allowed), in id order, at
+    most COMPLETIONS_MAX, and how many notes match.  A memory that cannot be read offers none."""
+    prefix = typed.strip().lstrip("#").lower()
+
+    def found(store: Any, _: Any) -> tuple[list[str], int]:
+        ids = store.notes_by_prefix(prefix)
+        shown = store.shorts(ids[:COMPLETIONS_MAX])
+        return [shown.get(i, i) for i in ids[:COMPLETIONS_MAX]], len(ids)
+
+    try:
+        return memory.read(found)[0]
+    except Exception:  # no memory yet, or one that cannot be opened: nothing to offer
+        return [], 0
 
 
 def _prompt_handlers(memory: Memory) -> dict[str, Any]:

@@ -132,8 +132,10 @@ def guarded(run: Callable[[], object]) -> int:
         silence_stdout()
         code = errors.EXIT_OK
     except (errors.QemError, OSError) as exc:
+        from .secrets import withheld  # a refused value is named, a secret in it never shown
+
         for line in errors.words(exc):
-            say(line)
+            say(withheld(line))
         code = exc.exit_code if isinstance(exc, errors.QemError) else errors.EXIT_INPUT
         said = isinstance(exc, errors.Interrupted)
     except KeyboardInterrupt:

@@ -168,13 +168,15 @@ class Transaction:
             data = {k: (created if v == NEW_NOTE else v) for k, v in draft.data.items()}
             if agent:
                 data[protect.WRITER] = "agent"
-            secrets.checked_draft(draft, data, self.allow_secret, agent)
             text = None
             if draft.type == "created":
                 text = TextRecord("", ids.nonce(), draft.text or "")
                 data.update(text=text.digest, nonce=ids.nonce(), short=self._short_length())
             self._clock += 1
             event = _event(draft, data, self.at, actor, checkin, self._clock, self._prev(draft.note))
+            if secrets.checked(event, draft.text, self.allow_secret, agent):  # every field, the text a person allowed
+                data[secrets.ALLOWED] = "allowed"
+                event = _event(draft, data, self.at, actor, checkin, self._clock, self._prev(draft.note))
             if text is not None:
                 created = event.id
                 self.texts.append(TextRecord(event.id, text.key, text.text))
@@ -946,6 +948,14 @@ class Store:
                 rows = self._read(f"SELECT id, text FROM notes WHERE substr(text, 1, 48) = ? AND {_IN_FORCE}",
                                   (text[:48],))  # (the index's search: a term on the whole text would make it a scan)
                 yield note_id, [other for other, same in rows if same == text and other != note_id]
+
+    def texts_held(self, texts: Iterable[str]) -> set[str]:
+        """Which of `texts` (normalized, as texts are stored) some note holds, in any state
+        but forgotten (a forgotten note's text is gone): an import proposes none of them again."""
+        wanted, held = sorted(set(texts)), set()
+        for chunk in db.chunks(wanted):
+            held.update(row[0] for row in self._read(f"SELECT DISTINCT text FROM notes WHERE text IN ({db.marks(chunk)})", chunk))
+        return held
 
     def latest_at(self) -> str | None:
         """When the latest event was written (None: the log holds none)."""

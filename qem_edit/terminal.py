@@ -253,8 +253,10 @@ def report(outcome: Outcome, as_json: bool = False) -> None:
     plan, the new notes' ids) on stdout, as text or JSON."""
     if as_json:
         from .answers import as_json as json_text
+        from .secrets import withheld
 
-        print(json_text(checkin.outcome_data(outcome)))
+        text = json_text(checkin.outcome_data(outcome))  # a refused plan's items, as written, but no secret
+        print(withheld(text) if outcome.status is Status.REFUSED else text)
     proposal = outcome.proposal
     if outcome.status is Status.LANDED_BEFORE:
         assert outcome.source.checkout is not None

@@ -82,7 +82,9 @@ class Report:
             lines += [f"  {item}" for item in self.unmatched]
         for title, items in (("mapped", self.mapped), ("skipped", self.skipped), ("not carried", self.not_carried)):
             lines += [f"{title} ({len(items)}):"] + [f"  {item}" for item in items] if items else []
-        return "\n".join(lines)
+        from .secrets import withheld  # a note not imported is named with what it holds: never a secret
+
+        return withheld("\n".join(lines))
 
 
 def utc(ts: float) -> str:
@@ -587,6 +589,7 @@ def prepare(path: Path, workspace_name: str | None) -> Prepared:
     workspaces, orphans = read_store(path)
     workspace = pick_workspace(workspaces, workspace_name, path)
     planner = Planner(workspace, workspaces[workspace], orphans.get(workspace, []))
+    _refuse_secrets(planner)
     steps = planner.plan()
     report = planner.report
     for note in planner.notes.values():
@@ -598,6 +601,27 @@ def prepare(path: Path, workspace_name: str | None) -> Prepared:
     report.not_carried = not_carried(planner.notes)
     report.notes, report.events = len(planner.notes), len(steps)
     return Prepared(report, planner, steps)
+
+
+def _refuse_secrets(planner: Planner) -> None:
+    """A secret in any column of a vectr note the import brings, or of its events (its
+    content, title, tags, triggers, anchors, author, an event's actor or reason...),
+    refuses the import before anything is written, naming the note and the column, never
+    the secret: what qem keeps of a note reaches the committed log, and what it does not
+    keep is named in the report (SecretRefused; the load's own check stands behind it)."""
+    from .secrets import SecretRefused, described, scan
+
+    for note in planner.notes.values():
+        for where, row in [("", note.row)] + [(f"its {e.get('event')} event's ", e) for e in note.events]:
+            for column, value in row.items():
+                found = scan(value.decode("utf-8", "replace") if isinstance(value, bytes) else
+                             value if isinstance(value, str) else None)
+                if found:
+                    raise SecretRefused(
+                        f"vectr #{note.id}: {where}{column} holds a secret ({described(found)}): qem would keep it in"
+                        " the committed log, or print it; nothing was imported",
+                        hint="remove the secret from that vectr note (a placeholder such as <token> keeps its"
+                             " sense), or forget the note in vectr, then import again")
 
 
 def _by_note(line: str) -> int:

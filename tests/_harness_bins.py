@@ -27,6 +27,8 @@ PREFIX = REPO / ".harnesses"
 PINS = {
     "claude": ("@anthropic-ai/claude-code", "2.1.332"),
     "codex": ("@openai/codex", "0.171.0"),
+    # the extension validator the plugin tests run (tests/test_plugin.py)
+    "gemini": ("@google/gemini-cli", "0.61.0"),
 }
 INSTALL_SECONDS = 900  # two native binaries of a few hundred MB on a slow link
 

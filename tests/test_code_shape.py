@@ -33,9 +33,9 @@ LAYERS = {
     5: ("store",),  # one memory: opening, the write transaction
     6: ("removals", "diff", "diffview", "incomplete", "history", "query", "context", "answers",  # reads
         "drift", "anchorlist", "delivery", "tiers", "owed"),
-    7: ("gitstage", "gitsettle", "textconv", "export", "proposal", "checkouts", "forgetting", "dump", "vectr",
+    7: ("gitstage", "gitsettle", "textconv", "export", "proposal", "checkouts", "forgetting", "dump", "vectr", "mdimport",
         "migrate", "checks", "staged"),  # the mirror, and work over the whole memory
-    8: ("opening", "expiry", "acts", "checkin", "hookrun", "setup"),  # a command's way in: the memory opened, the writes
+    8: ("opening", "expiry", "acts", "checkin", "hookrun", "setup", "plugin"),  # a command's way in: the memory opened, the writes
     9: ("terminal", "mcp_server", "shell", "cli", "quick", "__main__"),  # the shells
 }
 LAYER = {module: floor for floor, modules in LAYERS.items() for module in modules}

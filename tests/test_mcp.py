@@ -28,7 +28,9 @@ from qem_edit import mcp_server
 from qem_edit.model import MOVE_BY_VERB, Move
 from qem_edit.store import Store
 
-SERVED = ["add", "supersede", "revoke", "flag_stale", "reinstate", "show", "query", "status", "log", "context"]
+SERVED = ["add", "supersede", "revoke", "flag_stale", "reinstate", "show", "query", "status", "log", "context",
+          "forget", "promote", "rule"]
+PERSON = ["forget", "promote", "rule"]  # a person's acts: the client asks its person (elicitation)
 
 
 @asynccontextmanager
@@ -80,8 +82,9 @@ def test_the_tools_are_listed_with_a_schema_and_a_one_line_description(ws: Path)
     by_name = {t.name: t for t in tools}
     assert by_name["add"].input_schema["properties"]["kind"]["enum"][0] == "directive"
     assert by_name["revoke"].input_schema["required"] == ["id", "reason"]
-    # a person's acts are not served; provenance human is reachable by no argument
-    assert not {"forget", "promote", "rule", "dispute", "expire"} & set(by_name)
+    # a person's acts are served only as asked of the person (below); dispute and expire not at all;
+    # provenance human is reachable by no argument
+    assert not {"dispute", "expire"} & set(by_name) and {"forget", "promote", "rule"} <= set(by_name)
     assert not any("provenance" in t.input_schema["properties"] for t in tools)
 
 
@@ -275,13 +278,13 @@ def test_schema_errors_name_the_argument(ws: Path, seeded: dict[str, str]) -> No
         return [await failed(s, "revoke", id=seeded["active"]),
                 await failed(s, "add", text="x", kind="task", provenance="human"),
                 await failed(s, "add", text=3, kind="task"),
-                await failed(s, "promote", id=seeded["active"])]
+                await failed(s, "dispute", id=seeded["active"])]
 
     missing, unknown, typed, tool = serve(ws, script)
     assert missing == "qem: error: revoke: argument 'reason' is required"
     assert "unknown argument 'provenance'" in unknown
     assert "argument 'text' must be a string, not 3" in typed
-    assert "unknown tool 'promote'" in tool
+    assert "unknown tool 'dispute'" in tool
 
 
 def test_user_stated_only_for_a_quote_found_verbatim(ws: Path, seeded: dict[str, str]) -> None:
@@ -378,7 +381,8 @@ READS = ["show", "query", "status", "log", "context"]
 # what each tool is, as a client's user is told: (read-only, destructive, idempotent)
 HINTS = {"add": (False, False, False), "supersede": (False, True, True), "revoke": (False, True, True),
          "flag_stale": (False, False, True), "reinstate": (False, False, True),
-         **{name: (True, False, True) for name in READS}}
+         **{name: (True, False, True) for name in READS},
+         **{name: (False, MOVE_BY_VERB[name].out_of_force, MOVE_BY_VERB[name].idempotent) for name in PERSON}}
 
 
 def move_of(tool: str) -> Move:
@@ -569,3 +573,233 @@ def test_the_review_prompt_lists_what_needs_a_look_and_names_served_tools(ws: Pa
         assert argument in record and argument in served["add"].input_schema["properties"], argument
     assert [e.code for e in refused] == [INVALID_PARAMS, INVALID_PARAMS]
     assert "unknown prompt 'nope'" in refused[0].message and "takes no arguments" in refused[1].message
+
+
+# -- the current revision: output schemas, results as JSON text, links to notes, completion --
+
+
+def test_every_tool_declares_an_output_schema_its_results_meet_and_repeats_them_as_json_text(
+        ws: Path, seeded: dict[str, str]) -> None:
+    import jsonschema
+
+    a = seeded["active"]
+    calls = [("add", {"text": "Pin the SDK below 3", "kind": "decision"}), ("show", {"id": a}), ("status", {"id": a}),
+             ("log", {"id": a}), ("context", {}), ("query", {"filters": ["kind=gotcha"]}),
+             ("query", {"filters": ["type=created"], "events": True}), ("flag_stale", {"id": a, "reason": "moved"}),
+             ("reinstate", {"id": a}), ("revoke", {"id": a, "reason": "wrong"})]
+
+    async def script(s: ClientSession) -> Any:
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        added = await ok(s, *calls[0][:1], **calls[0][1])
+        superseded = await ok(s, "supersede", id=added.structured_content["id"], text="Pin the SDK below 4")
+        return tools, [(name, added if name == "add" else await ok(s, name, **arguments)) for name, arguments in calls] \
+            + [("supersede", superseded)]
+
+    tools, results = serve(ws, script)
+    assert set(tools) == set(SERVED)
+    for tool in tools.values():
+        assert tool.output_schema["type"] == "object", tool.name
+        jsonschema.Draft202012Validator.check_schema(tool.output_schema)
+    for name, result in results:
+        # the client already checked structured_content against the schema; checked here again, independently
+        jsonschema.validate(result.structured_content, tools[name].output_schema)
+        assert json.loads(result.content[1].text) == result.structured_content, name
+    assert {name for name, _ in results} == set(SERVED) - set(PERSON)  # (theirs: below, with a person asked)
+
+
+def test_a_query_links_each_note_it_found_and_the_link_reads_the_note(ws: Path, seeded: dict[str, str]) -> None:
+    from mcp.types import ResourceLink
+
+    async def script(s: ClientSession) -> Any:
+        found = await ok(s, "query", filters=["kind=directive"])
+        links = [c for c in found.content if isinstance(c, ResourceLink)]
+        return found.structured_content, links, [await s.read_resource(str(link.uri)) for link in links]
+
+    data, links, reads = serve(ws, script)
+    assert [str(link.uri) for link in links] == [f"qem://note/{n['id']}" for n in data["notes"]] and len(links) == 2
+    assert [link.name for link in links] == [f"note #{n['short']}" for n in data["notes"]]
+    for note, read in zip(data["notes"], reads):
+        assert read.contents[0].text.rstrip("\n") == run_qem("show", note["short"], cwd=ws).stdout.rstrip("\n")
+
+
+def test_the_current_revision_is_served_too(ws: Path, seeded: dict[str, str]) -> None:
+    """The SDK's newest revision (2026-07-28, reached by `server/discover`) gets the same
+    tools, output schemas and structured results as the handshake's 2025-11-25."""
+    from mcp.types import ElicitResult
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "qem_edit", "mcp", "-w", str(ws)], cwd=str(ws))
+
+    async def accept(context: Any, params: Any) -> Any:  # a person who would confirm
+        return ElicitResult(action="accept", content={"confirm": True, "reason": "yes"})
+
+    async def main() -> Any:
+        with open(os.devnull, "w") as quiet:
+            async with stdio_client(params, errlog=quiet) as (read, write):
+                async with ClientSession(read, write, elicitation_callback=accept) as s:
+                    found = await s.discover()
+                    tools = (await s.list_tools()).tools
+                    status = await s.call_tool("status", {"id": seeded["active"]})
+                    person = await s.call_tool("promote", {"id": seeded["active"]})
+                    return found.supported_versions, s.protocol_version, tools, status, person
+
+    versions, negotiated, tools, status, person = anyio.run(main)
+    # this revision asks a person through the call's result (input required), not served yet: refused
+    assert person.is_error and "promote is a person's act, and this client cannot ask its person" in person.content[0].text
+    assert negotiated == "2026-07-28" and "2026-07-28" in versions
+    assert all(t.output_schema for t in tools) and [t.name for t in tools] == SERVED
+    assert not status.is_error and status.structured_content["current"] == "yes"
+    assert json.loads(status.content[1].text) == status.structured_content
+
+
+def test_note_ids_complete_as_a_person_types_them(ws: Path) -> None:
+    from mcp.types import PromptReference, ResourceTemplateReference
+
+    with Store.open(store_path(ws), create=True) as s:
+        made = [add(s, f"note {i}", "finding") for i in range(130)]
+        shorts = {i: s.note(i).shown for i in made}
+    template = ResourceTemplateReference(uri="qem://note/{id}")
+
+    async def script(s: ClientSession) -> Any:
+        init = s.initialize_result
+        return (init.capabilities.completions, await s.complete(template, {"name": "id", "value": ""}),
+                await s.complete(template, {"name": "id", "value": "#" + made[7][:2].upper()}),
+                await s.complete(template, {"name": "id", "value": "zzzz"}),
+                await s.complete(PromptReference(name="review-memory"), {"name": "id", "value": ""}))
+
+    capability, everything, some, none, prompt = serve(ws, script)
+    assert capability is not None
+    # the first 100 (the protocol's most), the count of all, and that there are more
+    assert everything.completion.values == [shorts[i] for i in sorted(made)[:100]]
+    assert everything.completion.total == 130 and everything.completion.has_more
+    expected = [shorts[i] for i in sorted(made) if i.startswith(made[7][:2])]
+    assert some.completion.values == expected and shorts[made[7]] in expected
+    assert not some.completion.has_more
+    assert none.completion.values == [] and none.completion.total == 0
+    assert prompt.completion.values == []
+    # each value completes to a URI the server reads
+    assert run_qem("show", expected[0], cwd=ws).returncode == 0
+
+
+# -- a person's acts, asked of the person through the client --------------------------------
+
+
+def person_serve(ws: Path, script: Any, answer: Any = None) -> Any:
+    """`script(session)` against a server whose client asks its person through `answer`
+    (an elicitation callback; None: a client that cannot ask), the person being `the-person`."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "qem_edit", "mcp", "-w", str(ws)],
+                                   env={"QEM_ACTOR": "the-person"}, cwd=str(ws))
+
+    async def main() -> Any:
+        with open(os.devnull, "w") as quiet:
+            async with stdio_client(params, errlog=quiet) as (read, write):
+                async with ClientSession(read, write, elicitation_callback=answer,
+                                         client_info=Implementation(name="test-agent", version="1")) as s:
+                    await s.initialize()
+                    return await script(s)
+
+    return anyio.run(main)
+
+
+def test_a_persons_act_is_asked_of_the_person_and_made_as_theirs(ws: Path, seeded: dict[str, str]) -> None:
+    from mcp.types import ElicitResult
+
+    a = seeded["active"]
+    asked: list[Any] = []
+
+    async def person(context: Any, params: Any) -> Any:
+        asked.append(params)
+        return ElicitResult(action="accept", content={"confirm": True, "reason": "it leaked a hostname"})
+
+    async def script(s: ClientSession) -> Any:
+        promoted = await s.call_tool("promote", {"id": a})
+        shown = await s.call_tool("show", {"id": a})
+        return promoted, shown, await s.call_tool("forget", {"id": a}), await s.call_tool("promote", {"id": a})
+
+    promoted, shown, forgot, again = person_serve(ws, script, person)
+    assert not promoted.is_error and shown.structured_content["provenance"] == "human"
+    assert not forgot.is_error, forgot.content[0].text
+    assert f"note #{a} (gotcha): Release the lock first" in asked[0].message and "qem promote ID -m REASON" in asked[0].message
+    assert "qem forget ID -m REASON" in asked[1].message
+    assert forgot.structured_content["actor"] == "the-person" and forgot.structured_content["reason"] == "it leaked a hostname"
+    log = json.loads(run_qem("log", a, "--json", cwd=ws).stdout)
+    assert [(e["type"], e["actor"]) for e in log[-2:]] == [("promoted", "the-person"), ("forgotten", "the-person")]
+    assert log[-1]["reason"] == "it leaked a hostname"
+    assert "Release the lock first" not in run_qem("show", a, cwd=ws).stdout
+    # a forgotten note is promoted by nobody: the act's own refusal, in the CLI's words
+    assert again.is_error and again.content[0].text.startswith("qem: error:")
+
+
+def test_a_person_who_declines_or_a_client_that_cannot_ask_changes_nothing(ws: Path, seeded: dict[str, str]) -> None:
+    from mcp.types import ElicitResult
+
+    a = seeded["active"]
+
+    async def declines(context: Any, params: Any) -> Any:
+        return ElicitResult(action="decline")
+
+    async def script(s: ClientSession) -> Any:
+        return [await s.call_tool(name, arguments) for name, arguments in
+                [("forget", {"id": a}), ("promote", {"id": a}), ("rule", {"id": a, "keep": a})]]
+
+    before = snapshot(ws)
+    declined = person_serve(ws, script, declines)
+    assert all(r.is_error and "the person did not confirm (decline); nothing was written" in r.content[0].text
+               for r in declined)
+    cannot = person_serve(ws, script, None)
+    for name, result in zip(PERSON, cannot):
+        assert result.is_error
+        assert f"{name} is a person's act, and this client cannot ask its person" in result.content[0].text
+        assert f"qem {name} ID" in result.content[0].text
+    assert snapshot(ws) == before
+
+
+# resources/subscribe is the handshake revision's (2025-11-25), which the SDK warns is gone from 2026-07-28
+@pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
+def test_a_subscribed_resource_is_said_updated_when_the_log_moves(ws: Path, seeded: dict[str, str]) -> None:
+    """Another process writes, then the client unsubscribes one resource: each move of the
+    log is said for what is still subscribed, and a resource not there is refused."""
+    import mcp.types as types
+
+    a = seeded["active"]
+    heard: list[str] = []
+
+    async def listen(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            heard.append(str(message.params.uri))
+
+    async def wait_for(count: int) -> None:
+        with anyio.fail_after(20):
+            while len(heard) < count:
+                await anyio.sleep(0.1)
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "qem_edit", "mcp", "-w", str(ws)], cwd=str(ws))
+
+    async def main() -> Any:
+        with open(os.devnull, "w") as quiet:
+            async with stdio_client(params, errlog=quiet) as (read, write):
+                async with ClientSession(read, write, message_handler=listen) as s:
+                    init = await s.initialize()
+                    await s.subscribe_resource("qem://memory.md")
+                    await s.subscribe_resource(f"qem://note/{a}")
+                    try:
+                        await s.subscribe_resource("qem://nothing")
+                        refused = None
+                    except MCPError as error:
+                        refused = error
+                    await anyio.sleep(1.5)
+                    quiet_before = list(heard)  # nothing moved yet: nothing said
+                    assert (await anyio.to_thread.run_sync(lambda: run_qem("add", "-k", "task", "ship it", cwd=ws))).returncode == 0
+                    await wait_for(2)
+                    first = sorted(heard)
+                    await s.unsubscribe_resource(f"qem://note/{a}")
+                    assert (await anyio.to_thread.run_sync(lambda: run_qem("revoke", a, "-m", "moved", cwd=ws))).returncode == 0
+                    await wait_for(3)
+                    await anyio.sleep(1.5)
+                    return init.capabilities.resources.subscribe, refused, quiet_before, first, heard[2:]
+
+    subscribe, refused, quiet_before, first, second = anyio.run(main)
+    assert subscribe is True
+    assert refused is not None and refused.error.code == INVALID_PARAMS and "no resource qem://nothing" in refused.error.message
+    assert quiet_before == []
+    assert first == sorted(["qem://memory.md", f"qem://note/{a}"])
+    assert second == ["qem://memory.md"]
