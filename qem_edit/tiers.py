@@ -51,6 +51,7 @@ class Listed(NamedTuple):
         n = self.note
         marks = "" if n.provenance == DEFAULT_PROVENANCE else f" · {FRAMES.get(n.provenance, n.provenance)}"
         marks += " · STALE" if n.state == "stale" else ""
+        marks += delivery.requested(n)
         return f"- [#{n.shown}] {n.kind}/{n.priority}{marks} · "
 
     def line(self) -> str:
