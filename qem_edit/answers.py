@@ -181,6 +181,7 @@ class VerifyReport:
     disputes: list[str] = field(default_factory=list)  # listed; they fail only when asked
     notices: list[str] = field(default_factory=list)  # listed; they never fail
     drift: list[str] = field(default_factory=list)  # anchored content nobody flagged; fails only when asked
+    late: list[str] = field(default_factory=list)  # requests past their deadline, not answered; fail only when asked
 
     @property
     def exit_code(self) -> int:
@@ -190,19 +191,21 @@ class VerifyReport:
         lines = []
         if self.repaired is not None:
             lines.append(f"rebuilt the index from the log: {self.repaired} notes")
-        return "\n".join(lines + self.problems + [f"open: {d}" for d in self.disputes] + self.drift
+        return "\n".join(lines + self.problems + [f"open: {d}" for d in self.disputes] + self.drift + self.late
                          + [f"note: {n}" for n in self.notices])
 
     def data(self) -> object:
         return {"notes": self.notes, "ok": not self.problems, "problems": self.problems,
-                "disputes": self.disputes, "drift": self.drift, "notices": self.notices, "repaired": self.repaired}
+                "disputes": self.disputes, "drift": self.drift, "late": self.late, "notices": self.notices,
+                "repaired": self.repaired}
 
     def remark(self) -> str | None:
         if not self.problems:
             open_ = f"; {len(self.disputes)} open dispute(s) listed" if self.disputes else ""
             drift = (f"; {len(self.drift)} anchor(s) drifted, nobody flagged them (listed; `--fail-on-drift` fails"
                      " on them)") if self.drift else ""
-            return f"ok: the log replays cleanly to {self.notes} note{'' if self.notes == 1 else 's'}{open_}{drift}"
+            late = f"; {len(self.late)} request(s) late (listed; `--fail-on-late` fails on them)" if self.late else ""
+            return f"ok: the log replays cleanly to {self.notes} note{'' if self.notes == 1 else 's'}{open_}{drift}{late}"
         return (
             f"verify: {len(self.problems)} problem(s); `qem verify --repair` rebuilds the index; a"
             " malformed log file is set aside until it is fixed or removed; a cycle, dangling pointer"

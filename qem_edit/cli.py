@@ -511,6 +511,7 @@ def verify(
     repair: Annotated[bool, typer.Option("--repair", help="Rebuild the local index from the log first, if it disagrees.")] = False,
     fail_on_disputes: Annotated[bool, typer.Option("--fail-on-disputes", help="Fail on open disputes too (forks, disputes, concurrent changes).")] = False,
     fail_on_drift: Annotated[bool, typer.Option("--fail-on-drift", help="Fail on drift too: a note in force whose anchored file or folder changed, went or moved, and nobody flagged it (CI, after a commit made without the qem-anchors hook).")] = False,
+    fail_on_late: Annotated[bool, typer.Option("--fail-on-late", help="Fail on what is late too: a request in force past its deadline and not answered (`qem owed --late`).")] = False,
     staged: StagedOpt = False,
     base: Annotated[Optional[str], typer.Option("--base", metavar="REV", help="Name events the merge base of REV and HEAD holds that the log lacks (default: HEAD's).", show_default=False)] = None,
     as_json: JsonOpt = False,
@@ -530,9 +531,9 @@ def verify(
             from .staged import verify_staged
 
             return _show(verify_staged(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base,
-                                       drift_fail=fail_on_drift), as_json, withhold=True)
+                                       drift_fail=fail_on_drift, late_fail=fail_on_late), as_json, withhold=True)
         return _show(verify_report(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base,
-                                   drift_fail=fail_on_drift), as_json, withhold=True)
+                                   drift_fail=fail_on_drift, late_fail=fail_on_late), as_json, withhold=True)
 
 
 @app.command()

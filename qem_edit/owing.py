@@ -92,7 +92,7 @@ def answered(request: Note, answers: Iterable[Note], now: str, gaps: Sequence[st
     if len(speaking) > 1:
         names = " and ".join(f"#{a.shown} ({a.actor}, {a.created_at})" for a in speaking)
         return Answered(UNKNOWN, f"two answers in force may disagree: {names}; supersede one with the other,"
-                                 " or revoke one", tuple(speaking))
+                                 " or revoke one", tuple(speaking), late_by(request, now))
     if speaking:
         a = speaking[0]
         return Answered(YES, f"answered by #{a.shown} ({a.actor}, {a.created_at})", (a,))

@@ -278,3 +278,50 @@ def test_owed_at_a_revision_reads_the_log_committed_there(team) -> None:  # noqa
     then = founder.qem("owed", "--at", asked[:12]).stdout.splitlines()
     assert f"as at {asked[:12]}" in then[0] and then[1] == "1 owed (--at " + asked[:12] + "), 0 late"
     assert then[2].startswith(f"#{request} task · owed by mate")
+
+
+# -- for people and reviewers ------------------------------------------------------------------------
+
+
+def test_diff_names_new_requests_answers_and_what_became_late_in_the_range(team, monkeypatch) -> None:  # noqa: F811
+    founder = team.founded("the build needs python 3.11")
+    monkeypatch.setenv("QEM_NOW", "2026-08-30T08:00:00Z")
+    answered_one = founder.qem("add", "Send the report", "-k", "task", "--to", "mate", "--due", "2026-09-03").stdout.strip()
+    late_one = founder.qem("add", "Rotate the token", "-k", "task", "--to", "mate", "--due", "2026-09-05").stdout.strip()
+    founder.qem("export")
+    team.git_env["GIT_COMMITTER_DATE"] = "2026-09-01T00:00:00Z"
+    first = founder.commit("two requests")
+    monkeypatch.setenv("QEM_NOW", "2026-09-02T08:00:00Z")
+    answer = founder.qem("answer", answered_one, "Sent").stdout.strip()
+    new = founder.qem("add", "Review the plan", "-k", "task", "--to", "bob", "--due", "2026-09-20").stdout.strip()
+    founder.qem("export")
+    team.git_env["GIT_COMMITTER_DATE"] = "2026-09-10T00:00:00Z"
+    second = founder.commit("an answer and a request")
+    said = founder.qem("diff", first[:12], second[:12], code=1).stdout
+    section = said[said.index("what is owed (3)"):].splitlines()
+    assert section[1] == f"  answer #{answer} (finding): answers #{answered_one} · Sent"
+    assert section[2] == f"  new request #{new} (task): owed by bob, due 2026-09-20T23:59:59Z · Review the plan"
+    assert section[3] == (f"  became late #{late_one} (task): owed by mate, due 2026-09-05T23:59:59Z, late by 4d 1s"
+                          " · Rotate the token")
+    assert f"became late #{answered_one}" not in said  # its deadline fell in the range, but it was answered
+    data = json.loads(founder.qem("diff", first[:12], second[:12], "--format", "json", code=1).stdout)
+    assert [(d["what"], d["short"]) for d in data["owed"]] == [
+        ("answer", answer), ("new request", new), ("became late", late_one)]
+    assert f"#### What is owed (3)" in founder.qem("diff", first[:12], second[:12], "--format", "markdown", code=1).stdout
+
+
+def test_verify_lists_what_is_late_and_fails_on_it_when_asked(qem, ws: Path) -> None:
+    at = {"QEM_NOW": "2026-09-07T12:00:00Z"}
+    late = qem("add", "Send the report", "-k", "task", "--to", "alice", "--due", "2026-09-05",
+               env={"QEM_NOW": "2026-08-30T00:00:00Z"}).stdout.strip()
+    qem("add", "Review the plan", "-k", "task", "--to", "bob", "--due", "2026-09-20", env={"QEM_NOW": "2026-08-30T00:00:00Z"})
+    qem("export")
+    listed = qem("verify", env=at)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert f"late: #{late} task · LATE 1d 12h · owed by alice" in listed.stdout and "1 request(s) late" in listed.stderr
+    assert json.loads(qem("verify", "--json", env=at).stdout)["late"][0].startswith(f"late: #{late}")
+    failed = qem("verify", "--fail-on-late", env=at)
+    assert failed.returncode == 1 and f"late: #{late}" in failed.stdout
+    qem("answer", late, "Sent", env=at)
+    qem("export", env=at)
+    assert qem("verify", "--fail-on-late", env=at).returncode == 0
