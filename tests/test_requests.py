@@ -325,3 +325,11 @@ def test_verify_lists_what_is_late_and_fails_on_it_when_asked(qem, ws: Path) -> 
     qem("answer", late, "Sent", env=at)
     qem("export", env=at)
     assert qem("verify", "--fail-on-late", env=at).returncode == 0
+
+
+def test_a_seat_holding_a_credential_is_refused_as_every_string_field_is(qem, ws: Path) -> None:
+    qem("add", "first", "-k", "task")
+    before = _log_files(ws)
+    done = qem("add", "Send it", "-k", "task", "--to", "AKIAIOSFODNN7EXAMPLE")
+    assert done.returncode == 2 and "data.to holds a secret" in done.stderr and "AKIAIOSFODNN7EXAMPLE" not in done.stderr
+    assert _log_files(ws) == before
