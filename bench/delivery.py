@@ -9,8 +9,9 @@ tree and a memory, replays a scripted Claude Code session against it, one whole 
 claude EVENT` process per hook call, and compares what every reply gave with what the notes
 declare; then times each kind of hook against the start-up floor.  It prints a markdown
 report (the tables for docs/PERFORMANCE.md's "Delivery" section) and exits 1 when a note the
-notes' data says is due was missed with no reason, or a reply gave a note they do not make
-due (each is listed: a bug to look into, never to hide).  Standard library and qem only.
+notes' data says is due was missed with no reason, a reply gave a note they do not make
+due, or a note due at an edit or a command reached the model only after it (each is listed:
+a bug to look into, never to hide).  Standard library and qem only.
 
 The session (fixtures/sessions/claude-session.json)
 ---------------------------------------------------
@@ -64,18 +65,29 @@ notes due by the documented rules:
 - an edit (Edit, MultiEdit, Write): those declaring `edit`, anchored to the file or to a
   folder holding it, or with a path pattern matching it (`*`, `?`, `[...]` within a part,
   `**` for whole parts, a pattern with none of them a path and what is under it);
-- a read: those declaring `read`, and as their one-line index entry the notes an edit of
-  the file would give;
+- a read: those declaring `read`, and whole what an edit of the file would give (its
+  notes, and those declaring `edit`);
 - a Bash command: those declaring `shell`, and those with a run pattern (`*` any characters,
   `?` one) matching the whole command or one of its simple commands (split at `&&`, `||`,
-  `;`, `|`, line ends; leading `NAME=value` dropped).
+  `;`, `|`, line ends; leading `NAME=value` dropped); then a read's notes for each file or
+  folder a reading command in it names (`cat`, `head`, `tail`, `sed`, `nl`, `less`, `grep`,
+  `rg`: their operands, a pattern or script aside; a `cd DIR` before them followed).
 
 A note due at a call is: delivered (its `- [#SHORT]` line is in the reply; a note too long
 for the budget, given as its first line, counts as given whole, as the ledger counts it, and
 is counted apart); held back as given earlier in the session (given since the last
 compaction, whole, or as a line when a line is due: the ledger's rule, legitimately not
 repeated, not a miss); cut by the budget; or missed with no reason, which must never
-happen.  Cut by the budget means: of the notes
+happen.  A reply that holds the call (Claude Code's `permissionDecision: "deny"`, the notes
+in its reason) is made again at once, as the model does, and the two replies are the call's:
+the call made again must pass (a hold twice is listed), and a read is never held.
+
+Before the action: at each edit and each Bash command, every note due there is counted as
+given before the action (whole earlier in the context window, or in the reason of the hold)
+or after it (in context, which the model reads beside the tool's result, or not at all: cut
+by the budget); and the calls held, per session.
+
+Cut by the budget means: of the notes
 due and not held back, in the order they are given (kind as qem_edit.model.KINDS lists
 them, priority high first, id; a compaction's notes before a prompt's), the budget takes
 them from the front while they fit and stops at the first that does not, so the cut ones
@@ -411,7 +423,7 @@ class Truth:
         return self.at("edit") | {n: True for n in self.for_path(path)}
 
     def read(self, path: str) -> dict[str, bool]:
-        return {n: False for n in self.for_path(path)} | self.at("read")
+        return {n: True for n in self.for_path(path)} | self.at("edit") | self.at("read")
 
     def shell(self, command: str) -> dict[str, bool]:
         return self.at("shell") | {n.id: True for n in self.run if any(command_match(p, command) for p in n.runs)}
@@ -437,6 +449,7 @@ HEAD_RE = re.compile(r"^- \[#([0-9a-z]+)\] ", re.M)
 CUT_RE = re.compile(r"^… ([\d,]+) more notes? did not fit(?: \(([\d,]+) of them directives?\))?; ", re.M)
 TOOL_KIND = {"Edit": "edit", "MultiEdit": "edit", "Write": "edit", "NotebookEdit": "edit", "Read": "read",
              "Bash": "Bash"}
+ACTIONS = ("PreToolUse edit", "PreToolUse Bash")  # the calls whose notes must come before them
 HOOK_KINDS = ("SessionStart (startup)", "UserPromptSubmit", "PreToolUse edit", "PreToolUse read", "PreToolUse Bash",
          "PreCompact", "SessionStart (compact)", "SessionEnd")
 
@@ -466,18 +479,33 @@ def hook_input(call_: dict, top: str, session: str) -> bytes:
     return json.dumps(data, ensure_ascii=False).encode()
 
 
-def parse_reply(event: str, out: str) -> tuple[str, dict[str, str], int, int]:
-    """A reply's context, the notes it gives ({short: "whole", "line" (a read's index entry),
-    "tier line" (a session start's line for a note its budget had no room to give whole,
-    ending in …) or "too long" (a note too long for the budget, given as its line, which
-    counts as given whole)}), and its cut counts."""
+@dataclass
+class Reply:
+    """A hook's reply: its text (the context, or a held call's reason), whether it holds
+    the call, the notes it gives ({short: "whole", "line" (an index entry), "tier line" (a
+    session start's line for a note its budget had no room to give whole, ending in …) or
+    "too long" (a note too long for the budget, given as its line, which counts as given
+    whole)}), and its cut counts."""
+
+    text: str = ""
+    held: bool = False
+    given: dict[str, str] = field(default_factory=dict)
+    left: int = 0
+    directives: int = 0
+
+
+def parse_reply(event: str, out: str) -> Reply:
     if not out.strip():
-        return "", {}, 0, 0
+        return Reply()
     data = json.loads(out)
     spec = data["hookSpecificOutput"]
     if spec.get("hookEventName") != event:
         raise BenchError(f"a {event} hook answered as {spec.get('hookEventName')!r}")
-    text = spec["additionalContext"]
+    held = spec.get("permissionDecision") == "deny"
+    if held and (event != "PreToolUse" or set(spec) != {"hookEventName", "permissionDecision",
+                                                          "permissionDecisionReason"}):
+        raise BenchError(f"a {event} hook held a call outside Claude Code's contract: {sorted(spec)}")
+    text = spec["permissionDecisionReason"] if held else spec["additionalContext"]
     given: dict[str, str] = {}
     blocks = HEAD_RE.split(text)
     for short, body in zip(blocks[1::2], blocks[2::2]):
@@ -491,7 +519,34 @@ def parse_reply(event: str, out: str) -> tuple[str, dict[str, str], int, int]:
     cut = CUT_RE.search(text.rsplit("\n", 1)[-1])
     left = int(cut.group(1).replace(",", "")) if cut else 0
     directives = int(cut.group(2).replace(",", "")) if cut and cut.group(2) else 0
-    return text, given, left, directives
+    return Reply(text, held, given, left, directives)
+
+
+READERS = {"cat": 0, "head": 0, "tail": 0, "nl": 0, "less": 0, "more": 0, "sed": 1, "grep": 1, "egrep": 1,
+           "fgrep": 1, "rg": 1}  # a reading command: how many operands before its files are not files
+
+
+def shell_reads(command: str) -> list[str]:
+    """The files and folders the reading commands of a line name (this bench's own reading:
+    options dropped, sed's script and grep's pattern aside unless -e gives it; `cd DIR`
+    followed; a line the shell's quoting cannot read names none)."""
+    out, base = [], ""
+    for piece in SPLIT_RE.split(command):
+        try:
+            words = shlex.split(piece)
+        except ValueError:
+            return []
+        while words and ASSIGNMENT_RE.match(words[0] + " "):
+            words = words[1:]
+        if not words:
+            continue
+        if words[0] == "cd" and len(words) == 2:
+            base = f"{base}/{words[1]}" if base else words[1]
+        elif words[0] in READERS:
+            operands = [w for w in words[1:] if not w.startswith("-")]
+            skip = 0 if "-e" in words else READERS[words[0]]
+            out += [f"{base}/{w}" if base else w for w in operands[skip:] if not set("*?[$~") & set(w)]
+    return out
 
 
 @dataclass
@@ -510,11 +565,17 @@ class Tally:
     cut_directives: int = 0
     chars: int = 0
     largest: int = 0
+    held: int = 0  # calls held (denied, the notes their reason), each made again
+    before_earlier: int = 0  # due at an edit or a command: given whole earlier in the window
+    before_held: int = 0  # ... given in the reason of the call's hold
+    after_context: int = 0  # ... given as context: the model reads it after the action
+    after_none: int = 0  # ... not given at all (cut by the budget, or missed)
     seconds: list[float] = field(default_factory=list)
 
     def add(self, other: "Tally") -> None:
         for name in ("calls", "replies", "due", "delivered", "budget", "ledger", "unexplained", "extra", "repeated",
-                     "too_long", "cut", "cut_directives", "chars"):
+                     "too_long", "cut", "cut_directives", "chars", "held", "before_earlier", "before_held",
+                     "after_context", "after_none"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.largest = max(self.largest, other.largest)
         self.seconds += other.seconds
@@ -572,14 +633,16 @@ class Replay:
             moments.append(self.truth.at("compact"))
             self.pending_compact = False
         out: dict[str, bool] = {}
+        reads: list[dict[str, bool]] = []  # a command's: after its own notes
         if event == "SessionStart" and given.get("source") != "compact":
             out |= self.truth.at("start")
         elif event == "UserPromptSubmit":
             out |= self.truth.prompt(given["prompt"], self.top)
         elif event == "PreToolUse":
             tool, args = given["tool_name"], filled(given["tool_input"], self.top)
-            if tool == "Bash":
+            if tool == "Bash":  # the command's own notes, then a read's for each file it reads
                 out |= self.truth.shell(args["command"])
+                reads = [self.truth.read(path) for path in shell_reads(args["command"])]
             elif tool in TOOL_KIND:
                 path = args["file_path"].removeprefix(self.top + "/")
                 why = self.truth.for_path(path)
@@ -590,18 +653,15 @@ class Replay:
                     out |= self.truth.edit(path)
                 else:
                     out |= self.truth.read(path)
-        moments.append(out)
+        moments += [out, *reads]
         ordered: dict[str, bool] = {}
         for moment in moments:
             for note in sorted(moment, key=self.truth.order):
                 ordered.setdefault(note, moment[note])
         return list(ordered.items())
 
-    def one(self, i: int, call_: dict) -> None:
-        kind = kind_of(call_)
-        t = self.tally[kind]
-        t.calls += 1
-        due = self.due(call_)
+    def ask(self, i: int, kind: str, call_: dict, t: Tally) -> Reply:
+        """One hook process for the call, its reply checked and tallied."""
         t0 = time.perf_counter()
         argv = self.tools.qem + ["hook", HARNESS, call_["event"]]
         proc = subprocess.run(argv, input=hook_input(call_, self.top, self.session), cwd=self.repo, env=base_env(),
@@ -609,22 +669,38 @@ class Replay:
         t.seconds.append(time.perf_counter() - t0)
         if proc.returncode != 0 or proc.stderr:  # a hook that fails says nothing and exits 0, with a line on stderr
             fail(f"call {i} ({kind})", argv, proc.returncode, proc.stderr, proc.stdout)
-        text, shorts, left, directives = parse_reply(call_["event"], proc.stdout.decode("utf-8"))
-        if len(text) > BUDGET:
-            self.problems.append(f"call {i} ({kind}): {len(text):,} characters, over the budget of {BUDGET:,}")
-        got = {}
-        tiered_lines: set[str] = set()  # a session start's line for a note its budget had no room to give whole
-        for short, form in shorts.items():
+        reply = parse_reply(call_["event"], proc.stdout.decode("utf-8"))
+        if len(reply.text) > BUDGET:
+            self.problems.append(f"call {i} ({kind}): {len(reply.text):,} characters, over the budget of {BUDGET:,}")
+        t.replies += bool(reply.text)
+        t.chars += len(reply.text)
+        t.largest = max(t.largest, len(reply.text))
+        for short, form in reply.given.items():
+            t.too_long += form == "too long"
             if short not in self.truth.by_short:
                 self.problems.append(f"call {i} ({kind}): gives [#{short}], a note `qem list` does not show")
-                continue
-            got[self.truth.by_short[short]] = form not in ("line", "tier line")
-            if form == "tier line":
-                tiered_lines.add(self.truth.by_short[short])
-            t.too_long += form == "too long"
-        t.replies += bool(text)
-        t.chars += len(text)
-        t.largest = max(t.largest, len(text))
+        return reply
+
+    def one(self, i: int, call_: dict) -> None:
+        kind = kind_of(call_)
+        t = self.tally[kind]
+        t.calls += 1
+        due = self.due(call_)
+        first = self.ask(i, kind, call_, t)
+        again = Reply()
+        if first.held:  # the model makes the same call again, which must pass
+            t.held += 1
+            if kind not in ACTIONS:
+                self.problems.append(f"call {i} ({kind}): held, and only an edit or a command may be")
+            again = self.ask(i, kind, call_, t)
+            if again.held:
+                self.problems.append(f"call {i} ({kind}): held again when made again")
+        held = {self.truth.by_short[s] for s in first.given if s in self.truth.by_short} if first.held else set()
+        got = {self.truth.by_short[short]: form not in ("line", "tier line") for reply in (first, again)
+               for short, form in reply.given.items() if short in self.truth.by_short}
+        tiered_lines = {self.truth.by_short[short] for reply in (first, again) for short, form in reply.given.items()
+                        if form == "tier line" and short in self.truth.by_short}  # no room at a start to give whole
+        left, directives = (again.left, again.directives) if first.held else (first.left, first.directives)
         t.cut += left
         t.cut_directives += directives
         due_ids = dict(due)
@@ -633,6 +709,15 @@ class Replay:
             t.due += 1
             self.due_notes.add(note)
             earlier = self.given.get(note)
+            before = bool(earlier and earlier[0] == self.epoch and (earlier[1] or not whole))
+            if kind in ACTIONS:  # given before the action, or after it
+                t.before_earlier += before and note not in got
+                t.before_held += note in held
+                t.after_context += note in got and note not in held
+                t.after_none += not before and note not in got
+                if not before and note not in held:
+                    self.problems.append(f"call {i} ({kind}): [#{self.truth.notes[note].short}], due here, reached the"
+                                         f" model after the action ({'as context' if note in got else 'not at all'})")
             if note in got:
                 t.delivered += 1
                 offered.append(note)
@@ -640,7 +725,7 @@ class Replay:
                     form = {True: "whole", False: "as a line"}
                     self.problems.append(f"call {i} ({kind}): [#{self.truth.notes[note].short}] given"
                                          f" {form[got[note]]}, due {form[whole]}")
-            elif earlier and earlier[0] == self.epoch and (earlier[1] or not whole):
+            elif before:
                 t.ledger += 1
             else:
                 offered.append(note)
@@ -734,7 +819,7 @@ def time_hooks(tools: Tools, repo: Path, fixture: dict, replay: Replay, runs: in
             loads.append(os.getloadavg()[0])
             f = timed_input(floor, stdin, what="start-up floor", cwd=repo, env=env, stdout=out, stderr=err)
             s = timed_input(argv, stdin, what=f"qem hook ({name})", cwd=repo, env=env, stdout=out, stderr=err)
-            text = parse_reply(call_["event"], out.read_text("utf-8"))[0]
+            text = parse_reply(call_["event"], out.read_text("utf-8")).text
             if not snapshot:  # the fresh session's ledger goes
                 for made in ledger.parent.iterdir():
                     if made.suffix in (".json", ".lock") and made.stem != ledger.stem:
@@ -778,6 +863,10 @@ def bench_size(tools: Tools, size: int, seed: int, fixture: dict, runs: int, war
     print(f"  due {whole.due:,}, delivered {whole.delivered:,}, cut by the budget {whole.budget:,},"
           f" held back as given {whole.ledger:,}, missed with no reason {whole.unexplained:,};"
           f" {whole.chars:,} characters", flush=True)
+    print(f"  at edits and commands: before {whole.before_earlier + whole.before_held:,} (given earlier"
+          f" {whole.before_earlier:,}, held {whole.before_held:,}), after {whole.after_context + whole.after_none:,}"
+          f" (as context {whole.after_context:,}, not given {whole.after_none:,}); {whole.held} calls held",
+          flush=True)
     for problem in replay.problems:
         print(f"  PROBLEM {problem}", flush=True)
     times = time_hooks(tools, repo, fixture, replay, runs, warmup)
@@ -840,6 +929,20 @@ def report(results: list[dict], meta: dict) -> str:
     for r in results:
         out.append(f"At {r['size']:,} notes, {r['distinct_delivered']:,} of the {r['distinct_due']:,} distinct notes"
                    f" due at some call reached the session at least once.")
+    out += ["", "Before the action: each note due at an edit or a Bash command, given before the action (whole"
+            " earlier in the context window, or in the reason of the call's hold) or after it (as context, which the"
+            " model reads beside the tool's result, or not at all); and the calls held (each made again at once, as"
+            " the model does, and passing).", "",
+            "| notes | hook | calls | due (note, call) | before: given earlier | before: held | **after** |"
+            " after: as context | after: not given | held calls |",
+            "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in results:
+        rows = [(kind, r["session"][kind]) for kind in ACTIONS] + [("**whole session**", r["whole"])]
+        for kind, t in rows:
+            after = t["after_context"] + t["after_none"]
+            out.append(f"| {r['size']:,} | {kind} | {t['calls']} | {t['before_earlier'] + t['before_held'] + after:,} |"
+                       f" {t['before_earlier']:,} | {t['before_held']:,} | **{after:,}** | {t['after_context']:,} |"
+                       f" {t['after_none']:,} | {t['held']} |")
     out.append("")
     out.append("Each hook as a whole process against the start-up floor (`python -c \"import typer\"`), each run"
                f" right after a run of the floor; {meta['runs']} timed runs after {meta['warmup']} warm-up; the"

@@ -203,17 +203,33 @@ def _repeating(store: Store, written: Written) -> Written:
     return written
 
 
-def anchors_now(place: Workspace, note: Note) -> tuple[tuple[str, str], ...] | None:
-    """A note's anchored paths with the object id each holds in the work tree now, a path
-    that went left out (None: the note has no anchors).  What a person confirms by
-    reinstating the note, so that the change that flagged it never flags it again."""
+def anchors_now(place: Workspace, note: Note, said: list[str] | None = None) -> tuple[tuple[str, str], ...] | None:
+    """A note's anchored paths with the object id each holds now, a path that went left
+    out (None: the note has no anchors).  What a person confirms by reinstating the note,
+    so that the change that flagged it never flags it again.
+
+    "Now" is what is committed next: git's index, where it holds the path.  A path with
+    unstaged changes is confirmed as staged, never as the work tree holds it: those changes
+    may never be committed, and an anchor to content no commit holds drifts in every fresh
+    clone; if they are, the commit carrying them flags the note, which is when a person
+    should look again.  `said` gets a line per such path."""
     if not note.anchors:
         return None
     from . import anchors
 
     tree = anchors.work_tree(place.root)
-    found = ((path, anchors.worktree_oid(tree, path)) for path, _ in note.anchors)
-    return tuple((path, oid) for path, oid in found if oid is not None)
+    out = []
+    for path, _ in note.anchors:
+        work = anchors.worktree_oid(tree, path)
+        staged = anchors.index_oid(tree, path) if tree.git else None
+        if staged is not None and staged != work and said is not None:
+            said.append(f"anchor {path}: {'deleted' if work is None else 'changed'} in the work tree and not staged;"
+                        f" note #{note.shown} is confirmed against what git's index holds (what the next commit"
+                        f" carries); to confirm it against the change, `git add {path}` and reinstate it again")
+        oid = staged if staged is not None else work
+        if oid is not None:
+            out.append((path, oid))
+    return tuple(out)
 
 
 def move(store: Store, place: Workspace, event_type: str, given: str, reason: str | None, actor: str,
@@ -222,9 +238,12 @@ def move(store: Store, place: Workspace, event_type: str, given: str, reason: st
     (a reinstated note's anchors read anew: anchors_now)."""
     why = reason_for(event_type, reason)
     note_id = store.resolve(given)
-    again = anchors_now(place, store.note(note_id)) if event_type == "reinstated" else None
+    said: list[str] = []
+    again = anchors_now(place, store.note(note_id), said) if event_type == "reinstated" else None
     event = store.write(lambda tx: tx.emit(note_id, event_type, actor, why, anchors=again), agent=agent)
-    return _written(store, place, Written(event=event, note=store.note(note_id)))
+    written = _written(store, place, Written(event=event, note=store.note(note_id)))
+    written.notices[:0] = said
+    return written
 
 
 def flag_drift(store: Store, place: Workspace, report: "drift.Report", actor: str,
@@ -238,10 +257,13 @@ def flag_drift(store: Store, place: Workspace, report: "drift.Report", actor: st
         return report
     place.config()  # a writer's config is checked before anything is written
     checkin = new_checkin_id()
+    held = _unstaged_moves(place, report)
 
     def work(tx: Transaction) -> list[str]:
         done = []
         for found in report.notes:  # as the check saw it, still: another writer may have come first
+            if found.note.id in held:
+                continue
             now = tx.note(found.note.id)
             if now.state == "active" and now.anchors == found.note.anchors:
                 tx.drift(found.note.id, found.drifted, actor, checkin)
@@ -249,13 +271,37 @@ def flag_drift(store: Store, place: Workspace, report: "drift.Report", actor: st
         return done
 
     written = store.notes_by_id(store.write(work, agent=agent))
-    report.notes = [found for found in report.notes if found.note.id in written]  # the rest: written before
-    for found in report.notes:
+    report.notes = [found for found in report.notes if found.note.id in written or found.note.id in held]
+    for found in report.notes:  # the rest were written before
+        if found.note.id in held:
+            continue
         moved_only = all(d.moved_to is not None for d in found.drifted)
         (report.reanchored if moved_only else report.flagged).append(written[found.note.id])
     report.checkin = checkin if written else None
-    report.notices = auto_export(store, place)
+    report.notices = list(held.values()) + auto_export(store, place)
     return report
+
+
+def _unstaged_moves(place: Workspace, report: "drift.Report") -> dict[str, str]:
+    """Of a work-tree check's drifted notes, those whose anchor moved to a path git's index
+    does not hold with that content (a `mv` not yet staged), each with what to say: note
+    id -> the line.  Re-anchored there, a note would name a path no commit holds, gone in
+    every fresh clone; the move is staged first, as a reinstatement confirms what is."""
+    from . import anchors, drift
+
+    if report.judged != drift.WORK_TREE:
+        return {}
+    tree = anchors.work_tree(place.root)
+    held: dict[str, str] = {}
+    for found in report.notes if tree.git else ():
+        for d in found.drifted:
+            if d.moved_to is not None and anchors.index_oid(tree, d.moved_to) != d.was:
+                held[found.note.id] = (f"anchor {d.path} moved to {d.moved_to} in the work tree only (git's index"
+                                       f" does not hold the move): note #{found.note.shown} is not re-anchored to a"
+                                       f" path no commit holds; stage the move (`git add -A {d.path} {d.moved_to}`,"
+                                       " or `git mv`) and run `qem anchors check --flag` again")
+                break
+    return held
 
 
 def forget(store: Store, place: Workspace, given: str, reason: str | None, actor: str,

@@ -98,6 +98,7 @@ def checked_path(tree: WorkTree, typed: str, cwd: Path | None = None) -> str:
     _refuse_links_out(tree, typed, path)
     if not os.path.lexists(tree.path(path)):
         raise errors.BadInput(f"anchor {typed!r}: no such file or folder in the work tree ({tree.top})")
+    _refuse_submodule(tree, typed, path)
     if not tree.path(path).is_symlink() and not (tree.path(path).is_file() or tree.path(path).is_dir()):
         raise errors.BadInput(f"anchor {typed!r}: neither a file nor a folder (a device, a pipe, a socket)")
     if tree.path(path).is_dir() and not tree.path(path).is_symlink() and _holds_memory(tree.path(path)):
@@ -133,6 +134,19 @@ def _refuse_links_out(tree: WorkTree, typed: str, path: str) -> None:
             inside = target.relative_to(tree.top).as_posix()
             raise errors.BadInput(f"anchor {typed!r}: {'/'.join(parts[:depth])} is a symbolic link (to {inside});"
                                   " name the path it points to")
+
+
+def _refuse_submodule(tree: WorkTree, typed: str, path: str) -> None:
+    """A submodule (a folder holding a repository of its own, `.git` a file or a folder),
+    or a path inside one: this repository keeps only the commit it is at, no files there."""
+    parts = path.split("/")
+    for depth in range(1, len(parts) + 1):
+        if os.path.lexists(tree.top.joinpath(*parts[:depth], ".git")):
+            where = "/".join(parts[:depth])
+            inside = "" if depth == len(parts) else f"inside the submodule {where}, which"
+            raise errors.BadInput(f"anchor {typed!r}: {inside or 'a submodule, which'} this repository keeps as the"
+                                  " commit it is at, not as files; anchor a file or folder of this repository,"
+                                  " or write the note in the submodule's own memory")
 
 
 def _holds_memory(folder: Path) -> bool:

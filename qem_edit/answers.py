@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -31,7 +32,12 @@ from .times import utc_now
 def as_json(data: object) -> str:
     """Every `--json` output: indented by two, UTF-8 kept as it is but for DEL and the C1
     controls, escaped as json.dumps escapes the C0 ones (no raw control reaches a terminal)."""
-    return _C1.sub(lambda m: f"\\u{ord(m[0]):04x}", json.dumps(data, ensure_ascii=False, indent=2))
+    from .shown import holds_unicode
+
+    # on a stream that cannot hold every character (PYTHONIOENCODING=ascii), JSON's own
+    # \\u escapes, which any reader takes, rather than the stream's, which none does
+    ascii_only = not holds_unicode(sys.stdout)
+    return _C1.sub(lambda m: f"\\u{ord(m[0]):04x}", json.dumps(data, ensure_ascii=ascii_only, indent=2))
 
 
 _C1 = re.compile("[\x7f-\x9f]")
@@ -150,6 +156,8 @@ class CurrencyAnswer:
 
     answer: Currency
     shown: str = ""
+    expires: str | None = None  # the note's end (None: none)
+    past_end: bool = False  # in force past its end, not swept yet: not in force in truth
     exit_code = 0
     # a request's (or an answer's) second question: answered? (qem_edit.owing; None: neither)
     answered: Answered | None = None
@@ -157,15 +165,21 @@ class CurrencyAnswer:
 
     def text(self) -> str:
         me = f"#{self.shown or self.answer.note_id}"
-        lines = [f"{me} current: {self.answer.value} ({self.answer.reason})"]
+        said = f"{me} current: {self.answer.value} ({self.answer.reason})"
+        if self.past_end:
+            said += (f"; but past its end ({self.expires}): not in force, and `qem expire --due` records it"
+                     " expired")
+        elif self.expires:
+            said += f"; ends {self.expires}"
         if self.answered is not None:
             about = f"{me} answers #{self.request}, which is answered" if self.request else f"{me} answered"
-            lines.append(f"{about}: {self.answered.value} ({self.answered.why})")
-        return "\n".join(lines)
+            said += f"\n{about}: {self.answered.value} ({self.answered.why})"
+        return said
 
     def data(self) -> object:
         answered = {"answered": {**self.answered.to_json(), "request": self.request}} if self.answered else {}
-        return {**self.answer.to_json(), "short": self.shown or self.answer.note_id, **answered}
+        return {**self.answer.to_json(), "short": self.shown or self.answer.note_id, "expires": self.expires,
+                "past_end": self.past_end, **answered}
 
     def remark(self) -> str | None:
         return None
@@ -206,10 +220,16 @@ class VerifyReport:
                      " on them)") if self.drift else ""
             late = f"; {len(self.late)} request(s) late (listed; `--fail-on-late` fails on them)" if self.late else ""
             return f"ok: the log replays cleanly to {self.notes} note{'' if self.notes == 1 else 's'}{open_}{drift}{late}"
+        drifted = sum(problem.startswith("drift: ") for problem in self.problems)
+        settle = ("`qem anchors check --flag` flags the drifted notes stale (a move re-anchors), then commit"
+                  " what it wrote (`git add .qem MEMORY.md && git commit`)")
+        if drifted == len(self.problems):  # --fail-on-drift, and nothing else wrong
+            return f"verify: {drifted} anchor(s) drifted and nobody flagged them; {settle}"
         return (
             f"verify: {len(self.problems)} problem(s); `qem verify --repair` rebuilds the index; a"
             " malformed log file is set aside until it is fixed or removed; a cycle, dangling pointer"
             " or broken event is settled by new events (revoke, supersede, `qem rule`)"
+            + (f"; {drifted} anchor(s) drifted: {settle}" if drifted else "")
         )
 
 
@@ -253,13 +273,16 @@ def log(store: Store, note_id: str | None = None) -> EventList:
 
 def status(store: Store, note_id: str) -> CurrencyAnswer:
     """Is the note current: yes, no or unknown, by the graph of every note."""
+    from .model import past_end
+    from .times import utc_now
+
     full = store.resolve(note_id)
     note = store.note(full)
     request = None
     if note.answers is not None and not is_request(note):
         request = ids.shown(note.answers, store.index.shorts([note.answers]).get(note.answers))
-    return CurrencyAnswer(Graph.of({n.id: n for n in store.notes()}).currency(full), note.shown,
-                          answered_of(store, note, utc_now()), request)
+    return CurrencyAnswer(Graph.of({n.id: n for n in store.notes()}).currency(full), note.shown, note.expires,
+                          past_end(note, utc_now()), answered_of(store, note, utc_now()), request)
 
 
 def answered_of(store: Store, note: Note, now: str) -> Answered | None:

@@ -448,6 +448,8 @@ def setup(
     ask_to_record: Annotated[bool, typer.Option("--ask-to-record", help="Also the Stop hook: once a session, when it recorded no note, the agent is asked to record what a future session needs (it stays until --no-ask-to-record or --remove).")] = False,
     no_ask_to_record: Annotated[bool, typer.Option("--no-ask-to-record", help="Take qem's Stop hook out (a run without --ask-to-record leaves it as it is).")] = False,
     command: Annotated[str, typer.Option("--command", metavar="CMD", help="How the hooks run qem (default: qem, found on the PATH).")] = "qem",
+    hold: Annotated[bool, typer.Option("--hold", help="Hold a call before an edit or a command whose notes were not given yet (the default): `[delivery] hold = true` in .qem/config.toml.")] = False,
+    no_hold: Annotated[bool, typer.Option("--no-hold", help="Never hold a call: the notes come as context, which the model reads after the call ran (`[delivery] hold = false` in .qem/config.toml, for every harness).")] = False,
     plugin: Annotated[Optional[Path], typer.Option("--plugin", metavar="DIR", help="Write the same hooks and MCP server as a plugin in DIR instead (Claude Code: a marketplace holding it; Codex: a plugin; Gemini CLI: an extension), for every project.", show_default=False)] = None,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
@@ -461,6 +463,13 @@ def setup(
     from . import setup as setting_up
     from .workspace import resolve
 
+    if hold and no_hold:
+        raise errors.BadInput("--hold and --no-hold do not go together: the first holds a call whose notes were not"
+                              " given yet, the second never holds one")
+    if plugin is not None and (hold or no_hold):
+        flag = "--no-hold" if no_hold else "--hold"
+        raise errors.BadInput(f"{flag} sets a project's memory (its .qem/config.toml), and a plugin serves every"
+                              f" project: run `qem setup {harness} {flag}` in the project")
     if plugin is not None:
         from . import plugin as plugins
 
@@ -468,7 +477,7 @@ def setup(
 
     place = resolve(workspace_dir, store_dir)
     return setting_up.run(harness, place, check=check, remove=remove, ask_to_record=ask_to_record, command=command,
-                          no_ask_to_record=no_ask_to_record)
+                          no_ask_to_record=no_ask_to_record, hold=True if hold else False if no_hold else None)
 
 
 @app.command("list")
@@ -588,13 +597,21 @@ def load(
                 staged = stage_dump(source, str(file))
             except OSError as exc:
                 raise errors.BadInput(f"cannot read {file}: {exc.strerror}") from None
+    from .opening import open_memory, unmade
+
     with staged:
-        place, store = shell.open_memory(workspace_dir, store_dir, write=True)
-        with store:
-            count = load_staged(store, staged)
-            for notice in auto_export(store, place):
-                say(notice)
-            print(f"loaded {count} new events ({staged.count - count} already here); {store.count()} notes")
+        place, store, notices = open_memory(workspace_dir, store_dir, write=True, create=True)
+        started_as = store.memory_id() if store.started else None
+        try:
+            with store:
+                count = load_staged(store, staged)
+                for notice in notices + auto_export(store, place):
+                    # a new memory takes the dump's id: the notice names the id it keeps
+                    say(notice.replace(started_as, store.memory_id()) if notice == store.started else notice)
+                print(f"loaded {count} new events ({staged.count - count} already here); {store.count()} notes")
+        except BaseException:
+            unmade(store)  # a refused load into a new folder leaves no memory behind
+            raise
     return 0
 
 
@@ -896,9 +913,18 @@ def export_(
                 return refused
         if check or diff:
             return _check_mirror(store, target, check, diff)
-        wrote = mirror.export(store, target, force=force)
+        wrote = _export_file(store, target, force)
     say(f"{'wrote' if wrote else 'unchanged:'} {target}")
     return 0
+
+
+def _export_file(store: Store, target: Path, force: bool) -> bool:
+    """`qem export`'s write, never over an edit the pre-commit run it is a hook of set aside."""
+    from . import export as mirror
+    from .unstaged import guard
+
+    guard(target, lambda: not mirror.check(store, target).clean)
+    return mirror.export(store, target, force=force)
 
 
 def _judge_staged(store: Store, place) -> int | None:  # type: ignore[no-untyped-def]
@@ -1230,7 +1256,9 @@ def anchors_check(
         report = drift.check(store, drift.tree_of(place), judged)
         if flag and report.notes:
             from . import acts, workspace as ws
+            from .unstaged import guard
 
+            guard(place.mirror_path())  # a flag renders MEMORY.md again: never over an edit pre-commit set aside
             report = acts.flag_drift(store, place, report, ws.actor(actor))
         if flag and judged == drift.STAGED:  # an earlier run's flags, which a failed `git commit -a` dropped
             from .gitstage import stage_notes_left_out

@@ -20,7 +20,7 @@ from typing import Callable, Iterable, NamedTuple
 
 from . import errors
 from .context import FRAMES, PRIORITY_RANK, indented
-from .model import KIND_RANK, MOMENTS, PRIORITIES, Note
+from .model import KIND_RANK, MOMENTS, PRIORITIES, Note, past_end
 from .store import Store
 from .triggers import (any_path_matches, bundle_at, bundle_moments, command_matches, path_matches, prompt_paths,
                        prompt_words, relative, term_in)
@@ -39,7 +39,7 @@ HEADINGS = {
     "compact": "again after the compaction",
     "prompt": "for this prompt",
     "edit": "before this edit",
-    "read": "before this read",
+    "read": "with this read (what an edit of the file would give)",
     "shell": "before this command",
 }
 
@@ -93,7 +93,8 @@ class Hit(NamedTuple):
 
     def head(self) -> str:
         n = self.note
-        marks = (" · STALE" if n.state == "stale" else "") + requested(n)
+        marks = " · STALE" if n.state == "stale" else ""
+        marks += end_mark(n) + requested(n)
         return f"- [#{n.shown}] {n.kind}/{n.priority} · {FRAMES.get(n.provenance, n.provenance)}{marks} · {self.why}"
 
     def block(self) -> str:
@@ -112,8 +113,24 @@ class Hit(NamedTuple):
     def to_json(self) -> dict[str, object]:
         n = self.note
         return {"id": n.id, "short": n.shown, "kind": n.kind, "priority": n.priority, "state": n.state,
-                "provenance": n.provenance, "why": self.why, "full": self.full,
+                "provenance": n.provenance, "expires": n.expires, "past_end": ended(n), "why": self.why,
+                "full": self.full,
                 "text" if self.full else "line": n.text if self.full else n.first_line()}
+
+
+def end_mark(note: Note) -> str:
+    """How a note past its end is marked where it is given ("" for one in force)."""
+    return f" · PAST ITS END {note.expires} (not in force; `qem expire --due` expires it)" if ended(note) else ""
+
+
+def ended(note: Note) -> bool:
+    """A note in force past its end, not swept yet (`qem expire --due`): given marked so,
+    never as in force (qem_edit.context marks it the same way)."""
+    if note.expires is None:
+        return False
+    from .times import utc_now
+
+    return past_end(note, utc_now())
 
 
 class Change(NamedTuple):
@@ -222,8 +239,10 @@ def hits(store: Store, moment: Moment) -> list[Due]:
     if moment.event not in MOMENTS:
         raise errors.BadInput(f"unknown moment {moment.event!r}; use " + ", ".join(MOMENTS))
     found: dict[str, Due] = {}
-    for note, kind, priority, declared in store.due_at_moment(moment.event, bundle_at(moment.event)):
-        found[note] = Due(note, kind, priority, f"on {moment.event}" if declared else _bundle_why(kind, priority))
+    for event in READ_GIVES if moment.event == "read" else (moment.event,):
+        for note, kind, priority, declared in store.due_at_moment(event, bundle_at(event)):
+            if note not in found:
+                found[note] = Due(note, kind, priority, f"on {event}" if declared else _bundle_why(kind, priority))
     why: dict[str, str] = {}
     if moment.event in ("edit", "read"):
         why = _by_paths(store, moment.paths)
@@ -233,9 +252,8 @@ def hits(store: Store, moment: Moment) -> list[Due]:
                 why[note] = f"when-run {pattern}"
     elif moment.event == "prompt" and moment.prompt:
         why = _by_prompt(store, moment.prompt, moment.top or None)
-    full = moment.event != "read"
     for note, (kind, priority) in store.order_keys(n for n in why if n not in found).items():
-        found[note] = Due(note, kind, priority, why[note], full)
+        found[note] = Due(note, kind, priority, why[note])
     if moment.event in ("start", "compact", "prompt"):
         found.update((d.id, d) for d in owed_hits(store, moment.event))
     return sorted(found.values(), key=Due.key)
@@ -269,6 +287,11 @@ def owed_hits(store: Store, event: str) -> list[Due]:
     return out
 
 
+
+
+# A read gives what an edit of the file would (its notes, and those due at every edit), so
+# the edit that follows it has nothing left to hold; and the notes due at every read.
+READ_GIVES = ("read", "edit")
 MOMENT_WORDS = {"start": "at start", "compact": "after compaction", "prompt": "at every prompt",
                 "edit": "before every edit", "read": "before every read", "shell": "before every command"}
 
@@ -373,8 +396,8 @@ def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: in
     if budget < 0:
         raise errors.BadInput(f"--budget {budget}: give a number of characters (0: no limit)")
     out = Delivery(moment, budget, skip=skip)
-    heading, reserve = measure(out.heading()), _reserve(entries, changes, measure)
-    size = heading + _changes(out, changes, budget, heading, reserve, measure)
+    heading, reserve = measure(out.heading()), footer_room(entries, changes, measure)
+    size = heading + fitted_changes(out, changes, budget, heading, reserve, measure)
     notes: dict[str, Note] = {}
     for i, entry in enumerate(entries):
         if entry.due.id not in notes:
@@ -397,7 +420,7 @@ def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: in
     return out
 
 
-def _reserve(entries: list[Ranked], changes: list[Change], measure: Measure) -> int:
+def footer_room(entries: list[Ranked], changes: list[Change], measure: Measure) -> int:
     """Room kept for the last lines at their longest: what did not fit (the longest
     command listing it) and the changes that did not."""
     last = {e.moment: e.rank for e in entries}  # each moment's last rank: its longest command
@@ -407,7 +430,8 @@ def _reserve(entries: list[Ranked], changes: list[Change], measure: Measure) -> 
     return reserve + measure(unsaid)
 
 
-def _changes(out: Delivery, changes: list[Change], budget: int, size: int, reserve: int, measure: Measure) -> int:
+def fitted_changes(out: Delivery, changes: list[Change], budget: int, size: int, reserve: int,
+                   measure: Measure) -> int:
     """The changes that fit, taken into `out` (the rest counted as unsaid); the size they add."""
     added = 0
     for change in changes:

@@ -154,8 +154,8 @@ def check(store: "Store", tree: WorkTree, judged: str = WORK_TREE) -> Report:
     if judged == STAGED:
         if not tree.git:
             raise errors.BadInput("--staged judges git's index, and this memory is not in a git work tree")
-        committed = committed_paths(tree)
-        report.touched, added = with_folders(committed), _notes_added(store, tree, committed)
+        changed, authored = _against_parents(tree)
+        report.touched, added = with_folders(changed), _notes_added(store, tree, authored)
         anchors = [row for row in store.anchors_in_force(report.touched, states=("active",)) if row[0] not in added]
         anchors += store.anchors_of_notes(added, states=("active",))
     else:
@@ -226,13 +226,30 @@ def touched_notes(store: "Store", report: Report) -> set[str]:
     return {note for note, _, _ in store.anchors_in_force(report.touched)} if report.touched else set()
 
 
-def committed_paths(tree: WorkTree) -> list[str]:
-    """The paths the staged tree changes against HEAD (every staged path before the first
-    commit): both sides of a rename."""
+def _against_parents(tree: WorkTree) -> tuple[list[str], list[str]]:
+    """(the paths the staged tree changes against any parent of the commit being made,
+    those it changes against every parent).  Outside a merge both are the change against
+    HEAD.  A merge's commit changes, against the other side, the code this side changed:
+    a note that arrived from there, anchored to it, is judged as drift; and a note whose
+    log file the other side already committed is not this commit's to complete."""
+    from .gitrepo import merge_heads
+
+    ours = committed_paths(tree)
+    changed, authored = dict.fromkeys(ours), set(ours)
+    for head in merge_heads(tree.top):
+        theirs = committed_paths(tree, head)
+        changed.update(dict.fromkeys(theirs))
+        authored &= set(theirs)
+    return list(changed), [path for path in ours if path in authored]
+
+
+def committed_paths(tree: WorkTree, parent: str = "HEAD") -> list[str]:
+    """The paths the staged tree changes against `parent` (every staged path before the
+    first commit): both sides of a rename."""
     from . import gitrepo
 
     extra = gitrepo.index_env(tree.top)
-    done = gitrepo._git(tree.top, "diff", "--cached", "--name-only", "--no-renames", "-z", "HEAD", extra=extra)
+    done = gitrepo._git(tree.top, "diff", "--cached", "--name-only", "--no-renames", "-z", parent, extra=extra)
     if done.returncode != 0 and not gitrepo.has_commits(tree.top):  # no HEAD yet: everything staged is new
         done = gitrepo._git(tree.top, "ls-files", "-z", extra=extra)
     if done.returncode != 0:

@@ -36,6 +36,10 @@ NONE = "none"  # `--expires none`: no end (a successor's, or a new note's despit
 def ttl_seconds(given: str, what: str = "--ttl") -> int:
     """A time to live (`30d`: a number, then h, d or w) in seconds; BadInput naming it."""
     found = _TTL.match(given.strip())
+    if found is None and re.fullmatch(r"[+-]?0+[hdw]|-[0-9]+[hdw]", given.strip()):
+        raise errors.BadInput(f"{what} {given!r}: a time to live must be at least 1 hour (1h); a note that should"
+                              " end now is expired (`qem expire ID`), one with no end takes `--expires none`;"
+                              " nothing was written")
     if found is None:
         raise errors.BadInput(f"{what} {given!r}: give a whole number of hours, days or weeks, like 12h, 30d"
                               " or 2w (units: h, d, w); nothing was written")

@@ -532,6 +532,9 @@ def classify(store: Store, path: Path, current: bytes, data: bytes) -> Verdict:
         return incomplete
     if _behind(store, path, current):
         return Verdict(False, f"the log moved on since {path} was rendered; run `qem export`")
+    if _merged(store, path, current, data):
+        return Verdict(False, f"{path} is git's merge of two renderings; `qem export` renders it again from the"
+                              " merged log")
     base = _base_generation(store)
     moved = ", and the log moved on since it was rendered" if base is not None and base != store.head() else ""
     return Verdict(False, f"{path} was edited by hand{moved}; run `qem checkin --path {path}` to turn the edits"
@@ -568,6 +571,14 @@ def _conflict_verdict(store: Store, path: Path, current: bytes, data: bytes) -> 
                           " renders it again from the merged log")
 
 
+def _other_sides(top: Path) -> list[str]:
+    """The other side of a merge, rebase, cherry-pick or revert in progress, as revisions
+    (the heads git names to its pre-merge-commit hook too, before it writes MERGE_HEAD)."""
+    from . import gitrepo
+
+    return ["MERGE_HEAD", "REBASE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", *gitrepo.merge_heads(top)]
+
+
 def known_renderings(store: Store, path: Path, data: bytes) -> frozenset[str]:
     """The lines of every rendering of this memory a conflicted mirror can hold: the log's
     now (`data`), the last export, and the file as HEAD and the other side of a merge,
@@ -577,7 +588,7 @@ def known_renderings(store: Store, path: Path, data: bytes) -> frozenset[str]:
     found = [data, read_regular(store.root / MIRROR_BASE) or b""]
     top = gitrepo.toplevel(path)
     if top is not None:
-        for rev in ("HEAD", "MERGE_HEAD", "REBASE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD"):
+        for rev in ("HEAD", *_other_sides(top)):
             found.append(gitrepo.show(top, rev, path) or b"")
     lines: set[str] = set()
     for rendering in found:
@@ -593,6 +604,23 @@ def _behind(store: Store, path: Path, current: bytes) -> bool:
 
     top = gitrepo.toplevel(path)
     return top is not None and gitrepo.show(top, "HEAD", path) == current and gitrepo.unmodified(top, path)
+
+
+def _merged(store: Store, path: Path, current: bytes, data: bytes) -> bool:
+    """Whether, in a merge (or a rebase, cherry-pick or revert) in progress, the file is
+    what git made of the two sides' renderings: as git staged it, every line one of a
+    rendering's.  A merge that stopped on other files leaves it so, and one git is about to
+    commit (its pre-merge-commit hook); the hooks then flag drift the merge brought, and the
+    file is rendered again like a conflicted one (no person's line is in it)."""
+    from . import gitrepo
+
+    top = gitrepo.toplevel(path)
+    if top is None or not any(gitrepo.show(top, rev, path) is not None for rev in _other_sides(top)):
+        return False
+    if not gitrepo.as_staged(top, path):  # changed since git merged it: a person's, whatever its lines
+        return False
+    known = known_renderings(store, path, data)
+    return all(line in known for line in current.decode("utf-8", "replace").split("\n"))
 
 
 def _memory_of(data: bytes) -> str | None:
@@ -621,10 +649,11 @@ def auto_export(store: Store, workspace) -> list[str]:  # type: ignore[no-untype
     """Re-render the mirror after a write when the workspace asks for it, then stage what
     the write wrote (qem_edit.gitstage).  Returns what the writer should be told (the
     write itself is committed whatever happens here)."""
-    from .gitstage import stage_written
+    from .gitstage import stage_written, without_git
 
     notices, rendered = _export_after_write(store, workspace)
-    return notices + stage_written(store, workspace, rendered)
+    staged = stage_written(store, workspace, rendered)
+    return notices + without_git(workspace, rendered) + staged  # after staging: it tried git, or needed none
 
 
 def _export_after_write(store: Store, workspace) -> tuple[list[str], Path | None]:  # type: ignore[no-untyped-def]

@@ -13,6 +13,21 @@ from . import errors
 from .faults import checkpoint
 
 
+def leads_out(root: Path, named: str) -> bool:
+    """Whether `named`, a path a committed file gives relative to `root`, would take a
+    write out of `root`: an absolute path, a `..` climbing out, or a symbolic link (among
+    its folders, or the path itself) resolving outside.  A clone's files are untrusted
+    input; git keeps links, so the resolved path is what counts, not the spelling."""
+    if not named or os.path.isabs(named) or named.startswith(("\\", "/")) or named[1:2] == ":":
+        return True
+    top = os.path.realpath(root)
+    lexical = os.path.normpath(os.path.join(top, named))
+    if lexical != top and not lexical.startswith(top.rstrip(os.sep) + os.sep):
+        return True
+    resolved = os.path.realpath(os.path.join(top, named))
+    return resolved != top and not resolved.startswith(top.rstrip(os.sep) + os.sep)
+
+
 def refuse_link(path: Path) -> None:
     try:
         mode = os.lstat(path).st_mode

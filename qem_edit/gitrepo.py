@@ -5,6 +5,7 @@ revision.  Plain `git` commands, run only where an answer needs them."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Container
@@ -18,7 +19,17 @@ def _git(cwd: Path, *args: str, input: bytes | None = None, extra: dict[str, str
     try:
         return subprocess.run(["git", *args], cwd=cwd, capture_output=True, input=input, env=env, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
+        if isinstance(exc, FileNotFoundError) and not _missing:
+            _missing.append(True)
         raise errors.BadInput(f"cannot run git: {exc}") from None
+
+
+_missing: list[bool] = []  # a run found no `git` on the PATH (noted as it happens: asking costs a PATH walk)
+
+
+def missing() -> bool:
+    """Whether this process tried to run git and found none on the PATH."""
+    return bool(_missing)
 
 
 def toplevel(path: Path) -> Path | None:
@@ -43,6 +54,12 @@ def unmodified(top: Path, path: Path) -> bool:
     relative = path.resolve().relative_to(top.resolve()).as_posix()
     done = _git(top, "diff", "--quiet", "HEAD", "--", relative)
     return done.returncode == 0
+
+
+def as_staged(top: Path, path: Path) -> bool:
+    """Whether the work tree's `path` is what git's index holds (no change left unstaged)."""
+    relative = path.resolve().relative_to(top.resolve()).as_posix()
+    return _git(top, "diff", "--quiet", "--", relative, extra=index_env(top)).returncode == 0
 
 
 def last_change(top: Path, path: Path, *, added: bool = False, every_ref: bool = False,
@@ -116,6 +133,24 @@ def merge_base(top: Path, a: str, b: str) -> str | None:
     return done.stdout.decode().split()[0] if done.returncode == 0 and done.stdout.strip() else None
 
 
+def merge_heads(top: Path) -> list[str]:
+    """The commits a merge in progress brings in (git's MERGE_HEAD, a line each: several
+    for an octopus); none outside a merge.  A hook judging the merge's commit reads them:
+    what arrived from the other side is not what this commit's author wrote.  git runs
+    its pre-merge-commit hook before it writes MERGE_HEAD; there the heads are the ones it
+    names in the hook's environment (`GITHEAD_<oid>`, each side's label)."""
+    folder = git_dir(top)  # read, not asked of git: the hook runs on every commit
+    try:
+        held = (folder / "MERGE_HEAD").read_text("ascii") if folder is not None else ""
+    except (OSError, UnicodeDecodeError):  # no merge, or one git is about to record
+        held = ""
+    heads = [line.strip() for line in held.splitlines() if line.strip()]
+    return heads or sorted(name[len("GITHEAD_"):] for name in os.environ if _GITHEAD.fullmatch(name))
+
+
+_GITHEAD = re.compile(r"GITHEAD_[0-9a-f]{40}(?:[0-9a-f]{24})?")
+
+
 def changed_paths(top: Path, old: str | None, new: str | None) -> set[str]:
     """The paths (from the top of the work tree) the change from commit `old` to commit
     `new` touches; `new` None: to the work tree, its untracked files that git does not
@@ -186,13 +221,22 @@ def index_env(top: Path) -> dict[str, str]:
     if not given:
         return {}
     index = Path(os.path.abspath(given))
+    gitdir = git_dir(top)
+    try:
+        return {"GIT_INDEX_FILE": str(index)} if gitdir is not None and index.parent.resolve() == gitdir.resolve() else {}
+    except OSError:
+        return {}
+
+
+def git_dir(top: Path) -> Path | None:
+    """The work tree's own git folder: `.git`, or the folder a `.git` file names (a linked
+    worktree's, a submodule's); None when neither can be read."""
     dot = top / ".git"
     try:
         gitdir = dot if dot.is_dir() else Path(dot.read_text("utf-8").partition("gitdir:")[2].strip())
-        gitdir = gitdir if gitdir.is_absolute() else top / gitdir
-        return {"GIT_INDEX_FILE": str(index)} if index.parent.resolve() == gitdir.resolve() else {}
     except OSError:
-        return {}
+        return None
+    return gitdir if gitdir.is_absolute() else top / gitdir
 
 
 def staged_files(top: Path, paths: list[str]) -> dict[str, str]:

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import gitrepo
-from .files import write_atomic
+from . import errors, gitrepo
+from .files import leads_out, write_atomic
 from .logtree import EVENTS, PACKS, TEXTS, LogFileError, records_from
 
 # the commits a stopped merge, rebase, cherry-pick or revert puts its sides at
@@ -65,6 +65,9 @@ def settle(top: Path, log_root: Path) -> list[str]:
             (top / path).unlink(missing_ok=True)
             drop.append(path)
         if found is not None:
+            if leads_out(top, prefix + found[0]):  # a log folder a clone made a link out of the tree
+                raise errors.BadInput(f"{prefix + found[0]} leads outside the work tree ({top}) through a symbolic"
+                                      " link; qem writes its log only into folders of its own; settle it by hand")
             (top / prefix / found[0]).parent.mkdir(exist_ok=True)  # (git removes a folder it emptied)
             write_atomic(top / prefix / found[0], found[1])
             keep.append(prefix + found[0])

@@ -55,6 +55,30 @@ def stage_written(store, place, mirror: Path | None = None) -> list[str]:  # typ
             f" `git add {what}` before you commit"]
 
 
+def without_git(place, rendered: Path | None) -> list[str]:  # type: ignore[no-untyped-def]
+    """The one line a write in a git work tree says when no `git` is on the PATH: what it
+    could not do there (re-render a tracked MEMORY.md, which needs git to tell it is
+    tracked; stage what it wrote), and how to do it by hand.  None elsewhere, and where the
+    write asked git nothing (then it needed nothing of it)."""
+    if not gitrepo.missing() or not any((d / ".git").exists() for d in (place.root, *place.root.parents)):
+        return []
+    try:
+        mirror = place.mirror_path()
+        configured = place.config().get("export", {}).get("auto")
+        stages = place.stages()
+    except errors.QemError:
+        return []
+    skipped = []
+    if rendered is None and configured is None and mirror.is_file():
+        skipped.append(f"{_shown(place.root, mirror)} was not re-rendered (`qem export` does it)")
+    if stages:
+        skipped.append(f"nothing was staged (`git add {_shown(place.root, place.store_path)}"
+                       f" {_shown(place.root, mirror)}` where git is)")
+    if not skipped:
+        return []
+    return [f"warning: no `git` on this PATH, in a git work tree: the write is saved, but {' and '.join(skipped)}"]
+
+
 def stage_notes_left_out(store, place, note_ids: set[str]) -> list[str]:  # type: ignore[no-untyped-def]
     """The log files holding these notes' events that git's index lacks (untracked, not
     ignored), staged: a write whose staging a failed `git commit -a` threw away.  The

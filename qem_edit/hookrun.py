@@ -8,18 +8,29 @@ an unreadable one, a merge in progress, bad input) it prints what the harness re
 context", exits 0, and says why in `.qem/sessions/hooks.log` (and on stderr, which the
 harnesses keep out of the model's context).  Started without the command-line framework:
 it runs before every file edit, so its start-up is the floor's.
+
+Before means before.  What a hook gives before a tool reaches the model only after the
+tool ran (the harnesses send it beside the tool's result); a deny is the one answer the
+model reads before the action.  So before an edit or a command, when a note due there was
+not given whole in this context window (at the start, with a prompt, at a read of the
+file), the call is held: denied through the harness's own contract, the reason carrying
+the notes and saying the same call may be made again; the ledger records them given and
+the call held, so the call made again passes.  A read is never held, nor a call on any
+failure (the notes then go as context, or nothing does), nor where `.qem/config.toml`
+says `[delivery] hold = false`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
 
-from .harness import (COMPACTING, END, GUESTS, HARNESSES, PROMPT, START, STOP, SUBAGENT, TOOL, Asked, Harness,
-                      asked)
+from .harness import (COMPACTING, END, GUESTS, HARNESSES, HOLD, PROMPT, START, STOP, SUBAGENT, TOOL, Asked,
+                      Harness, asked)
 
 MAX_INPUT = 16 << 20  # bytes of hook input read (a prompt, a patch)
 LOG_NAME = "hooks.log"
@@ -27,6 +38,10 @@ LOG_LIMIT = 256 << 10
 USAGE = ("usage: qem hook HARNESS EVENT [-w WORKSPACE]  (reads the harness's hook input on stdin)\n"
          "  HARNESS: " + ", ".join(HARNESSES) + "; EVENT: the harness's own event name (SessionStart, PreToolUse, ...).\n"
          "  `qem setup HARNESS` writes these hooks into the project's settings.")
+HELD = ("qem held this call, before it ran, so that you read the notes below first (this is not an error"
+        " in the call). Take them into account, then make the same call again now, or the call they lead you to:"
+        " it goes through.")
+HOLDS_AT = ("edit", "shell")  # the moments whose notes a call is held for (never a read)
 ASK_TO_RECORD = (
     "Before you stop: did this session learn something a future session on this project needs "
     "(a rule the user gave, a trap in the code, a decision and its reason, a finding)? If so, record it now "
@@ -50,8 +65,8 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError):
         raw = b""  # no input to read: what bad input gets
     out, code = run(harness, event, raw, workspace)
-    if out:
-        sys.stdout.write(out + "\n")
+    if out:  # JSON is UTF-8 to its reader, whatever this process's locale says
+        sys.stdout.buffer.write((out + "\n").encode("utf-8", "surrogateescape"))
         sys.stdout.flush()
     return code
 
@@ -98,22 +113,33 @@ def _state_dir(ask: Asked, workspace: str | None = None) -> Path:
     """The memory's folder.  `-w` (what `qem setup` writes for a memory in a subfolder)
     is a folder from the top of the git work tree holding the hook's working directory,
     so a hook fired from anywhere in the tree finds it; without it, the memory is found
-    from the working directory up.  NoMemory when there is none."""
-    from .workspace import STATE_DIR, find_workspace, resolve
+    from the working directory up.  Where the input's working directory holds none (the
+    agent went outside the tree), the project's is tried (`CLAUDE_PROJECT_DIR`, which
+    Claude Code sets for its hooks).  NoMemory when there is none."""
+    from .workspace import STATE_DIR, find_workspace
 
     cwd = Path(ask.cwd) if ask.cwd else Path.cwd()
-    if workspace:
-        root = _tree_top(cwd) / workspace  # an absolute `-w` stays itself
-    else:
-        env = os.environ.get("QEM_WORKSPACE")
-        root = cwd / env if env else find_workspace(cwd)
-    place = resolve(root, None)
-    if (place.store_path / "config.toml").is_file():
-        return place.store_path
+    project = os.environ.get("CLAUDE_PROJECT_DIR")
+    for start in dict.fromkeys([cwd, *([Path(project)] if project else [])]):
+        store = _memory_from(start, workspace)
+        if (store / "config.toml").is_file():
+            return store
     near = find_workspace(cwd) / STATE_DIR
     named = f" (-w {workspace} from the work tree's top {_tree_top(cwd)})" if workspace else ""
-    raise NoMemory(f"no memory at {place.store_path}{named}; hook's working directory {cwd}: nothing given",
-                   near if (near / "config.toml").is_file() else None)
+    raise NoMemory(f"no memory at {_memory_from(cwd, workspace)}{named}; hook's working directory {cwd}:"
+                   " nothing given", near if (near / "config.toml").is_file() else None)
+
+
+def _memory_from(start: Path, workspace: str | None) -> Path:
+    """Where the memory is, found from `start` (it may not be there)."""
+    from .workspace import find_workspace, resolve
+
+    if workspace:
+        root = _tree_top(start) / workspace  # an absolute `-w` stays itself
+    else:
+        env = os.environ.get("QEM_WORKSPACE")
+        root = start / env if env else find_workspace(start)
+    return resolve(root, None).store_path
 
 
 def _tree_top(cwd: Path) -> Path:
@@ -131,16 +157,18 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
     milliseconds, not a read."""
     from . import ledger
 
-    key = f"{harness.name}:{ask.session}"  # a session of one harness (and `ask.agent`, a subagent of it)
+    key = f"{harness.name}:{ask.session}"  # a session of one harness
+    window = f"{harness.name}:agent:{ask.agent}" if ask.agent else key  # a subagent's, by its own id
     if ask.does == END:
         if ask.session:
             ledger.end(state, key)
         return harness.no_context
-    if ask.does == TOOL and not ask.moment:
+    if ask.does in (TOOL, HOLD) and not ask.moment:
         return harness.no_context
     if not ask.session:
-        raise ValueError("hook input without a session id (session_id, VS Code's sessionId, Cursor's conversation_id)")
-    with ledger.session(state, key, ask.agent) as book:
+        raise ValueError("hook input without a session id"
+                         " (session_id, VS Code's sessionId, Cursor's conversation_id)")
+    with ledger.session(state, window) as book:
         if ask.does == COMPACTING:
             book.compacted()
             return harness.no_context
@@ -149,12 +177,84 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
         moments = _moments(ask, book, state)
         given = {n: entry for n, entry in book.given.items() if entry[0] == book.epoch}
         counted = book.notes_then >= 0
-    found, texts, changed, notes = _read(state, moments, given, counted)
-    with ledger.session(state, key, ask.agent) as book:
+    found, texts, changed, notes, due_here = _read(state, moments, given, counted)
+    if window != key and ask.does == SUBAGENT:
+        with ledger.session(state, key) as book:
+            book.started(window)
+    with ledger.session(state, window) as book:
         if book.notes_then < 0:
             book.notes_then = notes
-        text = _given(harness, moments, found, texts, changed, book)
-    return harness.reply(event, text, ask.guest)
+        holding = _holds(ask, found, due_here, book, state, harness, event)
+        if ask.does == HOLD and not holding:
+            return harness.no_context  # no context goes before this tool: the hook after it gives it
+        budget = harness.budget - (harness.measure(HELD) + 2 if holding else 0)
+        text = _given(harness, moments, found, texts, changed, book, budget, ask.does in (TOOL, HOLD))
+        if holding and text:
+            book.hold(_about(ask))
+            return harness.deny(event, f"{HELD}\n\n{text}")
+    return harness.reply(event, text, ask.guest) if ask.does != HOLD else harness.no_context
+
+
+def _about(ask: Asked) -> str:
+    """What a tool call is about, as the ledger remembers a held one: the same call made
+    again is about the same."""
+    return "\0".join([ask.moment, ask.command, *ask.paths])
+
+
+def _holds(ask: Asked, found: list, due_here: set, book, state: Path, harness: Harness,  # type: ignore[no-untyped-def]
+           event: str) -> bool:
+    """Whether this call is held: it runs before its tool, a note due at its edit or
+    command was not given whole in this epoch, the ledger knows what the epoch gave, the
+    same call was not held already, and the project did not turn holding off."""
+    if not ask.holds or not book.may_hold() or book.was_held(_about(ask)):
+        return False
+    if not any(e.due.id in due_here and not book.was_given(e.due.id, e.due.full) for e in found):
+        return False
+    return _hold_setting(state, harness, event)
+
+
+def _hold_setting(state: Path, harness: Harness, event: str) -> bool:
+    """`[delivery] hold` in the memory's config.toml (default true), read only when a call
+    would be held; a file that cannot be read, or a value that is not true or false, holds
+    nothing (said in the hooks log)."""
+    try:
+        text = (state / "config.toml").read_text("utf-8")
+        value = _plain_hold(text)
+        if value is None:  # written some other way: read as TOML (tomllib costs a hook ~10 ms to import)
+            import tomllib
+
+            value = tomllib.loads(text).get("delivery", {}).get("hold", True)
+        if not isinstance(value, bool):
+            raise ValueError(f"[delivery] hold in {state / 'config.toml'} is {value!r}, not true or false;"
+                             " no call is held")
+        return value
+    except (OSError, ValueError, AttributeError) as exc:
+        _log(state, harness, event, exc)
+        return False
+
+
+_TABLE_RE = re.compile(r"\s*\[\s*([A-Za-z0-9_-]+)\s*\]\s*(?:#.*)?")
+_HOLD_RE = re.compile(r"\s*hold\s*=\s*(true|false)\s*(?:#.*)?")
+
+
+def _plain_hold(text: str) -> bool | None:
+    """`[delivery] hold` where config.toml says it plainly, as qem writes it (a `[delivery]`
+    table, a `hold = true|false` line, or neither); None where anything else there names
+    them (an inline table, a dotted key, a multi-line string): TOML must read it."""
+    if '"""' in text or "'''" in text:
+        return None
+    table, value = "", True
+    for line in text.splitlines():
+        header = _TABLE_RE.fullmatch(line)
+        if header is not None or line.lstrip().startswith("["):
+            table = header[1] if header is not None else "?"
+            continue
+        hold = _HOLD_RE.fullmatch(line) if table == "delivery" else None
+        if hold is not None:
+            value = hold[1] == "true"
+        elif "delivery" in line or (table in ("delivery", "?") and "hold" in line):
+            return None
+    return value
 
 
 def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-def]
@@ -177,9 +277,12 @@ def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-
         moments.append(delivery.Moment("start", top=str(top)))
     elif ask.does == PROMPT:
         moments.append(delivery.Moment("prompt", prompt=ask.prompt, top=str(top)))
-    elif ask.does == TOOL:
-        paths = delivery.from_cwd(ask.paths, ask.cwd or str(top), top)
-        moments.append(delivery.Moment(ask.moment, paths=paths, command=ask.command, top=str(top)))
+    elif ask.does in (TOOL, HOLD):  # the call's own moment first (its heading), then a command's edits and reads
+        for event, named in ((ask.moment, ask.paths), *ask.also):
+            paths = delivery.from_cwd(named, ask.cwd or str(top), top)
+            if paths or event == ask.moment:
+                command = ask.command if event == ask.moment else ""
+                moments.append(delivery.Moment(event, paths=paths, command=command, top=str(top)))
     return moments
 
 
@@ -189,8 +292,9 @@ READ_AHEAD = 420  # texts read for a reply: more than a budget's worth of the sh
 def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  # type: ignore[no-untyped-def]
     """From the memory: what the moments trigger (each note once, the first moment's),
     the texts of the first of them the session was not given (`given`: this epoch's
-    ledger entries), the changes of the notes given this epoch, and how many notes it
-    holds (-1 where the session's ledger has counted them already: `counted`)."""
+    ledger entries), the changes of the notes given this epoch, how many notes it holds
+    (-1 where the session's ledger has counted them already: `counted`), and the notes
+    due at an edit or a command among them, in force (what a call is held for)."""
     from . import delivery
     from .ledger import tip
     from .store import Store
@@ -198,15 +302,18 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  #
     store = Store.open(state, create=False, write=False)
     try:
         with store.reading():
-            entries, seen = [], set()
+            entries, seen, due_here = [], set(), set()
             for moment in moments:
                 for entry in delivery.ranked(moment, delivery.hits(store, moment)):
+                    if moment.event in HOLDS_AT:
+                        due_here.add(entry.due.id)
                     if entry.due.id not in seen:
                         seen.add(entry.due.id)
                         entries.append(entry)
             fresh = [e.due.id for e in entries if e.due.id not in given or (e.due.full and not given[e.due.id][1])
                      or (e.due.late and e.due.id + LATE_MARK not in given)]
             texts = store.notes_by_id(fresh[:READ_AHEAD])
+            due_here -= {n for n, note in texts.items() if delivery.ended(note)}  # not in force: holds nothing
             recorded = {n: entry[2] for n, entry in given.items()}
             now = store.last_changes(recorded)
             moved = [n for n, last in recorded.items() if now.get(n, "") != last]
@@ -215,15 +322,17 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  #
             changed = {n: delivery.Change(notes[n], after.get(notes[n].superseded_by or "")) if n in notes else None
                        for n in moved}
             count = -1 if counted else store.count()
-            return entries, texts, {n: (c, tip(c.note) if c else "") for n, c in changed.items()}, count
+            return (entries, texts, {n: (c, tip(c.note) if c else "") for n, c in changed.items()}, count,
+                    due_here)
     finally:
         store.close()
 
 
 def _given(harness: Harness, moments: list, found: list, texts: dict, changed: dict,  # type: ignore[no-untyped-def]
-           book) -> str:
-    """The reply's context, from what the ledger says was not given yet; what it gives,
-    recorded."""
+           book, budget: int, tool: bool = False) -> str:
+    """The reply's context, from what the ledger says was not given yet, within `budget`
+    (the harness's unit); what it gives, recorded.  Its heading is a tool call's own
+    moment (the first), else the last (a start's after a compaction's)."""
     from . import tiers
     from .ledger import tip
 
@@ -238,7 +347,7 @@ def _given(harness: Harness, moments: list, found: list, texts: dict, changed: d
             book.given.pop(n)  # gone from the index (a forget purged it past reading)
         else:
             changes.append(change)
-    out = tiers.fitter(moments)(moments[-1], entries, changes, harness.budget,
+    out = tiers.fitter(moments)(moments[0] if tool else moments[-1], entries, changes, budget,
                                 lambda ids: {n: texts[n] for n in ids if n in texts}, measure=harness.measure)
     for change in out.changes:
         book.give(change.note.id, book.given[change.note.id][1], tip(change.note))

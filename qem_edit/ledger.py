@@ -1,16 +1,20 @@
 """A session's ledger: which notes one agent session was given, so each comes once.
 
-One private file per context window: a session's (`.qem/sessions/<hash of the session
-id>.json`), and one for each subagent it starts (`<hash of the session>-<hash of the
-agent>.json`: a subagent has a context window of its own, so it is given its notes itself,
-and never takes the main thread's), mode 0600, in a folder that ignores itself in git,
-written atomically under a lock, since a harness runs hooks of one session side by side.
-It holds, for each note given: the compaction epoch it was given in, whether whole or as a
-line, and the note's last event then (its `tip`).  A compaction starts a new epoch: what
-the agent was given before it is gone from its context, so it may be given again.  A note given and changed since is said again, as
-its change.  Bounded: at most MAX_NOTES notes a session (the oldest given go first), and
-sessions not touched for MAX_AGE_DAYS, or past MAX_SESSIONS, are swept when a session
-starts; a session's end removes its file and its subagents'.
+One private file per context window (`.qem/sessions/<hash of its key>.json`, mode 0600,
+in a folder that ignores itself in git): a session's, keyed by its id, and a subagent's,
+keyed by the agent's id alone (a subagent has a context window of its own, so it is given
+its notes itself and never takes the main thread's; its id is unique, whatever session id
+its hooks carry), written atomically under a lock, since a harness runs hooks of one
+session side by side.  It holds, for each note given: the compaction epoch it was given
+in, whether whole or as a line, and the note's last event then (its `tip`); the tool
+calls it held (by a digest of what each was about), so the same call made again passes;
+and a session's, the subagents it started.  A compaction starts a new epoch: what the
+agent was given before it is gone from its context, so it may be given again.  A note
+given and changed since is said again, as its change.  A damaged ledger is read as a new
+one, marked as not knowing what its epoch gave: no call is held in that epoch (what was
+held before might be held again).  Bounded: at most MAX_NOTES notes a session (the
+oldest given go first), and sessions not touched for MAX_AGE_DAYS, or past MAX_SESSIONS,
+are swept when a session starts; a session's end removes its file and its subagents'.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from . import files
 
 FOLDER = "sessions"
 MAX_NOTES = 5000
+MAX_HELD = 500  # the calls held a session remembers (the oldest go first)
 MAX_SESSIONS = 200
 MAX_AGE_DAYS = 14
 LOCK_SECONDS = 5.0
@@ -41,6 +46,12 @@ def _name(session: str) -> str:
     import hashlib
 
     return hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _digest(about: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(about.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 def tip(note) -> str:  # type: ignore[no-untyped-def]
@@ -58,6 +69,14 @@ class Ledger:
     stop_asked: bool = False
     prompts: list[str] = field(default_factory=list)  # what the user typed (bounded), for user-stated quotes
     given: dict[str, list] = field(default_factory=dict)  # note → [epoch, full, tip]
+    held: dict[str, int] = field(default_factory=dict)  # a held call's digest → the epoch it was held in
+    unsure: int = -1  # an epoch whose record was lost (a damaged ledger): no call is held in it
+    agents: list[str] = field(default_factory=list)  # the keys of the subagents this session started
+
+    def started(self, agent_key: str) -> None:
+        """A subagent of this session started: its ledger goes when the session ends."""
+        if agent_key not in self.agents:
+            self.agents = (self.agents + [agent_key])[-MAX_AGENTS:]
 
     def was_given(self, note_id: str, full: bool) -> bool:
         entry = self.given.get(note_id)
@@ -68,6 +87,21 @@ class Ledger:
         self.given[note_id] = [self.epoch, full, last]
         while len(self.given) > MAX_NOTES:
             self.given.pop(next(iter(self.given)))
+
+    def may_hold(self) -> bool:
+        """Whether this epoch's record is whole (a damaged ledger's epoch holds nothing)."""
+        return self.unsure != self.epoch
+
+    def was_held(self, about: str) -> bool:
+        """Whether a call about `about` (its moment, paths, command) was held this epoch."""
+        return self.held.get(_digest(about)) == self.epoch
+
+    def hold(self, about: str) -> None:
+        key = _digest(about)
+        self.held.pop(key, None)
+        self.held[key] = self.epoch
+        while len(self.held) > MAX_HELD:
+            self.held.pop(next(iter(self.held)))
 
     def heard(self, prompt: str) -> None:
         """What the user typed (the last MAX_PROMPTS, each cut at MAX_PROMPT_CHARS)."""
@@ -81,11 +115,13 @@ class Ledger:
     def to_bytes(self) -> bytes:
         return json.dumps({"v": 1, "notes_then": self.notes_then, "epoch": self.epoch,
                            "pending_compact": self.pending_compact, "stop_asked": self.stop_asked,
-                           "prompts": self.prompts, "given": self.given},
+                           "prompts": self.prompts, "given": self.given, "held": self.held,
+                           "unsure": self.unsure, "agents": self.agents},
                           separators=(",", ":")).encode()  # ASCII: a lone surrogate is kept as its escape
 
 
 MAX_PROMPTS = 50
+MAX_AGENTS = 500  # subagents a session's ledger remembers to remove at its end (the sweep takes the rest)
 MAX_PROMPT_CHARS = 20_000
 
 
@@ -101,26 +137,23 @@ def _read(path: Path) -> Ledger:
         ledger.pending_compact = bool(data.get("pending_compact"))
         ledger.stop_asked = bool(data.get("stop_asked"))
         ledger.prompts = [p for p in data.get("prompts", []) if isinstance(p, str)][-MAX_PROMPTS:]
+        ledger.agents = [a for a in data.get("agents", []) if isinstance(a, str)][-MAX_AGENTS:]
         ledger.given = {str(k): list(v) for k, v in dict(data["given"]).items()
                         if isinstance(v, list) and len(v) == 3}
+        ledger.held = {str(k): int(v) for k, v in dict(data.get("held", {})).items()}
+        ledger.unsure = int(data.get("unsure", -1))
     except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
-        return Ledger(path)  # a damaged ledger is a new one: a note given twice, never a hook that fails
+        # A damaged ledger is a new one: a note given twice, never a hook that fails.
+        return Ledger(path, unsure=0)
     return ledger
 
 
-def _file(session_id: str, agent: str = "") -> str:
-    """A context window's ledger's name (without its suffix): the session's hash, and the
-    subagent's after it."""
-    return _name(session_id) + (f"-{_name(agent)[:16]}" if agent else "")
-
-
 @contextmanager
-def session(state_dir: Path, session_id: str, agent: str = "") -> Iterator[Ledger]:
-    """The ledger of a session's context window (`session_id`: the harness's name and its
-    session id; `agent`: the subagent's id, "" for the main thread), read under its lock
-    and written back atomically on leaving."""
+def session(state_dir: Path, session_id: str) -> Iterator[Ledger]:
+    """The ledger of a context window (`session_id`: the harness's name and its session
+    id, or a subagent's key), read under its lock and written back atomically on leaving."""
     where = prepared(state_dir)
-    path = where / f"{_file(session_id, agent)}.json"
+    path = where / f"{_name(session_id)}.json"
     with files.locked(where / f"{path.stem}.lock", LOCK_SECONDS):
         ledger = _read(path)
         before = ledger.to_bytes()
@@ -169,12 +202,14 @@ def recent_prompts(state_dir: Path, now: float | None = None) -> list[str]:
 
 def end(state_dir: Path, session_id: str) -> None:
     """A session ended: its ledger goes, and its subagents'."""
-    stem = _name(session_id)
-    for entry in _listed(state_dir):
-        name, _, suffix = entry.name.partition(".")
-        if (name == stem or name.startswith(stem + "-")) and suffix in ("json", "lock"):
+    where = folder(state_dir)
+    if os.path.islink(where):
+        return
+    keys = [session_id] + _read(where / f"{_name(session_id)}.json").agents
+    for key in keys:
+        for suffix in (".json", ".lock"):
             try:
-                os.unlink(entry.path)
+                os.unlink(where / f"{_name(key)}{suffix}")
             except FileNotFoundError:
                 pass
 

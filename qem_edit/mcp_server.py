@@ -193,9 +193,15 @@ class Memory:
 
     def act(self, act: Callable[..., Any], client: str | None, *, create: bool = False) -> tuple[Any, list[str]]:
         """Run one of qem_edit.acts as the writer; what it wrote and the notices."""
+        from .opening import unmade
+
         place, store, notices = self.open(write=True, create=create)
-        with store:
-            written = act(store, place, self.writer(client))
+        try:
+            with store:
+                written = act(store, place, self.writer(client))
+        except BaseException:
+            unmade(store)  # a refused first write leaves no memory behind
+            raise
         return written, notices + written.notices
 
     def read(self, read: Callable[[Any, Any], T]) -> tuple[T, list[str]]:
@@ -528,7 +534,8 @@ OUTPUTS: dict[str, dict[str, Any]] = {
                       "count": {"type": "integer"}, "notes": {"type": "array", "items": NOTE_OUTPUT},
                       "events": {"type": "array", "items": {"type": "object"}}}, ("scope", "filters", "count")),
     "status": _object({"id": {"type": "string"}, "short": {"type": "string"},
-                       "current": {"type": "string", "enum": ["yes", "no", "unknown"]}, "reason": {"type": "string"}},
+                       "current": {"type": "string", "enum": ["yes", "no", "unknown"]}, "reason": {"type": "string"},
+                       "expires": {"type": ["string", "null"]}, "past_end": {"type": "boolean"}},
                       ("id", "current", "reason")),
     "log": _object({"result": {"type": "array", "items": _object(
         {"id": {"type": "string"}, "note": {"type": "string"}, "type": {"type": "string"}, "at": {"type": "string"}},

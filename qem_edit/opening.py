@@ -30,6 +30,22 @@ def open_memory(workspace_dir: Path | None, store_dir: Path | None, *, write: bo
     return place, store, notices + (set_aside_notice(store) if name_set_aside else [])
 
 
+def unmade(store: Store) -> None:
+    """A memory this command made for a write that was then refused (a bad kind, an end
+    in the past, a secret): its folder taken away again while the log holds nothing, so a
+    refused command leaves nothing behind and has said nothing of a new memory."""
+    from .logtree import EVENTS, PACKS, TEXTS
+
+    root = Path(store.root)
+    if not store.made or any(any((root / folder).iterdir()) for folder in (EVENTS, PACKS, TEXTS)
+                             if (root / folder).is_dir()):
+        return
+    import shutil
+
+    store.close()
+    shutil.rmtree(root, ignore_errors=True)
+
+
 SET_ASIDE_NAMED = 3  # files named by the one line; `qem verify` names the rest
 
 

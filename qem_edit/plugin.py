@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, errors
-from .setup import SERVER, Wanted, _json_doc, _wanted
+from .setup import SERVER, Wanted, json_doc, wanted_for
 from .shown import show
 
 NAME = "qem"
@@ -42,7 +42,7 @@ def run(harness: str, directory: Path, *, check: bool = False, remove: bool = Fa
     if remove:
         raise errors.BadInput("--remove does not go with --plugin: uninstall the plugin in the harness and delete"
                               f" {directory}; qem changed nothing")
-    wanted = _wanted(_harness(harness), command, ask_to_record, False)
+    wanted = wanted_for(_harness(harness), command, ask_to_record, False)
     files = MAKERS[harness](wanted, directory)
     differing = [rel for rel, data in files.items() if _bytes(directory / rel) != data]
     if check:
@@ -100,7 +100,7 @@ def _marketplace(path: Path, source: str) -> dict[str, Any]:
     from .files import read_regular
 
     raw = read_regular(path)
-    doc, _ = _json_doc(raw, str(path))
+    doc, _ = json_doc(raw, str(path))
     plugins = doc.get("plugins", [])
     if not isinstance(plugins, list):
         raise errors.BadInput(f"{path}: \"plugins\" is not a list; qem changed nothing")

@@ -377,5 +377,5 @@ def files_problems(store, paths: Iterable) -> list[str]:  # type: ignore[no-unty
         except (LogFileError, OSError):
             continue
         texts = [t for t in texts if not store.secret_allowed(t.note)]
-        out += [f".qem/{name}: {problem}" for problem in loaded(events, texts)]
+        out += [f"{Path(given).as_posix()}: {problem}" for problem in loaded(events, texts)]  # as the hook names it
     return out

@@ -112,13 +112,18 @@ class Change(NamedTuple):
 
 
 def run(harness: str, place, *, check: bool = False, remove: bool = False,  # type: ignore[no-untyped-def]
-        ask_to_record: bool = False, command: str = "qem", no_ask_to_record: bool = False) -> int:
+        ask_to_record: bool = False, command: str = "qem", no_ask_to_record: bool = False,
+        hold: bool | None = None) -> int:
     """Write (or check, or take out) qem's hooks and MCP server for `harness` in the
-    project holding `place`'s memory; the exit code."""
+    project holding `place`'s memory; `hold` (not None) also sets whether the hooks hold a
+    call (`[delivery] hold` in the memory's config.toml); the exit code."""
     errors.choice(harness, tuple(HARNESSES), "harness")
     if check and remove:
         raise errors.BadInput("--check and --remove do not go together: --check says whether `qem setup "
                               f"{harness}` would change anything")
+    if hold is not None and (check or remove):
+        raise errors.BadInput(f"--{'' if hold else 'no-'}hold sets the project's holding; it does not go with"
+                              f" --{'check' if check else 'remove'}")
     if ask_to_record and no_ask_to_record:
         raise errors.BadInput("--ask-to-record and --no-ask-to-record do not go together: the first writes the"
                               " Stop hook, the second takes it out")
@@ -126,7 +131,7 @@ def run(harness: str, place, *, check: bool = False, remove: bool = False,  # ty
 
     top = work_top(place.store_path)
     inside = place.root.resolve().relative_to(top).as_posix() if place.root.resolve() != top else ""
-    wanted = _wanted(HARNESSES[harness], command, ask_to_record, remove)._replace(
+    wanted = wanted_for(HARNESSES[harness], command, ask_to_record, remove)._replace(
         workspace=inside, no_ask_to_record=no_ask_to_record)
     if inside:
         wanted = wanted._replace(server={**wanted.server, "args": [*wanted.server["args"], "-w", inside]})
@@ -138,13 +143,16 @@ def run(harness: str, place, *, check: bool = False, remove: bool = False,  # ty
         _say_trust(top, wanted)
         return code
     _refuse_unwritable(changes)  # before any file is written
+    holding = _hold_plan(place.store_path, hold) if hold is not None else None
     from .files import write_atomic
 
     for change in changes:
         if change.new is not None:
             change.path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(change.path, change.new)
-    _report(changes, wanted, top)
+    if holding is not None and holding[1] is not None:
+        write_atomic(holding[0], holding[1])
+    _report(changes, wanted, top, holding[2] if holding else "" if remove else _hold_line(place.store_path))
     return errors.EXIT_OK
 
 
@@ -157,19 +165,33 @@ def _say_trust(top: Path, wanted: Wanted) -> None:
             show(line)
 
 
-def _wanted(harness: Harness, command: str, ask_to_record: bool, remove: bool) -> Wanted:
+def wanted_for(harness: Harness, command: str, ask_to_record: bool, remove: bool) -> Wanted:
+    """What qem wants in a harness's settings for `command`: its hooks and MCP server, the
+    one source `qem setup` and a plugin (qem_edit.plugin) are both written from."""
     import shlex
 
     command = command.strip()
     if not command or any(c in command for c in "\n\r\0"):
         raise errors.BadInput(f"--command {command!r}: give the command that runs qem, on one line")
     try:
-        words = shlex.split(command)
+        words = [command] if _one_program(command) else shlex.split(command)
     except ValueError as exc:
         raise errors.BadInput(f"--command {command!r}: {exc}") from None
     if not words:
         raise errors.BadInput(f"--command {command!r}: give the command that runs qem")
-    return Wanted(harness, command, {"command": words[0], "args": [*words[1:], "mcp"]}, ask_to_record, remove)
+    # the hooks run through a shell, so their words are quoted for it; the MCP entry is an
+    # argument vector, each word whole
+    return Wanted(harness, shlex.join(words), {"command": words[0], "args": [*words[1:], "mcp"]}, ask_to_record,
+                  remove)
+
+
+def _one_program(command: str) -> bool:
+    """Whether `command`, unquoted and holding a space, is the path of one program
+    (`/opt/my tools/bin/qem`): a file by that whole name exists.  Else it is shell words
+    (`uvx qem`, `'/opt/my tools/bin/qem' --flag`)."""
+    import os
+
+    return " " in command and not any(c in command for c in "'\"\\") and os.path.isfile(os.path.expanduser(command))
 
 
 def _refuse_unwritable(changes: list[Change]) -> None:
@@ -203,8 +225,9 @@ def _warn_path(wanted: Wanted) -> None:
 
     program = wanted.server["command"]
     if shutil.which(program) is None:
+        spaced = " (a path holding a space is read as shell words: quote it, `--command \"'/opt/my tools/qem'\"`)"
         say(f"{program} is not on this PATH: {wanted.harness.title} will not find it either; give the whole path,"
-            " `--command /abs/path/to/qem`")
+            " `--command /abs/path/to/qem`" + (spaced if wanted.server["args"][:-1] else ""))
 
 
 def _plan(top: Path, rel: str, kind: str, wanted: Wanted) -> Change:
@@ -217,10 +240,18 @@ def _plan(top: Path, rel: str, kind: str, wanted: Wanted) -> Change:
         raise errors.BadInput(f"{rel} is a symbolic link (to {os.readlink(path)}); qem writes only regular files:"
                               " replace the link with the file it points to, or run qem setup where the real"
                               " file is; qem changed nothing")
+    from .files import leads_out
+
+    if leads_out(top, rel):  # a committed link among its folders (`.claude` -> elsewhere)
+        import os
+
+        raise errors.BadInput(f"{rel} leads outside the work tree ({top}, to {os.path.realpath(path)}) through a"
+                              " symbolic link; qem writes its settings only inside the project: replace the link"
+                              " with a folder of its own; qem changed nothing")
     raw = read_regular(path)
     if kind == MCP_TOML:
         return _plan_toml(path, rel, raw, wanted)
-    doc, commented = _json_doc(raw, rel, comments=wanted.harness.name == "gemini")
+    doc, commented = json_doc(raw, rel, comments=wanted.harness.name == "gemini")
     new = json.loads(json.dumps(doc))  # a copy to change
     done: list[str] = []
     differences: list[str] = []
@@ -243,7 +274,7 @@ class _Unkept(Exception):
     """JSON qem would not write back as it was read."""
 
 
-def _json_doc(raw: bytes | None, rel: str, comments: bool = False) -> tuple[dict[str, Any], bool]:
+def json_doc(raw: bytes | None, rel: str, comments: bool = False) -> tuple[dict[str, Any], bool]:
     """The file's JSON object ({} for no file, or an empty one), and whether it has
     comments (taken out first when `comments`: Gemini CLI reads its settings so)."""
     try:
@@ -640,6 +671,84 @@ def _toml_verify(text: str, data: dict[str, Any], want: dict[str, Any] | None, r
                               f" {by_hand}; qem changed nothing")
 
 
+# -- holding: `[delivery] hold` in the memory's config.toml ---------------------------------------
+
+HOLD_SAID = {
+    True: "an edit or a command whose notes the agent was not given yet is held once, the notes as the reason,"
+          " and passes when made again",
+    False: "no call is held: the notes due before an edit or a command come as context, which the model reads"
+           " after the call ran",
+}
+
+
+def _hold_plan(store: Path, hold: bool) -> tuple[Path, bytes | None, str]:
+    """`[delivery] hold` in the memory's config.toml (committed: the project's setting,
+    for every clone and harness), every other line as it was: the file, its new bytes
+    (None: it says so already), and what to say; refused, before anything is written,
+    where there is no memory or its [delivery] table cannot be edited."""
+    path = store / "config.toml"
+    rel = ".qem/config.toml" if store.name == ".qem" else str(path)
+    if not path.is_file():
+        raise errors.BadInput(f"no memory at {store}: holding is its setting (`qem init` starts one); qem changed"
+                              " nothing")
+    text, data = _toml_doc(path.read_bytes(), rel)
+    delivery = data.get("delivery", {})
+    if not isinstance(delivery, dict):
+        raise errors.BadInput(f"{rel}: delivery is not a table; make it [delivery] and run qem setup again;"
+                              " qem changed nothing")
+    setting = f"[delivery] hold = {str(hold).lower()} ({HOLD_SAID[hold]})"
+    if delivery.get("hold", True) is hold and ("hold" in delivery or hold):
+        return path, None, f"unchanged {rel}: {setting}"
+    new = _hold_edit(text, hold)
+    try:
+        edited = _toml_doc(new.encode("utf-8"), rel)[1]
+    except errors.BadInput:
+        edited = None  # the edit is not TOML: the table is written another way (inline, dotted keys)
+    if edited != {**data, "delivery": {**delivery, "hold": hold}}:
+        raise errors.BadInput(f"{rel}: qem cannot edit its [delivery] table as it is written; set"
+                              f" `hold = {str(hold).lower()}` under [delivery] by hand; qem changed nothing")
+    return path, new.encode("utf-8"), f"wrote {rel}: {setting}; commit it to share it"
+
+
+def _hold_line(store: Path) -> str:
+    """What the hooks do before an edit or a command, as the memory's setting says."""
+    import tomllib
+
+    try:
+        hold = tomllib.loads((store / "config.toml").read_text("utf-8")).get("delivery", {}).get("hold", True)
+    except (OSError, ValueError, AttributeError):
+        return ""  # no memory yet, or a setting a command names when it reads it
+    if not isinstance(hold, bool):
+        return ""
+    flag = "--no-hold" if hold else "--hold"
+    return f"holding is {'on' if hold else 'off'}: {HOLD_SAID[hold]} (`qem setup HARNESS {flag}` turns it" \
+           f" {'off' if hold else 'on'})"
+
+
+def _hold_edit(text: str, hold: bool) -> str:
+    """`text` with `hold = true|false` in its [delivery] table (the line replaced, or
+    added after the table's last key), or a [delivery] table added at the end."""
+    nl = "\r\n" if "\r\n" in text else "\n"
+    lines = text.splitlines(keepends=True)
+    line = f"hold = {str(hold).lower()}{nl}"
+    table = [(start, end) for start, end, key in _toml_blocks(lines) if key == ("delivery",)]
+    if not table:
+        head = text if not text or text.endswith(("\n", "\r")) else text + nl
+        return head + (nl if head.strip() and not head.endswith(nl + nl) else "") + f"[delivery]{nl}" + line
+    start, end = table[0]
+    body = lines[start + 1:end]
+    for i, old in enumerate(body):
+        match = _ASSIGNED.match(old)
+        if match and tuple(_key_part(m[1]) for m in _KEY_PART.finditer(match[2])) == ("hold",):
+            body[i] = match[1] + line
+            break
+    else:
+        if body and not body[-1].endswith(("\n", "\r")):
+            body[-1] += nl
+        body.append(line)
+    return "".join(lines[:start + 1] + body + lines[end:])
+
+
 # -- what is said ---------------------------------------------------------------------------------
 
 
@@ -670,7 +779,7 @@ def _setup_line(wanted: Wanted) -> str:
     return line
 
 
-def _report(changes: list[Change], wanted: Wanted, top: Path) -> None:
+def _report(changes: list[Change], wanted: Wanted, top: Path, holding: str = "") -> None:
     for change in changes:
         if change.new is None:
             show(f"unchanged {change.rel}")
@@ -687,6 +796,8 @@ def _report(changes: list[Change], wanted: Wanted, top: Path) -> None:
     if name in TRUST and any(c.new is not None for c in changes):
         show(TRUST[name])
     _say_trust(top, wanted)
+    if holding:
+        show(holding)
     sample = '{"session_id": "try-setup", "cwd": ".", "source": "startup"}'
     show(f"the hooks run `{wanted.command} hook {name} EVENT`; check one with:"
          f" echo '{sample}' | {wanted.command} hook {name} SessionStart")

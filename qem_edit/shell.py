@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import db, errors
-from .shown import say
+from .shown import say, tolerant_streams
 
 
 class PipeClosed(Exception):
@@ -42,11 +42,17 @@ def act(workspace_dir, store_dir, actor, run, *, create: bool = True):  # type: 
     """Run one of qem_edit.acts on the workspace's store as the actor; say its notices."""
     from . import workspace as ws
 
+    from .opening import open_memory as opened, unmade
+
     who = ws.actor(actor)
-    place, store = open_memory(workspace_dir, store_dir, write=True, create=create)
-    with store:
-        written = run(store, place, who)
-    for notice in written.notices:
+    place, store, notices = opened(workspace_dir, store_dir, write=True, create=create)
+    try:
+        with store:
+            written = run(store, place, who)
+    except BaseException:
+        unmade(store)  # a refused first write leaves no memory behind
+        raise
+    for notice in notices + written.notices:  # "created a new memory" only once the write stands
         say(notice)
     return written
 
@@ -125,6 +131,7 @@ def guarded(run: Callable[[], object]) -> int:
     or an OSError: a file qem cannot create or write) said in its words with its code; a
     closed standard output ends it quietly (`qem log | head`), as git does; Ctrl-C is 130."""
     catch_interrupts()
+    tolerant_streams()  # a note's é on an ASCII stream is written `\xe9`, not a traceback
     said = False  # that the command was interrupted
     try:
         code = run()

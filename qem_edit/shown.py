@@ -38,6 +38,27 @@ def show(text: str, file=None) -> None:  # type: ignore[no-untyped-def]
     print(visible(text), file=file or sys.stdout)
 
 
+def tolerant_streams() -> None:
+    """stdout and stderr made to escape what their encoding cannot hold (`\\xe9` where
+    PYTHONIOENCODING=ascii or a locale's code page has no é), never to end a command in a
+    traceback; a stream that holds all of Unicode prints as it did."""
+    for stream in (sys.stdout, sys.stderr):
+        if not holds_unicode(stream):
+            try:
+                stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+            except (AttributeError, ValueError):  # not a text stream of io's (a test's capture)
+                pass
+
+
+def holds_unicode(stream) -> bool:  # type: ignore[no-untyped-def]
+    """Whether `stream`'s encoding can write every character (UTF-8, UTF-16, GB18030)."""
+    try:
+        "\U0010fffd\u00e9".encode(getattr(stream, "encoding", None) or "utf-8")
+        return True
+    except (UnicodeEncodeError, LookupError):
+        return False
+
+
 # -- progress of long work -------------------------------------------------------------------------
 
 _live: list[int] = []  # the width of the progress line on the terminal now, if one is

@@ -362,6 +362,7 @@ class Store:
         self.caught = Caught()
         self.last_write: WriteMark | None = None
         self.started: str | None = None  # what starting the memory did, when this open started it
+        self.made = False  # this open made the memory's folder (a refused first write takes it away: opening.unmade)
         self._calm_known: tuple[str, bool] | None = None  # has_disagreements' answer, and at which moment
         self._reading = False  # inside `reading`: a snapshot no write of this connection changes
 
@@ -374,9 +375,10 @@ class Store:
         refused up front)."""
         root = Path(root)
         _refuse_legacy(root)
+        existed = os.path.lexists(root)
         started = _start_if_new(root, create)
         store = cls._with_index(root, write)
-        store.started = started
+        store.started, store.made = started, started is not None and not existed
         if started is not None:  # staged with the first write (qem_edit.gitstage)
             store.tree.touched |= set(COMMITTED)
         try:
@@ -389,6 +391,7 @@ class Store:
     @classmethod
     def _with_index(cls, root: Path, write: bool) -> "Store":
         path = root / INDEX_NAME
+        _remove_index(path, links_only=True)  # git keeps links: SQLite would write through one
         try:
             try:
                 conn = db.patiently(lambda: _open_index(path), path, "open")
@@ -1231,12 +1234,17 @@ def _open_index(path: Path) -> sqlite3.Connection:
         raise
 
 
-def _remove_index(path: Path) -> None:
-    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
+def _remove_index(path: Path, links_only: bool = False) -> None:
+    """The index's files removed (`links_only`: those that are symbolic links, which a
+    clone's commit can put there; the link goes, never what it points to)."""
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm", f"{path.name}-journal"):
         try:
-            (path.parent / name).unlink()
+            if not links_only or (path.parent / name).is_symlink():
+                (path.parent / name).unlink()
         except FileNotFoundError:
             pass
+        except OSError as exc:
+            raise errors.StoreUnwritable(f"cannot remove {path.parent / name}: {exc.strerror}") from None
 
 
 def _open_index_in_memory() -> sqlite3.Connection:

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import errors
+from . import delivery, errors
 from .context import FRAMES, indented
-from . import delivery
-from .delivery import CUT, READ_AHEAD, Change, Delivery, Fetch, Measure, Moment, Ranked, _changes, _reserve
+from .delivery import (CUT, READ_AHEAD, Change, Delivery, Fetch, Measure, Moment, Ranked, fitted_changes,
+                       footer_room)
 from .model import Note
 
 TIERED = ("start", "compact")  # the moments that give many notes at once
 DEFAULT_PROVENANCE = "agent"
-PREAMBLE = (f"Recorded by an agent unless marked: verify before relying on a note. A line ending in … has more:"
+PREAMBLE = ("Recorded by an agent unless marked: verify before relying on a note. A line ending in … has more:"
             " `qem show ID` gives it whole.")
 
 
@@ -50,8 +50,7 @@ class Listed(NamedTuple):
     def head(self) -> str:
         n = self.note
         marks = "" if n.provenance == DEFAULT_PROVENANCE else f" · {FRAMES.get(n.provenance, n.provenance)}"
-        marks += " · STALE" if n.state == "stale" else ""
-        marks += delivery.requested(n)
+        marks += (" · STALE" if n.state == "stale" else "") + delivery.end_mark(n) + delivery.requested(n)
         return f"- [#{n.shown}] {n.kind}/{n.priority}{marks} · "
 
     def line(self) -> str:
@@ -70,7 +69,8 @@ class Listed(NamedTuple):
     def to_json(self) -> dict[str, object]:
         n = self.note
         return {"id": n.id, "short": n.shown, "kind": n.kind, "priority": n.priority, "state": n.state,
-                "provenance": n.provenance, "why": self.why, "full": self.full,
+                "provenance": n.provenance, "expires": n.expires, "past_end": delivery.ended(n), "why": self.why,
+                "full": self.full,
                 "text" if self.full else "line": n.text if self.full else n.first_line()}
 
 
@@ -107,8 +107,8 @@ def fit_tiers(moment: Moment, entries: list[Ranked], changes: list[Change], budg
     if budget < 0:
         raise errors.BadInput(f"--budget {budget}: give a number of characters (0: no limit)")
     out = Tiered(moment, budget, skip=skip)
-    heading, reserve = measure(out.heading()), _reserve(entries, changes, measure)
-    size = heading + _changes(out, changes, budget, heading, reserve, measure)
+    heading, reserve = measure(out.heading()), footer_room(entries, changes, measure)
+    size = heading + fitted_changes(out, changes, budget, heading, reserve, measure)
     size = _lines(out, entries, budget - reserve if budget else 0, size, fetch, measure)
     if budget:
         _wholes(out, budget - reserve - size, measure)

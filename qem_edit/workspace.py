@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from . import errors
+from .files import leads_out
 from .model import actor_problem
 
 STATE_DIR = ".qem"
@@ -79,10 +80,25 @@ class Workspace:
             raise errors.BadInput(f"{path}: [export] auto must be true or false")
         if "path" in export and not isinstance(export["path"], str):
             raise errors.BadInput(f"{path}: [export] path must be a string")
+        if export.get("path") and leads_out(self.root, export["path"]):
+            # the file is committed: a teammate's branch must not make this clone write anywhere
+            raise errors.BadInput(f'{self._shown(path)}: [export] path "{export["path"]}" leads outside the work tree'
+                                  f" ({self.root}); name a file inside it, relative to it; nothing was written")
         git = config.get("git", {})
         if not isinstance(git, dict) or not isinstance(git.get("stage", True), bool):
             raise errors.BadInput(f"{path}: [git] stage must be true or false")
+        delivery = config.get("delivery", {})
+        if not isinstance(delivery, dict) or not isinstance(delivery.get("hold", True), bool):
+            raise errors.BadInput(f"{path}: [delivery] hold must be true or false (whether a hook holds a call"
+                                  " whose notes were not given yet)")
         return config
+
+    def _shown(self, path: Path) -> str:
+        """`path` as a message names it: from the workspace where it is inside it."""
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return str(path)
 
     def stages(self) -> bool:
         """Whether writes stage what they wrote in git's index (qem_edit.gitstage): yes
@@ -118,6 +134,11 @@ def resolve(workspace: str | Path | None = None, store: str | Path | None = None
     root = Path(root_arg).resolve() if root_arg else find_workspace()
     store_arg = store or os.environ.get("QEM_STORE")
     store_path = Path(store_arg) if store_arg else root / STATE_DIR
+    if not store_arg and store_path.is_symlink() and leads_out(root, STATE_DIR):
+        # git keeps a link: a clone's `.qem` pointing elsewhere would have every write land there
+        raise errors.BadInput(f"{STATE_DIR} is a symbolic link leading outside the work tree ({root}, to"
+                              f" {os.path.realpath(store_path)}); qem writes its memory only inside the work tree:"
+                              " remove the link (or name the memory with --store); nothing was written")
     return Workspace(root=root, store_path=store_path)
 
 

@@ -26,7 +26,7 @@ LAYERS = {
         "triggers", "harness",
         "renderer.format", "renderer.render", "renderer.patch", "renderer",
         "reconciler.parse", "reconciler.blocks", "reconciler.plan", "reconciler.rebase", "reconciler"),
-    1: ("files", "db", "cores", "gitrepo", "workspace", "anchors", "ledger", "codextrust"),  # the platform: files, SQLite, git, where things live
+    1: ("files", "db", "cores", "gitrepo", "workspace", "anchors", "ledger", "codextrust", "unstaged"),  # the platform: files, SQLite, git, where things live
     2: ("logtree", "convert"),  # the log
     3: ("index",),  # the index
     4: ("protect", "secrets", "starting"),  # what a write enforces, and starting a memory

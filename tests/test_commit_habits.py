@@ -296,17 +296,24 @@ def test_an_ignored_memory_is_never_staged(repo) -> None:
         assert done.returncode == 0 and "incomplete" not in done.stdout + done.stderr, (args, done.stdout, done.stderr)
 
 
-def test_a_mirror_outside_the_work_tree_still_leaves_the_log_staged(repo, tmp_path) -> None:
+def test_a_mirror_outside_the_work_tree_is_refused_before_anything_is_written(repo, tmp_path) -> None:
+    """The setting is committed, so a teammate's branch can set it: a mirror outside the
+    work tree is refused (exit 2), the write is not made and nothing is staged
+    (tests/test_trust_paths.py walks the hostile branch itself)."""
     work, env = repo
     assert qem(work, "init").returncode == 0
     outside = tmp_path / "elsewhere" / "MEMORY.md"
     outside.parent.mkdir()
     config = work / ".qem" / "config.toml"
     config.write_text(config.read_text("utf-8") + f'\n[export]\npath = "{outside}"\n', "utf-8")
-    assert qem(work, "export").returncode == 0
-    assert qem(work, "add", NEW, "--kind", "gotcha").returncode == 0
-    staged = git("diff", "--cached", "--name-only", cwd=work, env=env).stdout.split()
-    assert any(p.startswith(".qem/events/") for p in staged) and any(p.startswith(".qem/texts/") for p in staged), staged
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "config", cwd=work, env=env)
+    for argv in (["export"], ["add", NEW, "--kind", "gotcha"]):
+        done = qem(work, *argv)
+        assert done.returncode == 2 and "[export] path" in done.stderr and "leads outside" in done.stderr, done.stderr
+    assert not outside.exists()
+    assert git("diff", "--cached", "--name-only", cwd=work, env=env).stdout == ""
+    assert not any((work / ".qem" / "events").iterdir())
 
 
 def test_the_advice_can_be_pasted_where_a_path_holds_a_space(repo) -> None:

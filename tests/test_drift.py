@@ -173,6 +173,7 @@ def test_flag_writes_one_check_in_and_reinstating_re_anchors(repo: Path) -> None
     assert daemon["data"]["drift"][0]["now"] is None and "was deleted" in daemon["reason"]
     again = qem(repo, "anchors", "check", "--flag")  # the flagged notes wait for a person
     assert "no anchor drifted" in again.stdout
+    git(repo, "add", "src/lock.py")  # a reinstatement confirms what the next commit carries
     qem(repo, "reinstate", lock, "-m", "still true after the change")
     assert note(repo, lock)["anchors"] == [{"path": "src/lock.py",
                                             "oid": git(repo, "hash-object", "src/lock.py").stdout.strip()}]
@@ -180,6 +181,7 @@ def test_flag_writes_one_check_in_and_reinstating_re_anchors(repo: Path) -> None
     assert "@anchor: src/lock.py · " + git(repo, "hash-object", "src/lock.py").stdout.strip()[:12] \
         in (repo / "MEMORY.md").read_text()
     daemon_note = short_of(repo, "The daemon restarts on SIGHUP")
+    git(repo, "add", "-A", "src/daemon")  # the deletion staged: what the next commit carries
     qem(repo, "reinstate", daemon_note, "-m", "true without the folder")  # its path went: the anchor goes
     assert note(repo, daemon_note)["anchors"] == []
 
@@ -231,6 +233,7 @@ def test_an_edit_that_reinstates_a_flagged_note_re_anchors_it(repo: Path, tmp_pa
     end = edited[at].index(") · ", start) + len(") · ")
     edited[at] = edited[at][:start] + edited[at][end:]
     mine.write_text("\n".join(edited))
+    git(repo, "add", "src/lock.py")  # a reinstatement confirms what the next commit carries
     done = qem(repo, "checkin", "--path", str(mine), "-m", "confirmed", "--yes", code=None)
     assert done.returncode == 0, done.stdout + done.stderr
     assert note(repo, lock)["state"] == "active"

@@ -26,7 +26,6 @@ import pytest
 
 from _harness_drive import Project, claude, codex, counter, first_with, project, runs_of, texts
 from _model_server import AGAIN, last_result
-from qem_edit.harness import CLAUDE
 
 pytestmark = pytest.mark.harness
 
@@ -224,12 +223,6 @@ def test_codex_runs_qems_hooks_once_trusted_and_setup_check_says_which_are_not(t
 
 # --- before means before (issue 34): what the model reads before an action takes effect ---
 
-# Until qem holds a call (its harness contracts carry a deny), these fail as the defect:
-# strict either way, so they must pass once it does.
-HOLDS = callable(getattr(CLAUDE, "deny", None))
-HELD = pytest.mark.xfail(not HOLDS, strict=True,
-                         reason="issue 34 items 1-2: a note due at an edit or a command is held (a deny carrying "
-                                "it) until given; Codex shell reads give a file's notes")
 PATCH = "apply_patch <<'PATCH'\n*** Begin Patch\n*** Update File: src/lock.py\n@@\n-x = 1\n+x = 2\n*** End Patch\nPATCH"
 
 
@@ -247,7 +240,6 @@ def edited(run, harness: str) -> int:  # type: ignore[no-untyped-def]
     return result_at(run, "updated successfully" if harness == "claude" else "Success. Updated the following files")
 
 
-@HELD
 @pytest.mark.parametrize("harness, tool", [("claude", "Edit"), ("claude", "Write"), ("codex", "apply_patch")])
 def test_an_anchored_gotcha_reaches_the_model_before_the_edit_takes_effect(tmp_path, harness, tool):
     made = project(tmp_path)
@@ -258,7 +250,6 @@ def test_an_anchored_gotcha_reaches_the_model_before_the_edit_takes_effect(tmp_p
     assert told is not None and told < edited(run, harness), "the gotcha reached the model with the edit's success"
 
 
-@HELD
 @pytest.mark.parametrize("harness", ["claude", "codex"])
 def test_the_when_run_note_reaches_the_model_before_the_command_runs(tmp_path, harness):
     made = project(tmp_path)
@@ -271,7 +262,7 @@ def test_the_when_run_note_reaches_the_model_before_the_command_runs(tmp_path, h
     assert run.server.turns[told].at < runs_of(runs)[0], "the note reached the model after alembic ran"
 
 
-@pytest.mark.parametrize("harness", ["claude", pytest.param("codex", marks=HELD)])
+@pytest.mark.parametrize("harness", ["claude", "codex"])
 def test_a_read_gives_the_files_notes_and_the_edit_after_it_is_not_held(tmp_path, harness):
     made = project(tmp_path)
     memory(made, harness)

@@ -36,6 +36,16 @@ CLAUDE_CONTEXT = {
         "properties": {"hookEventName": {"enum": ["SessionStart", "UserPromptSubmit", "PreToolUse", "SubagentStart"]},
                        "additionalContext": {"type": "string", "maxLength": 10_000}}}},
 }
+# Same page, "PreToolUse decision control": `permissionDecision: "deny"` stops the tool, and
+# `permissionDecisionReason` is shown to the model.
+CLAUDE_DENY = {
+    "type": "object", "additionalProperties": False, "required": ["hookSpecificOutput"],
+    "properties": {"hookSpecificOutput": {
+        "type": "object", "additionalProperties": False,
+        "required": ["hookEventName", "permissionDecision", "permissionDecisionReason"],
+        "properties": {"hookEventName": {"const": "PreToolUse"}, "permissionDecision": {"const": "deny"},
+                       "permissionDecisionReason": {"type": "string", "minLength": 1}}}},
+}
 # Same page, "Stop and SubagentStop": `decision: "block"` with the reason the agent is given.
 CLAUDE_STOP = {"type": "object", "additionalProperties": False, "required": ["decision", "reason"],
                "properties": {"decision": {"const": "block"}, "reason": {"type": "string", "minLength": 1}}}
@@ -100,20 +110,37 @@ def hook(top: Path, harness: str, event: str, payload: dict, *, raw: bytes | Non
                           capture_output=True, cwd=cwd or top, timeout=60)
 
 
-def context_of(done: subprocess.CompletedProcess, event: str) -> str:
-    """The context a Claude Code or Codex reply gives (\"\" for none), the reply checked."""
+def reply_of(done: subprocess.CompletedProcess, event: str) -> tuple[str, str]:
+    """What a Claude Code reply does, checked against its shape: ("", "") for nothing,
+    ("context", text), or ("deny", the reason) for a held call."""
     assert done.returncode == 0, done.stderr
     if not done.stdout:
-        return ""
+        return "", ""
     reply = json.loads(done.stdout)
-    jsonschema.validate(reply, CLAUDE_CONTEXT)
     assert reply["hookSpecificOutput"]["hookEventName"] == event
-    return reply["hookSpecificOutput"]["additionalContext"]
+    if "permissionDecision" in reply["hookSpecificOutput"]:
+        jsonschema.validate(reply, CLAUDE_DENY)
+        return "deny", reply["hookSpecificOutput"]["permissionDecisionReason"]
+    jsonschema.validate(reply, CLAUDE_CONTEXT)
+    return "context", reply["hookSpecificOutput"]["additionalContext"]
 
 
-def claude(top: Path, event: str, session: str = "s1", **payload: object) -> str:
+def context_of(done: subprocess.CompletedProcess, event: str) -> str:
+    """The context a Claude Code reply gives (\"\" for none), the reply checked: not a hold."""
+    channel, text = reply_of(done, event)
+    assert channel != "deny", text
+    return text
+
+
+def claude(top: Path, event: str, session: str = "s1", held: bool = False, **payload: object) -> str:
+    """The context a Claude Code hook gives; with `held`, the reason of the hold it must be."""
     base = {"session_id": session, "transcript_path": f"/home/u/.claude/projects/app/{session}.jsonl"}
-    return context_of(hook(top, "claude", event, {**base, **payload}), event)
+    done = hook(top, "claude", event, {**base, **payload})
+    if not held:
+        return context_of(done, event)
+    channel, text = reply_of(done, event)
+    assert channel == "deny", (channel, text)
+    return text
 
 
 # -- Claude Code ----------------------------------------------------------------------------------
@@ -159,18 +186,19 @@ def test_a_harness_without_a_post_compaction_start_gets_it_at_the_next_prompt(pr
     assert said.startswith("# Project memory (qem), for this prompt") and f"[#{project['rule']}]" in said
 
 
-def test_an_edit_gives_the_notes_of_its_file_and_a_read_their_lines(project) -> None:  # type: ignore[no-untyped-def]
+def test_a_read_gives_the_notes_of_its_file_whole_and_the_edit_after_it_nothing(project) -> None:  # type: ignore[no-untyped-def]
     top = project["top"]
     read = claude(top, "PreToolUse", tool_name="Read", tool_input={"file_path": str(top / "src/lock.py")})
+    assert read.startswith("# Project memory (qem), with this read (what an edit of the file would give)")
     assert f"[#{project['lock']}] gotcha/medium" in read and "anchored to src/lock.py" in read
-    assert f"Release the lock before the restart (`qem show {project['lock']}`)" in read
+    assert "\n  Release the lock before the restart" in read and "qem show" not in read  # whole
     edit = claude(top, "PreToolUse", tool_name="Edit",
                   tool_input={"file_path": str(top / "src/lock.py"), "old_string": "pass", "new_string": "return"})
-    assert "before this edit" in edit and "\n  Release the lock before the restart" in edit  # now whole
+    assert edit == ""  # given whole at the read: nothing to hold, nothing to say again
     assert claude(top, "PreToolUse", tool_name="Write", tool_input={"file_path": str(top / "src/lock.py"),
                                                                     "content": ""}) == ""
-    deep = claude(top, "PreToolUse", tool_name="Write", tool_input={"file_path": str(top / "src/index/new/x.py"),
-                                                                    "content": ""})
+    deep = claude(top, "PreToolUse", held=True, tool_name="Write",
+                  tool_input={"file_path": str(top / "src/index/new/x.py"), "content": ""})
     assert f"[#{project['index']}]" in deep and "when-path src/index/**" in deep
     assert claude(top, "PreToolUse", tool_name="Edit", tool_input={"file_path": str(top / "README.md")}) == ""
     assert claude(top, "PreToolUse", tool_name="Edit", tool_input={"file_path": "/elsewhere/src/lock.py"}) == ""
@@ -179,14 +207,14 @@ def test_an_edit_gives_the_notes_of_its_file_and_a_read_their_lines(project) -> 
 def test_a_folder_anchor_covers_the_files_under_it(project) -> None:  # type: ignore[no-untyped-def]
     top = project["top"]
     folder = run_qem("add", "Everything in db is generated", "-k", "gotcha", "--anchor", "db", cwd=top).stdout.strip()
-    said = claude(top, "PreToolUse", tool_name="Edit", tool_input={"file_path": str(top / "db/migrate.py")})
+    said = claude(top, "PreToolUse", held=True, tool_name="Edit", tool_input={"file_path": str(top / "db/migrate.py")})
     assert f"[#{folder}]" in said and "anchored to db" in said
 
 
 def test_a_shell_command_gives_the_notes_whose_pattern_it_matches(project) -> None:  # type: ignore[no-untyped-def]
     top = project["top"]
     assert claude(top, "PreToolUse", tool_name="Bash", tool_input={"command": "ls -la"}) == ""
-    said = claude(top, "PreToolUse", tool_name="Bash", tool_input={"command": "cd db && alembic upgrade head"})
+    said = claude(top, "PreToolUse", held=True, tool_name="Bash", tool_input={"command": "cd db && alembic upgrade head"})
     assert f"[#{project['migrate']}]" in said and "when-run alembic*" in said
 
 
@@ -248,7 +276,8 @@ def codex(top: Path, event: str, session: str = "c1", **payload: object) -> str:
     assert not done.stdout.lstrip().startswith(b"[")
     reply = json.loads(done.stdout)
     jsonschema.validate(reply, codex_schema(event, "output"))
-    return reply.get("hookSpecificOutput", {}).get("additionalContext") or reply.get("reason", "")
+    specific = reply.get("hookSpecificOutput", {})
+    return specific.get("additionalContext") or specific.get("permissionDecisionReason") or reply.get("reason", "")
 
 
 def test_codex_replies_meet_its_published_schemas(project) -> None:  # type: ignore[no-untyped-def]
@@ -296,7 +325,7 @@ def test_gemini_gets_json_always_and_context_where_its_contract_takes_it(project
     read = gemini(top, "AfterTool", tool_name="read_file", tool_input={"file_path": str(top / "src/lock.py")},
                   tool_response={"llmContent": "def release()"})
     said = read["hookSpecificOutput"]["additionalContext"]
-    assert "before this edit" in said and "\n  Release the lock before the restart" in said  # whole: edits come next
+    assert "with this read" in said and "\n  Release the lock before the restart" in said  # whole: edits come next
     shell = gemini(top, "AfterTool", tool_name="run_shell_command", tool_input={"command": "alembic history"})
     assert f"[#{project['migrate']}]" in shell["hookSpecificOutput"]["additionalContext"]
     assert gemini(top, "SessionEnd", reason="exit") == {}
@@ -404,13 +433,15 @@ def test_hooks_of_one_session_side_by_side_give_each_note_once(project) -> None:
     top = project["top"]
     files = [str(top / "src/lock.py")] * 4 + [str(top / "src/index/build.py")] * 4
 
-    def edit(path: str) -> str:
-        return claude(top, "PreToolUse", tool_name="Edit", tool_input={"file_path": path})
+    def edit(path: str) -> tuple[str, str]:
+        base = {"session_id": "s1", "tool_name": "Edit", "tool_input": {"file_path": path}}
+        return reply_of(hook(top, "claude", "PreToolUse", base), "PreToolUse")
 
     with ThreadPoolExecutor(8) as pool:
         said = list(pool.map(edit, files))
-    assert sum(f"[#{project['lock']}]" in s for s in said) == 1
-    assert sum(f"[#{project['index']}]" in s for s in said) == 1
+    assert sum(f"[#{project['lock']}]" in text for _, text in said) == 1
+    assert sum(f"[#{project['index']}]" in text for _, text in said) == 1
+    assert sorted(channel for channel, _ in said) == [""] * 6 + ["deny"] * 2  # one held call a file
 
 
 # -- the Stop hook (opt-in) ------------------------------------------------------------------------
@@ -483,7 +514,14 @@ def test_a_memory_in_a_subfolder_is_found_by_the_hooks_setup_writes(tmp_path: Pa
         done = subprocess.run([sys.executable, "-m", "qem_edit", *command.split()[1:]], input=payload, cwd=where,
                               capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
-        assert f"[#{note}]" in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"], (where, done.stderr)
+        said = json.loads(done.stdout)["hookSpecificOutput"]["permissionDecisionReason"]  # held: not given yet
+        assert f"[#{note}]" in said, (where, done.stderr)
+    outside = json.dumps({"session_id": "m9", "cwd": str(tmp_path), "hook_event_name": "PreToolUse",
+                          "tool_name": "Edit", "tool_input": {"file_path": str(app / "src" / "lock.py")}})
+    done = subprocess.run([sys.executable, "-m", "qem_edit", *command.split()[1:]], input=outside, cwd=tmp_path,
+                          capture_output=True, text=True, env={**os.environ, "CLAUDE_PROJECT_DIR": str(top)})
+    reply = json.loads(done.stdout)["hookSpecificOutput"]  # left the tree: found from the project's folder
+    assert f"[#{note}]" in reply.get("permissionDecisionReason", reply.get("additionalContext", "")), done.stderr
     assert run_qem("setup", "claude", "--check", cwd=app).returncode == 0
 
 
@@ -548,13 +586,13 @@ def test_a_note_too_long_for_the_budget_is_given_as_its_line_and_hides_nothing(p
     assert f"- [#{big}] directive/high · Aaa the whole release checklist …\n" in said  # its line: more in `qem show`
     assert f"[#{project['rule']}]" in said and f"[#{project['task']}]" in said  # what comes after it is given
     assert len(said) <= 10_000 and "did not fit" not in said and "HHH" not in said
-    edit = claude(top, "PreToolUse", tool_name="Edit", tool_input={"file_path": str(top / "src/lock.py")})
+    edit = claude(top, "PreToolUse", held=True, tool_name="Edit", tool_input={"file_path": str(top / "src/lock.py")})
     assert f"[#{big}]" not in edit  # not due at an edit: a line given is not given again
 
 
 def test_a_change_is_said_in_a_line_whatever_the_successor_s_length(project) -> None:  # type: ignore[no-untyped-def]
     top = project["top"]
-    claude(top, "PreToolUse", tool_name="Edit", tool_input={"file_path": str(top / "src/lock.py")})
+    claude(top, "PreToolUse", held=True, tool_name="Edit", tool_input={"file_path": str(top / "src/lock.py")})
     new = run_qem("supersede", project["lock"], "Release it later\n" + "Z" * 12_000, "-m", "bigger",
                   cwd=top).stdout.strip()
     said = claude(top, "UserPromptSubmit", prompt="go")
@@ -566,10 +604,10 @@ def test_paths_through_a_link_or_with_dots_find_their_notes(project, tmp_path: P
     top = project["top"]
     link = tmp_path / "link"
     link.symlink_to(top)
-    via_link = claude(top, "PreToolUse", session="l1", cwd=str(link), tool_name="Edit",
+    via_link = claude(top, "PreToolUse", session="l1", held=True, cwd=str(link), tool_name="Edit",
                       tool_input={"file_path": str(link / "src" / "lock.py")})
     assert f"[#{project['lock']}]" in via_link
-    dotted = claude(top, "PreToolUse", session="l2", tool_name="Edit",
+    dotted = claude(top, "PreToolUse", session="l2", held=True, tool_name="Edit",
                     tool_input={"file_path": str(top / "src" / ".." / "src" / "lock.py")})
     assert f"[#{project['lock']}]" in dotted
 
@@ -585,7 +623,7 @@ def test_the_cut_line_s_command_runs_from_anywhere(project) -> None:  # type: ig
             new = NewNote("gotcha", "medium", "agent", f"Lock rule {i:03d}: " + "y" * 200, anchors=anchor)
             store.write(lambda tx: tx.create(new, "tester"))
     (top / "sub").mkdir()
-    said = claude(top, "PreToolUse", cwd=str(top / "sub"), tool_name="Edit",
+    said = claude(top, "PreToolUse", held=True, cwd=str(top / "sub"), tool_name="Edit",
                   tool_input={"file_path": str(top / "src" / "lock.py")})
     command = said.rsplit("\n", 1)[1].split("`")[1]
     assert f"--path={top}/src/lock.py" in command

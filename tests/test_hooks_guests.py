@@ -37,6 +37,17 @@ VSCODE_CONTEXT = {
 }
 
 
+# The reference page's PreToolUse output: `permissionDecision: "deny"` stops the tool, with its reason.
+VSCODE_DENY = {
+    "type": "object", "additionalProperties": False, "required": ["hookSpecificOutput"],
+    "properties": {"hookSpecificOutput": {
+        "type": "object", "additionalProperties": False,
+        "required": ["hookEventName", "permissionDecision", "permissionDecisionReason"],
+        "properties": {"hookEventName": {"const": "PreToolUse"}, "permissionDecision": {"const": "deny"},
+                       "permissionDecisionReason": {"type": "string", "minLength": 1}}}},
+}
+
+
 def vscode(top: Path, event: str, session: str = "vs-1", **payload: object) -> subprocess.CompletedProcess:
     data = {"timestamp": "2026-12-05T10:30:00.000Z", "cwd": str(top), "sessionId": session, "hookEventName": event,
             "transcript_path": f"/home/u/.vscode/transcripts/{session}.json", **payload}
@@ -53,6 +64,14 @@ def context(done: subprocess.CompletedProcess, event: str) -> str:
     return reply["hookSpecificOutput"]["additionalContext"]
 
 
+def held(done: subprocess.CompletedProcess) -> str:
+    """The reason of a held call (the notes of an edit or a command not given yet)."""
+    assert done.returncode == 0, done.stderr
+    reply = json.loads(done.stdout)
+    jsonschema.validate(reply, VSCODE_DENY)
+    return reply["hookSpecificOutput"]["permissionDecisionReason"]
+
+
 def test_vscode_s_session_start_and_subagents_are_answered(project) -> None:  # type: ignore[no-untyped-def]
     top = project["top"]
     said = context(vscode(top, "SessionStart", source="new"), "SessionStart")
@@ -67,17 +86,17 @@ def test_vscode_s_tools_by_their_own_names_and_camel_case_inputs(project) -> Non
     lock = str(top / "src" / "lock.py")
     read = context(vscode(top, "PreToolUse", tool_name="read_file", tool_use_id="t1",
                           tool_input={"filePath": lock, "startLine": 1, "endLine": 20}), "PreToolUse")
-    assert f"Release the lock before the restart (`qem show {project['lock']}`)" in read  # a read: its line
+    assert "\n  Release the lock before the restart" in read  # a read: whole, what the edit would give
     edit = context(vscode(top, "PreToolUse", tool_name="replace_string_in_file", tool_use_id="t2",
                           tool_input={"filePath": lock, "oldString": "pass", "newString": "return"}), "PreToolUse")
-    assert "before this edit" in edit and "\n  Release the lock before the restart" in edit
-    many = context(vscode(top, "PreToolUse", session="vs-2", tool_name="multi_replace_string_in_file",
-                          tool_use_id="t3", tool_input={"replacements": [
-                              {"filePath": str(top / "src/index/build.py"), "oldString": "a", "newString": "b"},
-                              {"filePath": lock, "oldString": "c", "newString": "d"}]}), "PreToolUse")
-    assert f"[#{project['index']}]" in many and f"[#{project['lock']}]" in many
-    shell = context(vscode(top, "PreToolUse", session="vs-3", toolName="run_in_terminal", tool_use_id="t4",
-                           toolInput={"command": "alembic upgrade head", "isBackground": False}), "PreToolUse")
+    assert edit == ""  # read first: nothing to hold
+    many = held(vscode(top, "PreToolUse", session="vs-2", tool_name="multi_replace_string_in_file",
+                       tool_use_id="t3", tool_input={"replacements": [
+                           {"filePath": str(top / "src/index/build.py"), "oldString": "a", "newString": "b"},
+                           {"filePath": lock, "oldString": "c", "newString": "d"}]}))
+    assert "before this edit" in many and f"[#{project['index']}]" in many and f"[#{project['lock']}]" in many
+    shell = held(vscode(top, "PreToolUse", session="vs-3", toolName="run_in_terminal", tool_use_id="t4",
+                        toolInput={"command": "alembic upgrade head", "isBackground": False}))
     assert f"[#{project['migrate']}]" in shell  # camelCase field names read too
     other = vscode(top, "PreToolUse", session="vs-3", tool_name="semantic_search", tool_input={"query": "lock"})
     assert (other.returncode, other.stdout) == (0, b"")  # its matcher ignored: every tool comes, most say nothing

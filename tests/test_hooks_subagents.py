@@ -33,14 +33,16 @@ def test_a_claude_subagent_starts_with_the_directives_and_high_tasks_once(projec
 def test_a_subagent_s_tool_never_takes_the_main_thread_s_notes_nor_the_reverse(project) -> None:  # type: ignore[no-untyped-def]
     top = project["top"]
     lock = {"file_path": str(top / "src/lock.py")}
-    in_sub = claude(top, "PreToolUse", agent_id="a1", agent_type="general-purpose", tool_name="Edit", tool_input=lock)
+    in_sub = claude(top, "PreToolUse", agent_id="a1", agent_type="general-purpose", held=True, tool_name="Edit",
+                    tool_input=lock)
     assert project["lock"] in ids(in_sub)
     assert claude(top, "PreToolUse", agent_id="a1", agent_type="general-purpose", tool_name="Edit",
                   tool_input=lock) == ""  # once in the subagent's window
-    in_main = claude(top, "PreToolUse", tool_name="Edit", tool_input=lock)
+    in_main = claude(top, "PreToolUse", held=True, tool_name="Edit", tool_input=lock)
     assert project["lock"] in ids(in_main)  # the subagent did not take it
     assert claude(top, "PreToolUse", tool_name="Edit", tool_input=lock) == ""
-    other = claude(top, "PreToolUse", agent_id="a2", agent_type="general-purpose", tool_name="Edit", tool_input=lock)
+    other = claude(top, "PreToolUse", agent_id="a2", agent_type="general-purpose", held=True, tool_name="Edit",
+                   tool_input=lock)
     assert project["lock"] in ids(other)  # nor did the main thread
 
 
@@ -61,11 +63,20 @@ def test_a_session_s_end_takes_its_subagents_ledgers_with_it(project) -> None:  
     top = project["top"]
     claude(top, "SessionStart", source="startup")
     claude(top, "SubagentStart", agent_id="a1", agent_type="Explore")
-    claude(top, "SubagentStart", session="other", agent_id="a1", agent_type="Explore")
+    claude(top, "SubagentStart", agent_id="a2", agent_type="Plan")
+    claude(top, "SubagentStart", session="other", agent_id="b1", agent_type="Explore")
     sessions = top / ".qem" / "sessions"
-    assert len(list(sessions.glob("*.json"))) == 3
+    assert len(list(sessions.glob("*.json"))) == 5  # two sessions, three subagents
     claude(top, "SessionEnd", reason="prompt_input_exit")
-    assert len(list(sessions.glob("*.json"))) == 1  # the other session's subagent stays
+    assert len(list(sessions.glob("*.json"))) == 2  # the other session and its subagent stay
+    assert ids(claude(top, "SubagentStart", session="other", agent_id="b1", agent_type="Explore")) == set()
+
+
+def test_a_subagent_s_window_is_its_own_whatever_session_id_its_hooks_carry(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    codex(top, "SubagentStart", session="root-thread", agent_id="child-thread", agent_type="default")
+    again = codex(top, "SubagentStart", session="child-thread", agent_id="child-thread", agent_type="default")
+    assert again == ""  # one context window, given once, whichever thread's id names the session
 
 
 def test_setup_writes_the_subagent_hook_where_the_harness_has_one(tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ def test_the_documented_commands_run(project: Path) -> None:
 
 def test_what_the_agent_sees_is_what_the_hook_gives(ws: Path) -> None:
     [shown] = blocks("text")
-    heading, item = shown.strip().split("\n\n")
+    held, heading, item = shown.strip().split("\n\n")
     first, body = item.split("\n", 1)
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
     (ws / "src").mkdir()
@@ -64,7 +64,7 @@ def test_what_the_agent_sees_is_what_the_hook_gives(ws: Path) -> None:
                           "tool_name": "Edit", "tool_input": {"file_path": str(ws / "src" / "lock.py")}})
     done = subprocess.run(["sh", "-c", group["hooks"][0]["command"]], input=payload, cwd=ws, capture_output=True,
                           text=True, env={**os.environ, "PATH": BIN + os.pathsep + os.environ.get("PATH", "")})
-    said = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    said = json.loads(done.stdout)["hookSpecificOutput"]["permissionDecisionReason"]  # held: not given yet
     assert said == shown.strip().replace("k3f9", added.stdout.strip())
 
 

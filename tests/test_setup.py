@@ -81,7 +81,7 @@ def handler(command: str, harness: str = "claude", event: str = "SessionStart") 
 def claude_hooks(command: str = QEM, stop: bool = False) -> dict:
     """What qem writes into an empty `.claude/settings.json`'s hooks, spelled out."""
     matchers = {"SessionStart": "startup|resume|clear|compact|fork",
-                "PreToolUse": "Edit|MultiEdit|Write|NotebookEdit|Read|Bash"}
+                "PreToolUse": "Edit|MultiEdit|Write|NotebookEdit|Read|Bash|PowerShell"}
     events = CLAUDE_EVENTS + (["Stop"] if stop else [])
     return {event: [({"matcher": matchers[event]} if event in matchers else {})
                     | {"hooks": [handler(command, "claude", event)]}] for event in events}
@@ -322,11 +322,13 @@ def test_gemini_settings_meet_the_published_schema_and_keep_its_own(top: Path) -
     doc = read(top, ".gemini/settings.json")
     validate(doc, CONTRACTS / "gemini" / "settings.schema.json")
     assert doc["ui"] == {"theme": "Default"} and doc["hooksConfig"] == {"enabled": True}
-    assert list(doc["hooks"])[:1] == ["BeforeTool"] and doc["hooks"]["BeforeTool"] == mine["hooks"]["BeforeTool"]
-    assert doc["hooks"]["AfterTool"] == [{"matcher": "^(read_file|write_file|replace|run_shell_command)$",
+    assert list(doc["hooks"])[:1] == ["BeforeTool"]
+    assert doc["hooks"]["BeforeTool"] == mine["hooks"]["BeforeTool"] + [  # the user's group first, qem's own after it
+        {"matcher": "^(write_file|replace|run_shell_command)$", "hooks": [handler(QEM, "gemini", "BeforeTool")]}]
+    assert doc["hooks"]["AfterTool"] == [{"matcher": "^(read_file|read_many_files|write_file|replace|run_shell_command)$",
                                           "hooks": [handler(QEM, "gemini", "AfterTool")]}]
     assert doc["hooks"]["BeforeAgent"] == [{"hooks": [handler(QEM, "gemini", "BeforeAgent")]}]
-    assert set(doc["hooks"]) == {"BeforeTool", *(h.event for h in HARNESSES["gemini"].hooks)}
+    assert set(doc["hooks"]) == {h.event for h in HARNESSES["gemini"].hooks}
     assert doc["mcpServers"] == {"db": {"command": "db-mcp"}, "qem": {"command": QEM, "args": ["mcp"]}}
 
 
