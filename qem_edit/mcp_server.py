@@ -516,7 +516,7 @@ _NOTE_FIELDS = {"id": {"type": "string"}, "short": {"type": "string"}, "kind": {
                 "priority": {"type": "string"}, "text": _NULLABLE_TEXT, "provenance": {"type": "string"},
                 "state": {"type": "string"}, "created_at": {"type": "string"}, "actor": {"type": "string"},
                 "supersedes": _NULLABLE_TEXT, "superseded_by": _NULLABLE_TEXT, "anchors": {"type": "array"},
-                "triggers": {"type": "object"}}
+                "triggers": {"type": "object"}, "to": _NULLABLE_TEXT, "due": _NULLABLE_TEXT, "answers": _NULLABLE_TEXT}
 
 
 def _object(properties: dict[str, Any], required: tuple[str, ...]) -> dict[str, Any]:
@@ -535,7 +535,11 @@ OUTPUTS: dict[str, dict[str, Any]] = {
                       "events": {"type": "array", "items": {"type": "object"}}}, ("scope", "filters", "count")),
     "status": _object({"id": {"type": "string"}, "short": {"type": "string"},
                        "current": {"type": "string", "enum": ["yes", "no", "unknown"]}, "reason": {"type": "string"},
-                       "expires": {"type": ["string", "null"]}, "past_end": {"type": "boolean"}},
+                       "expires": {"type": ["string", "null"]}, "past_end": {"type": "boolean"},
+                       "answered": _object({"answered": {"type": "string", "enum": ["yes", "no", "unknown", "not owed"]},
+                                            "why": {"type": "string"}, "late_seconds": {"type": ["integer", "null"]},
+                                            "by": {"type": "array", "items": {"type": "object"}},
+                                            "request": _NULLABLE_TEXT}, ("answered", "why"))},
                       ("id", "current", "reason")),
     "log": _object({"result": {"type": "array", "items": _object(
         {"id": {"type": "string"}, "note": {"type": "string"}, "type": {"type": "string"}, "at": {"type": "string"}},

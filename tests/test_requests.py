@@ -125,21 +125,23 @@ def test_a_bad_marker_is_refused_on_its_line_and_nothing_is_written(qem, ws: Pat
 
 
 def test_mcp_add_takes_to_due_and_answers(qem, ws: Path) -> None:
-    request = qem("add", "Send the report", "-k", "task").stdout.strip()
+    request = qem("add", "Send the report", "-k", "task", "--to", "alice").stdout.strip()
 
     async def script(s: Any) -> Any:
         asked = await ok(s, "add", text="Check the backups", kind="task", to="session-7", due="2026-11-01")
         answered = await ok(s, "add", text="The report is sent", kind="finding", answers=request)
         bad = await failed(s, "add", text="Late", kind="task", due="soon")
-        return asked.content[0].text, answered.content[0].text, bad
+        status = await ok(s, "status", id=request)
+        return asked.content[0].text, answered.content[0].text, bad, status.structured_content
 
-    asked, answered, bad = serve(ws, script)
+    asked, answered, bad, status = serve(ws, script)
     with Store.open(store_path(ws)) as store:
         made = {n.text: n for n in store.notes()}
         full = store.resolve(request)
     assert (made["Check the backups"].to, made["Check the backups"].due) == ("session-7", "2026-11-01T23:59:59Z")
     assert made["The report is sent"].answers == full
     assert "due" in bad and "Late" not in made
+    assert status["answered"]["answered"] == "yes" and status["answered"]["by"][0]["actor"] == "test-agent"
 
 
 def test_load_keeps_requests_and_refuses_a_bad_one(qem, ws: Path, tmp_path: Path) -> None:
