@@ -195,10 +195,14 @@ class Delivery:
         if self.changes:
             parts.append("Changed since given earlier in this session:\n" + "\n".join(c.block() for c in self.changes))
         if self.given:
-            parts.append("\n".join(h.block() for h in self.given))
+            parts += self.given_parts()
         if self.left or self.unsaid:
             parts.append(self.footer())
         return "\n\n".join(parts)
+
+    def given_parts(self) -> list[str]:
+        """The notes given, as the reply's parts (a tiered moment groups them)."""
+        return ["\n".join(h.block() for h in self.given)]
 
     def data(self) -> object:
         return {"moment": self.moment.event, "paths": list(self.moment.paths), "command": self.moment.command or None,

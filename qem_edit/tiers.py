@@ -81,22 +81,12 @@ def _group(why: str) -> str:
 class Tiered(Delivery):
     """A tiered moment's reply: the changes, then the notes grouped by why they came."""
 
-    def text(self) -> str:
-        if not (self.changes or self.given or self.left or self.unsaid):
-            return ""
-        parts = [self.heading()]
-        if self.changes:
-            parts.append("Changed since given earlier in this session:\n" + "\n".join(c.block() for c in self.changes))
-        if self.given:
-            parts.append(PREAMBLE)
+    def given_parts(self) -> list[str]:
         groups: dict[str, list[Listed]] = {}
         for listed in self.given:
             groups.setdefault(listed.why, []).append(listed)
-        parts += [_group(why) + f" ({len(shown):,})\n\n" + "\n".join(h.block() for h in shown)
-                  for why, shown in groups.items()]
-        if self.left or self.unsaid:
-            parts.append(self.footer())
-        return "\n\n".join(parts)
+        return [PREAMBLE] + [_group(why) + f" ({len(shown):,})\n\n" + "\n".join(h.block() for h in shown)
+                             for why, shown in groups.items()]
 
 
 def fit_tiers(moment: Moment, entries: list[Ranked], changes: list[Change], budget: int, fetch: Fetch,
