@@ -380,12 +380,30 @@ class Result:
 SUBJECT_KEYS = ("export", "export-unchanged", "check", "check-stale", "checkin", "checkin-concurrent", "edit",
                 "checkout-path", "checkin-path", "checkin-mirror", "checkin-moved",
                 "add", "add-nomirror", "add-scanned", "stage-mirror", "fresh-clone", "fresh-clone-total", "git-status", "context", "mcp-call",
-                "edit-query", "verify", "dump", "load",
+                "edit-query", "verify", "dump", "load", "owed",
                 "verify-staged", "export-check-staged", "anchors-check-staged", "hook-edit", "hook-start")
 EXPORT_KEYS = SUBJECT_KEYS[:4]
 # At the export-only sizes (749,000): the export subjects, and what must stay bounded there.
 SCALE_KEYS = EXPORT_KEYS + ("checkin", "edit", "checkout-path", "checkin-path", "checkin-mirror", "checkin-moved",
                              "edit-query", "verify", "dump", "load")
+# `qem owed`: the memory with this many requests added (one transaction, untimed), every
+# other one answered, a third of them late.
+OWED_REQUESTS = 300
+OWED_SETUP = """
+import sys
+from pathlib import Path
+from qem_edit.model import NewNote
+from qem_edit.store import Store
+count = int(sys.argv[2])
+with Store.open(Path(sys.argv[1])) as store:
+    def work(tx):
+        for i in range(count):
+            due = "2026-01-01T00:00:00Z" if i % 3 == 0 else "2099-01-01T00:00:00Z"
+            asked = tx.create(NewNote("task", "medium", "agent", f"request {i}", to=f"seat-{i % 7}", due=due), "bench")
+            if i % 2:
+                tx.create(NewNote("finding", "medium", "agent", f"answer {i}", answers=asked.id), "bench")
+    store.write(work)
+"""
 MOVED_WRITES = 100  # the moved store: this many writes by another process between checkout and check-in
 SLOW_FROM = 74_900  # from this size on, verify and load run once, with no warm-up
 COUNT_KEYS = ("files",)  # counted, not timed
@@ -697,6 +715,15 @@ class SizeBench:
         once = 1 if self.size >= SLOW_FROM else None
         return Subject("verify", "qem verify (log, index and MEMORY.md)", "startup",
                        self.qem("verify", "-w", str(self.read_ws())), runs=once, warmup=0 if once else None)
+
+    def make_owed(self) -> Subject:
+        ws = self.dir / "owed"
+        if not (ws / ".qem").exists():
+            fresh_workspace(ws, self.memory)
+            call([sys.executable, "-c", OWED_SETUP, str(ws / ".qem"), str(OWED_REQUESTS)], what="requests (prepare)",
+                 cwd=self.dir)
+        return Subject("owed", f"qem owed ({OWED_REQUESTS} requests among them, half answered)", "startup",
+                       self.qem("owed", "-w", str(ws)))
 
     def make_dump(self) -> Subject:
         return Subject("dump", "qem dump FILE (the whole log)", "startup",
@@ -1115,6 +1142,8 @@ def scale_targets(results: list[Result], judge, out: list[Target]) -> None:  # t
           find(results, 74_900, "check"), lambda r: r.ratio, 2.0, ratio)
     judge("`qem export --check` (clean) on 749 notes ≤ 1.5× the start-up floor",
           find(results, 749, "check"), lambda r: r.ratio, 1.5, ratio)
+    judge("`qem owed` on 74,900 notes ≤ 1.5× the start-up floor",
+          find(results, 74_900, "owed"), lambda r: r.ratio, 1.5, ratio)
     for key, what in WAYS_IN:  # every way in costs what the kept edit's check-in costs
         for size in (74_900, 749_000):
             b, s = find(results, size, key), find(results, size, "checkin")

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import errors, expiry, ids, protect
 from .export import auto_export
 from .model import (CLAIMABLE_PROVENANCES, KINDS, MOVE_BY_EVENT, PRIORITIES, TRIGGER_ATTRIBUTES, TRIGGER_LIMIT, TRIGGER_NAMES,
-                    Event, NewNote, Note, TextError, Trigger, normalize_text, trigger_problem)
+                    Event, NewNote, Note, TextError, Trigger, normalize_text, seat_problem, trigger_problem)
+from .times import parse_time
 from .store import Store, Transaction
 from .workspace import Workspace
 
@@ -95,10 +96,10 @@ def declared(on: list[str] | None = None, when_path: list[str] | None = None,
 def add(store: Store, place: Workspace, text: str, kind: str, priority: str, provenance: str, actor: str,
         agent: bool | None = None, allow_secret: bool = False, anchors: list[str] | None = None,
         cwd: Path | None = None, expires: str | None = None, ttl: str | None = None,
-        triggers: tuple[Trigger, ...] = ()) -> Written:
+        triggers: tuple[Trigger, ...] = (), request: Request | None = None) -> Written:
     """A new note; `anchors`: the files and folders it is about; its end as `expires` (a
     date or UTC time) or `ttl` (30d) ask, else its kind's default (qem_edit.expiry), fixed
-    from the event's own time."""
+    from the event's own time; `request`: who owes it, by when, and what it answers."""
     errors.choice(kind, KINDS, "kind")
     errors.choice(priority, PRIORITIES, "priority")
     if provenance == "human":
@@ -106,13 +107,37 @@ def add(store: Store, place: Workspace, text: str, kind: str, priority: str, pro
     errors.choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
     body, wish, ttls = note_text(text), expiry.asked(expires, ttl), expiry.defaults(place)
     anchoring = anchored(place, anchors, cwd)
+    to, due, answers = requested(store, request)
 
     def work(tx: Transaction) -> Note:
         return tx.create(NewNote(kind, priority, provenance, body, anchors=anchoring,
-                                 expires=expiry.new_end(tx, kind, wish, ttls), triggers=triggers), actor)
+                                 expires=expiry.new_end(tx, kind, wish, ttls), triggers=triggers,
+                                 to=to, due=due, answers=answers), actor)
 
     note = store.write(work, agent=agent, allow_secret=allow_secret)
     return _repeating(store, _written(store, place, Written(note=store.note(note.id))))
+
+
+class Request(NamedTuple):
+    """What a new note asks or answers, as a writer gives it: `to` the seat that owes it,
+    `due` its deadline (a date, the end of that UTC day, or a UTC time), `answers` the
+    request it answers (any id a reader takes)."""
+
+    to: str | None = None
+    due: str | None = None
+    answers: str | None = None
+
+
+def requested(store: Store, request: Request | None) -> tuple[str | None, str | None, str | None]:
+    """A writer's `to`, `due` and `answers` checked, in their stored form (BadInput naming
+    the option; NoSuchNote for an answer to no note)."""
+    if request is None:
+        return None, None, None
+    if request.to is not None and seat_problem(request.to):
+        raise errors.BadInput(f"--to {request.to!r}: {seat_problem(request.to)}")
+    due = None if request.due is None else parse_time(request.due, "--due", end=True)
+    answers = None if request.answers is None else store.resolve(request.answers)
+    return request.to, due, answers
 
 
 def supersede(store: Store, place: Workspace, given: str, text: str, reason: str | None,
@@ -141,7 +166,8 @@ def supersede(store: Store, place: Workspace, given: str, text: str, reason: str
             inherited = "agent"  # a person's endorsement is not an agent's to carry over
         new = NewNote(kind or old.kind, priority or old.priority, provenance or inherited, body, note_id,
                       anchors=anchoring, expires=wish.at(tx.at, old.expires),
-                      triggers=old.triggers if triggers is None else triggers)
+                      triggers=old.triggers if triggers is None else triggers,
+                      to=old.to, due=old.due, answers=old.answers)  # the successor of a request is the request
         return tx.create(new, actor, why)
 
     note = store.write(work, agent=agent, allow_secret=allow_secret)

@@ -22,8 +22,11 @@ from typing import Sequence
 from . import ids
 from .model import TEXT_MISSING, TRIGGER_ATTRIBUTES, Event, Note
 from .resolver import Answer as Currency
+from .owing import Answered, answered, is_request, pointer
+from .query import read_gaps
 from .resolver import Graph
 from .store import Store
+from .times import utc_now
 
 
 def as_json(data: object) -> str:
@@ -64,6 +67,11 @@ class NoteView:
             lines.append(f"supersedes #{shown(note.supersedes)}")
         if note.expires is not None:
             lines.append(f"expires {note.expires} (its end: `qem expire --due` expires it then)")
+        if note.to is not None or note.due is not None:
+            lines.append("requested" + (f" of {note.to}" if note.to else "") + (f", due {note.due}" if note.due else "")
+                         + f" (`qem status {note.shown}`: answered?)")
+        if note.answers is not None:
+            lines.append(f"answers #{shown(note.answers)}")
         if note.state != "active" and note.state_at:
             by = f" by #{shown(note.superseded_by)}" if note.superseded_by is not None else ""
             why = f": {note.state_reason}" if note.state_reason else ""
@@ -151,17 +159,27 @@ class CurrencyAnswer:
     expires: str | None = None  # the note's end (None: none)
     past_end: bool = False  # in force past its end, not swept yet: not in force in truth
     exit_code = 0
+    # a request's (or an answer's) second question: answered? (qem_edit.owing; None: neither)
+    answered: Answered | None = None
+    request: str | None = None  # for an answer: the request it names, as shown (its answer is the request's)
 
     def text(self) -> str:
-        said = f"#{self.shown or self.answer.note_id} current: {self.answer.value} ({self.answer.reason})"
+        me = f"#{self.shown or self.answer.note_id}"
+        said = f"{me} current: {self.answer.value} ({self.answer.reason})"
         if self.past_end:
-            return (f"{said}; but past its end ({self.expires}): not in force, and `qem expire --due` records it"
-                    " expired")
-        return f"{said}; ends {self.expires}" if self.expires else said
+            said += (f"; but past its end ({self.expires}): not in force, and `qem expire --due` records it"
+                     " expired")
+        elif self.expires:
+            said += f"; ends {self.expires}"
+        if self.answered is not None:
+            about = f"{me} answers #{self.request}, which is answered" if self.request else f"{me} answered"
+            said += f"\n{about}: {self.answered.value} ({self.answered.why})"
+        return said
 
     def data(self) -> object:
+        answered = {"answered": {**self.answered.to_json(), "request": self.request}} if self.answered else {}
         return {**self.answer.to_json(), "short": self.shown or self.answer.note_id, "expires": self.expires,
-                "past_end": self.past_end}
+                "past_end": self.past_end, **answered}
 
     def remark(self) -> str | None:
         return None
@@ -177,6 +195,7 @@ class VerifyReport:
     disputes: list[str] = field(default_factory=list)  # listed; they fail only when asked
     notices: list[str] = field(default_factory=list)  # listed; they never fail
     drift: list[str] = field(default_factory=list)  # anchored content nobody flagged; fails only when asked
+    late: list[str] = field(default_factory=list)  # requests past their deadline, not answered; fail only when asked
 
     @property
     def exit_code(self) -> int:
@@ -186,19 +205,21 @@ class VerifyReport:
         lines = []
         if self.repaired is not None:
             lines.append(f"rebuilt the index from the log: {self.repaired} notes")
-        return "\n".join(lines + self.problems + [f"open: {d}" for d in self.disputes] + self.drift
+        return "\n".join(lines + self.problems + [f"open: {d}" for d in self.disputes] + self.drift + self.late
                          + [f"note: {n}" for n in self.notices])
 
     def data(self) -> object:
         return {"notes": self.notes, "ok": not self.problems, "problems": self.problems,
-                "disputes": self.disputes, "drift": self.drift, "notices": self.notices, "repaired": self.repaired}
+                "disputes": self.disputes, "drift": self.drift, "late": self.late, "notices": self.notices,
+                "repaired": self.repaired}
 
     def remark(self) -> str | None:
         if not self.problems:
             open_ = f"; {len(self.disputes)} open dispute(s) listed" if self.disputes else ""
             drift = (f"; {len(self.drift)} anchor(s) drifted, nobody flagged them (listed; `--fail-on-drift` fails"
                      " on them)") if self.drift else ""
-            return f"ok: the log replays cleanly to {self.notes} note{'' if self.notes == 1 else 's'}{open_}{drift}"
+            late = f"; {len(self.late)} request(s) late (listed; `--fail-on-late` fails on them)" if self.late else ""
+            return f"ok: the log replays cleanly to {self.notes} note{'' if self.notes == 1 else 's'}{open_}{drift}{late}"
         drifted = sum(problem.startswith("drift: ") for problem in self.problems)
         settle = ("`qem anchors check --flag` flags the drifted notes stale (a move re-anchors), then commit"
                   " what it wrote (`git add .qem MEMORY.md && git commit`)")
@@ -224,7 +245,7 @@ def show(store: Store, note_id: str, at: str | None = None) -> NoteView:
         from .history import note_at
 
         note = note_at(store, full, at)
-    shorts = store.index.shorts(x for x in (note.supersedes, note.superseded_by) if x)
+    shorts = store.index.shorts(x for x in (note.supersedes, note.superseded_by, note.answers) if x)
     return NoteView(note, shorts, came_with=_came_with(store, note))
 
 
@@ -257,5 +278,19 @@ def status(store: Store, note_id: str) -> CurrencyAnswer:
 
     full = store.resolve(note_id)
     note = store.note(full)
+    request = None
+    if note.answers is not None and not is_request(note):
+        request = ids.shown(note.answers, store.index.shorts([note.answers]).get(note.answers))
     return CurrencyAnswer(Graph.of({n.id: n for n in store.notes()}).currency(full), note.shown, note.expires,
-                          past_end(note, utc_now()))
+                          past_end(note, utc_now()), answered_of(store, note, utc_now()), request)
+
+
+def answered_of(store: Store, note: Note, now: str) -> Answered | None:
+    """Whether `note` is answered, where it is a request or an answer (None: neither)."""
+    if note.answers is not None and not is_request(note):
+        found = store.notes_by_id([note.answers])
+        return pointer(note, found.get(note.answers)) or answered_of(store, found[note.answers], now)
+    if not is_request(note):
+        return None
+    return answered(note, store.answers_to([note.id]).get(note.id, []), now, read_gaps(store))
+

@@ -105,7 +105,8 @@ def _apply_op(tx: Transaction, op: Op, who: str, reason: str, checkin_id: str, c
         if end is None and op.action == "create" and op.content.kind in ttls:
             end = shifted(tx.at, ttls[op.content.kind])
         new = NewNote(op.content.kind, op.content.priority, "human", op.content.text, op.note_id,
-                      anchors=anchors, expires=end, triggers=op.content.triggers)
+                      anchors=anchors, expires=end, triggers=op.content.triggers, to=op.content.to,
+                      due=op.content.due, answers=op.content.answers)
         created.append(tx.create(new, who, reason, checkin_id).id)
     else:
         assert op.note_id is not None
@@ -594,7 +595,8 @@ def _op_data(op: Op) -> dict[str, object]:
     if op.content is not None:
         data.update(kind=op.content.kind, priority=op.content.priority, text=op.content.text,
                     anchors=list(op.content.anchors), expires=op.content.expires,
-                    triggers=[list(t) for t in op.content.triggers])
+                    triggers=[list(t) for t in op.content.triggers], to=op.content.to, due=op.content.due,
+                    answers=op.content.answers)
     return data
 
 

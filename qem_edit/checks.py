@@ -37,20 +37,35 @@ FRESH_CACHE_KIB = 16 * 1024
 
 
 def verify_report(store: Store, place=None, *, repair: bool = False, disputes_fail: bool = False,  # type: ignore[no-untyped-def]
-                  base: str | None = None, drift_fail: bool = False) -> VerifyReport:
+                  base: str | None = None, drift_fail: bool = False, late_fail: bool = False) -> VerifyReport:
     """Every check above; with `repair`, an index that disagrees with the log is rebuilt
     first (the log itself is never changed).  `base`: the revision whose merge base with
     HEAD the removals are judged against (default HEAD itself; qem_edit.removals).
     Drift nobody flagged is listed, and fails only with `drift_fail` (as disputes do with
-    `disputes_fail`): a work tree mid-edit drifts by nature, CI's checkout must not."""
+    `disputes_fail`): a work tree mid-edit drifts by nature, CI's checkout must not.  A
+    request past its deadline and not answered is listed, and fails with `late_fail`."""
     with fresh_index(store) as fresh:
         problems, set_aside = _index_problems(store, fresh)
         if not (problems and repair):
-            return _report(store, place, fresh, problems, set_aside, None, disputes_fail, base, drift_fail)
+            return late(_report(store, place, fresh, problems, set_aside, None, disputes_fail, base, drift_fail),
+                         store, late_fail)
     repaired = store.rebuild()
     with fresh_index(store) as fresh:
         problems, set_aside = _index_problems(store, fresh)
-        return _report(store, place, fresh, problems, set_aside, repaired, disputes_fail, base, drift_fail)
+        return late(_report(store, place, fresh, problems, set_aside, repaired, disputes_fail, base, drift_fail),
+                     store, late_fail)
+
+
+def late(report: VerifyReport, store: Store, fail: bool) -> VerifyReport:
+    """The requests late and not answered yes (qem_edit.owed), listed; problems with `fail`."""
+    from .owed import build
+
+    late = [f"late: {o.line()}" for o in build(store, late=True).owed]
+    if fail:
+        report.problems += late
+    else:
+        report.late = late
+    return report
 
 
 def _report(store: Store, place, fresh: Connection, index_problems: list[str], set_aside: list[str],  # type: ignore[no-untyped-def]

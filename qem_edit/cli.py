@@ -74,6 +74,9 @@ ExpiresOpt = Annotated[Optional[str], typer.Option("--expires", help="The note's
 OnOpt = Annotated[Optional[list[str]], typer.Option("--on", metavar="MOMENT", help="A moment the note is delivered to an agent at (repeatable; replaces its kind's default): start, compact, prompt, edit, read, shell.", show_default=False)]
 WhenPathOpt = Annotated[Optional[list[str]], typer.Option("--when-path", metavar="PATTERN", help="Deliver the note before an agent edits a matching file (repeatable): a path from the top of the work tree, * ? [..] within a part, ** for folders (src/index/**).", show_default=False)]
 WhenRunOpt = Annotated[Optional[list[str]], typer.Option("--when-run", metavar="PATTERN", help="Deliver the note before a matching shell command runs (repeatable): * any characters (pytest*).", show_default=False)]
+ToOpt = Annotated[Optional[str], typer.Option("--to", metavar="NAME", help="Who owes it (a request): an actor, a person or an agent, one word. `qem owed` lists it until a note answers it.", show_default=False)]
+DueOpt = Annotated[Optional[str], typer.Option("--due", metavar="DATE|TIME", help="The request's deadline: a date (YYYY-MM-DD, the end of that UTC day) or a UTC time; late after it. Not its end (--expires).", show_default=False)]
+AnswersOpt = Annotated[Optional[str], typer.Option("--answers", metavar="ID", help="The request this note answers (its id); the request itself is not changed.", show_default=False)]
 TtlOpt = Annotated[Optional[str], typer.Option("--ttl", help="The note's end as a time to live from now: a number and h, d or w (30d). Default: its kind's [expiry] in .qem/config.toml.", show_default=False)]
 
 
@@ -147,6 +150,9 @@ def add(
     on: OnOpt = None,
     when_path: WhenPathOpt = None,
     when_run: WhenRunOpt = None,
+    to: ToOpt = None,
+    due: DueOpt = None,
+    answers: AnswersOpt = None,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
     actor: ActorOpt = None,
@@ -156,7 +162,27 @@ def add(
     Example: qem add "Run tests inside the venv" --kind directive --priority high
     """
     return shell.add(text, kind, priority, provenance, as_json, allow_secret, anchor, expires, ttl, on, when_path,
-                     when_run, workspace_dir, store_dir, actor)
+                     when_run, workspace_dir, store_dir, actor, to, due, answers)
+
+
+@app.command()
+def answer(
+    note_id: IdArg,
+    text: Annotated[str, typer.Argument(help="The answer's text; - reads it from standard input.", show_default=False)],
+    kind: Annotated[str, typer.Option("--kind", "-k", help="The answer's kind: " + ", ".join(KINDS))] = "finding",
+    priority: Annotated[str, typer.Option("--priority", "-p", help="high, medium or low.")] = "medium",
+    as_json: JsonOpt = False,
+    allow_secret: AllowSecretOpt = False,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
+    actor: ActorOpt = None,
+) -> int:
+    """Answer a request: a new note pointing at it (the request is not changed); print its id.
+
+    Example: qem answer k3f9 "The migration ran; 0 rows lost"
+    """
+    return shell.add(text, kind, priority, "agent", as_json, allow_secret, workspace_dir=workspace_dir,
+                     store_dir=store_dir, actor=actor, answers=note_id)
 
 
 @app.command()
@@ -464,6 +490,7 @@ def verify(
     repair: Annotated[bool, typer.Option("--repair", help="Rebuild the local index from the log first, if it disagrees.")] = False,
     fail_on_disputes: Annotated[bool, typer.Option("--fail-on-disputes", help="Fail on open disputes too (forks, disputes, concurrent changes).")] = False,
     fail_on_drift: Annotated[bool, typer.Option("--fail-on-drift", help="Fail on drift too: a note in force whose anchored file or folder changed, went or moved, and nobody flagged it (CI, after a commit made without the qem-anchors hook).")] = False,
+    fail_on_late: Annotated[bool, typer.Option("--fail-on-late", help="Fail on what is late too: a request in force past its deadline and not answered (`qem owed --late`).")] = False,
     staged: StagedOpt = False,
     base: Annotated[Optional[str], typer.Option("--base", metavar="REV", help="Name events the merge base of REV and HEAD holds that the log lacks (default: HEAD's).", show_default=False)] = None,
     as_json: JsonOpt = False,
@@ -475,7 +502,8 @@ def verify(
 
     Example: qem verify --fail-on-disputes --fail-on-drift
     """
-    return shell.verify(repair, fail_on_disputes, fail_on_drift, staged, base, as_json, workspace_dir, store_dir)
+    return shell.verify(repair, fail_on_disputes, fail_on_drift, fail_on_late, staged, base, as_json, workspace_dir,
+                        store_dir)
 
 
 @app.command()
@@ -658,6 +686,25 @@ def status(note_id: IdArg, as_json: JsonOpt = False, workspace_dir: WorkspaceOpt
     return _answer(workspace_dir, store_dir, lambda store: answers.status(store, note_id), as_json)
 
 
+@app.command()
+def owed(
+    to: Annotated[Optional[str], typer.Option("--to", metavar="NAME", help="Only what NAME owes.", show_default=False)] = None,
+    late: Annotated[bool, typer.Option("--late", help="Only what is past its deadline.")] = False,
+    at: Annotated[Optional[str], typer.Option("--at", metavar="DATE|REV", help="As the memory was at a date or UTC time (late as of then), or as committed at a git revision (late as of now).", show_default=False)] = None,
+    as_json: JsonOpt = False,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
+) -> int:
+    """What is owed, by whom, and what is late: every request in force not answered yes,
+    the latest first, after the scope read.
+
+    Example: qem owed --to alice --late
+    """
+    from . import owed as owing
+
+    return _answer(workspace_dir, store_dir, lambda store: owing.build(store, to, late, at), as_json)
+
+
 @app.command(context_settings={"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]})
 def query(
     filters: Annotated[Optional[list[str]], typer.Argument(help="KEY=VALUE filters (text~SUBSTRING for text, anchor~FOLDER for a folder's anchors).", show_default=False)] = None,
@@ -672,6 +719,7 @@ def query(
     \b
     Note filters: kind state priority provenance actor since until supersedes
                   current=yes|no|unknown disputed=yes|no text~SUBSTRING
+                  to=NAME due<DATE answered=yes|no|unknown|not-owed
                   anchor=PATH anchor~FOLDER (paths from the top of the work tree)
     Event filters (--events): type note actor since until checkin
 

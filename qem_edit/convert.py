@@ -110,6 +110,8 @@ def _data(event: OldEvent, seed: bytes, out: Converted, disputes: dict[int, str]
             # dangling, as it was; a malformed pointer (not a note number) stays a pointer
             # to no note too, never dropped: its note stays unknown, as it was
             data["supersedes"] = _derived(seed, "missing note", old_parent)
+        if isinstance(data.get("answers"), int):  # the request it answers, by its number, as supersedes
+            data["answers"] = out.ids.get(data["answers"]) or _derived(seed, "missing note", data["answers"])
         data.update(text=record.digest if record else _derived(seed, "forgotten", event.note_id),
                     nonce=_derived(seed, "nonce", event.note_id), short=ids.short_length(len(out.ids)),
                     alias=event.note_id)

@@ -78,6 +78,11 @@ class Moment(NamedTuple):
         return " ".join(shlex.quote(p) if p != "--prompt=…" else p for p in parts)
 
 
+def requested(note: Note) -> str:
+    """A request's seat and deadline on its line (`· to alice · due 2026-09-05T23:59:59Z`)."""
+    return (f" · to {note.to}" if note.to else "") + (f" · due {note.due}" if note.due else "")
+
+
 class Hit(NamedTuple):
     """A note a moment triggers: why, and whether whole (`full`) or as its index line (a
     read's second tier)."""
@@ -89,7 +94,7 @@ class Hit(NamedTuple):
     def head(self) -> str:
         n = self.note
         marks = " · STALE" if n.state == "stale" else ""
-        marks += end_mark(n)
+        marks += end_mark(n) + requested(n)
         return f"- [#{n.shown}] {n.kind}/{n.priority} · {FRAMES.get(n.provenance, n.provenance)}{marks} · {self.why}"
 
     def block(self) -> str:
@@ -222,9 +227,14 @@ class Due(NamedTuple):
     priority: str
     why: str
     full: bool = True
+    owed: int = 0  # a request owed: 2 late, 1 owed by this seat; before every other note, the late first
 
-    def key(self) -> tuple[int, int, str]:
-        return (KIND_RANK[self.kind], PRIORITY_RANK.get(self.priority, len(PRIORITIES)), self.id)
+    def key(self) -> tuple[int, int, int, str]:
+        return (-self.owed, KIND_RANK[self.kind], PRIORITY_RANK.get(self.priority, len(PRIORITIES)), self.id)
+
+    @property
+    def late(self) -> bool:
+        return self.owed == LATE
 
 
 def hits(store: Store, moment: Moment) -> list[Due]:
@@ -248,7 +258,41 @@ def hits(store: Store, moment: Moment) -> list[Due]:
         why = _by_prompt(store, moment.prompt, moment.top or None)
     for note, (kind, priority) in store.order_keys(n for n in why if n not in found).items():
         found[note] = Due(note, kind, priority, why[note])
+    if moment.event in ("start", "compact", "prompt"):
+        found.update((d.id, d) for d in owed_hits(store, moment.event))
     return sorted(found.values(), key=Due.key)
+
+
+LATE, OWED = 2, 1
+SEAT_ENV = "QEM_ACTOR"  # the seat a session answers for: the actor it writes as (unset: every seat)
+
+
+def owed_hits(store: Store, event: str) -> list[Due]:
+    """The requests a moment gives before every other note: at a start or after a
+    compaction, what this seat owes (`QEM_ACTOR`; every seat where it is unset) and
+    everything late; at a prompt, what is late (a deadline that passed during the session
+    comes then).  A request answered yes is not given; unknown or no is."""
+    requests = store.requests()
+    if not requests:
+        return []  # (before the imports: a memory with no request costs a hook none of them)
+    from .owing import NO, UNKNOWN, answered, late_by
+    from .query import read_gaps
+    from .times import utc_now
+
+    seat, now = os.environ.get(SEAT_ENV) or None, utc_now()
+    answers = store.answers_to(n.id for n in requests)
+    gaps = read_gaps(store)
+    out = []
+    for note in requests:
+        late = late_by(note, now) is not None
+        mine = event != "prompt" and (seat is None or note.to == seat)
+        if (late or mine) and answered(note, answers.get(note.id, []), now, gaps).value in (NO, UNKNOWN):
+            why = "late, not answered yet (`qem owed --late` says by how long)" if late else (
+                f"owed by you ({seat}), not answered yet" if seat else "owed, not answered yet (no seat known: every seat's)")
+            out.append(Due(note.id, note.kind, note.priority, why, owed=LATE if late else OWED))
+    return out
+
+
 
 
 # A read gives what an edit of the file would (its notes, and those due at every edit), so

@@ -32,7 +32,9 @@ from pathlib import Path
 from . import errors, gitrepo, ids
 from .logtree import EVENTS, PACKS, TEXTS, LogFileError, LogTree, records_from
 from .model import Drift, Event, LogError, Note, anchors_of, drift_of, fold, sort_key
+from .owing import NO, UNKNOWN, answered, is_request, owed_words
 from .removals import Removal, removals
+from .times import utc_now
 
 WORK_TREE = "the working tree"
 DRIFTED = "drifted"  # the group of the stale flags a code change caused (their data's `drift`)
@@ -86,6 +88,19 @@ class Anchored:
     touched: tuple[tuple[str, tuple[str, ...]], ...]
 
 
+@dataclass(frozen=True)
+class Debt:
+    """What the range did to what is owed: a new request, an answer, or a request that
+    became late between the two sides' moments (in force on the new side, not answered)."""
+
+    what: str  # REQUESTED, ANSWERED or BECAME_LATE
+    note: Note
+    words: str  # owed by whom, due when (a request); the request it answers (an answer)
+
+
+REQUESTED, ANSWERED, BECAME_LATE = "new request", "answer", "became late"
+
+
 @dataclass
 class MemoryDiff:
     old: Side
@@ -99,6 +114,7 @@ class MemoryDiff:
     removed: list[Removal] = field(default_factory=list)  # the notes whose events new's side removed
     unsure: bool = False  # no merge base to tell removals from old's own events since
     anchored: list[Anchored] = field(default_factory=list)  # the notes about the code the change touches
+    debts: list[Debt] = field(default_factory=list)  # new requests, answers, and what became late
 
     @property
     def changed(self) -> bool:
@@ -123,7 +139,43 @@ def memory_diff(store_root: Path, revs: list[str], mirror: Path | None = None) -
     found = between(old, new, notices)
     touched = _code_touched(top, old.commit, new.commit, (folder, mirror or top / "MEMORY.md"))
     found.anchored = about_the_code(new, touched)
+    then = gitrepo.commit_time(top, old.commit) if old.commit else None
+    found.debts = debts(found, then, gitrepo.commit_time(top, new.commit) if new.commit else utc_now())
     return _with_removals(found, top, folder, symmetric)
+
+
+def debts(diff: MemoryDiff, then: str | None, now: str | None) -> list[Debt]:
+    """The requests and answers the range added (a successor is shown as its supersession),
+    and the requests in force on the new side, not answered, whose deadline fell between
+    `then` (the old side's moment; None: none) and `now` (the new side's)."""
+    notes = _asking(diff.new)
+    shown = lambda n: ids.shown(n, diff.shorts.get(n))  # noqa: E731
+    out = []
+    for event in diff.added:
+        note = notes.get(event.id)
+        if event.type != "created" or note is None or event.data.get("supersedes"):
+            continue
+        if is_request(note):
+            out.append(Debt(REQUESTED, note, owed_words(note, now or note.created_at)))
+        if note.answers is not None:
+            out.append(Debt(ANSWERED, note, f"answers #{shown(note.answers)}"))
+    answers: dict[str, list[Note]] = {}
+    for note in notes.values():
+        if note.answers is not None:
+            answers.setdefault(note.answers, []).append(note)
+    for note in sorted(notes.values(), key=sort_key):
+        if not (now and is_request(note) and note.due and (then or "") <= note.due < now):
+            continue
+        if answered(note, answers.get(note.id, []), now).value in (NO, UNKNOWN):
+            out.append(Debt(BECAME_LATE, note, owed_words(note, now)))
+    return out
+
+
+def _asking(side: Side) -> dict[str, Note]:
+    """The requests and answers on `side`, folded from its events."""
+    wanted = {e.note for e in side.events.values()
+              if e.type == "created" and {"to", "due", "answers"} & set(e.data)}
+    return _folded(side, wanted, live_only=False)
 
 
 def _range(revs: list[str]) -> tuple[list[str], bool]:
@@ -279,6 +331,10 @@ def about_the_code(side: Side, touched: set[str]) -> list[Anchored]:
 
 def _in_force(side: Side, note_ids: set[str]) -> dict[str, Note]:
     """Those of these notes that are in force on `side`, folded from its events."""
+    return _folded(side, note_ids, live_only=True)
+
+
+def _folded(side: Side, note_ids: set[str], live_only: bool) -> dict[str, Note]:
     events: dict[str, list[Event]] = {note: [] for note in note_ids}
     for event in side.events.values():
         if event.note in events:
@@ -289,7 +345,7 @@ def _in_force(side: Side, note_ids: set[str]) -> dict[str, Note]:
             note = fold(history, side.texts.get(note_id)).note
         except LogError:
             continue  # a history that does not fold (qem verify names it): not shown as in force
-        if note.live:
+        if note.live or not live_only:
             out[note_id] = note
     return out
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from . import ids
-from .diff import DRIFTED, WORK_TREE, Anchored, Change, MemoryDiff
+from .diff import DRIFTED, WORK_TREE, Anchored, Change, Debt, MemoryDiff
 from .model import EVENT_TYPES, KINDS, READING_ORDER, Event
 from .removals import Removal
 from .shown import visible
@@ -210,12 +210,23 @@ def plain(diff: MemoryDiff) -> str:
             lines.append(f"  {headline(change, diff)}")
             lines += _plain_texts(change) + [f"    {line}" for line in drift_lines(change)]
             lines.append(f"    {who(change.events[0])}")
+    if diff.debts:
+        lines += ["", f"{OWED} ({len(diff.debts)})"] + [f"  {debt_line(d, diff)}" for d in diff.debts]
     if diff.anchored:
         lines += ["", f"{ABOUT_THE_CODE} ({len(diff.anchored)})"]
         for anchored in diff.anchored:
             lines += [f"  {anchored_headline(anchored, diff)}", f"    {anchored.note.first_line()}",
                       f"    {touched_line(anchored)}"]
     return "\n".join(lines)
+
+
+OWED = "what is owed"  # the section of new requests, answers and what became late
+
+
+def debt_line(debt: Debt, diff: MemoryDiff) -> str:
+    """`became late #k3f9 (task): owed by alice, due ..., late by 2d · Send the report`."""
+    note = debt.note
+    return f"{debt.what} {_short(diff, note.id)} ({note.kind}): {debt.words} · {note.first_line()}"
 
 
 def _removed_text(removal: Removal) -> list[str]:
@@ -324,6 +335,8 @@ def _markdown_sections(diff: MemoryDiff) -> list[tuple[str, list[list[str]]]]:
     """Each group's heading and its items' lines, what memory learned first, then the notes
     about the code the change edits."""
     sections = [(title, [_markdown_change(c, diff) for c in changes]) for title, changes in grouped(diff)]
+    if diff.debts:
+        sections.append((OWED, [[f"- {escape(debt_line(d, diff))}"] for d in diff.debts]))
     if diff.anchored:
         sections.append((ABOUT_THE_CODE, [[f"- **{escape(anchored_headline(a, diff))}**",
                                            f"  {escape(a.note.first_line())}", f"  {escape(touched_line(a))}"]
@@ -389,6 +402,9 @@ def as_data(diff: MemoryDiff) -> dict[str, object]:
         "missing": [e.id for e in diff.missing], "notices": diff.notices,
         "removed": [_removal_data(r, diff) for r in diff.removed], "removed_unsure": diff.unsure,
         "anchored": [_anchored_data(a, diff) for a in diff.anchored],
+        "owed": [{"what": d.what, "note": d.note.id, "short": ids.shown(d.note.id, diff.shorts.get(d.note.id)), "to": d.note.to,
+                  "due": d.note.due, "answers": d.note.answers, "words": d.words, "text": d.note.text}
+                 for d in diff.debts],
     }
 
 

@@ -91,6 +91,16 @@ def resolve_commit(top: Path, rev: str) -> str | None:
     return done.stdout.decode().strip() if done.returncode == 0 else None
 
 
+def commit_time(top: Path, commit: str) -> str | None:
+    """When a commit was made (its committer's date), UTC, as qem writes times."""
+    from datetime import datetime, timezone
+
+    done = _git(top, "show", "-s", "--format=%ct", commit, "--")
+    if done.returncode != 0 or not done.stdout.strip().isdigit():
+        return None
+    return datetime.fromtimestamp(int(done.stdout), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def has_commits(top: Path) -> bool:
     return _git(top, "rev-parse", "--verify", "--quiet", "HEAD").returncode == 0
 

@@ -310,7 +310,8 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  #
                     if entry.due.id not in seen:
                         seen.add(entry.due.id)
                         entries.append(entry)
-            fresh = [e.due.id for e in entries if e.due.id not in given or (e.due.full and not given[e.due.id][1])]
+            fresh = [e.due.id for e in entries if e.due.id not in given or (e.due.full and not given[e.due.id][1])
+                     or (e.due.late and e.due.id + LATE_MARK not in given)]
             texts = store.notes_by_id(fresh[:READ_AHEAD])
             due_here -= {n for n, note in texts.items() if delivery.ended(note)}  # not in force: holds nothing
             recorded = {n: entry[2] for n, entry in given.items()}
@@ -335,7 +336,8 @@ def _given(harness: Harness, moments: list, found: list, texts: dict, changed: d
     from . import tiers
     from .ledger import tip
 
-    entries = [e for e in found if not book.was_given(e.due.id, e.due.full)]
+    entries = [e for e in found if not book.was_given(e.due.id, e.due.full)
+               or (e.due.late and not book.was_given(e.due.id + LATE_MARK, True))]
     changes = []
     for n, (change, last) in changed.items():
         entry = book.given.get(n)
@@ -349,9 +351,15 @@ def _given(harness: Harness, moments: list, found: list, texts: dict, changed: d
                                 lambda ids: {n: texts[n] for n in ids if n in texts}, measure=harness.measure)
     for change in out.changes:
         book.give(change.note.id, book.given[change.note.id][1], tip(change.note))
+    late = {e.due.id for e in entries if e.due.late}
     for h in out.given:
         book.give(h.note.id, h.full, tip(h.note))
+        if h.note.id in late:  # given as late: not again this epoch (given before it was late: again now)
+            book.give(h.note.id + LATE_MARK, True, "")
     return out.text()
+
+
+LATE_MARK = "@late"  # a ledger entry beside a request's: given as late (its last change "", which no note's is)
 
 
 def _stop(harness: Harness, ask: Asked, state: Path, book) -> str:  # type: ignore[no-untyped-def]

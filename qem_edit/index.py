@@ -25,7 +25,7 @@ from .model import EVENT_TYPES, KIND_RANK, LIVE_STATES, Event, Note, Rival, fold
 from .renderer import FORMAT_VERSION, item_text
 from .shown import progress
 
-INDEX_VERSION = "11"  # bump when the schema or what it caches changes: every index is rebuilt
+INDEX_VERSION = "12"  # bump when the schema or what it caches changes: every index is rebuilt
 _EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
 SCHEMA = f"""
 CREATE TABLE files (name TEXT PRIMARY KEY, problem TEXT) WITHOUT ROWID;
@@ -82,7 +82,10 @@ CREATE TABLE notes (
     anchors       TEXT NOT NULL,
     expires       TEXT,
     triggers      TEXT NOT NULL,
-    terms         TEXT NOT NULL
+    terms         TEXT NOT NULL,
+    seat          TEXT,
+    due           TEXT,
+    answers       TEXT
 ) WITHOUT ROWID;
 CREATE INDEX notes_in_order ON notes (kind_rank, id);
 CREATE INDEX notes_by_parent ON notes (supersedes) WHERE supersedes IS NOT NULL;
@@ -96,6 +99,10 @@ CREATE INDEX notes_disagreeing ON notes (id) WHERE disputes != '[]' OR rivals !=
 CREATE INDEX notes_in_force_by_text ON notes (substr(text, 1, 48)) WHERE state IN ('active', 'stale');
 -- `qem expire --due`: the notes in force with an end, by their end.
 CREATE INDEX notes_by_end ON notes (expires) WHERE expires IS NOT NULL AND state IN ('active', 'stale');
+-- `qem owed`: the requests (a note owed by a seat, or with a deadline), and the answers by
+-- the request they name.
+CREATE INDEX notes_requests ON notes (id) WHERE seat IS NOT NULL OR due IS NOT NULL;
+CREATE INDEX notes_by_answered ON notes (answers) WHERE answers IS NOT NULL;
 -- Which notes each note's item names (a link, a dispute, a rival's successor): when a
 -- note's short id moves, the items that show it are rendered again.
 CREATE TABLE links (other TEXT NOT NULL, note TEXT NOT NULL, PRIMARY KEY (other, note)) WITHOUT ROWID;
@@ -150,7 +157,7 @@ TRIGGERS = (
 NOTE_COLUMNS = (
     "id, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,"
     " state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,"
-    " anchors, expires, triggers"
+    " anchors, expires, triggers, seat, due, answers"
 )
 EVENT_COLUMNS = "id, note, type, at, actor, reason, checkin, data, clock, prev"
 
@@ -161,7 +168,7 @@ EVENT_COLUMNS = "id, note, type, at, actor, reason, checkin, data, clock, prev"
 def note_from_row(row: Sequence[object]) -> Note:
     (id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,
      state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,
-     anchors, expires, triggers) = row
+     anchors, expires, triggers, seat, due, answers) = row
     pairs = tuple(tuple(p) for p in json.loads(disputes)) if disputes != "[]" else ()  # type: ignore[arg-type]
     rival = tuple(Rival(**r) for r in json.loads(rivals)) if rivals != "[]" else ()  # type: ignore[arg-type]
     anchored = tuple(tuple(a) for a in json.loads(anchors)) if anchors != "[]" else ()  # type: ignore[arg-type]
@@ -169,7 +176,7 @@ def note_from_row(row: Sequence[object]) -> Note:
     return Note(id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by,  # type: ignore[arg-type]
                 state, state_at, state_reason, state_actor, state_event, bad_pointer, pairs, rival,  # type: ignore[arg-type]
                 short, alias, short_len, text_hash, anchors=anchored, expires=expires,  # type: ignore[arg-type]
-                triggers=declared)  # type: ignore[arg-type]
+                triggers=declared, to=seat, due=due, answers=answers)  # type: ignore[arg-type]
 
 
 def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
@@ -182,7 +189,7 @@ def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
         note.alias, note.short_len, note.text_hash, json.dumps(problems) if problems else "[]",
         json.dumps([list(a) for a in note.anchors], ensure_ascii=False) if note.anchors else "[]", note.expires,
         json.dumps([list(t) for t in note.triggers], ensure_ascii=False) if note.triggers else "[]",
-        _terms_json(note.text),
+        _terms_json(note.text), note.to, note.due, note.answers,
     )
 
 
@@ -806,7 +813,7 @@ _STREAM_FILES = 256  # a sync that adds more log files than this (or any pack) s
 _REFOLD_ALL = 20000  # a sync touching more notes than this replays every note, streamed
 _INSERT_NOTE = ("INSERT INTO notes (id, short, kind_rank, kind, priority, text, provenance, created_at, actor,"
                 " supersedes, superseded_by, state, state_at, state_reason, state_actor, state_event, bad_pointer,"
-                " disputes, rivals, alias, short_len, text_hash, problems, anchors, expires, triggers, terms) VALUES (" + ", ".join("?" * 27) + ")")
+                " disputes, rivals, alias, short_len, text_hash, problems, anchors, expires, triggers, terms, seat, due, answers) VALUES (" + ", ".join("?" * 30) + ")")
 
 
 _LOOSE_BATCH = 256  # loose log files read by a worker at a time
@@ -898,7 +905,7 @@ def _fold_one(note_id: str, events: list[Event], texts: dict[tuple[str, str], st
 
 def _linked(note: Note) -> set[str]:
     linked = {note.id}
-    linked.update(x for x in (note.supersedes, note.superseded_by) if x)
+    linked.update(x for x in (note.supersedes, note.superseded_by, note.answers) if x)
     linked.update(other for _, other in note.disputes)
     linked.update(r.superseded_by for r in note.rivals if r.superseded_by)
     return linked

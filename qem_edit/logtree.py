@@ -31,7 +31,7 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 from . import errors, ids
 from .files import fsync_dir, write_atomic
 from .model import (EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, Event, TextError, actor_problem, anchors_problem, triggers_problem,
-                    ANCHORING, drift_problem, is_timestamp, normalize_text, reason_problem)
+                    ANCHORING, request_problem, drift_problem, is_timestamp, normalize_text, reason_problem)
 
 FORMAT = 1
 MAX_EVENT_BYTES = 1 << 20  # an event holds no text: anything near this is not an event
@@ -204,7 +204,9 @@ def _data_problem(type_: str, data: dict) -> str | None:
             return f"supersedes {data['supersedes']!r} is not a note id"
         if "expires" in data and not is_timestamp(data["expires"]):
             return f"expires {data['expires']!r} is not a UTC time like 2026-07-27T10:00:00Z"
-        return None
+        return request_problem(data)
+    if {"to", "due", "answers"} & set(data):
+        return f"a {type_} event carries no to, due or answers (only a created event does)"
     if type_ == "superseded" and not ids.is_id(data.get("by")):
         return "superseded by what? ('by' is not a note id)"
     if type_ == "disputed" and not (isinstance(data.get("dispute"), str) and ids.is_id(data.get("with"))):

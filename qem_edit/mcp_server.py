@@ -227,7 +227,8 @@ def _add(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
     written, notices = memory.act(lambda h, p, who: acts.add(
         h, p, a["text"], a["kind"], a.get("priority", "medium"), provenance_of(a["text"], a.get("user_quote"), _typed(p)),
         who, agent=True,
-        anchors=a.get("anchors"), expires=a.get("expires"), ttl=a.get("ttl"), triggers=_triggers(a) or ()),
+        anchors=a.get("anchors"), expires=a.get("expires"), ttl=a.get("ttl"), triggers=_triggers(a) or (),
+        request=acts.Request(a.get("to"), a.get("due"), a.get("answers"))),
         client, create=True)
     n = written.note
     return Reply(f"#{n.shown} created ({n.kind} · {n.priority} · {n.provenance})", _repeated(written), notices)
@@ -336,6 +337,9 @@ _WHEN_PATH = {"type": "array", "items": {"type": "string"}, "description": "Deli
 _WHEN_RUN = {"type": "array", "items": {"type": "string"}, "description": "Deliver the note before a shell command matching one of these patterns runs: * any characters (pytest*), matched against each command of a command line."}
 _AT = {"type": "string", "description": "As the memory was at this UTC date or time, or as committed at this git revision."}
 _EXPIRES = {"type": "string", "description": "The note's end, in the future: a date YYYY-MM-DD (its start, UTC) or a UTC time YYYY-MM-DDTHH:MM:SSZ; none: no end. Not with ttl. A successor keeps the old note's end unless given."}
+_TO = {"type": "string", "description": "Who owes this note (it is a request): an actor, a person or an agent, one word. Listed by `qem owed` until a note answers it."}
+_DUE = {"type": "string", "description": "The request's deadline: a date YYYY-MM-DD (the end of that UTC day) or a UTC time YYYY-MM-DDTHH:MM:SSZ; late after it. Not its end (expires)."}
+_ANSWERS = {"type": "string", "description": "The id of the request this note answers (the request itself is not changed)."}
 _TTL = {"type": "string", "description": "The note's end as a time to live from now: a whole number and h, d or w (12h, 30d, 2w). Not with expires. A new note without either gets its kind's default, if the workspace sets one."}
 
 
@@ -361,7 +365,8 @@ def _move_tool(move: Move) -> Tool:
 TOOLS: tuple[Tool, ...] = (
     Tool("add", "Record a note", "Record a new note in the project's memory; returns its id, and in repeats the notes in force with the same text.",
          {"text": _TEXT, "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE, "anchors": _ANCHORS,
-          "expires": _EXPIRES, "ttl": _TTL, "on": _ON, "when_path": _WHEN_PATH, "when_run": _WHEN_RUN},
+          "expires": _EXPIRES, "ttl": _TTL, "on": _ON, "when_path": _WHEN_PATH, "when_run": _WHEN_RUN,
+          "to": _TO, "due": _DUE, "answers": _ANSWERS},
          ("text", "kind"), _add, written(MOVE_BY_VERB["create"])),
     Tool("supersede", "Supersede a note", "Replace a note that is no longer right with a corrected one (the old text stays in the history); returns the new id.",
          {"id": _ID, "text": _TEXT, "reason": _reason(False), "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE,
@@ -372,7 +377,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("show", "Show a note", "Read one note in full (expand an index line of the context).",
          {"id": _ID, "at": _AT}, ("id",), _show),
     Tool("query", "Query the memory", "Find notes (or, with events, log events) by exact filters such as kind=gotcha current=yes text~lock, anchor=src/db.py (the notes about a file); the answer starts with the scope scanned.",
-         {"filters": {"type": "array", "items": {"type": "string"}, "description": "KEY=VALUE filters. Notes: kind state priority provenance actor since until supersedes current=yes|no|unknown disputed=yes|no text~SUBSTRING anchor=PATH anchor~FOLDER. Events: type note actor since until checkin."},
+         {"filters": {"type": "array", "items": {"type": "string"}, "description": "KEY=VALUE filters. Notes: kind state priority provenance actor since until supersedes current=yes|no|unknown disputed=yes|no text~SUBSTRING anchor=PATH anchor~FOLDER to=NAME due<DATE answered=yes|no|unknown|not-owed. Events: type note actor since until checkin."},
           "events": {"type": "boolean", "description": "Filter the event log instead of notes."}}, (), _query),
     Tool("status", "Is a note current?", "Is this note current? yes, no or unknown, with the reason.", {"id": _ID}, ("id",), _status),
     Tool("log", "A note's history", "The history of one note: every event, oldest first.", {"id": _ID}, ("id",), _log),
@@ -511,7 +516,7 @@ _NOTE_FIELDS = {"id": {"type": "string"}, "short": {"type": "string"}, "kind": {
                 "priority": {"type": "string"}, "text": _NULLABLE_TEXT, "provenance": {"type": "string"},
                 "state": {"type": "string"}, "created_at": {"type": "string"}, "actor": {"type": "string"},
                 "supersedes": _NULLABLE_TEXT, "superseded_by": _NULLABLE_TEXT, "anchors": {"type": "array"},
-                "triggers": {"type": "object"}}
+                "triggers": {"type": "object"}, "to": _NULLABLE_TEXT, "due": _NULLABLE_TEXT, "answers": _NULLABLE_TEXT}
 
 
 def _object(properties: dict[str, Any], required: tuple[str, ...]) -> dict[str, Any]:
@@ -530,7 +535,11 @@ OUTPUTS: dict[str, dict[str, Any]] = {
                       "events": {"type": "array", "items": {"type": "object"}}}, ("scope", "filters", "count")),
     "status": _object({"id": {"type": "string"}, "short": {"type": "string"},
                        "current": {"type": "string", "enum": ["yes", "no", "unknown"]}, "reason": {"type": "string"},
-                       "expires": {"type": ["string", "null"]}, "past_end": {"type": "boolean"}},
+                       "expires": {"type": ["string", "null"]}, "past_end": {"type": "boolean"},
+                       "answered": _object({"answered": {"type": "string", "enum": ["yes", "no", "unknown", "not owed"]},
+                                            "why": {"type": "string"}, "late_seconds": {"type": ["integer", "null"]},
+                                            "by": {"type": "array", "items": {"type": "object"}},
+                                            "request": _NULLABLE_TEXT}, ("answered", "why"))},
                       ("id", "current", "reason")),
     "log": _object({"result": {"type": "array", "items": _object(
         {"id": {"type": "string"}, "note": {"type": "string"}, "type": {"type": "string"}, "at": {"type": "string"}},

@@ -191,6 +191,34 @@ def actor_problem(actor: object) -> str | None:
     return None
 
 
+SEAT_LIMIT = 100  # characters of a seat's name
+
+
+def seat_problem(seat: object) -> str | None:
+    """What keeps `seat` from being who a request is owed by (None: nothing), on write and
+    on read alike: an actor's, a person's or an agent's name, one word (MEMORY.md shows it
+    as `to NAME` among the fields a ` · ` separates), no control character."""
+    if not isinstance(seat, str) or not seat:
+        return "a seat (to) must be a non-empty name"
+    if len(seat) > SEAT_LIMIT or any(c.isspace() or c == "·" or unicodedata.category(c)[0] in "CZ" for c in seat):
+        return f"a seat (to) is one word of at most {SEAT_LIMIT} characters, no space, `·` or control character"
+    if seat.startswith(("#", "\\")):
+        return "a seat (to) does not start with # or a backslash"
+    return None
+
+
+def request_problem(data: Mapping[str, object], own_id: str | None = None) -> str | None:
+    """What is wrong with a created event's `to`, `due` and `answers` (None: nothing), as a
+    write makes them and the log's reader checks another clone's."""
+    if "to" in data and seat_problem(data["to"]):
+        return str(seat_problem(data["to"]))
+    if "due" in data and not is_timestamp(data["due"]):
+        return f"due {data['due']!r} is not a UTC time like 2026-07-27T10:00:00Z"
+    if "answers" in data and (not ids.is_id(data["answers"]) or data["answers"] == own_id):
+        return f"answers {data['answers']!r} is not another note's id"
+    return None
+
+
 def reason_problem(reason: object) -> str | None:
     """What keeps `reason` from being an event's reason (None: nothing): a string with no
     NUL (which would make MEMORY.md a binary file), or none."""
@@ -437,6 +465,12 @@ class Note(NamedTuple):
     anchors: tuple[tuple[str, str], ...] = ()
     expires: str | None = None  # the note's end (a UTC time, its created event's `expires`): due for expiry then
     triggers: tuple[Trigger, ...] = ()  # when it is delivered to an agent, as it declares (TRIGGER_NAMES)
+    # a request: the seat that owes it (`to`) and its deadline (`due`, a UTC time); an answer:
+    # the request it answers (`answers`, a note id: a pointer like `supersedes`, never an
+    # edit of the request), all from its created event's data
+    to: str | None = None
+    due: str | None = None
+    answers: str | None = None
 
     @property
     def live(self) -> bool:
@@ -479,6 +513,9 @@ class Note(NamedTuple):
             "anchors": [{"path": path, "oid": oid} for path, oid in self.anchors],
             "expires": self.expires,
             "triggers": trigger_data(self.triggers),
+            "to": self.to,
+            "due": self.due,
+            "answers": self.answers,
         }
 
 
@@ -609,6 +646,9 @@ def note_from_created(event: Event, text: str | None) -> Note:
         anchors=anchors_of(data),
         expires=_end(event),
         triggers=triggers_of(data),
+        to=data.get("to") if seat_problem(data.get("to")) is None else None,
+        due=str(data["due"]) if is_timestamp(data.get("due")) else None,
+        answers=str(data["answers"]) if ids.is_id(data.get("answers")) and data["answers"] != event.id else None,
     )
 
 
@@ -764,6 +804,9 @@ class NewNote(NamedTuple):
     anchors: tuple[tuple[str, str], ...] = ()  # (path, object id), as anchors_of gives them
     expires: str | None = None  # its end, a UTC time (None: none)
     triggers: tuple[Trigger, ...] = ()  # (name, value), as triggers_of gives them
+    to: str | None = None  # who owes it (a request)
+    due: str | None = None  # its deadline, a UTC time
+    answers: str | None = None  # the request it answers, a note id
 
 
 class Draft(NamedTuple):
@@ -891,6 +934,9 @@ def decide_create(new: NewNote, old: Note | None, reason: str | None = None) -> 
         data["expires"] = new.expires
     if new.triggers:
         data["triggers"] = trigger_data(new.triggers)
+    for name in ("to", "due", "answers"):  # only when given: every other created event keeps its bytes
+        if getattr(new, name) is not None:
+            data[name] = getattr(new, name)
     drafts = [Draft(None, "created", reason, data, text)]
     if old is not None:
         drafts.append(Draft(old.id, "superseded", reason, {"by": NEW_NOTE}))

@@ -21,7 +21,7 @@ from .reconciler.blocks import Chunks, Key, base_items, blocks_by_id, diff_edit
 from .reconciler.parse import Item, LineError, ParsedFile, parse
 from .reconciler.plan import Plan, make_plan
 from .renderer import Selection, assemble_bytes, render_item
-from .renderer.format import HEADER_RE, HELP_OPEN, SECTION_TITLES, decode_query
+from .renderer.format import HEADER_RE, HELP_OPEN, SECTION_TITLES, decode_query, due_read
 from .renderer.patch import headings_in
 from .store import Store
 
@@ -86,6 +86,7 @@ def propose(store: Store, text: str | bytes, base_text: str | bytes | Path | Non
     else:
         parsed, removed, partial = _parsed_whole(data), None, False
     _check_header(store, parsed, header, source)
+    _answered_whole(store, parsed)
     parsed.selection = selection
     mine = {i.note_id for i in parsed.items if i.note_id is not None} | (removed or set())
     items, theirs_shorts = _read_base(base, heads, now, mine if partial else None, diff.base_blocks if diff else {})
@@ -293,8 +294,21 @@ def _base_notes(store: Store, items: dict[str, Item], parsed: ParsedFile) -> dic
                 parsed.errors.append(LineError(line, f"note #{short} is no longer in this memory (a switch of"
                                                      " branch or a reset took it away); remove its item"))
             continue
-        out[short] = _note_of(item, note_id, _exact_end(store, item, note_id))
+        note = _note_of(item, note_id, _exact_end(store, item, note_id))
+        out[short] = note._replace(answers=store.note(note_id).answers) if item.answers else note
     return out
+
+
+def _answered_whole(store: Store, parsed: ParsedFile) -> None:
+    """Each edited item's `answers #ID` made the full id of the note it names (a line that
+    names no note, or several, is refused on its line)."""
+    for item in parsed.items:
+        if item.answers is None:
+            continue
+        try:
+            item.answers = store.resolve(item.answers)
+        except errors.QemError as exc:
+            parsed.errors.append(LineError(item.line, f"`answers #{item.answers}`: {exc}"))
 
 
 def _exact_end(store: Store, item: Item, note_id: str) -> str | None:
@@ -326,7 +340,8 @@ def _note_of(item: Item, note_id: str, expires: str | None = None) -> Note:
         created_at=f"{item.date or '0000-00-00'}T00:00:00Z", actor="", supersedes=item.supersedes,
         superseded_by=item.superseded_by, state=item.state, state_reason=item.state_reason, short=item.note_id or "",
         anchors=tuple(sorted((path, shown) for path, (_, shown) in item.anchors.items())),
-        expires=expires, triggers=tuple(sorted(item.triggers)),
+        expires=expires, triggers=tuple(sorted(item.triggers)), to=item.to,
+        due=None if item.due is None else due_read(item.due), answers=item.answers,
     )
 
 

@@ -16,16 +16,18 @@ from typing import Callable, Iterable
 
 from . import anchors, errors, ids
 from .model import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, STATES, TEXT_MISSING, Event, Note
+from .owing import answered, is_request
 from .resolver import Graph, disputed_with
 from .store import Store
-from .times import parse_time
+from .times import parse_time, utc_now
 
 NOTE_KEYS = (
     "kind", "state", "priority", "provenance", "actor", "since", "until",
-    "supersedes", "current", "disputed", "text~", "anchor", "anchor~",
+    "supersedes", "current", "disputed", "text~", "anchor", "anchor~", "to", "due<", "answered",
 )
+ANSWERED = ("yes", "no", "unknown", "not-owed")  # answered=: qem_edit.owing's values ("not owed" spelled as one word)
 EVENT_KEYS = ("type", "note", "actor", "since", "until", "checkin")
-_FILTER = re.compile(r"(?P<name>[a-z]+)(?P<op>[=~])(?P<value>.*)\Z", re.S)
+_FILTER = re.compile(r"(?P<name>[a-z]+)(?P<op>[=~<])(?P<value>.*)\Z", re.S)
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,7 @@ class Filter:
     value: str
 
     def __str__(self) -> str:
-        return f"{self.key}{self.value}" if self.key.endswith("~") else f"{self.key}={self.value}"
+        return f"{self.key}{self.value}" if self.key.endswith(("~", "<")) else f"{self.key}={self.value}"
 
 
 @dataclass
@@ -69,7 +71,7 @@ def parse_filters(args: Iterable[str], events: bool) -> list[Filter]:
         match = _FILTER.match(arg)
         if not match:
             raise errors.BadInput(f"malformed filter {arg!r}; write KEY=VALUE (or text~SUBSTRING, anchor~FOLDER)")
-        key = match["name"] + ("~" if match["op"] == "~" else "")
+        key = match["name"] + (match["op"] if match["op"] != "=" else "")
         value = match["value"]
         if key not in allowed:
             raise _unknown(key, allowed, "event" if events else "note")
@@ -87,6 +89,8 @@ def parse_filters(args: Iterable[str], events: bool) -> list[Filter]:
 def _unknown(key: str, allowed: tuple[str, ...], what: str) -> errors.BadInput:
     """An unknown filter; where only its operator is wrong (kind~, text=), the one it takes."""
     listed = f"{what} filters: {', '.join(allowed)}"
+    if key + "<" in allowed:
+        return errors.BadInput(f"no filter {key}=: write {key}<DATE (before it); {listed}")
     other = key[:-1] if key.endswith("~") else key + "~"
     if other in allowed:
         shown, right = (key, other + "=") if key.endswith("~") else (key + "=", other)
@@ -121,6 +125,7 @@ _COMPARISONS: dict[str, _Comparison] = {
     "=": _Comparison(operator.eq, "{} = ?"),
     ">=": _Comparison(operator.ge, "{} >= ?"),  # since=: a lower bound
     "<=": _Comparison(operator.le, "{} <= ?"),  # until=: an upper bound, inclusive
+    "<": _Comparison(lambda field, bound: field is not None and field < bound, "{} < ?"),  # due<: before, strictly
     "contains": _Comparison(lambda text, part: text is not None and part in text, "instr({}, ?) > 0"),  # type: ignore[operator]
     # anchor= and anchor~: the note's anchors, by path, in the index's anchors table
     "anchors": _Comparison(_anchors_any(operator.eq), "id IN (SELECT note FROM anchors WHERE path = ?)"),
@@ -138,6 +143,7 @@ class _Field:
     name: str
     read: Callable[[str, str], object]
     compare: str = "="
+    column: str | None = None  # the index's column, where its name is not the note's field
 
     def test(self, value: str, key: str) -> Test:
         holds, wanted = _COMPARISONS[self.compare].holds, self.read(value, key)
@@ -145,7 +151,7 @@ class _Field:
 
     def sql(self, value: str, key: str) -> tuple[str, tuple[object, ...]]:
         comparison = _COMPARISONS[self.compare]
-        return comparison.sql.format(self.name), comparison.binds(self.read(value, key))
+        return comparison.sql.format(self.column or self.name), comparison.binds(self.read(value, key))
 
 
 def _one_of(allowed: tuple[str, ...]) -> Callable[[str, str], object]:
@@ -178,6 +184,8 @@ _NOTE_FIELDS: dict[str, _Field] = {
     "text~": _Field("text", _as_is, "contains"),
     "anchor": _Field("anchors", _anchor_path, "anchors"),  # a path as stored, from the top of the work tree
     "anchor~": _Field("anchors", _anchor_path, "anchors under"),  # that path, and the folder it names
+    "to": _Field("to", _as_is, column="seat"),  # who owes a request
+    "due<": _Field("due", _time(end=False), "<"),  # a deadline before a date (its start) or time
 }
 _EVENT_FIELDS: dict[str, _Field] = {
     "type": _Field("type", _one_of(EVENT_TYPES)),
@@ -189,7 +197,8 @@ _EVENT_FIELDS: dict[str, _Field] = {
 }
 
 
-def note_predicate(filters: list[Filter], graph: Graph, scope: Scope) -> Callable[[Note], bool]:
+def note_predicate(filters: list[Filter], graph: Graph, scope: Scope,
+                   answered_of: Callable[[Note], str | None] | None = None) -> Callable[[Note], bool]:
     tests: list[Test] = []
     for f in filters:
         key, value = f.key, f.value
@@ -199,6 +208,8 @@ def note_predicate(filters: list[Filter], graph: Graph, scope: Scope) -> Callabl
             if unknown and v != "unknown":
                 scope.gaps.append(f"{unknown} note(s) have unknown currency (see current=unknown)")
             tests.append(lambda n, v=v: graph.currency(n.id).value == v)  # type: ignore[attr-defined]
+        elif key == "answered":
+            tests.append(_answered_test(value, answered_of, scope))
         elif key == "disputed":
             v = errors.choice(value, ("yes", "no"), key, as_filter=True) == "yes"
             tests.append(lambda n, v=v: bool(disputed_with(n, graph) or n.rivals) == v)  # type: ignore[arg-type]
@@ -208,6 +219,32 @@ def note_predicate(filters: list[Filter], graph: Graph, scope: Scope) -> Callabl
                 scope.gaps.append(f"{forgotten} forgotten note(s) have no text to search")
             tests.append(_NOTE_FIELDS[key].test(value, key))
     return lambda n: all(t(n) for t in tests)
+
+
+def _answered_test(value: str, answered_of: Callable[[Note], str | None] | None, scope: Scope) -> Test:
+    """answered=: a request's answer (qem_edit.owing), read where the query is made."""
+    wanted = errors.choice(value, ANSWERED, "answered", as_filter=True).replace("-", " ")
+    assert answered_of is not None, "answered= is read with the answers (query.answer)"
+    return lambda n: answered_of(n) == wanted  # type: ignore[arg-type]
+
+
+def read_gaps(store: Store) -> list[str]:
+    """Why the log read is incomplete where it is (files set aside may hold an answer)."""
+    aside = len(store.set_aside())
+    return [f"{aside} log file{'s' if aside != 1 else ''} set aside (`qem verify` names them)"] if aside else []
+
+
+def answers_reader(store: Store, notes: dict[str, Note], scope: Scope) -> Callable[[Note], str | None]:
+    """answered= over `notes`: each request's answer now (None: not a request); the files
+    set aside, which may hold an answer, named in the scope."""
+    gaps = read_gaps(store)
+    scope.gaps.extend(g for g in gaps if g not in scope.gaps)
+    by_request: dict[str, list[Note]] = {}
+    for note in notes.values():
+        if note.answers is not None:
+            by_request.setdefault(note.answers, []).append(note)
+    now = utc_now()
+    return lambda n: answered(n, by_request.get(n.id, []), now, gaps).value if is_request(n) else None
 
 
 def event_predicate(filters: list[Filter]) -> Callable[[Event], bool]:
@@ -241,7 +278,8 @@ def answer(store: Store, parsed: list[Filter], events: bool = False, count_only:
                    for e in all_events if match(e)]
     else:
         graph = Graph.of(notes)
-        match_note = note_predicate(parsed, graph, scope)
+        reader = answers_reader(store, notes, scope) if any(f.key == "answered" for f in parsed) else None
+        match_note = note_predicate(parsed, graph, scope, reader)
         results = [
             {**n.to_json(), "current": graph.currency(n.id).value}
             for n in sorted(notes.values(), key=lambda n: n.id) if match_note(n)
@@ -273,7 +311,7 @@ def select(store: Store, parsed: list[Filter]) -> Selected:
     note's own fields run in the index, so the cost follows the answer; current= and
     disputed= need the graph of every note."""
     parsed = [_resolved(store, f) for f in parsed]
-    if any(f.key in ("current", "disputed") for f in parsed):
+    if any(f.key in ("current", "disputed", "answered") for f in parsed):
         found = answer(store, parsed)
         return Selected([r["id"] for r in found.results], found.scope)
     conditions = [_NOTE_FIELDS[f.key].sql(f.value, f.key) for f in parsed]

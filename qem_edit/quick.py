@@ -50,6 +50,9 @@ ADD = Spec(
         Opt(("--on",), "on", "many"),
         Opt(("--when-path",), "when_path", "many"),
         Opt(("--when-run",), "when_run", "many"),
+        Opt(("--to",), "to", "value"),
+        Opt(("--due",), "due", "value"),
+        Opt(("--answers",), "answers", "value"),
         *_WHERE,
     ),
 )
@@ -96,6 +99,7 @@ VERIFY = Spec(
         Opt(("--repair",), "repair", "flag"),
         Opt(("--fail-on-disputes",), "fail_on_disputes", "flag"),
         Opt(("--fail-on-drift",), "fail_on_drift", "flag"),
+        Opt(("--fail-on-late",), "fail_on_late", "flag"),
         _STAGED,
         Opt(("--base",), "base", "value"),
         _JSON,

@@ -87,15 +87,17 @@ def add(text: str, kind: str, priority: str = "medium", provenance: str = "agent
         allow_secret: bool = False, anchor: list[str] | None = None, expires: str | None = None,
         ttl: str | None = None, on: list[str] | None = None, when_path: list[str] | None = None,
         when_run: list[str] | None = None, workspace_dir: Path | None = None, store_dir: Path | None = None,
-        actor: str | None = None) -> int:
-    """`qem add`: a note written, its id printed (qem_edit.cli holds the options' help)."""
+        actor: str | None = None, to: str | None = None, due: str | None = None, answers: str | None = None) -> int:
+    """`qem add` (and `qem answer`): a note written, its id printed (qem_edit.cli holds the
+    options' help)."""
     from . import acts
 
     body = text_arg(text)
     triggers = acts.declared(on, when_path, when_run)
+    request = acts.Request(to, due, answers)
     written = act(workspace_dir, store_dir, actor, lambda h, p, who: acts.add(
         h, p, body, kind, priority, provenance, who, allow_secret=allow_secret, anchors=anchor, cwd=Path.cwd(),
-        expires=expires, ttl=ttl, triggers=triggers))
+        expires=expires, ttl=ttl, triggers=triggers, request=request))
     return written_note(written, as_json)
 
 
@@ -314,9 +316,9 @@ def _kinds(kinds: list[str] | None) -> tuple[str, ...] | None:
     return tuple(k for k in KINDS if k in kinds)
 
 
-def verify(repair: bool = False, fail_on_disputes: bool = False, fail_on_drift: bool = False, staged: bool = False,
-           base: str | None = None, as_json: bool = False, workspace_dir: Path | None = None,
-           store_dir: Path | None = None) -> int:
+def verify(repair: bool = False, fail_on_disputes: bool = False, fail_on_drift: bool = False,
+           fail_on_late: bool = False, staged: bool = False, base: str | None = None, as_json: bool = False,
+           workspace_dir: Path | None = None, store_dir: Path | None = None) -> int:
     """`qem verify`: the log, the index and MEMORY.md checked (`--staged`: as the commit carries them)."""
     from .checks import verify_report
 
@@ -326,9 +328,9 @@ def verify(repair: bool = False, fail_on_disputes: bool = False, fail_on_drift: 
             from .staged import verify_staged
 
             return show_answer(verify_staged(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base,
-                                             drift_fail=fail_on_drift), as_json, withhold=True)
+                                             drift_fail=fail_on_drift, late_fail=fail_on_late), as_json, withhold=True)
         return show_answer(verify_report(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base,
-                                         drift_fail=fail_on_drift), as_json, withhold=True)
+                                         drift_fail=fail_on_drift, late_fail=fail_on_late), as_json, withhold=True)
 
 
 def anchors_check(staged: bool = False, rev: str | None = None, flag: bool = False, as_json: bool = False,

@@ -121,13 +121,13 @@ def verify_staged(store: Store, place, **options):  # type: ignore[no-untyped-de
     A commit that touches nothing verify reads from git (see `_quiet`), on a memory
     verified clean as it stands (`VERIFIED`), is answered without replaying the log."""
     from .anchors import work_tree
-    from .checks import finished, verify_report
+    from .checks import finished, late, verify_report
 
     tree = work_tree(place.root)
     seal = _seal(store, tree.top) if tree.git else None
     if seal is not None and seal == _sealed(store) and _quiet(store, place, tree, options):
-        return finished(store, place, [], [], [], None, options.get("disputes_fail", False),
-                        options.get("drift_fail", False))
+        return late(finished(store, place, [], [], [], None, options.get("disputes_fail", False),
+                             options.get("drift_fail", False)), store, options.get("late_fail", False))
     verdict = staged_verdict(store, place)
     report = verify_report(store, place if verdict is None else None, **options)
     if verdict is not None and not verdict.clean:

@@ -800,6 +800,29 @@ class Store:
                           " AND state IN ('active', 'stale') AND expires <= ? ORDER BY kind_rank, id", (now,))
         return [note_from_row(r) for r in rows]
 
+    def requests(self, live: bool = True) -> list[Note]:
+        """The requests (notes naming who owes them, or a deadline), in force only where
+        `live`, in the projection's order."""
+        where = " AND state IN ('active', 'stale')" if live else ""
+        rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes INDEXED BY notes_requests"
+                          f" WHERE (seat IS NOT NULL OR due IS NOT NULL){where} ORDER BY kind_rank, id")
+        return [note_from_row(r) for r in rows]
+
+    def answers_to(self, note_ids: Iterable[str]) -> dict[str, list[Note]]:
+        """For each of `note_ids`, the notes whose `answers` names it (any state)."""
+        out: dict[str, list[Note]] = {}
+        for chunk in db.chunks(sorted(set(note_ids))):
+            rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes WHERE answers IN ({db.marks(chunk)})", chunk)
+            for note in map(note_from_row, rows):
+                out.setdefault(str(note.answers), []).append(note)
+        return out
+
+    def dangling_answers(self) -> list[Note]:
+        """The answers whose request is not in this log (a branch not merged here)."""
+        rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes AS n INDEXED BY notes_by_answered WHERE answers IS NOT NULL"
+                          " AND NOT EXISTS (SELECT 1 FROM notes p WHERE p.id = n.answers) ORDER BY kind_rank, id")
+        return [note_from_row(r) for r in rows]
+
     def count(self, kinds: Iterable[str] | None = None, states: Iterable[str] | None = None,
               limit: int | None = None) -> int:
         """The notes of these kinds and states; with `limit`, counted up to it at most."""

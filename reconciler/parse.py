@@ -38,6 +38,7 @@ from ..renderer.format import (
     STATE_MARKER_RE,
     STATE_WORDS,
     SUPERSEDED_MARKER_RE,
+    REQUEST_MARKERS,
     SUPERSEDES_MARKER_RE,
     TOMBSTONE_RE,
     Selection,
@@ -70,6 +71,9 @@ class Item:
     superseded_by: str | None = None
     supersedes: str | None = None
     expires: str | None = None  # the date its `expires` marker shows
+    to: str | None = None  # its `to NAME` marker: who owes it
+    due: str | None = None  # its `due` marker, as shown (a date or a UTC time)
+    answers: str | None = None  # its `answers #ID` marker: the id as shown (the check-in makes it whole)
     raw: list[str] = field(default_factory=list)
     # its `@anchor:` lines: path → (line number, the object id shown, "" where none is)
     anchors: dict[str, tuple[int, str]] = field(default_factory=dict)
@@ -348,7 +352,7 @@ class _Parser:
         while True:
             marker = None
             for regex in (STATE_MARKER_RE, SUPERSEDED_MARKER_RE, SUPERSEDES_MARKER_RE, EXPIRES_MARKER_RE,
-                          DISPUTED_MARKER_RE):
+                          DISPUTED_MARKER_RE, *REQUEST_MARKERS):
                 m = regex.match(rest)
                 if m and rest[m.end() :].startswith(SEP):
                     marker = m
@@ -369,6 +373,8 @@ class _Parser:
                 if item.expires is not None:
                     self.error(n, f"note #{item.note_id} has two `expires` markers; keep one")
                 item.expires = groups["expires"]
+            elif set(groups) & {"to", "due", "answers"}:
+                self._requested(n, item, groups, f"note #{item.note_id}")
             else:
                 item.supersedes = groups["of"]
             rest = rest[marker.end() + len(SEP) :]
@@ -385,12 +391,25 @@ class _Parser:
         if sep and head in PRIORITIES:
             item.priority = head
             rest = tail
-        end = EXPIRES_MARKER_RE.match(rest)
-        if end and rest[end.end():].startswith(SEP):
-            item.expires = end["expires"]
-            rest = rest[end.end() + len(SEP):]
+        while True:
+            marker = next((m for m in (r.match(rest) for r in (EXPIRES_MARKER_RE, *REQUEST_MARKERS))
+                           if m and rest[m.end():].startswith(SEP)), None)
+            if marker is None:
+                break
+            if "expires" in marker.groupdict():
+                item.expires = marker["expires"]
+            else:
+                self._requested(n, item, marker.groupdict(), "the new note")
+            rest = rest[marker.end() + len(SEP):]
         item.text = self._first_text_line(n, rest, "the new note")
         self._open(item, line)
+
+    def _requested(self, n: int, item: Item, groups: dict[str, str], what: str) -> None:
+        """A `to`, `due` or `answers` marker taken into the item, each at most once."""
+        (name, value), = groups.items()
+        if getattr(item, name) is not None:
+            self.error(n, f"{what} has two `{name}` markers; keep one")
+        setattr(item, name, value)
 
     def _first_text_line(self, n: int, rest: str, what: str) -> str:
         if rest.startswith("\\"):

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
-from ..model import LIVE_STATES, MOVE_BY_VERB, MOVES, Note, TextError, marker_move, normalize_text
+from ..model import LIVE_STATES, MOVE_BY_VERB, MOVES, Note, TextError, marker_move, normalize_text, seat_problem
 
-from ..renderer.format import SECTION_TITLES, Selection
+from ..renderer.format import SECTION_TITLES, Selection, due_read
 
 from .parse import Item, LineError, ParsedFile
 
@@ -29,6 +29,9 @@ class Content:
     anchors: tuple[str, ...] = ()  # the anchored paths, in order (their object ids are the check-in's to record)
     expires: str | None = None  # the note's end, a UTC time (None: none; a new item's kind may give one)
     triggers: tuple[tuple[str, str], ...] = ()  # its declared triggers, (name, value) in order
+    to: str | None = None  # who owes it (a request)
+    due: str | None = None  # its deadline, a UTC time
+    answers: str | None = None  # the request it answers (a full id: the check-in resolves the one shown)
 
 
 @dataclass(frozen=True)
@@ -249,15 +252,40 @@ def _content(item: Item, errors: list[LineError], base: Note | None = None) -> C
     except TextError as exc:
         errors.append(LineError(item.line, str(exc)))
         return None
+    problem = _request_problem(item)
+    if problem:
+        errors.append(LineError(item.line, problem))
+        return None
     return Content(item.kind, item.priority, text, tuple(sorted(item.anchors)), _end(item, base),
-                   tuple(sorted(item.triggers)))
+                   tuple(sorted(item.triggers)), item.to, None if item.due is None else due_read(item.due),
+                   item.answers)
+
+
+def _request_problem(item: Item) -> str | None:
+    """What is wrong with an item's `to` and `due` markers (None: nothing)."""
+    what = f"note #{item.note_id}" if item.note_id else "the new note"
+    if item.to is not None and seat_problem(item.to):
+        return f"{what}: {seat_problem(item.to)}"
+    if item.due is not None:
+        if not _real_time(due_read(item.due)):
+            return f"{what}: due {item.due} is not a date (YYYY-MM-DD) or a UTC time (YYYY-MM-DDTHH:MM:SSZ)"
+    return None
+
+
+def _real_time(stamp: str) -> bool:
+    """Whether a `YYYY-MM-DDTHH:MM:SSZ` names a moment of the calendar (pure: no clock)."""
+    year, month, day = int(stamp[:4]), int(stamp[5:7]), int(stamp[8:10])
+    hour, minute, second = int(stamp[11:13]), int(stamp[14:16]), int(stamp[17:19])
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    days = (31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+    return 1 <= month <= 12 and 1 <= day <= days[month - 1] and hour < 24 and minute < 60 and second < 60
 
 
 def content_of(note: Note) -> Content:
     """A note's content as an edit's is compared with it: the object ids it recorded are
     shown for a reader and never compared."""
     return Content(note.kind, note.priority, note.text or "", tuple(path for path, _ in note.anchors), note.expires,
-                   note.triggers)
+                   note.triggers, note.to, note.due, note.answers)
 
 
 def _end(item: Item, base: Note | None) -> str | None:

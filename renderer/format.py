@@ -18,7 +18,7 @@ from ..model import KINDS, TRIGGER_ATTRIBUTES
 # only while this matches, so it changes with every change to what the renderer writes;
 # fixtures/golden/VERSION records the golden files' digest for it, and a test fails when
 # they change without it (QEM_UPDATE_GOLDEN=1 records a new version's digest).
-FORMAT_VERSION = "7"
+FORMAT_VERSION = "8"
 
 SEP = " · "
 INDENT = "  "
@@ -82,6 +82,9 @@ Markers, written after the provenance, each followed by ` · `:
   end        - [#k3f9] 2026-06-05 · high · agent · expires 2026-07-05 · Release the lock first.
              changing or removing `expires DATE` supersedes the note (`qem expire --due` expires
              it once the date is reached); a new `- expires DATE · text` line gives a new note one
+  request    - [#k3f9] 2026-06-05 · high · agent · to alice · due 2026-07-05 · Send the report.
+             `to NAME` (who owes it) and `due DATE` (its deadline, that UTC day's end) make a
+             request; `answers #ID` on a note answers one; changing them supersedes the note
   triggers   lines under a note: `@on: start`, `@when-path: src/index/**`, `@when-run: pytest*`
              say when an agent is given it (docs/AGENTS.md); changing them supersedes the note
 
@@ -102,6 +105,25 @@ SUPERSEDES_MARKER_RE = re.compile(rf"supersedes #(?P<of>{_ID})")
 # The note's end (its created event's `expires`, shown as its UTC date): part of what the
 # note says, so changing or removing it in an edit supersedes the note.
 EXPIRES_MARKER_RE = re.compile(rf"expires (?P<expires>{_DATE})")
+# A request and its answer (the created event's `to`, `due`, `answers`): what the note
+# says, so changing or removing one in an edit supersedes the note.  `due` shows a date
+# alone where the deadline is the end of that UTC day (what `--due DATE` records), else the
+# UTC time.
+TO_MARKER_RE = re.compile(r"to (?P<to>[^\s·#\\][^\s·]*)")
+DUE_MARKER_RE = re.compile(rf"due (?P<due>{_DATE}(?:T\d{{2}}:\d{{2}}:\d{{2}}Z)?)")
+ANSWERS_MARKER_RE = re.compile(rf"answers #(?P<answers>{_ID})")
+REQUEST_MARKERS = (TO_MARKER_RE, DUE_MARKER_RE, ANSWERS_MARKER_RE)
+DAY_END = "T23:59:59Z"
+
+
+def due_shown(due: str) -> str:
+    """A deadline as MEMORY.md shows it: its date where it is that day's end."""
+    return due[:10] if due.endswith(DAY_END) else due
+
+
+def due_read(shown: str) -> str:
+    """A deadline as MEMORY.md shows it, back in its stored form."""
+    return shown + DAY_END if len(shown) == 10 else shown
 # Derived, read-only: an open dispute with another note, a fork, or concurrent changes of
 # the note's own state.  Settled by a ruling or by editing the note, not by editing the
 # marker, so the parser reads it and lets it go.
@@ -110,7 +132,8 @@ DISPUTED_MARKER_RE = re.compile(
     rf"|\(concurrent: [^()]*\))"
 )
 # Words that begin a marker: a text starting with one is escaped so it cannot pass for one.
-MARKER_START_RE = re.compile(r"(?:REVOKED|STALE|EXPIRED|SUPERSEDED|FORGOTTEN|DISPUTED|supersedes|expires)\b")
+MARKER_START_RE = re.compile(r"(?:REVOKED|STALE|EXPIRED|SUPERSEDED|FORGOTTEN|DISPUTED|supersedes|expires)\b"
+                             r"|(?:to|due|answers) [^\s·]+ · ")
 
 ITEM_RE = re.compile(
     rf"- \[#(?P<id>{_ID})\] (?P<date>{_DATE}){SEP}(?P<priority>[^ ·]+){SEP}"

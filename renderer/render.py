@@ -19,6 +19,7 @@ from .format import (
     INDENT,
     SECTION_TITLES,
     SEP,
+    due_shown,
     WORD_BY_STATE,
     Selection,
     anchor_line,
@@ -179,6 +180,12 @@ def render_item(note: Note, graph: Graph | None = None, shorts: Mapping[str, str
         fields.append(f"supersedes #{shown(note.supersedes, note.supersedes)}")
     if note.expires is not None:
         fields.append(f"expires {_date(note.expires)}")
+    if note.to is not None:
+        fields.append(f"to {note.to}")
+    if note.due is not None:
+        fields.append(f"due {due_shown(note.due)}")
+    if note.answers is not None:
+        fields.append(f"answers #{shown(note.answers, note.answers)}")
     if graph is not None:
         for label, others in disputed_with(note, graph):
             fields.append(f"DISPUTED with {', '.join(f'#{shown(o, o)}' for o in others)} ({label})")

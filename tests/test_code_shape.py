@@ -22,7 +22,7 @@ PURE_MODULES = ("qem_edit/model.py", "qem_edit/resolver.py")
 # "store" is qem_edit/store.py, "renderer.format" renderer/format.py, "renderer" its
 # __init__.py, "__init__" qem_edit's own.
 LAYERS = {
-    0: ("__init__", "errors", "faults", "ids", "times", "model", "resolver", "shown", "gitconflict",  # pure base
+    0: ("__init__", "errors", "faults", "ids", "times", "model", "resolver", "owing", "shown", "gitconflict",  # pure base
         "triggers", "harness",
         "renderer.format", "renderer.render", "renderer.patch", "renderer",
         "reconciler.parse", "reconciler.blocks", "reconciler.plan", "reconciler.rebase", "reconciler"),
@@ -32,7 +32,7 @@ LAYERS = {
     4: ("protect", "secrets", "starting"),  # what a write enforces, and starting a memory
     5: ("store",),  # one memory: opening, the write transaction
     6: ("removals", "diff", "diffview", "incomplete", "history", "query", "context", "answers",  # reads
-        "drift", "anchorlist", "delivery", "tiers"),
+        "drift", "anchorlist", "delivery", "tiers", "owed"),
     7: ("gitstage", "gitsettle", "textconv", "export", "proposal", "checkouts", "forgetting", "dump", "vectr", "mdimport",
         "migrate", "checks", "staged"),  # the mirror, and work over the whole memory
     8: ("opening", "expiry", "acts", "checkin", "hookrun", "setup", "plugin"),  # a command's way in: the memory opened, the writes

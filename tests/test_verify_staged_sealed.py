@@ -194,3 +194,21 @@ def test_a_bad_memory_committed_without_the_hook_still_fails_a_commit_touching_n
     assert replayed(work, monkeypatch)
     assert sealed[0][0] == 1 and "zz" in sealed[0][1]
     assert sealed == full(work, env)
+
+
+def test_a_request_gone_late_is_listed_from_the_seal_as_by_the_full_check(repo, monkeypatch) -> None:
+    """Lateness moves with the clock, not with the files: the sealed answer reads it now."""
+    work, env = repo
+    then = {**env, "QEM_NOW": "2026-01-01T00:00:00Z"}
+    assert qem(work, then, "add", "review the lock order", "--kind", "task", "--to", "ana",
+               "--due", "2026-01-02").returncode == 0
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "a request", "--no-verify", cwd=work, env=env)
+    assert qem(work, env, "verify", "--staged").returncode == 0  # sealed, the request late already
+    (work / "other.py").write_text("b = 3\n")
+    git("add", "other.py", cwd=work, env=env)
+    sealed = answers(work, env)
+    failing = qem(work, env, "verify", "--staged", "--fail-on-late")
+    assert not replayed(work, monkeypatch)
+    assert "late: " in sealed[0][1] and failing.returncode == 1
+    assert sealed == full(work, env)

@@ -1,0 +1,121 @@
+"""`qem owed`: what is owed, by whom, and what is late, with the scope it was read from.
+
+Every request in force (a note naming who owes it, or a deadline) whose answer is not yes
+(qem_edit.owing decides it), the latest first, then by deadline; `--to NAME` keeps one
+seat's, `--late` the late ones, `--at` reads the memory as of a date (late as of that date)
+or as committed at a git revision (late as of now).  The first line names the scope read
+and whether it is complete; an empty answer says what it is not proof of.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from . import ids
+from .model import Note
+from .owing import NO, UNKNOWN, Answered, answered, duration, is_request
+from .query import read_gaps
+from .store import Store
+from .times import is_time, parse_time, utc_now
+
+
+@dataclass
+class Owed:
+    """One request owed: the note, its answer (no or unknown) at the scope's now."""
+
+    note: Note
+    answer: Answered
+
+    def line(self) -> str:
+        n, a = self.note, self.answer
+        said = a.why if a.value == NO else f"UNKNOWN: {a.why}"
+        late = f"LATE {duration(a.late)} · " if a.late is not None else ""
+        said = said.replace(f", late by {duration(a.late)}", "") if a.late is not None else said
+        return f"#{n.shown} {n.kind} · {late}{said} · {n.first_line()}"
+
+    def to_json(self) -> dict[str, object]:
+        n = self.note
+        return {"id": n.id, "short": n.shown, "kind": n.kind, "priority": n.priority, "to": n.to, "due": n.due,
+                "late": self.answer.late is not None, **self.answer.to_json(), "text": n.text, "actor": n.actor,
+                "created_at": n.created_at}
+
+
+@dataclass
+class OwedAnswer:
+    """`qem owed`: the owed requests after the scope that was read."""
+
+    store: str
+    now: str
+    at: str | None
+    requests: int  # requests in force read
+    notes: int  # notes read
+    asked: list[str]  # the filters, as given
+    owed: list[Owed]
+    gaps: list[str] = field(default_factory=list)
+    strays: list[Note] = field(default_factory=list)  # answers to requests this log lacks
+    exit_code = 0
+
+    def scope_line(self) -> str:
+        status = "complete" if not self.gaps else "incomplete: " + "; ".join(self.gaps)
+        where = f" as at {self.at}" if self.at else ""
+        return (f"scope: {self.store}{where}, late as of {self.now}: {self.requests:,} requests in force of"
+                f" {self.notes:,} notes read; {status}")
+
+    def text(self) -> str:
+        lines = [self.scope_line()]
+        asked = f" ({' '.join(self.asked)})" if self.asked else ""
+        late = sum(1 for o in self.owed if o.answer.late is not None)
+        lines.append(f"{len(self.owed):,} owed{asked}, {late:,} late")
+        if not self.owed:
+            lines.append(self.empty())
+        lines += [o.line() for o in self.owed]
+        lines += [f"note: #{n.shown} answers {ids.shown(str(n.answers))}, a request this log lacks (a branch not"
+                  " merged here?)" for n in self.strays]
+        return "\n".join(lines)
+
+    def empty(self) -> str:
+        return ("nothing owed" + (f" ({' '.join(self.asked)})" if self.asked else "") + " in this scope: not proof"
+                " that nothing is owed; a request recorded on a branch not merged here, or never recorded, is not"
+                " seen" + ("" if not self.gaps else ", and the log was read in part"))
+
+    def data(self) -> object:
+        return {"scope": {"store": self.store, "at": self.at, "now": self.now, "requests_in_force": self.requests,
+                          "notes_read": self.notes, "complete": not self.gaps, "incomplete_because": self.gaps},
+                "filters": self.asked, "count": len(self.owed), "owed": [o.to_json() for o in self.owed],
+                "answers_to_requests_not_here": [n.id for n in self.strays]}
+
+    def remark(self) -> str | None:
+        return None
+
+
+def build(store: Store, to: str | None = None, late: bool = False, at: str | None = None,
+          now: str | None = None) -> OwedAnswer:
+    """What is owed in `store` (as of `at`, where given), by `to` only, late only."""
+    asked = [f for f in (f"--to {to}" if to else "", "--late" if late else "", f"--at {at}" if at else "") if f]
+    if at is None:
+        with store.reading():
+            requests, notes, gaps = store.requests(), store.count(), read_gaps(store)
+            answers = store.answers_to(n.id for n in requests)
+            strays = store.dangling_answers()
+        now = now or utc_now()
+    else:
+        from .history import notes_as_of
+
+        past = notes_as_of(store, at)
+        requests = sorted((n for n in past.values() if is_request(n) and n.live), key=lambda n: n.id)
+        answers, notes, gaps = _answers_among(past.values()), len(past), []
+        strays = [n for n in past.values() if n.answers is not None and n.answers not in past]
+        now = now or (parse_time(at, "--at", end=True) if is_time(at) else utc_now())
+    owed = [Owed(n, a) for n in requests for a in [answered(n, answers.get(n.id, []), now, gaps)]
+            if a.value in (NO, UNKNOWN) and (to is None or n.to == to) and (not late or a.late is not None)]
+    owed.sort(key=lambda o: (-(o.answer.late or -1), o.note.due or "9999", o.note.id))
+    return OwedAnswer(str(store.root), now, at, len(requests), notes, asked, owed, gaps, strays)
+
+
+def _answers_among(notes: Iterable[Note]) -> dict[str, list[Note]]:
+    out: dict[str, list[Note]] = {}
+    for note in notes:
+        if note.answers is not None:
+            out.setdefault(note.answers, []).append(note)
+    return out
