@@ -96,13 +96,15 @@ def test_each_note_filter_picks_the_same_notes_in_the_index_as_in_a_scan(ws: Pat
         (ws / path).write_text(f"# {path}\n")
     for path in ("src/lock.py", "src", "srcx/b.py"):  # the corpus has no anchors: three notes with one each
         assert qem(ws, "add", f"About {path}", "-k", "gotcha", "--anchor", path, cwd=ws).returncode == 0
+    # and a request (the corpus has none): owed by alice, due at the end of a day
+    assert qem(ws, "add", "Send the report", "-k", "task", "--to", "alice", "--due", "2030-01-01", cwd=ws).returncode == 0
     with Store.open(store_path(ws)) as store:
         notes = sorted(store.notes(), key=lambda n: n.created_at)
         middle = notes[len(notes) // 2]
         examples = {"kind": "gotcha", "state": "active", "priority": "high", "provenance": middle.provenance,
                     "actor": middle.actor, "since": middle.created_at, "until": middle.created_at,
                     "supersedes": next(n.supersedes for n in notes if n.supersedes), "text~": "lock",
-                    "anchor": "src/lock.py", "anchor~": "src"}
+                    "anchor": "src/lock.py", "anchor~": "src", "to": "alice", "due<": "2030-01-02"}
         assert set(examples) == set(query._NOTE_FIELDS)  # a new filter is given an example here
         for key, value in examples.items():
             parsed = query.parse_filters([str(query.Filter(key, value))], events=False)
