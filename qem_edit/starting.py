@@ -43,7 +43,7 @@ def is_new(root: Path) -> bool:
 def _config_names_a_memory(root: Path) -> bool:
     try:
         return _names_a_memory(read_regular(root / CONFIG_NAME) or b"")
-    except errors.QemError:  # a link or an unreadable file: whoever opens it says so
+    except (OSError, errors.QemError):  # a link, a file where the folder is: whoever opens it says so
         return False
 
 
