@@ -31,10 +31,8 @@ def is_new(root: Path) -> bool:
     (what a branch from before the memory leaves: the ignored files, empty folders).  A
     config.toml naming a memory is one, log folders or not: git keeps no empty folder, so
     a clone of a memory committed before its first note holds only its committed files."""
-    if _config_names_a_memory(root):
-        return False
     if not (root / EVENTS).is_dir() and not (root / PACKS).is_dir():
-        return True
+        return not _config_names_a_memory(root)  # (read only here: a hook imports no TOML reader)
     if (root / CONFIG_NAME).exists():
         return False
     return not any(_holds_files(root / folder) for folder in (EVENTS, TEXTS, PACKS))
