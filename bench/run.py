@@ -85,6 +85,7 @@ FLOOR_NAMES = {
     "merge": "merge (git merge-file)",
     "clone": "clone (git clone --no-local)",
     "status": "git status (no .qem/)",
+    "bare": "interpreter (python -c pass)",
 }
 
 
@@ -114,7 +115,7 @@ GNU_TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
 
 
 def timed(argv: list[str], *, what: str, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path,
-          ok: Callable[[int], bool] = lambda rc: rc == 0) -> tuple[Sample, int]:
+          ok: Callable[[int], bool] = lambda rc: rc == 0, stdin: Path | None = None) -> tuple[Sample, int]:
     """Run one process; its wall time (spawn to reap) and max RSS.  The RSS comes from GNU
     time where there is one: a child forked from this harness starts with the harness's
     own RSS as its high-water mark, which os.wait4 would report (149 MB for `git status`
@@ -122,9 +123,9 @@ def timed(argv: list[str], *, what: str, cwd: Path, env: dict[str, str], stdout:
     rss_file = stderr.with_suffix(".rss")
     wrapped = [GNU_TIME, "-f", "%M", "-o", str(rss_file), *argv] if GNU_TIME else argv
     os.sync()  # what the setup wrote is on disk first: no run pays for writing back another's files
-    with open(stdout, "wb") as out, open(stderr, "wb") as err:
+    with open(stdout, "wb") as out, open(stderr, "wb") as err, open(stdin or os.devnull, "rb") as given:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(wrapped, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=cwd, env=env)
+        proc = subprocess.Popen(wrapped, stdin=given, stdout=out, stderr=err, cwd=cwd, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         t1 = time.perf_counter()
     proc.returncode = rc = os.waitstatus_to_exitcode(status)
@@ -325,8 +326,9 @@ def count_files(repo: Path, tools: Tools) -> dict[str, int]:
 class Subject:
     key: str
     name: str
-    floor: str  # startup | render | merge | clone | status
+    floor: str  # startup | render | merge | clone | status | bare
     argv: list[str] = field(default_factory=list)
+    stdin: Path | None = None  # what the subject reads on stdin (a hook's input); else nothing
     env: dict[str, str] = field(default_factory=dict)
     ok: Callable[[int], bool] = lambda rc: rc == 0
     setup: Callable[[], list[str] | None] | None = None  # before each run (and its floor), untimed; may give the argv
@@ -378,7 +380,8 @@ class Result:
 SUBJECT_KEYS = ("export", "export-unchanged", "check", "check-stale", "checkin", "checkin-concurrent", "edit",
                 "checkout-path", "checkin-path", "checkin-mirror", "checkin-moved",
                 "add", "add-nomirror", "add-scanned", "stage-mirror", "fresh-clone", "fresh-clone-total", "git-status", "context", "mcp-call",
-                "edit-query", "verify", "dump", "load", "owed")
+                "edit-query", "verify", "dump", "load", "owed",
+                "verify-staged", "export-check-staged", "anchors-check-staged", "hook-edit", "hook-start")
 EXPORT_KEYS = SUBJECT_KEYS[:4]
 # At the export-only sizes (749,000): the export subjects, and what must stay bounded there.
 SCALE_KEYS = EXPORT_KEYS + ("checkin", "edit", "checkout-path", "checkin-path", "checkin-mirror", "checkin-moved",
@@ -430,6 +433,8 @@ class SizeBench:
             return subject.floor_argv, lambda rc: rc == 0
         if subject.floor == "startup":
             return [self.tools.python, "-c", "import typer"], lambda rc: rc == 0
+        if subject.floor == "bare":
+            return [self.tools.python, "-c", "pass"], lambda rc: rc == 0
         if subject.floor == "render":
             target = self.dir / "render-floor.txt"
             return [self.tools.sqlite3, "-batch", str(self.render_db), f".output {target}", RENDER_SQL], lambda rc: rc == 0
@@ -887,6 +892,67 @@ class SizeBench:
         subject.verify, subject.after = verify, after
         return subject
 
+    # the commit hooks and the agent hooks, against the bare interpreter
+    def hook_repo(self) -> Path:
+        """The repository the commit hooks judge (made once per size): the memory, its
+        MEMORY.md and a code file committed, verified once as the commit that brought the
+        memory would have been (the qem-verify hook), and a change to the code file staged:
+        a commit that touches no memory."""
+        if getattr(self, "_hook_repo", None) is None:
+            repo = self.make_repo("hooks", mirror=True)
+            (repo / "code.py").write_text("a = 1\n")
+            commit_all(self.tools, repo, "code")
+            call(self.qem("verify", "--staged", "-w", str(repo)), what="qem verify --staged (the memory's commit)",
+                 cwd=repo)
+            (repo / "code.py").write_text("a = 2\n")
+            git(self.tools, repo, "add", "code.py")
+            self._hook_repo = repo
+        return self._hook_repo
+
+    def commit_hook(self, key: str, name: str, *args: str) -> Subject:
+        repo = self.hook_repo()
+        return Subject(key, f"{name} (a commit touching no memory)", "bare", self.qem(*args, "-w", str(repo)), env=GIT_ENV)
+
+    def make_verify_staged(self) -> Subject:
+        return self.commit_hook("verify-staged", "qem verify --staged", "verify", "--staged")
+
+    def make_export_check_staged(self) -> Subject:
+        return self.commit_hook("export-check-staged", "qem export --check --staged", "export", "--check", "--staged")
+
+    def make_anchors_check_staged(self) -> Subject:
+        return self.commit_hook("anchors-check-staged", "qem anchors check --staged", "anchors", "check", "--staged")
+
+    def agent_hook(self, key: str, name: str, event: str, given: Callable[[int], dict], quiet: bool) -> Subject:
+        """`qem hook claude EVENT` with the harness's input on stdin (`given(run)`, each run
+        its own); `quiet`: the reply must be empty (nothing due)."""
+        repo = self.hook_repo()
+        stdin = self.dir / f"{key}-input.json"
+        runs = [0]
+
+        def setup() -> None:
+            runs[0] += 1
+            stdin.write_text(json.dumps({"cwd": str(repo), "hook_event_name": event, **given(runs[0])}))
+
+        def verify() -> None:
+            said = self.out.read_text().strip()
+            if quiet and said:
+                raise BenchError(f"{name} gave context where nothing is due: {said[:200]}")
+            if not quiet and "additionalContext" not in said:
+                raise BenchError(f"{name} gave no context; see {self.err}")
+
+        return Subject(key, name, "bare", self.qem("hook", "claude", event), stdin=stdin, setup=setup, verify=verify)
+
+    def make_hook_edit(self) -> Subject:
+        path = str(self.hook_repo() / "nothing-declares" / "this.py")
+        return self.agent_hook("hook-edit", "qem hook claude PreToolUse (an Edit, nothing due)", "PreToolUse",
+                               lambda run: {"session_id": "bench-edit", "tool_name": "Edit",
+                                            "tool_input": {"file_path": path, "old_string": "a", "new_string": "b"}},
+                               quiet=True)
+
+    def make_hook_start(self) -> Subject:
+        return self.agent_hook("hook-start", "qem hook claude SessionStart (a new session)", "SessionStart",
+                               lambda run: {"session_id": f"bench-start-{run}", "source": "startup"}, quiet=False)
+
     # measuring
     def measure(self, subject: Subject, runs: int, warmup: int) -> Result:
         floor_argv, floor_ok = self.floor_argv(subject)
@@ -904,7 +970,7 @@ class SizeBench:
                          cwd=self.dir, env=env, stdout=self.dir / "floor-stdout.txt",
                          stderr=self.dir / "floor-stderr.txt", ok=floor_ok)
             s, _ = timed(argv, what=f"{subject.name} at {self.size:,} notes", cwd=self.dir, env=env,
-                         stdout=self.out, stderr=self.err, ok=subject.ok)
+                         stdout=self.out, stderr=self.err, ok=subject.ok, stdin=subject.stdin)
             if subject.verify is not None:
                 subject.verify()
             if i >= warmup:

@@ -18,18 +18,19 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import tempfile
 from array import array
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from . import errors, ids, index
 from .answers import VerifyReport
 from .db import Connection
-from .protect import log_problems as protect_problems
-from .removals import verify_findings as removal_findings
-from .resolver import rival_words
-from .secrets import log_problems as secret_problems
-from .store import Store
+
+if TYPE_CHECKING:
+    from .store import Store
+
+# (The checks of the log's content are imported where they run: `qem verify --staged` on a
+# commit that touches no memory answers from a seal (qem_edit.staged) and runs none of them.)
 
 # The fresh replay's page cache (KiB): it lives in a temporary file, not in memory.
 FRESH_CACHE_KIB = 16 * 1024
@@ -46,16 +47,16 @@ def verify_report(store: Store, place=None, *, repair: bool = False, disputes_fa
     with fresh_index(store) as fresh:
         problems, set_aside = _index_problems(store, fresh)
         if not (problems and repair):
-            return _late(_report(store, place, fresh, problems, set_aside, None, disputes_fail, base, drift_fail),
+            return late(_report(store, place, fresh, problems, set_aside, None, disputes_fail, base, drift_fail),
                          store, late_fail)
     repaired = store.rebuild()
     with fresh_index(store) as fresh:
         problems, set_aside = _index_problems(store, fresh)
-        return _late(_report(store, place, fresh, problems, set_aside, repaired, disputes_fail, base, drift_fail),
+        return late(_report(store, place, fresh, problems, set_aside, repaired, disputes_fail, base, drift_fail),
                      store, late_fail)
 
 
-def _late(report: VerifyReport, store: Store, fail: bool) -> VerifyReport:
+def late(report: VerifyReport, store: Store, fail: bool) -> VerifyReport:
     """The requests late and not answered yes (qem_edit.owed), listed; problems with `fail`."""
     from .owed import build
 
@@ -74,16 +75,29 @@ def _report(store: Store, place, fresh: Connection, index_problems: list[str], s
     found = store.read_index(lambda conn: graph_problems(conn, fresh))
     broken = [p for p in found if not p.startswith(("fork:", "disputed:"))]
     disputes = [p for p in found if p.startswith(("fork:", "disputed:"))] + _open_disputes(store)
+    from .protect import log_problems as protect_problems
+    from .removals import verify_findings as removal_findings
+    from .secrets import log_problems as secret_problems
+
     removed, removal_notices = removal_findings(store, fresh, base)
     problems += broken + protect_problems(store, fresh) + secret_problems(store, fresh) + removed
+    return finished(store, place, problems, disputes, removal_notices + _loose_texts(store), repaired,
+                    disputes_fail, drift_fail)
+
+
+def finished(store: Store, place, problems: list[str], disputes: list[str], notices: list[str],  # type: ignore[no-untyped-def]
+             repaired: int | None = None, disputes_fail: bool = False, drift_fail: bool = False) -> VerifyReport:
+    """The report, from what the log and the index were found to hold: the work tree's
+    drift and the mirror (where `place` is given, the memory's MEMORY.md judged as the
+    work tree holds it) checked now, and the options that make disputes and drift fail."""
     drift = _drift_problems(store, place) if place is not None else []
     if place is not None:
-        problems += _mirror_problems(store, place)
+        problems = problems + _mirror_problems(store, place)
     if disputes_fail:
         problems, disputes = problems + disputes, []
     if drift_fail:
         problems, drift = problems + drift, []
-    return VerifyReport(store.count(), problems, repaired, disputes, removal_notices + _loose_texts(store), drift)
+    return VerifyReport(store.count(), problems, repaired, disputes, notices, drift)
 
 
 def _drift_problems(store: Store, place) -> list[str]:  # type: ignore[no-untyped-def]
@@ -126,6 +140,8 @@ def _loose_texts(store: Store) -> list[str]:
 def fresh_index(store: Store) -> Iterator[Connection]:
     """A replay of the log read afresh, built in a temporary SQLite file (in the system's
     temporary directory, with a modest cache) that is removed afterwards, also on error."""
+    import tempfile
+
     try:
         handle, name = tempfile.mkstemp(prefix="qem-verify-", suffix=".db")
     except OSError as exc:
@@ -248,6 +264,8 @@ def _forks(conn: Connection) -> list[str]:
 
 
 def _disputed(conn: Connection) -> list[str]:
+    from .resolver import rival_words
+
     out = []
     for note in index.notes_with_rivals(conn):
         if note.rivals:

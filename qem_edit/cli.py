@@ -23,7 +23,6 @@ import typer
 
 from . import errors, ids, shell
 from .model import KINDS, MOMENTS, MOVE_BY_VERB, READING_ORDER, STATES, Move
-from .renderer import Selection
 from .shown import say
 from .shown import show as _out
 from .store import Store
@@ -90,19 +89,6 @@ def _no_allowance_for_loads(allow_secret: bool) -> None:
                               hint="load without the secret, then write that note by hand: `qem add TEXT --allow-secret`")
 
 
-def _settle_log(workspace_dir: Path | None, store_dir: Path | None) -> None:
-    """Before rendering after a merge: the log files git left unmerged get the bytes their
-    names say, and are staged (qem_edit.gitsettle)."""
-    from . import gitrepo, gitsettle
-    from .workspace import resolve
-
-    place = resolve(workspace_dir, store_dir)
-    top = gitrepo.toplevel(place.store_path) if place.store_path.is_dir() else None
-    if top is not None and place.store_path.resolve().is_relative_to(top.resolve()):
-        for path in gitsettle.settle(top, place.store_path):
-            say(f"settled {path}, which the merge left unmerged (a log file is never changed: kept as its name says)")
-
-
 def _answer(workspace_dir, store_dir, read, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
     """Open the memory, run one read on it (qem_edit.answers, query, context) and print its
     answer: every read command is this over one library call."""
@@ -111,23 +97,7 @@ def _answer(workspace_dir, store_dir, read, as_json: bool = False) -> int:  # ty
         return _show(read(store), as_json)
 
 
-def _show(answer, as_json: bool = False, withhold: bool = False) -> int:  # type: ignore[no-untyped-def]
-    """Print an answer (qem_edit.answers) in the form asked for; its exit status.
-    `withhold`: a report on files from anywhere (`qem verify`), its secrets withheld."""
-    if as_json:
-        from .answers import as_json as json_text  # (only here: a text answer need not import the reads)
-
-    text = json_text(answer.data()) if as_json else answer.text()
-    if withhold:
-        from .secrets import withheld
-
-        text = withheld(text)
-    if text:
-        print(text) if as_json else _out(text)  # JSON carries its own escapes (answers.as_json)
-    remark = answer.remark()
-    if remark:
-        _out(remark, sys.stderr)
-    return answer.exit_code
+_show = shell.show_answer
 
 
 def _print_version(value: bool) -> None:
@@ -532,17 +502,8 @@ def verify(
 
     Example: qem verify --fail-on-disputes --fail-on-drift
     """
-    from .checks import verify_report
-
-    place, store = shell.open_memory(workspace_dir, store_dir, write=False, name_set_aside=False)  # it lists them itself
-    with store:
-        if staged:
-            from .staged import verify_staged
-
-            return _show(verify_staged(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base,
-                                       drift_fail=fail_on_drift, late_fail=fail_on_late), as_json, withhold=True)
-        return _show(verify_report(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base,
-                                   drift_fail=fail_on_drift, late_fail=fail_on_late), as_json, withhold=True)
+    return shell.verify(repair, fail_on_disputes, fail_on_drift, fail_on_late, staged, base, as_json, workspace_dir,
+                        store_dir)
 
 
 @app.command()
@@ -885,81 +846,7 @@ def export_(
 
     Example: qem export --check; qem export --at 2026-08-01 --stdout; qem export --stdout kind=gotcha
     """
-    from . import export as mirror
-
-    if at is not None and (not stdout or check or diff):
-        raise errors.BadInput("--at renders history: use it with --stdout (and without --check/--diff)")
-    if filters and (not stdout or at is not None):
-        raise errors.BadInput("filters select notes to print: use them with --stdout (and without --at);"
-                              " MEMORY.md always holds the whole memory")
-    if not (stdout or check or diff):
-        _settle_log(workspace_dir, store_dir)
-    place, store = shell.open_memory(workspace_dir, store_dir)
-    target = place.mirror_path(path)
-    with store:
-        if stdout:  # the file's bytes, never decoded
-            if not filters and at is None:
-                with mirror.rendering(store) as (_, chunks):  # streamed, never held whole
-                    sys.stdout.flush()
-                    sys.stdout.buffer.writelines(chunks)
-                    sys.stdout.buffer.flush()
-                return 0
-            selection = _selection(store, None, False, filters)
-            _write_bytes(mirror.render_store(store, selection)[1] if at is None else mirror.render_as_of(store, at))
-            return 0
-        if staged and path is None:
-            refused = _judge_staged(store, place)
-            if refused is not None:
-                return refused
-        if check or diff:
-            return _check_mirror(store, target, check, diff)
-        wrote = _export_file(store, target, force, place.root)
-    say(f"{'wrote' if wrote else 'unchanged:'} {target}")
-    return 0
-
-
-def _export_file(store: Store, target: Path, force: bool, workspace: Path) -> bool:
-    """`qem export`'s write, never over an edit the pre-commit run it is a hook of set aside."""
-    from . import export as mirror
-    from .unstaged import guard
-
-    guard(target, lambda: not mirror.check(store, target).clean, workspace)
-    return mirror.export(store, target, force=force)
-
-
-def _judge_staged(store: Store, place) -> int | None:  # type: ignore[no-untyped-def]
-    """`--staged`: the commit's verdict where it is not the work tree's (its exit
-    status; nothing is written), else None (judge the work tree)."""
-    from .staged import staged_verdict
-
-    verdict = staged_verdict(store, place)
-    if verdict is None:
-        return None
-    _out(("ok: " if verdict.clean else "qem: ") + verdict.message, sys.stderr)  # (memory's text, shown)
-    return 0 if verdict.clean else 1
-
-
-def _check_mirror(store: Store, target: Path, check: bool, diff: bool) -> int:
-    """`export --check` and/or `--diff`: exit 1 when the file differs from the rendering."""
-    from . import export as mirror
-
-    code = 0
-    if diff:
-        patch = mirror.unified_diff(store, target)
-        _write_bytes(patch.encode("utf-8"))
-        code = 1 if patch else 0
-    if check:
-        verdict = mirror.check(store, target)
-        _out(("ok: " if verdict.clean else "qem: ") + verdict.message, sys.stderr)
-        code = max(code, 0 if verdict.clean else 1)
-    return code
-
-
-def _write_bytes(data: bytes) -> None:
-    """Print bytes as they are, whatever the locale: a rendering is the file's bytes."""
-    sys.stdout.flush()
-    sys.stdout.buffer.write(data)
-    sys.stdout.buffer.flush()
+    return shell.export(filters, path, check, diff, stdout, force, at, staged, workspace_dir, store_dir)
 
 
 # -- editing -------------------------------------------------------------------------------
@@ -1082,26 +969,7 @@ def _age(path: Path) -> str:
     return f"{seconds} s ago"
 
 
-def _selection(store: Store, kinds: list[str] | None, active: bool, filters: list[str] | None) -> Selection:
-    """The notes a checkout (or a printed rendering) holds: some kinds, live ones, or
-    exactly those a query matches now (said on stderr, with the query's scope)."""
-    from .checkouts import query_selection
-
-    if not filters:
-        return Selection(kinds=_kinds(kinds), active_only=active)
-    if kinds or active:
-        raise errors.BadInput("give either --kind/--active or query filters (kind=... state=active), not both")
-    selection = query_selection(store, filters)
-    say(f"{len(selection.notes or ()):,} notes match {' '.join(selection.query or ())}; the rendering holds only them")
-    return selection
-
-
-def _kinds(kinds: list[str] | None) -> tuple[str, ...] | None:
-    if not kinds:
-        return None
-    for k in kinds:
-        errors.choice(k, KINDS, "kind")
-    return tuple(k for k in KINDS if k in kinds)
+_selection = shell.selection
 
 
 # -- review: memory changes between revisions, readable log diffs ---------------------------------
@@ -1243,30 +1111,7 @@ def anchors_check(
 
     Example: qem anchors check --staged --flag
     """
-    from . import drift
-
-    if staged and rev is not None:
-        raise errors.BadInput("--staged and --rev judge two different places: give one")
-    if flag and rev is not None:
-        raise errors.BadInput("--flag writes what the work tree, or the commit being made (--staged), asks for;"
-                              " --rev REV only lists what REV's tree would")
-    judged = drift.STAGED if staged else rev if rev is not None else drift.WORK_TREE
-    place, store = shell.open_memory(workspace_dir, store_dir)  # read: a commit that drifts nothing writes nothing
-    with store:
-        report = drift.check(store, drift.tree_of(place), judged)
-        if flag and report.notes:
-            from . import acts, workspace as ws
-            from .unstaged import guard
-
-            guard(place.mirror_path(), workspace=place.root)  # a flag renders MEMORY.md: never over a set-aside edit
-            report = acts.flag_drift(store, place, report, ws.actor(actor))
-        if flag and judged == drift.STAGED:  # an earlier run's flags, which a failed `git commit -a` dropped
-            from .gitstage import stage_notes_left_out
-
-            report.staged_before = stage_notes_left_out(store, place, drift.touched_notes(store, report))
-    for notice in report.notices:
-        say(notice)
-    return _show(report, as_json)
+    return shell.anchors_check(staged, rev, flag, as_json, workspace_dir, store_dir, actor)
 
 
 @app.command("log-textconv", hidden=True)

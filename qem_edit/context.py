@@ -18,10 +18,9 @@ for the reference date the ages are counted to (today, `QEM_NOW`, or `--at`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import chain, islice
 from datetime import date
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 from . import errors
 from .index import note_from_row
@@ -58,9 +57,9 @@ def order(note: Note) -> tuple[int, int, str]:
     return (KIND_RANK[note.kind], PRIORITY_RANK.get(note.priority, len(PRIORITIES)), note.id)
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One note as the context shows it: its age in days and its marks (stale, disputed)."""
+class Entry(NamedTuple):
+    """One note as the context shows it: its age in days and its marks (stale, disputed).
+    (NamedTuples, not dataclasses, here: every hook imports this module.)"""
 
     note: Note
     age: int
@@ -98,21 +97,24 @@ class Entry:
         return out
 
 
-@dataclass
 class Context:
     """`qem context`: the two tiers, what did not fit, and where they came from."""
 
-    memory: str
-    latest: str | None  # the newest event the answer reflects (or the --at it was asked as of)
-    reference: str  # the date ages are counted to
-    budget: int  # 0: no limit
-    directives: list[Entry]  # the directives shown, in order
-    index: list[Entry]
-    others: int  # notes of the index tier, shown or not (after --skip)
-    skip: int = 0
-    at: str | None = None
-    directive_total: int = 0  # directives in force (after --skip), shown or not
     exit_code = 0
+
+    def __init__(self, memory: str, latest: str | None, reference: str, budget: int, directives: list[Entry],
+                 index: list[Entry], others: int, skip: int = 0, at: str | None = None,
+                 directive_total: int = 0) -> None:
+        self.memory = memory
+        self.latest = latest  # the newest event the answer reflects (or the --at it was asked as of)
+        self.reference = reference  # the date ages are counted to
+        self.budget = budget  # 0: no limit
+        self.directives = directives  # the directives shown, in order
+        self.index = index
+        self.others = others  # notes of the index tier, shown or not (after --skip)
+        self.skip = skip
+        self.at = at
+        self.directive_total = directive_total  # directives in force (after --skip), shown or not
 
     @property
     def omitted(self) -> int:

@@ -272,14 +272,16 @@ def owed_hits(store: Store, event: str) -> list[Due]:
     compaction, what this seat owes (`QEM_ACTOR`; every seat where it is unset) and
     everything late; at a prompt, what is late (a deadline that passed during the session
     comes then).  A request answered yes is not given; unknown or no is."""
+    requests = store.requests()
+    if not requests:
+        return []  # (before the imports: a memory with no request costs a hook none of them)
     from .owing import NO, UNKNOWN, answered, late_by
     from .query import read_gaps
     from .times import utc_now
 
     seat, now = os.environ.get(SEAT_ENV) or None, utc_now()
-    requests = store.requests()
-    answers = store.answers_to(n.id for n in requests) if requests else {}
-    gaps = read_gaps(store) if requests else []
+    answers = store.answers_to(n.id for n in requests)
+    gaps = read_gaps(store)
     out = []
     for note in requests:
         late = late_by(note, now) is not None

@@ -23,7 +23,6 @@ import json
 import os
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -60,18 +59,21 @@ def tip(note) -> str:  # type: ignore[no-untyped-def]
     return note.state_event or note.id
 
 
-@dataclass
 class Ledger:
-    path: Path
-    notes_then: int = -1  # the notes the memory held when the session began (-1: not known yet)
-    epoch: int = 0
-    pending_compact: bool = False  # a compaction began; the next moment that can give context gives `compact`
-    stop_asked: bool = False
-    prompts: list[str] = field(default_factory=list)  # what the user typed (bounded), for user-stated quotes
-    given: dict[str, list] = field(default_factory=dict)  # note → [epoch, full, tip]
-    held: dict[str, int] = field(default_factory=dict)  # a held call's digest → the epoch it was held in
-    unsure: int = -1  # an epoch whose record was lost (a damaged ledger): no call is held in it
-    agents: list[str] = field(default_factory=list)  # the keys of the subagents this session started
+    """One session's record.  (A plain class: every hook reads one, and a dataclass costs a
+    hook's start-up `dataclasses` and `inspect`.)"""
+
+    def __init__(self, path: Path, unsure: int = -1) -> None:
+        self.path = path
+        self.notes_then = -1  # the notes the memory held when the session began (-1: not known yet)
+        self.epoch = 0
+        self.pending_compact = False  # a compaction began; the next moment that can give context gives `compact`
+        self.stop_asked = False
+        self.prompts: list[str] = []  # what the user typed (bounded), for user-stated quotes
+        self.given: dict[str, list] = {}  # note → [epoch, full, tip]
+        self.held: dict[str, int] = {}  # a held call's digest → the epoch it was held in
+        self.unsure = unsure  # an epoch whose record was lost (a damaged ledger): no call is held in it
+        self.agents: list[str] = []  # the keys of the subagents this session started
 
     def started(self, agent_key: str) -> None:
         """A subagent of this session started: its ledger goes when the session ends."""

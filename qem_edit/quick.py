@@ -2,7 +2,8 @@
 command-line framework: importing typer is most of a start-up, as long again as the write
 itself.
 
-`run` takes `qem add` and `qem checkin` when their arguments are plain (the options below, each once or
+`run` takes `qem add`, `qem checkin` and the commands the pre-commit hooks run (`qem export`,
+`qem verify`, `qem anchors check`) when their arguments are plain (the options below, each once or
 repeated as typer takes them, `--opt value` or `--opt=value`, `-k value`, `--` before a
 text that starts with a dash) and runs qem_edit.shell's body, as the command under typer
 runs it; anything else (`--help`, an unknown or malformed option, a missing argument)
@@ -27,6 +28,7 @@ class Spec(NamedTuple):
     arguments: tuple[str, ...]  # the positional parameters, in order, all required
     required: tuple[str, ...]  # options that must be given
     options: tuple[Opt, ...]  # (an option not given takes the body's own default)
+    rest: str | None = None  # a parameter taking every positional word after `arguments` (a list; none given: its default)
 
 
 # what every write command takes: where the memory is, who writes, JSON out, a secret allowed
@@ -71,13 +73,61 @@ CHECKIN = Spec(
 )
 
 
+_STAGED = Opt(("--staged",), "staged", "flag")
+_PLACE = (Opt(("--workspace", "-w"), "workspace_dir", "value", Path), Opt(("--store",), "store_dir", "value", Path))
+
+EXPORT = Spec(
+    arguments=(),
+    required=(),
+    options=(
+        Opt(("--path",), "path", "value", Path),
+        Opt(("--check",), "check", "flag"),
+        Opt(("--diff",), "diff", "flag"),
+        Opt(("--stdout",), "stdout", "flag"),
+        Opt(("--force",), "force", "flag"),
+        Opt(("--at",), "at", "value"),
+        _STAGED,
+        *_PLACE,
+    ),
+    rest="filters",
+)
+
+VERIFY = Spec(
+    arguments=(),
+    required=(),
+    options=(
+        Opt(("--repair",), "repair", "flag"),
+        Opt(("--fail-on-disputes",), "fail_on_disputes", "flag"),
+        Opt(("--fail-on-drift",), "fail_on_drift", "flag"),
+        Opt(("--fail-on-late",), "fail_on_late", "flag"),
+        _STAGED,
+        Opt(("--base",), "base", "value"),
+        _JSON,
+        *_PLACE,
+    ),
+)
+
+ANCHORS_CHECK = Spec(
+    arguments=(),
+    required=(),
+    options=(
+        _STAGED,
+        Opt(("--rev",), "rev", "value"),
+        Opt(("--flag",), "flag", "flag"),
+        _JSON,
+        *_WHERE,
+    ),
+)
+
+
 def _body(name: str) -> Callable[..., int]:
     from . import shell
 
-    return {"add": shell.add, "checkin": shell.checkin}[name]
+    return {"add": shell.add, "checkin": shell.checkin, "export": shell.export, "verify": shell.verify,
+            "anchors check": shell.anchors_check}[name]
 
 
-SPECS = {"add": ADD, "checkin": CHECKIN}
+SPECS = {"add": ADD, "checkin": CHECKIN, "export": EXPORT, "verify": VERIFY, "anchors check": ANCHORS_CHECK}
 
 
 def parse(spec: Spec, argv: list[str]) -> dict[str, object] | None:
@@ -118,22 +168,27 @@ def parse(spec: Spec, argv: list[str]) -> dict[str, object] | None:
             else:
                 values[opt.dest] = value
         given.add(opt.dest)
-    if len(positional) != len(spec.arguments) or any(dest not in given for dest in spec.required):
+    if len(positional) < len(spec.arguments) or any(dest not in given for dest in spec.required):
+        return None
+    if len(positional) > len(spec.arguments) and spec.rest is None:
         return None
     values.update(zip(spec.arguments, positional))
+    if len(positional) > len(spec.arguments):
+        values[spec.rest] = positional[len(spec.arguments):]  # type: ignore[index]
     return values
 
 
 def run(argv: list[str]) -> int | None:
     """Run `argv` (the words after `qem`) here when it is a quick command with plain
     arguments: its exit status; None: typer's to run."""
-    spec = SPECS.get(argv[0]) if argv else None
+    name = " ".join(argv[:2]) if argv[:1] == ["anchors"] else argv[0] if argv else ""
+    spec = SPECS.get(name)
     if spec is None:
         return None
-    params = parse(spec, argv[1:])
+    params = parse(spec, argv[len(name.split()):])
     if params is None:
         return None
     from .shell import guarded
 
-    body = _body(argv[0])
+    body = _body(name)
     return guarded(lambda: body(**params))

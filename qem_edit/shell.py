@@ -3,9 +3,11 @@
 `qem`'s commands are parsed by typer (qem_edit.cli), except the few that a hook or an
 agent runs on every turn, which qem_edit.quick parses first; both run the same bodies
 here: the memory opened with its notices said (`open_memory`), an act run as the actor
-(`act`), the note text argument (`text_arg`), what a new note prints (`written_note`), and
-`guarded`, one command run as every command is run (a failure's words and exit code, a
-closed pipe, Ctrl-C).  Importing this module costs no framework.
+(`act`), the note text argument (`text_arg`), what a new note prints (`written_note`), an
+answer printed (`show_answer`), the bodies of the commands the pre-commit hooks run
+(`export`, `verify`, `anchors_check`), and `guarded`, one command run as every command is
+run (a failure's words and exit code, a closed pipe, Ctrl-C).  Importing this module costs
+no framework.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Callable
 
 from . import db, errors
 from .shown import say, tolerant_streams
+from .shown import show as _out
 
 
 class PipeClosed(Exception):
@@ -170,3 +173,190 @@ def catch_interrupts() -> None:
 
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, db.on_interrupt)
+
+
+# -- the commands the pre-commit hooks run (qem_edit.cli holds their options' help) ---------------
+
+
+def show_answer(answer, as_json: bool = False, withhold: bool = False) -> int:  # type: ignore[no-untyped-def]
+    """Print an answer (qem_edit.answers) in the form asked for; its exit status.
+    `withhold`: a report on files from anywhere (`qem verify`), its secrets withheld."""
+    if as_json:
+        from .answers import as_json as json_text  # (only here: a text answer need not import the reads)
+
+    text = json_text(answer.data()) if as_json else answer.text()
+    if withhold:
+        from .secrets import withheld
+
+        text = withheld(text)
+    if text:
+        print(text) if as_json else _out(text)  # JSON carries its own escapes (answers.as_json)
+    remark = answer.remark()
+    if remark:
+        _out(remark, sys.stderr)
+    return answer.exit_code
+
+
+def export(filters: list[str] | None = None, path: Path | None = None, check: bool = False, diff: bool = False,
+           stdout: bool = False, force: bool = False, at: str | None = None, staged: bool = False,
+           workspace_dir: Path | None = None, store_dir: Path | None = None) -> int:
+    """`qem export`: MEMORY.md rendered, checked (`--check`, `--diff`) or printed."""
+    from . import export as mirror
+
+    if at is not None and (not stdout or check or diff):
+        raise errors.BadInput("--at renders history: use it with --stdout (and without --check/--diff)")
+    if filters and (not stdout or at is not None):
+        raise errors.BadInput("filters select notes to print: use them with --stdout (and without --at);"
+                              " MEMORY.md always holds the whole memory")
+    if not (stdout or check or diff):
+        _settle_log(workspace_dir, store_dir)
+    place, store = open_memory(workspace_dir, store_dir)
+    target = place.mirror_path(path)
+    with store:
+        if stdout:  # the file's bytes, never decoded
+            if not filters and at is None:
+                with mirror.rendering(store) as (_, chunks):  # streamed, never held whole
+                    sys.stdout.flush()
+                    sys.stdout.buffer.writelines(chunks)
+                    sys.stdout.buffer.flush()
+                return 0
+            chosen = selection(store, None, False, filters)
+            write_bytes(mirror.render_store(store, chosen)[1] if at is None else mirror.render_as_of(store, at))
+            return 0
+        if staged and path is None:
+            refused = _judge_staged(store, place)
+            if refused is not None:
+                return refused
+        if check or diff:
+            return _check_mirror(store, target, check, diff)
+        wrote = _export_file(store, target, force, place.root)
+    say(f"{'wrote' if wrote else 'unchanged:'} {target}")
+    return 0
+
+
+def _export_file(store, target: Path, force: bool, workspace: Path) -> bool:  # type: ignore[no-untyped-def]
+    """`qem export`'s write, never over an edit the pre-commit run it is a hook of set aside."""
+    from . import export as mirror
+    from .unstaged import guard
+
+    guard(target, lambda: not mirror.check(store, target).clean, workspace)
+    return mirror.export(store, target, force=force)
+
+
+def _settle_log(workspace_dir: Path | None, store_dir: Path | None) -> None:
+    """Before rendering after a merge: the log files git left unmerged get the bytes their
+    names say, and are staged (qem_edit.gitsettle)."""
+    from . import gitrepo, gitsettle
+    from .workspace import resolve
+
+    place = resolve(workspace_dir, store_dir)
+    top = gitrepo.toplevel(place.store_path) if place.store_path.is_dir() else None
+    if top is not None and place.store_path.resolve().is_relative_to(top.resolve()):
+        for path in gitsettle.settle(top, place.store_path):
+            say(f"settled {path}, which the merge left unmerged (a log file is never changed: kept as its name says)")
+
+
+def _judge_staged(store, place) -> int | None:  # type: ignore[no-untyped-def]
+    """`--staged`: the commit's verdict where it is not the work tree's (its exit
+    status; nothing is written), else None (judge the work tree)."""
+    from .staged import staged_verdict
+
+    verdict = staged_verdict(store, place)
+    if verdict is None:
+        return None
+    _out(("ok: " if verdict.clean else "qem: ") + verdict.message, sys.stderr)  # (memory's text, shown)
+    return 0 if verdict.clean else 1
+
+
+def _check_mirror(store, target: Path, check: bool, diff: bool) -> int:  # type: ignore[no-untyped-def]
+    """`export --check` and/or `--diff`: exit 1 when the file differs from the rendering."""
+    from . import export as mirror
+
+    code = 0
+    if diff:
+        patch = mirror.unified_diff(store, target)
+        write_bytes(patch.encode("utf-8"))
+        code = 1 if patch else 0
+    if check:
+        verdict = mirror.check(store, target)
+        _out(("ok: " if verdict.clean else "qem: ") + verdict.message, sys.stderr)
+        code = max(code, 0 if verdict.clean else 1)
+    return code
+
+
+def write_bytes(data: bytes) -> None:
+    """Print bytes as they are, whatever the locale: a rendering is the file's bytes."""
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+def selection(store, kinds: list[str] | None, active: bool, filters: list[str] | None):  # type: ignore[no-untyped-def]
+    """The notes a checkout (or a printed rendering) holds: some kinds, live ones, or
+    exactly those a query matches now (said on stderr, with the query's scope)."""
+    from .checkouts import query_selection
+    from .renderer import Selection
+
+    if not filters:
+        return Selection(kinds=_kinds(kinds), active_only=active)
+    if kinds or active:
+        raise errors.BadInput("give either --kind/--active or query filters (kind=... state=active), not both")
+    chosen = query_selection(store, filters)
+    say(f"{len(chosen.notes or ()):,} notes match {' '.join(chosen.query or ())}; the rendering holds only them")
+    return chosen
+
+
+def _kinds(kinds: list[str] | None) -> tuple[str, ...] | None:
+    from .model import KINDS
+
+    if not kinds:
+        return None
+    for k in kinds:
+        errors.choice(k, KINDS, "kind")
+    return tuple(k for k in KINDS if k in kinds)
+
+
+def verify(repair: bool = False, fail_on_disputes: bool = False, fail_on_drift: bool = False,
+           fail_on_late: bool = False, staged: bool = False, base: str | None = None, as_json: bool = False,
+           workspace_dir: Path | None = None, store_dir: Path | None = None) -> int:
+    """`qem verify`: the log, the index and MEMORY.md checked (`--staged`: as the commit carries them)."""
+    from .checks import verify_report
+
+    place, store = open_memory(workspace_dir, store_dir, write=False, name_set_aside=False)  # it lists them itself
+    with store:
+        if staged:
+            from .staged import verify_staged
+
+            return show_answer(verify_staged(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base,
+                                             drift_fail=fail_on_drift, late_fail=fail_on_late), as_json, withhold=True)
+        return show_answer(verify_report(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base,
+                                         drift_fail=fail_on_drift, late_fail=fail_on_late), as_json, withhold=True)
+
+
+def anchors_check(staged: bool = False, rev: str | None = None, flag: bool = False, as_json: bool = False,
+                  workspace_dir: Path | None = None, store_dir: Path | None = None, actor: str | None = None) -> int:
+    """`qem anchors check`: the notes whose anchored content drifted, listed (`--flag`: written)."""
+    from . import drift
+
+    if staged and rev is not None:
+        raise errors.BadInput("--staged and --rev judge two different places: give one")
+    if flag and rev is not None:
+        raise errors.BadInput("--flag writes what the work tree, or the commit being made (--staged), asks for;"
+                              " --rev REV only lists what REV's tree would")
+    judged = drift.STAGED if staged else rev if rev is not None else drift.WORK_TREE
+    place, store = open_memory(workspace_dir, store_dir)  # read: a commit that drifts nothing writes nothing
+    with store:
+        report = drift.check(store, drift.tree_of(place), judged)
+        if flag and report.notes:
+            from . import acts, workspace as ws
+            from .unstaged import guard
+
+            guard(place.mirror_path(), workspace=place.root)  # a flag renders MEMORY.md: never over a set-aside edit
+            report = acts.flag_drift(store, place, report, ws.actor(actor))
+        if flag and judged == drift.STAGED:  # an earlier run's flags, which a failed `git commit -a` dropped
+            from .gitstage import stage_notes_left_out
+
+            report.staged_before = stage_notes_left_out(store, place, drift.touched_notes(store, report))
+    for notice in report.notices:
+        say(notice)
+    return show_answer(report, as_json)

@@ -117,11 +117,90 @@ def _incomplete(store: Store, notes: dict[str, str], files: list[str], folder: s
 
 
 def verify_staged(store: Store, place, **options):  # type: ignore[no-untyped-def]
-    """`qem verify --staged`: verify's checks, MEMORY.md judged as the commit carries it."""
-    from .checks import verify_report
+    """`qem verify --staged`: verify's checks, MEMORY.md judged as the commit carries it.
+    A commit that touches nothing verify reads from git (see `_quiet`), on a memory
+    verified clean as it stands (`VERIFIED`), is answered without replaying the log."""
+    from .anchors import work_tree
+    from .checks import finished, late, verify_report
 
+    tree = work_tree(place.root)
+    seal = _seal(store, tree.top) if tree.git else None
+    if seal is not None and seal == _sealed(store) and _quiet(store, place, tree, options):
+        return late(finished(store, place, [], [], [], None, options.get("disputes_fail", False),
+                             options.get("drift_fail", False)), store, options.get("late_fail", False))
     verdict = staged_verdict(store, place)
     report = verify_report(store, place if verdict is None else None, **options)
     if verdict is not None and not verdict.clean:
         report.problems.append(f"{place.mirror_path()}: {verdict.message}")
+    if seal is not None and verdict is None and report.repaired is None and not (
+            report.problems or report.disputes or report.notices):
+        _seal_with(store, seal)
     return report
+
+
+# -- the memory verified clean, and a commit that cannot change that --------------------------------
+#
+# A full `verify --staged` that finds the log and the index clean records what it judged
+# (`_seal`): the memory's files as git's index holds them (each file's blob id: a hash of its
+# bytes), only when the work tree's log is exactly those files; the index's moment (its id and
+# generation: a rebuild is another index, and every change to it moves the generation); qem's
+# version.  A later `verify --staged` with the same seal, on a commit that changes against HEAD
+# nothing under the memory's folder, not MEMORY.md and no anchored path, skips the checks whose
+# inputs are the sealed ones (each found clean on these very bytes): the log's files, its
+# events and texts, the fresh replay against the index, the supersession graph, the protected
+# kinds, secrets, open disputes and loose texts; and the removals against HEAD, which cannot
+# fail when HEAD's memory is the commit's and the work tree's (every event HEAD holds is in the
+# log).  The work tree's drift and MEMORY.md are checked as the full check checks them.
+
+VERIFIED = "index.db-verified"  # under .qem/, ignored by git with the index (`/index.db-*`)
+
+
+def _seal(store: Store, top: Path) -> str | None:
+    """What a clean verify of this memory vouches for, as one digest; None where git's index
+    (of the work tree at `top`) is not what the work tree holds under the memory's folder."""
+    import hashlib
+
+    from . import __version__
+
+    folder = _relative(top, store.root)
+    if folder is None or gitrepo.unstaged_files(top, [folder]):
+        return None
+    staged = gitrepo.staged_files(top, [folder])
+    names = {n[len(folder) + 1:] for n in staged if n.startswith(folder + "/")}
+    if f"{folder}/config.toml" not in staged or not store.tree.names() <= names:
+        return None  # an untracked log file (or an untracked memory): the commit does not hold what is read
+    listed = "".join(f"{blob} {name}\n" for name, blob in sorted(staged.items()))
+    seal = f"{__version__}\n{store.moment(store.head())}\n{listed}"
+    return hashlib.sha256(seal.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _sealed(store: Store) -> str | None:
+    try:
+        return (store.root / VERIFIED).read_text("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _seal_with(store: Store, seal: str) -> None:
+    from .files import write_atomic
+
+    try:
+        write_atomic(store.root / VERIFIED, seal.encode("ascii") + b"\n", durable=False)
+    except OSError:
+        pass  # a memory that cannot be written is verified in full each time
+
+
+def _quiet(store: Store, place, tree, options: dict) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the commit being made in `tree` (anchors.WorkTree) changes, against HEAD,
+    nothing under the memory's folder, not MEMORY.md, no anchored file or folder (and no
+    `--base` or `--repair` asks for more than the commit)."""
+    from .drift import committed_paths, with_folders
+
+    if options.get("base") is not None or options.get("repair"):
+        return False
+    folder = _relative(tree.top, store.root)
+    mirror = _relative(tree.top, place.mirror_path())
+    touched = committed_paths(tree)
+    if folder is None or any(p == mirror or p.startswith(folder + "/") for p in touched):
+        return False
+    return not store.anchors_in_force(with_folders(touched)) if touched else True

@@ -21,8 +21,14 @@ from qem_edit import cli, quick
 
 
 def typer_command(name: str):  # type: ignore[no-untyped-def]
-    command, _, _ = cli._command([name])
-    return command
+    """typer's command `qem NAME` (a group's command, as `anchors check`, out of its group)."""
+    words = name.split()
+    command, _, _ = cli._command(words)
+    return command.commands[words[1]] if len(words) > 1 else command
+
+
+def body_name(name: str) -> str:
+    return name.replace(" ", "_")
 
 
 def typer_params(argv: list[str], name: str = "add") -> dict:
@@ -32,18 +38,18 @@ def typer_params(argv: list[str], name: str = "add") -> dict:
     from qem_edit import shell
 
     seen: dict = {}
-    original = getattr(shell, name)
+    original = getattr(shell, body_name(name))
     signature = inspect.signature(original)
 
     def body(*args, **kwargs):  # type: ignore[no-untyped-def]
         seen.update(signature.bind(*args, **kwargs).arguments)
         return 0
 
-    setattr(shell, name, body)
+    setattr(shell, body_name(name), body)
     try:
         typer_command(name).main(args=list(argv), prog_name=f"qem {name}", standalone_mode=False)
     finally:
-        setattr(shell, name, original)
+        setattr(shell, body_name(name), original)
     return {k: v for k, v in signature.bind_partial(**seen).arguments.items()} | {
         k: p.default for k, p in signature.parameters.items() if k not in seen}
 
@@ -54,7 +60,7 @@ def body_defaults(name: str) -> dict:
 
     from qem_edit import shell
 
-    return {k: p.default for k, p in inspect.signature(getattr(shell, name)).parameters.items()
+    return {k: p.default for k, p in inspect.signature(getattr(shell, body_name(name))).parameters.items()
             if p.default is not inspect.Parameter.empty}
 
 
@@ -69,7 +75,8 @@ def test_the_table_is_typer_s_declaration_of_the_command(name: str) -> None:
     spec, command = quick.SPECS[name], typer_command(name)
     options = {opt.dest: opt for opt in spec.options}
     arguments = [p.name for p in command.params if p.param_type_name == "argument"]
-    assert tuple(arguments) == spec.arguments
+    assert tuple(arguments) == spec.arguments + ((spec.rest,) if spec.rest else ())
+    assert all(p.nargs == -1 for p in command.params if p.name == spec.rest)
     declared = [p for p in command.params if p.param_type_name == "option" and p.name not in ("help",)]
     assert sorted(p.name for p in declared) == sorted(options), f"an option of `qem {name}` the quick table lacks (or has)"
     for param in declared:
@@ -170,3 +177,73 @@ def test_checkin_starts_without_the_framework(tmp_path: Path) -> None:
     assert done.stdout.strip().splitlines()[-1] == "0 []", done.stdout
     listed = run_qem("list", cwd=tmp_path).stdout
     assert "a note, edited" in listed
+
+
+HOOK_PLAIN = {
+    "export": [[], ["--check", "--staged"], ["--check", "--diff", "-w", "/tmp/w", "--store", "/tmp/s"],
+               ["--stdout", "kind=gotcha", "text~lock"], ["--path=x.md", "--force"], ["--stdout", "--at", "HEAD~1"],
+               ["--check", "--check", "--staged"]],
+    "verify": [[], ["--staged"], ["--repair", "--fail-on-disputes", "--fail-on-drift", "--json"],
+               ["--base", "origin/main", "-w", "/tmp/w", "--store=/tmp/s"]],
+    "anchors check": [[], ["--staged", "--flag"], ["--rev", "HEAD~2", "--json"],
+                      ["--staged", "--actor", "ci", "-w", "/tmp/w", "--store", "/tmp/s"]],
+}
+
+
+@pytest.mark.parametrize(("name", "argv"), [(n, a) for n, lines in HOOK_PLAIN.items() for a in lines],
+                         ids=lambda a: " ".join(a)[:40] if isinstance(a, list) else a)
+def test_a_plain_hook_command_line_gives_what_typer_gives(name: str, argv: list[str]) -> None:
+    assert quick_params(argv, name) == typer_params(argv, name)
+
+
+@pytest.mark.parametrize(("name", "argv"), [
+    ("export", ["--help"]), ("export", ["--check", "--no-such"]), ("export", ["--check=1"]),
+    ("verify", ["extra"]), ("verify", ["--base"]), ("anchors check", ["HEAD"]), ("anchors check", ["-h"]),
+])
+def test_a_hook_command_line_that_is_not_plain_is_left_to_typer(name: str, argv: list[str]) -> None:
+    assert quick.parse(quick.SPECS[name], argv) is None
+
+
+def test_the_commit_hooks_start_without_the_framework(tmp_path: Path) -> None:
+    """`export --check --staged`, `anchors check --staged` and `verify --staged` in a
+    repository with a note committed: each answers as under typer, and imports no typer."""
+    env = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    assert run_qem("add", "a note", "-k", "task", cwd=tmp_path).returncode == 0
+    assert run_qem("export", cwd=tmp_path).returncode == 0
+    subprocess.run(["git", "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "commit", "-qm", "m", "--no-verify"], cwd=tmp_path, check=True, env={**__import__("os").environ, **env})
+    for argv in (["export", "--check", "--staged"], ["anchors", "check", "--staged"], ["verify", "--staged"]):
+        probe = (f"import sys; sys.argv = ['qem', *{argv!r}]\n"
+                 "from qem_edit.__main__ import main\n"
+                 "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+                 "print(code, sorted(m for m in ('typer', 'click') if m in sys.modules))")
+        done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+        assert done.stdout.strip().splitlines()[-1] == "0 []", (argv, done.stdout, done.stderr)
+        under_typer = subprocess.run([sys.executable, "-c", "import sys; from qem_edit.cli import main; main(sys.argv[1:])",
+                                      *argv], cwd=tmp_path, capture_output=True, text=True)
+        assert (under_typer.returncode, under_typer.stderr) == (0, done.stderr), argv
+        assert under_typer.stdout == "".join(done.stdout.splitlines(keepends=True)[:-1]), argv
+
+
+@pytest.mark.parametrize("given", [
+    {"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Edit",
+     "tool_input": {"file_path": "nothing/declares/this.py", "old_string": "a", "new_string": "b"}},
+    {"hook_event_name": "SessionStart", "session_id": "s2", "source": "startup"},
+], ids=lambda g: g["hook_event_name"])
+def test_a_hook_imports_no_framework_and_no_dataclass(tmp_path: Path, given: dict) -> None:
+    """An agent hook runs before every edit: it imports neither typer nor what only other
+    moments use (`dataclasses` and the `inspect` it brings cost a hook ~10 ms)."""
+    assert run_qem("add", "run the tests in the venv", "-k", "directive", cwd=tmp_path).returncode == 0
+    event = given["hook_event_name"]
+    probe = (f"import sys; sys.argv = ['qem', 'hook', 'claude', {event!r}]\n"
+             "from qem_edit.__main__ import main\n"
+             "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+             "print(code, sorted(m for m in ('typer', 'click', 'dataclasses', 'inspect', 'tempfile', 'subprocess')"
+             " if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                          input=json.dumps({**given, "cwd": str(tmp_path)}))
+    assert done.stdout.strip().splitlines()[-1] == "0 []", (done.stdout, done.stderr)
+    if event == "SessionStart":
+        assert "run the tests in the venv" in done.stdout

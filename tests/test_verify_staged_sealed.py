@@ -1,0 +1,214 @@
+"""`qem verify --staged` (the qem-verify commit hook) on a commit that touches no memory
+answers from git's index and the seal of the last clean verify, without replaying the log;
+its answer is the full check's, and any commit that touches the memory's folder, MEMORY.md
+or an anchored path (or a memory not sealed as it stands) gets the full check.
+
+Real git and real `qem` processes; the full check's answer is the same command's with the
+seal removed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import run_qem
+from test_precommit import git, git_env
+
+from qem_edit import checks
+from qem_edit.staged import VERIFIED, verify_staged
+from qem_edit.store import Store
+from qem_edit.workspace import resolve
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A repository with code, a memory (a note anchored to src/a.py, a task) and its
+    MEMORY.md, all committed, verified once (so sealed)."""
+    (tmp_path / "home").mkdir()
+    env = git_env(tmp_path / "home")
+    work = tmp_path / "work"
+    (work / "src").mkdir(parents=True)
+    (work / "src" / "a.py").write_text("a = 1\n")
+    (work / "other.py").write_text("b = 2\n")
+    git("init", "-q", "-b", "main", cwd=work, env=env)
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "code", cwd=work, env=env)
+    assert qem(work, env, "add", "a is set once", "--kind", "gotcha", "--anchor", "src/a.py").returncode == 0
+    assert qem(work, env, "add", "tidy the build", "--kind", "task").returncode == 0
+    assert qem(work, env, "export").returncode == 0
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "the memory", "--no-verify", cwd=work, env=env)
+    first = qem(work, env, "verify", "--staged")
+    assert first.returncode == 0, first.stderr
+    assert (work / ".qem" / VERIFIED).is_file()
+    return work, env
+
+
+def qem(work: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return run_qem(*args, cwd=work, env=env, timeout=120)
+
+
+def answers(work: Path, env: dict[str, str]) -> list[tuple[int, str, str]]:
+    """`verify --staged`, as text and as JSON: exit status, stdout, stderr."""
+    found = []
+    for extra in ((), ("--json",), ("--fail-on-drift",)):
+        done = qem(work, env, "verify", "--staged", *extra)
+        found.append((done.returncode, done.stdout, done.stderr))
+    return found
+
+
+def full(work: Path, env: dict[str, str]) -> list[tuple[int, str, str]]:
+    """The full check's answers: the same commands with no seal to go by."""
+    (work / ".qem" / VERIFIED).unlink(missing_ok=True)
+    out = answers(work, env)
+    (work / ".qem" / VERIFIED).unlink(missing_ok=True)
+    return out
+
+
+def replayed(work: Path, monkeypatch) -> bool:  # type: ignore[no-untyped-def]
+    """Whether `verify --staged`, run here in this process, runs the full check."""
+    ran = []
+
+    def full_check(*args, **kwargs):  # type: ignore[no-untyped-def]
+        ran.append(True)
+        return real(*args, **kwargs)
+
+    real = checks.verify_report
+    monkeypatch.setattr(checks, "verify_report", full_check)
+    monkeypatch.chdir(work)
+    place = resolve(work, None)
+    with Store.open(place.store_path) as store:
+        verify_staged(store, place)
+    monkeypatch.setattr(checks, "verify_report", real)
+    return bool(ran)
+
+
+def test_a_commit_touching_no_memory_is_answered_without_the_replay(repo, monkeypatch) -> None:
+    work, env = repo
+    (work / "other.py").write_text("b = 3\n")
+    git("add", "other.py", cwd=work, env=env)
+    sealed = answers(work, env)
+    assert not replayed(work, monkeypatch)
+    assert sealed[0] == (0, "", "ok: the log replays cleanly to 2 notes\n")
+    assert sealed == full(work, env)
+
+
+def test_drift_in_the_work_tree_is_still_listed_from_the_seal(repo, monkeypatch) -> None:
+    """The commit does not carry the anchored file's change (unstaged): the fast answer
+    still lists the work tree's drift, as the full check does, and fails on it when asked."""
+    work, env = repo
+    (work / "src" / "a.py").write_text("a = 2\n")
+    (work / "other.py").write_text("b = 3\n")
+    git("add", "other.py", cwd=work, env=env)
+    sealed = answers(work, env)
+    assert not replayed(work, monkeypatch)
+    assert "src/a.py" in sealed[0][1] and sealed[2][0] == 1
+    assert sealed == full(work, env)
+
+
+def test_a_hostile_file_staged_under_the_memory_gets_the_full_check(repo, monkeypatch) -> None:
+    work, env = repo
+    (work / ".qem" / "events" / "zz").write_bytes(b"\x00not an event\n")
+    git("add", "-f", ".qem/events/zz", cwd=work, env=env)
+    sealed = answers(work, env)
+    assert replayed(work, monkeypatch)
+    assert sealed[0][0] == 1 and "zz" in sealed[0][1]
+    assert sealed == full(work, env)
+
+
+def test_a_staged_change_to_an_anchored_path_gets_the_full_check(repo, monkeypatch) -> None:
+    work, env = repo
+    (work / "src" / "a.py").write_text("a = 2\n")
+    git("add", "src/a.py", cwd=work, env=env)
+    sealed = answers(work, env)
+    assert replayed(work, monkeypatch)
+    assert "src/a.py" in sealed[0][1]
+    assert sealed == full(work, env)
+
+
+def test_a_staged_mirror_gets_the_full_check(repo, monkeypatch) -> None:
+    work, env = repo
+    mirror = work / "MEMORY.md"
+    mirror.write_text(mirror.read_text() + "\n- a line by hand\n")
+    git("add", "MEMORY.md", cwd=work, env=env)
+    sealed = answers(work, env)
+    assert replayed(work, monkeypatch)
+    assert sealed[0][0] == 1
+    assert sealed == full(work, env)
+
+
+def test_a_commit_that_removes_events_head_holds_gets_the_full_check(repo, monkeypatch) -> None:
+    """The memory as staged was sealed clean (against a HEAD that held the same memory);
+    HEAD then moves back to a commit holding a note the staged log lacks (`git reset
+    --soft`): the commit removes it, which only the full check can name."""
+    work, env = repo
+    git("rm", "-q", "MEMORY.md", cwd=work, env=env)  # (else the commit changes MEMORY.md too)
+    git("commit", "-qm", "no mirror", "--no-verify", cwd=work, env=env)
+    before = git("rev-parse", "HEAD", cwd=work, env=env).stdout.strip()
+    assert qem(work, env, "add", "a note to take away", "--kind", "task").returncode == 0
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "a third note", "--no-verify", cwd=work, env=env)
+    with_it = git("rev-parse", "HEAD", cwd=work, env=env).stdout.strip()
+    git("reset", "-q", "--hard", before, cwd=work, env=env)
+    assert qem(work, env, "verify", "--staged").returncode == 0  # the memory of `before`, sealed
+    git("reset", "-q", "--soft", with_it, cwd=work, env=env)
+    assert git("diff", "--cached", "--name-only", cwd=work, env=env).stdout.startswith(".qem/")
+    sealed = answers(work, env)
+    assert replayed(work, monkeypatch)
+    assert "a note to take away" in sealed[0][1]
+    assert sealed == full(work, env)
+
+
+def test_an_untracked_log_file_is_not_sealed(repo, monkeypatch) -> None:
+    """A note written and not staged: the work tree's log is not the commit's, so no seal
+    vouches for it and the full check runs."""
+    work, env = repo
+    settings = work / ".qem" / "config.toml"
+    settings.write_text(settings.read_text() + "\n[git]\nstage = false\n")
+    git("commit", "-qam", "stage nothing", "--no-verify", cwd=work, env=env)
+    qem(work, env, "verify", "--staged")
+    assert qem(work, env, "add", "not staged", "--kind", "task").returncode == 0
+    (work / "other.py").write_text("b = 3\n")
+    git("add", "other.py", cwd=work, env=env)
+    sealed = answers(work, env)
+    assert replayed(work, monkeypatch)
+    assert sealed == full(work, env)
+
+
+def test_a_bad_memory_committed_without_the_hook_still_fails_a_commit_touching_no_memory(repo, monkeypatch) -> None:
+    """HEAD holds a hostile log file (committed with --no-verify): no clean verify sealed
+    that memory, so a later commit of code alone gets the full check, and fails."""
+    work, env = repo
+    (work / ".qem" / "events" / "zz").write_bytes(b"\x00not an event\n")
+    git("add", "-f", ".qem/events/zz", cwd=work, env=env)
+    git("commit", "-qm", "a bad file", "--no-verify", cwd=work, env=env)
+    (work / "other.py").write_text("b = 3\n")
+    git("add", "other.py", cwd=work, env=env)
+    sealed = answers(work, env)
+    assert replayed(work, monkeypatch)
+    assert sealed[0][0] == 1 and "zz" in sealed[0][1]
+    assert sealed == full(work, env)
+
+
+def test_a_request_gone_late_is_listed_from_the_seal_as_by_the_full_check(repo, monkeypatch) -> None:
+    """Lateness moves with the clock, not with the files: the sealed answer reads it now."""
+    work, env = repo
+    then = {**env, "QEM_NOW": "2026-01-01T00:00:00Z"}
+    assert qem(work, then, "add", "review the lock order", "--kind", "task", "--to", "ana",
+               "--due", "2026-01-02").returncode == 0
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "a request", "--no-verify", cwd=work, env=env)
+    assert qem(work, env, "verify", "--staged").returncode == 0  # sealed, the request late already
+    (work / "other.py").write_text("b = 3\n")
+    git("add", "other.py", cwd=work, env=env)
+    sealed = answers(work, env)
+    failing = qem(work, env, "verify", "--staged", "--fail-on-late")
+    assert not replayed(work, monkeypatch)
+    assert "late: " in sealed[0][1] and failing.returncode == 1
+    assert sealed == full(work, env)
