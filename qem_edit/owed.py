@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from . import ids
-from .model import Note
+from . import errors, ids
+from .model import Note, seat_problem
 from .owing import NO, UNKNOWN, Answered, answered, duration, is_request
 from .query import read_gaps
 from .store import Store
@@ -92,6 +92,8 @@ class OwedAnswer:
 def build(store: Store, to: str | None = None, late: bool = False, at: str | None = None,
           now: str | None = None) -> OwedAnswer:
     """What is owed in `store` (as of `at`, where given), by `to` only, late only."""
+    if to is not None and seat_problem(to):  # else `--to ""` (an unset variable) reads as nothing owed by anyone
+        raise errors.BadInput(f"--to {to!r}: {seat_problem(to)}")
     asked = [f for f in (f"--to {to}" if to else "", "--late" if late else "", f"--at {at}" if at else "") if f]
     if at is None:
         with store.reading():

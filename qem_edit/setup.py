@@ -779,6 +779,16 @@ def _setup_line(wanted: Wanted) -> str:
     return line
 
 
+def _mcp_installed() -> bool:
+    """Whether `qem mcp` can start here (README's first command installs qem without it)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("mcp") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _report(changes: list[Change], wanted: Wanted, top: Path, holding: str = "") -> None:
     for change in changes:
         if change.new is None:
@@ -798,6 +808,9 @@ def _report(changes: list[Change], wanted: Wanted, top: Path, holding: str = "")
     _say_trust(top, wanted)
     if holding:
         show(holding)
+    if not _mcp_installed():
+        show("the MCP server entry runs `qem mcp`, which needs the mcp package, not installed beside the qem that"
+             " ran this: pip install 'qem-edit[mcp]' (pipx or uv tool install '.[mcp]'); the hooks need nothing more")
     sample = '{"session_id": "try-setup", "cwd": ".", "source": "startup"}'
     show(f"the hooks run `{wanted.command} hook {name} EVENT`; check one with:"
          f" echo '{sample}' | {wanted.command} hook {name} SessionStart")

@@ -229,17 +229,17 @@ def export(filters: list[str] | None = None, path: Path | None = None, check: bo
                 return refused
         if check or diff:
             return _check_mirror(store, target, check, diff)
-        wrote = _export_file(store, target, force)
+        wrote = _export_file(store, target, force, place.root)
     say(f"{'wrote' if wrote else 'unchanged:'} {target}")
     return 0
 
 
-def _export_file(store, target: Path, force: bool) -> bool:  # type: ignore[no-untyped-def]
+def _export_file(store, target: Path, force: bool, workspace: Path) -> bool:  # type: ignore[no-untyped-def]
     """`qem export`'s write, never over an edit the pre-commit run it is a hook of set aside."""
     from . import export as mirror
     from .unstaged import guard
 
-    guard(target, lambda: not mirror.check(store, target).clean)
+    guard(target, lambda: not mirror.check(store, target).clean, workspace)
     return mirror.export(store, target, force=force)
 
 
@@ -351,7 +351,7 @@ def anchors_check(staged: bool = False, rev: str | None = None, flag: bool = Fal
             from . import acts, workspace as ws
             from .unstaged import guard
 
-            guard(place.mirror_path())  # a flag renders MEMORY.md again: never over an edit pre-commit set aside
+            guard(place.mirror_path(), workspace=place.root)  # a flag renders MEMORY.md: never over a set-aside edit
             report = acts.flag_drift(store, place, report, ws.actor(actor))
         if flag and judged == drift.STAGED:  # an earlier run's flags, which a failed `git commit -a` dropped
             from .gitstage import stage_notes_left_out

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import ids
+from . import errors, ids
 from .files import read_regular, write_atomic
 from .logtree import EVENTS, PACKS, TEXTS
 from .workspace import CONFIG_NAME, INDEX_NAME
@@ -28,12 +28,21 @@ _KEY = "committed:"  # meta keys: committed:<name>
 
 def is_new(root: Path) -> bool:
     """Whether no memory is here yet: no log folders, or no config.toml and no log file
-    (what a branch from before the memory leaves: the ignored files, empty folders)."""
+    (what a branch from before the memory leaves: the ignored files, empty folders).  A
+    config.toml naming a memory is one, log folders or not: git keeps no empty folder, so
+    a clone of a memory committed before its first note holds only its committed files."""
     if not (root / EVENTS).is_dir() and not (root / PACKS).is_dir():
-        return True
+        return not _config_names_a_memory(root)  # (read only here: a hook imports no TOML reader)
     if (root / CONFIG_NAME).exists():
         return False
     return not any(_holds_files(root / folder) for folder in (EVENTS, TEXTS, PACKS))
+
+
+def _config_names_a_memory(root: Path) -> bool:
+    try:
+        return _names_a_memory(read_regular(root / CONFIG_NAME) or b"")
+    except (OSError, errors.QemError):  # a link, a file where the folder is: whoever opens it says so
+        return False
 
 
 def _holds_files(folder: Path) -> bool:

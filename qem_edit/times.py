@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 
 from . import errors
 
+_CANONICAL = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z\Z")
 _AT_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ][0-9:]+(?:Z|[+-]\d{2}:?\d{2})?)?\Z")
 
 
@@ -19,8 +20,18 @@ def utc_now() -> str:
     """Now, UTC, second precision.  `QEM_NOW` pins it (tests and reproducible fixtures)."""
     pinned = os.environ.get("QEM_NOW")
     if pinned:
+        if not _is_canonical(pinned):  # else it would be every new event's time, and no reader's
+            raise errors.BadInput(f"QEM_NOW={pinned!r} is not a UTC time `YYYY-MM-DDTHH:MM:SSZ` (e.g."
+                                  " 2026-01-01T00:00:00Z); nothing was written")
         return pinned
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _is_canonical(value: str) -> bool:
+    try:
+        return _CANONICAL.match(value) is not None and bool(datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ"))
+    except ValueError:  # a month 13, a 30th of February
+        return False
 
 
 def parse_time(value: str, key: str, *, end: bool) -> str:

@@ -17,6 +17,7 @@ edit is left only in its cache.  qem's hooks that render MEMORY.md therefore ask
 from __future__ import annotations
 
 import os
+import shlex
 import re
 import time
 from pathlib import Path
@@ -66,11 +67,11 @@ def _patch_of(pid: int) -> Path | None:
     return Path(path) if time.time() - written < FRESH_FOR else None
 
 
-def guard(file: Path, rewrites: Callable[[], bool] = lambda: True) -> None:
+def guard(file: Path, rewrites: Callable[[], bool] = lambda: True, workspace: Path | None = None) -> None:
     """Refuse (exit 3, nothing written) to rewrite `file` when the pre-commit run this
     hook is part of set aside a person's unstaged changes to it, and `rewrites()` says
     the file would change (asked only then: outside pre-commit this costs an environment
-    lookup)."""
+    lookup).  `workspace`: the memory's, named in the advice where it is not the top."""
     if os.environ.get("PRE_COMMIT") != "1":
         return
     top = gitrepo.toplevel(file)
@@ -86,5 +87,17 @@ def guard(file: Path, rewrites: Callable[[], bool] = lambda: True) -> None:
     raise errors.ConflictError(
         f"{name} has changes you have not staged (pre-commit set them aside for its hooks, in {patch});"
         f" rendering {name} again here would lose them, so nothing was written",
-        hint=f"check the edits in (`qem checkin --path {name}`) or stash them alone (`git stash push {name}`),"
-             " then commit again")
+        hint=f"check the edits in (`qem checkin{_workspace_option(top, workspace)} --path {name}`) or stash them"
+             f" alone (`git stash push {name}`), then commit again")
+
+
+def _workspace_option(top: Path, workspace: Path | None) -> str:
+    """` -w DIR` for a memory in a subfolder (`app/.qem`): git runs its hooks, and the
+    person their advice, at the top, where no memory would be found."""
+    import shlex
+
+    try:
+        folder = workspace.resolve().relative_to(top.resolve()).as_posix() if workspace is not None else "."
+    except ValueError:
+        return ""
+    return "" if folder == "." else f" -w {shlex.quote(folder)}"

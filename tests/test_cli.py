@@ -919,3 +919,17 @@ def test_a_deleted_event_file_is_named_by_verify(qem, ws):
     done = qem("verify")
     assert done.returncode == 1 and "whose creation the log does not hold" in done.stdout
     assert full_ids()["revoked"][:8] in done.stdout
+
+
+@pytest.mark.parametrize("pinned", ["garbage", "2026-13-45T99:99:99Z", "2026-01-01", "2026-01-01T00:00:00+02:00"])
+def test_a_clock_pinned_to_no_utc_time_is_refused_before_anything_is_written(qem, ws: Path, pinned: str) -> None:
+    # QEM_NOW is every new event's time: taken as given it made a log file no reader takes,
+    # and `qem owed` ended in a traceback comparing it with a deadline
+    qem("add", "Send the report", "-k", "task", "--to", "alice", "--due", "2027-01-01")
+    events = sorted((ws / ".qem" / "events").iterdir())
+    for args in (("add", "a note", "-k", "finding"), ("owed",), ("expire", "--due")):
+        done = qem(*args, env={"QEM_NOW": pinned})
+        assert done.returncode == 2, (args, done.stdout + done.stderr)
+        assert f"QEM_NOW={pinned!r} is not a UTC time" in done.stderr and "Traceback" not in done.stderr
+    assert sorted((ws / ".qem" / "events").iterdir()) == events
+    assert qem("verify").returncode == 0

@@ -139,6 +139,29 @@ def test_every_hook_guards_a_memory_in_a_subfolder(app, hook_id: str) -> None:
     qem(fresh, "verify", "--fail-on-drift", "-w", "app")
 
 
+def test_the_advice_on_an_unstaged_edit_names_a_memory_in_a_subfolder(app) -> None:
+    """The refusal's command is run where git ran the hook, at the top: for `app/.qem` it
+    names `-w app`, and run as given it checks the edit in (a successor, anchored to the
+    code as staged); the commit then goes through."""
+    root, origin, env = app
+    (root / ".pre-commit-config.yaml").write_text(subfolder_hooks("qem-anchors"), "utf-8")
+    git(root, "add", ".pre-commit-config.yaml")
+    git(root, "commit", "-q", "-m", "hooks")
+    assert pre_commit("install", cwd=root, env={**os.environ, **env}).returncode == 0
+    mirror = root / "app" / "MEMORY.md"
+    mirror.write_text(mirror.read_text("utf-8").replace(LOCK_NOTE, LOCK_NOTE + " (checked by hand)"), "utf-8")
+    (root / "app" / "src" / "lock.py").write_text("LOCK = 2\n")
+    git(root, "add", "app/src/lock.py")
+    refused = git(root, "commit", "-m", "change the lock", env=env, check=False)
+    assert refused.returncode == 1 and "app/MEMORY.md has changes you have not staged" in said(refused), said(refused)
+    assert "`qem checkin -w app --path app/MEMORY.md`" in said(refused), said(refused)
+    qem(root, "checkin", "-w", "app", "--path", "app/MEMORY.md", "-m", "by hand", "--yes")
+    done = git(root, "commit", "-m", "change the lock", env=env, check=False)  # the successor holds the new code
+    assert done.returncode == 0, said(done)
+    assert "(checked by hand)" in git(root, "show", "HEAD:app/MEMORY.md").stdout
+    assert git(root, "status", "--porcelain").stdout == ""
+
+
 # -- an edit a person did not stage -----------------------------------------------------------------
 
 

@@ -214,3 +214,22 @@ def test_a_hand_edit_is_still_a_hand_edit(team):
         path.write_text(edit(path.read_text("utf-8")), "utf-8")
         said = " ".join(mate.qem("export", "--check", code=1).stderr.split())
         assert "edited by hand" in said and "incomplete" not in said, said
+
+
+def test_a_fresh_clone_of_a_memory_committed_before_its_first_note_reads_it(team):
+    # git keeps no empty folder: the clone holds config.toml and no log folder, and is the
+    # committed memory (a read answers, a write takes it), never a missing or a new one
+    founder = team.founded()
+    memory = founder.git("show", "main:.qem/config.toml").stdout
+    mate = team.clone("mate")
+    assert not (mate.path / ".qem" / "events").exists()
+    listed = mate.qem("list")
+    assert "no qem memory" not in listed.stderr and listed.stdout == ""
+    assert mate.qem("owed").stdout.startswith(f"scope: {mate.path / '.qem'}")
+    done = mate.qem("add", "the first note, from a clone", "-k", "finding")
+    assert "started the memory" not in done.stderr and "created a new memory" not in done.stderr, done.stderr
+    assert (mate.path / ".qem" / "config.toml").read_text("utf-8") == memory
+    mate.publish("the first note")
+    fresh = team.clone("fresh")
+    fresh.check()
+    assert [n["text"] for n in fresh.notes()] == ["the first note, from a clone"]

@@ -335,3 +335,16 @@ def test_a_seat_holding_a_credential_is_refused_as_every_string_field_is(qem, ws
     done = qem("add", "Send it", "-k", "task", "--to", "AKIAIOSFODNN7EXAMPLE")
     assert done.returncode == 2 and "data.to holds a secret" in done.stderr and "AKIAIOSFODNN7EXAMPLE" not in done.stderr
     assert _log_files(ws) == before
+
+
+@pytest.mark.parametrize("seat, said", [
+    ("", "--to '': a seat (to) must be a non-empty name"),
+    ("two words", "--to 'two words': a seat (to) is one word"),
+    ("a·b", "--to 'a·b': a seat (to) is one word"),
+])
+def test_owed_refuses_a_seat_no_request_can_name(qem, ws: Path, seat: str, said: str) -> None:
+    # `qem owed --to "$NAME"` with NAME unset must not answer "0 owed": nothing owed by anyone
+    qem("add", "Send the report", "-k", "task", "--to", "alice")
+    done = qem("owed", "--to", seat)
+    assert done.returncode == 2 and said in done.stderr and done.stdout == "", done.stdout + done.stderr
+    assert "Traceback" not in done.stderr

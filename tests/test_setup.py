@@ -774,3 +774,18 @@ def test_codex_setup_says_whether_codex_will_run_the_hooks_and_how_to_trust_them
     assert run(top, "codex", check=True) == 0
     assert f"Codex's trust of qem's hooks is unknown: {codex_home / 'config.toml'} could not be read" in \
         capsys.readouterr().out
+
+
+def test_setup_says_when_the_mcp_server_it_names_cannot_start(top: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    # README's first command installs qem without the mcp extra: the entry setup writes would
+    # fail in the harness, so setup says what to install; with the package, it says nothing
+    import importlib.util
+
+    real = importlib.util.find_spec
+    assert run(top) == 0
+    assert "needs the mcp package" not in capsys.readouterr().out
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mcp" else real(name, *a))
+    assert run(top, "codex") == 0
+    out = capsys.readouterr().out
+    assert "`qem mcp`, which needs the mcp package" in out and "pip install 'qem-edit[mcp]'" in out
+    assert out.splitlines()[-1].startswith("the hooks run ")  # the sample stays the last line
