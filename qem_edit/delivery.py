@@ -350,11 +350,9 @@ def _by_prompt(store: Store, prompt: str, top: str | None) -> dict[str, str]:
 def work_top(state: Path) -> Path:
     """The top of the work tree the memory is in (anchors are named from it): the nearest
     folder at or above the workspace holding `.git`, else the workspace."""
-    root = state.parent.resolve()
-    for folder in (root, *root.parents):
-        if (folder / ".git").exists():
-            return folder
-    return root
+    from .workspace import git_top
+
+    return git_top(state.parent) or state.parent.resolve()
 
 
 def from_cwd(paths: Iterable[str], cwd: str, top: Path) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from . import errors, gitrepo
-from .workspace import CONFIG_NAME
+from .workspace import CONFIG_NAME, git_top
 
 LOCK_TRIES = 10  # git's index.lock held by another git: tries, LOCK_WAIT_S apart
 LOCK_WAIT_S = 0.1
@@ -60,7 +60,7 @@ def without_git(place, rendered: Path | None) -> list[str]:  # type: ignore[no-u
     could not do there (re-render a tracked MEMORY.md, which needs git to tell it is
     tracked; stage what it wrote), and how to do it by hand.  None elsewhere, and where the
     write asked git nothing (then it needed nothing of it)."""
-    if not gitrepo.missing() or not any((d / ".git").exists() for d in (place.root, *place.root.parents)):
+    if not gitrepo.missing() or git_top(place.root) is None:
         return []
     try:
         mirror = place.mirror_path()

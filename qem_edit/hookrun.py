@@ -145,8 +145,9 @@ def _memory_from(start: Path, workspace: str | None) -> Path:
 def _tree_top(cwd: Path) -> Path:
     """The top of the git work tree holding `cwd` (its nearest ancestor holding `.git`),
     else `cwd` itself."""
-    start = cwd.resolve()
-    return next((d for d in (start, *start.parents) if (d / ".git").exists()), start)
+    from .workspace import git_top
+
+    return git_top(cwd) or cwd.resolve()
 
 
 def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:

@@ -118,6 +118,14 @@ class Workspace:
         return gitrepo.toplevel(self.root) is not None
 
 
+def git_top(start: Path) -> Path | None:
+    """The top of the git work tree holding `start`: its nearest folder, itself or above,
+    holding `.git` (a directory, or a linked worktree's file); None outside any.  Asked
+    of the files, not of git, so it costs no process and works with no git installed."""
+    start = start.resolve()
+    return next((d for d in (start, *start.parents) if (d / ".git").exists()), None)
+
+
 def find_workspace(cwd: Path | None = None) -> Path:
     start = (cwd or Path.cwd()).resolve()
     top = None
