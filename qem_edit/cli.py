@@ -94,10 +94,7 @@ def _answer(workspace_dir, store_dir, read, as_json: bool = False) -> int:  # ty
     answer: every read command is this over one library call."""
     _, store = shell.open_memory(workspace_dir, store_dir)
     with store:
-        return _show(read(store), as_json)
-
-
-_show = shell.show_answer
+        return shell.show_answer(read(store), as_json)
 
 
 def _print_version(value: bool) -> None:
@@ -293,7 +290,7 @@ def _sweep(note_id, reason, as_json: bool, workspace_dir, store_dir, actor) -> i
 
     if note_id is not None or reason is not None:
         raise errors.BadInput("--due expires every note past its end, with its end as the reason: give no ID or -m")
-    return _show(shell.act(workspace_dir, store_dir, actor, sweep, create=False), as_json)
+    return shell.show_answer(shell.act(workspace_dir, store_dir, actor, sweep, create=False), as_json)
 
 
 @app.command()
@@ -997,7 +994,7 @@ def diff_(
         raise errors.BadInput(f"--max-chars {max_chars}: a number of characters for --format markdown (0: no limit)")
     place = ws.resolve(workspace_dir, store_dir)
     found = memory_diff(place.store_path, revs or [], place.mirror_path())
-    return _show(DiffAnswer(found, fmt, stat, max_chars), fmt == "json")
+    return shell.show_answer(DiffAnswer(found, fmt, stat, max_chars), fmt == "json")
 
 
 @app.command()
@@ -1092,7 +1089,7 @@ def anchors_suggest(as_json: JsonOpt = False, workspace_dir: WorkspaceOpt = None
 
     place, store = shell.open_memory(workspace_dir, store_dir)
     with store:
-        return _show(anchorlist.suggested(store, place_tree(place)), as_json)
+        return shell.show_answer(anchorlist.suggested(store, place_tree(place)), as_json)
 
 
 @anchors_app.command("check")
