@@ -24,7 +24,7 @@ from typing import Iterable, Iterator, NamedTuple
 
 from . import errors
 from .index import note_from_row
-from .model import KIND_RANK, KINDS, PRIORITIES, Note, past_end
+from .model import KIND_RANK, KINDS, PRIORITIES, Note, past_end, scope_mark
 from .store import Store
 
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and code in BPE tokenizers
@@ -212,7 +212,8 @@ def entry(note: Note, reference: str, forked: set[str], now: str = "") -> Entry:
     only the sweep's event expires it)."""
     marks = (("stale",) if note.state == "stale" else ()) + (
         ("disputed",) if note.disputes or note.rivals or note.id in forked else ()) + (
-        (f"{PAST_END} {note.expires}",) if now and past_end(note, now) else ())
+        (f"{PAST_END} {note.expires}",) if now and past_end(note, now) else ()) + (
+        (scope_mark(note),) if note.local else ())
     return Entry(note, age(note.created_at, reference), marks)
 
 

@@ -25,7 +25,7 @@ from .model import EVENT_TYPES, KIND_RANK, LIVE_STATES, Event, Note, Rival, fold
 from .renderer import FORMAT_VERSION, item_text
 from .shown import progress
 
-INDEX_VERSION = "12"  # bump when the schema or what it caches changes: every index is rebuilt
+INDEX_VERSION = "13"  # bump when the schema or what it caches changes: every index is rebuilt
 _EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
 SCHEMA = f"""
 CREATE TABLE files (name TEXT PRIMARY KEY, problem TEXT) WITHOUT ROWID;
@@ -85,7 +85,9 @@ CREATE TABLE notes (
     terms         TEXT NOT NULL,
     seat          TEXT,
     due           TEXT,
-    answers       TEXT
+    answers       TEXT,
+    scope         TEXT NOT NULL,
+    session       TEXT
 ) WITHOUT ROWID;
 CREATE INDEX notes_in_order ON notes (kind_rank, id);
 CREATE INDEX notes_by_parent ON notes (supersedes) WHERE supersedes IS NOT NULL;
@@ -103,6 +105,9 @@ CREATE INDEX notes_by_end ON notes (expires) WHERE expires IS NOT NULL AND state
 -- the request they name.
 CREATE INDEX notes_requests ON notes (id) WHERE seat IS NOT NULL OR due IS NOT NULL;
 CREATE INDEX notes_by_answered ON notes (answers) WHERE answers IS NOT NULL;
+-- Session notes: few, read whole by every read (a reader in another session keeps them out)
+-- and by a session's end.
+CREATE INDEX notes_sessions ON notes (session) WHERE scope = 'session';
 -- Which notes each note's item names (a link, a dispute, a rival's successor): when a
 -- note's short id moves, the items that show it are rendered again.
 CREATE TABLE links (other TEXT NOT NULL, note TEXT NOT NULL, PRIMARY KEY (other, note)) WITHOUT ROWID;
@@ -157,7 +162,7 @@ TRIGGERS = (
 NOTE_COLUMNS = (
     "id, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,"
     " state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,"
-    " anchors, expires, triggers, seat, due, answers"
+    " anchors, expires, triggers, seat, due, answers, scope, session"
 )
 EVENT_COLUMNS = "id, note, type, at, actor, reason, checkin, data, clock, prev"
 
@@ -168,7 +173,7 @@ EVENT_COLUMNS = "id, note, type, at, actor, reason, checkin, data, clock, prev"
 def note_from_row(row: Sequence[object]) -> Note:
     (id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,
      state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,
-     anchors, expires, triggers, seat, due, answers) = row
+     anchors, expires, triggers, seat, due, answers, scope, session) = row
     pairs = tuple(tuple(p) for p in json.loads(disputes)) if disputes != "[]" else ()  # type: ignore[arg-type]
     rival = tuple(Rival(**r) for r in json.loads(rivals)) if rivals != "[]" else ()  # type: ignore[arg-type]
     anchored = tuple(tuple(a) for a in json.loads(anchors)) if anchors != "[]" else ()  # type: ignore[arg-type]
@@ -176,7 +181,7 @@ def note_from_row(row: Sequence[object]) -> Note:
     return Note(id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by,  # type: ignore[arg-type]
                 state, state_at, state_reason, state_actor, state_event, bad_pointer, pairs, rival,  # type: ignore[arg-type]
                 short, alias, short_len, text_hash, anchors=anchored, expires=expires,  # type: ignore[arg-type]
-                triggers=declared, to=seat, due=due, answers=answers)  # type: ignore[arg-type]
+                triggers=declared, to=seat, due=due, answers=answers, scope=scope, session=session)  # type: ignore[arg-type]
 
 
 def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
@@ -189,7 +194,7 @@ def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
         note.alias, note.short_len, note.text_hash, json.dumps(problems) if problems else "[]",
         json.dumps([list(a) for a in note.anchors], ensure_ascii=False) if note.anchors else "[]", note.expires,
         json.dumps([list(t) for t in note.triggers], ensure_ascii=False) if note.triggers else "[]",
-        _terms_json(note.text), note.to, note.due, note.answers,
+        _terms_json(note.text), note.to, note.due, note.answers, note.scope, note.session,
     )
 
 
@@ -292,7 +297,7 @@ class Index:
             caught.changed = True
         if self.meta("stamp") == stamp:
             return caught
-        now = self.tree.names()
+        now = self.tree.all_names()
         known = {name for (name,) in self.conn.execute("SELECT name FROM files")}
         if not known and now:
             self._build(sorted(now), caught)  # a fresh clone: everything at once, streamed
@@ -757,7 +762,7 @@ class Index:
             self.conn.execute(f"DELETE FROM items WHERE id IN ({marks})", chunk)
             self.conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)",
                                   [(KIND_RANK[n.kind], n.id, item_text(n, None, shorts)) for n in notes
-                                   if not n.text_missing])
+                                   if not n.text_missing and not n.local])  # MEMORY.md: the team's notes
 
     def _remember_items(self, chunk: list[str]) -> None:
         if self.replaced is None:
@@ -813,7 +818,8 @@ _STREAM_FILES = 256  # a sync that adds more log files than this (or any pack) s
 _REFOLD_ALL = 20000  # a sync touching more notes than this replays every note, streamed
 _INSERT_NOTE = ("INSERT INTO notes (id, short, kind_rank, kind, priority, text, provenance, created_at, actor,"
                 " supersedes, superseded_by, state, state_at, state_reason, state_actor, state_event, bad_pointer,"
-                " disputes, rivals, alias, short_len, text_hash, problems, anchors, expires, triggers, terms, seat, due, answers) VALUES (" + ", ".join("?" * 30) + ")")
+                " disputes, rivals, alias, short_len, text_hash, problems, anchors, expires, triggers, terms, seat, due, answers,"
+                " scope, session) VALUES (" + ", ".join("?" * 32) + ")")
 
 
 _LOOSE_BATCH = 256  # loose log files read by a worker at a time
@@ -886,7 +892,7 @@ def _folded(batch: list[tuple[str, list[tuple], dict]], before: str | None,
         beside = (batch[i - 1][0] if i else before, batch[i + 1][0] if i + 1 < len(batch) else after)
         note = _with_short(folded.note, ids.short_of(note_id, folded.note.short_len, [b for b in beside if b]))
         rows.append(_note_values(note, folded.problems))
-        linked = set() if note.text_missing else _linked(note)  # no item until its text arrives
+        linked = set() if note.text_missing or note.local else _linked(note)  # no item until its text arrives
         if len(linked) == 1:
             items.append((KIND_RANK[note.kind], note.id, item_text(note, None, {note.id: note.shown})))
         elif linked:

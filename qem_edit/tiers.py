@@ -21,7 +21,7 @@ from . import delivery, errors
 from .context import FRAMES, indented
 from .delivery import (CUT, READ_AHEAD, Change, Delivery, Fetch, Measure, Moment, Ranked, fitted_changes,
                        footer_room)
-from .model import Note
+from .model import Note, scope_mark
 
 TIERED = ("start", "compact")  # the moments that give many notes at once
 DEFAULT_PROVENANCE = "agent"
@@ -51,6 +51,7 @@ class Listed(NamedTuple):
         n = self.note
         marks = "" if n.provenance == DEFAULT_PROVENANCE else f" · {FRAMES.get(n.provenance, n.provenance)}"
         marks += (" · STALE" if n.state == "stale" else "") + delivery.end_mark(n) + delivery.requested(n)
+        marks += f" · {scope_mark(n)}" if n.local else ""
         return f"- [#{n.shown}] {n.kind}/{n.priority}{marks} · "
 
     def line(self) -> str:
