@@ -478,6 +478,9 @@ class Index:
                 self._fold_everything(spread)
                 for statement in _SECONDARY.values() if empty else ():
                     conn.execute(statement)
+            local = [n for (n,) in conn.execute("SELECT id FROM notes WHERE scope != 'team'")]
+            if local:  # folded beside this clone's own notes: the team's short ids as every clone has them
+                self._reshort(local)
             return True
         self._insert_staged(caught)
         touched.update(also)
@@ -718,26 +721,31 @@ class Index:
         pointing to it reads: by short id, or by full id when it is not in the log) are
         rendered again."""
         if len(changed) > _RESHORT_ALL:
-            rows = self.conn.execute("SELECT id, short_len, short FROM notes").fetchall()
-            now = ids.short_ids({i: length for i, length, _ in rows})
-            moved = {i for i, _, short in rows if now[i] != short}
+            rows = self.conn.execute("SELECT id, short_len, short, scope FROM notes").fetchall()
+            now = ids.short_ids({i: length for i, length, _, _ in rows})
+            now.update(ids.short_ids({i: length for i, length, _, scope in rows if scope == "team"}))
+            moved = {i for i, _, short, _ in rows if now[i] != short}
         else:
             affected: set[str] = set(changed)
             for note_id in changed:
-                affected.update(self._neighbours(note_id))
+                affected.update(self._neighbours(note_id), self._neighbours(note_id, team=True))
             now, moved = {}, set()
             for note_id in sorted(affected):
-                row = self.conn.execute("SELECT short, short_len FROM notes WHERE id = ?", (note_id,)).fetchone()
+                row = self.conn.execute("SELECT short, short_len, scope FROM notes WHERE id = ?", (note_id,)).fetchone()
                 if row is not None:
-                    now[note_id] = ids.short_of(note_id, row[1], self._neighbours(note_id))
+                    now[note_id] = ids.short_of(note_id, row[1], self._neighbours(note_id, team=row[2] == "team"))
                     if now[note_id] != row[0]:
                         moved.add(note_id)
         self.conn.executemany("UPDATE notes SET short = ? WHERE id = ?", [(now[i], i) for i in sorted(moved)])
         self.render_items(set(changed) | moved | self._showing(set(changed) | moved))
 
-    def _neighbours(self, note_id: str) -> list[str]:
-        before = self.conn.execute("SELECT id FROM notes WHERE id < ? ORDER BY id DESC LIMIT 1", (note_id,)).fetchall()
-        after = self.conn.execute("SELECT id FROM notes WHERE id > ? ORDER BY id LIMIT 1", (note_id,)).fetchall()
+    def _neighbours(self, note_id: str, team: bool = False) -> list[str]:
+        """The notes next to `note_id` in id order; `team`: the team's notes only.  A team
+        note's short id is made among the team's notes alone, so this clone's own notes
+        never change MEMORY.md's bytes (a private note's own is made among all)."""
+        only = " AND scope = 'team'" if team else ""
+        before = self.conn.execute(f"SELECT id FROM notes WHERE id < ?{only} ORDER BY id DESC LIMIT 1", (note_id,)).fetchall()
+        after = self.conn.execute(f"SELECT id FROM notes WHERE id > ?{only} ORDER BY id LIMIT 1", (note_id,)).fetchall()
         return [r[0] for r in before + after]
 
     def _showing(self, note_ids: set[str]) -> set[str]:

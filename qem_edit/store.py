@@ -721,9 +721,10 @@ class Store:
         text = text.translate(str.maketrans("ilo", "110"))
         if not text or not ids.PREFIX_RE.match(text):
             raise errors.NoSuchNote(f"#{given} is not a note id (ids are letters and digits, e.g. #k3f9)")
-        rows = self._read("SELECT id FROM notes WHERE id >= ? AND id < ? ORDER BY id LIMIT 12", (text, text + "{"))
-        if len(rows) == 1:
-            return rows[0][0]
+        rows = self._read("SELECT id, short FROM notes WHERE id >= ? AND id < ? ORDER BY id LIMIT 12", (text, text + "{"))
+        shown = [r for r in rows if r[1] == text]
+        if len(rows) == 1 or len(shown) == 1:  # a short id names its note (a team note's may prefix a private one's)
+            return (shown or rows)[0][0]
         if not rows:
             raise errors.NoSuchNote(f"no note #{text} in this memory")
         return self._ambiguous(text, [r[0] for r in rows])

@@ -343,3 +343,85 @@ def test_codex_session_notes_and_the_sweep_of_ended_sessions(app) -> None:
     codex(app, "SessionStart", "c-3", source="startup")
     listed = qem(app, "list", env={"QEM_SESSION": "c-1"}).stdout
     assert "expired" in listed.split(SESSION)[0].splitlines()[-1]
+
+
+def test_mcp_add_takes_a_scope_and_a_session_as_the_cli_does(tmp_path) -> None:
+    """The real MCP client: `add` with scope private is this clone's; scope session without
+    a session is refused in the CLI's words (the server knows no session), nothing written;
+    with one, the note is that session's."""
+    import anyio
+
+    from test_mcp import failed, ok, session
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+
+    async def script(s):  # type: ignore[no-untyped-def]
+        await ok(s, "add", text=PRIVATE, kind="finding", scope="private")
+        refused = await failed(s, "add", text=SESSION, kind="finding", scope="session")
+        await ok(s, "add", text=TEAM, kind="finding", scope="session", session="m-1")
+        wrong = await failed(s, "add", text=TEAM2, kind="finding", scope="nowhere")
+        return refused, wrong
+
+    async def main():  # type: ignore[no-untyped-def]
+        async with session(ws) as s:
+            return await script(s)
+
+    refused, wrong = anyio.run(main)
+    assert "--session ID" in refused and "QEM_SESSION" in refused and "session" in refused
+    assert "scope" in wrong
+    assert not (ws / ".qem" / "events").exists() or not any((ws / ".qem" / "events").iterdir())
+    listed = qem(ws, "list", env={"QEM_SESSION": ""}).stdout
+    assert "(private) " + PRIVATE in listed and TEAM not in listed and SESSION not in listed
+    assert "(this session) " + TEAM in qem(ws, "list", env={"QEM_SESSION": "m-1"}).stdout
+
+
+def test_a_check_in_of_memory_md_naming_a_private_note_is_refused(team) -> None:
+    """MEMORY.md is the team's rendering: a line naming a private note's id (pasted from
+    `qem list`) is no item of it; the check-in is refused naming the line, nothing written,
+    and the private note stays as it was."""
+    work, _, env = team
+    private = short_of(qem(work, "add", PRIVATE, "--kind", "finding", "--scope", "private"))
+    memory = work / "MEMORY.md"
+    text = memory.read_text("utf-8")
+    memory.write_text(text.replace("## References", f"- [#{private}] 2026-12-05 · medium · agent · {PRIVATE}, edited"
+                                   "\n\n## References"), "utf-8")
+    done = qem(work, "checkin", "--path", "MEMORY.md", "-y")
+    assert done.returncode == 2 and f"no note #{private}" in done.stderr and "line" in done.stderr, done.stderr
+    assert "edited" not in qem(work, "list").stdout
+    assert "events/" not in git("status", "--porcelain", cwd=work, env=env).stdout
+
+
+def test_a_private_note_never_changes_a_team_notes_short_id(tmp_path, monkeypatch) -> None:
+    """Short ids are the shortest unique prefixes: a private note sharing a team note's
+    prefix must not lengthen the team note's (MEMORY.md would then differ from every other
+    clone's rendering); the private note's own is unique here, and each short id names its
+    note, in the index as written and as rebuilt."""
+    from qem_edit.model import NewNote
+    from qem_edit.store import Store
+
+    (tmp_path / ".git").mkdir()
+    monkeypatch.setenv("QEM_SHORT_LENGTH", "1")
+    monkeypatch.setenv("QEM_SESSION", "")
+    assert qem(tmp_path, "add", TEAM, "--kind", "finding", env={"QEM_SHORT_LENGTH": "1"}).returncode == 0
+    assert qem(tmp_path, "export").returncode == 0
+    rendered = (tmp_path / "MEMORY.md").read_bytes()
+    with Store.open(tmp_path / ".qem", write=True) as store:
+        [team_note] = store.notes()
+        for i in range(400):
+            new = NewNote("finding", "medium", "agent", f"{PRIVATE} {i}", scope="private")
+            made = store.write(lambda tx: tx.create(new, "tester"))
+            if made.id[0] == team_note.id[0]:
+                break
+        else:
+            pytest.fail("no private note shared the team note's first character")
+        private = store.note(made.id)
+        assert store.note(team_note.id).shown == team_note.shown
+        assert private.shown != team_note.shown and len(private.shown) > len(team_note.shown)
+        assert store.resolve(team_note.shown) == team_note.id and store.resolve(private.shown) == private.id
+    assert qem(tmp_path, "export").returncode == 0
+    assert (tmp_path / "MEMORY.md").read_bytes() == rendered
+    (tmp_path / ".qem" / "index.db").unlink()
+    assert qem(tmp_path, "export", "--check").returncode == 0
+    listed = qem(tmp_path, "list").stdout
+    assert f"#{team_note.shown}\t" in listed and f"#{private.shown}\t" in listed
