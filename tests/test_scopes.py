@@ -397,27 +397,33 @@ def test_a_private_note_never_changes_a_team_notes_short_id(tmp_path, monkeypatc
     prefix must not lengthen the team note's (MEMORY.md would then differ from every other
     clone's rendering); the private note's own is unique here, and each short id names its
     note, in the index as written and as rebuilt."""
+    from qem_edit import ids
     from qem_edit.model import NewNote
     from qem_edit.store import Store
 
     (tmp_path / ".git").mkdir()
     monkeypatch.setenv("QEM_SHORT_LENGTH", "1")
     monkeypatch.setenv("QEM_SESSION", "")
-    assert qem(tmp_path, "add", TEAM, "--kind", "finding", env={"QEM_SHORT_LENGTH": "1"}).returncode == 0
+    for i in range(200):  # a team note whose short id is one letter
+        assert qem(tmp_path, "add", f"{TEAM} {i}", "--kind", "finding").returncode == 0
+        with Store.open(tmp_path / ".qem") as store:
+            [team_note] = store.notes(states=["active"])
+        if len(team_note.shown) == 1:
+            break
+        assert qem(tmp_path, "revoke", team_note.shown, "-m", "not this one").returncode == 0
     assert qem(tmp_path, "export").returncode == 0
     rendered = (tmp_path / "MEMORY.md").read_bytes()
     with Store.open(tmp_path / ".qem", write=True) as store:
-        [team_note] = store.notes()
-        for i in range(400):
+        for i in range(2000):  # until one would lengthen the team note's short id, were it counted
             new = NewNote("finding", "medium", "agent", f"{PRIVATE} {i}", scope="private")
             made = store.write(lambda tx: tx.create(new, "tester"))
-            if made.id[0] == team_note.id[0]:
+            if ids.short_of(team_note.id, 1, [made.id]) != team_note.shown:
                 break
         else:
-            pytest.fail("no private note shared the team note's first character")
+            pytest.fail("no private note shared the team note's short id")
         private = store.note(made.id)
         assert store.note(team_note.id).shown == team_note.shown
-        assert private.shown != team_note.shown and len(private.shown) > len(team_note.shown)
+        assert private.shown != team_note.shown and private.shown.startswith(team_note.shown)
         assert store.resolve(team_note.shown) == team_note.id and store.resolve(private.shown) == private.id
     assert qem(tmp_path, "export").returncode == 0
     assert (tmp_path / "MEMORY.md").read_bytes() == rendered
