@@ -431,3 +431,20 @@ def test_a_private_note_never_changes_a_team_notes_short_id(tmp_path, monkeypatc
     assert qem(tmp_path, "export", "--check").returncode == 0
     listed = qem(tmp_path, "list").stdout
     assert f"#{team_note.shown}\t" in listed and f"#{private.shown}\t" in listed
+
+
+def test_a_successor_holds_where_its_note_held(tmp_path) -> None:
+    """`qem supersede` of a private note makes a private successor (in this clone's folder
+    alone); of a session note, read outside its session, is refused as no note there."""
+    (tmp_path / ".git").mkdir()
+    private = short_of(qem(tmp_path, "add", PRIVATE, "--kind", "finding", "--scope", "private"))
+    after = short_of(qem(tmp_path, "supersede", private, PRIVATE + ", revised"))
+    shown = json.loads(qem(tmp_path, "show", after, "--json").stdout)
+    assert shown["scope"] == "private" and shown["supersedes"]
+    assert not any(shown["id"] in p.name for p in (tmp_path / ".qem" / "events").iterdir())
+    assert (tmp_path / ".qem" / "private" / "events" / shown["id"]).is_file()
+    session = short_of(qem(tmp_path, "add", SESSION, "--kind", "finding", "--scope", "session", "--session", "s9"))
+    outside = qem(tmp_path, "supersede", session, "changed", env={"QEM_SESSION": "s8"})
+    assert outside.returncode == 2 and "another agent session" in outside.stderr
+    inside = qem(tmp_path, "supersede", session, "changed", env={"QEM_SESSION": "s9"})
+    assert json.loads(qem(tmp_path, "show", short_of(inside), "--json", env={"QEM_SESSION": "s9"}).stdout)["session"] == "s9"
