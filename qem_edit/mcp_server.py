@@ -911,7 +911,10 @@ class LogWatch:
     def mark(self, uris: list[str]) -> None:
         """Note the events, as they are now, of the notes newly watched among `uris`."""
         fresh = [u for u in uris if _note_value(u) is not None and u not in self.marks]
-        found = note_marks(self.memory, [_note_value(u) for u in fresh])  # type: ignore[misc]
+        try:
+            found = note_marks(self.memory, [_note_value(u) for u in fresh])  # type: ignore[misc]
+        except Exception:  # a subscription is kept all the same: its first move tells it
+            found = dict.fromkeys((_note_value(u) for u in fresh), ())  # type: ignore[arg-type]
         self.marks.update({u: found[_note_value(u)] for u in fresh})  # type: ignore[index]
 
     def forget(self) -> None:
@@ -959,10 +962,16 @@ class LogWatch:
 
     def updated(self) -> list[str]:
         """The watched URIs the log's move changed: every whole memory's, and each note's
-        whose events are not as they were (those seen now kept for the next move)."""
+        whose events are not as they were (those seen now kept for the next move).  When
+        the memory cannot be read now, every watched URI: told once too often rather than
+        a change missed (the next move compares with nothing, and tells them again)."""
         watched = sorted(self.watched())
         notes = [u for u in watched if _note_value(u) is not None]
-        found = note_marks(self.memory, [_note_value(u) for u in notes])  # type: ignore[misc]
+        try:
+            found = note_marks(self.memory, [_note_value(u) for u in notes])  # type: ignore[misc]
+        except Exception:  # (note_marks answers a memory that is missing; this is any other failure)
+            self.marks.update(dict.fromkeys(notes, ()))
+            return watched
         moved = [u for u in notes if found[_note_value(u)] != self.marks.get(u)]  # type: ignore[index]
         self.marks.update({u: found[_note_value(u)] for u in notes})  # type: ignore[index]
         return [u for u in watched if _note_value(u) is None or u in moved]
