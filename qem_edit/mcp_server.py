@@ -22,9 +22,9 @@ Beside the tools: resources (qem://context, qem://memory.md, qem://note/{id}: wh
 context`, `qem export --stdout` and `qem show ID` print, read through the same calls) and
 prompts (review-memory, with the notes that need a look read into it; record-memory).
 
-The server keeps no state of its own but who listens: every call opens the memory (which catches its
-index up with the log), acts, and closes it, so several servers and CLI writers on one
-memory take turns on its write lock and lose nothing.
+The server keeps no state of its own but who listens for what: every call opens the memory
+(which catches its index up with the log), acts, and closes it, so several servers and CLI
+writers on one memory take turns on its write lock and lose nothing.
 
 Every write is an agent's (`agent=True`: a note of a protected kind, a directive by
 default, cannot be taken out of force through it; see qem_edit.protect), but for a
