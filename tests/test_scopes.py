@@ -448,3 +448,19 @@ def test_a_successor_holds_where_its_note_held(tmp_path) -> None:
     assert outside.returncode == 2 and "another agent session" in outside.stderr
     inside = qem(tmp_path, "supersede", session, "changed", env={"QEM_SESSION": "s9"})
     assert json.loads(qem(tmp_path, "show", short_of(inside), "--json", env={"QEM_SESSION": "s9"}).stdout)["session"] == "s9"
+
+
+def test_owed_counts_a_session_request_only_in_its_session_and_codex_ends_it(app) -> None:
+    """A request kept for Codex session c-7: `qem owed` lists it there, not outside; Codex's
+    SessionEnd ends it (expired, its session ended), and then it is owed nowhere."""
+    codex(app, "SessionStart", "c-7", source="startup")
+    done = qem(app, "add", "Check the nightly build", "--kind", "task", "--to", "alice", "--scope", "session",
+               "--session", "c-7")
+    note = short_of(done)
+    assert f"#{note}" in qem(app, "owed", env={"QEM_SESSION": "c-7"}).stdout
+    assert f"#{note}" not in qem(app, "owed", env={"QEM_SESSION": "c-8"}).stdout
+    assert f"#{note}" not in qem(app, "owed", env={"QEM_SESSION": ""}).stdout
+    assert codex(app, "SessionEnd", "c-7", reason="other") == ""
+    shown = json.loads(qem(app, "show", note, "--json", env={"QEM_SESSION": "c-7"}).stdout)
+    assert shown["state"] == "expired" and shown["state_reason"] == "its session ended"
+    assert f"#{note}" not in qem(app, "owed", env={"QEM_SESSION": "c-7"}).stdout
