@@ -175,6 +175,7 @@ def sweep(store: "Store", place: "Workspace", actor: str, agent: bool | None = N
     from .ids import new_checkin_id
 
     now = utc_now()
+    store.every_session = True  # a note's end holds whoever sweeps: another session's notes too
     if not store.due(now):
         return Swept(now)
     checkin = new_checkin_id()

@@ -464,3 +464,14 @@ def test_owed_counts_a_session_request_only_in_its_session_and_codex_ends_it(app
     shown = json.loads(qem(app, "show", note, "--json", env={"QEM_SESSION": "c-7"}).stdout)
     assert shown["state"] == "expired" and shown["state_reason"] == "its session ended"
     assert f"#{note}" not in qem(app, "owed", env={"QEM_SESSION": "c-7"}).stdout
+
+
+def test_the_sweep_of_notes_past_their_end_takes_every_sessions(tmp_path) -> None:
+    """`qem expire --due`, run outside any session (CI, cron), expires a session note past
+    its end too: its end holds whoever sweeps."""
+    (tmp_path / ".git").mkdir()
+    note = short_of(qem(tmp_path, "add", SESSION, "--kind", "finding", "--scope", "session", "--session", "zz",
+                        "--ttl", "1h"))
+    swept = qem(tmp_path, "expire", "--due", env={"QEM_NOW": "2099-01-01T00:00:00Z", "QEM_SESSION": ""})
+    assert swept.returncode == 0 and f"#{note}" in swept.stdout, swept.stderr
+    assert "expired" in qem(tmp_path, "show", note, env={"QEM_SESSION": "zz"}).stdout
