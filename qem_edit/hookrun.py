@@ -171,7 +171,7 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
         raise ValueError("hook input without a session id"
                          " (session_id, VS Code's sessionId, Cursor's conversation_id)")
     if ask.does == START:
-        _started(state, ask)
+        _started(state, ask, harness, event)
     with ledger.session(state, window) as book:
         if ask.does == COMPACTING:
             book.compacted()
@@ -288,21 +288,25 @@ def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-
     return moments
 
 
-def _started(state: Path, ask: Asked) -> None:
+def _started(state: Path, ask: Asked, harness: Harness, event: str) -> None:
     """A session starts: where the harness lets a hook set its shell's environment
     (Claude Code's CLAUDE_ENV_FILE), QEM_SESSION is set to the session's id, so a `qem add
     --scope session` the agent runs knows its session; on a fresh start, the session notes
-    of sessions whose ledgers are gone (ended, or swept as stale) are ended."""
+    of sessions whose ledgers are gone (ended, or swept as stale) are ended.  Either
+    failing is logged and the start's context given all the same."""
     from . import ledger
 
     env_file = os.environ.get("CLAUDE_ENV_FILE")
-    if env_file and ask.session and re.fullmatch(r"[A-Za-z0-9._:-]{1,200}", ask.session):
-        with open(env_file, "a", encoding="utf-8") as handle:
-            handle.write(f"export QEM_SESSION={ask.session}\n")
-    if ask.source == "startup":
-        ledger.sweep(state)
-        _end_session_notes(state, lambda session: session != ask.session and not any(
-            ledger.exists(state, f"{name}:{session}") for name in HARNESSES))
+    try:
+        if env_file and re.fullmatch(r"[A-Za-z0-9._:-]{1,200}", ask.session):  # (a word the shell takes as it is)
+            with open(env_file, "a", encoding="utf-8") as handle:
+                handle.write(f"export QEM_SESSION={ask.session}\n")
+        if ask.source == "startup":
+            ledger.sweep(state)
+            _end_session_notes(state, lambda session: session != ask.session and not any(
+                ledger.exists(state, f"{name}:{session}") for name in HARNESSES))
+    except Exception as exc:  # noqa: BLE001 - a start gives its notes whatever else fails
+        _log(state, harness, event, exc)
 
 
 def _end_session_notes(state: Path, ended) -> None:  # type: ignore[no-untyped-def]

@@ -475,3 +475,12 @@ def test_the_sweep_of_notes_past_their_end_takes_every_sessions(tmp_path) -> Non
     swept = qem(tmp_path, "expire", "--due", env={"QEM_NOW": "2099-01-01T00:00:00Z", "QEM_SESSION": ""})
     assert swept.returncode == 0 and f"#{note}" in swept.stdout, swept.stderr
     assert "expired" in qem(tmp_path, "show", note, env={"QEM_SESSION": "zz"}).stdout
+
+
+def test_a_start_gives_its_notes_when_qem_session_cannot_be_set(app, tmp_path) -> None:
+    """CLAUDE_ENV_FILE that cannot be written (a folder): logged, and the start's context
+    given all the same."""
+    (tmp_path / "env-dir").mkdir()
+    start = claude(app, "SessionStart", "sess-z", env={"CLAUDE_ENV_FILE": str(tmp_path / "env-dir")}, source="startup")
+    assert TEAM in start
+    assert "env-dir" in (app / ".qem" / "sessions" / "hooks.log").read_text("utf-8")
