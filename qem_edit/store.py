@@ -929,8 +929,10 @@ class Store:
 
     def state_at(self, moment: str) -> dict[str, Note]:
         """Every note as it was at `moment` (a UTC time): the events written by then;
-        a text forgotten since stays forgotten."""
-        return replay(self.events(until=moment), self.texts())
+        a text forgotten since stays forgotten (another session's session notes left out)."""
+        notes = replay(self.events(until=moment), self.texts())
+        return {n: note for n, note in notes.items() if note.session is None or note.session == self.session
+                or self.every_session}
 
     def dispute_id(self, given: str) -> str:
         rows = self._read(

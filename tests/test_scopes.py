@@ -484,3 +484,10 @@ def test_a_start_gives_its_notes_when_qem_session_cannot_be_set(app, tmp_path) -
     start = claude(app, "SessionStart", "sess-z", env={"CLAUDE_ENV_FILE": str(tmp_path / "env-dir")}, source="startup")
     assert TEAM in start
     assert "env-dir" in (app / ".qem" / "sessions" / "hooks.log").read_text("utf-8")
+
+
+def test_reads_as_of_a_date_leave_out_other_sessions_notes(tmp_path) -> None:
+    (tmp_path / ".git").mkdir()
+    assert qem(tmp_path, "add", SESSION, "--kind", "finding", "--scope", "session", "--session", "zz").returncode == 0
+    assert SESSION not in qem(tmp_path, "context", "--at", "2099-01-01", env={"QEM_SESSION": ""}).stdout
+    assert SESSION in qem(tmp_path, "context", "--at", "2099-01-01", env={"QEM_SESSION": "zz"}).stdout
