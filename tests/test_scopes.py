@@ -491,3 +491,31 @@ def test_reads_as_of_a_date_leave_out_other_sessions_notes(tmp_path) -> None:
     assert qem(tmp_path, "add", SESSION, "--kind", "finding", "--scope", "session", "--session", "zz").returncode == 0
     assert SESSION not in qem(tmp_path, "context", "--at", "2099-01-01", env={"QEM_SESSION": ""}).stdout
     assert SESSION in qem(tmp_path, "context", "--at", "2099-01-01", env={"QEM_SESSION": "zz"}).stdout
+
+
+@pytest.mark.parametrize("data, said", [
+    ({"scope": "bogus"}, "scope 'bogus' is not one of"),
+    ({"scope": "session"}, "a session note's session must be"),
+    ({"scope": "private", "session": "s1"}, "a private note names no session"),
+    ({}, "a team note's event in this clone's private folder"),
+])
+def test_a_private_folder_file_is_read_as_untrusted_input(tmp_path, data: dict, said: str) -> None:
+    """What `.qem/private/` holds is checked as every log file is: a bad scope, a session
+    note with no session, a team note's event there: set aside, named by `qem verify`."""
+    from qem_edit.logtree import TextRecord, event_bytes
+    from qem_edit.model import Event
+    from qem_edit import ids
+
+    (tmp_path / ".git").mkdir()
+    assert qem(tmp_path, "add", TEAM, "--kind", "finding", "--scope", "private").returncode == 0
+    record = TextRecord("", "k" * 26, PRIVATE)
+    fields = {"kind": "finding", "priority": "medium", "provenance": "agent", "supersedes": None,
+              "text": record.digest, "nonce": "n" * 26, "short": 4, **data}
+    event = Event("", "", "created", "2026-01-01T00:00:00Z", "someone", None, None, fields, 99, ())
+    raw = event_bytes(event)
+    (tmp_path / ".qem" / "private" / "events" / ids.content_id(raw)).write_bytes(raw)
+    listed = qem(tmp_path, "list")
+    assert listed.returncode == 0 and TEAM in listed.stdout and PRIVATE not in listed.stdout
+    assert "set aside" in listed.stderr and ids.content_id(raw) in listed.stderr
+    verified = qem(tmp_path, "verify")
+    assert verified.returncode != 0 and said in verified.stdout + verified.stderr, verified.stdout + verified.stderr
