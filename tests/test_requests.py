@@ -44,7 +44,8 @@ def test_add_records_who_owes_a_note_its_deadline_and_what_it_answers(qem, ws: P
     assert "requested of alice, due 2026-09-05T23:59:59Z" in qem("show", request).stdout
     qem("export")
     memory = (ws / "MEMORY.md").read_text("utf-8")
-    assert f"to alice · due 2026-09-05 · Send the migration report" in memory
+    assert any(f"to alice · due 2026-09-05 · answered by #{a}, #{b} · Send the migration report" in memory
+               for a, b in ((answer, by_command), (by_command, answer)))  # (two in force: the oldest first)
     assert f"to session-2 · due 2026-09-02T12:00:00Z · Review" in memory
     assert f"answers #{request} · Sent: docs/migration.md" in memory
 
