@@ -283,6 +283,37 @@ def test_owed_at_a_revision_reads_the_log_committed_there(team) -> None:  # noqa
     assert then[2].startswith(f"#{request} task · owed by mate")
 
 
+def test_owed_at_a_revision_counts_the_files_set_aside_there_as_the_live_read_does(team) -> None:  # noqa: F811
+    from test_hostile_clone import plant_event
+
+    founder = team.founded("the build needs python 3.11")
+    request = founder.qem("add", "Send the report", "-k", "task", "--to", "mate").stdout.strip()
+    founder.qem("export")
+    founder.publish("a request")
+    other = founder.add("the tests need a display")
+    memory = founder.path / ".qem"
+    [request_id, other_id] = [n["id"] for s in (request, other) for n in founder.notes() if n["short"] == s]
+    other_event = next(e.name for e in (memory / "events").iterdir() if e.name.startswith(other_id[:20]))
+    crossing = plant_event(memory, type="stale_flagged", note=request_id, prev=[other_event])
+    (memory / "events" / ("0" * 26)).write_bytes(b"not an event")  # its name is not its hash
+    live = founder.qem("owed").stdout.splitlines()
+    assert live[0].endswith("; incomplete: 2 log files set aside (`qem verify` names them)"), live[0]
+    assert f"#{request} task · UNKNOWN: no answer in the log read, which is incomplete" in live[2]
+    bad = founder.commit("two files a reader sets aside")
+    for name in (crossing, "events/" + "0" * 26):
+        founder.git("rm", "-q", f".qem/{name}")
+    founder.commit("set aside no more")
+    assert founder.qem("owed").stdout.splitlines()[0].endswith("; complete")
+    then = founder.qem("owed", "--at", bad[:12]).stdout.splitlines()
+    assert f"as at {bad[:12]}" in then[0] and f"incomplete: 2 log files set aside as at {bad[:12]} (" in then[0]
+    assert f"{crossing}: event {crossing[7:]} follows an event of another note" in then[0]
+    assert f"events/{'0' * 26}" in then[0]
+    assert f"#{request} task · UNKNOWN: no answer in the log read, which is incomplete" in then[2]
+    data = json.loads(founder.qem("owed", "--at", bad[:12], "--json").stdout)
+    assert data["scope"]["complete"] is False and len(data["scope"]["incomplete_because"]) == 1
+    assert founder.qem("owed", "--at", "HEAD").stdout.splitlines()[0].endswith("; complete")
+
+
 # -- for people and reviewers ------------------------------------------------------------------------
 
 
