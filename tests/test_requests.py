@@ -145,6 +145,37 @@ def test_mcp_add_takes_to_due_and_answers(qem, ws: Path) -> None:
     assert status["answered"]["answered"] == "yes" and status["answered"]["by"][0]["actor"] == "test-agent"
 
 
+def test_mcp_owed_answers_what_qem_owed_answers_with_its_scope_and_schema(qem, ws: Path, monkeypatch) -> None:
+    import jsonschema
+
+    monkeypatch.setenv("QEM_NOW", "2026-09-07T12:00:00Z")  # (the server is started with it too)
+    early = {"QEM_NOW": "2026-09-01T08:00:00Z"}
+    late = qem("add", "Send the report", "-k", "task", "--to", "alice", "--due", "2026-09-05", env=early).stdout.strip()
+    qem("add", "Review the plan", "-k", "task", "--to", "bob", "--due", "2026-09-30", env=early)
+    done = qem("add", "Rotate the token", "-k", "task", "--to", "alice", env=early).stdout.strip()
+    qem("answer", done, "Rotated", env=early)
+    calls = [({}, ()), ({"to": "alice"}, ("--to", "alice")), ({"late": True}, ("--late",)),
+             ({"at": "2026-09-02"}, ("--at", "2026-09-02"))]
+
+    async def script(s: Any) -> Any:
+        schema = next(t for t in (await s.list_tools()).tools if t.name == "owed").output_schema
+        results = [await ok(s, "owed", **arguments) for arguments, _ in calls]
+        return schema, results, await failed(s, "owed", to="two words"), await failed(s, "owed", bogus=1)
+
+    schema, results, bad_seat, bad_argument = serve(ws, script)
+    for (arguments, argv), result in zip(calls, results):
+        cli = json.loads(qem("owed", *argv, "--json").stdout)
+        assert result.structured_content == cli, arguments
+        assert json.loads(result.content[1].text) == result.structured_content
+        assert result.content[0].text == qem("owed", *argv).stdout.rstrip("\n")
+        jsonschema.validate(result.structured_content, schema)
+    first = results[0].structured_content
+    assert first["scope"]["complete"] is True and [o["short"] for o in first["owed"]][0] == late
+    assert first["owed"][0]["late"] is True and first["owed"][0]["answered"] == "no"
+    assert [o["short"] for o in results[2].structured_content["owed"]] == [late]
+    assert "--to 'two words'" in bad_seat and "bogus" in bad_argument
+
+
 def test_load_keeps_requests_and_refuses_a_bad_one(qem, ws: Path, tmp_path: Path) -> None:
     request = qem("add", "Send the report", "-k", "task", "--to", "alice", "--due", "2026-09-05").stdout.strip()
     qem("answer", request, "Sent")
