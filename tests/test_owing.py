@@ -108,7 +108,9 @@ from pathlib import Path  # noqa: E402
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-from qem_edit import owed as owed_read  # noqa: E402
+import pytest  # noqa: E402
+
+from qem_edit import errors, owed as owed_read  # noqa: E402
 from qem_edit.model import NewNote  # noqa: E402
 from qem_edit.store import Store  # noqa: E402
 
@@ -143,7 +145,11 @@ def _replayed(history: list[tuple]) -> tuple[Store, dict[str, dict], Path]:
             create(NewNote("task", "medium", "agent", f"request {len(order)}", to=to, due=due))
         elif order:
             target = order[step[1] % len(order)]
-            if step[0] == "answer":
+            if step[0] == "answer" and brute[target]["to"] is None and brute[target]["due"] is None:
+                with pytest.raises(errors.Refused, match="is not a request"):  # only a request is answered
+                    store.write(lambda tx: tx.create(NewNote("finding", "medium", "agent", "no answer", answers=target),
+                                                     "tester"), at="2026-08-01T00:00:00Z")
+            elif step[0] == "answer":
                 create(NewNote("finding", "medium", "agent", f"answer {len(order)}", answers=target))
             elif brute[target]["state"] == "active":
                 old = brute[target]

@@ -411,3 +411,96 @@ def test_owed_refuses_a_seat_no_request_can_name(qem, ws: Path, seat: str, said:
     done = qem("owed", "--to", seat)
     assert done.returncode == 2 and said in done.stderr and done.stdout == "", done.stdout + done.stderr
     assert "Traceback" not in done.stderr
+
+
+# -- what a write refuses, and what it says ------------------------------------------------------------
+
+
+LATER = {"QEM_NOW": "2026-09-07T12:00:00Z"}
+
+
+def _event_files(ws: Path) -> list[str]:
+    return sorted(p.name for p in (store_path(ws) / "events").iterdir())
+
+
+def _asked_in(qem, ws: Path, line: str):  # type: ignore[no-untyped-def]
+    """A new item added to MEMORY.md under Tasks and checked in."""
+    qem("export", env=LATER)
+    md = (ws / "MEMORY.md").read_text("utf-8").replace("## Tasks\n", f"## Tasks\n\n{line}\n", 1)
+    (ws / "MEMORY.md").write_text(md, "utf-8")
+    return qem("checkin", "--yes", "-m", "asked", env=LATER)
+
+
+def test_a_deadline_already_past_is_recorded_and_said_late_on_every_way_in(qem, ws: Path, tmp_path: Path, monkeypatch) -> None:
+    added = qem("add", "Send the report", "-k", "task", "--to", "alice", "--due", "2026-09-05", env=LATER)
+    assert added.returncode == 0
+    short = added.stdout.strip()
+    assert f"qem: note #{short} is late already: due 2026-09-05T23:59:59Z, 1d 12h before it was recorded" in added.stderr
+    assert qem("owed", "--late", env=LATER).stdout.splitlines()[2].startswith(f"#{short} task · LATE 1d 12h")
+    on_time = qem("add", "Review the plan", "-k", "task", "--due", "2026-09-30", env=LATER)
+    assert on_time.returncode == 0 and "late already" not in on_time.stderr
+    done = _asked_in(qem, ws, "- to bob · due 2026-09-01 · Pay the invoice")
+    assert done.returncode == 0 and "is late already: due 2026-09-01T23:59:59Z, 5d 12h before" in done.stderr
+
+    async def script(s: Any) -> Any:
+        return (await ok(s, "add", text="Rotate the token", kind="task", due="2026-09-06")).content[0].text
+
+    monkeypatch.setenv("QEM_NOW", LATER["QEM_NOW"])  # (the server is started with it)
+    said = serve(ws, script)
+    assert "is late already: due 2026-09-06T23:59:59Z, 12h 1s before it was recorded" in said
+    # a load restores what was written, a past deadline too
+    (tmp_path / "dump.jsonl").write_text(qem("dump").stdout, "utf-8")
+    other = tmp_path / "other"
+    other.mkdir()
+    assert qem("load", str(tmp_path / "dump.jsonl"), "-w", str(other), env=LATER).returncode == 0
+    assert qem("owed", "--late", "-w", str(other), env=LATER).stdout.splitlines()[1] == "3 owed (--late), 3 late"
+
+
+def test_a_deadline_after_the_note_s_end_is_refused_on_every_way_in_and_nothing_is_written(qem, ws: Path, monkeypatch) -> None:
+    qem("add", "the build needs python 3.11", "-k", "finding", env=LATER)
+    before = _event_files(ws)
+    said = "the new note is due 2026-10-01T23:59:59Z but ends (expires) 2026-09-20T00:00:00Z, before its deadline"
+    refused = qem("add", "Pay", "-k", "task", "--due", "2026-10-01", "--expires", "2026-09-20", env=LATER)
+    assert refused.returncode == 2 and said in refused.stderr and "Traceback" not in refused.stderr
+    done = _asked_in(qem, ws, "- expires 2026-09-20 · due 2026-10-01 · Pay")
+    assert done.returncode == 2 and said in done.stderr
+
+    async def script(s: Any) -> Any:
+        return await failed(s, "add", text="Pay", kind="task", due="2026-10-01", expires="2026-09-20")
+
+    monkeypatch.setenv("QEM_NOW", LATER["QEM_NOW"])
+    assert said in serve(ws, script)
+    assert _event_files(ws) == before
+    # an end by the kind's default counts the same; `--expires none` (or a later end) takes it
+    config = store_path(ws) / "config.toml"
+    config.write_text(config.read_text("utf-8") + '\n[expiry]\ntask = "1w"\n', "utf-8")
+    by_default = qem("add", "Pay", "-k", "task", "--due", "2026-10-01", env=LATER)
+    assert by_default.returncode == 2 and "ends (expires) 2026-09-14T12:00:00Z, before its deadline" in by_default.stderr
+    assert _event_files(ws) == before
+    assert qem("add", "Pay", "-k", "task", "--due", "2026-10-01", "--expires", "none", env=LATER).returncode == 0
+    assert qem("add", "Pay", "-k", "task", "--due", "2026-10-01", "--expires", "2026-10-02", env=LATER).returncode == 0
+
+
+def test_an_answer_to_a_note_that_is_no_request_is_refused_on_every_way_in_naming_it(qem, ws: Path, monkeypatch) -> None:
+    finding = qem("add", "the build needs python 3.11", "-k", "finding", env=LATER).stdout.strip()
+    request = qem("add", "Send the report", "-k", "task", "--to", "alice", env=LATER).stdout.strip()
+    answer = qem("answer", request, "Sent", env=LATER).stdout.strip()
+    before = _event_files(ws)
+    said = f"cannot answer note #{finding}: it is not a request (it names no `to` or `due`)"
+    for argv in (("answer", finding, "Agreed"), ("add", "Agreed", "-k", "finding", "--answers", finding),
+                 ("answer", answer, "An answer to an answer")):
+        refused = qem(*argv, env=LATER)
+        assert refused.returncode == 2 and "it is not a request" in refused.stderr, argv
+        assert "Traceback" not in refused.stderr
+    assert said in qem("answer", finding, "Agreed", env=LATER).stderr
+    done = _asked_in(qem, ws, f"- answers #{finding} · Agreed")
+    assert done.returncode == 2 and said in done.stderr
+
+    async def script(s: Any) -> Any:
+        return await failed(s, "add", text="Agreed", kind="finding", answers=finding)
+
+    monkeypatch.setenv("QEM_NOW", LATER["QEM_NOW"])
+    assert said in serve(ws, script)
+    assert _event_files(ws) == before
+    # a successor of an answer keeps its pointer, judged when it was written
+    assert qem("supersede", answer, "Sent, with the appendix", env=LATER).returncode == 0
