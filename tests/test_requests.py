@@ -504,3 +504,24 @@ def test_an_answer_to_a_note_that_is_no_request_is_refused_on_every_way_in_namin
     assert _event_files(ws) == before
     # a successor of an answer keeps its pointer, judged when it was written
     assert qem("supersede", answer, "Sent, with the appendix", env=LATER).returncode == 0
+
+
+def test_what_a_write_refuses_is_read_as_written_from_a_clone_s_files_and_a_load(qem, ws: Path, tmp_path: Path) -> None:
+    """The rules above are the writer's: a log file that broke them (an older qem, a peer)
+    is read, not set aside, and a dump of that memory loads."""
+    finding = qem("add", "the build needs python 3.11", "-k", "finding", env=LATER).stdout.strip()
+    with Store.open(store_path(ws)) as store:
+        full = store.resolve(finding)
+    planted_created(store_path(ws), "Agreed, from an older qem", "finding", answers=full)
+    planted_created(store_path(ws), "Pay before the end", "task", due="2026-10-01T23:59:59Z",
+                    expires="2026-09-20T00:00:00Z")
+    listing = qem("list", env=LATER).stdout
+    assert "Agreed, from an older qem" in listing and "Pay before the end" in listing
+    assert qem("verify", env=LATER).returncode == 0
+    (tmp_path / "dump.jsonl").write_text(qem("dump").stdout, "utf-8")
+    other = tmp_path / "other"
+    other.mkdir()
+    loaded = qem("load", str(tmp_path / "dump.jsonl"), "-w", str(other), env=LATER)
+    assert loaded.returncode == 0, loaded.stderr
+    assert "Agreed, from an older qem" in qem("list", "-w", str(other), env=LATER).stdout
+
