@@ -49,6 +49,31 @@ def test_an_answer_from_another_clone_shows_on_the_request_after_a_merge_and_a_f
     assert _fresh(team, "fresh") == view
 
 
+def test_both_branches_change_the_request_s_line_and_the_merge_settles_on_the_merged_log(team) -> None:  # noqa: F811
+    """One branch answers the request, the other flags it stale: git conflicts on its line in
+    MEMORY.md, and `qem export` settles it from the merged log, the same on either side."""
+    founder = team.founded("the build needs python 3.11")
+    request = founder.qem("add", "Send the report", "-k", "task", "--to", "mate", "--due", "2030-01-05").stdout.strip()
+    founder.qem("export")
+    founder.publish("a request")
+    mate = team.clone("mate")
+    answer = mate.qem("answer", request, "Sent it").stdout.strip()
+    mate.publish("the answer")
+    founder.qem("flag-stale", request, "-m", "the report format changed")
+    founder.commit("stale")
+    founder.git("fetch", "-q", "origin")
+    done = founder.git("merge", "--no-edit", "-q", "origin/main", ok=False)
+    assert done.returncode != 0 and founder.conflicted() == ["MEMORY.md"]  # the one line both changed
+    founder.settle_merge(done)  # `qem export`: the merged log rendered
+    founder.git("commit", "-q", "--no-edit")
+    founder.check()
+    line = _line(founder, request)
+    assert "· STALE " in line and line.endswith(f"· answered by #{answer} · Send the report")
+    founder.git("push", "-q", "origin", "main")
+    mate.pull()
+    assert same_view(founder, mate) == _fresh(team, "fresh")
+
+
 def test_the_marker_follows_the_answers_revoked_superseded_forgotten_and_two_in_force(team) -> None:  # noqa: F811
     founder = team.founded("the build needs python 3.11")
     request = founder.qem("add", "Review the plan", "-k", "task", "--to", "mate").stdout.strip()
