@@ -707,7 +707,7 @@ class Index:
         if self.conn.execute("UPDATE texts SET text = '' WHERE note = ? AND text != ''", (note_id,)).rowcount or arrived:
             self.blanked.add(note_id)
 
-    def _reshort(self, changed: list[str], answered: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    def _reshort(self, changed: list[str], answered: Iterable[str] = ()) -> None:
         """Short ids of the changed notes and of their neighbours in id order (a new note
         can lengthen only the notes it shares a prefix with), or of every note when many
         changed; the items of the changed notes, of every note whose short id moved, and of
@@ -730,7 +730,7 @@ class Index:
                     if now[note_id] != row[0]:
                         moved.add(note_id)
         self.conn.executemany("UPDATE notes SET short = ? WHERE id = ?", [(now[i], i) for i in sorted(moved)])
-        self.render_items(set(changed) | moved | answered | self._showing(set(changed) | moved))
+        self.render_items(set(changed) | moved | set(answered) | self._showing(set(changed) | moved))
 
     def _neighbours(self, note_id: str) -> list[str]:
         before = self.conn.execute("SELECT id FROM notes WHERE id < ? ORDER BY id DESC LIMIT 1", (note_id,)).fetchall()
@@ -746,11 +746,11 @@ class Index:
         return out | self._answered(note_ids)
 
     def _answered(self, note_ids: Iterable[str]) -> set[str]:
-        """The notes some of `note_ids` answer (their items show their answers)."""
+        """The notes of this log some of `note_ids` answer (their items show their answers)."""
         out: set[str] = set()
         for chunk in db.chunks(sorted(set(note_ids))):
             out.update(r[0] for r in self.conn.execute(
-                f"SELECT answers FROM notes WHERE id IN ({db.marks(chunk)}) AND answers IS NOT NULL", chunk))
+                f"SELECT r.id FROM notes a JOIN notes r ON r.id = a.answers WHERE a.id IN ({db.marks(chunk)})", chunk))
         return out
 
     # -- items ------------------------------------------------------------------------------
