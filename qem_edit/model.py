@@ -956,16 +956,33 @@ def request_refusal(new: NewNote, old: Note | None, answered: Note | None) -> st
     `due`: nothing is owed there to answer).  A write's decision, as a move's from-states
     are: a log file or a load, history already written, is read as it is."""
     what = f"the successor of #{old.shown}" if old is not None else "the new note"
-    if (new.due is not None and new.expires is not None and new.due > new.expires
-            and (old is None or (old.due, old.expires) != (new.due, new.expires))):
-        return (f"{what} is due {new.due} but ends (expires) {new.expires}, before its deadline: once expired it is"
-                " no longer owed; give an end after the deadline (`--expires DATE` or `--expires none`; in MEMORY.md,"
-                " its `expires` marker) or an earlier deadline; nothing was written")
-    if answered is not None and answered.to is None and answered.due is None and (old is None or old.answers != answered.id):
-        return (f"cannot answer note #{answered.shown}: it is not a request (it names no `to` or `due`), so nothing"
-                f" is owed there to answer; make it one (in MEMORY.md, `to NAME · ` or `due DATE · ` before its"
-                " text, then `qem checkin`) or answer nothing; nothing was written")
+    refusal = deadline_refusal(what, new.due, new.expires, old)
+    if refusal:
+        return refusal + "; nothing was written"
+    if answered is not None and (old is None or old.answers != answered.id):
+        refusal = answer_refusal(answered)
+        return refusal and refusal + "; nothing was written"
     return None
+
+
+def answer_refusal(answered: Note) -> str | None:
+    """Why a new answer to `answered` is refused (None: it is a request, which may be)."""
+    if answered.to is not None or answered.due is not None:
+        return None
+    return (f"cannot answer note #{answered.shown}: it is not a request (it names no `to` or `due`), so nothing is"
+            f" owed there to answer; make it one (in MEMORY.md, `to NAME · ` or `due DATE · ` before its text, then"
+            " `qem checkin`) or answer nothing")
+
+
+def deadline_refusal(what: str, due: str | None, end: str | None, old: Note | None) -> str | None:
+    """A deadline after the note's end, set anew (None: not so): expired, a request is no
+    longer owed, so its deadline would never come.  A check-in's plan says it on the item's
+    line; `decide_create` for every write."""
+    if due is None or end is None or due <= end or (old is not None and (old.due, old.expires) == (due, end)):
+        return None
+    return (f"{what} is due {due} but ends (expires) {end}, before its deadline: once expired it is no longer owed;"
+            " give an end after the deadline (`--expires DATE` or `--expires none`; in MEMORY.md, its `expires`"
+            " marker) or an earlier deadline")
 
 
 def decide_forget(note: Note, reason: str) -> Draft:

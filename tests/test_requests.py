@@ -463,7 +463,7 @@ def test_a_deadline_after_the_note_s_end_is_refused_on_every_way_in_and_nothing_
     refused = qem("add", "Pay", "-k", "task", "--due", "2026-10-01", "--expires", "2026-09-20", env=LATER)
     assert refused.returncode == 2 and said in refused.stderr and "Traceback" not in refused.stderr
     done = _asked_in(qem, ws, "- expires 2026-09-20 · due 2026-10-01 · Pay")
-    assert done.returncode == 2 and said in done.stderr
+    assert done.returncode == 2 and f"line 7: {said}" in done.stderr  # the plan names the line
 
     async def script(s: Any) -> Any:
         return await failed(s, "add", text="Pay", kind="task", due="2026-10-01", expires="2026-09-20")
@@ -494,7 +494,7 @@ def test_an_answer_to_a_note_that_is_no_request_is_refused_on_every_way_in_namin
         assert "Traceback" not in refused.stderr
     assert said in qem("answer", finding, "Agreed", env=LATER).stderr
     done = _asked_in(qem, ws, f"- answers #{finding} · Agreed")
-    assert done.returncode == 2 and said in done.stderr
+    assert done.returncode == 2 and f"line 7: {said}" in done.stderr  # the plan names the line
 
     async def script(s: Any) -> Any:
         return await failed(s, "add", text="Agreed", kind="finding", answers=finding)
