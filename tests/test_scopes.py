@@ -519,3 +519,21 @@ def test_a_private_folder_file_is_read_as_untrusted_input(tmp_path, data: dict, 
     assert "set aside" in listed.stderr and ids.content_id(raw) in listed.stderr
     verified = qem(tmp_path, "verify")
     assert verified.returncode != 0 and said in verified.stdout + verified.stderr, verified.stdout + verified.stderr
+
+
+def test_a_private_answer_to_a_team_request_is_not_in_memory_md(team) -> None:
+    """A request's item shows the answers that speak for it: never a private one (nor a
+    session one), whose id no other clone holds; the commit carries neither."""
+    work, origin, env = team
+    request = short_of(qem(work, "add", "Who owns the nightly build?", "--kind", "task", "--to", "alice"))
+    assert qem(work, "export").returncode == 0
+    rendered = (work / "MEMORY.md").read_bytes()
+    mine = short_of(qem(work, "add", PRIVATE, "--kind", "finding", "--answers", request, "--scope", "private"))
+    assert qem(work, "export").returncode == 0
+    assert (work / "MEMORY.md").read_bytes() == rendered and f"#{mine}" not in rendered.decode()
+    done = make_commit(work, env, "commit -am")
+    assert done.returncode == 0, done.stdout + done.stderr
+    git("push", "-q", "origin", "main", cwd=work, env=env)
+    assert PRIVATE not in everything_committed(origin, env)
+    (work / ".qem" / "index.db").unlink()
+    assert qem(work, "export", "--check").returncode == 0
