@@ -427,10 +427,14 @@ def test_a_private_note_never_changes_a_team_notes_short_id(tmp_path, monkeypatc
         assert store.resolve(team_note.shown) == team_note.id and store.resolve(private.shown) == private.id
     assert qem(tmp_path, "export").returncode == 0
     assert (tmp_path / "MEMORY.md").read_bytes() == rendered
+    written = qem(tmp_path, "verify")  # the index as written equals a fresh replay's, short ids and all
+    assert written.returncode == 0, written.stdout + written.stderr
     (tmp_path / ".qem" / "index.db").unlink()
     assert qem(tmp_path, "export", "--check").returncode == 0
     listed = qem(tmp_path, "list").stdout
     assert f"#{team_note.shown}\t" in listed and f"#{private.shown}\t" in listed
+    verified = qem(tmp_path, "verify")  # the index as written equals a fresh replay's, short ids and all
+    assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
 def test_a_successor_holds_where_its_note_held(tmp_path) -> None:
