@@ -376,19 +376,20 @@ def test_mcp_add_takes_a_scope_and_a_session_as_the_cli_does(tmp_path) -> None:
     assert "(this session) " + TEAM in qem(ws, "list", env={"QEM_SESSION": "m-1"}).stdout
 
 
-def test_a_check_in_of_memory_md_naming_a_private_note_is_refused(team) -> None:
-    """MEMORY.md is the team's rendering: a line naming a private note's id (pasted from
-    `qem list`) is no item of it; the check-in is refused naming the line, nothing written,
-    and the private note stays as it was."""
+@pytest.mark.parametrize("scope", [("--scope", "private"), ("--scope", "session", "--session", "s1")])
+def test_a_check_in_of_memory_md_naming_a_private_note_is_refused(team, scope: tuple[str, ...]) -> None:
+    """MEMORY.md is the team's rendering: a line naming a private or session note's id
+    (pasted from `qem list`) is no item of it; the check-in is refused naming the line,
+    nothing written, and the note stays as it was."""
     work, _, env = team
-    private = short_of(qem(work, "add", PRIVATE, "--kind", "finding", "--scope", "private"))
+    private = short_of(qem(work, "add", PRIVATE, "--kind", "finding", *scope))
     memory = work / "MEMORY.md"
     text = memory.read_text("utf-8")
     memory.write_text(text.replace("## References", f"- [#{private}] 2026-12-05 · medium · agent · {PRIVATE}, edited"
                                    "\n\n## References"), "utf-8")
     done = qem(work, "checkin", "--path", "MEMORY.md", "-y")
     assert done.returncode == 2 and f"no note #{private}" in done.stderr and "line" in done.stderr, done.stderr
-    assert "edited" not in qem(work, "list").stdout
+    assert "edited" not in qem(work, "list", env={"QEM_SESSION": "s1"}).stdout
     assert "events/" not in git("status", "--porcelain", cwd=work, env=env).stdout
 
 
