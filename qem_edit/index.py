@@ -22,7 +22,7 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 from . import cores, db, ids
 from .logtree import PACKS, PART_BYTES, LogFileError, LogTree, PackPart, PackReading, TextRecord, pack_part
 from .model import EVENT_TYPES, KIND_RANK, LIVE_STATES, Event, Note, Rival, fold
-from .renderer import FORMAT_VERSION, item_text
+from .renderer.version import FORMAT_VERSION
 from .shown import progress
 
 INDEX_VERSION = "12"  # bump when the schema or what it caches changes: every index is rebuilt
@@ -752,6 +752,8 @@ class Index:
         note, which started over, left them for now), so none is deleted first: in a
         fresh build the items table is without its index on ids until the end, and each
         delete would read the whole table."""
+        from .renderer import item_text  # here: a command that renders nothing imports no renderer
+
         for chunk in db.chunks(sorted(set(note_ids))):
             marks = db.marks(chunk)
             notes = [note_from_row(r) for r in self.conn.execute(f"SELECT {NOTE_COLUMNS} FROM notes WHERE id IN ({marks})", chunk)]
@@ -882,6 +884,8 @@ def _folded(batch: list[tuple[str, list[tuple], dict]], before: str | None,
     notes table, the items that show no other note, the links of those that do and their
     ids (rendered once every short id is known).  `before` and `after`: the notes on either
     side of the batch, which its first and last notes' short ids depend on.  Pure."""
+    from .renderer import item_text
+
     rows: list = []
     items: list = []
     links: list = []
