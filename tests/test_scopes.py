@@ -542,3 +542,17 @@ def test_a_private_answer_to_a_team_request_is_not_in_memory_md(team) -> None:
     assert PRIVATE not in everything_committed(origin, env)
     (work / ".qem" / "index.db").unlink()
     assert qem(work, "export", "--check").returncode == 0
+
+
+def test_forgetting_a_private_note_asks_for_no_commit(tmp_path) -> None:
+    """A private note was never committed: its forget says so, and asks for no commit of
+    `.qem/` (a team note's forget still does)."""
+    (tmp_path / ".git").mkdir()
+    private = short_of(qem(tmp_path, "add", PRIVATE, "--kind", "finding", "--scope", "private"))
+    team_note = short_of(qem(tmp_path, "add", TEAM, "--kind", "finding"))
+    done = qem(tmp_path, "forget", private, "-m", "not wanted", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "commit .qem/" not in done.stderr and "history" not in done.stderr
+    assert "private note" in done.stderr and "never committed" in done.stderr
+    said = qem(tmp_path, "forget", team_note, "-m", "not wanted", "--yes").stderr
+    assert "commit .qem/" in said
