@@ -170,10 +170,13 @@ class CurrencyAnswer:
     # a request's (or an answer's) second question: answered? (qem_edit.owing; None: neither)
     answered: Answered | None = None
     request: str | None = None  # for an answer: the request it names, as shown (its answer is the request's)
+    scope: tuple[str, str | None] = ("team", None)  # where the note holds, and a session note's session
 
     def text(self) -> str:
         me = f"#{self.shown or self.answer.note_id}"
         said = f"{me} current: {self.answer.value} ({self.answer.reason})"
+        if self.scope[0] != "team":  # (show says it so too: a read names what only this clone reads)
+            said += "\nscope " + SCOPE_WORDS[self.scope[0]].format(session=self.scope[1])
         if self.past_end:
             said += (f"; but past its end ({self.expires}): not in force, and `qem expire --due` records it"
                      " expired")
@@ -187,7 +190,7 @@ class CurrencyAnswer:
     def data(self) -> object:
         answered = {"answered": {**self.answered.to_json(), "request": self.request}} if self.answered else {}
         return {**self.answer.to_json(), "short": self.shown or self.answer.note_id, "expires": self.expires,
-                "past_end": self.past_end, **answered}
+                "past_end": self.past_end, "scope": self.scope[0], "session": self.scope[1], **answered}
 
     def remark(self) -> str | None:
         return None
@@ -290,7 +293,8 @@ def status(store: Store, note_id: str) -> CurrencyAnswer:
     if note.answers is not None and not is_request(note):
         request = ids.shown(note.answers, store.index.shorts([note.answers]).get(note.answers))
     return CurrencyAnswer(Graph.of({n.id: n for n in store.notes()}).currency(full), note.shown, note.expires,
-                          past_end(note, utc_now()), answered_of(store, note, utc_now()), request)
+                          past_end(note, utc_now()), answered_of(store, note, utc_now()), request,
+                          (note.scope, note.session))
 
 
 def answered_of(store: Store, note: Note, now: str) -> Answered | None:

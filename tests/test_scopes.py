@@ -556,3 +556,24 @@ def test_forgetting_a_private_note_asks_for_no_commit(tmp_path) -> None:
     assert "private note" in done.stderr and "never committed" in done.stderr
     said = qem(tmp_path, "forget", team_note, "-m", "not wanted", "--yes").stderr
     assert "commit .qem/" in said
+
+
+def test_status_names_a_private_or_session_notes_scope_in_one_line(tmp_path) -> None:
+    """`qem status ID` says where a private or session note holds, as `show` does, in one
+    line of its text and in its JSON; a team note's status says nothing of it."""
+    (tmp_path / ".git").mkdir()
+    private = short_of(qem(tmp_path, "add", PRIVATE, "--kind", "finding", "--scope", "private"))
+    session = short_of(qem(tmp_path, "add", SESSION, "--kind", "finding", "--scope", "session", "--session", "s-7"))
+    team_note = short_of(qem(tmp_path, "add", TEAM, "--kind", "finding"))
+    mine = {"QEM_SESSION": "s-7"}
+    said = qem(tmp_path, "status", private).stdout.splitlines()
+    assert [line for line in said if line.startswith("scope ")] == \
+        ["scope private: this clone only, never committed (`qem share ID` makes it a team note)"]
+    said = qem(tmp_path, "status", session, env=mine).stdout.splitlines()
+    assert [line for line in said if line.startswith("scope ")] == \
+        ["scope session s-7: this agent session only, ended when it ends"]
+    assert "scope" not in qem(tmp_path, "status", team_note).stdout
+    data = json.loads(qem(tmp_path, "status", session, "--json", env=mine).stdout)
+    assert (data["scope"], data["session"]) == ("session", "s-7")
+    assert json.loads(qem(tmp_path, "status", private, "--json").stdout)["scope"] == "private"
+    assert json.loads(qem(tmp_path, "status", team_note, "--json").stdout)["scope"] == "team"
