@@ -170,14 +170,24 @@ def share(store: Store, place: Workspace, given: str, reason: str | None, actor:
     secrets as every write is; returns the team note."""
     note_id = store.resolve(given)
     why = reason or "shared from this clone's private notes"
+    twins: list[Note] = []
 
     def work(tx: Transaction) -> Note:
         old = tx.note(note_id)
         provenance = "agent" if old.provenance == "human" and protect.writes_as_agent(tx, actor) else old.provenance
-        return tx.share(note_id, provenance, actor, why)
+        twins[:] = [n for n in repeats(store, [note_id]).get(note_id, []) if n.scope == "team"][:1]
+        return tx.share(note_id, provenance, actor, why, twins[0] if twins else None)
 
     note = store.write(work, agent=agent, allow_secret=allow_secret)
-    return _written(store, place, Written(note=store.note(note.id)))
+    if twins:  # the killed share staged nothing: its team note's files are staged now, as a write's are
+        store.tree.touched |= store.files_of_events([note.id]) | store.files_of_texts([note.id])
+    written = _written(store, place, Written(note=store.note(note.id)))
+    if twins:
+        old = store.note(note_id)
+        written.notices.append(f"note #{old.shown}'s text is in force already as team note #{note.shown} (a share"
+                               f" that did not finish, or the team's own): #{old.shown} ends, superseded by it;"
+                               " no second team note was made")
+    return written
 
 
 class Request(NamedTuple):

@@ -1007,14 +1007,19 @@ def _check_scopes(new: NewNote, old: Note) -> None:
                               " (`qem share ID` makes a private note a team note)")
 
 
-def decide_share(note: Note, provenance: str, reason: str) -> list[Draft]:
+def decide_share(note: Note, provenance: str, reason: str, twin: Note | None = None) -> list[Draft]:
     """A private note made a team note: a team note of the same content (its anchors as
     recorded), created without a pointer to the private one (every other clone would read
-    a pointer to a note it never sees), and the private one superseded by it here."""
+    a pointer to a note it never sees), and the private one superseded by it here.
+    `twin`: a team note in force with the private one's text already (the one a share
+    killed between its two writes made: the team note is in the log, the private one's
+    end is not); the private one is then superseded by it, and no second team note made."""
     if note.scope != "private":
         raise TransitionError(f"note #{note.shown} is a {note.scope} note; only a private note is shared"
                               + (" (it is the team's already)" if note.scope == "team" else ""))
     check_transition(note, "superseded")
+    if twin is not None:
+        return [Draft(note.id, "superseded", reason, {"by": twin.id})]
     new = NewNote(note.kind, note.priority, provenance, note.text or "", anchors=note.anchors, expires=note.expires,
                   triggers=note.triggers, to=note.to, due=note.due, answers=note.answers)
     [created] = decide_create(new, None, reason)

@@ -119,12 +119,13 @@ class Transaction:
         events = self.record(_decided(decide_create, new, old, reason, self._answered(new, old)), actor, checkin)
         return self._notes[events[0].id]
 
-    def share(self, note_id: str, provenance: str, actor: str, reason: str) -> Note:
-        """A private note made a team note (model.decide_share); returns the team note."""
+    def share(self, note_id: str, provenance: str, actor: str, reason: str, twin: Note | None = None) -> Note:
+        """A private note made a team note (model.decide_share; `twin`: the team note in
+        force with its text already, which then supersedes it); returns the team note."""
         from .model import decide_share
 
-        events = self.record(_decided(decide_share, self.note(note_id), provenance, reason), actor)
-        return self._notes[events[0].id]
+        events = self.record(_decided(decide_share, self.note(note_id), provenance, reason, twin), actor)
+        return twin if twin is not None else self._notes[events[0].id]
 
     def _answered(self, new: NewNote, old: Note | None) -> Note | None:
         """The note a new note's `answers` names anew (not kept from its predecessor),
@@ -285,6 +286,7 @@ class Transaction:
         texts = [t for t in self.texts if t.note in local]
         events = [e for e in self.events if e.note in local]
         if texts or events:
+            checkpoint("write-before-local")  # (a share's team note written, the private one's end not yet)
             tree.ensure_local()
         for text in texts:
             names[tree.write_text(text, local=True)] = ([], [text])
@@ -859,6 +861,13 @@ class Store:
         out: set[str] = set()
         for chunk in db.chunks(sorted(set(event_ids))):
             out.update(f for (f,) in self._read(f"SELECT file FROM event_files WHERE event IN ({db.marks(chunk)})", chunk))
+        return out
+
+    def files_of_texts(self, note_ids: Iterable[str]) -> set[str]:
+        """The log files (paths under the memory's folder) that hold these notes' texts."""
+        out: set[str] = set()
+        for chunk in db.chunks(sorted(set(note_ids))):
+            out.update(f for (f,) in self._read(f"SELECT file FROM texts WHERE note IN ({db.marks(chunk)})", chunk))
         return out
 
     def due(self, now: str) -> list[Note]:

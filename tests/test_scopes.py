@@ -577,3 +577,34 @@ def test_status_names_a_private_or_session_notes_scope_in_one_line(tmp_path) -> 
     assert (data["scope"], data["session"]) == ("session", "s-7")
     assert json.loads(qem(tmp_path, "status", private, "--json").stdout)["scope"] == "private"
     assert json.loads(qem(tmp_path, "status", team_note, "--json").stdout)["scope"] == "team"
+
+
+def test_a_share_killed_between_its_writes_is_settled_by_sharing_again(team) -> None:
+    """`qem share` writes the team note to the committed log, then ends the private one in
+    `.qem/private/`: killed between the two, both are in force.  Sharing again ends the
+    private one by the team note the first share made, says so, and makes no second team
+    note; the commit and a fresh clone hold that one team note."""
+    work, origin, env = team
+    private = short_of(qem(work, "add", PRIVATE, "--kind", "finding", "--scope", "private"))
+    killed = qem(work, "share", private, env={"QEM_FAULT": "write-before-local"})
+    assert killed.returncode == -9, (killed.returncode, killed.stderr)
+    both = [line.split("\t")[-2:] for line in qem(work, "list").stdout.splitlines() if PRIVATE in line]
+    assert sorted(both) == [["active", "(private) " + PRIVATE], ["active", PRIVATE]], both
+    again = qem(work, "share", private)
+    shared = short_of(again)
+    assert "no second team note" in again.stderr and f"#{shared}" in again.stderr
+    lines = [line for line in qem(work, "list").stdout.splitlines() if PRIVATE in line and "\tactive\t" in line]
+    assert lines == [f"#{shared}\tfinding\tmedium\tagent\tactive\t{PRIVATE}"], lines
+    assert "superseded" in qem(work, "status", private).stdout
+    assert json.loads(qem(work, "show", private, "--json").stdout)["superseded_by"] == \
+        json.loads(qem(work, "show", shared, "--json").stdout)["id"]
+    assert qem(work, "share", private).returncode == 2  # settled: nothing is left to share
+    verified = qem(work, "verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    done = make_commit(work, env, "commit -am")
+    assert done.returncode == 0, done.stdout + done.stderr
+    git("push", "-q", "origin", "main", cwd=work, env=env)
+    fresh = origin.parent / "fresh"
+    git("clone", "-q", str(origin), str(fresh), cwd=origin.parent, env=env)
+    assert [line for line in qem(fresh, "list").stdout.splitlines() if PRIVATE in line] == lines
+    assert qem(fresh, "verify").returncode == 0
