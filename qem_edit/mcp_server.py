@@ -257,6 +257,23 @@ def _supersede(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
                  _repeated(written), notices)
 
 
+def _share(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
+    """A private note made the team's, as `qem share` makes it (a killed share settled)."""
+    from . import acts
+
+    private: dict[str, object] = {}
+
+    def work(h: Any, p: Any, who: str) -> Any:
+        old = h.note(h.resolve(a["id"]))
+        private.update(id=old.id, short=old.shown)
+        return acts.share(h, p, a["id"], a.get("reason"), who, agent=True)
+
+    written, notices = memory.act(work, client)
+    n = written.note
+    return Reply(f"#{n.shown} is the team's, superseding private note #{private['short']} ({n.kind} · {n.priority}"
+                 f" · {n.provenance})", {**_note(n), "private": private}, notices)
+
+
 def _triggers(a: dict[str, Any]) -> Any:
     """The triggers a tool call declares (None: none named, a successor keeps the old note's)."""
     from . import acts
@@ -386,6 +403,8 @@ TOOLS: tuple[Tool, ...] = (
           "expires": _EXPIRES, "ttl": _TTL, **_successor_triggers()},
          ("id", "text"), _supersede, written(MOVE_BY_VERB["supersede"])),
     *(_move_tool(m) for m in READING_ORDER if m.tool),
+    Tool("share", "Share a private note", "Make a private note (this clone's only) a team note, committed with the code; the private one ends. Returns the team note.",
+         {"id": _ID, "reason": _reason(False)}, ("id",), _share, written(MOVE_BY_VERB["supersede"])),
     Tool("show", "Show a note", "Read one note in full (expand an index line of the context).",
          {"id": _ID, "at": _AT}, ("id",), _show),
     Tool("query", "Query the memory", "Find notes (or, with events, log events) by exact filters such as kind=gotcha current=yes text~lock, anchor=src/db.py (the notes about a file); the answer starts with the scope scanned.",
@@ -597,10 +616,12 @@ def _object(properties: dict[str, Any], required: tuple[str, ...]) -> dict[str, 
 NOTE_OUTPUT = _object(_NOTE_FIELDS, ("id", "short", "kind", "priority", "text", "provenance", "state", "created_at"))
 _WRITTEN = _object({**_NOTE_FIELDS, "repeats": {"type": "array", "items": {"type": "object"}}},
                    ("id", "short", "kind", "state", "repeats"))
+_SHARED = _object({**_NOTE_FIELDS, "private": _object({"id": {"type": "string"}, "short": {"type": "string"}},
+                                                       ("id", "short"))}, ("id", "short", "kind", "state", "private"))
 _MOVED = _object({**_NOTE_FIELDS, "event": {"type": "object"}}, ("id", "short", "kind", "state", "event"))
 _SCOPE = {"type": "object", "properties": {"complete": {"type": "boolean"}}, "required": ["complete"]}
 OUTPUTS: dict[str, dict[str, Any]] = {
-    "add": _WRITTEN, "supersede": _WRITTEN, "show": NOTE_OUTPUT,
+    "add": _WRITTEN, "supersede": _WRITTEN, "share": _SHARED, "show": NOTE_OUTPUT,
     "query": _object({"scope": _SCOPE, "filters": {"type": "array", "items": {"type": "string"}},
                       "count": {"type": "integer"}, "notes": {"type": "array", "items": NOTE_OUTPUT},
                       "events": {"type": "array", "items": {"type": "object"}}}, ("scope", "filters", "count")),

@@ -608,3 +608,47 @@ def test_a_share_killed_between_its_writes_is_settled_by_sharing_again(team) -> 
     git("clone", "-q", str(origin), str(fresh), cwd=origin.parent, env=env)
     assert [line for line in qem(fresh, "list").stdout.splitlines() if PRIVATE in line] == lines
     assert qem(fresh, "verify").returncode == 0
+
+
+def test_mcp_share_makes_a_private_note_the_teams_as_the_cli_does(tmp_path) -> None:
+    """The real MCP client: `share` answers the team note (its structured result, under
+    its outputSchema, also as JSON text) naming the private note it supersedes; a team note
+    or a private note shared already is refused in the CLI's words; a share killed between
+    its writes is settled by `share` again, which says so and makes no second team note."""
+    import anyio
+
+    from test_mcp import failed, ok, session
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".git").mkdir()
+    first = short_of(qem(ws, "add", PRIVATE, "--kind", "finding", "--scope", "private"))
+    second = short_of(qem(ws, "add", SESSION, "--kind", "gotcha", "--scope", "private"))
+    team_note = short_of(qem(ws, "add", TEAM, "--kind", "finding"))
+    assert qem(ws, "share", second, env={"QEM_FAULT": "write-before-local"}).returncode == -9
+
+    async def script(s):  # type: ignore[no-untyped-def]
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        shared = await ok(s, "share", id=first, reason="the team needs it")
+        again = await failed(s, "share", id=first)
+        team = await failed(s, "share", id=team_note)
+        settled = await ok(s, "share", id=second)
+        return tools["share"], shared, again, team, settled
+
+    async def main():  # type: ignore[no-untyped-def]
+        async with session(ws) as s:
+            return await script(s)
+
+    tool, shared, again, team, settled = anyio.run(main)
+    assert tool.output_schema["required"] == ["id", "short", "kind", "state", "private"]
+    assert tool.annotations.read_only_hint is False and tool.annotations.destructive_hint is True
+    data = shared.structured_content
+    assert json.loads(shared.content[1].text) == data
+    assert (data["text"], data["kind"], data["scope"], data["state"]) == (PRIVATE, "finding", "team", "active")
+    assert data["private"]["short"] == first and shared.content[0].text.startswith(f"#{data['short']} is the team's")
+    assert json.loads(qem(ws, "show", first, "--json").stdout)["superseded_by"] == data["id"]
+    assert "superseded" in again and "private note" in team and "team's already" in team
+    assert settled.structured_content["private"]["short"] == second
+    assert "no second team note" in settled.content[0].text
+    in_force = [line for line in qem(ws, "list").stdout.splitlines() if "\tactive\t" in line]
+    assert sorted(line.split("\t")[-1] for line in in_force) == sorted([PRIVATE, SESSION, TEAM]), in_force
