@@ -76,6 +76,7 @@ WhenPathOpt = Annotated[Optional[list[str]], typer.Option("--when-path", metavar
 WhenRunOpt = Annotated[Optional[list[str]], typer.Option("--when-run", metavar="PATTERN", help="Deliver the note before a matching shell command runs (repeatable): * any characters (pytest*).", show_default=False)]
 ToOpt = Annotated[Optional[str], typer.Option("--to", metavar="NAME", help="Who owes it (a request): an actor, a person or an agent, one word. `qem owed` lists it until a note answers it.", show_default=False)]
 DueOpt = Annotated[Optional[str], typer.Option("--due", metavar="DATE|TIME", help="The request's deadline: a date (YYYY-MM-DD, the end of that UTC day) or a UTC time; late after it. Not its end (--expires).", show_default=False)]
+RestsOnOpt = Annotated[Optional[list[str]], typer.Option("--rests-on", metavar="ID", help="A note this one rests on (repeatable): when it is superseded, revoked, expired, forgotten or flagged stale, this note is flagged stale with it.", show_default=False)]
 AnswersOpt = Annotated[Optional[str], typer.Option("--answers", metavar="ID", help="The request this note answers (its id); the request itself is not changed.", show_default=False)]
 TtlOpt = Annotated[Optional[str], typer.Option("--ttl", help="The note's end as a time to live from now: a number and h, d or w (30d). Default: its kind's [expiry] in .qem/config.toml.", show_default=False)]
 
@@ -150,6 +151,7 @@ def add(
     to: ToOpt = None,
     due: DueOpt = None,
     answers: AnswersOpt = None,
+    rests_on: RestsOnOpt = None,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
     actor: ActorOpt = None,
@@ -159,7 +161,7 @@ def add(
     Example: qem add "Run tests inside the venv" --kind directive --priority high
     """
     return shell.add(text, kind, priority, provenance, as_json, allow_secret, anchor, expires, ttl, on, when_path,
-                     when_run, workspace_dir, store_dir, actor, to, due, answers)
+                     when_run, workspace_dir, store_dir, actor, to, due, answers, rests_on)
 
 
 @app.command()
@@ -199,6 +201,7 @@ def supersede(
     when_path: WhenPathOpt = None,
     when_run: WhenRunOpt = None,
     no_triggers: Annotated[bool, typer.Option("--no-triggers", help="The successor declares no trigger (default: the old note's, unless --on, --when-path or --when-run are given).")] = False,
+    rests_on: Annotated[Optional[list[str]], typer.Option("--rests-on", metavar="ID", help="A note the successor rests on (repeatable; default: the old note's bases still in force, not flagged stale).", show_default=False)] = None,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
     actor: ActorOpt = None,
@@ -220,7 +223,7 @@ def supersede(
     written = shell.act(workspace_dir, store_dir, actor,
                    lambda h, p, who: acts.supersede(h, p, note_id, body, reason, who, kind, priority,
                                                     allow_secret=allow_secret, anchors=anchors, cwd=Path.cwd(),
-                                                    expires=expires, ttl=ttl, triggers=triggers),
+                                                    expires=expires, ttl=ttl, triggers=triggers, rests_on=rests_on),
                    create=False)
     return shell.written_note(written, as_json)
 

@@ -25,7 +25,7 @@ from .model import EVENT_TYPES, KIND_RANK, LIVE_STATES, Event, Note, Rival, fold
 from .renderer import FORMAT_VERSION, item_text
 from .shown import progress
 
-INDEX_VERSION = "12"  # bump when the schema or what it caches changes: every index is rebuilt
+INDEX_VERSION = "13"  # bump when the schema or what it caches changes: every index is rebuilt
 _EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
 SCHEMA = f"""
 CREATE TABLE files (name TEXT PRIMARY KEY, problem TEXT) WITHOUT ROWID;
@@ -85,7 +85,8 @@ CREATE TABLE notes (
     terms         TEXT NOT NULL,
     seat          TEXT,
     due           TEXT,
-    answers       TEXT
+    answers       TEXT,
+    rests_on      TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX notes_in_order ON notes (kind_rank, id);
 CREATE INDEX notes_by_parent ON notes (supersedes) WHERE supersedes IS NOT NULL;
@@ -133,6 +134,10 @@ CREATE INDEX triggers_by_note ON triggers (note);
 CREATE TABLE terms (key TEXT NOT NULL, term TEXT NOT NULL, note TEXT NOT NULL,
                     PRIMARY KEY (key, term, note)) WITHOUT ROWID;
 CREATE INDEX terms_by_note ON terms (note);
+-- What each note rests on (qem_edit.resting), by the base: the notes a base's change flags,
+-- found a level at a time.  Kept like the anchors table.
+CREATE TABLE rests (base TEXT NOT NULL, note TEXT NOT NULL, PRIMARY KEY (base, note)) WITHOUT ROWID;
+CREATE INDEX rests_by_note ON rests (note);
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 -- The hashes of the latest renderings export wrote here: such a file is no one's edit.
 CREATE TABLE renderings (hash TEXT PRIMARY KEY);
@@ -153,11 +158,15 @@ TRIGGERS = (
     " FROM json_each(NEW.terms); END",
     "CREATE TRIGGER terms_out AFTER DELETE ON notes WHEN OLD.terms != '[]' BEGIN"
     " DELETE FROM terms WHERE note = OLD.id; END",
+    "CREATE TRIGGER rests_in AFTER INSERT ON notes WHEN NEW.rests_on != '[]' BEGIN"
+    " INSERT OR IGNORE INTO rests (base, note) SELECT value, NEW.id FROM json_each(NEW.rests_on); END",
+    "CREATE TRIGGER rests_out AFTER DELETE ON notes WHEN OLD.rests_on != '[]' BEGIN"
+    " DELETE FROM rests WHERE note = OLD.id; END",
 )
 NOTE_COLUMNS = (
     "id, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,"
     " state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,"
-    " anchors, expires, triggers, seat, due, answers"
+    " anchors, expires, triggers, seat, due, answers, rests_on"
 )
 EVENT_COLUMNS = "id, note, type, at, actor, reason, checkin, data, clock, prev"
 
@@ -168,7 +177,7 @@ EVENT_COLUMNS = "id, note, type, at, actor, reason, checkin, data, clock, prev"
 def note_from_row(row: Sequence[object]) -> Note:
     (id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,
      state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,
-     anchors, expires, triggers, seat, due, answers) = row
+     anchors, expires, triggers, seat, due, answers, rests_on) = row
     pairs = tuple(tuple(p) for p in json.loads(disputes)) if disputes != "[]" else ()  # type: ignore[arg-type]
     rival = tuple(Rival(**r) for r in json.loads(rivals)) if rivals != "[]" else ()  # type: ignore[arg-type]
     anchored = tuple(tuple(a) for a in json.loads(anchors)) if anchors != "[]" else ()  # type: ignore[arg-type]
@@ -176,7 +185,8 @@ def note_from_row(row: Sequence[object]) -> Note:
     return Note(id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by,  # type: ignore[arg-type]
                 state, state_at, state_reason, state_actor, state_event, bad_pointer, pairs, rival,  # type: ignore[arg-type]
                 short, alias, short_len, text_hash, anchors=anchored, expires=expires,  # type: ignore[arg-type]
-                triggers=declared, to=seat, due=due, answers=answers)  # type: ignore[arg-type]
+                triggers=declared, to=seat, due=due, answers=answers,  # type: ignore[arg-type]
+                rests_on=tuple(json.loads(rests_on)) if rests_on != "[]" else ())  # type: ignore[arg-type]
 
 
 def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
@@ -190,6 +200,7 @@ def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
         json.dumps([list(a) for a in note.anchors], ensure_ascii=False) if note.anchors else "[]", note.expires,
         json.dumps([list(t) for t in note.triggers], ensure_ascii=False) if note.triggers else "[]",
         _terms_json(note.text), note.to, note.due, note.answers,
+        json.dumps(list(note.rests_on)) if note.rests_on else "[]",
     )
 
 
@@ -813,7 +824,7 @@ _STREAM_FILES = 256  # a sync that adds more log files than this (or any pack) s
 _REFOLD_ALL = 20000  # a sync touching more notes than this replays every note, streamed
 _INSERT_NOTE = ("INSERT INTO notes (id, short, kind_rank, kind, priority, text, provenance, created_at, actor,"
                 " supersedes, superseded_by, state, state_at, state_reason, state_actor, state_event, bad_pointer,"
-                " disputes, rivals, alias, short_len, text_hash, problems, anchors, expires, triggers, terms, seat, due, answers) VALUES (" + ", ".join("?" * 30) + ")")
+                " disputes, rivals, alias, short_len, text_hash, problems, anchors, expires, triggers, terms, seat, due, answers, rests_on) VALUES (" + ", ".join("?" * 31) + ")")
 
 
 _LOOSE_BATCH = 256  # loose log files read by a worker at a time
@@ -906,6 +917,7 @@ def _fold_one(note_id: str, events: list[Event], texts: dict[tuple[str, str], st
 def _linked(note: Note) -> set[str]:
     linked = {note.id}
     linked.update(x for x in (note.supersedes, note.superseded_by, note.answers) if x)
+    linked.update(note.rests_on)
     linked.update(other for _, other in note.disputes)
     linked.update(r.superseded_by for r in note.rivals if r.superseded_by)
     return linked

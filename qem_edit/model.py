@@ -38,6 +38,9 @@ PROVENANCES: tuple[str, ...] = ("auto", "agent", "user-stated", "human")
 CLAIMABLE_PROVENANCES: tuple[str, ...] = ("auto", "agent", "user-stated")
 STATES: tuple[str, ...] = ("active", "stale", "superseded", "revoked", "expired", "forgotten")
 LIVE_STATES = frozenset({"active", "stale"})
+# The states that put a base's dependents in doubt (every one but `active`): a note resting
+# on a base in one of them is flagged stale.
+OUT_OF_PLAIN_FORCE = ("stale", "superseded", "revoked", "expired", "forgotten")
 _ANY = frozenset(STATES) - {"forgotten"}
 
 
@@ -216,6 +219,39 @@ def request_problem(data: Mapping[str, object], own_id: str | None = None) -> st
         return f"due {data['due']!r} is not a UTC time like 2026-07-27T10:00:00Z"
     if "answers" in data and (not ids.is_id(data["answers"]) or data["answers"] == own_id):
         return f"answers {data['answers']!r} is not another note's id"
+    return rests_on_problem(data, own_id)
+
+
+REST_LIMIT = 64  # the notes one note may rest on
+
+
+def rests_on_problem(data: Mapping[str, object], own_id: str | None = None) -> str | None:
+    """What is wrong with a created event's `rests_on` (None: nothing), as a write makes it
+    and the log's reader checks another clone's: a non-empty list of other notes' ids,
+    each once, in id order (so the same bases make the same bytes)."""
+    if "rests_on" not in data:
+        return None
+    value = data["rests_on"]
+    if not isinstance(value, list) or not value or len(value) > REST_LIMIT:
+        return f"rests_on must be a list of 1 to {REST_LIMIT} note ids"
+    if not all(ids.is_id(v) and v != own_id for v in value) or value != sorted(set(value)):
+        return f"rests_on {value!r} is not other notes' ids, each once, in order"
+    return None
+
+
+def base_change_problem(type_: str, data: Mapping[str, object]) -> str | None:
+    """What is wrong with a stale flag's `rests_on` (None: nothing): the note it rests on
+    that changed (`base`), the event that changed it (`event`), and where the change began
+    (`root`, the note whose own change it was, and its `change`, the state it reached)."""
+    if "rests_on" not in data or type_ == "created":
+        return None
+    cause = data["rests_on"]
+    if type_ != "stale_flagged" or not isinstance(cause, dict) or set(cause) != {"base", "event", "root", "change"}:
+        return "only a stale flag carries rests_on: exactly {base, event, root, change}"
+    if not (ids.is_id(cause["base"]) and ids.is_id(cause["event"]) and ids.is_id(cause["root"])):
+        return "a stale flag's rests_on names notes and an event by their ids"
+    if cause["change"] not in OUT_OF_PLAIN_FORCE:
+        return f"rests_on change {cause['change']!r} is not a state a base leaves force by"
     return None
 
 
@@ -471,6 +507,10 @@ class Note(NamedTuple):
     to: str | None = None
     due: str | None = None
     answers: str | None = None
+    # the notes it rests on (ids, in order, from its created event): when one of them
+    # leaves plain force (superseded, revoked, expired, forgotten, flagged stale), this
+    # note is flagged stale in the same write (`decide_dependents`)
+    rests_on: tuple[str, ...] = ()
 
     @property
     def live(self) -> bool:
@@ -516,6 +556,7 @@ class Note(NamedTuple):
             "to": self.to,
             "due": self.due,
             "answers": self.answers,
+            "rests_on": list(self.rests_on),
         }
 
 
@@ -649,6 +690,7 @@ def note_from_created(event: Event, text: str | None) -> Note:
         to=data.get("to") if seat_problem(data.get("to")) is None else None,
         due=str(data["due"]) if is_timestamp(data.get("due")) else None,
         answers=str(data["answers"]) if ids.is_id(data.get("answers")) and data["answers"] != event.id else None,
+        rests_on=tuple(data["rests_on"]) if rests_on_problem(data, event.id) is None and "rests_on" in data else (),  # type: ignore[arg-type]
     )
 
 
@@ -807,6 +849,7 @@ class NewNote(NamedTuple):
     to: str | None = None  # who owes it (a request)
     due: str | None = None  # its deadline, a UTC time
     answers: str | None = None  # the request it answers, a note id
+    rests_on: tuple[str, ...] = ()  # the notes it rests on, ids
 
 
 class Draft(NamedTuple):
@@ -937,6 +980,8 @@ def decide_create(new: NewNote, old: Note | None, reason: str | None = None) -> 
     for name in ("to", "due", "answers"):  # only when given: every other created event keeps its bytes
         if getattr(new, name) is not None:
             data[name] = getattr(new, name)
+    if new.rests_on:
+        data["rests_on"] = sorted(set(new.rests_on))
     drafts = [Draft(None, "created", reason, data, text)]
     if old is not None:
         drafts.append(Draft(old.id, "superseded", reason, {"by": NEW_NOTE}))

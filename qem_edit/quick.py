@@ -53,6 +53,7 @@ ADD = Spec(
         Opt(("--to",), "to", "value"),
         Opt(("--due",), "due", "value"),
         Opt(("--answers",), "answers", "value"),
+        Opt(("--rests-on",), "rests_on", "many"),
         *_WHERE,
     ),
 )

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar
 
-from . import db, errors, ids, starting
+from . import db, errors, ids, resting, starting
 from .faults import checkpoint
 from .index import (EVENT_COLUMNS, NOTE_COLUMNS, Caught, Index, event_from_row, items_by_kind, items_of_notes, note_from_row,
                     differences, secret_allowed, shorts)
@@ -85,6 +85,7 @@ class Transaction:
         self._tips: dict[str, list[str]] = {}
         self._clock = store.max_clock()
         self._new_short: int | None = None
+        self._created: set[str] = set()  # the notes this write creates
         self.events: list[Event] = []
         self.texts: list[TextRecord] = []
         # many events (a load of a big dump): read when written, a batch at a time, from
@@ -142,6 +143,50 @@ class Transaction:
     def settle(self, note_id: str, keep: str, actor: str, reason: str) -> None:
         """Settle a note's concurrent changes: the side ending in event `keep` stands."""
         self.record([_decided(decide_settle, self.note(note_id), keep, reason)], actor)
+
+    def flag_dependents(self) -> None:
+        """Every note resting, transitively, on a note this write took out of plain force,
+        flagged stale in this same write, its cause named (qem_edit.resting); and with them
+        the notes the log owed a flag already (their base changed on another clone, or they
+        came from one resting on a base out of force), unless flagged for that very change
+        before.  A level at a time: a flag's own event is the change the next level names."""
+        if not self.events or self.bulk is not None:
+            return
+        new = {e.id for e in self.events}
+        pending = self.store.owed_flags()
+        pending += self._resting_on({e.note for e in self.events if e.type in resting.CHANGES})
+        while pending:
+            flagged = []
+            for dependent, base_id in sorted(set(pending)):
+                note, base = self.note(dependent), self.note(base_id)
+                if not resting.owed(note, base) or (base.state_event not in new and resting.flagged_for(
+                        itertools.chain(self.store.events(dependent), self._own(dependent)), base.id, str(base.state_event))):
+                    continue
+                cause = self._event_of(str(base.state_event))
+                draft = resting.decide_flag(note, base, resting.root_of(base, cause), self._shown)
+                [event] = self.record([draft], cause.actor if cause else self.events[-1].actor,
+                                      cause.checkin if cause else self.events[-1].checkin)
+                new.add(event.id)
+                flagged.append(dependent)
+            pending = self._resting_on(flagged)
+
+    def _resting_on(self, base_ids: Iterable[str]) -> list[tuple[str, str]]:
+        """The notes resting on `base_ids`: the index's, and those this write creates."""
+        bases = set(base_ids)
+        made = [(n.id, b) for n in self._notes.values() if n.rests_on and n.id in self._created for b in n.rests_on if b in bases]
+        return self.store.dependents(bases) + made
+
+    def _own(self, note_id: str) -> list[Event]:
+        return [e for e in self.events if e.note == note_id]
+
+    def _event_of(self, event_id: str) -> Event | None:
+        return next((e for e in self.events if e.id == event_id), None) or self.store.event(event_id)
+
+    def _shown(self, note_id: str) -> str:
+        try:
+            return ids.shown(note_id, self.note(note_id).short or None)
+        except errors.NoSuchNote:
+            return ids.shown(note_id)
 
     # -- recording -----------------------------------------------------------------------------
 
@@ -216,6 +261,7 @@ class Transaction:
         self._tips[event.note] = [event.id]
         if event.type == "created":
             self._notes[event.id] = note_from_created(event, text.text if text else None)
+            self._created.add(event.id)
         else:
             self._notes[event.note] = after_event(self.note(event.note), event)._replace(rivals=())
 
@@ -494,6 +540,7 @@ class Store:
                 self.index.replaced = {}
                 tx = Transaction(self, at)
                 result = work(tx)
+                tx.flag_dependents()
                 tx.flush()
                 if self._loose() > PACK_AT:
                     self._pack_now()
@@ -816,6 +863,28 @@ class Store:
             for note in map(note_from_row, rows):
                 out.setdefault(str(note.answers), []).append(note)
         return out
+
+    def dependents(self, base_ids: Iterable[str]) -> list[tuple[str, str]]:
+        """The notes resting on any of `base_ids` (qem_edit.resting), as (note, base) pairs in
+        order."""
+        out: list[tuple[str, str]] = []
+        for chunk in db.chunks(sorted(set(base_ids))):
+            out += self._read(f"SELECT note, base FROM rests WHERE base IN ({db.marks(chunk)})", chunk)
+        return sorted(out)
+
+    def owed_flags(self) -> list[tuple[str, str]]:
+        """The notes in plain force resting on a note that is not (a base that changed on
+        another clone, a note resting on one that came out of force there), as (note, base)
+        pairs in order; whether each was flagged for that change already is the caller's
+        (resting.flagged_for)."""
+        return [tuple(r) for r in self._read(  # type: ignore[misc]
+            "SELECT r.note, r.base FROM rests r JOIN notes d ON d.id = r.note JOIN notes b ON b.id = r.base"
+            " WHERE d.state = 'active' AND b.state != 'active' ORDER BY r.note, r.base")]
+
+    def event(self, event_id: str) -> Event | None:
+        """One event by its id (None: not in this log)."""
+        rows = self._read(f"SELECT {EVENT_COLUMNS} FROM events WHERE id = ?", (event_id,))
+        return event_from_row(rows[0]) if rows else None
 
     def dangling_answers(self) -> list[Note]:
         """The answers whose request is not in this log (a branch not merged here)."""

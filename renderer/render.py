@@ -186,6 +186,8 @@ def render_item(note: Note, graph: Graph | None = None, shorts: Mapping[str, str
         fields.append(f"due {due_shown(note.due)}")
     if note.answers is not None:
         fields.append(f"answers #{shown(note.answers, note.answers)}")
+    if note.rests_on:
+        fields.append("rests on " + ", ".join(f"#{shown(b, b)}" for b in note.rests_on))
     if graph is not None:
         for label, others in disputed_with(note, graph):
             fields.append(f"DISPUTED with {', '.join(f'#{shown(o, o)}' for o in others)} ({label})")
