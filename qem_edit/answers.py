@@ -310,7 +310,8 @@ def rests_of(store: Store, note: Note) -> tuple[str, str] | None:
     value, why = resting.standing(note, bases, loop)
     if value == "no" and note.state == "active":
         events = store.events(note.id)
-        if any(resting.owed(note, b) and not resting.flagged_for(events, b.id, str(b.state_event)) for b in bases.values()):
+        changes = [store.event(str(b.state_event)) for b in bases.values() if resting.owed(note, b)]
+        if any(c is not None and not resting.settled(events, c.note, c) for c in changes):
             why += "; not flagged yet (the change came from another clone): the next write flags it"
         else:
             why += "; confirmed since (reinstated)"

@@ -50,17 +50,20 @@ def root_of(base: Note, flag: Event | None) -> Root:
 
 def owed(note: Note, base: Note) -> bool:
     """Whether `note` is owed a flag for `base`'s state now: it is in plain force and rests
-    on a base that is not (whether it was flagged for this very change already is
-    `flagged_for`)."""
+    on a base that is not (whether that change is settled already is `settled`)."""
     return note.state == "active" and base.id in note.rests_on and base.state != "active" and base.state_event is not None
 
 
-def flagged_for(events: Iterable[Event], base: str, change: str) -> bool:
-    """Whether one of a note's events is a stale flag for `base`'s change `change` (an
-    event id): a person who reinstated it since confirmed it over that change."""
+def settled(events: Iterable[Event], base: str, change: Event) -> bool:
+    """Whether a note's `events` settle `base`'s change `change`: one is a stale flag for
+    that very change (a person who reinstated the note since confirmed it over it), or a
+    reinstatement written after it (a greater clock: a person put the note back in force
+    over its bases as they were then)."""
     for event in events:
         cause = event.data.get("rests_on") if event.type == "stale_flagged" else None
-        if isinstance(cause, Mapping) and cause.get("base") == base and cause.get("event") == change:
+        if isinstance(cause, Mapping) and cause.get("base") == base and cause.get("event") == change.id:
+            return True
+        if event.type == "reinstated" and event.order > change.order:
             return True
     return False
 

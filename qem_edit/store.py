@@ -148,8 +148,9 @@ class Transaction:
         """Every note resting, transitively, on a note this write took out of plain force,
         flagged stale in this same write, its cause named (qem_edit.resting); and with them
         the notes the log owed a flag already (their base changed on another clone, or they
-        came from one resting on a base out of force), unless flagged for that very change
-        before.  A level at a time: a flag's own event is the change the next level names."""
+        came from one resting on a base out of force), unless that change is settled for
+        them (resting.settled).  A level at a time: a flag's own event is the change the
+        next level names."""
         if not self.events or self.bulk is not None:
             return
         new = {e.id for e in self.events}
@@ -159,13 +160,13 @@ class Transaction:
             flagged = []
             for dependent, base_id in sorted(set(pending)):
                 note, base = self.note(dependent), self.note(base_id)
-                if not resting.owed(note, base) or (base.state_event not in new and resting.flagged_for(
-                        itertools.chain(self.store.events(dependent), self._own(dependent)), base.id, str(base.state_event))):
+                cause = self._event_of(str(base.state_event)) if resting.owed(note, base) else None
+                if cause is None or (cause.id not in new and resting.settled(
+                        itertools.chain(self.store.events(dependent), self._own(dependent)), base.id, cause)):
                     continue
-                cause = self._event_of(str(base.state_event))
                 draft = resting.decide_flag(note, base, resting.root_of(base, cause), self._shown)
-                [event] = self.record([draft], cause.actor if cause else self.events[-1].actor,
-                                      cause.checkin if cause else self.events[-1].checkin)
+                # the writer of this write flags; a change it made names its own check-in
+                [event] = self.record([draft], self.events[0].actor, cause.checkin if cause.id in new else None)
                 new.add(event.id)
                 flagged.append(dependent)
             pending = self._resting_on(flagged)
