@@ -676,11 +676,14 @@ class Index:
         the items that show them.  In batches: a pull of many events costs by the notes
         it touches, not by the notes in the memory times those."""
         changed = sorted(set(note_ids))
+        came_or_went: set[str] = set()
         for chunk in db.chunks(changed):
-            self._refold_chunk(chunk)
-        self._reshort(changed)
+            self._refold_chunk(chunk, came_or_went)
+        self._reshort(changed, came_or_went)
 
-    def _refold_chunk(self, chunk: list[str]) -> None:
+    def _refold_chunk(self, chunk: list[str], came_or_went: set[str]) -> None:
+        """Replay the notes of `chunk`; those that appeared or left the index are added to
+        `came_or_went` (the short ids they move are `_reshort`'s)."""
         conn, marks = self.conn, db.marks(chunk)
         events: dict[str, list[Event]] = {}
         for row in conn.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE note IN ({marks})", chunk):
@@ -696,10 +699,12 @@ class Index:
         rows, links = [], []
         for note_id in chunk:
             folded = _fold_one(note_id, events.get(note_id, []), texts)
+            before = old.get(note_id)
+            if (folded is None) != (before is None):
+                came_or_went.add(note_id)
             if folded is None:
                 continue  # a text, or events, whose note's creation is not (or no longer) in the log
             note = folded.note
-            before = old.get(note_id)
             if note.state == "forgotten":
                 self._blank(note_id, arrived=before is not None and before[1] != "forgotten")
             if before is not None:
@@ -716,10 +721,11 @@ class Index:
         if self.conn.execute("UPDATE texts SET text = '' WHERE note = ? AND text != ''", (note_id,)).rowcount or arrived:
             self.blanked.add(note_id)
 
-    def _reshort(self, changed: list[str]) -> None:
+    def _reshort(self, changed: list[str], came_or_went: set[str] | None = None) -> None:
         """Short ids of the changed notes and of their neighbours in id order (a new note
-        can lengthen only the notes it shares a prefix with), or of every note when many
-        changed; the items of the changed notes, of every note whose short id moved, and of
+        can lengthen only the notes it shares a prefix with; where the notes that came or
+        went are known, only theirs: a note whose state alone changed moves no short id),
+        or of every note when many changed; the items of the changed notes, of every note whose short id moved, and of
         the notes that show one of them (a note that appeared or went changes how an item
         pointing to it reads: by short id, or by full id when it is not in the log) are
         rendered again."""
@@ -728,8 +734,8 @@ class Index:
             now = ids.short_ids({i: length for i, length, _ in rows})
             moved = {i for i, _, short in rows if now[i] != short}
         else:
-            affected: set[str] = set(changed)
-            for note_id in changed:
+            affected: set[str] = set(changed if came_or_went is None else came_or_went)
+            for note_id in sorted(affected):
                 affected.update(self._neighbours(note_id))
             now, moved = {}, set()
             for note_id in sorted(affected):

@@ -153,35 +153,41 @@ class Transaction:
         next level names."""
         if not self.events or self.bulk is not None:
             return
-        new = {e.id for e in self.events}
+        new = {e.id: e for e in self.events}
         pending = self.store.owed_flags()
         pending += self._resting_on({e.note for e in self.events if e.type in resting.CHANGES})
         while pending:
-            flagged = []
+            self._read_notes(n for pair in pending for n in pair)
+            drafts: dict[str, Draft] = {}
+            checkin = None
             for dependent, base_id in sorted(set(pending)):
                 note, base = self.note(dependent), self.note(base_id)
-                cause = self._event_of(str(base.state_event)) if resting.owed(note, base) else None
-                if cause is None or (cause.id not in new and resting.settled(
+                cause = (new.get(str(base.state_event)) or self.store.event(str(base.state_event))
+                         if resting.owed(note, base) else None)
+                if cause is None or dependent in drafts or (cause.id not in new and resting.settled(
                         itertools.chain(self.store.events(dependent), self._own(dependent)), base.id, cause)):
                     continue
-                draft = resting.decide_flag(note, base, resting.root_of(base, cause), self._shown)
-                # the writer of this write flags; a change it made names its own check-in
-                [event] = self.record([draft], self.events[0].actor, cause.checkin if cause.id in new else None)
-                new.add(event.id)
-                flagged.append(dependent)
-            pending = self._resting_on(flagged)
+                drafts[dependent] = resting.decide_flag(note, base, resting.root_of(base, cause), self._shown)
+                checkin = checkin or (cause.checkin if cause.id in new else None)  # a change it made: its check-in
+            if not drafts:
+                return
+            # the writer of this write flags, a level in one record
+            new.update((e.id, e) for e in self.record(drafts.values(), self.events[0].actor, checkin))
+            pending = self._resting_on(drafts)
 
     def _resting_on(self, base_ids: Iterable[str]) -> list[tuple[str, str]]:
         """The notes resting on `base_ids`: the index's, and those this write creates."""
         bases = set(base_ids)
-        made = [(n.id, b) for n in self._notes.values() if n.rests_on and n.id in self._created for b in n.rests_on if b in bases]
+        made = [(n, b) for n in sorted(self._created) for b in self._notes[n].rests_on if b in bases]
         return self.store.dependents(bases) + made
+
+    def _read_notes(self, note_ids: Iterable[str]) -> None:
+        """The notes this write has not read yet, read at once (a level of dependents)."""
+        wanted = {n for n in note_ids if n not in self._notes}
+        self._notes.update(self.store.notes_by_id(wanted))
 
     def _own(self, note_id: str) -> list[Event]:
         return [e for e in self.events if e.note == note_id]
-
-    def _event_of(self, event_id: str) -> Event | None:
-        return next((e for e in self.events if e.id == event_id), None) or self.store.event(event_id)
 
     def _shown(self, note_id: str) -> str:
         try:
