@@ -252,6 +252,8 @@ def test_two_clones_flag_the_same_change_and_agree_after_a_merge(team) -> None: 
         assert row[total]["state"] == "stale" and not row[total]["rivals"], "two flags for one change agree"
     # the supersession arrived by the pull: the next write on either clone flags the note on it
     assert "not flagged yet" in founder.qem("status", later).stdout
+    verify = founder.qem("verify")  # listed, never failed: the next write flags it
+    assert f"#{later} rests on #" in verify.stdout + verify.stderr and "not flagged yet" in verify.stdout + verify.stderr
     founder.add("after the pull")
     mate.add("after the pull too")
     for clone in (founder, mate):
