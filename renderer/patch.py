@@ -204,6 +204,19 @@ def item_of(read: Reader, lo: int, hi: int, note_id: bytes) -> int | None:
     return None
 
 
+_BISECTION_READS = 16  # about the windows one bisection reads in a large section
+
+
+def _held(read: Reader, lo: int, hi: int) -> Reader:
+    """`read` over the bytes [lo, hi), read at once and held (the same answers, no reads)."""
+    held = read(lo, hi + 4 - lo)
+
+    def within(at: int, size: int) -> bytes:
+        return held[at - lo:at - lo + size] if lo <= at and at + size <= lo + len(held) else read(at, size)
+
+    return within
+
+
 def _place_of(read: Reader, lo: int, hi: int, key: bytes) -> int:
     """Where the first item whose short id does not sort before `key` starts, between
     `lo` (the newline before the first item) and `hi` (the end of the items: none does)."""
@@ -320,6 +333,8 @@ def _section_pieces(read: Reader, start: int, stop: int, last: bool, change: Sec
 def _items_pieces(read: Reader, lo: int, hi: int, change: SectionChange) -> list[Piece]:
     """The items between `lo` (the newline before the first) and `hi` (the newline after
     the last, or the end) once `change` is made, as pieces (without the first newline)."""
+    if (len(change.gone) + len(change.new)) * _BISECTION_READS * WINDOW >= hi - lo:
+        read = _held(read, lo, hi)  # the bisections would read more than the section holds: read it once
     events: list[tuple[int, int, bytes, int]] = []  # (where, 0 insert / 1 cut, key or b"", cut end)
     for note_id in change.gone:
         at = item_of(read, lo, hi, note_id.encode("ascii", "replace"))
