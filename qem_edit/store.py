@@ -86,6 +86,7 @@ class Transaction:
         self._clock = store.max_clock()
         self._new_short: int | None = None
         self._created: set[str] = set()  # the notes this write creates
+        self._drafted: set[str] = set()  # the events recorded from drafts (checked for secrets as recorded)
         self.events: list[Event] = []
         self.texts: list[TextRecord] = []
         # many events (a load of a big dump): read when written, a batch at a time, from
@@ -233,6 +234,7 @@ class Transaction:
                 created = event.id
                 self.texts.append(TextRecord(event.id, text.key, text.text))
             self._fold_in(event, text)
+            self._drafted.add(event.id)
             out.append(event)
             checkpoint("append")
         self.events += out
@@ -285,7 +287,8 @@ class Transaction:
         if not self.events:
             return
         if not self.allow_secret:  # drafted ones were checked as recorded; loaded ones here
-            refuse_loaded(self.events, self.texts)
+            refuse_loaded([e for e in self.events if e.id not in self._drafted],
+                          [t for t in self.texts if t.note not in self._drafted])
         tree, index = self.store.tree, self.store.index
         tree.ensure()
         names: dict[str, tuple[list, list]] = {}
