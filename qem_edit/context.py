@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from itertools import chain, islice
 from datetime import date
-from typing import Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from . import errors
 from .index import note_from_row
@@ -64,6 +64,7 @@ class Entry(NamedTuple):
     note: Note
     age: int
     marks: tuple[str, ...]
+    late: int | None = None  # seconds a request not answered is past its deadline
 
     def head(self) -> str:
         n = self.note
@@ -71,6 +72,10 @@ class Entry(NamedTuple):
 
     def tail(self) -> str:
         marks = "".join(f" · {m.upper()}" for m in self.marks)
+        if self.late is not None:
+            from .owing import duration
+
+            marks += f" · LATE {duration(self.late)}"
         return f"{FRAMES.get(self.note.provenance, self.note.provenance)} · {self.age}d{marks}"
 
     def block(self) -> str:
@@ -92,6 +97,7 @@ class Entry(NamedTuple):
             "age_days": self.age, "stale": "stale" in self.marks, "disputed": "disputed" in self.marks,
             "anchors": [{"path": path, "oid": oid} for path, oid in n.anchors],
             "expires": n.expires, "past_end": any(m.startswith(PAST_END) for m in self.marks),
+            "to": n.to, "due": n.due, "late_seconds": self.late,
         }
         out["text" if full else "line"] = n.text if full else self.line()
         return out
@@ -207,13 +213,24 @@ def age(created_at: str, reference: str) -> int:
 PAST_END = "past end"  # a note in force past its end that `qem expire --due` has not swept yet
 
 
-def entry(note: Note, reference: str, forked: set[str], now: str = "") -> Entry:
+def entry(note: Note, reference: str, forked: set[str], now: str = "",
+          answers: Callable[[str], list[Note]] | None = None) -> Entry:
     """`now`: the UTC time a note's end is judged at (a note past it is marked, not hidden:
-    only the sweep's event expires it)."""
+    only the sweep's event expires it), and a request's deadline: one past it that no
+    answer (`answers`: the notes answering a note id) answers yes is marked LATE."""
     marks = (("stale",) if note.state == "stale" else ()) + (
         ("disputed",) if note.disputes or note.rivals or note.id in forked else ()) + (
         (f"{PAST_END} {note.expires}",) if now and past_end(note, now) else ())
-    return Entry(note, age(note.created_at, reference), marks)
+    return Entry(note, age(note.created_at, reference), marks, _late(note, now, answers))
+
+
+def _late(note: Note, now: str, answers: Callable[[str], list[Note]] | None) -> int | None:
+    if not now or note.due is None or note.due >= now or answers is None:
+        return None  # (most notes: no deadline, so no answers read)
+    from .owing import NO, UNKNOWN, answered
+
+    said = answered(note, answers(note.id), now)
+    return said.late if said.value in (NO, UNKNOWN) else None
 
 
 # -- building it from a memory ------------------------------------------------------------------
@@ -239,13 +256,15 @@ def _now(store: Store, budget: int, skip: int, now: str) -> Context:
     reference = now[:10]
     with store.reading():
         latest, forked = store.latest_at(), store.forked_in_force()
-        every = [entry(note_from_row(r), reference, forked, now) for r in _in_order(store, ["directive"])]
+        answers = lambda note_id: store.answers_to([note_id]).get(note_id, [])  # noqa: E731
+        every = [entry(note_from_row(r), reference, forked, now, answers) for r in _in_order(store, ["directive"])]
         directives, past = every[skip:], max(0, skip - len(every))  # --skip counts the directives first
         others = store.count_in_force_besides("directive")
         context = Context(str(store.root), latest, reference, budget, [], [], max(0, others - past), skip,
                           directive_total=len(directives))
         rows = islice(_in_order(store, [k for k in KINDS if k != "directive"]), past, None)
-        return fill(context, chain(directives, (entry(note_from_row(r), reference, forked, now) for r in rows)))
+        return fill(context, chain(directives, (entry(note_from_row(r), reference, forked, now, answers)
+                                                for r in rows)))
 
 
 def _in_order(store: Store, kinds: list[str]) -> Iterator[tuple]:
@@ -263,12 +282,18 @@ def _past(store: Store, budget: int, skip: int, at: str, reference: str, now: st
 
     from .history import notes_as_of
 
-    notes = [n for n in notes_as_of(store, at).values() if n.live]
+    past = notes_as_of(store, at)
+    notes = [n for n in past.values() if n.live]
     parents = Counter(n.supersedes for n in notes if n.supersedes)
     forked = {n.id for n in notes if n.supersedes and parents[n.supersedes] > 1}
     ordered = sorted(notes, key=order)
-    every = [entry(n, reference, forked, now) for n in ordered if n.kind == "directive"]
+    given: dict[str, list[Note]] = {}
+    for note in past.values():
+        if note.answers is not None:
+            given.setdefault(note.answers, []).append(note)
+    answers = lambda note_id: given.get(note_id, [])  # noqa: E731
+    every = [entry(n, reference, forked, now, answers) for n in ordered if n.kind == "directive"]
     directives, others = every[skip:], [n for n in ordered if n.kind != "directive"][max(0, skip - len(every)):]
     context = Context(str(store.root), None, reference, budget, [], [], len(others), skip, at,
                       directive_total=len(directives))
-    return fill(context, chain(directives, (entry(n, reference, forked, now) for n in others)))
+    return fill(context, chain(directives, (entry(n, reference, forked, now, answers) for n in others)))

@@ -22,6 +22,7 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 from . import cores, db, ids
 from .logtree import PACKS, PART_BYTES, LogFileError, LogTree, PackPart, PackReading, TextRecord, pack_part
 from .model import EVENT_TYPES, KIND_RANK, LIVE_STATES, Event, Note, Rival, fold
+from .owing import answered_by, is_request
 from .renderer import FORMAT_VERSION, item_text
 from .shown import progress
 
@@ -676,10 +677,11 @@ class Index:
         the items that show them.  In batches: a pull of many events costs by the notes
         it touches, not by the notes in the memory times those."""
         changed = sorted(set(note_ids))
+        answered = self._answered(changed)  # (before: an answer that goes takes its row with it)
         came_or_went: set[str] = set()
         for chunk in db.chunks(changed):
             self._refold_chunk(chunk, came_or_went)
-        self._reshort(changed, came_or_went)
+        self._reshort(changed, answered, came_or_went)
 
     def _refold_chunk(self, chunk: list[str], came_or_went: set[str]) -> None:
         """Replay the notes of `chunk`; those that appeared or left the index are added to
@@ -721,14 +723,14 @@ class Index:
         if self.conn.execute("UPDATE texts SET text = '' WHERE note = ? AND text != ''", (note_id,)).rowcount or arrived:
             self.blanked.add(note_id)
 
-    def _reshort(self, changed: list[str], came_or_went: set[str] | None = None) -> None:
+    def _reshort(self, changed: list[str], answered: Iterable[str] = (), came_or_went: set[str] | None = None) -> None:
         """Short ids of the changed notes and of their neighbours in id order (a new note
         can lengthen only the notes it shares a prefix with; where the notes that came or
         went are known, only theirs: a note whose state alone changed moves no short id),
         or of every note when many changed; the items of the changed notes, of every note whose short id moved, and of
         the notes that show one of them (a note that appeared or went changes how an item
         pointing to it reads: by short id, or by full id when it is not in the log) are
-        rendered again."""
+        rendered again, and the requests the changed notes answered before (`answered`)."""
         if len(changed) > _RESHORT_ALL:
             rows = self.conn.execute("SELECT id, short_len, short FROM notes").fetchall()
             now = ids.short_ids({i: length for i, length, _ in rows})
@@ -745,7 +747,7 @@ class Index:
                     if now[note_id] != row[0]:
                         moved.add(note_id)
         self.conn.executemany("UPDATE notes SET short = ? WHERE id = ?", [(now[i], i) for i in sorted(moved)])
-        self.render_items(set(changed) | moved | self._showing(set(changed) | moved))
+        self.render_items(set(changed) | moved | set(answered) | self._showing(set(changed) | moved))
 
     def _neighbours(self, note_id: str) -> list[str]:
         before = self.conn.execute("SELECT id FROM notes WHERE id < ? ORDER BY id DESC LIMIT 1", (note_id,)).fetchall()
@@ -753,10 +755,19 @@ class Index:
         return [r[0] for r in before + after]
 
     def _showing(self, note_ids: set[str]) -> set[str]:
-        """The notes whose items show one of `note_ids` (a link, a dispute, a rival)."""
+        """The notes whose items show one of `note_ids` (a link, a dispute, a rival, an
+        answer: a request shows the notes that answer it)."""
         out: set[str] = set()
         for chunk in db.chunks(sorted(note_ids)):
             out.update(r[0] for r in self.conn.execute(f"SELECT note FROM links WHERE other IN ({db.marks(chunk)})", chunk))
+        return out | self._answered(note_ids)
+
+    def _answered(self, note_ids: Iterable[str]) -> set[str]:
+        """The notes of this log some of `note_ids` answer (their items show their answers)."""
+        out: set[str] = set()
+        for chunk in db.chunks(sorted(set(note_ids))):
+            out.update(r[0] for r in self.conn.execute(
+                f"SELECT r.id FROM notes a JOIN notes r ON r.id = a.answers WHERE a.id IN ({db.marks(chunk)})", chunk))
         return out
 
     # -- items ------------------------------------------------------------------------------
@@ -768,13 +779,24 @@ class Index:
         for chunk in db.chunks(sorted(set(note_ids))):
             marks = db.marks(chunk)
             notes = [note_from_row(r) for r in self.conn.execute(f"SELECT {NOTE_COLUMNS} FROM notes WHERE id IN ({marks})", chunk)]
-            shorts = self.shorts(set().union(*(_linked(n) for n in notes)) if notes else ())
+            answered = self._answers_shown(notes)
+            shorts = self.shorts(set().union(*(_linked(n) for n in notes), *answered.values()) if notes else ())
             self._remember_items(chunk)
             self._log_items(chunk)
             self.conn.execute(f"DELETE FROM items WHERE id IN ({marks})", chunk)
             self.conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)",
-                                  [(KIND_RANK[n.kind], n.id, item_text(n, None, shorts)) for n in notes
-                                   if not n.text_missing])
+                                  [(KIND_RANK[n.kind], n.id, item_text(n, None, shorts, answered.get(n.id, ())))
+                                   for n in notes if not n.text_missing])
+
+    def _answers_shown(self, notes: list[Note]) -> dict[str, tuple[str, ...]]:
+        """The answers that speak for each request among `notes` (its item shows them)."""
+        asked = [n.id for n in notes if is_request(n) and n.state != "forgotten"]
+        given: list[Note] = []
+        for chunk in db.chunks(asked):
+            given += [note_from_row(r) for r in self.conn.execute(
+                f"SELECT {NOTE_COLUMNS} FROM notes WHERE answers IN ({db.marks(chunk)})",
+                chunk)]
+        return answered_by(given)
 
     def _remember_items(self, chunk: list[str]) -> None:
         if self.replaced is None:
@@ -904,7 +926,7 @@ def _folded(batch: list[tuple[str, list[tuple], dict]], before: str | None,
         note = _with_short(folded.note, ids.short_of(note_id, folded.note.short_len, [b for b in beside if b]))
         rows.append(_note_values(note, folded.problems))
         linked = set() if note.text_missing else _linked(note)  # no item until its text arrives
-        if len(linked) == 1:
+        if len(linked) == 1 and not is_request(note):  # (a request shows its answers, anywhere in the log)
             items.append((KIND_RANK[note.kind], note.id, item_text(note, None, {note.id: note.shown})))
         elif linked:
             later.append((note.id,))

@@ -117,8 +117,18 @@ class Transaction:
 
     def create(self, new: NewNote, actor: str, reason: str | None = None, checkin: str | None = None) -> Note:
         old = self.note(new.supersedes) if new.supersedes is not None else None
-        events = self.record(_decided(decide_create, new, old, reason), actor, checkin)
+        events = self.record(_decided(decide_create, new, old, reason, self._answered(new, old)), actor, checkin)
         return self._notes[events[0].id]
+
+    def _answered(self, new: NewNote, old: Note | None) -> Note | None:
+        """The note a new note's `answers` names anew (not kept from its predecessor),
+        where the log holds it (a pointer to a note of a branch not merged here stands)."""
+        if new.answers is None or (old is not None and old.answers == new.answers):
+            return None
+        try:
+            return self.note(new.answers)
+        except errors.NoSuchNote:
+            return None
 
     def forget(self, note_id: str, actor: str, reason: str) -> Event:
         [event] = self.record([_decided(decide_forget, self.note(note_id), reason)], actor)

@@ -50,7 +50,7 @@ class Listed(NamedTuple):
     def head(self) -> str:
         n = self.note
         marks = "" if n.provenance == DEFAULT_PROVENANCE else f" · {FRAMES.get(n.provenance, n.provenance)}"
-        marks += (" · STALE" if n.state == "stale" else "") + delivery.end_mark(n) + delivery.requested(n)
+        marks += (" · STALE" if n.state == "stale" else "") + delivery.end_mark(n) + delivery.requested(n, self.why)
         return f"- [#{n.shown}] {n.kind}/{n.priority}{marks} · "
 
     def line(self) -> str:
