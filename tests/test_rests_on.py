@@ -366,3 +366,26 @@ def _step(store: Store, move: str, target: str | None, bases: tuple[str, ...], s
     store.write(lambda tx: tx.forget(target, "t", "r") if move == "forget" else tx.emit(target, event, "t", "r"))
     states[target] = state
     return None if move == "reinstate" else target
+
+
+def test_a_drift_flag_and_a_check_in_that_revokes_a_base_flag_its_dependents(qem, ws: Path) -> None:
+    (ws / "lock.py").write_text("ORDER = 1\n", "utf-8")
+    base = qem("add", "The lock is taken first", "-k", "gotcha", "--anchor", "lock.py").stdout.strip()
+    rule = qem("add", "Release in reverse order", "-k", "directive", "--rests-on", base).stdout.strip()
+    (ws / "lock.py").write_text("ORDER = 2\n", "utf-8")
+    assert qem("anchors", "check", "--flag").returncode == 1
+    notes = _notes(qem)
+    assert notes[base]["state"] == "stale" and notes[rule]["state"] == "stale"
+    assert notes[rule]["state_reason"] == f"rests on #{base}, which was flagged stale"
+    # a check-in that deletes a base's item revokes it, and flags what rests on it
+    other = qem("add", "The cache holds an hour", "-k", "finding").stdout.strip()
+    plan = qem("add", "Warm the cache hourly", "-k", "task", "--rests-on", other).stdout.strip()
+    qem("export")
+    text = (ws / "MEMORY.md").read_text("utf-8")
+    line = next(ln for ln in text.splitlines() if ln.startswith(f"- [#{other}]"))
+    (ws / "MEMORY.md").write_text(text.replace(line + "\n", ""), "utf-8")
+    done = qem("checkin", "-m", "the cache changed", "--yes")
+    assert done.returncode == 0, done.stderr
+    notes = _notes(qem)
+    assert notes[other]["state"] == "revoked" and notes[plan]["state"] == "stale"
+    assert f"STALE {notes[plan]['state_at'][:10]} (rests on #{other}, which was revoked)" in (ws / "MEMORY.md").read_text("utf-8")
