@@ -650,13 +650,11 @@ class Index:
 
     def add_records(self, name: str, events: Iterable[Event], texts: Iterable[TextRecord]) -> set[str]:
         """Record what one log file holds; returns the notes it touches."""
-        touched: set[str] = set()
-        conn = self.conn
-        for event in events:
-            conn.execute(f"INSERT OR IGNORE INTO events ({EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         _event_values(event))
-            conn.execute("INSERT OR IGNORE INTO event_files (event, file) VALUES (?, ?)", (event.id, name))
-            touched.add(event.note)
+        conn, events = self.conn, list(events)
+        touched: set[str] = {event.note for event in events}
+        conn.executemany(f"INSERT OR IGNORE INTO events ({EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         [_event_values(event) for event in events])  # (one statement: a write's pack lands at once)
+        conn.executemany("INSERT OR IGNORE INTO event_files (event, file) VALUES (?, ?)", [(e.id, name) for e in events])
         for text in texts:
             conn.execute("INSERT OR REPLACE INTO texts (note, file, key, text, digest) VALUES (?, ?, ?, ?, ?)",
                          (text.note, name, text.key, text.text, text.digest))

@@ -196,6 +196,7 @@ class Transaction:
         """The notes this write has not read yet, read at once (a level of dependents)."""
         wanted = {n for n in note_ids if n not in self._notes}
         self._notes.update(self.store.notes_by_id(wanted))
+        self._tips.update(self.store.tips_of(n for n in wanted if n not in self._tips))  # (a flag follows them)
 
     def _own(self, note_id: str) -> list[Event]:
         return [e for e in self.events if e.note == note_id]
@@ -710,9 +711,19 @@ class Store:
 
     def tips(self, note_id: str) -> list[str]:
         """The note's latest events: those no other event of the note follows."""
-        rows = self._read("SELECT id, prev FROM events WHERE note = ?", (note_id,))
-        followed = {p for _, prev in rows for p in json.loads(prev)}
-        return sorted(e for e, _ in rows if e not in followed)
+        return self.tips_of([note_id]).get(note_id, [])
+
+    def tips_of(self, note_ids: Iterable[str]) -> dict[str, list[str]]:
+        """Each note's latest events (`tips`), read at once for many notes."""
+        rows: dict[str, list[tuple[str, str]]] = {}
+        for chunk in db.chunks(sorted(set(note_ids))):
+            for event_id, note, prev in self._read(f"SELECT id, note, prev FROM events WHERE note IN ({db.marks(chunk)})", chunk):
+                rows.setdefault(note, []).append((event_id, prev))
+        out = {}
+        for note, events in rows.items():
+            followed = {p for _, prev in events for p in json.loads(prev)}
+            out[note] = sorted(e for e, _ in events if e not in followed)
+        return out
 
     def note(self, note_id: str) -> Note:
         rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes WHERE id = ?", (note_id,))
