@@ -690,29 +690,53 @@ class Index:
             events.setdefault(row[1], []).append(event_from_row(row))
         texts = {(n, d): t for n, d, t in conn.execute(
             f"SELECT note, digest, text FROM texts WHERE note IN ({marks})", chunk)}
-        old = {i: (short, state) for i, short, state in conn.execute(
-            f"SELECT id, short, state FROM notes WHERE id IN ({marks})", chunk)}
+        old = {row[0]: row for row in conn.execute(f"SELECT {_NOTE_ROW} FROM notes WHERE id IN ({marks})", chunk)}
         self._remember_items(chunk)
         self._log_items(chunk)
-        for table, column in (("notes", "id"), ("items", "id"), ("links", "note")):
+        for table, column in (("items", "id"), ("links", "note")):
             conn.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
-        rows, links = [], []
+        rows: dict[str, tuple[object, ...] | None] = {}
+        links = []
         for note_id in chunk:
             folded = _fold_one(note_id, events.get(note_id, []), texts)
             before = old.get(note_id)
             if (folded is None) != (before is None):
                 came_or_went.add(note_id)
             if folded is None:
+                rows[note_id] = None
                 continue  # a text, or events, whose note's creation is not (or no longer) in the log
             note = folded.note
             if note.state == "forgotten":
-                self._blank(note_id, arrived=before is not None and before[1] != "forgotten")
+                self._blank(note_id, arrived=before is not None and before[11] != "forgotten")
             if before is not None:
-                note = _with_short(note, before[0])
-            rows.append(_note_values(note, folded.problems))
+                note = _with_short(note, str(before[1]))
+            rows[note_id] = _note_values(note, folded.problems)
             links += [(other, note_id) for other in _linked(note) - {note_id}]
-        conn.executemany(_INSERT_NOTE, rows)
+        self._store_notes(old, rows)
         conn.executemany("INSERT OR IGNORE INTO links (other, note) VALUES (?, ?)", links)
+
+    def _store_notes(self, old: dict[str, tuple], rows: dict[str, tuple[object, ...] | None]) -> None:
+        """The notes' rows as folded (None: gone): a row whose changed columns the side tables
+        (anchors, triggers, terms, rests) do not follow is updated in place, those columns
+        alone (a flag changes a note's state: its other indexes stay as they are); any other
+        row is replaced whole, its triggers keeping the side tables."""
+        replaced, updates = [], {}
+        for note_id, values in rows.items():
+            before = old.get(note_id)
+            if values is None or before is None:
+                replaced.append(note_id)
+                continue
+            changed = tuple(i for i, (a, b) in enumerate(zip(before, values)) if a != b)
+            if set(changed) & _FOLLOWED_COLUMNS:
+                replaced.append(note_id)
+            elif changed:
+                updates.setdefault(changed, []).append(tuple(values[i] for i in changed) + (note_id,))
+        for chunk in db.chunks(sorted(n for n in replaced if n in old)):
+            self.conn.execute(f"DELETE FROM notes WHERE id IN ({db.marks(chunk)})", chunk)
+        self.conn.executemany(_INSERT_NOTE, [rows[n] for n in replaced if rows[n] is not None])
+        for changed, values in updates.items():
+            sets = ", ".join(f"{_NOTE_ROW_COLUMNS[i]} = ?" for i in changed)
+            self.conn.executemany(f"UPDATE notes SET {sets} WHERE id = ?", values)
 
     def _blank(self, note_id: str, arrived: bool) -> None:
         """A forgotten note's text leaves the index at once (its rows stay while a log file
@@ -848,9 +872,13 @@ _STAGE_TEXT = "INSERT INTO temp.staged_texts (note, file, key, text, digest) VAL
 _BUILD_CACHE_KIB = -32768  # the page cache the streamed build gives SQLite (KiB, negated)
 _STREAM_FILES = 256  # a sync that adds more log files than this (or any pack) streams them
 _REFOLD_ALL = 20000  # a sync touching more notes than this replays every note, streamed
-_INSERT_NOTE = ("INSERT INTO notes (id, short, kind_rank, kind, priority, text, provenance, created_at, actor,"
-                " supersedes, superseded_by, state, state_at, state_reason, state_actor, state_event, bad_pointer,"
-                " disputes, rivals, alias, short_len, text_hash, problems, anchors, expires, triggers, terms, seat, due, answers, rests_on) VALUES (" + ", ".join("?" * 31) + ")")
+_NOTE_ROW = ("id, short, kind_rank, kind, priority, text, provenance, created_at, actor,"
+             " supersedes, superseded_by, state, state_at, state_reason, state_actor, state_event, bad_pointer,"
+             " disputes, rivals, alias, short_len, text_hash, problems, anchors, expires, triggers, terms, seat, due, answers,"
+             " rests_on")  # a notes row as _note_values gives it
+_NOTE_ROW_COLUMNS = tuple(c.strip() for c in _NOTE_ROW.split(","))
+_FOLLOWED_COLUMNS = {_NOTE_ROW_COLUMNS.index(c) for c in ("id", "anchors", "triggers", "terms", "rests_on")}
+_INSERT_NOTE = f"INSERT INTO notes ({_NOTE_ROW}) VALUES (" + ", ".join("?" * len(_NOTE_ROW_COLUMNS)) + ")"
 
 
 _LOOSE_BATCH = 256  # loose log files read by a worker at a time
