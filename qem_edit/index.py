@@ -23,7 +23,7 @@ from . import cores, db, ids
 from .logtree import PACKS, PART_BYTES, LogFileError, LogTree, PackPart, PackReading, TextRecord, pack_part
 from .model import EVENT_TYPES, KIND_RANK, LIVE_STATES, Event, Note, Rival, fold
 from .owing import answered_by, is_request
-from .renderer import FORMAT_VERSION, item_text
+from .renderer.version import FORMAT_VERSION
 from .shown import progress
 
 INDEX_VERSION = "13"  # bump when the schema or what it caches changes: every index is rebuilt
@@ -564,7 +564,7 @@ class Index:
                 "SELECT id FROM temp.showing_others WHERE id > ? ORDER BY id LIMIT ?", (last, db.CHUNK))]
             if not chunk:
                 break
-            self.render_items(chunk)
+            self.render_items(chunk, new=True)
             last = chunk[-1]
         self.conn.execute("DROP TABLE temp.showing_others")
 
@@ -797,7 +797,13 @@ class Index:
     def shorts(self, note_ids: Iterable[str]) -> dict[str, str]:
         return shorts(self.conn, note_ids)
 
-    def render_items(self, note_ids: Iterable[str]) -> None:
+    def render_items(self, note_ids: Iterable[str], new: bool = False) -> None:
+        """These notes' items rendered again; `new`: they have none (a replay of every
+        note, which started over, left them for now), so none is deleted first: in a
+        fresh build the items table is without its index on ids until the end, and each
+        delete would read the whole table."""
+        from .renderer import item_text  # here: a command that renders nothing imports no renderer
+
         for chunk in db.chunks(sorted(set(note_ids))):
             marks = db.marks(chunk)
             notes = [note_from_row(r) for r in self.conn.execute(f"SELECT {NOTE_COLUMNS} FROM notes WHERE id IN ({marks})", chunk)]
@@ -805,7 +811,8 @@ class Index:
             shorts = self.shorts(set().union(*(_linked(n) for n in notes), *answered.values()) if notes else ())
             self._remember_items(chunk)
             self._log_items(chunk)
-            self.conn.execute(f"DELETE FROM items WHERE id IN ({marks})", chunk)
+            if not new:
+                self.conn.execute(f"DELETE FROM items WHERE id IN ({marks})", chunk)
             self.conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)",
                                   [(KIND_RANK[n.kind], n.id, item_text(n, None, shorts, answered.get(n.id, ())))
                                    for n in notes if not n.text_missing])
@@ -869,7 +876,7 @@ _SECONDARY = {line.split()[2]: line.rstrip(";") for line in SCHEMA.splitlines() 
 _RESHORT_ALL = 2000  # more changed notes than this: every short id is computed at once
 _STAGE_EVENT = f"INSERT INTO temp.staged_events ({EVENT_COLUMNS}, file) VALUES ({', '.join('?' * 11)})"
 _STAGE_TEXT = "INSERT INTO temp.staged_texts (note, file, key, text, digest) VALUES (?, ?, ?, ?, ?)"
-_BUILD_CACHE_KIB = -32768  # the page cache the streamed build gives SQLite (KiB, negated)
+_BUILD_CACHE_KIB = -16384  # the page cache the streamed build gives SQLite (KiB, negated)
 _STREAM_FILES = 256  # a sync that adds more log files than this (or any pack) streams them
 _REFOLD_ALL = 20000  # a sync touching more notes than this replays every note, streamed
 _NOTE_ROW = ("id, short, kind_rank, kind, priority, text, provenance, created_at, actor,"
@@ -942,6 +949,8 @@ def _folded(batch: list[tuple[str, list[tuple], dict]], before: str | None,
     notes table, the items that show no other note, the links of those that do and their
     ids (rendered once every short id is known).  `before` and `after`: the notes on either
     side of the batch, which its first and last notes' short ids depend on.  Pure."""
+    from .renderer import item_text
+
     rows: list = []
     items: list = []
     links: list = []

@@ -14,11 +14,7 @@ from typing import NamedTuple
 
 from ..model import KINDS, TRIGGER_ATTRIBUTES
 
-# The rendering's version.  The store caches each note's rendered item and uses the cache
-# only while this matches, so it changes with every change to what the renderer writes;
-# fixtures/golden/VERSION records the golden files' digest for it, and a test fails when
-# they change without it (QEM_UPDATE_GOLDEN=1 records a new version's digest).
-FORMAT_VERSION = "10"
+from .version import FORMAT_VERSION  # noqa: F401  (the rendering's version: see version.py)
 
 SEP = " · "
 INDENT = "  "
