@@ -542,3 +542,16 @@ def test_a_private_answer_to_a_team_request_is_not_in_memory_md(team) -> None:
     assert PRIVATE not in everything_committed(origin, env)
     (work / ".qem" / "index.db").unlink()
     assert qem(work, "export", "--check").returncode == 0
+
+
+def test_a_team_note_cannot_rest_on_a_private_note_but_a_private_one_can(tmp_path) -> None:
+    """A committed event naming a note kept in one clone would leave every other clone a
+    base it never sees: refused, nothing written; a private note may rest on one."""
+    (tmp_path / ".git").mkdir()
+    private = short_of(qem(tmp_path, "add", PRIVATE, "--kind", "finding", "--scope", "private"))
+    before = sorted(p.name for p in (tmp_path / ".qem" / "events").iterdir())
+    refused = qem(tmp_path, "add", "the total is 4 days", "--kind", "decision", "--rests-on", private)
+    assert refused.returncode == 2 and f"#{private}" in refused.stderr and "private note" in refused.stderr
+    assert sorted(p.name for p in (tmp_path / ".qem" / "events").iterdir()) == before
+    kept = qem(tmp_path, "add", "my total is 4 days", "--kind", "decision", "--rests-on", private, "--scope", "private")
+    assert kept.returncode == 0, kept.stderr
