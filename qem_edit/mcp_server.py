@@ -232,7 +232,7 @@ def _add(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
         who, agent=True,
         anchors=a.get("anchors"), expires=a.get("expires"), ttl=a.get("ttl"), triggers=_triggers(a) or (),
         request=acts.Request(a.get("to"), a.get("due"), a.get("answers")), scope=a.get("scope"),
-        session=a.get("session")),
+        session=a.get("session"), rests_on=a.get("rests_on")),
         client, create=True)
     n = written.note
     return Reply(f"#{n.shown} created ({n.kind} · {n.priority} · {n.provenance})", _repeated(written), notices)
@@ -247,7 +247,7 @@ def _supersede(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
         provenance = provenance_of(a["text"], a.get("user_quote"), _typed(p))
         written = acts.supersede(h, p, a["id"], a["text"], a.get("reason"), who, a.get("kind"), a.get("priority"),
                                  provenance, agent=True, anchors=a.get("anchors"), expires=a.get("expires"),
-                                 ttl=a.get("ttl"), triggers=_triggers(a))
+                                 ttl=a.get("ttl"), triggers=_triggers(a), rests_on=a.get("rests_on"))
         old["shown"] = h.note(written.note.supersedes).shown
         return written
 
@@ -366,6 +366,7 @@ _AT = {"type": "string", "description": "As the memory was at this UTC date or t
 _EXPIRES = {"type": "string", "description": "The note's end, in the future: a date YYYY-MM-DD (its start, UTC) or a UTC time YYYY-MM-DDTHH:MM:SSZ; none: no end. Not with ttl. A successor keeps the old note's end unless given."}
 _TO = {"type": "string", "description": "Who owes this note (it is a request): an actor, a person or an agent, one word. Listed by `qem owed` until a note answers it."}
 _DUE = {"type": "string", "description": "The request's deadline: a date YYYY-MM-DD (the end of that UTC day) or a UTC time YYYY-MM-DDTHH:MM:SSZ; late after it. Not its end (expires)."}
+_RESTS_ON = {"type": "array", "items": {"type": "string"}, "description": "The ids of the notes this one rests on (it holds only while they do): when one is superseded, revoked, expired, forgotten or flagged stale, this note is flagged stale with it."}
 _ANSWERS = {"type": "string", "description": "The id of the request this note answers (the request itself is not changed)."}
 _SCOPE_ARG = {"type": "string", "enum": list(SCOPES), "description": "Where the note holds: team (the default: committed with the code, every clone and session reads it), private (this clone only, never committed), session (this agent session only, ended when it ends; needs session)."}
 _SESSION_ARG = {"type": "string", "description": "With scope session: this agent session's id (as qem's hooks tell it, or $QEM_SESSION where the server has it)."}
@@ -395,12 +396,14 @@ TOOLS: tuple[Tool, ...] = (
     Tool("add", "Record a note", "Record a new note in the project's memory; returns its id, and in repeats the notes in force with the same text.",
          {"text": _TEXT, "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE, "anchors": _ANCHORS,
           "expires": _EXPIRES, "ttl": _TTL, "on": _ON, "when_path": _WHEN_PATH, "when_run": _WHEN_RUN,
-          "to": _TO, "due": _DUE, "answers": _ANSWERS, "scope": _SCOPE_ARG, "session": _SESSION_ARG},
+          "to": _TO, "due": _DUE, "answers": _ANSWERS, "scope": _SCOPE_ARG, "session": _SESSION_ARG,
+          "rests_on": _RESTS_ON},
          ("text", "kind"), _add, written(MOVE_BY_VERB["create"])),
     Tool("supersede", "Supersede a note", "Replace a note that is no longer right with a corrected one (the old text stays in the history); returns the new id.",
          {"id": _ID, "text": _TEXT, "reason": _reason(False), "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE,
           "anchors": {**_ANCHORS, "description": _ANCHORS["description"] + " Left out: the old note's; [] for none."},
-          "expires": _EXPIRES, "ttl": _TTL, **_successor_triggers()},
+          "expires": _EXPIRES, "ttl": _TTL, **_successor_triggers(),
+          "rests_on": {**_RESTS_ON, "description": _RESTS_ON["description"] + " Left out: the old note's still in force."}},
          ("id", "text"), _supersede, written(MOVE_BY_VERB["supersede"])),
     *(_move_tool(m) for m in READING_ORDER if m.tool),
     Tool("share", "Share a private note", "Make a private note (this clone's only) a team note, committed with the code; the private one ends. Returns the team note.",
@@ -606,7 +609,8 @@ _NOTE_FIELDS = {"id": {"type": "string"}, "short": {"type": "string"}, "kind": {
                 "priority": {"type": "string"}, "text": _NULLABLE_TEXT, "provenance": {"type": "string"},
                 "state": {"type": "string"}, "created_at": {"type": "string"}, "actor": {"type": "string"},
                 "supersedes": _NULLABLE_TEXT, "superseded_by": _NULLABLE_TEXT, "anchors": {"type": "array"},
-                "triggers": {"type": "object"}, "to": _NULLABLE_TEXT, "due": _NULLABLE_TEXT, "answers": _NULLABLE_TEXT}
+                "triggers": {"type": "object"}, "to": _NULLABLE_TEXT, "due": _NULLABLE_TEXT, "answers": _NULLABLE_TEXT,
+                "rests_on": {"type": "array"}}
 
 
 def _object(properties: dict[str, Any], required: tuple[str, ...]) -> dict[str, Any]:

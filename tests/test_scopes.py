@@ -652,3 +652,16 @@ def test_mcp_share_makes_a_private_note_the_teams_as_the_cli_does(tmp_path) -> N
     assert "no second team note" in settled.content[0].text
     in_force = [line for line in qem(ws, "list").stdout.splitlines() if "\tactive\t" in line]
     assert sorted(line.split("\t")[-1] for line in in_force) == sorted([PRIVATE, SESSION, TEAM]), in_force
+
+
+def test_a_team_note_cannot_rest_on_a_private_note_but_a_private_one_can(tmp_path) -> None:
+    """A committed event naming a note kept in one clone would leave every other clone a
+    base it never sees: refused, nothing written; a private note may rest on one."""
+    (tmp_path / ".git").mkdir()
+    private = short_of(qem(tmp_path, "add", PRIVATE, "--kind", "finding", "--scope", "private"))
+    before = sorted(p.name for p in (tmp_path / ".qem" / "events").iterdir())
+    refused = qem(tmp_path, "add", "the total is 4 days", "--kind", "decision", "--rests-on", private)
+    assert refused.returncode == 2 and f"#{private}" in refused.stderr and "private note" in refused.stderr
+    assert sorted(p.name for p in (tmp_path / ".qem" / "events").iterdir()) == before
+    kept = qem(tmp_path, "add", "my total is 4 days", "--kind", "decision", "--rests-on", private, "--scope", "private")
+    assert kept.returncode == 0, kept.stderr
