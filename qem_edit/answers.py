@@ -7,7 +7,7 @@ it returns: `text()` for people (stdout), `data()` for scripts (`--json`, printe
 answer (e.g. "no notes match"), and `exit_code` where the answer itself is a verdict
 (verify).  Here: `show`, `notes` (list), `log` and `status`; a query is
 `query.answer`, the session-start context `context.build`, verify `checks.verify_report`
-(and `staged.verify_staged`).  A shell checks its arguments' form before it opens the
+(and `staged.verify_staged`), whose answer, `checks.VerifyReport`, lives with it.  A shell checks its arguments' form before it opens the
 store (a bad kind is named before a missing store); the read names what the store lacks.
 """
 
@@ -200,54 +200,6 @@ class CurrencyAnswer:
 
     def remark(self) -> str | None:
         return None
-
-
-@dataclass
-class VerifyReport:
-    """`qem verify`: the log, the index and the mirror checked; open disputes listed."""
-
-    notes: int
-    problems: list[str] = field(default_factory=list)
-    repaired: int | None = None  # notes in the index rebuilt by --repair
-    disputes: list[str] = field(default_factory=list)  # listed; they fail only when asked
-    notices: list[str] = field(default_factory=list)  # listed; they never fail
-    drift: list[str] = field(default_factory=list)  # anchored content nobody flagged; fails only when asked
-    late: list[str] = field(default_factory=list)  # requests past their deadline, not answered; fail only when asked
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if self.problems else 0
-
-    def text(self) -> str:
-        lines = []
-        if self.repaired is not None:
-            lines.append(f"rebuilt the index from the log: {self.repaired} notes")
-        return "\n".join(lines + self.problems + [f"open: {d}" for d in self.disputes] + self.drift + self.late
-                         + [f"note: {n}" for n in self.notices])
-
-    def data(self) -> object:
-        return {"notes": self.notes, "ok": not self.problems, "problems": self.problems,
-                "disputes": self.disputes, "drift": self.drift, "late": self.late, "notices": self.notices,
-                "repaired": self.repaired}
-
-    def remark(self) -> str | None:
-        if not self.problems:
-            open_ = f"; {len(self.disputes)} open dispute(s) listed" if self.disputes else ""
-            drift = (f"; {len(self.drift)} anchor(s) drifted, nobody flagged them (listed; `--fail-on-drift` fails"
-                     " on them)") if self.drift else ""
-            late = f"; {len(self.late)} request(s) late (listed; `--fail-on-late` fails on them)" if self.late else ""
-            return f"ok: the log replays cleanly to {self.notes} note{'' if self.notes == 1 else 's'}{open_}{drift}{late}"
-        drifted = sum(problem.startswith("drift: ") for problem in self.problems)
-        settle = ("`qem anchors check --flag` flags the drifted notes stale (a move re-anchors), then commit"
-                  " what it wrote (`git add .qem MEMORY.md && git commit`)")
-        if drifted == len(self.problems):  # --fail-on-drift, and nothing else wrong
-            return f"verify: {drifted} anchor(s) drifted and nobody flagged them; {settle}"
-        return (
-            f"verify: {len(self.problems)} problem(s); `qem verify --repair` rebuilds the index; a"
-            " malformed log file is set aside until it is fixed or removed; a cycle, dangling pointer"
-            " or broken event is settled by new events (revoke, supersede, `qem rule`)"
-            + (f"; {drifted} anchor(s) drifted: {settle}" if drifted else "")
-        )
 
 
 # -- the reads -------------------------------------------------------------------------------------

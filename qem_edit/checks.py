@@ -24,7 +24,6 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from . import errors, ids, index
-from .answers import VerifyReport
 from .db import Connection
 
 if TYPE_CHECKING:
@@ -35,6 +34,58 @@ if TYPE_CHECKING:
 
 # The fresh replay's page cache (KiB): it lives in a temporary file, not in memory.
 FRESH_CACHE_KIB = 16 * 1024
+
+
+class VerifyReport:
+    """`qem verify`: the log, the index and the mirror checked; open disputes listed (an
+    answer as qem_edit.answers's are).  (A plain class, not a dataclass: `qem verify
+    --staged` runs on every commit, and importing dataclasses costs it ~5 ms.)"""
+
+    def __init__(self, notes: int, problems: list[str] | None = None, repaired: int | None = None,
+                 disputes: list[str] | None = None, notices: list[str] | None = None,
+                 drift: list[str] | None = None, late: list[str] | None = None) -> None:
+        self.notes = notes
+        self.problems = problems if problems is not None else []
+        self.repaired = repaired  # notes in the index rebuilt by --repair
+        self.disputes = disputes if disputes is not None else []  # listed; they fail only when asked
+        self.notices = notices if notices is not None else []  # listed; they never fail
+        self.drift = drift if drift is not None else []  # anchored content nobody flagged; fails only when asked
+        self.late = late if late is not None else []  # requests past their deadline, not answered; fail only when asked
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.problems else 0
+
+    def text(self) -> str:
+        lines = []
+        if self.repaired is not None:
+            lines.append(f"rebuilt the index from the log: {self.repaired} notes")
+        return "\n".join(lines + self.problems + [f"open: {d}" for d in self.disputes] + self.drift + self.late
+                         + [f"note: {n}" for n in self.notices])
+
+    def data(self) -> object:
+        return {"notes": self.notes, "ok": not self.problems, "problems": self.problems,
+                "disputes": self.disputes, "drift": self.drift, "late": self.late, "notices": self.notices,
+                "repaired": self.repaired}
+
+    def remark(self) -> str | None:
+        if not self.problems:
+            open_ = f"; {len(self.disputes)} open dispute(s) listed" if self.disputes else ""
+            drift = (f"; {len(self.drift)} anchor(s) drifted, nobody flagged them (listed; `--fail-on-drift` fails"
+                     " on them)") if self.drift else ""
+            late = f"; {len(self.late)} request(s) late (listed; `--fail-on-late` fails on them)" if self.late else ""
+            return f"ok: the log replays cleanly to {self.notes} note{'' if self.notes == 1 else 's'}{open_}{drift}{late}"
+        drifted = sum(problem.startswith("drift: ") for problem in self.problems)
+        settle = ("`qem anchors check --flag` flags the drifted notes stale (a move re-anchors), then commit"
+                  " what it wrote (`git add .qem MEMORY.md && git commit`)")
+        if drifted == len(self.problems):  # --fail-on-drift, and nothing else wrong
+            return f"verify: {drifted} anchor(s) drifted and nobody flagged them; {settle}"
+        return (
+            f"verify: {len(self.problems)} problem(s); `qem verify --repair` rebuilds the index; a"
+            " malformed log file is set aside until it is fixed or removed; a cycle, dangling pointer"
+            " or broken event is settled by new events (revoke, supersede, `qem rule`)"
+            + (f"; {drifted} anchor(s) drifted: {settle}" if drifted else "")
+        )
 
 
 def verify_report(store: Store, place=None, *, repair: bool = False, disputes_fail: bool = False,  # type: ignore[no-untyped-def]
@@ -88,11 +139,13 @@ def _report(store: Store, place, fresh: Connection, index_problems: list[str], s
 
 
 def finished(store: Store, place, problems: list[str], disputes: list[str], notices: list[str],  # type: ignore[no-untyped-def]
-             repaired: int | None = None, disputes_fail: bool = False, drift_fail: bool = False) -> VerifyReport:
+             repaired: int | None = None, disputes_fail: bool = False, drift_fail: bool = False,
+             tree=None) -> VerifyReport:
     """The report, from what the log and the index were found to hold: the work tree's
     drift and the mirror (where `place` is given, the memory's MEMORY.md judged as the
-    work tree holds it) checked now, and the options that make disputes and drift fail."""
-    drift = _drift_problems(store, place) if place is not None else []
+    work tree holds it) checked now, and the options that make disputes and drift fail.
+    `tree`: the work tree (qem_edit.anchors.work_tree), where the caller has it already."""
+    drift = _drift_problems(store, place, tree) if place is not None else []
     if place is not None:
         problems = problems + _mirror_problems(store, place)
     if disputes_fail:
@@ -124,13 +177,13 @@ def tracked_private(store: Store) -> list[str]:
             f" {relative}` and commit" for name in tracked]
 
 
-def _drift_problems(store: Store, place) -> list[str]:  # type: ignore[no-untyped-def]
+def _drift_problems(store: Store, place, tree=None) -> list[str]:  # type: ignore[no-untyped-def]
     """Anchored content that changed under a note nobody flagged (a commit made without
     the qem-anchors hook): each drifted anchor named, with the command that flags it."""
     from .anchors import work_tree
     from .drift import check
 
-    report = check(store, work_tree(place.root), "work tree")
+    report = check(store, tree or work_tree(place.root), "work tree")  # (given: one git call fewer for a hook)
     return [f"drift: #{found.note.shown} {found.note.kind}: {d.words()}, and the note is not flagged;"
             " `qem anchors check --flag` flags it (or re-anchors a move)" for found in report.notes for d in found.drifted]
 

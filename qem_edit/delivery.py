@@ -14,14 +14,13 @@ given again as its change, first.
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
 from . import errors
 from .context import FRAMES, PRIORITY_RANK, indented
 from .model import KIND_RANK, MOMENTS, PRIORITIES, Note, past_end
-from .store import Store
+from .store import Store, read_gaps
 from .triggers import (any_path_matches, bundle_at, bundle_moments, command_matches, path_matches, prompt_paths,
                        prompt_words, relative, term_in)
 
@@ -75,6 +74,8 @@ class Moment(NamedTuple):
             parts.append("--prompt=…")  # a prompt is too long to repeat: the reader gives it again
         if skip:
             parts.append(f"--skip={skip}")
+        import shlex  # (here: only a line that lists more than it gives is written as a command)
+
         return " ".join(shlex.quote(p) if p != "--prompt=…" else p for p in parts)
 
 
@@ -285,7 +286,6 @@ def owed_hits(store: Store, event: str) -> list[Due]:
     if not requests:
         return []  # (before the imports: a memory with no request costs a hook none of them)
     from .owing import NO, UNKNOWN, answered, late_by
-    from .query import read_gaps
     from .times import utc_now
 
     seat, now = os.environ.get(SEAT_ENV) or None, utc_now()

@@ -50,6 +50,28 @@ def content_id(data: bytes) -> str:
     return encode(hashlib.sha256(data).digest())
 
 
+SMALL = 1 << 18  # bytes: below this the builtin SHA-256 is done before hashlib would be imported
+
+
+def sha256_hex(data: bytes) -> str:
+    """The SHA-256 of `data`, in hex.  Importing hashlib starts OpenSSL, about 3 ms, a tenth
+    of a hook's whole budget, so what is short (a session's name, a seal) is hashed by the
+    interpreter's own SHA-256 where it has one; what is long by OpenSSL's, several times
+    faster per byte."""
+    if len(data) < SMALL:
+        try:  # the builtin module: _sha256 up to Python 3.11, _sha2 from 3.12
+            from _sha256 import sha256  # type: ignore[import-not-found]
+        except ImportError:
+            try:
+                from _sha2 import sha256  # type: ignore[import-not-found,no-redef]
+            except ImportError:  # (an interpreter built without them)
+                from hashlib import sha256
+        return sha256(data).hexdigest()
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
 def numbered_pointer(number: int) -> str:
     """What a converted note's `supersedes` holds when its old pointer named a note the old
     log created later (a cycle among numbered notes, which content-hashed ids cannot close):

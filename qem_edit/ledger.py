@@ -42,15 +42,15 @@ def folder(state_dir: Path) -> Path:
 
 
 def _name(session: str) -> str:
-    import hashlib
+    from .ids import sha256_hex  # (not hashlib: every hook names its session's ledger)
 
-    return hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return sha256_hex(session.encode("utf-8", "surrogatepass"))[:32]
 
 
 def _digest(about: str) -> str:
-    import hashlib
+    from .ids import sha256_hex
 
-    return hashlib.sha256(about.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return sha256_hex(about.encode("utf-8", "surrogatepass"))[:24]
 
 
 def tip(note) -> str:  # type: ignore[no-untyped-def]

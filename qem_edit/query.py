@@ -18,7 +18,7 @@ from . import anchors, errors, ids
 from .model import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, STATES, TEXT_MISSING, Event, Note
 from .owing import answered, is_request
 from .resolver import Graph, disputed_with
-from .store import Store
+from .store import Store, read_gaps  # (read_gaps: query's word, kept where the readers import it)
 from .times import parse_time, utc_now
 
 NOTE_KEYS = (
@@ -226,12 +226,6 @@ def _answered_test(value: str, answered_of: Callable[[Note], str | None] | None,
     wanted = errors.choice(value, ANSWERED, "answered", as_filter=True).replace("-", " ")
     assert answered_of is not None, "answered= is read with the answers (query.answer)"
     return lambda n: answered_of(n) == wanted  # type: ignore[arg-type]
-
-
-def read_gaps(store: Store) -> list[str]:
-    """Why the log read is incomplete where it is (files set aside may hold an answer)."""
-    aside = len(store.set_aside())
-    return [f"{aside} log file{'s' if aside != 1 else ''} set aside (`qem verify` names them)"] if aside else []
 
 
 def answers_reader(store: Store, notes: dict[str, Note], scope: Scope) -> Callable[[Note], str | None]:

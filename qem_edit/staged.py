@@ -127,7 +127,7 @@ def verify_staged(store: Store, place, **options):  # type: ignore[no-untyped-de
     seal = _seal(store, tree.top) if tree.git else None
     if seal is not None and seal == _sealed(store) and _quiet(store, place, tree, options):
         return late(finished(store, place, [], [], [], None, options.get("disputes_fail", False),
-                             options.get("drift_fail", False)), store, options.get("late_fail", False))
+                             options.get("drift_fail", False), tree), store, options.get("late_fail", False))
     verdict = staged_verdict(store, place)
     report = verify_report(store, place if verdict is None else None, **options)
     if verdict is not None and not verdict.clean:
@@ -158,9 +158,8 @@ VERIFIED = "index.db-verified"  # under .qem/, ignored by git with the index (`/
 def _seal(store: Store, top: Path) -> str | None:
     """What a clean verify of this memory vouches for, as one digest; None where git's index
     (of the work tree at `top`) is not what the work tree holds under the memory's folder."""
-    import hashlib
-
     from . import __version__
+    from .ids import sha256_hex  # (not hashlib: OpenSSL's start-up is a tenth of this hook's budget)
 
     folder = _relative(top, store.root)
     if folder is None or gitrepo.unstaged_files(top, [folder]):
@@ -171,7 +170,7 @@ def _seal(store: Store, top: Path) -> str | None:
         return None  # an untracked log file (or an untracked memory): the commit does not hold what is read
     listed = "".join(f"{blob} {name}\n" for name, blob in sorted(staged.items()))
     seal = f"{__version__}\n{store.moment(store.head())}\n{listed}"
-    return hashlib.sha256(seal.encode("utf-8", "surrogateescape")).hexdigest()
+    return sha256_hex(seal.encode("utf-8", "surrogateescape"))
 
 
 def _sealed(store: Store) -> str | None:

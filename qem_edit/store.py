@@ -1519,3 +1519,11 @@ def _ensure_schema(conn: sqlite3.Connection) -> None:
     with db.transaction(conn):
         if not index.ready():
             index.create()
+
+
+def read_gaps(store: Store) -> list[str]:
+    """Why the log read is incomplete where it is (files set aside may hold an answer).
+    (Here, not in qem_edit.query, which re-exports it: `qem verify --staged` lists late
+    requests on every commit, and the query module's dataclasses cost it ~5 ms.)"""
+    aside = len(store.set_aside())
+    return [f"{aside} log file{'s' if aside != 1 else ''} set aside (`qem verify` names them)"] if aside else []

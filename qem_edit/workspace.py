@@ -11,6 +11,7 @@ Resolution order (first that applies):
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from . import errors
@@ -21,6 +22,30 @@ STATE_DIR = ".qem"
 CONFIG_NAME = "config.toml"
 INDEX_NAME = "index.db"
 DEFAULT_MIRROR = "MEMORY.md"
+
+
+_COMMENT = re.compile(r"#[^\x00-\x08\x0a-\x1f\x7f]*")  # a TOML comment: no control character but a tab
+_MEMORY_ID = re.compile(r'id = "([0-9a-z]+)"')
+
+
+def _plain_config(text: str) -> dict | None:
+    """config.toml as tomllib reads it, where it holds only what `qem` writes to a new
+    memory's (`[memory]` and its `id`, comments, blank lines), read without tomllib:
+    importing tomllib costs each commit hook ~2 ms.  None for anything else (tomllib reads
+    it, and says what is wrong).  tests/test_hook_cost.py holds the two to one answer."""
+    table: dict | None = None
+    for line in text.split("\n"):
+        line = line.strip(" \t")
+        if not line or _COMMENT.fullmatch(line):
+            continue
+        found = _MEMORY_ID.fullmatch(line)
+        if line == "[memory]" and table is None:
+            table = {}
+        elif found is not None and table is not None and "id" not in table:
+            table["id"] = found[1]
+        else:
+            return None
+    return {} if table is None else {"memory": table}
 
 
 class Workspace:
@@ -69,11 +94,16 @@ class Workspace:
             return {}
         except OSError as exc:
             raise errors.BadInput(f"cannot read {path}: {exc.strerror}") from None
-        import tomllib
-
         try:
-            config = tomllib.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            text = raw.decode("utf-8")
+            config = _plain_config(text)
+            if config is None:
+                import tomllib  # (here: most memories' config.toml is plain, see _plain_config)
+
+                config = tomllib.loads(text)
+        except UnicodeDecodeError as exc:
+            raise errors.BadInput(f"{path} is not valid TOML: {exc}") from None
+        except ValueError as exc:  # tomllib.TOMLDecodeError, without importing tomllib to name it
             raise errors.BadInput(f"{path} is not valid TOML: {exc}") from None
         export = config.get("export", {})
         if not isinstance(export, dict) or not isinstance(export.get("auto", False), bool):

@@ -234,14 +234,15 @@ def test_the_commit_hooks_start_without_the_framework(tmp_path: Path) -> None:
 ], ids=lambda g: g["hook_event_name"])
 def test_a_hook_imports_no_framework_and_no_dataclass(tmp_path: Path, given: dict) -> None:
     """An agent hook runs before every edit: it imports neither typer nor what only other
-    moments use (`dataclasses` and the `inspect` it brings cost a hook ~10 ms)."""
+    moments use (`dataclasses` and the `inspect` it brings cost a hook ~10 ms; hashlib,
+    OpenSSL's start-up, ~3 ms: a session's ledger is named by the builtin SHA-256)."""
     assert run_qem("add", "run the tests in the venv", "-k", "directive", cwd=tmp_path).returncode == 0
     event = given["hook_event_name"]
     probe = (f"import sys; sys.argv = ['qem', 'hook', 'claude', {event!r}]\n"
              "from qem_edit.__main__ import main\n"
              "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
-             "print(code, sorted(m for m in ('typer', 'click', 'dataclasses', 'inspect', 'tempfile', 'subprocess')"
-             " if m in sys.modules))")
+             "print(code, sorted(m for m in ('typer', 'click', 'dataclasses', 'inspect', 'tempfile', 'subprocess',"
+             " 'hashlib', '_hashlib', 'tomllib') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
                           input=json.dumps({**given, "cwd": str(tmp_path)}))
     assert done.stdout.strip().splitlines()[-1] == "0 []", (done.stdout, done.stderr)

@@ -1,0 +1,110 @@
+"""What the hooks spare themselves: config.toml read without tomllib where it is what
+`qem` writes (qem_edit.workspace._plain_config), a short input hashed without OpenSSL
+(qem_edit.ids.sha256_hex), and what the commit hooks import on a commit that touches no
+memory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import hashlib
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from conftest import run_qem
+from qem_edit.ids import SMALL, sha256_hex
+from qem_edit.workspace import _plain_config
+
+PLAIN = [
+    "",
+    "\n\n",
+    "# only a comment\n",
+    '[memory]\n# names this memory in MEMORY.md\'s header; made once, committed with the log\nid = "yc55cpabg730"\n',
+    '[memory]\nid = "yc55cpabg730"',
+    '  [memory]  \n\tid = "abc123"\t\n\n# after\n',
+    "[memory]\n",
+    "# a comment with a tab\there\n[memory]\n",
+]
+
+NOT_PLAIN = [
+    '[memory]\nid = "abc"\n[export]\npath = "docs/MEMORY.md"\n',
+    '[memory]\nid = "abc" # trailing comment\n',
+    'id = "abc"\n',  # a key outside the table
+    '[memory]\nid = "abc"\nid = "def"\n',  # a key twice: tomllib's error
+    "[memory]\n[memory]\n",
+    '[memory]\r\nid = "abc"\r\n',
+    '[memory]\nid = "ABC"\n',
+    "[memory]\nid = 'abc'\n",
+    '[memory]\nid="abc"\n',
+    "# a comment with a control character \x01\n",
+    '[delivery]\nhold = false\n',
+    '[memory]\nid = "abc"\n[delivery]\nhold = "no"\n',
+]
+
+
+@pytest.mark.parametrize("text", PLAIN)
+def test_a_plain_config_reads_as_tomllib_reads_it(text: str) -> None:
+    assert _plain_config(text) == tomllib.loads(text)
+
+
+@pytest.mark.parametrize("text", NOT_PLAIN)
+def test_anything_else_is_left_to_tomllib(text: str) -> None:
+    assert _plain_config(text) is None
+
+
+@pytest.mark.parametrize("size", [0, 1, 55, 56, 64, 1000, SMALL - 1, SMALL, SMALL + 1, 3 * SMALL])
+def test_sha256_hex_is_sha256(size: int) -> None:
+    data = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
+
+
+def test_what_tomllib_refuses_is_refused_as_before(tmp_path: Path) -> None:
+    assert run_qem("add", "a note", "-k", "task", cwd=tmp_path).returncode == 0
+    config = tmp_path / ".qem" / "config.toml"
+    config.write_text(config.read_text() + 'id = "twice"\n')
+    listed = run_qem("export", cwd=tmp_path)
+    assert listed.returncode == 2 and "config.toml is not valid TOML" in listed.stderr
+    assert "Traceback" not in listed.stderr
+    config.write_text('[export]\nauto = "yes"\n')
+    listed = run_qem("export", cwd=tmp_path)
+    assert listed.returncode == 2 and "[export] auto must be true or false" in listed.stderr
+
+
+def test_a_configured_mirror_path_is_still_read(tmp_path: Path) -> None:
+    assert run_qem("add", "a note", "-k", "task", cwd=tmp_path).returncode == 0
+    config = tmp_path / ".qem" / "config.toml"
+    config.write_text(config.read_text() + '\n[export]\npath = "docs/MEM.md"\n')
+    (tmp_path / "docs").mkdir()
+    assert run_qem("export", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "docs" / "MEM.md").is_file() and not (tmp_path / "MEMORY.md").exists()
+
+
+def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: Path) -> None:
+    """On a commit that touches no memory, a memory `verify --staged` sealed: the three
+    commit hooks answer as before, importing no dataclasses (and the inspect it brings),
+    no tomllib, no OpenSSL (hashlib) and no command-line framework."""
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    assert run_qem("add", "a note", "-k", "task", cwd=tmp_path).returncode == 0
+    assert run_qem("export", cwd=tmp_path).returncode == 0
+    (tmp_path / "code.py").write_text("a = 1\n")
+    subprocess.run(["git", "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "commit", "-qm", "m", "--no-verify"], cwd=tmp_path, check=True, env=env)
+    assert run_qem("verify", "--staged", cwd=tmp_path).returncode == 0  # the seal
+    (tmp_path / "code.py").write_text("a = 2\n")
+    subprocess.run(["git", "add", "code.py"], cwd=tmp_path, check=True)
+    unused = ("typer", "click", "dataclasses", "inspect", "tomllib", "hashlib", "_hashlib")
+    for argv, said in ((["verify", "--staged"], "ok: the log replays cleanly to 1 note"),
+                       (["export", "--check", "--staged"], ""),
+                       (["anchors", "check", "--staged"], "no anchor drifted")):
+        probe = (f"import sys; sys.argv = ['qem', *{argv!r}]\n"
+                 "from qem_edit.__main__ import main\n"
+                 "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+                 f"print(code, sorted(m for m in {unused!r} if m in sys.modules))")
+        done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, env=env)
+        assert done.stdout.strip().splitlines()[-1] == "0 []", (argv, done.stdout, done.stderr)
+        assert said in done.stdout + done.stderr, (argv, done.stdout, done.stderr)
