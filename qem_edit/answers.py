@@ -25,6 +25,7 @@ from .resolver import Answer as Currency
 from .owing import Answered, answered, is_request, pointer
 from .query import read_gaps
 from .resolver import Graph
+from .standing import Standing, Standings
 from .store import Store
 from .times import utc_now
 
@@ -56,6 +57,8 @@ class NoteView:
 
     shorts: dict[str, str] = field(default_factory=dict)  # how linked notes are shown
     came_with: str | None = None  # for a note whose text is missing: the commit its event came in
+    standing: Standing = Standing()  # past its end, in dispute (qem_edit.standing: every read's decision)
+    now: str = ""  # when the note is read (its end is said in the past tense once it is past)
 
     def text(self) -> str:
         note = self.note
@@ -65,7 +68,9 @@ class NoteView:
                  f"id {note.id}{alias}", f"created {note.created_at} by {note.actor}"]
         if note.supersedes is not None:
             lines.append(f"supersedes #{shown(note.supersedes)}")
-        if note.expires is not None:
+        if note.expires is not None and self.now and note.expires <= self.now:
+            lines += [] if self.standing.past_end else [f"ended {note.expires}"]  # (past it and in force: said below)
+        elif note.expires is not None:
             lines.append(f"expires {note.expires} (its end: `qem expire --due` expires it then)")
         if note.to is not None or note.due is not None:
             lines.append("requested" + (f" of {note.to}" if note.to else "") + (f", due {note.due}" if note.due else "")
@@ -77,10 +82,7 @@ class NoteView:
             why = f": {note.state_reason}" if note.state_reason else ""
             who = f" ({note.state_actor})" if note.state_actor else ""
             lines.append(f"{note.state}{by} at {note.state_at}{who}{why}")
-        if note.rivals:
-            from .resolver import rival_words
-
-            lines.append(f"DISPUTED: {rival_words(note, shown)}; settle with `qem rule {note.shown} --keep SIDE`")
+        lines += self.standing.said()
         lines += [f"anchor {path} {oid}" for path, oid in note.anchors]
         lines += [f"{TRIGGER_ATTRIBUTES[name]} {value}" for name, value in note.triggers]
         lines += ["", note.text if note.text is not None else self._no_text()]
@@ -94,7 +96,8 @@ class NoteView:
                 " in their clone, then push)")
 
     def data(self) -> object:
-        return {**self.note.to_json(), "text_missing": True} if self.note.text_missing else self.note.to_json()
+        missing = {"text_missing": True} if self.note.text_missing else {}
+        return {**self.note.to_json(), **missing, **self.standing.to_json()}
 
     def remark(self) -> str | None:
         return None
@@ -157,7 +160,7 @@ class CurrencyAnswer:
     answer: Currency
     shown: str = ""
     expires: str | None = None  # the note's end (None: none)
-    past_end: bool = False  # in force past its end, not swept yet: not in force in truth
+    standing: Standing = Standing()  # past its end (then current: no), in dispute (qem_edit.standing)
     exit_code = 0
     # a request's (or an answer's) second question: answered? (qem_edit.owing; None: neither)
     answered: Answered | None = None
@@ -166,11 +169,9 @@ class CurrencyAnswer:
     def text(self) -> str:
         me = f"#{self.shown or self.answer.note_id}"
         said = f"{me} current: {self.answer.value} ({self.answer.reason})"
-        if self.past_end:
-            said += (f"; but past its end ({self.expires}): not in force, and `qem expire --due` records it"
-                     " expired")
-        elif self.expires:
+        if self.expires and not self.standing.past_end:  # (past it, the reason says so)
             said += f"; ends {self.expires}"
+        said += "".join(f"\n{me} {d.mark()}: settle with `{d.settle}`" for d in self.standing.disputes)
         if self.answered is not None:
             about = f"{me} answers #{self.request}, which is answered" if self.request else f"{me} answered"
             said += f"\n{about}: {self.answered.value} ({self.answered.why})"
@@ -179,7 +180,7 @@ class CurrencyAnswer:
     def data(self) -> object:
         answered = {"answered": {**self.answered.to_json(), "request": self.request}} if self.answered else {}
         return {**self.answer.to_json(), "short": self.shown or self.answer.note_id, "expires": self.expires,
-                "past_end": self.past_end, **answered}
+                **self.standing.to_json(), **answered}
 
     def remark(self) -> str | None:
         return None
@@ -238,15 +239,19 @@ class VerifyReport:
 
 def show(store: Store, note_id: str, at: str | None = None) -> NoteView:
     """One note, whole: as it is, or as it was `at` a date or git revision."""
+    from .times import is_time, parse_time
+
     full = store.resolve(note_id)
+    now = utc_now() if at is None else parse_time(at, "--at", end=True) if is_time(at) else utc_now()
     if at is None:
-        note = store.note(full)
+        note, standings = store.note(full), Standings.read(store, now)
     else:
         from .history import note_at
 
         note = note_at(store, full, at)
+        standings = Standings.of_notes({note.id: note}, now)  # (as of then: this note's own disputes)
     shorts = store.index.shorts(x for x in (note.supersedes, note.superseded_by, note.answers) if x)
-    return NoteView(note, shorts, came_with=_came_with(store, note))
+    return NoteView(note, shorts, came_with=_came_with(store, note), standing=standings.of(note), now=now)
 
 
 def _came_with(store: Store, note: Note) -> str | None:
@@ -273,16 +278,13 @@ def log(store: Store, note_id: str | None = None) -> EventList:
 
 def status(store: Store, note_id: str) -> CurrencyAnswer:
     """Is the note current: yes, no or unknown, by the graph of every note."""
-    from .model import past_end
-    from .times import utc_now
-
-    full = store.resolve(note_id)
-    note = store.note(full)
+    full, now = store.resolve(note_id), utc_now()
+    note, notes, standings = store.note(full), {n.id: n for n in store.notes()}, Standings.read(store, now)
     request = None
     if note.answers is not None and not is_request(note):
         request = ids.shown(note.answers, store.index.shorts([note.answers]).get(note.answers))
-    return CurrencyAnswer(Graph.of({n.id: n for n in store.notes()}).currency(full), note.shown, note.expires,
-                          past_end(note, utc_now()), answered_of(store, note, utc_now()), request)
+    return CurrencyAnswer(Graph.of(notes, now).currency(full), note.shown, note.expires, standings.of(note),
+                          answered_of(store, note, now), request)
 
 
 def answered_of(store: Store, note: Note, now: str) -> Answered | None:

@@ -178,7 +178,7 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
         moments = _moments(ask, book, state)
         given = {n: entry for n, entry in book.given.items() if entry[0] == book.epoch}
         counted = book.notes_then >= 0
-    found, texts, changed, notes, due_here = _read(state, moments, given, counted)
+    found, texts, changed, notes, due_here, standings = _read(state, moments, given, counted)
     if window != key and ask.does == SUBAGENT:
         with ledger.session(state, key) as book:
             book.started(window)
@@ -189,7 +189,7 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
         if ask.does == HOLD and not holding:
             return harness.no_context  # no context goes before this tool: the hook after it gives it
         budget = harness.budget - (harness.measure(HELD) + 2 if holding else 0)
-        text = _given(harness, moments, found, texts, changed, book, budget, ask.does in (TOOL, HOLD))
+        text = _given(harness, moments, found, texts, changed, book, budget, ask.does in (TOOL, HOLD), standings)
         if holding and text:
             book.hold(_about(ask))
             return harness.deny(event, f"{HELD}\n\n{text}")
@@ -295,10 +295,13 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  #
     the texts of the first of them the session was not given (`given`: this epoch's
     ledger entries), the changes of the notes given this epoch, how many notes it holds
     (-1 where the session's ledger has counted them already: `counted`), and the notes
-    due at an edit or a command among them, in force (what a call is held for)."""
+    due at an edit or a command among them, in force (what a call is held for), and the
+    notes' standing (past their end, in dispute: qem_edit.standing)."""
     from . import delivery
     from .ledger import tip
+    from .standing import Standings
     from .store import Store
+    from .times import utc_now
 
     store = Store.open(state, create=False, write=False)
     try:
@@ -324,13 +327,13 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  #
                        for n in moved}
             count = -1 if counted else store.count()
             return (entries, texts, {n: (c, tip(c.note) if c else "") for n, c in changed.items()}, count,
-                    due_here)
+                    due_here, Standings.read(store, utc_now()))
     finally:
         store.close()
 
 
 def _given(harness: Harness, moments: list, found: list, texts: dict, changed: dict,  # type: ignore[no-untyped-def]
-           book, budget: int, tool: bool = False) -> str:
+           book, budget: int, tool: bool = False, standings=None) -> str:
     """The reply's context, from what the ledger says was not given yet, within `budget`
     (the harness's unit); what it gives, recorded.  Its heading is a tool call's own
     moment (the first), else the last (a start's after a compaction's)."""
@@ -349,7 +352,8 @@ def _given(harness: Harness, moments: list, found: list, texts: dict, changed: d
         else:
             changes.append(change)
     out = tiers.fitter(moments)(moments[0] if tool else moments[-1], entries, changes, budget,
-                                lambda ids: {n: texts[n] for n in ids if n in texts}, measure=harness.measure)
+                                lambda ids: {n: texts[n] for n in ids if n in texts}, measure=harness.measure,
+                                standings=standings)
     for change in out.changes:
         book.give(change.note.id, book.given[change.note.id][1], tip(change.note))
     late = {e.due.id for e in entries if e.due.late}
