@@ -7,9 +7,10 @@ counted from the event's own timestamp (`--ttl 30d`; units h, d, w), fixed once 
 event is written.  A kind may have a default time to live for new notes (`[expiry]` in
 .qem/config.toml); a successor keeps its predecessor's end unless told otherwise.
 
-Nothing expires by being read: a note past its end stays as it is (`qem context` marks
-it) until `qem expire --due` writes its `expired` event, in one check-in with every other
-note due.
+Nothing expires by being read: a note past its end stays as it is (every read names it
+so: qem_edit.standing) until `qem expire --due` writes its `expired` event, in one
+check-in with every other note due.  A note written with an end already past keeps it,
+and its own write expires it (model.decide_create).
 """
 
 from __future__ import annotations
