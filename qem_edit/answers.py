@@ -108,15 +108,22 @@ class NoteList:
     """`qem list`: one line per note, in the projection's order."""
 
     notes: Sequence[Note]
+    standings: Standings | None = None  # past its end, in dispute (qem_edit.standing), marked on the line
     exit_code = 0
 
     def text(self) -> str:
         return "\n".join(
-            f"#{n.shown}\t{n.kind}\t{n.priority}\t{n.provenance}\t{n.state}\t{first_line(n)}" for n in self.notes
+            f"#{n.shown}\t{n.kind}\t{n.priority}\t{n.provenance}\t{n.state}\t{first_line(n)}{self._marks(n)}"
+            for n in self.notes
         )
 
+    def _marks(self, note: Note) -> str:
+        return "".join(f" · {m}" for m in self.standings.of(note).marks()) if self.standings else ""
+
     def data(self) -> object:
-        return [n.to_json() for n in self.notes]
+        if self.standings is None:
+            return [n.to_json() for n in self.notes]
+        return [{**n.to_json(), **self.standings.of(n).to_json()} for n in self.notes]
 
     def remark(self) -> str | None:
         return None if self.notes else "no notes match"
@@ -265,7 +272,8 @@ def _came_with(store: Store, note: Note) -> str | None:
 
 def notes(store: Store, kind: str | None = None, state: str | None = None) -> NoteList:
     """The notes (of one kind, in one state), in the projection's order."""
-    return NoteList(store.notes(kinds=[kind] if kind else None, states=[state] if state else None))
+    return NoteList(store.notes(kinds=[kind] if kind else None, states=[state] if state else None),
+                    Standings.read(store, utc_now()))
 
 
 def log(store: Store, note_id: str | None = None) -> EventList:

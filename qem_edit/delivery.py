@@ -20,7 +20,7 @@ from typing import Callable, Iterable, NamedTuple
 
 from . import errors
 from .context import FRAMES, PRIORITY_RANK, indented
-from .model import KIND_RANK, MOMENTS, PRIORITIES, Note, past_end, past_end_words
+from .model import KIND_RANK, MOMENTS, PRIORITIES, Note, past_end_words
 from .standing import Standing, Standings
 from .store import Store
 from .triggers import (any_path_matches, bundle_at, bundle_moments, command_matches, path_matches, prompt_paths,
@@ -135,16 +135,6 @@ def standings_now(standings: Standings | None) -> Standings:
     from .times import utc_now
 
     return Standings(utc_now())
-
-
-def ended(note: Note) -> bool:
-    """A note in force past its end, not swept yet (`qem expire --due`): given marked so,
-    never as in force (qem_edit.context marks it the same way)."""
-    if note.expires is None:
-        return False
-    from .times import utc_now
-
-    return past_end(note, utc_now())
 
 
 class Change(NamedTuple):

@@ -316,8 +316,8 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  #
                         entries.append(entry)
             fresh = [e.due.id for e in entries if e.due.id not in given or (e.due.full and not given[e.due.id][1])
                      or (e.due.late and e.due.id + LATE_MARK not in given)]
-            texts = store.notes_by_id(fresh[:READ_AHEAD])
-            due_here -= {n for n, note in texts.items() if delivery.ended(note)}  # not in force: holds nothing
+            texts, standings = store.notes_by_id(fresh[:READ_AHEAD]), Standings.read(store, utc_now())
+            due_here -= {n for n, note in texts.items() if standings.of(note).past_end}  # not in force: holds nothing
             recorded = {n: entry[2] for n, entry in given.items()}
             now = store.last_changes(recorded)
             moved = [n for n, last in recorded.items() if now.get(n, "") != last]
@@ -327,7 +327,7 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  #
                        for n in moved}
             count = -1 if counted else store.count()
             return (entries, texts, {n: (c, tip(c.note) if c else "") for n, c in changed.items()}, count,
-                    due_here, Standings.read(store, utc_now()))
+                    due_here, standings)
     finally:
         store.close()
 

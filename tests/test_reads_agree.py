@@ -1,6 +1,6 @@
 """One answer from every read, run as users and agents run qem: a note past its end that
 `qem expire --due` has not swept, and an open dispute, asked of `qem status`, `qem show`,
-`qem query`, `qem context`, the hooks (Claude Code's input on stdin) and the MCP tools
+`qem query`, `qem list`, `qem context`, the hooks (Claude Code's input on stdin) and the MCP tools
 (through the real client); each read must name both, and every read must say the same of
 the same note (qem_edit.standing decides it once).  Then `qem verify` lists one dispute
 once; an end already past is accepted on every way in and the note expired in the same
@@ -124,6 +124,19 @@ def read_query(memory: dict[str, Any]) -> dict[str, Verdict]:
     return out
 
 
+def read_list(memory: dict[str, Any]) -> dict[str, Verdict]:
+    text = q(memory["top"], "list")
+    rows = {r["short"]: r for r in json.loads(q(memory["top"], "list", "--json"))}
+    out = {}
+    for name in EXPECTED:
+        short = memory[name]
+        line = _line(text, short)
+        past = line.endswith(f"· PAST ITS END {END}")
+        assert past == rows[short]["past_end"] and bool(rows[short]["open_disputes"]) == bool(_disputes(line, memory))
+        out[name] = (past, _disputes(line, memory))
+    return out
+
+
 def read_context(memory: dict[str, Any]) -> dict[str, Verdict]:
     text = q(memory["top"], "context")
     entries = {e["short"]: e for e in json.loads(q(memory["top"], "context", "--format", "json"))["directives"]}
@@ -178,8 +191,8 @@ def read_mcp(memory: dict[str, Any]) -> dict[str, Verdict]:
 
 
 READS: dict[str, Callable[[dict[str, Any]], dict[str, Verdict]]] = {
-    "status": read_status, "show": read_show, "query": read_query, "context": read_context, "hook": read_hook,
-    "mcp": read_mcp}
+    "status": read_status, "show": read_show, "query": read_query, "list": read_list, "context": read_context,
+    "hook": read_hook, "mcp": read_mcp}
 
 
 @pytest.mark.parametrize("read", sorted(READS))
