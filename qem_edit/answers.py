@@ -251,7 +251,8 @@ def show(store: Store, note_id: str, at: str | None = None) -> NoteView:
     full = store.resolve(note_id)
     now = utc_now() if at is None else parse_time(at, "--at", end=True) if is_time(at) else utc_now()
     if at is None:
-        note, standings = store.note(full), Standings.read(store, now)
+        note = store.note(full)
+        standings = Standings.read(store, now, [note])
     else:
         from .history import note_at
 
@@ -287,7 +288,8 @@ def log(store: Store, note_id: str | None = None) -> EventList:
 def status(store: Store, note_id: str) -> CurrencyAnswer:
     """Is the note current: yes, no or unknown, by the graph of every note."""
     full, now = store.resolve(note_id), utc_now()
-    note, notes, standings = store.note(full), {n.id: n for n in store.notes()}, Standings.read(store, now)
+    note, notes = store.note(full), {n.id: n for n in store.notes()}
+    standings = Standings.of_notes(notes, now)  # (every note is read for the graph already)
     request = None
     if note.answers is not None and not is_request(note):
         request = ids.shown(note.answers, store.index.shorts([note.answers]).get(note.answers))

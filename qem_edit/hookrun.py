@@ -316,7 +316,8 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  #
                         entries.append(entry)
             fresh = [e.due.id for e in entries if e.due.id not in given or (e.due.full and not given[e.due.id][1])
                      or (e.due.late and e.due.id + LATE_MARK not in given)]
-            texts, standings = store.notes_by_id(fresh[:READ_AHEAD]), Standings.read(store, utc_now())
+            texts = store.notes_by_id(fresh[:READ_AHEAD])
+            standings = Standings.read(store, utc_now(), texts.values())
             due_here -= {n for n, note in texts.items() if standings.of(note).past_end}  # not in force: holds nothing
             recorded = {n: entry[2] for n, entry in given.items()}
             now = store.last_changes(recorded)

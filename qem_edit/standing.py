@@ -83,10 +83,14 @@ class Standings:
         self.name = name or ids.shown
 
     @classmethod
-    def read(cls, store: "Store", now: str) -> "Standings":
-        """From the index (inside one `store.reading()` where the answer reads more)."""
+    def read(cls, store: "Store", now: str, about: Iterable[Note] | None = None) -> "Standings":
+        """From the index (inside one `store.reading()` where the answer reads more); with
+        `about`, the forks only those notes may be in (a hook's few, read by their parents)."""
         disagreeing = {n.id: n for n in store.disagreeing()}
-        forks = store.forks_in_force()
+        if about is None:
+            forks = store.forks_in_force()
+        else:
+            forks = store.forks_among(n.supersedes for n in about if n.supersedes is not None and n.live)
         named = set(disagreeing) | set(forks) | {c for kids in forks.values() for c in kids} | {
             other for n in disagreeing.values() for _, other in n.disputes}
         shorts = store.shorts(named) if named else {}

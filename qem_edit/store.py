@@ -982,6 +982,17 @@ class Store:
             out.setdefault(parent, []).append(note)
         return out
 
+    def forks_among(self, parents: Iterable[str]) -> dict[str, list[str]]:
+        """Of these notes, each two or more notes in force supersede → those notes, in id
+        order (read by the index on parents: the cost follows the notes asked about)."""
+        out: dict[str, list[str]] = {}
+        for chunk in db.chunks(sorted(set(parents))):
+            for note, parent in self._read(
+                    f"SELECT id, supersedes FROM notes INDEXED BY notes_by_parent WHERE supersedes IN"
+                    f" ({db.marks(chunk)}) AND {_IN_FORCE} ORDER BY supersedes, id", chunk):
+                out.setdefault(parent, []).append(note)
+        return {parent: kids for parent, kids in out.items() if len(kids) > 1}
+
     def disagreeing(self) -> list[Note]:
         """The notes, in any state, with disputes or concurrent changes that disagree (few:
         read by the index made for them), in id order."""
