@@ -13,21 +13,24 @@ Each tool declares the shape of its structured result (`outputSchema`, from `OUT
 result carries the agent's text, the structured result again as JSON text, and, for a
 query, a resource link to each note it found.
 
-A client that subscribes to a resource is told it was updated when the log moves (another
-process's write, a pull: `LogWatch`, which looks every second).
+A client that subscribes to a resource (resources/subscribe through 2025-11-25, a
+subscriptions/listen stream from 2026-07-28) is told it was updated when the log moves
+(another process's write, a pull: `LogWatch`, which looks every second): a whole memory's
+resource at every move, a note's when an event on that note came.
 
 Beside the tools: resources (qem://context, qem://memory.md, qem://note/{id}: what `qem
 context`, `qem export --stdout` and `qem show ID` print, read through the same calls) and
 prompts (review-memory, with the notes that need a look read into it; record-memory).
 
-The server keeps no state of its own: every call opens the memory (which catches its
-index up with the log), acts, and closes it, so several servers and CLI writers on one
-memory take turns on its write lock and lose nothing.
+The server keeps no state of its own but who listens for what: every call opens the memory
+(which catches its index up with the log), acts, and closes it, so several servers and CLI
+writers on one memory take turns on its write lock and lose nothing.
 
 Every write is an agent's (`agent=True`: a note of a protected kind, a directive by
 default, cannot be taken out of force through it; see qem_edit.protect), but for a
 person's acts: forget, promote and rule are made only when the client asks its person
-(elicitation, in form mode) and the person confirms and gives the reason, as the person
+(elicitation, in form mode: by a request to the client through 2025-11-25, in the call's
+result from 2026-07-28) and the person confirms and gives the reason, as the person
 (QEM_ACTOR or the login name, never the client's), and are refused, naming the command the
 person runs, by a client that cannot ask.  Otherwise the provenance `human` is never
 reachable here (a successor written through this server carries its writer's provenance,
@@ -397,12 +400,13 @@ class PersonAct:
     made as the CLI makes it.  Elsewhere it is refused with the command the person runs."""
 
     verb: str
+    does: str  # what the act does, in a person's words
     command: str  # what the person runs instead, with the arguments' names
     act: Callable[..., Any]  # (store, place, arguments, reason, actor) → acts.Written
 
     def asked(self, a: dict[str, Any], about: str) -> str:
-        return (f"The agent asks you to {self.verb} {about}. {MOVE_BY_VERB[self.verb].tool}. Confirm it as"
-                f" yourself, and say why (recorded on the event); it is as if you ran `{self.command}`.")
+        return (f"The agent asks you to {self.verb} {about}. {self.does}. Confirm it as yourself, and say why"
+                f" (recorded on the event); it is as if you ran `{self.command}`.")
 
 
 def _forget(store: Any, place: Any, a: dict[str, Any], reason: str, who: str) -> Any:
@@ -424,9 +428,11 @@ def _rule(store: Any, place: Any, a: dict[str, Any], reason: str, who: str) -> A
 
 
 PERSON_ACTS = {
-    "forget": PersonAct("forget", "qem forget ID -m REASON", _forget),
-    "promote": PersonAct("promote", "qem promote ID -m REASON", _promote),
-    "rule": PersonAct("rule", "qem rule ID KEEP -m REASON", _rule),
+    "forget": PersonAct("forget", "Erase the note's text from the log and from every file qem wrote",
+                        "qem forget ID -m REASON", _forget),
+    "promote": PersonAct("promote", MOVE_BY_VERB["promote"].says, "qem promote ID -m REASON", _promote),
+    "rule": PersonAct("rule", "Settle a dispute (or a note's concurrent changes): the note or side kept stands",
+                      "qem rule ID KEEP -m REASON", _rule),
 }
 
 
@@ -442,8 +448,8 @@ def _refused(verb: str) -> Callable[[Memory, dict[str, Any], str | None], Reply]
 
 def _person_tool(verb: str, title: str, properties: dict[str, Any], required: tuple[str, ...]) -> Tool:
     move = MOVE_BY_VERB[verb]
-    return Tool(verb, title, f"{move.tool}: a person's act, which the client asks its person to confirm"
-                             " (refused where it cannot ask).", properties, required, _refused(verb), written(move))
+    return Tool(verb, title, f"{PERSON_ACTS[verb].does}. A person's act: the client asks its person to confirm"
+                             " it (refused where it cannot ask).", properties, required, _refused(verb), written(move))
 
 
 PERSON_TOOLS: tuple[Tool, ...] = (
@@ -462,12 +468,49 @@ _CONFIRM = {"type": "object", "properties": {
 
 
 async def ask_person(ctx: Any, memory: Memory, name: str, arguments: dict[str, Any] | None) -> tuple[str, object, bool]:
-    """A person's act, asked of the person through the client; (text, structured, failed)."""
-    tool, act = TOOL_BY_NAME[name], PERSON_ACTS[name]
+    """A person's act, asked of the person by a request to the client (elicitation/create,
+    through 2025-11-25); (text, structured, failed)."""
     try:
-        a = checked(tool, arguments)
+        a = checked(TOOL_BY_NAME[name], arguments)
         about = _about(memory, a)
-        answer = await ctx.session.elicit_form(act.asked(a, about), _CONFIRM, related_request_id=ctx.request_id)
+        answer = await ctx.session.elicit_form(PERSON_ACTS[name].asked(a, about), _CONFIRM,
+                                               related_request_id=ctx.request_id)
+    except Exception as exc:
+        return error_text(exc), None, True
+    return decided(memory, name, a, about, answer)
+
+
+ASKED = "qem: the person was asked"  # the request state of a call that asked (sealed by the SDK: see sealed_state)
+QUESTION = "confirm"  # the key of the question in the call's input requests and in the answers
+
+
+async def ask_in_result(ctx: Any, memory: Memory, params: Any) -> Any:
+    """A person's act, asked of the person through the call's result (from 2026-07-28):
+    the first call is answered with the question (an input-required result holding an
+    elicitation form, and a request state); the client asks its person and calls again
+    with the same arguments, the answer and that state, and the act is then decided as
+    through 2025-11-25.  An answer the server did not ask for (no state of its own
+    beside it) is not taken: the question is put again."""
+    import mcp.types as types
+
+    name = params.name
+    try:
+        a = checked(TOOL_BY_NAME[name], params.arguments)
+        about = _about(memory, a)
+    except Exception as exc:
+        return error_text(exc), None, True
+    answer = (params.input_responses or {}).get(QUESTION)
+    if params.request_state == ASKED and isinstance(answer, types.ElicitResult):
+        return decided(memory, name, a, about, answer)
+    form = types.ElicitRequestFormParams(message=PERSON_ACTS[name].asked(a, about), requested_schema=_CONFIRM)
+    return types.InputRequiredResult(input_requests={QUESTION: types.ElicitRequest(params=form)}, request_state=ASKED)
+
+
+def decided(memory: Memory, name: str, a: dict[str, Any], about: str, answer: Any) -> tuple[str, object, bool]:
+    """The person's answer acted on: made as theirs when they confirmed and gave a reason,
+    otherwise nothing written; (text, structured, failed)."""
+    act = PERSON_ACTS[name]
+    try:
         content = answer.content or {}
         reason = str(content.get("reason") or "").strip()
         if answer.action != "accept" or content.get("confirm") is not True:
@@ -485,6 +528,16 @@ async def ask_person(ctx: Any, memory: Memory, name: str, arguments: dict[str, A
     return Reply(f"{name}: {about}, by {person} ({reason})", data, notices).content(), data, False
 
 
+def sealed_state() -> Any:
+    """The SDK's guard of the request state a result carries to the client and back:
+    sealed under a key this server makes at start and holds alone, bound to the tool and
+    its arguments and good for ten minutes, so a state the client made, altered, carried
+    to another call or kept from an earlier server is refused before any tool runs."""
+    from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+
+    return RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME)
+
+
 def _about(memory: Memory, a: dict[str, Any]) -> str:
     """The note the act is about, in a line the person reads before confirming."""
     def line(store: Any, _: Any) -> str:
@@ -494,18 +547,23 @@ def _about(memory: Memory, a: dict[str, Any]) -> str:
     return memory.read(line)[0]
 
 
-def can_ask(ctx: Any) -> bool:
-    """Whether the client can ask its person a question in a form (elicitation) in this
-    session: from 2026-07-28 a server asks through the call's result (input required),
-    which qem does not serve yet, so there it cannot."""
-    import mcp.types as types
+def by_result(ctx: Any) -> bool:
+    """Whether this session's revision asks through the call's result (2026-07-28 on),
+    not by a request to the client."""
     from mcp.types.version import is_version_at_least
 
-    if is_version_at_least(ctx.protocol_version, "2026-07-28"):
-        return False
+    return is_version_at_least(ctx.protocol_version, "2026-07-28")
+
+
+def can_ask(ctx: Any) -> bool:
+    """Whether the client can ask its person a question in a form (elicitation): as it
+    declared in its initialize request (through 2025-11-25), or in this request's own
+    capabilities (from 2026-07-28, where each request carries them)."""
+    import mcp.types as types
+
     try:
         return bool(ctx.session.check_client_capability(types.ClientCapabilities(elicitation=types.ElicitationCapability())))
-    except Exception:  # (a revision whose sessions ask nothing of the client)
+    except Exception:  # (a session that records no capabilities)
         return False
 
 # What each tool's structured result holds (its `outputSchema`): the JSON the CLI's `--json`
@@ -768,10 +826,12 @@ def serve(memory: Memory) -> int:
     from . import workspace as ws
 
     place = ws.resolve(memory.workspace_dir, memory.store_dir)  # a bad --workspace fails now, not at the first call
-    watch = LogWatch(place.store_path)
+    watch = LogWatch(memory, place.store_path)
     server = Server(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS, **_tool_handlers(memory),
                     **_resource_handlers(memory), **_prompt_handlers(memory),
-                    on_subscribe_resource=watch.subscribe, on_unsubscribe_resource=watch.unsubscribe)
+                    on_subscribe_resource=watch.subscribe, on_unsubscribe_resource=watch.unsubscribe,
+                    on_subscriptions_listen=watch.listen)
+    server.middleware.append(sealed_state())
 
     async def run() -> None:
         async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
@@ -786,18 +846,56 @@ def serve(memory: Memory) -> int:
 WATCH_SECONDS = 1.0  # how often the server looks whether the log moved
 
 
+def note_marks(memory: Memory, values: list[str]) -> dict[str, tuple[str, ...] | None]:
+    """For each note a `qem://note/{id}` resource names (its id as given): the ids of the
+    events on that note, in order (None: it names no note, or no memory is there yet).
+    A note's resource changed when these did: an event of its own, written here, by
+    another process or brought by a pull; a move of another note leaves them as they were."""
+    def marks(store: Any, _: Any) -> dict[str, tuple[str, ...] | None]:
+        out: dict[str, tuple[str, ...] | None] = {}
+        for value in values:
+            try:
+                out[value] = tuple(e.id for e in store.events(store.resolve(value)))
+            except errors.QemError:  # no such note, or a prefix two notes share
+                out[value] = None
+        return out
+
+    if not values:
+        return {}
+    try:
+        return memory.read(marks)[0]
+    except errors.QemError:  # no memory yet, or one that cannot be opened now
+        return dict.fromkeys(values)
+
+
 class LogWatch:
-    """The resources a client subscribed to (resources/subscribe), and a look every
-    WATCH_SECONDS at whether the log moved: a file in its folders came or went (a write by
-    any process, this one too, a pull, a checkout of another branch; log files are never
-    changed in place, so a folder's listing is its state).  When it moved, each subscribed
-    resource is said to be updated (notifications/resources/updated), for the client to
-    read again; a note's resource too, whether or not that note is among what moved."""
+    """Who is to be told when a resource changes, and a look every WATCH_SECONDS at
+    whether the log moved: a file in its folders came or went (a write by any process,
+    this one too, a pull, a checkout of another branch; log files are never changed in
+    place, so a folder's listing is its state).
+
+    Two revisions subscribe differently.  Through 2025-11-25 a client subscribes to a URI
+    (resources/subscribe) and is sent notifications/resources/updated on its session.  From
+    2026-07-28 a client opens a stream (subscriptions/listen, served by the SDK's
+    ListenHandler) naming the URIs it wants; the server acknowledges those that name one
+    of its resources and publishes each change on the SDK's bus, which carries it to the
+    streams that asked for that URI.
+
+    When the log moved, a whole memory's resource (qem://context, qem://memory.md) is said
+    to be updated every time; a note's resource only when an event on that note came
+    (`note_marks`), so a subscriber to one note hears nothing of the others' moves."""
 
     FOLDERS = ("events", "texts", "packs")
 
-    def __init__(self, store_path: Path) -> None:
-        self.store_path, self.uris, self.session = store_path, set(), None
+    def __init__(self, memory: Memory, store_path: Path) -> None:
+        from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+
+        self.memory, self.store_path, self.session = memory, store_path, None
+        self.subscribed: set[str] = set()  # through resources/subscribe
+        self.listening: dict[str, int] = {}  # through open subscriptions/listen streams: how many name each URI
+        self.marks: dict[str, tuple[str, ...] | None] = {}  # a watched note's events, as last seen
+        self.bus = InMemorySubscriptionBus()
+        self.streams = ListenHandler(self.bus)
 
     def state(self) -> tuple:  # type: ignore[type-arg]
         import os
@@ -810,22 +908,85 @@ class LogWatch:
                 out.append((folder, None))
         return tuple(out)
 
+    def watched(self) -> set[str]:
+        return self.subscribed | set(self.listening)
+
+    def mark(self, uris: list[str]) -> None:
+        """Note the events, as they are now, of the notes newly watched among `uris`."""
+        fresh = [u for u in uris if _note_value(u) is not None and u not in self.marks]
+        try:
+            found = note_marks(self.memory, [_note_value(u) for u in fresh])  # type: ignore[misc]
+        except Exception:  # a subscription is kept all the same: its first move tells it
+            found = dict.fromkeys((_note_value(u) for u in fresh), ())  # type: ignore[arg-type]
+        self.marks.update({u: found[_note_value(u)] for u in fresh})  # type: ignore[index]
+
+    def forget(self) -> None:
+        for uri in set(self.marks) - self.watched():
+            del self.marks[uri]
+
     async def subscribe(self, ctx: Any, params: Any) -> Any:
         import mcp.types as types
         from mcp import MCPError
 
         uri = str(params.uri)
-        if all(r.value_in(uri) is None for r in RESOURCES + TEMPLATES):
+        if not is_resource(uri):
             raise MCPError(types.INVALID_PARAMS, f"qem: error: no resource {uri}", {"uri": uri})
         self.session = ctx.session
-        self.uris.add(uri)
+        self.mark([uri])
+        self.subscribed.add(uri)
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: Any, params: Any) -> Any:
         import mcp.types as types
 
-        self.uris.discard(str(params.uri))
+        self.subscribed.discard(str(params.uri))
+        self.forget()
         return types.EmptyResult()
+
+    async def listen(self, ctx: Any, params: Any) -> Any:
+        """One subscriptions/listen stream, open until the client ends it: the URIs it
+        names that are none of the server's resources are left out of what is
+        acknowledged (so never said); the rest are watched while it is open."""
+        wanted = params.notifications
+        kept = [u for u in wanted.resource_subscriptions or () if is_resource(u)]
+        params = params.model_copy(update={"notifications": wanted.model_copy(
+            update={"resource_subscriptions": kept or None})})
+        self.mark(kept)
+        for uri in kept:
+            self.listening[uri] = self.listening.get(uri, 0) + 1
+        try:
+            return await self.streams(ctx, params)
+        finally:
+            for uri in kept:
+                self.listening[uri] -= 1
+                if not self.listening[uri]:
+                    del self.listening[uri]
+            self.forget()
+
+    def updated(self) -> list[str]:
+        """The watched URIs the log's move changed: every whole memory's, and each note's
+        whose events are not as they were (those seen now kept for the next move).  When
+        the memory cannot be read now, every watched URI: told once too often rather than
+        a change missed (the next move compares with nothing, and tells them again)."""
+        watched = sorted(self.watched())
+        notes = [u for u in watched if _note_value(u) is not None]
+        try:
+            found = note_marks(self.memory, [_note_value(u) for u in notes])  # type: ignore[misc]
+        except Exception:  # (note_marks answers a memory that is missing; this is any other failure)
+            self.marks.update(dict.fromkeys(notes, ()))
+            return watched
+        moved = [u for u in notes if found[_note_value(u)] != self.marks.get(u)]  # type: ignore[index]
+        self.marks.update({u: found[_note_value(u)] for u in notes})  # type: ignore[index]
+        return [u for u in watched if _note_value(u) is None or u in moved]
+
+    async def tell(self, uris: list[str]) -> None:
+        from mcp.server.subscriptions import ResourceUpdated
+
+        for uri in uris:
+            if uri in self.subscribed and self.session is not None:
+                await self.session.send_resource_updated(uri)
+            if uri in self.listening:
+                await self.bus.publish(ResourceUpdated(uri=uri))
 
     async def run(self) -> None:
         import anyio
@@ -834,10 +995,20 @@ class LogWatch:
         while True:
             await anyio.sleep(WATCH_SECONDS)
             now = self.state()
-            if now != last and self.session is not None:
-                for uri in sorted(self.uris):
-                    await self.session.send_resource_updated(uri)
+            if now != last and self.watched():
+                # read in this thread, as every call is: the memory is opened by one call at a time
+                await self.tell(self.updated())
             last = now
+
+
+def is_resource(uri: str) -> bool:
+    """Whether `uri` names one of the server's resources (a note's by its template)."""
+    return any(r.value_in(uri) is not None for r in RESOURCES + TEMPLATES)
+
+
+def _note_value(uri: str) -> str | None:
+    """The note id a `qem://note/{id}` URI names (None: not a note's URI)."""
+    return TEMPLATES[0].value_in(uri)
 
 
 def _tool_handlers(memory: Memory) -> dict[str, Any]:
@@ -856,7 +1027,11 @@ def _tool_handlers(memory: Memory) -> dict[str, Any]:
 
     async def call_tool(ctx: Any, params: Any) -> Any:
         if params.name in PERSON_ACTS and can_ask(ctx):
-            text, data, failed = await ask_person(ctx, memory, params.name, params.arguments)
+            asked = await (ask_in_result(ctx, memory, params) if by_result(ctx) else
+                           ask_person(ctx, memory, params.name, params.arguments))
+            if not isinstance(asked, tuple):
+                return asked  # the question, for the client to put to its person and call again
+            text, data, failed = asked
         else:
             text, data, failed = call(memory, params.name, params.arguments, _client_name(ctx))
         return types.CallToolResult(content=_content(text, data), structured_content=data, is_error=failed)

@@ -624,27 +624,20 @@ def test_a_query_links_each_note_it_found_and_the_link_reads_the_note(ws: Path, 
 
 def test_the_current_revision_is_served_too(ws: Path, seeded: dict[str, str]) -> None:
     """The SDK's newest revision (2026-07-28, reached by `server/discover`) gets the same
-    tools, output schemas and structured results as the handshake's 2025-11-25."""
-    from mcp.types import ElicitResult
-
+    tools, output schemas and structured results as the handshake's 2025-11-25 (its change
+    notifications and its way of asking a person: tests/test_mcp_current.py)."""
     params = StdioServerParameters(command=sys.executable, args=["-m", "qem_edit", "mcp", "-w", str(ws)], cwd=str(ws))
-
-    async def accept(context: Any, params: Any) -> Any:  # a person who would confirm
-        return ElicitResult(action="accept", content={"confirm": True, "reason": "yes"})
 
     async def main() -> Any:
         with open(os.devnull, "w") as quiet:
             async with stdio_client(params, errlog=quiet) as (read, write):
-                async with ClientSession(read, write, elicitation_callback=accept) as s:
+                async with ClientSession(read, write) as s:
                     found = await s.discover()
                     tools = (await s.list_tools()).tools
                     status = await s.call_tool("status", {"id": seeded["active"]})
-                    person = await s.call_tool("promote", {"id": seeded["active"]})
-                    return found.supported_versions, s.protocol_version, tools, status, person
+                    return found.supported_versions, s.protocol_version, tools, status
 
-    versions, negotiated, tools, status, person = anyio.run(main)
-    # this revision asks a person through the call's result (input required), not served yet: refused
-    assert person.is_error and "promote is a person's act, and this client cannot ask its person" in person.content[0].text
+    versions, negotiated, tools, status = anyio.run(main)
     assert negotiated == "2026-07-28" and "2026-07-28" in versions
     assert all(t.output_schema for t in tools) and [t.name for t in tools] == SERVED
     assert not status.is_error and status.structured_content["current"] == "yes"
@@ -757,7 +750,8 @@ def test_a_person_who_declines_or_a_client_that_cannot_ask_changes_nothing(ws: P
 @pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
 def test_a_subscribed_resource_is_said_updated_when_the_log_moves(ws: Path, seeded: dict[str, str]) -> None:
     """Another process writes, then the client unsubscribes one resource: each move of the
-    log is said for what is still subscribed, and a resource not there is refused."""
+    log is said for the whole memory's resource, a note's only when the move is on that note,
+    nothing once unsubscribed; a resource not there is refused."""
     import mcp.types as types
 
     a = seeded["active"]
@@ -789,17 +783,23 @@ def test_a_subscribed_resource_is_said_updated_when_the_log_moves(ws: Path, seed
                     await anyio.sleep(1.5)
                     quiet_before = list(heard)  # nothing moved yet: nothing said
                     assert (await anyio.to_thread.run_sync(lambda: run_qem("add", "-k", "task", "ship it", cwd=ws))).returncode == 0
-                    await wait_for(2)
-                    first = sorted(heard)
+                    await wait_for(1)
+                    await anyio.sleep(2.5)
+                    first = list(heard)
+                    assert (await anyio.to_thread.run_sync(lambda: run_qem("flag-stale", a, "-m", "check", cwd=ws))).returncode == 0
+                    await wait_for(3)
+                    await anyio.sleep(2.5)
+                    on_note = sorted(heard[len(first):])
                     await s.unsubscribe_resource(f"qem://note/{a}")
                     assert (await anyio.to_thread.run_sync(lambda: run_qem("revoke", a, "-m", "moved", cwd=ws))).returncode == 0
-                    await wait_for(3)
-                    await anyio.sleep(1.5)
-                    return init.capabilities.resources.subscribe, refused, quiet_before, first, heard[2:]
+                    await wait_for(4)
+                    await anyio.sleep(2.5)
+                    return init.capabilities.resources.subscribe, refused, quiet_before, first, on_note, heard[3:]
 
-    subscribe, refused, quiet_before, first, second = anyio.run(main)
+    subscribe, refused, quiet_before, first, on_note, second = anyio.run(main)
     assert subscribe is True
     assert refused is not None and refused.error.code == INVALID_PARAMS and "no resource qem://nothing" in refused.error.message
     assert quiet_before == []
-    assert first == sorted(["qem://memory.md", f"qem://note/{a}"])
+    assert first == ["qem://memory.md"]  # another note was added: not this note's move
+    assert on_note == sorted(["qem://memory.md", f"qem://note/{a}"])
     assert second == ["qem://memory.md"]
