@@ -355,3 +355,44 @@ def test_a_tiered_start_says_where_it_cut_a_first_line(ws: Path) -> None:
     assert f"… [cut at 200 of {len(first):,} characters: `qem show {rule}` gives it whole]" in line, given
     whole = q(ws, "deliver", "start", "--budget", "0")
     assert first in whole and "[cut at" not in whole
+
+
+# -- forks and concurrent changes: disputes too, named alike ------------------------------------------
+
+
+@pytest.mark.parametrize("left, right, label", [
+    (("supersede", "ann's version"), ("supersede", "bob's version"), "fork"),
+    (("revoke", "-m", "no longer true"), ("supersede", "shared fact one, revised"), "concurrent"),
+], ids=["fork", "concurrent changes"])
+def test_a_fork_and_concurrent_changes_are_named_alike_by_every_read(team: Team, left: tuple, right: tuple,  # noqa: F811
+                                                                     label: str) -> None:
+    from test_git import diverge
+
+    ann, bob, note = diverge(team, left, right)
+    bob.qem("export")
+    sides = [bob.texts_short(t) for t in ("ann's version", "bob's version")] if label == "fork" else [note]
+    for side in sides:
+        marks = {
+            "status": next(line for line in bob.qem("status", side, code=None).stdout.splitlines()
+                           if "DISPUTED" in line),
+            "show": next(line for line in bob.qem("show", side).stdout.splitlines() if "DISPUTED" in line),
+            "query": _line(bob.qem("query", "disputed=yes").stdout, side),
+            "list": _line(bob.qem("list").stdout, side),
+            "context": _line(bob.qem("context").stdout, side),
+        }
+        if label == "fork":
+            other = next(s for s in sides if s != side)
+            assert all(f"DISPUTED with #{other} (fork of #{note})" in m for m in marks.values()), marks
+            assert f"`qem rule {note} --keep {side}`" in marks["status"]
+        else:
+            assert all("DISPUTED (concurrent changes disagree: revoked by" in m for m in marks.values()), marks
+            assert f"`qem rule {note} --keep SIDE`" in marks["show"]
+        assert json.loads(bob.qem("show", side, "--json").stdout)["open_disputes"]
+    # a hook reads only the forks its notes may be in: the same decision as from every fork
+    from qem_edit.standing import Standings
+    from qem_edit.store import Store
+
+    with Store.open(bob.path / ".qem", create=False, write=False) as store:
+        notes = [store.note(store.resolve(s)) for s in sides]
+        whole, asked = Standings.read(store, NOW), Standings.read(store, NOW, notes)
+        assert [asked.of(n) for n in notes] == [whole.of(n) for n in notes] and all(whole.of(n).disputes for n in notes)
