@@ -161,9 +161,9 @@ def fail(what: str, argv: list[str], rc: int, err: bytes, out: bytes) -> None:
 
 
 class Tools:
-    def __init__(self) -> None:
-        self.python = sys.executable
-        script = Path(sys.executable).parent / "qem"
+    def __init__(self, installed: bool = False) -> None:
+        self.python = installed_python() if installed else sys.executable
+        script = Path(self.python).parent / "qem"
         self.qem = [str(script)] if script.exists() else [self.python, "-m", "qem_edit"]
         self.sqlite3 = shutil.which("sqlite3")
         self.git = shutil.which("git")
@@ -171,6 +171,8 @@ class Tools:
         if not self.sqlite3 or not self.git:
             raise BenchError("bench needs the `sqlite3` shell and `git` on PATH")
         where = call([self.python, "-c", "import qem_edit, typer; print(qem_edit.__file__)"], what="import qem_edit", cwd=REPO)
+        if installed:
+            return  # pip compiled the installed package's bytecode
         if Path(where.strip()).resolve().parent.parent != REPO:
             raise BenchError(f"{self.python} imports qem_edit from {where.strip()}, not from {REPO};"
                              " install this checkout (pip install -e .) or run with its venv's python")
@@ -180,6 +182,29 @@ class Tools:
         # nothing would ever compile it: every run would compile qem's source (~45 ms).
         call([self.python, "-m", "compileall", "-q", "qem_edit", "renderer", "reconciler"],
              what="compile qem's bytecode", cwd=REPO)
+
+
+def installed_python() -> str:
+    """An interpreter with this checkout installed as a user installs it (`--installed`):
+    its wheel, built offline, installed with pip (which compiles its bytecode) into a venv
+    of its own, bench/out/installed/; qem's dependencies are read from the running
+    interpreter's site-packages (a .pth file names it), so nothing is downloaded.  Unlike
+    the editable install, its start-up imports no finder of setuptools' (which loads
+    pathlib, re and urllib before qem starts)."""
+    import sysconfig
+
+    venv, wheels = OUT / "installed", OUT / "wheel"
+    shutil.rmtree(venv, ignore_errors=True)
+    shutil.rmtree(wheels, ignore_errors=True)
+    call([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(REPO)],
+         what="build qem's wheel", cwd=REPO)
+    call([sys.executable, "-m", "venv", str(venv)], what="make a venv", cwd=REPO)
+    python = venv / "bin" / "python"
+    wheel = next(wheels.glob("qem_edit-*.whl"))
+    call([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], what="install qem's wheel", cwd=REPO)
+    site = call([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], what="find site-packages", cwd=REPO)
+    Path(site.strip(), "bench_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return str(python)
 
 
 def _constant(path: Path, pattern: str) -> str | None:
@@ -1310,6 +1335,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smoke check: 749 and 7,490 notes, 3 runs,"
                         " report to bench/out/PERFORMANCE-quick.md")
     parser.add_argument("--output", type=Path, default=None, help="the report (default docs/PERFORMANCE.md)")
+    parser.add_argument("--installed", action="store_true", help="time qem installed from its wheel (a venv of its"
+                        " own under bench/out/installed/), not the editable install of this checkout")
     args = parser.parse_args(argv)
 
     sizes = parse_sizes(args.sizes) if args.sizes else list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
@@ -1330,7 +1357,7 @@ def main(argv: list[str] | None = None) -> int:
                          if argv is None else [sys.executable, "bench/run.py"] + argv)
     results: list[Result] = []
     try:
-        tools = Tools()
+        tools = Tools(args.installed)
         plan = [(s, keys, runs) for s in sorted(sizes)]
         plan += [(s, tuple(k for k in keys if k in SCALE_KEYS), args.export_runs) for s in sorted(export_sizes)]
         for size, size_keys, size_runs in plan:

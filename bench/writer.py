@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]  # bench/ for edits, the repo root for qem_edit
+sys.path.insert(0, str(HERE))  # bench/ for edits; qem_edit as the interpreter has it installed (editable, or --installed)
 
 import edits  # noqa: E402
 from qem_edit.cli import main as qem  # noqa: E402

@@ -115,7 +115,22 @@ def add(store: Store, place: Workspace, text: str, kind: str, priority: str, pro
                                  to=to, due=due, answers=answers), actor)
 
     note = store.write(work, agent=agent, allow_secret=allow_secret)
-    return _repeating(store, _written(store, place, Written(note=store.note(note.id))))
+    written = _repeating(store, _written(store, place, Written(note=store.note(note.id))))
+    written.notices += filter(None, [late_notice(written.note)])
+    return written
+
+
+def late_notice(note: Note | None, old: Note | None = None) -> str | None:
+    """What a write says of a request whose deadline it gives and which is past already: it
+    is recorded (a debt found late is still owed; the deadline is a fact, not a wish), and
+    it is late from the start.  None where it is not, or keeps its predecessor's deadline."""
+    from .owing import duration, late_by
+
+    late = None if note is None or (old is not None and old.due == note.due) else late_by(note, note.created_at)
+    if late is None or note is None:
+        return None
+    return (f"note #{note.shown} is late already: due {note.due}, {duration(late)} before it was recorded;"
+            " it is owed and late (`qem owed --late` lists it)")
 
 
 class Request(NamedTuple):

@@ -25,7 +25,7 @@ from .files import read_regular, refuse_link, write_atomic
 from .forgetting import scrub_again
 from .gitconflict import has_markers
 from .ids import new_checkin_id
-from .acts import repeat_notice, repeats
+from .acts import late_notice, repeat_notice, repeats
 from .expiry import born_ended, defaults, ended_notice, shifted
 from .model import LIVE_STATES, MOVE_BY_VERB, NewNote, Note
 from .proposal import Proposal, propose, whole
@@ -427,6 +427,15 @@ def check_in(store: Store, source: Source, asker: Asker, who: str, *,
         return _landed(store, source, proposal, checkin_id, created)
 
 
+def _late_already(store: Store, created: list[str]) -> list[str]:
+    """The new notes whose deadline, given by this check-in, was past already (as `qem add`
+    says of one)."""
+    made = [n for n in store.notes_by_id(created).values() if n.due is not None]
+    old = store.notes_by_id(n.supersedes for n in made if n.supersedes is not None)
+    said = (late_notice(n, old.get(n.supersedes or "")) for n in sorted(made, key=lambda n: n.id))
+    return [s for s in said if s]
+
+
 def _landed(store: Store, source: Source, proposal: Proposal, checkin_id: str, created: list[str]) -> Outcome:
     """A check-in that landed: its file settled, the mirror kept current, its new notes'
     short ids and the notes in force each repeats."""
@@ -436,6 +445,7 @@ def _landed(store: Store, source: Source, proposal: Proposal, checkin_id: str, c
     shown = {n.id: n.shown for n in made.values()}
     found = _repeats(store, created)
     notices += [repeat_notice(n, same) for n, same in found] + [ended_notice(n) for n in born_ended(made.values())]
+    notices += _late_already(store, created)
     return Outcome(Status.APPLIED, source, proposal, checkin_id, created, notices=notices, shown=shown,
                    repeats={n.id: [o.id for o in same] for n, same in found})
 

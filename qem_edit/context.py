@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from itertools import chain, islice
 from datetime import date
-from typing import Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from . import errors
 from .index import note_from_row
@@ -68,6 +68,7 @@ class Entry(NamedTuple):
     note: Note
     age: int
     standing: Standing = Standing()
+    late: int | None = None  # seconds a request not answered is past its deadline
 
     def head(self) -> str:
         n = self.note
@@ -78,6 +79,10 @@ class Entry(NamedTuple):
 
     def tail(self) -> str:
         marks = "".join(f" · {m}" for m in self.marks())
+        if self.late is not None:
+            from .owing import duration
+
+            marks += f" · LATE {duration(self.late)}"
         return f"{FRAMES.get(self.note.provenance, self.note.provenance)} · {self.age}d{marks}"
 
     def block(self) -> str:
@@ -102,6 +107,7 @@ class Entry(NamedTuple):
             "age_days": self.age, "stale": n.state == "stale", "disputed": bool(self.standing.disputes),
             "anchors": [{"path": path, "oid": oid} for path, oid in n.anchors],
             "expires": n.expires, **self.standing.to_json(),
+            "to": n.to, "due": n.due, "late_seconds": self.late,
         }
         out["text" if full else "line"] = n.text if full else self.line()
         return out
@@ -214,10 +220,22 @@ def age(created_at: str, reference: str) -> int:
     return max(0, (date.fromisoformat(reference[:10]) - date.fromisoformat(created_at[:10])).days)
 
 
-def entry(note: Note, reference: str, standings: Standings) -> Entry:
+def entry(note: Note, reference: str, standings: Standings, now: str = "",
+          answers: Callable[[str], list[Note]] | None = None) -> Entry:
     """A note as the context shows it, its standing decided by `standings` (a note past
-    its end is marked, not hidden: only the sweep's event expires it)."""
-    return Entry(note, age(note.created_at, reference), standings.of(note))
+    its end is marked, not hidden: only the sweep's event expires it); `now`: the UTC time
+    a request's deadline is judged at: one past it that no answer (`answers`: the notes
+    answering a note id) answers yes is marked LATE."""
+    return Entry(note, age(note.created_at, reference), standings.of(note), _late(note, now, answers))
+
+
+def _late(note: Note, now: str, answers: Callable[[str], list[Note]] | None) -> int | None:
+    if not now or note.due is None or note.due >= now or answers is None:
+        return None  # (most notes: no deadline, so no answers read)
+    from .owing import NO, UNKNOWN, answered
+
+    said = answered(note, answers(note.id), now)
+    return said.late if said.value in (NO, UNKNOWN) else None
 
 
 # -- building it from a memory ------------------------------------------------------------------
@@ -243,13 +261,15 @@ def _now(store: Store, budget: int, skip: int, now: str) -> Context:
     reference = now[:10]
     with store.reading():
         latest, standings = store.latest_at(), Standings.read(store, now)
-        every = [entry(note_from_row(r), reference, standings) for r in _in_order(store, ["directive"])]
+        answers = lambda note_id: store.answers_to([note_id]).get(note_id, [])  # noqa: E731
+        every = [entry(note_from_row(r), reference, standings, now, answers) for r in _in_order(store, ["directive"])]
         directives, past = every[skip:], max(0, skip - len(every))  # --skip counts the directives first
         others = store.count_in_force_besides("directive")
         context = Context(str(store.root), latest, reference, budget, [], [], max(0, others - past), skip,
                           directive_total=len(directives))
         rows = islice(_in_order(store, [k for k in KINDS if k != "directive"]), past, None)
-        return fill(context, chain(directives, (entry(note_from_row(r), reference, standings) for r in rows)))
+        return fill(context, chain(directives, (entry(note_from_row(r), reference, standings, now, answers)
+                                                for r in rows)))
 
 
 def _in_order(store: Store, kinds: list[str]) -> Iterator[tuple]:
@@ -265,11 +285,16 @@ def _past(store: Store, budget: int, skip: int, at: str, reference: str, now: st
     """From a replay of the log as it was `at` (qem_edit.history), ordered here."""
     from .history import notes_as_of
 
-    replayed = notes_as_of(store, at)
-    standings = Standings.of_notes(replayed, now)
-    ordered = sorted((n for n in replayed.values() if n.live), key=order)
-    every = [entry(n, reference, standings) for n in ordered if n.kind == "directive"]
+    past = notes_as_of(store, at)
+    standings = Standings.of_notes(past, now)
+    ordered = sorted((n for n in past.values() if n.live), key=order)
+    given: dict[str, list[Note]] = {}
+    for note in past.values():
+        if note.answers is not None:
+            given.setdefault(note.answers, []).append(note)
+    answers = lambda note_id: given.get(note_id, [])  # noqa: E731
+    every = [entry(n, reference, standings, now, answers) for n in ordered if n.kind == "directive"]
     directives, others = every[skip:], [n for n in ordered if n.kind != "directive"][max(0, skip - len(every)):]
     context = Context(str(store.root), None, reference, budget, [], [], len(others), skip, at,
                       directive_total=len(directives))
-    return fill(context, chain(directives, (entry(n, reference, standings) for n in others)))
+    return fill(context, chain(directives, (entry(n, reference, standings, now, answers) for n in others)))

@@ -79,9 +79,17 @@ class Moment(NamedTuple):
         return " ".join(shlex.quote(p) if p != "--prompt=…" else p for p in parts)
 
 
-def requested(note: Note) -> str:
-    """A request's seat and deadline on its line (`· to alice · due 2026-09-05T23:59:59Z`)."""
-    return (f" · to {note.to}" if note.to else "") + (f" · due {note.due}" if note.due else "")
+def requested(note: Note, why: str = "") -> str:
+    """A request's seat and deadline on its line (`· to alice · due 2026-09-05T23:59:59Z`),
+    and how late it is where it came because it is late and not answered (`why`)."""
+    said = (f" · to {note.to}" if note.to else "") + (f" · due {note.due}" if note.due else "")
+    if why != LATE_WHY:
+        return said
+    from .owing import duration, late_by
+    from .times import utc_now
+
+    late = late_by(note, utc_now())
+    return said + (f" · LATE {duration(late)}" if late is not None else "")
 
 
 class Hit(NamedTuple):
@@ -96,7 +104,7 @@ class Hit(NamedTuple):
     def head(self) -> str:
         n = self.note
         marks = " · STALE" if n.state == "stale" else ""
-        marks += standing_marks(n, self.standing) + requested(n)
+        marks += standing_marks(n, self.standing) + requested(n, self.why)
         return f"- [#{n.shown}] {n.kind}/{n.priority} · {FRAMES.get(n.provenance, n.provenance)}{marks} · {self.why}"
 
     def block(self) -> str:
@@ -268,6 +276,7 @@ def hits(store: Store, moment: Moment) -> list[Due]:
 
 
 LATE, OWED = 2, 1
+LATE_WHY = "late, not answered yet (`qem owed --late` says by how long)"  # the group its lines say LATE in
 SEAT_ENV = "QEM_ACTOR"  # the seat a session answers for: the actor it writes as (unset: every seat)
 
 
@@ -291,7 +300,7 @@ def owed_hits(store: Store, event: str) -> list[Due]:
         late = late_by(note, now) is not None
         mine = event != "prompt" and (seat is None or note.to == seat)
         if (late or mine) and answered(note, answers.get(note.id, []), now, gaps).value in (NO, UNKNOWN):
-            why = "late, not answered yet (`qem owed --late` says by how long)" if late else (
+            why = LATE_WHY if late else (
                 f"owed by you ({seat}), not answered yet" if seat else "owed, not answered yet (no seat known: every seat's)")
             out.append(Due(note.id, note.kind, note.priority, why, owed=LATE if late else OWED))
     return out

@@ -22,7 +22,8 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 from . import cores, db, ids
 from .logtree import PACKS, PART_BYTES, LogFileError, LogTree, PackPart, PackReading, TextRecord, pack_part
 from .model import EVENT_TYPES, KIND_RANK, LIVE_STATES, Event, Note, Rival, fold
-from .renderer import FORMAT_VERSION, item_text
+from .owing import answered_by, is_request
+from .renderer.version import FORMAT_VERSION
 from .shown import progress
 
 INDEX_VERSION = "12"  # bump when the schema or what it caches changes: every index is rebuilt
@@ -552,7 +553,7 @@ class Index:
                 "SELECT id FROM temp.showing_others WHERE id > ? ORDER BY id LIMIT ?", (last, db.CHUNK))]
             if not chunk:
                 break
-            self.render_items(chunk)
+            self.render_items(chunk, new=True)
             last = chunk[-1]
         self.conn.execute("DROP TABLE temp.showing_others")
 
@@ -665,9 +666,10 @@ class Index:
         the items that show them.  In batches: a pull of many events costs by the notes
         it touches, not by the notes in the memory times those."""
         changed = sorted(set(note_ids))
+        answered = self._answered(changed)  # (before: an answer that goes takes its row with it)
         for chunk in db.chunks(changed):
             self._refold_chunk(chunk)
-        self._reshort(changed)
+        self._reshort(changed, answered)
 
     def _refold_chunk(self, chunk: list[str]) -> None:
         conn, marks = self.conn, db.marks(chunk)
@@ -705,13 +707,13 @@ class Index:
         if self.conn.execute("UPDATE texts SET text = '' WHERE note = ? AND text != ''", (note_id,)).rowcount or arrived:
             self.blanked.add(note_id)
 
-    def _reshort(self, changed: list[str]) -> None:
+    def _reshort(self, changed: list[str], answered: Iterable[str] = ()) -> None:
         """Short ids of the changed notes and of their neighbours in id order (a new note
         can lengthen only the notes it shares a prefix with), or of every note when many
         changed; the items of the changed notes, of every note whose short id moved, and of
         the notes that show one of them (a note that appeared or went changes how an item
         pointing to it reads: by short id, or by full id when it is not in the log) are
-        rendered again."""
+        rendered again, and the requests the changed notes answered before (`answered`)."""
         if len(changed) > _RESHORT_ALL:
             rows = self.conn.execute("SELECT id, short_len, short FROM notes").fetchall()
             now = ids.short_ids({i: length for i, length, _ in rows})
@@ -728,7 +730,7 @@ class Index:
                     if now[note_id] != row[0]:
                         moved.add(note_id)
         self.conn.executemany("UPDATE notes SET short = ? WHERE id = ?", [(now[i], i) for i in sorted(moved)])
-        self.render_items(set(changed) | moved | self._showing(set(changed) | moved))
+        self.render_items(set(changed) | moved | set(answered) | self._showing(set(changed) | moved))
 
     def _neighbours(self, note_id: str) -> list[str]:
         before = self.conn.execute("SELECT id FROM notes WHERE id < ? ORDER BY id DESC LIMIT 1", (note_id,)).fetchall()
@@ -736,10 +738,19 @@ class Index:
         return [r[0] for r in before + after]
 
     def _showing(self, note_ids: set[str]) -> set[str]:
-        """The notes whose items show one of `note_ids` (a link, a dispute, a rival)."""
+        """The notes whose items show one of `note_ids` (a link, a dispute, a rival, an
+        answer: a request shows the notes that answer it)."""
         out: set[str] = set()
         for chunk in db.chunks(sorted(note_ids)):
             out.update(r[0] for r in self.conn.execute(f"SELECT note FROM links WHERE other IN ({db.marks(chunk)})", chunk))
+        return out | self._answered(note_ids)
+
+    def _answered(self, note_ids: Iterable[str]) -> set[str]:
+        """The notes of this log some of `note_ids` answer (their items show their answers)."""
+        out: set[str] = set()
+        for chunk in db.chunks(sorted(set(note_ids))):
+            out.update(r[0] for r in self.conn.execute(
+                f"SELECT r.id FROM notes a JOIN notes r ON r.id = a.answers WHERE a.id IN ({db.marks(chunk)})", chunk))
         return out
 
     # -- items ------------------------------------------------------------------------------
@@ -747,17 +758,35 @@ class Index:
     def shorts(self, note_ids: Iterable[str]) -> dict[str, str]:
         return shorts(self.conn, note_ids)
 
-    def render_items(self, note_ids: Iterable[str]) -> None:
+    def render_items(self, note_ids: Iterable[str], new: bool = False) -> None:
+        """These notes' items rendered again; `new`: they have none (a replay of every
+        note, which started over, left them for now), so none is deleted first: in a
+        fresh build the items table is without its index on ids until the end, and each
+        delete would read the whole table."""
+        from .renderer import item_text  # here: a command that renders nothing imports no renderer
+
         for chunk in db.chunks(sorted(set(note_ids))):
             marks = db.marks(chunk)
             notes = [note_from_row(r) for r in self.conn.execute(f"SELECT {NOTE_COLUMNS} FROM notes WHERE id IN ({marks})", chunk)]
-            shorts = self.shorts(set().union(*(_linked(n) for n in notes)) if notes else ())
+            answered = self._answers_shown(notes)
+            shorts = self.shorts(set().union(*(_linked(n) for n in notes), *answered.values()) if notes else ())
             self._remember_items(chunk)
             self._log_items(chunk)
-            self.conn.execute(f"DELETE FROM items WHERE id IN ({marks})", chunk)
+            if not new:
+                self.conn.execute(f"DELETE FROM items WHERE id IN ({marks})", chunk)
             self.conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)",
-                                  [(KIND_RANK[n.kind], n.id, item_text(n, None, shorts)) for n in notes
-                                   if not n.text_missing])
+                                  [(KIND_RANK[n.kind], n.id, item_text(n, None, shorts, answered.get(n.id, ())))
+                                   for n in notes if not n.text_missing])
+
+    def _answers_shown(self, notes: list[Note]) -> dict[str, tuple[str, ...]]:
+        """The answers that speak for each request among `notes` (its item shows them)."""
+        asked = [n.id for n in notes if is_request(n) and n.state != "forgotten"]
+        given: list[Note] = []
+        for chunk in db.chunks(asked):
+            given += [note_from_row(r) for r in self.conn.execute(
+                f"SELECT {NOTE_COLUMNS} FROM notes WHERE answers IN ({db.marks(chunk)})",
+                chunk)]
+        return answered_by(given)
 
     def _remember_items(self, chunk: list[str]) -> None:
         if self.replaced is None:
@@ -808,7 +837,7 @@ _SECONDARY = {line.split()[2]: line.rstrip(";") for line in SCHEMA.splitlines() 
 _RESHORT_ALL = 2000  # more changed notes than this: every short id is computed at once
 _STAGE_EVENT = f"INSERT INTO temp.staged_events ({EVENT_COLUMNS}, file) VALUES ({', '.join('?' * 11)})"
 _STAGE_TEXT = "INSERT INTO temp.staged_texts (note, file, key, text, digest) VALUES (?, ?, ?, ?, ?)"
-_BUILD_CACHE_KIB = -32768  # the page cache the streamed build gives SQLite (KiB, negated)
+_BUILD_CACHE_KIB = -16384  # the page cache the streamed build gives SQLite (KiB, negated)
 _STREAM_FILES = 256  # a sync that adds more log files than this (or any pack) streams them
 _REFOLD_ALL = 20000  # a sync touching more notes than this replays every note, streamed
 _INSERT_NOTE = ("INSERT INTO notes (id, short, kind_rank, kind, priority, text, provenance, created_at, actor,"
@@ -877,6 +906,8 @@ def _folded(batch: list[tuple[str, list[tuple], dict]], before: str | None,
     notes table, the items that show no other note, the links of those that do and their
     ids (rendered once every short id is known).  `before` and `after`: the notes on either
     side of the batch, which its first and last notes' short ids depend on.  Pure."""
+    from .renderer import item_text
+
     rows: list = []
     items: list = []
     links: list = []
@@ -887,7 +918,7 @@ def _folded(batch: list[tuple[str, list[tuple], dict]], before: str | None,
         note = _with_short(folded.note, ids.short_of(note_id, folded.note.short_len, [b for b in beside if b]))
         rows.append(_note_values(note, folded.problems))
         linked = set() if note.text_missing else _linked(note)  # no item until its text arrives
-        if len(linked) == 1:
+        if len(linked) == 1 and not is_request(note):  # (a request shows its answers, anywhere in the log)
             items.append((KIND_RANK[note.kind], note.id, item_text(note, None, {note.id: note.shown})))
         elif linked:
             later.append((note.id,))

@@ -163,7 +163,7 @@ def _check_fields(obj: dict, where: str) -> None:
         raise LogFileError(f"{where}: note {obj['note']!r} is not a note id")
     if not is_timestamp(obj["at"]):
         raise LogFileError(f"{where}: at must be a UTC time like 2026-07-27T10:00:00Z")
-    problem = actor_problem(obj["actor"]) or reason_problem(obj["reason"])
+    problem = _actor_problem(obj["actor"]) or reason_problem(obj["reason"])
     if problem:
         raise LogFileError(f"{where}: {problem}")
     if obj["checkin"] is not None and not isinstance(obj["checkin"], str):
@@ -181,6 +181,19 @@ def _check_fields(obj: dict, where: str) -> None:
     problem = _data_problem(obj["type"], obj["data"])
     if problem:
         raise LogFileError(f"{where}: {obj['type']} event: {problem}")
+
+
+_FINE_ACTORS: set[str] = set()  # names found fine in this process: a log has few writers and many events
+
+
+def _actor_problem(actor: object) -> str | None:
+    """`actor_problem`, asked once per name: its check is a character at a time."""
+    if type(actor) is str and actor in _FINE_ACTORS:
+        return None
+    problem = actor_problem(actor)
+    if problem is None and len(_FINE_ACTORS) < 4096:
+        _FINE_ACTORS.add(actor)  # type: ignore[arg-type]
+    return problem
 
 
 def _data_problem(type_: str, data: dict) -> str | None:

@@ -2,7 +2,7 @@
 
 Each tool is a thin shell over what the CLI calls: writes go through qem_edit.acts (the
 same validation, the same events, the same auto-export), reads through the same answers
-(qem_edit.answers, query, context), and a failure comes back as a tool error in the
+(qem_edit.answers, query, context, owed), and a failure comes back as a tool error in the
 CLI's words (`qem: error: ...`), never a traceback.  Arguments are checked against the
 tool's schema before anything is opened, so bad arguments change nothing.  Each tool has
 a title and hints for the client (read-only; destructive when it takes a note out of
@@ -329,6 +329,12 @@ def _context(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
     return memory.answer(lambda h: build(h, a.get("budget", DEFAULT_BUDGET), a.get("at"), a.get("skip", 0)))
 
 
+def _owed(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
+    from . import owed
+
+    return memory.answer(lambda h: owed.build(h, a.get("to"), a.get("late", False), a.get("at")))
+
+
 _ID = {"type": "string", "description": "The note's short id as qem shows it ([#k3f9] is k3f9), or any unambiguous prefix of its id."}
 _TEXT = {"type": "string", "description": "The note's text (markdown); its first line is its title. Never a credential (a key, token, private key or password): it is refused, since the memory is committed."}
 _QUOTE = {"type": "string", "description": "The user's own words, verbatim, when the note transcribes them: qem checks the quote is in the text (at least half of it) and in what the user typed (as qem's prompt hook heard it), and records provenance user-stated. Leave out otherwise: a text the user typed whole is found by qem itself; any other is provenance agent."}
@@ -388,6 +394,10 @@ TOOLS: tuple[Tool, ...] = (
          {"budget": {"type": "integer", "minimum": 0, "description": "Tokens the whole answer may take, directives included (characters / 4); 0: no limit. Default 2000."},
           "skip": {"type": "integer", "minimum": 0, "description": "Leave out the first N notes of the order, directives first (to read what did not fit)."},
           "at": _AT}, (), _context),
+    Tool("owed", "What is owed, and what is late", "What is owed, by whom and what is late: every request in force not answered, the late first; the answer starts with the scope read and whether it is complete.",
+         {"to": {"type": "string", "description": "Only what this seat owes (an actor, a person or an agent, as a request's `to` names it)."},
+          "late": {"type": "boolean", "description": "Only the requests past their deadline."},
+          "at": _AT}, (), _owed),
 )
 # -- a person's acts, asked of the person through the client (elicitation) ---------------------
 
@@ -605,6 +615,20 @@ OUTPUTS: dict[str, dict[str, Any]] = {
     "log": _object({"result": {"type": "array", "items": _object(
         {"id": {"type": "string"}, "note": {"type": "string"}, "type": {"type": "string"}, "at": {"type": "string"}},
         ("id", "note", "type", "at"))}}, ("result",)),
+    "owed": _object({"scope": _object({"store": {"type": "string"}, "at": _NULLABLE_TEXT, "now": {"type": "string"},
+                                       "requests_in_force": {"type": "integer"}, "notes_read": {"type": "integer"},
+                                       "complete": {"type": "boolean"},
+                                       "incomplete_because": {"type": "array", "items": {"type": "string"}}},
+                                      ("store", "now", "complete", "incomplete_because")),
+                     "filters": {"type": "array", "items": {"type": "string"}}, "count": {"type": "integer"},
+                     "owed": {"type": "array", "items": _object(
+                         {"id": {"type": "string"}, "short": {"type": "string"}, "kind": {"type": "string"},
+                          "to": _NULLABLE_TEXT, "due": _NULLABLE_TEXT, "late": {"type": "boolean"},
+                          "late_seconds": {"type": ["integer", "null"]},
+                          "answered": {"type": "string", "enum": ["no", "unknown"]}, "why": {"type": "string"}},
+                         ("id", "short", "to", "due", "late", "answered", "why"))},
+                     "answers_to_requests_not_here": {"type": "array", "items": {"type": "string"}}},
+                    ("scope", "filters", "count", "owed")),
     "context": _object({"memory": {"type": "string"}, "budget": {"type": "integer"}, "tokens": {"type": "integer"},
                         "directives": {"type": "array", "items": {"type": "object"}},
                         "index": {"type": "array"}, "omitted": {"type": "object"}},

@@ -931,14 +931,19 @@ def _pairs_problem(value: object, keys: tuple[str, str]) -> str | None:
     return None
 
 
-def decide_create(new: NewNote, old: Note | None, reason: str | None = None, at: str | None = None) -> list[Draft]:
+def decide_create(new: NewNote, old: Note | None, reason: str | None = None,
+                  answered: Note | None = None, at: str | None = None) -> list[Draft]:
     """A new note (its text normalized, as every way in stores it), and, when it replaces
-    `old`, the supersession of `old`; when its end is at or before `at` (the write's time),
-    its expiry too, in the same write: a fact already past its end keeps it, recorded,
-    and is never in force.  Raises TextError or TransitionError."""
+    `old`, the supersession of `old`; `answered`: the note its `answers` names, where the
+    log holds it; when its end is at or before `at` (the write's time), its expiry too, in
+    the same write: a fact already past its end keeps it, recorded, and is never in force.
+    Raises TextError or TransitionError."""
     text = normalize_text(new.text)
     if old is not None:
         check_transition(old, "superseded")
+    refusal = request_refusal(new, old, answered)
+    if refusal:
+        raise TransitionError(refusal)
     data = {"kind": new.kind, "priority": new.priority, "provenance": new.provenance,
             "supersedes": old.id if old is not None else None}
     if new.anchors:
@@ -959,6 +964,43 @@ def decide_create(new: NewNote, old: Note | None, reason: str | None = None, at:
 
 
 ENDED_WHEN_WRITTEN = "past its end when written"  # the reason of the expiry a write of such a note adds
+
+
+def request_refusal(new: NewNote, old: Note | None, answered: Note | None) -> str | None:
+    """What a writer refuses in a new note's request fields (None: nothing), judged only
+    where the note sets them anew (a successor keeping its predecessor's is not judged
+    again): a deadline after the note's end (expired, it is no longer owed, so the deadline
+    would never come), and an answer to a note that is not a request (names no `to` or
+    `due`: nothing is owed there to answer).  A write's decision, as a move's from-states
+    are: a log file or a load, history already written, is read as it is."""
+    what = f"the successor of #{old.shown}" if old is not None else "the new note"
+    refusal = deadline_refusal(what, new.due, new.expires, old)
+    if refusal:
+        return refusal + "; nothing was written"
+    if answered is not None and (old is None or old.answers != answered.id):
+        refusal = answer_refusal(answered)
+        return refusal and refusal + "; nothing was written"
+    return None
+
+
+def answer_refusal(answered: Note) -> str | None:
+    """Why a new answer to `answered` is refused (None: it is a request, which may be)."""
+    if answered.to is not None or answered.due is not None:
+        return None
+    return (f"cannot answer note #{answered.shown}: it is not a request (it names no `to` or `due`), so nothing is"
+            f" owed there to answer; make it one (in MEMORY.md, `to NAME · ` or `due DATE · ` before its text, then"
+            " `qem checkin`) or answer nothing")
+
+
+def deadline_refusal(what: str, due: str | None, end: str | None, old: Note | None) -> str | None:
+    """A deadline after the note's end, set anew (None: not so): expired, a request is no
+    longer owed, so its deadline would never come.  A check-in's plan says it on the item's
+    line; `decide_create` for every write."""
+    if due is None or end is None or due <= end or (old is not None and (old.due, old.expires) == (due, end)):
+        return None
+    return (f"{what} is due {due} but ends (expires) {end}, before its deadline: once expired it is no longer owed;"
+            " give an end after the deadline (`--expires DATE` or `--expires none`; in MEMORY.md, its `expires`"
+            " marker) or an earlier deadline")
 
 
 def decide_forget(note: Note, reason: str) -> Draft:

@@ -104,15 +104,24 @@ def build(store: Store, to: str | None = None, late: bool = False, at: str | Non
     else:
         from .history import notes_as_of
 
-        past = notes_as_of(store, at)
+        aside: list[str] = []
+        past = notes_as_of(store, at, aside)
         requests = sorted((n for n in past.values() if is_request(n) and n.live), key=lambda n: n.id)
-        answers, notes, gaps = _answers_among(past.values()), len(past), []
+        answers, notes, gaps = _answers_among(past.values()), len(past), _gaps_at(at, aside)
         strays = [n for n in past.values() if n.answers is not None and n.answers not in past]
         now = now or (parse_time(at, "--at", end=True) if is_time(at) else utc_now())
     owed = [Owed(n, a) for n in requests for a in [answered(n, answers.get(n.id, []), now, gaps)]
             if a.value in (NO, UNKNOWN) and (to is None or n.to == to) and (not late or a.late is not None)]
     owed.sort(key=lambda o: (-(o.answer.late or -1), o.note.due or "9999", o.note.id))
     return OwedAnswer(str(store.root), now, at, len(requests), notes, asked, owed, gaps, strays)
+
+
+def _gaps_at(at: str, aside: list[str]) -> list[str]:
+    """Why a read `--at` is incomplete: the log files it left out, the first few named."""
+    if not aside:
+        return []
+    named = "; ".join(aside[:3]) + ("; ..." if len(aside) > 3 else "")
+    return [f"{len(aside)} log file{'s' if len(aside) != 1 else ''} set aside as at {at} ({named})"]
 
 
 def _answers_among(notes: Iterable[Note]) -> dict[str, list[Note]]:

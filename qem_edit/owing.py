@@ -86,9 +86,7 @@ def answered(request: Note, answers: Iterable[Note], now: str, gaps: Sequence[st
     at `now`; `gaps`: why the log read is incomplete (files set aside), none when whole."""
     if request.state not in ("active", "stale"):
         return Answered(NOT_OWED, _not_owed(request))
-    counting = sorted((a for a in answers if a.answers == request.id and a.state not in WITHDRAWN),
-                      key=lambda a: (a.created_at, a.id))
-    speaking = [a for a in counting if a.live] or counting[-1:]
+    speaking = answering(request.id, answers)
     if len(speaking) > 1:
         names = " and ".join(f"#{a.shown} ({a.actor}, {a.created_at})" for a in speaking)
         return Answered(UNKNOWN, f"two answers in force may disagree: {names}; supersede one with the other,"
@@ -101,6 +99,25 @@ def answered(request: Note, answers: Iterable[Note], now: str, gaps: Sequence[st
         return Answered(UNKNOWN, "no answer in the log read, which is incomplete (" + "; ".join(gaps)
                         + "): an answer may be there; " + owed_words(request, now), (), late)
     return Answered(NO, owed_words(request, now), (), late)
+
+
+def answering(request_id: str, answers: Iterable[Note]) -> list[Note]:
+    """The answers that speak for a request, from the notes whose `answers` names it (any
+    state): those in force, else the latest one not withdrawn (an answer that expired still
+    stands); oldest first.  A fact of the log, no clock: MEMORY.md's `answered by` shows it."""
+    counting = sorted((a for a in answers if a.answers == request_id and a.state not in WITHDRAWN),
+                      key=lambda a: (a.created_at, a.id))
+    return [a for a in counting if a.live] or counting[-1:]
+
+
+def answered_by(notes: Iterable[Note]) -> dict[str, tuple[str, ...]]:
+    """For each note some note answers, the ids of the answers that speak for it
+    (`answering`), from a whole set of notes (a rendering's)."""
+    given: dict[str, list[Note]] = {}
+    for note in notes:
+        if note.answers is not None:
+            given.setdefault(note.answers, []).append(note)
+    return {request: tuple(a.id for a in answering(request, answers)) for request, answers in given.items()}
 
 
 def _not_owed(request: Note) -> str:

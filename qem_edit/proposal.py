@@ -16,7 +16,7 @@ from typing import Iterable, Mapping
 
 from . import errors, ids
 from .files import file_chunks, read_at
-from .model import Note
+from .model import Note, answer_refusal
 from .reconciler.blocks import Chunks, Key, base_items, blocks_by_id, diff_edit
 from .reconciler.parse import Item, LineError, ParsedFile, parse
 from .reconciler.plan import Plan, make_plan
@@ -309,6 +309,10 @@ def _answered_whole(store: Store, parsed: ParsedFile) -> None:
             item.answers = store.resolve(item.answers)
         except errors.QemError as exc:
             parsed.errors.append(LineError(item.line, f"`answers #{item.answers}`: {exc}"))
+            continue
+        refusal = answer_refusal(store.note(item.answers)) if item.note_id is None else None
+        if refusal:  # (a new item's, on its line; an edited note's new pointer: model.decide_create)
+            parsed.errors.append(LineError(item.line, refusal))
 
 
 def _exact_end(store: Store, item: Item, note_id: str) -> str | None:

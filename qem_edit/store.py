@@ -60,6 +60,7 @@ PACK_AT = 1000  # loose log files that make a write pack them (`qem pack` does i
 LEGACY_NAME = "memory.db"
 LOCK_NAME = "write.lock"
 START_LOCK_NAME = "start.lock"  # (ignored by .gitignore's /*.lock, as the write lock is)
+BUILD_LOCK_NAME = "build.lock"  # held while a missing index is built whole (`_build_missing`)
 WRITE_PATIENCE_S = db.WRITE_PATIENCE_S
 T = TypeVar("T")
 
@@ -115,8 +116,19 @@ class Transaction:
 
     def create(self, new: NewNote, actor: str, reason: str | None = None, checkin: str | None = None) -> Note:
         old = self.note(new.supersedes) if new.supersedes is not None else None
-        events = self.record(_decided(decide_create, new, old, reason, self.at), actor, checkin)
+        events = self.record(_decided(decide_create, new, old, reason, self._answered(new, old), self.at), actor,
+                             checkin)
         return self._notes[events[0].id]
+
+    def _answered(self, new: NewNote, old: Note | None) -> Note | None:
+        """The note a new note's `answers` names anew (not kept from its predecessor),
+        where the log holds it (a pointer to a note of a branch not merged here stands)."""
+        if new.answers is None or (old is not None and old.answers == new.answers):
+            return None
+        try:
+            return self.note(new.answers)
+        except errors.NoSuchNote:
+            return None
 
     def forget(self, note_id: str, actor: str, reason: str) -> Event:
         [event] = self.record([_decided(decide_forget, self.note(note_id), reason)], actor)
@@ -395,12 +407,15 @@ class Store:
         path = root / INDEX_NAME
         _remove_index(path, links_only=True)  # git keeps links: SQLite would write through one
         try:
+            built = _build_missing(root, path)
             try:
                 conn = db.patiently(lambda: _open_index(path), path, "open")
             except errors.NotAStore:  # damaged: it is only a cache of the log, made anew
                 _remove_index(path)
                 conn = db.patiently(lambda: _open_index(path), path, "open")
-            return cls(root, conn, path)
+            store = cls(root, conn, path)
+            store.caught = built or store.caught
+            return store
         except errors.StoreUnwritable as exc:
             if write:
                 raise errors.StoreUnwritable(f"{root} is read-only here ({exc}); nothing was written") from None
@@ -968,9 +983,7 @@ class Store:
 
     def forked_in_force(self) -> set[str]:
         """The notes in force that supersede a note another note in force supersedes too."""
-        return {r[0] for r in self._read(
-            f"SELECT id FROM notes WHERE {_IN_FORCE} AND supersedes IN (SELECT supersedes FROM notes INDEXED BY"
-            f" notes_by_parent WHERE supersedes IS NOT NULL AND {_IN_FORCE} GROUP BY supersedes HAVING count(*) > 1)")}
+        return {note for kids in self.forks_in_force().values() for note in kids}
 
     def forks_in_force(self) -> dict[str, list[str]]:
         """Each note two or more notes in force supersede → those notes, in id order."""
@@ -1258,6 +1271,81 @@ def _open_index(path: Path) -> sqlite3.Connection:
     except BaseException:
         conn.close()
         raise
+
+
+def _build_missing(root: Path, path: Path) -> Caught | None:
+    """A missing index (a fresh clone's first command) built whole from the log in a file
+    of its own with no journal, then moved into place complete: in the WAL every page of
+    it would be written twice, into the log and again into the file at the checkpoint
+    (about a second at 74,900 notes).  Under a lock, so that of processes starting at once
+    one builds and the others open what it built.  Returns what the build caught; None
+    where it built nothing (an index is there, the log is empty, or no file can be made
+    here: the index is then opened as ever)."""
+    from contextlib import ExitStack
+
+    from .files import LockTimeout, locked
+
+    tree = LogTree(root)
+    if os.path.lexists(path) or not tree.names():
+        return None
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(locked(root / BUILD_LOCK_NAME, WRITE_PATIENCE_S))
+        except LockTimeout:
+            raise errors.StoreBusy(f"{root} stayed locked by another process building its index for over"
+                                   f" {int(WRITE_PATIENCE_S)} s") from None
+        except OSError:  # a folder that takes no file: opening the index says so, or reads it in memory
+            return None
+        if os.path.lexists(path):  # built by the process that held the lock
+            return None
+        return _build_into(path, tree)
+    return None  # (not reached: for the type checker)
+
+
+def _build_into(path: Path, tree: LogTree) -> Caught:
+    """`tree`'s index built in a temporary file beside `path` (`.index.db.<pid>.tmp`,
+    which qem's .gitignore covers), left in WAL mode as every index is opened, synced
+    to disk and renamed to `path`.  The caller holds the build lock, so a temporary file
+    of another process is a killed build's, and goes."""
+    from .files import fsync_dir
+
+    prefix = f".{path.name}."
+    for stale in path.parent.glob(f"{prefix}*.tmp"):
+        _remove_index(stale)
+    temp = path.with_name(f"{prefix}{os.getpid()}.tmp")
+    try:
+        conn = db.connect(str(temp))
+        try:
+            conn.execute("PRAGMA journal_mode = OFF")
+            conn.execute("PRAGMA synchronous = OFF")
+            index = Index(conn, tree)
+            conn.execute("BEGIN")
+            index.create()
+            caught = index.sync()
+            conn.execute("COMMIT")
+            conn.execute("PRAGMA journal_mode = WAL")
+        finally:
+            conn.close()
+        _fsync(temp)
+        checkpoint("index-built")
+        _remove_index(path)  # a write-ahead log left beside no index is not this index's
+        os.replace(temp, path)
+        fsync_dir(path.parent)
+        return caught
+    except sqlite3.Error as exc:
+        raise db.translate(exc, path, "write") from None
+    except OSError as exc:
+        raise errors.StoreUnwritable(f"cannot write {path}: {exc.strerror}") from None
+    finally:
+        _remove_index(temp)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _remove_index(path: Path, links_only: bool = False) -> None:

@@ -54,7 +54,7 @@ class Listed(NamedTuple):
         n = self.note
         marks = "" if n.provenance == DEFAULT_PROVENANCE else f" · {FRAMES.get(n.provenance, n.provenance)}"
         marks += (" · STALE" if n.state == "stale" else "") + delivery.standing_marks(n, self.standing)
-        marks += delivery.requested(n)
+        marks += delivery.requested(n, self.why)
         return f"- [#{n.shown}] {n.kind}/{n.priority}{marks} · "
 
     def line(self) -> str:

@@ -22,6 +22,7 @@ from ..renderer.format import (
     SHOWN_OID_RE,
     COMMENT_CLOSE,
     CONFLICT_PREFIXES,
+    ANSWERED_BY_MARKER_RE,
     DISPUTED_MARKER_RE,
     ERRORS_OPEN,
     EXPIRES_MARKER_RE,
@@ -352,7 +353,7 @@ class _Parser:
         while True:
             marker = None
             for regex in (STATE_MARKER_RE, SUPERSEDED_MARKER_RE, SUPERSEDES_MARKER_RE, EXPIRES_MARKER_RE,
-                          DISPUTED_MARKER_RE, *REQUEST_MARKERS):
+                          DISPUTED_MARKER_RE, *REQUEST_MARKERS, ANSWERED_BY_MARKER_RE):
                 m = regex.match(rest)
                 if m and rest[m.end() :].startswith(SEP):
                     marker = m
@@ -361,7 +362,7 @@ class _Parser:
                 break
             groups = marker.groupdict()
             if not groups:
-                pass  # DISPUTED: derived from the log, nothing to check in
+                pass  # DISPUTED, answered by: derived from the log, nothing to check in
             elif "word" in groups:
                 states.append(STATE_WORDS[groups["word"]])
                 item.state_reason = _reason(groups)

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
-from ..model import LIVE_STATES, MOVE_BY_VERB, MOVES, Note, TextError, marker_move, normalize_text, seat_problem
+from ..model import (LIVE_STATES, MOVE_BY_VERB, MOVES, Note, TextError, deadline_refusal, marker_move, normalize_text,
+                     seat_problem)
 
 from ..renderer.format import SECTION_TITLES, Selection, due_read
 
@@ -256,9 +257,15 @@ def _content(item: Item, errors: list[LineError], base: Note | None = None) -> C
     if problem:
         errors.append(LineError(item.line, problem))
         return None
-    return Content(item.kind, item.priority, text, tuple(sorted(item.anchors)), _end(item, base),
-                   tuple(sorted(item.triggers)), item.to, None if item.due is None else due_read(item.due),
-                   item.answers)
+    content = Content(item.kind, item.priority, text, tuple(sorted(item.anchors)), _end(item, base),
+                      tuple(sorted(item.triggers)), item.to, None if item.due is None else due_read(item.due),
+                      item.answers)
+    what = f"note #{item.note_id}" if item.note_id else "the new note"
+    problem = deadline_refusal(what, content.due, content.expires, base)
+    if problem:
+        errors.append(LineError(item.line, problem))
+        return None
+    return content
 
 
 def _request_problem(item: Item) -> str | None:

@@ -14,11 +14,7 @@ from typing import NamedTuple
 
 from ..model import KINDS, TRIGGER_ATTRIBUTES
 
-# The rendering's version.  The store caches each note's rendered item and uses the cache
-# only while this matches, so it changes with every change to what the renderer writes;
-# fixtures/golden/VERSION records the golden files' digest for it, and a test fails when
-# they change without it (QEM_UPDATE_GOLDEN=1 records a new version's digest).
-FORMAT_VERSION = "8"
+from .version import FORMAT_VERSION  # noqa: F401  (the rendering's version: see version.py)
 
 SEP = " · "
 INDENT = "  "
@@ -84,7 +80,8 @@ Markers, written after the provenance, each followed by ` · `:
              it once the date is reached); a new `- expires DATE · text` line gives a new note one
   request    - [#k3f9] 2026-06-05 · high · agent · to alice · due 2026-07-05 · Send the report.
              `to NAME` (who owes it) and `due DATE` (its deadline, that UTC day's end) make a
-             request; `answers #ID` on a note answers one; changing them supersedes the note
+             request; `answers #ID` on a note answers one; changing them supersedes the note;
+             `answered by #ID` on a request is shown from the log and ignored on check-in
   triggers   lines under a note: `@on: start`, `@when-path: src/index/**`, `@when-run: pytest*`
              say when an agent is given it (docs/AGENTS.md); changing them supersedes the note
 
@@ -131,9 +128,14 @@ DISPUTED_MARKER_RE = re.compile(
     rf"DISPUTED (?:with #{_ID}(?:, #{_ID})* \((?:dispute {_ID}|fork of #{_ID})\)"
     rf"|\(concurrent: [^()]*\))"
 )
+# Derived, read-only: the answers that speak for a request (qem_edit.owing.answering),
+# shown on the request's item (`answered by #A`, or `#A, #B` where two in force may
+# disagree).  An answer is another note's event, so the index renders the request's item
+# again when one lands, goes or changes state; the parser reads it and lets it go.
+ANSWERED_BY_MARKER_RE = re.compile(rf"answered by #{_ID}(?:, #{_ID})*")
 # Words that begin a marker: a text starting with one is escaped so it cannot pass for one.
 MARKER_START_RE = re.compile(r"(?:REVOKED|STALE|EXPIRED|SUPERSEDED|FORGOTTEN|DISPUTED|supersedes|expires)\b"
-                             r"|(?:to|due|answers) [^\s·]+ · ")
+                             r"|(?:to|due|answers) [^\s·]+ · |answered by #[^\s·]+(?:, #[^\s·]+)* · ")
 
 ITEM_RE = re.compile(
     rf"- \[#(?P<id>{_ID})\] (?P<date>{_DATE}){SEP}(?P<priority>[^ ·]+){SEP}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Iterable, Iterator, Mapping, Sequence
 
 from ..model import KINDS, Note
+from ..owing import answered_by as answered_by_of
 from ..resolver import Graph, disputed_with
 
 from .format import (
@@ -53,6 +54,7 @@ def render(notes: Iterable[Note], memory: str, selection: Selection = ALL) -> st
     notes = list(notes)
     graph = _disagreements(notes)
     shorts = {n.id: n.shown for n in notes}
+    answered = answered_by_of(notes)
     by_kind: dict[str, list[Note]] = {kind: [] for kind in KINDS}
     for note in notes:
         if selection.holds(note.id, note.kind, note.live):
@@ -60,7 +62,8 @@ def render(notes: Iterable[Note], memory: str, selection: Selection = ALL) -> st
     sections: dict[str, list[str]] = {}
     for kind, section in by_kind.items():
         section.sort(key=_by_id)
-        sections[kind] = [item_text(note, graph, shorts) for note in section if not note.text_missing]
+        sections[kind] = [item_text(note, graph, shorts, answered.get(note.id, ())) for note in section
+                          if not note.text_missing]
     return assemble(memory, selection, sections)
 
 
@@ -94,10 +97,11 @@ def base_named(data: bytes) -> str | None:
     return None
 
 
-def item_text(note: Note, graph: Graph | None = None, shorts: Mapping[str, str] | None = None) -> str:
+def item_text(note: Note, graph: Graph | None = None, shorts: Mapping[str, str] | None = None,
+              answered_by: Sequence[str] = ()) -> str:
     """One item as text, ending in a newline: the unit the store caches and export joins
     ("" for a note whose text is missing: it has no item until its text arrives)."""
-    lines = render_item(note, graph, shorts)
+    lines = render_item(note, graph, shorts, answered_by)
     return "\n".join(lines) + "\n" if lines else ""
 
 
@@ -163,9 +167,11 @@ def _disagreements(notes: list[Note]) -> Graph | None:
     return Graph.of({n.id: n for n in notes}) if needed else None
 
 
-def render_item(note: Note, graph: Graph | None = None, shorts: Mapping[str, str] | None = None) -> list[str]:
+def render_item(note: Note, graph: Graph | None = None, shorts: Mapping[str, str] | None = None,
+                answered_by: Sequence[str] = ()) -> list[str]:
     """The lines of one note's list item: none for a note whose text the log lacks (an
-    incomplete commit: not forgotten, so no tombstone; shown when its text arrives)."""
+    incomplete commit: not forgotten, so no tombstone; shown when its text arrives).
+    `answered_by`: the answers that speak for it (`owing.answering`), shown on a request."""
     shown = (shorts or {}).get
     me = shown(note.id, note.shown)
     if note.text_missing:
@@ -186,6 +192,8 @@ def render_item(note: Note, graph: Graph | None = None, shorts: Mapping[str, str
         fields.append(f"due {due_shown(note.due)}")
     if note.answers is not None:
         fields.append(f"answers #{shown(note.answers, note.answers)}")
+    if answered_by and (note.to is not None or note.due is not None):
+        fields.append("answered by " + ", ".join(f"#{shown(a, a)}" for a in answered_by))
     if graph is not None:
         for label, others in disputed_with(note, graph):
             fields.append(f"DISPUTED with {', '.join(f'#{shown(o, o)}' for o in others)} ({label})")

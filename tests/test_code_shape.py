@@ -24,7 +24,7 @@ PURE_MODULES = ("qem_edit/model.py", "qem_edit/resolver.py")
 LAYERS = {
     0: ("__init__", "errors", "faults", "ids", "times", "model", "resolver", "owing", "shown", "gitconflict",  # pure base
         "triggers", "harness",
-        "renderer.format", "renderer.render", "renderer.patch", "renderer",
+        "renderer.version", "renderer.format", "renderer.render", "renderer.patch", "renderer",
         "reconciler.parse", "reconciler.blocks", "reconciler.plan", "reconciler.rebase", "reconciler"),
     1: ("files", "db", "cores", "gitrepo", "workspace", "anchors", "ledger", "codextrust", "unstaged"),  # the platform: files, SQLite, git, where things live
     2: ("logtree", "convert"),  # the log

@@ -282,34 +282,57 @@ def test_two_processes_starting_one_memory_take_turns(tmp_path, monkeypatch):
 
 def test_opening_an_index_while_another_process_builds_it(tmp_path, monkeypatch):
     """A fresh clone: the log is there, the index is not, and two commands build it at
-    once.  Replayed deterministically: another process builds the whole index between the
-    opener's connecting and its first statement; the opener must find it ready and use it,
-    never drop what the other built nor call it damaged."""
+    once.  Replayed deterministically, at both moments it can happen: another process
+    builds the whole index after the opener found none and before it takes the build
+    lock (the opener must find it there and use it, never build over it); and between
+    the opener's connecting to the index and its first statement (it must find it ready,
+    never drop what the other built nor call it damaged)."""
+    from qem_edit import files as files_mod
+
     root = tmp_path / ".qem"
     with Store.open(root, create=True) as store:
         for text in ("one", "two", "three"):
             store.write(lambda tx, text=text: tx.create(NewNote("task", "low", "agent", text), "t"))
-    (root / store_mod.INDEX_NAME).unlink()
-    for leftover in root.glob(store_mod.INDEX_NAME + "-*"):
-        leftover.unlink()
-
-    real_connect = sqlite3.connect
+    real_connect, real_locked = sqlite3.connect, files_mod.locked
     raced: list[int] = []
+    built: list[str] = []  # the id of the index the other process built
+
+    def other_builds() -> None:
+        other = run_qem("list", "--store", str(root))
+        assert other.returncode == 0, other.stderr
+        check = real_connect(root / store_mod.INDEX_NAME)
+        raced.append(check.execute("SELECT count(*) FROM notes").fetchone()[0])
+        built.append(check.execute("SELECT value FROM meta WHERE key = 'index_id'").fetchone()[0])
+        check.close()
 
     class Racing(sqlite3.Connection):
         def execute(self, sql, *args):  # type: ignore[no-untyped-def]
             if sql.startswith("PRAGMA journal_mode") and not raced:
-                other = run_qem("list", "--store", str(root))
-                assert other.returncode == 0, other.stderr
-                check = real_connect(root / store_mod.INDEX_NAME)
-                raced.append(check.execute("SELECT count(*) FROM notes").fetchone()[0])
-                check.close()
+                other_builds()
             return super().execute(sql, *args)
 
-    monkeypatch.setattr(db_mod.sqlite3, "connect", lambda *a, **k: real_connect(*a, factory=Racing, **k))
+    def locked_late(path, timeout):  # type: ignore[no-untyped-def]
+        if path.name == store_mod.BUILD_LOCK_NAME and not raced:
+            other_builds()
+        return real_locked(path, timeout)
+
+    for moment in ("lock", "connect"):
+        (root / store_mod.INDEX_NAME).unlink()
+        for leftover in root.glob(store_mod.INDEX_NAME + "-*"):
+            leftover.unlink()
+        raced.clear()
+        with monkeypatch.context() as patch:
+            if moment == "lock":
+                patch.setattr(files_mod, "locked", locked_late)
+            else:  # (no build of its own: as where the index was found there)
+                patch.setattr(store_mod, "_build_missing", lambda root, path: None)
+                patch.setattr(db_mod.sqlite3, "connect", lambda *a, **k: real_connect(*a, factory=Racing, **k))
+            with Store.open(root) as store:
+                assert raced == [3 + (moment == "connect")]  # the other process built the index first
+                assert store.index.meta("index_id") == built[-1]  # and it is the one used, not built over
+                assert problems(store) == []
+                assert not list(root.glob(f".{store_mod.INDEX_NAME}.*"))
+                if moment == "lock":
+                    store.write(lambda tx: tx.create(NewNote("task", "low", "agent", "after the race"), "t"))
     with Store.open(root) as store:
-        assert raced == [3]  # the other process built the index first
-        assert sorted(n.text for n in store.notes()) == ["one", "three", "two"]
-        assert problems(store) == []
-        store.write(lambda tx: tx.create(NewNote("task", "low", "agent", "after the race"), "t"))
-        assert len(store.events()) == 4
+        assert sorted(n.text for n in store.notes()) == ["after the race", "one", "three", "two"]

@@ -47,5 +47,5 @@ def test_golden_files_change_only_with_a_new_format_version() -> None:
     )
     assert digest == now, (
         "the golden files changed but FORMAT_VERSION did not: bump it in"
-        " renderer/format.py (stores re-render their cached items), then record with QEM_UPDATE_GOLDEN=1"
+        " renderer/version.py (stores re-render their cached items), then record with QEM_UPDATE_GOLDEN=1"
     )

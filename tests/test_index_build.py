@@ -335,3 +335,52 @@ def test_a_staged_dump_is_read_from_its_temporary_file(tmp_path):
             assert _dump(s) == data
         folder = staged.path.parent
     assert not folder.exists()  # the staging file goes with it
+
+
+def _git(*args: str, cwd: Path) -> None:
+    import subprocess
+
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+
+
+def _fresh_clone(tmp_path: Path) -> tuple[Path, str]:
+    """A memory committed to git (packed) and a fresh clone of it: (the clone, the
+    origin's `qem list`)."""
+    from conftest import run_qem
+
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    _git("init", "-q", cwd=origin)
+    for i in range(30):
+        assert run_qem("add", "-k", "gotcha", f"note {i}", "-w", str(origin)).returncode == 0
+    assert run_qem("pack", "-w", str(origin)).returncode == 0
+    _git("add", "-A", cwd=origin)
+    _git("commit", "-q", "-m", "memory", cwd=origin)
+    _git("clone", "-q", "--no-local", str(origin), str(tmp_path / "clone"), cwd=tmp_path)
+    listed = run_qem("list", "-w", str(origin))
+    assert listed.returncode == 0
+    return tmp_path / "clone", listed.stdout
+
+
+def test_a_fresh_clones_index_is_built_whole_then_put_in_place(tmp_path):
+    """The first command in a fresh clone builds the index in a file of its own (no
+    journal) and moves it into place complete, in WAL mode as every index is kept: killed
+    before the move, it leaves no index; the next command removes what it left, and builds."""
+    from conftest import run_qem
+
+    clone, want = _fresh_clone(tmp_path)
+    memory = clone / ".qem"
+    killed = run_qem("list", "-w", str(clone), env={"QEM_FAULT": "index-built"})
+    assert killed.returncode == -signal.SIGKILL
+    assert not (memory / "index.db").exists()
+    assert [p.name for p in memory.glob(".index.db.*.tmp")]  # the build's own file, complete but not moved
+    got = run_qem("list", "-w", str(clone))
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == want
+    assert not list(memory.glob(".index.db.*"))
+    assert sorted(p.name for p in memory.glob("index.db*")) == ["index.db"]
+    with Store.open(memory) as s:
+        assert s.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert s.count() == 30 and s.set_aside() == []
+

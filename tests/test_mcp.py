@@ -29,7 +29,7 @@ from qem_edit.model import MOVE_BY_VERB, Move
 from qem_edit.store import Store
 
 SERVED = ["add", "supersede", "revoke", "flag_stale", "reinstate", "show", "query", "status", "log", "context",
-          "forget", "promote", "rule"]
+          "owed", "forget", "promote", "rule"]
 PERSON = ["forget", "promote", "rule"]  # a person's acts: the client asks its person (elicitation)
 
 
@@ -377,7 +377,7 @@ def test_without_the_mcp_package_it_names_the_install_command(ws: Path, tmp_path
 
 # -- what the server offers a client: titles and hints, resources, prompts ----------------------
 
-READS = ["show", "query", "status", "log", "context"]
+READS = ["show", "query", "status", "log", "context", "owed"]
 # what each tool is, as a client's user is told: (read-only, destructive, idempotent)
 HINTS = {"add": (False, False, False), "supersede": (False, True, True), "revoke": (False, True, True),
          "flag_stale": (False, False, True), "reinstate": (False, False, True),
@@ -418,7 +418,7 @@ def test_the_hints_hold_for_what_each_tool_does(ws: Path, seeded: dict[str, str]
     async def script(s: ClientSession) -> dict[str, Any]:
         before = snapshot(ws)
         for tool, arguments in [("show", {"id": a}), ("query", {"filters": ["kind=gotcha"]}), ("status", {"id": a}),
-                                ("log", {"id": a}), ("context", {})]:
+                                ("log", {"id": a}), ("context", {}), ("owed", {"late": True})]:
             await ok(s, tool, **arguments)
         assert snapshot(ws) == before
         made = [(await ok(s, "add", text=f"Gotcha {i}", kind="gotcha")).structured_content["short"] for i in range(3)]
@@ -584,7 +584,7 @@ def test_every_tool_declares_an_output_schema_its_results_meet_and_repeats_them_
 
     a = seeded["active"]
     calls = [("add", {"text": "Pin the SDK below 3", "kind": "decision"}), ("show", {"id": a}), ("status", {"id": a}),
-             ("log", {"id": a}), ("context", {}), ("query", {"filters": ["kind=gotcha"]}),
+             ("log", {"id": a}), ("context", {}), ("owed", {}), ("query", {"filters": ["kind=gotcha"]}),
              ("query", {"filters": ["type=created"], "events": True}), ("flag_stale", {"id": a, "reason": "moved"}),
              ("reinstate", {"id": a}), ("revoke", {"id": a, "reason": "wrong"})]
 

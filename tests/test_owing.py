@@ -108,8 +108,12 @@ from pathlib import Path  # noqa: E402
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-from qem_edit import owed as owed_read  # noqa: E402
+import pytest  # noqa: E402
+
+from qem_edit import errors, owed as owed_read  # noqa: E402
 from qem_edit.model import NewNote  # noqa: E402
+from qem_edit.export import render_store  # noqa: E402
+from qem_edit.renderer import render  # noqa: E402
 from qem_edit.store import Store  # noqa: E402
 
 SEATS = (None, "alice", "bob")
@@ -143,7 +147,11 @@ def _replayed(history: list[tuple]) -> tuple[Store, dict[str, dict], Path]:
             create(NewNote("task", "medium", "agent", f"request {len(order)}", to=to, due=due))
         elif order:
             target = order[step[1] % len(order)]
-            if step[0] == "answer":
+            if step[0] == "answer" and brute[target]["to"] is None and brute[target]["due"] is None:
+                with pytest.raises(errors.Refused, match="is not a request"):  # only a request is answered
+                    store.write(lambda tx: tx.create(NewNote("finding", "medium", "agent", "no answer", answers=target),
+                                                     "tester"), at="2026-08-01T00:00:00Z")
+            elif step[0] == "answer":
                 create(NewNote("finding", "medium", "agent", f"answer {len(order)}", answers=target))
             elif brute[target]["state"] == "active":
                 old = brute[target]
@@ -173,7 +181,9 @@ def _brute_owed(brute: dict[str, dict]) -> dict[str, tuple[str, bool]]:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(STEP, max_size=14))
 def test_owed_is_a_brute_force_replay_of_requests_answers_supersessions_and_revocations(history) -> None:
-    store, brute, _ = _replayed(history)
+    """And MEMORY.md's `answered by` is too: the index's items, kept current write by
+    write, equal a rendering of the whole log and a fresh index's."""
+    store, brute, root = _replayed(history)
     with store:
         got = owed_read.build(store, now=NOW)
         assert {o.note.id: (o.answer.value, o.answer.late is not None) for o in got.owed} == _brute_owed(brute)
@@ -181,3 +191,17 @@ def test_owed_is_a_brute_force_replay_of_requests_answers_supersessions_and_revo
         assert {o.note.id for o in late.owed} == {k for k, (_, is_late) in _brute_owed(brute).items() if is_late}
         alice = owed_read.build(store, to="alice", now=NOW)
         assert {o.note.id for o in alice.owed} == {k for k in _brute_owed(brute) if brute[k]["to"] == "alice"}
+        _, rendered = render_store(store)  # the items the index kept current as each answer landed
+        shorts = {n.id: n.shown for n in store.notes()}
+        assert rendered == render(store.notes(), store.memory_id()).encode("utf-8")  # the whole log, rendered anew
+    (root / ".qem" / "index.db").unlink()
+    with Store.open(root / ".qem") as fresh:  # a fresh clone's index, built from the log alone
+        assert render_store(fresh)[1] == rendered
+    lines = {line.split("] ", 1)[0][4:]: line for line in rendered.decode().splitlines() if line.startswith("- [#")}
+    for note_id, n in brute.items():
+        if n["to"] is None and n["due"] is None:
+            continue
+        given = sorted(a for a, b in brute.items() if b["answers"] == note_id and b["state"] != "revoked")
+        speaking = [a for a in given if brute[a]["state"] == "active"] or given[-1:]  # (one second: id order)
+        marker = "answered by " + ", ".join(f"#{shorts[a]}" for a in speaking)
+        assert (marker in lines[shorts[note_id]]) == bool(speaking), (marker, lines[shorts[note_id]])

@@ -44,7 +44,8 @@ def test_add_records_who_owes_a_note_its_deadline_and_what_it_answers(qem, ws: P
     assert "requested of alice, due 2026-09-05T23:59:59Z" in qem("show", request).stdout
     qem("export")
     memory = (ws / "MEMORY.md").read_text("utf-8")
-    assert f"to alice · due 2026-09-05 · Send the migration report" in memory
+    assert any(f"to alice · due 2026-09-05 · answered by #{a}, #{b} · Send the migration report" in memory
+               for a, b in ((answer, by_command), (by_command, answer)))  # (two in force: the oldest first)
     assert f"to session-2 · due 2026-09-02T12:00:00Z · Review" in memory
     assert f"answers #{request} · Sent: docs/migration.md" in memory
 
@@ -142,6 +143,37 @@ def test_mcp_add_takes_to_due_and_answers(qem, ws: Path) -> None:
     assert made["The report is sent"].answers == full
     assert "due" in bad and "Late" not in made
     assert status["answered"]["answered"] == "yes" and status["answered"]["by"][0]["actor"] == "test-agent"
+
+
+def test_mcp_owed_answers_what_qem_owed_answers_with_its_scope_and_schema(qem, ws: Path, monkeypatch) -> None:
+    import jsonschema
+
+    monkeypatch.setenv("QEM_NOW", "2026-09-07T12:00:00Z")  # (the server is started with it too)
+    early = {"QEM_NOW": "2026-09-01T08:00:00Z"}
+    late = qem("add", "Send the report", "-k", "task", "--to", "alice", "--due", "2026-09-05", env=early).stdout.strip()
+    qem("add", "Review the plan", "-k", "task", "--to", "bob", "--due", "2026-09-30", env=early)
+    done = qem("add", "Rotate the token", "-k", "task", "--to", "alice", env=early).stdout.strip()
+    qem("answer", done, "Rotated", env=early)
+    calls = [({}, ()), ({"to": "alice"}, ("--to", "alice")), ({"late": True}, ("--late",)),
+             ({"at": "2026-09-02"}, ("--at", "2026-09-02"))]
+
+    async def script(s: Any) -> Any:
+        schema = next(t for t in (await s.list_tools()).tools if t.name == "owed").output_schema
+        results = [await ok(s, "owed", **arguments) for arguments, _ in calls]
+        return schema, results, await failed(s, "owed", to="two words"), await failed(s, "owed", bogus=1)
+
+    schema, results, bad_seat, bad_argument = serve(ws, script)
+    for (arguments, argv), result in zip(calls, results):
+        cli = json.loads(qem("owed", *argv, "--json").stdout)
+        assert result.structured_content == cli, arguments
+        assert json.loads(result.content[1].text) == result.structured_content
+        assert result.content[0].text == qem("owed", *argv).stdout.rstrip("\n")
+        jsonschema.validate(result.structured_content, schema)
+    first = results[0].structured_content
+    assert first["scope"]["complete"] is True and [o["short"] for o in first["owed"]][0] == late
+    assert first["owed"][0]["late"] is True and first["owed"][0]["answered"] == "no"
+    assert [o["short"] for o in results[2].structured_content["owed"]] == [late]
+    assert "--to 'two words'" in bad_seat and "bogus" in bad_argument
 
 
 def test_load_keeps_requests_and_refuses_a_bad_one(qem, ws: Path, tmp_path: Path) -> None:
@@ -282,6 +314,37 @@ def test_owed_at_a_revision_reads_the_log_committed_there(team) -> None:  # noqa
     assert then[2].startswith(f"#{request} task · owed by mate")
 
 
+def test_owed_at_a_revision_counts_the_files_set_aside_there_as_the_live_read_does(team) -> None:  # noqa: F811
+    from test_hostile_clone import plant_event
+
+    founder = team.founded("the build needs python 3.11")
+    request = founder.qem("add", "Send the report", "-k", "task", "--to", "mate").stdout.strip()
+    founder.qem("export")
+    founder.publish("a request")
+    other = founder.add("the tests need a display")
+    memory = founder.path / ".qem"
+    [request_id, other_id] = [n["id"] for s in (request, other) for n in founder.notes() if n["short"] == s]
+    other_event = next(e.name for e in (memory / "events").iterdir() if e.name.startswith(other_id[:20]))
+    crossing = plant_event(memory, type="stale_flagged", note=request_id, prev=[other_event])
+    (memory / "events" / ("0" * 26)).write_bytes(b"not an event")  # its name is not its hash
+    live = founder.qem("owed").stdout.splitlines()
+    assert live[0].endswith("; incomplete: 2 log files set aside (`qem verify` names them)"), live[0]
+    assert f"#{request} task · UNKNOWN: no answer in the log read, which is incomplete" in live[2]
+    bad = founder.commit("two files a reader sets aside")
+    for name in (crossing, "events/" + "0" * 26):
+        founder.git("rm", "-q", f".qem/{name}")
+    founder.commit("set aside no more")
+    assert founder.qem("owed").stdout.splitlines()[0].endswith("; complete")
+    then = founder.qem("owed", "--at", bad[:12]).stdout.splitlines()
+    assert f"as at {bad[:12]}" in then[0] and f"incomplete: 2 log files set aside as at {bad[:12]} (" in then[0]
+    assert f"{crossing}: event {crossing[7:]} follows an event of another note" in then[0]
+    assert f"events/{'0' * 26}" in then[0]
+    assert f"#{request} task · UNKNOWN: no answer in the log read, which is incomplete" in then[2]
+    data = json.loads(founder.qem("owed", "--at", bad[:12], "--json").stdout)
+    assert data["scope"]["complete"] is False and len(data["scope"]["incomplete_because"]) == 1
+    assert founder.qem("owed", "--at", "HEAD").stdout.splitlines()[0].endswith("; complete")
+
+
 # -- for people and reviewers ------------------------------------------------------------------------
 
 
@@ -348,3 +411,117 @@ def test_owed_refuses_a_seat_no_request_can_name(qem, ws: Path, seat: str, said:
     done = qem("owed", "--to", seat)
     assert done.returncode == 2 and said in done.stderr and done.stdout == "", done.stdout + done.stderr
     assert "Traceback" not in done.stderr
+
+
+# -- what a write refuses, and what it says ------------------------------------------------------------
+
+
+LATER = {"QEM_NOW": "2026-09-07T12:00:00Z"}
+
+
+def _event_files(ws: Path) -> list[str]:
+    return sorted(p.name for p in (store_path(ws) / "events").iterdir())
+
+
+def _asked_in(qem, ws: Path, line: str):  # type: ignore[no-untyped-def]
+    """A new item added to MEMORY.md under Tasks and checked in."""
+    qem("export", env=LATER)
+    md = (ws / "MEMORY.md").read_text("utf-8").replace("## Tasks\n", f"## Tasks\n\n{line}\n", 1)
+    (ws / "MEMORY.md").write_text(md, "utf-8")
+    return qem("checkin", "--yes", "-m", "asked", env=LATER)
+
+
+def test_a_deadline_already_past_is_recorded_and_said_late_on_every_way_in(qem, ws: Path, tmp_path: Path, monkeypatch) -> None:
+    added = qem("add", "Send the report", "-k", "task", "--to", "alice", "--due", "2026-09-05", env=LATER)
+    assert added.returncode == 0
+    short = added.stdout.strip()
+    assert f"qem: note #{short} is late already: due 2026-09-05T23:59:59Z, 1d 12h before it was recorded" in added.stderr
+    assert qem("owed", "--late", env=LATER).stdout.splitlines()[2].startswith(f"#{short} task · LATE 1d 12h")
+    on_time = qem("add", "Review the plan", "-k", "task", "--due", "2026-09-30", env=LATER)
+    assert on_time.returncode == 0 and "late already" not in on_time.stderr
+    done = _asked_in(qem, ws, "- to bob · due 2026-09-01 · Pay the invoice")
+    assert done.returncode == 0 and "is late already: due 2026-09-01T23:59:59Z, 5d 12h before" in done.stderr
+
+    async def script(s: Any) -> Any:
+        return (await ok(s, "add", text="Rotate the token", kind="task", due="2026-09-06")).content[0].text
+
+    monkeypatch.setenv("QEM_NOW", LATER["QEM_NOW"])  # (the server is started with it)
+    said = serve(ws, script)
+    assert "is late already: due 2026-09-06T23:59:59Z, 12h 1s before it was recorded" in said
+    # a load restores what was written, a past deadline too
+    (tmp_path / "dump.jsonl").write_text(qem("dump").stdout, "utf-8")
+    other = tmp_path / "other"
+    other.mkdir()
+    assert qem("load", str(tmp_path / "dump.jsonl"), "-w", str(other), env=LATER).returncode == 0
+    assert qem("owed", "--late", "-w", str(other), env=LATER).stdout.splitlines()[1] == "3 owed (--late), 3 late"
+
+
+def test_a_deadline_after_the_note_s_end_is_refused_on_every_way_in_and_nothing_is_written(qem, ws: Path, monkeypatch) -> None:
+    qem("add", "the build needs python 3.11", "-k", "finding", env=LATER)
+    before = _event_files(ws)
+    said = "the new note is due 2026-10-01T23:59:59Z but ends (expires) 2026-09-20T00:00:00Z, before its deadline"
+    refused = qem("add", "Pay", "-k", "task", "--due", "2026-10-01", "--expires", "2026-09-20", env=LATER)
+    assert refused.returncode == 2 and said in refused.stderr and "Traceback" not in refused.stderr
+    done = _asked_in(qem, ws, "- expires 2026-09-20 · due 2026-10-01 · Pay")
+    assert done.returncode == 2 and f"line 7: {said}" in done.stderr  # the plan names the line
+
+    async def script(s: Any) -> Any:
+        return await failed(s, "add", text="Pay", kind="task", due="2026-10-01", expires="2026-09-20")
+
+    monkeypatch.setenv("QEM_NOW", LATER["QEM_NOW"])
+    assert said in serve(ws, script)
+    assert _event_files(ws) == before
+    # an end by the kind's default counts the same; `--expires none` (or a later end) takes it
+    config = store_path(ws) / "config.toml"
+    config.write_text(config.read_text("utf-8") + '\n[expiry]\ntask = "1w"\n', "utf-8")
+    by_default = qem("add", "Pay", "-k", "task", "--due", "2026-10-01", env=LATER)
+    assert by_default.returncode == 2 and "ends (expires) 2026-09-14T12:00:00Z, before its deadline" in by_default.stderr
+    assert _event_files(ws) == before
+    assert qem("add", "Pay", "-k", "task", "--due", "2026-10-01", "--expires", "none", env=LATER).returncode == 0
+    assert qem("add", "Pay", "-k", "task", "--due", "2026-10-01", "--expires", "2026-10-02", env=LATER).returncode == 0
+
+
+def test_an_answer_to_a_note_that_is_no_request_is_refused_on_every_way_in_naming_it(qem, ws: Path, monkeypatch) -> None:
+    finding = qem("add", "the build needs python 3.11", "-k", "finding", env=LATER).stdout.strip()
+    request = qem("add", "Send the report", "-k", "task", "--to", "alice", env=LATER).stdout.strip()
+    answer = qem("answer", request, "Sent", env=LATER).stdout.strip()
+    before = _event_files(ws)
+    said = f"cannot answer note #{finding}: it is not a request (it names no `to` or `due`)"
+    for argv in (("answer", finding, "Agreed"), ("add", "Agreed", "-k", "finding", "--answers", finding),
+                 ("answer", answer, "An answer to an answer")):
+        refused = qem(*argv, env=LATER)
+        assert refused.returncode == 2 and "it is not a request" in refused.stderr, argv
+        assert "Traceback" not in refused.stderr
+    assert said in qem("answer", finding, "Agreed", env=LATER).stderr
+    done = _asked_in(qem, ws, f"- answers #{finding} · Agreed")
+    assert done.returncode == 2 and f"line 7: {said}" in done.stderr  # the plan names the line
+
+    async def script(s: Any) -> Any:
+        return await failed(s, "add", text="Agreed", kind="finding", answers=finding)
+
+    monkeypatch.setenv("QEM_NOW", LATER["QEM_NOW"])
+    assert said in serve(ws, script)
+    assert _event_files(ws) == before
+    # a successor of an answer keeps its pointer, judged when it was written
+    assert qem("supersede", answer, "Sent, with the appendix", env=LATER).returncode == 0
+
+
+def test_what_a_write_refuses_is_read_as_written_from_a_clone_s_files_and_a_load(qem, ws: Path, tmp_path: Path) -> None:
+    """The rules above are the writer's: a log file that broke them (an older qem, a peer)
+    is read, not set aside, and a dump of that memory loads."""
+    finding = qem("add", "the build needs python 3.11", "-k", "finding", env=LATER).stdout.strip()
+    with Store.open(store_path(ws)) as store:
+        full = store.resolve(finding)
+    planted_created(store_path(ws), "Agreed, from an older qem", "finding", answers=full)
+    planted_created(store_path(ws), "Pay before the end", "task", due="2026-10-01T23:59:59Z",
+                    expires="2026-09-20T00:00:00Z")
+    listing = qem("list", env=LATER).stdout
+    assert "Agreed, from an older qem" in listing and "Pay before the end" in listing
+    assert qem("verify", env=LATER).returncode == 0
+    (tmp_path / "dump.jsonl").write_text(qem("dump").stdout, "utf-8")
+    other = tmp_path / "other"
+    other.mkdir()
+    loaded = qem("load", str(tmp_path / "dump.jsonl"), "-w", str(other), env=LATER)
+    assert loaded.returncode == 0, loaded.stderr
+    assert "Agreed, from an older qem" in qem("list", "-w", str(other), env=LATER).stdout
+
