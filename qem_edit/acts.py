@@ -12,14 +12,15 @@ protected kind out of force is refused (qem_edit.protect).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from typing import TYPE_CHECKING, NamedTuple
 
 from . import errors, expiry, ids, protect
 from .export import auto_export
-from .model import (CLAIMABLE_PROVENANCES, KINDS, MOVE_BY_EVENT, PRIORITIES, TRIGGER_ATTRIBUTES, TRIGGER_LIMIT, TRIGGER_NAMES,
-                    Event, NewNote, Note, TextError, Trigger, normalize_text, seat_problem, trigger_problem)
+from .model import (CLAIMABLE_PROVENANCES, KINDS, MOVE_BY_EVENT, PRIORITIES, SCOPES, TRIGGER_ATTRIBUTES, TRIGGER_LIMIT, TRIGGER_NAMES,
+                    Event, NewNote, Note, TextError, Trigger, normalize_text, scope_problem, seat_problem, trigger_problem)
 from .times import parse_time
 from .store import Store, Transaction
 from .workspace import Workspace
@@ -96,10 +97,12 @@ def declared(on: list[str] | None = None, when_path: list[str] | None = None,
 def add(store: Store, place: Workspace, text: str, kind: str, priority: str, provenance: str, actor: str,
         agent: bool | None = None, allow_secret: bool = False, anchors: list[str] | None = None,
         cwd: Path | None = None, expires: str | None = None, ttl: str | None = None,
-        triggers: tuple[Trigger, ...] = (), request: Request | None = None) -> Written:
+        triggers: tuple[Trigger, ...] = (), request: Request | None = None,
+        scope: str | None = None, session: str | None = None) -> Written:
     """A new note; `anchors`: the files and folders it is about; its end as `expires` (a
     date or UTC time) or `ttl` (30d) ask, else its kind's default (qem_edit.expiry), fixed
-    from the event's own time; `request`: who owes it, by when, and what it answers."""
+    from the event's own time; `request`: who owes it, by when, and what it answers;
+    `scope` and `session`: where it holds (`scoped`)."""
     errors.choice(kind, KINDS, "kind")
     errors.choice(priority, PRIORITIES, "priority")
     if provenance == "human":
@@ -108,11 +111,14 @@ def add(store: Store, place: Workspace, text: str, kind: str, priority: str, pro
     body, wish, ttls = note_text(text), expiry.asked(expires, ttl), expiry.defaults(place)
     anchoring = anchored(place, anchors, cwd)
     to, due, answers = requested(store, request)
+    where, session = scoped(scope, session)
+    if session is not None:
+        store.session = session  # the writer reads as the session it writes for
 
     def work(tx: Transaction) -> Note:
         return tx.create(NewNote(kind, priority, provenance, body, anchors=anchoring,
                                  expires=expiry.new_end(tx, kind, wish, ttls), triggers=triggers,
-                                 to=to, due=due, answers=answers), actor)
+                                 to=to, due=due, answers=answers, scope=where, session=session), actor)
 
     note = store.write(work, agent=agent, allow_secret=allow_secret)
     written = _repeating(store, _written(store, place, Written(note=store.note(note.id))))
@@ -131,6 +137,47 @@ def late_notice(note: Note | None, old: Note | None = None) -> str | None:
         return None
     return (f"note #{note.shown} is late already: due {note.due}, {duration(late)} before it was recorded;"
             " it is owed and late (`qem owed --late` lists it)")
+
+
+SESSION_ENV = "QEM_SESSION"  # the agent session a plain command runs in (qem's SessionStart hook sets it)
+
+
+def scoped(scope: str | None, session: str | None) -> tuple[str, str | None]:
+    """Where a new note holds, checked (BadInput): `team` (the default), `private` (this
+    clone), or `session` (the agent session `session` names, else QEM_SESSION; with
+    neither, refused: a session note no session owns would never end)."""
+    scope = scope or "team"
+    errors.choice(scope, SCOPES, "scope")
+    if scope != "session":
+        if session is not None:
+            raise errors.BadInput(f"--session names the session of a session note; this note's scope is {scope}")
+        return scope, None
+    session = session if session is not None else (os.environ.get(SESSION_ENV) or None)
+    if session is None:
+        raise errors.BadInput("--scope session: no agent session is known here; nothing was written",
+                              hint=f"give its id: `--session ID`, or {SESSION_ENV}=ID in the environment (qem's"
+                                   " SessionStart hook sets it for Claude Code's shell commands; the MCP tool"
+                                   " `add` takes `session`)")
+    problem = scope_problem("session", session)
+    if problem:
+        raise errors.BadInput(f"--session {session!r}: {problem}; nothing was written")
+    return scope, session
+
+
+def share(store: Store, place: Workspace, given: str, reason: str | None, actor: str,
+          agent: bool | None = None, allow_secret: bool = False) -> Written:
+    """`qem share ID`: a private note made a team note (model.decide_share), checked for
+    secrets as every write is; returns the team note."""
+    note_id = store.resolve(given)
+    why = reason or "shared from this clone's private notes"
+
+    def work(tx: Transaction) -> Note:
+        old = tx.note(note_id)
+        provenance = "agent" if old.provenance == "human" and protect.writes_as_agent(tx, actor) else old.provenance
+        return tx.share(note_id, provenance, actor, why)
+
+    note = store.write(work, agent=agent, allow_secret=allow_secret)
+    return _written(store, place, Written(note=store.note(note.id)))
 
 
 class Request(NamedTuple):
@@ -182,7 +229,8 @@ def supersede(store: Store, place: Workspace, given: str, text: str, reason: str
         new = NewNote(kind or old.kind, priority or old.priority, provenance or inherited, body, note_id,
                       anchors=anchoring, expires=wish.at(tx.at, old.expires),
                       triggers=old.triggers if triggers is None else triggers,
-                      to=old.to, due=old.due, answers=old.answers)  # the successor of a request is the request
+                      to=old.to, due=old.due, answers=old.answers,  # the successor of a request is the request
+                      scope=old.scope, session=old.session)  # and holds where it held
         return tx.create(new, actor, why)
 
     note = store.write(work, agent=agent, allow_secret=allow_secret)

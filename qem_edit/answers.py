@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from . import ids
-from .model import TEXT_MISSING, TRIGGER_ATTRIBUTES, Event, Note
+from .model import SCOPE_WORDS, TEXT_MISSING, TRIGGER_ATTRIBUTES, Event, Note, scope_mark
 from .resolver import Answer as Currency
 from .owing import Answered, answered, is_request, pointer
 from .query import read_gaps
@@ -48,6 +48,11 @@ def first_line(note: Note) -> str:
     return note.first_line()
 
 
+def _scoped(note: Note) -> str:
+    """A list line's mark of a note that is not the team's: `(private) `, `(this session) `."""
+    return f"({scope_mark(note)}) " if note.local else ""
+
+
 @dataclass
 class NoteView:
     """`qem show`: one note, whole."""
@@ -68,6 +73,8 @@ class NoteView:
                  f"id {note.id}{alias}", f"created {note.created_at} by {note.actor}"]
         if note.supersedes is not None:
             lines.append(f"supersedes #{shown(note.supersedes)}")
+        if note.local:
+            lines.append("scope " + SCOPE_WORDS[note.scope].format(session=note.session))
         if note.expires is not None and self.now and note.expires <= self.now:
             lines += [] if self.standing.past_end else [f"ended {note.expires}"]  # (past it and in force: said below)
         elif note.expires is not None:
@@ -113,7 +120,7 @@ class NoteList:
 
     def text(self) -> str:
         return "\n".join(
-            f"#{n.shown}\t{n.kind}\t{n.priority}\t{n.provenance}\t{n.state}\t{first_line(n)}{self._marks(n)}"
+            f"#{n.shown}\t{n.kind}\t{n.priority}\t{n.provenance}\t{n.state}\t{_scoped(n)}{first_line(n)}{self._marks(n)}"
             for n in self.notes
         )
 

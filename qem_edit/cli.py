@@ -76,6 +76,8 @@ WhenPathOpt = Annotated[Optional[list[str]], typer.Option("--when-path", metavar
 WhenRunOpt = Annotated[Optional[list[str]], typer.Option("--when-run", metavar="PATTERN", help="Deliver the note before a matching shell command runs (repeatable): * any characters (pytest*).", show_default=False)]
 ToOpt = Annotated[Optional[str], typer.Option("--to", metavar="NAME", help="Who owes it (a request): an actor, a person or an agent, one word. `qem owed` lists it until a note answers it.", show_default=False)]
 DueOpt = Annotated[Optional[str], typer.Option("--due", metavar="DATE|TIME", help="The request's deadline: a date (YYYY-MM-DD, the end of that UTC day) or a UTC time; late after it. Not its end (--expires).", show_default=False)]
+ScopeOpt = Annotated[Optional[str], typer.Option("--scope", metavar="SCOPE", help="Where the note holds: team (the default: committed, shared), private (this clone only, never committed; `qem share` makes it a team note) or session (the agent session that writes it; ended when it ends).", show_default=False)]
+SessionOpt = Annotated[Optional[str], typer.Option("--session", metavar="ID", help="The agent session of a --scope session note (default: $QEM_SESSION, which qem's SessionStart hook sets).", show_default=False)]
 AnswersOpt = Annotated[Optional[str], typer.Option("--answers", metavar="ID", help="The request this note answers (its id); the request itself is not changed.", show_default=False)]
 TtlOpt = Annotated[Optional[str], typer.Option("--ttl", help="The note's end as a time to live from now: a number and h, d or w (30d). Default: its kind's [expiry] in .qem/config.toml.", show_default=False)]
 
@@ -150,6 +152,8 @@ def add(
     to: ToOpt = None,
     due: DueOpt = None,
     answers: AnswersOpt = None,
+    scope: ScopeOpt = None,
+    session: SessionOpt = None,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
     actor: ActorOpt = None,
@@ -159,7 +163,7 @@ def add(
     Example: qem add "Run tests inside the venv" --kind directive --priority high
     """
     return shell.add(text, kind, priority, provenance, as_json, allow_secret, anchor, expires, ttl, on, when_path,
-                     when_run, workspace_dir, store_dir, actor, to, due, answers)
+                     when_run, workspace_dir, store_dir, actor, to, due, answers, scope, session)
 
 
 @app.command()
@@ -222,6 +226,28 @@ def supersede(
                                                     allow_secret=allow_secret, anchors=anchors, cwd=Path.cwd(),
                                                     expires=expires, ttl=ttl, triggers=triggers),
                    create=False)
+    return shell.written_note(written, as_json)
+
+
+@app.command()
+def share(
+    note_id: IdArg,
+    reason: ReasonOpt = None,
+    as_json: JsonOpt = False,
+    allow_secret: AllowSecretOpt = False,
+    workspace_dir: WorkspaceOpt = None,
+    store_dir: StoreOpt = None,
+    actor: ActorOpt = None,
+) -> int:
+    """Make a private note a team note (committed with the code); the private one ends. Print the team note's id.
+
+    Example: qem share k3f9 -m "the team needs this too"
+    """
+    from . import acts
+
+    written = shell.act(workspace_dir, store_dir, actor,
+                        lambda h, p, who: acts.share(h, p, note_id, reason, who, allow_secret=allow_secret),
+                        create=False)
     return shell.written_note(written, as_json)
 
 

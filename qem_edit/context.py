@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 
 from . import errors
 from .index import note_from_row
-from .model import KIND_RANK, KINDS, PRIORITIES, Note
+from .model import KIND_RANK, KINDS, PRIORITIES, Note, scope_mark
 from .standing import Standing, Standings
 from .store import Store
 
@@ -75,7 +75,8 @@ class Entry(NamedTuple):
         return f"[#{n.shown}] {n.kind}/{n.priority}"
 
     def marks(self) -> list[str]:
-        return (["STALE"] if self.note.state == "stale" else []) + self.standing.marks()
+        scope = [scope_mark(self.note).upper()] if self.note.local else []  # a note not the team's
+        return (["STALE"] if self.note.state == "stale" else []) + self.standing.marks() + scope
 
     def tail(self) -> str:
         marks = "".join(f" · {m}" for m in self.marks())

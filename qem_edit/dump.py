@@ -179,6 +179,9 @@ def _line(line: str, where: str) -> tuple[Event, TextRecord | None]:
         raise errors.BadInput(str(exc)) from None
     if given != event.id:
         raise errors.BadInput(f"{where}: id {given!r} is not the hash of the event ({event.id}); the line was changed")
+    if "scope" in event.data:  # a dump holds the team's notes alone: one claiming another scope is refused
+        raise errors.BadInput(f"{where}: note {ids.shown(event.id)} is created as a {event.data['scope']} note; a dump"
+                              " carries only team notes (private and session notes never leave their clone)")
     if text is None:
         return event, None
     if not isinstance(text, dict) or set(text) != {"key", "text"} or event.type != "created":

@@ -24,6 +24,8 @@ from . import errors
 from .model import ENDED_WHEN_WRITTEN, KINDS, Note
 
 if TYPE_CHECKING:
+    from typing import Callable
+
     from .store import Store, Transaction
     from .workspace import Workspace
 
@@ -191,6 +193,7 @@ def sweep(store: "Store", place: "Workspace", actor: str, agent: bool | None = N
     from .ids import new_checkin_id
 
     now = utc_now()
+    store.every_session = True  # a note's end holds whoever sweeps: another session's notes too
     if not store.due(now):
         return Swept(now)
     checkin = new_checkin_id()
@@ -206,3 +209,29 @@ def sweep(store: "Store", place: "Workspace", actor: str, agent: bool | None = N
     swept = Swept(now, [notes[n] for n in expired], checkin if expired else None)
     swept.notices = auto_export(store, place)
     return swept
+
+
+SESSION_ENDED = "its session ended"  # the reason a session note's end gives
+
+
+def end_sessions(store: "Store", place: "Workspace", ended: "Callable[[str], bool]", actor: str) -> list[str]:
+    """A session note holds for its session alone: every one in force whose session
+    `ended` says is over is expired, in one write and one check-in id (none: nothing
+    written).  Returns the notes ended."""
+    from .export import auto_export
+    from .ids import new_checkin_id
+
+    store.every_session = True  # this writer ends other sessions' notes: it sees them all
+    if not any(ended(str(n.session)) for n in store.session_notes()):
+        return []
+    checkin, done = new_checkin_id(), []
+
+    def work(tx: "Transaction") -> None:
+        for note in store.session_notes():  # again, under the write lock
+            if ended(str(note.session)):
+                tx.emit(note.id, "expired", actor, SESSION_ENDED, checkin)
+                done.append(note.id)
+
+    store.write(work, agent=False)  # the scope's own rule, as a note's end is: no agent's choice to refuse
+    auto_export(store, place)
+    return done

@@ -163,12 +163,15 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
     if ask.does == END:
         if ask.session:
             ledger.end(state, key)
+            _end_session_notes(state, lambda session: session == ask.session)
         return harness.no_context
     if ask.does in (TOOL, HOLD) and not ask.moment:
         return harness.no_context
     if not ask.session:
         raise ValueError("hook input without a session id"
                          " (session_id, VS Code's sessionId, Cursor's conversation_id)")
+    if ask.does == START:
+        _started(state, ask, harness, event)
     with ledger.session(state, window) as book:
         if ask.does == COMPACTING:
             book.compacted()
@@ -178,7 +181,7 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
         moments = _moments(ask, book, state)
         given = {n: entry for n, entry in book.given.items() if entry[0] == book.epoch}
         counted = book.notes_then >= 0
-    found, texts, changed, notes, due_here, standings = _read(state, moments, given, counted)
+    found, texts, changed, notes, due_here, standings = _read(state, moments, given, counted, ask.session)
     if window != key and ask.does == SUBAGENT:
         with ledger.session(state, key) as book:
             book.started(window)
@@ -265,8 +268,6 @@ def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-
     if ask.does == START:
         if ask.source in ("clear", "compact"):
             book.compacted()
-        if ask.source == "startup":
-            ledger.sweep(state)
     if ask.does == PROMPT:
         book.heard(ask.prompt)
     top = delivery.work_top(state)
@@ -287,16 +288,57 @@ def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-
     return moments
 
 
+def _started(state: Path, ask: Asked, harness: Harness, event: str) -> None:
+    """A session starts: where the harness lets a hook set its shell's environment
+    (Claude Code's CLAUDE_ENV_FILE), QEM_SESSION is set to the session's id, so a `qem add
+    --scope session` the agent runs knows its session; on a fresh start, the session notes
+    of sessions whose ledgers are gone (ended, or swept as stale) are ended.  Either
+    failing is logged and the start's context given all the same."""
+    from . import ledger
+
+    env_file = os.environ.get("CLAUDE_ENV_FILE")
+    try:
+        if env_file and re.fullmatch(r"[A-Za-z0-9._:-]{1,200}", ask.session):  # (a word the shell takes as it is)
+            with open(env_file, "a", encoding="utf-8") as handle:
+                handle.write(f"export QEM_SESSION={ask.session}\n")
+        if ask.source == "startup":
+            ledger.sweep(state)
+            _end_session_notes(state, lambda session: session != ask.session and not any(
+                ledger.exists(state, f"{name}:{session}") for name in HARNESSES))
+    except Exception as exc:  # noqa: BLE001 - a start gives its notes whatever else fails
+        _log(state, harness, event, exc)
+
+
+def _end_session_notes(state: Path, ended) -> None:  # type: ignore[no-untyped-def]
+    """The session notes in force whose session `ended` says is over, ended (an `expired`
+    event each, qem_edit.expiry); nothing opened where this clone holds no private folder."""
+    from .logtree import LOCAL
+
+    if not (state / LOCAL).is_dir():
+        return
+    from .expiry import end_sessions
+    from .store import Store
+    from .workspace import actor, resolve
+
+    store = Store.open(state, create=False, write=True)
+    try:
+        end_sessions(store, resolve(state.parent, state), ended, actor())
+    finally:
+        store.close()
+
+
 READ_AHEAD = 420  # texts read for a reply: more than a budget's worth of the shortest lines (24 characters)
 
 
-def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  # type: ignore[no-untyped-def]
+def _read(state: Path, moments: list, given: dict[str, list], counted: bool,  # type: ignore[no-untyped-def]
+          session: str | None = None):
     """From the memory: what the moments trigger (each note once, the first moment's),
     the texts of the first of them the session was not given (`given`: this epoch's
     ledger entries), the changes of the notes given this epoch, how many notes it holds
     (-1 where the session's ledger has counted them already: `counted`), and the notes
     due at an edit or a command among them, in force (what a call is held for), and the
-    notes' standing (past their end, in dispute: qem_edit.standing)."""
+    notes' standing (past their end, in dispute: qem_edit.standing).  Read for `session`:
+    another session's session notes are not given."""
     from . import delivery
     from .ledger import tip
     from .standing import Standings
@@ -304,6 +346,7 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool):  #
     from .times import utc_now
 
     store = Store.open(state, create=False, write=False)
+    store.session = session
     try:
         with store.reading():
             entries, seen, due_here = [], set(), set()

@@ -26,7 +26,7 @@ from .owing import answered_by, is_request
 from .renderer.version import FORMAT_VERSION
 from .shown import progress
 
-INDEX_VERSION = "12"  # bump when the schema or what it caches changes: every index is rebuilt
+INDEX_VERSION = "13"  # bump when the schema or what it caches changes: every index is rebuilt
 _EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
 SCHEMA = f"""
 CREATE TABLE files (name TEXT PRIMARY KEY, problem TEXT) WITHOUT ROWID;
@@ -86,7 +86,9 @@ CREATE TABLE notes (
     terms         TEXT NOT NULL,
     seat          TEXT,
     due           TEXT,
-    answers       TEXT
+    answers       TEXT,
+    scope         TEXT NOT NULL,
+    session       TEXT
 ) WITHOUT ROWID;
 CREATE INDEX notes_in_order ON notes (kind_rank, id);
 CREATE INDEX notes_by_parent ON notes (supersedes) WHERE supersedes IS NOT NULL;
@@ -104,6 +106,9 @@ CREATE INDEX notes_by_end ON notes (expires) WHERE expires IS NOT NULL AND state
 -- the request they name.
 CREATE INDEX notes_requests ON notes (id) WHERE seat IS NOT NULL OR due IS NOT NULL;
 CREATE INDEX notes_by_answered ON notes (answers) WHERE answers IS NOT NULL;
+-- Session notes: few, read whole by every read (a reader in another session keeps them out)
+-- and by a session's end.
+CREATE INDEX notes_sessions ON notes (session) WHERE scope = 'session';
 -- Which notes each note's item names (a link, a dispute, a rival's successor): when a
 -- note's short id moves, the items that show it are rendered again.
 CREATE TABLE links (other TEXT NOT NULL, note TEXT NOT NULL, PRIMARY KEY (other, note)) WITHOUT ROWID;
@@ -158,7 +163,7 @@ TRIGGERS = (
 NOTE_COLUMNS = (
     "id, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,"
     " state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,"
-    " anchors, expires, triggers, seat, due, answers"
+    " anchors, expires, triggers, seat, due, answers, scope, session"
 )
 EVENT_COLUMNS = "id, note, type, at, actor, reason, checkin, data, clock, prev"
 
@@ -169,7 +174,7 @@ EVENT_COLUMNS = "id, note, type, at, actor, reason, checkin, data, clock, prev"
 def note_from_row(row: Sequence[object]) -> Note:
     (id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,
      state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,
-     anchors, expires, triggers, seat, due, answers) = row
+     anchors, expires, triggers, seat, due, answers, scope, session) = row
     pairs = tuple(tuple(p) for p in json.loads(disputes)) if disputes != "[]" else ()  # type: ignore[arg-type]
     rival = tuple(Rival(**r) for r in json.loads(rivals)) if rivals != "[]" else ()  # type: ignore[arg-type]
     anchored = tuple(tuple(a) for a in json.loads(anchors)) if anchors != "[]" else ()  # type: ignore[arg-type]
@@ -177,7 +182,7 @@ def note_from_row(row: Sequence[object]) -> Note:
     return Note(id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by,  # type: ignore[arg-type]
                 state, state_at, state_reason, state_actor, state_event, bad_pointer, pairs, rival,  # type: ignore[arg-type]
                 short, alias, short_len, text_hash, anchors=anchored, expires=expires,  # type: ignore[arg-type]
-                triggers=declared, to=seat, due=due, answers=answers)  # type: ignore[arg-type]
+                triggers=declared, to=seat, due=due, answers=answers, scope=scope, session=session)  # type: ignore[arg-type]
 
 
 def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
@@ -190,7 +195,7 @@ def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
         note.alias, note.short_len, note.text_hash, json.dumps(problems) if problems else "[]",
         json.dumps([list(a) for a in note.anchors], ensure_ascii=False) if note.anchors else "[]", note.expires,
         json.dumps([list(t) for t in note.triggers], ensure_ascii=False) if note.triggers else "[]",
-        _terms_json(note.text), note.to, note.due, note.answers,
+        _terms_json(note.text), note.to, note.due, note.answers, note.scope, note.session,
     )
 
 
@@ -293,7 +298,7 @@ class Index:
             caught.changed = True
         if self.meta("stamp") == stamp:
             return caught
-        now = self.tree.names()
+        now = self.tree.all_names()
         known = {name for (name,) in self.conn.execute("SELECT name FROM files")}
         if not known and now:
             self._build(sorted(now), caught)  # a fresh clone: everything at once, streamed
@@ -474,6 +479,9 @@ class Index:
                 self._fold_everything(spread)
                 for statement in _SECONDARY.values() if empty else ():
                     conn.execute(statement)
+            local = [n for (n,) in conn.execute("SELECT id FROM notes WHERE scope != 'team'")]
+            if local:  # folded beside this clone's own notes: the team's short ids as every clone has them
+                self._reshort(local)
             return True
         self._insert_staged(caught)
         touched.update(also)
@@ -715,26 +723,31 @@ class Index:
         pointing to it reads: by short id, or by full id when it is not in the log) are
         rendered again, and the requests the changed notes answered before (`answered`)."""
         if len(changed) > _RESHORT_ALL:
-            rows = self.conn.execute("SELECT id, short_len, short FROM notes").fetchall()
-            now = ids.short_ids({i: length for i, length, _ in rows})
-            moved = {i for i, _, short in rows if now[i] != short}
+            rows = self.conn.execute("SELECT id, short_len, short, scope FROM notes").fetchall()
+            now = ids.short_ids({i: length for i, length, _, _ in rows})
+            now.update(ids.short_ids({i: length for i, length, _, scope in rows if scope == "team"}))
+            moved = {i for i, _, short, _ in rows if now[i] != short}
         else:
             affected: set[str] = set(changed)
             for note_id in changed:
-                affected.update(self._neighbours(note_id))
+                affected.update(self._neighbours(note_id), self._neighbours(note_id, team=True))
             now, moved = {}, set()
             for note_id in sorted(affected):
-                row = self.conn.execute("SELECT short, short_len FROM notes WHERE id = ?", (note_id,)).fetchone()
+                row = self.conn.execute("SELECT short, short_len, scope FROM notes WHERE id = ?", (note_id,)).fetchone()
                 if row is not None:
-                    now[note_id] = ids.short_of(note_id, row[1], self._neighbours(note_id))
+                    now[note_id] = ids.short_of(note_id, row[1], self._neighbours(note_id, team=row[2] == "team"))
                     if now[note_id] != row[0]:
                         moved.add(note_id)
         self.conn.executemany("UPDATE notes SET short = ? WHERE id = ?", [(now[i], i) for i in sorted(moved)])
         self.render_items(set(changed) | moved | set(answered) | self._showing(set(changed) | moved))
 
-    def _neighbours(self, note_id: str) -> list[str]:
-        before = self.conn.execute("SELECT id FROM notes WHERE id < ? ORDER BY id DESC LIMIT 1", (note_id,)).fetchall()
-        after = self.conn.execute("SELECT id FROM notes WHERE id > ? ORDER BY id LIMIT 1", (note_id,)).fetchall()
+    def _neighbours(self, note_id: str, team: bool = False) -> list[str]:
+        """The notes next to `note_id` in id order; `team`: the team's notes only.  A team
+        note's short id is made among the team's notes alone, so this clone's own notes
+        never change MEMORY.md's bytes (a private note's own is made among all)."""
+        only = " AND scope = 'team'" if team else ""
+        before = self.conn.execute(f"SELECT id FROM notes WHERE id < ?{only} ORDER BY id DESC LIMIT 1", (note_id,)).fetchall()
+        after = self.conn.execute(f"SELECT id FROM notes WHERE id > ?{only} ORDER BY id LIMIT 1", (note_id,)).fetchall()
         return [r[0] for r in before + after]
 
     def _showing(self, note_ids: set[str]) -> set[str]:
@@ -776,7 +789,7 @@ class Index:
                 self.conn.execute(f"DELETE FROM items WHERE id IN ({marks})", chunk)
             self.conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)",
                                   [(KIND_RANK[n.kind], n.id, item_text(n, None, shorts, answered.get(n.id, ())))
-                                   for n in notes if not n.text_missing])
+                                   for n in notes if not n.text_missing and not n.local])  # MEMORY.md: the team's notes
 
     def _answers_shown(self, notes: list[Note]) -> dict[str, tuple[str, ...]]:
         """The answers that speak for each request among `notes` (its item shows them)."""
@@ -784,8 +797,8 @@ class Index:
         given: list[Note] = []
         for chunk in db.chunks(asked):
             given += [note_from_row(r) for r in self.conn.execute(
-                f"SELECT {NOTE_COLUMNS} FROM notes WHERE answers IN ({db.marks(chunk)})",
-                chunk)]
+                f"SELECT {NOTE_COLUMNS} FROM notes WHERE answers IN ({db.marks(chunk)}) AND scope = 'team'",
+                chunk)]  # (this clone's own answers are never in MEMORY.md)
         return answered_by(given)
 
     def _remember_items(self, chunk: list[str]) -> None:
@@ -842,7 +855,8 @@ _STREAM_FILES = 256  # a sync that adds more log files than this (or any pack) s
 _REFOLD_ALL = 20000  # a sync touching more notes than this replays every note, streamed
 _INSERT_NOTE = ("INSERT INTO notes (id, short, kind_rank, kind, priority, text, provenance, created_at, actor,"
                 " supersedes, superseded_by, state, state_at, state_reason, state_actor, state_event, bad_pointer,"
-                " disputes, rivals, alias, short_len, text_hash, problems, anchors, expires, triggers, terms, seat, due, answers) VALUES (" + ", ".join("?" * 30) + ")")
+                " disputes, rivals, alias, short_len, text_hash, problems, anchors, expires, triggers, terms, seat, due, answers,"
+                " scope, session) VALUES (" + ", ".join("?" * 32) + ")")
 
 
 _LOOSE_BATCH = 256  # loose log files read by a worker at a time
@@ -917,7 +931,7 @@ def _folded(batch: list[tuple[str, list[tuple], dict]], before: str | None,
         beside = (batch[i - 1][0] if i else before, batch[i + 1][0] if i + 1 < len(batch) else after)
         note = _with_short(folded.note, ids.short_of(note_id, folded.note.short_len, [b for b in beside if b]))
         rows.append(_note_values(note, folded.problems))
-        linked = set() if note.text_missing else _linked(note)  # no item until its text arrives
+        linked = set() if note.text_missing or note.local else _linked(note)  # no item until its text arrives
         if len(linked) == 1 and not is_request(note):  # (a request shows its answers, anywhere in the log)
             items.append((KIND_RANK[note.kind], note.id, item_text(note, None, {note.id: note.shown})))
         elif linked:

@@ -231,3 +231,9 @@ def sweep(state_dir: Path, now: float | None = None) -> int:
             except FileNotFoundError:
                 pass
     return len(gone)
+
+
+def exists(state_dir: Path, session_id: str) -> bool:
+    """Whether the ledger of a context window is here (its session has not ended, nor
+    been swept as stale)."""
+    return (folder(state_dir) / f"{_name(session_id)}.json").is_file()

@@ -7,6 +7,9 @@
     .qem/packs/t-<id>.jsonl     many texts
     .qem/config.toml            the memory's id and settings (committed)
     .qem/.gitignore             the local index and kept edits never travel
+    .qem/private/events/<id>    a private or session note's events and texts: this clone's
+    .qem/private/texts/<note>   alone, ignored by git (`.qem/private/.gitignore` says `*`),
+                                read into the index beside the log, never packed or staged
 
 Two branches never touch the same file in different ways: an event is a new file with a
 name nobody else can make for other bytes, a pack is a new file too, and files are only
@@ -31,7 +34,7 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 from . import errors, ids
 from .files import fsync_dir, write_atomic
 from .model import (EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, Event, TextError, actor_problem, anchors_problem, triggers_problem,
-                    ANCHORING, request_problem, drift_problem, is_timestamp, normalize_text, reason_problem)
+                    ANCHORING, request_problem, drift_problem, scope_problem, is_timestamp, normalize_text, reason_problem)
 
 FORMAT = 1
 MAX_EVENT_BYTES = 1 << 20  # an event holds no text: anything near this is not an event
@@ -44,6 +47,13 @@ MAX_CLOCK = 1 << 53
 MAX_PACK_BYTES = 256 << 20
 PACK_SPLIT_BYTES = 64 << 20  # a write of more events than this splits them into packs this large
 EVENTS, TEXTS, PACKS = "events", "texts", "packs"
+# The folder of this clone's own notes (model.LOCAL_SCOPES): its files are named
+# `private/events/<id>` and `private/texts/<note>`, one record each.  A `.gitignore` of
+# its own ignores everything in it, itself included, so no commit habit adds it (`git add
+# -A`, `git commit -am`, `git add .`), whatever the memory's committed `.gitignore` says;
+# it survives `git clean -fd` (which leaves ignored files), not `git clean -fdx`.
+LOCAL = "private"
+LOCAL_GITIGNORE = "# Written by qem: this clone's private and session notes never travel.\n*\n"
 _PACK_NAME = re.compile(rf"([et])-([{ids.ALPHABET}]{{{ids.ID_LENGTH}}})\.jsonl\Z")
 GITIGNORE = """\
 # Written by qem.  The log (events/, texts/, packs/) and config.toml are committed with
@@ -217,7 +227,9 @@ def _data_problem(type_: str, data: dict) -> str | None:
             return f"supersedes {data['supersedes']!r} is not a note id"
         if "expires" in data and not is_timestamp(data["expires"]):
             return f"expires {data['expires']!r} is not a UTC time like 2026-07-27T10:00:00Z"
-        return request_problem(data)
+        return request_problem(data) or scope_problem(data.get("scope"), data.get("session"))
+    if {"scope", "session"} & set(data):
+        return f"a {type_} event carries no scope or session (only a created event does)"
     if {"to", "due", "answers"} & set(data):
         return f"a {type_} event carries no to, due or answers (only a created event does)"
     if type_ == "superseded" and not ids.is_id(data.get("by")):
@@ -294,7 +306,7 @@ class LogTree:
         """A cheap fingerprint of the file set: the log directories' modification times
         (a file added, removed or renamed in one changes its directory's time)."""
         out = []
-        for folder in (EVENTS, TEXTS, PACKS):
+        for folder in (EVENTS, TEXTS, PACKS, f"{LOCAL}/{EVENTS}", f"{LOCAL}/{TEXTS}"):
             try:
                 info = os.stat(self.root / folder)
                 out.append((folder, info.st_mtime_ns, info.st_ino))
@@ -303,9 +315,21 @@ class LogTree:
         return tuple(out)
 
     def names(self) -> set[str]:
-        """Every log file's name (`events/<id>`, `texts/<id>`, `packs/<name>`)."""
+        """Every file's name of the log a commit holds (`events/<id>`, `texts/<id>`,
+        `packs/<name>`); this clone's own are `local_names`."""
+        return self._names((EVENTS, TEXTS, PACKS))
+
+    def local_names(self) -> set[str]:
+        """This clone's own log files (`private/events/<id>`, `private/texts/<note>`)."""
+        return self._names((f"{LOCAL}/{EVENTS}", f"{LOCAL}/{TEXTS}"))
+
+    def all_names(self) -> set[str]:
+        """What the index reads: the committed log's files and this clone's own."""
+        return self.names() | self.local_names()
+
+    def _names(self, folders: tuple[str, ...]) -> set[str]:
         found: set[str] = set()
-        for folder in (EVENTS, TEXTS, PACKS):
+        for folder in folders:
             try:
                 with os.scandir(self.root / folder) as entries:
                     found.update(f"{folder}/{entry.name}" for entry in entries if not entry.name.startswith("."))
@@ -317,7 +341,7 @@ class LogTree:
 
     def read(self, name: str) -> tuple[list[Event], list[TextRecord]]:
         """The events and texts in one log file; LogFileError names what is wrong."""
-        folder = name.partition("/")[0]
+        folder = (name.partition("/")[2] if is_local(name) else name).partition("/")[0]
         limit = {EVENTS: MAX_EVENT_BYTES, TEXTS: MAX_TEXT_BYTES, PACKS: MAX_PACK_BYTES}.get(folder)
         if limit is None:
             raise LogFileError(f"{name}: not a log file")
@@ -367,22 +391,37 @@ class LogTree:
                 write_atomic(path, text.encode("utf-8"))
                 self.touched.add(name)
 
-    def write_event(self, event: Event) -> str:
-        name = f"{EVENTS}/{event.id}"
+    def ensure_local(self) -> None:
+        """This clone's own folder, ignored by git before anything is written in it."""
+        local = self.root / LOCAL
+        for folder in (local, local / EVENTS, local / TEXTS):
+            folder.mkdir(parents=True, exist_ok=True)
+            if folder.is_symlink():
+                raise errors.StoreUnwritable(f"{folder} is a symbolic link; qem writes its private notes only"
+                                             " into folders of its own; nothing was written")
+        ignore = local / ".gitignore"
+        if not ignore.is_file() or ignore.read_text("utf-8", "replace") != LOCAL_GITIGNORE:
+            write_atomic(ignore, LOCAL_GITIGNORE.encode("utf-8"))
+
+    def write_event(self, event: Event, local: bool = False) -> str:
+        name = f"{LOCAL}/{EVENTS}/{event.id}" if local else f"{EVENTS}/{event.id}"
         path = self.root / name
         if not path.exists():
             write_atomic(path, event_bytes(event))
-        self.touched.add(name)
+        if not local:  # this clone's own files are never staged
+            self.touched.add(name)
         return name
 
-    def write_text(self, record: TextRecord) -> str:
-        name = f"{TEXTS}/{record.note}"
+    def write_text(self, record: TextRecord, local: bool = False) -> str:
+        name = f"{LOCAL}/{TEXTS}/{record.note}" if local else f"{TEXTS}/{record.note}"
         write_atomic(self.root / name, record.record_bytes())
-        self.touched.add(name)
+        if not local:
+            self.touched.add(name)
         return name
 
     def remove(self, name: str) -> None:
-        self.touched.add(name)
+        if not is_local(name):
+            self.touched.add(name)
         try:
             (self.root / name).unlink()
         except FileNotFoundError:
@@ -432,20 +471,45 @@ class LogTree:
         return name
 
 
+def is_local(name: str) -> bool:
+    """Whether a log file's name is one of this clone's own (under `private/`)."""
+    return name.startswith(LOCAL + "/")
+
+
 def records_from(name: str, data: bytes) -> tuple[list[Event], list[TextRecord]]:
     """The events and texts a log file named `name` holds, given its bytes (from the
-    work tree, or from a git revision); LogFileError names what is wrong."""
+    work tree, or from a git revision); LogFileError names what is wrong.  A note's
+    scope says where its created event may be: a private or session note only in this
+    clone's own folder (one in a committed file came from another clone, whose private
+    notes are not this clone's to read), a team note never there."""
+    events, texts = _records_from(name.partition("/")[2] if is_local(name) else name, data, name)
+    for event in events:
+        placed(event, name, is_local(name))
+    return events, texts
+
+
+def placed(event: Event, where: str, local: bool) -> Event:
+    """`event`, where its note's scope lets it be (LogFileError, which sets its file aside)."""
+    if event.type == "created" and ("scope" in event.data) != local:
+        scope = event.data.get("scope")
+        raise LogFileError(f"{where}: a {scope} note's event in the shared log; private and session notes"
+                           " never travel (another clone's are not this clone's to read)" if not local else
+                           f"{where}: a team note's event in this clone's private folder")
+    return event
+
+
+def _records_from(name: str, data: bytes, shown: str) -> tuple[list[Event], list[TextRecord]]:
     folder, _, base = name.partition("/")
     limit = {EVENTS: MAX_EVENT_BYTES, TEXTS: MAX_TEXT_BYTES, PACKS: MAX_PACK_BYTES}.get(folder)
-    if limit is None or "/" in base:
-        raise LogFileError(f"{name}: not a log file")
+    if limit is None or "/" in base or (shown != name and folder == PACKS):
+        raise LogFileError(f"{shown}: not a log file")
     if len(data) > limit:
-        raise LogFileError(f"{name}: {len(data)} bytes, over the {limit}-byte limit for such a file")
+        raise LogFileError(f"{shown}: {len(data)} bytes, over the {limit}-byte limit for such a file")
     if folder == EVENTS:
-        return [_event_file(name, base, data)], []
+        return [_event_file(shown, base, data)], []
     if folder == TEXTS:
-        return [], [_text_file(name, base, data)]
-    return _pack_file(name, base, data)
+        return [], [_text_file(shown, base, data)]
+    return _pack_file(shown, base, data)
 
 
 def _event_file(name: str, base: str, data: bytes) -> Event:
@@ -504,7 +568,8 @@ def pack_part(name: str, kind: str, data: bytes, number: int) -> PackPart:
         line, where = body + b"\n", f"{name}:{number + i}"
         try:
             obj = _json(body, where)
-            records.append(event_from(obj, where, line) if kind == "e" else _pack_text(obj, where, line))
+            records.append(placed(event_from(obj, where, line), where, False) if kind == "e"
+                           else _pack_text(obj, where, line))
             _in_order(before, line, where)
         except LogFileError as exc:
             return PackPart(records[:i], number, lines[0] + b"\n", bool(records), before, exc)

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from . import errors, ids
-from .model import KINDS, MOMENTS, MOVE_BY_VERB, PRIORITIES, READING_ORDER, Move
+from .model import KINDS, MOMENTS, MOVE_BY_VERB, PRIORITIES, READING_ORDER, SCOPES, Move
 
 INSTALL = "pip install 'qem-edit[mcp]'"
 SERVER_NAME = "qem"
@@ -231,7 +231,8 @@ def _add(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
         h, p, a["text"], a["kind"], a.get("priority", "medium"), provenance_of(a["text"], a.get("user_quote"), _typed(p)),
         who, agent=True,
         anchors=a.get("anchors"), expires=a.get("expires"), ttl=a.get("ttl"), triggers=_triggers(a) or (),
-        request=acts.Request(a.get("to"), a.get("due"), a.get("answers"))),
+        request=acts.Request(a.get("to"), a.get("due"), a.get("answers")), scope=a.get("scope"),
+        session=a.get("session")),
         client, create=True)
     n = written.note
     return Reply(f"#{n.shown} created ({n.kind} · {n.priority} · {n.provenance})", _repeated(written), notices)
@@ -349,6 +350,8 @@ _EXPIRES = {"type": "string", "description": "The note's end: a date YYYY-MM-DD 
 _TO = {"type": "string", "description": "Who owes this note (it is a request): an actor, a person or an agent, one word. Listed by `qem owed` until a note answers it."}
 _DUE = {"type": "string", "description": "The request's deadline: a date YYYY-MM-DD (the end of that UTC day) or a UTC time YYYY-MM-DDTHH:MM:SSZ; late after it. Not its end (expires)."}
 _ANSWERS = {"type": "string", "description": "The id of the request this note answers (the request itself is not changed)."}
+_SCOPE_ARG = {"type": "string", "enum": list(SCOPES), "description": "Where the note holds: team (the default: committed with the code, every clone and session reads it), private (this clone only, never committed), session (this agent session only, ended when it ends; needs session)."}
+_SESSION_ARG = {"type": "string", "description": "With scope session: this agent session's id (as qem's hooks tell it, or $QEM_SESSION where the server has it)."}
 _TTL = {"type": "string", "description": "The note's end as a time to live from now: a whole number and h, d or w (12h, 30d, 2w). Not with expires. A new note without either gets its kind's default, if the workspace sets one."}
 
 
@@ -375,7 +378,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("add", "Record a note", "Record a new note in the project's memory; returns its id, and in repeats the notes in force with the same text.",
          {"text": _TEXT, "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE, "anchors": _ANCHORS,
           "expires": _EXPIRES, "ttl": _TTL, "on": _ON, "when_path": _WHEN_PATH, "when_run": _WHEN_RUN,
-          "to": _TO, "due": _DUE, "answers": _ANSWERS},
+          "to": _TO, "due": _DUE, "answers": _ANSWERS, "scope": _SCOPE_ARG, "session": _SESSION_ARG},
          ("text", "kind"), _add, written(MOVE_BY_VERB["create"])),
     Tool("supersede", "Supersede a note", "Replace a note that is no longer right with a corrected one (the old text stays in the history); returns the new id.",
          {"id": _ID, "text": _TEXT, "reason": _reason(False), "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE,

@@ -38,6 +38,12 @@ PROVENANCES: tuple[str, ...] = ("auto", "agent", "user-stated", "human")
 CLAIMABLE_PROVENANCES: tuple[str, ...] = ("auto", "agent", "user-stated")
 STATES: tuple[str, ...] = ("active", "stale", "superseded", "revoked", "expired", "forgotten")
 LIVE_STATES = frozenset({"active", "stale"})
+# Where a note holds (its created event's `scope`; absent: the team's, committed with the
+# code).  `private`: this clone only; `session`: one agent session (`session`, the
+# harness's id), kept where private notes are.  Neither is ever in a committed file.
+SCOPES: tuple[str, ...] = ("team", "private", "session")
+LOCAL_SCOPES = frozenset({"private", "session"})
+SESSION_LIMIT = 200  # characters of a session id as stored
 _ANY = frozenset(STATES) - {"forgotten"}
 
 
@@ -471,6 +477,13 @@ class Note(NamedTuple):
     to: str | None = None
     due: str | None = None
     answers: str | None = None
+    scope: str = "team"  # SCOPES: where the note holds
+    session: str | None = None  # a session note's session (the harness's id)
+
+    @property
+    def local(self) -> bool:
+        """Kept in this clone alone (private or session): never in a committed file."""
+        return self.scope in LOCAL_SCOPES
 
     @property
     def live(self) -> bool:
@@ -516,7 +529,18 @@ class Note(NamedTuple):
             "to": self.to,
             "due": self.due,
             "answers": self.answers,
+            "scope": self.scope,
+            "session": self.session,
         }
+
+
+def scope_mark(note: Note) -> str:
+    """How every read marks a note that is not the team's ("" for a team note)."""
+    return {"private": "private", "session": "this session"}.get(note.scope, "")
+
+
+SCOPE_WORDS = {"private": "private: this clone only, never committed (`qem share ID` makes it a team note)",
+               "session": "session {session}: this agent session only, ended when it ends"}
 
 
 def sort_key(note: Note) -> tuple[int, str]:
@@ -649,6 +673,8 @@ def note_from_created(event: Event, text: str | None) -> Note:
         to=data.get("to") if seat_problem(data.get("to")) is None else None,
         due=str(data["due"]) if is_timestamp(data.get("due")) else None,
         answers=str(data["answers"]) if ids.is_id(data.get("answers")) and data["answers"] != event.id else None,
+        scope=str(data["scope"]) if data.get("scope") in LOCAL_SCOPES else "team",
+        session=str(data["session"]) if data.get("scope") == "session" and isinstance(data.get("session"), str) else None,
     )
 
 
@@ -818,6 +844,8 @@ class NewNote(NamedTuple):
     to: str | None = None  # who owes it (a request)
     due: str | None = None  # its deadline, a UTC time
     answers: str | None = None  # the request it answers, a note id
+    scope: str = "team"  # SCOPES
+    session: str | None = None  # a session note's session
 
 
 class Draft(NamedTuple):
@@ -941,6 +969,7 @@ def decide_create(new: NewNote, old: Note | None, reason: str | None = None,
     text = normalize_text(new.text)
     if old is not None:
         check_transition(old, "superseded")
+        _check_scopes(new, old)
     refusal = request_refusal(new, old, answered)
     if refusal:
         raise TransitionError(refusal)
@@ -955,6 +984,10 @@ def decide_create(new: NewNote, old: Note | None, reason: str | None = None,
     for name in ("to", "due", "answers"):  # only when given: every other created event keeps its bytes
         if getattr(new, name) is not None:
             data[name] = getattr(new, name)
+    if new.scope != "team":  # only then, as above
+        data["scope"] = new.scope
+        if new.scope == "session":
+            data["session"] = new.session
     drafts = [Draft(None, "created", reason, data, text)]
     if old is not None:
         drafts.append(Draft(old.id, "superseded", reason, {"by": NEW_NOTE}))
@@ -964,6 +997,46 @@ def decide_create(new: NewNote, old: Note | None, reason: str | None = None,
 
 
 ENDED_WHEN_WRITTEN = "past its end when written"  # the reason of the expiry a write of such a note adds
+
+
+def scope_problem(scope: object, session: object) -> str | None:
+    """What is wrong with a created event's `scope` and `session` (None: nothing): the
+    log's reader sets such a file aside, and every writer refuses it."""
+    if scope is None and session is None:
+        return None
+    if scope not in LOCAL_SCOPES:
+        return f"scope {scope!r} is not one of {', '.join(sorted(LOCAL_SCOPES))} (a team note has none)"
+    if scope == "private":
+        return None if session is None else "a private note names no session"
+    if not isinstance(session, str) or not session or len(session) > SESSION_LIMIT \
+            or any(unicodedata.category(c)[0] in "CZ" for c in session):
+        return (f"a session note's session must be the harness's session id, 1 to {SESSION_LIMIT} printable"
+                " characters with no spaces")
+    return None
+
+
+def _check_scopes(new: NewNote, old: Note) -> None:
+    """A successor holds where its note held: a team note's successor in one clone would
+    leave every other clone a team note superseded by a note it never sees (`qem share`
+    makes a private note a team one)."""
+    if (new.scope, new.session) != (old.scope, old.session):
+        where = old.scope if old.scope != "session" else f"session {old.session}"
+        raise TransitionError(f"note #{old.shown} is a {where} note: its successor must be one too"
+                              " (`qem share ID` makes a private note a team note)")
+
+
+def decide_share(note: Note, provenance: str, reason: str) -> list[Draft]:
+    """A private note made a team note: a team note of the same content (its anchors as
+    recorded), created without a pointer to the private one (every other clone would read
+    a pointer to a note it never sees), and the private one superseded by it here."""
+    if note.scope != "private":
+        raise TransitionError(f"note #{note.shown} is a {note.scope} note; only a private note is shared"
+                              + (" (it is the team's already)" if note.scope == "team" else ""))
+    check_transition(note, "superseded")
+    new = NewNote(note.kind, note.priority, provenance, note.text or "", anchors=note.anchors, expires=note.expires,
+                  triggers=note.triggers, to=note.to, due=note.due, answers=note.answers)
+    [created] = decide_create(new, None, reason)
+    return [created, Draft(note.id, "superseded", reason, {"by": NEW_NOTE})]
 
 
 def request_refusal(new: NewNote, old: Note | None, answered: Note | None) -> str | None:

@@ -53,6 +53,8 @@ ADD = Spec(
         Opt(("--to",), "to", "value"),
         Opt(("--due",), "due", "value"),
         Opt(("--answers",), "answers", "value"),
+        Opt(("--scope",), "scope", "value"),
+        Opt(("--session",), "session", "value"),
         *_WHERE,
     ),
 )

@@ -120,6 +120,13 @@ class Transaction:
                              checkin)
         return self._notes[events[0].id]
 
+    def share(self, note_id: str, provenance: str, actor: str, reason: str) -> Note:
+        """A private note made a team note (model.decide_share); returns the team note."""
+        from .model import decide_share
+
+        events = self.record(_decided(decide_share, self.note(note_id), provenance, reason), actor)
+        return self._notes[events[0].id]
+
     def _answered(self, new: NewNote, old: Note | None) -> Note | None:
         """The note a new note's `answers` names anew (not kept from its predecessor),
         where the log holds it (a pointer to a note of a branch not merged here stands)."""
@@ -249,17 +256,20 @@ class Transaction:
             refuse_loaded(self.events, self.texts)
         tree, index = self.store.tree, self.store.index
         tree.ensure()
+        local = {n for n, note in self._notes.items() if note.local}
+        team_events, team_texts = [e for e in self.events if e.note not in local], [t for t in self.texts if t.note not in local]
         names: dict[str, tuple[list, list]] = {}
-        if len(self.texts) == 1:
-            names[tree.write_text(self.texts[0])] = ([], self.texts)
-        for name, chunk in tree.write_text_packs(self.texts, TEXTS_PER_PACK) if len(self.texts) > 1 else ():
+        if len(team_texts) == 1:
+            names[tree.write_text(team_texts[0])] = ([], team_texts)
+        for name, chunk in tree.write_text_packs(team_texts, TEXTS_PER_PACK) if len(team_texts) > 1 else ():
             names[name] = ([], chunk)
         checkpoint("write-before-commit")
-        if len(self.events) == 1:
-            names[tree.write_event(self.events[0])] = (self.events, [])
-        else:
-            for name, events in tree.write_event_packs(self.events):  # (one pack but for a load of a big dump)
+        if len(team_events) == 1:
+            names[tree.write_event(team_events[0])] = (team_events, [])
+        elif team_events:
+            for name, events in tree.write_event_packs(team_events):  # (one pack but for a load of a big dump)
                 names[name] = (events, [])
+        names.update(self._write_local(local))
         self.landed = True
         checkpoint("write-after-commit")
         touched: set[str] = set()
@@ -270,6 +280,20 @@ class Transaction:
             self.store.purge_texts({e.note for e in self.events if e.type == "forgotten"})
         index.refold(touched)
         index.bump()
+
+    def _write_local(self, local: set[str]) -> dict[str, tuple[list, list]]:
+        """The events and texts of this clone's own notes (private, session), each in a
+        file of its own under the folder git ignores; never staged (qem_edit.logtree)."""
+        tree, names = self.store.tree, {}
+        texts = [t for t in self.texts if t.note in local]
+        events = [e for e in self.events if e.note in local]
+        if texts or events:
+            tree.ensure_local()
+        for text in texts:
+            names[tree.write_text(text, local=True)] = ([], [text])
+        for event in events:
+            names[tree.write_event(event, local=True)] = ([event], [])
+        return names
 
     def _flush_bulk(self, events: Callable[[], Iterable[Event]], texts: Callable[[], Iterable[TextRecord]]) -> None:
         """Many events, written as `flush` writes them (texts first, in packs of
@@ -379,6 +403,11 @@ class Store:
         self.made = False  # this open made the memory's folder (a refused first write takes it away: opening.unmade)
         self._calm_known: tuple[str, bool] | None = None  # has_disagreements' answer, and at which moment
         self._reading = False  # inside `reading`: a snapshot no write of this connection changes
+        # The agent session this store reads for (a hook's, an MCP call's, QEM_SESSION):
+        # session notes of other sessions are not counted by its reads (`hidden`);
+        # `every_session`: a writer that ends sessions' notes sees them all.
+        self.session: str | None = os.environ.get("QEM_SESSION") or None
+        self.every_session = False
 
     # -- opening -----------------------------------------------------------------------
 
@@ -668,7 +697,30 @@ class Store:
         rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes WHERE id = ?", (note_id,))
         if not rows:
             raise errors.NoSuchNote(f"no note #{note_id} in this memory")
-        return note_from_row(rows[0])
+        note = note_from_row(rows[0])
+        if note.session is not None and note.id in self.hidden():
+            raise errors.NoSuchNote(f"note #{note.shown} is a session note of another agent session; it holds only"
+                                    " there", hint="read it in its session (QEM_SESSION=ID, as its hooks do)")
+        return note
+
+    def hidden(self) -> frozenset[str]:
+        """The session notes of sessions other than this store's reader's (`session`):
+        none of its reads counts them, in force or not (none while `every_session`)."""
+        if self.every_session:
+            return frozenset()
+        rows = self._read("SELECT id, session FROM notes INDEXED BY notes_sessions WHERE scope = 'session'")
+        return frozenset(n for n, session in rows if session != self.session)
+
+    def _seen(self, rows: list, at: int = 0) -> list:
+        """`rows` without those of `hidden` notes (the note id in column `at`)."""
+        hidden = self.hidden() if rows else frozenset()
+        return [r for r in rows if r[at] not in hidden] if hidden else rows
+
+    def session_notes(self, session: str | None = None) -> list[Note]:
+        """This clone's session notes in force (of one session, where named), in order."""
+        rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes INDEXED BY notes_sessions WHERE scope = 'session'"
+                          f" AND {_IN_FORCE} ORDER BY kind_rank, id")
+        return [n for n in map(note_from_row, rows) if session is None or n.session == session]
 
     def resolve(self, given: str | int) -> str:
         """The note a person means by `given`: a short id or any unambiguous prefix of an
@@ -686,9 +738,10 @@ class Store:
         text = text.translate(str.maketrans("ilo", "110"))
         if not text or not ids.PREFIX_RE.match(text):
             raise errors.NoSuchNote(f"#{given} is not a note id (ids are letters and digits, e.g. #k3f9)")
-        rows = self._read("SELECT id FROM notes WHERE id >= ? AND id < ? ORDER BY id LIMIT 12", (text, text + "{"))
-        if len(rows) == 1:
-            return rows[0][0]
+        rows = self._read("SELECT id, short FROM notes WHERE id >= ? AND id < ? ORDER BY id LIMIT 12", (text, text + "{"))
+        shown = [r for r in rows if r[1] == text]
+        if len(rows) == 1 or len(shown) == 1:  # a short id names its note (a team note's may prefix a private one's)
+            return (shown or rows)[0][0]
         if not rows:
             raise errors.NoSuchNote(f"no note #{text} in this memory")
         return self._ambiguous(text, [r[0] for r in rows])
@@ -722,14 +775,14 @@ class Store:
         out: dict[str, Note] = {}
         for chunk in db.chunks(wanted):
             rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes WHERE id IN ({db.marks(chunk)})", chunk)
-            out.update((n.id, n) for n in map(note_from_row, rows))
+            out.update((n.id, n) for n in map(note_from_row, self._seen(rows)))
         return out
 
     def notes(self, kinds: Iterable[str] | None = None, states: Iterable[str] | None = None) -> list[Note]:
         """Notes from the index, in the projection's total order (kind rank, id)."""
         clause, params = _where(kinds, states)
         rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes{clause} ORDER BY kind_rank, id", params)
-        return [note_from_row(r) for r in rows]
+        return [note_from_row(r) for r in self._seen(rows)]
 
     def anchors_in_force(self, paths: Iterable[str] | None = None, *, folder: str | None = None,
                          states: tuple[str, ...] = LIVE) -> list[tuple[str, str, str]]:
@@ -742,14 +795,14 @@ class Store:
         if folder is not None:
             from .anchors import folder_range
 
-            return self._read(sql + " AND (a.path = ? OR (a.path > ? AND a.path < ?)) ORDER BY a.path, a.note",
-                              [*states, folder, *folder_range(folder)])
+            return self._seen(self._read(sql + " AND (a.path = ? OR (a.path > ? AND a.path < ?)) ORDER BY a.path,"
+                                         " a.note", [*states, folder, *folder_range(folder)]))
         if paths is None:
-            return self._read(sql + " ORDER BY a.path, a.note", states)
+            return self._seen(self._read(sql + " ORDER BY a.path, a.note", states))
         out: list[tuple[str, str, str]] = []
         for chunk in db.chunks(sorted(set(paths))):
             out += self._read(sql + f" AND a.path IN ({db.marks(chunk)})", [*states, *chunk])
-        return sorted(out, key=lambda row: (row[1], row[0]))
+        return sorted(self._seen(out), key=lambda row: (row[1], row[0]))
 
     def due_at_moment(self, moment: str, bundle: Mapping[str, Iterable[str]]) -> list[tuple[str, str, str, bool]]:
         """(id, kind, priority, declared) of the notes in force a lifecycle moment fires
@@ -764,7 +817,7 @@ class Store:
                 f"SELECT id, kind, priority, 0 FROM notes INDEXED BY notes_in_order WHERE kind_rank = ? AND {_IN_FORCE}"
                 f" AND priority IN ({db.marks(wanted)}) AND (triggers = '[]' OR id NOT IN"
                 " (SELECT note FROM triggers WHERE name = 'on'))", (KIND_RANK[kind], *wanted))
-        return [(n, k, p, bool(d)) for n, k, p, d in rows]
+        return [(n, k, p, bool(d)) for n, k, p, d in self._seen(rows)]
 
     def order_keys(self, note_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
         """Each note's (kind, priority), the fields its order needs (absent ids left out)."""
@@ -784,8 +837,8 @@ class Store:
 
     def patterns_in_force(self, name: str) -> list[tuple[str, str]]:
         """(pattern, note) of every `path` or `run` trigger of the notes in force."""
-        return self._read(f"SELECT t.value, t.note FROM triggers t JOIN notes n ON n.id = t.note"
-                          f" WHERE t.name = ? AND n.{_IN_FORCE}", (name,))
+        return self._seen(self._read(f"SELECT t.value, t.note FROM triggers t JOIN notes n ON n.id = t.note"
+                                     f" WHERE t.name = ? AND n.{_IN_FORCE}", (name,)), 1)
 
     def terms_in_force(self, keys: Iterable[str]) -> list[tuple[str, str]]:
         """(term, note) of the backticked terms of the notes in force whose key is one of `keys`."""
@@ -793,7 +846,7 @@ class Store:
         for chunk in db.chunks(sorted(set(keys))):
             out += self._read(f"SELECT t.term, t.note FROM terms t JOIN notes n ON n.id = t.note"
                               f" WHERE t.key IN ({db.marks(chunk)}) AND n.{_IN_FORCE}", chunk)
-        return out
+        return self._seen(out, 1)
 
     def anchors_of_notes(self, note_ids: Iterable[str], *, states: tuple[str, ...] = LIVE) -> list[tuple[str, str, str]]:
         """(note, path, object id) of every anchor of these notes (of those in these states)."""
@@ -823,14 +876,14 @@ class Store:
         where = " AND state IN ('active', 'stale')" if live else ""
         rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes INDEXED BY notes_requests"
                           f" WHERE (seat IS NOT NULL OR due IS NOT NULL){where} ORDER BY kind_rank, id")
-        return [note_from_row(r) for r in rows]
+        return [note_from_row(r) for r in self._seen(rows)]
 
     def answers_to(self, note_ids: Iterable[str]) -> dict[str, list[Note]]:
         """For each of `note_ids`, the notes whose `answers` names it (any state)."""
         out: dict[str, list[Note]] = {}
         for chunk in db.chunks(sorted(set(note_ids))):
             rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes WHERE answers IN ({db.marks(chunk)})", chunk)
-            for note in map(note_from_row, rows):
+            for note in map(note_from_row, self._seen(rows)):
                 out.setdefault(str(note.answers), []).append(note)
         return out
 
@@ -865,13 +918,14 @@ class Store:
     def events_with_texts(self) -> Iterator[tuple[Event, str | None]]:
         """Every event in order (clock, then id), read a row at a time, each creation with
         its note's text as `key NUL text` (None: a forgotten text, or one its note's hash
-        disowns, or not a creation)."""
+        disowns, or not a creation).  The team's notes only: this clone's own (private,
+        session) never leave it, in a dump as in a commit."""
         cursor = self._guarded(lambda: self.conn.execute(
             f"SELECT {', '.join('e.' + c.strip() for c in EVENT_COLUMNS.split(','))},"
             " CASE WHEN e.type = 'created' THEN (SELECT t.key || char(0) || t.text FROM texts t JOIN notes n"
             " ON n.id = t.note WHERE t.note = e.id AND n.state != 'forgotten'"  # a text a merge brought back stays forgotten
             " AND t.digest = n.text_hash LIMIT 1) END"  # and one its note's hash disowns is not its text
-            " FROM events e ORDER BY e.clock, e.id"))
+            " FROM events e WHERE e.note NOT IN (SELECT id FROM notes WHERE scope != 'team') ORDER BY e.clock, e.id"))
         while True:
             rows = self._guarded(lambda: cursor.fetchmany(2000))
             if not rows:
@@ -892,8 +946,10 @@ class Store:
 
     def state_at(self, moment: str) -> dict[str, Note]:
         """Every note as it was at `moment` (a UTC time): the events written by then;
-        a text forgotten since stays forgotten."""
-        return replay(self.events(until=moment), self.texts())
+        a text forgotten since stays forgotten (another session's session notes left out)."""
+        notes = replay(self.events(until=moment), self.texts())
+        return {n: note for n, note in notes.items() if note.session is None or note.session == self.session
+                or self.every_session}
 
     def dispute_id(self, given: str) -> str:
         rows = self._read(
@@ -941,7 +997,7 @@ class Store:
         """The ids of the notes meeting every condition (SQL over the notes table's
         columns, written by qem_edit.query), in the projection's order."""
         clause = f" WHERE {' AND '.join(where)}" if where else ""
-        return [row[0] for row in self._read(f"SELECT id FROM notes{clause} ORDER BY kind_rank, id", params)]
+        return [row[0] for row in self._seen(self._read(f"SELECT id FROM notes{clause} ORDER BY kind_rank, id", params))]
 
     def has_disagreements(self) -> bool:
         """Whether any note is disputed or forked (export then marks them, from the graph).
@@ -1015,14 +1071,19 @@ class Store:
 
     def count_in_force_besides(self, kind: str) -> int:
         """The notes in force of every kind but `kind`."""
-        return self._read(f"SELECT count(*) FROM notes WHERE kind_rank != ? AND {_IN_FORCE}", (KIND_RANK[kind],))[0][0]
+        counted = self._read(f"SELECT count(*) FROM notes WHERE kind_rank != ? AND {_IN_FORCE}", (KIND_RANK[kind],))[0][0]
+        hidden = self.hidden()
+        return counted - sum(1 for n in self.session_notes() if n.id in hidden and n.kind != kind) if hidden else counted
 
     def rows_in_force(self, kind: str, priority: str) -> Iterator[tuple]:
         """The rows (NOTE_COLUMNS) of the notes in force of one kind and priority, in id
         order, read lazily along the index's (kind rank, id) order (inside `reading`)."""
-        yield from self.conn.execute(
-            f"SELECT {NOTE_COLUMNS} FROM notes INDEXED BY notes_in_order WHERE kind_rank = ? AND priority = ?"
-            f" AND {_IN_FORCE} ORDER BY id", (KIND_RANK[kind], priority))
+        hidden = self.hidden()
+        for row in self.conn.execute(
+                f"SELECT {NOTE_COLUMNS} FROM notes INDEXED BY notes_in_order WHERE kind_rank = ? AND priority = ?"
+                f" AND {_IN_FORCE} ORDER BY id", (KIND_RANK[kind], priority)):
+            if row[0] not in hidden:
+                yield row
 
     def holders(self, names: list[str]) -> Iterator[tuple[str, str, str]]:
         """For every event and text that one of the log files `names` holds: (the event's

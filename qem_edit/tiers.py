@@ -22,7 +22,7 @@ from . import delivery, errors
 from .context import FRAMES, indented
 from .delivery import (CUT, READ_AHEAD, Change, Delivery, Fetch, Measure, Moment, Ranked, fitted_changes,
                        footer_room)
-from .model import Note
+from .model import Note, scope_mark
 from .standing import Standing, Standings
 
 TIERED = ("start", "compact")  # the moments that give many notes at once
@@ -55,6 +55,7 @@ class Listed(NamedTuple):
         marks = "" if n.provenance == DEFAULT_PROVENANCE else f" · {FRAMES.get(n.provenance, n.provenance)}"
         marks += (" · STALE" if n.state == "stale" else "") + delivery.standing_marks(n, self.standing)
         marks += delivery.requested(n, self.why)
+        marks += f" · {scope_mark(n)}" if n.local else ""
         return f"- [#{n.shown}] {n.kind}/{n.priority}{marks} · "
 
     def line(self) -> str:
