@@ -15,12 +15,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 from . import errors, expiry, ids, protect
 from .export import auto_export
 from .model import (CLAIMABLE_PROVENANCES, KINDS, MOVE_BY_EVENT, PRIORITIES, SCOPES, TRIGGER_ATTRIBUTES, TRIGGER_LIMIT, TRIGGER_NAMES,
-                    Event, NewNote, Note, TextError, Trigger, normalize_text, scope_problem, seat_problem, trigger_problem)
+                    REST_LIMIT, Event, NewNote, Note, TextError, Trigger, normalize_text, scope_problem, seat_problem,
+                    trigger_problem)
 from .times import parse_time
 from .store import Store, Transaction
 from .workspace import Workspace
@@ -98,11 +99,12 @@ def add(store: Store, place: Workspace, text: str, kind: str, priority: str, pro
         agent: bool | None = None, allow_secret: bool = False, anchors: list[str] | None = None,
         cwd: Path | None = None, expires: str | None = None, ttl: str | None = None,
         triggers: tuple[Trigger, ...] = (), request: Request | None = None,
-        scope: str | None = None, session: str | None = None) -> Written:
+        scope: str | None = None, session: str | None = None, rests_on: list[str] | None = None) -> Written:
     """A new note; `anchors`: the files and folders it is about; its end as `expires` (a
     date or UTC time) or `ttl` (30d) ask, else its kind's default (qem_edit.expiry), fixed
     from the event's own time; `request`: who owes it, by when, and what it answers;
-    `scope` and `session`: where it holds (`scoped`)."""
+    `scope` and `session`: where it holds (`scoped`); `rests_on`: the notes it rests on
+    (qem_edit.resting)."""
     errors.choice(kind, KINDS, "kind")
     errors.choice(priority, PRIORITIES, "priority")
     if provenance == "human":
@@ -114,11 +116,12 @@ def add(store: Store, place: Workspace, text: str, kind: str, priority: str, pro
     where, session = scoped(scope, session)
     if session is not None:
         store.session = session  # the writer reads as the session it writes for
+    resting = bases(store, rests_on or [])
 
     def work(tx: Transaction) -> Note:
         return tx.create(NewNote(kind, priority, provenance, body, anchors=anchoring,
                                  expires=expiry.new_end(tx, kind, wish, ttls), triggers=triggers,
-                                 to=to, due=due, answers=answers, scope=where, session=session), actor)
+                                 to=to, due=due, answers=answers, scope=where, session=session, rests_on=resting), actor)
 
     note = store.write(work, agent=agent, allow_secret=allow_secret)
     written = _repeating(store, _written(store, place, Written(note=store.note(note.id))))
@@ -170,14 +173,24 @@ def share(store: Store, place: Workspace, given: str, reason: str | None, actor:
     secrets as every write is; returns the team note."""
     note_id = store.resolve(given)
     why = reason or "shared from this clone's private notes"
+    twins: list[Note] = []
 
     def work(tx: Transaction) -> Note:
         old = tx.note(note_id)
         provenance = "agent" if old.provenance == "human" and protect.writes_as_agent(tx, actor) else old.provenance
-        return tx.share(note_id, provenance, actor, why)
+        twins[:] = [n for n in repeats(store, [note_id]).get(note_id, []) if n.scope == "team"][:1]
+        return tx.share(note_id, provenance, actor, why, twins[0] if twins else None)
 
     note = store.write(work, agent=agent, allow_secret=allow_secret)
-    return _written(store, place, Written(note=store.note(note.id)))
+    if twins:  # the killed share staged nothing: its team note's files are staged now, as a write's are
+        store.tree.touched |= store.files_of_events([note.id]) | store.files_of_texts([note.id])
+    written = _written(store, place, Written(note=store.note(note.id)))
+    if twins:
+        old = store.note(note_id)
+        written.notices.append(f"note #{old.shown}'s text is in force already as team note #{note.shown} (a share"
+                               f" that did not finish, or the team's own): #{old.shown} ends, superseded by it;"
+                               " no second team note was made")
+    return written
 
 
 class Request(NamedTuple):
@@ -202,14 +215,34 @@ def requested(store: Store, request: Request | None) -> tuple[str | None, str | 
     return request.to, due, answers
 
 
+def bases(store: Store, given: Iterable[str], what: str = "--rests-on") -> tuple[str, ...]:
+    """The notes a new note rests on, as a writer names them (any id a reader takes), each
+    in plain force (BadInput naming it otherwise: a note out of force, or flagged stale, is
+    no ground to stand on; rest on what holds now); NoSuchNote for an id of no note."""
+    out: set[str] = set()
+    for name in given:
+        base = store.note(store.resolve(name))
+        if base.state != "active":
+            now = f" by #{store.note(base.superseded_by).shown}" if base.superseded_by else ""
+            raise errors.BadInput(f"{what} {name}: note #{base.shown} is {base.state}{now}; a note rests only on"
+                                  " a note in force and not flagged stale (reinstate it, or rest on what holds now)")
+        out.add(base.id)
+    if len(out) > REST_LIMIT:
+        raise errors.BadInput(f"{what}: {len(out)} notes; a note rests on {REST_LIMIT} at most")
+    return tuple(sorted(out))
+
+
 def supersede(store: Store, place: Workspace, given: str, text: str, reason: str | None,
               actor: str, kind: str | None = None, priority: str | None = None,
               provenance: str | None = None, agent: bool | None = None, allow_secret: bool = False,
               anchors: list[str] | None = None, cwd: Path | None = None, expires: str | None = None,
-              ttl: str | None = None, triggers: tuple[Trigger, ...] | None = None) -> Written:
+              ttl: str | None = None, triggers: tuple[Trigger, ...] | None = None,
+              rests_on: list[str] | None = None) -> Written:
     """A successor replaces the note (same kind, priority, provenance, anchored paths,
     end and triggers unless given, the anchors' content read now; an agent's successor is
-    given its own provenance, so it never inherits `human`)."""
+    given its own provenance, so it never inherits `human`; it rests on what `rests_on`
+    names, else on the note's bases still in plain force: re-pointing a note flagged for
+    its base's change is superseding it)."""
     errors.choice(kind, KINDS, "kind")
     errors.choice(priority, PRIORITIES, "priority")
     errors.choice(provenance, CLAIMABLE_PROVENANCES, "provenance")
@@ -220,6 +253,7 @@ def supersede(store: Store, place: Workspace, given: str, text: str, reason: str
     if anchors is None:
         anchors, cwd = [path for path, _ in store.note(note_id).anchors], None
     anchoring = anchored(place, anchors, cwd)
+    resting = None if rests_on is None else bases(store, rests_on)
 
     def work(tx: Transaction) -> Note:
         old = tx.note(note_id)
@@ -230,11 +264,25 @@ def supersede(store: Store, place: Workspace, given: str, text: str, reason: str
                       anchors=anchoring, expires=wish.at(tx.at, old.expires),
                       triggers=old.triggers if triggers is None else triggers,
                       to=old.to, due=old.due, answers=old.answers,  # the successor of a request is the request
-                      scope=old.scope, session=old.session)  # and holds where it held
+                      scope=old.scope, session=old.session,  # and holds where it held
+                      rests_on=kept_bases(tx, old) if resting is None else resting)
         return tx.create(new, actor, why)
 
     note = store.write(work, agent=agent, allow_secret=allow_secret)
     return _repeating(store, _written(store, place, Written(note=store.note(note.id))))
+
+
+def kept_bases(tx: Transaction, old: Note) -> tuple[str, ...]:
+    """The bases a successor keeps of its predecessor's: those still in plain force (one
+    that changed is what a person re-points by superseding)."""
+    held = []
+    for base in old.rests_on:
+        try:
+            if tx.note(base).state == "active":
+                held.append(base)
+        except errors.NoSuchNote:
+            pass  # a base this log lacks (a branch not merged here) is not carried
+    return tuple(held)
 
 
 def repeats(store: Store, note_ids: list[str]) -> dict[str, list[Note]]:

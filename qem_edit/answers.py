@@ -84,6 +84,8 @@ class NoteView:
                          + f" (`qem status {note.shown}`: answered?)")
         if note.answers is not None:
             lines.append(f"answers #{shown(note.answers)}")
+        if note.rests_on:
+            lines.append("rests on " + ", ".join(f"#{shown(b)}" for b in note.rests_on))
         if note.state != "active" and note.state_at:
             by = f" by #{shown(note.superseded_by)}" if note.superseded_by is not None else ""
             why = f": {note.state_reason}" if note.state_reason else ""
@@ -179,6 +181,8 @@ class CurrencyAnswer:
     # a request's (or an answer's) second question: answered? (qem_edit.owing; None: neither)
     answered: Answered | None = None
     request: str | None = None  # for an answer: the request it names, as shown (its answer is the request's)
+    scope: tuple[str, str | None] = ("team", None)  # where the note holds, and a session note's session
+    rests: tuple[str, str] | None = None  # whether what it rests on holds: (yes|no|unknown, why) (qem_edit.resting)
 
     def text(self) -> str:
         me = f"#{self.shown or self.answer.note_id}"
@@ -186,15 +190,20 @@ class CurrencyAnswer:
         if self.expires and not self.standing.past_end:  # (past it, the reason says so)
             said += f"; ends {self.expires}"
         said += "".join(f"\n{me} {d.mark()}: settle with `{d.settle}`" for d in self.standing.disputes)
+        if self.scope[0] != "team":  # (show says it so too: a read names what only this clone reads)
+            said += "\nscope " + SCOPE_WORDS[self.scope[0]].format(session=self.scope[1])
         if self.answered is not None:
             about = f"{me} answers #{self.request}, which is answered" if self.request else f"{me} answered"
             said += f"\n{about}: {self.answered.value} ({self.answered.why})"
+        if self.rests is not None:
+            said += f"\n{me} rests on notes in force: {self.rests[0]} ({self.rests[1]})"
         return said
 
     def data(self) -> object:
         answered = {"answered": {**self.answered.to_json(), "request": self.request}} if self.answered else {}
         return {**self.answer.to_json(), "short": self.shown or self.answer.note_id, "expires": self.expires,
-                **self.standing.to_json(), **answered}
+                **self.standing.to_json(), "scope": self.scope[0], "session": self.scope[1], **answered,
+                **({"rests_on": {"value": self.rests[0], "why": self.rests[1]}} if self.rests else {})}
 
     def remark(self) -> str | None:
         return None
@@ -265,7 +274,7 @@ def show(store: Store, note_id: str, at: str | None = None) -> NoteView:
 
         note = note_at(store, full, at)
         standings = Standings.of_notes({note.id: note}, now)  # (as of then: this note's own disputes)
-    shorts = store.index.shorts(x for x in (note.supersedes, note.superseded_by, note.answers) if x)
+    shorts = store.index.shorts([*(x for x in (note.supersedes, note.superseded_by, note.answers) if x), *note.rests_on])
     return NoteView(note, shorts, came_with=_came_with(store, note), standing=standings.of(note), now=now)
 
 
@@ -301,7 +310,35 @@ def status(store: Store, note_id: str) -> CurrencyAnswer:
     if note.answers is not None and not is_request(note):
         request = ids.shown(note.answers, store.index.shorts([note.answers]).get(note.answers))
     return CurrencyAnswer(Graph.of(notes, now).currency(full), note.shown, note.expires, standings.of(note),
-                          answered_of(store, note, now), request)
+                          answered_of(store, note, now), request, scope=(note.scope, note.session),
+                          rests=rests_of(store, note))
+
+
+def rests_of(store: Store, note: Note) -> tuple[str, str] | None:
+    """Whether what `note` rests on holds (qem_edit.resting.standing; None: it rests on
+    nothing), a base in doubt not flagged yet said so: the next write flags it."""
+    from . import resting
+
+    if not note.rests_on:
+        return None
+    found: dict[str, Note | None] = {}
+
+    def bases_of(note_id: str) -> tuple[str, ...]:
+        if note_id not in found:
+            found[note_id] = store.notes_by_id([note_id]).get(note_id)
+        return found[note_id].rests_on if found[note_id] is not None else ()  # type: ignore[union-attr]
+
+    loop = resting.cycle(note.id, bases_of)
+    bases = store.notes_by_id(note.rests_on)
+    value, why = resting.standing(note, bases, loop)
+    if value == "no" and note.state == "active":
+        events = store.events(note.id)
+        changes = [store.event(str(b.state_event)) for b in bases.values() if resting.owed(note, b)]
+        if any(c is not None and not resting.settled(events, c.note, c) for c in changes):
+            why += "; not flagged yet (the change came from another clone): the next write flags it"
+        else:
+            why += "; confirmed since (reinstated)"
+    return value, why
 
 
 def answered_of(store: Store, note: Note, now: str) -> Answered | None:

@@ -106,7 +106,8 @@ def _apply_op(tx: Transaction, op: Op, who: str, reason: str, checkin_id: str, c
             end = shifted(tx.at, ttls[op.content.kind])
         new = NewNote(op.content.kind, op.content.priority, "human", op.content.text, op.note_id,
                       anchors=anchors, expires=end, triggers=op.content.triggers, to=op.content.to,
-                      due=op.content.due, answers=op.content.answers)
+                      due=op.content.due, answers=op.content.answers,
+                      rests_on=_grounded(tx, op))
         created.append(tx.create(new, who, reason, checkin_id).id)
     else:
         assert op.note_id is not None
@@ -601,13 +602,28 @@ def outcome_data(outcome: Outcome) -> dict[str, object]:
     return data
 
 
+def _grounded(tx: Transaction, op: Op) -> tuple[str, ...]:
+    """The notes a new or edited item rests on, each in plain force as this check-in
+    leaves it so far (BadInput naming the line otherwise: re-point the marker at what holds
+    now, as `qem add --rests-on` refuses such a base)."""
+    assert op.content is not None
+    for base_id in op.content.rests_on:
+        base = tx.note(base_id)
+        if base.state != "active":
+            now = f" (by #{ids.shown(base.superseded_by)})" if base.superseded_by else ""
+            raise errors.BadInput(f"line {op.line}: `rests on #{base.shown}`: that note is {base.state}{now}; a note"
+                                  " rests only on a note in force and not flagged stale: name what holds now;"
+                                  " nothing was checked in")
+    return op.content.rests_on
+
+
 def _op_data(op: Op) -> dict[str, object]:
     data: dict[str, object] = {"action": op.action, "note": op.note_id, "line": op.line, "reason": op.reason}
     if op.content is not None:
         data.update(kind=op.content.kind, priority=op.content.priority, text=op.content.text,
                     anchors=list(op.content.anchors), expires=op.content.expires,
                     triggers=[list(t) for t in op.content.triggers], to=op.content.to, due=op.content.due,
-                    answers=op.content.answers)
+                    answers=op.content.answers, rests_on=list(op.content.rests_on))
     return data
 
 

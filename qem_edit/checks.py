@@ -81,7 +81,7 @@ def _report(store: Store, place, fresh: Connection, index_problems: list[str], s
 
     removed, removal_notices = removal_findings(store, fresh, base)
     problems += broken + protect_problems(store, fresh) + secret_problems(store, fresh) + removed
-    return finished(store, place, problems, disputes, removal_notices + _loose_texts(store), repaired,
+    return finished(store, place, problems, disputes, removal_notices + _loose_texts(store) + _unflagged(store), repaired,
                     disputes_fail, drift_fail)
 
 
@@ -124,6 +124,21 @@ def _log_problems(store: Store) -> list[str]:
         out.append(f"{name}: still holds the text of forgotten note {ids.shown(note_id)} (any qem write removes it)")
     for alias, count in store.claimed_numbers():
         out.append(f"{count} notes claim the old number #{alias} (two converted stores merged?)")
+    return out
+
+
+def _unflagged(store: Store) -> list[str]:
+    """Notes in plain force resting on a base whose change is not settled for them (it came
+    from another clone): listed, not failed; the next write flags them (qem_edit.resting)."""
+    from . import resting
+
+    out = []
+    for note_id, base_id in store.owed_flags():
+        notes = store.notes_by_id([note_id, base_id])
+        change = store.event(str(notes[base_id].state_event))
+        if change is not None and not resting.settled(store.events(note_id), base_id, change):
+            out.append(f"#{notes[note_id].shown} rests on #{notes[base_id].shown}, which is {notes[base_id].state},"
+                       " and is not flagged yet (the change came from another clone): the next write flags it")
     return out
 
 

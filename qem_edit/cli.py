@@ -78,6 +78,7 @@ ToOpt = Annotated[Optional[str], typer.Option("--to", metavar="NAME", help="Who 
 DueOpt = Annotated[Optional[str], typer.Option("--due", metavar="DATE|TIME", help="The request's deadline: a date (YYYY-MM-DD, the end of that UTC day) or a UTC time; late after it. Not its end (--expires).", show_default=False)]
 ScopeOpt = Annotated[Optional[str], typer.Option("--scope", metavar="SCOPE", help="Where the note holds: team (the default: committed, shared), private (this clone only, never committed; `qem share` makes it a team note) or session (the agent session that writes it; ended when it ends).", show_default=False)]
 SessionOpt = Annotated[Optional[str], typer.Option("--session", metavar="ID", help="The agent session of a --scope session note (default: $QEM_SESSION, which qem's SessionStart hook sets).", show_default=False)]
+RestsOnOpt = Annotated[Optional[list[str]], typer.Option("--rests-on", metavar="ID", help="A note this one rests on (repeatable): when it is superseded, revoked, expired, forgotten or flagged stale, this note is flagged stale with it.", show_default=False)]
 AnswersOpt = Annotated[Optional[str], typer.Option("--answers", metavar="ID", help="The request this note answers (its id); the request itself is not changed.", show_default=False)]
 TtlOpt = Annotated[Optional[str], typer.Option("--ttl", help="The note's end as a time to live from now: a number and h, d or w (30d). Default: its kind's [expiry] in .qem/config.toml.", show_default=False)]
 
@@ -154,6 +155,7 @@ def add(
     answers: AnswersOpt = None,
     scope: ScopeOpt = None,
     session: SessionOpt = None,
+    rests_on: RestsOnOpt = None,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
     actor: ActorOpt = None,
@@ -163,7 +165,7 @@ def add(
     Example: qem add "Run tests inside the venv" --kind directive --priority high
     """
     return shell.add(text, kind, priority, provenance, as_json, allow_secret, anchor, expires, ttl, on, when_path,
-                     when_run, workspace_dir, store_dir, actor, to, due, answers, scope, session)
+                     when_run, workspace_dir, store_dir, actor, to, due, answers, scope, session, rests_on)
 
 
 @app.command()
@@ -203,6 +205,7 @@ def supersede(
     when_path: WhenPathOpt = None,
     when_run: WhenRunOpt = None,
     no_triggers: Annotated[bool, typer.Option("--no-triggers", help="The successor declares no trigger (default: the old note's, unless --on, --when-path or --when-run are given).")] = False,
+    rests_on: Annotated[Optional[list[str]], typer.Option("--rests-on", metavar="ID", help="A note the successor rests on (repeatable; default: the old note's bases still in force, not flagged stale).", show_default=False)] = None,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
     actor: ActorOpt = None,
@@ -224,7 +227,7 @@ def supersede(
     written = shell.act(workspace_dir, store_dir, actor,
                    lambda h, p, who: acts.supersede(h, p, note_id, body, reason, who, kind, priority,
                                                     allow_secret=allow_secret, anchors=anchors, cwd=Path.cwd(),
-                                                    expires=expires, ttl=ttl, triggers=triggers),
+                                                    expires=expires, ttl=ttl, triggers=triggers, rests_on=rests_on),
                    create=False)
     return shell.written_note(written, as_json)
 

@@ -112,6 +112,8 @@ def _data(event: OldEvent, seed: bytes, out: Converted, disputes: dict[int, str]
             data["supersedes"] = _derived(seed, "missing note", old_parent)
         if isinstance(data.get("answers"), int):  # the request it answers, by its number, as supersedes
             data["answers"] = out.ids.get(data["answers"]) or _derived(seed, "missing note", data["answers"])
+        if isinstance(data.get("rests_on"), list) and all(isinstance(n, int) for n in data["rests_on"]):  # by their numbers
+            data["rests_on"] = sorted({out.ids.get(n) or _derived(seed, "missing note", n) for n in data["rests_on"]})
         data.update(text=record.digest if record else _derived(seed, "forgotten", event.note_id),
                     nonce=_derived(seed, "nonce", event.note_id), short=ids.short_length(len(out.ids)),
                     alias=event.note_id)

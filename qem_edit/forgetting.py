@@ -28,6 +28,12 @@ GIT_NOTE = (
     " drops it too.  Git's history still holds every commit that had it until the history is"
     " rewritten (docs/SHARING.md, Forgetting a secret: git filter-repo)"
 )
+# A private or session note was never in a committed file: there is nothing to commit, and
+# no history to rewrite (telling the person to commit .qem/ would commit nothing of it).
+LOCAL_NOTE = (
+    "the text is gone from the log and from the files qem wrote; it was a {scope} note, kept in"
+    " this clone alone and never committed: there is nothing to commit"
+)
 
 
 def scrub(store: Store, place: Workspace, note: Note, text: str) -> list[str]:
@@ -44,7 +50,7 @@ def scrub(store: Store, place: Workspace, note: Note, text: str) -> list[str]:
         f"warning: the forgotten text still appears in {path} (outside note #{note.id}'s item); remove it by hand"
         for path in checked if _holds(path, text)
     ]
-    return notices + [GIT_NOTE]
+    return notices + [LOCAL_NOTE.format(scope=note.scope) if note.local else GIT_NOTE]
 
 
 def scrub_arrived(store: Store, place: Workspace, note_ids: set[str]) -> list[str]:

@@ -26,7 +26,7 @@ from .owing import answered_by, is_request
 from .renderer.version import FORMAT_VERSION
 from .shown import progress
 
-INDEX_VERSION = "13"  # bump when the schema or what it caches changes: every index is rebuilt
+INDEX_VERSION = "14"  # bump when the schema or what it caches changes: every index is rebuilt
 _EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
 SCHEMA = f"""
 CREATE TABLE files (name TEXT PRIMARY KEY, problem TEXT) WITHOUT ROWID;
@@ -88,7 +88,8 @@ CREATE TABLE notes (
     due           TEXT,
     answers       TEXT,
     scope         TEXT NOT NULL,
-    session       TEXT
+    session       TEXT,
+    rests_on      TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX notes_in_order ON notes (kind_rank, id);
 CREATE INDEX notes_by_parent ON notes (supersedes) WHERE supersedes IS NOT NULL;
@@ -139,6 +140,10 @@ CREATE INDEX triggers_by_note ON triggers (note);
 CREATE TABLE terms (key TEXT NOT NULL, term TEXT NOT NULL, note TEXT NOT NULL,
                     PRIMARY KEY (key, term, note)) WITHOUT ROWID;
 CREATE INDEX terms_by_note ON terms (note);
+-- What each note rests on (qem_edit.resting), by the base: the notes a base's change flags,
+-- found a level at a time.  Kept like the anchors table.
+CREATE TABLE rests (base TEXT NOT NULL, note TEXT NOT NULL, PRIMARY KEY (base, note)) WITHOUT ROWID;
+CREATE INDEX rests_by_note ON rests (note);
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 -- The hashes of the latest renderings export wrote here: such a file is no one's edit.
 CREATE TABLE renderings (hash TEXT PRIMARY KEY);
@@ -159,11 +164,15 @@ TRIGGERS = (
     " FROM json_each(NEW.terms); END",
     "CREATE TRIGGER terms_out AFTER DELETE ON notes WHEN OLD.terms != '[]' BEGIN"
     " DELETE FROM terms WHERE note = OLD.id; END",
+    "CREATE TRIGGER rests_in AFTER INSERT ON notes WHEN NEW.rests_on != '[]' BEGIN"
+    " INSERT OR IGNORE INTO rests (base, note) SELECT value, NEW.id FROM json_each(NEW.rests_on); END",
+    "CREATE TRIGGER rests_out AFTER DELETE ON notes WHEN OLD.rests_on != '[]' BEGIN"
+    " DELETE FROM rests WHERE note = OLD.id; END",
 )
 NOTE_COLUMNS = (
     "id, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,"
     " state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,"
-    " anchors, expires, triggers, seat, due, answers, scope, session"
+    " anchors, expires, triggers, seat, due, answers, scope, session, rests_on"
 )
 EVENT_COLUMNS = "id, note, type, at, actor, reason, checkin, data, clock, prev"
 
@@ -174,7 +183,7 @@ EVENT_COLUMNS = "id, note, type, at, actor, reason, checkin, data, clock, prev"
 def note_from_row(row: Sequence[object]) -> Note:
     (id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,
      state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,
-     anchors, expires, triggers, seat, due, answers, scope, session) = row
+     anchors, expires, triggers, seat, due, answers, scope, session, rests_on) = row
     pairs = tuple(tuple(p) for p in json.loads(disputes)) if disputes != "[]" else ()  # type: ignore[arg-type]
     rival = tuple(Rival(**r) for r in json.loads(rivals)) if rivals != "[]" else ()  # type: ignore[arg-type]
     anchored = tuple(tuple(a) for a in json.loads(anchors)) if anchors != "[]" else ()  # type: ignore[arg-type]
@@ -182,7 +191,8 @@ def note_from_row(row: Sequence[object]) -> Note:
     return Note(id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by,  # type: ignore[arg-type]
                 state, state_at, state_reason, state_actor, state_event, bad_pointer, pairs, rival,  # type: ignore[arg-type]
                 short, alias, short_len, text_hash, anchors=anchored, expires=expires,  # type: ignore[arg-type]
-                triggers=declared, to=seat, due=due, answers=answers, scope=scope, session=session)  # type: ignore[arg-type]
+                triggers=declared, to=seat, due=due, answers=answers, scope=scope, session=session,  # type: ignore[arg-type]
+                rests_on=tuple(json.loads(rests_on)) if rests_on != "[]" else ())  # type: ignore[arg-type]
 
 
 def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
@@ -196,6 +206,7 @@ def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
         json.dumps([list(a) for a in note.anchors], ensure_ascii=False) if note.anchors else "[]", note.expires,
         json.dumps([list(t) for t in note.triggers], ensure_ascii=False) if note.triggers else "[]",
         _terms_json(note.text), note.to, note.due, note.answers, note.scope, note.session,
+        json.dumps(list(note.rests_on)) if note.rests_on else "[]",
     )
 
 
@@ -647,13 +658,11 @@ class Index:
 
     def add_records(self, name: str, events: Iterable[Event], texts: Iterable[TextRecord]) -> set[str]:
         """Record what one log file holds; returns the notes it touches."""
-        touched: set[str] = set()
-        conn = self.conn
-        for event in events:
-            conn.execute(f"INSERT OR IGNORE INTO events ({EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         _event_values(event))
-            conn.execute("INSERT OR IGNORE INTO event_files (event, file) VALUES (?, ?)", (event.id, name))
-            touched.add(event.note)
+        conn, events = self.conn, list(events)
+        touched: set[str] = {event.note for event in events}
+        conn.executemany(f"INSERT OR IGNORE INTO events ({EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         [_event_values(event) for event in events])  # (one statement: a write's pack lands at once)
+        conn.executemany("INSERT OR IGNORE INTO event_files (event, file) VALUES (?, ?)", [(e.id, name) for e in events])
         for text in texts:
             conn.execute("INSERT OR REPLACE INTO texts (note, file, key, text, digest) VALUES (?, ?, ?, ?, ?)",
                          (text.note, name, text.key, text.text, text.digest))
@@ -675,38 +684,67 @@ class Index:
         it touches, not by the notes in the memory times those."""
         changed = sorted(set(note_ids))
         answered = self._answered(changed)  # (before: an answer that goes takes its row with it)
+        came_or_went: set[str] = set()
         for chunk in db.chunks(changed):
-            self._refold_chunk(chunk)
-        self._reshort(changed, answered)
+            self._refold_chunk(chunk, came_or_went)
+        self._reshort(changed, answered, came_or_went)
 
-    def _refold_chunk(self, chunk: list[str]) -> None:
+    def _refold_chunk(self, chunk: list[str], came_or_went: set[str]) -> None:
+        """Replay the notes of `chunk`; those that appeared or left the index are added to
+        `came_or_went` (the short ids they move are `_reshort`'s)."""
         conn, marks = self.conn, db.marks(chunk)
         events: dict[str, list[Event]] = {}
         for row in conn.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE note IN ({marks})", chunk):
             events.setdefault(row[1], []).append(event_from_row(row))
         texts = {(n, d): t for n, d, t in conn.execute(
             f"SELECT note, digest, text FROM texts WHERE note IN ({marks})", chunk)}
-        old = {i: (short, state) for i, short, state in conn.execute(
-            f"SELECT id, short, state FROM notes WHERE id IN ({marks})", chunk)}
+        old = {row[0]: row for row in conn.execute(f"SELECT {_NOTE_ROW} FROM notes WHERE id IN ({marks})", chunk)}
         self._remember_items(chunk)
         self._log_items(chunk)
-        for table, column in (("notes", "id"), ("items", "id"), ("links", "note")):
+        for table, column in (("items", "id"), ("links", "note")):
             conn.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
-        rows, links = [], []
+        rows: dict[str, tuple[object, ...] | None] = {}
+        links = []
         for note_id in chunk:
             folded = _fold_one(note_id, events.get(note_id, []), texts)
+            before = old.get(note_id)
+            if (folded is None) != (before is None):
+                came_or_went.add(note_id)
             if folded is None:
+                rows[note_id] = None
                 continue  # a text, or events, whose note's creation is not (or no longer) in the log
             note = folded.note
-            before = old.get(note_id)
             if note.state == "forgotten":
-                self._blank(note_id, arrived=before is not None and before[1] != "forgotten")
+                self._blank(note_id, arrived=before is not None and before[11] != "forgotten")
             if before is not None:
-                note = _with_short(note, before[0])
-            rows.append(_note_values(note, folded.problems))
+                note = _with_short(note, str(before[1]))
+            rows[note_id] = _note_values(note, folded.problems)
             links += [(other, note_id) for other in _linked(note) - {note_id}]
-        conn.executemany(_INSERT_NOTE, rows)
+        self._store_notes(old, rows)
         conn.executemany("INSERT OR IGNORE INTO links (other, note) VALUES (?, ?)", links)
+
+    def _store_notes(self, old: dict[str, tuple], rows: dict[str, tuple[object, ...] | None]) -> None:
+        """The notes' rows as folded (None: gone): a row whose changed columns the side tables
+        (anchors, triggers, terms, rests) do not follow is updated in place, those columns
+        alone (a flag changes a note's state: its other indexes stay as they are); any other
+        row is replaced whole, its triggers keeping the side tables."""
+        replaced, updates = [], {}
+        for note_id, values in rows.items():
+            before = old.get(note_id)
+            if values is None or before is None:
+                replaced.append(note_id)
+                continue
+            changed = tuple(i for i, (a, b) in enumerate(zip(before, values)) if a != b)
+            if set(changed) & _FOLLOWED_COLUMNS:
+                replaced.append(note_id)
+            elif changed:
+                updates.setdefault(changed, []).append(tuple(values[i] for i in changed) + (note_id,))
+        for chunk in db.chunks(sorted(n for n in replaced if n in old)):
+            self.conn.execute(f"DELETE FROM notes WHERE id IN ({db.marks(chunk)})", chunk)
+        self.conn.executemany(_INSERT_NOTE, [rows[n] for n in replaced if rows[n] is not None])
+        for changed, values in updates.items():
+            sets = ", ".join(f"{_NOTE_ROW_COLUMNS[i]} = ?" for i in changed)
+            self.conn.executemany(f"UPDATE notes SET {sets} WHERE id = ?", values)
 
     def _blank(self, note_id: str, arrived: bool) -> None:
         """A forgotten note's text leaves the index at once (its rows stay while a log file
@@ -715,10 +753,11 @@ class Index:
         if self.conn.execute("UPDATE texts SET text = '' WHERE note = ? AND text != ''", (note_id,)).rowcount or arrived:
             self.blanked.add(note_id)
 
-    def _reshort(self, changed: list[str], answered: Iterable[str] = ()) -> None:
+    def _reshort(self, changed: list[str], answered: Iterable[str] = (), came_or_went: set[str] | None = None) -> None:
         """Short ids of the changed notes and of their neighbours in id order (a new note
-        can lengthen only the notes it shares a prefix with), or of every note when many
-        changed; the items of the changed notes, of every note whose short id moved, and of
+        can lengthen only the notes it shares a prefix with; where the notes that came or
+        went are known, only theirs: a note whose state alone changed moves no short id),
+        or of every note when many changed; the items of the changed notes, of every note whose short id moved, and of
         the notes that show one of them (a note that appeared or went changes how an item
         pointing to it reads: by short id, or by full id when it is not in the log) are
         rendered again, and the requests the changed notes answered before (`answered`)."""
@@ -728,8 +767,8 @@ class Index:
             now.update(ids.short_ids({i: length for i, length, _, scope in rows if scope == "team"}))
             moved = {i for i, _, short, _ in rows if now[i] != short}
         else:
-            affected: set[str] = set(changed)
-            for note_id in changed:
+            affected: set[str] = set(changed if came_or_went is None else came_or_went)
+            for note_id in sorted(affected):
                 affected.update(self._neighbours(note_id), self._neighbours(note_id, team=True))
             now, moved = {}, set()
             for note_id in sorted(affected):
@@ -853,10 +892,13 @@ _STAGE_TEXT = "INSERT INTO temp.staged_texts (note, file, key, text, digest) VAL
 _BUILD_CACHE_KIB = -16384  # the page cache the streamed build gives SQLite (KiB, negated)
 _STREAM_FILES = 256  # a sync that adds more log files than this (or any pack) streams them
 _REFOLD_ALL = 20000  # a sync touching more notes than this replays every note, streamed
-_INSERT_NOTE = ("INSERT INTO notes (id, short, kind_rank, kind, priority, text, provenance, created_at, actor,"
-                " supersedes, superseded_by, state, state_at, state_reason, state_actor, state_event, bad_pointer,"
-                " disputes, rivals, alias, short_len, text_hash, problems, anchors, expires, triggers, terms, seat, due, answers,"
-                " scope, session) VALUES (" + ", ".join("?" * 32) + ")")
+_NOTE_ROW = ("id, short, kind_rank, kind, priority, text, provenance, created_at, actor,"
+             " supersedes, superseded_by, state, state_at, state_reason, state_actor, state_event, bad_pointer,"
+             " disputes, rivals, alias, short_len, text_hash, problems, anchors, expires, triggers, terms, seat, due, answers,"
+             " scope, session, rests_on")  # a notes row as _note_values gives it
+_NOTE_ROW_COLUMNS = tuple(c.strip() for c in _NOTE_ROW.split(","))
+_FOLLOWED_COLUMNS = {_NOTE_ROW_COLUMNS.index(c) for c in ("id", "anchors", "triggers", "terms", "rests_on")}
+_INSERT_NOTE = f"INSERT INTO notes ({_NOTE_ROW}) VALUES (" + ", ".join("?" * len(_NOTE_ROW_COLUMNS)) + ")"
 
 
 _LOOSE_BATCH = 256  # loose log files read by a worker at a time
@@ -951,6 +993,7 @@ def _fold_one(note_id: str, events: list[Event], texts: dict[tuple[str, str], st
 def _linked(note: Note) -> set[str]:
     linked = {note.id}
     linked.update(x for x in (note.supersedes, note.superseded_by, note.answers) if x)
+    linked.update(note.rests_on)
     linked.update(other for _, other in note.disputes)
     linked.update(r.superseded_by for r in note.rivals if r.superseded_by)
     return linked

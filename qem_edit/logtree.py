@@ -34,7 +34,8 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 from . import errors, ids
 from .files import fsync_dir, write_atomic
 from .model import (EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, Event, TextError, actor_problem, anchors_problem, triggers_problem,
-                    ANCHORING, request_problem, drift_problem, scope_problem, is_timestamp, normalize_text, reason_problem)
+                    ANCHORING, request_problem, base_change_problem, drift_problem, scope_problem, is_timestamp, normalize_text,
+                    reason_problem)
 
 FORMAT = 1
 MAX_EVENT_BYTES = 1 << 20  # an event holds no text: anything near this is not an event
@@ -212,8 +213,8 @@ def _data_problem(type_: str, data: dict) -> str | None:
         return f"a {type_} event carries no anchors (only {', '.join(ANCHORING)} do)"
     if "anchors" in data and anchors_problem(data["anchors"]):  # never followed unchecked
         return str(anchors_problem(data["anchors"]))
-    if drift_problem(type_, data):
-        return drift_problem(type_, data)
+    if drift_problem(type_, data) or base_change_problem(type_, data):
+        return drift_problem(type_, data) or base_change_problem(type_, data)
     if "triggers" in data and (type_ != "created" or triggers_problem(data["triggers"])):
         return f"a {type_} event carries no triggers" if type_ != "created" else str(triggers_problem(data["triggers"]))
     if type_ == "created":

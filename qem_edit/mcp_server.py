@@ -232,7 +232,7 @@ def _add(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
         who, agent=True,
         anchors=a.get("anchors"), expires=a.get("expires"), ttl=a.get("ttl"), triggers=_triggers(a) or (),
         request=acts.Request(a.get("to"), a.get("due"), a.get("answers")), scope=a.get("scope"),
-        session=a.get("session")),
+        session=a.get("session"), rests_on=a.get("rests_on")),
         client, create=True)
     n = written.note
     return Reply(f"#{n.shown} created ({n.kind} · {n.priority} · {n.provenance})", _repeated(written), notices)
@@ -247,7 +247,7 @@ def _supersede(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
         provenance = provenance_of(a["text"], a.get("user_quote"), _typed(p))
         written = acts.supersede(h, p, a["id"], a["text"], a.get("reason"), who, a.get("kind"), a.get("priority"),
                                  provenance, agent=True, anchors=a.get("anchors"), expires=a.get("expires"),
-                                 ttl=a.get("ttl"), triggers=_triggers(a))
+                                 ttl=a.get("ttl"), triggers=_triggers(a), rests_on=a.get("rests_on"))
         old["shown"] = h.note(written.note.supersedes).shown
         return written
 
@@ -255,6 +255,23 @@ def _supersede(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
     n = written.note
     return Reply(f"#{n.shown} created, superseding #{old['shown']} ({n.kind} · {n.priority} · {n.provenance})",
                  _repeated(written), notices)
+
+
+def _share(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
+    """A private note made the team's, as `qem share` makes it (a killed share settled)."""
+    from . import acts
+
+    private: dict[str, object] = {}
+
+    def work(h: Any, p: Any, who: str) -> Any:
+        old = h.note(h.resolve(a["id"]))
+        private.update(id=old.id, short=old.shown)
+        return acts.share(h, p, a["id"], a.get("reason"), who, agent=True)
+
+    written, notices = memory.act(work, client)
+    n = written.note
+    return Reply(f"#{n.shown} is the team's, superseding private note #{private['short']} ({n.kind} · {n.priority}"
+                 f" · {n.provenance})", {**_note(n), "private": private}, notices)
 
 
 def _triggers(a: dict[str, Any]) -> Any:
@@ -349,6 +366,7 @@ _AT = {"type": "string", "description": "As the memory was at this UTC date or t
 _EXPIRES = {"type": "string", "description": "The note's end: a date YYYY-MM-DD (its start, UTC) or a UTC time YYYY-MM-DDTHH:MM:SSZ; none: no end. Not with ttl. A successor keeps the old note's end unless given. An end already past is recorded and the note expired in the same write (its state says so)."}
 _TO = {"type": "string", "description": "Who owes this note (it is a request): an actor, a person or an agent, one word. Listed by `qem owed` until a note answers it."}
 _DUE = {"type": "string", "description": "The request's deadline: a date YYYY-MM-DD (the end of that UTC day) or a UTC time YYYY-MM-DDTHH:MM:SSZ; late after it. Not its end (expires)."}
+_RESTS_ON = {"type": "array", "items": {"type": "string"}, "description": "The ids of the notes this one rests on (it holds only while they do): when one is superseded, revoked, expired, forgotten or flagged stale, this note is flagged stale with it."}
 _ANSWERS = {"type": "string", "description": "The id of the request this note answers (the request itself is not changed)."}
 _SCOPE_ARG = {"type": "string", "enum": list(SCOPES), "description": "Where the note holds: team (the default: committed with the code, every clone and session reads it), private (this clone only, never committed), session (this agent session only, ended when it ends; needs session)."}
 _SESSION_ARG = {"type": "string", "description": "With scope session: this agent session's id (as qem's hooks tell it, or $QEM_SESSION where the server has it)."}
@@ -378,14 +396,18 @@ TOOLS: tuple[Tool, ...] = (
     Tool("add", "Record a note", "Record a new note in the project's memory; returns its id, and in repeats the notes in force with the same text.",
          {"text": _TEXT, "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE, "anchors": _ANCHORS,
           "expires": _EXPIRES, "ttl": _TTL, "on": _ON, "when_path": _WHEN_PATH, "when_run": _WHEN_RUN,
-          "to": _TO, "due": _DUE, "answers": _ANSWERS, "scope": _SCOPE_ARG, "session": _SESSION_ARG},
+          "to": _TO, "due": _DUE, "answers": _ANSWERS, "scope": _SCOPE_ARG, "session": _SESSION_ARG,
+          "rests_on": _RESTS_ON},
          ("text", "kind"), _add, written(MOVE_BY_VERB["create"])),
     Tool("supersede", "Supersede a note", "Replace a note that is no longer right with a corrected one (the old text stays in the history); returns the new id.",
          {"id": _ID, "text": _TEXT, "reason": _reason(False), "kind": _KIND, "priority": _PRIORITY, "user_quote": _QUOTE,
           "anchors": {**_ANCHORS, "description": _ANCHORS["description"] + " Left out: the old note's; [] for none."},
-          "expires": _EXPIRES, "ttl": _TTL, **_successor_triggers()},
+          "expires": _EXPIRES, "ttl": _TTL, **_successor_triggers(),
+          "rests_on": {**_RESTS_ON, "description": _RESTS_ON["description"] + " Left out: the old note's still in force."}},
          ("id", "text"), _supersede, written(MOVE_BY_VERB["supersede"])),
     *(_move_tool(m) for m in READING_ORDER if m.tool),
+    Tool("share", "Share a private note", "Make a private note (this clone's only) a team note, committed with the code; the private one ends. Returns the team note.",
+         {"id": _ID, "reason": _reason(False)}, ("id",), _share, written(MOVE_BY_VERB["supersede"])),
     Tool("show", "Show a note", "Read one note in full (expand an index line of the context).",
          {"id": _ID, "at": _AT}, ("id",), _show),
     Tool("query", "Query the memory", "Find notes (or, with events, log events) by exact filters such as kind=gotcha current=yes text~lock, anchor=src/db.py (the notes about a file); the answer starts with the scope scanned.",
@@ -588,6 +610,7 @@ _NOTE_FIELDS = {"id": {"type": "string"}, "short": {"type": "string"}, "kind": {
                 "state": {"type": "string"}, "created_at": {"type": "string"}, "actor": {"type": "string"},
                 "supersedes": _NULLABLE_TEXT, "superseded_by": _NULLABLE_TEXT, "anchors": {"type": "array"},
                 "triggers": {"type": "object"}, "to": _NULLABLE_TEXT, "due": _NULLABLE_TEXT, "answers": _NULLABLE_TEXT,
+                "rests_on": {"type": "array"},
                 # every read's standing of the note (qem_edit.standing): past its end, in open dispute
                 "past_end": {"type": "boolean"}, "open_disputes": {"type": "array", "items": {"type": "object"}}}
 
@@ -599,10 +622,12 @@ def _object(properties: dict[str, Any], required: tuple[str, ...]) -> dict[str, 
 NOTE_OUTPUT = _object(_NOTE_FIELDS, ("id", "short", "kind", "priority", "text", "provenance", "state", "created_at"))
 _WRITTEN = _object({**_NOTE_FIELDS, "repeats": {"type": "array", "items": {"type": "object"}}},
                    ("id", "short", "kind", "state", "repeats"))
+_SHARED = _object({**_NOTE_FIELDS, "private": _object({"id": {"type": "string"}, "short": {"type": "string"}},
+                                                       ("id", "short"))}, ("id", "short", "kind", "state", "private"))
 _MOVED = _object({**_NOTE_FIELDS, "event": {"type": "object"}}, ("id", "short", "kind", "state", "event"))
 _SCOPE = {"type": "object", "properties": {"complete": {"type": "boolean"}}, "required": ["complete"]}
 OUTPUTS: dict[str, dict[str, Any]] = {
-    "add": _WRITTEN, "supersede": _WRITTEN, "show": NOTE_OUTPUT,
+    "add": _WRITTEN, "supersede": _WRITTEN, "share": _SHARED, "show": NOTE_OUTPUT,
     "query": _object({"scope": _SCOPE, "filters": {"type": "array", "items": {"type": "string"}},
                       "count": {"type": "integer"}, "notes": {"type": "array", "items": NOTE_OUTPUT},
                       "events": {"type": "array", "items": {"type": "object"}}}, ("scope", "filters", "count")),

@@ -44,6 +44,9 @@ LIVE_STATES = frozenset({"active", "stale"})
 SCOPES: tuple[str, ...] = ("team", "private", "session")
 LOCAL_SCOPES = frozenset({"private", "session"})
 SESSION_LIMIT = 200  # characters of a session id as stored
+# The states that put a base's dependents in doubt (every one but `active`): a note resting
+# on a base in one of them is flagged stale.
+OUT_OF_PLAIN_FORCE = ("stale", "superseded", "revoked", "expired", "forgotten")
 _ANY = frozenset(STATES) - {"forgotten"}
 
 
@@ -222,6 +225,39 @@ def request_problem(data: Mapping[str, object], own_id: str | None = None) -> st
         return f"due {data['due']!r} is not a UTC time like 2026-07-27T10:00:00Z"
     if "answers" in data and (not ids.is_id(data["answers"]) or data["answers"] == own_id):
         return f"answers {data['answers']!r} is not another note's id"
+    return rests_on_problem(data, own_id)
+
+
+REST_LIMIT = 64  # the notes one note may rest on
+
+
+def rests_on_problem(data: Mapping[str, object], own_id: str | None = None) -> str | None:
+    """What is wrong with a created event's `rests_on` (None: nothing), as a write makes it
+    and the log's reader checks another clone's: a non-empty list of other notes' ids,
+    each once, in id order (so the same bases make the same bytes)."""
+    if "rests_on" not in data:
+        return None
+    value = data["rests_on"]
+    if not isinstance(value, list) or not value or len(value) > REST_LIMIT:
+        return f"rests_on must be a list of 1 to {REST_LIMIT} note ids"
+    if not all(ids.is_id(v) and v != own_id for v in value) or value != sorted(set(value)):
+        return f"rests_on {value!r} is not other notes' ids, each once, in order"
+    return None
+
+
+def base_change_problem(type_: str, data: Mapping[str, object]) -> str | None:
+    """What is wrong with a stale flag's `rests_on` (None: nothing): the note it rests on
+    that changed (`base`), the event that changed it (`event`), and where the change began
+    (`root`, the note whose own change it was, and its `change`, the state it reached)."""
+    if "rests_on" not in data or type_ == "created":
+        return None
+    cause = data["rests_on"]
+    if type_ != "stale_flagged" or not isinstance(cause, dict) or set(cause) != {"base", "event", "root", "change"}:
+        return "only a stale flag carries rests_on: exactly {base, event, root, change}"
+    if not (ids.is_id(cause["base"]) and ids.is_id(cause["event"]) and ids.is_id(cause["root"])):
+        return "a stale flag's rests_on names notes and an event by their ids"
+    if cause["change"] not in OUT_OF_PLAIN_FORCE:
+        return f"rests_on change {cause['change']!r} is not a state a base leaves force by"
     return None
 
 
@@ -479,6 +515,10 @@ class Note(NamedTuple):
     answers: str | None = None
     scope: str = "team"  # SCOPES: where the note holds
     session: str | None = None  # a session note's session (the harness's id)
+    # the notes it rests on (ids, in order, from its created event): when one of them
+    # leaves plain force (superseded, revoked, expired, forgotten, flagged stale), this
+    # note is flagged stale in the same write (`decide_dependents`)
+    rests_on: tuple[str, ...] = ()
 
     @property
     def local(self) -> bool:
@@ -531,6 +571,7 @@ class Note(NamedTuple):
             "answers": self.answers,
             "scope": self.scope,
             "session": self.session,
+            "rests_on": list(self.rests_on),
         }
 
 
@@ -675,6 +716,7 @@ def note_from_created(event: Event, text: str | None) -> Note:
         answers=str(data["answers"]) if ids.is_id(data.get("answers")) and data["answers"] != event.id else None,
         scope=str(data["scope"]) if data.get("scope") in LOCAL_SCOPES else "team",
         session=str(data["session"]) if data.get("scope") == "session" and isinstance(data.get("session"), str) else None,
+        rests_on=tuple(data["rests_on"]) if rests_on_problem(data, event.id) is None and "rests_on" in data else (),  # type: ignore[arg-type]
     )
 
 
@@ -846,6 +888,7 @@ class NewNote(NamedTuple):
     answers: str | None = None  # the request it answers, a note id
     scope: str = "team"  # SCOPES
     session: str | None = None  # a session note's session
+    rests_on: tuple[str, ...] = ()  # the notes it rests on, ids
 
 
 class Draft(NamedTuple):
@@ -960,16 +1003,17 @@ def _pairs_problem(value: object, keys: tuple[str, str]) -> str | None:
 
 
 def decide_create(new: NewNote, old: Note | None, reason: str | None = None,
-                  answered: Note | None = None, at: str | None = None) -> list[Draft]:
+                  answered: Note | None = None, bases: tuple[Note, ...] = (), at: str | None = None) -> list[Draft]:
     """A new note (its text normalized, as every way in stores it), and, when it replaces
     `old`, the supersession of `old`; `answered`: the note its `answers` names, where the
-    log holds it; when its end is at or before `at` (the write's time), its expiry too, in
-    the same write: a fact already past its end keeps it, recorded, and is never in force.
-    Raises TextError or TransitionError."""
+    log holds it; `bases`: the notes it rests on that the log holds; when its end is at or
+    before `at` (the write's time), its expiry too, in the same write: a fact already past
+    its end keeps it, recorded, and is never in force.  Raises TextError or TransitionError."""
     text = normalize_text(new.text)
     if old is not None:
         check_transition(old, "superseded")
         _check_scopes(new, old)
+    _check_bases(new, bases)
     refusal = request_refusal(new, old, answered)
     if refusal:
         raise TransitionError(refusal)
@@ -988,6 +1032,8 @@ def decide_create(new: NewNote, old: Note | None, reason: str | None = None,
         data["scope"] = new.scope
         if new.scope == "session":
             data["session"] = new.session
+    if new.rests_on:
+        data["rests_on"] = sorted(set(new.rests_on))
     drafts = [Draft(None, "created", reason, data, text)]
     if old is not None:
         drafts.append(Draft(old.id, "superseded", reason, {"by": NEW_NOTE}))
@@ -1025,14 +1071,28 @@ def _check_scopes(new: NewNote, old: Note) -> None:
                               " (`qem share ID` makes a private note a team note)")
 
 
-def decide_share(note: Note, provenance: str, reason: str) -> list[Draft]:
+def _check_bases(new: NewNote, bases: tuple[Note, ...]) -> None:
+    """A team note rests on team notes only: every other clone would read a pointer to a
+    note it never sees, and a committed event would name a note kept in one clone."""
+    local = [b for b in bases if b.local] if new.scope == "team" else []
+    if local:
+        raise TransitionError(f"note #{local[0].shown} is a {local[0].scope} note: a team note cannot rest on it"
+                              f" (`qem share {local[0].shown}` makes a private note a team note)")
+
+
+def decide_share(note: Note, provenance: str, reason: str, twin: Note | None = None) -> list[Draft]:
     """A private note made a team note: a team note of the same content (its anchors as
     recorded), created without a pointer to the private one (every other clone would read
-    a pointer to a note it never sees), and the private one superseded by it here."""
+    a pointer to a note it never sees), and the private one superseded by it here.
+    `twin`: a team note in force with the private one's text already (the one a share
+    killed between its two writes made: the team note is in the log, the private one's
+    end is not); the private one is then superseded by it, and no second team note made."""
     if note.scope != "private":
         raise TransitionError(f"note #{note.shown} is a {note.scope} note; only a private note is shared"
                               + (" (it is the team's already)" if note.scope == "team" else ""))
     check_transition(note, "superseded")
+    if twin is not None:
+        return [Draft(note.id, "superseded", reason, {"by": twin.id})]
     new = NewNote(note.kind, note.priority, provenance, note.text or "", anchors=note.anchors, expires=note.expires,
                   triggers=note.triggers, to=note.to, due=note.due, answers=note.answers)
     [created] = decide_create(new, None, reason)

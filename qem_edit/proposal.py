@@ -16,7 +16,7 @@ from typing import Iterable, Mapping
 
 from . import errors, ids
 from .files import file_chunks, read_at
-from .model import Note, answer_refusal
+from .model import REST_LIMIT, Note, answer_refusal
 from .reconciler.blocks import Chunks, Key, base_items, blocks_by_id, diff_edit
 from .reconciler.parse import Item, LineError, ParsedFile, parse
 from .reconciler.plan import Plan, make_plan
@@ -296,6 +296,8 @@ def _base_notes(store: Store, items: dict[str, Item], parsed: ParsedFile) -> dic
             continue
         note = _note_of(item, note_id, _exact_end(store, item, note_id))
         out[short] = note._replace(answers=store.note(note_id).answers) if item.answers else note
+        if item.rests_on:
+            out[short] = out[short]._replace(rests_on=store.note(note_id).rests_on)
     return out
 
 
@@ -313,6 +315,22 @@ def _answered_whole(store: Store, parsed: ParsedFile) -> None:
         refusal = answer_refusal(store.note(item.answers)) if item.note_id is None else None
         if refusal:  # (a new item's, on its line; an edited note's new pointer: model.decide_create)
             parsed.errors.append(LineError(item.line, refusal))
+    for item in parsed.items:
+        _rests_whole(store, parsed, item)
+
+
+def _rests_whole(store: Store, parsed: ParsedFile, item: Item) -> None:
+    """An edited item's `rests on #ID, ...` made the full ids of the notes it names, in
+    order (a line naming no note, or several, is refused on its line)."""
+    whole: set[str] = set()
+    for shown in item.rests_on:
+        try:
+            whole.add(store.resolve(shown))
+        except errors.QemError as exc:
+            parsed.errors.append(LineError(item.line, f"`rests on #{shown}`: {exc}"))
+    if len(whole) > REST_LIMIT:
+        parsed.errors.append(LineError(item.line, f"`rests on`: a note rests on up to {REST_LIMIT} other notes"))
+    item.rests_on = tuple(sorted(whole))
 
 
 def _exact_end(store: Store, item: Item, note_id: str) -> str | None:

@@ -55,6 +55,7 @@ ADD = Spec(
         Opt(("--answers",), "answers", "value"),
         Opt(("--scope",), "scope", "value"),
         Opt(("--session",), "session", "value"),
+        Opt(("--rests-on",), "rests_on", "many"),
         *_WHERE,
     ),
 )

@@ -89,7 +89,7 @@ def add(text: str, kind: str, priority: str = "medium", provenance: str = "agent
         ttl: str | None = None, on: list[str] | None = None, when_path: list[str] | None = None,
         when_run: list[str] | None = None, workspace_dir: Path | None = None, store_dir: Path | None = None,
         actor: str | None = None, to: str | None = None, due: str | None = None, answers: str | None = None,
-        scope: str | None = None, session: str | None = None) -> int:
+        scope: str | None = None, session: str | None = None, rests_on: list[str] | None = None) -> int:
     """`qem add` (and `qem answer`): a note written, its id printed (qem_edit.cli holds the
     options' help)."""
     from . import acts
@@ -99,7 +99,8 @@ def add(text: str, kind: str, priority: str = "medium", provenance: str = "agent
     request = acts.Request(to, due, answers)
     written = act(workspace_dir, store_dir, actor, lambda h, p, who: acts.add(
         h, p, body, kind, priority, provenance, who, allow_secret=allow_secret, anchors=anchor, cwd=Path.cwd(),
-        expires=expires, ttl=ttl, triggers=triggers, request=request, scope=scope, session=session))
+        expires=expires, ttl=ttl, triggers=triggers, request=request, scope=scope, session=session,
+        rests_on=rests_on))
     return written_note(written, as_json)
 
 

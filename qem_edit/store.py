@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar
 
-from . import db, errors, ids, starting
+from . import db, errors, ids, resting, starting
 from .faults import checkpoint
 from .index import (EVENT_COLUMNS, NOTE_COLUMNS, Caught, Index, event_from_row, items_by_kind, items_of_notes, note_from_row,
                     differences, secret_allowed, shorts)
@@ -86,6 +86,8 @@ class Transaction:
         self._tips: dict[str, list[str]] = {}
         self._clock = store.max_clock()
         self._new_short: int | None = None
+        self._created: set[str] = set()  # the notes this write creates
+        self._drafted: set[str] = set()  # the events recorded from drafts (checked for secrets as recorded)
         self.events: list[Event] = []
         self.texts: list[TextRecord] = []
         # many events (a load of a big dump): read when written, a batch at a time, from
@@ -116,16 +118,28 @@ class Transaction:
 
     def create(self, new: NewNote, actor: str, reason: str | None = None, checkin: str | None = None) -> Note:
         old = self.note(new.supersedes) if new.supersedes is not None else None
-        events = self.record(_decided(decide_create, new, old, reason, self._answered(new, old), self.at), actor,
-                             checkin)
+        events = self.record(_decided(decide_create, new, old, reason, self._answered(new, old), self._bases(new),
+                                      self.at), actor, checkin)
         return self._notes[events[0].id]
 
-    def share(self, note_id: str, provenance: str, actor: str, reason: str) -> Note:
-        """A private note made a team note (model.decide_share); returns the team note."""
+    def share(self, note_id: str, provenance: str, actor: str, reason: str, twin: Note | None = None) -> Note:
+        """A private note made a team note (model.decide_share; `twin`: the team note in
+        force with its text already, which then supersedes it); returns the team note."""
         from .model import decide_share
 
-        events = self.record(_decided(decide_share, self.note(note_id), provenance, reason), actor)
-        return self._notes[events[0].id]
+        events = self.record(_decided(decide_share, self.note(note_id), provenance, reason, twin), actor)
+        return twin if twin is not None else self._notes[events[0].id]
+
+    def _bases(self, new: NewNote) -> tuple[Note, ...]:
+        """The notes a new note rests on that the log holds (a pointer to a note of a
+        branch not merged here stands)."""
+        found = []
+        for base in new.rests_on:
+            try:
+                found.append(self.note(base))
+            except errors.NoSuchNote:
+                pass
+        return tuple(found)
 
     def _answered(self, new: NewNote, old: Note | None) -> Note | None:
         """The note a new note's `answers` names anew (not kept from its predecessor),
@@ -161,6 +175,58 @@ class Transaction:
     def settle(self, note_id: str, keep: str, actor: str, reason: str) -> None:
         """Settle a note's concurrent changes: the side ending in event `keep` stands."""
         self.record([_decided(decide_settle, self.note(note_id), keep, reason)], actor)
+
+    def flag_dependents(self) -> None:
+        """Every note resting, transitively, on a note this write took out of plain force,
+        flagged stale in this same write, its cause named (qem_edit.resting); and with them
+        the notes the log owed a flag already (their base changed on another clone, or they
+        came from one resting on a base out of force), unless that change is settled for
+        them (resting.settled).  A level at a time: a flag's own event is the change the
+        next level names."""
+        if not self.events or self.bulk is not None:
+            return
+        new = {e.id: e for e in self.events}
+        pending = self.store.owed_flags()
+        pending += self._resting_on({e.note for e in self.events if e.type in resting.CHANGES})
+        while pending:
+            self._read_notes(n for pair in pending for n in pair)
+            drafts: dict[str, Draft] = {}
+            checkin = None
+            for dependent, base_id in sorted(set(pending)):
+                note, base = self.note(dependent), self.note(base_id)
+                cause = (new.get(str(base.state_event)) or self.store.event(str(base.state_event))
+                         if resting.owed(note, base) else None)
+                if cause is None or dependent in drafts or (cause.id not in new and resting.settled(
+                        itertools.chain(self.store.events(dependent), self._own(dependent)), base.id, cause)):
+                    continue
+                drafts[dependent] = resting.decide_flag(note, base, resting.root_of(base, cause), self._shown)
+                checkin = checkin or (cause.checkin if cause.id in new else None)  # a change it made: its check-in
+            if not drafts:
+                return
+            # the writer of this write flags, a level in one record
+            new.update((e.id, e) for e in self.record(drafts.values(), self.events[0].actor, checkin))
+            pending = self._resting_on(drafts)
+
+    def _resting_on(self, base_ids: Iterable[str]) -> list[tuple[str, str]]:
+        """The notes resting on `base_ids`: the index's, and those this write creates."""
+        bases = set(base_ids)
+        made = [(n, b) for n in sorted(self._created) for b in self._notes[n].rests_on if b in bases]
+        return self.store.dependents(bases) + made
+
+    def _read_notes(self, note_ids: Iterable[str]) -> None:
+        """The notes this write has not read yet, read at once (a level of dependents)."""
+        wanted = {n for n in note_ids if n not in self._notes}
+        self._notes.update(self.store.notes_by_id(wanted))
+        self._tips.update(self.store.tips_of(n for n in wanted if n not in self._tips))  # (a flag follows them)
+
+    def _own(self, note_id: str) -> list[Event]:
+        return [e for e in self.events if e.note == note_id]
+
+    def _shown(self, note_id: str) -> str:
+        try:
+            return ids.shown(note_id, self.note(note_id).short or None)
+        except errors.NoSuchNote:
+            return ids.shown(note_id)
 
     # -- recording -----------------------------------------------------------------------------
 
@@ -202,6 +268,7 @@ class Transaction:
                 created = event.id
                 self.texts.append(TextRecord(event.id, text.key, text.text))
             self._fold_in(event, text)
+            self._drafted.add(event.id)
             out.append(event)
             checkpoint("append")
         self.events += out
@@ -237,6 +304,7 @@ class Transaction:
         self._tips[event.note] = [event.id]
         if event.type == "created":
             self._notes[event.id] = note_from_created(event, text.text if text else None)
+            self._created.add(event.id)
         else:
             self._notes[event.note] = after_event(self.note(event.note), event)._replace(rivals=())
 
@@ -253,7 +321,8 @@ class Transaction:
         if not self.events:
             return
         if not self.allow_secret:  # drafted ones were checked as recorded; loaded ones here
-            refuse_loaded(self.events, self.texts)
+            refuse_loaded([e for e in self.events if e.id not in self._drafted],
+                          [t for t in self.texts if t.note not in self._drafted])
         tree, index = self.store.tree, self.store.index
         tree.ensure()
         local = {n for n, note in self._notes.items() if note.local}
@@ -288,6 +357,7 @@ class Transaction:
         texts = [t for t in self.texts if t.note in local]
         events = [e for e in self.events if e.note in local]
         if texts or events:
+            checkpoint("write-before-local")  # (a share's team note written, the private one's end not yet)
             tree.ensure_local()
         for text in texts:
             names[tree.write_text(text, local=True)] = ([], [text])
@@ -540,6 +610,7 @@ class Store:
                 self.index.replaced = {}
                 tx = Transaction(self, at)
                 result = work(tx)
+                tx.flag_dependents()
                 tx.flush()
                 if self._loose() > PACK_AT:
                     self._pack_now()
@@ -689,9 +760,19 @@ class Store:
 
     def tips(self, note_id: str) -> list[str]:
         """The note's latest events: those no other event of the note follows."""
-        rows = self._read("SELECT id, prev FROM events WHERE note = ?", (note_id,))
-        followed = {p for _, prev in rows for p in json.loads(prev)}
-        return sorted(e for e, _ in rows if e not in followed)
+        return self.tips_of([note_id]).get(note_id, [])
+
+    def tips_of(self, note_ids: Iterable[str]) -> dict[str, list[str]]:
+        """Each note's latest events (`tips`), read at once for many notes."""
+        rows: dict[str, list[tuple[str, str]]] = {}
+        for chunk in db.chunks(sorted(set(note_ids))):
+            for event_id, note, prev in self._read(f"SELECT id, note, prev FROM events WHERE note IN ({db.marks(chunk)})", chunk):
+                rows.setdefault(note, []).append((event_id, prev))
+        out = {}
+        for note, events in rows.items():
+            followed = {p for _, prev in events for p in json.loads(prev)}
+            out[note] = sorted(e for e, _ in events if e not in followed)
+        return out
 
     def note(self, note_id: str) -> Note:
         rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes WHERE id = ?", (note_id,))
@@ -864,6 +945,13 @@ class Store:
             out.update(f for (f,) in self._read(f"SELECT file FROM event_files WHERE event IN ({db.marks(chunk)})", chunk))
         return out
 
+    def files_of_texts(self, note_ids: Iterable[str]) -> set[str]:
+        """The log files (paths under the memory's folder) that hold these notes' texts."""
+        out: set[str] = set()
+        for chunk in db.chunks(sorted(set(note_ids))):
+            out.update(f for (f,) in self._read(f"SELECT file FROM texts WHERE note IN ({db.marks(chunk)})", chunk))
+        return out
+
     def due(self, now: str) -> list[Note]:
         """The notes in force past their end at `now` (a UTC time), in the projection's order."""
         rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes INDEXED BY notes_by_end WHERE expires IS NOT NULL"
@@ -886,6 +974,28 @@ class Store:
             for note in map(note_from_row, self._seen(rows)):
                 out.setdefault(str(note.answers), []).append(note)
         return out
+
+    def dependents(self, base_ids: Iterable[str]) -> list[tuple[str, str]]:
+        """The notes resting on any of `base_ids` (qem_edit.resting), as (note, base) pairs in
+        order."""
+        out: list[tuple[str, str]] = []
+        for chunk in db.chunks(sorted(set(base_ids))):
+            out += self._read(f"SELECT note, base FROM rests WHERE base IN ({db.marks(chunk)})", chunk)
+        return sorted(out)
+
+    def owed_flags(self) -> list[tuple[str, str]]:
+        """The notes in plain force resting on a note that is not (a base that changed on
+        another clone, a note resting on one that came out of force there), as (note, base)
+        pairs in order; whether each was flagged for that change already is the caller's
+        (resting.flagged_for)."""
+        return [tuple(r) for r in self._read(  # type: ignore[misc]
+            "SELECT r.note, r.base FROM rests r JOIN notes d ON d.id = r.note JOIN notes b ON b.id = r.base"
+            " WHERE d.state = 'active' AND b.state != 'active' ORDER BY r.note, r.base")]
+
+    def event(self, event_id: str) -> Event | None:
+        """One event by its id (None: not in this log)."""
+        rows = self._read(f"SELECT {EVENT_COLUMNS} FROM events WHERE id = ?", (event_id,))
+        return event_from_row(rows[0]) if rows else None
 
     def dangling_answers(self) -> list[Note]:
         """The answers whose request is not in this log (a branch not merged here)."""

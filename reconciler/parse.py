@@ -75,6 +75,7 @@ class Item:
     to: str | None = None  # its `to NAME` marker: who owes it
     due: str | None = None  # its `due` marker, as shown (a date or a UTC time)
     answers: str | None = None  # its `answers #ID` marker: the id as shown (the check-in makes it whole)
+    rests_on: tuple[str, ...] = ()  # its `rests on #ID, #ID` marker: the ids as shown (the check-in makes them whole)
     raw: list[str] = field(default_factory=list)
     # its `@anchor:` lines: path → (line number, the object id shown, "" where none is)
     anchors: dict[str, tuple[int, str]] = field(default_factory=dict)
@@ -374,7 +375,7 @@ class _Parser:
                 if item.expires is not None:
                     self.error(n, f"note #{item.note_id} has two `expires` markers; keep one")
                 item.expires = groups["expires"]
-            elif set(groups) & {"to", "due", "answers"}:
+            elif set(groups) & {"to", "due", "answers", "rests_on"}:
                 self._requested(n, item, groups, f"note #{item.note_id}")
             else:
                 item.supersedes = groups["of"]
@@ -406,11 +407,11 @@ class _Parser:
         self._open(item, line)
 
     def _requested(self, n: int, item: Item, groups: dict[str, str], what: str) -> None:
-        """A `to`, `due` or `answers` marker taken into the item, each at most once."""
+        """A `to`, `due`, `answers` or `rests on` marker taken into the item, each at most once."""
         (name, value), = groups.items()
-        if getattr(item, name) is not None:
-            self.error(n, f"{what} has two `{name}` markers; keep one")
-        setattr(item, name, value)
+        if getattr(item, name) not in (None, ()):
+            self.error(n, f"{what} has two `{name.replace('_', ' ')}` markers; keep one")
+        setattr(item, name, tuple(v.lstrip("#") for v in value.split(", ")) if name == "rests_on" else value)
 
     def _first_text_line(self, n: int, rest: str, what: str) -> str:
         if rest.startswith("\\"):

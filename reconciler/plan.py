@@ -33,6 +33,7 @@ class Content:
     to: str | None = None  # who owes it (a request)
     due: str | None = None  # its deadline, a UTC time
     answers: str | None = None  # the request it answers (a full id: the check-in resolves the one shown)
+    rests_on: tuple[str, ...] = ()  # the notes it rests on (full ids, in order: the check-in resolves those shown)
 
 
 @dataclass(frozen=True)
@@ -259,7 +260,7 @@ def _content(item: Item, errors: list[LineError], base: Note | None = None) -> C
         return None
     content = Content(item.kind, item.priority, text, tuple(sorted(item.anchors)), _end(item, base),
                       tuple(sorted(item.triggers)), item.to, None if item.due is None else due_read(item.due),
-                      item.answers)
+                      item.answers, item.rests_on)
     what = f"note #{item.note_id}" if item.note_id else "the new note"
     problem = deadline_refusal(what, content.due, content.expires, base)
     if problem:
@@ -292,7 +293,7 @@ def content_of(note: Note) -> Content:
     """A note's content as an edit's is compared with it: the object ids it recorded are
     shown for a reader and never compared."""
     return Content(note.kind, note.priority, note.text or "", tuple(path for path, _ in note.anchors), note.expires,
-                   note.triggers, note.to, note.due, note.answers)
+                   note.triggers, note.to, note.due, note.answers, note.rests_on)
 
 
 def _end(item: Item, base: Note | None) -> str | None:

@@ -82,6 +82,9 @@ Markers, written after the provenance, each followed by ` · `:
              `to NAME` (who owes it) and `due DATE` (its deadline, that UTC day's end) make a
              request; `answers #ID` on a note answers one; changing them supersedes the note;
              `answered by #ID` on a request is shown from the log and ignored on check-in
+  rests on   - [#k3f9] 2026-06-05 · high · agent · rests on #m2p1, #q7c4 · The total is 4 days.
+             the notes it rests on: when one is superseded, revoked, expired, forgotten or
+             flagged stale, this note is flagged stale with it; changing the list supersedes it
   triggers   lines under a note: `@on: start`, `@when-path: src/index/**`, `@when-run: pytest*`
              say when an agent is given it (docs/AGENTS.md); changing them supersedes the note
 
@@ -109,7 +112,10 @@ EXPIRES_MARKER_RE = re.compile(rf"expires (?P<expires>{_DATE})")
 TO_MARKER_RE = re.compile(r"to (?P<to>[^\s·#\\][^\s·]*)")
 DUE_MARKER_RE = re.compile(rf"due (?P<due>{_DATE}(?:T\d{{2}}:\d{{2}}:\d{{2}}Z)?)")
 ANSWERS_MARKER_RE = re.compile(rf"answers #(?P<answers>{_ID})")
-REQUEST_MARKERS = (TO_MARKER_RE, DUE_MARKER_RE, ANSWERS_MARKER_RE)
+# The notes a note rests on (its created event's `rests_on`), each by its id: what the note
+# says, so changing the list in an edit supersedes the note; a new item names them too.
+RESTS_MARKER_RE = re.compile(rf"rests on (?P<rests_on>#{_ID}(?:, #{_ID})*)")
+REQUEST_MARKERS = (TO_MARKER_RE, DUE_MARKER_RE, ANSWERS_MARKER_RE, RESTS_MARKER_RE)
 DAY_END = "T23:59:59Z"
 
 
@@ -134,7 +140,7 @@ DISPUTED_MARKER_RE = re.compile(
 # again when one lands, goes or changes state; the parser reads it and lets it go.
 ANSWERED_BY_MARKER_RE = re.compile(rf"answered by #{_ID}(?:, #{_ID})*")
 # Words that begin a marker: a text starting with one is escaped so it cannot pass for one.
-MARKER_START_RE = re.compile(r"(?:REVOKED|STALE|EXPIRED|SUPERSEDED|FORGOTTEN|DISPUTED|supersedes|expires)\b"
+MARKER_START_RE = re.compile(r"(?:REVOKED|STALE|EXPIRED|SUPERSEDED|FORGOTTEN|DISPUTED|supersedes|expires)\b|rests on #"
                              r"|(?:to|due|answers) [^\s·]+ · |answered by #[^\s·]+(?:, #[^\s·]+)* · ")
 
 ITEM_RE = re.compile(

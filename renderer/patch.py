@@ -11,6 +11,7 @@ does not fit it returns None, and the caller renders the whole file.  Pure.
 
 from __future__ import annotations
 
+import bisect
 from typing import Callable, Iterable, NamedTuple, Sequence
 
 from ..model import KINDS
@@ -204,6 +205,50 @@ def item_of(read: Reader, lo: int, hi: int, note_id: bytes) -> int | None:
     return None
 
 
+_BISECTION_READS = 16  # about the windows one bisection reads in a large section
+Located = list[tuple[int, int, bytes, int]]  # (where, 0 insert / 1 cut, key or b"", cut end)
+
+
+def _events(read: Reader, lo: int, hi: int, change: SectionChange) -> Located:
+    """Where each item of `change` goes or comes, each found by bisection in the base."""
+    events: Located = []
+    for note_id in change.gone:
+        at = item_of(read, lo, hi, note_id.encode("ascii", "replace"))
+        if at is not None:
+            after = next_item(read, at + 1, hi)
+            events.append((at + 1, 1, b"", after + 1 if after is not None else hi))
+    for item in change.new:
+        key = _short(item, 0)
+        events.append((_place_of(read, lo, hi, key), 0, key, 0))
+    return events
+
+
+def _held_events(read: Reader, lo: int, hi: int, change: SectionChange) -> Located:
+    """`_events`, the section read once and its items' short ids listed (the same answers:
+    short ids sort as their ids do, so each is found by bisection of the list)."""
+    held = read(lo, hi - lo)
+    starts, shorts = [], []
+    at = held.find(b"\n" + ITEM_START)
+    while at >= 0:
+        starts.append(lo + at)
+        shorts.append(held[at + 1 + len(ITEM_START):held.index(b"]", at)])
+        at = held.find(b"\n" + ITEM_START, at + 1)
+    events: Located = []
+    for note_id in change.gone:
+        whole, a, b = note_id.encode("ascii", "replace"), 0, len(shorts)
+        while a < b:  # the item showing a prefix of the id, as item_of finds it
+            mid = (a + b) // 2
+            if shorts[mid] == whole[:len(shorts[mid])]:
+                events.append((starts[mid] + 1, 1, b"", starts[mid + 1] + 1 if mid + 1 < len(starts) else hi))
+                break
+            a, b = (mid + 1, b) if shorts[mid] < whole[:len(shorts[mid])] else (a, mid)
+    for item in change.new:
+        key = _short(item, 0)
+        place = bisect.bisect_left(shorts, key)
+        events.append((starts[place] + 1 if place < len(starts) else hi, 0, key, 0))
+    return events
+
+
 def _place_of(read: Reader, lo: int, hi: int, key: bytes) -> int:
     """Where the first item whose short id does not sort before `key` starts, between
     `lo` (the newline before the first item) and `hi` (the end of the items: none does)."""
@@ -320,15 +365,10 @@ def _section_pieces(read: Reader, start: int, stop: int, last: bool, change: Sec
 def _items_pieces(read: Reader, lo: int, hi: int, change: SectionChange) -> list[Piece]:
     """The items between `lo` (the newline before the first) and `hi` (the newline after
     the last, or the end) once `change` is made, as pieces (without the first newline)."""
-    events: list[tuple[int, int, bytes, int]] = []  # (where, 0 insert / 1 cut, key or b"", cut end)
-    for note_id in change.gone:
-        at = item_of(read, lo, hi, note_id.encode("ascii", "replace"))
-        if at is not None:
-            after = next_item(read, at + 1, hi)
-            events.append((at + 1, 1, b"", after + 1 if after is not None else hi))
-    for item in change.new:
-        key = _short(item, 0)
-        events.append((_place_of(read, lo, hi, key), 0, key, 0))
+    if (len(change.gone) + len(change.new)) * _BISECTION_READS * WINDOW >= hi - lo:
+        events = _held_events(read, lo, hi, change)  # bisections would read more than the section holds
+    else:
+        events = _events(read, lo, hi, change)
     new_by_key = {_short(item, 0): item for item in change.new}
     pieces: list[Piece] = []
     cursor = lo + 1

@@ -192,6 +192,8 @@ def render_item(note: Note, graph: Graph | None = None, shorts: Mapping[str, str
         fields.append(f"due {due_shown(note.due)}")
     if note.answers is not None:
         fields.append(f"answers #{shown(note.answers, note.answers)}")
+    if note.rests_on:
+        fields.append("rests on " + ", ".join(f"#{shown(b, b)}" for b in note.rests_on))
     if answered_by and (note.to is not None or note.due is not None):
         fields.append("answered by " + ", ".join(f"#{shown(a, a)}" for a in answered_by))
     if graph is not None:

@@ -6,4 +6,4 @@ the grammar's regular expressions."""
 # so it changes with every change to what the renderer writes; fixtures/golden/VERSION
 # records the golden files' digest for it, and a test fails when they change without it
 # (QEM_UPDATE_GOLDEN=1 records a new version's digest).
-FORMAT_VERSION = "9"
+FORMAT_VERSION = "10"

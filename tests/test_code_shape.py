@@ -22,7 +22,7 @@ PURE_MODULES = ("qem_edit/model.py", "qem_edit/resolver.py")
 # "store" is qem_edit/store.py, "renderer.format" renderer/format.py, "renderer" its
 # __init__.py, "__init__" qem_edit's own.
 LAYERS = {
-    0: ("__init__", "errors", "faults", "ids", "times", "model", "resolver", "owing", "shown", "gitconflict",  # pure base
+    0: ("__init__", "errors", "faults", "ids", "times", "model", "resolver", "owing", "resting", "shown", "gitconflict",  # pure base
         "triggers", "harness",
         "renderer.version", "renderer.format", "renderer.render", "renderer.patch", "renderer",
         "reconciler.parse", "reconciler.blocks", "reconciler.plan", "reconciler.rebase", "reconciler"),

@@ -28,7 +28,7 @@ from qem_edit import mcp_server
 from qem_edit.model import MOVE_BY_VERB, Move
 from qem_edit.store import Store
 
-SERVED = ["add", "supersede", "revoke", "flag_stale", "reinstate", "show", "query", "status", "log", "context",
+SERVED = ["add", "supersede", "revoke", "flag_stale", "reinstate", "share", "show", "query", "status", "log", "context",
           "owed", "forget", "promote", "rule"]
 PERSON = ["forget", "promote", "rule"]  # a person's acts: the client asks its person (elicitation)
 
@@ -380,14 +380,14 @@ def test_without_the_mcp_package_it_names_the_install_command(ws: Path, tmp_path
 READS = ["show", "query", "status", "log", "context", "owed"]
 # what each tool is, as a client's user is told: (read-only, destructive, idempotent)
 HINTS = {"add": (False, False, False), "supersede": (False, True, True), "revoke": (False, True, True),
-         "flag_stale": (False, False, True), "reinstate": (False, False, True),
+         "flag_stale": (False, False, True), "reinstate": (False, False, True), "share": (False, True, True),
          **{name: (True, False, True) for name in READS},
          **{name: (False, MOVE_BY_VERB[name].out_of_force, MOVE_BY_VERB[name].idempotent) for name in PERSON}}
 
 
 def move_of(tool: str) -> Move:
-    """The move a write tool makes (add: a creation)."""
-    return MOVE_BY_VERB["create" if tool == "add" else tool]
+    """The move a write tool makes (add: a creation; share: a private note's supersession)."""
+    return MOVE_BY_VERB[{"add": "create", "share": "supersede"}.get(tool, tool)]
 
 
 async def listed_tools(s: ClientSession) -> Any:
@@ -422,13 +422,15 @@ def test_the_hints_hold_for_what_each_tool_does(ws: Path, seeded: dict[str, str]
             await ok(s, tool, **arguments)
         assert snapshot(ws) == before
         made = [(await ok(s, "add", text=f"Gotcha {i}", kind="gotcha")).structured_content["short"] for i in range(3)]
+        mine = (await ok(s, "add", text="Gotcha mine", kind="gotcha", scope="private")).structured_content["short"]
         again: dict[str, bool] = {}
         states: dict[str, str] = {}
         for tool, arguments in [("add", {"text": "Gotcha 0", "kind": "gotcha"}),
                                 ("flag_stale", {"id": made[0], "reason": "check it"}),
                                 ("reinstate", {"id": made[0], "reason": "it holds"}),
                                 ("revoke", {"id": made[1], "reason": "wrong"}),
-                                ("supersede", {"id": made[2], "text": "Gotcha two, corrected"})]:
+                                ("supersede", {"id": made[2], "text": "Gotcha two, corrected"}),
+                                ("share", {"id": mine})]:
             await ok(s, tool, **arguments)
             once = snapshot(ws)
             await s.call_tool(tool, arguments)
@@ -592,8 +594,10 @@ def test_every_tool_declares_an_output_schema_its_results_meet_and_repeats_them_
         tools = {t.name: t for t in (await s.list_tools()).tools}
         added = await ok(s, *calls[0][:1], **calls[0][1])
         superseded = await ok(s, "supersede", id=added.structured_content["id"], text="Pin the SDK below 4")
+        private = await ok(s, "add", text="My own estimate: two days", kind="finding", scope="private")
+        shared = await ok(s, "share", id=private.structured_content["id"])
         return tools, [(name, added if name == "add" else await ok(s, name, **arguments)) for name, arguments in calls] \
-            + [("supersede", superseded)]
+            + [("supersede", superseded), ("share", shared)]
 
     tools, results = serve(ws, script)
     assert set(tools) == set(SERVED)

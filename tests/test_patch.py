@@ -83,3 +83,37 @@ def _all():  # type: ignore[no-untyped-def]
     from qem_edit.renderer import Selection
 
     return Selection()
+
+
+@SETTINGS
+@given(before_and_after(), st.sampled_from([0, 16]))
+def test_a_plan_over_a_base_read_in_place_is_the_whole_rendering(pair, bisection_reads):
+    """patch_plan, the base read in windows (each item found by bisection) or, where the
+    bisections would read more than a section holds, the section held once: the same bytes."""
+    from qem_edit.renderer import patch
+    from qem_edit.renderer.patch import SectionChange, headings_in, patch_plan
+
+    before, after = pair
+    base = render(before, MEMORY).encode("utf-8")
+    old, new = items_of(before), items_of(after)
+    changes: dict[str, tuple[list[str], list[bytes]]] = {}
+    for i in sorted(set(old) | set(new)):
+        if old.get(i) == new.get(i):
+            continue
+        if i in old:
+            changes.setdefault(old[i][0], ([], []))[0].append(i)
+        if i in new:
+            changes.setdefault(new[i][0], ([], []))[1].append(new[i][1])
+
+    def read(at: int, size: int) -> bytes:
+        return base[at:at + size]
+
+    kept, patch._BISECTION_READS = patch._BISECTION_READS, bisection_reads  # 0: never held
+    try:
+        pieces = patch_plan(read, len(base), headings_in([base]), MEMORY, _all(),
+                            {k: SectionChange(g, n) for k, (g, n) in changes.items()})
+    finally:
+        patch._BISECTION_READS = kept
+    assert pieces is not None
+    made = b"".join(p if isinstance(p, bytes) else base[p[0]:p[1]] for p in pieces)
+    assert made == render(after, MEMORY).encode("utf-8")

@@ -542,3 +542,126 @@ def test_a_private_answer_to_a_team_request_is_not_in_memory_md(team) -> None:
     assert PRIVATE not in everything_committed(origin, env)
     (work / ".qem" / "index.db").unlink()
     assert qem(work, "export", "--check").returncode == 0
+
+
+def test_forgetting_a_private_note_asks_for_no_commit(tmp_path) -> None:
+    """A private note was never committed: its forget says so, and asks for no commit of
+    `.qem/` (a team note's forget still does)."""
+    (tmp_path / ".git").mkdir()
+    private = short_of(qem(tmp_path, "add", PRIVATE, "--kind", "finding", "--scope", "private"))
+    team_note = short_of(qem(tmp_path, "add", TEAM, "--kind", "finding"))
+    done = qem(tmp_path, "forget", private, "-m", "not wanted", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "commit .qem/" not in done.stderr and "history" not in done.stderr
+    assert "private note" in done.stderr and "never committed" in done.stderr
+    said = qem(tmp_path, "forget", team_note, "-m", "not wanted", "--yes").stderr
+    assert "commit .qem/" in said
+
+
+def test_status_names_a_private_or_session_notes_scope_in_one_line(tmp_path) -> None:
+    """`qem status ID` says where a private or session note holds, as `show` does, in one
+    line of its text and in its JSON; a team note's status says nothing of it."""
+    (tmp_path / ".git").mkdir()
+    private = short_of(qem(tmp_path, "add", PRIVATE, "--kind", "finding", "--scope", "private"))
+    session = short_of(qem(tmp_path, "add", SESSION, "--kind", "finding", "--scope", "session", "--session", "s-7"))
+    team_note = short_of(qem(tmp_path, "add", TEAM, "--kind", "finding"))
+    mine = {"QEM_SESSION": "s-7"}
+    said = qem(tmp_path, "status", private).stdout.splitlines()
+    assert [line for line in said if line.startswith("scope ")] == \
+        ["scope private: this clone only, never committed (`qem share ID` makes it a team note)"]
+    said = qem(tmp_path, "status", session, env=mine).stdout.splitlines()
+    assert [line for line in said if line.startswith("scope ")] == \
+        ["scope session s-7: this agent session only, ended when it ends"]
+    assert "scope" not in qem(tmp_path, "status", team_note).stdout
+    data = json.loads(qem(tmp_path, "status", session, "--json", env=mine).stdout)
+    assert (data["scope"], data["session"]) == ("session", "s-7")
+    assert json.loads(qem(tmp_path, "status", private, "--json").stdout)["scope"] == "private"
+    assert json.loads(qem(tmp_path, "status", team_note, "--json").stdout)["scope"] == "team"
+
+
+def test_a_share_killed_between_its_writes_is_settled_by_sharing_again(team) -> None:
+    """`qem share` writes the team note to the committed log, then ends the private one in
+    `.qem/private/`: killed between the two, both are in force.  Sharing again ends the
+    private one by the team note the first share made, says so, and makes no second team
+    note; the commit and a fresh clone hold that one team note."""
+    work, origin, env = team
+    private = short_of(qem(work, "add", PRIVATE, "--kind", "finding", "--scope", "private"))
+    killed = qem(work, "share", private, env={"QEM_FAULT": "write-before-local"})
+    assert killed.returncode == -9, (killed.returncode, killed.stderr)
+    both = [line.split("\t")[-2:] for line in qem(work, "list").stdout.splitlines() if PRIVATE in line]
+    assert sorted(both) == [["active", "(private) " + PRIVATE], ["active", PRIVATE]], both
+    again = qem(work, "share", private)
+    shared = short_of(again)
+    assert "no second team note" in again.stderr and f"#{shared}" in again.stderr
+    lines = [line for line in qem(work, "list").stdout.splitlines() if PRIVATE in line and "\tactive\t" in line]
+    assert lines == [f"#{shared}\tfinding\tmedium\tagent\tactive\t{PRIVATE}"], lines
+    assert "superseded" in qem(work, "status", private).stdout
+    assert json.loads(qem(work, "show", private, "--json").stdout)["superseded_by"] == \
+        json.loads(qem(work, "show", shared, "--json").stdout)["id"]
+    assert qem(work, "share", private).returncode == 2  # settled: nothing is left to share
+    verified = qem(work, "verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    done = make_commit(work, env, "commit -am")
+    assert done.returncode == 0, done.stdout + done.stderr
+    git("push", "-q", "origin", "main", cwd=work, env=env)
+    fresh = origin.parent / "fresh"
+    git("clone", "-q", str(origin), str(fresh), cwd=origin.parent, env=env)
+    assert [line for line in qem(fresh, "list").stdout.splitlines() if PRIVATE in line] == lines
+    assert qem(fresh, "verify").returncode == 0
+
+
+def test_mcp_share_makes_a_private_note_the_teams_as_the_cli_does(tmp_path) -> None:
+    """The real MCP client: `share` answers the team note (its structured result, under
+    its outputSchema, also as JSON text) naming the private note it supersedes; a team note
+    or a private note shared already is refused in the CLI's words; a share killed between
+    its writes is settled by `share` again, which says so and makes no second team note."""
+    import anyio
+
+    from test_mcp import failed, ok, session
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".git").mkdir()
+    first = short_of(qem(ws, "add", PRIVATE, "--kind", "finding", "--scope", "private"))
+    second = short_of(qem(ws, "add", SESSION, "--kind", "gotcha", "--scope", "private"))
+    team_note = short_of(qem(ws, "add", TEAM, "--kind", "finding"))
+    assert qem(ws, "share", second, env={"QEM_FAULT": "write-before-local"}).returncode == -9
+
+    async def script(s):  # type: ignore[no-untyped-def]
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        shared = await ok(s, "share", id=first, reason="the team needs it")
+        again = await failed(s, "share", id=first)
+        team = await failed(s, "share", id=team_note)
+        settled = await ok(s, "share", id=second)
+        return tools["share"], shared, again, team, settled
+
+    async def main():  # type: ignore[no-untyped-def]
+        async with session(ws) as s:
+            return await script(s)
+
+    tool, shared, again, team, settled = anyio.run(main)
+    assert tool.output_schema["required"] == ["id", "short", "kind", "state", "private"]
+    assert tool.annotations.read_only_hint is False and tool.annotations.destructive_hint is True
+    data = shared.structured_content
+    assert json.loads(shared.content[1].text) == data
+    assert (data["text"], data["kind"], data["scope"], data["state"]) == (PRIVATE, "finding", "team", "active")
+    assert data["private"]["short"] == first and shared.content[0].text.startswith(f"#{data['short']} is the team's")
+    assert json.loads(qem(ws, "show", first, "--json").stdout)["superseded_by"] == data["id"]
+    assert "superseded" in again and "private note" in team and "team's already" in team
+    assert settled.structured_content["private"]["short"] == second
+    assert "no second team note" in settled.content[0].text
+    in_force = [line for line in qem(ws, "list").stdout.splitlines() if "\tactive\t" in line]
+    assert sorted(line.split("\t")[-1] for line in in_force) == sorted([PRIVATE, SESSION, TEAM]), in_force
+
+
+def test_a_team_note_cannot_rest_on_a_private_note_but_a_private_one_can(tmp_path) -> None:
+    """A committed event naming a note kept in one clone would leave every other clone a
+    base it never sees: refused, nothing written; a private note may rest on one."""
+    (tmp_path / ".git").mkdir()
+    private = short_of(qem(tmp_path, "add", PRIVATE, "--kind", "finding", "--scope", "private"))
+    before = sorted(p.name for p in (tmp_path / ".qem" / "events").iterdir())
+    refused = qem(tmp_path, "add", "the total is 4 days", "--kind", "decision", "--rests-on", private)
+    assert refused.returncode == 2 and f"#{private}" in refused.stderr and "private note" in refused.stderr
+    assert sorted(p.name for p in (tmp_path / ".qem" / "events").iterdir()) == before
+    kept = qem(tmp_path, "add", "my total is 4 days", "--kind", "decision", "--rests-on", private, "--scope", "private")
+    assert kept.returncode == 0, kept.stderr
