@@ -9,7 +9,8 @@ is not the rendering of the log, or when an agent took a note of a protected kin
 force (qem_edit.protect), or when events of a protected note that the base (HEAD, or the
 merge base of `--base REV` and HEAD) holds are not in the log (qem_edit.removals; another
 note's removal is listed), or when a text or a reason holds a secret no person allowed
-(qem_edit.secrets).  Open disputes (forks, disputes between notes,
+(qem_edit.secrets), or when git tracks a file of the clone's private folder (a private
+note committed by force).  Open disputes (forks, disputes between notes,
 concurrent changes that disagree) are listed; `--fail-on-disputes` makes them fail too.
 """
 
@@ -81,6 +82,7 @@ def _report(store: Store, place, fresh: Connection, index_problems: list[str], s
 
     removed, removal_notices = removal_findings(store, fresh, base)
     problems += broken + protect_problems(store, fresh) + secret_problems(store, fresh) + removed
+    problems += tracked_private(store)
     return finished(store, place, problems, disputes, removal_notices + _loose_texts(store) + _unflagged(store), repaired,
                     disputes_fail, drift_fail)
 
@@ -98,6 +100,28 @@ def finished(store: Store, place, problems: list[str], disputes: list[str], noti
     if drift_fail:
         problems, drift = problems + drift, []
     return VerifyReport(store.count(), problems, repaired, disputes, notices, drift)
+
+
+def tracked_private(store: Store) -> list[str]:
+    """Files of this clone's private folder that git tracks: a private or session note
+    committed all the same (`git add -f`), or brought by a pull of such a commit, where
+    another clone reads it as its own.  Its folder ignores everything, so only a forced
+    add puts one there; the fix is git's, not qem's."""
+    from . import gitrepo
+    from .logtree import LOCAL
+
+    folder = store.root / LOCAL
+    top = gitrepo.toplevel(store.root) if folder.is_dir() else None
+    if top is None:
+        return []
+    try:
+        relative = folder.resolve().relative_to(top.resolve()).as_posix()
+        tracked = sorted(gitrepo.staged_files(top, [relative]))
+    except (ValueError, errors.QemError):  # (a memory outside the work tree; no git index to read)
+        return []
+    return [f"{top / name}: a private file tracked by git (a private or session note committed with"
+            f" `git add -f`, or pulled from such a commit); private notes never travel: `git rm -r --cached"
+            f" {relative}` and commit" for name in tracked]
 
 
 def _drift_problems(store: Store, place) -> list[str]:  # type: ignore[no-untyped-def]

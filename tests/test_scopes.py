@@ -244,6 +244,27 @@ def test_a_committed_file_claiming_a_private_scope_is_set_aside(team, tmp_path) 
     assert verified.returncode != 0 and event.name in said and "never travel" in said, said
 
 
+def test_a_private_folder_committed_by_force_fails_verify_on_both_sides(team, tmp_path) -> None:
+    """`git add -f .qem/private`: the writer's `qem verify` fails naming each file and the
+    git command that untracks them, and so does every clone that pulls the commit (where
+    the files land in its own private folder)."""
+    work, origin, env = team
+    assert qem(work, "add", PRIVATE, "--kind", "finding", "--scope", "private").returncode == 0
+    assert qem(work, "verify").returncode == 0
+    git("add", "-f", ".qem/private", cwd=work, env=env)
+    staged = qem(work, "verify", "--staged")  # the qem-verify commit hook refuses the commit
+    assert staged.returncode == 1 and "private file tracked by git" in staged.stdout + staged.stderr
+    git("commit", "-q", "--no-verify", "-m", "forced", cwd=work, env=env)
+    git("push", "-q", "origin", "main", cwd=work, env=env)
+    for clone in (work, origin.parent / "pulled"):
+        if clone != work:
+            git("clone", "-q", str(origin), str(clone), cwd=origin.parent, env=env)
+        verified = qem(clone, "verify")
+        said = verified.stdout + verified.stderr
+        assert verified.returncode == 1, said
+        assert "private file tracked by git" in said and "git rm -r --cached .qem/private" in said, said
+
+
 # -- session notes through the hooks ---------------------------------------------------------------
 
 
