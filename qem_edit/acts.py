@@ -308,6 +308,9 @@ def repeat_notice(note: Note, same: list[Note]) -> str:
 
 def _repeating(store: Store, written: Written) -> Written:
     assert written.note is not None
+    if expiry.born_ended([written.note]):  # given an end already past: recorded, never in force (no repeat)
+        written.notices.append(expiry.ended_notice(written.note))
+        return written
     written.repeats = repeats(store, [written.note.id]).get(written.note.id, [])
     if written.repeats:
         written.notices.append(repeat_notice(written.note, written.repeats))

@@ -25,6 +25,7 @@ from .resolver import Answer as Currency
 from .owing import Answered, answered, is_request, pointer
 from .query import read_gaps
 from .resolver import Graph
+from .standing import Standing, Standings
 from .store import Store
 from .times import utc_now
 
@@ -61,6 +62,8 @@ class NoteView:
 
     shorts: dict[str, str] = field(default_factory=dict)  # how linked notes are shown
     came_with: str | None = None  # for a note whose text is missing: the commit its event came in
+    standing: Standing = Standing()  # past its end, in dispute (qem_edit.standing: every read's decision)
+    now: str = ""  # when the note is read (its end is said in the past tense once it is past)
 
     def text(self) -> str:
         note = self.note
@@ -72,7 +75,9 @@ class NoteView:
             lines.append(f"supersedes #{shown(note.supersedes)}")
         if note.local:
             lines.append("scope " + SCOPE_WORDS[note.scope].format(session=note.session))
-        if note.expires is not None:
+        if note.expires is not None and self.now and note.expires <= self.now:
+            lines += [] if self.standing.past_end else [f"ended {note.expires}"]  # (past it and in force: said below)
+        elif note.expires is not None:
             lines.append(f"expires {note.expires} (its end: `qem expire --due` expires it then)")
         if note.to is not None or note.due is not None:
             lines.append("requested" + (f" of {note.to}" if note.to else "") + (f", due {note.due}" if note.due else "")
@@ -86,10 +91,7 @@ class NoteView:
             why = f": {note.state_reason}" if note.state_reason else ""
             who = f" ({note.state_actor})" if note.state_actor else ""
             lines.append(f"{note.state}{by} at {note.state_at}{who}{why}")
-        if note.rivals:
-            from .resolver import rival_words
-
-            lines.append(f"DISPUTED: {rival_words(note, shown)}; settle with `qem rule {note.shown} --keep SIDE`")
+        lines += self.standing.said()
         lines += [f"anchor {path} {oid}" for path, oid in note.anchors]
         lines += [f"{TRIGGER_ATTRIBUTES[name]} {value}" for name, value in note.triggers]
         lines += ["", note.text if note.text is not None else self._no_text()]
@@ -103,7 +105,8 @@ class NoteView:
                 " in their clone, then push)")
 
     def data(self) -> object:
-        return {**self.note.to_json(), "text_missing": True} if self.note.text_missing else self.note.to_json()
+        missing = {"text_missing": True} if self.note.text_missing else {}
+        return {**self.note.to_json(), **missing, **self.standing.to_json()}
 
     def remark(self) -> str | None:
         return None
@@ -114,16 +117,22 @@ class NoteList:
     """`qem list`: one line per note, in the projection's order."""
 
     notes: Sequence[Note]
+    standings: Standings | None = None  # past its end, in dispute (qem_edit.standing), marked on the line
     exit_code = 0
 
     def text(self) -> str:
         return "\n".join(
-            f"#{n.shown}\t{n.kind}\t{n.priority}\t{n.provenance}\t{n.state}\t{_scoped(n)}{first_line(n)}"
+            f"#{n.shown}\t{n.kind}\t{n.priority}\t{n.provenance}\t{n.state}\t{_scoped(n)}{first_line(n)}{self._marks(n)}"
             for n in self.notes
         )
 
+    def _marks(self, note: Note) -> str:
+        return "".join(f" · {m}" for m in self.standings.of(note).marks()) if self.standings else ""
+
     def data(self) -> object:
-        return [n.to_json() for n in self.notes]
+        if self.standings is None:
+            return [n.to_json() for n in self.notes]
+        return [{**n.to_json(), **self.standings.of(n).to_json()} for n in self.notes]
 
     def remark(self) -> str | None:
         return None if self.notes else "no notes match"
@@ -167,7 +176,7 @@ class CurrencyAnswer:
     answer: Currency
     shown: str = ""
     expires: str | None = None  # the note's end (None: none)
-    past_end: bool = False  # in force past its end, not swept yet: not in force in truth
+    standing: Standing = Standing()  # past its end (then current: no), in dispute (qem_edit.standing)
     exit_code = 0
     # a request's (or an answer's) second question: answered? (qem_edit.owing; None: neither)
     answered: Answered | None = None
@@ -178,11 +187,9 @@ class CurrencyAnswer:
     def text(self) -> str:
         me = f"#{self.shown or self.answer.note_id}"
         said = f"{me} current: {self.answer.value} ({self.answer.reason})"
-        if self.past_end:
-            said += (f"; but past its end ({self.expires}): not in force, and `qem expire --due` records it"
-                     " expired")
-        elif self.expires:
+        if self.expires and not self.standing.past_end:  # (past it, the reason says so)
             said += f"; ends {self.expires}"
+        said += "".join(f"\n{me} {d.mark()}: settle with `{d.settle}`" for d in self.standing.disputes)
         if self.scope[0] != "team":  # (show says it so too: a read names what only this clone reads)
             said += "\nscope " + SCOPE_WORDS[self.scope[0]].format(session=self.scope[1])
         if self.answered is not None:
@@ -195,7 +202,7 @@ class CurrencyAnswer:
     def data(self) -> object:
         answered = {"answered": {**self.answered.to_json(), "request": self.request}} if self.answered else {}
         return {**self.answer.to_json(), "short": self.shown or self.answer.note_id, "expires": self.expires,
-                "past_end": self.past_end, "scope": self.scope[0], "session": self.scope[1], **answered,
+                **self.standing.to_json(), "scope": self.scope[0], "session": self.scope[1], **answered,
                 **({"rests_on": {"value": self.rests[0], "why": self.rests[1]}} if self.rests else {})}
 
     def remark(self) -> str | None:
@@ -207,15 +214,20 @@ class CurrencyAnswer:
 
 def show(store: Store, note_id: str, at: str | None = None) -> NoteView:
     """One note, whole: as it is, or as it was `at` a date or git revision."""
+    from .times import is_time, parse_time
+
     full = store.resolve(note_id)
+    now = utc_now() if at is None else parse_time(at, "--at", end=True) if is_time(at) else utc_now()
     if at is None:
         note = store.note(full)
+        standings = Standings.read(store, now, [note])
     else:
         from .history import note_at
 
         note = note_at(store, full, at)
+        standings = Standings.of_notes({note.id: note}, now)  # (as of then: this note's own disputes)
     shorts = store.index.shorts([*(x for x in (note.supersedes, note.superseded_by, note.answers) if x), *note.rests_on])
-    return NoteView(note, shorts, came_with=_came_with(store, note))
+    return NoteView(note, shorts, came_with=_came_with(store, note), standing=standings.of(note), now=now)
 
 
 def _came_with(store: Store, note: Note) -> str | None:
@@ -229,7 +241,8 @@ def _came_with(store: Store, note: Note) -> str | None:
 
 def notes(store: Store, kind: str | None = None, state: str | None = None) -> NoteList:
     """The notes (of one kind, in one state), in the projection's order."""
-    return NoteList(store.notes(kinds=[kind] if kind else None, states=[state] if state else None))
+    return NoteList(store.notes(kinds=[kind] if kind else None, states=[state] if state else None),
+                    Standings.read(store, utc_now()))
 
 
 def log(store: Store, note_id: str | None = None) -> EventList:
@@ -242,17 +255,15 @@ def log(store: Store, note_id: str | None = None) -> EventList:
 
 def status(store: Store, note_id: str) -> CurrencyAnswer:
     """Is the note current: yes, no or unknown, by the graph of every note."""
-    from .model import past_end
-    from .times import utc_now
-
-    full = store.resolve(note_id)
-    note = store.note(full)
+    full, now = store.resolve(note_id), utc_now()
+    note, notes = store.note(full), {n.id: n for n in store.notes()}
+    standings = Standings.of_notes(notes, now)  # (every note is read for the graph already)
     request = None
     if note.answers is not None and not is_request(note):
         request = ids.shown(note.answers, store.index.shorts([note.answers]).get(note.answers))
-    return CurrencyAnswer(Graph.of({n.id: n for n in store.notes()}).currency(full), note.shown, note.expires,
-                          past_end(note, utc_now()), answered_of(store, note, utc_now()), request,
-                          scope=(note.scope, note.session), rests=rests_of(store, note))
+    return CurrencyAnswer(Graph.of(notes, now).currency(full), note.shown, note.expires, standings.of(note),
+                          answered_of(store, note, now), request, scope=(note.scope, note.session),
+                          rests=rests_of(store, note))
 
 
 def rests_of(store: Store, note: Note) -> tuple[str, str] | None:

@@ -26,7 +26,7 @@ from .forgetting import scrub_again
 from .gitconflict import has_markers
 from .ids import new_checkin_id
 from .acts import late_notice, repeat_notice, repeats
-from .expiry import defaults, shifted
+from .expiry import born_ended, defaults, ended_notice, shifted
 from .model import LIVE_STATES, MOVE_BY_VERB, NewNote, Note
 from .proposal import Proposal, propose, whole
 from .reconciler.plan import Conflict, Op, Plan
@@ -442,9 +442,10 @@ def _landed(store: Store, source: Source, proposal: Proposal, checkin_id: str, c
     short ids and the notes in force each repeats."""
     _settle(store, source, proposal)
     notices = auto_export(store, source.place)
-    shown = {n.id: n.shown for n in store.notes_by_id(created).values()}
+    made = store.notes_by_id(created)
+    shown = {n.id: n.shown for n in made.values()}
     found = _repeats(store, created)
-    notices += [repeat_notice(n, same) for n, same in found]
+    notices += [repeat_notice(n, same) for n, same in found] + [ended_notice(n) for n in born_ended(made.values())]
     notices += _late_already(store, created)
     return Outcome(Status.APPLIED, source, proposal, checkin_id, created, notices=notices, shown=shown,
                    repeats={n.id: [o.id for o in same] for n, same in found})

@@ -367,14 +367,13 @@ def _disputed(conn: Connection) -> list[str]:
 
 
 def _open_disputes(store: Store) -> list[str]:
-    rows = store.open_disputes()
-    import json
+    """Each open dispute between two notes once, both sides by short id (qem_edit.standing
+    decides which are open, as every read does)."""
+    from .standing import Standings
+    from .times import utc_now
 
-    out = []
-    for short, disputes in rows:
-        for dispute, other in json.loads(disputes):
-            out.append(f"dispute {ids.side_shown(dispute)}: #{short} and {ids.shown(other)} disagree (qem rule {ids.side_shown(dispute)} --keep ONE)")
-    return out
+    return [f"dispute {dispute}: #{a} and #{b} disagree (qem rule {dispute} --keep ONE)"
+            for dispute, a, b in Standings.read(store, utc_now()).open_disputes()]
 
 
 def _mirror_problems(store: Store, place) -> list[str]:  # type: ignore[no-untyped-def]

@@ -70,7 +70,7 @@ AnchorOpt = Annotated[Optional[list[str]], typer.Option("--anchor", metavar="PAT
 IdArg = Annotated[str, typer.Argument(metavar="ID", help="The note: its short id (or any unambiguous prefix of its id), or its number from before the conversion.", show_default=False)]
 ReasonOpt = Annotated[Optional[str], typer.Option("--message", "-m", help="Why.", show_default=False)]
 RequiredReasonOpt = Annotated[str, typer.Option("--message", "-m", help="Why (required).", show_default=False)]
-ExpiresOpt = Annotated[Optional[str], typer.Option("--expires", help="The note's end: a date (YYYY-MM-DD, its start, UTC) or a UTC time (YYYY-MM-DDTHH:MM:SSZ), in the future; none: no end. `qem expire --due` expires it then.", show_default=False)]
+ExpiresOpt = Annotated[Optional[str], typer.Option("--expires", help="The note's end: a date (YYYY-MM-DD, its start, UTC) or a UTC time (YYYY-MM-DDTHH:MM:SSZ); none: no end. `qem expire --due` expires it then; an end already past is recorded, and the note expired in the same write.", show_default=False)]
 OnOpt = Annotated[Optional[list[str]], typer.Option("--on", metavar="MOMENT", help="A moment the note is delivered to an agent at (repeatable; replaces its kind's default): start, compact, prompt, edit, read, shell.", show_default=False)]
 WhenPathOpt = Annotated[Optional[list[str]], typer.Option("--when-path", metavar="PATTERN", help="Deliver the note before an agent edits a matching file (repeatable): a path from the top of the work tree, * ? [..] within a part, ** for folders (src/index/**).", show_default=False)]
 WhenRunOpt = Annotated[Optional[list[str]], typer.Option("--when-run", metavar="PATTERN", help="Deliver the note before a matching shell command runs (repeatable): * any characters (pytest*).", show_default=False)]
@@ -199,7 +199,7 @@ def supersede(
     allow_secret: AllowSecretOpt = False,
     anchor: Annotated[Optional[list[str]], typer.Option("--anchor", metavar="PATH", help="A file or folder the successor is about (repeatable; default: the old note's, their content read now).", show_default=False)] = None,
     no_anchors: Annotated[bool, typer.Option("--no-anchors", help="The successor is about no file.")] = False,
-    expires: Annotated[Optional[str], typer.Option("--expires", help="The successor's end (default: the old note's): a date (YYYY-MM-DD) or a UTC time, in the future; none: no end.", show_default=False)] = None,
+    expires: Annotated[Optional[str], typer.Option("--expires", help="The successor's end (default: the old note's): a date (YYYY-MM-DD) or a UTC time; none: no end. An end already past expires the successor in the same write.", show_default=False)] = None,
     ttl: Annotated[Optional[str], typer.Option("--ttl", help="The successor's end as a time to live from now: a number and h, d or w (30d).", show_default=False)] = None,
     on: OnOpt = None,
     when_path: WhenPathOpt = None,
@@ -596,6 +596,11 @@ def load(
                     # a new memory takes the dump's id: the notice names the id it keeps
                     say(notice.replace(started_as, store.memory_id()) if notice == store.started else notice)
                 print(f"loaded {count} new events ({staged.count - count} already here); {store.count()} notes")
+                from .expiry import due_notice
+                from .times import utc_now
+
+                if (due := due_notice(store, utc_now())) is not None:
+                    say(due)
         except BaseException:
             unmade(store)  # a refused load into a new folder leaves no memory behind
             raise

@@ -3,16 +3,18 @@
 The seed's two-tier recall, made deterministic.  The first tier is every directive in
 force (active or stale), each in full: a rule that is cut is a rule not followed, so a
 directive is shown whole or counted as left out, never cut.  The second,
-the index tier, is one line per other note in force, `[#id] kind/priority · first line,
-cut · provenance frame · age`, so an agent sees that a note exists for a line and expands
-it with `qem show ID`.  Both are ordered by kind rank, then priority, then id.
+the index tier, is one line per other note in force, `[#id] kind/priority · first line ·
+provenance frame · age`, so an agent sees that a note exists for a line and expands it
+with `qem show ID`.  The first line is given whole (a fact after a long prefix is still
+in the context); only one past 1,000 characters is cut, and then says so and how to read
+the rest.  Both are ordered by kind rank, then priority, then id.
 
 The budget bounds the whole answer (tokens ≈ characters / 4, rounded up, counted on the
 markdown rendering, header and footer included): the directives, then the index lines,
 are taken in order while they fit, and the first that does not ends it; what did not fit
 is counted in the last line with the command that lists it (`--skip N` leaves out the
 first N of that order, directives first).  Superseded, revoked, expired and forgotten notes are
-left out; stale and disputed ones are marked.  Nothing here consults the clock except
+left out; stale, disputed and past-their-end ones are marked (qem_edit.standing).  Nothing here consults the clock except
 for the reference date the ages are counted to (today, `QEM_NOW`, or `--at`).
 """
 
@@ -24,12 +26,13 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 
 from . import errors
 from .index import note_from_row
-from .model import KIND_RANK, KINDS, PRIORITIES, Note, past_end, scope_mark
+from .model import KIND_RANK, KINDS, PRIORITIES, Note, scope_mark
+from .standing import Standing, Standings
 from .store import Store
 
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and code in BPE tokenizers
 DEFAULT_BUDGET = 2000
-CUT = 80  # characters of a first line the index tier shows
+LONGEST = 1000  # characters of a first line the index tier shows whole; a longer one is cut, and says so
 # How a note's provenance frames it: a label the reader weighs, never a change of order.
 FRAMES = {
     "human": "human-endorsed",
@@ -58,20 +61,25 @@ def order(note: Note) -> tuple[int, int, str]:
 
 
 class Entry(NamedTuple):
-    """One note as the context shows it: its age in days and its marks (stale, disputed).
-    (NamedTuples, not dataclasses, here: every hook imports this module.)"""
+    """One note as the context shows it: its age in days and its standing (past its end,
+    in dispute: qem_edit.standing, every read's decision).  (NamedTuples, not dataclasses,
+    here: every hook imports this module.)"""
 
     note: Note
     age: int
-    marks: tuple[str, ...]
+    standing: Standing = Standing()
     late: int | None = None  # seconds a request not answered is past its deadline
 
     def head(self) -> str:
         n = self.note
         return f"[#{n.shown}] {n.kind}/{n.priority}"
 
+    def marks(self) -> list[str]:
+        scope = [scope_mark(self.note).upper()] if self.note.local else []  # a note not the team's
+        return (["STALE"] if self.note.state == "stale" else []) + self.standing.marks() + scope
+
     def tail(self) -> str:
-        marks = "".join(f" · {m.upper()}" for m in self.marks)
+        marks = "".join(f" · {m}" for m in self.marks())
         if self.late is not None:
             from .owing import duration
 
@@ -83,10 +91,13 @@ class Entry(NamedTuple):
         return f"- {self.head()} · {self.tail()}\n{indented(self.note.text or self.note.first_line())}"
 
     def line(self) -> str:
-        """The index tier: the first line, cut."""
+        """The index tier: the whole first line (the budget decides how many lines, never
+        how much of one); past LONGEST characters, cut and said so, with the command that
+        gives the rest."""
         first = self.note.first_line().strip()
-        if len(first) > CUT:
-            first = first[: CUT - 1].rstrip() + "…"
+        if len(first) > LONGEST:
+            first = (f"{first[:LONGEST].rstrip()}… [cut at {LONGEST:,} of {len(first):,} characters:"
+                     f" `qem show {self.note.shown}` gives it whole]")
         return f"{self.head()} · {first} · {self.tail()}"
 
     def to_json(self, full: bool) -> dict[str, object]:
@@ -94,9 +105,9 @@ class Entry(NamedTuple):
         out: dict[str, object] = {
             "id": n.id, "short": n.shown, "kind": n.kind, "priority": n.priority, "provenance": n.provenance,
             "frame": FRAMES.get(n.provenance, n.provenance), "state": n.state, "created_at": n.created_at,
-            "age_days": self.age, "stale": "stale" in self.marks, "disputed": "disputed" in self.marks,
+            "age_days": self.age, "stale": n.state == "stale", "disputed": bool(self.standing.disputes),
             "anchors": [{"path": path, "oid": oid} for path, oid in n.anchors],
-            "expires": n.expires, "past_end": any(m.startswith(PAST_END) for m in self.marks),
+            "expires": n.expires, **self.standing.to_json(),
             "to": n.to, "due": n.due, "late_seconds": self.late,
         }
         out["text" if full else "line"] = n.text if full else self.line()
@@ -210,19 +221,13 @@ def age(created_at: str, reference: str) -> int:
     return max(0, (date.fromisoformat(reference[:10]) - date.fromisoformat(created_at[:10])).days)
 
 
-PAST_END = "past end"  # a note in force past its end that `qem expire --due` has not swept yet
-
-
-def entry(note: Note, reference: str, forked: set[str], now: str = "",
+def entry(note: Note, reference: str, standings: Standings, now: str = "",
           answers: Callable[[str], list[Note]] | None = None) -> Entry:
-    """`now`: the UTC time a note's end is judged at (a note past it is marked, not hidden:
-    only the sweep's event expires it), and a request's deadline: one past it that no
-    answer (`answers`: the notes answering a note id) answers yes is marked LATE."""
-    marks = (("stale",) if note.state == "stale" else ()) + (
-        ("disputed",) if note.disputes or note.rivals or note.id in forked else ()) + (
-        (f"{PAST_END} {note.expires}",) if now and past_end(note, now) else ()) + (
-        (scope_mark(note),) if note.local else ())
-    return Entry(note, age(note.created_at, reference), marks, _late(note, now, answers))
+    """A note as the context shows it, its standing decided by `standings` (a note past
+    its end is marked, not hidden: only the sweep's event expires it); `now`: the UTC time
+    a request's deadline is judged at: one past it that no answer (`answers`: the notes
+    answering a note id) answers yes is marked LATE."""
+    return Entry(note, age(note.created_at, reference), standings.of(note), _late(note, now, answers))
 
 
 def _late(note: Note, now: str, answers: Callable[[str], list[Note]] | None) -> int | None:
@@ -256,15 +261,15 @@ def _now(store: Store, budget: int, skip: int, now: str) -> Context:
     budget is spent (at 74,900 notes, the rest is counted, never read)."""
     reference = now[:10]
     with store.reading():
-        latest, forked = store.latest_at(), store.forked_in_force()
+        latest, standings = store.latest_at(), Standings.read(store, now)
         answers = lambda note_id: store.answers_to([note_id]).get(note_id, [])  # noqa: E731
-        every = [entry(note_from_row(r), reference, forked, now, answers) for r in _in_order(store, ["directive"])]
+        every = [entry(note_from_row(r), reference, standings, now, answers) for r in _in_order(store, ["directive"])]
         directives, past = every[skip:], max(0, skip - len(every))  # --skip counts the directives first
         others = store.count_in_force_besides("directive")
         context = Context(str(store.root), latest, reference, budget, [], [], max(0, others - past), skip,
                           directive_total=len(directives))
         rows = islice(_in_order(store, [k for k in KINDS if k != "directive"]), past, None)
-        return fill(context, chain(directives, (entry(note_from_row(r), reference, forked, now, answers)
+        return fill(context, chain(directives, (entry(note_from_row(r), reference, standings, now, answers)
                                                 for r in rows)))
 
 
@@ -279,22 +284,18 @@ def _in_order(store: Store, kinds: list[str]) -> Iterator[tuple]:
 
 def _past(store: Store, budget: int, skip: int, at: str, reference: str, now: str) -> Context:
     """From a replay of the log as it was `at` (qem_edit.history), ordered here."""
-    from collections import Counter
-
     from .history import notes_as_of
 
     past = notes_as_of(store, at)
-    notes = [n for n in past.values() if n.live]
-    parents = Counter(n.supersedes for n in notes if n.supersedes)
-    forked = {n.id for n in notes if n.supersedes and parents[n.supersedes] > 1}
-    ordered = sorted(notes, key=order)
+    standings = Standings.of_notes(past, now)
+    ordered = sorted((n for n in past.values() if n.live), key=order)
     given: dict[str, list[Note]] = {}
     for note in past.values():
         if note.answers is not None:
             given.setdefault(note.answers, []).append(note)
     answers = lambda note_id: given.get(note_id, [])  # noqa: E731
-    every = [entry(n, reference, forked, now, answers) for n in ordered if n.kind == "directive"]
+    every = [entry(n, reference, standings, now, answers) for n in ordered if n.kind == "directive"]
     directives, others = every[skip:], [n for n in ordered if n.kind != "directive"][max(0, skip - len(every)):]
     context = Context(str(store.root), None, reference, budget, [], [], len(others), skip, at,
                       directive_total=len(directives))
-    return fill(context, chain(directives, (entry(n, reference, forked, now, answers) for n in others)))
+    return fill(context, chain(directives, (entry(n, reference, standings, now, answers) for n in others)))

@@ -19,7 +19,8 @@ from typing import Callable, Iterable, NamedTuple
 
 from . import errors
 from .context import FRAMES, PRIORITY_RANK, indented
-from .model import KIND_RANK, MOMENTS, PRIORITIES, Note, past_end
+from .model import KIND_RANK, MOMENTS, PRIORITIES, Note, past_end_words
+from .standing import Standing, Standings
 from .store import Store, read_gaps
 from .triggers import (any_path_matches, bundle_at, bundle_moments, command_matches, path_matches, prompt_paths,
                        prompt_words, relative, term_in)
@@ -99,11 +100,12 @@ class Hit(NamedTuple):
     note: Note
     why: str
     full: bool = True
+    standing: Standing = Standing()
 
     def head(self) -> str:
         n = self.note
         marks = " · STALE" if n.state == "stale" else ""
-        marks += end_mark(n) + requested(n, self.why)
+        marks += standing_marks(n, self.standing) + requested(n, self.why)
         return f"- [#{n.shown}] {n.kind}/{n.priority} · {FRAMES.get(n.provenance, n.provenance)}{marks} · {self.why}"
 
     def block(self) -> str:
@@ -122,24 +124,26 @@ class Hit(NamedTuple):
     def to_json(self) -> dict[str, object]:
         n = self.note
         return {"id": n.id, "short": n.shown, "kind": n.kind, "priority": n.priority, "state": n.state,
-                "provenance": n.provenance, "expires": n.expires, "past_end": ended(n), "why": self.why,
+                "provenance": n.provenance, "expires": n.expires, **self.standing.to_json(), "why": self.why,
                 "full": self.full,
                 "text" if self.full else "line": n.text if self.full else n.first_line()}
 
 
-def end_mark(note: Note) -> str:
-    """How a note past its end is marked where it is given ("" for one in force)."""
-    return f" · PAST ITS END {note.expires} (not in force; `qem expire --due` expires it)" if ended(note) else ""
+def standing_marks(note: Note, standing: Standing) -> str:
+    """How a note is marked where it is given: past its end (with why it is not in force)
+    and each open dispute (qem_edit.standing, every read's decision); "" for neither."""
+    end = f" · {past_end_words(note)}" if standing.past_end else ""
+    return end + "".join(f" · {d.mark()}" for d in standing.disputes)
 
 
-def ended(note: Note) -> bool:
-    """A note in force past its end, not swept yet (`qem expire --due`): given marked so,
-    never as in force (qem_edit.context marks it the same way)."""
-    if note.expires is None:
-        return False
+def standings_now(standings: Standings | None) -> Standings:
+    """The standings a fit marks its notes by: the reader's (from the index), else the
+    notes' own (their ends, their disputes, no fork: a caller with no store)."""
+    if standings is not None:
+        return standings
     from .times import utc_now
 
-    return past_end(note, utc_now())
+    return Standings(utc_now())
 
 
 class Change(NamedTuple):
@@ -399,7 +403,7 @@ Measure = Callable[[str], int]
 
 
 def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: int, fetch: Fetch,
-        skip: int = 0, measure: Measure = len) -> Delivery:
+        skip: int = 0, measure: Measure = len, standings: Standings | None = None) -> Delivery:
     """The changes, then the notes due, in order while the whole text, its last line
     included, stays within `budget` (counted by `measure`: the harness's own unit, every
     part of the text adding its size); the first that does not fit ends it (a
@@ -408,7 +412,7 @@ def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: in
     a note `fetch` does not give (no longer in the index) ends it too, counted."""
     if budget < 0:
         raise errors.BadInput(f"--budget {budget}: give a number of characters (0: no limit)")
-    out = Delivery(moment, budget, skip=skip)
+    out, standings = Delivery(moment, budget, skip=skip), standings_now(standings)
     heading, reserve = measure(out.heading()), footer_room(entries, changes, measure)
     size = heading + fitted_changes(out, changes, budget, heading, reserve, measure)
     notes: dict[str, Note] = {}
@@ -419,7 +423,7 @@ def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: in
         if note is None:
             out.left = entries[i:]
             break
-        hit = Hit(note, entry.due.why, entry.due.full)
+        hit = Hit(note, entry.due.why, entry.due.full, standings.of(note))
         block = hit.block()
         if budget and heading + measure(block) + 2 + reserve > budget:
             block = hit.too_long()  # never whole here: given as its line, so it hides nothing after it
@@ -493,7 +497,10 @@ def deliver(store: Store, moment: Moment, budget: int = DEFAULT_BUDGET, skip: in
     fitted by `fitter` (qem_edit.tiers for a moment that gives many notes at once)."""
     if skip < 0:
         raise errors.BadInput(f"--skip {skip}: give a number of notes to leave out")
+    from .times import utc_now
+
     with store.reading():
-        return fitter(moment, ranked(moment, hits(store, moment))[skip:], [], budget, store.notes_by_id, skip)
+        return fitter(moment, ranked(moment, hits(store, moment))[skip:], [], budget, store.notes_by_id, skip,
+                      standings=Standings.read(store, utc_now()))
 
 

@@ -7,9 +7,10 @@ counted from the event's own timestamp (`--ttl 30d`; units h, d, w), fixed once 
 event is written.  A kind may have a default time to live for new notes (`[expiry]` in
 .qem/config.toml); a successor keeps its predecessor's end unless told otherwise.
 
-Nothing expires by being read: a note past its end stays as it is (`qem context` marks
-it) until `qem expire --due` writes its `expired` event, in one check-in with every other
-note due.
+Nothing expires by being read: a note past its end stays as it is (every read names it
+so: qem_edit.standing) until `qem expire --due` writes its `expired` event, in one
+check-in with every other note due.  A note written with an end already past keeps it,
+and its own write expires it (model.decide_create).
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple
 
 from . import errors
-from .model import KINDS, Note
+from .model import ENDED_WHEN_WRITTEN, KINDS, Note
 
 if TYPE_CHECKING:
     from typing import Callable
@@ -74,16 +75,10 @@ class Asked(NamedTuple):
     def at(self, moment: str, default: str | None = None) -> str | None:
         """The end for an event written at `moment`; `default` when nothing was asked
         (the kind's, or the predecessor's).  A time to live counts from `moment`; an end
-        at or before it is refused (BadInput: nothing is written)."""
+        at or before it is kept, and the write expires the note at once (model.decide_create)."""
         if self.ttl is not None:
             return shifted(moment, self.ttl)
-        if not self.given:
-            return default
-        if self.end is not None and self.end <= moment:
-            shown = self.end[:10] if self.end.endswith("T00:00:00Z") else self.end
-            raise errors.BadInput(f"--expires {shown} is not after now ({moment}): a note's end must be in the"
-                                  " future; nothing was written")
-        return self.end
+        return self.end if self.given else default
 
 
 def asked(expires: str | None, ttl: str | None) -> Asked:
@@ -134,6 +129,29 @@ def new_end(tx: "Transaction", kind: str, wish: Asked, ttls: Mapping[str, int]) 
     """A new note's end, as of the transaction's time: as asked, else its kind's default."""
     default = shifted(tx.at, ttls[kind]) if kind in ttls else None
     return wish.at(tx.at, default)
+
+
+def ended_notice(note: Note) -> str:
+    """What a write says of a note it made with an end already past (model.decide_create
+    expired it in the same write): the CLI's add and supersede, MCP's, a check-in."""
+    return (f"note #{note.shown}'s end ({note.expires}) was already past: recorded, with its end, and"
+            f" expired in the same write: it is not in force (`qem show {note.shown}`)")
+
+
+def born_ended(notes: "Iterable[Note]") -> list[Note]:
+    """Of notes just written, those their own write expired, their end being past."""
+    return [n for n in notes if n.state == "expired" and n.state_reason == ENDED_WHEN_WRITTEN]
+
+
+def due_notice(store: "Store", now: str) -> str | None:
+    """After a load: the notes in force it left past their end (a dump carries a log as it
+    was, so a load adds no event of its own; every read names them so until the sweep)."""
+    due = store.due(now)
+    if not due:
+        return None
+    named = ", ".join(f"#{n.shown}" for n in due[:5]) + (f" and {len(due) - 5:,} more" if len(due) > 5 else "")
+    return (f"{len(due):,} note{'' if len(due) == 1 else 's'} in force past {'its' if len(due) == 1 else 'their'}"
+            f" end ({named}): not in force, named so by every read; `qem expire --due` records it")
 
 
 # -- the sweep ---------------------------------------------------------------------------------

@@ -181,7 +181,7 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
         moments = _moments(ask, book, state)
         given = {n: entry for n, entry in book.given.items() if entry[0] == book.epoch}
         counted = book.notes_then >= 0
-    found, texts, changed, notes, due_here = _read(state, moments, given, counted, ask.session)
+    found, texts, changed, notes, due_here, standings = _read(state, moments, given, counted, ask.session)
     if window != key and ask.does == SUBAGENT:
         with ledger.session(state, key) as book:
             book.started(window)
@@ -192,7 +192,7 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
         if ask.does == HOLD and not holding:
             return harness.no_context  # no context goes before this tool: the hook after it gives it
         budget = harness.budget - (harness.measure(HELD) + 2 if holding else 0)
-        text = _given(harness, moments, found, texts, changed, book, budget, ask.does in (TOOL, HOLD))
+        text = _given(harness, moments, found, texts, changed, book, budget, ask.does in (TOOL, HOLD), standings)
         if holding and text:
             book.hold(_about(ask))
             return harness.deny(event, f"{HELD}\n\n{text}")
@@ -336,11 +336,14 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool,  # 
     the texts of the first of them the session was not given (`given`: this epoch's
     ledger entries), the changes of the notes given this epoch, how many notes it holds
     (-1 where the session's ledger has counted them already: `counted`), and the notes
-    due at an edit or a command among them, in force (what a call is held for).  Read for
-    `session`: another session's session notes are not given."""
+    due at an edit or a command among them, in force (what a call is held for), and the
+    notes' standing (past their end, in dispute: qem_edit.standing).  Read for `session`:
+    another session's session notes are not given."""
     from . import delivery
     from .ledger import tip
+    from .standing import Standings
     from .store import Store
+    from .times import utc_now
 
     store = Store.open(state, create=False, write=False)
     store.session = session
@@ -357,7 +360,8 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool,  # 
             fresh = [e.due.id for e in entries if e.due.id not in given or (e.due.full and not given[e.due.id][1])
                      or (e.due.late and e.due.id + LATE_MARK not in given)]
             texts = store.notes_by_id(fresh[:READ_AHEAD])
-            due_here -= {n for n, note in texts.items() if delivery.ended(note)}  # not in force: holds nothing
+            standings = Standings.read(store, utc_now(), texts.values())
+            due_here -= {n for n, note in texts.items() if standings.of(note).past_end}  # not in force: holds nothing
             recorded = {n: entry[2] for n, entry in given.items()}
             now = store.last_changes(recorded)
             moved = [n for n, last in recorded.items() if now.get(n, "") != last]
@@ -367,13 +371,13 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool,  # 
                        for n in moved}
             count = -1 if counted else store.count()
             return (entries, texts, {n: (c, tip(c.note) if c else "") for n, c in changed.items()}, count,
-                    due_here)
+                    due_here, standings)
     finally:
         store.close()
 
 
 def _given(harness: Harness, moments: list, found: list, texts: dict, changed: dict,  # type: ignore[no-untyped-def]
-           book, budget: int, tool: bool = False) -> str:
+           book, budget: int, tool: bool = False, standings=None) -> str:
     """The reply's context, from what the ledger says was not given yet, within `budget`
     (the harness's unit); what it gives, recorded.  Its heading is a tool call's own
     moment (the first), else the last (a start's after a compaction's)."""
@@ -392,7 +396,8 @@ def _given(harness: Harness, moments: list, found: list, texts: dict, changed: d
         else:
             changes.append(change)
     out = tiers.fitter(moments)(moments[0] if tool else moments[-1], entries, changes, budget,
-                                lambda ids: {n: texts[n] for n in ids if n in texts}, measure=harness.measure)
+                                lambda ids: {n: texts[n] for n in ids if n in texts}, measure=harness.measure,
+                                standings=standings)
     for change in out.changes:
         book.give(change.note.id, book.given[change.note.id][1], tip(change.note))
     late = {e.due.id for e in entries if e.due.late}

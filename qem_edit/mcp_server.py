@@ -363,7 +363,7 @@ _ON = {"type": "array", "items": {"type": "string", "enum": list(MOMENTS)}, "des
 _WHEN_PATH = {"type": "array", "items": {"type": "string"}, "description": "Deliver the note before an agent edits a file matching one of these patterns: paths from the top of the work tree, * ? [..] within a part, ** for folders (src/index/**). Anchored files fire too."}
 _WHEN_RUN = {"type": "array", "items": {"type": "string"}, "description": "Deliver the note before a shell command matching one of these patterns runs: * any characters (pytest*), matched against each command of a command line."}
 _AT = {"type": "string", "description": "As the memory was at this UTC date or time, or as committed at this git revision."}
-_EXPIRES = {"type": "string", "description": "The note's end, in the future: a date YYYY-MM-DD (its start, UTC) or a UTC time YYYY-MM-DDTHH:MM:SSZ; none: no end. Not with ttl. A successor keeps the old note's end unless given."}
+_EXPIRES = {"type": "string", "description": "The note's end: a date YYYY-MM-DD (its start, UTC) or a UTC time YYYY-MM-DDTHH:MM:SSZ; none: no end. Not with ttl. A successor keeps the old note's end unless given. An end already past is recorded and the note expired in the same write (its state says so)."}
 _TO = {"type": "string", "description": "Who owes this note (it is a request): an actor, a person or an agent, one word. Listed by `qem owed` until a note answers it."}
 _DUE = {"type": "string", "description": "The request's deadline: a date YYYY-MM-DD (the end of that UTC day) or a UTC time YYYY-MM-DDTHH:MM:SSZ; late after it. Not its end (expires)."}
 _RESTS_ON = {"type": "array", "items": {"type": "string"}, "description": "The ids of the notes this one rests on (it holds only while they do): when one is superseded, revoked, expired, forgotten or flagged stale, this note is flagged stale with it."}
@@ -610,7 +610,9 @@ _NOTE_FIELDS = {"id": {"type": "string"}, "short": {"type": "string"}, "kind": {
                 "state": {"type": "string"}, "created_at": {"type": "string"}, "actor": {"type": "string"},
                 "supersedes": _NULLABLE_TEXT, "superseded_by": _NULLABLE_TEXT, "anchors": {"type": "array"},
                 "triggers": {"type": "object"}, "to": _NULLABLE_TEXT, "due": _NULLABLE_TEXT, "answers": _NULLABLE_TEXT,
-                "rests_on": {"type": "array"}}
+                "rests_on": {"type": "array"},
+                # every read's standing of the note (qem_edit.standing): past its end, in open dispute
+                "past_end": {"type": "boolean"}, "open_disputes": {"type": "array", "items": {"type": "object"}}}
 
 
 def _object(properties: dict[str, Any], required: tuple[str, ...]) -> dict[str, Any]:
@@ -632,6 +634,7 @@ OUTPUTS: dict[str, dict[str, Any]] = {
     "status": _object({"id": {"type": "string"}, "short": {"type": "string"},
                        "current": {"type": "string", "enum": ["yes", "no", "unknown"]}, "reason": {"type": "string"},
                        "expires": {"type": ["string", "null"]}, "past_end": {"type": "boolean"},
+                       "open_disputes": {"type": "array", "items": {"type": "object"}},
                        "answered": _object({"answered": {"type": "string", "enum": ["yes", "no", "unknown", "not owed"]},
                                             "why": {"type": "string"}, "late_seconds": {"type": ["integer", "null"]},
                                             "by": {"type": "array", "items": {"type": "object"}},

@@ -733,8 +733,19 @@ def _end(event: Event) -> str | None:
 
 def past_end(note: Note, now: str) -> bool:
     """Whether a note in force is past its end at `now` (a UTC time): due for `qem expire
-    --due`.  Reading never expires it; only the sweep's event does."""
+    --due`.  Reading never expires it; only the sweep's event does.  The one test every
+    read makes (qem_edit.standing), with the words every read says it in:"""
     return note.live and note.expires is not None and note.expires <= now
+
+
+PAST_MARK = "PAST ITS END"  # a note in force past its end, not swept yet
+PAST_WHY = "not in force; `qem expire --due` expires it"
+
+
+def past_end_words(note: Note) -> str:
+    """`PAST ITS END 2026-02-01T00:00:00Z (not in force; ...)`: how a read that gives the
+    note says it (a status's reason and `qem show` say the same, after a colon)."""
+    return f"{PAST_MARK} {note.expires} ({PAST_WHY})"
 
 
 # -- replay: a note from the graph of its events -------------------------------------------------
@@ -891,7 +902,7 @@ class Draft(NamedTuple):
     text: str | None = None  # a created note's text, stored apart from its event
 
 
-NEW_NOTE = "@created"  # in a draft's data: the id of the note its batch creates
+NEW_NOTE = "@created"  # in a draft's data, or as its note: the id of the note its batch creates
 
 
 def decide_move(note: Note, event_type: str, reason: str | None = None,
@@ -992,11 +1003,12 @@ def _pairs_problem(value: object, keys: tuple[str, str]) -> str | None:
 
 
 def decide_create(new: NewNote, old: Note | None, reason: str | None = None,
-                  answered: Note | None = None, bases: tuple[Note, ...] = ()) -> list[Draft]:
+                  answered: Note | None = None, bases: tuple[Note, ...] = (), at: str | None = None) -> list[Draft]:
     """A new note (its text normalized, as every way in stores it), and, when it replaces
     `old`, the supersession of `old`; `answered`: the note its `answers` names, where the
-    log holds it; `bases`: the notes it rests on that the log holds.  Raises TextError or
-    TransitionError."""
+    log holds it; `bases`: the notes it rests on that the log holds; when its end is at or
+    before `at` (the write's time), its expiry too, in the same write: a fact already past
+    its end keeps it, recorded, and is never in force.  Raises TextError or TransitionError."""
     text = normalize_text(new.text)
     if old is not None:
         check_transition(old, "superseded")
@@ -1025,7 +1037,12 @@ def decide_create(new: NewNote, old: Note | None, reason: str | None = None,
     drafts = [Draft(None, "created", reason, data, text)]
     if old is not None:
         drafts.append(Draft(old.id, "superseded", reason, {"by": NEW_NOTE}))
+    if new.expires is not None and at is not None and new.expires <= at:
+        drafts.append(Draft(NEW_NOTE, "expired", ENDED_WHEN_WRITTEN))
     return drafts
+
+
+ENDED_WHEN_WRITTEN = "past its end when written"  # the reason of the expiry a write of such a note adds
 
 
 def scope_problem(scope: object, session: object) -> str | None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
 from . import errors, ids
-from .model import KINDS, MOVE_BY_EVENT, MOVES, Event, Note
+from .model import KINDS, MOVE_BY_EVENT, MOVES, NEW_NOTE, Event, Note
 
 ACTOR_KIND_ENV = "QEM_ACTOR_KIND"
 ACTOR_KINDS = ("agent", "person")
@@ -157,7 +157,7 @@ def guarded_writer(tx, drafts: list, actor: str) -> bool:  # type: ignore[no-unt
     and an agent's endorsement (`human` is a person standing behind a note)."""
     agent = writes_as_agent(tx, actor)
     if agent:
-        guard(((tx.note(d.note), d.type) for d in drafts if d.note is not None and d.type in GUARDED), actor,
+        guard(((tx.note(d.note), d.type) for d in drafts if d.note not in (None, NEW_NOTE) and d.type in GUARDED), actor,
               tx._protect_rule)
         for draft in drafts:
             if draft.type == "promoted" or (draft.type == "created" and draft.data.get("provenance") == "human"):

@@ -17,7 +17,8 @@ from typing import Callable, Iterable
 from . import anchors, errors, ids
 from .model import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, STATES, TEXT_MISSING, Event, Note
 from .owing import answered, is_request
-from .resolver import Graph, disputed_with
+from .resolver import Graph
+from .standing import Standings
 from .store import Store, read_gaps  # (read_gaps: query's word, kept where the readers import it)
 from .times import parse_time, utc_now
 
@@ -198,7 +199,11 @@ _EVENT_FIELDS: dict[str, _Field] = {
 
 
 def note_predicate(filters: list[Filter], graph: Graph, scope: Scope,
-                   answered_of: Callable[[Note], str | None] | None = None) -> Callable[[Note], bool]:
+                   answered_of: Callable[[Note], str | None] | None = None,
+                   standings: Standings | None = None) -> Callable[[Note], bool]:
+    """current= by the graph (judged at its `now`: a note past its end is not current),
+    disputed= by `standings` (qem_edit.standing: every read's decision)."""
+    standings = standings or Standings.of_notes(graph.notes, graph.now or utc_now())
     tests: list[Test] = []
     for f in filters:
         key, value = f.key, f.value
@@ -212,7 +217,7 @@ def note_predicate(filters: list[Filter], graph: Graph, scope: Scope,
             tests.append(_answered_test(value, answered_of, scope))
         elif key == "disputed":
             v = errors.choice(value, ("yes", "no"), key, as_filter=True) == "yes"
-            tests.append(lambda n, v=v: bool(disputed_with(n, graph) or n.rivals) == v)  # type: ignore[arg-type]
+            tests.append(lambda n, v=v: bool(standings.of(n).disputes) == v)  # type: ignore[arg-type, union-attr]
         else:
             forgotten = sum(1 for n in graph.notes.values() if n.text is None) if key == "text~" else 0
             if forgotten:
@@ -271,15 +276,21 @@ def answer(store: Store, parsed: list[Filter], events: bool = False, count_only:
         results = [{**e.to_json(), "short": notes[e.note].shown if e.note in notes else None}
                    for e in all_events if match(e)]
     else:
-        graph = Graph.of(notes)
+        now = utc_now()
+        graph, standings = Graph.of(notes, now), Standings.of_notes(notes, now)
         reader = answers_reader(store, notes, scope) if any(f.key == "answered" for f in parsed) else None
-        match_note = note_predicate(parsed, graph, scope, reader)
+        match_note = note_predicate(parsed, graph, scope, reader, standings)
         results = [
-            {**n.to_json(), "current": graph.currency(n.id).value}
+            {**n.to_json(), "current": graph.currency(n.id).value, **_standing(standings.of(n))}
             for n in sorted(notes.values(), key=lambda n: n.id) if match_note(n)
         ]
     what = "events" if events else "notes"
     return QueryAnswer(scope, [str(f) for f in parsed], what, results, empty_answer(parsed, scope, what), count_only)
+
+
+def _standing(standing) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """A note's standing in a query's result: the standing's JSON, and its marks for the line."""
+    return {**standing.to_json(), "marks": standing.marks()}
 
 
 def _resolved(store: Store, f: Filter) -> Filter:
@@ -345,7 +356,8 @@ class QueryAnswer:
             why = f" ({r['reason']})" if r["reason"] else ""
             return f"{ids.shown(r['id'])}\t{r['at']}\t#{ids.shown(r['note'], r.get('short'))} {r['type']} by {r['actor']}{why}"
         first = (r["text"] or ("(forgotten)" if r["state"] == "forgotten" else TEXT_MISSING)).split("\n", 1)[0]
-        return f"#{r['short']}\t{r['kind']}\t{r['state']}\tcurrent={r['current']}\t{first}"
+        marks = "".join(f" · {m}" for m in r.get("marks", []))  # past its end, disputed: as every read names them
+        return f"#{r['short']}\t{r['kind']}\t{r['state']}\tcurrent={r['current']}\t{first}{marks}"
 
     def data(self) -> object:
         payload: dict[str, object] = {"scope": self.scope.to_json(), "filters": self.filters, "count": len(self.results)}

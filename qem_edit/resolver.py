@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable, Mapping, NamedTuple
 
 from . import ids
-from .model import Note
+from .model import PAST_MARK, PAST_WHY, Note, past_end
 
 
 class Answer(NamedTuple):
@@ -30,8 +30,10 @@ class Answer(NamedTuple):
 class Graph:
     """The supersession graph of a set of notes, with its anomalies found once."""
 
-    def __init__(self, notes: Mapping[str, Note], numbered: dict[str, str] | None = None) -> None:
+    def __init__(self, notes: Mapping[str, Note], numbered: dict[str, str] | None = None,
+                 now: str | None = None) -> None:
         self.notes = notes
+        self.now = now  # when given, a note in force past its end (model.past_end) is not current
         self.children: dict[str, list[str]] = {}
         self.cycles: list[tuple[str, ...]] = []
         self.dangling: dict[str, str] = {}  # note → missing target
@@ -40,8 +42,10 @@ class Graph:
         self.numbered = numbered  # a converted note's old number, hashed → the note
 
     @classmethod
-    def of(cls, notes: Mapping[str, Note]) -> "Graph":
-        graph = cls(notes)
+    def of(cls, notes: Mapping[str, Note], now: str | None = None) -> "Graph":
+        """The graph of `notes`; with `now` (a UTC time), currency judged then too: the
+        rendering of MEMORY.md gives none, and never consults a clock."""
+        graph = cls(notes, now=now)
         graph._build()
         return graph
 
@@ -147,6 +151,8 @@ class Graph:
 
     def currency(self, note_id: str) -> Answer:
         note = self.notes[note_id]
+        if self.now is not None and past_end(note, self.now):  # out of force by its own end, whatever the graph says
+            return Answer(note_id, "no", f"{PAST_MARK} {note.expires}: {PAST_WHY}")
         if note_id in self.poisoned:
             return Answer(note_id, "unknown", self.poisoned[note_id])
         if note.state == "forgotten":

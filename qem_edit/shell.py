@@ -77,7 +77,8 @@ def written_note(written, as_json: bool) -> int:  # type: ignore[no-untyped-def]
         import json
 
         repeats = [{"id": n.id, "short": n.shown} for n in written.repeats]
-        print(json.dumps({"id": note.id, "short": note.shown, "repeats": repeats}, ensure_ascii=False))
+        print(json.dumps({"id": note.id, "short": note.shown, "state": note.state, "repeats": repeats},
+                         ensure_ascii=False))
     else:
         print(note.shown)
     return 0

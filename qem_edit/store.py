@@ -118,8 +118,8 @@ class Transaction:
 
     def create(self, new: NewNote, actor: str, reason: str | None = None, checkin: str | None = None) -> Note:
         old = self.note(new.supersedes) if new.supersedes is not None else None
-        events = self.record(_decided(decide_create, new, old, reason, self._answered(new, old), self._bases(new)),
-                             actor, checkin)
+        events = self.record(_decided(decide_create, new, old, reason, self._answered(new, old), self._bases(new),
+                                      self.at), actor, checkin)
         return self._notes[events[0].id]
 
     def share(self, note_id: str, provenance: str, actor: str, reason: str, twin: Note | None = None) -> Note:
@@ -250,6 +250,8 @@ class Transaction:
         created: str | None = None
         out = []
         for draft in drafts:
+            if draft.note == NEW_NOTE:  # a move on the note this batch creates (its expiry, when born past its end)
+                draft = draft._replace(note=created)
             data = {k: (created if v == NEW_NOTE else v) for k, v in draft.data.items()}
             if agent:
                 data[protect.WRITER] = "agent"
@@ -1147,9 +1149,35 @@ class Store:
 
     def forked_in_force(self) -> set[str]:
         """The notes in force that supersede a note another note in force supersedes too."""
-        return {r[0] for r in self._read(
-            f"SELECT id FROM notes WHERE {_IN_FORCE} AND supersedes IN (SELECT supersedes FROM notes INDEXED BY"
-            f" notes_by_parent WHERE supersedes IS NOT NULL AND {_IN_FORCE} GROUP BY supersedes HAVING count(*) > 1)")}
+        return {note for kids in self.forks_in_force().values() for note in kids}
+
+    def forks_in_force(self) -> dict[str, list[str]]:
+        """Each note two or more notes in force supersede → those notes, in id order."""
+        out: dict[str, list[str]] = {}
+        for note, parent in self._read(
+                f"SELECT id, supersedes FROM notes WHERE {_IN_FORCE} AND supersedes IN (SELECT supersedes FROM notes"
+                f" INDEXED BY notes_by_parent WHERE supersedes IS NOT NULL AND {_IN_FORCE} GROUP BY supersedes"
+                " HAVING count(*) > 1) ORDER BY id"):
+            out.setdefault(parent, []).append(note)
+        return out
+
+    def forks_among(self, parents: Iterable[str]) -> dict[str, list[str]]:
+        """Of these notes, each two or more notes in force supersede → those notes, in id
+        order (read by the index on parents: the cost follows the notes asked about)."""
+        out: dict[str, list[str]] = {}
+        for chunk in db.chunks(sorted(set(parents))):
+            for note, parent in self._read(
+                    f"SELECT id, supersedes FROM notes INDEXED BY notes_by_parent WHERE supersedes IN"
+                    f" ({db.marks(chunk)}) AND {_IN_FORCE} ORDER BY supersedes, id", chunk):
+                out.setdefault(parent, []).append(note)
+        return {parent: kids for parent, kids in out.items() if len(kids) > 1}
+
+    def disagreeing(self) -> list[Note]:
+        """The notes, in any state, with disputes or concurrent changes that disagree (few:
+        read by the index made for them), in id order."""
+        return [note_from_row(r) for r in self._read(
+            f"SELECT {NOTE_COLUMNS} FROM notes INDEXED BY notes_disagreeing WHERE disputes != '[]' OR rivals != '[]'"
+            " ORDER BY id")]
 
     def count_in_force_besides(self, kind: str) -> int:
         """The notes in force of every kind but `kind`."""
@@ -1335,10 +1363,6 @@ class Store:
         """(note, file) of every text whose note's creation the log does not hold, by file."""
         return self._read("SELECT t.note, t.file FROM texts t LEFT JOIN notes n ON n.id = t.note"
                           " WHERE n.id IS NULL ORDER BY t.file")
-
-    def open_disputes(self) -> list[tuple[str, str]]:
-        """(short id, its disputes as a JSON array) of every note in an open dispute, in id order."""
-        return self._read("SELECT short, disputes FROM notes WHERE disputes != '[]' ORDER BY id")
 
     def rebuild(self) -> int:
         """Build the index again from the log, in a new file (so a damaged one goes too);

@@ -7,7 +7,8 @@ line for every due note: `- [#id] kind/priority · first line`, with its provena
 where it is not an agent's (said once, above the notes) and STALE where flagged.  The
 second gives the notes' other lines under their first, in the one order, to each note
 whose remaining lines fit what the budget has left (a note too long for it stays a line,
-ending in `…`, and hides nothing after it).  Notes come in groups by why they came, each
+ending in `…`, and hides nothing after it; a first line past 200 characters is cut in
+its line, which says so and names `qem show ID`).  Notes come in groups by why they came, each
 reason said once, as the group's heading.  Only when the lines alone exceed the budget is
 anything left out: a tail of the order, counted in the last line with the `qem deliver`
 command that lists it.  The budget is in the harness's own unit (`measure`).
@@ -22,6 +23,7 @@ from .context import FRAMES, indented
 from .delivery import (CUT, READ_AHEAD, Change, Delivery, Fetch, Measure, Moment, Ranked, fitted_changes,
                        footer_room)
 from .model import Note, scope_mark
+from .standing import Standing, Standings
 
 TIERED = ("start", "compact")  # the moments that give many notes at once
 DEFAULT_PROVENANCE = "agent"
@@ -35,6 +37,7 @@ class Listed(NamedTuple):
     note: Note
     why: str
     whole: bool = False
+    standing: Standing = Standing()
 
     @property
     def full(self) -> bool:
@@ -50,14 +53,18 @@ class Listed(NamedTuple):
     def head(self) -> str:
         n = self.note
         marks = "" if n.provenance == DEFAULT_PROVENANCE else f" · {FRAMES.get(n.provenance, n.provenance)}"
-        marks += (" · STALE" if n.state == "stale" else "") + delivery.end_mark(n) + delivery.requested(n, self.why)
+        marks += (" · STALE" if n.state == "stale" else "") + delivery.standing_marks(n, self.standing)
+        marks += delivery.requested(n, self.why)
         marks += f" · {scope_mark(n)}" if n.local else ""
         return f"- [#{n.shown}] {n.kind}/{n.priority}{marks} · "
 
     def line(self) -> str:
+        """The first tier's line: the whole first line, or, past CUT characters, its start
+        saying it was cut and how to read the rest (the second tier may give it whole)."""
         first = self.note.first_line().strip()
         if len(first) > CUT:
-            return self.head() + first[: CUT - 1].rstrip() + "…"
+            return (self.head() + first[: CUT - 1].rstrip() + f"… [cut at {CUT} of {len(first):,} characters:"
+                    f" `qem show {self.note.shown}` gives it whole]")
         return self.head() + first + (" …" if self.more() else "")
 
     def block(self) -> str:
@@ -70,7 +77,7 @@ class Listed(NamedTuple):
     def to_json(self) -> dict[str, object]:
         n = self.note
         return {"id": n.id, "short": n.shown, "kind": n.kind, "priority": n.priority, "state": n.state,
-                "provenance": n.provenance, "expires": n.expires, "past_end": delivery.ended(n), "why": self.why,
+                "provenance": n.provenance, "expires": n.expires, **self.standing.to_json(), "why": self.why,
                 "full": self.full,
                 "text" if self.full else "line": n.text if self.full else n.first_line()}
 
@@ -91,7 +98,7 @@ class Tiered(Delivery):
 
 
 def fit_tiers(moment: Moment, entries: list[Ranked], changes: list[Change], budget: int, fetch: Fetch,
-              skip: int = 0, measure: Measure = len) -> Tiered:
+              skip: int = 0, measure: Measure = len, standings: Standings | None = None) -> Tiered:
     """The changes, then a line for each note due in order while the lines fit `budget`
     (the first that does not ends it, counted), then whole texts in order where room
     remains.  `fetch` reads the notes' texts a few at a time."""
@@ -100,7 +107,8 @@ def fit_tiers(moment: Moment, entries: list[Ranked], changes: list[Change], budg
     out = Tiered(moment, budget, skip=skip)
     heading, reserve = measure(out.heading()), footer_room(entries, changes, measure)
     size = heading + fitted_changes(out, changes, budget, heading, reserve, measure)
-    size = _lines(out, entries, budget - reserve if budget else 0, size, fetch, measure)
+    size = _lines(out, entries, budget - reserve if budget else 0, size, fetch, measure,
+                  delivery.standings_now(standings))
     if budget:
         _wholes(out, budget - reserve - size, measure)
     else:
@@ -108,7 +116,8 @@ def fit_tiers(moment: Moment, entries: list[Ranked], changes: list[Change], budg
     return out
 
 
-def _lines(out: Tiered, entries: list[Ranked], room: int, size: int, fetch: Fetch, measure: Measure) -> int:
+def _lines(out: Tiered, entries: list[Ranked], room: int, size: int, fetch: Fetch, measure: Measure,
+           standings: Standings) -> int:
     """The first tier: a line for each note in order while `room` holds it (0: no limit);
     returns the size taken."""
     notes: dict[str, Note] = {}
@@ -117,7 +126,7 @@ def _lines(out: Tiered, entries: list[Ranked], room: int, size: int, fetch: Fetc
         if entry.due.id not in notes:
             notes.update(fetch([e.due.id for e in entries[i:i + READ_AHEAD]]))
         note = notes.get(entry.due.id)
-        listed = Listed(note, entry.due.why) if note is not None else None
+        listed = Listed(note, entry.due.why, standing=standings.of(note)) if note is not None else None
         cost = 0 if listed is None else measure(listed.line()) + 1
         if listed is not None and not out.given:
             cost += measure("\n\n" + PREAMBLE)

@@ -31,7 +31,7 @@ LAYERS = {
     3: ("index",),  # the index
     4: ("protect", "secrets", "starting"),  # what a write enforces, and starting a memory
     5: ("store",),  # one memory: opening, the write transaction
-    6: ("removals", "diff", "diffview", "incomplete", "history", "query", "context", "answers",  # reads
+    6: ("removals", "diff", "diffview", "incomplete", "history", "standing", "query", "context", "answers",  # reads
         "drift", "anchorlist", "delivery", "tiers", "owed"),
     7: ("gitstage", "gitsettle", "textconv", "export", "proposal", "checkouts", "forgetting", "dump", "vectr", "mdimport",
         "migrate", "checks", "staged"),  # the mirror, and work over the whole memory

@@ -357,7 +357,7 @@ def test_a_note_past_its_end_is_given_marked_never_as_in_force_and_holds_nothing
     shell = json.loads(run_qem("deliver", "shell", "--command", "make migrate", "--json", cwd=top).stdout)
     assert [(g["expires"], g["past_end"]) for g in shell["given"]] == [("2099-01-01T00:00:00Z", False)]
     status = run_qem("status", ended, cwd=top).stdout
-    assert f"#{ended} current: yes" in status and "but past its end (2026-01-07T10:00:00Z): not in force" in status
+    assert f"#{ended} current: no (PAST ITS END 2026-01-07T10:00:00Z: not in force;" in status
     data = json.loads(run_qem("status", ended, "--json", cwd=top).stdout)
     assert (data["expires"], data["past_end"]) == ("2026-01-07T10:00:00Z", True)
     assert run_qem("status", live, cwd=top).stdout.strip().endswith("; ends 2099-01-01T00:00:00Z")

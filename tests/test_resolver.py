@@ -209,7 +209,8 @@ def test_a_fork_then_a_ruling_leaves_one_current(qem, ws, tmp_path):
     ruled = qem("rule", dispute_id, "--keep", "3", "-m", "3 was measured")
     assert ruled.returncode == 0, ruled.stderr
     assert status(qem, 3) == {"id": full[3], "short": s[3], "current": "yes",
-                              "reason": "current: in force, nothing supersedes it", "expires": None, "past_end": False}
+                              "reason": "current: in force, nothing supersedes it", "expires": None, "past_end": False,
+                              "open_disputes": [], "scope": "team", "session": None}
     loser = status(qem, 2)
     assert loser["current"] == "no" and "revoked" in loser["reason"] and f"#{s[3]} stands" in loser["reason"]
     assert status(qem, 1)["current"] == "no"
@@ -240,11 +241,13 @@ def test_plain_answers_name_the_reason(qem, ws):
     assert len({a, b, c, d}) == 4 and not any(x.isdigit() for x in (a, b, c, d))
     full = {n: json.loads(qem("show", n, "--json").stdout)["id"] for n in (a, b, c, d)}
     assert status(qem, a) == {"id": full[a], "short": a, "current": "no", "reason": f"superseded by #{c}",
-                              "expires": None, "past_end": False}
+                              "expires": None, "past_end": False,
+                              "open_disputes": [], "scope": "team", "session": None}
     assert status(qem, b)["current"] == "no" and "revoked" in status(qem, b)["reason"]
     assert status(qem, c)["current"] == "yes"
     assert status(qem, d) == {"id": full[d], "short": d, "current": "yes", "reason": "current, but flagged stale: old?",
-                              "expires": None, "past_end": False}
+                              "expires": None, "past_end": False,
+                              "open_disputes": [], "scope": "team", "session": None}
     assert status(qem, full[a])["short"] == a  # a full id (or any unambiguous prefix) finds it too
     plain = qem("status", a)
     assert plain.stdout.strip() == f"#{a} current: no (superseded by #{c})"

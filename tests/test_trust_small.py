@@ -161,7 +161,7 @@ def test_a_refused_load_into_a_new_folder_leaves_nothing(tmp_path: Path) -> None
 
 REFUSED_FIRST = {
     "unknown kind": (["add", "x", "--kind", "nosuchkind"], "unknown kind 'nosuchkind'"),
-    "past end": (["add", "x", "-k", "task", "--expires", "2020-01-01"], "a note's end must be in the future"),
+    "bad end": (["add", "x", "-k", "task", "--expires", "2020-13-01"], "give a date (YYYY-MM-DD)"),
     "zero ttl": (["add", "x", "-k", "task", "--ttl", "0d"], "at least 1 hour"),
     "missing anchor": (["add", "x", "-k", "task", "--anchor", "nope.py"], "no such file or folder"),
 }
@@ -190,9 +190,9 @@ def test_a_refused_first_write_over_mcp_creates_nothing(tmp_path: Path) -> None:
 
     async def script() -> str:
         async with session(root) as s:
-            return await failed(s, "add", text="x", kind="task", expires="2020-01-01")
+            return await failed(s, "add", text="x", kind="task", expires="2020-13-01")
 
-    assert "a note's end must be in the future" in anyio.run(script)
+    assert "give a date (YYYY-MM-DD)" in anyio.run(script)
     assert sorted(p.name for p in root.iterdir()) == [".git"]
 
 
