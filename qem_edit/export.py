@@ -9,15 +9,19 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple
-
-from .renderer import Selection, assemble_bytes, assemble_chunks, render
-from .renderer.format import HEADER_RE, HELP_OPEN
+from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple
 
 from . import errors
 from .files import file_chunks, read_at, read_regular, same_bytes, write_atomic
 from .model import KINDS
 from .store import Store
+
+if TYPE_CHECKING:
+    from .renderer import Selection
+
+# (The renderer is imported where a rendering is made: `export --check` on a file the
+# index's stat line vouches for, and `verify --staged`'s sealed answer, render nothing,
+# and the grammar's regular expressions cost a commit hook ~4 ms.)
 
 
 class Verdict(NamedTuple):
@@ -34,14 +38,17 @@ MIRROR_BASE = "mirror-base.md"  # under .qem/: what export last wrote (not commi
 EXPORT_LOCK = "export.lock"  # under .qem/: one export writes the mirror at a time
 
 
-def render_store(store: Store, selection: Selection = Selection()) -> tuple[int, bytes]:
+def render_store(store: Store, selection: Selection | None = None) -> tuple[int, bytes]:
     """The index's generation and the rendering (UTF-8), read in one snapshot.
 
     The common case joins the items the index rendered when it last caught up (one
     narrow table, read in order; for a query's checkout, only its notes' items, so
     the cost follows the query); disputes and forks, whose markers depend on other
-    notes, and live-only checkouts take the full render.
+    notes, and live-only checkouts take the full render (`selection`: none, every note).
     """
+    from .renderer import Selection, assemble_bytes, render
+
+    selection = Selection() if selection is None else selection
     memory = store.memory_id()
     with store.reading():
         generation = store.head()
@@ -55,7 +62,7 @@ def render_store(store: Store, selection: Selection = Selection()) -> tuple[int,
 
 
 @contextmanager
-def rendering(store: Store, selection: Selection = Selection()) -> Iterator[tuple[int, Iterable[bytes]]]:
+def rendering(store: Store, selection: Selection | None = None) -> Iterator[tuple[int, Iterable[bytes]]]:
     """The index's generation and the rendering (within `selection`) as a stream of
     chunks, read in one snapshot, held while the stream is read: the items come from the
     index as the stream reaches them, so the rendering is never held whole (disputes and
@@ -66,10 +73,13 @@ def rendering(store: Store, selection: Selection = Selection()) -> Iterator[tupl
 
 
 @contextmanager
-def streamed(store: Store, selection: Selection = Selection()) -> Iterator[tuple[int, bool, Iterable[bytes]]]:
+def streamed(store: Store, selection: Selection | None = None) -> Iterator[tuple[int, bool, Iterable[bytes]]]:
     """`rendering`, and whether it is calm: every item as the index renders it alone (no
     dispute or fork marks one, and the selection takes whole items), so that what changed
     since is told by the items the index logged (`Store.items_changed_since`)."""
+    from .renderer import Selection, assemble_chunks
+
+    selection = Selection() if selection is None else selection
     memory = store.memory_id()
     with store.reading():
         if not selection.active_only and not store.has_disagreements():
@@ -83,7 +93,6 @@ def streamed(store: Store, selection: Selection = Selection()) -> Iterator[tuple
     yield generation, False, (data,)
 
 
-HELP_START = b"\n" + HELP_OPEN.encode("utf-8")  # where a checkout's help comment starts
 PATCH_FROM_MOST = 2000  # past this many changed items since a base, it is rendered whole instead
 
 
@@ -108,6 +117,7 @@ def _plan_from(store: Store, selection: Selection, base: Path, moment: str | Non
                heads: list[int] | None, end: int | None):  # type: ignore[no-untyped-def]
     if moment is None or not calm or selection.active_only or selection.notes is not None:
         return None
+    from .renderer.format import HELP_OPEN
     from .renderer.patch import SectionChange, heads_after, headings_in, patch_plan
 
     with store.reading():
@@ -125,7 +135,8 @@ def _plan_from(store: Store, selection: Selection, base: Path, moment: str | Non
             new.append(item)
     try:
         with read_at(base) as (read, size):
-            if end is not None and read(end, len(HELP_START)) != HELP_START:
+            help_start = b"\n" + HELP_OPEN.encode("utf-8")  # where a checkout's help comment starts
+            if end is not None and read(end, len(help_start)) != help_start:
                 return None  # not a checkout's base as qem wrote it
             found = heads if heads is not None else headings_in(file_chunks(base))
             pieces = patch_plan(read, size if end is None else end, found, store.memory_id(), selection,
@@ -216,6 +227,7 @@ def render_as_of(store: Store, at: str) -> bytes:
     """The whole rendering as the memory was `--at` a date, or as committed at a git
     revision."""
     from .history import notes_as_of
+    from .renderer import render
 
     return render(notes_as_of(store, at).values(), store.memory_id()).encode("utf-8")
 
@@ -268,6 +280,7 @@ def _write_rendering(store: Store, path: Path) -> tuple[int, list[int]]:
     that a kill between the two never leaves a mirror that looks hand-edited."""
     import hashlib
 
+    from .renderer import Selection
     from .renderer.patch import Headings
 
     digest, headings = hashlib.sha256(), Headings()
@@ -379,6 +392,7 @@ def _export_patched(store: Store, path: Path) -> bool | None:
     if mark is None or not mark.calm or len(mark.replaced) > PATCH_MOST:
         return None
     from .files import locked
+    from .renderer import Selection
     from .renderer.patch import patched
 
     try:
@@ -625,6 +639,8 @@ def _merged(store: Store, path: Path, current: bytes, data: bytes) -> bool:
 
 def _memory_of(data: bytes) -> str | None:
     first = data.split(b"\n", 1)[0].lstrip(b"\xef\xbb\xbf").rstrip(b"\r")
+    from .renderer.format import HEADER_RE
+
     match = HEADER_RE.match(first.decode("utf-8", "replace"))
     return match["memory"] if match else None
 

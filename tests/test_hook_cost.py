@@ -85,7 +85,8 @@ def test_a_configured_mirror_path_is_still_read(tmp_path: Path) -> None:
 def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: Path) -> None:
     """On a commit that touches no memory, a memory `verify --staged` sealed: the three
     commit hooks answer as before, importing no dataclasses (and the inspect it brings),
-    no tomllib, no OpenSSL (hashlib) and no command-line framework."""
+    no tomllib, no OpenSSL (hashlib), not the MEMORY.md grammar (they render nothing) and
+    no command-line framework."""
     env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
@@ -97,7 +98,7 @@ def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: P
     assert run_qem("verify", "--staged", cwd=tmp_path).returncode == 0  # the seal
     (tmp_path / "code.py").write_text("a = 2\n")
     subprocess.run(["git", "add", "code.py"], cwd=tmp_path, check=True)
-    unused = ("typer", "click", "dataclasses", "inspect", "tomllib", "hashlib", "_hashlib")
+    unused = ("typer", "click", "dataclasses", "inspect", "tomllib", "hashlib", "_hashlib", "qem_edit.renderer.format")
     for argv, said in ((["verify", "--staged"], "ok: the log replays cleanly to 1 note"),
                        (["export", "--check", "--staged"], ""),
                        (["anchors", "check", "--staged"], "no anchor drifted")):
