@@ -185,6 +185,15 @@ class Transaction:
         next level names."""
         if not self.events or self.bulk is not None:
             return
+        # Another session's note resting on a base changed here is this clone's note too:
+        # its flag is the change's consequence, not the writer's reading of that note.
+        every, self.store.every_session = self.store.every_session, True
+        try:
+            self._flag_levels()
+        finally:
+            self.store.every_session = every
+
+    def _flag_levels(self) -> None:
         new = {e.id: e for e in self.events}
         pending = self.store.owed_flags()
         pending += self._resting_on({e.note for e in self.events if e.type in resting.CHANGES})
