@@ -750,3 +750,27 @@ def test_share_keeps_team_pointers_and_drops_local_ones_and_says_a_share_was_don
     assert "qem share" not in on_session.stderr
     refused = qem(tmp_path, "share", session, env={"QEM_SESSION": "s1"})
     assert refused.returncode == 2 and "a session note holds for its agent session only" in refused.stderr
+
+
+def test_a_deleted_private_gitignore_is_put_back_by_any_write_and_the_memorys_names_the_folder(team) -> None:
+    """Two guards keep `git add -A` off the private folder: its own `.gitignore` (put back by
+    any write, a team one too) and the memory's `.gitignore` naming `/private/` (a new
+    memory's from the start; a memory started before it, at its first write once it has
+    private notes; never touched for a memory with none)."""
+    work, origin, env = team
+    assert "/private/" in (work / ".qem" / ".gitignore").read_text("utf-8").splitlines()
+    assert git("status", "--porcelain", cwd=work, env=env).stdout == ""
+    ignore = work / ".qem" / ".gitignore"
+    ignore.write_text(ignore.read_text("utf-8").replace("/private/\n", ""), "utf-8")  # a memory started before the line
+    git("commit", "-qam", "an older memory", cwd=work, env=env)
+    assert qem(work, "add", TEAM2, "--kind", "directive").returncode == 0
+    assert "/private/" not in ignore.read_text("utf-8"), "a memory with no private note keeps its .gitignore"
+    assert qem(work, "add", PRIVATE, "--kind", "finding", "--scope", "private").returncode == 0
+    (work / ".qem" / "private" / ".gitignore").unlink()
+    assert qem(work, "add", "Deploys are on Tuesdays", "--kind", "directive").returncode == 0
+    assert (work / ".qem" / "private" / ".gitignore").is_file()
+    assert "/private/" in ignore.read_text("utf-8").splitlines()
+    (work / ".qem" / "private" / ".gitignore").unlink()  # the memory's own line holds alone
+    git("add", "-A", cwd=work, env=env)
+    staged = git("diff", "--cached", "--name-only", cwd=work, env=env).stdout.split()
+    assert ".qem/.gitignore" in staged and not any(name.startswith(".qem/private") for name in staged)
