@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from . import ids
-from .model import SCOPE_WORDS, TEXT_MISSING, TRIGGER_ATTRIBUTES, Event, Note, scope_mark
+from .model import SCOPE_WORDS, TEXT_MISSING, TRIGGER_ATTRIBUTES, Event, Note, scope_mark, scoped_prefix
 from .resolver import Answer as Currency
 from .owing import Answered, answered, is_request, pointer
 from .query import read_gaps
@@ -50,7 +50,7 @@ def first_line(note: Note) -> str:
 
 def _scoped(note: Note) -> str:
     """A list line's mark of a note that is not the team's: `(private) `, `(this session) `."""
-    return f"({scope_mark(note)}) " if note.local else ""
+    return scoped_prefix(note.scope)
 
 
 @dataclass

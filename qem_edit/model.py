@@ -575,9 +575,18 @@ class Note(NamedTuple):
         }
 
 
+SCOPE_MARKS = {"private": "private", "session": "this session"}  # by scope: a note not the team's
+
+
 def scope_mark(note: Note) -> str:
     """How every read marks a note that is not the team's ("" for a team note)."""
-    return {"private": "private", "session": "this session"}.get(note.scope, "")
+    return SCOPE_MARKS.get(note.scope, "")
+
+
+def scoped_prefix(scope: object) -> str:
+    """A line's mark before a note's text (`(private) `, `(this session) `; "" for a team
+    note), as `qem list`, `query` and `owed` print it."""
+    return f"({SCOPE_MARKS[scope]}) " if isinstance(scope, str) and scope in SCOPE_MARKS else ""
 
 
 SCOPE_WORDS = {"private": "private: this clone only, never committed (`qem share ID` makes it a team note)",

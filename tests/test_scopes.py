@@ -774,3 +774,22 @@ def test_a_deleted_private_gitignore_is_put_back_by_any_write_and_the_memorys_na
     git("add", "-A", cwd=work, env=env)
     staged = git("diff", "--cached", "--name-only", cwd=work, env=env).stdout.split()
     assert ".qem/.gitignore" in staged and not any(name.startswith(".qem/private") for name in staged)
+
+
+def test_owed_and_query_count_and_mark_only_the_notes_read_in_their_scope(tmp_path) -> None:
+    """Outside session s1, `qem owed` and `qem query` count the same notes (another session's
+    are not read); both mark a private or session note as `qem list` does."""
+    (tmp_path / ".git").mkdir()
+    s1 = {"QEM_SESSION": "s1"}
+    assert qem(tmp_path, "add", "Who owns the build?", "--kind", "task", "--to", "bob").returncode == 0
+    for text in ("Check the cache", "Check the queue"):
+        assert qem(tmp_path, "add", text, "--kind", "task", "--to", "bob", "--scope", "session", env=s1).returncode == 0
+    assert "of 1 notes read" in qem(tmp_path, "owed").stdout
+    assert ": 1 notes / " in qem(tmp_path, "query", "to=bob").stdout
+    assert "of 3 notes read" in qem(tmp_path, "owed", env=s1).stdout
+    assert qem(tmp_path, "add", PRIVATE, "--kind", "task", "--to", "bob", "--scope", "private").returncode == 0
+    for env, marked in (({}, ["(private) " + PRIVATE]), (s1, ["(private) " + PRIVATE, "(this session) Check the cache"])):
+        owed, query = qem(tmp_path, "owed", env=env).stdout, qem(tmp_path, "query", "to=bob", env=env).stdout
+        for line in marked:
+            assert f"· {line}" in owed and f"\t{line}" in query, (owed, query)
+        assert "· Who owns the build?" in owed and "\tWho owns the build?" in query  # a team note: no mark
