@@ -668,7 +668,7 @@ def test_mcp_share_makes_a_private_note_the_teams_as_the_cli_does(tmp_path) -> N
     assert (data["text"], data["kind"], data["scope"], data["state"]) == (PRIVATE, "finding", "team", "active")
     assert data["private"]["short"] == first and shared.content[0].text.startswith(f"#{data['short']} is the team's")
     assert json.loads(qem(ws, "show", first, "--json").stdout)["superseded_by"] == data["id"]
-    assert "superseded" in again and "private note" in team and "team's already" in team
+    assert f"was shared already: team note #{data['short']}" in again and "private note" in team and "team's already" in team
     assert settled.structured_content["private"]["short"] == second
     assert "no second team note" in settled.content[0].text
     in_force = [line for line in qem(ws, "list").stdout.splitlines() if "\tactive\t" in line]
