@@ -426,3 +426,29 @@ def test_a_drift_flag_and_a_check_in_that_revokes_a_base_flag_its_dependents(qem
     notes = _notes(qem)
     assert notes[other]["state"] == "revoked" and notes[plan]["state"] == "stale"
     assert f"STALE {notes[plan]['state_at'][:10]} (rests on #{other}, which was revoked)" in (ws / "MEMORY.md").read_text("utf-8")
+
+
+def test_the_commit_hooks_drift_flag_of_a_base_flags_a_session_note_on_it(qem, ws: Path) -> None:
+    """`qem anchors check --staged --flag` (the commit hook) flags a drifted team note that
+    another session's note rests on, and that note with it."""
+    import subprocess
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=a", "-c", "user.email=a@a", *args], cwd=ws, check=True,
+                       capture_output=True)
+
+    git("init", "-q")
+    (ws / "f.txt").write_text("a\n", "utf-8")
+    git("add", "f.txt")
+    git("commit", "-qm", "f")
+    base = qem("add", "f.txt says a", "-k", "finding", "--anchor", "f.txt").stdout.strip()
+    dep = qem("add", "so we say a", "-k", "finding", "--scope", "session", "--rests-on", base,
+              env={"QEM_SESSION": "s1"}).stdout.strip()
+    git("add", "-A")
+    git("commit", "-qm", "the notes")
+    (ws / "f.txt").write_text("c\n", "utf-8")
+    git("add", "f.txt")
+    done = qem("anchors", "check", "--staged", "--flag")
+    assert done.returncode == 1 and f"flagged stale: #{base}" in done.stdout, done.stdout + done.stderr
+    row = {r["short"]: r for r in json.loads(qem("list", "--json", env={"QEM_SESSION": "s1"}).stdout)}[dep]
+    assert row["state"] == "stale" and row["state_reason"].startswith(f"rests on #{base}")
