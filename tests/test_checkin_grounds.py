@@ -1,0 +1,69 @@
+"""What a note may rest on, decided once: `qem checkin --dry-run` refuses what the check-in
+would (a base flagged stale, revoked, private, or past its end), each named on its line
+before any plan is shown; `--rests-on` refuses a base past its end; `qem status` counts
+such a base as not in force.  Real git, the user's MEMORY.md edited as a person does."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+def _git(ws: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=ws, check=True, capture_output=True)
+
+
+@pytest.fixture
+def repo(ws: Path, qem):  # type: ignore[no-untyped-def]
+    _git(ws, "init", "-q")
+    _git(ws, "config", "user.email", "a@a")
+    _git(ws, "config", "user.name", "a")
+    assert qem("init").returncode == 0
+    assert qem("export").returncode == 0
+    return ws
+
+
+def _commit(ws: Path) -> None:
+    _git(ws, "add", "-A")
+    _git(ws, "commit", "-qm", "memory")
+
+
+def _rest_on(ws: Path, base: str, text: str = "New dep") -> int:
+    """A new item resting on `base` put in MEMORY.md by hand; its line number."""
+    memory = ws / "MEMORY.md"
+    edited = memory.read_text("utf-8").replace("## Operational\n", f"- rests on #{base} · {text}\n\n## Operational\n")
+    memory.write_text(edited, "utf-8")
+    return edited.splitlines().index(f"- rests on #{base} · {text}") + 1
+
+
+BASES = {
+    "stale": (("flag-stale", "{b}", "-m", "doubt"), "that note is stale"),
+    "revoked": (("revoke", "{b}", "-m", "wrong"), "that note is revoked"),
+    "private": ((), "that note is a private note: a team note cannot rest on it"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BASES))
+def test_a_dry_run_refuses_the_base_the_check_in_refuses_named_by_line(repo: Path, qem, case: str) -> None:
+    move, words = BASES[case]
+    scope = ("--scope", "private") if case == "private" else ()
+    base = qem("add", "Stale base", "--kind", "finding", *scope).stdout.strip()
+    if move:
+        assert qem(*(m.format(b=base) for m in move)).returncode == 0
+    _commit(repo)
+    line = _rest_on(repo, base)
+    before = (repo / "MEMORY.md").read_bytes()
+    dry = qem("checkin", "--path", "MEMORY.md", "-m", "x", "--dry-run")
+    assert dry.returncode == 2, dry.stdout + dry.stderr
+    assert f"line {line}: `rests on #{base}`: {words}" in dry.stderr
+    assert "create" not in dry.stdout  # refused before any plan is shown
+    data = json.loads(qem("checkin", "--path", "MEMORY.md", "-m", "x", "--dry-run", "--json").stdout)
+    assert [e["line"] for e in data["errors"]] == [line] and words in data["errors"][0]["message"]
+    real = qem("checkin", "--path", "MEMORY.md", "-m", "x", "--yes")
+    assert real.returncode == 2 and f"line {line}: `rests on #{base}`: {words}" in real.stderr
+    assert "create" not in real.stdout
+    assert (repo / "MEMORY.md").read_bytes() == before
+    assert "New dep" not in qem("list").stdout
