@@ -67,3 +67,26 @@ def test_a_dry_run_refuses_the_base_the_check_in_refuses_named_by_line(repo: Pat
     assert "create" not in real.stdout
     assert (repo / "MEMORY.md").read_bytes() == before
     assert "New dep" not in qem("list").stdout
+
+
+def test_a_base_past_its_end_is_no_ground_and_a_request_past_its_end_is_not_owed(repo: Path, qem) -> None:
+    before, after = {"QEM_NOW": "2026-01-01T00:00:00Z"}, {"QEM_NOW": "2026-03-01T00:00:00Z"}
+    base = qem("add", "Ends soon", "--kind", "finding", "--expires", "2026-02-01", env=before).stdout.strip()
+    dep = qem("add", "Rests on it", "--kind", "finding", "--rests-on", base, env=before).stdout.strip()
+    request = qem("add", "Review it", "--kind", "task", "--to", "bob", "--due", "2026-01-15",
+                  "--expires", "2026-02-01", env=before).stdout.strip()
+    assert "PAST ITS END" in qem("status", base, env=after).stdout  # not swept: `qem expire --due` was not run
+    refused = qem("add", "On nothing", "--kind", "finding", "--rests-on", base, env=after)
+    assert refused.returncode == 2 and f"note #{base} is past its end (2026-02-01T00:00:00Z)" in refused.stderr
+    assert "On nothing" not in qem("list", env=after).stdout
+    said = qem("status", dep, env=after).stdout
+    assert f"rests on notes in force: no (#{base} is past its end" in said
+    assert f"rests on notes in force: yes" in qem("status", dep, env=before).stdout
+    _commit(repo)
+    line = _rest_on(repo, base)
+    dry = qem("checkin", "--path", "MEMORY.md", "-m", "x", "--dry-run", env=after)
+    assert dry.returncode == 2 and f"line {line}: `rests on #{base}`: that note is past its end" in dry.stderr
+    owed = qem("owed", "--json", env=after)
+    assert owed.returncode == 0 and json.loads(owed.stdout)["owed"] == []
+    assert "answered: not owed (not owed: past its end" in qem("status", request, env=after).stdout
+    assert [o["id"] for o in json.loads(qem("owed", "--json", env=before).stdout)["owed"]] != []
