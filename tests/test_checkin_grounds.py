@@ -90,3 +90,19 @@ def test_a_base_past_its_end_is_no_ground_and_a_request_past_its_end_is_not_owed
     assert owed.returncode == 0 and json.loads(owed.stdout)["owed"] == []
     assert "answered: not owed (not owed: past its end" in qem("status", request, env=after).stdout
     assert [o["id"] for o in json.loads(qem("owed", "--json", env=before).stdout)["owed"]] != []
+
+
+def test_a_writer_names_notes_it_holds_on_every_way_in(repo: Path, qem) -> None:
+    """docs/FORMAT.md: an id of no note in this memory is refused by a writer (a pointer
+    from another clone's log file is read, and answers unknown)."""
+    nobody = "abcdefghjkmnpqrstvwxyz0123"
+    for option in ("--answers", "--rests-on"):
+        done = qem("add", "x", "--kind", "finding", option, nobody)
+        assert done.returncode == 2 and f"no note #{nobody} in this memory" in done.stderr
+    _commit(repo)
+    line = _rest_on(repo, nobody)
+    done = qem("checkin", "--path", "MEMORY.md", "-m", "x", "--dry-run")
+    assert done.returncode == 2 and f"line {line}: `rests on #{nobody}`: no note #{nobody}" in done.stderr
+    assert json.loads(qem("list", "--json").stdout) == []  # nothing was written on any way in
+    docs = (Path(__file__).parent.parent / "docs" / "FORMAT.md").read_text("utf-8")
+    assert "A writer names a note it holds" in docs and "is taken, and read as" not in docs
