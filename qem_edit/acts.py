@@ -273,12 +273,13 @@ def supersede(store: Store, place: Workspace, given: str, text: str, reason: str
 
 
 def kept_bases(tx: Transaction, old: Note) -> tuple[str, ...]:
-    """The bases a successor keeps of its predecessor's: those still in plain force (one
-    that changed is what a person re-points by superseding)."""
+    """The bases a successor keeps of its predecessor's: those still ground to rest on
+    (resting.base_refusal: in plain force, not past its end; one that changed is what a
+    person re-points by superseding)."""
     held = []
     for base in old.rests_on:
         try:
-            if tx.note(base).state == "active":
+            if resting.base_refusal(tx.note(base), tx.at, team=False) is None:
                 held.append(base)
         except errors.NoSuchNote:
             pass  # a base this log lacks (a branch not merged here) is not carried

@@ -81,7 +81,11 @@ def test_a_base_past_its_end_is_no_ground_and_a_request_past_its_end_is_not_owed
     assert "On nothing" not in qem("list", env=after).stdout
     said = qem("status", dep, env=after).stdout
     assert f"rests on notes in force: no (#{base} is past its end" in said
-    assert f"rests on notes in force: yes" in qem("status", dep, env=before).stdout
+    assert "rests on notes in force: yes" in qem("status", dep, env=before).stdout
+    # a successor keeps only the bases still ground to rest on, as --rests-on takes them
+    successor = qem("supersede", dep, "Rests on nothing now", "-m", "re-pointed", env=after).stdout.strip()
+    rows = {row["short"]: row for row in json.loads(qem("list", "--json", env=after).stdout)}
+    assert rows[successor]["rests_on"] == []
     _commit(repo)
     line = _rest_on(repo, base)
     dry = qem("checkin", "--path", "MEMORY.md", "-m", "x", "--dry-run", env=after)
