@@ -236,7 +236,8 @@ def test_a_cycle_is_unknown_and_named(qem, ws: Path) -> None:
     graph = {"aaaa1": ("bbbb1",), "bbbb1": ("cccc1",), "cccc1": ("aaaa1",), "dddd1": ("aaaa1",)}
     loop = resting.cycle("dddd1", lambda n: graph.get(n, ()))
     assert loop == ["aaaa1", "bbbb1", "cccc1", "aaaa1"]
-    value, why = resting.standing(note("dddd1", "aaaa1"), {"aaaa1": note("aaaa1", "bbbb1")}, loop)
+    value, why = resting.standing(note("dddd1", "aaaa1"), {"aaaa1": note("aaaa1", "bbbb1")}, loop,
+                                  "2026-06-01T00:00:00Z")
     assert value == "unknown" and why == "its bases form a cycle: #aaaa → #bbbb1 → #cccc1 → #aaaa"
     assert resting.cycle("aaaa1", lambda n: {"aaaa1": ("bbbb1",)}.get(n, ())) is None
 
