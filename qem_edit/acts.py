@@ -17,12 +17,12 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Iterable, NamedTuple
 
-from . import errors, expiry, ids, protect
+from . import errors, expiry, ids, protect, resting
 from .export import auto_export
 from .model import (CLAIMABLE_PROVENANCES, KINDS, MOVE_BY_EVENT, PRIORITIES, SCOPES, TRIGGER_ATTRIBUTES, TRIGGER_LIMIT, TRIGGER_NAMES,
                     REST_LIMIT, Event, NewNote, Note, TextError, Trigger, normalize_text, scope_problem, seat_problem,
                     trigger_problem)
-from .times import parse_time
+from .times import parse_time, utc_now
 from .store import Store, Transaction
 from .workspace import Workspace
 
@@ -220,12 +220,12 @@ def bases(store: Store, given: Iterable[str], what: str = "--rests-on") -> tuple
     in plain force (BadInput naming it otherwise: a note out of force, or flagged stale, is
     no ground to stand on; rest on what holds now); NoSuchNote for an id of no note."""
     out: set[str] = set()
+    now = utc_now()
     for name in given:
         base = store.note(store.resolve(name))
-        if base.state != "active":
-            now = f" by #{store.note(base.superseded_by).shown}" if base.superseded_by else ""
-            raise errors.BadInput(f"{what} {name}: note #{base.shown} is {base.state}{now}; a note rests only on"
-                                  " a note in force and not flagged stale (reinstate it, or rest on what holds now)")
+        refusal = resting.base_refusal(base, now, team=False, shown=lambda i: store.note(i).shown)
+        if refusal:  # (a private base of a team note: model.decide_create, as for every way in)
+            raise errors.BadInput(f"{what} {name}: {refusal}")
         out.add(base.id)
     if len(out) > REST_LIMIT:
         raise errors.BadInput(f"{what}: {len(out)} notes; a note rests on {REST_LIMIT} at most")
@@ -273,12 +273,13 @@ def supersede(store: Store, place: Workspace, given: str, text: str, reason: str
 
 
 def kept_bases(tx: Transaction, old: Note) -> tuple[str, ...]:
-    """The bases a successor keeps of its predecessor's: those still in plain force (one
-    that changed is what a person re-points by superseding)."""
+    """The bases a successor keeps of its predecessor's: those still ground to rest on
+    (resting.base_refusal: in plain force, not past its end; one that changed is what a
+    person re-points by superseding)."""
     held = []
     for base in old.rests_on:
         try:
-            if tx.note(base).state == "active":
+            if resting.base_refusal(tx.note(base), tx.at, team=False) is None:
                 held.append(base)
         except errors.NoSuchNote:
             pass  # a base this log lacks (a branch not merged here) is not carried

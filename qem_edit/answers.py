@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from . import ids
-from .model import SCOPE_WORDS, TEXT_MISSING, TRIGGER_ATTRIBUTES, Event, Note, scope_mark
+from .model import SCOPE_WORDS, TEXT_MISSING, TRIGGER_ATTRIBUTES, Event, Note, scope_mark, scoped_prefix
 from .resolver import Answer as Currency
 from .owing import Answered, answered, is_request, pointer
 from .query import read_gaps
@@ -50,7 +50,7 @@ def first_line(note: Note) -> str:
 
 def _scoped(note: Note) -> str:
     """A list line's mark of a note that is not the team's: `(private) `, `(this session) `."""
-    return f"({scope_mark(note)}) " if note.local else ""
+    return scoped_prefix(note.scope)
 
 
 @dataclass
@@ -263,10 +263,10 @@ def status(store: Store, note_id: str) -> CurrencyAnswer:
         request = ids.shown(note.answers, store.index.shorts([note.answers]).get(note.answers))
     return CurrencyAnswer(Graph.of(notes, now).currency(full), note.shown, note.expires, standings.of(note),
                           answered_of(store, note, now), request, scope=(note.scope, note.session),
-                          rests=rests_of(store, note))
+                          rests=rests_of(store, note, now))
 
 
-def rests_of(store: Store, note: Note) -> tuple[str, str] | None:
+def rests_of(store: Store, note: Note, now: str) -> tuple[str, str] | None:
     """Whether what `note` rests on holds (qem_edit.resting.standing; None: it rests on
     nothing), a base in doubt not flagged yet said so: the next write flags it."""
     from . import resting
@@ -282,11 +282,13 @@ def rests_of(store: Store, note: Note) -> tuple[str, str] | None:
 
     loop = resting.cycle(note.id, bases_of)
     bases = store.notes_by_id(note.rests_on)
-    value, why = resting.standing(note, bases, loop)
+    value, why = resting.standing(note, bases, loop, now)
     if value == "no" and note.state == "active":
         events = store.events(note.id)
         changes = [store.event(str(b.state_event)) for b in bases.values() if resting.owed(note, b)]
-        if any(c is not None and not resting.settled(events, c.note, c) for c in changes):
+        if not changes:
+            why += "; `qem expire --due` expires it, and the write flags this note"
+        elif any(c is not None and not resting.settled(events, c.note, c) for c in changes):
             why += "; not flagged yet (the change came from another clone): the next write flags it"
         else:
             why += "; confirmed since (reinstated)"

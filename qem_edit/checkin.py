@@ -413,9 +413,8 @@ def check_in(store: Store, source: Source, asker: Asker, who: str, *,
         if not proposal.plan.ok:
             return Outcome(Status.REFUSED, source, proposal, kept=None if dry_run else _keep_refused(source, proposal))
         if not proposal.plan.ops or dry_run:
-            if not dry_run:
-                _settle(store, source, proposal)
-            return Outcome(Status.DRY_RUN if dry_run else Status.UNCHANGED, source, proposal)
+            notices = [] if dry_run else _settle(store, source, proposal)
+            return Outcome(Status.DRY_RUN if dry_run else Status.UNCHANGED, source, proposal, notices=notices)
         choice = _consent(store, proposal, asker, moved, allow_mass_change)
         reason = asker.reason() if choice == "apply" else None
         if reason is None:
@@ -548,20 +547,28 @@ def _apply(store: Store, source: Source, proposal: Proposal, reason: str, who: s
                       ttls=defaults(source.place), reanchored=again)
 
 
-def _settle(store: Store, source: Source, proposal: Proposal) -> None:
+def _settle(store: Store, source: Source, proposal: Proposal) -> list[str]:
     """After a check-in that landed or had nothing to do: a kept edit is done with; a
     recorded checkout file starts again from the store now; a user's file is rendered
-    again at the new head, ready for the next edit."""
+    again at the new head, ready for the next edit.  The mirror is rendered again even
+    when there was nothing to do: then all it differed by was what qem derives (an
+    `answered by`, DISPUTED, PAST ITS END marker...), which no event records, and left as
+    it was, `qem export --check` would call it edited by hand for ever; what is said of
+    it is returned."""
     checkout = source.checkout
+    mirror = checkout is None and source.path.resolve() == source.place.mirror_path().resolve()
     if checkout is not None and checkout.external:
         checkout.refresh(store, requery(store, proposal.parsed.selection))
     elif checkout is not None:
         checkout.discard()
-    elif proposal.plan.ops and source.path.resolve() == source.place.mirror_path().resolve():
-        export(store, source.path, force=True)  # with its kept base: the next hand edit reads against it
-    elif proposal.plan.ops:
+    elif mirror and export(store, source.path, force=True) and not proposal.plan.ops:
+        # (with its kept base: the next hand edit reads against it)
+        return [f"{source.path.name} rendered again: it differed only in what qem derives from the log (markers"
+                " such as `answered by`, DISPUTED, PAST ITS END), which is not edited by hand"]
+    elif proposal.plan.ops and not mirror:
         with rendering(store, requery(store, proposal.parsed.selection)) as (_, chunks):
             write_atomic(source.path, chunks, mode=os.stat(source.path).st_mode & 0o777)
+    return []
 
 
 def _keep_refused(source: Source, proposal: Proposal) -> Checkout | None:

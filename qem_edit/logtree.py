@@ -6,7 +6,7 @@
     .qem/packs/e-<id>.jsonl     many events, one canonical JSON a line
     .qem/packs/t-<id>.jsonl     many texts
     .qem/config.toml            the memory's id and settings (committed)
-    .qem/.gitignore             the local index and kept edits never travel
+    .qem/.gitignore             the local index, kept edits and private/ never travel
     .qem/private/events/<id>    a private or session note's events and texts: this clone's
     .qem/private/texts/<note>   alone, ignored by git (`.qem/private/.gitignore` says `*`),
                                 read into the index beside the log, never packed or staged
@@ -66,7 +66,12 @@ GITIGNORE = """\
 /mirror-base.md
 /memory.db*
 .*.tmp
+/private/
 """
+# The line of GITIGNORE that ignores the private folder: a second guard beside the
+# folder's own `.gitignore` (which a person may delete), added to a memory started
+# before it had the line once the memory has private or session notes.
+LOCAL_IGNORE_LINE = f"/{LOCAL}/"
 GITATTRIBUTES = """\
 # Written by qem: log files are hashed byte for byte; no line-end conversion.  Their diffs
 # are one line per event where `qem hooks install` configured the qem-log driver.
@@ -391,6 +396,25 @@ class LogTree:
             if not path.exists():
                 write_atomic(path, text.encode("utf-8"))
                 self.touched.add(name)
+        if (self.root / LOCAL).is_dir():  # every write guards this clone's notes again
+            self._guard_local()
+
+    def _guard_local(self) -> None:
+        """The private folder's own `.gitignore` as qem writes it, and the memory's
+        `.gitignore` naming the folder: either alone keeps `git add -A` off it."""
+        local = self.root / LOCAL
+        if local.is_symlink():
+            raise errors.StoreUnwritable(f"{local} is a symbolic link; qem writes its private notes only"
+                                         " into folders of its own; nothing was written")
+        ignore = local / ".gitignore"
+        if not ignore.is_file() or ignore.read_text("utf-8", "replace") != LOCAL_GITIGNORE:
+            write_atomic(ignore, LOCAL_GITIGNORE.encode("utf-8"))
+        memory = self.root / ".gitignore"
+        lines = memory.read_text("utf-8", "replace").splitlines() if memory.is_file() else []
+        if LOCAL_IGNORE_LINE not in (line.strip() for line in lines):
+            kept = "".join(f"{line}\n" for line in lines)
+            write_atomic(memory, (kept + LOCAL_IGNORE_LINE + "\n").encode("utf-8"))
+            self.touched.add(".gitignore")
 
     def ensure_local(self) -> None:
         """This clone's own folder, ignored by git before anything is written in it."""
@@ -400,9 +424,7 @@ class LogTree:
             if folder.is_symlink():
                 raise errors.StoreUnwritable(f"{folder} is a symbolic link; qem writes its private notes only"
                                              " into folders of its own; nothing was written")
-        ignore = local / ".gitignore"
-        if not ignore.is_file() or ignore.read_text("utf-8", "replace") != LOCAL_GITIGNORE:
-            write_atomic(ignore, LOCAL_GITIGNORE.encode("utf-8"))
+        self._guard_local()
 
     def write_event(self, event: Event, local: bool = False) -> str:
         name = f"{LOCAL}/{EVENTS}/{event.id}" if local else f"{EVENTS}/{event.id}"

@@ -575,9 +575,18 @@ class Note(NamedTuple):
         }
 
 
+SCOPE_MARKS = {"private": "private", "session": "this session"}  # by scope: a note not the team's
+
+
 def scope_mark(note: Note) -> str:
     """How every read marks a note that is not the team's ("" for a team note)."""
-    return {"private": "private", "session": "this session"}.get(note.scope, "")
+    return SCOPE_MARKS.get(note.scope, "")
+
+
+def scoped_prefix(scope: object) -> str:
+    """A line's mark before a note's text (`(private) `, `(this session) `; "" for a team
+    note), as `qem list`, `query` and `owed` print it."""
+    return f"({SCOPE_MARKS[scope]}) " if isinstance(scope, str) and scope in SCOPE_MARKS else ""
 
 
 SCOPE_WORDS = {"private": "private: this clone only, never committed (`qem share ID` makes it a team note)",
@@ -1014,6 +1023,7 @@ def decide_create(new: NewNote, old: Note | None, reason: str | None = None,
         check_transition(old, "superseded")
         _check_scopes(new, old)
     _check_bases(new, bases)
+    _check_answered(new, answered)
     refusal = request_refusal(new, old, answered)
     if refusal:
         raise TransitionError(refusal)
@@ -1068,7 +1078,7 @@ def _check_scopes(new: NewNote, old: Note) -> None:
     if (new.scope, new.session) != (old.scope, old.session):
         where = old.scope if old.scope != "session" else f"session {old.session}"
         raise TransitionError(f"note #{old.shown} is a {where} note: its successor must be one too"
-                              " (`qem share ID` makes a private note a team note)")
+                              f" ({_LOCAL_WAY.get(old.scope, _LOCAL_WAY['private']).format(shown='ID' if old.scope == 'team' else old.shown)})")
 
 
 def _check_bases(new: NewNote, bases: tuple[Note, ...]) -> None:
@@ -1077,24 +1087,52 @@ def _check_bases(new: NewNote, bases: tuple[Note, ...]) -> None:
     local = [b for b in bases if b.local] if new.scope == "team" else []
     if local:
         raise TransitionError(f"note #{local[0].shown} is a {local[0].scope} note: a team note cannot rest on it"
-                              f" (`qem share {local[0].shown}` makes a private note a team note)")
+                              f" ({_LOCAL_WAY[local[0].scope].format(shown=local[0].shown)})")
 
 
-def decide_share(note: Note, provenance: str, reason: str, twin: Note | None = None) -> list[Draft]:
+_LOCAL_WAY = {"private": "`qem share {shown}` makes a private note a team note",
+              "session": "a session note cannot be shared: it holds for its agent session only"}
+
+
+def _check_answered(new: NewNote, answered: Note | None) -> None:
+    """A team note answers team requests only, as it rests on team notes only: its
+    committed `answers` would name a note every other clone lacks."""
+    if new.scope == "team" and answered is not None and answered.local:
+        where = "private" if answered.scope == "private" else f"session {answered.session}"
+        raise TransitionError(f"cannot answer note #{answered.shown}: it is a {where} note, and a team note's answer"
+                              " is committed where every other clone lacks it; answer it with a note of its scope"
+                              f" (`qem add TEXT -k KIND --answers {answered.shown} --scope {answered.scope}`)"
+                              f"{_SHARE_HINT.get(answered.scope, '')}; nothing was written")
+
+
+_SHARE_HINT = {"private": ", or `qem share` the request first"}
+
+
+def decide_share(note: Note, provenance: str, reason: str, twin: Note | None = None,
+                 local: frozenset[str] = frozenset(), successor: Note | None = None) -> list[Draft]:
     """A private note made a team note: a team note of the same content (its anchors as
     recorded), created without a pointer to the private one (every other clone would read
     a pointer to a note it never sees), and the private one superseded by it here.
+    `local`: the notes it answers or rests on that are private or session notes: the team
+    note keeps its other pointers and drops these (a committed pointer to a note only this
+    clone holds).  `successor`: the note that superseded it, when it did.
     `twin`: a team note in force with the private one's text already (the one a share
     killed between its two writes made: the team note is in the log, the private one's
     end is not); the private one is then superseded by it, and no second team note made."""
     if note.scope != "private":
         raise TransitionError(f"note #{note.shown} is a {note.scope} note; only a private note is shared"
-                              + (" (it is the team's already)" if note.scope == "team" else ""))
+                              + (" (it is the team's already)" if note.scope == "team" else
+                                 " (a session note holds for its agent session only: add its text anew as a team"
+                                 " note)" if note.scope == "session" else ""))
+    if note.state == "superseded" and successor is not None and successor.scope == "team":
+        raise TransitionError(f"note #{note.shown} was shared already: team note #{successor.shown} holds it")
     check_transition(note, "superseded")
     if twin is not None:
         return [Draft(note.id, "superseded", reason, {"by": twin.id})]
     new = NewNote(note.kind, note.priority, provenance, note.text or "", anchors=note.anchors, expires=note.expires,
-                  triggers=note.triggers, to=note.to, due=note.due, answers=note.answers)
+                  triggers=note.triggers, to=note.to, due=note.due,
+                  answers=note.answers if note.answers not in local else None,
+                  rests_on=tuple(b for b in note.rests_on if b not in local))
     [created] = decide_create(new, None, reason)
     return [created, Draft(note.id, "superseded", reason, {"by": NEW_NOTE})]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from . import errors, ids
-from .model import Note, seat_problem
+from .model import Note, scoped_prefix, seat_problem
 from .owing import NO, UNKNOWN, Answered, answered, duration, is_request
 from .store import Store, read_gaps
 from .times import is_time, parse_time, utc_now
@@ -32,7 +32,7 @@ class Owed:
         said = a.why if a.value == NO else f"UNKNOWN: {a.why}"
         late = f"LATE {duration(a.late)} · " if a.late is not None else ""
         said = said.replace(f", late by {duration(a.late)}", "") if a.late is not None else said
-        return f"#{n.shown} {n.kind} · {late}{said} · {n.first_line()}"
+        return f"#{n.shown} {n.kind} · {late}{said} · {scoped_prefix(n.scope)}{n.first_line()}"
 
     def to_json(self) -> dict[str, object]:
         n = self.note
@@ -99,9 +99,10 @@ def build(store: Store, to: str | None = None, late: bool = False, at: str | Non
     asked = [f for f in (f"--to {to}" if to else "", "--late" if late else "", f"--at {at}" if at else "") if f]
     if at is None:
         with store.reading():
-            requests, notes, gaps = store.requests(), store.count(), read_gaps(store)
+            hidden = store.hidden()  # other sessions' notes: not read here, so not counted
+            requests, notes, gaps = store.requests(), store.count() - len(hidden), read_gaps(store)
             answers = store.answers_to(n.id for n in requests)
-            strays = store.dangling_answers()
+            strays = [n for n in store.dangling_answers() if n.id not in hidden]
         now = now or utc_now()
     else:
         from .history import notes_as_of

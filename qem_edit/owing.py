@@ -8,7 +8,9 @@ a superseded answer's successor carries the pointer on, so of a chain only the n
 force speaks.  Two answers in force that neither replaced make the answer unknown (they may
 disagree: a person settles it by superseding or revoking one), as does a log read in part
 (files set aside, which may hold an answer).  A request that is revoked, superseded,
-expired or forgotten is not owed, and says so.  No database, no clock: `now` is given.
+expired or forgotten is not owed, and says so; nor is one past its end at `now`
+(model.past_end: not in force, as every read says, though `qem expire --due` has not
+swept it yet).  No database, no clock: `now` is given.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from typing import Iterable, NamedTuple, Sequence
 
 from . import ids
-from .model import Note
+from .model import PAST_WHY, Note, past_end
 
 YES, NO, UNKNOWN, NOT_OWED = "yes", "no", "unknown", "not owed"
 WITHDRAWN = frozenset({"revoked", "forgotten"})  # an answer in these states answers nothing
@@ -86,6 +88,8 @@ def answered(request: Note, answers: Iterable[Note], now: str, gaps: Sequence[st
     at `now`; `gaps`: why the log read is incomplete (files set aside), none when whole."""
     if request.state not in ("active", "stale"):
         return Answered(NOT_OWED, _not_owed(request))
+    if past_end(request, now):  # not in force, as every read says (qem_edit.standing), though not swept yet
+        return Answered(NOT_OWED, f"not owed: past its end {request.expires} ({PAST_WHY})")
     speaking = answering(request.id, answers)
     if len(speaking) > 1:
         names = " and ".join(f"#{a.shown} ({a.actor}, {a.created_at})" for a in speaking)

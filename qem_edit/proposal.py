@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from . import errors, ids
+from . import errors, ids, resting
 from .files import file_chunks, read_at
 from .model import REST_LIMIT, Note, answer_refusal
 from .reconciler.blocks import Chunks, Key, base_items, blocks_by_id, diff_edit
@@ -24,6 +24,7 @@ from .renderer import Selection, assemble_bytes, render_item
 from .renderer.format import HEADER_RE, HELP_OPEN, SECTION_TITLES, decode_query, due_read
 from .renderer.patch import headings_in
 from .store import Store
+from .times import utc_now
 
 
 @dataclass
@@ -99,6 +100,7 @@ def propose(store: Store, text: str | bytes, base_text: str | bytes | Path | Non
     now_notes = _now_notes(store, base_notes, partial or selection.notes is not None)
     theirs, created = _theirs(store, base_notes, items, now_notes, theirs_shorts, now_text)
     plan = make_plan(parsed, base_notes, now_notes, theirs, removed, created)
+    plan.errors += _ungrounded(store, plan)
     plan.generation = generation
     return Proposal(parsed, plan, base_notes, now_notes, data, base, partial, moment)
 
@@ -331,6 +333,27 @@ def _rests_whole(store: Store, parsed: ParsedFile, item: Item) -> None:
     if len(whole) > REST_LIMIT:
         parsed.errors.append(LineError(item.line, f"`rests on`: a note rests on up to {REST_LIMIT} other notes"))
     item.rests_on = tuple(sorted(whole))
+
+
+def _ungrounded(store: Store, plan: Plan) -> list[LineError]:
+    """The errors of the lines whose new or edited note would rest on a note that is no
+    ground (resting.base_refusal: out of force, flagged stale, past its end, or a private
+    note under a team one), decided here, in the plan, so that a dry run refuses what the
+    check-in would (a check-in's notes are team notes; a successor's scope is its note's)."""
+    ops = [op for op in plan.ops if op.content is not None and op.content.rests_on]
+    if not ops:
+        return []
+    now = utc_now()
+    bases = store.notes_by_id({b for op in ops for b in op.content.rests_on})  # type: ignore[union-attr]
+    out = []
+    for op in ops:
+        team = op.note_id is None or store.note(op.note_id).scope == "team"
+        for base_id in op.content.rests_on:  # type: ignore[union-attr]
+            base = bases.get(base_id)
+            refusal = None if base is None else resting.base_refusal(base, now, team, called="that note")
+            if refusal:
+                out.append(LineError(op.line, f"`rests on #{base.shown}`: {refusal}"))  # type: ignore[union-attr]
+    return out
 
 
 def _exact_end(store: Store, item: Item, note_id: str) -> str | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from . import anchors, errors, ids
-from .model import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, STATES, TEXT_MISSING, Event, Note
+from .model import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, STATES, TEXT_MISSING, Event, Note, scoped_prefix
 from .owing import answered, is_request
 from .resolver import Graph
 from .standing import Standings
@@ -357,7 +357,7 @@ class QueryAnswer:
             return f"{ids.shown(r['id'])}\t{r['at']}\t#{ids.shown(r['note'], r.get('short'))} {r['type']} by {r['actor']}{why}"
         first = (r["text"] or ("(forgotten)" if r["state"] == "forgotten" else TEXT_MISSING)).split("\n", 1)[0]
         marks = "".join(f" · {m}" for m in r.get("marks", []))  # past its end, disputed: as every read names them
-        return f"#{r['short']}\t{r['kind']}\t{r['state']}\tcurrent={r['current']}\t{first}{marks}"
+        return f"#{r['short']}\t{r['kind']}\t{r['state']}\tcurrent={r['current']}\t{scoped_prefix(r.get('scope'))}{first}{marks}"
 
     def data(self) -> object:
         payload: dict[str, object] = {"scope": self.scope.to_json(), "filters": self.filters, "count": len(self.results)}

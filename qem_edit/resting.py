@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, NamedTuple
 
 from . import ids
-from .model import Draft, Event, Note, check_transition
+from .model import Draft, Event, Note, check_transition, past_end
 
 # The events that can take a base out of plain force (a move whose target is one of
 # model.OUT_OF_PLAIN_FORCE).
@@ -37,6 +37,27 @@ class Root(NamedTuple):
     note: str
     change: str
     by: str | None = None
+
+
+def base_refusal(base: Note, now: str, team: bool, shown: Callable[[str], str] = ids.shown,
+                 called: str | None = None) -> str | None:
+    """Why `base` is no ground for a new note to rest on (None: it is): out of plain force
+    or flagged stale, past its end (model.past_end, the test every read makes:
+    qem_edit.standing), or, for a team note (`team`), a private or session note.  The one
+    decision `qem add --rests-on`, `qem supersede --rests-on` and a check-in's plan take;
+    `called`: how the message names the base (`note #ID`)."""
+    name = called or f"note #{base.shown}"
+    if base.state != "active":
+        by = f" by #{shown(base.superseded_by)}" if base.superseded_by else ""
+        return (f"{name} is {base.state}{by}; a note rests only on a note in force"
+                " and not flagged stale (reinstate it, or rest on what holds now)")
+    if past_end(base, now):
+        return (f"{name} is past its end ({base.expires}): not in force; a note rests only on a note"
+                " in force (give it a new end, or rest on what holds now)")
+    if team and base.local:
+        return (f"{name} is a {base.scope} note: a team note cannot rest on it"
+                f" (`qem share {base.shown}` makes a private note a team note)")
+    return None
 
 
 def root_of(base: Note, flag: Event | None) -> Root:
@@ -114,16 +135,17 @@ def cycle(start: str, bases_of: Callable[[str], tuple[str, ...]]) -> list[str] |
     return walk(start)
 
 
-def standing(note: Note, bases: Mapping[str, Note], loop: list[str] | None) -> tuple[str, str]:
+def standing(note: Note, bases: Mapping[str, Note], loop: list[str] | None, now: str) -> tuple[str, str]:
     """Whether what `note` rests on holds: ("yes" | "no" | "unknown", why).  No where a base
-    is out of plain force; unknown where a base is not in this log or the bases form a
+    is out of plain force or past its end at `now` (not swept yet: model.past_end); unknown where a base is not in this log or the bases form a
     cycle (named); yes where every base is in plain force."""
     if loop:
         return "unknown", "its bases form a cycle: " + " → ".join(f"#{ids.shown(n, _short(bases, n))}" for n in loop)
     missing = [b for b in note.rests_on if b not in bases]
-    out = [bases[b] for b in note.rests_on if b in bases and bases[b].state != "active"]
+    out = [bases[b] for b in note.rests_on if b in bases and (bases[b].state != "active" or past_end(bases[b], now))]
     if out:
-        return "no", "; ".join(f"#{b.shown} is {_WORDS.get(b.state, b.state)}" for b in out)
+        return "no", "; ".join(f"#{b.shown} is past its end ({b.expires})" if b.state == "active"
+                               else f"#{b.shown} is {_WORDS.get(b.state, b.state)}" for b in out)
     if missing:
         return "unknown", "; ".join(f"#{ids.shown(b)} is not in this log" for b in missing)
     return "yes", "every note it rests on is in force"

@@ -127,29 +127,36 @@ class Transaction:
         force with its text already, which then supersedes it); returns the team note."""
         from .model import decide_share
 
-        events = self.record(_decided(decide_share, self.note(note_id), provenance, reason, twin), actor)
+        note = self.note(note_id)
+        pointed = {i: self._held(i) for i in (note.answers, *note.rests_on) if i is not None}
+        local = frozenset(i for i, n in pointed.items() if n is not None and n.local)
+        successor = self._held(note.superseded_by) if note.superseded_by else None
+        events = self.record(_decided(decide_share, note, provenance, reason, twin, local, successor), actor)
         return twin if twin is not None else self._notes[events[0].id]
 
     def _bases(self, new: NewNote) -> tuple[Note, ...]:
         """The notes a new note rests on that the log holds (a pointer to a note of a
         branch not merged here stands)."""
-        found = []
-        for base in new.rests_on:
-            try:
-                found.append(self.note(base))
-            except errors.NoSuchNote:
-                pass
-        return tuple(found)
+        found = (self._held(base) for base in new.rests_on)
+        return tuple(n for n in found if n is not None)
+
+    def _held(self, note_id: str) -> Note | None:
+        """The note `note_id` where the log holds it, another session's note too (a write
+        naming one is judged by its scope; None: not in this log)."""
+        every, self.store.every_session = self.store.every_session, True
+        try:
+            return self.note(note_id)
+        except errors.NoSuchNote:
+            return None
+        finally:
+            self.store.every_session = every
 
     def _answered(self, new: NewNote, old: Note | None) -> Note | None:
         """The note a new note's `answers` names anew (not kept from its predecessor),
         where the log holds it (a pointer to a note of a branch not merged here stands)."""
         if new.answers is None or (old is not None and old.answers == new.answers):
             return None
-        try:
-            return self.note(new.answers)
-        except errors.NoSuchNote:
-            return None
+        return self._held(new.answers)
 
     def forget(self, note_id: str, actor: str, reason: str) -> Event:
         [event] = self.record([_decided(decide_forget, self.note(note_id), reason)], actor)
@@ -185,6 +192,15 @@ class Transaction:
         next level names."""
         if not self.events or self.bulk is not None:
             return
+        # Another session's note resting on a base changed here is this clone's note too:
+        # its flag is the change's consequence, not the writer's reading of that note.
+        every, self.store.every_session = self.store.every_session, True
+        try:
+            self._flag_levels()
+        finally:
+            self.store.every_session = every
+
+    def _flag_levels(self) -> None:
         new = {e.id: e for e in self.events}
         pending = self.store.owed_flags()
         pending += self._resting_on({e.note for e in self.events if e.type in resting.CHANGES})

@@ -274,7 +274,9 @@ def report(outcome: Outcome, as_json: bool = False) -> None:
         for notice in outcome.notices:
             say(notice)
     elif outcome.status in (Status.UNCHANGED, Status.DRY_RUN) and proposal is not None and not proposal.plan.ops:
-        say("no changes; nothing written")
+        say("no changes; nothing written" if not outcome.notices else "no changes; no event written")
+        for notice in outcome.notices:
+            say(notice)
         if proposal.plan.merged:
             say(f"others changed {_ids(proposal.plan.merged, proposal)} since your base; kept")
     elif outcome.status is Status.DRY_RUN:

@@ -130,7 +130,8 @@ def test_the_marker_is_read_and_ignored_on_check_in_and_a_text_like_it_is_escape
     (ws / "MEMORY.md").write_text(edited, "utf-8")
     events = sorted(p.name for p in (store_path(ws) / "events").iterdir())
     done = qem("checkin", "--yes", "-m", "tidy")
-    assert "no changes; nothing written" in done.stderr
+    assert "no changes; no event written" in done.stderr
+    assert (ws / "MEMORY.md").read_text("utf-8") == md  # rendered again: `qem export --check` agrees
     assert sorted(p.name for p in (store_path(ws) / "events").iterdir()) == events
     with Store.open(store_path(ws)) as store:
         assert store.note(store.resolve(request)).state == "active"

@@ -119,6 +119,22 @@ def test_the_sweep_of_due_notes_flags_their_dependents(qem, ws: Path) -> None:
     assert notes[plan]["state_reason"] == f"rests on #{base}, which was expired"
 
 
+@pytest.mark.parametrize("move", [("revoke", "-m", "wrong"), ("forget", "-m", "leaked", "--yes"),
+                                  ("supersede", "The estimate is 3 days"), ("flag-stale", "-m", "old")])
+def test_a_session_note_on_a_team_note_never_blocks_its_change_outside_the_session(qem, ws: Path, move) -> None:
+    """The flag of another session's note resting on the base is this clone's consequence
+    of the change, written on that note; it is not the writer reading that note."""
+    base = qem("add", "The estimate is 2 days", "-k", "finding").stdout.strip()
+    s1 = {"QEM_SESSION": "s1"}
+    dep = qem("add", "My total is 4 days", "-k", "decision", "--scope", "session", "--rests-on", base, env=s1)
+    assert dep.returncode == 0, dep.stderr
+    done = qem(move[0], base, *move[1:])
+    assert done.returncode == 0, done.stderr
+    row = {r["short"]: r for r in json.loads(qem("list", "--json", env=s1).stdout)}[dep.stdout.strip()]
+    assert row["state"] == "stale" and row["state_reason"].startswith(f"rests on #{base}")
+    assert base in qem("list").stdout and dep.stdout.strip() not in qem("list").stdout  # still hidden outside s1
+
+
 @pytest.mark.parametrize("args, said", [
     (("--rests-on", "zzzz"), "no note"),
     (("--rests-on", "{gone}"), "is revoked"),
@@ -220,7 +236,8 @@ def test_a_cycle_is_unknown_and_named(qem, ws: Path) -> None:
     graph = {"aaaa1": ("bbbb1",), "bbbb1": ("cccc1",), "cccc1": ("aaaa1",), "dddd1": ("aaaa1",)}
     loop = resting.cycle("dddd1", lambda n: graph.get(n, ()))
     assert loop == ["aaaa1", "bbbb1", "cccc1", "aaaa1"]
-    value, why = resting.standing(note("dddd1", "aaaa1"), {"aaaa1": note("aaaa1", "bbbb1")}, loop)
+    value, why = resting.standing(note("dddd1", "aaaa1"), {"aaaa1": note("aaaa1", "bbbb1")}, loop,
+                                  "2026-06-01T00:00:00Z")
     assert value == "unknown" and why == "its bases form a cycle: #aaaa → #bbbb1 → #cccc1 → #aaaa"
     assert resting.cycle("aaaa1", lambda n: {"aaaa1": ("bbbb1",)}.get(n, ())) is None
 
@@ -273,6 +290,27 @@ def test_two_clones_flag_the_same_change_and_agree_after_a_merge(team) -> None: 
     fresh.qem("verify")
     fresh.qem("export", "--check")
     assert {r["short"]: r["state"] for r in fresh.notes()} == {r["short"]: r["state"] for r in founder.notes()}
+
+
+def test_a_pulled_change_of_a_base_flags_a_session_note_resting_on_it_at_the_next_write(team) -> None:  # noqa: F811
+    """After a pull revoking a team note a session note of this clone rests on, every
+    write here still works, and the first one flags the session note (its flag stays here)."""
+    founder = team.founded("the build needs python 3.11")
+    base = founder_short(founder)
+    mate = team.clone("mate")
+    dep = founder.qem("add", "this exercise uses 3.11", "-k", "finding", "--scope", "session", "--session", "s1",
+                      "--rests-on", base).stdout.strip()
+    mate.qem("revoke", base, "-m", "upgraded")
+    mate.qem("export")
+    mate.publish("revoked")
+    founder.pull()
+    founder.add("after the pull")
+    team.monkeypatch.setenv("QEM_SESSION", "s1")
+    row = {r["short"]: r for r in founder.notes()}[dep]
+    assert row["state"] == "stale" and row["state_reason"].startswith(f"rests on #{base}")
+    team.monkeypatch.delenv("QEM_SESSION")
+    founder.qem("export")
+    founder.check()
 
 
 def founder_short(clone) -> str:  # type: ignore[no-untyped-def]
@@ -389,3 +427,29 @@ def test_a_drift_flag_and_a_check_in_that_revokes_a_base_flag_its_dependents(qem
     notes = _notes(qem)
     assert notes[other]["state"] == "revoked" and notes[plan]["state"] == "stale"
     assert f"STALE {notes[plan]['state_at'][:10]} (rests on #{other}, which was revoked)" in (ws / "MEMORY.md").read_text("utf-8")
+
+
+def test_the_commit_hooks_drift_flag_of_a_base_flags_a_session_note_on_it(qem, ws: Path) -> None:
+    """`qem anchors check --staged --flag` (the commit hook) flags a drifted team note that
+    another session's note rests on, and that note with it."""
+    import subprocess
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=a", "-c", "user.email=a@a", *args], cwd=ws, check=True,
+                       capture_output=True)
+
+    git("init", "-q")
+    (ws / "f.txt").write_text("a\n", "utf-8")
+    git("add", "f.txt")
+    git("commit", "-qm", "f")
+    base = qem("add", "f.txt says a", "-k", "finding", "--anchor", "f.txt").stdout.strip()
+    dep = qem("add", "so we say a", "-k", "finding", "--scope", "session", "--rests-on", base,
+              env={"QEM_SESSION": "s1"}).stdout.strip()
+    git("add", "-A")
+    git("commit", "-qm", "the notes")
+    (ws / "f.txt").write_text("c\n", "utf-8")
+    git("add", "f.txt")
+    done = qem("anchors", "check", "--staged", "--flag")
+    assert done.returncode == 1 and f"flagged stale: #{base}" in done.stdout, done.stdout + done.stderr
+    row = {r["short"]: r for r in json.loads(qem("list", "--json", env={"QEM_SESSION": "s1"}).stdout)}[dep]
+    assert row["state"] == "stale" and row["state_reason"].startswith(f"rests on #{base}")

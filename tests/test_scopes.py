@@ -668,7 +668,7 @@ def test_mcp_share_makes_a_private_note_the_teams_as_the_cli_does(tmp_path) -> N
     assert (data["text"], data["kind"], data["scope"], data["state"]) == (PRIVATE, "finding", "team", "active")
     assert data["private"]["short"] == first and shared.content[0].text.startswith(f"#{data['short']} is the team's")
     assert json.loads(qem(ws, "show", first, "--json").stdout)["superseded_by"] == data["id"]
-    assert "superseded" in again and "private note" in team and "team's already" in team
+    assert f"was shared already: team note #{data['short']}" in again and "private note" in team and "team's already" in team
     assert settled.structured_content["private"]["short"] == second
     assert "no second team note" in settled.content[0].text
     in_force = [line for line in qem(ws, "list").stdout.splitlines() if "\tactive\t" in line]
@@ -686,3 +686,110 @@ def test_a_team_note_cannot_rest_on_a_private_note_but_a_private_one_can(tmp_pat
     assert sorted(p.name for p in (tmp_path / ".qem" / "events").iterdir()) == before
     kept = qem(tmp_path, "add", "my total is 4 days", "--kind", "decision", "--rests-on", private, "--scope", "private")
     assert kept.returncode == 0, kept.stderr
+
+
+def _log_files(ws: Path) -> list[str]:
+    return sorted(str(p.relative_to(ws)) for p in (ws / ".qem").rglob("*") if p.is_file() and "index" not in p.name)
+
+
+@pytest.mark.parametrize("scope", [("--scope", "private"), ("--scope", "session", "--session", "s1")])
+def test_a_team_note_cannot_answer_a_private_or_session_request_on_any_way_in(tmp_path, scope) -> None:
+    """A team note's `answers` naming a note only this clone holds would be committed:
+    refused on the CLI's add and answer and on MCP's add (from inside the session or out
+    of it), nothing written; a note of the request's scope answers it."""
+    from test_mcp import failed, serve
+
+    (tmp_path / ".git").mkdir()
+    request = short_of(qem(tmp_path, "add", "Who owns the nightly build?", "--kind", "task", "--to", "bob", *scope))
+    before = _log_files(tmp_path)
+    for env in ({}, {"QEM_SESSION": "s1"}):
+        for args in (("answer", request, "alice does"), ("add", "alice does", "-k", "finding", "--answers", request)):
+            refused = qem(tmp_path, *args, env=env)
+            assert refused.returncode == 2 and f"cannot answer note #{request}" in refused.stderr, refused.stderr
+            assert "nothing was written" in refused.stderr and "Traceback" not in refused.stderr
+    said = serve(tmp_path, lambda s: failed(s, "add", text="alice does", kind="finding", answers=request))
+    assert f"cannot answer note #{request}" in said
+    assert _log_files(tmp_path) == before
+    kept = qem(tmp_path, "add", "alice does", "-k", "finding", "--answers", request, *scope, env={"QEM_SESSION": "s1"})
+    assert kept.returncode == 0, kept.stderr
+
+
+def test_a_team_note_answering_a_private_request_never_reaches_a_fresh_clone(team) -> None:
+    """The user's case: `qem answer` of a private request is refused, so a fresh clone of
+    what was committed verifies and renders as the owner does."""
+    work, origin, env = team
+    request = short_of(qem(work, "add", "Private request", "--kind", "task", "--to", "bob", "--scope", "private"))
+    assert qem(work, "answer", request, "Team answer").returncode == 2
+    assert qem(work, "add", TEAM2, "--kind", "directive").returncode == 0
+    assert make_commit(work, env, "add .").returncode == 0
+    git("push", "-q", "origin", "main", cwd=work, env=env)
+    fresh = origin.parent / "fresh"
+    git("clone", "-q", str(origin), str(fresh), cwd=origin.parent, env=env)
+    assert qem(fresh, "verify").returncode == 0 and qem(fresh, "export", "--check").returncode == 0
+
+
+def test_share_keeps_team_pointers_and_drops_local_ones_and_says_a_share_was_done(tmp_path) -> None:
+    """A shared private note answering a private request and resting on a team and a private
+    note: the team note rests on the team note only and answers nothing; sharing it again
+    names the team note that holds it; a session note is never shared."""
+    (tmp_path / ".git").mkdir()
+    base = short_of(qem(tmp_path, "add", TEAM, "--kind", "finding"))
+    request = short_of(qem(tmp_path, "add", "Who owns it?", "--kind", "task", "--to", "bob", "--scope", "private"))
+    mine = short_of(qem(tmp_path, "add", PRIVATE, "--kind", "finding", "--scope", "private"))
+    answer = short_of(qem(tmp_path, "add", "I do", "--kind", "finding", "--scope", "private", "--answers", request,
+                          "--rests-on", base, "--rests-on", mine))
+    shared = short_of(qem(tmp_path, "share", answer))
+    data = json.loads(qem(tmp_path, "show", shared, "--json").stdout)
+    full_base = json.loads(qem(tmp_path, "show", base, "--json").stdout)["id"]
+    assert (data["scope"], data["answers"], data["rests_on"]) == ("team", None, [full_base])
+    again = qem(tmp_path, "share", answer)
+    assert again.returncode == 2 and f"was shared already: team note #{shared}" in again.stderr
+    session = short_of(qem(tmp_path, "add", SESSION, "--kind", "finding", "--scope", "session", "--session", "s1"))
+    on_session = qem(tmp_path, "add", "x", "--kind", "finding", "--rests-on", session, env={"QEM_SESSION": "s1"})
+    assert on_session.returncode == 2 and "a session note cannot be shared" in on_session.stderr
+    assert "qem share" not in on_session.stderr
+    refused = qem(tmp_path, "share", session, env={"QEM_SESSION": "s1"})
+    assert refused.returncode == 2 and "a session note holds for its agent session only" in refused.stderr
+
+
+def test_a_deleted_private_gitignore_is_put_back_by_any_write_and_the_memorys_names_the_folder(team) -> None:
+    """Two guards keep `git add -A` off the private folder: its own `.gitignore` (put back by
+    any write, a team one too) and the memory's `.gitignore` naming `/private/` (a new
+    memory's from the start; a memory started before it, at its first write once it has
+    private notes; never touched for a memory with none)."""
+    work, origin, env = team
+    assert "/private/" in (work / ".qem" / ".gitignore").read_text("utf-8").splitlines()
+    assert git("status", "--porcelain", cwd=work, env=env).stdout == ""
+    ignore = work / ".qem" / ".gitignore"
+    ignore.write_text(ignore.read_text("utf-8").replace("/private/\n", ""), "utf-8")  # a memory started before the line
+    git("commit", "-qam", "an older memory", cwd=work, env=env)
+    assert qem(work, "add", TEAM2, "--kind", "directive").returncode == 0
+    assert "/private/" not in ignore.read_text("utf-8"), "a memory with no private note keeps its .gitignore"
+    assert qem(work, "add", PRIVATE, "--kind", "finding", "--scope", "private").returncode == 0
+    (work / ".qem" / "private" / ".gitignore").unlink()
+    assert qem(work, "add", "Deploys are on Tuesdays", "--kind", "directive").returncode == 0
+    assert (work / ".qem" / "private" / ".gitignore").is_file()
+    assert "/private/" in ignore.read_text("utf-8").splitlines()
+    (work / ".qem" / "private" / ".gitignore").unlink()  # the memory's own line holds alone
+    git("add", "-A", cwd=work, env=env)
+    staged = git("diff", "--cached", "--name-only", cwd=work, env=env).stdout.split()
+    assert ".qem/.gitignore" in staged and not any(name.startswith(".qem/private") for name in staged)
+
+
+def test_owed_and_query_count_and_mark_only_the_notes_read_in_their_scope(tmp_path) -> None:
+    """Outside session s1, `qem owed` and `qem query` count the same notes (another session's
+    are not read); both mark a private or session note as `qem list` does."""
+    (tmp_path / ".git").mkdir()
+    s1 = {"QEM_SESSION": "s1"}
+    assert qem(tmp_path, "add", "Who owns the build?", "--kind", "task", "--to", "bob").returncode == 0
+    for text in ("Check the cache", "Check the queue"):
+        assert qem(tmp_path, "add", text, "--kind", "task", "--to", "bob", "--scope", "session", env=s1).returncode == 0
+    assert "of 1 notes read" in qem(tmp_path, "owed").stdout
+    assert ": 1 notes / " in qem(tmp_path, "query", "to=bob").stdout
+    assert "of 3 notes read" in qem(tmp_path, "owed", env=s1).stdout
+    assert qem(tmp_path, "add", PRIVATE, "--kind", "task", "--to", "bob", "--scope", "private").returncode == 0
+    for env, marked in (({}, ["(private) " + PRIVATE]), (s1, ["(private) " + PRIVATE, "(this session) Check the cache"])):
+        owed, query = qem(tmp_path, "owed", env=env).stdout, qem(tmp_path, "query", "to=bob", env=env).stdout
+        for line in marked:
+            assert f"· {line}" in owed and f"\t{line}" in query, (owed, query)
+        assert "· Who owns the build?" in owed and "\tWho owns the build?" in query  # a team note: no mark
