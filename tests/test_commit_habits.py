@@ -36,11 +36,10 @@ FIRST = "Run tests inside the venv"
 NEW = "The lock order is A then B"
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    """A bare origin and a clone of it with one note committed and pushed, MEMORY.md
-    tracked, and the hooks installed; each test works on a copy."""
-    base = tmp_path_factory.mktemp("habits")
+def origin_and_clone(base: Path, text: str, kind: str) -> dict[str, str]:
+    """Under `base`: a bare origin and a clone of it with one note (`text`, `kind`)
+    committed and pushed, MEMORY.md tracked, and the hooks installed; the git
+    environment."""
     env = git_env(base / "home")
     (base / "home").mkdir()
     env["PRE_COMMIT_HOME"] = str(base / "pre-commit-home")
@@ -48,25 +47,37 @@ def template(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     work = base / "work"
     git("clone", "-q", str(base / "origin.git"), str(work), cwd=base, env=env)
     (work / ".pre-commit-config.yaml").write_text(local_hooks(*HOOKS), "utf-8")
-    assert qem(work, "add", FIRST, "--kind", "directive").returncode == 0
+    assert qem(work, "add", text, "--kind", kind).returncode == 0
     assert qem(work, "export").returncode == 0
     assert pre_commit("install", cwd=work, env=env).returncode == 0
     git("add", "-A", cwd=work, env=env)
     first = git("commit", "-m", "the memory", cwd=work, env=env, check=False)
     assert first.returncode == 0, first.stdout + first.stderr
     git("push", "-q", "origin", "main", cwd=work, env=env)
-    return base, env
+    return env
 
 
-@pytest.fixture
-def team(template, tmp_path) -> tuple[Path, Path, dict[str, str]]:
-    """(a clone, its origin, the git environment): copies of the template."""
-    base, env = template
+def copied(base: Path, env: dict[str, str], tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """(a clone, its origin, the git environment): copies of what `origin_and_clone` made."""
     shutil.copytree(base / "origin.git", tmp_path / "origin.git")
     shutil.copytree(base / "work", tmp_path / "work", symlinks=True)
     work = tmp_path / "work"
     git("remote", "set-url", "origin", str(tmp_path / "origin.git"), cwd=work, env=env)
     return work, tmp_path / "origin.git", env
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """A bare origin and a clone of it with one note committed and pushed, MEMORY.md
+    tracked, and the hooks installed; each test works on a copy."""
+    base = tmp_path_factory.mktemp("habits")
+    return base, origin_and_clone(base, FIRST, "directive")
+
+
+@pytest.fixture
+def team(template, tmp_path) -> tuple[Path, Path, dict[str, str]]:
+    """(a clone, its origin, the git environment): copies of the template."""
+    return copied(*template, tmp_path)
 
 
 def qem(cwd: Path, *args: str):  # type: ignore[no-untyped-def]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_qem
-from test_commit_habits import HOOKS, commits, make_commit
+from test_commit_habits import HOOKS, commits, copied, make_commit, origin_and_clone
 from test_precommit import git, git_env, local_hooks, pre_commit
 
 pytest.importorskip("pre_commit")
@@ -44,31 +44,12 @@ def template(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     """A bare origin and a clone with one team note committed and pushed, MEMORY.md
     tracked, the pre-commit hooks installed (they re-render MEMORY.md at each commit)."""
     base = tmp_path_factory.mktemp("scopes")
-    env = git_env(base / "home")
-    (base / "home").mkdir()
-    env["PRE_COMMIT_HOME"] = str(base / "pre-commit-home")
-    git("init", "-q", "--bare", "-b", "main", str(base / "origin.git"), cwd=base, env=env)
-    work = base / "work"
-    git("clone", "-q", str(base / "origin.git"), str(work), cwd=base, env=env)
-    (work / ".pre-commit-config.yaml").write_text(local_hooks(*HOOKS), "utf-8")
-    assert qem(work, "add", TEAM, "--kind", "decision").returncode == 0
-    assert qem(work, "export").returncode == 0
-    assert pre_commit("install", cwd=work, env=env).returncode == 0
-    git("add", "-A", cwd=work, env=env)
-    first = git("commit", "-m", "the memory", cwd=work, env=env, check=False)
-    assert first.returncode == 0, first.stdout + first.stderr
-    git("push", "-q", "origin", "main", cwd=work, env=env)
-    return base, env
+    return base, origin_and_clone(base, TEAM, "decision")
 
 
 @pytest.fixture
 def team(template, tmp_path) -> tuple[Path, Path, dict[str, str]]:
-    base, env = template
-    shutil.copytree(base / "origin.git", tmp_path / "origin.git")
-    shutil.copytree(base / "work", tmp_path / "work", symlinks=True)
-    work = tmp_path / "work"
-    git("remote", "set-url", "origin", str(tmp_path / "origin.git"), cwd=work, env=env)
-    return work, tmp_path / "origin.git", env
+    return copied(*template, tmp_path)
 
 
 def everything_committed(origin: Path, env: dict[str, str]) -> str:
