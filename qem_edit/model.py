@@ -1082,12 +1082,21 @@ def _check_scopes(new: NewNote, old: Note) -> None:
 
 
 def _check_bases(new: NewNote, bases: tuple[Note, ...]) -> None:
-    """A team note rests on team notes only: every other clone would read a pointer to a
-    note it never sees, and a committed event would name a note kept in one clone."""
-    local = [b for b in bases if b.local] if new.scope == "team" else []
-    if local:
-        raise TransitionError(f"note #{local[0].shown} is a {local[0].scope} note: a team note cannot rest on it"
-                              f" ({_LOCAL_WAY[local[0].scope].format(shown=local[0].shown)})")
+    """A team note rests on team notes only (`team_base_refusal`)."""
+    for base in bases if new.scope == "team" else ():
+        refusal = team_base_refusal(base)
+        if refusal:
+            raise TransitionError(refusal)
+
+
+def team_base_refusal(base: Note, name: str | None = None) -> str | None:
+    """Why a team note cannot rest on `base` (None: it can): a private or session note,
+    which every other clone lacks, would be named by a committed event.  `name`: how the
+    message names it (`note #ID`)."""
+    if not base.local:
+        return None
+    return (f"{name or f'note #{base.shown}'} is a {base.scope} note: a team note cannot rest on it"
+            f" ({_LOCAL_WAY[base.scope].format(shown=base.shown)})")
 
 
 _LOCAL_WAY = {"private": "`qem share {shown}` makes a private note a team note",

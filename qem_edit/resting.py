@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, NamedTuple
 
 from . import ids
-from .model import Draft, Event, Note, check_transition, past_end
+from .model import Draft, Event, Note, check_transition, past_end, team_base_refusal
 
 # The events that can take a base out of plain force (a move whose target is one of
 # model.OUT_OF_PLAIN_FORCE).
@@ -54,10 +54,7 @@ def base_refusal(base: Note, now: str, team: bool, shown: Callable[[str], str] =
     if past_end(base, now):
         return (f"{name} is past its end ({base.expires}): not in force; a note rests only on a note"
                 " in force (give it a new end, or rest on what holds now)")
-    if team and base.local:
-        return (f"{name} is a {base.scope} note: a team note cannot rest on it"
-                f" (`qem share {base.shown}` makes a private note a team note)")
-    return None
+    return team_base_refusal(base, name) if team else None
 
 
 def root_of(base: Note, flag: Event | None) -> Root:
