@@ -344,7 +344,8 @@ def _ungrounded(store: Store, plan: Plan) -> list[LineError]:
     if not ops:
         return []
     now = utc_now()
-    bases = store.notes_by_id({b for op in ops for b in op.content.rests_on})  # type: ignore[union-attr]
+    with store.seeing_every_session():  # (a session note is judged by its scope, as the write judges it)
+        bases = store.notes_by_id({b for op in ops for b in op.content.rests_on})  # type: ignore[union-attr]
     out = []
     for op in ops:
         team = op.note_id is None or store.note(op.note_id).scope == "team"

@@ -143,13 +143,11 @@ class Transaction:
     def _held(self, note_id: str) -> Note | None:
         """The note `note_id` where the log holds it, another session's note too (a write
         naming one is judged by its scope; None: not in this log)."""
-        every, self.store.every_session = self.store.every_session, True
-        try:
-            return self.note(note_id)
-        except errors.NoSuchNote:
-            return None
-        finally:
-            self.store.every_session = every
+        with self.store.seeing_every_session():
+            try:
+                return self.note(note_id)
+            except errors.NoSuchNote:
+                return None
 
     def _answered(self, new: NewNote, old: Note | None) -> Note | None:
         """The note a new note's `answers` names anew (not kept from its predecessor),
@@ -194,11 +192,8 @@ class Transaction:
             return
         # Another session's note resting on a base changed here is this clone's note too:
         # its flag is the change's consequence, not the writer's reading of that note.
-        every, self.store.every_session = self.store.every_session, True
-        try:
+        with self.store.seeing_every_session():
             self._flag_levels()
-        finally:
-            self.store.every_session = every
 
     def _flag_levels(self) -> None:
         new = {e.id: e for e in self.events}
@@ -812,6 +807,16 @@ class Store:
         """`rows` without those of `hidden` notes (the note id in column `at`)."""
         hidden = self.hidden() if rows else frozenset()
         return [r for r in rows if r[at] not in hidden] if hidden else rows
+
+    @contextmanager
+    def seeing_every_session(self) -> Iterator[None]:
+        """Reads that see every session's notes while it lasts: a write judging a note it
+        names by its scope, or flagging this clone's notes whichever session wrote them."""
+        every, self.every_session = self.every_session, True
+        try:
+            yield
+        finally:
+            self.every_session = every
 
     def session_notes(self, session: str | None = None) -> list[Note]:
         """This clone's session notes in force (of one session, where named), in order."""

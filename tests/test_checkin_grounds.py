@@ -43,13 +43,15 @@ BASES = {
     "stale": (("flag-stale", "{b}", "-m", "doubt"), "that note is stale"),
     "revoked": (("revoke", "{b}", "-m", "wrong"), "that note is revoked"),
     "private": ((), "that note is a private note: a team note cannot rest on it"),
+    "session": ((), "that note is a session note: a team note cannot rest on it (a session note cannot be shared"),
 }
+SCOPES = {"private": ("--scope", "private"), "session": ("--scope", "session", "--session", "s1")}
 
 
 @pytest.mark.parametrize("case", sorted(BASES))
 def test_a_dry_run_refuses_the_base_the_check_in_refuses_named_by_line(repo: Path, qem, case: str) -> None:
     move, words = BASES[case]
-    scope = ("--scope", "private") if case == "private" else ()
+    scope = SCOPES.get(case, ())
     base = qem("add", "Stale base", "--kind", "finding", *scope).stdout.strip()
     if move:
         assert qem(*(m.format(b=base) for m in move)).returncode == 0
