@@ -31,7 +31,7 @@ from pathlib import Path
 from run import GIT_ENV, REPO, Tools, base_env, call, git, timed  # bench/run.py: the same timing
 
 sys.path.insert(0, str(REPO))
-from qem_edit.anchors import blob_oid  # noqa: E402  (git's own id of a file's bytes)
+from qem_edit.system.anchors import blob_oid  # noqa: E402  (git's own id of a file's bytes)
 
 FOLDER = 100  # files per folder
 

@@ -35,7 +35,7 @@ Code: FILES files, `src/m{NNNN}/f{NNN}.py` in folders of PER_FOLDER, committed. 
 order (j = 0, 1, ...), before `qem load`:
 
 - j % 30 == 0: anchored to file number (j // 30 * 7919) % 1000 (the folders m0000-m0009), with
-  the file's blob id (qem_edit.anchors.blob_oid): 25 notes at 749, 2,497 at 74,900 (2-3 a file);
+  the file's blob id (qem_edit.system.anchors.blob_oid): 25 notes at 749, 2,497 at 74,900 (2-3 a file);
 - j % 30 == 15, the first 12: anchored to a folder, src/m0010-m0013 (its tree id from git);
 - j % 30 == 10, the first 12: `triggers.path`, PATH_PATTERNS[k % 6] (k = j // 30);
 - j % 30 == 20, the first 6: `triggers.on`, ON_MOMENTS[k % 3];
@@ -51,7 +51,7 @@ them per size.
 Ground truth
 ------------
 Computed by this file from the loaded JSON Lines alone, with its own matchers (no
-qem_edit.delivery nor qem_edit.triggers): the notes' state from their events (checked
+qem_edit.reads.delivery nor qem_edit.base.triggers): the notes' state from their events (checked
 against `qem list --json`, which also maps each note's number to its id and short id), their
 kind, priority, anchors, triggers and backticked terms; then, for each hook call, the
 notes due by the documented rules:
@@ -88,7 +88,7 @@ or after it (in context, which the model reads beside the tool's result, or not 
 by the budget); and the calls held, per session.
 
 Cut by the budget means: of the notes
-due and not held back, in the order they are given (kind as qem_edit.model.KINDS lists
+due and not held back, in the order they are given (kind as qem_edit.base.model.KINDS lists
 them, priority high first, id; a compaction's notes before a prompt's), the budget takes
 them from the front while they fit and stops at the first that does not, so the cut ones
 are the tail after the last one given, and their count and how many are directives are the
@@ -127,12 +127,27 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from run import (GNU_TIME, OUT, REPO, BenchError, Sample, Tools, base_env, call, checkpoint,  # bench/run.py
-                 code_fingerprint, code_state, fail, git, machine, memory_key)
+from run import (  # bench/run.py
+    GNU_TIME,
+    OUT,
+    REPO,
+    BenchError,
+    Sample,
+    Tools,
+    base_env,
+    call,
+    checkpoint,
+    code_fingerprint,
+    code_state,
+    fail,
+    git,
+    machine,
+    memory_key,
+)
 
 sys.path.insert(0, str(REPO))
-from qem_edit.anchors import blob_oid  # noqa: E402  (git's own id of a file's bytes)
-from qem_edit.model import KINDS, PRIORITIES  # noqa: E402  (the order notes are given in)
+from qem_edit.base.model import KINDS, PRIORITIES  # noqa: E402  (the order notes are given in)
+from qem_edit.system.anchors import blob_oid  # noqa: E402  (git's own id of a file's bytes)
 
 FIXTURE = REPO / "fixtures" / "sessions" / "claude-session.json"
 CACHE = OUT / "delivery"

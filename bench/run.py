@@ -311,7 +311,7 @@ def settle(tools: Tools, ws: Path, cwd: Path) -> None:
     """Let the copy's index catch up with its log, untimed: the index notes the log
     folders by time and inode, and a copy's folders are new inodes, so the first command
     on a copy would list them once (a small cost, but not what a subject measures)."""
-    script = ("import sys; from pathlib import Path; from qem_edit.store import Store\n"
+    script = ("import sys; from pathlib import Path; from qem_edit.storage.store import Store\n"
               "Store.open(Path(sys.argv[1])).close()\n")
     call([tools.python, "-c", script, str(ws / ".qem")], what="open the copied memory", cwd=cwd)
 
@@ -417,8 +417,8 @@ OWED_REQUESTS = 300
 OWED_SETUP = """
 import sys
 from pathlib import Path
-from qem_edit.model import NewNote
-from qem_edit.store import Store
+from qem_edit.base.model import NewNote
+from qem_edit.storage.store import Store
 count = int(sys.argv[2])
 with Store.open(Path(sys.argv[1])) as store:
     def work(tx):

@@ -14,7 +14,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # bench/ for edits; qem_edit as the interpreter has it installed (editable, or --installed)
 
 import edits  # noqa: E402
-from qem_edit.cli import main as qem  # noqa: E402
+
+from qem_edit.shells.cli import main as qem  # noqa: E402
 
 
 def main() -> int:

@@ -1,22 +1,22 @@
 """The `qem` command: `qem hook` answered without the command-line framework (it runs
 before every file edit an agent makes, so its start-up is the floor's), the quick commands
-(qem_edit.quick: `qem add` with plain arguments) likewise, every other command by
-qem_edit.cli."""
+(qem_edit.shells.quick: `qem add` with plain arguments) likewise, every other command by
+qem_edit.shells.cli."""
 
 import sys
 
 
 def main() -> None:
     if sys.argv[1:2] == ["hook"]:
-        from .hookrun import main as hook
+        from .shells.hookrun import main as hook
 
         sys.exit(hook(sys.argv[2:]))
-    from .quick import run
+    from .shells.quick import run
 
     code = run(sys.argv[1:])
     if code is not None:
         sys.exit(code)
-    from .cli import main as command
+    from .shells.cli import main as command
 
     command()
 

@@ -25,7 +25,6 @@ from typing import Callable, Iterable, Iterator
 
 from ..renderer.format import ERRORS_OPEN, HEADER_RE
 from ..renderer.patch import WINDOW, Reader, item_of, short_at
-
 from .parse import Item, LineError, ParsedFile, clean_lines, parse
 
 _ITEM_ID = re.compile(rb"\[#([0-9a-z]+)\]")

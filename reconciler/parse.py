@@ -11,38 +11,45 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..model import (KIND_RANK, KINDS, PRIORITIES, PROVENANCES, TRIGGER_ATTRIBUTES, TRIGGER_LIMIT,
-                     anchor_path_problem, trigger_problem)
-
+from ..base.model import (
+    KIND_RANK,
+    KINDS,
+    PRIORITIES,
+    PROVENANCES,
+    TRIGGER_ATTRIBUTES,
+    TRIGGER_LIMIT,
+    anchor_path_problem,
+    trigger_problem,
+)
 from ..renderer.format import (
     ANCHOR,
-    TRIGGER_BY_ATTRIBUTE,
+    ANSWERED_BY_MARKER_RE,
     ATTRIBUTE_LIKE_RE,
     ATTRIBUTE_RE,
-    SHOWN_OID_RE,
     COMMENT_CLOSE,
     CONFLICT_PREFIXES,
-    ANSWERED_BY_MARKER_RE,
     DISPUTED_MARKER_RE,
     ERRORS_OPEN,
     EXPIRES_MARKER_RE,
     HEADER_RE,
-    decode_query,
     HELP_OPEN,
     INDENT,
     ITEM_ID_RE,
     ITEM_RE,
     KIND_BY_TITLE,
     MARKER_START_RE,
+    REQUEST_MARKERS,
     SECTION_TITLES,
     SEP,
+    SHOWN_OID_RE,
     STATE_MARKER_RE,
     STATE_WORDS,
     SUPERSEDED_MARKER_RE,
-    REQUEST_MARKERS,
     SUPERSEDES_MARKER_RE,
     TOMBSTONE_RE,
+    TRIGGER_BY_ATTRIBUTE,
     Selection,
+    decode_query,
     unescape_reason,
 )
 

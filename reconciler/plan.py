@@ -14,11 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
-from ..model import (LIVE_STATES, MOVE_BY_VERB, MOVES, Note, TextError, deadline_refusal, marker_move, normalize_text,
-                     seat_problem)
-
+from ..base.model import (
+    LIVE_STATES,
+    MOVE_BY_VERB,
+    MOVES,
+    Note,
+    TextError,
+    deadline_refusal,
+    marker_move,
+    normalize_text,
+    seat_problem,
+)
 from ..renderer.format import SECTION_TITLES, Selection, due_read
-
 from .parse import Item, LineError, ParsedFile
 
 

@@ -11,12 +11,19 @@ from __future__ import annotations
 import re
 from typing import Mapping, Sequence
 
-from ..model import KINDS, Note
-
-from ..renderer.format import (ERRORS_OPEN, INDENT, SECTION_TITLES, SEP, Selection, anchor_line, escape_first_line, trigger_line,
-                               escape_text_line)
+from ..base.model import KINDS, Note
+from ..renderer.format import (
+    ERRORS_OPEN,
+    INDENT,
+    SECTION_TITLES,
+    SEP,
+    Selection,
+    anchor_line,
+    escape_first_line,
+    escape_text_line,
+    trigger_line,
+)
 from ..renderer.render import for_editing, header_line, render_item
-
 from .parse import Item, ParsedFile
 from .plan import Conflict, Plan, in_selection
 

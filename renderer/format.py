@@ -12,8 +12,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from ..model import KINDS, TRIGGER_ATTRIBUTES
-
+from ..base.model import KINDS, TRIGGER_ATTRIBUTES
 from .version import FORMAT_VERSION  # noqa: F401  (the rendering's version: see version.py)
 
 SEP = " · "
@@ -134,7 +133,7 @@ DISPUTED_MARKER_RE = re.compile(
     rf"DISPUTED (?:with #{_ID}(?:, #{_ID})* \((?:dispute {_ID}|fork of #{_ID})\)"
     rf"|\(concurrent: [^()]*\))"
 )
-# Derived, read-only: the answers that speak for a request (qem_edit.owing.answering),
+# Derived, read-only: the answers that speak for a request (qem_edit.base.owing.answering),
 # shown on the request's item (`answered by #A`, or `#A, #B` where two in force may
 # disagree).  An answer is another note's event, so the index renders the request's item
 # again when one lands, goes or changes state; the parser reads it and lets it go.

@@ -10,25 +10,24 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator, Mapping, Sequence
 
-from ..model import KINDS, Note
-from ..owing import answered_by as answered_by_of
-from ..resolver import Graph, disputed_with
-
+from ..base.model import KINDS, Note
+from ..base.owing import answered_by as answered_by_of
+from ..base.resolver import Graph, disputed_with
 from .format import (
     CHECKOUT_HELP,
     HELP_OPEN,
     INDENT,
     SECTION_TITLES,
     SEP,
-    due_shown,
     WORD_BY_STATE,
     Selection,
     anchor_line,
-    trigger_line,
+    due_shown,
     encode_query,
     escape_first_line,
     escape_reason,
     escape_text_line,
+    trigger_line,
 )
 
 ALL = Selection()

@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 from builders import SEEDED_LOG, NoteMap, load_store, note_map, store_path
-from qem_edit.model import Event, Note
-from qem_edit.store import Store
+
+from qem_edit.base.model import Event, Note
+from qem_edit.storage.store import Store
 
 # The standard seeded store: one note per interesting case, ids fixed by creation order.
 ACTIVE_DIRECTIVE = 1  # directive · high · "Run the tests inside the venv"

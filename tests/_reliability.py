@@ -3,7 +3,7 @@ test_security): killing children, reading memories, and recording the figures th
 docs/RELIABILITY.md quotes.
 
 A memory is a log of files under `<workspace>/.qem` with a local SQLite index beside it
-(qem_edit.store).  `verify` is what `qem verify` checks (the log, the index against a fresh
+(qem_edit.storage.store).  `verify` is what `qem verify` checks (the log, the index against a fresh
 replay of the log, the supersession graph), disputes included: in one clone, writers take
 turns, so any fork or concurrent change is a defect here.  `rendering_prefix` finds which
 state of the log a mirror renders: MEMORY.md no longer names a base, so a mirror is "never
@@ -53,7 +53,7 @@ def fork_run(fn: Callable[[], None], *, after_n: int | None = None, kill_after: 
     if pid == 0:  # the child: never returns into pytest
         code = 3
         try:
-            from qem_edit import faults
+            from qem_edit.base import faults
 
             for name, value in (env or {}).items():
                 os.environ[name] = value
@@ -96,7 +96,7 @@ def python_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 def verify(store, place=None) -> list[str]:  # type: ignore[no-untyped-def]
     """What `qem verify` reports for `store` (and the mirror of `place`, when given):
     its problems and its open disputes."""
-    from qem_edit.checks import verify_report
+    from qem_edit.mirror.verify import verify_report
 
     report = verify_report(store, place)
     return report.problems + report.disputes
@@ -104,7 +104,7 @@ def verify(store, place=None) -> list[str]:  # type: ignore[no-untyped-def]
 
 def log_names(root: Path) -> set[str]:
     """Every file of the log under a memory directory (`events/`, `texts/`, `packs/`)."""
-    from qem_edit.logtree import LogTree
+    from qem_edit.storage.logtree import LogTree
 
     return LogTree(root).names()
 
@@ -113,8 +113,8 @@ def prefix_notes(events: list, texts: dict[str, str], count: int) -> dict:  # ty
     """The notes after the first `count` events (in clock order), with the short ids the
     index gives a memory holding exactly those notes."""
     
-    from qem_edit import ids
-    from qem_edit.model import replay
+    from qem_edit.base import ids
+    from qem_edit.base.model import replay
 
     notes = replay(events[:count], texts)
     shorts = ids.short_ids({n: note.short_len for n, note in notes.items()})

@@ -12,11 +12,10 @@ from datetime import date
 from pathlib import Path
 
 from hypothesis import strategies as st
-
-from qem_edit import ids
-from qem_edit.model import KINDS, PRIORITIES, PROVENANCES, Note, TextError, anchor_path_problem, normalize_text
-
 from qem_edit.renderer.format import ITEM_RE, SECTION_TITLES
+
+from qem_edit.base import ids
+from qem_edit.base.model import KINDS, PRIORITIES, PROVENANCES, Note, TextError, anchor_path_problem, normalize_text
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "fixtures" / "golden"

@@ -13,14 +13,15 @@ import subprocess
 from pathlib import Path
 
 from conftest import FIXTURES
-from qem_edit import ids
-from qem_edit.dump import load, read_dump
-from qem_edit.export import render_store
-from qem_edit.logtree import canonical
-from qem_edit.model import Event, NewNote, Note
 from qem_edit.renderer import Selection
-from qem_edit.store import Store
-from qem_edit.workspace import STATE_DIR, Workspace
+
+from qem_edit.base import ids
+from qem_edit.base.model import Event, NewNote, Note
+from qem_edit.mirror.export import render_store
+from qem_edit.storage.logtree import canonical
+from qem_edit.storage.store import Store
+from qem_edit.system.workspace import STATE_DIR, Workspace
+from qem_edit.transfer.dump import load, read_dump
 
 AT = "2026-07-27T10:00:00Z"
 CASES = FIXTURES / "checkin"  # the check-in cases, and the logs they share

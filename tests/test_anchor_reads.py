@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import run_qem
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -246,7 +245,7 @@ def test_a_command_of_the_group_is_built_alone_and_ends_quietly_on_a_closed_pipe
     """`qem anchors list` builds only that command of the group (the hook's `qem anchors
     check` pays for no other), `qem anchors --help` the whole group, and its commands, as
     every other, end quietly when their reader goes (`| head`)."""
-    from qem_edit import cli
+    from qem_edit.shells import cli
 
     command, args, prog = cli._command(["anchors", "list", "src"])
     assert prog == "qem anchors" and args == ["list", "src"] and set(command.commands) == {"list"}

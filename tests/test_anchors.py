@@ -1,5 +1,5 @@
 """Anchors: a note names the files and folders it is about, with git's object id of what
-each held when the note was written (docs/FORMAT.md, "An anchor"; qem_edit/anchors.py).
+each held when the note was written (docs/FORMAT.md, "An anchor"; qem_edit/system/anchors.py).
 
 Real git, real `qem` subprocesses: the ids are git's own (`git hash-object`, a folder's
 tree as `git write-tree` makes it), the same in a copy of the tree outside git; a path that
@@ -18,7 +18,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from builders import code_repository, planted_created
 from conftest import run_qem
 
@@ -311,7 +310,7 @@ def test_the_mcp_tools_take_anchors_from_the_top_of_the_work_tree(repo: Path) ->
 def test_the_three_places_a_path_s_content_is_read_from(repo: Path) -> None:
     """What the drift check reads: the work tree, git's index, a revision; None where the
     path is not there."""
-    from qem_edit import anchors
+    from qem_edit.system import anchors
 
     tree = anchors.work_tree(repo)
     (repo / "src" / "lock.py").write_text("LOCK = 3\n")  # changed in the work tree only

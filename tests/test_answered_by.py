@@ -1,5 +1,5 @@
 """MEMORY.md's `answered by #ID` on a request: derived from the log (the answers that speak
-for it, qem_edit.owing.answering), like `SUPERSEDED by` and `DISPUTED`, though an answer is
+for it, qem_edit.base.owing.answering), like `SUPERSEDED by` and `DISPUTED`, though an answer is
 an event of another note.  The index renders the request's cached item again whenever an
 answer lands, goes, changes state or arrives from another clone, so the file stays what a
 fresh clone renders from the log alone, and `qem export --check` holds on both sides of a
@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from builders import store_path
-from qem_edit.store import Store
 from test_git import Clone, same_view, team  # noqa: F401  (the fixture)
+
+from qem_edit.storage.store import Store
 
 
 def _line(clone: Clone, short: str) -> str:

@@ -13,14 +13,13 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-
-from qem_edit import ids
-from qem_edit.model import KINDS, PRIORITIES, Note
 from qem_edit.reconciler.blocks import _diff_whole, diff_edit
 from qem_edit.reconciler.parse import parse
 from qem_edit.reconciler.plan import make_plan
 from qem_edit.renderer import render
+
+from qem_edit.base import ids
+from qem_edit.base.model import KINDS, PRIORITIES, Note
 
 TEXTS = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\r"),

@@ -27,16 +27,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from builders import CASES, load_store, render_text, store_path
-from qem_edit import checkin, errors, ids
-from qem_edit import proposal as proposal_module
-from qem_edit.files import file_chunks
-from qem_edit.acts import note_text, reason_for
-from qem_edit.model import KINDS, NewNote
 from qem_edit.reconciler.parse import parse
-from qem_edit.store import Store
-from qem_edit.terminal import describe_plan
+
+from qem_edit.base import errors, ids
+from qem_edit.base.model import KINDS, NewNote
+from qem_edit.shells.terminal import describe_plan
+from qem_edit.storage.store import Store
+from qem_edit.system.files import file_chunks
+from qem_edit.writes import checkin
+from qem_edit.writes import checkin_plan as proposal_module
+from qem_edit.writes.acts import note_text, reason_for
 
 UPDATE = os.environ.get("QEM_UPDATE_CASES") == "1"
 HEADING = re.compile(r"%% (?P<name>[a-z]+)(?P<escaped>, escaped)?(?:: (?P<value>.*))?")

@@ -22,14 +22,15 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from builders import AT, add, emit, forget, store_path
 from conftest import CORPUS, run_qem
-from qem_edit import cli, ids
-from qem_edit.checks import verify_report
-from qem_edit.dump import dump_lines
-from qem_edit.logtree import LogTree, canonical
-from qem_edit.store import Store
+
+from qem_edit.base import ids
+from qem_edit.mirror.verify import verify_report
+from qem_edit.shells import cli
+from qem_edit.storage.logtree import LogTree, canonical
+from qem_edit.storage.store import Store
+from qem_edit.transfer.dump import dump_lines
 
 VERBS = ("init", "add", "supersede", "revoke", "flag-stale", "reinstate", "promote", "expire",
          "forget", "show", "list", "log", "verify", "dump", "load")

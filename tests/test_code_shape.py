@@ -15,30 +15,27 @@ MAX_LINES = 50
 # The pure cores read no database, clock, terminal or command-line framework.
 IMPURE = {"sqlite3", "typer", "click", "time", "datetime", "subprocess", "filelock"}
 PURE_CORES = ("renderer", "reconciler")
-PURE_MODULES = ("qem_edit/model.py", "qem_edit/resolver.py")
-# The layers, lowest first (docs/ARCHITECTURE.md shows them, with what each module owns).
-# A module imports (at its top or inside a function) only modules on a lower floor, or on
-# its own floor where that closes no cycle.  Modules are named as qem_edit imports them:
-# "store" is qem_edit/store.py, "renderer.format" renderer/format.py, "renderer" its
-# __init__.py, "__init__" qem_edit's own.
-LAYERS = {
-    0: ("__init__", "errors", "faults", "ids", "times", "model", "resolver", "owing", "resting", "shown", "gitconflict",  # pure base
-        "triggers", "harness",
-        "renderer.version", "renderer.format", "renderer.render", "renderer.patch", "renderer",
-        "reconciler.parse", "reconciler.blocks", "reconciler.plan", "reconciler.rebase", "reconciler"),
-    1: ("files", "db", "cores", "gitrepo", "workspace", "anchors", "ledger", "codextrust", "unstaged"),  # the platform: files, SQLite, git, where things live
-    2: ("logtree", "convert"),  # the log
-    3: ("index",),  # the index
-    4: ("protect", "secrets", "starting"),  # what a write enforces, and starting a memory
-    5: ("store",),  # one memory: opening, the write transaction
-    6: ("removals", "diff", "diffview", "incomplete", "history", "standing", "query", "context", "answers",  # reads
-        "drift", "anchorlist", "delivery", "tiers", "owed"),
-    7: ("gitstage", "gitsettle", "textconv", "export", "proposal", "checkouts", "forgetting", "dump", "vectr", "mdimport",
-        "migrate", "checks", "staged"),  # the mirror, and work over the whole memory
-    8: ("opening", "expiry", "acts", "checkin", "hookrun", "setup", "plugin"),  # a command's way in: the memory opened, the writes
-    9: ("terminal", "mcp_server", "shell", "cli", "quick", "__main__"),  # the shells
-}
-LAYER = {module: floor for floor, modules in LAYERS.items() for module in modules}
+PURE_MODULES = ("qem_edit/base/model.py", "qem_edit/base/resolver.py")
+# The layers, lowest first, are folders (docs/ARCHITECTURE.md draws them, with a line for
+# each module): qem_edit/base/, then the pure cores at the top of the repository, then each
+# folder of qem_edit/ in this order.  A module imports (at its top or inside a function) only
+# modules of its own folder, where that closes no cycle, or of a folder below it.  Modules
+# are named by their folder: "storage.store" is qem_edit/storage/store.py, "renderer.format"
+# renderer/format.py, "renderer" its __init__.py, "__init__" and "__main__" qem_edit's own.
+FLOORS = ("base", "renderer", "reconciler", "system", "storage", "reads", "mirror", "writes", "transfer", "shells")
+TOP_FILES = {"__init__": 0, "__main__": len(FLOORS)}  # qem_edit/__init__.py holds the version; __main__ starts a shell
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    parts = parts[1:] if parts[0] == "qem_edit" else parts
+    if len(parts) > 1 and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _floor(module: str) -> int:
+    return TOP_FILES[module] if module in TOP_FILES else FLOORS.index(module.split(".")[0])
 
 
 def _trees(folders):  # type: ignore[no-untyped-def]
@@ -86,13 +83,13 @@ def test_the_renderer_and_the_reconciler_are_pure() -> None:
 
 
 # The storage layer owns every SQL statement and every transaction (docs/ARCHITECTURE.md):
-# every other module reads and writes the index through Store's methods and qem_edit.index's
+# every other module reads and writes the index through Store's methods and qem_edit.storage.index's
 # functions, and never through a Store method named private.
-STORAGE = ("qem_edit/store.py", "qem_edit/index.py", "qem_edit/db.py")
+STORAGE = ("qem_edit/storage/store.py", "qem_edit/storage/index.py", "qem_edit/system/db.py")
 # Modules that read another program's SQLite file, not the index: its statements are theirs.
 FOREIGN_SQL = {
-    "qem_edit/convert.py": "reads a store of an older qem (memory.db, one SQLite file) to convert it",
-    "qem_edit/vectr.py": "reads vectr's own SQLite database (a copy of it) to import it",
+    "qem_edit/storage/convert.py": "reads a store of an older qem (memory.db, one SQLite file) to convert it",
+    "qem_edit/transfer/vectr.py": "reads vectr's own SQLite database (a copy of it) to import it",
 }
 _STATEMENTS = {"execute", "executemany", "executescript"}
 
@@ -104,7 +101,7 @@ def _sql(tree: ast.AST) -> list[str]:
 
 
 def _store_privates() -> set[str]:
-    tree = ast.parse((REPO / "qem_edit/store.py").read_text("utf-8"))
+    tree = ast.parse((REPO / "qem_edit/storage/store.py").read_text("utf-8"))
     [store] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Store"]
     return {n.name for n in store.body if isinstance(n, ast.FunctionDef)
             and n.name.startswith("_") and not n.name.startswith("__")}
@@ -131,7 +128,7 @@ def test_one_write_transaction() -> None:
     """BEGIN IMMEDIATE is written once: db.transaction, which every write of the index is."""
     spelled = sorted(path.relative_to(REPO).as_posix() for path, _ in _trees(PRODUCT)
                      if "BEGIN IMMEDIATE" in path.read_text("utf-8"))
-    assert spelled == ["qem_edit/db.py"], spelled
+    assert spelled == ["qem_edit/system/db.py"], spelled
 
 
 def test_a_message_names_an_id_by_the_one_rule_in_ids() -> None:
@@ -147,54 +144,46 @@ def test_a_message_names_an_id_by_the_one_rule_in_ids() -> None:
     assert not cut, f"ids cut by hand (call ids.shown or ids.side_shown): {cut}"
 
 
-def _module_name(path: Path) -> str:
-    folder, stem = path.relative_to(REPO).parts[0], path.stem
-    if folder == "qem_edit":
-        return stem
-    return folder if stem == "__init__" else f"{folder}.{stem}"
-
-
-def _product_imports(name: str, tree: ast.AST, known: set[str]) -> set[str]:
+def _product_imports(name: str, path: Path, tree: ast.AST, known: set[str]) -> set[str]:
     """The product modules `name` imports, anywhere in it (a lazy import inside a function
-    too); a submodule of a pure core brings its package's __init__ with it."""
-    package = name.split(".")[0] if name.split(".")[0] in PURE_CORES else ""
+    too); importing a module of a folder brings the folder's __init__ with it."""
+    package = [] if path.stem == "__init__" and "." not in name else name.split(".")[:-1]
+    if path.stem == "__init__" and "." not in name and name not in TOP_FILES:
+        package = [name]
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                base = ".".join(part for part in (package if node.level == 1 else "", node.module or "") if part)
+                base = package[: len(package) - (node.level - 1)] + (node.module.split(".") if node.module else [])
             elif (node.module or "").split(".")[0] == "qem_edit":
-                base = node.module.removeprefix("qem_edit").lstrip(".")
+                base = node.module.split(".")[1:]
             else:
                 continue
-            named = [base] + [f"{base}.{alias.name}" if base else alias.name for alias in node.names]
+            named = [".".join(base)] + [".".join(base + [alias.name]) for alias in node.names]
         elif isinstance(node, ast.Import):
-            named = [alias.name.removeprefix("qem_edit").lstrip(".") for alias in node.names
-                     if alias.name.split(".")[0] == "qem_edit"]
+            named = [".".join(alias.name.split(".")[1:]) for alias in node.names if alias.name.split(".")[0] == "qem_edit"]
         else:
             continue
         for module in named:
             if module in known:
                 found.add(module)
-                if "." in module and module.split(".")[0] != package:
+                if "." in module:
                     found.add(module.split(".")[0])
-    return found - {name, package}
+    return found - {name, *(package[:1])}
 
 
 def _import_graph() -> dict[str, set[str]]:
-    trees = {_module_name(path): tree for path, tree in _trees(PRODUCT)}
-    unplaced = sorted(set(trees) - set(LAYER))
-    assert not unplaced, (f"modules the layer table does not place: {unplaced}; add each to LAYERS in"
-                          " tests/test_code_shape.py, on the floor above what it imports (and to docs/ARCHITECTURE.md)")
-    gone = sorted(set(LAYER) - set(trees))
-    assert not gone, f"LAYERS in tests/test_code_shape.py names modules that are not there: {gone}; take them out"
-    return {name: _product_imports(name, tree, set(trees)) for name, tree in trees.items()}
+    trees = {_module_name(path): (path, tree) for path, tree in _trees(PRODUCT)}
+    unplaced = sorted(m for m in trees if m not in TOP_FILES and m.split(".")[0] not in FLOORS)
+    assert not unplaced, (f"modules outside the layer folders: {unplaced}; put each in the folder of its layer"
+                          f" ({', '.join(FLOORS)}), above what it imports")
+    return {name: _product_imports(name, path, tree, set(trees)) for name, (path, tree) in trees.items()}
 
 
 def test_every_import_goes_down_the_layers() -> None:
     graph = _import_graph()
-    upward = [f"{module} (layer {LAYER[module]}) imports {target} (layer {LAYER[target]})"
-              for module in sorted(graph) for target in sorted(graph[module]) if LAYER[target] > LAYER[module]]
+    upward = [f"{module} (folder {_floor(module)}) imports {target} (folder {_floor(target)})"
+              for module in sorted(graph) for target in sorted(graph[module]) if _floor(target) > _floor(module)]
     assert not upward, ("imports from a lower layer to a higher one (move what both need down, or the importer up):"
                         f" {upward}")
 
@@ -223,16 +212,32 @@ def test_no_import_cycle() -> None:
     assert not cycle, f"an import cycle (one of these must not import the next): {' -> '.join(cycle)}"
 
 
-def test_the_architecture_doc_shows_the_same_layers() -> None:
-    """docs/ARCHITECTURE.md's table (module, layer, what it owns) places every module
-    where LAYERS does (a folder row, `renderer/`, speaks for the modules in it)."""
+def _folder_of(module: str) -> str:
+    top = module.split(".")[0]
+    return f"{top}/" if top in ("renderer", "reconciler") else f"qem_edit/{top}/"
+
+
+def test_the_architecture_doc_shows_every_module_in_its_folder() -> None:
+    """docs/ARCHITECTURE.md has a section per layer folder, in FLOORS' order (its heading
+    names the folder), holding one line per module of that folder: `name.py`: what it owns."""
     text = (REPO / "docs" / "ARCHITECTURE.md").read_text("utf-8")
-    shown: dict[str, int] = {}
-    for cells in re.findall(r"^\| (.+?) \| (\d+) \| ", text, re.M):
-        for named in re.findall(r"`([\w/]+?)(?:\.py)?`", cells[0]):
-            folder, _, stem = named.rstrip("/").partition("/")
-            modules = [m for m in LAYER if m.split(".")[0] == folder] if folder in PURE_CORES else [stem]
-            shown.update((module, int(cells[1])) for module in modules)
-    wrong = [f"{m}: layer {shown.get(m, 'missing')} there, {LAYER[m]} in LAYERS" for m in sorted(LAYER)
-             if m not in ("__init__", "__main__") and shown.get(m) != LAYER[m]]
-    assert not wrong, f"docs/ARCHITECTURE.md's layer table differs from LAYERS in tests/test_code_shape.py: {wrong}"
+    sections = re.split(r"^### ", text, flags=re.M)[1:]
+    shown: dict[str, set[str]] = {}
+    for section in sections:
+        heading = re.match(r".*?`([\w/]+/)`", section)
+        if heading:
+            shown[heading.group(1)] = set(re.findall(r"^- `(\w+)\.py`: \S", section, re.M))
+    wanted = [_folder_of(folder) for folder in FLOORS]
+    assert [f for f in shown if f in wanted] == wanted, f"sections for {wanted} in this order, found {list(shown)}"
+    on_disk: dict[str, set[str]] = {}
+    for path, _ in _trees(PRODUCT):
+        name = _module_name(path)
+        if name not in TOP_FILES and path.stem != "__init__":
+            on_disk.setdefault(_folder_of(name), set()).add(path.stem)
+    wrong = {f: {"missing": sorted(on_disk[f] - shown.get(f, set())), "not there": sorted(shown.get(f, set()) - on_disk[f])}
+             for f in on_disk if on_disk[f] != shown.get(f, set())}
+    assert not wrong, f"docs/ARCHITECTURE.md's module lines differ from the folders: {wrong}"
+    long = [line for line in text.splitlines() if re.match(r"- `\w+\.py`: ", line) and len(line.split()) > 40]
+    assert not long, f"a module's line says one thing (40 words at most): {long}"
+
+

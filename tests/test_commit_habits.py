@@ -6,8 +6,8 @@ repository's three hooks (as local system hooks with this interpreter: no instal
 network), real `qem` processes.  Every scenario ends in a fresh clone of the origin that
 must hold every note: `qem list` shows it, `qem export --check` passes, the count is right.
 
-qem's writes stage what they wrote (qem_edit.gitstage), so most habits commit a write
-whole; with `[git] stage = false` the hooks judge the staged tree (qem_edit.staged) and
+qem's writes stage what they wrote (qem_edit.mirror.gitstage), so most habits commit a write
+whole; with `[git] stage = false` the hooks judge the staged tree (qem_edit.mirror.staged) and
 refuse the partial commits, rendering nothing over the work tree.
 """
 
@@ -20,13 +20,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import run_qem
 from test_precommit import git, git_env, local_hooks, pre_commit
 
-from qem_edit.logtree import LogTree, event_bytes
-from qem_edit.model import NewNote
-from qem_edit.store import PACK_AT, Store
+from qem_edit.base.model import NewNote
+from qem_edit.storage.logtree import LogTree, event_bytes
+from qem_edit.storage.store import PACK_AT, Store
 
 pytest.importorskip("pre_commit")
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import run_qem
 
 BIN = Path(sys.executable).parent  # where the installed `qem` script is, beside the interpreter

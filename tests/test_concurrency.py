@@ -19,22 +19,22 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from conftest import REPO, run_qem
 from filelock import FileLock
 
-from conftest import REPO, run_qem
-from qem_edit import db as db_mod
-from qem_edit import errors, ids
-from qem_edit import store as store_mod
-from qem_edit.checks import verify_report
-from qem_edit.logtree import LogTree
-from qem_edit.model import NewNote
-from qem_edit.store import Store
+from qem_edit.base import errors, ids
+from qem_edit.base.model import NewNote
+from qem_edit.mirror.verify import verify_report
+from qem_edit.storage import store as store_mod
+from qem_edit.storage.logtree import LogTree
+from qem_edit.storage.store import Store
+from qem_edit.system import db as db_mod
 
 WORKER = r"""
 import sys, time
 from pathlib import Path
-from qem_edit.model import NewNote
-from qem_edit.store import Store
+from qem_edit.base.model import NewNote
+from qem_edit.storage.store import Store
 
 path, name, count, start = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 while time.time() < start:          # all workers start together, the memory not yet there
@@ -50,8 +50,8 @@ for i in range(count):
 READER = r"""
 import sys, time
 from pathlib import Path
-from qem_edit import errors
-from qem_edit.store import Store
+from qem_edit.base import errors
+from qem_edit.storage.store import Store
 
 path, stop = Path(sys.argv[1]), Path(sys.argv[2])
 checks = 0
@@ -224,7 +224,7 @@ def test_opening_a_memory_while_another_process_creates_it(tmp_path, monkeypatch
     another process created it (the log's folders, the memory's id, the index) before the
     opener made it.  The opener must take that memory as it is: not fail, not call it
     something else, not give it a second id."""
-    from qem_edit import starting
+    from qem_edit.storage import starting
 
     root = tmp_path / "ws" / ".qem"
     real_is_new = starting.is_new
@@ -256,7 +256,7 @@ def test_opening_a_memory_while_another_process_creates_it(tmp_path, monkeypatch
 def test_two_processes_starting_one_memory_take_turns(tmp_path, monkeypatch):
     """While one process starts the memory (its config.toml, its id, its folders), another
     that found no memory waits for it, then takes that memory: one id, written once."""
-    from qem_edit import starting
+    from qem_edit.storage import starting
 
     root = tmp_path / "ws" / ".qem"
     real_start = starting.start
@@ -287,7 +287,7 @@ def test_opening_an_index_while_another_process_builds_it(tmp_path, monkeypatch)
     lock (the opener must find it there and use it, never build over it); and between
     the opener's connecting to the index and its first statement (it must find it ready,
     never drop what the other built nor call it damaged)."""
-    from qem_edit import files as files_mod
+    from qem_edit.system import files as files_mod
 
     root = tmp_path / ".qem"
     with Store.open(root, create=True) as store:

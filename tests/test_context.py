@@ -11,11 +11,11 @@ import re
 from pathlib import Path
 
 import pytest
-
 from builders import add, emit, forget, store_path
 from conftest import run_qem
-from qem_edit.context import CHARS_PER_TOKEN, tokens
-from qem_edit.store import Store
+
+from qem_edit.reads.context import CHARS_PER_TOKEN, tokens
+from qem_edit.storage.store import Store
 
 NOW = {"QEM_NOW": "2026-08-06T12:00:00Z"}  # ten days after the notes' 2026-07-27
 

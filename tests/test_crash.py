@@ -18,7 +18,7 @@ then proves, after every single kill:
 
 Kill points come from three sources: the named crash points (`QEM_FAULT=NAME`), the N-th
 checkpoint of a run (`QEM_FAULT_AFTER_N=N`, walked through every checkpoint a command
-passes; see qem_edit/faults.py), and plain timers (the child is SIGKILLed after a random
+passes; see qem_edit/base/faults.py), and plain timers (the child is SIGKILLed after a random
 1-150 ms, wherever it happens to be: between log files, inside the index's commit).  Most
 children are forks of the test process (qem already imported: a kill costs milliseconds);
 the named points and some timers kill the real CLI and fresh `python -c` interpreters.
@@ -43,18 +43,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from _reliability import AT, fork_run, log_names, no_traceback, python_env, record, rendering_prefix, verify
 from builders import workspace
 from conftest import run_qem
-from qem_edit import checkin, checkouts, faults, ids, terminal
-from qem_edit.dump import load, read_dump
-from qem_edit.export import auto_export, export, render_store
-from qem_edit.files import write_atomic
-from qem_edit.model import LIVE_STATES, NewNote
 from qem_edit.renderer import Selection
-from qem_edit.store import Store, Transaction
-from qem_edit.workspace import Workspace
+
+from qem_edit.base import faults, ids
+from qem_edit.base.model import LIVE_STATES, NewNote
+from qem_edit.mirror.export import auto_export, export, render_store
+from qem_edit.shells import terminal
+from qem_edit.storage.store import Store, Transaction
+from qem_edit.system.files import write_atomic
+from qem_edit.system.workspace import Workspace
+from qem_edit.transfer.dump import load, read_dump
+from qem_edit.writes import checkin, kept_edits
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the kill harness forks (POSIX only)")
 
@@ -206,7 +208,7 @@ def checkout_template(root: Path) -> tuple[Path, bytes]:
     """A workspace with a checkout whose MEMORY.md holds the standard edit."""
     place = make_workspace(root)
     with Store.open(place.store_path) as store:
-        kept = checkouts.new_checkout(store, place, Selection())
+        kept = kept_edits.new_checkout(store, place, Selection())
     edited = edit_rendering(kept.file.read_text("utf-8")).encode("utf-8")
     write_atomic(kept.file, edited, mode=0o600)
     return kept.file.relative_to(root), edited
@@ -491,7 +493,7 @@ def loop_child(root: Path, journal: Path, seed: int) -> None:
                 store.write(lambda tx: tx.emit(pick.id, "revoked", "crasher", token))
                 log("revoke", token, pick.id)
             else:
-                kept = checkouts.new_checkout(store, place, Selection())
+                kept = kept_edits.new_checkout(store, place, Selection())
                 text = kept.file.read_text("utf-8")
                 victim = rng.choice([n for n in live if "\n" not in (n.text or "")])
                 lines = [
@@ -751,10 +753,10 @@ def test_cli_add_killed_at_every_checkpoint(tmp_path):
 SNIPPET = """
 import sys
 from pathlib import Path
-from qem_edit.model import NewNote
-from qem_edit.store import Store
-from qem_edit.export import auto_export
-from qem_edit.workspace import Workspace
+from qem_edit.base.model import NewNote
+from qem_edit.storage.store import Store
+from qem_edit.mirror.export import auto_export
+from qem_edit.system.workspace import Workspace
 root = Path(sys.argv[1])
 place = Workspace(root, root / ".qem")
 with Store.open(place.store_path) as store:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import cmarkgfm
 import pytest
-from cmarkgfm.cmark import Options
 from builders import pushed_feature
+from cmarkgfm.cmark import Options
 from test_git import Clone, Team, team  # noqa: F401  (the fixture)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -101,9 +101,9 @@ def test_every_kind_of_change_grouped_with_actor_and_reason(team):
 def test_every_event_type_has_one_heading():
     """A diff groups its changes by model.READING_ORDER: a move missing from it would never be
     shown.  The stale flags a code change caused are a group of their own, before the others."""
-    from qem_edit.diff import DRIFTED
-    from qem_edit.diffview import GROUPS
-    from qem_edit.model import EVENT_TYPES
+    from qem_edit.base.model import EVENT_TYPES
+    from qem_edit.reads.diff import DRIFTED
+    from qem_edit.reads.diff_text import GROUPS
 
     groups = [group for group, _ in GROUPS]
     assert sorted(groups) == sorted([*EVENT_TYPES, DRIFTED])
@@ -151,7 +151,7 @@ def test_exit_codes_and_bad_revisions(team):
     outside = team.root / "plain"
     outside.mkdir()
     team.monkeypatch.chdir(outside)
-    from qem_edit import cli
+    from qem_edit.shells import cli
 
     with pytest.raises(SystemExit) as exit_:
         cli.main(["diff", "-w", str(outside)])

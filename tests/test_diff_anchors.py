@@ -10,12 +10,13 @@ import json
 import re
 
 from builders import planted_created
-from qem_edit.anchors import blob_oid
-from qem_edit.diff import DRIFTED, changes_of
-from qem_edit.model import Draft, Event, drift_of
-from qem_edit.store import Store
 from test_diff import diff, diff_json, github_html
 from test_git import Clone, Team, team  # noqa: F401  (the fixture)
+
+from qem_edit.base.model import Draft, Event, drift_of
+from qem_edit.reads.diff import DRIFTED, changes_of
+from qem_edit.storage.store import Store
+from qem_edit.system.anchors import blob_oid
 
 LOCK = "the workspace lock must be released before the daemon restarts"
 SRC = "src holds the daemon and nothing else"

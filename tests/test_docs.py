@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from qem_edit import cli
+from qem_edit.shells import cli
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "fixtures" / "golden" / "README.md"]

@@ -1,5 +1,5 @@
 """Drift: a note's anchored content changes, goes or moves, and memory says so where the
-team sees it (docs/SHARING.md, "Anchors and drift"; qem_edit/drift.py).
+team sees it (docs/SHARING.md, "Anchors and drift"; qem_edit/reads/drift.py).
 
 Real git and real `qem` subprocesses throughout; the hook runs through the real pre-commit
 framework, and every scenario ends in a fresh clone.  `qem anchors check` compares each
@@ -19,14 +19,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from builders import code_repository, planted_created
 from conftest import run_qem
-from qem_edit import ids
-from qem_edit.anchors import WorkTree, revision_listing, staged_listing, worktree_oid
-from qem_edit.logtree import canonical
-from qem_edit.model import Drifted, Event, decide_drift, fold
 from test_precommit import local_hooks, pre_commit
+
+from qem_edit.base import ids
+from qem_edit.base.model import Drifted, Event, decide_drift, fold
+from qem_edit.storage.logtree import canonical
+from qem_edit.system.anchors import WorkTree, revision_listing, staged_listing, worktree_oid
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -461,8 +461,9 @@ def test_the_rendering_is_no_anchor_and_rev_names_a_commit(repo: Path) -> None:
 def test_a_flag_another_writer_made_first_is_not_reported_as_drift_left(repo: Path) -> None:
     """Two `--flag` runs at once: the one that finds the notes flagged under the write lock
     writes nothing, lists nothing, and exits 0."""
-    from qem_edit import acts, drift
-    from qem_edit.opening import open_memory
+    from qem_edit.reads import drift
+    from qem_edit.shells.opening import open_memory
+    from qem_edit.writes import acts
 
     (repo / "src" / "lock.py").write_text("LOCK = 2\n")
     place, store, _ = open_memory(repo, None, write=True, create=False)

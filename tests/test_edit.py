@@ -17,7 +17,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from _edit_support import (
     ACTIVE_DIRECTIVE,
     ACTIVE_FINDING,
@@ -44,7 +43,8 @@ from _edit_support import (
 from builders import store_path
 from conftest import CORPUS, run_qem
 from qem_edit.renderer import for_editing
-from qem_edit.store import Store
+
+from qem_edit.storage.store import Store
 
 REASON = "tidy up after the v2 migration"
 # An editor that hands back an unchanged file at once is taken for a window that did not

@@ -18,11 +18,21 @@ import time
 from pathlib import Path
 
 import pytest
-
-from _edit_support import (ACTIVE_GOTCHA, ACTIVE_TASK, SEED_HEAD, TEXTS, aliases, events, make_editor, notes, seed,
-                           shorts)
+from _edit_support import (
+    ACTIVE_GOTCHA,
+    ACTIVE_TASK,
+    SEED_HEAD,
+    TEXTS,
+    aliases,
+    events,
+    make_editor,
+    notes,
+    seed,
+    shorts,
+)
 from builders import store_path
-from qem_edit.store import Store
+
+from qem_edit.storage.store import Store
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tmux") is None or shutil.which("vim") is None, reason="needs tmux and vim"

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from builders import planted_created
 from conftest import run_qem
 from test_cli import refused, snapshot, verified
 from test_git import Team, team  # noqa: F401  (the fixture)
 from test_hostile_clone import pulled
-from qem_edit.logtree import LogTree
+
+from qem_edit.storage.logtree import LogTree
 
 NOW = "2026-12-01T10:00:00Z"
 

@@ -27,21 +27,19 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from qem_edit import cli, errors
-from qem_edit.dump import read_dump
-from qem_edit.export import export, render_store
-from qem_edit.model import replay
-from qem_edit.store import Store
-
 from _render_support import CORPUS, CORPUS_MD, GOLDEN
 from builders import load_store, shown, store_path
-from qem_edit.dump import load
 from qem_edit.reconciler.parse import parse
 from qem_edit.renderer import render
-from qem_edit import ids
 from qem_edit.renderer.format import SECTION_TITLES
-from qem_edit.starting import ensure_memory_id
+
+from qem_edit.base import errors, ids
+from qem_edit.base.model import replay
+from qem_edit.mirror.export import export, render_store
+from qem_edit.shells import cli
+from qem_edit.storage.starting import ensure_memory_id
+from qem_edit.storage.store import Store
+from qem_edit.transfer.dump import load, read_dump
 
 SECTIONS = [f"## {title}" for title in SECTION_TITLES.values()]
 
@@ -216,7 +214,7 @@ ENVIRONMENTS = [
 # write time, so the write must run in the environment too), export, print --stdout.
 _LOAD_EXPORT_PRINT = """
 import contextlib, io, sys
-from qem_edit.cli import main
+from qem_edit.shells.cli import main
 
 def run(*args):
     try:
@@ -513,7 +511,7 @@ def test_the_write_is_atomic_and_leaves_no_temp_files(corpus_ws: Path, qem_here,
 
 _EXPORTER = """
 import sys, time
-from qem_edit.cli import main
+from qem_edit.shells.cli import main
 deadline = time.monotonic() + float(sys.argv[1])
 while time.monotonic() < deadline:
     try:
@@ -528,8 +526,8 @@ while time.monotonic() < deadline:
 _WRITER = """
 import sys, time
 from pathlib import Path
-from qem_edit.model import NewNote
-from qem_edit.store import Store
+from qem_edit.base.model import NewNote
+from qem_edit.storage.store import Store
 deadline = time.monotonic() + float(sys.argv[1])
 store = Store.open(Path(sys.argv[2]))
 n = 0
@@ -676,7 +674,8 @@ def test_check_is_not_fooled_by_a_write_between_its_two_reads(ws: Path, monkeypa
     and patches MEMORY.md in between leaves a file newer than the rendering read.  That
     is no hand edit: the check reads again and finds the file current."""
     from conftest import run_qem
-    from qem_edit import export as exporting
+
+    from qem_edit.mirror import export as exporting
 
     subprocess.run(["git", "init", "-q", str(ws)], check=True)  # a git work tree: writes keep MEMORY.md current
     assert run_qem("add", "the first note", "-k", "task", cwd=ws).returncode == 0

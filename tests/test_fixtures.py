@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from qem_edit.model import KINDS, Note, normalize_text, replay
+from qem_edit.base.model import KINDS, Note, normalize_text, replay
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "fixtures" / "generate.py"

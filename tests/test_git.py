@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from qem_edit import cli
+from qem_edit.shells import cli
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

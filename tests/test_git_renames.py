@@ -14,7 +14,6 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
 from test_git import team  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")

@@ -1,4 +1,4 @@
-"""Reading a MEMORY.md that git left with conflict markers (qem_edit.gitconflict, pure).
+"""Reading a MEMORY.md that git left with conflict markers (qem_edit.base.gitconflict, pure).
 
 The real-git side (a merge of two renderings, a stash pop over a hand edit) is in
 test_git.py; here every shape of marker, side and mistake is checked on its own.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from qem_edit import gitconflict as gc
+from qem_edit.base import gitconflict as gc
 
 HEAD = "<!-- qem memory=abc -->"
 A = "- [#aaaa] 2026-01-01 · medium · agent · alpha"

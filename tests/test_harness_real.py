@@ -23,7 +23,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from _harness_drive import Project, claude, codex, counter, first_with, project, runs_of, texts
 from _model_server import AGAIN, last_result
 
@@ -168,7 +167,7 @@ def trust_records(made: Project) -> str:
     """`[hooks.state]` entries for every hook in the project's .codex/hooks.json, as
     /hooks in Codex records a person's trust (the hashes are qem's reading of Codex's: the
     real binary running the hooks is what shows them right)."""
-    from qem_edit.codextrust import handler_hash, label
+    from qem_edit.system.codextrust import handler_hash, label
 
     path = made.work / ".codex" / "hooks.json"
     out = []

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
 from builders import add
 from conftest import run_qem
-from qem_edit import files, ledger
-from qem_edit.harness import shell_files
-from qem_edit.store import Store
 from test_hooks import CLAUDE_DENY, claude, codex_schema, gemini, hook, project, reply_of  # noqa: F401 (a fixture)
+
+from qem_edit.base.harness import shell_files
+from qem_edit.storage.store import Store
+from qem_edit.system import files, ledger
 
 HELD = "qem held this call, before it ran, so that you read the notes below first"
 AGAIN = "make the same call again now"
@@ -140,8 +140,8 @@ def test_a_read_is_never_held_and_gives_what_the_edit_would(project) -> None:  #
 
 def test_a_call_whose_notes_do_not_fit_is_held_once_and_the_rest_go_as_context(project) -> None:  # type: ignore[no-untyped-def]
     top = project["top"]
-    from qem_edit.anchors import blob_oid
-    from qem_edit.model import NewNote
+    from qem_edit.base.model import NewNote
+    from qem_edit.system.anchors import blob_oid
 
     anchor = (("src/lock.py", blob_oid((top / "src" / "lock.py").read_bytes())),)
     with Store.open(top / ".qem") as store:
@@ -245,8 +245,10 @@ def test_a_store_that_cannot_be_read_or_a_ledger_lock_that_times_out_holds_nothi
 
 @pytest.mark.parametrize("fails", ["open", "read"])
 def test_a_memory_that_fails_to_open_or_to_read_holds_nothing(project, monkeypatch, fails: str) -> None:  # type: ignore[no-untyped-def]
-    from qem_edit import delivery, errors, hookrun
-    from qem_edit.harness import CLAUDE
+    from qem_edit.base import errors
+    from qem_edit.base.harness import CLAUDE
+    from qem_edit.reads import delivery
+    from qem_edit.shells import hookrun
 
     def broken(*args: object, **kwargs: object) -> object:
         raise errors.StoreUnwritable("the disk went away") if fails == "open" else OSError(5, "I/O error")
@@ -405,7 +407,7 @@ def test_the_hold_setting_read_without_toml_is_what_toml_reads(text: str) -> Non
     reads so is what TOML reads, and anything else it leaves to TOML."""
     import tomllib
 
-    from qem_edit.hookrun import _plain_hold
+    from qem_edit.shells.hookrun import _plain_hold
 
     plain = _plain_hold(text)
     delivery = tomllib.loads(text).get("delivery", {})

@@ -1,22 +1,22 @@
 """What the hooks spare themselves: config.toml read without tomllib where it is what
-`qem` writes (qem_edit.workspace._plain_config), a short input hashed without OpenSSL
-(qem_edit.ids.sha256_hex), and what the commit hooks import on a commit that touches no
+`qem` writes (qem_edit.system.workspace._plain_config), a short input hashed without OpenSSL
+(qem_edit.base.ids.sha256_hex), and what the commit hooks import on a commit that touches no
 memory."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
-import hashlib
 import tomllib
 from pathlib import Path
 
 import pytest
-
 from conftest import run_qem
-from qem_edit.ids import SMALL, sha256_hex
-from qem_edit.workspace import _plain_config
+
+from qem_edit.base.ids import SMALL, sha256_hex
+from qem_edit.system.workspace import _plain_config
 
 PLAIN = [
     "",

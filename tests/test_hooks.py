@@ -20,10 +20,10 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
 from builders import add, code_repository
-from qem_edit.store import Store
 from conftest import run_qem
+
+from qem_edit.storage.store import Store
 
 CONTRACTS = Path(__file__).parent / "contracts"
 
@@ -78,8 +78,8 @@ def project(tmp_path: Path) -> dict[str, object]:
     """A git repository with a memory: two directives, a high and a low task, a gotcha
     anchored to src/lock.py, one declaring a path pattern, one a command pattern, one
     naming a term in backticks."""
-    from qem_edit.anchors import blob_oid
-    from qem_edit.model import NewNote
+    from qem_edit.base.model import NewNote
+    from qem_edit.system.anchors import blob_oid
 
     top = code_repository(tmp_path / "app", CODE)
     lock = (("src/lock.py", blob_oid(CODE["src/lock.py"].encode())),)
@@ -614,8 +614,8 @@ def test_paths_through_a_link_or_with_dots_find_their_notes(project, tmp_path: P
 
 def test_the_cut_line_s_command_runs_from_anywhere(project) -> None:  # type: ignore[no-untyped-def]
     top = project["top"]
-    from qem_edit.anchors import blob_oid
-    from qem_edit.model import NewNote
+    from qem_edit.base.model import NewNote
+    from qem_edit.system.anchors import blob_oid
 
     anchor = (("src/lock.py", blob_oid((top / "src" / "lock.py").read_bytes())),)
     with Store.open(top / ".qem") as store:

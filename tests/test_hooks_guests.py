@@ -21,7 +21,6 @@ import subprocess
 from pathlib import Path
 
 import jsonschema
-
 from test_hooks import hook, project  # noqa: F401 - the fixture
 
 # The reference page's SessionStart / PreToolUse / SubagentStart output, with its common fields.

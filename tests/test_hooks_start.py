@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 
 import pytest
-
 from builders import add, code_repository
 from conftest import CORPUS, run_qem
-from qem_edit.store import Store
 from test_hooks import claude, codex, gemini, hook
+
+from qem_edit.storage.store import Store
 
 CAPS = {"claude": 10_000, "codex": 10_000, "gemini": 10_000}
 

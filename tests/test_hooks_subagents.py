@@ -13,7 +13,6 @@ from conftest import run_qem
 from test_hooks import claude, codex, project  # noqa: F401 - the fixture
 
 
-
 def ids(said: str) -> set[str]:
     return {line[4:line.index("]")] for line in said.split("\n") if line.startswith("- [#")}
 

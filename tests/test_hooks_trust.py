@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from builders import code_repository
 from test_drift import LOCK_NOTE, fresh_clone, git, hooked, note, qem, repo, short_of  # noqa: F401
 from test_precommit import MANIFEST, local_hooks, pre_commit
@@ -372,7 +371,8 @@ def test_a_hook_reads_the_patch_its_own_pre_commit_run_wrote(tmp_path: Path, mon
     process's, or one older than an hour (a process id used again), is not this run's."""
     import time
 
-    from qem_edit import errors, unstaged
+    from qem_edit.base import errors
+    from qem_edit.system import unstaged
 
     root = code_repository(tmp_path / "repo", {"MEMORY.md": "rendered\n", "src/lock.py": "LOCK = 1\n"})
     (root / "MEMORY.md").write_text("rendered\nand a line typed in\n")

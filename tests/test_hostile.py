@@ -31,29 +31,32 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import typer.main
-from unittest import mock
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from _reliability import AT, fast_dir, log_names, no_traceback, python_env, record, verify
 from builders import render_text
 from conftest import run_qem
-from qem_edit import checkin, checkouts, db, errors, ids, terminal
-from qem_edit import store as store_mod
-from qem_edit.cli import main as qem_main
-from qem_edit.dump import dump_lines
-from qem_edit.export import render_store
-from qem_edit.logtree import canonical, event_object
-from qem_edit.proposal import propose
-from qem_edit.model import KINDS, LIVE_STATES, PRIORITIES, NewNote, TextError, normalize_text
-from qem_edit.store import Store, Transaction
-from qem_edit.workspace import Workspace
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from qem_edit.reconciler.parse import clean_lines, parse
 from qem_edit.renderer import Selection
 from qem_edit.renderer.format import INDENT, ITEM_RE, escape_first_line, escape_text_line
+
+from qem_edit.base import errors, ids
+from qem_edit.base.model import KINDS, LIVE_STATES, PRIORITIES, NewNote, TextError, normalize_text
+from qem_edit.mirror.export import render_store
+from qem_edit.shells import terminal
+from qem_edit.shells.cli import main as qem_main
+from qem_edit.storage import store as store_mod
+from qem_edit.storage.logtree import canonical, event_object
+from qem_edit.storage.store import Store, Transaction
+from qem_edit.system import db
+from qem_edit.system.workspace import Workspace
+from qem_edit.transfer.dump import dump_lines
+from qem_edit.writes import checkin, kept_edits
+from qem_edit.writes.checkin_plan import propose
 
 FUZZ = settings(deadline=None, suppress_health_check=list(HealthCheck), max_examples=150)
 
@@ -349,7 +352,7 @@ def test_forged_structure_round_trips(scratch):
         with Store.open(place.store_path, create=True) as store:
             store.write(lambda tx: [tx.create(NewNote(k, "medium", "agent", t), "forger") for t, k in zip(texts, kinds)], at=AT)
             before = {n.id: n for n in store.notes()}
-            kept = checkouts.new_checkout(store, place, Selection())
+            kept = kept_edits.new_checkout(store, place, Selection())
             shown = kept.file.read_text("utf-8")
             items = {i.note_id: i for i in parse(shown).items}
             assert len(items) == len(texts) and None not in items
@@ -788,7 +791,7 @@ def test_damaged_index(tmp_path, monkeypatch, how, templates):
 
 def first_note_of_log(memory: Path) -> str:
     """A note's short id, read from the log alone (the index may be damaged)."""
-    from qem_edit.logtree import LogTree
+    from qem_edit.storage.logtree import LogTree
 
     tree = LogTree(memory)
     for name in sorted(tree.names()):
@@ -803,7 +806,7 @@ def test_a_write_that_reached_the_log_stands_when_the_index_fails(tmp_path, monk
     """The index fails after the write's event file is in place (a damaged page met while
     recording it): the write is in the log, so it is reported as written (not "nothing was
     written", which would have the person write it twice), and the index catches up."""
-    from qem_edit import index as index_mod
+    from qem_edit.storage import index as index_mod
 
     root = tmp_path / "ws"
     memory = good_store(root)
@@ -1227,7 +1230,7 @@ def first_note_of_log_all(memory: Path) -> list[str]:
 def test_log_names_from_a_git_tree_never_leave_the_log(name):
     """Names read from a git revision (`--at REV`) are only ever names of the log's own
     kinds: anything else, `..` and absolute paths included, is set aside."""
-    from qem_edit.logtree import LogFileError, records_from
+    from qem_edit.storage.logtree import LogFileError, records_from
 
     with pytest.raises(LogFileError):
         records_from(name, canonical({"key": "k", "text": "t"}))

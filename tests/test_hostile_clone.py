@@ -20,8 +20,8 @@ write enforces, so it does no lasting damage.
 from __future__ import annotations
 
 import hashlib
-import os
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -29,11 +29,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import run_qem
 from test_git import Clone, Team, team  # noqa: F401  (the fixture)
 
-from conftest import run_qem
-from qem_edit import ids
-from qem_edit.logtree import MAX_CLOCK, MAX_TEXT_BYTES, canonical, pack_text_line, TextRecord
+from qem_edit.base import ids
+from qem_edit.storage.logtree import MAX_CLOCK, MAX_TEXT_BYTES, TextRecord, canonical, pack_text_line
 
 UNHURRIED = f"{sys.executable} -c 'import time; time.sleep(1.1)'"  # an editor a person closed unchanged
 
@@ -143,8 +143,8 @@ def test_a_text_no_write_would_store_is_set_aside_and_an_edit_checks_in_nothing(
 def test_a_text_from_the_log_is_checked_as_a_write_checks_it() -> None:
     """Every way a text can differ from what `normalize_text` makes of it is a reason to set
     it aside, and what it makes is always taken (the writer's and the reader's rule is one)."""
-    from qem_edit.logtree import text_problem
-    from qem_edit.model import normalize_text
+    from qem_edit.base.model import normalize_text
+    from qem_edit.storage.logtree import text_problem
 
     for raw in ["a\rb", "a\r\nb", "a \nb", "a\t", "\na", "a\n\n", "a\x00b", "\ud800"]:
         assert text_problem(TextRecord("", "k", raw)), repr(raw)
@@ -301,7 +301,8 @@ def test_many_texts_of_one_note_beside_a_large_one_cost_their_size(ws: Path) -> 
 # from inside it, through a function SQLite calls at its 1000th row) that it has begun.
 SLOW_BUILD = """
 import sys
-from qem_edit import cli, index
+from qem_edit.shells import cli
+from qem_edit.storage import index
 build = index.Index.sync
 def sync(self):
     self.conn.create_function("begun", 0, lambda: print("building", flush=True))
@@ -338,7 +339,8 @@ def test_ctrl_c_ends_a_long_index_build(ws: Path) -> None:
 # taking half a minute over it (a worker says when it has begun).
 SPREAD_BUILD = """
 import sys, time
-from qem_edit import cli, index
+from qem_edit.shells import cli
+from qem_edit.storage import index
 index._SPREAD_BYTES = index._SPREAD_NOTES = 0
 index._FOLD_BATCH = 1
 folded = index._folded
@@ -433,10 +435,10 @@ def test_many_large_texts_written_together_are_packs_a_reader_takes(tmp_path: Pa
     by one check-in (or gathered by `qem pack`) were one pack past the limit every reader
     holds a pack to, so a fresh index set them all aside.  (Here every limit is 1/1024 of
     the real one: 16 KiB texts, 64 KiB packs written, 256 KiB packs read.)"""
-    from qem_edit import logtree
-    from qem_edit import store as store_mod
-    from qem_edit.model import NewNote
-    from qem_edit.store import Store
+    from qem_edit.base.model import NewNote
+    from qem_edit.storage import logtree
+    from qem_edit.storage import store as store_mod
+    from qem_edit.storage.store import Store
 
     for module, name, value in ((logtree, "MAX_TEXT_BYTES", 16 << 10), (store_mod, "MAX_TEXT_BYTES", 16 << 10),
                                 (logtree, "PACK_SPLIT_BYTES", 64 << 10), (store_mod, "PACK_SPLIT_BYTES", 64 << 10),
@@ -461,11 +463,11 @@ def test_a_load_or_import_refuses_what_a_reader_would_set_aside(tmp_path: Path) 
     """`qem load` and `qem import vectr` write through one staging step: an event whose
     actor holds an escape, or a text that is not normalized, is refused there (a vectr
     store's events are made by qem, not read from a dump's lines), and nothing is loaded."""
-    from qem_edit import errors
-    from qem_edit.dump import load
-    from qem_edit.logtree import event_bytes
-    from qem_edit.model import Event
-    from qem_edit.store import Store
+    from qem_edit.base import errors
+    from qem_edit.base.model import Event
+    from qem_edit.storage.logtree import event_bytes
+    from qem_edit.storage.store import Store
+    from qem_edit.transfer.dump import load
 
     memory = tmp_path / ".qem"
     text = TextRecord("", "k" * 26, "an imported note")

@@ -174,9 +174,8 @@ def test_the_export_hook_in_a_fresh_clone_never_renders_over_an_incomplete_commi
     """The real pre-commit framework, the manifest's qem-export hook: in the clone of a
     commit that carried MEMORY.md without the note's files, the hook fails, names the
     note and the commit, and leaves MEMORY.md as it is."""
-    from test_precommit import git, git_env, local_hooks, pre_commit, project
-
     from conftest import run_qem
+    from test_precommit import git, git_env, local_hooks, pre_commit, project
 
     env = git_env(tmp_path / "home")
     (tmp_path / "home").mkdir()

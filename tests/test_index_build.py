@@ -14,16 +14,17 @@ import signal
 from pathlib import Path
 
 import pytest
-
 from builders import add, emit, forget
-from qem_edit import dump as dump_mod
-from qem_edit import errors, ids
-from qem_edit.checks import verify_report
-from qem_edit import index as index_mod
-from qem_edit import cores, logtree
-from qem_edit.dump import dump_lines, load, load_staged, read_dump, stage_dump
-from qem_edit.logtree import EVENTS, PACKS, TEXTS
-from qem_edit.store import Store
+
+from qem_edit.base import errors, ids
+from qem_edit.mirror.verify import verify_report
+from qem_edit.storage import index as index_mod
+from qem_edit.storage import logtree
+from qem_edit.storage.logtree import EVENTS, PACKS, TEXTS
+from qem_edit.storage.store import Store
+from qem_edit.system import cores
+from qem_edit.transfer import dump as dump_mod
+from qem_edit.transfer.dump import dump_lines, load, load_staged, read_dump, stage_dump
 
 TABLES = ("files", "events", "event_files", "texts", "notes", "links", "items")
 

@@ -16,17 +16,17 @@ from typing import Any, AsyncIterator
 
 import anyio
 import pytest
-from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client  # the test extra installs it
-from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, Implementation
-
 from builders import add, emit, store_path
 from conftest import run_qem
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client  # the test extra installs it
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, Implementation
 from test_cli import snapshot, verified
 from test_git import team  # noqa: F401  (the fixture)
 from test_incomplete_commit import incomplete
-from qem_edit import mcp_server
-from qem_edit.model import MOVE_BY_VERB, Move
-from qem_edit.store import Store
+
+from qem_edit.base.model import MOVE_BY_VERB, Move
+from qem_edit.shells import mcp_server
+from qem_edit.storage.store import Store
 
 SERVED = ["add", "supersede", "revoke", "flag_stale", "reinstate", "share", "show", "query", "status", "log", "context",
           "owed", "forget", "promote", "rule"]
@@ -230,7 +230,7 @@ def test_bad_arguments_are_tool_errors_in_the_cli_words_and_change_nothing(ws: P
 def test_a_file_qem_cannot_open_is_named_in_one_wording_by_both_shells(ws: Path, monkeypatch: pytest.MonkeyPatch,
                                                                        capsys: pytest.CaptureFixture[str],
                                                                        failure: OSError, said: str) -> None:
-    from qem_edit import cli, mcp_server
+    from qem_edit.shells import cli, mcp_server
 
     def fails(*args: Any, **kwargs: Any) -> Any:
         raise failure

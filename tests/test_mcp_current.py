@@ -14,10 +14,9 @@ from typing import Any, AsyncIterator
 
 import anyio
 import pytest
+from conftest import run_qem
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.types import INVALID_PARAMS, ElicitResult, Implementation, InputRequiredResult
-
-from conftest import run_qem
 from test_cli import snapshot
 from test_git import team  # noqa: F401  (the fixture)
 from test_mcp import PERSON, seeded  # noqa: F401  (the fixture)

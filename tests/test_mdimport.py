@@ -11,9 +11,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, run_qem
-from qem_edit.mdimport import Skipped, guess_kind, proposals_of
+
+from qem_edit.transfer.mdimport import Skipped, guess_kind, proposals_of
 
 CASES = FIXTURES / "import"
 INPUTS = sorted(p.relative_to(CASES) for p in CASES.rglob("*.md"))

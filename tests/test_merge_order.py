@@ -25,13 +25,13 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from qem_edit import errors, ids
-from qem_edit.dump import read_dump
-from qem_edit.export import render_store
-from qem_edit.model import NewNote, replay
 from qem_edit.renderer import render
-from qem_edit.store import Store
+
+from qem_edit.base import errors, ids
+from qem_edit.base.model import NewNote, replay
+from qem_edit.mirror.export import render_store
+from qem_edit.storage.store import Store
+from qem_edit.transfer.dump import read_dump
 
 LOG_DIRS = ("events", "texts", "packs")
 OPS = ("add", "supersede", "revoke", "flag", "reinstate", "promote", "expire", "forget", "rule", "merge", "pack")
@@ -160,7 +160,7 @@ def test_any_merge_order_gives_one_state(steps, seed):
 
 
 def _events_and_texts(root: Path):  # type: ignore[no-untyped-def]
-    from qem_edit.dump import dump_lines
+    from qem_edit.transfer.dump import dump_lines
 
     with Store.open(root) as store:
         raw = b"".join(line.encode("utf-8") + b"\n" for line in dump_lines(store))

@@ -1,7 +1,7 @@
 """Random programs of writes, edits and check-ins, checked against a reference model.
 
-A hypothesis state machine drives the real library (qem_edit.acts for writes, a kept
-checkout on disk, qem_edit.checkin.check_in) while other writers keep writing between a
+A hypothesis state machine drives the real library (qem_edit.writes.acts for writes, a kept
+checkout on disk, qem_edit.writes.checkin.check_in) while other writers keep writing between a
 checkout and its check-in, and keeps a model of the documented rules beside it:
 
 - a lifecycle move lands only from the states README.md lists;
@@ -28,14 +28,15 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-
-from qem_edit import acts, checkin, errors
-from qem_edit.checks import verify_report
-from qem_edit.checkouts import kept, new_checkout, owning, write_checkout
-from qem_edit.export import export
 from qem_edit.renderer import Selection
-from qem_edit.store import Store
-from qem_edit.workspace import Workspace
+
+from qem_edit.base import errors
+from qem_edit.mirror.export import export
+from qem_edit.mirror.verify import verify_report
+from qem_edit.storage.store import Store
+from qem_edit.system.workspace import Workspace
+from qem_edit.writes import acts, checkin
+from qem_edit.writes.kept_edits import kept, new_checkout, owning, write_checkout
 
 LIVE = {"active", "stale"}
 # The lifecycle as README.md states it, written out here rather than imported.

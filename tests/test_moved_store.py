@@ -3,7 +3,7 @@
 A checkout records the moment its base was rendered at and whether the base is calm (the
 index's items alone); the index logs the generation at which each item last changed.
 Once others wrote, the check-in reads the items that changed since that moment instead of
-rendering the memory now (qem_edit.proposal.Since).  These tests hold that path to the
+rendering the memory now (qem_edit.writes.checkin_plan.Since).  These tests hold that path to the
 one that renders the memory whole: the same plan, conflicts and errors, for random edits
 against random writes; and they check when the log cannot answer (an index built again,
 a disputed note) that the whole rendering is what is read.
@@ -18,15 +18,15 @@ import re
 from pathlib import Path
 
 import pytest
-
 from builders import add, emit, forget, store_path, workspace
 from conftest import run_qem
-from qem_edit.checkin import Source, problems
-from qem_edit.checkouts import new_checkout
-from qem_edit.model import KINDS
-from qem_edit.proposal import Proposal, Since, propose
 from qem_edit.renderer import Selection
-from qem_edit.store import Store
+
+from qem_edit.base.model import KINDS
+from qem_edit.storage.store import Store
+from qem_edit.writes.checkin import Source, problems
+from qem_edit.writes.checkin_plan import Proposal, Since, propose
+from qem_edit.writes.kept_edits import new_checkout
 
 ITEM = re.compile(r"^- \[#([0-9a-z]+)\] ", re.M)
 
@@ -49,20 +49,20 @@ def both(store: Store, source: Source) -> tuple[dict, dict, bool]:
     assert calm
     args = dict(moment=moment, heads=heads)
     since_used = []
-    import qem_edit.proposal as proposal
+    import qem_edit.writes.checkin_plan as checkin_plan
 
-    original = proposal._since
+    original = checkin_plan._since
 
     def spy(*a, **k):  # type: ignore[no-untyped-def]
         found = original(*a, **k)
         since_used.append(found is not None and isinstance(found[1], Since))
         return found
 
-    proposal._since = spy
+    checkin_plan._since = spy
     try:
         read_log = plan_of(propose(store, text, base, calm=True, **args))
     finally:
-        proposal._since = original
+        checkin_plan._since = original
     whole = plan_of(propose(store, text, base, calm=False, **args))
     return read_log, whole, any(since_used)
 
@@ -242,8 +242,8 @@ def test_a_note_whose_short_id_grew_since_the_checkout(tmp_path: Path, monkeypat
     """Another writer's new note shares the first characters of a note the checkout shows,
     so that note's short id grows; the edit of it is read against the base under the short
     id the base shows (and a revocation of it meanwhile is still a conflict)."""
-    import qem_edit.store as store_module
-    from qem_edit import ids
+    import qem_edit.storage.store as store_module
+    from qem_edit.base import ids
 
     rng = random.Random(3)
     root = tmp_path / "ws"
@@ -300,7 +300,7 @@ def test_a_base_made_again_from_the_old_one_is_the_rendering_now(tmp_path: Path,
                                                                  seed: int) -> None:
     """A recorded checkout starts again after its check-in from its old base and the items
     that changed since, read in place: byte for byte what rendering the memory gives."""
-    from qem_edit.checkouts import render_base
+    from qem_edit.writes.kept_edits import render_base
 
     rng = random.Random(seed)
     root = tmp_path / "ws"
@@ -322,7 +322,7 @@ def test_a_base_made_again_from_the_old_one_is_the_rendering_now(tmp_path: Path,
 
 
 def test_a_section_that_fills_or_empties_is_laid_out_as_rendered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from qem_edit.checkouts import render_base
+    from qem_edit.writes.kept_edits import render_base
 
     root = tmp_path / "ws"
     root.mkdir()
@@ -342,8 +342,9 @@ def test_a_section_that_fills_or_empties_is_laid_out_as_rendered(tmp_path: Path,
 
 
 def test_export_after_others_wrote_is_made_from_its_kept_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from qem_edit.export import _base_record, export, render_store
     from qem_edit.renderer.patch import headings_in
+
+    from qem_edit.mirror.export import _base_record, export, render_store
 
     rng = random.Random(11)
     root = tmp_path / "ws"
@@ -377,7 +378,7 @@ def test_headings_are_found_however_the_rendering_is_cut_into_chunks() -> None:
 
 
 def test_a_file_copied_by_the_kernel_is_the_file(tmp_path: Path) -> None:
-    from qem_edit.files import write_atomic
+    from qem_edit.system.files import write_atomic
 
     source = tmp_path / "source"
     source.write_bytes(os.urandom(3 << 20) + b"end")
@@ -404,7 +405,7 @@ def test_a_note_gone_from_the_log_since_the_checkout(tmp_path: Path, monkeypatch
     """A note the base shows, gone from the log since (a reset, a switch of branch): the
     check-in read through the item log plans what the whole rendering plans, and the base
     made again from the old one drops its item, as rendering it whole does."""
-    from qem_edit.checkouts import render_base
+    from qem_edit.writes.kept_edits import render_base
 
     rng = random.Random(21)
     root = tmp_path / "ws"

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from builders import code_repository
 from conftest import run_qem
 from test_hooks import claude

@@ -1,14 +1,15 @@
-"""Answered is three-valued, with the reason: qem_edit.owing decides it from notes alone, no
+"""Answered is three-valued, with the reason: qem_edit.base.owing decides it from notes alone, no
 database, no clock (now is given)."""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from qem_edit.model import Note
-from qem_edit.owing import NO, NOT_OWED, UNKNOWN, YES, answered, duration, pointer, seconds_between
+from qem_edit.base.model import Note
+from qem_edit.base.owing import NO, NOT_OWED, UNKNOWN, YES, answered, duration, pointer, seconds_between
 
 NOW = "2026-09-10T12:00:00Z"
 R = "r" * 26
@@ -106,15 +107,15 @@ def test_duration_says_the_two_largest_units() -> None:
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from hypothesis import HealthCheck, settings  # noqa: E402
-
 import pytest  # noqa: E402
-
-from qem_edit import errors, owed as owed_read  # noqa: E402
-from qem_edit.model import NewNote  # noqa: E402
-from qem_edit.export import render_store  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 from qem_edit.renderer import render  # noqa: E402
-from qem_edit.store import Store  # noqa: E402
+
+from qem_edit.base import errors
+from qem_edit.base.model import NewNote  # noqa: E402
+from qem_edit.mirror.export import render_store  # noqa: E402
+from qem_edit.reads import owed as owed_read  # noqa: E402
+from qem_edit.storage.store import Store  # noqa: E402
 
 SEATS = (None, "alice", "bob")
 DUES = (None, "2026-09-01T00:00:00Z", "2026-12-01T00:00:00Z")  # one past NOW, one not yet

@@ -53,7 +53,7 @@ def test_the_wheel_holds_exactly_one_top_level_package(tmp_path: Path) -> None:
     assert tops == {"qem_edit"}, tops
     assert "qem_edit/renderer/render.py" in names and "qem_edit/reconciler/plan.py" in names
     # the log in the working tree and its local index: the reader of untrusted log files ships
-    assert "qem_edit/logtree.py" in names and "qem_edit/index.py" in names
+    assert "qem_edit/storage/logtree.py" in names and "qem_edit/storage/index.py" in names
     top_level = next(n for n in names if n.endswith(".dist-info/top_level.txt"))
     assert zipfile.ZipFile(wheel).read(top_level).decode().split() == ["qem_edit"]
     # the license travels with the wheel, and its metadata names both the license and its file

@@ -8,16 +8,14 @@ the new one.  Bases that are not a rendering are refused (None), never patched w
 
 from __future__ import annotations
 
-
+from _render_support import ID, MEMORY, note_for, note_sets
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from qem_edit import ids
 from qem_edit.renderer import render
 from qem_edit.renderer.patch import ItemChange, patched
 from qem_edit.renderer.render import _disagreements, item_text
 
-from _render_support import MEMORY, note_for, note_sets, ID
+from qem_edit.base import ids
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -10,13 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from qem_edit import checkin, errors
-from qem_edit.proposal import propose
 from builders import add, emit, render_text, shown, store_path
-from qem_edit.resolver import Graph
-from qem_edit.store import Store
 from qem_edit.reconciler.parse import parse
+
+from qem_edit.base import errors
+from qem_edit.base.resolver import Graph
+from qem_edit.storage.store import Store
+from qem_edit.writes import checkin
+from qem_edit.writes.checkin_plan import propose
 
 
 @pytest.fixture
@@ -155,7 +156,7 @@ def test_the_edit_buffer_is_the_audit_view(store: Store) -> None:
 
 def test_a_fork_loaded_from_elsewhere_is_visible_in_the_graph() -> None:
     """The resolver's own view of the same fork, without a store."""
-    from qem_edit.model import Note
+    from qem_edit.base.model import Note
 
     def note(note_id: str, parent: str | None) -> Note:
         return Note(note_id, "finding", "medium", "t", "agent", "2026-01-01T00:00:00Z", "a", supersedes=parent)

@@ -13,19 +13,19 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from builders import CASES, add, emit, full_id, load_store, render_text, shown
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-
-from builders import CASES, add, emit, full_id, load_store, render_text, shown
-from qem_edit import checkin
-from qem_edit.proposal import Proposal, propose, whole
-from qem_edit.checks import verify_report
-from qem_edit.model import KINDS, LIVE_STATES, PRIORITIES, NewNote, normalize_text, replay
-from qem_edit.store import Store, Transaction
 from qem_edit.reconciler.parse import clean_lines, parse
 from qem_edit.reconciler.rebase import with_errors
 from qem_edit.renderer import render_item
 from qem_edit.renderer.format import SECTION_TITLES, SEP, escape_first_line
+
+from qem_edit.base.model import KINDS, LIVE_STATES, PRIORITIES, NewNote, normalize_text, replay
+from qem_edit.mirror.verify import verify_report
+from qem_edit.storage.store import Store, Transaction
+from qem_edit.writes import checkin
+from qem_edit.writes.checkin_plan import Proposal, propose, whole
 
 AT = "2026-05-04T08:00:00Z"
 
@@ -416,7 +416,7 @@ def test_others_changes_to_notes_you_left_alone_always_stand(specs, data) -> Non
 
 
 def test_apply_refuses_a_plan_made_against_an_older_head(tmp_path: Path) -> None:
-    from qem_edit import errors
+    from qem_edit.base import errors
 
     spec = [("gotcha", "medium", "agent", "alpha lock order", "active", "why", "x")]
     with build_store(tmp_path / ".qem", spec) as store:

@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from _harness_bins import harness_bin
 from _harness_drive import Project, claude, codex, first_with, project
 from conftest import run_qem

@@ -24,7 +24,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from conftest import run_qem
 
 pytest.importorskip("pre_commit")

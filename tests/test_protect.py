@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from test_git import Team, team  # noqa: F401  (the fixture)
 
-from qem_edit import acts, errors
-from qem_edit import workspace as ws
-from qem_edit.protect import Protected
-from qem_edit.store import Store
+from qem_edit.base import errors
+from qem_edit.storage.protect import Protected
+from qem_edit.storage.store import Store
+from qem_edit.system import workspace as ws
+from qem_edit.writes import acts
 
 AGENT = {"QEM_ACTOR_KIND": "agent", "QEM_ACTOR": "helper-bot"}
 

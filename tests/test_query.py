@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from _edit_support import aliases, events, shorts
+
 from tests.test_resolver import created, event, load
 
 NOW = {"QEM_NOW": "2026-10-05T12:00:00Z"}

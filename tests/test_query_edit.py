@@ -11,12 +11,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from builders import store_path
 from conftest import CORPUS, run_qem
-from qem_edit import query
 from qem_edit.renderer.format import HEADER_RE, decode_query, encode_query
-from qem_edit.store import Store
+
+from qem_edit.reads import query
+from qem_edit.storage.store import Store
 
 QUERY = ("kind=gotcha", "text~lock")
 REASON = "query edit"
@@ -241,8 +241,8 @@ def test_a_checkout_records_where_its_base_headings_are_until_the_base_is_rewrit
     """The check-in skips searching the stretches the edit left alone for headings because
     the checkout noted where base.md's are; a base.md written again since (a rebase, a
     forget's scrub) is not the file they were noted in, and is searched as before."""
-    from qem_edit.checkouts import Checkout
-    from qem_edit.files import write_atomic
+    from qem_edit.system.files import write_atomic
+    from qem_edit.writes.kept_edits import Checkout
 
     path = tmp_path / "MEMORY.md"
     done = qem(ws, "checkout", "--path", str(path))

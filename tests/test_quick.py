@@ -1,4 +1,4 @@
-"""`qem add` started without the command-line framework (qem_edit.quick).
+"""`qem add` started without the command-line framework (qem_edit.shells.quick).
 
 typer stays the definition of the command line: the quick path's table of options is
 checked here against typer's own declaration of `qem add`, every plain line is parsed to
@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import run_qem
-from qem_edit import cli, quick
+
+from qem_edit.shells import cli, quick
 
 
 def typer_command(name: str):  # type: ignore[no-untyped-def]
@@ -35,7 +35,7 @@ def typer_params(argv: list[str], name: str = "add") -> dict:
     """The parameters `qem NAME` under typer gives the command's body (shell.NAME)."""
     import inspect
 
-    from qem_edit import shell
+    from qem_edit.shells import shell
 
     seen: dict = {}
     original = getattr(shell, body_name(name))
@@ -58,7 +58,7 @@ def body_defaults(name: str) -> dict:
     """The defaults of the body `qem NAME` runs (shell.NAME): what an option not given takes."""
     import inspect
 
-    from qem_edit import shell
+    from qem_edit.shells import shell
 
     return {k: p.default for k, p in inspect.signature(getattr(shell, body_name(name))).parameters.items()
             if p.default is not inspect.Parameter.empty}
@@ -221,7 +221,7 @@ def test_the_commit_hooks_start_without_the_framework(tmp_path: Path) -> None:
                  "print(code, sorted(m for m in ('typer', 'click') if m in sys.modules))")
         done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
         assert done.stdout.strip().splitlines()[-1] == "0 []", (argv, done.stdout, done.stderr)
-        under_typer = subprocess.run([sys.executable, "-c", "import sys; from qem_edit.cli import main; main(sys.argv[1:])",
+        under_typer = subprocess.run([sys.executable, "-c", "import sys; from qem_edit.shells.cli import main; main(sys.argv[1:])",
                                       *argv], cwd=tmp_path, capture_output=True, text=True)
         assert (under_typer.returncode, under_typer.stderr) == (0, done.stderr), argv
         assert under_typer.stdout == "".join(done.stdout.splitlines(keepends=True)[:-1]), argv

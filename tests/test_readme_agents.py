@@ -13,7 +13,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-
 from conftest import CORPUS, REPO, run_qem
 
 SECTION = (REPO / "README.md").read_text("utf-8").split("## Agents", 1)[1].split("\n## ", 1)[0]

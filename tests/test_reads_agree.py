@@ -2,7 +2,7 @@
 `qem expire --due` has not swept, and an open dispute, asked of `qem status`, `qem show`,
 `qem query`, `qem list`, `qem context`, the hooks (Claude Code's input on stdin) and the MCP tools
 (through the real client); each read must name both, and every read must say the same of
-the same note (qem_edit.standing decides it once).  Then `qem verify` lists one dispute
+the same note (qem_edit.reads.standing decides it once).  Then `qem verify` lists one dispute
 once; an end already past is accepted on every way in and the note expired in the same
 write; and the index tier never cuts a line silently.
 """
@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-
 from builders import code_repository, planted_created
 from conftest import run_qem
 from test_git import Team, team  # noqa: F401  (the fixture)
 from test_hooks import claude
 from test_hostile_clone import pulled
 from test_mcp import ok, serve
-from qem_edit.logtree import LogTree
+
+from qem_edit.storage.logtree import LogTree
 
 THEN = "2026-01-05T10:00:00Z"  # when the notes were written
 NOW = "2026-02-01T00:00:00Z"  # when they are read: one note is past its end, not swept
@@ -389,8 +389,8 @@ def test_a_fork_and_concurrent_changes_are_named_alike_by_every_read(team: Team,
             assert f"`qem rule {note} --keep SIDE`" in marks["show"]
         assert json.loads(bob.qem("show", side, "--json").stdout)["open_disputes"]
     # a hook reads only the forks its notes may be in: the same decision as from every fork
-    from qem_edit.standing import Standings
-    from qem_edit.store import Store
+    from qem_edit.reads.standing import Standings
+    from qem_edit.storage.store import Store
 
     with Store.open(bob.path / ".qem", create=False, write=False) as store:
         notes = [store.note(store.resolve(s)) for s in sides]

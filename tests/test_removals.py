@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import pytest
-
 from builders import pushed_feature
 from conftest import run_qem
 from test_diff import REPO, diff, diff_json, github_html

@@ -12,13 +12,6 @@ import random
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from qem_edit import ids
-from qem_edit.dump import read_dump
-from qem_edit.model import KINDS, Note, replay, sort_key
-
 from _render_support import (
     CORPUS,
     CORPUS_MD,
@@ -30,9 +23,15 @@ from _render_support import (
     markdown_outline,
     note_sets,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from qem_edit.renderer import Selection, render
 from qem_edit.renderer.format import SECTION_TITLES, escape_first_line, escape_reason, unescape_reason
 from qem_edit.renderer.render import header_line, render_item
+
+from qem_edit.base import ids
+from qem_edit.base.model import KINDS, Note, replay, sort_key
+from qem_edit.transfer.dump import read_dump
 
 T = "2026-06-01T12:00:00Z"  # one second, shared by every note of the tie tests
 

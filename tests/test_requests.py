@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from builders import planted_created, store_path
-from qem_edit.store import Store
 from test_git import team  # noqa: F401  (the fixture)
 from test_mcp import failed, ok, serve
+
+from qem_edit.storage.store import Store
 
 
 def _note(ws: Path, short: str) -> dict[str, Any]:

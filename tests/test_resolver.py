@@ -20,11 +20,11 @@ import json
 from pathlib import Path
 
 import pytest
-
 from _edit_support import shorts
-from qem_edit import ids as ids_mod
-from qem_edit.model import Note
-from qem_edit.resolver import Graph
+
+from qem_edit.base import ids as ids_mod
+from qem_edit.base.model import Note
+from qem_edit.base.resolver import Graph
 
 
 def created(seq: int, note_id: int, supersedes: object = None, at: str = "2026-01-01T00:00:00Z",

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import planted_created, store_path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-
-from builders import planted_created, store_path
-from qem_edit.model import NewNote
-from qem_edit.store import Store
 from test_git import same_view, team  # noqa: F401  (the fixture)
 from test_mcp import failed, ok, serve
+
+from qem_edit.base.model import NewNote
+from qem_edit.storage.store import Store
 
 
 def _notes(qem) -> dict[str, dict[str, Any]]:  # type: ignore[no-untyped-def]
@@ -227,8 +227,8 @@ def test_load_keeps_rests_on_and_a_clone_file_with_a_malformed_one_is_set_aside(
 
 
 def test_a_cycle_is_unknown_and_named(qem, ws: Path) -> None:
-    from qem_edit import resting
-    from qem_edit.model import Note
+    from qem_edit.base import resting
+    from qem_edit.base.model import Note
 
     def note(i: str, *bases: str) -> Note:
         return Note(i, "finding", "medium", "t", "agent", "2026-01-01T00:00:00Z", "a", rests_on=bases, short=i[:4])

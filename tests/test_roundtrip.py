@@ -9,12 +9,6 @@ write excludes it.
 
 from __future__ import annotations
 
-
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
-
-from qem_edit.model import KINDS, Note
-
 from _render_support import (
     MEMORY,
     TEXT,
@@ -24,9 +18,13 @@ from _render_support import (
     marker_date,
     note_sets,
 )
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from qem_edit.reconciler.parse import parse
 from qem_edit.renderer import Selection, render
 from qem_edit.renderer.render import header_line
+
+from qem_edit.base.model import KINDS, Note
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

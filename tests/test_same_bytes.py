@@ -10,13 +10,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from builders import add, emit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from builders import add, emit
-from qem_edit.logtree import EVENTS, PACKS, TEXTS
-from qem_edit.store import Store
 from test_git import Clone, Team, team  # noqa: F401  (the fixture)
+
+from qem_edit.storage.logtree import EVENTS, PACKS, TEXTS
+from qem_edit.storage.store import Store
 
 
 def exported(clone: Clone) -> bytes:

@@ -64,10 +64,10 @@ def test_a_load_of_a_big_dump_splits_its_events_into_packs_every_reader_takes(tm
     """A single pack of a big load passed the size every reader holds a pack to, so a
     fresh index (a clone, `verify`, `--repair`) set the whole load aside; a load's events
     go into packs of at most PACK_SPLIT_BYTES."""
-    from qem_edit import logtree
-    from qem_edit.checks import verify_report
-    from qem_edit.dump import load, read_dump
-    from qem_edit.store import Store
+    from qem_edit.mirror.verify import verify_report
+    from qem_edit.storage import logtree
+    from qem_edit.storage.store import Store
+    from qem_edit.transfer.dump import load, read_dump
 
     monkeypatch.setattr(logtree, "PACK_SPLIT_BYTES", 64 << 10)
     monkeypatch.setattr(logtree, "MAX_PACK_BYTES", 200 << 10)  # the corpus's events take 270 kB, its texts 140 kB

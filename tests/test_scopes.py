@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import run_qem
 from test_commit_habits import HOOKS, commits, copied, make_commit, origin_and_clone
 from test_precommit import git, git_env, local_hooks, pre_commit
@@ -183,16 +182,16 @@ def test_a_dump_carries_no_private_or_session_note_and_a_load_refuses_one(tmp_pa
     dumped = qem(a, "dump").stdout
     assert TEAM in dumped and PRIVATE not in dumped and SESSION not in dumped
     # a line claiming a private scope, made by hand: refused, naming the line; nothing loaded
-    from qem_edit import ids
-    from qem_edit.logtree import TextRecord, event_object
-    from qem_edit.model import Event
+    from qem_edit.base import ids
+    from qem_edit.base.model import Event
+    from qem_edit.storage.logtree import TextRecord, event_object
 
     record = TextRecord("", "k" * 26, PRIVATE)
     data = {"kind": "finding", "priority": "medium", "provenance": "agent", "supersedes": None,
             "text": record.digest, "nonce": "n" * 26, "short": 4, "scope": "private"}
     event = Event("", "", "created", "2026-01-01T00:00:00Z", "someone", None, None, data, 99, ())
     obj = event_object(event)
-    from qem_edit.logtree import canonical
+    from qem_edit.storage.logtree import canonical
 
     obj = {"id": ids.content_id(canonical(obj)), **obj, "text": {"key": record.key, "text": PRIVATE}}
     (tmp_path / "b" / ".git").mkdir(parents=True)
@@ -269,8 +268,8 @@ def claude(top: Path, event: str, session: str, env: dict | None = None, **paylo
 
 
 def codex(top: Path, event: str, session: str, **payload: object) -> str:
-    from test_hooks import codex_schema
     import jsonschema
+    from test_hooks import codex_schema
 
     schema = codex_schema(event, "input")
     data = {"session_id": session, "transcript_path": None, "cwd": str(top), "hook_event_name": event, **payload}
@@ -335,7 +334,7 @@ def test_codex_session_notes_and_the_sweep_of_ended_sessions(app) -> None:
     assert SESSION in codex(app, "SessionStart", "c-1", source="clear")
     assert SESSION not in codex(app, "SessionStart", "c-2", source="startup")
     assert SESSION in qem(app, "list", env={"QEM_SESSION": "c-1"}).stdout  # c-1's ledger is still there
-    from qem_edit import ledger
+    from qem_edit.system import ledger
 
     state = app / ".qem"
     for entry in (state / ledger.FOLDER).iterdir():  # c-1's ledger swept as stale
@@ -352,7 +351,6 @@ def test_mcp_add_takes_a_scope_and_a_session_as_the_cli_does(tmp_path) -> None:
     a session is refused in the CLI's words (the server knows no session), nothing written;
     with one, the note is that session's."""
     import anyio
-
     from test_mcp import failed, ok, session
 
     ws = tmp_path / "ws"
@@ -400,9 +398,9 @@ def test_a_private_note_never_changes_a_team_notes_short_id(tmp_path, monkeypatc
     prefix must not lengthen the team note's (MEMORY.md would then differ from every other
     clone's rendering); the private note's own is unique here, and each short id names its
     note, in the index as written and as rebuilt."""
-    from qem_edit import ids
-    from qem_edit.model import NewNote
-    from qem_edit.store import Store
+    from qem_edit.base import ids
+    from qem_edit.base.model import NewNote
+    from qem_edit.storage.store import Store
 
     (tmp_path / ".git").mkdir()
     monkeypatch.setenv("QEM_SHORT_LENGTH", "1")
@@ -509,9 +507,9 @@ def test_reads_as_of_a_date_leave_out_other_sessions_notes(tmp_path) -> None:
 def test_a_private_folder_file_is_read_as_untrusted_input(tmp_path, data: dict, said: str) -> None:
     """What `.qem/private/` holds is checked as every log file is: a bad scope, a session
     note with no session, a team note's event there: set aside, named by `qem verify`."""
-    from qem_edit.logtree import TextRecord, event_bytes
-    from qem_edit.model import Event
-    from qem_edit import ids
+    from qem_edit.base import ids
+    from qem_edit.base.model import Event
+    from qem_edit.storage.logtree import TextRecord, event_bytes
 
     (tmp_path / ".git").mkdir()
     assert qem(tmp_path, "add", TEAM, "--kind", "finding", "--scope", "private").returncode == 0
@@ -618,7 +616,6 @@ def test_mcp_share_makes_a_private_note_the_teams_as_the_cli_does(tmp_path) -> N
     or a private note shared already is refused in the CLI's words; a share killed between
     its writes is settled by `share` again, which says so and makes no second team note."""
     import anyio
-
     from test_mcp import failed, ok, session
 
     ws = tmp_path / "ws"

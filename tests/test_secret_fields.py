@@ -24,16 +24,16 @@ from pathlib import Path
 
 import anyio
 import pytest
-
 from conftest import FIXTURES, run_qem
+from qem_edit.reconciler.plan import Content, Op, Plan
 from test_cli import refused, snapshot
 from test_mcp import failed, session
 from test_precommit import git, git_env, local_hooks, pre_commit
 from test_secrets import unguarded
-from qem_edit import secrets
-from qem_edit.logtree import event_object
-from qem_edit.model import Event
-from qem_edit.reconciler.plan import Content, Op, Plan
+
+from qem_edit.base.model import Event
+from qem_edit.storage import secrets
+from qem_edit.storage.logtree import event_object
 
 TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 CURL = f"curl -H token:{TOKEN} https://api.example.com"
@@ -105,7 +105,7 @@ def test_every_string_field_of_an_event_is_checked() -> None:
 
 def test_every_field_of_a_check_in_item_is_checked() -> None:
     """The same for a check-in's items (every field of Content, and a marker's reason)."""
-    from qem_edit.checkin import _secret_errors
+    from qem_edit.writes.checkin import _secret_errors
 
     for name in _string_fields(Content):
         value = ((("run", CURL),) if name == "triggers" else (CURL,)) if name in ("anchors", "triggers") else CURL
@@ -346,8 +346,8 @@ def test_a_forgotten_note_s_secret_is_in_no_file_qem_wrote(tmp_path: Path) -> No
 def test_verify_withholds_a_secret_a_malformed_file_would_have_it_quote(qem, ws: Path) -> None:
     """A clone's event file that no reader takes (an unknown type) is set aside and named by
     verify with why; the value its reason quotes is withheld."""
-    from qem_edit import ids
-    from qem_edit.logtree import canonical
+    from qem_edit.base import ids
+    from qem_edit.storage.logtree import canonical
 
     assert qem("add", "Run tests inside the venv", "--kind", "task").returncode == 0
     bad = canonical({"v": 1, "type": f"x-{TOKEN}", "note": None, "at": "2026-01-01T00:00:00Z", "actor": "eve",

@@ -11,8 +11,8 @@ whole.
 
 from __future__ import annotations
 
-import os
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -22,16 +22,16 @@ from pathlib import Path
 
 import anyio
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from builders import store_path
 from conftest import CORPUS, FIXTURES, REPO, run_qem
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_cli import refused, snapshot, verified
 from test_mcp import failed, ok, session
 from test_precommit import git, git_env, local_hooks, pre_commit
-from qem_edit import secrets
-from qem_edit.store import Store
+
+from qem_edit.storage import secrets
+from qem_edit.storage.store import Store
 
 # Well-known placeholder credentials (the vendors' documentation examples) and made-up ones
 # in each issuer's shape: (text, kind the detector names, line)
@@ -54,7 +54,7 @@ ORDINARY = [
     "The AWS region is eu-west-1; ASIA is not a key prefix on its own.",
     "Clone https://github.com/org/repo.git and mail ops@example.com.",
 ]
-UNGUARDED = ("import sys, qem_edit.secrets as s; s.scan = lambda text: []; from qem_edit.cli import main;"
+UNGUARDED = ("import sys, qem_edit.storage.secrets as s; s.scan = lambda text: []; from qem_edit.shells.cli import main;"
              " main(sys.argv[1:])")
 
 

@@ -16,11 +16,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from _reliability import no_traceback, python_env, record, verify
 from builders import add, store_path
 from conftest import run_qem
-from qem_edit.store import Store
+
+from qem_edit.storage.store import Store
 
 SECRET = "zq-SECRET-7f3a91c2"
 

@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import run_qem
-from qem_edit import ids
+
+from qem_edit.base import ids
 
 
 def plant(ws: Path, count: int) -> list[str]:

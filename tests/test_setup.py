@@ -19,11 +19,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_qem
-from qem_edit import errors, setup
-from qem_edit.harness import HARNESSES
-from qem_edit.workspace import Workspace
+
+from qem_edit.base import errors
+from qem_edit.base.harness import HARNESSES
+from qem_edit.shells import setup
+from qem_edit.system.workspace import Workspace
 
 CONTRACTS = REPO / "tests" / "contracts"
 QEM = str(Path(sys.executable).parent / "qem")  # the venv's, by its whole path: no PATH warning
@@ -748,10 +749,10 @@ def test_the_command_line(top: Path) -> None:
 
 
 def test_the_module_imports_nothing_slow_at_its_top() -> None:
-    done = subprocess.run([sys.executable, "-c", "import sys, qem_edit.setup; print(sorted(sys.modules))"],
+    done = subprocess.run([sys.executable, "-c", "import sys, qem_edit.shells.setup; print(sorted(sys.modules))"],
                           capture_output=True, text=True, check=True, env=dict(os.environ))
     loaded = set(json.loads(done.stdout.replace("'", '"')))
-    assert not loaded & {"qem_edit.delivery", "qem_edit.store", "tomllib", "shlex", "shutil", "typer", "sqlite3"}
+    assert not loaded & {"qem_edit.reads.delivery", "qem_edit.storage.store", "tomllib", "shlex", "shutil", "typer", "sqlite3"}
 
 
 def test_codex_setup_says_whether_codex_will_run_the_hooks_and_how_to_trust_them(top: Path, tmp_path, monkeypatch,

@@ -14,21 +14,20 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from builders import AT, add, emit, forget
+from conftest import CORPUS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import AT, add, emit, forget
-from conftest import CORPUS
-from qem_edit import db as db_mod
-from qem_edit import errors, ids
-from qem_edit import index as index_mod
-from qem_edit import store as store_mod
-from qem_edit.checks import verify_report
-from qem_edit.dump import dump_lines, load, read_dump
-from qem_edit.logtree import FORMAT, MAX_EVENT_BYTES, TextRecord, canonical, event_bytes, event_from
-from qem_edit.model import NewNote, TextError, normalize_text
-from qem_edit.store import Store
-
+from qem_edit.base import errors, ids
+from qem_edit.base.model import NewNote, TextError, normalize_text
+from qem_edit.mirror.verify import verify_report
+from qem_edit.storage import index as index_mod
+from qem_edit.storage import store as store_mod
+from qem_edit.storage.logtree import FORMAT, MAX_EVENT_BYTES, TextRecord, canonical, event_bytes, event_from
+from qem_edit.storage.store import Store
+from qem_edit.system import db as db_mod
+from qem_edit.transfer.dump import dump_lines, load, read_dump
 
 # -- helpers --------------------------------------------------------------------------------
 
@@ -907,7 +906,7 @@ def test_load_refuses_what_does_not_replay_and_writes_nothing(db, lines, words):
 def test_a_supersession_without_a_successor_is_loaded_as_unknown_never_guessed(db):
     """(Was refused.)  A numbered log's `superseded` with no `by` converts to a pointer to
     no note: its note is not current, and verify names the dangling pointer."""
-    from qem_edit.resolver import Graph
+    from qem_edit.base.resolver import Graph
 
     load(db, *read_dump(_jsonl(_line(note_id=5), _line(2, 5, "superseded")), "f.jsonl"))
     note = db.note(db.resolve(5))

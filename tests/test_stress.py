@@ -36,12 +36,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from _reliability import EDITOR_SCRIPT, SOAK, no_traceback, python_env, record, verify
-from qem_edit.export import export, render_store
-from qem_edit.model import NewNote, Note, after_event, note_from_created
 from qem_edit.renderer import Selection
-from qem_edit.store import Store, Transaction
+
+from qem_edit.base.model import NewNote, Note, after_event, note_from_created
+from qem_edit.mirror.export import export, render_store
+from qem_edit.storage.store import Store, Transaction
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -50,11 +50,11 @@ KINDS = ("directive", "task", "gotcha", "finding", "reference", "decision", "ope
 API_WRITER = r'''
 import json, random, sys
 from pathlib import Path
-from qem_edit import errors
-from qem_edit.export import auto_export
-from qem_edit.model import NewNote
-from qem_edit.store import Store
-from qem_edit.workspace import Workspace
+from qem_edit.base import errors
+from qem_edit.mirror.export import auto_export
+from qem_edit.base.model import NewNote
+from qem_edit.storage.store import Store
+from qem_edit.system.workspace import Workspace
 
 root, name, count, seed = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 rng = random.Random(seed)
@@ -85,8 +85,8 @@ for i in range(count):
 CLI_WRITER = r'''
 import contextlib, io, json, random, sys
 from pathlib import Path
-from qem_edit.cli import main as qem
-from qem_edit.store import Store
+from qem_edit.shells.cli import main as qem
+from qem_edit.storage.store import Store
 
 root, name, count, seed = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 rng = random.Random(seed)
@@ -461,14 +461,16 @@ def test_a_write_between_plan_and_apply_is_never_overwritten(tmp_path, monkeypat
     wide; here a second process's write is put into it every time.  A change to the same
     note must turn the check-in into a conflict (nothing written); a change elsewhere is
     merged (the check-in is planned again and lands, theirs kept)."""
-    from qem_edit import checkin, checkouts, errors, terminal
-    from qem_edit.workspace import Workspace
+    from qem_edit.base import errors
+    from qem_edit.shells import terminal
+    from qem_edit.system.workspace import Workspace
+    from qem_edit.writes import checkin, kept_edits
 
     root = tmp_path / "ws"
     store_path = seed_store(root, notes=5)
     place = Workspace(root, store_path)
     with Store.open(store_path) as store:
-        kept = checkouts.new_checkout(store, place, Selection())
+        kept = kept_edits.new_checkout(store, place, Selection())
         by_text = {n.text: n for n in store.notes()}
     text = kept.file.read_text("utf-8")
     kept.file.write_text(text.replace("· seed note 1\n", "· seed note 1, edited\n"), "utf-8")

@@ -32,7 +32,6 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
 from test_git import Clone, Team
 from test_precommit import local_hooks
 

@@ -18,10 +18,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import run_qem
-from qem_edit import ids
-from qem_edit.logtree import canonical
+
+from qem_edit.base import ids
+from qem_edit.storage.logtree import canonical
 
 OSC52 = "\x1b]52;c;cm0gLXJmIH4=\x07"  # write the clipboard
 HOSTILE = f"deploy {OSC52} from main \x1b[8mhidden\x1b[0m \x9b2J done"

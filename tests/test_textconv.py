@@ -7,7 +7,7 @@ import re
 
 from test_git import Team, team  # noqa: F401  (the fixture)
 
-from qem_edit.textconv import readable
+from qem_edit.mirror.textconv import readable
 
 EVENT_LINE = re.compile(r"^[+-]event [0-9a-z]{8} \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \w+ note [0-9a-z]{26}")
 

@@ -1,6 +1,6 @@
 """Triggers: when a note is delivered to an agent, declared on the note and kept by every
 way in (CLI, a check-in of MEMORY.md, MCP, a load, a file from another clone), and the
-exact matches qem_edit.triggers makes of them."""
+exact matches qem_edit.base.triggers makes of them."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from builders import planted_created
 from conftest import run_qem
-from qem_edit.triggers import command_matches, moments, path_matches, prompt_paths, term_in, terms_of
-from qem_edit.model import Note
+
+from qem_edit.base.model import Note
+from qem_edit.base.triggers import command_matches, moments, path_matches, prompt_paths, term_in, terms_of
 
 
 def _note(kind: str = "gotcha", priority: str = "medium", triggers: tuple = ()) -> Note:
@@ -143,7 +143,7 @@ def test_an_edit_of_memory_md_declares_changes_and_refuses_triggers_by_line(qem,
     note = qem("add", "The lock is held in `Store.write`", "-k", "gotcha").stdout.strip()
     assert qem("checkout", "--path", "edit.md").returncode == 0
     edit = ws / "edit.md"
-    text = edit.read_text().replace("held in `Store.write`\n", "held in `Store.write`\n  @when-path: qem_edit/store.py\n")
+    text = edit.read_text().replace("held in `Store.write`\n", "held in `Store.write`\n  @when-path: qem_edit/storage/store.py\n")
     text = text.replace("## Tasks\n", "## Tasks\n\n- Rebuild the index\n  @on: never\n  @on: start\n  @on: start\n")
     edit.write_text(text)
     refused = qem("checkin", "--path", "edit.md", "-m", "x", "--yes")
@@ -155,11 +155,11 @@ def test_an_edit_of_memory_md_declares_changes_and_refuses_triggers_by_line(qem,
     edit.write_text(text.replace("  @on: never\n", "").replace("  @on: start\n  @on: start\n", "  @on: start\n"))
     done = qem("checkin", "--path", "edit.md", "-m", "triggers", "--yes")
     assert done.returncode == 0, done.stderr
-    assert "+ @when-path: qem_edit/store.py" in done.stderr
+    assert "+ @when-path: qem_edit/storage/store.py" in done.stderr
     notes = [json.loads(line) for line in qem("dump").stdout.splitlines()[1:]]
     created = [e for e in notes if e["type"] == "created" and e["data"].get("triggers")]
     assert sorted(json.dumps(e["data"]["triggers"]) for e in created) == [
-        '{"on": ["start"]}', '{"path": ["qem_edit/store.py"]}']
+        '{"on": ["start"]}', '{"path": ["qem_edit/storage/store.py"]}']
     assert qem("show", note).stdout.splitlines()[0].endswith("superseded")
 
 
@@ -238,8 +238,8 @@ def test_a_clones_file_with_bad_triggers_is_set_aside_and_named(qem, ws: Path, d
 def test_triggers_on_an_event_that_is_not_a_creation_are_set_aside(qem, ws: Path) -> None:
     note = qem("add", "mine", "-k", "gotcha").stdout.strip()
     full = json.loads(qem("show", note, "--json").stdout)["id"]
-    from qem_edit import ids
-    from qem_edit.logtree import canonical
+    from qem_edit.base import ids
+    from qem_edit.storage.logtree import canonical
 
     event = canonical({"v": 1, "type": "stale_flagged", "note": full, "at": "2026-07-27T10:00:00Z", "actor": "mallory",
                        "reason": "x", "checkin": None, "clock": 9, "prev": [full],
@@ -253,8 +253,8 @@ def test_triggers_on_an_event_that_is_not_a_creation_are_set_aside(qem, ws: Path
 
 
 def test_the_tool_schemas_name_the_moments(ws: Path) -> None:
-    from qem_edit.mcp_server import TOOLS
-    from qem_edit.model import MOMENTS
+    from qem_edit.base.model import MOMENTS
+    from qem_edit.shells.mcp_server import TOOLS
 
     add = next(t for t in TOOLS if t.name == "add")
     assert add.properties["on"]["items"]["enum"] == list(MOMENTS)

@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from _edit_support import (
     ACTIVE_DIRECTIVE,
     ACTIVE_FINDING,
@@ -554,11 +553,11 @@ def test_keeping_yours_for_a_note_superseded_meanwhile_works(seeded: Path, tmp_p
 
 
 def test_the_error_comment_points_at_the_right_line_when_a_reason_spans_lines(seeded: Path, tmp_path: Path) -> None:
-    from qem_edit import checkin
-    from qem_edit.checkouts import find_checkout
-    from qem_edit.proposal import propose
-    from qem_edit.store import Store
-    from qem_edit.workspace import resolve as place_of
+    from qem_edit.storage.store import Store
+    from qem_edit.system.workspace import resolve as place_of
+    from qem_edit.writes import checkin
+    from qem_edit.writes.checkin_plan import propose
+    from qem_edit.writes.kept_edits import find_checkout
 
     body = (
         f"qem('revoke', '{ACTIVE_GOTCHA}', '-m', 'first line\\nsecond line\\nthird line', '--actor', 'other')\n"
@@ -604,9 +603,10 @@ def test_export_refuses_to_render_over_a_hand_edited_mirror(seeded: Path) -> Non
 
 def test_the_checkout_help_is_pinned_by_a_golden_file(tmp_path: Path) -> None:
     from builders import load_store
-    from qem_edit.checkouts import render_base
-    from qem_edit.export import render_store
     from qem_edit.renderer import Selection, for_editing
+
+    from qem_edit.mirror.export import render_store
+    from qem_edit.writes.kept_edits import render_base
 
     golden = Path(__file__).resolve().parent.parent / "fixtures" / "golden"
     with load_store(tmp_path / ".qem", golden / "format_example.jsonl") as store:

@@ -9,7 +9,6 @@ import json
 import re
 
 import anyio
-
 from test_git import Clone, Team, team  # noqa: F401  (the fixture)
 from test_mcp import ok, session
 

@@ -13,9 +13,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
 from conftest import run_qem
-
 
 # -- qem setup --command "/opt/my tools/bin/qem" ---------------------------------------------------
 

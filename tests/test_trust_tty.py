@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from _edit_support import ACTIVE_GOTCHA, ACTIVE_TASK, SEED_HEAD, TEXTS, aliases, events, head, make_editor, seed
 from test_edit_tty import CONFLICTING_EDIT, Terminal, qem_command, term  # noqa: F401  (term is a fixture)
 

@@ -14,12 +14,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-
 from builders import store_path
 from conftest import FIXTURES, run_qem
 from test_cli import snapshot
-from qem_edit.model import normalize_text
-from qem_edit.store import Store
+
+from qem_edit.base.model import normalize_text
+from qem_edit.storage.store import Store
 
 VECTR = FIXTURES / "vectr"
 STORE = VECTR / "vectr-store.db"

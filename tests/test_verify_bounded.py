@@ -11,17 +11,20 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from builders import add, emit, store_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builders import add, emit, store_path
-from qem_edit import checks, db, errors, ids as ids_mod
-from qem_edit.checks import graph_problems, verify_report
-from qem_edit.index import differences as index_differences
-from qem_edit.index import _INSERT_NOTE, NOTE_COLUMNS, Index, _note_values
-from qem_edit.model import Note, Rival
-from qem_edit.resolver import Graph
-from qem_edit.store import Store
+from qem_edit.base import errors
+from qem_edit.base import ids as ids_mod
+from qem_edit.base.model import Note, Rival
+from qem_edit.base.resolver import Graph
+from qem_edit.mirror import verify
+from qem_edit.mirror.verify import graph_problems, verify_report
+from qem_edit.storage.index import _INSERT_NOTE, NOTE_COLUMNS, Index, _note_values
+from qem_edit.storage.index import differences as index_differences
+from qem_edit.storage.store import Store
+from qem_edit.system import db
 
 
 def _id(prefix: str) -> str:

@@ -14,14 +14,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import run_qem
 from test_precommit import git, git_env
 
-from qem_edit import checks
-from qem_edit.staged import VERIFIED, verify_staged
-from qem_edit.store import Store
-from qem_edit.workspace import resolve
+from qem_edit.mirror import verify
+from qem_edit.mirror.staged import VERIFIED, verify_staged
+from qem_edit.storage.store import Store
+from qem_edit.system.workspace import resolve
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -79,13 +78,13 @@ def replayed(work: Path, monkeypatch) -> bool:  # type: ignore[no-untyped-def]
         ran.append(True)
         return real(*args, **kwargs)
 
-    real = checks.verify_report
-    monkeypatch.setattr(checks, "verify_report", full_check)
+    real = verify.verify_report
+    monkeypatch.setattr(verify, "verify_report", full_check)
     monkeypatch.chdir(work)
     place = resolve(work, None)
     with Store.open(place.store_path) as store:
         verify_staged(store, place)
-    monkeypatch.setattr(checks, "verify_report", real)
+    monkeypatch.setattr(verify, "verify_report", real)
     return bool(ran)
 
 

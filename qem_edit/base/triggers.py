@@ -1,0 +1,198 @@
+"""When a note reaches an agent: exact triggers, each a match on data the note declares.
+
+A note fires at a lifecycle moment (`start`, `compact`, `prompt`, `edit`, `read`, `shell`)
+by its kind's default bundle (a directive at every session start and after every
+compaction; a high-priority task at session start), unless it declares its own moments
+(`@on:`), which then replace the bundle.  Beside the moments, every note fires:
+
+- before an agent edits (and, as a second tier, reads) a file one of its anchors covers
+  (the anchored file, or any file under an anchored folder) or one of its `@when-path:`
+  patterns matches;
+- before a shell command one of its `@when-run:` patterns matches (the whole command, or
+  any of its simple commands: split at `&&`, `||`, `;`, `|` and line ends, leading
+  `NAME=value` assignments dropped);
+- at a prompt that names, verbatim, one of its anchored paths, a path one of its patterns
+  matches, or one of the terms its text names in backticks (a backticked span of 3 to 100
+  characters with no space, found in the prompt at identifier boundaries).
+
+Nothing here is a similarity: a note that declares the data fires, one that does not never
+does, and what a budget cuts is counted (qem_edit.reads.delivery).  Pure: strings in, answers out.
+"""
+
+from __future__ import annotations
+
+import re
+from fnmatch import fnmatchcase
+from typing import Iterable
+
+from .model import PRIORITIES, Note
+
+# The notes that fire by their kind when they declare no moment of their own: (kind, the
+# priorities, the moments): every directive at every start and after every compaction, a
+# high-priority task at the start.
+BUNDLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("directive", PRIORITIES, ("start", "compact")),
+    ("task", ("high",), ("start",)),
+)
+
+_TERM_RE = re.compile(r"`([^`\s]{3,100})`")
+_WORD_RE = re.compile(r"[A-Za-z0-9_]+")
+_PATH_TOKEN_RE = re.compile(r"[A-Za-z0-9_.@+~/-]*[A-Za-z0-9_]")
+_SPLIT_RE = re.compile(r"&&|\|\||[;|\n]")
+_ASSIGNMENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S*\s+")
+_GLOB_CHARS = frozenset("*?[")
+
+
+def moments(note: Note) -> tuple[str, ...]:
+    """The lifecycle moments the note fires at: its own, or its kind's default bundle."""
+    declared = tuple(value for name, value in note.triggers if name == "on")
+    return declared or bundle_moments(note.kind, note.priority)
+
+
+def bundle_moments(kind: str, priority: str) -> tuple[str, ...]:
+    """The moments a note of this kind and priority fires at when it declares none."""
+    return next((fires for k, priorities, fires in BUNDLES if k == kind and priority in priorities), ())
+
+
+def bundle_at(moment: str) -> dict[str, tuple[str, ...]]:
+    """{kind: priorities} of the notes a moment fires by their kind."""
+    return {kind: priorities for kind, priorities, fires in BUNDLES if moment in fires}
+
+
+# -- terms: what a note's text names in backticks ---------------------------------------------
+
+
+def terms_of(text: str) -> list[tuple[str, str]]:
+    """(key, term) for each distinct backticked term of the text; the key is the term's
+    longest word (letters, digits, `_`), which a prompt naming the term holds as a word."""
+    found: dict[str, str] = {}
+    for term in _TERM_RE.findall(text):
+        words = _WORD_RE.findall(term)
+        if words and term not in found:
+            found[term] = max(words, key=len)
+    return sorted((key, term) for term, key in found.items())
+
+
+def prompt_words(prompt: str) -> set[str]:
+    return set(_WORD_RE.findall(prompt))
+
+
+def term_in(term: str, prompt: str) -> bool:
+    """Whether `term` appears in the prompt, not inside a longer identifier."""
+    head = r"(?<![A-Za-z0-9_])" if _WORD_RE.match(term[0]) else ""
+    tail = r"(?![A-Za-z0-9_])" if _WORD_RE.match(term[-1]) else ""
+    return re.search(head + re.escape(term) + tail, prompt) is not None
+
+
+def prompt_paths(prompt: str, top: str | None = None) -> set[str]:
+    """The path-like tokens of a prompt, as paths from the work tree's top: `./x` read as
+    `x`, an absolute path under `top` made relative, trailing punctuation dropped."""
+    out: set[str] = set()
+    for token in _PATH_TOKEN_RE.findall(prompt):
+        if "/" not in token and "." not in token:
+            continue
+        path = relative(token, top)
+        if path:
+            out.add(path)
+    return out
+
+
+def relative(path: str, top: str | None) -> str | None:
+    """A path a harness or a prompt gives, from the work tree's top (None: outside it)."""
+    if path.startswith("/"):
+        if not top:
+            return None
+        prefix = top.rstrip("/") + "/"
+        if not path.startswith(prefix):
+            return None
+        path = path[len(prefix):]
+    while path.startswith("./"):
+        path = path[2:]
+    path = path.rstrip("/")
+    return path or None
+
+
+# -- patterns ------------------------------------------------------------------------------------
+
+
+def path_matches(pattern: str, path: str) -> bool:
+    """A path pattern over a whole path from the work tree's top: `*`, `?` and `[...]`
+    within one part (fnmatch's, case-sensitive), `**` any number of whole parts; a pattern
+    with no glob character is that path or anything under it (a folder)."""
+    if not _GLOB_CHARS.intersection(pattern):
+        return path == pattern or path.startswith(pattern + "/")
+    return _parts_match(pattern.split("/"), path.split("/"))
+
+
+def _parts_match(pattern: list[str], parts: list[str]) -> bool:
+    """Whole parts against pattern parts, `**` any number of them: one pass over the
+    path keeping the set of pattern positions reached (at most the pattern's parts, so
+    no pattern a clone sends makes it slow)."""
+    reached = _closed({0}, pattern)
+    for part in parts:
+        step = set()
+        for i in reached:
+            if i < len(pattern):
+                if pattern[i] == "**":
+                    step.add(i)  # it takes this part too
+                elif fnmatchcase(part, pattern[i]):
+                    step.add(i + 1)
+        reached = _closed(step, pattern)
+        if not reached:
+            return False
+    return len(pattern) in reached
+
+
+def _closed(positions: set[int], pattern: list[str]) -> set[int]:
+    """The positions, and past any `**` at them (it may take no part)."""
+    out, todo = set(), list(positions)
+    while todo:
+        i = todo.pop()
+        if i not in out:
+            out.add(i)
+            if i < len(pattern) and pattern[i] == "**":
+                todo.append(i + 1)
+    return out
+
+
+def glob_match(pattern: str, text: str) -> bool:
+    """Whether `pattern` (`*` any characters, `?` one, the rest literal) matches the whole
+    of `text`: the two-pointer match, linear in each star's retries, so no pattern a clone
+    sends can make a hook backtrack for long."""
+    p = t = 0
+    star, resume = -1, 0
+    while t < len(text):
+        if p < len(pattern) and pattern[p] in ("?", text[t]) and pattern[p] != "*":
+            p, t = p + 1, t + 1
+        elif p < len(pattern) and pattern[p] == "*":
+            star, resume, p = p, t, p + 1
+        elif star >= 0:
+            p, resume = star + 1, resume + 1
+            t = resume
+        else:
+            return False
+    return all(c == "*" for c in pattern[p:])
+
+
+def simple_commands(command: str) -> list[str]:
+    """The command line and each simple command in it, leading assignments dropped."""
+    pieces = [command.strip()]
+    for piece in _SPLIT_RE.split(command):
+        piece = piece.strip()
+        while True:
+            m = _ASSIGNMENT_RE.match(piece)
+            if not m:
+                break
+            piece = piece[m.end():]
+        if piece and piece not in pieces:
+            pieces.append(piece)
+    return pieces
+
+
+def command_matches(pattern: str, command: str) -> bool:
+    return any(glob_match(pattern, piece) for piece in simple_commands(command))
+
+
+def any_path_matches(patterns: Iterable[str], paths: Iterable[str]) -> bool:
+    listed = list(paths)
+    return any(path_matches(p, path) for p in patterns for path in listed)

@@ -1,0 +1,97 @@
+"""Log files a git merge left unmerged, settled by their names.
+
+No log file is ever changed (a file's name is the hash of its bytes), so git never has a
+content conflict under `.qem/`.  But git's rename detection pairs a deleted file with a
+new one of similar bytes: a pack of one event and the event file it replaced, a text pack
+written again without a forgotten text and the pack it replaced.  When the other side
+deleted (or "renamed") the same file, the merge (or rebase, cherry-pick, revert) stops on
+it, and where both sides renamed it git writes both sides' bytes merged into each new path,
+a file its name no longer describes.
+
+Git's directory rename detection goes further: when every file one side renamed out of
+`events/` went to `packs/`, it moves the other side's new `events/<id>` to `packs/<id>`,
+a name no log file has.
+
+Each such path has exactly one right answer, because names are hashes: the bytes that
+hash to its name, from whichever side of the merge (or stage of the index) holds the
+file; for a moved file, its own folder's name for those bytes; or no file when neither
+side has one (both deleted it).  `settle` writes that answer and stages it, so the
+next `git commit` (or `--continue`) carries the union of both sides' log, as a merge of
+files that were only ever added or deleted must.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..base import errors
+from ..storage.logtree import EVENTS, PACKS, TEXTS, LogFileError, records_from
+from ..system import gitrepo
+from ..system.files import leads_out, write_atomic
+
+# the commits a stopped merge, rebase, cherry-pick or revert puts its sides at
+SIDES = ("HEAD", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD")
+
+
+def unmerged(top: Path, log_root: Path) -> dict[str, list[str]]:
+    """The log files git left unmerged (paths relative to the top of the work tree), each
+    with the blobs its index stages hold."""
+    relative = log_root.resolve().relative_to(top.resolve()).as_posix()
+    done = gitrepo._git(top, "--literal-pathspecs", "ls-files", "-u", "-z", "--",
+                        *(f"{relative}/{f}" for f in (EVENTS, TEXTS, PACKS)))
+    out: dict[str, list[str]] = {}
+    for record in done.stdout.split(b"\0") if done.returncode == 0 else []:
+        meta, _, path = record.partition(b"\t")
+        if path:  # the sides' stages (2, 3), never the merge base's (1): a file both deleted stays deleted
+            blobs = out.setdefault(path.decode("utf-8", "surrogateescape"), [])
+            _, blob, stage = meta.split()
+            if stage != b"1":
+                blobs.append(blob.decode())
+    return dict(sorted(out.items()))
+
+
+def settle(top: Path, log_root: Path) -> list[str]:
+    """Every unmerged log file given the bytes its name says, or put back where its name
+    belongs (git's directory rename detection moves a side's new `events/<id>` into
+    `packs/`), or removed; staged.  Returns the paths settled."""
+    paths = unmerged(top, log_root)
+    if not paths:
+        return []
+    prefix = log_root.resolve().relative_to(top.resolve()).as_posix() + "/"
+    sides = [side for side in SIDES if gitrepo.resolve_commit(top, side)]
+    keep, drop = [], []
+    for path, staged in paths.items():
+        found = _right_bytes(top, sides, staged, path, path[len(prefix):])
+        if found is None or found[0] != path[len(prefix):]:
+            (top / path).unlink(missing_ok=True)
+            drop.append(path)
+        if found is not None:
+            if leads_out(top, prefix + found[0]):  # a log folder a clone made a link out of the tree
+                raise errors.BadInput(f"{prefix + found[0]} leads outside the work tree ({top}) through a symbolic"
+                                      " link; qem writes its log only into folders of its own; settle it by hand")
+            (top / prefix / found[0]).parent.mkdir(exist_ok=True)  # (git removes a folder it emptied)
+            write_atomic(top / prefix / found[0], found[1])
+            keep.append(prefix + found[0])
+    if drop:
+        gitrepo._git(top, "--literal-pathspecs", "rm", "-q", "--cached", "--ignore-unmatch", "--", *drop)
+    if keep:
+        gitrepo._git(top, "--literal-pathspecs", "add", "--", *keep)
+    return list(paths)
+
+
+def _right_bytes(top: Path, sides: list[str], staged: list[str], path: str, name: str) -> tuple[str, bytes] | None:
+    """The log file's name and bytes: a side's (or a stage's) bytes at `path` that are
+    what `name` must hold, or, for a file git moved out of its folder, what the same name
+    in its own folder must hold."""
+    candidates = [data for side in sides if (data := gitrepo.show(top, side, top / path)) is not None]
+    candidates += gitrepo.blobs(top, {str(i): blob for i, blob in enumerate(staged)}).values()
+    base = name.rpartition("/")[2]
+    names = [name] + [f"{folder}/{base}" for folder in (EVENTS, TEXTS) if f"{folder}/{base}" != name]
+    for data in candidates:
+        for where in names:
+            try:
+                records_from(where, data)
+            except LogFileError:
+                continue
+            return where, data
+    return None

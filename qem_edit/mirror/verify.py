@@ -1,0 +1,387 @@
+"""`qem verify`: what a CI job runs on a commit.
+
+It fails (exit 1) when a log file is malformed or does not match its name, when an event
+does not apply or names a note the log does not hold, when a note's text is missing or
+does not match its hash, when a forgotten text is still in the tree, when two notes claim
+one old number, when the local index disagrees with a fresh replay of the log, when the
+supersession graph is broken (a cycle, a dangling or malformed pointer), or when MEMORY.md
+is not the rendering of the log, or when an agent took a note of a protected kind out of
+force (qem_edit.storage.protect), or when events of a protected note that the base (HEAD, or the
+merge base of `--base REV` and HEAD) holds are not in the log (qem_edit.reads.removals; another
+note's removal is listed), or when a text or a reason holds a secret no person allowed
+(qem_edit.storage.secrets), or when git tracks a file of the clone's private folder (a private
+note committed by force).  Open disputes (forks, disputes between notes,
+concurrent changes that disagree) are listed; `--fail-on-disputes` makes them fail too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+from array import array
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from ..base import errors, ids
+from ..storage import index
+from ..system.db import Connection
+
+if TYPE_CHECKING:
+    from ..storage.store import Store
+
+# (The checks of the log's content are imported where they run: `qem verify --staged` on a
+# commit that touches no memory answers from a seal (qem_edit.mirror.staged) and runs none of them.)
+
+# The fresh replay's page cache (KiB): it lives in a temporary file, not in memory.
+FRESH_CACHE_KIB = 16 * 1024
+
+
+class VerifyReport:
+    """`qem verify`: the log, the index and the mirror checked; open disputes listed (an
+    answer as qem_edit.reads.answers's are).  (A plain class, not a dataclass: `qem verify
+    --staged` runs on every commit, and importing dataclasses costs it ~5 ms.)"""
+
+    def __init__(self, notes: int, problems: list[str] | None = None, repaired: int | None = None,
+                 disputes: list[str] | None = None, notices: list[str] | None = None,
+                 drift: list[str] | None = None, late: list[str] | None = None) -> None:
+        self.notes = notes
+        self.problems = problems if problems is not None else []
+        self.repaired = repaired  # notes in the index rebuilt by --repair
+        self.disputes = disputes if disputes is not None else []  # listed; they fail only when asked
+        self.notices = notices if notices is not None else []  # listed; they never fail
+        self.drift = drift if drift is not None else []  # anchored content nobody flagged; fails only when asked
+        self.late = late if late is not None else []  # requests past their deadline, not answered; fail only when asked
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.problems else 0
+
+    def text(self) -> str:
+        lines = []
+        if self.repaired is not None:
+            lines.append(f"rebuilt the index from the log: {self.repaired} notes")
+        return "\n".join(lines + self.problems + [f"open: {d}" for d in self.disputes] + self.drift + self.late
+                         + [f"note: {n}" for n in self.notices])
+
+    def data(self) -> object:
+        return {"notes": self.notes, "ok": not self.problems, "problems": self.problems,
+                "disputes": self.disputes, "drift": self.drift, "late": self.late, "notices": self.notices,
+                "repaired": self.repaired}
+
+    def remark(self) -> str | None:
+        if not self.problems:
+            open_ = f"; {len(self.disputes)} open dispute(s) listed" if self.disputes else ""
+            drift = (f"; {len(self.drift)} anchor(s) drifted, nobody flagged them (listed; `--fail-on-drift` fails"
+                     " on them)") if self.drift else ""
+            late = f"; {len(self.late)} request(s) late (listed; `--fail-on-late` fails on them)" if self.late else ""
+            return f"ok: the log replays cleanly to {self.notes} note{'' if self.notes == 1 else 's'}{open_}{drift}{late}"
+        drifted = sum(problem.startswith("drift: ") for problem in self.problems)
+        settle = ("`qem anchors check --flag` flags the drifted notes stale (a move re-anchors), then commit"
+                  " what it wrote (`git add .qem MEMORY.md && git commit`)")
+        if drifted == len(self.problems):  # --fail-on-drift, and nothing else wrong
+            return f"verify: {drifted} anchor(s) drifted and nobody flagged them; {settle}"
+        return (
+            f"verify: {len(self.problems)} problem(s); `qem verify --repair` rebuilds the index; a"
+            " malformed log file is set aside until it is fixed or removed; a cycle, dangling pointer"
+            " or broken event is settled by new events (revoke, supersede, `qem rule`)"
+            + (f"; {drifted} anchor(s) drifted: {settle}" if drifted else "")
+        )
+
+
+def verify_report(store: Store, place=None, *, repair: bool = False, disputes_fail: bool = False,  # type: ignore[no-untyped-def]
+                  base: str | None = None, drift_fail: bool = False, late_fail: bool = False) -> VerifyReport:
+    """Every check above; with `repair`, an index that disagrees with the log is rebuilt
+    first (the log itself is never changed).  `base`: the revision whose merge base with
+    HEAD the removals are judged against (default HEAD itself; qem_edit.reads.removals).
+    Drift nobody flagged is listed, and fails only with `drift_fail` (as disputes do with
+    `disputes_fail`): a work tree mid-edit drifts by nature, CI's checkout must not.  A
+    request past its deadline and not answered is listed, and fails with `late_fail`."""
+    with fresh_index(store) as fresh:
+        problems, set_aside = _index_problems(store, fresh)
+        if not (problems and repair):
+            return late(_report(store, place, fresh, problems, set_aside, None, disputes_fail, base, drift_fail),
+                         store, late_fail)
+    repaired = store.rebuild()
+    with fresh_index(store) as fresh:
+        problems, set_aside = _index_problems(store, fresh)
+        return late(_report(store, place, fresh, problems, set_aside, repaired, disputes_fail, base, drift_fail),
+                     store, late_fail)
+
+
+def late(report: VerifyReport, store: Store, fail: bool) -> VerifyReport:
+    """The requests late and not answered yes (qem_edit.reads.owed), listed; problems with `fail`."""
+    from ..reads.owed import build
+
+    late = [f"late: {o.line()}" for o in build(store, late=True).owed]
+    if fail:
+        report.problems += late
+    else:
+        report.late = late
+    return report
+
+
+def _report(store: Store, place, fresh: Connection, index_problems: list[str], set_aside: list[str],  # type: ignore[no-untyped-def]
+            repaired: int | None, disputes_fail: bool, base: str | None = None,
+            drift_fail: bool = False) -> VerifyReport:
+    problems = set_aside + _log_problems(store) + index_problems
+    found = store.read_index(lambda conn: graph_problems(conn, fresh))
+    broken = [p for p in found if not p.startswith(("fork:", "disputed:"))]
+    disputes = [p for p in found if p.startswith(("fork:", "disputed:"))] + _open_disputes(store)
+    from ..reads.removals import verify_findings as removal_findings
+    from ..storage.protect import log_problems as protect_problems
+    from ..storage.secrets import log_problems as secret_problems
+
+    removed, removal_notices = removal_findings(store, fresh, base)
+    problems += broken + protect_problems(store, fresh) + secret_problems(store, fresh) + removed
+    problems += tracked_private(store)
+    return finished(store, place, problems, disputes, removal_notices + _loose_texts(store) + _unflagged(store), repaired,
+                    disputes_fail, drift_fail)
+
+
+def finished(store: Store, place, problems: list[str], disputes: list[str], notices: list[str],  # type: ignore[no-untyped-def]
+             repaired: int | None = None, disputes_fail: bool = False, drift_fail: bool = False,
+             tree=None) -> VerifyReport:
+    """The report, from what the log and the index were found to hold: the work tree's
+    drift and the mirror (where `place` is given, the memory's MEMORY.md judged as the
+    work tree holds it) checked now, and the options that make disputes and drift fail.
+    `tree`: the work tree (qem_edit.system.anchors.work_tree), where the caller has it already."""
+    drift = _drift_problems(store, place, tree) if place is not None else []
+    if place is not None:
+        problems = problems + _mirror_problems(store, place)
+    if disputes_fail:
+        problems, disputes = problems + disputes, []
+    if drift_fail:
+        problems, drift = problems + drift, []
+    return VerifyReport(store.count(), problems, repaired, disputes, notices, drift)
+
+
+def tracked_private(store: Store) -> list[str]:
+    """Files of this clone's private folder that git tracks: a private or session note
+    committed all the same (`git add -f`), or brought by a pull of such a commit, where
+    another clone reads it as its own.  Its folder ignores everything, so only a forced
+    add puts one there; the fix is git's, not qem's."""
+    from ..storage.logtree import LOCAL
+    from ..system import gitrepo
+
+    folder = store.root / LOCAL
+    top = gitrepo.toplevel(store.root) if folder.is_dir() else None
+    if top is None:
+        return []
+    try:
+        relative = folder.resolve().relative_to(top.resolve()).as_posix()
+        tracked = sorted(gitrepo.staged_files(top, [relative]))
+    except (ValueError, errors.QemError):  # (a memory outside the work tree; no git index to read)
+        return []
+    return [f"{top / name}: a private file tracked by git (a private or session note committed with"
+            f" `git add -f`, or pulled from such a commit); private notes never travel: `git rm -r --cached"
+            f" {relative}` and commit" for name in tracked]
+
+
+def _drift_problems(store: Store, place, tree=None) -> list[str]:  # type: ignore[no-untyped-def]
+    """Anchored content that changed under a note nobody flagged (a commit made without
+    the qem-anchors hook): each drifted anchor named, with the command that flags it."""
+    from ..reads.drift import check
+    from ..system.anchors import work_tree
+
+    report = check(store, tree or work_tree(place.root), "work tree")  # (given: one git call fewer for a hook)
+    return [f"drift: #{found.note.shown} {found.note.kind}: {d.words()}, and the note is not flagged;"
+            " `qem anchors check --flag` flags it (or re-anchors a move)" for found in report.notes for d in found.drifted]
+
+
+def _log_problems(store: Store) -> list[str]:
+    out = []
+    for note_id, problems in store.note_problems():
+        out += [f"note #{note_id}: {p}" for p in __import__("json").loads(problems)]
+    for event_id, note_id in store.events_without_note():
+        out.append(f"event {ids.shown(event_id)} names note {ids.shown(note_id)}, whose creation the log does not hold")
+    for short in store.textless():
+        out.append(f"note #{short}: its text is missing from the log (or does not match its hash): text missing"
+                   " from this commit; get it from the commit's author (`git add .qem && git commit` in their clone)")
+    for note_id, name in store.forgotten_texts():
+        out.append(f"{name}: still holds the text of forgotten note {ids.shown(note_id)} (any qem write removes it)")
+    for alias, count in store.claimed_numbers():
+        out.append(f"{count} notes claim the old number #{alias} (two converted stores merged?)")
+    return out
+
+
+def _unflagged(store: Store) -> list[str]:
+    """Notes in plain force resting on a base whose change is not settled for them (it came
+    from another clone): listed, not failed; the next write flags them (qem_edit.base.resting)."""
+    from ..base import resting
+
+    out = []
+    for note_id, base_id in store.owed_flags():
+        notes = store.notes_by_id([note_id, base_id])
+        change = store.event(str(notes[base_id].state_event))
+        if change is not None and not resting.settled(store.events(note_id), base_id, change):
+            out.append(f"#{notes[note_id].shown} rests on #{notes[base_id].shown}, which is {notes[base_id].state},"
+                       " and is not flagged yet (the change came from another clone): the next write flags it")
+    return out
+
+
+def _loose_texts(store: Store) -> list[str]:
+    """Texts whose note's creation the log does not hold: listed, not failed (a write
+    killed before its event leaves one; so does a commit of a text without its event,
+    whose event a later commit brings)."""
+    return [f"{name}: the text of note {ids.shown(note_id)}, whose creation the log does not hold (a write"
+            " interrupted before its event, or the event not committed yet); remove it if it is the former"
+            for note_id, name in store.texts_without_note()]
+
+
+@contextlib.contextmanager
+def fresh_index(store: Store) -> Iterator[Connection]:
+    """A replay of the log read afresh, built in a temporary SQLite file (in the system's
+    temporary directory, with a modest cache) that is removed afterwards, also on error."""
+    import tempfile
+
+    try:
+        handle, name = tempfile.mkstemp(prefix="qem-verify-", suffix=".db")
+    except OSError as exc:
+        raise errors.StoreUnwritable(f"cannot make a temporary file for a fresh replay of the log"
+                                     f" ({tempfile.gettempdir()}): {exc.strerror}") from None
+    os.close(handle)
+    conn = None
+    try:
+        conn = index.build_fresh(name, store.tree, FRESH_CACHE_KIB)
+        yield conn
+    finally:
+        if conn is not None:
+            conn.close()
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(name + suffix)
+
+
+def _index_problems(store: Store, fresh: Connection) -> tuple[list[str], list[str]]:
+    """Where the local index differs from `fresh`, a replay of the log read afresh; and
+    the log files that fresh read set aside (a file changed in place since the index
+    read it included: the index goes on serving what it read)."""
+    aside = index.set_aside_problems(fresh)
+    return store.differences_from(fresh), aside
+
+
+# -- the supersession graph ----------------------------------------------------------------------
+
+
+def graph_problems(conn: Connection, scratch: Connection) -> list[str]:
+    """What `Graph.of(every note).problems()` (qem_edit.base.resolver) says of the notes of the
+    index `conn`, in its words and order, without every note in memory: SQL over the
+    notes table, and the cycles found over one int per note (`scratch`, a database of
+    this check's own, holds the table that numbers them)."""
+    dangling = index.dangling_pointers(conn)
+    numbered = _numbered(conn) if dangling else {}
+    return (_cycles(conn, scratch, numbered) + _dangling(dangling, numbered) + _malformed(conn) + _forks(conn)
+            + _disputed(conn))
+
+
+def _numbered(conn: Connection) -> dict[str, str]:
+    """The converted notes' old numbers, hashed (ids.numbered_pointer) → the note, as the
+    resolver reads them (only when some pointer names no note)."""
+    return ids.renumbered(index.aliases(conn))
+
+
+def _cycles(conn: Connection, scratch: Connection, numbered: dict[str, str]) -> list[str]:
+    parent = array("q", (-1 if i is None else i for i in index.parents(conn, scratch, numbered)))
+    cycles = cycles_of(parent)
+    if not cycles:
+        return []
+    wanted = {i for cycle in cycles for i in cycle}
+    by_i = index.numbered_notes(scratch, wanted)
+    name = _names(conn, by_i.values())
+    return [f"cycle: {' → '.join(f'#{name(by_i[i])}' for i in (*c, c[0]))}{_old_numbers(conn, [by_i[i] for i in c])}"
+            for c in cycles]
+
+
+def _old_numbers(conn: Connection, cycle: list[str]) -> str:
+    """As `Graph.old_numbers` words it: the cycle's notes by their numbers before the conversion."""
+    aliases = index.aliases(conn, cycle)
+    numbers = [aliases.get(n) for n in cycle]
+    if None in numbers:
+        return ""
+    return f" (numbered {' → '.join(f'#{a}' for a in (*numbers, numbers[0]))} before the conversion)"
+
+
+def cycles_of(parent: array) -> list[tuple[int, ...]]:
+    """The cycles of a graph where note `i`'s parent is `parent[i]` (-1: none in the
+    graph), the notes numbered in id order: each from its lowest note, in the order
+    `Graph._find_cycles` finds them."""
+    done = bytearray(len(parent))
+    cycles = []
+    for start in range(len(parent)):
+        path: list[int] = []
+        on_path: dict[int, int] = {}
+        node = start
+        while node >= 0 and not done[node]:
+            if node in on_path:
+                cycle = path[on_path[node]:]
+                low = cycle.index(min(cycle))
+                cycles.append(tuple(cycle[low:] + cycle[:low]))
+                break
+            on_path[node] = len(path)
+            path.append(node)
+            node = parent[node]
+        for node in path:
+            done[node] = 1
+    return cycles
+
+
+def _names(conn: Connection, note_ids: Iterable[str]):  # type: ignore[no-untyped-def]
+    """A note as the graph's messages name it: its short id (its id when the short id is
+    empty), or the first 8 characters of an id the index does not hold."""
+    shown = index.shorts(conn, note_ids)
+    return lambda note_id: (shown[note_id] or note_id) if note_id in shown else ids.shown(note_id)
+
+
+def _dangling(rows: list[tuple[str, str, str, int]], numbered: dict[str, str]) -> list[str]:
+    """A pointer to no note; not one a converted log's old number names (`_numbered`)."""
+    return [f"dangling: #{short or note_id} points to #{ids.shown(target)}, which is not in the log"
+            for note_id, short, target, pointer in rows if not (pointer and target in numbered)]
+
+
+def _malformed(conn: Connection) -> list[str]:
+    rows = index.bad_pointers(conn)
+    return [f"malformed: #{short or note_id} has supersedes pointer {raw}" for note_id, short, raw in rows]
+
+
+def _forks(conn: Connection) -> list[str]:
+    rows = index.live_successors(conn)
+    out = []
+    for parent, group in itertools.groupby(rows, key=lambda r: r[0]):
+        kids = [(parent_short or parent, short or kid) for _, parent_short, kid, short in group]
+        if len(kids) > 1:
+            shown = kids[0][0]
+            out.append(f"fork: #{shown} is superseded by " + " and ".join(f"#{k}" for _, k in kids)
+                       + f" (qem rule {shown} --keep {kids[0][1]})")
+    return out
+
+
+def _disputed(conn: Connection) -> list[str]:
+    from ..base.resolver import rival_words
+
+    out = []
+    for note in index.notes_with_rivals(conn):
+        if note.rivals:
+            name = _names(conn, [r.superseded_by for r in note.rivals if r.superseded_by])
+            out.append(f"disputed: {rival_words(note, name)} (qem rule {note.shown} --keep SIDE)")
+    return out
+
+
+def _open_disputes(store: Store) -> list[str]:
+    """Each open dispute between two notes once, both sides by short id (qem_edit.reads.standing
+    decides which are open, as every read does)."""
+    from ..base.times import utc_now
+    from ..reads.standing import Standings
+
+    return [f"dispute {dispute}: #{a} and #{b} disagree (qem rule {dispute} --keep ONE)"
+            for dispute, a, b in Standings.read(store, utc_now()).open_disputes()]
+
+
+def _mirror_problems(store: Store, place) -> list[str]:  # type: ignore[no-untyped-def]
+    from .export import check
+
+    mirror = place.mirror_path()
+    if not mirror.is_file():
+        return []
+    verdict = check(store, mirror)
+    return [] if verdict.clean else [f"{mirror}: {verdict.message}"]

@@ -1,0 +1,515 @@
+"""What an agent is given at one moment of its session: the notes the moment triggers.
+
+A moment is a session's start or its return from a compaction, a prompt, an edit or a
+read of files, a shell command (qem_edit.base.triggers says what each note fires at).  The notes
+it triggers come in one order, kind rank, then priority, then id (the context's), each
+with why it came; a budget in characters (the harness's limit: 10,000 for Claude Code)
+takes them in that order while they fit, a directive whole or not at all, and the last
+line counts what was left out and names the command that lists it (`qem deliver ...
+--skip N`).  A note already given in the session (qem_edit.system.ledger) is not given again; a
+note given and changed since (superseded, revoked, flagged stale, expired, forgotten) is
+given again as its change, first.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Iterable, NamedTuple
+
+from ..base import errors
+from ..base.model import KIND_RANK, MOMENTS, PRIORITIES, Note, past_end_words
+from ..base.triggers import (
+    any_path_matches,
+    bundle_at,
+    bundle_moments,
+    command_matches,
+    path_matches,
+    prompt_paths,
+    prompt_words,
+    relative,
+    term_in,
+)
+from ..storage.store import Store, read_gaps
+from .context import FRAMES, PRIORITY_RANK, indented
+from .standing import Standing, Standings
+
+DEFAULT_BUDGET = 10_000  # characters: Claude Code's cap on what a hook adds to the context
+CUT = 200  # characters of a first line a change or a line shows
+
+
+def _cut(line: str) -> str:
+    line = line.strip()
+    return line if len(line) <= CUT else line[: CUT - 1].rstrip() + "…"
+
+
+HEADINGS = {
+    "start": "at the start of this session",
+    "compact": "again after the compaction",
+    "prompt": "for this prompt",
+    "edit": "before this edit",
+    "read": "with this read (what an edit of the file would give)",
+    "shell": "before this command",
+}
+
+
+class Moment(NamedTuple):
+    """One moment of a session: its event (MOMENTS), and what it is about: the files an
+    edit or a read touches (paths from the top of the work tree), a shell command, a prompt."""
+
+    event: str
+    paths: tuple[str, ...] = ()
+    command: str = ""
+    prompt: str = ""
+    top: str = ""  # the work tree's top: the paths the command names are written whole from it
+
+    def problem(self) -> str | None:
+        """What a person's `qem deliver` leaves out or adds that this moment does not take."""
+        takes = {"edit": "paths", "read": "paths", "shell": "command", "prompt": "prompt"}.get(self.event)
+        given = [name for name in ("paths", "command", "prompt") if getattr(self, name)]
+        option = {"paths": "--path", "command": "--command", "prompt": "--prompt"}
+        if takes and takes not in given:
+            return f"{self.event} needs {option[takes]}"
+        extra = [option[name] for name in given if name != takes]
+        return f"{self.event} takes no {', '.join(extra)}" if extra else None
+
+    def command_line(self, skip: int = 0) -> str:
+        """The `qem deliver` command that lists this moment's notes, from the `skip`-th
+        (run from anywhere: its paths are whole)."""
+        parts = ["qem", "deliver", self.event]
+        parts += [f"--path={os.path.join(self.top, p) if self.top else p}" for p in self.paths]
+        if self.command:
+            parts.append(f"--command={self.command}")
+        if self.prompt:
+            parts.append("--prompt=…")  # a prompt is too long to repeat: the reader gives it again
+        if skip:
+            parts.append(f"--skip={skip}")
+        import shlex  # (here: only a line that lists more than it gives is written as a command)
+
+        return " ".join(shlex.quote(p) if p != "--prompt=…" else p for p in parts)
+
+
+def requested(note: Note, why: str = "") -> str:
+    """A request's seat and deadline on its line (`· to alice · due 2026-09-05T23:59:59Z`),
+    and how late it is where it came because it is late and not answered (`why`)."""
+    said = (f" · to {note.to}" if note.to else "") + (f" · due {note.due}" if note.due else "")
+    if why != LATE_WHY:
+        return said
+    from ..base.owing import duration, late_by
+    from ..base.times import utc_now
+
+    late = late_by(note, utc_now())
+    return said + (f" · LATE {duration(late)}" if late is not None else "")
+
+
+class Hit(NamedTuple):
+    """A note a moment triggers: why, and whether whole (`full`) or as its index line (a
+    read's second tier)."""
+
+    note: Note
+    why: str
+    full: bool = True
+    standing: Standing = Standing()
+
+    def head(self) -> str:
+        n = self.note
+        marks = " · STALE" if n.state == "stale" else ""
+        marks += standing_marks(n, self.standing) + requested(n, self.why)
+        return f"- [#{n.shown}] {n.kind}/{n.priority} · {FRAMES.get(n.provenance, n.provenance)}{marks} · {self.why}"
+
+    def block(self) -> str:
+        n = self.note
+        if not self.full:
+            return f"{self.head()}\n  {_cut(n.first_line())} (`qem show {n.shown}`)"
+        return self.head() + "\n" + indented(n.text if n.text is not None else n.first_line())
+
+    def too_long(self) -> str:
+        """The note, too long to give whole at this moment: its first line, its length,
+        and the command that shows it."""
+        n = self.note
+        return (f"{self.head()}\n  {_cut(n.first_line())} (too long to give here: {len(n.text or ''):,}"
+                f" characters; `qem show {n.shown}`)")
+
+    def to_json(self) -> dict[str, object]:
+        n = self.note
+        return {"id": n.id, "short": n.shown, "kind": n.kind, "priority": n.priority, "state": n.state,
+                "provenance": n.provenance, "expires": n.expires, **self.standing.to_json(), "why": self.why,
+                "full": self.full,
+                "text" if self.full else "line": n.text if self.full else n.first_line()}
+
+
+def standing_marks(note: Note, standing: Standing) -> str:
+    """How a note is marked where it is given: past its end (with why it is not in force)
+    and each open dispute (qem_edit.reads.standing, every read's decision); "" for neither."""
+    end = f" · {past_end_words(note)}" if standing.past_end else ""
+    return end + "".join(f" · {d.mark()}" for d in standing.disputes)
+
+
+def standings_now(standings: Standings | None) -> Standings:
+    """The standings a fit marks its notes by: the reader's (from the index), else the
+    notes' own (their ends, their disputes, no fork: a caller with no store)."""
+    if standings is not None:
+        return standings
+    from ..base.times import utc_now
+
+    return Standings(utc_now())
+
+
+class Change(NamedTuple):
+    """A note given earlier in the session that changed since: said first, in a line or
+    two (its successor's first line; `qem show` has the rest)."""
+
+    note: Note
+    successor: Note | None = None
+
+    def block(self) -> str:
+        n = self.note
+        why = f" ({_cut(n.state_reason)})" if n.state_reason else ""
+        if n.state == "superseded" and self.successor is not None:
+            s = self.successor
+            more = f" (`qem show {s.shown}`)" if "\n" in (s.text or "") or len(s.first_line()) > CUT else ""
+            return f"- [#{n.shown}] was superseded by [#{s.shown}]{why}; now:\n  {_cut(s.first_line())}{more}"
+        if n.state == "active":
+            return f"- [#{n.shown}] was reinstated{why}: {_cut(n.first_line())}"
+        if n.state == "forgotten":
+            return f"- [#{n.shown}] was forgotten: disregard it"
+        return f"- [#{n.shown}] is now {n.state}{why}: {_cut(n.first_line())}"
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"id": self.note.id, "short": self.note.shown, "state": self.note.state,
+                                  "reason": self.note.state_reason}
+        if self.successor is not None:
+            out["successor"] = {"id": self.successor.id, "short": self.successor.shown, "text": self.successor.text}
+        return out
+
+
+class Delivery:
+    """What one moment gives: the changes, the notes that fit, and what did not (`left`,
+    in order), and the changes that did not fit (`unsaid`: said at the next moment)."""
+
+    exit_code = 0
+
+    def __init__(self, moment: Moment, budget: int, skip: int = 0) -> None:
+        self.moment, self.budget, self.skip = moment, budget, skip  # budget in characters (0: no limit)
+        self.changes: list[Change] = []
+        self.given: list[Hit] = []
+        self.left: list[Ranked] = []
+        self.unsaid = 0
+
+    def heading(self) -> str:
+        return f"# Project memory (qem), {HEADINGS[self.moment.event]}"
+
+    def command(self) -> str | None:
+        """The command listing what did not fit: the first left out's moment, from it on."""
+        return self.left[0].moment.command_line(self.left[0].rank) if self.left else None
+
+    def footer(self) -> str:
+        lines = [_footer(len(self.left), sum(e.due.kind == "directive" for e in self.left), self.command() or "")]
+        if self.unsaid:
+            lines.append(f"… {self.unsaid:,} change{'' if self.unsaid == 1 else 's'} of notes given earlier did not"
+                         " fit: said at the next moment")
+        return "\n".join(line for line in lines if line)
+
+    def text(self) -> str:
+        if not (self.changes or self.given or self.left or self.unsaid):
+            return ""
+        parts = [self.heading()]
+        if self.changes:
+            parts.append("Changed since given earlier in this session:\n" + "\n".join(c.block() for c in self.changes))
+        if self.given:
+            parts += self.given_parts()
+        if self.left or self.unsaid:
+            parts.append(self.footer())
+        return "\n\n".join(parts)
+
+    def given_parts(self) -> list[str]:
+        """The notes given, as the reply's parts (a tiered moment groups them)."""
+        return ["\n".join(h.block() for h in self.given)]
+
+    def data(self) -> object:
+        return {"moment": self.moment.event, "paths": list(self.moment.paths), "command": self.moment.command or None,
+                "budget": self.budget, "changes": [c.to_json() for c in self.changes],
+                "given": [h.to_json() for h in self.given], "skip": self.skip,
+                "left": {"count": len(self.left), "directives": sum(e.due.kind == "directive" for e in self.left),
+                         "command": self.command()}}
+
+    def remark(self) -> str | None:
+        return None
+
+
+# -- what a moment triggers ----------------------------------------------------------------------
+
+
+class Due(NamedTuple):
+    """A note a moment triggers, before its text is read: its order's fields, and why it
+    comes, whole or as its line (a read's second tier)."""
+
+    id: str
+    kind: str
+    priority: str
+    why: str
+    full: bool = True
+    owed: int = 0  # a request owed: 2 late, 1 owed by this seat; before every other note, the late first
+
+    def key(self) -> tuple[int, int, int, str]:
+        return (-self.owed, KIND_RANK[self.kind], PRIORITY_RANK.get(self.priority, len(PRIORITIES)), self.id)
+
+    @property
+    def late(self) -> bool:
+        return self.owed == LATE
+
+
+def hits(store: Store, moment: Moment) -> list[Due]:
+    """Every note in force the moment triggers, once, in the one order (kind rank,
+    priority, id): their ids and order only; fit reads the texts it gives."""
+    if moment.event not in MOMENTS:
+        raise errors.BadInput(f"unknown moment {moment.event!r}; use " + ", ".join(MOMENTS))
+    found: dict[str, Due] = {}
+    for event in READ_GIVES if moment.event == "read" else (moment.event,):
+        for note, kind, priority, declared in store.due_at_moment(event, bundle_at(event)):
+            if note not in found:
+                found[note] = Due(note, kind, priority, f"on {event}" if declared else _bundle_why(kind, priority))
+    why: dict[str, str] = {}
+    if moment.event in ("edit", "read"):
+        why = _by_paths(store, moment.paths)
+    elif moment.event == "shell" and moment.command:
+        for pattern, note in store.patterns_in_force("run"):
+            if note not in why and command_matches(pattern, moment.command):
+                why[note] = f"when-run {pattern}"
+    elif moment.event == "prompt" and moment.prompt:
+        why = _by_prompt(store, moment.prompt, moment.top or None)
+    for note, (kind, priority) in store.order_keys(n for n in why if n not in found).items():
+        found[note] = Due(note, kind, priority, why[note])
+    if moment.event in ("start", "compact", "prompt"):
+        found.update((d.id, d) for d in owed_hits(store, moment.event))
+    return sorted(found.values(), key=Due.key)
+
+
+LATE, OWED = 2, 1
+LATE_WHY = "late, not answered yet (`qem owed --late` says by how long)"  # the group its lines say LATE in
+SEAT_ENV = "QEM_ACTOR"  # the seat a session answers for: the actor it writes as (unset: every seat)
+
+
+def owed_hits(store: Store, event: str) -> list[Due]:
+    """The requests a moment gives before every other note: at a start or after a
+    compaction, what this seat owes (`QEM_ACTOR`; every seat where it is unset) and
+    everything late; at a prompt, what is late (a deadline that passed during the session
+    comes then).  A request answered yes is not given; unknown or no is."""
+    requests = store.requests()
+    if not requests:
+        return []  # (before the imports: a memory with no request costs a hook none of them)
+    from ..base.owing import NO, UNKNOWN, answered, late_by
+    from ..base.times import utc_now
+
+    seat, now = os.environ.get(SEAT_ENV) or None, utc_now()
+    answers = store.answers_to(n.id for n in requests)
+    gaps = read_gaps(store)
+    out = []
+    for note in requests:
+        late = late_by(note, now) is not None
+        mine = event != "prompt" and (seat is None or note.to == seat)
+        if (late or mine) and answered(note, answers.get(note.id, []), now, gaps).value in (NO, UNKNOWN):
+            why = LATE_WHY if late else (
+                f"owed by you ({seat}), not answered yet" if seat else "owed, not answered yet (no seat known: every seat's)")
+            out.append(Due(note.id, note.kind, note.priority, why, owed=LATE if late else OWED))
+    return out
+
+
+
+
+# A read gives what an edit of the file would (its notes, and those due at every edit), so
+# the edit that follows it has nothing left to hold; and the notes due at every read.
+READ_GIVES = ("read", "edit")
+MOMENT_WORDS = {"start": "at start", "compact": "after compaction", "prompt": "at every prompt",
+                "edit": "before every edit", "read": "before every read", "shell": "before every command"}
+
+
+def _bundle_why(kind: str, priority: str) -> str:
+    """Why a moment gave a note by its kind's bundle (qem_edit.base.triggers.BUNDLES)."""
+    which = f"{priority} {kind}" if kind == "task" else kind
+    return f"every {which}, " + " and ".join(MOMENT_WORDS[m] for m in bundle_moments(kind, priority))
+
+
+def _by_paths(store: Store, paths: Iterable[str]) -> dict[str, str]:
+    wanted = [p for p in paths if p]
+    why: dict[str, str] = {}
+    if not wanted:
+        return why
+    covering = {q for p in wanted for q in _with_folders(p)}
+    for note, path, _ in store.anchors_in_force(covering):
+        why.setdefault(note, f"anchored to {path}")
+    for pattern, note in store.patterns_in_force("path"):
+        if note not in why and any_path_matches([pattern], wanted):
+            why[note] = f"when-path {pattern}"
+    return why
+
+
+def _with_folders(path: str) -> list[str]:
+    """A path and every folder above it: an anchor on any of them covers the path."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def _by_prompt(store: Store, prompt: str, top: str | None) -> dict[str, str]:
+    why: dict[str, str] = {}
+    paths = prompt_paths(prompt, top)
+    if paths:
+        for note, path, _ in store.anchors_in_force(paths):
+            why.setdefault(note, f"the prompt names {path}")
+        for pattern, note in store.patterns_in_force("path"):
+            if note not in why:
+                named = next((p for p in sorted(paths) if path_matches(pattern, p)), None)
+                if named is not None:
+                    why[note] = f"the prompt names {named} (when-path {pattern})"
+    words = {w for w in prompt_words(prompt) if len(w) >= 2}
+    if words:
+        for term, note in sorted(store.terms_in_force(words)):
+            if note not in why and term_in(term, prompt):
+                why[note] = f"the prompt names `{term}`"
+    return why
+
+
+def work_top(state: Path) -> Path:
+    """The top of the work tree the memory is in (anchors are named from it): the nearest
+    folder at or above the workspace holding `.git`, else the workspace."""
+    from ..system.workspace import git_top
+
+    return git_top(state.parent) or state.parent.resolve()
+
+
+def from_cwd(paths: Iterable[str], cwd: str, top: Path) -> tuple[str, ...]:
+    """Paths as a harness or a person gives them (absolute, or from `cwd`), from the top
+    of the work tree; a path outside it is left out."""
+    out = []
+    for path in paths:
+        full = os.path.join(cwd, path)  # an absolute path stays itself
+        named = relative(os.path.normpath(full), str(top)) or relative(os.path.realpath(full), str(top))
+        if named:
+            out.append(named)
+    return tuple(dict.fromkeys(out))
+
+
+# -- fitting a budget ------------------------------------------------------------------------------
+
+
+class Ranked(NamedTuple):
+    """A note due and where it stands in its moment's whole order (what `--skip` counts)."""
+
+    moment: Moment
+    rank: int
+    due: Due
+
+
+def ranked(moment: Moment, found: list[Due]) -> list[Ranked]:
+    return [Ranked(moment, i, d) for i, d in enumerate(found)]
+
+
+Fetch = Callable[[list[str]], "dict[str, Note]"]
+READ_AHEAD = 32  # notes read at a time while a budget has room
+
+
+Measure = Callable[[str], int]
+
+
+def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: int, fetch: Fetch,
+        skip: int = 0, measure: Measure = len, standings: Standings | None = None) -> Delivery:
+    """The changes, then the notes due, in order while the whole text, its last line
+    included, stays within `budget` (counted by `measure`: the harness's own unit, every
+    part of the text adding its size); the first that does not fit ends it (a
+    directive is never cut: whole, or counted; the last line names the command listing the
+    rest).  The notes' texts are read (`fetch`) a few at a time, only while there is room;
+    a note `fetch` does not give (no longer in the index) ends it too, counted."""
+    if budget < 0:
+        raise errors.BadInput(f"--budget {budget}: give a number of characters (0: no limit)")
+    out, standings = Delivery(moment, budget, skip=skip), standings_now(standings)
+    heading, reserve = measure(out.heading()), footer_room(entries, changes, measure)
+    size = heading + fitted_changes(out, changes, budget, heading, reserve, measure)
+    notes: dict[str, Note] = {}
+    for i, entry in enumerate(entries):
+        if entry.due.id not in notes:
+            notes.update(fetch([e.due.id for e in entries[i:i + READ_AHEAD]]))
+        note = notes.get(entry.due.id)
+        if note is None:
+            out.left = entries[i:]
+            break
+        hit = Hit(note, entry.due.why, entry.due.full, standings.of(note))
+        block = hit.block()
+        if budget and heading + measure(block) + 2 + reserve > budget:
+            block = hit.too_long()  # never whole here: given as its line, so it hides nothing after it
+            hit = _Shown(hit, block)
+        cost = measure(block) + (2 if not out.given else 1)
+        if budget and size + cost + reserve > budget:
+            out.left = entries[i:]
+            break
+        out.given.append(hit)
+        size += cost
+    return out
+
+
+def footer_room(entries: list[Ranked], changes: list[Change], measure: Measure) -> int:
+    """Room kept for the last lines at their longest: what did not fit (the longest
+    command listing it) and the changes that did not."""
+    last = {e.moment: e.rank for e in entries}  # each moment's last rank: its longest command
+    longest = max((m.command_line(rank) for m, rank in last.items()), key=len, default="")
+    reserve = measure("\n\n" + _footer(len(entries), sum(e.due.kind == "directive" for e in entries), longest))
+    unsaid = f"\n… {len(changes):,} changes of notes given earlier did not fit: said at the next moment"
+    return reserve + measure(unsaid)
+
+
+def fitted_changes(out: Delivery, changes: list[Change], budget: int, size: int, reserve: int,
+                   measure: Measure) -> int:
+    """The changes that fit, taken into `out` (the rest counted as unsaid); the size they add."""
+    added = 0
+    for change in changes:
+        cost = measure(change.block()) + (
+            measure("\n\nChanged since given earlier in this session:\n") if not out.changes else 1)
+        if budget and size + added + cost + reserve > budget:
+            out.unsaid += 1
+            continue
+        out.changes.append(change)
+        added += cost
+    return added
+
+
+class _Shown(NamedTuple):
+    """A hit given in another form than its own (too long: its line)."""
+
+    hit: Hit
+    shown: str
+
+    @property
+    def note(self) -> Note:
+        return self.hit.note
+
+    @property
+    def full(self) -> bool:
+        return True  # as whole as this harness's budget ever gives it: not given again this epoch
+
+    def block(self) -> str:
+        return self.shown
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.hit.to_json(), "full": False, "too_long": True}
+
+
+def _footer(left: int, directives: int, command: str) -> str:
+    if not left:
+        return ""
+    among = f" ({directives:,} of them directive{'' if directives == 1 else 's'})" if directives else ""
+    what = "note did" if left == 1 else "notes did"
+    return f"… {left:,} more {what} not fit{among}; `{command}` lists them"
+
+
+def deliver(store: Store, moment: Moment, budget: int = DEFAULT_BUDGET, skip: int = 0,
+            fitter: Callable[..., Delivery] = fit) -> Delivery:
+    """`qem deliver`: what the moment triggers, with no session (nothing left out as given),
+    fitted by `fitter` (qem_edit.reads.tiers for a moment that gives many notes at once)."""
+    if skip < 0:
+        raise errors.BadInput(f"--skip {skip}: give a number of notes to leave out")
+    from ..base.times import utc_now
+
+    with store.reading():
+        return fitter(moment, ranked(moment, hits(store, moment))[skip:], [], budget, store.notes_by_id, skip,
+                      standings=Standings.read(store, utc_now()))
+
+

@@ -1,0 +1,1326 @@
+"""The local index: an SQLite file beside the log (`.qem/index.db`, never committed).
+
+The log (qem_edit.storage.logtree) is the truth; the index is what makes reading it fast: every
+event and text, every note as replayed, its short id, and its rendered MEMORY.md item.
+Every command catches the index up first (`sync`): the log directories' modification
+times are compared with the ones the index last saw, and only when they moved are the
+file names listed; files that appeared are read (a `git pull`, `git switch`, a write by
+another process), files that went away are forgotten (a `git reset`, `git stash`), and
+only the notes they touch are replayed.  Nothing needs a hook, and a fresh clone builds
+its index on its first command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Iterable, Iterator, NamedTuple, Sequence
+
+from ..base import ids
+from ..base.model import EVENT_TYPES, KIND_RANK, LIVE_STATES, Event, Note, Rival, fold
+from ..base.owing import answered_by, is_request
+from ..base.shown import progress
+from ..renderer.version import FORMAT_VERSION
+from ..system import cores, db
+from .logtree import PACKS, PART_BYTES, LogFileError, LogTree, PackPart, PackReading, TextRecord, pack_part
+
+INDEX_VERSION = "14"  # bump when the schema or what it caches changes: every index is rebuilt
+_EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
+SCHEMA = f"""
+CREATE TABLE files (name TEXT PRIMARY KEY, problem TEXT) WITHOUT ROWID;
+CREATE TABLE events (
+    id      TEXT PRIMARY KEY,
+    note    TEXT NOT NULL,
+    type    TEXT NOT NULL CHECK (type IN ({_EVENT_TYPES_SQL})),
+    at      TEXT NOT NULL,
+    actor   TEXT NOT NULL,
+    reason  TEXT,
+    checkin TEXT,
+    clock   INTEGER NOT NULL,
+    prev    TEXT NOT NULL,
+    data    TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX events_by_note ON events (note);
+CREATE INDEX events_in_order ON events (clock, id);
+CREATE INDEX events_by_checkin ON events (checkin) WHERE checkin IS NOT NULL;
+CREATE TABLE event_files (event TEXT NOT NULL, file TEXT NOT NULL, PRIMARY KEY (event, file)) WITHOUT ROWID;
+CREATE INDEX event_files_by_file ON event_files (file);
+CREATE TABLE texts (
+    note   TEXT NOT NULL,
+    file   TEXT NOT NULL,
+    key    TEXT NOT NULL,
+    text   TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    PRIMARY KEY (note, file)
+) WITHOUT ROWID;
+CREATE INDEX texts_by_file ON texts (file);
+CREATE TABLE notes (
+    id            TEXT PRIMARY KEY,
+    short         TEXT NOT NULL,
+    kind_rank     INTEGER NOT NULL,
+    kind          TEXT NOT NULL,
+    priority      TEXT NOT NULL,
+    text          TEXT,
+    provenance    TEXT NOT NULL,
+    created_at    TEXT NOT NULL,
+    actor         TEXT NOT NULL,
+    supersedes    TEXT,
+    superseded_by TEXT,
+    state         TEXT NOT NULL,
+    state_at      TEXT,
+    state_reason  TEXT,
+    state_actor   TEXT,
+    state_event   TEXT,
+    bad_pointer   TEXT,
+    disputes      TEXT NOT NULL,
+    rivals        TEXT NOT NULL,
+    alias         INTEGER,
+    short_len     INTEGER NOT NULL,
+    text_hash     TEXT,
+    problems      TEXT NOT NULL,
+    anchors       TEXT NOT NULL,
+    expires       TEXT,
+    triggers      TEXT NOT NULL,
+    terms         TEXT NOT NULL,
+    seat          TEXT,
+    due           TEXT,
+    answers       TEXT,
+    scope         TEXT NOT NULL,
+    session       TEXT,
+    rests_on      TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX notes_in_order ON notes (kind_rank, id);
+CREATE INDEX notes_by_parent ON notes (supersedes) WHERE supersedes IS NOT NULL;
+CREATE INDEX notes_by_alias ON notes (alias) WHERE alias IS NOT NULL;
+CREATE INDEX notes_by_short ON notes (short);
+-- A query's since=/until= (`qem edit since=... until=...`): its cost follows the answer.
+CREATE INDEX notes_by_created ON notes (created_at);
+CREATE INDEX notes_forgotten ON notes (id) WHERE state = 'forgotten';
+CREATE INDEX notes_disagreeing ON notes (id) WHERE disputes != '[]' OR rivals != '[]';
+-- A write's repeat (qem_edit.writes.acts.repeats): the notes in force by their text's start.
+CREATE INDEX notes_in_force_by_text ON notes (substr(text, 1, 48)) WHERE state IN ('active', 'stale');
+-- `qem expire --due`: the notes in force with an end, by their end.
+CREATE INDEX notes_by_end ON notes (expires) WHERE expires IS NOT NULL AND state IN ('active', 'stale');
+-- `qem owed`: the requests (a note owed by a seat, or with a deadline), and the answers by
+-- the request they name.
+CREATE INDEX notes_requests ON notes (id) WHERE seat IS NOT NULL OR due IS NOT NULL;
+CREATE INDEX notes_by_answered ON notes (answers) WHERE answers IS NOT NULL;
+-- Session notes: few, read whole by every read (a reader in another session keeps them out)
+-- and by a session's end.
+CREATE INDEX notes_sessions ON notes (session) WHERE scope = 'session';
+-- Which notes each note's item names (a link, a dispute, a rival's successor): when a
+-- note's short id moves, the items that show it are rendered again.
+CREATE TABLE links (other TEXT NOT NULL, note TEXT NOT NULL, PRIMARY KEY (other, note)) WITHOUT ROWID;
+CREATE INDEX links_by_note ON links (note);
+-- Each note's rendered MEMORY.md item, clustered in the file's order: export joins them.
+CREATE TABLE items (kind_rank INTEGER NOT NULL, id TEXT NOT NULL, item TEXT NOT NULL,
+                    PRIMARY KEY (kind_rank, id)) WITHOUT ROWID;
+CREATE INDEX items_by_id ON items (id);
+-- The generation at which each note's item last changed (rendered again, or dropped):
+-- a check-in whose memory moved since its checkout reads only the items that changed
+-- since the checkout's generation, from `item_log_from` (meta) on (a replay of every note
+-- moves that floor instead of writing a row per note).
+CREATE TABLE item_log (id TEXT PRIMARY KEY, gen INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX item_log_by_gen ON item_log (gen);
+-- Each note's anchors (the files and folders it is about, with the object id each held
+-- when the note was written): `anchor=PATH` and the drift check read them by path.  Kept
+-- by the triggers below from the notes' own `anchors` column, whichever way a note is
+-- written or dropped.
+CREATE TABLE anchors (note TEXT NOT NULL, path TEXT NOT NULL, oid TEXT NOT NULL,
+                      PRIMARY KEY (note, path)) WITHOUT ROWID;
+CREATE INDEX anchors_by_path ON anchors (path);
+-- Each note's declared triggers (qem_edit.base.triggers): a moment (`on`), a path pattern, a
+-- command pattern, and the terms its text names in backticks, by their longest word
+-- (`key`), so a prompt's words find the notes naming them.  Kept like the anchors table.
+CREATE TABLE triggers (name TEXT NOT NULL, value TEXT NOT NULL, note TEXT NOT NULL,
+                       PRIMARY KEY (name, value, note)) WITHOUT ROWID;
+CREATE INDEX triggers_by_note ON triggers (note);
+CREATE TABLE terms (key TEXT NOT NULL, term TEXT NOT NULL, note TEXT NOT NULL,
+                    PRIMARY KEY (key, term, note)) WITHOUT ROWID;
+CREATE INDEX terms_by_note ON terms (note);
+-- What each note rests on (qem_edit.base.resting), by the base: the notes a base's change flags,
+-- found a level at a time.  Kept like the anchors table.
+CREATE TABLE rests (base TEXT NOT NULL, note TEXT NOT NULL, PRIMARY KEY (base, note)) WITHOUT ROWID;
+CREATE INDEX rests_by_note ON rests (note);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+-- The hashes of the latest renderings export wrote here: such a file is no one's edit.
+CREATE TABLE renderings (hash TEXT PRIMARY KEY);
+"""
+TRIGGERS = (
+    "CREATE TRIGGER anchors_in AFTER INSERT ON notes WHEN NEW.anchors != '[]' BEGIN"
+    " INSERT INTO anchors (note, path, oid) SELECT NEW.id, json_extract(value, '$[0]'), json_extract(value, '$[1]')"
+    " FROM json_each(NEW.anchors); END",
+    "CREATE TRIGGER anchors_out AFTER DELETE ON notes WHEN OLD.anchors != '[]' BEGIN"
+    " DELETE FROM anchors WHERE note = OLD.id; END",
+    "CREATE TRIGGER triggers_in AFTER INSERT ON notes WHEN NEW.triggers != '[]' BEGIN"
+    " INSERT INTO triggers (name, value, note) SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), NEW.id"
+    " FROM json_each(NEW.triggers); END",
+    "CREATE TRIGGER triggers_out AFTER DELETE ON notes WHEN OLD.triggers != '[]' BEGIN"
+    " DELETE FROM triggers WHERE note = OLD.id; END",
+    "CREATE TRIGGER terms_in AFTER INSERT ON notes WHEN NEW.terms != '[]' BEGIN"
+    " INSERT OR IGNORE INTO terms (key, term, note) SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), NEW.id"
+    " FROM json_each(NEW.terms); END",
+    "CREATE TRIGGER terms_out AFTER DELETE ON notes WHEN OLD.terms != '[]' BEGIN"
+    " DELETE FROM terms WHERE note = OLD.id; END",
+    "CREATE TRIGGER rests_in AFTER INSERT ON notes WHEN NEW.rests_on != '[]' BEGIN"
+    " INSERT OR IGNORE INTO rests (base, note) SELECT value, NEW.id FROM json_each(NEW.rests_on); END",
+    "CREATE TRIGGER rests_out AFTER DELETE ON notes WHEN OLD.rests_on != '[]' BEGIN"
+    " DELETE FROM rests WHERE note = OLD.id; END",
+)
+NOTE_COLUMNS = (
+    "id, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,"
+    " state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,"
+    " anchors, expires, triggers, seat, due, answers, scope, session, rests_on"
+)
+EVENT_COLUMNS = "id, note, type, at, actor, reason, checkin, data, clock, prev"
+
+
+# -- rows ------------------------------------------------------------------------------------------
+
+
+def note_from_row(row: Sequence[object]) -> Note:
+    (id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,
+     state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,
+     anchors, expires, triggers, seat, due, answers, scope, session, rests_on) = row
+    pairs = tuple(tuple(p) for p in json.loads(disputes)) if disputes != "[]" else ()  # type: ignore[arg-type]
+    rival = tuple(Rival(**r) for r in json.loads(rivals)) if rivals != "[]" else ()  # type: ignore[arg-type]
+    anchored = tuple(tuple(a) for a in json.loads(anchors)) if anchors != "[]" else ()  # type: ignore[arg-type]
+    declared = tuple(tuple(t) for t in json.loads(triggers)) if triggers != "[]" else ()  # type: ignore[arg-type]
+    return Note(id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by,  # type: ignore[arg-type]
+                state, state_at, state_reason, state_actor, state_event, bad_pointer, pairs, rival,  # type: ignore[arg-type]
+                short, alias, short_len, text_hash, anchors=anchored, expires=expires,  # type: ignore[arg-type]
+                triggers=declared, to=seat, due=due, answers=answers, scope=scope, session=session,  # type: ignore[arg-type]
+                rests_on=tuple(json.loads(rests_on)) if rests_on != "[]" else ())  # type: ignore[arg-type]
+
+
+def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
+    return (
+        note.id, note.shown, KIND_RANK[note.kind], note.kind, note.priority, note.text, note.provenance,
+        note.created_at, note.actor, note.supersedes, note.superseded_by, note.state, note.state_at,
+        note.state_reason, note.state_actor, note.state_event, note.bad_pointer,
+        json.dumps([list(p) for p in note.disputes]) if note.disputes else "[]",
+        json.dumps([r._asdict() for r in note.rivals]) if note.rivals else "[]",
+        note.alias, note.short_len, note.text_hash, json.dumps(problems) if problems else "[]",
+        json.dumps([list(a) for a in note.anchors], ensure_ascii=False) if note.anchors else "[]", note.expires,
+        json.dumps([list(t) for t in note.triggers], ensure_ascii=False) if note.triggers else "[]",
+        _terms_json(note.text), note.to, note.due, note.answers, note.scope, note.session,
+        json.dumps(list(note.rests_on)) if note.rests_on else "[]",
+    )
+
+
+def _terms_json(text: str | None) -> str:
+    """The terms a note's text names in backticks, as the terms table stores them."""
+    if not text or "`" not in text:
+        return "[]"
+    from ..base.triggers import terms_of
+
+    found = terms_of(text)
+    return json.dumps([list(t) for t in found], ensure_ascii=False) if found else "[]"
+
+
+def event_from_row(row: Sequence[object]) -> Event:
+    id_, note, type_, at, actor, reason, checkin, data, clock, prev = row
+    return Event(id_, note, type_, at, actor, reason, checkin, json.loads(data), clock, tuple(json.loads(prev)))  # type: ignore[arg-type]
+
+
+_DATA_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode  # made once: see logtree.canonical
+
+
+def _event_values(event: Event) -> tuple[object, ...]:
+    return (event.id, event.note, event.type, event.at, event.actor, event.reason, event.checkin,
+            _DATA_JSON(dict(event.data)), event.clock,
+            json.dumps(list(event.prev)) if event.prev else "[]")
+
+
+class Caught:
+    """What a sync found: whether anything changed, and the log files it set aside."""
+
+    def __init__(self) -> None:
+        self.changed = False
+        self.set_aside: list[str] = []
+        self.forgotten: set[str] = set()  # notes a forget that arrived took the text of
+
+
+# -- the index -------------------------------------------------------------------------------------
+
+
+class Index:
+    """The index's tables, read and kept in step with the log; callers hold the
+    transaction (a write transaction for `sync` and every `save_*`)."""
+
+    def __init__(self, conn: sqlite3.Connection, tree: LogTree) -> None:
+        self.conn = conn
+        self.tree = tree
+        self.blanked: set[str] = set()  # forgotten notes whose text rows this index blanked
+        # each re-rendered note's item as it was first seen (kind rank, bytes; None: none),
+        # kept from when the store sets it to {} (a write) until it reads it
+        self.replaced: dict[str, tuple[int, bytes] | None] | None = None
+
+    # -- the schema --------------------------------------------------------------------------
+
+    def ready(self) -> bool:
+        row = self.conn.execute("SELECT name FROM sqlite_master WHERE name = 'meta'").fetchone()
+        return row is not None and self.meta("index_version") == INDEX_VERSION
+
+    def create(self) -> None:
+        """(Re)create every table: the index is derived, so an old one is simply dropped."""
+        for (name,) in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            self.conn.execute(f"DROP TABLE IF EXISTS {name}")
+        for statement in SCHEMA.split(";"):  # not executescript: it would commit the caller's transaction
+            if statement.strip():
+                self.conn.execute(statement)
+        for statement in TRIGGERS:
+            self.conn.execute(statement)
+        self.set_meta("index_version", INDEX_VERSION)
+        self.set_meta("format_version", FORMAT_VERSION)
+        self.set_meta("generation", "0")
+        self.set_meta("item_log_from", "0")
+        self.set_meta("index_id", os.urandom(8).hex())  # a rebuilt index is another index
+
+    def meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    @property
+    def generation(self) -> int:
+        return int(self.meta("generation") or 0)
+
+    def bump(self) -> None:
+        self.set_meta("generation", str(self.generation + 1))
+
+    # -- catching up with the log ---------------------------------------------------------------
+
+    def stale(self) -> bool:
+        """Whether the log may have changed since the index last looked (cheap: three
+        stat calls and one read)."""
+        return self.meta("stamp") != json.dumps(self.tree.stamp()) or self.meta("format_version") != FORMAT_VERSION
+
+    def sync(self) -> Caught:
+        """Catch up with the log: read the files that appeared, drop the ones that went."""
+        caught = Caught()
+        stamp = json.dumps(self.tree.stamp())
+        if self.meta("format_version") != FORMAT_VERSION:
+            self._rerender_all()
+            caught.changed = True
+        if self.meta("stamp") == stamp:
+            return caught
+        now = self.tree.all_names()
+        known = {name for (name,) in self.conn.execute("SELECT name FROM files")}
+        if not known and now:
+            self._build(sorted(now), caught)  # a fresh clone: everything at once, streamed
+            self.set_meta("stamp", stamp)
+            caught.forgotten = set(self.blanked)
+            return caught
+        touched: set[str] = set()
+        for name in sorted(known - now):
+            touched |= self._drop_file(name)
+        added = sorted(now - known)
+        if len(added) > _STREAM_FILES or any(name.startswith(f"{PACKS}/") for name in added):
+            with cores.spread(_worth_spreading(self.tree, added)) as spread:  # a pull of packs
+                self._stage_files(added, caught, spread)
+                if self._fold_staged(empty=False, also=touched, caught=caught, spread=spread):
+                    caught.changed = True
+                    self.bump()
+            touched = set()
+        else:
+            for name in added:
+                touched |= self._add_file(name, caught)
+            for chunk in db.chunks(added):
+                touched |= self._set_aside_crossings(
+                    "SELECT f.file, e.id, e.note, e.prev FROM event_files f JOIN events e ON e.id = f.event"
+                    f" WHERE f.file IN ({db.marks(chunk)})", chunk, caught)
+        if touched:
+            self.refold(touched)
+            caught.changed = True
+            self.bump()
+        self.set_meta("stamp", stamp)
+        caught.forgotten = set(self.blanked)
+        return caught
+
+    def _build(self, names: list[str], caught: Caught) -> None:
+        """The whole index from the whole log, streamed: each file read a record at a time
+        into staging tables, the tables filled from them in key order with their secondary
+        indexes made once at the end (several times faster than keeping them up to date
+        row by row), then every note folded in id order.  Memory stays at a batch of rows
+        whatever the size of the log: SQLite does the sorting, on disk."""
+        with cores.spread(_worth_spreading(self.tree, names)) as spread:
+            self._stage_files(names, caught, spread)
+            self._fold_staged(empty=True, caught=caught, spread=spread)
+        caught.changed = True
+        self.bump()
+
+    @contextmanager
+    def _bigger_cache(self) -> Iterator[None]:
+        """Pages for SQLite's sorts and copies while the whole log is read: bounded, not
+        the log's size."""
+        conn = self.conn
+        cache = [conn.execute(f"PRAGMA {schema}.cache_size").fetchone()[0] for schema in ("main", "temp")]
+        for schema in ("main", "temp"):
+            conn.execute(f"PRAGMA {schema}.cache_size = {_BUILD_CACHE_KIB}")
+        try:
+            yield
+        finally:
+            for schema, size in zip(("main", "temp"), cache):
+                conn.execute(f"PRAGMA {schema}.cache_size = {int(size)}")
+
+    # -- streamed: staging log files, folding every note -----------------------------------------
+
+    def _stage_files(self, names: list[str], caught: Caught, spread: cores.Spread) -> None:
+        """Read these log files into the staging tables, in order, a file at a time (a
+        file found bad part way is rolled back whole and set aside).  Their records are
+        read and checked by `spread`'s workers: a pack a stretch of lines at a time, loose
+        files a batch at a time."""
+        conn = self.conn
+        self.start_staging()
+        tick = progress("reading the log", len(names))
+        reading: PackReading | None = None
+        for got in spread.in_order(self._reading_pieces(names)):
+            if isinstance(got, PackReading):  # a pack starts
+                tick()
+                reading = got
+                conn.execute("SAVEPOINT staging")
+            elif isinstance(got, PackPart):
+                assert reading is not None
+                conn.executemany(_STAGE_EVENT if reading.kind == "e" else _STAGE_TEXT, reading.take(got))
+            elif isinstance(got, _PackEnd):
+                self._pack_read(got.reading, caught)
+            elif isinstance(got, list):  # a batch of loose files
+                for name, events, texts, problem in got:
+                    tick()
+                    if problem is None:
+                        conn.executemany(_STAGE_EVENT, events)
+                        conn.executemany(_STAGE_TEXT, texts)
+                    self._file_read(name, problem, caught)
+        tick.end()
+
+    def _reading_pieces(self, names: list[str]) -> Iterator[cores.Piece]:
+        """The work of reading `names`, in their order: loose files in batches; each pack
+        announced (its `PackReading`, or its fault), its stretches, then its end."""
+        loose: list[str] = []
+        for name in names:
+            if not name.startswith(f"{PACKS}/"):
+                loose.append(name)
+                if len(loose) == _LOOSE_BATCH:
+                    yield _staged_loose, (self.tree.root, loose)
+                    loose = []
+                continue
+            if loose:
+                yield _staged_loose, (self.tree.root, loose)
+                loose = []
+            try:
+                reading = self.tree.pack(name)
+            except LogFileError as exc:
+                yield None, [(name, [], [], str(exc))]
+                continue
+            yield None, reading
+            for args in reading.parts():
+                if reading.problem is None:  # a stretch after a fault is hashed, not read
+                    yield _staged_part, args
+            yield None, _PackEnd(reading)
+        if loose:
+            yield _staged_loose, (self.tree.root, loose)
+
+    def _pack_read(self, reading: PackReading, caught: Caught) -> None:
+        """A pack read to its end: kept, or its records rolled back and the file set aside."""
+        try:
+            reading.end()
+        except LogFileError as exc:
+            self.conn.execute("ROLLBACK TO staging")
+            self.conn.execute("RELEASE staging")
+            self._file_read(reading.name, str(exc), caught)
+            return
+        self.conn.execute("RELEASE staging")
+        self._file_read(reading.name, None, caught)
+
+    def _file_read(self, name: str, problem: str | None, caught: Caught) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO files (name, problem) VALUES (?, ?)", (name, problem))
+        if problem is not None:
+            caught.set_aside.append(problem)
+
+    def start_staging(self) -> None:
+        """Empty staging tables, for log files' records on their way into the index."""
+        conn = self.conn
+        conn.execute("DROP TABLE IF EXISTS temp.staged_events")
+        conn.execute("DROP TABLE IF EXISTS temp.staged_texts")
+        conn.execute(f"CREATE TEMP TABLE staged_events ({EVENT_COLUMNS}, file)")
+        conn.execute("CREATE TEMP TABLE staged_texts (note, file, key, text, digest)")
+
+    def stage_written(self, name: str | None, events: Iterable[Event], texts: Iterable[TextRecord]) -> None:
+        """Records this process has just written to the log, staged (their file's name
+        None while it is not known yet: `name_staged` gives it)."""
+        self.conn.executemany(_STAGE_EVENT, _staged_events(name, events))
+        self.conn.executemany(_STAGE_TEXT, _staged_texts(name, texts))
+
+    def name_staged(self, name: str) -> None:
+        """The file the staged records with no file yet were written to."""
+        self.conn.execute("UPDATE temp.staged_events SET file = ? WHERE file IS NULL", (name,))
+        self.conn.execute("UPDATE temp.staged_texts SET file = ? WHERE file IS NULL", (name,))
+
+    def take_staged(self, names: list[str]) -> None:
+        """The staged records of the log files `names`, which this process wrote, into the
+        index (as a sync that read them would: the whole index built streamed when it held
+        nothing, every note replayed when they touch many, else the touched ones)."""
+        conn = self.conn
+        empty = conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None
+        conn.executemany("INSERT OR REPLACE INTO files (name, problem) VALUES (?, NULL)", [(n,) for n in sorted(names)])
+        self._fold_staged(empty)
+        self.bump()
+
+    def _fold_staged(self, empty: bool, also: Iterable[str] = (), caught: Caught | None = None,
+                     spread: cores.Spread | None = None) -> bool:
+        """The staged records into the index, and the notes they touch (and the notes
+        `also`) replayed: every note, streamed, when the index held nothing (`empty`: its
+        secondary indexes made once at the end) or when they touch many; else only those.
+        Returns whether any note was replayed."""
+        conn = self.conn
+        touched = {n for (n,) in conn.execute(
+            "SELECT note FROM temp.staged_events UNION SELECT note FROM temp.staged_texts LIMIT ?",
+            (_REFOLD_ALL + 1,))}
+        if empty or len(touched) > _REFOLD_ALL:
+            spreading = nullcontext(spread) if spread is not None else cores.spread(len(touched) > _SPREAD_NOTES)
+            with self._bigger_cache(), spreading as spread:
+                for name in _SECONDARY if empty else ():
+                    conn.execute(f"DROP INDEX IF EXISTS {name}")
+                self._insert_staged(caught)
+                self._fold_everything(spread)
+                for statement in _SECONDARY.values() if empty else ():
+                    conn.execute(statement)
+            local = [n for (n,) in conn.execute("SELECT id FROM notes WHERE scope != 'team'")]
+            if local:  # folded beside this clone's own notes: the team's short ids as every clone has them
+                self._reshort(local)
+            return True
+        self._insert_staged(caught)
+        touched.update(also)
+        self.refold(touched)
+        return bool(touched)
+
+    def _insert_staged(self, caught: Caught | None = None) -> None:
+        """The staged rows into the index's tables, each in its key order (SQLite sorts);
+        then the files holding an event whose `prev` crosses to another note set aside."""
+        conn = self.conn
+        conn.execute(f"INSERT OR IGNORE INTO events ({EVENT_COLUMNS}) SELECT {EVENT_COLUMNS}"
+                     " FROM temp.staged_events ORDER BY id")
+        conn.execute("INSERT OR IGNORE INTO event_files (event, file) SELECT id, file FROM temp.staged_events"
+                     " ORDER BY id, file")
+        # several rows for one (note, file): the last in sorted order stands, as it always did,
+        # chosen before the insert (a row replaced again and again beside a large one costs
+        # the large one's bytes each time: a hostile pack made that quadratic)
+        conn.execute("INSERT OR REPLACE INTO texts (note, file, key, text, digest) SELECT note, file, key, text,"
+                     " digest FROM (SELECT *, row_number() OVER (PARTITION BY note, file ORDER BY key DESC,"
+                     " text DESC, digest DESC) AS last FROM temp.staged_texts) WHERE last = 1 ORDER BY note, file")
+        self._set_aside_crossings("SELECT file, id, note, prev FROM temp.staged_events", (), caught)
+        conn.execute("DROP TABLE temp.staged_events")
+        conn.execute("DROP TABLE temp.staged_texts")
+
+    def _fold_everything(self, spread: cores.Spread) -> None:
+        """Every note replayed from the events table, in id order, a batch of notes at a
+        time (by `spread`'s workers: `_folded`), their rows written here as they come
+        back; the items that show other notes rendered once every short id is known;
+        forgotten notes' texts blanked."""
+        conn = self.conn
+        self._start_over()
+        tick = progress("replaying the notes", lambda: conn.execute("SELECT count(DISTINCT note) FROM events").fetchone()[0])
+        for rows, items, links, later in spread.in_order(self._folding_pieces(tick)):
+            conn.executemany(_INSERT_NOTE, rows)
+            conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)", items)
+            conn.executemany("INSERT OR IGNORE INTO links (other, note) VALUES (?, ?)", sorted(links))
+            conn.executemany("INSERT INTO temp.showing_others (id) VALUES (?)", later)
+        tick.end()
+        self._render_showing_others()
+        self._blank_all_forgotten()
+
+    def _folding_pieces(self, tick) -> Iterator[cores.Piece]:  # type: ignore[no-untyped-def]
+        """The notes in id order, in batches, each batch with the notes on either side of
+        it (a short id depends on its neighbours); a note whose creation is not in the
+        log is no note, and no one's neighbour."""
+        batch: list[tuple[str, list[tuple], dict]] = []
+        before: str | None = None
+        for note_id, rows, texts in self._notes_in_order():
+            tick()
+            if not any(row[2] == "created" for row in rows):
+                continue
+            if len(batch) == _FOLD_BATCH:
+                yield _folded, (batch, before, note_id)
+                before, batch = batch[-1][0], []
+            batch.append((note_id, rows, texts))
+        if batch:
+            yield _folded, (batch, before, None)
+
+    def _start_over(self) -> None:
+        """Every note, item and link dropped, to be made again; which notes were shown
+        (not forgotten) kept aside for `_blank_all_forgotten`."""
+        conn = self.conn
+        conn.execute("DROP TABLE IF EXISTS temp.was_shown")
+        conn.execute("CREATE TEMP TABLE was_shown (id TEXT PRIMARY KEY) WITHOUT ROWID")
+        conn.execute("INSERT INTO temp.was_shown SELECT id FROM notes WHERE state != 'forgotten' ORDER BY id")
+        for table in ("notes", "items", "links", "anchors"):
+            conn.execute(f"DELETE FROM {table}")
+        self._log_everything()
+        conn.execute("DROP TABLE IF EXISTS temp.showing_others")
+        conn.execute("CREATE TEMP TABLE showing_others (id TEXT PRIMARY KEY) WITHOUT ROWID")
+
+    def _render_showing_others(self) -> None:
+        """The items that show other notes, once every short id is known."""
+        last = ""
+        while True:
+            chunk = [i for (i,) in self.conn.execute(
+                "SELECT id FROM temp.showing_others WHERE id > ? ORDER BY id LIMIT ?", (last, db.CHUNK))]
+            if not chunk:
+                break
+            self.render_items(chunk, new=True)
+            last = chunk[-1]
+        self.conn.execute("DROP TABLE temp.showing_others")
+
+    def _blank_all_forgotten(self) -> None:
+        """Forgotten notes' texts blanked; `blanked` names those that had text here, or
+        that were not forgotten before (temp.was_shown)."""
+        conn = self.conn
+        for (note_id,) in conn.execute(
+                "SELECT n.id FROM notes n WHERE n.state = 'forgotten' AND (n.id IN temp.was_shown"
+                " OR EXISTS (SELECT 1 FROM texts t WHERE t.note = n.id AND t.text != '')) ORDER BY n.id").fetchall():
+            self.blanked.add(note_id)
+        conn.execute("UPDATE texts SET text = '' WHERE text != '' AND note IN"
+                     " (SELECT id FROM notes WHERE state = 'forgotten')")
+        conn.execute("DROP TABLE temp.was_shown")
+
+    def _notes_in_order(self) -> Iterator[tuple[str, list[tuple], dict[tuple[str, str], str]]]:
+        """Each note's event rows and texts, one note at a time in id order: the events
+        table sorted by note, merged with the texts table (clustered by note)."""
+        texts = self.conn.execute("SELECT note, digest, text FROM texts ORDER BY note")
+        text_row = texts.fetchone()
+
+        def texts_of(note_id: str) -> dict[tuple[str, str], str]:
+            nonlocal text_row
+            found: dict[tuple[str, str], str] = {}
+            while text_row is not None and text_row[0] < note_id:
+                text_row = texts.fetchone()
+            while text_row is not None and text_row[0] == note_id:
+                found[(text_row[0], text_row[1])] = text_row[2]
+                text_row = texts.fetchone()
+            return found
+
+        group: list[tuple] = []
+        for row in self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM events ORDER BY note"):
+            if group and row[1] != group[0][1]:
+                yield group[0][1], group, texts_of(group[0][1])
+                group = []
+            group.append(row)
+        if group:
+            yield group[0][1], group, texts_of(group[0][1])
+
+    def _drop_file(self, name: str) -> set[str]:
+        conn = self.conn
+        notes = {n for (n,) in conn.execute(
+            "SELECT e.note FROM event_files f JOIN events e ON e.id = f.event WHERE f.file = ?", (name,))}
+        notes |= {n for (n,) in conn.execute("SELECT note FROM texts WHERE file = ?", (name,))}
+        gone = [e for (e,) in conn.execute("SELECT event FROM event_files WHERE file = ?", (name,))]
+        conn.execute("DELETE FROM event_files WHERE file = ?", (name,))
+        for event_id in gone:
+            if conn.execute("SELECT 1 FROM event_files WHERE event = ?", (event_id,)).fetchone() is None:
+                conn.execute("DELETE FROM events WHERE id = ?", (event_id,))
+        conn.execute("DELETE FROM texts WHERE file = ?", (name,))
+        conn.execute("DELETE FROM files WHERE name = ?", (name,))
+        return notes
+
+    def _set_aside_crossings(self, source: str, params: Sequence[object], caught: Caught | None) -> set[str]:
+        """Set aside each log file of `source` (SQL giving file, id, note, prev of events
+        just read) that holds an event whose `prev` names an event of another note: no
+        write makes one (an event follows the events of its own note), and counted, it
+        would make one note's history answer for another's.  Returns the notes touched."""
+        found: dict[str, str] = {}
+        for name, event_id, other in self.conn.execute(
+                f"SELECT DISTINCT s.file, s.id, p.id FROM ({source}) s, json_each(s.prev) j JOIN events p"
+                " ON p.id = j.value WHERE p.note != s.note ORDER BY 1, 2", params).fetchall():
+            found.setdefault(name, f"{name}: event {event_id} follows event {other} of another note"
+                                   " (an event's prev names events of its own note only)")
+        touched: set[str] = set()
+        for name, problem in found.items():
+            touched |= self._drop_file(name)
+            self.conn.execute("INSERT OR REPLACE INTO files (name, problem) VALUES (?, ?)", (name, problem))
+            if caught is not None:
+                caught.set_aside.append(problem)
+        return touched
+
+    def _add_file(self, name: str, caught: Caught) -> set[str]:
+        try:
+            events, texts = self.tree.read(name)
+        except LogFileError as exc:
+            self.conn.execute("INSERT OR REPLACE INTO files (name, problem) VALUES (?, ?)", (name, str(exc)))
+            caught.set_aside.append(str(exc))
+            return set()
+        self.conn.execute("INSERT OR REPLACE INTO files (name, problem) VALUES (?, NULL)", (name,))
+        return self.add_records(name, events, texts)
+
+    def add_records(self, name: str, events: Iterable[Event], texts: Iterable[TextRecord]) -> set[str]:
+        """Record what one log file holds; returns the notes it touches."""
+        conn, events = self.conn, list(events)
+        touched: set[str] = {event.note for event in events}
+        conn.executemany(f"INSERT OR IGNORE INTO events ({EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         [_event_values(event) for event in events])  # (one statement: a write's pack lands at once)
+        conn.executemany("INSERT OR IGNORE INTO event_files (event, file) VALUES (?, ?)", [(e.id, name) for e in events])
+        for text in texts:
+            conn.execute("INSERT OR REPLACE INTO texts (note, file, key, text, digest) VALUES (?, ?, ?, ?, ?)",
+                         (text.note, name, text.key, text.text, text.digest))
+            touched.add(text.note)
+        return touched
+
+    def record_file(self, name: str) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO files (name, problem) VALUES (?, NULL)", (name,))
+
+    def note_stamp(self) -> None:
+        """After a write that recorded its own files: the log as it now is, seen."""
+        self.set_meta("stamp", json.dumps(self.tree.stamp()))
+
+    # -- notes from events ----------------------------------------------------------------------
+
+    def refold(self, note_ids: Iterable[str]) -> None:
+        """Replay these notes from their events, then fix the short ids around them and
+        the items that show them.  In batches: a pull of many events costs by the notes
+        it touches, not by the notes in the memory times those."""
+        changed = sorted(set(note_ids))
+        answered = self._answered(changed)  # (before: an answer that goes takes its row with it)
+        came_or_went: set[str] = set()
+        for chunk in db.chunks(changed):
+            self._refold_chunk(chunk, came_or_went)
+        self._reshort(changed, answered, came_or_went)
+
+    def _refold_chunk(self, chunk: list[str], came_or_went: set[str]) -> None:
+        """Replay the notes of `chunk`; those that appeared or left the index are added to
+        `came_or_went` (the short ids they move are `_reshort`'s)."""
+        conn, marks = self.conn, db.marks(chunk)
+        events: dict[str, list[Event]] = {}
+        for row in conn.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE note IN ({marks})", chunk):
+            events.setdefault(row[1], []).append(event_from_row(row))
+        texts = {(n, d): t for n, d, t in conn.execute(
+            f"SELECT note, digest, text FROM texts WHERE note IN ({marks})", chunk)}
+        old = {row[0]: row for row in conn.execute(f"SELECT {_NOTE_ROW} FROM notes WHERE id IN ({marks})", chunk)}
+        self._remember_items(chunk)
+        self._log_items(chunk)
+        for table, column in (("items", "id"), ("links", "note")):
+            conn.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
+        rows: dict[str, tuple[object, ...] | None] = {}
+        links = []
+        for note_id in chunk:
+            folded = _fold_one(note_id, events.get(note_id, []), texts)
+            before = old.get(note_id)
+            if (folded is None) != (before is None):
+                came_or_went.add(note_id)
+            if folded is None:
+                rows[note_id] = None
+                continue  # a text, or events, whose note's creation is not (or no longer) in the log
+            note = folded.note
+            if note.state == "forgotten":
+                self._blank(note_id, arrived=before is not None and before[11] != "forgotten")
+            if before is not None:
+                note = _with_short(note, str(before[1]))
+            rows[note_id] = _note_values(note, folded.problems)
+            links += [(other, note_id) for other in _linked(note) - {note_id}]
+        self._store_notes(old, rows)
+        conn.executemany("INSERT OR IGNORE INTO links (other, note) VALUES (?, ?)", links)
+
+    def _store_notes(self, old: dict[str, tuple], rows: dict[str, tuple[object, ...] | None]) -> None:
+        """The notes' rows as folded (None: gone): a row whose changed columns the side tables
+        (anchors, triggers, terms, rests) do not follow is updated in place, those columns
+        alone (a flag changes a note's state: its other indexes stay as they are); any other
+        row is replaced whole, its triggers keeping the side tables."""
+        replaced, updates = [], {}
+        for note_id, values in rows.items():
+            before = old.get(note_id)
+            if values is None or before is None:
+                replaced.append(note_id)
+                continue
+            changed = tuple(i for i, (a, b) in enumerate(zip(before, values)) if a != b)
+            if set(changed) & _FOLLOWED_COLUMNS:
+                replaced.append(note_id)
+            elif changed:
+                updates.setdefault(changed, []).append(tuple(values[i] for i in changed) + (note_id,))
+        for chunk in db.chunks(sorted(n for n in replaced if n in old)):
+            self.conn.execute(f"DELETE FROM notes WHERE id IN ({db.marks(chunk)})", chunk)
+        self.conn.executemany(_INSERT_NOTE, [rows[n] for n in replaced if rows[n] is not None])
+        for changed, values in updates.items():
+            sets = ", ".join(f"{_NOTE_ROW_COLUMNS[i]} = ?" for i in changed)
+            self.conn.executemany(f"UPDATE notes SET {sets} WHERE id = ?", values)
+
+    def _blank(self, note_id: str, arrived: bool) -> None:
+        """A forgotten note's text leaves the index at once (its rows stay while a log file
+        still holds it: `verify` names the file, the next write removes it).  `arrived`:
+        the note was not forgotten when the index last looked."""
+        if self.conn.execute("UPDATE texts SET text = '' WHERE note = ? AND text != ''", (note_id,)).rowcount or arrived:
+            self.blanked.add(note_id)
+
+    def _reshort(self, changed: list[str], answered: Iterable[str] = (), came_or_went: set[str] | None = None) -> None:
+        """Short ids of the changed notes and of their neighbours in id order (a new note
+        can lengthen only the notes it shares a prefix with; where the notes that came or
+        went are known, only theirs: a note whose state alone changed moves no short id),
+        or of every note when many changed; the items of the changed notes, of every note whose short id moved, and of
+        the notes that show one of them (a note that appeared or went changes how an item
+        pointing to it reads: by short id, or by full id when it is not in the log) are
+        rendered again, and the requests the changed notes answered before (`answered`)."""
+        if len(changed) > _RESHORT_ALL:
+            rows = self.conn.execute("SELECT id, short_len, short, scope FROM notes").fetchall()
+            now = ids.short_ids({i: length for i, length, _, _ in rows})
+            now.update(ids.short_ids({i: length for i, length, _, scope in rows if scope == "team"}))
+            moved = {i for i, _, short, _ in rows if now[i] != short}
+        else:
+            affected: set[str] = set(changed if came_or_went is None else came_or_went)
+            for note_id in sorted(affected):
+                affected.update(self._neighbours(note_id), self._neighbours(note_id, team=True))
+            now, moved = {}, set()
+            for note_id in sorted(affected):
+                row = self.conn.execute("SELECT short, short_len, scope FROM notes WHERE id = ?", (note_id,)).fetchone()
+                if row is not None:
+                    now[note_id] = ids.short_of(note_id, row[1], self._neighbours(note_id, team=row[2] == "team"))
+                    if now[note_id] != row[0]:
+                        moved.add(note_id)
+        self.conn.executemany("UPDATE notes SET short = ? WHERE id = ?", [(now[i], i) for i in sorted(moved)])
+        self.render_items(set(changed) | moved | set(answered) | self._showing(set(changed) | moved))
+
+    def _neighbours(self, note_id: str, team: bool = False) -> list[str]:
+        """The notes next to `note_id` in id order; `team`: the team's notes only.  A team
+        note's short id is made among the team's notes alone, so this clone's own notes
+        never change MEMORY.md's bytes (a private note's own is made among all)."""
+        only = " AND scope = 'team'" if team else ""
+        before = self.conn.execute(f"SELECT id FROM notes WHERE id < ?{only} ORDER BY id DESC LIMIT 1", (note_id,)).fetchall()
+        after = self.conn.execute(f"SELECT id FROM notes WHERE id > ?{only} ORDER BY id LIMIT 1", (note_id,)).fetchall()
+        return [r[0] for r in before + after]
+
+    def _showing(self, note_ids: set[str]) -> set[str]:
+        """The notes whose items show one of `note_ids` (a link, a dispute, a rival, an
+        answer: a request shows the notes that answer it)."""
+        out: set[str] = set()
+        for chunk in db.chunks(sorted(note_ids)):
+            out.update(r[0] for r in self.conn.execute(f"SELECT note FROM links WHERE other IN ({db.marks(chunk)})", chunk))
+        return out | self._answered(note_ids)
+
+    def _answered(self, note_ids: Iterable[str]) -> set[str]:
+        """The notes of this log some of `note_ids` answer (their items show their answers)."""
+        out: set[str] = set()
+        for chunk in db.chunks(sorted(set(note_ids))):
+            out.update(r[0] for r in self.conn.execute(
+                f"SELECT r.id FROM notes a JOIN notes r ON r.id = a.answers WHERE a.id IN ({db.marks(chunk)})", chunk))
+        return out
+
+    # -- items ------------------------------------------------------------------------------
+
+    def shorts(self, note_ids: Iterable[str]) -> dict[str, str]:
+        return shorts(self.conn, note_ids)
+
+    def render_items(self, note_ids: Iterable[str], new: bool = False) -> None:
+        """These notes' items rendered again; `new`: they have none (a replay of every
+        note, which started over, left them for now), so none is deleted first: in a
+        fresh build the items table is without its index on ids until the end, and each
+        delete would read the whole table."""
+        from ..renderer import item_text  # here: a command that renders nothing imports no renderer
+
+        for chunk in db.chunks(sorted(set(note_ids))):
+            marks = db.marks(chunk)
+            notes = [note_from_row(r) for r in self.conn.execute(f"SELECT {NOTE_COLUMNS} FROM notes WHERE id IN ({marks})", chunk)]
+            answered = self._answers_shown(notes)
+            shorts = self.shorts(set().union(*(_linked(n) for n in notes), *answered.values()) if notes else ())
+            self._remember_items(chunk)
+            self._log_items(chunk)
+            if not new:
+                self.conn.execute(f"DELETE FROM items WHERE id IN ({marks})", chunk)
+            self.conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)",
+                                  [(KIND_RANK[n.kind], n.id, item_text(n, None, shorts, answered.get(n.id, ())))
+                                   for n in notes if not n.text_missing and not n.local])  # MEMORY.md: the team's notes
+
+    def _answers_shown(self, notes: list[Note]) -> dict[str, tuple[str, ...]]:
+        """The answers that speak for each request among `notes` (its item shows them)."""
+        asked = [n.id for n in notes if is_request(n) and n.state != "forgotten"]
+        given: list[Note] = []
+        for chunk in db.chunks(asked):
+            given += [note_from_row(r) for r in self.conn.execute(
+                f"SELECT {NOTE_COLUMNS} FROM notes WHERE answers IN ({db.marks(chunk)}) AND scope = 'team'",
+                chunk)]  # (this clone's own answers are never in MEMORY.md)
+        return answered_by(given)
+
+    def _remember_items(self, chunk: list[str]) -> None:
+        if self.replaced is None:
+            return
+        found = {i: (rank, bytes(item)) for i, rank, item in self.conn.execute(
+            f"SELECT id, kind_rank, CAST(item AS BLOB) FROM items WHERE id IN ({db.marks(chunk)})", chunk)}
+        for note_id in chunk:
+            self.replaced.setdefault(note_id, found.get(note_id))
+
+    def changed_items(self, note_ids: Iterable[str]) -> dict[str, tuple[int, bytes]]:
+        """The items of these notes now (note id → kind rank, bytes)."""
+        out: dict[str, tuple[int, bytes]] = {}
+        for chunk in db.chunks(sorted(set(note_ids))):
+            out.update({i: (rank, bytes(item)) for i, rank, item in self.conn.execute(
+                f"SELECT id, kind_rank, CAST(item AS BLOB) FROM items WHERE id IN ({db.marks(chunk)})", chunk)})
+        return out
+
+    def _log_items(self, chunk: list[str]) -> None:
+        """The items of `chunk` change in this write: logged at the generation it ends at
+        (every write that changes an item bumps the generation once it is done)."""
+        after = self.generation + 1
+        if self.meta("item_log_from") != str(after):  # (else this write already changed every item)
+            self.conn.executemany("INSERT OR REPLACE INTO item_log (id, gen) VALUES (?, ?)",
+                                  [(note_id, after) for note_id in chunk])
+
+    def _log_everything(self) -> None:
+        """Every item changes in this write: the log starts again after it (no moment
+        before it can be told from the log), and the rows of this write are not kept."""
+        self.conn.execute("DELETE FROM item_log")
+        self.set_meta("item_log_from", str(self.generation + 1))
+
+    def items_changed_since(self, generation: int) -> list[str] | None:
+        """The notes whose items changed after `generation` (None: the log does not reach
+        back that far)."""
+        if generation < int(self.meta("item_log_from") or 0) or generation > self.generation:
+            return None
+        return [i for (i,) in self.conn.execute("SELECT id FROM item_log WHERE gen > ? ORDER BY id", (generation,))]
+
+    def _rerender_all(self) -> None:
+        self.conn.execute("DELETE FROM items")
+        self._log_everything()
+        self.render_items([r[0] for r in self.conn.execute("SELECT id FROM notes")])
+        self.set_meta("format_version", FORMAT_VERSION)
+
+
+# The secondary indexes by name, each with the statement that makes it.
+_SECONDARY = {line.split()[2]: line.rstrip(";") for line in SCHEMA.splitlines() if line.startswith("CREATE INDEX")}
+_RESHORT_ALL = 2000  # more changed notes than this: every short id is computed at once
+_STAGE_EVENT = f"INSERT INTO temp.staged_events ({EVENT_COLUMNS}, file) VALUES ({', '.join('?' * 11)})"
+_STAGE_TEXT = "INSERT INTO temp.staged_texts (note, file, key, text, digest) VALUES (?, ?, ?, ?, ?)"
+_BUILD_CACHE_KIB = -16384  # the page cache the streamed build gives SQLite (KiB, negated)
+_STREAM_FILES = 256  # a sync that adds more log files than this (or any pack) streams them
+_REFOLD_ALL = 20000  # a sync touching more notes than this replays every note, streamed
+_NOTE_ROW = ("id, short, kind_rank, kind, priority, text, provenance, created_at, actor,"
+             " supersedes, superseded_by, state, state_at, state_reason, state_actor, state_event, bad_pointer,"
+             " disputes, rivals, alias, short_len, text_hash, problems, anchors, expires, triggers, terms, seat, due, answers,"
+             " scope, session, rests_on")  # a notes row as _note_values gives it
+_NOTE_ROW_COLUMNS = tuple(c.strip() for c in _NOTE_ROW.split(","))
+_FOLLOWED_COLUMNS = {_NOTE_ROW_COLUMNS.index(c) for c in ("id", "anchors", "triggers", "terms", "rests_on")}
+_INSERT_NOTE = f"INSERT INTO notes ({_NOTE_ROW}) VALUES (" + ", ".join("?" * len(_NOTE_ROW_COLUMNS)) + ")"
+
+
+_LOOSE_BATCH = 256  # loose log files read by a worker at a time
+_FOLD_BATCH = 1000  # notes replayed by a worker at a time
+_SPREAD_BYTES = 2 * PART_BYTES  # log files to read (about) over this: read by worker processes
+_SPREAD_NOTES = 4000  # notes to replay over this: replayed by worker processes
+_LOOSE_GUESS = 1024  # what a loose log file is taken to hold, not to stat each
+
+
+def _worth_spreading(tree: LogTree, names: list[str]) -> bool:
+    """Whether reading `names` is work enough to start worker processes for."""
+    size = 0
+    for name in names:
+        try:
+            size += os.stat(tree.path(name)).st_size if name.startswith(f"{PACKS}/") else _LOOSE_GUESS
+        except OSError:
+            continue  # named as it is read
+        if size > _SPREAD_BYTES:
+            return True
+    return False
+
+
+class _PackEnd(NamedTuple):
+    """The end of a pack's pieces: its verdict is due."""
+
+    reading: PackReading
+
+
+def _staged_part(name: str, kind: str, data: bytes, number: int) -> PackPart:
+    """A stretch of a pack read and checked (`logtree.pack_part`), its records as the
+    staging tables' rows."""
+    part = pack_part(name, kind, data, number)
+    return part._replace(records=(_staged_events if kind == "e" else _staged_texts)(name, part.records))
+
+
+def _staged_loose(root: Path, names: list[str]) -> list[tuple[str, list, list, str | None]]:
+    """Loose log files read and checked: each as its staging rows, or its fault."""
+    tree, out = LogTree(root), []
+    for name in names:
+        try:
+            events, texts = tree.read(name)
+        except LogFileError as exc:
+            out.append((name, [], [], str(exc)))
+            continue
+        out.append((name, _staged_events(name, events), _staged_texts(name, texts), None))
+    return out
+
+
+def _staged_events(name: str | None, events: Iterable[Event]) -> list[tuple[object, ...]]:
+    """Events as the staging table's rows, from the log file `name` (None: not known yet)."""
+    return [_event_values(e) + (name,) for e in events]
+
+
+def _staged_texts(name: str | None, texts: Iterable[TextRecord]) -> list[tuple[object, ...]]:
+    return [(t.note, name, t.key, t.text, t.digest) for t in texts]
+
+
+def _folded(batch: list[tuple[str, list[tuple], dict]], before: str | None,
+            after: str | None) -> tuple[list, list, list, list]:
+    """A batch of notes (id, event rows, texts), in id order, replayed: their rows for the
+    notes table, the items that show no other note, the links of those that do and their
+    ids (rendered once every short id is known).  `before` and `after`: the notes on either
+    side of the batch, which its first and last notes' short ids depend on.  Pure."""
+    from ..renderer import item_text
+
+    rows: list = []
+    items: list = []
+    links: list = []
+    later: list = []
+    for i, (note_id, event_rows, texts) in enumerate(batch):
+        folded = _fold_one(note_id, [event_from_row(r) for r in event_rows], texts)
+        beside = (batch[i - 1][0] if i else before, batch[i + 1][0] if i + 1 < len(batch) else after)
+        note = _with_short(folded.note, ids.short_of(note_id, folded.note.short_len, [b for b in beside if b]))
+        rows.append(_note_values(note, folded.problems))
+        linked = set() if note.text_missing or note.local else _linked(note)  # no item until its text arrives
+        if len(linked) == 1 and not is_request(note):  # (a request shows its answers, anywhere in the log)
+            items.append((KIND_RANK[note.kind], note.id, item_text(note, None, {note.id: note.shown})))
+        elif linked:
+            later.append((note.id,))
+            links.extend((other, note.id) for other in linked - {note.id})
+    return rows, items, links, later
+
+
+def _fold_one(note_id: str, events: list[Event], texts: dict[tuple[str, str], str]):  # type: ignore[no-untyped-def]
+    """One note folded from its events (None: its creation is not in the log)."""
+    created = next((e for e in events if e.type == "created"), None)
+    if created is None:
+        return None
+    return fold(events, texts.get((note_id, str(created.data.get("text")))))
+
+
+def _linked(note: Note) -> set[str]:
+    linked = {note.id}
+    linked.update(x for x in (note.supersedes, note.superseded_by, note.answers) if x)
+    linked.update(note.rests_on)
+    linked.update(other for _, other in note.disputes)
+    linked.update(r.superseded_by for r in note.rivals if r.superseded_by)
+    return linked
+
+
+def _with_short(note: Note, short: str) -> Note:
+    if note.short == short:
+        return note
+    return note._replace(short=short)
+
+
+def items_of_notes(conn: sqlite3.Connection, note_ids: Iterable[str]) -> dict[str, list[bytes]]:
+    """The rendered items of these notes as UTF-8 bytes, by kind, in id order."""
+    wanted = sorted(set(note_ids))
+    rows: list[tuple[int, bytes, bytes]] = []
+    conn.text_factory = bytes
+    try:
+        for chunk in db.chunks(wanted):
+            rows += conn.execute(f"SELECT kind_rank, id, item FROM items INDEXED BY items_by_id"
+                                 f" WHERE id IN ({db.marks(chunk)})", chunk).fetchall()
+    finally:
+        conn.text_factory = str
+    out: dict[str, list[bytes]] = {kind: [] for kind in KIND_RANK}
+    rank_kind = {rank: kind for kind, rank in KIND_RANK.items()}
+    for rank, _, item in sorted(rows):
+        out[rank_kind[rank]].append(item)
+    return out
+
+
+def items_by_kind(conn: sqlite3.Connection, kinds: Iterable[str], *, with_ids: bool = False) -> dict[str, list]:
+    """Each kind's rendered items as UTF-8 bytes, in id order (what export joins); with
+    `with_ids`, as (note id, item) pairs."""
+    columns = "id, item" if with_ids else "item"
+    conn.text_factory = bytes
+    try:
+        out: dict[str, list] = {}
+        for kind in kinds:
+            rows = conn.execute(
+                f"SELECT {columns} FROM items WHERE kind_rank = ? ORDER BY id", (KIND_RANK[kind],)
+            ).fetchall()
+            out[kind] = [(i.decode("ascii"), item) for i, item in rows] if with_ids else [row[0] for row in rows]
+        return out
+    finally:
+        conn.text_factory = str
+
+
+# -- reads of an index `qem verify` judges (the store's, or one replayed afresh) ------------------
+
+
+def build_fresh(name: str, tree: LogTree, cache_kib: int) -> sqlite3.Connection:
+    """The index of `tree`'s log, built afresh in the database file `name` (no journal:
+    the file is thrown away after the check)."""
+    try:
+        conn = db.connect(name)
+    except sqlite3.DatabaseError as exc:
+        raise db.translate(exc, Path(name), "open") from None
+    try:
+        for pragma in ("journal_mode = OFF", "synchronous = OFF", "temp_store = FILE", f"cache_size = -{cache_kib}"):
+            conn.execute(f"PRAGMA {pragma}")
+        index = Index(conn, tree)
+        conn.execute("BEGIN")
+        index.create()
+        index.sync()
+        conn.execute("COMMIT")
+        return conn
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise db.translate(exc, Path(name), "use") from None
+    except BaseException:
+        conn.close()
+        raise
+
+
+def set_aside_problems(conn: sqlite3.Connection) -> list[str]:
+    """Every log file the index could not read, with why, by name."""
+    return [problem for (problem,) in conn.execute("SELECT problem FROM files WHERE problem IS NOT NULL ORDER BY name")]
+
+
+def differences(have: sqlite3.Connection, want: sqlite3.Connection) -> list[str]:
+    """The notes whose row, or else whose MEMORY.md item, differs between two indexes:
+    both walked in id order side by side, one row of each at a time."""
+    notes = f"SELECT {NOTE_COLUMNS} FROM notes ORDER BY id"
+    items = "SELECT id, item FROM items ORDER BY id, kind_rank"
+    want_items, have_items = _Ahead(want.execute(items)), _Ahead(have.execute(items))
+    out = []
+    tick = progress("comparing the index with the log", lambda: want.execute("SELECT count(*) FROM notes").fetchone()[0])
+    for note_id, wanted, had in _side_by_side(want.execute(notes), have.execute(notes)):
+        tick()
+        if wanted != had:
+            out.append(f"note {ids.shown(note_id)}: the index disagrees with the log (`qem verify --repair` rebuilds it)")
+        elif want_items.get(note_id) != have_items.get(note_id):
+            out.append(f"note {ids.shown(note_id)}: the index's MEMORY.md item disagrees with the log")
+    tick.end()
+    return out
+
+
+def _side_by_side(left: Iterable[tuple], right: Iterable[tuple]) -> Iterator[tuple]:
+    """(id, left row or None, right row or None) for every id of two row streams in id
+    order (a row's first column is its id)."""
+    lefts, rights = iter(left), iter(right)
+    a, b = next(lefts, None), next(rights, None)
+    while a is not None or b is not None:
+        if b is None or (a is not None and a[0] < b[0]):
+            yield a[0], a, None  # type: ignore[index]
+            a = next(lefts, None)
+        elif a is None or b[0] < a[0]:
+            yield b[0], None, b
+            b = next(rights, None)
+        else:
+            yield a[0], a, b
+            a, b = next(lefts, None), next(rights, None)
+
+
+class _Ahead:
+    """(id, value) rows in id order, looked up by ids asked in increasing order; the
+    last row of an id wins (as in a dict made of them)."""
+
+    def __init__(self, rows: Iterable[tuple]) -> None:
+        self.rows = iter(rows)
+        self.row = next(self.rows, None)
+
+    def get(self, key: str) -> object:
+        found = None
+        while self.row is not None and self.row[0] <= key:
+            if self.row[0] == key:
+                found = self.row[1]
+            self.row = next(self.rows, None)
+        return found
+
+
+def aliases(conn: sqlite3.Connection, note_ids: list[str] | None = None) -> dict[str, int]:
+    """The converted notes' old numbers (of `note_ids`; None: of every note that has one)."""
+    if note_ids is None:
+        return dict(conn.execute("SELECT id, alias FROM notes WHERE alias IS NOT NULL"))
+    out: dict[str, int] = {}
+    for chunk in db.chunks(note_ids):
+        out.update(conn.execute(f"SELECT id, alias FROM notes WHERE id IN ({db.marks(chunk)})", chunk))
+    return out
+
+
+def shorts(conn: sqlite3.Connection, note_ids: Iterable[str]) -> dict[str, str]:
+    """The short ids of these notes (absent ids are left out)."""
+    out: dict[str, str] = {}
+    for chunk in db.chunks(sorted(set(note_ids))):
+        out.update(conn.execute(f"SELECT id, short FROM notes WHERE id IN ({db.marks(chunk)})", chunk).fetchall())
+    return out
+
+
+def parents(conn: sqlite3.Connection, scratch: sqlite3.Connection, numbered: dict[str, str]) -> Iterator[int | None]:
+    """Every note's parent (the note it supersedes; an old number through `numbered`) as
+    its number in id order (None: no note of the index), the notes numbered in a table
+    (`verify_graph`) of `scratch`, a database of the check's own."""
+    scratch.execute("DROP TABLE IF EXISTS verify_graph")
+    scratch.execute("CREATE TABLE verify_graph (id TEXT PRIMARY KEY, i INTEGER NOT NULL, parent TEXT) WITHOUT ROWID")
+    rows = conn.execute("SELECT id, supersedes FROM notes ORDER BY id")
+    scratch.execute("BEGIN")
+    try:
+        scratch.executemany("INSERT INTO verify_graph (id, i, parent) VALUES (?, ?, ?)",
+                            ((note_id, i, numbered.get(parent, parent)) for i, (note_id, parent) in enumerate(rows)))
+    finally:
+        scratch.execute("COMMIT")
+    return (i for (i,) in scratch.execute(
+        "SELECT p.i FROM verify_graph c LEFT JOIN verify_graph p ON p.id = c.parent ORDER BY c.id"))
+
+
+def numbered_notes(scratch: sqlite3.Connection, wanted: set[int]) -> dict[int, str]:
+    """The notes `parents` numbered `wanted`, by number."""
+    return {i: note_id for note_id, i in scratch.execute("SELECT id, i FROM verify_graph") if i in wanted}
+
+
+def dangling_pointers(conn: sqlite3.Connection) -> list[tuple[str, str, str, int]]:
+    """(note, short id, target, 1 for supersedes / 0 for superseded_by) for every pointer to no note."""
+    return conn.execute(
+        "SELECT n.id, n.short, n.supersedes, 1 FROM notes n WHERE n.supersedes IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM notes p WHERE p.id = n.supersedes)"
+        " UNION ALL SELECT n.id, n.short, n.superseded_by, 0 FROM notes n WHERE n.supersedes IS NULL"
+        " AND n.state = 'superseded' AND n.superseded_by IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM notes p WHERE p.id = n.superseded_by) ORDER BY 1").fetchall()
+
+
+def bad_pointers(conn: sqlite3.Connection) -> Iterator[tuple[str, str, str]]:
+    """(note, short id, the pointer as written) for every malformed supersedes pointer, in id order."""
+    return conn.execute("SELECT id, short, bad_pointer FROM notes WHERE bad_pointer IS NOT NULL ORDER BY id")
+
+
+def live_successors(conn: sqlite3.Connection) -> Iterator[tuple[str, str, str, str]]:
+    """(parent, its short id, successor, its short id) for every successor in force, by parent then id."""
+    live = ", ".join(f"'{s}'" for s in sorted(LIVE_STATES))
+    return conn.execute(
+        "SELECT c.supersedes, p.short, c.id, c.short FROM notes c JOIN notes p ON p.id = c.supersedes"
+        f" WHERE c.supersedes IS NOT NULL AND c.state IN ({live}) ORDER BY c.supersedes, c.id")
+
+
+def notes_with_rivals(conn: sqlite3.Connection) -> Iterator[Note]:
+    """The notes with concurrent changes that disagree, in id order, streamed."""
+    return map(note_from_row, conn.execute(f"SELECT {NOTE_COLUMNS} FROM notes WHERE rivals != '[]' ORDER BY id"))
+
+
+def guarded_events(conn: sqlite3.Connection, types: list[str], kinds: list[str]) -> Iterator[tuple[Event, str]]:
+    """(event, its note's kind) for every event of these types on a note of these kinds,
+    in log order (clock, then id), streamed."""
+    columns = ", ".join("e." + c.strip() for c in EVENT_COLUMNS.split(","))
+    rows = conn.execute(
+        f"SELECT {columns}, json_extract(c.data, '$.kind') FROM events e"
+        " JOIN events c ON c.id = e.note AND c.type = 'created'"
+        f" WHERE e.type IN ({db.marks(types)}) AND json_extract(c.data, '$.kind') IN ({db.marks(kinds)})"
+        " ORDER BY e.clock, e.id", [*types, *kinds])
+    return ((event_from_row(row[:-1]), row[-1]) for row in rows)
+
+
+def followers(conn: sqlite3.Connection, event_id: str) -> Iterator[tuple[str, str, str | None]]:
+    """(type, actor, writer) of every event that follows `event_id` (through `prev`, at
+    any distance, within the note: an event of another note follows none), from a table
+    of who follows whom made on the first call (`verify_follows`)."""
+    if conn.execute("SELECT name FROM sqlite_master WHERE name = 'verify_follows'").fetchone() is None:
+        conn.execute("CREATE TABLE verify_follows (prev TEXT NOT NULL, event TEXT NOT NULL, PRIMARY KEY (prev, event))"
+                     " WITHOUT ROWID")
+        conn.execute("INSERT OR IGNORE INTO verify_follows (prev, event) SELECT j.value, e.id FROM events e,"
+                     " json_each(e.prev) j JOIN events p ON p.id = j.value AND p.note = e.note WHERE j.type = 'text'")
+    return conn.execute(
+        "WITH RECURSIVE later(id) AS (SELECT event FROM verify_follows WHERE prev = ?"
+        " UNION SELECT f.event FROM verify_follows f JOIN later l ON f.prev = l.id)"
+        " SELECT e.type, e.actor, json_extract(e.data, '$.writer') FROM later l JOIN events e ON e.id = l.id",
+        (event_id,))
+
+
+def has_event(conn: sqlite3.Connection, event_id: object) -> bool:
+    return conn.execute("SELECT 1 FROM events WHERE id = ?", (event_id,)).fetchone() is not None
+
+
+def kind_text_state(conn: sqlite3.Connection, note_id: str) -> tuple[str | None, str | None, str | None]:
+    """A note's kind, text and state (all None: no such note)."""
+    row = conn.execute("SELECT kind, text, state FROM notes WHERE id = ?", (note_id,)).fetchone()
+    return row if row is not None else (None, None, None)
+
+
+def was_forgotten(conn: sqlite3.Connection, note_id: str) -> bool:
+    """Whether the log holds a forget of the note."""
+    return conn.execute("SELECT 1 FROM events WHERE note = ? AND type = 'forgotten'", (note_id,)).fetchone() is not None
+
+
+def texts_with_files(conn: sqlite3.Connection) -> Iterator[tuple[str, str, str, str]]:
+    """(note, short id, text, file) for every note's text that matches its hash, in id order, streamed."""
+    return conn.execute("SELECT n.id, n.short, n.text, t.file FROM notes n JOIN texts t ON t.note = n.id"
+                        " WHERE n.text IS NOT NULL AND t.digest = n.text_hash ORDER BY n.id")
+
+
+def event_rows(conn: sqlite3.Connection) -> Iterator[tuple[object, ...]]:
+    """Every event's columns (EVENT_COLUMNS, as `event_from_row` takes them), in id order, streamed."""
+    return conn.execute(f"SELECT {EVENT_COLUMNS} FROM events ORDER BY id")
+
+
+def event_file(conn: sqlite3.Connection, event_id: str) -> str | None:
+    """A log file that holds event `event_id` (None: none is known)."""
+    row = conn.execute("SELECT file FROM event_files WHERE event = ? ORDER BY file LIMIT 1", (event_id,)).fetchone()
+    return None if row is None else row[0]
+
+
+def secret_allowed(conn: sqlite3.Connection, event_id: str) -> bool:
+    """Whether a person allowed the secret in what event `event_id` wrote (qem_edit.storage.secrets)."""
+    row = conn.execute("SELECT json_extract(data, '$.secret') FROM events WHERE id = ?", (event_id,)).fetchone()
+    return row is not None and row[0] == "allowed"
+
+
+def read_meta(path: "os.PathLike[str] | str", prefix: str) -> dict[str, str]:
+    """The `meta` entries whose key starts with `prefix` of the index file at `path`, read
+    through a read-only connection of its own (none: it cannot be read)."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE ?", (prefix + "%",)).fetchall())
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return {}
+
+
+# -- a dump staged for a load ---------------------------------------------------------------------
+
+
+class StagedLines:
+    """A dump's events and texts in a temporary SQLite file of their own (no journal: it
+    is thrown away after the load), in the dump's order, so a dump of any size is held a
+    batch at a time; the store's connection attaches it (`Store.attached`) to tell what
+    is new."""
+
+    def __init__(self, path: str) -> None:
+        self.conn = db.connect(path)
+        self.conn.execute("PRAGMA journal_mode = OFF")
+        self.conn.execute("PRAGMA synchronous = OFF")
+        self.conn.execute("PRAGMA cache_size = -32768")  # (KiB) for the sort by note: bounded
+        self.conn.execute(f"CREATE TABLE lines (seq INTEGER PRIMARY KEY, {EVENT_COLUMNS}, new INTEGER NOT NULL DEFAULT 1)")
+        self.conn.execute("CREATE TABLE texts (seq INTEGER PRIMARY KEY, note TEXT, key TEXT, text TEXT)")
+        self.conn.execute("BEGIN")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def add(self, events: list[Event], texts: list[TextRecord]) -> None:
+        self.conn.executemany(f"INSERT INTO lines ({EVENT_COLUMNS}) VALUES ({', '.join('?' * 10)})",
+                              [_event_values(e) for e in events])
+        self.conn.executemany("INSERT INTO texts (note, key, text) VALUES (?, ?, ?)",
+                              [(t.note, t.key, t.text) for t in texts])
+
+    def done(self) -> None:
+        """Every line is in: committed, for the store's connection to read."""
+        self.conn.execute("COMMIT")
+
+    def events(self, new: bool = False) -> Iterator[Event]:
+        """The staged events in the dump's order (`new`: only those the store lacks)."""
+        where = "WHERE new" if new else ""
+        for row in self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM lines {where} ORDER BY seq"):
+            yield event_from_row(row)
+
+    def texts(self, new: bool = False) -> Iterator[TextRecord]:
+        """The staged texts in the dump's order (`new`: only those of notes a new event creates)."""
+        where = "WHERE note IN (SELECT id FROM lines WHERE new AND type = 'created')" if new else ""
+        for note, key, text in self.conn.execute(f"SELECT note, key, text FROM texts {where} ORDER BY seq"):
+            yield TextRecord(note, key, text)
+
+    def note_of(self, event_id: str) -> str | None:
+        row = self.conn.execute("SELECT note FROM lines WHERE id = ?", (event_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def new_by_note(self) -> Iterator[tuple[int, Event]]:
+        """(its place in the dump, event) for every new event, by note, then in the dump's order."""
+        self.conn.execute("CREATE INDEX IF NOT EXISTS lines_by_id ON lines (id)")
+        for row in self.conn.execute(f"SELECT seq, {EVENT_COLUMNS} FROM lines WHERE new ORDER BY note, seq"):
+            yield row[0], event_from_row(row[1:])

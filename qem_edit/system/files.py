@@ -1,0 +1,276 @@
+"""Writing files safely: atomically, privately, and never through a symbolic link."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO, Callable, Iterable, Iterator
+
+from ..base import errors
+from ..base.faults import checkpoint
+
+
+def leads_out(root: Path, named: str) -> bool:
+    """Whether `named`, a path a committed file gives relative to `root`, would take a
+    write out of `root`: an absolute path, a `..` climbing out, or a symbolic link (among
+    its folders, or the path itself) resolving outside.  A clone's files are untrusted
+    input; git keeps links, so the resolved path is what counts, not the spelling."""
+    if not named or os.path.isabs(named) or named.startswith(("\\", "/")) or named[1:2] == ":":
+        return True
+    top = os.path.realpath(root)
+    lexical = os.path.normpath(os.path.join(top, named))
+    if lexical != top and not lexical.startswith(top.rstrip(os.sep) + os.sep):
+        return True
+    resolved = os.path.realpath(os.path.join(top, named))
+    return resolved != top and not resolved.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def refuse_link(path: Path) -> None:
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
+        raise errors.BadInput(
+            f"{path} is a symbolic link; qem does not write through links. Remove it (or"
+            " point --path at a regular file) and try again"
+        )
+    if not stat.S_ISREG(mode):
+        raise errors.BadInput(f"{path} exists and is not a regular file")
+
+
+def read_regular(path: Path) -> bytes | None:
+    """The bytes of `path`, or None if it does not exist.  Refuses links and non-files."""
+    refuse_link(path)
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise errors.BadInput(f"cannot read {path}: {exc.strerror}") from None
+
+
+def open_regular(path: Path) -> BinaryIO | None:
+    """`path` open for reading, or None if it does not exist.  Refuses links and non-files."""
+    refuse_link(path)
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise errors.BadInput(f"cannot read {path}: {exc.strerror}") from None
+
+
+def file_chunks(path: Path, size: int = 1 << 20) -> Iterator[bytes]:
+    """The bytes of `path` a chunk at a time (nothing, if it does not exist)."""
+    handle = open_regular(path)
+    if handle is None:
+        return
+    with handle:
+        while chunk := handle.read(size):
+            yield chunk
+
+
+def same_bytes(path: Path, chunks: Iterable[bytes]) -> bool | None:
+    """Whether `path` holds exactly the bytes of `chunks`, read side by side, a chunk at
+    a time (None: no such file)."""
+    handle = open_regular(path)
+    if handle is None:
+        return None
+    with handle:
+        for chunk in chunks:
+            if handle.read(len(chunk)) != chunk:
+                return False
+        return handle.read(1) == b""
+
+
+def write_atomic(path: Path, data: bytes | Iterable[bytes] | Path, mode: int | None = None,
+                 before_replace: Callable[[], None] | None = None, *, durable: bool = True) -> None:
+    """Replace `path` with `data` (bytes, or chunks of them: a stream is never held whole;
+    or a file's bytes, copied by the kernel) so a reader sees the old bytes or the new,
+    never a mix.
+
+    Temp file in the same directory (created exclusively, so no link is followed), fsync,
+    rename over the target, fsync the directory.  `mode` None: a file that exists keeps its
+    permissions (a mirror the user made private stays private), a new one gets 0644 less
+    the umask, as any new file would.  `before_replace` runs once the bytes are on disk,
+    before they replace `path`.  `durable` False: no fsync (for a cache that is checked
+    before it is used, whose loss in a power cut costs only its making again).
+    """
+    refuse_link(path)
+    if mode is None:
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except FileNotFoundError:
+            mode = 0o644 & ~_umask()
+    directory = path.parent
+    try:
+        fd, tmp = _new_beside(path)
+    except OSError as exc:
+        raise errors.StoreUnwritable(f"cannot write in {directory}: {exc.strerror}") from None
+    try:
+        checkpoint("atomic-tmp")
+        with os.fdopen(fd, "wb") as handle:
+            if isinstance(data, Path):
+                _copy_into(handle, data)
+            else:
+                for chunk in (data,) if isinstance(data, (bytes, bytearray)) else data:
+                    handle.write(chunk)
+            handle.flush()
+            os.fchmod(handle.fileno(), mode)
+            if durable:
+                os.fsync(handle.fileno())
+        checkpoint("atomic-written")
+        if before_replace is not None:
+            before_replace()
+        os.replace(tmp, path)
+        checkpoint("atomic-replaced")
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    if durable:
+        fsync_dir(directory)
+
+
+def _copy_into(handle: BinaryIO, source: Path) -> None:
+    """`source`'s bytes into `handle`: by the kernel where it can (sendfile), no read into
+    Python."""
+    src = open_regular(source)
+    if src is None:
+        raise FileNotFoundError(errno.ENOENT, "no such file", str(source))
+    with src:
+        try:
+            size, at = os.fstat(src.fileno()).st_size, 0
+            while at < size:
+                sent = os.sendfile(handle.fileno(), src.fileno(), at, size - at)
+                if sent == 0:
+                    break
+                at += sent
+            handle.seek(at)
+        except (AttributeError, OSError):  # no sendfile here, or not between these files
+            handle.seek(0)
+            handle.truncate()
+            src.seek(0)
+            while chunk := src.read(1 << 20):
+                handle.write(chunk)
+
+
+def _new_beside(path: Path) -> tuple[int, str]:
+    """A new file beside `path`, private, made exclusively (no link followed, no file of
+    another's taken), with a random name (`.NAME.XXXXXXXX.tmp`): its descriptor and name.
+    As tempfile.mkstemp, without importing it (a write's start-up pays for every import)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        name = str(path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(name, flags, 0o600), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+    os.umask(mask)
+    return mask
+
+
+def fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def read_at(path: Path) -> Iterator[tuple[Callable[[int, int], bytes], int]]:
+    """`path` open for reading in place: a function giving `count` bytes at an offset
+    (fewer at the end), and the file's size."""
+    handle = open_regular(path)
+    if handle is None:
+        raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+    with handle:
+        def read(at: int, count: int) -> bytes:
+            handle.seek(at)
+            return handle.read(count)
+
+        yield read, os.fstat(handle.fileno()).st_size
+
+
+class LockTimeout(OSError):
+    """Another process held a lock past the time given."""
+
+
+@contextmanager
+def locked(path: Path, timeout: float) -> Iterator[None]:
+    """An exclusive lock on `path` (created private if missing), held while the block
+    runs; LockTimeout when another holds it past `timeout` seconds.  The operating
+    system's own file lock (flock, or msvcrt's on Windows), so a process that dies
+    releases it; the lock file itself stays.  Not reentrant: a process that takes it again
+    while holding it waits for itself."""
+    import time
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        end = time.monotonic() + timeout
+        delay = 0.002
+        while not _try_lock(fd):
+            if time.monotonic() > end:
+                raise LockTimeout(f"{path} stayed locked for {timeout:g} s")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        yield
+    finally:
+        _unlock(fd)  # a process forked meanwhile shares the descriptor: released for it too
+        os.close(fd)  # (closing the descriptor releases the lock where no other shares it)
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        import msvcrt
+
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+            return True
+        except OSError:
+            return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def _unlock(fd: int) -> None:
+    try:
+        import fcntl
+    except ImportError:  # Windows: closing the descriptor releases it
+        return
+    fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def private_dir(path: Path) -> Path:
+    """Create `path` (and parents) with mode 0700; refuse an existing link or file there."""
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise errors.StoreUnwritable(f"cannot create {path}: {exc.strerror}") from None
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise errors.BadInput(f"{path} is not a private directory (a link or a file is in the way)")
+    os.chmod(path, 0o700)
+    return path

@@ -1,0 +1,292 @@
+"""The little of git that qem asks about: is this a git work tree, what did a file hold
+at a revision, is a file as the last commit left it, and the log as committed at a
+revision.  Plain `git` commands, run only where an answer needs them."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Container
+
+from ..base import errors
+
+
+def _git(cwd: Path, *args: str, input: bytes | None = None, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in ("GIT_CONFIG_NOSYSTEM",)}
+    env.update(extra or {})
+    try:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, input=input, env=env, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        if isinstance(exc, FileNotFoundError) and not _missing:
+            _missing.append(True)
+        raise errors.BadInput(f"cannot run git: {exc}") from None
+
+
+_missing: list[bool] = []  # a run found no `git` on the PATH (noted as it happens: asking costs a PATH walk)
+
+
+def missing() -> bool:
+    """Whether this process tried to run git and found none on the PATH."""
+    return bool(_missing)
+
+
+def toplevel(path: Path) -> Path | None:
+    """The top of the git work tree holding `path` (None: not in one, or no git)."""
+    folder = path if path.is_dir() else path.parent
+    try:
+        done = _git(folder, "rev-parse", "--show-toplevel")
+    except errors.BadInput:
+        return None
+    return Path(done.stdout.decode().strip()) if done.returncode == 0 else None
+
+
+def show(top: Path, rev: str, path: Path) -> bytes | None:
+    """The file at `path` as revision `rev` holds it (None: not there)."""
+    relative = path.resolve().relative_to(top.resolve()).as_posix()
+    done = _git(top, "show", f"{rev}:{relative}")
+    return done.stdout if done.returncode == 0 else None
+
+
+def unmodified(top: Path, path: Path) -> bool:
+    """Whether `path` is as the last commit holds it (in the work tree and the index)."""
+    relative = path.resolve().relative_to(top.resolve()).as_posix()
+    done = _git(top, "diff", "--quiet", "HEAD", "--", relative)
+    return done.returncode == 0
+
+
+def as_staged(top: Path, path: Path) -> bool:
+    """Whether the work tree's `path` is what git's index holds (no change left unstaged)."""
+    relative = path.resolve().relative_to(top.resolve()).as_posix()
+    return _git(top, "diff", "--quiet", "--", relative, extra=index_env(top)).returncode == 0
+
+
+def last_change(top: Path, path: Path, *, added: bool = False, every_ref: bool = False,
+                oldest: bool = False) -> str | None:
+    """The last commit that changed (`added`: added) `path`, of HEAD (`every_ref`: of any
+    branch or tag, and one that left it there: a deletion is not its last form), as a short
+    hash (None: none); `oldest`: the first such commit instead (of a file added twice, the
+    commit that first brought it)."""
+    relative = path.resolve().relative_to(top.resolve()).as_posix()
+    options = (["--diff-filter=A"] if added else []) + (["--all", "--diff-filter=AM"] if every_ref else [])
+    done = _git(top, "log", *([] if oldest else ["-1"]), "--format=%h", *options, "--", relative)
+    commits = done.stdout.decode().split() if done.returncode == 0 else []
+    return commits[-1] if commits else None
+
+
+def commit_of(top: Path, rev: str) -> str:
+    """The commit a revision names; BadInput naming the revision if it names none."""
+    done = _git(top, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    if done.returncode != 0:
+        raise errors.BadInput(f"{rev!r} is neither a date nor a git revision of this repository")
+    return done.stdout.decode().strip()
+
+
+def resolve_commit(top: Path, rev: str) -> str | None:
+    """The commit a revision names (None: it names none here)."""
+    if rev.startswith("-"):
+        return None  # never an option to git
+    done = _git(top, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
+    return done.stdout.decode().strip() if done.returncode == 0 else None
+
+
+def commit_time(top: Path, commit: str) -> str | None:
+    """When a commit was made (its committer's date), UTC, as qem writes times."""
+    from datetime import datetime, timezone
+
+    done = _git(top, "show", "-s", "--format=%ct", commit, "--")
+    if done.returncode != 0 or not done.stdout.strip().isdigit():
+        return None
+    return datetime.fromtimestamp(int(done.stdout), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def has_commits(top: Path) -> bool:
+    return _git(top, "rev-parse", "--verify", "--quiet", "HEAD").returncode == 0
+
+
+def is_shallow(top: Path) -> bool:
+    done = _git(top, "rev-parse", "--is-shallow-repository")
+    return done.returncode == 0 and done.stdout.strip() == b"true"
+
+
+def shallow_boundary(top: Path) -> list[str]:
+    """The commits a shallow clone's history stops at (their parents are not here)."""
+    done = _git(top, "rev-parse", "--git-path", "shallow")
+    path = Path(done.stdout.decode().strip())
+    path = path if path.is_absolute() else top / path
+    try:
+        return path.read_text("ascii").split()
+    except OSError:
+        return []
+
+
+def set_config(top: Path, key: str, value: str) -> bool:
+    """Set `key` in the repository's own git config (.git/config); whether it worked."""
+    return _git(top, "config", "--local", key, value).returncode == 0
+
+
+def merge_base(top: Path, a: str, b: str) -> str | None:
+    """The best common ancestor of two commits (None: none that this clone holds, as in a
+    shallow clone or unrelated histories)."""
+    done = _git(top, "merge-base", "--end-of-options", a, b)
+    return done.stdout.decode().split()[0] if done.returncode == 0 and done.stdout.strip() else None
+
+
+def merge_heads(top: Path) -> list[str]:
+    """The commits a merge in progress brings in (git's MERGE_HEAD, a line each: several
+    for an octopus); none outside a merge.  A hook judging the merge's commit reads them:
+    what arrived from the other side is not what this commit's author wrote.  git runs
+    its pre-merge-commit hook before it writes MERGE_HEAD; there the heads are the ones it
+    names in the hook's environment (`GITHEAD_<oid>`, each side's label)."""
+    folder = git_dir(top)  # read, not asked of git: the hook runs on every commit
+    try:
+        held = (folder / "MERGE_HEAD").read_text("ascii") if folder is not None else ""
+    except (OSError, UnicodeDecodeError):  # no merge, or one git is about to record
+        held = ""
+    heads = [line.strip() for line in held.splitlines() if line.strip()]
+    return heads or sorted(name[len("GITHEAD_"):] for name in os.environ if _GITHEAD.fullmatch(name))
+
+
+_GITHEAD = re.compile(r"GITHEAD_[0-9a-f]{40}(?:[0-9a-f]{24})?")
+
+
+def changed_paths(top: Path, old: str | None, new: str | None) -> set[str]:
+    """The paths (from the top of the work tree) the change from commit `old` to commit
+    `new` touches; `new` None: to the work tree, its untracked files that git does not
+    ignore included; `old` None: from nothing, every file.  A rename is both its paths
+    (`--no-renames`: a deletion and an addition)."""
+    if old is None:
+        commands = [("ls-files", "-z", "-c", "-o", "--exclude-standard")]
+    else:
+        commands = [("diff", "--name-only", "--no-renames", "-z", old, *([new] if new else []))]
+        if new is None:
+            commands.append(("ls-files", "-z", "-o", "--exclude-standard"))
+    out: set[str] = set()
+    for command in commands:
+        done = _git(top, *command)
+        if done.returncode != 0:
+            raise errors.BadInput(f"cannot list the files a change touches: {done.stderr.decode(errors='replace').strip()}")
+        out.update(name.decode("utf-8", "surrogateescape") for name in done.stdout.split(b"\0") if name)
+    return out
+
+
+def tree_files(top: Path, rev: str, folder: Path, skip: Container[str] = ()) -> dict[str, bytes]:
+    """Every file under `folder` as commit `rev` holds it: path relative to `folder` → bytes;
+    the files named in `skip` (relative to `folder`) are not read."""
+    relative = folder.resolve().relative_to(top.resolve()).as_posix()
+    listing = _git(top, "ls-tree", "-r", "-z", rev, "--", relative)
+    if listing.returncode != 0:
+        raise errors.BadInput(f"cannot list {relative} at {rev}: {listing.stderr.decode(errors='replace').strip()}")
+    entries = []
+    for record in listing.stdout.split(b"\0"):
+        if not record:
+            continue
+        meta, _, name = record.partition(b"\t")
+        mode, kind, blob = meta.decode().split()
+        path = name.decode("utf-8", "surrogateescape")
+        if kind == "blob" and _within(path, relative) not in skip:
+            entries.append((path, blob))
+    if not entries:
+        return {}
+    batch = _git(top, "cat-file", "--batch", input=b"".join(b.encode() + b"\n" for _, b in entries))
+    return _parse_batch(batch.stdout, [n for n, _ in entries], relative)
+
+
+def _parse_batch(data: bytes, names: list[str], prefix: str) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    pos = 0
+    for name in names:
+        end = data.index(b"\n", pos)
+        header = data[pos:end].split()
+        size = int(header[2])
+        out[_within(name, prefix)] = data[end + 1:end + 1 + size]
+        pos = end + 1 + size + 1
+    return out
+
+
+def _within(name: str, prefix: str) -> str:
+    return name[len(prefix) + 1:] if name.startswith(prefix + "/") else name
+
+
+# -- the index (what the next commit holds) ---------------------------------------------------
+
+
+def index_env(top: Path) -> dict[str, str]:
+    """GIT_INDEX_FILE as git sets it for a hook (`commit -a` and `commit -- PATHS` build
+    the commit in an index of their own), kept only when it is this repository's: every
+    other GIT_* variable is dropped (_git), and an index file of another repository (a
+    hook of an outer one) must never be read or written for this one."""
+    given = os.environ.get("GIT_INDEX_FILE")
+    if not given:
+        return {}
+    index = Path(os.path.abspath(given))
+    gitdir = git_dir(top)
+    try:
+        return {"GIT_INDEX_FILE": str(index)} if gitdir is not None and index.parent.resolve() == gitdir.resolve() else {}
+    except OSError:
+        return {}
+
+
+def git_dir(top: Path) -> Path | None:
+    """The work tree's own git folder: `.git`, or the folder a `.git` file names (a linked
+    worktree's, a submodule's); None when neither can be read."""
+    dot = top / ".git"
+    try:
+        gitdir = dot if dot.is_dir() else Path(dot.read_text("utf-8").partition("gitdir:")[2].strip())
+    except OSError:
+        return None
+    return gitdir if gitdir.is_absolute() else top / gitdir
+
+
+def staged_files(top: Path, paths: list[str]) -> dict[str, str]:
+    """The files under these paths (relative to `top`) in git's index: path → blob id."""
+    done = _git(top, "--literal-pathspecs", "ls-files", "-s", "-z", "--", *paths, extra=index_env(top))
+    if done.returncode != 0:
+        raise errors.BadInput(f"cannot read git's index: {done.stderr.decode(errors='replace').strip()}")
+    out = {}
+    for record in done.stdout.split(b"\0"):
+        meta, _, name = record.partition(b"\t")
+        if name:
+            out[name.decode("utf-8", "surrogateescape")] = meta.split()[1].decode()
+    return out
+
+
+def unstaged_files(top: Path, paths: list[str]) -> set[str]:
+    """The tracked files under these paths whose work-tree copy differs from the index's."""
+    done = _git(top, "--literal-pathspecs", "diff-files", "--name-only", "-z", "--", *paths, extra=index_env(top))
+    return {n.decode("utf-8", "surrogateescape") for n in done.stdout.split(b"\0") if n}
+
+
+def blobs(top: Path, named: dict[str, str]) -> dict[str, bytes]:
+    """The bytes of blobs (name → blob id, as staged_files gives them), by name."""
+    if not named:
+        return {}
+    names = sorted(named)
+    batch = _git(top, "cat-file", "--batch", input=b"".join(named[n].encode() + b"\n" for n in names))
+    return _parse_batch(batch.stdout, names, "")
+
+
+def tagged_files(cwd: Path, paths: list[str], top: Path) -> dict[str, str] | None:
+    """Which of these paths (relative to `cwd`) git tracks (tag H) or would add (`?`,
+    untracked and not ignored); an ignored one is left out.  None: not a git work tree."""
+    try:
+        done = _git(cwd, "--literal-pathspecs", "ls-files", "-z", "-t", "-c", "-o", "--exclude-standard", "--", *paths,
+                    extra=index_env(top))
+    except errors.BadInput:
+        return None
+    if done.returncode != 0:
+        return None
+    out = {}
+    for record in done.stdout.split(b"\0"):
+        tag, _, name = record.decode("utf-8", "surrogateescape").partition(" ")
+        if name:
+            out[name] = tag
+    return out
+
+
+def update_index(cwd: Path, feed: bytes, extra: dict[str, str]) -> str | None:
+    """`git update-index --add --remove` of the NUL-ended paths in `feed` (relative to
+    `cwd`); git's complaint, or None when it took them."""
+    done = _git(cwd, "update-index", "--add", "--remove", "-z", "--stdin", input=feed, extra=extra)
+    return None if done.returncode == 0 else done.stderr.decode("utf-8", "replace").strip() or "git update-index failed"

@@ -1,0 +1,239 @@
+"""A session's ledger: which notes one agent session was given, so each comes once.
+
+One private file per context window (`.qem/sessions/<hash of its key>.json`, mode 0600,
+in a folder that ignores itself in git): a session's, keyed by its id, and a subagent's,
+keyed by the agent's id alone (a subagent has a context window of its own, so it is given
+its notes itself and never takes the main thread's; its id is unique, whatever session id
+its hooks carry), written atomically under a lock, since a harness runs hooks of one
+session side by side.  It holds, for each note given: the compaction epoch it was given
+in, whether whole or as a line, and the note's last event then (its `tip`); the tool
+calls it held (by a digest of what each was about), so the same call made again passes;
+and a session's, the subagents it started.  A compaction starts a new epoch: what the
+agent was given before it is gone from its context, so it may be given again.  A note
+given and changed since is said again, as its change.  A damaged ledger is read as a new
+one, marked as not knowing what its epoch gave: no call is held in that epoch (what was
+held before might be held again).  Bounded: at most MAX_NOTES notes a session (the
+oldest given go first), and sessions not touched for MAX_AGE_DAYS, or past MAX_SESSIONS,
+are swept when a session starts; a session's end removes its file and its subagents'.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from . import files
+
+FOLDER = "sessions"
+MAX_NOTES = 5000
+MAX_HELD = 500  # the calls held a session remembers (the oldest go first)
+MAX_SESSIONS = 200
+MAX_AGE_DAYS = 14
+LOCK_SECONDS = 5.0
+_IGNORE_ALL = "# Written by qem: session ledgers are private to this clone.\n*\n"
+
+
+def folder(state_dir: Path) -> Path:
+    return state_dir / FOLDER
+
+
+def _name(session: str) -> str:
+    from ..base.ids import sha256_hex  # (not hashlib: every hook names its session's ledger)
+
+    return sha256_hex(session.encode("utf-8", "surrogatepass"))[:32]
+
+
+def _digest(about: str) -> str:
+    from ..base.ids import sha256_hex
+
+    return sha256_hex(about.encode("utf-8", "surrogatepass"))[:24]
+
+
+def tip(note) -> str:  # type: ignore[no-untyped-def]
+    """What a note's last change is, as the ledger compares it: its state's event, else
+    its creation."""
+    return note.state_event or note.id
+
+
+class Ledger:
+    """One session's record.  (A plain class: every hook reads one, and a dataclass costs a
+    hook's start-up `dataclasses` and `inspect`.)"""
+
+    def __init__(self, path: Path, unsure: int = -1) -> None:
+        self.path = path
+        self.notes_then = -1  # the notes the memory held when the session began (-1: not known yet)
+        self.epoch = 0
+        self.pending_compact = False  # a compaction began; the next moment that can give context gives `compact`
+        self.stop_asked = False
+        self.prompts: list[str] = []  # what the user typed (bounded), for user-stated quotes
+        self.given: dict[str, list] = {}  # note → [epoch, full, tip]
+        self.held: dict[str, int] = {}  # a held call's digest → the epoch it was held in
+        self.unsure = unsure  # an epoch whose record was lost (a damaged ledger): no call is held in it
+        self.agents: list[str] = []  # the keys of the subagents this session started
+
+    def started(self, agent_key: str) -> None:
+        """A subagent of this session started: its ledger goes when the session ends."""
+        if agent_key not in self.agents:
+            self.agents = (self.agents + [agent_key])[-MAX_AGENTS:]
+
+    def was_given(self, note_id: str, full: bool) -> bool:
+        entry = self.given.get(note_id)
+        return entry is not None and entry[0] == self.epoch and (entry[1] or not full)
+
+    def give(self, note_id: str, full: bool, last: str) -> None:
+        self.given.pop(note_id, None)  # re-inserted: the dict's order is the order given
+        self.given[note_id] = [self.epoch, full, last]
+        while len(self.given) > MAX_NOTES:
+            self.given.pop(next(iter(self.given)))
+
+    def may_hold(self) -> bool:
+        """Whether this epoch's record is whole (a damaged ledger's epoch holds nothing)."""
+        return self.unsure != self.epoch
+
+    def was_held(self, about: str) -> bool:
+        """Whether a call about `about` (its moment, paths, command) was held this epoch."""
+        return self.held.get(_digest(about)) == self.epoch
+
+    def hold(self, about: str) -> None:
+        key = _digest(about)
+        self.held.pop(key, None)
+        self.held[key] = self.epoch
+        while len(self.held) > MAX_HELD:
+            self.held.pop(next(iter(self.held)))
+
+    def heard(self, prompt: str) -> None:
+        """What the user typed (the last MAX_PROMPTS, each cut at MAX_PROMPT_CHARS)."""
+        if prompt:
+            self.prompts = (self.prompts + [prompt[:MAX_PROMPT_CHARS]])[-MAX_PROMPTS:]
+
+    def compacted(self) -> None:
+        self.epoch += 1
+        self.pending_compact = True
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"v": 1, "notes_then": self.notes_then, "epoch": self.epoch,
+                           "pending_compact": self.pending_compact, "stop_asked": self.stop_asked,
+                           "prompts": self.prompts, "given": self.given, "held": self.held,
+                           "unsure": self.unsure, "agents": self.agents},
+                          separators=(",", ":")).encode()  # ASCII: a lone surrogate is kept as its escape
+
+
+MAX_PROMPTS = 50
+MAX_AGENTS = 500  # subagents a session's ledger remembers to remove at its end (the sweep takes the rest)
+MAX_PROMPT_CHARS = 20_000
+
+
+def _read(path: Path) -> Ledger:
+    raw = files.read_regular(path)
+    ledger = Ledger(path)
+    if raw is None:
+        return ledger
+    try:
+        data = json.loads(raw)
+        ledger.epoch = int(data["epoch"])
+        ledger.notes_then = int(data.get("notes_then", -1))
+        ledger.pending_compact = bool(data.get("pending_compact"))
+        ledger.stop_asked = bool(data.get("stop_asked"))
+        ledger.prompts = [p for p in data.get("prompts", []) if isinstance(p, str)][-MAX_PROMPTS:]
+        ledger.agents = [a for a in data.get("agents", []) if isinstance(a, str)][-MAX_AGENTS:]
+        ledger.given = {str(k): list(v) for k, v in dict(data["given"]).items()
+                        if isinstance(v, list) and len(v) == 3}
+        ledger.held = {str(k): int(v) for k, v in dict(data.get("held", {})).items()}
+        ledger.unsure = int(data.get("unsure", -1))
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
+        # A damaged ledger is a new one: a note given twice, never a hook that fails.
+        return Ledger(path, unsure=0)
+    return ledger
+
+
+@contextmanager
+def session(state_dir: Path, session_id: str) -> Iterator[Ledger]:
+    """The ledger of a context window (`session_id`: the harness's name and its session
+    id, or a subagent's key), read under its lock and written back atomically on leaving."""
+    where = prepared(state_dir)
+    path = where / f"{_name(session_id)}.json"
+    with files.locked(where / f"{path.stem}.lock", LOCK_SECONDS):
+        ledger = _read(path)
+        before = ledger.to_bytes()
+        yield ledger
+        after = ledger.to_bytes()
+        if after != before:
+            files.write_atomic(path, after, mode=0o600)
+
+
+def prepared(state_dir: Path) -> Path:
+    """The ledgers' folder: a private folder of this clone (a link is refused: a clone's
+    commit could point it anywhere), ignoring itself in git by a `.gitignore` that is
+    qem's (one a commit brought is put back to qem's before any ledger is written)."""
+    where = files.private_dir(folder(state_dir))
+    ignore = where / ".gitignore"
+    if files.read_regular(ignore) != _IGNORE_ALL.encode():
+        files.write_atomic(ignore, _IGNORE_ALL.encode(), mode=0o644)
+    return where
+
+
+def _listed(state_dir: Path) -> list[os.DirEntry]:
+    """The ledgers' folder's entries; none where it is not a folder of its own (a link)."""
+    where = folder(state_dir)
+    try:
+        if not os.path.isdir(where) or os.path.islink(where):
+            return []
+        return list(os.scandir(where))
+    except OSError:
+        return []
+
+
+RECENT_HOURS = 24
+
+
+def recent_prompts(state_dir: Path, now: float | None = None) -> list[str]:
+    """What the user typed in this clone's sessions of the last RECENT_HOURS, as the prompt
+    hooks heard it (none without them)."""
+    now = time.time() if now is None else now
+    out: list[str] = []
+    entries = [Path(e.path) for e in _listed(state_dir) if e.name.endswith(".json") and e.is_file(follow_symlinks=False)
+               and now - e.stat(follow_symlinks=False).st_mtime <= RECENT_HOURS * 3600]
+    for path in entries:
+        out += _read(path).prompts
+    return out
+
+
+def end(state_dir: Path, session_id: str) -> None:
+    """A session ended: its ledger goes, and its subagents'."""
+    where = folder(state_dir)
+    if os.path.islink(where):
+        return
+    keys = [session_id] + _read(where / f"{_name(session_id)}.json").agents
+    for key in keys:
+        for suffix in (".json", ".lock"):
+            try:
+                os.unlink(where / f"{_name(key)}{suffix}")
+            except FileNotFoundError:
+                pass
+
+
+def sweep(state_dir: Path, now: float | None = None) -> int:
+    """Ledgers of sessions untouched for MAX_AGE_DAYS, and the oldest past MAX_SESSIONS,
+    removed; returns how many."""
+    entries = [(e.stat(follow_symlinks=False).st_mtime, Path(e.path)) for e in _listed(state_dir)
+               if e.name.endswith(".json")]
+    now = time.time() if now is None else now
+    entries.sort(reverse=True)
+    gone = [p for i, (mtime, p) in enumerate(entries) if i >= MAX_SESSIONS or now - mtime > MAX_AGE_DAYS * 86400]
+    for path in gone:
+        for doomed in (path, path.with_suffix(".lock")):
+            try:
+                os.unlink(doomed)
+            except FileNotFoundError:
+                pass
+    return len(gone)
+
+
+def exists(state_dir: Path, session_id: str) -> bool:
+    """Whether the ledger of a context window is here (its session has not ended, nor
+    been swept as stale)."""
+    return (folder(state_dir) / f"{_name(session_id)}.json").is_file()

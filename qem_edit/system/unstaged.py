@@ -1,0 +1,104 @@
+"""A person's unstaged changes, as a hook run by the pre-commit framework can know them.
+
+Before it runs the hooks of a commit, pre-commit sets the unstaged changes to tracked files
+aside: `git diff-index --binary` against the index's tree, saved as `patch<time>-<pid>` in
+its cache directory (`PRE_COMMIT_HOME`, else `$XDG_CACHE_HOME/pre-commit`, else
+`~/.cache/pre-commit`; `<pid>` is the pre-commit process, the hook's parent), then `git
+checkout -- .`.  After the hooks it applies the patch again; when that fails it checks the
+index out over the work tree and applies the patch once more.  So from inside a hook the
+work tree looks clean, and the patch is the only trace of an edit a person did not stage.
+
+A hook that rewrites a file the patch touches, and stages it, makes the patch apply to
+neither the work tree nor the index: pre-commit stops with "patch does not apply" and the
+edit is left only in its cache.  qem's hooks that render MEMORY.md therefore ask first
+(`guard`) and refuse, naming the file, instead of rendering over an edit set aside.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import time
+from pathlib import Path
+from typing import Callable
+
+from ..base import errors
+from . import gitrepo
+
+# A patch older than this is another run's (its process id since used again), not this one's:
+# pre-commit writes it just before the hooks run (an hour covers the slowest chain of hooks)
+# and never removes it.  Naming the patch, a refusal lets a person see which it read.
+FRESH_FOR = 3600
+
+
+def set_aside(top: Path) -> tuple[Path | None, set[str]]:
+    """(the patch, the paths relative to `top` it holds) that the pre-commit run this
+    process is a hook of set aside; (None, empty) when not run by pre-commit, or when
+    nothing was set aside."""
+    if os.environ.get("PRE_COMMIT") != "1":
+        return None, set()
+    patch = _patch_of(os.getppid())
+    if patch is None:
+        return None, set()
+    done = gitrepo._git(top, "apply", "--numstat", "-z", str(patch))
+    if done.returncode != 0:
+        return patch, set()
+    paths = set()
+    for record in done.stdout.split(b"\0"):
+        name = record.split(b"\t", 2)[-1] if record.count(b"\t") >= 2 else b""
+        if name:
+            paths.add(name.decode("utf-8", "surrogateescape"))
+    return patch, paths
+
+
+def _patch_of(pid: int) -> Path | None:
+    """The newest patch pre-commit process `pid` wrote, if it is recent."""
+    home = os.environ.get("PRE_COMMIT_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pre-commit")
+    pattern = re.compile(rf"patch(\d+)-{pid}")
+    try:
+        found = [(int(m.group(1)), entry.path) for entry in os.scandir(os.path.realpath(home))
+                 if (m := pattern.fullmatch(entry.name)) and entry.is_file()]
+    except OSError:
+        return None
+    if not found:
+        return None
+    written, path = max(found)
+    return Path(path) if time.time() - written < FRESH_FOR else None
+
+
+def guard(file: Path, rewrites: Callable[[], bool] = lambda: True, workspace: Path | None = None) -> None:
+    """Refuse (exit 3, nothing written) to rewrite `file` when the pre-commit run this
+    hook is part of set aside a person's unstaged changes to it, and `rewrites()` says
+    the file would change (asked only then: outside pre-commit this costs an environment
+    lookup).  `workspace`: the memory's, named in the advice where it is not the top."""
+    if os.environ.get("PRE_COMMIT") != "1":
+        return
+    top = gitrepo.toplevel(file)
+    if top is None:
+        return
+    try:
+        name = file.resolve().relative_to(top.resolve()).as_posix()
+    except ValueError:
+        return
+    patch, paths = set_aside(top)
+    if name not in paths or not rewrites():
+        return
+    raise errors.ConflictError(
+        f"{name} has changes you have not staged (pre-commit set them aside for its hooks, in {patch});"
+        f" rendering {name} again here would lose them, so nothing was written",
+        hint=f"check the edits in (`qem checkin{_workspace_option(top, workspace)} --path {name}`) or stash them"
+             f" alone (`git stash push {name}`), then commit again")
+
+
+def _workspace_option(top: Path, workspace: Path | None) -> str:
+    """` -w DIR` for a memory in a subfolder (`app/.qem`): git runs its hooks, and the
+    person their advice, at the top, where no memory would be found."""
+    import shlex
+
+    try:
+        folder = workspace.resolve().relative_to(top.resolve()).as_posix() if workspace is not None else "."
+    except ValueError:
+        return ""
+    return "" if folder == "." else f" -w {shlex.quote(folder)}"

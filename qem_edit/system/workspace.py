@@ -1,0 +1,200 @@
+"""Where things live: the workspace, its store, its mirror, its settings, and who writes.
+
+Resolution order (first that applies):
+- memory (the log and its index): `--store DIR`, `QEM_STORE`, else `<workspace>/.qem`;
+- workspace: `--workspace DIR`, `QEM_WORKSPACE`, the nearest ancestor of the current
+  directory holding `.qem/`, else the top of the git work tree holding it (a memory
+  belongs to the repository, not to a subdirectory), else the current directory;
+- actor: `--actor NAME`, `QEM_ACTOR`, else the login name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from ..base import errors
+from ..base.model import actor_problem
+from .files import leads_out
+
+STATE_DIR = ".qem"
+CONFIG_NAME = "config.toml"
+INDEX_NAME = "index.db"
+DEFAULT_MIRROR = "MEMORY.md"
+
+
+_COMMENT = re.compile(r"#[^\x00-\x08\x0a-\x1f\x7f]*")  # a TOML comment: no control character but a tab
+_MEMORY_ID = re.compile(r'id = "([0-9a-z]+)"')
+
+
+def _plain_config(text: str) -> dict | None:
+    """config.toml as tomllib reads it, where it holds only what `qem` writes to a new
+    memory's (`[memory]` and its `id`, comments, blank lines), read without tomllib:
+    importing tomllib costs each commit hook ~2 ms.  None for anything else (tomllib reads
+    it, and says what is wrong).  tests/test_hook_cost.py holds the two to one answer."""
+    table: dict | None = None
+    for line in text.split("\n"):
+        line = line.strip(" \t")
+        if not line or _COMMENT.fullmatch(line):
+            continue
+        found = _MEMORY_ID.fullmatch(line)
+        if line == "[memory]" and table is None:
+            table = {}
+        elif found is not None and table is not None and "id" not in table:
+            table["id"] = found[1]
+        else:
+            return None
+    return {} if table is None else {"memory": table}
+
+
+class Workspace:
+    """A workspace: its folder, and the memory it uses; its settings read once."""
+
+    __slots__ = ("root", "store_path", "_config")
+
+    def __init__(self, root: Path, store_path: Path) -> None:
+        self.root, self.store_path = root, store_path
+        self._config: dict | None = None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Workspace) and (self.root, self.store_path) == (other.root, other.store_path)
+
+    def __hash__(self) -> int:
+        return hash((self.root, self.store_path))
+
+    def __repr__(self) -> str:
+        return f"Workspace(root={self.root!r}, store_path={self.store_path!r})"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / STATE_DIR
+
+    @property
+    def checkouts(self) -> Path:
+        return self.state_dir / "checkouts"
+
+    def mirror_path(self, override: str | Path | None = None) -> Path:
+        if override is not None:
+            return Path(override)
+        configured = self.config().get("export", {}).get("path")
+        return self.root / (configured or DEFAULT_MIRROR)
+
+    def config(self) -> dict:
+        """The workspace's settings (`.qem/config.toml`), read and checked once."""
+        if self._config is None:
+            self._config = self._read_config()
+        return self._config
+
+    def _read_config(self) -> dict:
+        path = self.store_path / CONFIG_NAME
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise errors.BadInput(f"cannot read {path}: {exc.strerror}") from None
+        try:
+            text = raw.decode("utf-8")
+            config = _plain_config(text)
+            if config is None:
+                import tomllib  # (here: most memories' config.toml is plain, see _plain_config)
+
+                config = tomllib.loads(text)
+        except UnicodeDecodeError as exc:
+            raise errors.BadInput(f"{path} is not valid TOML: {exc}") from None
+        except ValueError as exc:  # tomllib.TOMLDecodeError, without importing tomllib to name it
+            raise errors.BadInput(f"{path} is not valid TOML: {exc}") from None
+        export = config.get("export", {})
+        if not isinstance(export, dict) or not isinstance(export.get("auto", False), bool):
+            raise errors.BadInput(f"{path}: [export] auto must be true or false")
+        if "path" in export and not isinstance(export["path"], str):
+            raise errors.BadInput(f"{path}: [export] path must be a string")
+        if export.get("path") and leads_out(self.root, export["path"]):
+            # the file is committed: a teammate's branch must not make this clone write anywhere
+            raise errors.BadInput(f'{self._shown(path)}: [export] path "{export["path"]}" leads outside the work tree'
+                                  f" ({self.root}); name a file inside it, relative to it; nothing was written")
+        git = config.get("git", {})
+        if not isinstance(git, dict) or not isinstance(git.get("stage", True), bool):
+            raise errors.BadInput(f"{path}: [git] stage must be true or false")
+        delivery = config.get("delivery", {})
+        if not isinstance(delivery, dict) or not isinstance(delivery.get("hold", True), bool):
+            raise errors.BadInput(f"{path}: [delivery] hold must be true or false (whether a hook holds a call"
+                                  " whose notes were not given yet)")
+        return config
+
+    def _shown(self, path: Path) -> str:
+        """`path` as a message names it: from the workspace where it is inside it."""
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return str(path)
+
+    def stages(self) -> bool:
+        """Whether writes stage what they wrote in git's index (qem_edit.mirror.gitstage): yes
+        unless `[git] stage = false`."""
+        return bool(self.config().get("git", {}).get("stage", True))
+
+    def auto_export(self) -> bool:
+        """Whether writes keep the mirror current: as configured, else yes in a git work
+        tree where MEMORY.md exists (what a reviewer reads must not lag the log)."""
+        configured = self.config().get("export", {}).get("auto")
+        if configured is not None:
+            return bool(configured)
+        if not self.mirror_path().is_file():
+            return False
+        from . import gitrepo
+
+        return gitrepo.toplevel(self.root) is not None
+
+
+def git_top(start: Path) -> Path | None:
+    """The top of the git work tree holding `start`: its nearest folder, itself or above,
+    holding `.git` (a directory, or a linked worktree's file); None outside any.  Asked
+    of the files, not of git, so it costs no process and works with no git installed."""
+    start = start.resolve()
+    return next((d for d in (start, *start.parents) if (d / ".git").exists()), None)
+
+
+def find_workspace(cwd: Path | None = None) -> Path:
+    start = (cwd or Path.cwd()).resolve()
+    top = None
+    for candidate in (start, *start.parents):
+        if (candidate / STATE_DIR).is_dir():
+            return candidate
+        if top is None and (candidate / ".git").exists():  # a directory, or a worktree's file
+            top = candidate
+    return top or start
+
+
+def resolve(workspace: str | Path | None = None, store: str | Path | None = None) -> Workspace:
+    root_arg = workspace or os.environ.get("QEM_WORKSPACE")
+    root = Path(root_arg).resolve() if root_arg else find_workspace()
+    store_arg = store or os.environ.get("QEM_STORE")
+    store_path = Path(store_arg) if store_arg else root / STATE_DIR
+    if not store_arg and store_path.is_symlink() and leads_out(root, STATE_DIR):
+        # git keeps a link: a clone's `.qem` pointing elsewhere would have every write land there
+        raise errors.BadInput(f"{STATE_DIR} is a symbolic link leading outside the work tree ({root}, to"
+                              f" {os.path.realpath(store_path)}); qem writes its memory only inside the work tree:"
+                              " remove the link (or name the memory with --store); nothing was written")
+    return Workspace(root=root, store_path=store_path)
+
+
+def actor(explicit: str | None = None) -> str:
+    name = explicit or os.environ.get("QEM_ACTOR")
+    if name:
+        name = name.strip()
+        problem = actor_problem(name)
+        if problem:
+            raise errors.BadInput(f"the actor name {name!r}: {problem}")
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise errors.BadInput("the actor name is not UTF-8") from None
+        return name
+    import getpass  # only when no actor is named
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
