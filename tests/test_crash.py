@@ -52,7 +52,8 @@ from qem_edit.base import faults, ids
 from qem_edit.base.model import LIVE_STATES, NewNote
 from qem_edit.mirror.export import auto_export, export, render_store
 from qem_edit.shells import terminal
-from qem_edit.storage.store import Store, Transaction
+from qem_edit.storage.store import Store
+from qem_edit.storage.transaction import Transaction
 from qem_edit.system.files import write_atomic
 from qem_edit.system.workspace import Workspace
 from qem_edit.transfer.dump import load, read_dump

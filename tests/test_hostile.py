@@ -51,7 +51,8 @@ from qem_edit.shells import terminal
 from qem_edit.shells.cli import main as qem_main
 from qem_edit.storage import store as store_mod
 from qem_edit.storage.logtree import canonical, event_object
-from qem_edit.storage.store import Store, Transaction
+from qem_edit.storage.store import Store
+from qem_edit.storage.transaction import Transaction
 from qem_edit.system import db
 from qem_edit.system.workspace import Workspace
 from qem_edit.transfer.dump import dump_lines

@@ -242,7 +242,7 @@ def test_a_note_whose_short_id_grew_since_the_checkout(tmp_path: Path, monkeypat
     """Another writer's new note shares the first characters of a note the checkout shows,
     so that note's short id grows; the edit of it is read against the base under the short
     id the base shows (and a revocation of it meanwhile is still a conflict)."""
-    import qem_edit.storage.store as store_module
+    import qem_edit.storage.transaction as transaction_module
     from qem_edit.base import ids
 
     rng = random.Random(3)
@@ -251,7 +251,7 @@ def test_a_note_whose_short_id_grew_since_the_checkout(tmp_path: Path, monkeypat
     with seeded_store(root, rng, 60) as store:
         checkout = new_checkout(store, workspace(root), Selection())
         targets = {n.shown: n for n in store.notes() if len(n.shown) == ids.MIN_SHORT}
-        original = store_module._event
+        original = transaction_module._event
 
         def colliding(draft, data, *rest):  # type: ignore[no-untyped-def]
             while True:  # a created event whose id starts as a shown short id does
@@ -260,9 +260,9 @@ def test_a_note_whose_short_id_grew_since_the_checkout(tmp_path: Path, monkeypat
                     return event
                 data = dict(data, nonce=ids.nonce())
 
-        monkeypatch.setattr(store_module, "_event", colliding)
+        monkeypatch.setattr(transaction_module, "_event", colliding)
         twin = add(store, "a note whose id shares a prefix", "finding", at=None)
-        monkeypatch.setattr(store_module, "_event", original)
+        monkeypatch.setattr(transaction_module, "_event", original)
         grown = targets[twin[:ids.MIN_SHORT]]
         assert len(store.note(grown.id).shown) > len(grown.shown)  # its short id grew
         if revoked:

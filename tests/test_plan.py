@@ -23,7 +23,8 @@ from qem_edit.renderer.format import SECTION_TITLES, SEP, escape_first_line
 
 from qem_edit.base.model import KINDS, LIVE_STATES, PRIORITIES, NewNote, normalize_text, replay
 from qem_edit.mirror.verify import verify_report
-from qem_edit.storage.store import Store, Transaction
+from qem_edit.storage.store import Store
+from qem_edit.storage.transaction import Transaction
 from qem_edit.writes import checkin
 from qem_edit.writes.checkin_plan import Proposal, propose, whole
 

@@ -41,7 +41,8 @@ from qem_edit.renderer import Selection
 
 from qem_edit.base.model import NewNote, Note, after_event, note_from_created
 from qem_edit.mirror.export import export, render_store
-from qem_edit.storage.store import Store, Transaction
+from qem_edit.storage.store import Store
+from qem_edit.storage.transaction import Transaction
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent

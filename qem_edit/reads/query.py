@@ -19,6 +19,7 @@ from ..base.model import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, STATES, TE
 from ..base.owing import answered, is_request
 from ..base.resolver import Graph
 from ..base.times import parse_time, utc_now
+from ..storage.selection import Condition
 from ..storage.store import Store, read_gaps  # (read_gaps: query's word, kept where the readers import it)
 from ..system import anchors
 from .standing import Standings
@@ -109,51 +110,40 @@ def _note_id(value: str, key: str) -> str:
 Test = Callable[[object], bool]
 
 
-@dataclass(frozen=True)
-class _Comparison:
-    """How a filter on one field compares the field with its value: in a scan (Python)
-    and in the index (SQL over the notes table, with the values it binds), side by side."""
-
-    holds: Callable[[object, object], bool]
-    sql: str
-    binds: Callable[[object], tuple[object, ...]] = lambda wanted: (wanted,)
-
-
 def _anchors_any(match: Callable[[str, str], bool]) -> Callable[[object, object], bool]:
     return lambda anchored, path: any(match(p, path) for p, _ in anchored)  # type: ignore[attr-defined]
 
 
-_COMPARISONS: dict[str, _Comparison] = {
-    "=": _Comparison(operator.eq, "{} = ?"),
-    ">=": _Comparison(operator.ge, "{} >= ?"),  # since=: a lower bound
-    "<=": _Comparison(operator.le, "{} <= ?"),  # until=: an upper bound, inclusive
-    "<": _Comparison(lambda field, bound: field is not None and field < bound, "{} < ?"),  # due<: before, strictly
-    "contains": _Comparison(lambda text, part: text is not None and part in text, "instr({}, ?) > 0"),  # type: ignore[operator]
-    # anchor= and anchor~: the note's anchors, by path, in the index's anchors table
-    "anchors": _Comparison(_anchors_any(operator.eq), "id IN (SELECT note FROM anchors WHERE path = ?)"),
-    "anchors under": _Comparison(_anchors_any(anchors.under),
-                                 "id IN (SELECT note FROM anchors WHERE path = ? OR (path > ? AND path < ?))",
-                                 lambda folder: (folder, *anchors.folder_range(str(folder)))),
+# How a filter on one field compares the field with its value, by name: here in a scan, and
+# in the index by the same name (qem_edit.storage.selection, given the filter as plain data).
+_COMPARISONS: dict[str, Callable[[object, object], bool]] = {
+    "=": operator.eq,
+    ">=": operator.ge,  # since=: a lower bound
+    "<=": operator.le,  # until=: an upper bound, inclusive
+    "<": lambda field, bound: field is not None and field < bound,  # type: ignore[operator]  # due<: before, strictly
+    "contains": lambda text, part: text is not None and part in text,  # type: ignore[operator]
+    "has": _anchors_any(operator.eq),  # anchor=: one of the note's anchors is that path
+    "has under": _anchors_any(anchors.under),  # anchor~: one is that path, or inside the folder it names
 }
 
 
 @dataclass(frozen=True)
 class _Field:
     """A filter on one field: the field, how KEY=VALUE's value is read (and checked), and
-    how the two compare; the scan's test and the index's SQL are both made from it."""
+    how the two compare; the scan's test and the index's condition are both made from it."""
 
     name: str
     read: Callable[[str, str], object]
     compare: str = "="
-    column: str | None = None  # the index's column, where its name is not the note's field
 
     def test(self, value: str, key: str) -> Test:
-        holds, wanted = _COMPARISONS[self.compare].holds, self.read(value, key)
+        holds, wanted = _COMPARISONS[self.compare], self.read(value, key)
         return lambda item: holds(getattr(item, self.name), wanted)
 
-    def sql(self, value: str, key: str) -> tuple[str, tuple[object, ...]]:
-        comparison = _COMPARISONS[self.compare]
-        return comparison.sql.format(self.column or self.name), comparison.binds(self.read(value, key))
+    def condition(self, value: str, key: str) -> Condition:
+        """The filter as plain data for the index (qem_edit.storage.selection): the note's
+        field, the comparison's name, the value read."""
+        return Condition(self.name, self.compare, self.read(value, key))
 
 
 def _one_of(allowed: tuple[str, ...]) -> Callable[[str, str], object]:
@@ -184,9 +174,9 @@ _NOTE_FIELDS: dict[str, _Field] = {
     "until": _Field("created_at", _time(end=True), "<="),
     "supersedes": _Field("supersedes", _note_id),
     "text~": _Field("text", _as_is, "contains"),
-    "anchor": _Field("anchors", _anchor_path, "anchors"),  # a path as stored, from the top of the work tree
-    "anchor~": _Field("anchors", _anchor_path, "anchors under"),  # that path, and the folder it names
-    "to": _Field("to", _as_is, column="seat"),  # who owes a request
+    "anchor": _Field("anchors", _anchor_path, "has"),  # a path as stored, from the top of the work tree
+    "anchor~": _Field("anchors", _anchor_path, "has under"),  # that path, and the folder it names
+    "to": _Field("to", _as_is),  # who owes a request
     "due<": _Field("due", _time(end=False), "<"),  # a deadline before a date (its start) or time
 }
 _EVENT_FIELDS: dict[str, _Field] = {
@@ -320,9 +310,9 @@ def select(store: Store, parsed: list[Filter]) -> Selected:
     if any(f.key in ("current", "disputed", "answered") for f in parsed):
         found = answer(store, parsed)
         return Selected([r["id"] for r in found.results], found.scope)
-    conditions = [_NOTE_FIELDS[f.key].sql(f.value, f.key) for f in parsed]
+    conditions = [_NOTE_FIELDS[f.key].condition(f.value, f.key) for f in parsed]
     with store.reading():
-        ids = store.select_notes([c for c, _ in conditions], [p for _, binds in conditions for p in binds])
+        ids = store.select_notes(conditions)
         scope = Scope(str(store.root), None, store.count(), 0)
         forgotten = store.count(states=["forgotten"]) if any(f.key == "text~" for f in parsed) else 0
     if forgotten:

@@ -256,8 +256,8 @@ class Index:
         self.tree = tree
         self.blanked: set[str] = set()  # forgotten notes whose text rows this index blanked
         # each re-rendered note's item as it was first seen (kind rank, bytes; None: none),
-        # kept from when the store sets it to {} (a write) until it reads it
-        self.replaced: dict[str, tuple[int, bytes] | None] | None = None
+        # kept from `keep_replaced` (a write's start) until `take_replaced`
+        self._replaced: dict[str, tuple[int, bytes] | None] | None = None
 
     # -- the schema --------------------------------------------------------------------------
 
@@ -841,13 +841,22 @@ class Index:
                 chunk)]  # (this clone's own answers are never in MEMORY.md)
         return answered_by(given)
 
+    def keep_replaced(self) -> None:
+        """Keep, from now, each re-rendered note's item as it was first seen (a write's start)."""
+        self._replaced = {}
+
+    def take_replaced(self) -> dict[str, tuple[int, bytes] | None]:
+        """The items kept since `keep_replaced` (none where it was not called); keeping stops."""
+        replaced, self._replaced = self._replaced or {}, None
+        return replaced
+
     def _remember_items(self, chunk: list[str]) -> None:
-        if self.replaced is None:
+        if self._replaced is None:
             return
         found = {i: (rank, bytes(item)) for i, rank, item in self.conn.execute(
             f"SELECT id, kind_rank, CAST(item AS BLOB) FROM items WHERE id IN ({db.marks(chunk)})", chunk)}
         for note_id in chunk:
-            self.replaced.setdefault(note_id, found.get(note_id))
+            self._replaced.setdefault(note_id, found.get(note_id))
 
     def changed_items(self, note_ids: Iterable[str]) -> dict[str, tuple[int, bytes]]:
         """The items of these notes now (note id → kind rank, bytes)."""

@@ -63,6 +63,7 @@ MAX_TEXT_BYTES = 16 << 20  # a note's text as stored (its packed line, the large
 MAX_CLOCK = 1 << 53
 MAX_PACK_BYTES = 256 << 20
 PACK_SPLIT_BYTES = 64 << 20  # a write of more events than this splits them into packs this large
+TEXTS_PER_PACK = 1000  # a forget rewrites the pack holding the text: keep packs of texts small
 EVENTS, TEXTS, PACKS = "events", "texts", "packs"
 # The folder of this clone's own notes (model.LOCAL_SCOPES): its files are named
 # `private/events/<id>` and `private/texts/<note>`, one record each.  A `.gitignore` of

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from ..base import errors
 from ..storage.convert import convert, read_old_store
-from ..storage.logtree import LogTree
+from ..storage.logtree import TEXTS_PER_PACK, LogTree
 from ..storage.starting import ensure_memory_id
-from ..storage.store import LEGACY_NAME, TEXTS_PER_PACK, Store
+from ..storage.store import LEGACY_NAME, Store
 from ..system.workspace import CONFIG_NAME, Workspace
 
 

@@ -40,12 +40,13 @@ from ..base.model import (
 from ..base.times import parse_time, utc_now
 from ..mirror.export import auto_export
 from ..storage import protect
-from ..storage.store import Store, Transaction
+from ..storage.store import Store
 from ..system.workspace import Workspace
 from . import expiry
 
 if TYPE_CHECKING:
     from ..reads import drift
+    from ..storage.transaction import Transaction
 
 
 class Written:

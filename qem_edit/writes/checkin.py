@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Mapping, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Mapping, NamedTuple, Protocol
 
 from ..base import errors, ids
 from ..base.faults import checkpoint
@@ -29,7 +29,7 @@ from ..reconciler.rebase import rebase, with_errors
 from ..renderer import for_editing, render
 from ..renderer.render import base_named, rendering_id
 from ..storage.secrets import described, scan, strings
-from ..storage.store import Store, Transaction
+from ..storage.store import Store
 from ..system.files import read_regular, refuse_link, write_atomic
 from ..system.workspace import Workspace
 from .acts import late_notice, repeat_notice, repeats
@@ -37,6 +37,10 @@ from .checkin_plan import Proposal, propose, whole
 from .expiry import born_ended, defaults, ended_notice, shifted
 from .forgetting import scrub_again
 from .kept_edits import Checkout, keep, kept, requery
+
+if TYPE_CHECKING:
+    from ..storage.transaction import Transaction
+
 
 # -- the words for what went wrong --------------------------------------------------------------
 

@@ -26,7 +26,8 @@ from ..base.model import ENDED_WHEN_WRITTEN, KINDS, Note
 if TYPE_CHECKING:
     from typing import Callable
 
-    from ..storage.store import Store, Transaction
+    from ..storage.store import Store
+    from ..storage.transaction import Transaction
     from ..system.workspace import Workspace
 
 UNITS = {"h": 3600, "d": 86400, "w": 7 * 86400}

@@ -1,0 +1,78 @@
+"""The reads that pick what a session is given: by moment, path, command, term; `qem context`'s."""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Mapping
+
+from ..base.model import KIND_RANK, Note
+from ..system import db
+from .index import NOTE_COLUMNS, note_from_row
+from .reading import IN_FORCE, IndexReads
+
+
+class DeliveryReads(IndexReads):
+    """Store's reads for qem_edit.reads.delivery, qem_edit.reads.context and the hooks' ledger."""
+
+    def due_at_moment(self, moment: str, bundle: Mapping[str, Iterable[str]]) -> list[tuple[str, str, str, bool]]:
+        """(id, kind, priority, declared) of the notes in force a lifecycle moment fires
+        (qem_edit.base.triggers): those declaring it (`@on:`, declared True), and those of the
+        kinds and priorities `bundle` gives ({kind: priorities}) that declare no moment of
+        their own.  No text is read."""
+        rows = self._read(f"SELECT id, kind, priority, 1 FROM notes WHERE {IN_FORCE} AND id IN"
+                          " (SELECT note FROM triggers WHERE name = 'on' AND value = ?)", (moment,))
+        for kind, priorities in bundle.items():
+            wanted = list(priorities)
+            rows += self._read(
+                f"SELECT id, kind, priority, 0 FROM notes INDEXED BY notes_in_order WHERE kind_rank = ? AND {IN_FORCE}"
+                f" AND priority IN ({db.marks(wanted)}) AND (triggers = '[]' OR id NOT IN"
+                " (SELECT note FROM triggers WHERE name = 'on'))", (KIND_RANK[kind], *wanted))
+        return [(n, k, p, bool(d)) for n, k, p, d in self._seen(rows)]
+
+    def order_keys(self, note_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
+        """Each note's (kind, priority), the fields its order needs (absent ids left out)."""
+        out: dict[str, tuple[str, str]] = {}
+        for chunk in db.chunks(sorted(set(note_ids))):
+            out.update((n, (k, p)) for n, k, p in self._read(
+                f"SELECT id, kind, priority FROM notes WHERE id IN ({db.marks(chunk)})", chunk))
+        return out
+
+    def patterns_in_force(self, name: str) -> list[tuple[str, str]]:
+        """(pattern, note) of every `path` or `run` trigger of the notes in force."""
+        return self._seen(self._read(f"SELECT t.value, t.note FROM triggers t JOIN notes n ON n.id = t.note"
+                                     f" WHERE t.name = ? AND n.{IN_FORCE}", (name,)), 1)
+
+    def terms_in_force(self, keys: Iterable[str]) -> list[tuple[str, str]]:
+        """(term, note) of the backticked terms of the notes in force whose key is one of `keys`."""
+        out: list[tuple[str, str]] = []
+        for chunk in db.chunks(sorted(set(keys))):
+            out += self._read(f"SELECT t.term, t.note FROM terms t JOIN notes n ON n.id = t.note"
+                              f" WHERE t.key IN ({db.marks(chunk)}) AND n.{IN_FORCE}", chunk)
+        return self._seen(out, 1)
+
+    def last_changes(self, note_ids: Iterable[str]) -> dict[str, str]:
+        """Each note's last change as a session ledger compares it: the event that put it in
+        its state, else its own id (absent ids are left out)."""
+        out: dict[str, str] = {}
+        for chunk in db.chunks(sorted(set(note_ids))):
+            out.update(self._read(f"SELECT id, coalesce(state_event, id) FROM notes WHERE id IN ({db.marks(chunk)})", chunk))
+        return out
+
+    def latest_at(self) -> str | None:
+        """When the latest event was written (None: the log holds none)."""
+        return self._read("SELECT max(at) FROM events")[0][0]
+
+    def count_in_force_besides(self, kind: str) -> int:
+        """The notes in force of every kind but `kind`."""
+        counted = self._read(f"SELECT count(*) FROM notes WHERE kind_rank != ? AND {IN_FORCE}", (KIND_RANK[kind],))[0][0]
+        hidden = self.hidden()
+        return counted - sum(1 for n in self.session_notes() if n.id in hidden and n.kind != kind) if hidden else counted
+
+    def notes_in_force(self, kind: str, priority: str) -> Iterator[Note]:
+        """The notes in force of one kind and priority, in id order, read lazily along the
+        index's (kind rank, id) order (inside `reading`)."""
+        hidden = self.hidden()
+        for row in self.conn.execute(
+                f"SELECT {NOTE_COLUMNS} FROM notes INDEXED BY notes_in_order WHERE kind_rank = ? AND priority = ?"
+                f" AND {IN_FORCE} ORDER BY id", (KIND_RANK[kind], priority)):
+            if row[0] not in hidden:
+                yield note_from_row(row)

@@ -1,0 +1,79 @@
+"""How every read of the index is made: errors translated, one snapshot, sessions kept apart."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator, Self, Sequence, TypeVar
+
+from ..base.model import LIVE_STATES
+from ..system import db
+
+LIVE = ("active", "stale")  # the states of a note in force (model.LIVE_STATES), as bound into SQL
+IN_FORCE = "state IN ('active', 'stale')"  # the same, spelled out for the index's SQL
+assert LIVE_STATES == set(LIVE)
+T = TypeVar("T")
+
+
+class IndexReads:
+    """What every read of Store is made with (Store and each class of its reads build on
+    it); Store sets these when it opens the index."""
+
+    root: Path
+    conn: sqlite3.Connection
+    index_path: Path | None
+    session: str | None  # the agent session the reads are for (Store.__init__ says more)
+    every_session: bool
+    _reading: bool
+
+    def _read(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
+        try:
+            return self.conn.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise db.translate(exc, self.index_path or self.root, "read") from None
+
+    def _guarded(self, read: Callable[[], T]) -> T:
+        try:
+            return read()
+        except sqlite3.DatabaseError as exc:
+            raise db.translate(exc, self.index_path or self.root, "read") from None
+
+    def hidden(self) -> frozenset[str]:
+        """The session notes of sessions other than this store's reader's (`session`):
+        none of its reads counts them, in force or not (none while `every_session`)."""
+        if self.every_session:
+            return frozenset()
+        rows = self._read("SELECT id, session FROM notes INDEXED BY notes_sessions WHERE scope = 'session'")
+        return frozenset(n for n, session in rows if session != self.session)
+
+    def _seen(self, rows: list, at: int = 0) -> list:
+        """`rows` without those of `hidden` notes (the note id in column `at`)."""
+        hidden = self.hidden() if rows else frozenset()
+        return [r for r in rows if r[at] not in hidden] if hidden else rows
+
+    @contextmanager
+    def seeing_every_session(self) -> Iterator[None]:
+        """Reads that see every session's notes while it lasts: a write judging a note it
+        names by its scope, or flagging this clone's notes whichever session wrote them."""
+        every, self.every_session = self.every_session, True
+        try:
+            yield
+        finally:
+            self.every_session = every
+
+    @contextmanager
+    def reading(self) -> Iterator[Self]:
+        """A read transaction: every read inside sees one snapshot of the index."""
+        self.conn.execute("BEGIN")
+        self._reading = True
+        try:
+            yield self
+        except sqlite3.DatabaseError as exc:
+            raise db.translate(exc, self.index_path or self.root, "read") from None
+        finally:
+            self._reading = False
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.DatabaseError:
+                pass
