@@ -19,7 +19,6 @@ from ..base.model import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, STATES, TE
 from ..base.owing import answered, is_request
 from ..base.resolver import Graph
 from ..base.times import parse_time, utc_now
-from ..storage.selection import Condition
 from ..storage.store import Store, read_gaps  # (read_gaps: query's word, kept where the readers import it)
 from ..system import anchors
 from .standing import Standings
@@ -140,10 +139,10 @@ class _Field:
         holds, wanted = _COMPARISONS[self.compare], self.read(value, key)
         return lambda item: holds(getattr(item, self.name), wanted)
 
-    def condition(self, value: str, key: str) -> Condition:
+    def condition(self, value: str, key: str) -> tuple[str, str, object]:
         """The filter as plain data for the index (qem_edit.storage.selection): the note's
         field, the comparison's name, the value read."""
-        return Condition(self.name, self.compare, self.read(value, key))
+        return self.name, self.compare, self.read(value, key)
 
 
 def _one_of(allowed: tuple[str, ...]) -> Callable[[str, str], object]:

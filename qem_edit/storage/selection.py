@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
 from .reading import IndexReads
 
-
-class Condition(NamedTuple):
-    """One filter on a note as plain data: its field (a Note's), the comparison's name
-    (qem_edit.reads.query's, which compares the same way in a scan) and the value."""
-
-    field: str
-    compare: str
-    value: object
-
+# One filter on a note as plain data: its field (a Note's), the comparison's name
+# (qem_edit.reads.query's, which compares the same way in a scan) and the value.
+Condition = tuple[str, str, object]
 
 # the notes table's column of each field a filter names (a request's `to` is its `seat`)
 _COLUMNS = {"kind": "kind", "state": "state", "priority": "priority", "provenance": "provenance", "actor": "actor",
