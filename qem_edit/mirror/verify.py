@@ -4,8 +4,8 @@ It fails (exit 1) when a log file is malformed or does not match its name, when 
 does not apply or names a note the log does not hold, when a note's text is missing or
 does not match its hash, when a forgotten text is still in the tree, when two notes claim
 one old number, when the local index disagrees with a fresh replay of the log, when the
-supersession graph is broken (a cycle, a dangling or malformed pointer), or when MEMORY.md
-is not the rendering of the log, or when an agent took a note of a protected kind out of
+supersession graph is broken (a cycle, a dangling or malformed pointer; qem_edit.storage.supersession),
+or when MEMORY.md is not the rendering of the log, or when an agent took a note of a protected kind out of
 force (qem_edit.storage.protect), or when events of a protected note that the base (HEAD, or the
 merge base of `--base REV` and HEAD) holds are not in the log (qem_edit.reads.removals; another
 note's removal is listed), or when a text or a reason holds a secret no person allowed

@@ -1,4 +1,9 @@
-"""The rendered MEMORY.md items read out of the index as bytes: what export joins, and a check-in's file of some notes."""
+"""The rendered MEMORY.md items read out of the index as bytes, for export and a check-in.
+
+What export joins (every item of a kind, in id order), and the items of some notes (a
+check-in's file of a selection); the items themselves are rendered and kept by
+qem_edit.storage.index.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""SQLite files apart from the store's index: the log replayed afresh for `qem verify`, and a dump's lines staged for a load."""
+"""SQLite files apart from the index: the log replayed afresh, and a dump staged for a load.
+
+`qem verify` compares the index with a replay of the log built afresh in a file of its
+own (`build_fresh`); `qem load` holds a dump's lines in another (`StagedLines`), which the
+store's connection attaches to tell what is new.  Both are thrown away after use.
+"""
 
 from __future__ import annotations
 

@@ -1131,7 +1131,7 @@ class Store:
     # -- the item cache ----------------------------------------------------------------
 
     def export_items(self, kinds: Iterable[str], *, with_ids: bool = False) -> dict[str, list]:
-        from .item_reads import items_by_kind
+        from .item_reads import items_by_kind  # here, as every feature's reads: a hook imports none it does not ask
 
         return self._guarded(lambda: items_by_kind(self.conn, kinds, with_ids=with_ids))
 
@@ -1434,7 +1434,7 @@ class Store:
         return map(note_from_row, self.rows_in_force(kind, priority))
 
     def graph_problems(self, scratch: sqlite3.Connection) -> list[str]:
-        """The supersession graph's problems in the index (qem_edit.storage.supersession); `scratch` a database of the check's own."""
+        """The supersession graph's problems (qem_edit.storage.supersession); `scratch`: a database of its own."""
         from .supersession import graph_problems
 
         return self._guarded(lambda: graph_problems(self.conn, scratch))

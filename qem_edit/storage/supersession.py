@@ -1,4 +1,9 @@
-"""The supersession graph of an index checked for `qem verify`: cycles, dangling and malformed pointers, forks and disputes, read from the notes table in the words and order of qem_edit.base.resolver's Graph."""
+"""The supersession graph of an index, checked for `qem verify`.
+
+Cycles, dangling and malformed pointers, forks and concurrent changes that disagree, in
+the words and order of qem_edit.base.resolver's Graph, read from the notes table with SQL
+and one int per note (for the cycles) instead of every note in memory.
+"""
 
 from __future__ import annotations
 

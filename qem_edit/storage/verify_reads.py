@@ -1,4 +1,9 @@
-"""The reads `qem verify` makes of an index (the store's, or a replay of the log afresh): where two differ, the files set aside, events and texts for the protected-kinds, removals and secrets checks."""
+"""What `qem verify` reads of an index: the store's, or the log replayed afresh.
+
+Where two indexes differ, the log files one set aside, and the events and texts the
+protected-kinds, removals and secrets checks judge (qem_edit.storage.protect,
+qem_edit.reads.removals through the store, qem_edit.storage.secrets).
+"""
 
 from __future__ import annotations
 
