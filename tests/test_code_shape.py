@@ -132,6 +132,8 @@ def test_the_storage_layer_owns_every_statement() -> None:
 
 
 def test_only_storage_imports_the_index() -> None:
+    """Outside storage a module asks the index through Store's methods: it imports none of
+    the modules that run the index's SQL (at its top, inside a function, or for types)."""
     graph = _import_graph()
     index = {_module_name(REPO / name) for name in STORAGE if name.startswith("qem_edit/storage/")}
     index -= {_module_name(REPO / name) for name in STORAGE_OPEN}
