@@ -7,7 +7,6 @@ from typing import Iterable, Iterator
 
 from ..base.model import KIND_RANK
 from ..system import db
-from .index import items_by_kind, items_of_notes
 from .reading import IndexReads
 
 # of the short ids of a block of MEMORY.md's items (a JSON array), those no note shows or whose
@@ -36,6 +35,8 @@ class MirrorReads(IndexReads):
         return {i: (n.kind, items[i][1] if i in items else None) for i, n in notes.items()}
 
     def export_items(self, kinds: Iterable[str], *, with_ids: bool = False) -> dict[str, list]:
+        from .item_reads import items_by_kind  # here: a hook, which reads no item, does not load them
+
         return self._guarded(lambda: items_by_kind(self.conn, kinds, with_ids=with_ids))
 
     def iter_items(self, kind: str) -> Iterator[bytes]:
@@ -48,6 +49,8 @@ class MirrorReads(IndexReads):
                 yield item
 
     def items_of_notes(self, note_ids: Iterable[str]) -> dict[str, list[bytes]]:
+        from .item_reads import items_of_notes
+
         return self._guarded(lambda: items_of_notes(self.conn, note_ids))
 
     def shorts_not_shown(self, shorts_json: str) -> list[str]:

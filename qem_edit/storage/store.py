@@ -27,7 +27,7 @@ from ..system.workspace import CONFIG_NAME, INDEX_NAME
 from . import starting
 from .delivery_reads import DeliveryReads
 from .dispute_reads import DisputeReads
-from .index import EVENT_COLUMNS, NOTE_COLUMNS, Caught, Index, event_from_row, note_from_row, secret_allowed, shorts
+from .index import EVENT_COLUMNS, NOTE_COLUMNS, Caught, Index, event_from_row, note_from_row, shorts
 from .logtree import EVENTS, PACKS, TEXTS, TEXTS_PER_PACK, LogFileError, LogTree, TextRecord, pack_text_line
 from .mirror_reads import MirrorReads
 from .path_reads import PathReads
@@ -444,6 +444,8 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
 
     def secret_allowed(self, event_id: str) -> bool:
         """Whether a person allowed the secret in what event `event_id` wrote (qem_edit.storage.secrets)."""
+        from .verify_reads import secret_allowed
+
         return self._guarded(lambda: secret_allowed(self.conn, event_id))
 
     def shorts(self, note_ids: Iterable[str]) -> dict[str, str]:
@@ -477,8 +479,6 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
             return self.count()
 
         return db.patiently(work, self.index_path or self.root, "write")
-
-
 
 
 def _start_if_new(root: Path, create: bool) -> str | None:

@@ -35,7 +35,7 @@ class TransferReads(IndexReads):
 
     @contextmanager
     def attached(self, path: Path) -> Iterator[int]:
-        """A staged dump (qem_edit.storage.index.StagedLines, `path` its file) attached to the index, its lines the index holds
+        """A staged dump (qem_edit.storage.staging.StagedLines, `path` its file) attached to the index, its lines the index holds
         marked as not new: how many are new."""
         self.conn.execute("ATTACH DATABASE ? AS staged", (str(path),))
         try:
