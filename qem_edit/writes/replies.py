@@ -10,10 +10,12 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..base import ids
-from ..base.model import Event, Note
+
+if TYPE_CHECKING:  # (records, read only by a type checker: an answer is built from what acts wrote)
+    from ..base.model import Event, Note
 
 
 class NoteWritten(NamedTuple):
