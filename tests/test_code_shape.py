@@ -241,3 +241,19 @@ def test_the_architecture_doc_shows_every_module_in_its_folder() -> None:
     assert not long, f"a module's line says one thing (40 words at most): {long}"
 
 
+
+
+def test_every_module_opens_with_one_line_saying_what_it_owns() -> None:
+    """A product module's docstring opens with one sentence on one line, short enough to
+    read at a glance (what it owns); the lines after a blank line may say more."""
+    wrong = []
+    for path, tree in _trees(PRODUCT):
+        if path.stem == "__init__" and not tree.body:
+            continue  # a layer folder's empty __init__.py
+        doc = ast.get_docstring(tree, clean=False) or ""
+        lines = doc.split("\n")
+        first = lines[0]
+        one_sentence = first.endswith(".") and not re.search(r"[.!?]\s+[A-Z`(]", first[:-1])
+        if not first or len(first) > 100 or not one_sentence or (len(lines) > 1 and lines[1].strip()):
+            wrong.append(f"{path.relative_to(REPO)}: {first[:60]!r}")
+    assert not wrong, f"modules not opening with one line (at most 100 characters) saying what they own: {wrong}"

@@ -1,4 +1,6 @@
-"""What is owed, pure: whether a request is answered (yes, no or unknown, with the reason),
+"""What is owed: whether a request is answered, who owes it and how late it is.
+
+What is owed, pure: whether a request is answered (yes, no or unknown, with the reason),
 who owes it and how late it is, from the request, the notes that answer it and now.
 
 A request is a note that names who owes it (`to`) or a deadline (`due`).  An answer is a

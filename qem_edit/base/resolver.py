@@ -1,4 +1,4 @@
-"""Which note is current?  Three-valued answers by following `supersedes` pointers.
+"""Which note is current, three-valued, by following `supersedes` pointers.
 
 Pure: notes in, answers out.  The answer is `yes`, `no` or `unknown`, always with the
 reason.  Resolution follows the single-parent pointer, never the clock: a later timestamp

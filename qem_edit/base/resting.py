@@ -1,4 +1,6 @@
-"""What a note rests on, pure: the stale flag a base's change owes its dependents, and
+"""What a note rests on: the stale flag a base's change owes its dependents.
+
+What a note rests on, pure: the stale flag a base's change owes its dependents, and
 whether a note's bases still hold.
 
 A note may rest on others (`rests_on`, ids in its created event: "the total is 4 days,

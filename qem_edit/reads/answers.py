@@ -1,4 +1,6 @@
-"""The reads, once for every shell: each a function of an open store that returns its
+"""The reads' answers (show, status, list, log…), each with its text and JSON form.
+
+The reads, once for every shell: each a function of an open store that returns its
 answer, which knows its text and its JSON form.
 
 The CLI, the MCP server and any other shell call the same function and only print what

@@ -1,4 +1,6 @@
-"""`qem diff` written out: plain text for a terminal, markdown for a pull-request comment
+"""`qem diff` written out: text, markdown for a pull request, JSON, `--stat`.
+
+`qem diff` written out: plain text for a terminal, markdown for a pull-request comment
 (GitHub's flavour: short texts inline and escaped, long ones folded in `<details>`), JSON
 for scripts, and `--stat`, the counts per note kind and event type.  Removed events come
 first in every form (a line of their own before the summary, then their notes), so a

@@ -1,4 +1,6 @@
-"""The memory as it was: `--at` a date (the events written by then) or a git revision
+"""The memory as it was at a date or a git revision.
+
+The memory as it was: `--at` a date (the events written by then) or a git revision
 (the log as committed there).  A text forgotten since stays forgotten."""
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""What every read says of a note beyond its state: past its end and not swept yet, and
+"""What every read says of a note beyond its state: past its end, in dispute.
+
+What every read says of a note beyond its state: past its end and not swept yet, and
 the open disputes it is a side of.  One decision, made here, for `qem show`, `qem status`,
 `qem query`, `qem context`, the hooks' replies (qem_edit.reads.delivery, qem_edit.reads.tiers), the MCP
 tools and resources (which call those reads) and `qem verify`'s list of disputes, so that

@@ -1,4 +1,6 @@
-"""What a moment that gives many notes at once gives (a session's start, its return from a
+"""A moment that gives many notes at once: each due note as a line, whole texts while room remains.
+
+What a moment that gives many notes at once gives (a session's start, its return from a
 compaction, a subagent's start): every due note at least as one line, whole texts while
 room remains.
 

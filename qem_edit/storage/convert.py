@@ -1,4 +1,6 @@
-"""Logs from before memory lived in git: numbered notes and a global seq, in one SQLite
+"""Logs from before memory lived in git, read to be converted.
+
+Logs from before memory lived in git: numbered notes and a global seq, in one SQLite
 file (`.qem/memory.db`) or in a dump of it (`seq`, `note_id` lines).
 
 Conversion keeps every event's type, time, actor, reason, check-in and data, in seq

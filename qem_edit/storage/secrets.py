@@ -1,4 +1,6 @@
-"""Credentials kept out of the log: the log is committed, so a note reaches every clone,
+"""Credentials kept out of the log, checked on every string an event holds.
+
+Credentials kept out of the log: the log is committed, so a note reaches every clone,
 every CI job and every fork, and git history keeps it after `qem forget`.
 
 Every string an event holds is held to the rule, not only a note's text: its reason, its

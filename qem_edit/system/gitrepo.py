@@ -1,4 +1,6 @@
-"""The little of git that qem asks about: is this a git work tree, what did a file hold
+"""Every git command qem runs, each a named function.
+
+The little of git that qem asks about: is this a git work tree, what did a file hold
 at a revision, is a file as the last commit left it, and the log as committed at a
 revision.  Plain `git` commands, run only where an answer needs them."""
 

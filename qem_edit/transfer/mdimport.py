@@ -1,4 +1,6 @@
-"""`qem import markdown FILE...`: the memory a team already keeps in markdown (CLAUDE.md,
+"""`qem import markdown`: CLAUDE.md and its kin proposed as notes, for review.
+
+`qem import markdown FILE...`: the memory a team already keeps in markdown (CLAUDE.md,
 AGENTS.md, a hand-kept MEMORY.md, Claude Code's auto-memory files) proposed as new notes,
 written as a checkout for a person to review and check in.  Nothing reaches the log before
 that check-in: the checkout is the proposal, and `qem checkin` (or `qem edit --resume`)
