@@ -405,7 +405,7 @@ def ranked(moment: Moment, found: list[Due]) -> list[Ranked]:
 
 
 Fetch = Callable[[list[str]], "dict[str, Note]"]
-READ_AHEAD = 32  # notes read at a time while a budget has room
+NOTES_PER_FETCH = 32  # notes whose texts one fetch reads, while a budget has room
 
 
 Measure = Callable[[str], int]
@@ -427,7 +427,7 @@ def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: in
     notes: dict[str, Note] = {}
     for i, entry in enumerate(entries):
         if entry.due.id not in notes:
-            notes.update(fetch([e.due.id for e in entries[i:i + READ_AHEAD]]))
+            notes.update(fetch([e.due.id for e in entries[i:i + NOTES_PER_FETCH]]))
         note = notes.get(entry.due.id)
         if note is None:
             out.left = entries[i:]
