@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from ..base import errors, ids
-from ..base.model import Event
+from ..base.replay import Event
 from ..base.shown import visible
 from ..storage.logtree import LogFileError, event_from, text_from
 from ..system import gitrepo

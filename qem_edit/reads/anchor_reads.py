@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..base import errors
-from ..base.model import LIVE_STATES, Note
+from ..base.replay import Note
+from ..base.vocabulary import LIVE_STATES
 from ..storage.store import Store
 from ..system import anchors
 

@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..base import ids
-from ..base.model import SCOPE_WORDS, TEXT_MISSING, TRIGGER_ATTRIBUTES, Event, Note, scope_mark, scoped_prefix
 from ..base.owing import Answered, answered, is_request, pointer
+from ..base.replay import TEXT_MISSING, Event, Note, scope_mark
 from ..base.resolver import Answer as Currency
 from ..base.resolver import Graph
 from ..base.times import utc_now
+from ..base.vocabulary import SCOPE_WORDS, TRIGGER_ATTRIBUTES, scoped_prefix
 from ..storage.store import Store
 from .query import read_gaps
 from .standing import Standing, Standings

@@ -14,8 +14,9 @@ import re
 from dataclasses import dataclass
 
 from ..base import ids
-from ..base.model import EVENT_TYPES, KINDS, READING_ORDER, Event
+from ..base.replay import Event
 from ..base.shown import visible
+from ..base.vocabulary import EVENT_TYPES, KINDS, READING_ORDER
 from .diff import DRIFTED, WORK_TREE, Anchored, Change, Debt, MemoryDiff
 from .removals import Removal
 

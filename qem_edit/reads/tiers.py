@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..base import errors
-from ..base.model import Note, scope_mark
+from ..base.replay import Note, scope_mark
 from . import delivery
 from .context import FRAMES, indented
 from .delivery import CUT, NOTES_PER_FETCH, Change, Delivery, Fetch, Measure, Moment, Ranked, fitted_changes, footer_room

@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base import errors, ids
-from ..base.model import EVENT_TYPES, Event, TextError, is_timestamp, normalize_text
+from ..base.replay import Event
 from ..base.shown import progress
+from ..base.stored_form import is_timestamp, normalize_text
+from ..base.vocabulary import EVENT_TYPES, TextError
 from .logtree import LogFileError, TextRecord, event_bytes, event_from, event_object
 
 

@@ -42,7 +42,8 @@ from functools import reduce
 from typing import Iterable, Iterator, Mapping, NamedTuple
 
 from ..base import errors, ids
-from ..base.model import TRIGGER_ATTRIBUTES, Event
+from ..base.replay import Event
+from ..base.vocabulary import TRIGGER_ATTRIBUTES
 from .logtree import event_object
 
 WITHHELD = "<secret withheld>"  # what a message shows in a secret's place

@@ -20,20 +20,11 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar
 
 from ..base import errors, ids, resting
-from ..base.faults import checkpoint
-from ..base.model import (
-    KIND_RANK,
-    LIVE_STATES,
+from ..base.decisions import (
     NEW_NOTE,
     Draft,
     Drifted,
-    Event,
     NewNote,
-    Note,
-    TextError,
-    TransitionError,
-    actor_problem,
-    after_event,
     decide_create,
     decide_dispute,
     decide_drift,
@@ -42,11 +33,12 @@ from ..base.model import (
     decide_move,
     decide_rule,
     decide_settle,
-    note_from_created,
-    reason_problem,
-    replay,
 )
+from ..base.faults import checkpoint
+from ..base.replay import Event, Note, after_event, note_from_created, replay
+from ..base.stored_form import actor_problem, reason_problem
 from ..base.times import utc_now
+from ..base.vocabulary import KIND_RANK, LIVE_STATES, TextError, TransitionError
 from ..system import db
 from ..system.workspace import CONFIG_NAME, INDEX_NAME
 from . import starting
@@ -79,7 +71,7 @@ from .logtree import (
 )
 from .starting import COMMITTED, read_memory_id, remember
 
-LIVE = ("active", "stale")  # the states of a note in force (model.LIVE_STATES), as bound into SQL
+LIVE = ("active", "stale")  # the states of a note in force (vocabulary.LIVE_STATES), as bound into SQL
 TEXTS_PER_PACK = 1000  # a forget rewrites the pack holding the text: keep packs of texts small
 PACK_AT = 1000  # loose log files that make a write pack them (`qem pack` does it at will)
 LEGACY_NAME = "memory.db"
@@ -132,13 +124,13 @@ class Transaction:
     def emit(self, note_id: str, type_: str, actor: str, reason: str | None = None,
              checkin: str | None = None, anchors: tuple[tuple[str, str], ...] | None = None) -> Event:
         """A lifecycle move (revoke, flag stale, reinstate, expire, promote) on one note;
-        `anchors`: a reinstated note's anchors as they are now (model.decide_move)."""
+        `anchors`: a reinstated note's anchors as they are now (decisions.decide_move)."""
         [event] = self.record([_decided(decide_move, self.note(note_id), type_, reason, anchors)], actor, checkin)
         return event
 
     def drift(self, note_id: str, drifted: list[Drifted], actor: str, checkin: str | None = None) -> list[Event]:
         """A note whose anchored content drifted: re-anchored where it moved, flagged stale
-        where it changed or went (model.decide_drift)."""
+        where it changed or went (decisions.decide_drift)."""
         return self.record(_decided(decide_drift, self.note(note_id), drifted), actor, checkin)
 
     def create(self, new: NewNote, actor: str, reason: str | None = None, checkin: str | None = None) -> Note:
@@ -148,9 +140,9 @@ class Transaction:
         return self._notes[events[0].id]
 
     def share(self, note_id: str, provenance: str, actor: str, reason: str, twin: Note | None = None) -> Note:
-        """A private note made a team note (model.decide_share; `twin`: the team note in
+        """A private note made a team note (decisions.decide_share; `twin`: the team note in
         force with its text already, which then supersedes it); returns the team note."""
-        from ..base.model import decide_share
+        from ..base.decisions import decide_share
 
         note = self.note(note_id)
         pointed = {i: self._held(i) for i in (note.answers, *note.rests_on) if i is not None}

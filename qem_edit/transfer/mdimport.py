@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base import errors
-from ..base.model import KINDS, PRIORITIES, TextError, normalize_text
+from ..base.stored_form import normalize_text
+from ..base.vocabulary import KINDS, PRIORITIES, TextError
 from ..renderer import Selection
 from ..renderer.format import HEADER_RE, INDENT, SECTION_TITLES, escape_first_line, escape_text_line
 from ..storage import secrets
