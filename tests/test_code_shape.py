@@ -261,8 +261,6 @@ def test_the_architecture_doc_shows_every_module_in_its_folder() -> None:
     assert not long, f"a module's line says one thing (40 words at most): {long}"
 
 
-
-
 def test_every_module_opens_with_one_line_saying_what_it_owns() -> None:
     """A product module's docstring opens with one sentence on one line, short enough to
     read at a glance (what it owns); the lines after a blank line may say more."""
@@ -277,3 +275,148 @@ def test_every_module_opens_with_one_line_saying_what_it_owns() -> None:
         if not first or len(first) > 100 or not one_sentence or (len(lines) > 1 and lines[1].strip()):
             wrong.append(f"{path.relative_to(REPO)}: {first[:60]!r}")
     assert not wrong, f"modules not opening with one line (at most 100 characters) saying what they own: {wrong}"
+
+
+# -- what a module keeps to itself ----------------------------------------------------------
+# A name with a leading `_` is its module's own: another module never calls it, imports it or
+# reaches it on an object (a product class's private method or attribute, as Store's above).
+# What two modules truly share gets a public name in the module that owns the idea.  Where a
+# crossing must stay, it is named here, "module: name" → why; today none does.
+PRIVATE_CROSSINGS: dict[str, str] = {}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _package_of(name: str, path: Path) -> list[str]:
+    """The package a module's relative imports start from (as _product_imports reads it)."""
+    if path.stem == "__init__" and "." not in name:
+        return [] if name in TOP_FILES else [name]
+    return name.split(".")[:-1]
+
+
+def _imported_from(name: str, path: Path, node: ast.ImportFrom) -> str | None:
+    """The product module a `from ... import` reads from (None: another package)."""
+    if node.level:
+        package = _package_of(name, path)
+        return ".".join(package[: len(package) - (node.level - 1)] + (node.module.split(".") if node.module else []))
+    if (node.module or "").split(".")[0] == "qem_edit":
+        return ".".join(node.module.split(".")[1:])
+    return node.module if (node.module or "").split(".")[0] in PURE_CORES else None
+
+
+def _module_bindings(name: str, path: Path, tree: ast.AST, known: set[str]) -> tuple[dict[str, str], list[str]]:
+    """(the local names bound to product modules → the module; the private names imported
+    from another product module, each as `name from module at line N`)."""
+    bound: dict[str, str] = {}
+    crossings = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (source := _imported_from(name, path, node)) is not None:
+            for alias in node.names:
+                full = f"{source}.{alias.name}" if source else alias.name
+                if full in known:
+                    bound[alias.asname or alias.name] = full
+                elif _private(alias.name) and source != name:
+                    crossings.append(f"{alias.name} from {source} at line {node.lineno}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                module = ".".join(parts[1:]) if parts[0] == "qem_edit" else alias.name
+                if alias.asname and module in known:
+                    bound[alias.asname] = module
+                elif parts[0] == "qem_edit" or parts[0] in PURE_CORES:
+                    bound[parts[0]] = "" if parts[0] == "qem_edit" else parts[0]
+    return bound, crossings
+
+
+def _dotted(node: ast.AST, bound: dict[str, str]) -> str | None:
+    """The product module an expression names (`gitrepo`, `qem_edit.system.gitrepo`), if any."""
+    if isinstance(node, ast.Name):
+        return bound.get(node.id)
+    if isinstance(node, ast.Attribute) and (outer := _dotted(node.value, bound)) is not None:
+        return f"{outer}.{node.attr}" if outer else node.attr
+    return None
+
+
+def _class_privates(trees: dict[str, tuple[Path, ast.AST]]) -> dict[str, set[str]]:
+    """Each private method or attribute of a product class → the modules whose classes have it."""
+    out: dict[str, set[str]] = {}
+    for module, (_, tree) in trees.items():
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            for node in ast.walk(cls):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _private(node.name):
+                    out.setdefault(node.name, set()).add(module)
+                elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and _private(node.attr)
+                      and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                    out.setdefault(node.attr, set()).add(module)
+    return out
+
+
+def _private_crossings() -> dict[str, list[str]]:
+    trees = {_module_name(path): (path, tree) for path, tree in _trees(PRODUCT)}
+    members = _class_privates(trees)
+    found: dict[str, list[str]] = {}
+    for module, (path, tree) in trees.items():
+        bound, crossings = _module_bindings(module, path, tree, set(trees))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or not _private(node.attr):
+                continue
+            owner = _dotted(node.value, bound)
+            if owner is not None and owner != module:
+                crossings.append(f"{owner}.{node.attr} at line {node.lineno}")
+            elif (owner is None and node.attr in members and module not in members[node.attr]
+                  and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+                crossings.append(f"{'/'.join(sorted(members[node.attr]))}'s ….{node.attr} at line {node.lineno}")
+        if crossings:
+            found[path.relative_to(REPO).as_posix()] = crossings
+    return found
+
+
+def test_no_module_calls_a_private_helper_of_another() -> None:
+    def key(path: str, crossing: str) -> str:  # as PRIVATE_CROSSINGS names one: no line number
+        return f"{path}: {crossing.rsplit(' at line ', 1)[0]}"
+
+    found = _private_crossings()
+    wrong = {path: [c for c in crossings if key(path, c) not in PRIVATE_CROSSINGS] for path, crossings in found.items()}
+    wrong = {path: crossings for path, crossings in wrong.items() if crossings}
+    assert not wrong, ("private names of another module used (give what is shared a public name in the module"
+                       f" that owns the idea, or move it there): {wrong}")
+    named = {key(path, c) for path, crossings in found.items() for c in crossings}
+    assert set(PRIVATE_CROSSINGS) <= named, f"stale PRIVATE_CROSSINGS entries: {set(PRIVATE_CROSSINGS) - named}"
+
+
+# git is started by one module: every git command qem runs is a function of gitrepo.py, named
+# for what it answers, so its environment (GIT_* dropped, the hook's own index kept), its
+# timeout and what a missing git means are decided once.
+GIT_MODULE = "qem_edit/system/gitrepo.py"
+_STARTS = {"subprocess": None, "os": ("system", "popen", "exec", "spawn", "posix_spawn")}
+
+
+def _names_git(node: ast.AST, shell: bool = False) -> bool:
+    """Whether a program named here is git: `"git"` or a path to it (`shell`: or a shell
+    line running it)."""
+    return (isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and (node.value == "git" or node.value.endswith("/git") or (shell and node.value.startswith("git "))))
+
+
+def _git_started(tree: ast.AST) -> list[str]:
+    """Where a module starts git: an argument list headed by git, or a process started
+    (subprocess, os.system, os.exec*, os.spawn*) with git among its arguments."""
+    found = [f"a command line headed by git at line {node.lineno}" for node in ast.walk(tree)
+             if isinstance(node, (ast.List, ast.Tuple)) and node.elts and _names_git(node.elts[0])]
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in _STARTS
+                and (_STARTS[node.func.value.id] is None or node.func.attr.startswith(_STARTS[node.func.value.id]))
+                and any(_names_git(inner, shell=True) for arg in [*node.args, *(k.value for k in node.keywords)]
+                        for inner in ast.walk(arg))):
+            found.append(f"{node.func.value.id}.{node.func.attr} running git at line {node.lineno}")
+    return found
+
+
+def test_only_gitrepo_starts_git() -> None:
+    found = {path.relative_to(REPO).as_posix(): _git_started(tree) for path, tree in _trees(PRODUCT)}
+    assert found.pop(GIT_MODULE), f"{GIT_MODULE} no longer starts git: point GIT_MODULE at the module that does"
+    elsewhere = {path: where for path, where in found.items() if where}
+    assert not elsewhere, f"git started outside {GIT_MODULE} (add a function there, named for what it answers): {elsewhere}"

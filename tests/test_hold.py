@@ -407,7 +407,7 @@ def test_the_hold_setting_read_without_toml_is_what_toml_reads(text: str) -> Non
     reads so is what TOML reads, and anything else it leaves to TOML."""
     import tomllib
 
-    from qem_edit.shells.hookrun import _plain_hold
+    from qem_edit.reads.session import _plain_hold
 
     plain = _plain_hold(text)
     delivery = tomllib.loads(text).get("delivery", {})

@@ -517,3 +517,43 @@ def test_a_load_refuses_an_event_following_another_notes_event(ws: Path, tmp_pat
     done = run_qem("load", str(tmp_path / "crossing.jsonl"), cwd=ws)
     assert done.returncode == 2 and "of another note; nothing was loaded" in done.stderr, done.stderr
     assert log_names(ws) == before
+
+
+# -- nesting deeper than the parser's stack -------------------------------------------------------
+
+DEEP = b'{"a":' * 100_000 + b"1" + b"}" * 100_000  # JSON nested past Python's recursion limit
+
+
+def test_a_log_file_nested_too_deep_is_set_aside_and_named(team: Team) -> None:
+    """An event file and a pack line nested deeper than the parser goes are set aside, on
+    a pull and in a fresh clone's build, and verify names each; no command fails."""
+    def plant(memory: Path) -> str:
+        (memory / "events" / ids.content_id(DEEP)).write_bytes(DEEP)
+        return plant_pack(memory, "e", [DEEP + b"\n"])
+
+    founder, name = pulled(team, plant)
+    for clone in (founder, team.clone("fresh")):
+        listed = clone.qem("list", code=None)
+        assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr[-1500:]
+        assert "Run the tests inside .venv" in listed.stdout
+        done = clone.qem("verify", code=None)
+        assert done.returncode == 1 and "Traceback" not in done.stderr + done.stdout, done.stderr[-1500:]
+        assert f"{name}:1: not JSON (nested too deeply)" in done.stdout, done.stdout
+        assert "not JSON (nested too deeply)" in done.stdout.replace(name, "")
+
+
+def test_a_dump_or_settings_nested_too_deep_is_refused_by_name(ws: Path, tmp_path: Path) -> None:
+    """`qem load` names the line, `qem setup` the settings file: exit 2, nothing written."""
+    dump = tmp_path / "deep.jsonl"
+    dump.write_bytes(b'{"memory": "m1"}\n' + DEEP + b"\n")
+    assert run_qem("add", "one", "-k", "task", cwd=ws).returncode == 0
+    before = log_names(ws)
+    done = run_qem("load", str(dump), cwd=ws)
+    assert done.returncode == 2 and f"{dump.name}:2: not JSON (nested too deeply)" in done.stderr, done.stderr[-1500:]
+    assert log_names(ws) == before
+    settings = ws / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_bytes(DEEP)
+    done = run_qem("setup", "claude", cwd=ws)
+    assert done.returncode == 2 and "nested too deeply" in done.stderr and "Traceback" not in done.stderr, done.stderr[-1500:]
+    assert settings.read_bytes() == DEEP

@@ -686,3 +686,44 @@ def _export_after_write(store: Store, workspace) -> tuple[list[str], Path | None
         return ([f"re-rendered {path}"] if export(store, path) else []), path
     except errors.QemError as exc:
         return [f"warning: the write is saved, but {path} was not re-rendered: {exc}"], None
+
+
+# -- `qem export`'s decisions, which its shell (qem_edit.shells.shell.export) only prints ------------
+
+
+def settle_unmerged(store_path: Path) -> list[str]:
+    """Before rendering after a merge: the log files git left unmerged in the memory at
+    `store_path` get the bytes their names say, and are staged (qem_edit.mirror.gitsettle);
+    the paths settled (none outside a git work tree holding the memory)."""
+    from ..system import gitrepo
+    from . import gitsettle
+
+    top = gitrepo.toplevel(store_path) if store_path.is_dir() else None
+    if top is None or not store_path.resolve().is_relative_to(top.resolve()):
+        return []
+    return gitsettle.settle(top, store_path)
+
+
+def export_kept(store: Store, target: Path, force: bool, workspace: Path) -> bool:
+    """`qem export`'s write, never over an edit the pre-commit run it is a hook of set
+    aside (qem_edit.system.unstaged); whether it wrote."""
+    from ..system.unstaged import guard
+
+    guard(target, lambda: not check(store, target).clean, workspace)
+    return export(store, target, force=force)
+
+
+class Checked(NamedTuple):
+    """`export --check` and/or `--diff`: the unified diff (`--diff`), the verdict
+    (`--check`), and the exit status: 1 when the file differs from the rendering."""
+
+    patch: str | None
+    verdict: Verdict | None
+    exit_code: int
+
+
+def checked(store: Store, target: Path, check_it: bool, diff: bool) -> Checked:
+    patch = unified_diff(store, target) if diff else None
+    verdict = check(store, target) if check_it else None
+    differs = bool(patch) or (verdict is not None and not verdict.clean)
+    return Checked(patch, verdict, 1 if differs else 0)

@@ -37,16 +37,11 @@ def unmerged(top: Path, log_root: Path) -> dict[str, list[str]]:
     """The log files git left unmerged (paths relative to the top of the work tree), each
     with the blobs its index stages hold."""
     relative = log_root.resolve().relative_to(top.resolve()).as_posix()
-    done = gitrepo._git(top, "--literal-pathspecs", "ls-files", "-u", "-z", "--",
-                        *(f"{relative}/{f}" for f in (EVENTS, TEXTS, PACKS)))
     out: dict[str, list[str]] = {}
-    for record in done.stdout.split(b"\0") if done.returncode == 0 else []:
-        meta, _, path = record.partition(b"\t")
-        if path:  # the sides' stages (2, 3), never the merge base's (1): a file both deleted stays deleted
-            blobs = out.setdefault(path.decode("utf-8", "surrogateescape"), [])
-            _, blob, stage = meta.split()
-            if stage != b"1":
-                blobs.append(blob.decode())
+    for path, blob, stage in gitrepo.unmerged_stages(top, [f"{relative}/{f}" for f in (EVENTS, TEXTS, PACKS)]):
+        blobs = out.setdefault(path, [])
+        if stage != "1":  # the sides' stages (2, 3), never the merge base's (1): a file both deleted stays deleted
+            blobs.append(blob)
     return dict(sorted(out.items()))
 
 
@@ -58,7 +53,7 @@ def settle(top: Path, log_root: Path) -> list[str]:
     if not paths:
         return []
     prefix = log_root.resolve().relative_to(top.resolve()).as_posix() + "/"
-    sides = [side for side in SIDES if gitrepo.resolve_commit(top, side)]
+    sides = [side for side in SIDES if gitrepo.commit_of(top, side)]
     keep, drop = [], []
     for path, staged in paths.items():
         found = _right_bytes(top, sides, staged, path, path[len(prefix):])
@@ -73,9 +68,9 @@ def settle(top: Path, log_root: Path) -> list[str]:
             write_atomic(top / prefix / found[0], found[1])
             keep.append(prefix + found[0])
     if drop:
-        gitrepo._git(top, "--literal-pathspecs", "rm", "-q", "--cached", "--ignore-unmatch", "--", *drop)
+        gitrepo.remove_from_index(top, drop)
     if keep:
-        gitrepo._git(top, "--literal-pathspecs", "add", "--", *keep)
+        gitrepo.add_to_index(top, keep)
     return list(paths)
 
 

@@ -195,13 +195,13 @@ def _quiet(store: Store, place, tree, options: dict) -> bool:  # type: ignore[no
     """Whether the commit being made in `tree` (anchors.WorkTree) changes, against HEAD,
     nothing under the memory's folder, not MEMORY.md, no anchored file or folder (and no
     `--base` or `--repair` asks for more than the commit)."""
-    from ..reads.drift import committed_paths, with_folders
+    from ..reads.drift import with_folders
 
     if options.get("base") is not None or options.get("repair"):
         return False
     folder = _relative(tree.top, store.root)
     mirror = _relative(tree.top, place.mirror_path())
-    touched = committed_paths(tree)
+    touched = gitrepo.staged_changes(tree.top)
     if folder is None or any(p == mirror or p.startswith(folder + "/") for p in touched):
         return False
     return not store.anchors_in_force(with_folders(touched)) if touched else True

@@ -197,7 +197,7 @@ def _range(revs: list[str]) -> tuple[list[str], bool]:
 
 
 def _merge_base_of(top: Path, left: str, right: str) -> str:
-    commits = [gitrepo.resolve_commit(top, rev) for rev in (left, right)]
+    commits = [gitrepo.commit_of(top, rev) for rev in (left, right)]
     for rev, commit in zip((left, right), commits):
         if commit is None:
             raise errors.BadInput(_bad_revision(top, rev))
@@ -216,7 +216,7 @@ def _with_removals(diff: MemoryDiff, top: Path, folder: Path, from_base: bool) -
     old, new = diff.old, diff.new
     base = old.commit if from_base else None
     if base is None and old.commit is not None:
-        against = new.commit or gitrepo.resolve_commit(top, "HEAD")
+        against = new.commit or gitrepo.commit_of(top, "HEAD")
         base = gitrepo.merge_base(top, old.commit, against) if against else None
     if base is None:
         diff.unsure = True
@@ -366,7 +366,7 @@ def _inside(top: Path, store_root: Path) -> Path:
 
 
 def _side_at(top: Path, folder: Path, rev: str, notices: list[str]) -> Side:
-    commit = gitrepo.resolve_commit(top, rev)
+    commit = gitrepo.commit_of(top, rev)
     if commit is None:
         if rev == "HEAD" and not gitrepo.has_commits(top):
             notices.append("HEAD: the repository has no commit yet; compared with an empty memory")

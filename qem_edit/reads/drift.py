@@ -233,29 +233,15 @@ def _against_parents(tree: WorkTree) -> tuple[list[str], list[str]]:
     HEAD.  A merge's commit changes, against the other side, the code this side changed:
     a note that arrived from there, anchored to it, is judged as drift; and a note whose
     log file the other side already committed is not this commit's to complete."""
-    from ..system.gitrepo import merge_heads
+    from ..system.gitrepo import merge_heads, staged_changes
 
-    ours = committed_paths(tree)
+    ours = staged_changes(tree.top)
     changed, authored = dict.fromkeys(ours), set(ours)
     for head in merge_heads(tree.top):
-        theirs = committed_paths(tree, head)
+        theirs = staged_changes(tree.top, head)
         changed.update(dict.fromkeys(theirs))
         authored &= set(theirs)
     return list(changed), [path for path in ours if path in authored]
-
-
-def committed_paths(tree: WorkTree, parent: str = "HEAD") -> list[str]:
-    """The paths the staged tree changes against `parent` (every staged path before the
-    first commit): both sides of a rename."""
-    from ..system import gitrepo
-
-    extra = gitrepo.index_env(tree.top)
-    done = gitrepo._git(tree.top, "diff", "--cached", "--name-only", "--no-renames", "-z", parent, extra=extra)
-    if done.returncode != 0 and not gitrepo.has_commits(tree.top):  # no HEAD yet: everything staged is new
-        done = gitrepo._git(tree.top, "ls-files", "-z", extra=extra)
-    if done.returncode != 0:
-        raise errors.BadInput(f"cannot compare git's index with HEAD: {done.stderr.decode(errors='replace').strip()}")
-    return [name for name in done.stdout.decode("utf-8", "surrogateescape").split("\0") if name]
 
 
 def with_folders(paths: list[str]) -> set[str]:

@@ -26,6 +26,8 @@ def notes_as_of(store: Store, at: str, set_aside: list[str] | None = None) -> di
     if top is None:
         raise errors.BadInput(f"--at {at!r}: not a date, and {store.root} is not in a git repository")
     commit = gitrepo.commit_of(top, at)
+    if commit is None:
+        raise errors.BadInput(f"{at!r} is neither a date nor a git revision of this repository")
     return notes_of_files(store, gitrepo.tree_files(top, commit, store.root), set_aside)
 
 

@@ -109,9 +109,9 @@ def base_commit(store_root: Path, base: str | None) -> tuple[Path, str, str] | N
             raise errors.BadInput(f"--base {base}: the memory at {store_root} is not in a git work tree")
         return None
     if base is None:
-        head = gitrepo.resolve_commit(top, "HEAD")
+        head = gitrepo.commit_of(top, "HEAD")
         return (top, head, "HEAD") if head is not None else None
-    commit, head = gitrepo.resolve_commit(top, base), gitrepo.resolve_commit(top, "HEAD")
+    commit, head = gitrepo.commit_of(top, base), gitrepo.commit_of(top, "HEAD")
     if commit is None or head is None:
         raise errors.BadInput(f"--base {base}: {'HEAD' if commit else repr(base)} is not a commit of this repository")
     found = gitrepo.merge_base(top, commit, head)

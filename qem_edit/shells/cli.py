@@ -21,7 +21,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..base import errors, ids
+from ..base import errors
 from ..base.shown import say
 from ..base.shown import show as _out
 from ..base.vocabulary import KINDS, MOMENTS, MOVE_BY_VERB, READING_ORDER, STATES, Move
@@ -96,7 +96,7 @@ def _no_allowance_for_loads(allow_secret: bool) -> None:
 def _answer(workspace_dir, store_dir, read, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
     """Open the memory, run one read on it (qem_edit.reads.answers, query, context) and print its
     answer: every read command is this over one library call."""
-    _, store = shell.open_memory(workspace_dir, store_dir)
+    _, store = shell.open_saying_notices(workspace_dir, store_dir)
     with store:
         return shell.show_answer(read(store), as_json)
 
@@ -215,7 +215,7 @@ def supersede(
 
     Example: qem supersede 12 "Release the lock after the restart" -m "order was wrong"
     """
-    from ..writes import acts
+    from ..writes import acts, replies
 
     body = shell.text_arg(text)
     if no_anchors and anchor:
@@ -225,12 +225,13 @@ def supersede(
     if no_triggers and given:
         raise errors.BadInput("give --on/--when-path/--when-run or --no-triggers, not both")
     triggers = () if no_triggers else given or None
-    written = shell.act(workspace_dir, store_dir, actor,
-                   lambda h, p, who: acts.supersede(h, p, note_id, body, reason, who, kind, priority,
-                                                    allow_secret=allow_secret, anchors=anchors, cwd=Path.cwd(),
-                                                    expires=expires, ttl=ttl, triggers=triggers, rests_on=rests_on),
-                   create=False)
-    return shell.written_note(written, as_json)
+    answer = shell.act(workspace_dir, store_dir, actor,
+                       lambda h, p, who: replies.superseded(h, acts.supersede(
+                           h, p, note_id, body, reason, who, kind, priority, allow_secret=allow_secret,
+                           anchors=anchors, cwd=Path.cwd(), expires=expires, ttl=ttl, triggers=triggers,
+                           rests_on=rests_on)),
+                       create=False)
+    return shell.show_written(answer, as_json)
 
 
 @app.command()
@@ -247,21 +248,20 @@ def share(
 
     Example: qem share k3f9 -m "the team needs this too"
     """
-    from ..writes import acts
+    from ..writes import replies
 
-    written = shell.act(workspace_dir, store_dir, actor,
-                        lambda h, p, who: acts.share(h, p, note_id, reason, who, allow_secret=allow_secret),
-                        create=False)
-    return shell.written_note(written, as_json)
+    answer = shell.act(workspace_dir, store_dir, actor,
+                       lambda h, p, who: replies.shared(h, p, note_id, reason, who, allow_secret=allow_secret),
+                       create=False)
+    return shell.show_written(answer, as_json)
 
 
 def _move(event_type: str, note_id: str, reason, workspace_dir, store_dir, actor) -> int:  # type: ignore[no-untyped-def]
-    from ..writes import acts
+    from ..writes import acts, replies
 
-    written = shell.act(workspace_dir, store_dir, actor, lambda h, p, who: acts.move(h, p, event_type, note_id, reason, who),
-                   create=False)
-    print(f"#{written.note.shown} {event_type} (event {ids.shown(written.event.id)})")
-    return 0
+    return shell.show_written(shell.act(
+        workspace_dir, store_dir, actor,
+        lambda h, p, who: replies.moved(acts.move(h, p, event_type, note_id, reason, who)), create=False))
 
 
 def _move_command(move: Move) -> None:
@@ -341,9 +341,11 @@ def forget(
     acts.reason_for("forgotten", reason)
     if not yes:
         raise errors.BadInput(f"forget erases note #{note_id}'s text for good; add --yes to confirm")
-    written = shell.act(workspace_dir, store_dir, actor, lambda h, p, who: acts.forget(h, p, note_id, reason, who), create=False)
-    print(f"#{written.note.shown} forgotten (event {ids.shown(written.event.id)})")
-    return 0
+    from ..writes import replies
+
+    return shell.show_written(shell.act(
+        workspace_dir, store_dir, actor, lambda h, p, who: replies.moved(acts.forget(h, p, note_id, reason, who)),
+        create=False))
 
 
 # -- reading -------------------------------------------------------------------------------
@@ -546,7 +548,7 @@ def dump(
     from ..system.files import write_atomic
     from ..transfer.dump import dump_lines
 
-    _, store = shell.open_memory(workspace_dir, store_dir)
+    _, store = shell.open_saying_notices(workspace_dir, store_dir)
     with store:  # streamed, a line at a time
         lines = (line.encode("utf-8") for line in dump_lines(store))
         if file is None or str(file) == "-":
@@ -641,7 +643,7 @@ def import_(
 
     _no_allowance_for_loads(allow_secret)
     prepared = prepare(path, workspace_name)  # the vectr store read and mapped before anything is opened
-    place, store = shell.open_memory(workspace_dir, store_dir, write=True)
+    place, store = shell.open_saying_notices(workspace_dir, store_dir, write=True)
     with store:
         report = import_vectr(store, prepared, place_tree(place))
         for notice in auto_export(store, place):
@@ -667,7 +669,7 @@ def import_markdown(
     from ..transfer.mdimport import read_files
 
     read = read_files(files)  # every file read and checked before the memory is opened
-    place, store = shell.open_memory(workspace_dir, store_dir, write=True)
+    place, store = shell.open_saying_notices(workspace_dir, store_dir, write=True)
     with store:
         _out(propose(store, place, read, path).text())
     return 0
@@ -681,7 +683,7 @@ def pack(workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None) -> int:
     """
     from ..mirror.gitstage import stage_written
 
-    place, store = shell.open_memory(workspace_dir, store_dir, write=True, create=False)
+    place, store = shell.open_saying_notices(workspace_dir, store_dir, write=True, create=False)
     with store:
         before, after = store.pack()
         notices = stage_written(store, place)
@@ -777,11 +779,10 @@ def dispute(
 
     Example: qem dispute k3f9 m2n8 -m "they say opposite things about the lock"
     """
-    from ..writes import acts
+    from ..writes import acts, replies
 
-    written = shell.act(workspace_dir, store_dir, actor, lambda h, p, who: acts.dispute(h, p, a, b, reason, who))
-    print(ids.side_shown(written.dispute or ""))
-    return 0
+    return shell.show_written(shell.act(
+        workspace_dir, store_dir, actor, lambda h, p, who: replies.disputed(acts.dispute(h, p, a, b, reason, who))))
 
 
 @app.command()
@@ -797,11 +798,11 @@ def rule(
 
     Example: qem rule 9xq1ab --keep m2n8 -m "measured: the lock is released after"
     """
-    from ..writes import acts
+    from ..writes import acts, replies
 
-    shell.act(workspace_dir, store_dir, actor, lambda h, p, who: acts.rule(h, p, what, keep, reason, who))
-    print(f"{what} ruled: {keep} stands")
-    return 0
+    return shell.show_written(shell.act(
+        workspace_dir, store_dir, actor,
+        lambda h, p, who: replies.ruled(acts.rule(h, p, what, keep, reason, who), what, keep)))
 
 
 @app.command("mcp")
@@ -916,7 +917,7 @@ def edit(
 
     if filters and resume is not None:
         raise errors.BadInput("--resume reopens a kept edit as it was checked out: give it no filters")
-    place, store = shell.open_memory(workspace_dir, store_dir, write=True)
+    place, store = shell.open_saying_notices(workspace_dir, store_dir, write=True)
     with store:
         selection = _selection(store, kind, active, filters)
         return shell.checked_in(run_edit(store, place, selection, reason, yes, resume, ws.actor(actor), mass,
@@ -938,7 +939,7 @@ def checkout(
     """
     from ..writes.kept_edits import write_checkout
 
-    place, store = shell.open_memory(workspace_dir, store_dir)
+    place, store = shell.open_saying_notices(workspace_dir, store_dir)
     with store:
         print(write_checkout(store, place, _selection(store, kind, active, filters), path))
     return 0
@@ -979,7 +980,7 @@ def checkouts_(
     from ..writes.checkin import summary_of
     from ..writes.kept_edits import find_checkout, kept
 
-    place, store = shell.open_memory(workspace_dir, store_dir)
+    place, store = shell.open_saying_notices(workspace_dir, store_dir)
     with store:
         if discard or discard_all:
             doomed = kept(place) if discard_all else [find_checkout(place, which) for which in discard or []]
@@ -1065,7 +1066,7 @@ def check_secrets(
     """
     from ..storage.secrets import files_problems
 
-    _, store = shell.open_memory(workspace_dir, store_dir)
+    _, store = shell.open_saying_notices(workspace_dir, store_dir)
     with store:
         problems = files_problems(store, files or [])
     for problem in problems:
@@ -1123,7 +1124,7 @@ def anchors_suggest(as_json: JsonOpt = False, workspace_dir: WorkspaceOpt = None
     from ..reads import anchor_reads
     from ..system.anchors import place_tree
 
-    place, store = shell.open_memory(workspace_dir, store_dir)
+    place, store = shell.open_saying_notices(workspace_dir, store_dir)
     with store:
         return shell.show_answer(anchor_reads.suggested(store, place_tree(place)), as_json)
 

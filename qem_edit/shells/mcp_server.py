@@ -36,7 +36,8 @@ person runs, by a client that cannot ask.  Otherwise the provenance `human` is n
 reachable here (a successor written through this server carries its writer's provenance,
 not its predecessor's).  `user-stated` is given only
 when the caller binds a quote of the user's words that qem finds verbatim in the note's
-text and that makes up at least half of it; otherwise the note is the agent's.
+text and that makes up at least half of it; otherwise the note is the agent's
+(qem_edit.writes.provenance decides it).
 
 The `mcp` package is an optional extra (`pip install 'qem-edit[mcp]'`), imported only
 by `serve` and the handlers it builds.
@@ -49,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from ..base import errors, ids
+from ..base import errors
 from ..base.vocabulary import KINDS, MOMENTS, MOVE_BY_VERB, PRIORITIES, READING_ORDER, SCOPES, Move
 
 INSTALL = "pip install 'qem-edit[mcp]'"
@@ -139,38 +140,6 @@ def checked(tool: Tool, arguments: dict[str, Any] | None) -> dict[str, Any]:
     return given
 
 
-QUOTED_AT_LEAST = 20  # characters of a text found whole in what the user typed, to make it user-stated unasked
-
-
-def provenance_of(text: str, quote: str | None, typed: list[str] | None = None) -> str:
-    """`user-stated` when `quote` (the user's own words) is found verbatim in the note's
-    text, makes up at least half of it, and (where qem's prompt hook heard the user:
-    `typed`) is in what the user typed; or, with no quote, when the whole text is in what
-    the user typed.  `agent` otherwise.  A quote that does not bind is refused, never
-    silently dropped."""
-    from ..system.ledger import RECENT_HOURS
-    from ..writes.acts import note_text
-
-    heard = [_spaced(p) for p in typed or ()]
-    if quote is None:
-        said = _spaced(note_text(text))
-        return "user-stated" if len(said) >= QUOTED_AT_LEAST and any(said in p for p in heard) else "agent"
-    body, words = note_text(text), quote.strip()
-    if not words:
-        raise errors.BadInput("user_quote is empty; leave it out for provenance agent")
-    if words not in body:
-        raise errors.BadInput("user_quote is not in the text verbatim, so it cannot make the note user-stated;"
-                              " quote the user's words exactly, or leave user_quote out (provenance agent)")
-    if 2 * len(words) < len(body):
-        raise errors.BadInput("user_quote makes up less than half of the text: a user-stated note transcribes"
-                              " the user's words; write the quote alone, or leave user_quote out (provenance agent)")
-    if heard and not any(_spaced(words) in p for p in heard):
-        raise errors.BadInput("user_quote is not in what the user typed in this project's sessions of the last"
-                              f" {RECENT_HOURS} hours (as qem's prompt hook heard it): quote their words exactly,"
-                              " or leave user_quote out (provenance agent)")
-    return "user-stated"
-
-
 # -- the memory, opened afresh for every call ---------------------------------------------------
 
 
@@ -207,6 +176,11 @@ class Memory:
             raise
         return written, notices + written.notices
 
+    def wrote(self, act: Callable[..., Any], client: str | None, *, create: bool = False) -> Reply:
+        """Run a write that returns its answer (qem_edit.writes.replies); the answer as a reply."""
+        answer, notices = self.act(act, client, create=create)
+        return Reply(answer.agent_text(), answer.agent_data(), notices)
+
     def read(self, read: Callable[[Any, Any], T]) -> tuple[T, list[str]]:
         """Run a read on the store (and its workspace); what it returns, and the notices."""
         place, store, notices = self.open(write=False, create=False)
@@ -225,53 +199,37 @@ class Memory:
 
 
 def _add(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
-    from ..writes import acts
+    from ..writes import acts, replies
+    from ..writes.provenance import provenance_of
 
-    written, notices = memory.act(lambda h, p, who: acts.add(
-        h, p, a["text"], a["kind"], a.get("priority", "medium"), provenance_of(a["text"], a.get("user_quote"), _typed(p)),
+    return memory.wrote(lambda h, p, who: replies.added(acts.add(
+        h, p, a["text"], a["kind"], a.get("priority", "medium"), provenance_of(a["text"], a.get("user_quote"), p),
         who, agent=True,
         anchors=a.get("anchors"), expires=a.get("expires"), ttl=a.get("ttl"), triggers=_triggers(a) or (),
         request=acts.Request(a.get("to"), a.get("due"), a.get("answers")), scope=a.get("scope"),
-        session=a.get("session"), rests_on=a.get("rests_on")),
+        session=a.get("session"), rests_on=a.get("rests_on"))),
         client, create=True)
-    n = written.note
-    return Reply(f"#{n.shown} created ({n.kind} · {n.priority} · {n.provenance})", _repeated(written), notices)
 
 
 def _supersede(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
-    from ..writes import acts
-
-    old: dict[str, str] = {}
+    from ..writes import acts, replies
+    from ..writes.provenance import provenance_of
 
     def work(h: Any, p: Any, who: str) -> Any:
-        provenance = provenance_of(a["text"], a.get("user_quote"), _typed(p))
-        written = acts.supersede(h, p, a["id"], a["text"], a.get("reason"), who, a.get("kind"), a.get("priority"),
-                                 provenance, agent=True, anchors=a.get("anchors"), expires=a.get("expires"),
-                                 ttl=a.get("ttl"), triggers=_triggers(a), rests_on=a.get("rests_on"))
-        old["shown"] = h.note(written.note.supersedes).shown
-        return written
+        provenance = provenance_of(a["text"], a.get("user_quote"), p)
+        return replies.superseded(h, acts.supersede(
+            h, p, a["id"], a["text"], a.get("reason"), who, a.get("kind"), a.get("priority"), provenance, agent=True,
+            anchors=a.get("anchors"), expires=a.get("expires"), ttl=a.get("ttl"), triggers=_triggers(a),
+            rests_on=a.get("rests_on")))
 
-    written, notices = memory.act(work, client)
-    n = written.note
-    return Reply(f"#{n.shown} created, superseding #{old['shown']} ({n.kind} · {n.priority} · {n.provenance})",
-                 _repeated(written), notices)
+    return memory.wrote(work, client)
 
 
 def _share(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
     """A private note made the team's, as `qem share` makes it (a killed share settled)."""
-    from ..writes import acts
+    from ..writes import replies
 
-    private: dict[str, object] = {}
-
-    def work(h: Any, p: Any, who: str) -> Any:
-        old = h.note(h.resolve(a["id"]))
-        private.update(id=old.id, short=old.shown)
-        return acts.share(h, p, a["id"], a.get("reason"), who, agent=True)
-
-    written, notices = memory.act(work, client)
-    n = written.note
-    return Reply(f"#{n.shown} is the team's, superseding private note #{private['short']} ({n.kind} · {n.priority}"
-                 f" · {n.provenance})", {**_note(n), "private": private}, notices)
+    return memory.wrote(lambda h, p, who: replies.shared(h, p, a["id"], a.get("reason"), who, agent=True), client)
 
 
 def _triggers(a: dict[str, Any]) -> Any:
@@ -287,32 +245,15 @@ def _spaced(text: str) -> str:
     return " ".join(text.split())
 
 
-def _typed(place: Any) -> list[str]:
-    from ..system.ledger import recent_prompts
-
-    return recent_prompts(place.store_path)
-
-
-def _repeated(written: Any) -> dict[str, object]:
-    """The new note, and the notes in force it repeats (their ids beside its own, so the
-    agent can revoke its repeat; the notice says so in words)."""
-    return {**_note(written.note), "repeats": [{"id": n.id, "short": n.shown} for n in written.repeats]}
-
-
 def _move(event_type: str) -> Callable[[Memory, dict[str, Any], str | None], Reply]:
     def run(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
-        from ..writes import acts
+        from ..writes import acts, replies
 
-        written, notices = memory.act(
-            lambda h, p, who: acts.move(h, p, event_type, a["id"], a.get("reason"), who, agent=True), client)
-        n, e = written.note, written.event
-        return Reply(f"#{n.shown} {event_type} (event {ids.shown(e.id)})", {**_note(n), "event": e.to_json()}, notices)
+        return memory.wrote(
+            lambda h, p, who: replies.moved(acts.move(h, p, event_type, a["id"], a.get("reason"), who, agent=True)),
+            client)
 
     return run
-
-
-def _note(note: Any) -> dict[str, object]:
-    return note.to_json()
 
 
 def _show(memory: Memory, a: dict[str, Any], client: str | None) -> Reply:
@@ -554,13 +495,14 @@ def decided(memory: Memory, name: str, a: dict[str, Any], about: str, answer: An
             raise errors.BadInput(f"the person confirmed without a reason, which {name} needs; nothing was written")
         from ..system import workspace as ws
 
+        from ..writes.replies import confirmed
+
         person = memory.actor or ws.actor(None)
-        written, notices = memory.act(lambda h, p, _: act.act(h, p, a, reason, person), None)
+        reply = memory.wrote(lambda h, p, _: confirmed(act.act(h, p, a, reason, person), name, a["id"], about, person,
+                                                       reason), None)
     except Exception as exc:
         return error_text(exc), None, True
-    data = {"act": name, "id": a["id"], "actor": person, "reason": reason,
-            "event": written.event.to_json() if written.event is not None else None}
-    return Reply(f"{name}: {about}, by {person} ({reason})", data, notices).content(), data, False
+    return reply.content(), reply.structured(), False
 
 
 def sealed_state() -> Any:

@@ -291,6 +291,8 @@ def json_doc(raw: bytes | None, rel: str, comments: bool = False) -> tuple[dict[
                               " qem changed nothing") from None
     except _Unkept as exc:
         raise errors.BadInput(f"{rel} {exc}; qem changed nothing") from None
+    except RecursionError:  # nesting deeper than the parser's stack
+        raise errors.BadInput(f"{rel} is not valid JSON: nested too deeply; qem changed nothing") from None
     if not isinstance(doc, dict):
         raise errors.BadInput(f"{rel} holds {_json_type(doc)}, not an object; qem changed nothing")
     return doc, bare != text

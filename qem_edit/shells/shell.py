@@ -2,9 +2,9 @@
 
 `qem`'s commands are parsed by typer (qem_edit.shells.cli), except the few that a hook or an
 agent runs on every turn, which qem_edit.shells.quick parses first; both run the same bodies
-here: the memory opened with its notices said (`open_memory`), an act run as the actor
-(`act`), the note text argument (`text_arg`), what a new note prints (`written_note`), an
-answer printed (`show_answer`), the bodies of the commands the pre-commit hooks run
+here: the memory opened with its notices said (`open_saying_notices`), an act run as the actor
+(`act`), the note text argument (`text_arg`), a write's answer printed (`show_written`), a
+read's (`show_answer`), the bodies of the commands the pre-commit hooks run
 (`export`, `verify`, `anchors_check`), and `guarded`, one command run as every command is
 run (a failure's words and exit code, a closed pipe, Ctrl-C).  Importing this module costs
 no framework.
@@ -27,29 +27,30 @@ class PipeClosed(Exception):
     """Standard output was closed by its reader."""
 
 
-def open_memory(workspace_dir: Path | None, store_dir: Path | None, *, write: bool = False,
-                create: bool | None = None, name_set_aside: bool = True):  # type: ignore[no-untyped-def]
-    """The workspace and its store.  A command that writes has its config checked first
+def open_saying_notices(workspace_dir: Path | None, store_dir: Path | None, *, write: bool = False,
+                        create: bool | None = None, name_set_aside: bool = True):  # type: ignore[no-untyped-def]
+    """The workspace and its store (qem_edit.shells.opening.open_memory), what opening it did
+    said on stderr, for a command of the command line.  A command that writes has its config checked first
     (a bad .qem/config.toml is refused before anything is written) and creates a missing
     store, unless `create=False` (a move on an existing note: with no store there is no
     note, and a refused command must not leave a new store behind)."""
-    from .opening import open_memory as opened
+    from .opening import open_memory
 
-    place, store, notices = opened(workspace_dir, store_dir, write=write, create=write if create is None else create,
-                                   name_set_aside=name_set_aside)
+    place, store, notices = open_memory(workspace_dir, store_dir, write=write,
+                                        create=write if create is None else create, name_set_aside=name_set_aside)
     for notice in notices:
         say(notice)
     return place, store
 
 
 def act(workspace_dir, store_dir, actor, run, *, create: bool = True):  # type: ignore[no-untyped-def]
-    """Run one of qem_edit.writes.acts on the workspace's store as the actor; say its notices."""
+    """Run one of qem_edit.writes.acts on the workspace's store as the actor; say its
+    notices.  `run` returns the write's answer (qem_edit.writes.replies), which it returns."""
     from ..system import workspace as ws
-    from .opening import open_memory as opened
-    from .opening import unmade
+    from .opening import open_memory, unmade
 
     who = ws.actor(actor)
-    place, store, notices = opened(workspace_dir, store_dir, write=True, create=create)
+    place, store, notices = open_memory(workspace_dir, store_dir, write=True, create=create)
     try:
         with store:
             written = run(store, place, who)
@@ -71,18 +72,15 @@ def text_arg(text: str) -> str:
         raise errors.Refused("the note text on standard input is not UTF-8") from None
 
 
-def written_note(written, as_json: bool) -> int:  # type: ignore[no-untyped-def]
-    """A new note's id, or as JSON with the notes in force it repeats."""
-    note = written.note
+def show_written(answer, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]
+    """A write's answer (qem_edit.writes.replies) printed: its text, or its JSON on one line."""
     if as_json:
         import json
 
-        repeats = [{"id": n.id, "short": n.shown} for n in written.repeats]
-        print(json.dumps({"id": note.id, "short": note.shown, "state": note.state, "repeats": repeats},
-                         ensure_ascii=False))
+        print(json.dumps(answer.data(), ensure_ascii=False))
     else:
-        print(note.shown)
-    return 0
+        print(answer.text())
+    return answer.exit_code
 
 
 def add(text: str, kind: str, priority: str = "medium", provenance: str = "agent", as_json: bool = False,
@@ -93,16 +91,15 @@ def add(text: str, kind: str, priority: str = "medium", provenance: str = "agent
         scope: str | None = None, session: str | None = None, rests_on: list[str] | None = None) -> int:
     """`qem add` (and `qem answer`): a note written, its id printed (qem_edit.shells.cli holds the
     options' help)."""
-    from ..writes import acts
+    from ..writes import acts, replies
 
     body = text_arg(text)
     triggers = acts.declared(on, when_path, when_run)
     request = acts.Request(to, due, answers)
-    written = act(workspace_dir, store_dir, actor, lambda h, p, who: acts.add(
+    return show_written(act(workspace_dir, store_dir, actor, lambda h, p, who: replies.added(acts.add(
         h, p, body, kind, priority, provenance, who, allow_secret=allow_secret, anchors=anchor, cwd=Path.cwd(),
         expires=expires, ttl=ttl, triggers=triggers, request=request, scope=scope, session=session,
-        rests_on=rests_on))
-    return written_note(written, as_json)
+        rests_on=rests_on))), as_json)
 
 
 def checkin(path: Path | None = None, reason: str | None = None, yes: bool = False, dry_run: bool = False,
@@ -112,7 +109,7 @@ def checkin(path: Path | None = None, reason: str | None = None, yes: bool = Fal
     from ..system import workspace as ws
     from .terminal import run_checkin
 
-    place, store = open_memory(workspace_dir, store_dir, write=True, create=False)
+    place, store = open_saying_notices(workspace_dir, store_dir, write=True, create=False)
     with store:
         outcome = run_checkin(store, place, path, reason, yes, dry_run, ws.actor(actor),
                               as_json=as_json, allow_mass_change=mass, allow_secret=allow_secret)
@@ -214,7 +211,7 @@ def export(filters: list[str] | None = None, path: Path | None = None, check: bo
                               " MEMORY.md always holds the whole memory")
     if not (stdout or check or diff):
         _settle_log(workspace_dir, store_dir)
-    place, store = open_memory(workspace_dir, store_dir)
+    place, store = open_saying_notices(workspace_dir, store_dir)
     target = place.mirror_path(path)
     with store:
         if stdout:  # the file's bytes, never decoded
@@ -233,32 +230,19 @@ def export(filters: list[str] | None = None, path: Path | None = None, check: bo
                 return refused
         if check or diff:
             return _check_mirror(store, target, check, diff)
-        wrote = _export_file(store, target, force, place.root)
+        wrote = mirror.export_kept(store, target, force, place.root)
     say(f"{'wrote' if wrote else 'unchanged:'} {target}")
     return 0
 
 
-def _export_file(store, target: Path, force: bool, workspace: Path) -> bool:  # type: ignore[no-untyped-def]
-    """`qem export`'s write, never over an edit the pre-commit run it is a hook of set aside."""
-    from ..mirror import export as mirror
-    from ..system.unstaged import guard
-
-    guard(target, lambda: not mirror.check(store, target).clean, workspace)
-    return mirror.export(store, target, force=force)
-
-
 def _settle_log(workspace_dir: Path | None, store_dir: Path | None) -> None:
-    """Before rendering after a merge: the log files git left unmerged get the bytes their
-    names say, and are staged (qem_edit.mirror.gitsettle)."""
-    from ..mirror import gitsettle
-    from ..system import gitrepo
+    """Before rendering after a merge: the log files git left unmerged, settled and said
+    (qem_edit.mirror.export.settle_unmerged)."""
+    from ..mirror.export import settle_unmerged
     from ..system.workspace import resolve
 
-    place = resolve(workspace_dir, store_dir)
-    top = gitrepo.toplevel(place.store_path) if place.store_path.is_dir() else None
-    if top is not None and place.store_path.resolve().is_relative_to(top.resolve()):
-        for path in gitsettle.settle(top, place.store_path):
-            say(f"settled {path}, which the merge left unmerged (a log file is never changed: kept as its name says)")
+    for path in settle_unmerged(resolve(workspace_dir, store_dir).store_path):
+        say(f"settled {path}, which the merge left unmerged (a log file is never changed: kept as its name says)")
 
 
 def _judge_staged(store, place) -> int | None:  # type: ignore[no-untyped-def]
@@ -274,19 +258,16 @@ def _judge_staged(store, place) -> int | None:  # type: ignore[no-untyped-def]
 
 
 def _check_mirror(store, target: Path, check: bool, diff: bool) -> int:  # type: ignore[no-untyped-def]
-    """`export --check` and/or `--diff`: exit 1 when the file differs from the rendering."""
+    """`export --check` and/or `--diff` printed (qem_edit.mirror.export.checked): the diff
+    on stdout, the verdict on stderr; exit 1 when the file differs from the rendering."""
     from ..mirror import export as mirror
 
-    code = 0
-    if diff:
-        patch = mirror.unified_diff(store, target)
-        write_bytes(patch.encode("utf-8"))
-        code = 1 if patch else 0
-    if check:
-        verdict = mirror.check(store, target)
-        _out(("ok: " if verdict.clean else "qem: ") + verdict.message, sys.stderr)
-        code = max(code, 0 if verdict.clean else 1)
-    return code
+    found = mirror.checked(store, target, check, diff)
+    if found.patch is not None:
+        write_bytes(found.patch.encode("utf-8"))
+    if found.verdict is not None:
+        _out(("ok: " if found.verdict.clean else "qem: ") + found.verdict.message, sys.stderr)
+    return found.exit_code
 
 
 def write_bytes(data: bytes) -> None:
@@ -327,7 +308,7 @@ def verify(repair: bool = False, fail_on_disputes: bool = False, fail_on_drift: 
     """`qem verify`: the log, the index and MEMORY.md checked (`--staged`: as the commit carries them)."""
     from ..mirror.verify import verify_report
 
-    place, store = open_memory(workspace_dir, store_dir, write=False, name_set_aside=False)  # it lists them itself
+    place, store = open_saying_notices(workspace_dir, store_dir, write=False, name_set_aside=False)  # it lists them itself
     with store:
         if staged:
             from ..mirror.staged import verify_staged
@@ -349,7 +330,7 @@ def anchors_check(staged: bool = False, rev: str | None = None, flag: bool = Fal
         raise errors.BadInput("--flag writes what the work tree, or the commit being made (--staged), asks for;"
                               " --rev REV only lists what REV's tree would")
     judged = drift.STAGED if staged else rev if rev is not None else drift.WORK_TREE
-    place, store = open_memory(workspace_dir, store_dir)  # read: a commit that drifts nothing writes nothing
+    place, store = open_saying_notices(workspace_dir, store_dir)  # read: a commit that drifts nothing writes nothing
     with store:
         report = drift.check(store, drift.tree_of(place), judged)
         if flag and report.notes:

@@ -155,6 +155,8 @@ def _old_event(line: str, where: str, last_seq: int) -> OldEvent:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
         raise errors.BadInput(f"{where}: not JSON ({exc.msg})") from None
+    except RecursionError:  # nesting deeper than the parser's stack
+        raise errors.BadInput(f"{where}: not JSON (nested too deeply)") from None
     fields = ("seq", "note_id", "type", "at", "actor", "reason", "checkin", "data")
     if not isinstance(obj, dict) or set(obj) != set(fields):
         raise errors.BadInput(f"{where}: an old-format line holds exactly {', '.join(fields)}")

@@ -713,3 +713,5 @@ def _json(data: bytes, where: str) -> object:
         return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise LogFileError(f"{where}: not JSON ({exc})") from None
+    except RecursionError:  # a hostile file's nesting, deeper than the parser's stack
+        raise LogFileError(f"{where}: not JSON (nested too deeply)") from None

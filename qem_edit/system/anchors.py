@@ -59,15 +59,10 @@ def work_tree(root: Path) -> WorkTree:
     keeps it, else `root` itself, its ids SHA-1 as a new git repository's are."""
     from . import gitrepo
 
-    try:  # one git call: a hook pays for each
-        done = gitrepo._git(root if root.is_dir() else root.parent, "rev-parse", "--show-toplevel",
-                            "--show-object-format")
-    except errors.BadInput:
+    found = gitrepo.top_and_object_format(root)  # one git call: a hook pays for each
+    if found is None:
         return WorkTree(root.resolve())
-    if done.returncode != 0:
-        return WorkTree(root.resolve())
-    top, _, found = done.stdout.decode("utf-8", "surrogateescape").strip().partition("\n")
-    return WorkTree(Path(top).resolve(), True, found if found in ("sha1", "sha256") else "sha1")
+    return WorkTree(found[0], True, found[1])
 
 
 # -- the path a writer names ----------------------------------------------------------------
@@ -249,12 +244,7 @@ def _git_hashed(tree: WorkTree, names: list[str]) -> list[bytes] | None:
     as when a file went meanwhile: then the bytes are hashed as they are)."""
     from . import gitrepo
 
-    feed = "".join(name + "\n" for name in names).encode("utf-8", "surrogateescape")
-    done = gitrepo._git(tree.top, "hash-object", "--stdin-paths", input=feed)
-    found = done.stdout.decode().split()
-    if done.returncode != 0 or len(found) != len(names):
-        return None
-    return [bytes.fromhex(oid) for oid in found]
+    return gitrepo.hashed_blobs(tree.top, names)
 
 
 def _through_link(tree: WorkTree, path: str) -> bool:
@@ -275,16 +265,14 @@ def index_oid(tree: WorkTree, path: str) -> str | None:
         return staged[path]
     if not staged:
         return None
-    done = gitrepo._git(tree.top, "write-tree", f"--prefix={path}/", extra=gitrepo.index_env(tree.top))
-    return done.stdout.decode().strip() if done.returncode == 0 else None
+    return gitrepo.staged_tree(tree.top, path)
 
 
 def revision_oid(tree: WorkTree, path: str, rev: str) -> str | None:
     """The object id of `path` in revision `rev` (None: not there)."""
     from . import gitrepo
 
-    done = gitrepo._git(tree.top, "rev-parse", "--verify", "--quiet", f"{rev}:{path}")
-    return done.stdout.decode().strip() if done.returncode == 0 else None
+    return gitrepo.object_at(tree.top, rev, path)
 
 
 _BLOB, _EXEC, _LINK, _TREE = b"100644", b"100755", b"120000", b"40000"
@@ -352,12 +340,7 @@ def _tracked_files(tree: WorkTree, folder: str) -> list[str]:
     not ignore (paths from the top; a nested repository is left out)."""
     from . import gitrepo
 
-    done = gitrepo._git(tree.top, "--literal-pathspecs", "ls-files", "-z", "-c", "-o", "--exclude-standard", "--",
-                        folder, extra=gitrepo.index_env(tree.top))
-    if done.returncode != 0:
-        raise errors.BadInput(f"cannot list the files of {folder}: {done.stderr.decode(errors='replace').strip()}")
-    names = {os.fsdecode(n) for n in done.stdout.split(b"\0") if n and not n.endswith(b"/")}
-    return sorted(n for n in names if n.startswith(folder + "/"))
+    return sorted(n for n in gitrepo.files_seen(tree.top, folder) if n.startswith(folder + "/"))
 
 
 def _every_file(tree: WorkTree, folder: str) -> list[str]:
@@ -454,17 +437,8 @@ def staged_listing(tree: WorkTree, paths: list[str] | None = None) -> Listing:
     folders) where named; a path mid-merge (unmerged) and a nested repository left out."""
     from . import gitrepo
 
-    named = ["--", *paths] if paths else []
-    done = gitrepo._git(tree.top, "--literal-pathspecs", "ls-files", "-s", "-z", *named,
-                        extra=gitrepo.index_env(tree.top))
-    if done.returncode != 0:
-        raise errors.BadInput(f"cannot read git's index: {done.stderr.decode(errors='replace').strip()}")
-    files: dict[str, tuple[bytes, bytes]] = {}
-    for record in done.stdout.split(b"\0"):
-        meta, _, name = record.partition(b"\t")
-        fields = meta.split()
-        if name and len(fields) == 3 and fields[2] == b"0" and fields[0] in _FILE_MODES:
-            files[os.fsdecode(name)] = (fields[0], bytes.fromhex(fields[1].decode()))
+    files = {name: (mode, bytes.fromhex(oid)) for mode, oid, stage, name in gitrepo.index_entries(tree.top, paths)
+             if stage == "0" and mode in _FILE_MODES}
     return Listing(files, tree.object_format)
 
 
@@ -472,8 +446,7 @@ def unmerged(tree: WorkTree) -> set[str]:
     """The paths git's index holds mid-merge (no one content to judge)."""
     from . import gitrepo
 
-    done = gitrepo._git(tree.top, "ls-files", "-u", "-z", extra=gitrepo.index_env(tree.top))
-    return {os.fsdecode(record.partition(b"\t")[2]) for record in done.stdout.split(b"\0") if b"\t" in record}
+    return gitrepo.unmerged_paths(tree.top)
 
 
 def revision_listing(tree: WorkTree, rev: str) -> Listing:
@@ -481,19 +454,14 @@ def revision_listing(tree: WorkTree, rev: str) -> Listing:
     leaves it out)."""
     from . import gitrepo
 
-    commit = gitrepo._git(tree.top, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
-    if commit.returncode != 0 or rev.startswith("-"):
+    commit = gitrepo.commit_of(tree.top, rev)
+    if commit is None:
         raise errors.BadInput(f"--rev {rev!r}: not a commit of this repository")
-    done = gitrepo._git(tree.top, "ls-tree", "-r", "-z", "--full-tree", commit.stdout.decode().strip())
-    if done.returncode != 0:
-        raise errors.BadInput(f"--rev {rev!r}: git cannot list it"
-                              f" ({done.stderr.decode(errors='replace').strip() or 'git ls-tree failed'})")
-    files: dict[str, tuple[bytes, bytes]] = {}
-    for record in done.stdout.split(b"\0"):
-        meta, _, name = record.partition(b"\t")
-        fields = meta.split()
-        if name and len(fields) == 3 and fields[0] in _FILE_MODES:
-            files[os.fsdecode(name)] = (fields[0], bytes.fromhex(fields[2].decode()))
+    try:
+        entries = gitrepo.commit_entries(tree.top, commit)
+    except gitrepo.GitFailed as exc:
+        raise errors.BadInput(f"--rev {rev!r}: git cannot list it ({exc})") from None
+    files = {name: (mode, bytes.fromhex(oid)) for mode, oid, name in entries if mode in _FILE_MODES}
     return Listing(files, tree.object_format)
 
 
@@ -510,7 +478,7 @@ class WorkTreeContent:
             from . import gitrepo
 
             self.listing = staged_listing(tree)
-            self.changed = sorted(gitrepo.unstaged_files(tree.top, []) | set(_untracked(tree)))
+            self.changed = sorted(gitrepo.unstaged_files(tree.top, []) | set(gitrepo.untracked_files(tree.top)))
 
     def oid(self, path: str) -> str | None:
         if self.listing is None or self._touched(path):
@@ -531,9 +499,3 @@ class WorkTreeContent:
         found |= {name for name in self.changed if worktree_oid(self.tree, name) == oid}
         return sorted(path for path in found if self.oid(path) == oid)
 
-
-def _untracked(tree: WorkTree) -> list[str]:
-    from . import gitrepo
-
-    done = gitrepo._git(tree.top, "ls-files", "-z", "-o", "--exclude-standard", extra=gitrepo.index_env(tree.top))
-    return [os.fsdecode(n) for n in done.stdout.split(b"\0") if n and not n.endswith(b"/")]

@@ -1,8 +1,10 @@
 """Every git command qem runs, each a named function.
 
-The little of git that qem asks about: is this a git work tree, what did a file hold
-at a revision, is a file as the last commit left it, and the log as committed at a
-revision.  Plain `git` commands, run only where an answer needs them."""
+Every git command qem runs, each a function named for what it answers: is this a git
+work tree and where is its top, what did a file hold at a revision, what does git's index
+hold, what did a change touch, and the log as committed at a revision.  No other module
+starts git (tests/test_code_shape.py holds it); plain `git` commands, run only where an
+answer needs them."""
 
 from __future__ import annotations
 
@@ -34,14 +36,37 @@ def missing() -> bool:
     return bool(_missing)
 
 
+class GitFailed(errors.BadInput):
+    """A git command that ran and refused: git's own complaint, for the caller to say what
+    it asked (a BadInput still, where no caller says more)."""
+
+
 def toplevel(path: Path) -> Path | None:
     """The top of the git work tree holding `path` (None: not in one, or no git)."""
+    found = _top(path)
+    return Path(found.decode().strip()) if found is not None else None
+
+
+def top_and_object_format(path: Path) -> tuple[Path, str] | None:
+    """The top of the git work tree holding `path`, resolved, and the object format its
+    ids are in (sha1 for one git names otherwise), asked in one call: a hook pays for each
+    (None: not in a work tree, or no git)."""
+    found = _top(path, "--show-object-format")
+    if found is None:
+        return None
+    top, _, object_format = found.decode("utf-8", "surrogateescape").strip().partition("\n")
+    return Path(top).resolve(), object_format if object_format in ("sha1", "sha256") else "sha1"
+
+
+def _top(path: Path, *also: str) -> bytes | None:
+    """What `git rev-parse --show-toplevel` (and the `also` asked with it) answers in the
+    folder holding `path` (None: not in a work tree, or no git)."""
     folder = path if path.is_dir() else path.parent
     try:
-        done = _git(folder, "rev-parse", "--show-toplevel")
+        done = _git(folder, "rev-parse", "--show-toplevel", *also)
     except errors.BadInput:
         return None
-    return Path(done.stdout.decode().strip()) if done.returncode == 0 else None
+    return done.stdout if done.returncode == 0 else None
 
 
 def show(top: Path, rev: str, path: Path) -> bytes | None:
@@ -77,20 +102,33 @@ def last_change(top: Path, path: Path, *, added: bool = False, every_ref: bool =
     return commits[-1] if commits else None
 
 
-def commit_of(top: Path, rev: str) -> str:
-    """The commit a revision names; BadInput naming the revision if it names none."""
-    done = _git(top, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
-    if done.returncode != 0:
-        raise errors.BadInput(f"{rev!r} is neither a date nor a git revision of this repository")
-    return done.stdout.decode().strip()
-
-
-def resolve_commit(top: Path, rev: str) -> str | None:
+def commit_of(top: Path, rev: str) -> str | None:
     """The commit a revision names (None: it names none here)."""
     if rev.startswith("-"):
         return None  # never an option to git
     done = _git(top, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
     return done.stdout.decode().strip() if done.returncode == 0 else None
+
+
+def object_at(top: Path, rev: str, path: str) -> str | None:
+    """The object id of `path` (from the top) in revision `rev` (None: not there)."""
+    done = _git(top, "rev-parse", "--verify", "--quiet", f"{rev}:{path}")
+    return done.stdout.decode().strip() if done.returncode == 0 else None
+
+
+def commit_entries(top: Path, commit: str) -> list[tuple[bytes, str, str]]:
+    """Every entry of commit `commit`'s whole tree, from the top: (git's mode, object id,
+    path); GitFailed, with git's complaint, when git cannot list it."""
+    done = _git(top, "ls-tree", "-r", "-z", "--full-tree", commit)
+    if done.returncode != 0:
+        raise GitFailed(done.stderr.decode(errors="replace").strip() or "git ls-tree failed")
+    out = []
+    for record in done.stdout.split(b"\0"):
+        meta, _, name = record.partition(b"\t")
+        fields = meta.split()
+        if name and len(fields) == 3:
+            out.append((fields[0], fields[2].decode(), os.fsdecode(name)))
+    return out
 
 
 def commit_time(top: Path, commit: str) -> str | None:
@@ -260,6 +298,70 @@ def unstaged_files(top: Path, paths: list[str]) -> set[str]:
     return {n.decode("utf-8", "surrogateescape") for n in done.stdout.split(b"\0") if n}
 
 
+def index_entries(top: Path, paths: list[str] | None = None) -> list[tuple[bytes, str, str, str]]:
+    """What git's index holds (`paths` alone, files or every file under folders, where
+    named): (git's mode, object id, stage, path from the top) of each entry."""
+    named = ["--", *paths] if paths else []
+    done = _git(top, "--literal-pathspecs", "ls-files", "-s", "-z", *named, extra=index_env(top))
+    if done.returncode != 0:
+        raise errors.BadInput(f"cannot read git's index: {done.stderr.decode(errors='replace').strip()}")
+    out = []
+    for record in done.stdout.split(b"\0"):
+        meta, _, name = record.partition(b"\t")
+        fields = meta.split()
+        if name and len(fields) == 3:
+            out.append((fields[0], fields[1].decode(), fields[2].decode(), os.fsdecode(name)))
+    return out
+
+
+def staged_tree(top: Path, folder: str) -> str | None:
+    """The id of the tree `git write-tree --prefix` makes of `folder` (from the top) as
+    git's index holds it (None: git could not, as for a folder the index does not hold)."""
+    done = _git(top, "write-tree", f"--prefix={folder}/", extra=index_env(top))
+    return done.stdout.decode().strip() if done.returncode == 0 else None
+
+
+def staged_changes(top: Path, parent: str = "HEAD") -> list[str]:
+    """The paths git's index changes against commit `parent` (every staged path before the
+    first commit): both sides of a rename."""
+    extra = index_env(top)
+    done = _git(top, "diff", "--cached", "--name-only", "--no-renames", "-z", parent, extra=extra)
+    if done.returncode != 0 and not has_commits(top):  # no HEAD yet: everything staged is new
+        done = _git(top, "ls-files", "-z", extra=extra)
+    if done.returncode != 0:
+        raise errors.BadInput(f"cannot compare git's index with HEAD: {done.stderr.decode(errors='replace').strip()}")
+    return [name for name in done.stdout.decode("utf-8", "surrogateescape").split("\0") if name]
+
+
+def files_seen(top: Path, folder: str) -> set[str]:
+    """The files under `folder` (from the top) git sees: tracked ones, and untracked ones it
+    does not ignore (a nested repository, listed as a folder, left out)."""
+    done = _git(top, "--literal-pathspecs", "ls-files", "-z", "-c", "-o", "--exclude-standard", "--", folder,
+                extra=index_env(top))
+    if done.returncode != 0:
+        raise errors.BadInput(f"cannot list the files of {folder}: {done.stderr.decode(errors='replace').strip()}")
+    return {os.fsdecode(n) for n in done.stdout.split(b"\0") if n and not n.endswith(b"/")}
+
+
+def untracked_files(top: Path) -> list[str]:
+    """The files of the work tree git does not track and does not ignore (a nested
+    repository left out)."""
+    done = _git(top, "ls-files", "-z", "-o", "--exclude-standard", extra=index_env(top))
+    return [os.fsdecode(n) for n in done.stdout.split(b"\0") if n and not n.endswith(b"/")]
+
+
+def hashed_blobs(top: Path, names: list[str]) -> list[bytes] | None:
+    """The binary ids of the blobs `git add` would store for these files (paths from the
+    top), git's filters applied (line endings, LFS, a clean filter), one `git hash-object
+    --stdin-paths` for them all (None: git could not say, as when a file went meanwhile)."""
+    feed = "".join(name + "\n" for name in names).encode("utf-8", "surrogateescape")
+    done = _git(top, "hash-object", "--stdin-paths", input=feed)
+    found = done.stdout.decode().split()
+    if done.returncode != 0 or len(found) != len(names):
+        return None
+    return [bytes.fromhex(oid) for oid in found]
+
+
 def blobs(top: Path, named: dict[str, str]) -> dict[str, bytes]:
     """The bytes of blobs (name → blob id, as staged_files gives them), by name."""
     if not named:
@@ -292,3 +394,49 @@ def update_index(cwd: Path, feed: bytes, extra: dict[str, str]) -> str | None:
     `cwd`); git's complaint, or None when it took them."""
     done = _git(cwd, "update-index", "--add", "--remove", "-z", "--stdin", input=feed, extra=extra)
     return None if done.returncode == 0 else done.stderr.decode("utf-8", "replace").strip() or "git update-index failed"
+
+
+def add_to_index(top: Path, paths: list[str]) -> None:
+    """`git add` of these paths (from the top)."""
+    _git(top, "--literal-pathspecs", "add", "--", *paths)
+
+
+def remove_from_index(top: Path, paths: list[str]) -> None:
+    """`git rm --cached` of these paths (from the top): out of git's index, the files left."""
+    _git(top, "--literal-pathspecs", "rm", "-q", "--cached", "--ignore-unmatch", "--", *paths)
+
+
+# -- a merge stopped, a patch set aside ------------------------------------------------------
+
+
+def unmerged_paths(top: Path) -> set[str]:
+    """The paths git's index holds mid-merge (no one content to judge)."""
+    done = _git(top, "ls-files", "-u", "-z", extra=index_env(top))
+    return {os.fsdecode(record.partition(b"\t")[2]) for record in done.stdout.split(b"\0") if b"\t" in record}
+
+
+def unmerged_stages(top: Path, paths: list[str]) -> list[tuple[str, str, str]]:
+    """The unmerged entries under these paths (from the top), as git's index stages them:
+    (path, blob id, stage: 1 the merge base, 2 ours, 3 theirs); none when git cannot say."""
+    done = _git(top, "--literal-pathspecs", "ls-files", "-u", "-z", "--", *paths)
+    out = []
+    for record in done.stdout.split(b"\0") if done.returncode == 0 else []:
+        meta, _, path = record.partition(b"\t")
+        if path:
+            _, blob, stage = meta.split()
+            out.append((path.decode("utf-8", "surrogateescape"), blob.decode(), stage.decode()))
+    return out
+
+
+def patched_paths(top: Path, patch: Path) -> set[str]:
+    """The paths (from the top) a patch file changes, as `git apply --numstat` reads it
+    (none when git cannot read it)."""
+    done = _git(top, "apply", "--numstat", "-z", str(patch))
+    if done.returncode != 0:
+        return set()
+    paths = set()
+    for record in done.stdout.split(b"\0"):
+        name = record.split(b"\t", 2)[-1] if record.count(b"\t") >= 2 else b""
+        if name:
+            paths.add(name.decode("utf-8", "surrogateescape"))
+    return paths

@@ -41,15 +41,7 @@ def set_aside(top: Path) -> tuple[Path | None, set[str]]:
     patch = _patch_of(os.getppid())
     if patch is None:
         return None, set()
-    done = gitrepo._git(top, "apply", "--numstat", "-z", str(patch))
-    if done.returncode != 0:
-        return patch, set()
-    paths = set()
-    for record in done.stdout.split(b"\0"):
-        name = record.split(b"\t", 2)[-1] if record.count(b"\t") >= 2 else b""
-        if name:
-            paths.add(name.decode("utf-8", "surrogateescape"))
-    return patch, paths
+    return patch, gitrepo.patched_paths(top, patch)
 
 
 def _patch_of(pid: int) -> Path | None:

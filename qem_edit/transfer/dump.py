@@ -160,6 +160,8 @@ def _memory_line(line: str, where: str) -> str:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
         raise errors.BadInput(f"{where}: not JSON ({exc.msg})") from None
+    except RecursionError:  # nesting deeper than the parser's stack
+        raise errors.BadInput(f"{where}: not JSON (nested too deeply)") from None
     memory = obj.get("memory") if isinstance(obj, dict) and set(obj) == {"memory"} else None
     if not isinstance(memory, str) or not re.fullmatch(r"[0-9a-z-]{1,64}", memory):
         raise errors.BadInput(f"{where}: the first line must name the memory: {{\"memory\": ID}}")
@@ -171,6 +173,8 @@ def _line(line: str, where: str) -> tuple[Event, TextRecord | None]:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
         raise errors.BadInput(f"{where}: not JSON ({exc.msg})") from None
+    except RecursionError:  # nesting deeper than the parser's stack
+        raise errors.BadInput(f"{where}: not JSON (nested too deeply)") from None
     if not isinstance(obj, dict):
         raise errors.BadInput(f"{where}: a line must be a JSON object")
     given, text = obj.pop("id", None), obj.pop("text", None)

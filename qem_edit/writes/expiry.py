@@ -237,3 +237,16 @@ def end_sessions(store: "Store", place: "Workspace", ended: "Callable[[str], boo
     store.write(work, agent=False)  # the scope's own rule, as a note's end is: no agent's choice to refuse
     auto_export(store, place)
     return done
+
+
+def end_sessions_in(state: Path, ended: "Callable[[str], bool]") -> list[str]:
+    """`end_sessions` on the memory in the folder `state` (a hook's, which names the
+    folder, not a workspace), as the login's act (QEM_ACTOR or the login name)."""
+    from ..storage.store import Store
+    from ..system.workspace import actor, resolve
+
+    store = Store.open(state, create=False, write=True)
+    try:
+        return end_sessions(store, resolve(state.parent, state), ended, actor())
+    finally:
+        store.close()

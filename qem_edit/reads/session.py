@@ -1,0 +1,269 @@
+"""A session's delivery: what one hook of an agent session gives, read against its ledger."""
+
+# The harness's shell (qem_edit.shells.hookrun) reads the hook's input and finds the memory;
+# here: the moments the hook gives (a compaction's first, where one is pending), the notes
+# they trigger that the session's context window was not given yet, within the harness's
+# budget, recorded in the session's ledger (qem_edit.system.ledger) as given; whether a
+# call is held so that its notes are read before it runs; and the Stop hook's ask to record.
+#
+# Before means before.  What a hook gives before a tool reaches the model only after the
+# tool ran (the harnesses send it beside the tool's result); a deny is the one answer the
+# model reads before the action.  So before an edit or a command, when a note due there was
+# not given whole in this context window (at the start, with a prompt, at a read of the
+# file), the call is held: denied through the harness's own contract, the reason carrying
+# the notes and saying the same call may be made again; the ledger records them given and
+# the call held, so the call made again passes.  A read is never held, nor a call on any
+# failure (the notes then go as context, or nothing does), nor where `.qem/config.toml`
+# says `[delivery] hold = false`.
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable
+
+from ..base.harness import COMPACTING, HOLD, PROMPT, START, STOP, SUBAGENT, TOOL, Asked, Harness
+
+Log = Callable[[BaseException], None]  # where a problem the reply goes on without is said (the hooks log)
+
+HELD = ("qem held this call, before it ran, so that you read the notes below first (this is not an error"
+        " in the call). Take them into account, then make the same call again now, or the call they lead you to:"
+        " it goes through.")
+HOLDS_AT = ("edit", "shell")  # the moments whose notes a call is held for (never a read)
+ASK_TO_RECORD = (
+    "Before you stop: did this session learn something a future session on this project needs "
+    "(a rule the user gave, a trap in the code, a decision and its reason, a finding)? If so, record it now "
+    "with the qem MCP tool `add` (or `qem add TEXT --kind KIND`), kind one of directive, task, gotcha, finding, "
+    "reference, decision, operational, and `anchors` naming the files it is about. If nothing is worth keeping, stop.")
+
+
+def reply(harness: Harness, event: str, ask: Asked, state: Path, log: Log) -> str:
+    """What the moment gives the session, in the harness's contract (its reply, a held
+    call's deny, or no context): the ledger of the session's context window (the main
+    thread's, or a subagent's: `agent_id` marks a hook fired inside one) is read and
+    written in two short holds of its lock (what the moment is; then what was given), the
+    memory read between them, so hooks of one session running side by side wait on each
+    other for milliseconds, not a read.  `log`: where a setting that cannot be read is
+    said (a hook's log)."""
+    from ..system import ledger
+
+    key = f"{harness.name}:{ask.session}"  # a session of one harness
+    window = f"{harness.name}:agent:{ask.agent}" if ask.agent else key  # a subagent's, by its own id
+    with ledger.session(state, window) as book:
+        if ask.does == COMPACTING:
+            book.compacted()
+            return harness.no_context
+        if ask.does == STOP:
+            return _stop(harness, ask, state, book)
+        moments = _moments(ask, book, state)
+        given = {n: entry for n, entry in book.given.items() if entry[0] == book.epoch}
+        counted = book.notes_then >= 0
+    found, texts, changed, notes, due_here, standings = _read(state, moments, given, counted, ask.session)
+    if window != key and ask.does == SUBAGENT:
+        with ledger.session(state, key) as book:
+            book.started(window)
+    with ledger.session(state, window) as book:
+        if book.notes_then < 0:
+            book.notes_then = notes
+        holding = _holds(ask, found, due_here, book, state, log)
+        if ask.does == HOLD and not holding:
+            return harness.no_context  # no context goes before this tool: the hook after it gives it
+        budget = harness.budget - (harness.measure(HELD) + 2 if holding else 0)
+        text = _given(harness, moments, found, texts, changed, book, budget, ask.does in (TOOL, HOLD), standings)
+        if holding and text:
+            book.hold(_about(ask))
+            return harness.deny(event, f"{HELD}\n\n{text}")
+    return harness.reply(event, text, ask.guest) if ask.does != HOLD else harness.no_context
+
+
+def _about(ask: Asked) -> str:
+    """What a tool call is about, as the ledger remembers a held one: the same call made
+    again is about the same."""
+    return "\0".join([ask.moment, ask.command, *ask.paths])
+
+
+def _holds(ask: Asked, found: list, due_here: set, book, state: Path, log: Log) -> bool:  # type: ignore[no-untyped-def]
+    """Whether this call is held: it runs before its tool, a note due at its edit or
+    command was not given whole in this epoch, the ledger knows what the epoch gave, the
+    same call was not held already, and the project did not turn holding off."""
+    if not ask.holds or not book.may_hold() or book.was_held(_about(ask)):
+        return False
+    if not any(e.due.id in due_here and not book.was_given(e.due.id, e.due.full) for e in found):
+        return False
+    return _hold_setting(state, log)
+
+
+def _hold_setting(state: Path, log: Log) -> bool:
+    """`[delivery] hold` in the memory's config.toml (default true), read only when a call
+    would be held; a file that cannot be read, or a value that is not true or false, holds
+    nothing (said in the hooks log)."""
+    try:
+        text = (state / "config.toml").read_text("utf-8")
+        value = _plain_hold(text)
+        if value is None:  # written some other way: read as TOML (tomllib costs a hook ~10 ms to import)
+            import tomllib
+
+            value = tomllib.loads(text).get("delivery", {}).get("hold", True)
+        if not isinstance(value, bool):
+            raise ValueError(f"[delivery] hold in {state / 'config.toml'} is {value!r}, not true or false;"
+                             " no call is held")
+        return value
+    except (OSError, ValueError, AttributeError) as exc:
+        log(exc)
+        return False
+
+
+_TABLE_RE = re.compile(r"\s*\[\s*([A-Za-z0-9_-]+)\s*\]\s*(?:#.*)?")
+_HOLD_RE = re.compile(r"\s*hold\s*=\s*(true|false)\s*(?:#.*)?")
+
+
+def _plain_hold(text: str) -> bool | None:
+    """`[delivery] hold` where config.toml says it plainly, as qem writes it (a `[delivery]`
+    table, a `hold = true|false` line, or neither); None where anything else there names
+    them (an inline table, a dotted key, a multi-line string): TOML must read it."""
+    if '"""' in text or "'''" in text:
+        return None
+    table, value = "", True
+    for line in text.splitlines():
+        header = _TABLE_RE.fullmatch(line)
+        if header is not None or line.lstrip().startswith("["):
+            table = header[1] if header is not None else "?"
+            continue
+        hold = _HOLD_RE.fullmatch(line) if table == "delivery" else None
+        if hold is not None:
+            value = hold[1] == "true"
+        elif "delivery" in line or (table in ("delivery", "?") and "hold" in line):
+            return None
+    return value
+
+
+def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-def]
+    """The moments this hook gives (a compaction's first, where one is pending)."""
+    from . import delivery
+
+    if ask.does == START:
+        if ask.source in ("clear", "compact"):
+            book.compacted()
+    if ask.does == PROMPT:
+        book.heard(ask.prompt)
+    top = delivery.work_top(state)
+    moments = []
+    if book.pending_compact and ask.does in (START, PROMPT):
+        moments.append(delivery.Moment("compact", top=str(top)))
+        book.pending_compact = False
+    if (ask.does == START and ask.source != "compact") or ask.does == SUBAGENT:
+        moments.append(delivery.Moment("start", top=str(top)))
+    elif ask.does == PROMPT:
+        moments.append(delivery.Moment("prompt", prompt=ask.prompt, top=str(top)))
+    elif ask.does in (TOOL, HOLD):  # the call's own moment first (its heading), then a command's edits and reads
+        for event, named in ((ask.moment, ask.paths), *ask.also):
+            paths = delivery.from_cwd(named, ask.cwd or str(top), top)
+            if paths or event == ask.moment:
+                command = ask.command if event == ask.moment else ""
+                moments.append(delivery.Moment(event, paths=paths, command=command, top=str(top)))
+    return moments
+
+
+READ_AHEAD = 420  # texts read for a reply: more than a budget's worth of the shortest lines (24 characters)
+
+
+def _read(state: Path, moments: list, given: dict[str, list], counted: bool,  # type: ignore[no-untyped-def]
+          session: str | None = None):
+    """From the memory: what the moments trigger (each note once, the first moment's),
+    the texts of the first of them the session was not given (`given`: this epoch's
+    ledger entries), the changes of the notes given this epoch, how many notes it holds
+    (-1 where the session's ledger has counted them already: `counted`), and the notes
+    due at an edit or a command among them, in force (what a call is held for), and the
+    notes' standing (past their end, in dispute: qem_edit.reads.standing).  Read for `session`:
+    another session's session notes are not given."""
+    from ..base.times import utc_now
+    from . import delivery
+    from .standing import Standings
+    from ..storage.store import Store
+    from ..system.ledger import tip
+
+    store = Store.open(state, create=False, write=False)
+    store.session = session
+    try:
+        with store.reading():
+            entries, seen, due_here = [], set(), set()
+            for moment in moments:
+                for entry in delivery.ranked(moment, delivery.hits(store, moment)):
+                    if moment.event in HOLDS_AT:
+                        due_here.add(entry.due.id)
+                    if entry.due.id not in seen:
+                        seen.add(entry.due.id)
+                        entries.append(entry)
+            fresh = [e.due.id for e in entries if e.due.id not in given or (e.due.full and not given[e.due.id][1])
+                     or (e.due.late and e.due.id + LATE_MARK not in given)]
+            texts = store.notes_by_id(fresh[:READ_AHEAD])
+            standings = Standings.read(store, utc_now(), texts.values())
+            due_here -= {n for n, note in texts.items() if standings.of(note).past_end}  # not in force: holds nothing
+            recorded = {n: entry[2] for n, entry in given.items()}
+            now = store.last_changes(recorded)
+            moved = [n for n, last in recorded.items() if now.get(n, "") != last]
+            notes = store.notes_by_id(moved)
+            after = store.notes_by_id(n.superseded_by for n in notes.values() if n.superseded_by)
+            changed = {n: delivery.Change(notes[n], after.get(notes[n].superseded_by or "")) if n in notes else None
+                       for n in moved}
+            count = -1 if counted else store.count()
+            return (entries, texts, {n: (c, tip(c.note) if c else "") for n, c in changed.items()}, count,
+                    due_here, standings)
+    finally:
+        store.close()
+
+
+def _given(harness: Harness, moments: list, found: list, texts: dict, changed: dict,  # type: ignore[no-untyped-def]
+           book, budget: int, tool: bool = False, standings=None) -> str:
+    """The reply's context, from what the ledger says was not given yet, within `budget`
+    (the harness's unit); what it gives, recorded.  Its heading is a tool call's own
+    moment (the first), else the last (a start's after a compaction's)."""
+    from . import tiers
+    from ..system.ledger import tip
+
+    entries = [e for e in found if not book.was_given(e.due.id, e.due.full)
+               or (e.due.late and not book.was_given(e.due.id + LATE_MARK, True))]
+    changes = []
+    for n, (change, last) in changed.items():
+        entry = book.given.get(n)
+        if entry is None or entry[0] != book.epoch or entry[2] == last:
+            continue  # given in another epoch since, or its change said by a hook beside this one
+        if change is None:
+            book.given.pop(n)  # gone from the index (a forget purged it past reading)
+        else:
+            changes.append(change)
+    out = tiers.fitter(moments)(moments[0] if tool else moments[-1], entries, changes, budget,
+                                lambda ids: {n: texts[n] for n in ids if n in texts}, measure=harness.measure,
+                                standings=standings)
+    for change in out.changes:
+        book.give(change.note.id, book.given[change.note.id][1], tip(change.note))
+    late = {e.due.id for e in entries if e.due.late}
+    for h in out.given:
+        book.give(h.note.id, h.full, tip(h.note))
+        if h.note.id in late:  # given as late: not again this epoch (given before it was late: again now)
+            book.give(h.note.id + LATE_MARK, True, "")
+    return out.text()
+
+
+LATE_MARK = "@late"  # a ledger entry beside a request's: given as late (its last change "", which no note's is)
+
+
+def _stop(harness: Harness, ask: Asked, state: Path, book) -> str:  # type: ignore[no-untyped-def]
+    """The opt-in Stop hook: once a session, and only when it recorded no note, ask the
+    agent to record what a future session needs; never when the harness says the agent
+    is already going on because of a stop hook."""
+    from ..storage.store import Store
+
+    if ask.stop_hook_active or book.stop_asked:
+        return harness.no_context
+    store = Store.open(state, create=False, write=False)
+    try:
+        now = store.count()
+    finally:
+        store.close()
+    if book.notes_then < 0:
+        book.notes_then = now
+    if now > book.notes_then:  # a note was created since the session began
+        return harness.no_context
+    book.stop_asked = True
+    return harness.stop_reply(ASK_TO_RECORD)
