@@ -88,7 +88,7 @@ or after it (in context, which the model reads beside the tool's result, or not 
 by the budget); and the calls held, per session.
 
 Cut by the budget means: of the notes
-due and not held back, in the order they are given (kind as qem_edit.base.model.KINDS lists
+due and not held back, in the order they are given (kind as qem_edit.base.vocabulary.KINDS lists
 them, priority high first, id; a compaction's notes before a prompt's), the budget takes
 them from the front while they fit and stops at the first that does not, so the cut ones
 are the tail after the last one given, and their count and how many are directives are the
@@ -146,7 +146,7 @@ from run import (  # bench/run.py
 )
 
 sys.path.insert(0, str(REPO))
-from qem_edit.base.model import KINDS, PRIORITIES  # noqa: E402  (the order notes are given in)
+from qem_edit.base.vocabulary import KINDS, PRIORITIES  # noqa: E402  (the order notes are given in)
 from qem_edit.system.anchors import blob_oid  # noqa: E402  (git's own id of a file's bytes)
 
 FIXTURE = REPO / "fixtures" / "sessions" / "claude-session.json"

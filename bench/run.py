@@ -417,7 +417,7 @@ OWED_REQUESTS = 300
 OWED_SETUP = """
 import sys
 from pathlib import Path
-from qem_edit.base.model import NewNote
+from qem_edit.base.decisions import NewNote
 from qem_edit.storage.store import Store
 count = int(sys.argv[2])
 with Store.open(Path(sys.argv[1])) as store:

@@ -1,4 +1,6 @@
-"""The `qem` command: `qem hook` answered without the command-line framework (it runs
+"""The `qem` command's entry: each way in started with no more imports than it needs.
+
+The `qem` command: `qem hook` answered without the command-line framework (it runs
 before every file edit an agent makes, so its start-up is the floor's), the quick commands
 (qem_edit.shells.quick: `qem add` with plain arguments) likewise, every other command by
 qem_edit.shells.cli."""

@@ -1,1 +1,1 @@
-"""Edited MEMORY.md text in, a plan of events and conflicts out. Pure."""
+"""Edited MEMORY.md text in, a plan of events and conflicts out, pure."""

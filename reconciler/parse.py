@@ -11,16 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..base.model import (
-    KIND_RANK,
-    KINDS,
-    PRIORITIES,
-    PROVENANCES,
-    TRIGGER_ATTRIBUTES,
-    TRIGGER_LIMIT,
-    anchor_path_problem,
-    trigger_problem,
-)
+from ..base.stored_form import anchor_path_problem
+from ..base.triggers import TRIGGER_LIMIT, trigger_problem
+from ..base.vocabulary import KIND_RANK, KINDS, PRIORITIES, PROVENANCES, TRIGGER_ATTRIBUTES
 from ..renderer.format import (
     ANCHOR,
     ANSWERED_BY_MARKER_RE,

@@ -14,17 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
-from ..base.model import (
-    LIVE_STATES,
-    MOVE_BY_VERB,
-    MOVES,
-    Note,
-    TextError,
-    deadline_refusal,
-    marker_move,
-    normalize_text,
-    seat_problem,
-)
+from ..base.decisions import deadline_refusal
+from ..base.replay import Note
+from ..base.stored_form import normalize_text, seat_problem
+from ..base.vocabulary import LIVE_STATES, MOVE_BY_VERB, MOVES, TextError, marker_move
 from ..renderer.format import SECTION_TITLES, Selection, due_read
 from .parse import Item, LineError, ParsedFile
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import Mapping, Sequence
 
-from ..base.model import KINDS, Note
+from ..base.replay import Note
+from ..base.vocabulary import KINDS
 from ..renderer.format import (
     ERRORS_OPEN,
     INDENT,

@@ -1,4 +1,4 @@
-"""Notes in, MEMORY.md text out: the deterministic projection of the store. Pure.
+"""Notes in, MEMORY.md text out: the deterministic projection of the store, pure.
 
 Its names are loaded when first asked for (module `__getattr__`): a command that reads
 only the index's cached items, or asks only the rendering's version, imports neither

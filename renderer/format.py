@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from ..base.model import KINDS, TRIGGER_ATTRIBUTES
+from ..base.vocabulary import KINDS, TRIGGER_ATTRIBUTES
 from .version import FORMAT_VERSION  # noqa: F401  (the rendering's version: see version.py)
 
 SEP = " · "

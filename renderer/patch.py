@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 from typing import Callable, Iterable, NamedTuple, Sequence
 
-from ..base.model import KINDS
+from ..base.vocabulary import KINDS
 from .format import SECTION_TITLES, Selection
 from .render import header_line
 

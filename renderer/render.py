@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator, Mapping, Sequence
 
-from ..base.model import KINDS, Note
 from ..base.owing import answered_by as answered_by_of
+from ..base.replay import Note
 from ..base.resolver import Graph, disputed_with
+from ..base.vocabulary import KINDS
 from .format import (
     CHECKOUT_HELP,
     HELP_OPEN,

@@ -1,4 +1,6 @@
-"""The rendering's version, apart from the grammar (format.py) so that what only asks it
+"""The rendering's version, which every index asks without compiling the grammar.
+
+The rendering's version, apart from the grammar (format.py) so that what only asks it
 (every command's index, to know whether its cached items still hold) compiles none of
 the grammar's regular expressions."""
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from builders import SEEDED_LOG, NoteMap, load_store, note_map, store_path
 
-from qem_edit.base.model import Event, Note
+from qem_edit.base.replay import Event, Note
 from qem_edit.storage.store import Store
 
 # The standard seeded store: one note per interesting case, ids fixed by creation order.

@@ -114,7 +114,7 @@ def prefix_notes(events: list, texts: dict[str, str], count: int) -> dict:  # ty
     index gives a memory holding exactly those notes."""
     
     from qem_edit.base import ids
-    from qem_edit.base.model import replay
+    from qem_edit.base.replay import replay
 
     notes = replay(events[:count], texts)
     shorts = ids.short_ids({n: note.short_len for n, note in notes.items()})

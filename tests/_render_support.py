@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 from qem_edit.renderer.format import ITEM_RE, SECTION_TITLES
 
 from qem_edit.base import ids
-from qem_edit.base.model import KINDS, PRIORITIES, PROVENANCES, Note, TextError, anchor_path_problem, normalize_text
+from qem_edit.base.replay import Note
+from qem_edit.base.stored_form import anchor_path_problem, normalize_text
+from qem_edit.base.vocabulary import KINDS, PRIORITIES, PROVENANCES, TextError
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "fixtures" / "golden"

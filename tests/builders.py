@@ -16,7 +16,8 @@ from conftest import FIXTURES
 from qem_edit.renderer import Selection
 
 from qem_edit.base import ids
-from qem_edit.base.model import Event, NewNote, Note
+from qem_edit.base.decisions import NewNote
+from qem_edit.base.replay import Event, Note
 from qem_edit.mirror.export import render_store
 from qem_edit.storage.logtree import canonical
 from qem_edit.storage.store import Store

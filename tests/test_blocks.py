@@ -19,7 +19,8 @@ from qem_edit.reconciler.plan import make_plan
 from qem_edit.renderer import render
 
 from qem_edit.base import ids
-from qem_edit.base.model import KINDS, PRIORITIES, Note
+from qem_edit.base.replay import Note
+from qem_edit.base.vocabulary import KINDS, PRIORITIES
 
 TEXTS = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\r"),

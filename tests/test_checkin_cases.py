@@ -31,7 +31,8 @@ from builders import CASES, load_store, render_text, store_path
 from qem_edit.reconciler.parse import parse
 
 from qem_edit.base import errors, ids
-from qem_edit.base.model import KINDS, NewNote
+from qem_edit.base.decisions import NewNote
+from qem_edit.base.vocabulary import KINDS
 from qem_edit.shells.terminal import describe_plan
 from qem_edit.storage.store import Store
 from qem_edit.system.files import file_chunks

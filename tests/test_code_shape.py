@@ -15,7 +15,8 @@ MAX_LINES = 50
 # The pure cores read no database, clock, terminal or command-line framework.
 IMPURE = {"sqlite3", "typer", "click", "time", "datetime", "subprocess", "filelock"}
 PURE_CORES = ("renderer", "reconciler")
-PURE_MODULES = ("qem_edit/base/model.py", "qem_edit/base/resolver.py")
+PURE_MODULES = tuple(f"qem_edit/base/{name}.py" for name in (
+    "vocabulary", "stored_form", "triggers", "replay", "decisions", "resolver"))
 # The layers, lowest first, are folders (docs/ARCHITECTURE.md draws them, with a line for
 # each module): qem_edit/base/, then the pure cores at the top of the repository, then each
 # folder of qem_edit/ in this order.  A module imports (at its top or inside a function) only
@@ -279,6 +280,20 @@ def test_the_architecture_doc_shows_every_module_in_its_folder() -> None:
     assert not long, f"a module's line says one thing (40 words at most): {long}"
 
 
+def test_every_module_opens_with_one_line_saying_what_it_owns() -> None:
+    """A product module's docstring opens with one sentence on one line, short enough to
+    read at a glance (what it owns); the lines after a blank line may say more."""
+    wrong = []
+    for path, tree in _trees(PRODUCT):
+        if path.stem == "__init__" and not tree.body:
+            continue  # a layer folder's empty __init__.py
+        doc = ast.get_docstring(tree, clean=False) or ""
+        lines = doc.split("\n")
+        first = lines[0]
+        one_sentence = first.endswith(".") and not re.search(r"[.!?]\s+[A-Z`(]", first[:-1])
+        if not first or len(first) > 100 or not one_sentence or (len(lines) > 1 and lines[1].strip()):
+            wrong.append(f"{path.relative_to(REPO)}: {first[:60]!r}")
+    assert not wrong, f"modules not opening with one line (at most 100 characters) saying what they own: {wrong}"
 
 
 # -- what a module keeps to itself ----------------------------------------------------------

@@ -23,7 +23,7 @@ import pytest
 from conftest import run_qem
 from test_precommit import git, git_env, local_hooks, pre_commit
 
-from qem_edit.base.model import NewNote
+from qem_edit.base.decisions import NewNote
 from qem_edit.storage.logtree import LogTree, event_bytes
 from qem_edit.storage.store import PACK_AT, Store
 

@@ -23,7 +23,7 @@ from conftest import REPO, run_qem
 from filelock import FileLock
 
 from qem_edit.base import errors, ids
-from qem_edit.base.model import NewNote
+from qem_edit.base.decisions import NewNote
 from qem_edit.mirror.verify import verify_report
 from qem_edit.storage import store as store_mod
 from qem_edit.storage.logtree import LogTree
@@ -33,7 +33,7 @@ from qem_edit.system import db as db_mod
 WORKER = r"""
 import sys, time
 from pathlib import Path
-from qem_edit.base.model import NewNote
+from qem_edit.base.decisions import NewNote
 from qem_edit.storage.store import Store
 
 path, name, count, start = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])

@@ -49,7 +49,8 @@ from conftest import run_qem
 from qem_edit.renderer import Selection
 
 from qem_edit.base import faults, ids
-from qem_edit.base.model import LIVE_STATES, NewNote
+from qem_edit.base.decisions import NewNote
+from qem_edit.base.vocabulary import LIVE_STATES
 from qem_edit.mirror.export import auto_export, export, render_store
 from qem_edit.shells import terminal
 from qem_edit.storage.store import Store
@@ -754,7 +755,7 @@ def test_cli_add_killed_at_every_checkpoint(tmp_path):
 SNIPPET = """
 import sys
 from pathlib import Path
-from qem_edit.base.model import NewNote
+from qem_edit.base.decisions import NewNote
 from qem_edit.storage.store import Store
 from qem_edit.mirror.export import auto_export
 from qem_edit.system.workspace import Workspace

@@ -99,9 +99,9 @@ def test_every_kind_of_change_grouped_with_actor_and_reason(team):
 
 
 def test_every_event_type_has_one_heading():
-    """A diff groups its changes by model.READING_ORDER: a move missing from it would never be
+    """A diff groups its changes by vocabulary.READING_ORDER: a move missing from it would never be
     shown.  The stale flags a code change caused are a group of their own, before the others."""
-    from qem_edit.base.model import EVENT_TYPES
+    from qem_edit.base.vocabulary import EVENT_TYPES
     from qem_edit.reads.diff import DRIFTED
     from qem_edit.reads.diff_text import GROUPS
 

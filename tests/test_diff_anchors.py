@@ -13,7 +13,9 @@ from builders import planted_created
 from test_diff import diff, diff_json, github_html
 from test_git import Clone, Team, team  # noqa: F401  (the fixture)
 
-from qem_edit.base.model import Draft, Event, drift_of
+from qem_edit.base.decisions import Draft
+from qem_edit.base.replay import Event
+from qem_edit.base.stored_form import drift_of
 from qem_edit.reads.diff import DRIFTED, changes_of
 from qem_edit.storage.store import Store
 from qem_edit.system.anchors import blob_oid

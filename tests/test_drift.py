@@ -24,7 +24,8 @@ from conftest import run_qem
 from test_precommit import local_hooks, pre_commit
 
 from qem_edit.base import ids
-from qem_edit.base.model import Drifted, Event, decide_drift, fold
+from qem_edit.base.decisions import Drifted, decide_drift
+from qem_edit.base.replay import Event, fold
 from qem_edit.storage.logtree import canonical
 from qem_edit.system.anchors import WorkTree, revision_listing, staged_listing, worktree_oid
 

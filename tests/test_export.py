@@ -34,7 +34,7 @@ from qem_edit.renderer import render
 from qem_edit.renderer.format import SECTION_TITLES
 
 from qem_edit.base import errors, ids
-from qem_edit.base.model import replay
+from qem_edit.base.replay import replay
 from qem_edit.mirror.export import export, render_store
 from qem_edit.shells import cli
 from qem_edit.storage.starting import ensure_memory_id
@@ -526,7 +526,7 @@ while time.monotonic() < deadline:
 _WRITER = """
 import sys, time
 from pathlib import Path
-from qem_edit.base.model import NewNote
+from qem_edit.base.decisions import NewNote
 from qem_edit.storage.store import Store
 deadline = time.monotonic() + float(sys.argv[1])
 store = Store.open(Path(sys.argv[2]))

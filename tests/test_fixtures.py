@@ -13,7 +13,9 @@ from types import ModuleType
 
 import pytest
 
-from qem_edit.base.model import KINDS, Note, normalize_text, replay
+from qem_edit.base.replay import Note, replay
+from qem_edit.base.stored_form import normalize_text
+from qem_edit.base.vocabulary import KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "fixtures" / "generate.py"

@@ -140,7 +140,7 @@ def test_a_read_is_never_held_and_gives_what_the_edit_would(project) -> None:  #
 
 def test_a_call_whose_notes_do_not_fit_is_held_once_and_the_rest_go_as_context(project) -> None:  # type: ignore[no-untyped-def]
     top = project["top"]
-    from qem_edit.base.model import NewNote
+    from qem_edit.base.decisions import NewNote
     from qem_edit.system.anchors import blob_oid
 
     anchor = (("src/lock.py", blob_oid((top / "src" / "lock.py").read_bytes())),)

@@ -78,7 +78,7 @@ def project(tmp_path: Path) -> dict[str, object]:
     """A git repository with a memory: two directives, a high and a low task, a gotcha
     anchored to src/lock.py, one declaring a path pattern, one a command pattern, one
     naming a term in backticks."""
-    from qem_edit.base.model import NewNote
+    from qem_edit.base.decisions import NewNote
     from qem_edit.system.anchors import blob_oid
 
     top = code_repository(tmp_path / "app", CODE)
@@ -614,7 +614,7 @@ def test_paths_through_a_link_or_with_dots_find_their_notes(project, tmp_path: P
 
 def test_the_cut_line_s_command_runs_from_anywhere(project) -> None:  # type: ignore[no-untyped-def]
     top = project["top"]
-    from qem_edit.base.model import NewNote
+    from qem_edit.base.decisions import NewNote
     from qem_edit.system.anchors import blob_oid
 
     anchor = (("src/lock.py", blob_oid((top / "src" / "lock.py").read_bytes())),)

@@ -45,7 +45,9 @@ from qem_edit.renderer import Selection
 from qem_edit.renderer.format import INDENT, ITEM_RE, escape_first_line, escape_text_line
 
 from qem_edit.base import errors, ids
-from qem_edit.base.model import KINDS, LIVE_STATES, PRIORITIES, NewNote, TextError, normalize_text
+from qem_edit.base.decisions import NewNote
+from qem_edit.base.stored_form import normalize_text
+from qem_edit.base.vocabulary import KINDS, LIVE_STATES, PRIORITIES, TextError
 from qem_edit.mirror.export import render_store
 from qem_edit.shells import terminal
 from qem_edit.shells.cli import main as qem_main

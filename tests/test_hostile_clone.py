@@ -143,7 +143,7 @@ def test_a_text_no_write_would_store_is_set_aside_and_an_edit_checks_in_nothing(
 def test_a_text_from_the_log_is_checked_as_a_write_checks_it() -> None:
     """Every way a text can differ from what `normalize_text` makes of it is a reason to set
     it aside, and what it makes is always taken (the writer's and the reader's rule is one)."""
-    from qem_edit.base.model import normalize_text
+    from qem_edit.base.stored_form import normalize_text
     from qem_edit.storage.logtree import text_problem
 
     for raw in ["a\rb", "a\r\nb", "a \nb", "a\t", "\na", "a\n\n", "a\x00b", "\ud800"]:
@@ -435,7 +435,7 @@ def test_many_large_texts_written_together_are_packs_a_reader_takes(tmp_path: Pa
     by one check-in (or gathered by `qem pack`) were one pack past the limit every reader
     holds a pack to, so a fresh index set them all aside.  (Here every limit is 1/1024 of
     the real one: 16 KiB texts, 64 KiB packs written, 256 KiB packs read.)"""
-    from qem_edit.base.model import NewNote
+    from qem_edit.base.decisions import NewNote
     from qem_edit.storage import logtree
     from qem_edit.storage import store as store_mod
     from qem_edit.storage.store import Store
@@ -464,7 +464,7 @@ def test_a_load_or_import_refuses_what_a_reader_would_set_aside(tmp_path: Path) 
     actor holds an escape, or a text that is not normalized, is refused there (a vectr
     store's events are made by qem, not read from a dump's lines), and nothing is loaded."""
     from qem_edit.base import errors
-    from qem_edit.base.model import Event
+    from qem_edit.base.replay import Event
     from qem_edit.storage.logtree import event_bytes
     from qem_edit.storage.store import Store
     from qem_edit.transfer.dump import load

@@ -24,7 +24,7 @@ from test_cli import snapshot, verified
 from test_git import team  # noqa: F401  (the fixture)
 from test_incomplete_commit import incomplete
 
-from qem_edit.base.model import MOVE_BY_VERB, Move
+from qem_edit.base.vocabulary import MOVE_BY_VERB, Move
 from qem_edit.shells import mcp_server
 from qem_edit.storage.store import Store
 

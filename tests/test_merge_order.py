@@ -8,7 +8,7 @@ Then the union of every clone's log is read in many orders:
 - a fresh index built from all the files at once;
 - an index caught up clone by clone, in every order of the clones (what a series of
   `git pull`s does), the files of each clone arriving in a shuffled order;
-- `model.replay` of the events in shuffled orders.
+- `replay.replay` of the events in shuffled orders.
 
 All must give the same notes and byte-identical MEMORY.md.
 """
@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 from qem_edit.renderer import render
 
 from qem_edit.base import errors, ids
-from qem_edit.base.model import NewNote, replay
+from qem_edit.base.decisions import NewNote
+from qem_edit.base.replay import replay
 from qem_edit.mirror.export import render_store
 from qem_edit.storage.store import Store
 from qem_edit.transfer.dump import read_dump

@@ -22,7 +22,7 @@ from builders import add, emit, forget, store_path, workspace
 from conftest import run_qem
 from qem_edit.renderer import Selection
 
-from qem_edit.base.model import KINDS
+from qem_edit.base.vocabulary import KINDS
 from qem_edit.storage.store import Store
 from qem_edit.writes.checkin import Source, problems
 from qem_edit.writes.checkin_plan import Proposal, Since, propose

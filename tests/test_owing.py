@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qem_edit.base.model import Note
 from qem_edit.base.owing import NO, NOT_OWED, UNKNOWN, YES, answered, duration, pointer, seconds_between
+from qem_edit.base.replay import Note
 
 NOW = "2026-09-10T12:00:00Z"
 R = "r" * 26
@@ -112,7 +112,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 from qem_edit.renderer import render  # noqa: E402
 
 from qem_edit.base import errors
-from qem_edit.base.model import NewNote  # noqa: E402
+from qem_edit.base.decisions import NewNote  # noqa: E402
 from qem_edit.mirror.export import render_store  # noqa: E402
 from qem_edit.reads import owed as owed_read  # noqa: E402
 from qem_edit.storage.store import Store  # noqa: E402

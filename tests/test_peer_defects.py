@@ -156,7 +156,7 @@ def test_the_edit_buffer_is_the_audit_view(store: Store) -> None:
 
 def test_a_fork_loaded_from_elsewhere_is_visible_in_the_graph() -> None:
     """The resolver's own view of the same fork, without a store."""
-    from qem_edit.base.model import Note
+    from qem_edit.base.replay import Note
 
     def note(note_id: str, parent: str | None) -> Note:
         return Note(note_id, "finding", "medium", "t", "agent", "2026-01-01T00:00:00Z", "a", supersedes=parent)

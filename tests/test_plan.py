@@ -21,7 +21,10 @@ from qem_edit.reconciler.rebase import with_errors
 from qem_edit.renderer import render_item
 from qem_edit.renderer.format import SECTION_TITLES, SEP, escape_first_line
 
-from qem_edit.base.model import KINDS, LIVE_STATES, PRIORITIES, NewNote, normalize_text, replay
+from qem_edit.base.decisions import NewNote
+from qem_edit.base.replay import replay
+from qem_edit.base.stored_form import normalize_text
+from qem_edit.base.vocabulary import KINDS, LIVE_STATES, PRIORITIES
 from qem_edit.mirror.verify import verify_report
 from qem_edit.storage.store import Store
 from qem_edit.storage.transaction import Transaction

@@ -30,7 +30,8 @@ from qem_edit.renderer.format import SECTION_TITLES, escape_first_line, escape_r
 from qem_edit.renderer.render import header_line, render_item
 
 from qem_edit.base import ids
-from qem_edit.base.model import KINDS, Note, replay, sort_key
+from qem_edit.base.replay import Note, replay, sort_key
+from qem_edit.base.vocabulary import KINDS
 from qem_edit.transfer.dump import read_dump
 
 T = "2026-06-01T12:00:00Z"  # one second, shared by every note of the tie tests

@@ -23,7 +23,7 @@ import pytest
 from _edit_support import shorts
 
 from qem_edit.base import ids as ids_mod
-from qem_edit.base.model import Note
+from qem_edit.base.replay import Note
 from qem_edit.base.resolver import Graph
 
 

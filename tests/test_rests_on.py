@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from test_git import same_view, team  # noqa: F401  (the fixture)
 from test_mcp import failed, ok, serve
 
-from qem_edit.base.model import NewNote
+from qem_edit.base.decisions import NewNote
 from qem_edit.storage.store import Store
 
 
@@ -228,7 +228,7 @@ def test_load_keeps_rests_on_and_a_clone_file_with_a_malformed_one_is_set_aside(
 
 def test_a_cycle_is_unknown_and_named(qem, ws: Path) -> None:
     from qem_edit.base import resting
-    from qem_edit.base.model import Note
+    from qem_edit.base.replay import Note
 
     def note(i: str, *bases: str) -> Note:
         return Note(i, "finding", "medium", "t", "agent", "2026-01-01T00:00:00Z", "a", rests_on=bases, short=i[:4])

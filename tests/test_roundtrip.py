@@ -24,7 +24,8 @@ from qem_edit.reconciler.parse import parse
 from qem_edit.renderer import Selection, render
 from qem_edit.renderer.render import header_line
 
-from qem_edit.base.model import KINDS, Note
+from qem_edit.base.replay import Note
+from qem_edit.base.vocabulary import KINDS
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

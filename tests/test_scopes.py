@@ -183,7 +183,7 @@ def test_a_dump_carries_no_private_or_session_note_and_a_load_refuses_one(tmp_pa
     assert TEAM in dumped and PRIVATE not in dumped and SESSION not in dumped
     # a line claiming a private scope, made by hand: refused, naming the line; nothing loaded
     from qem_edit.base import ids
-    from qem_edit.base.model import Event
+    from qem_edit.base.replay import Event
     from qem_edit.storage.logtree import TextRecord, event_object
 
     record = TextRecord("", "k" * 26, PRIVATE)
@@ -399,7 +399,7 @@ def test_a_private_note_never_changes_a_team_notes_short_id(tmp_path, monkeypatc
     clone's rendering); the private note's own is unique here, and each short id names its
     note, in the index as written and as rebuilt."""
     from qem_edit.base import ids
-    from qem_edit.base.model import NewNote
+    from qem_edit.base.decisions import NewNote
     from qem_edit.storage.store import Store
 
     (tmp_path / ".git").mkdir()
@@ -508,7 +508,7 @@ def test_a_private_folder_file_is_read_as_untrusted_input(tmp_path, data: dict, 
     """What `.qem/private/` holds is checked as every log file is: a bad scope, a session
     note with no session, a team note's event there: set aside, named by `qem verify`."""
     from qem_edit.base import ids
-    from qem_edit.base.model import Event
+    from qem_edit.base.replay import Event
     from qem_edit.storage.logtree import TextRecord, event_bytes
 
     (tmp_path / ".git").mkdir()

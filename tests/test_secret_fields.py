@@ -31,7 +31,7 @@ from test_mcp import failed, session
 from test_precommit import git, git_env, local_hooks, pre_commit
 from test_secrets import unguarded
 
-from qem_edit.base.model import Event
+from qem_edit.base.replay import Event
 from qem_edit.storage import secrets
 from qem_edit.storage.logtree import event_object
 

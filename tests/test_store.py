@@ -20,7 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qem_edit.base import errors, ids
-from qem_edit.base.model import NewNote, TextError, normalize_text
+from qem_edit.base.decisions import NewNote
+from qem_edit.base.stored_form import normalize_text
+from qem_edit.base.vocabulary import TextError
 from qem_edit.mirror.verify import verify_report
 from qem_edit.storage import index as index_mod
 from qem_edit.storage import store as store_mod
@@ -212,7 +214,7 @@ def test_a_log_file_of_a_newer_format_is_set_aside_and_named(with_notes):
 # -- the lifecycle ---------------------------------------------------------------------------
 
 STATES = ("active", "stale", "superseded", "revoked", "expired", "forgotten")
-# Written out from the issue rather than imported, so a change to model.MOVES must be a
+# Written out from the issue rather than imported, so a change to vocabulary.MOVES must be a
 # deliberate change here too.  A stale note is still in force: it can be superseded,
 # revoked or expired.
 ALLOWED = {

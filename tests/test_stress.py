@@ -39,7 +39,8 @@ import pytest
 from _reliability import EDITOR_SCRIPT, SOAK, no_traceback, python_env, record, verify
 from qem_edit.renderer import Selection
 
-from qem_edit.base.model import NewNote, Note, after_event, note_from_created
+from qem_edit.base.decisions import NewNote
+from qem_edit.base.replay import Note, after_event, note_from_created
 from qem_edit.mirror.export import export, render_store
 from qem_edit.storage.store import Store
 from qem_edit.storage.transaction import Transaction
@@ -53,7 +54,7 @@ import json, random, sys
 from pathlib import Path
 from qem_edit.base import errors
 from qem_edit.mirror.export import auto_export
-from qem_edit.base.model import NewNote
+from qem_edit.base.decisions import NewNote
 from qem_edit.storage.store import Store
 from qem_edit.system.workspace import Workspace
 

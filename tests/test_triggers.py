@@ -13,8 +13,19 @@ import pytest
 from builders import planted_created
 from conftest import run_qem
 
-from qem_edit.base.model import Note
-from qem_edit.base.triggers import command_matches, moments, path_matches, prompt_paths, term_in, terms_of
+from qem_edit.base.replay import Note
+from qem_edit.base.triggers import (
+    bundle_why,
+    command_matches,
+    covering_anchors,
+    moments,
+    path_matches,
+    prompt_paths,
+    term_in,
+    terms_of,
+    trigger_data,
+    triggers_of,
+)
 
 
 def _note(kind: str = "gotcha", priority: str = "medium", triggers: tuple = ()) -> Note:
@@ -85,6 +96,24 @@ def test_a_kind_fires_by_its_bundle_unless_the_note_declares_its_own_moments() -
     assert moments(_note("gotcha")) == ()
     assert moments(_note("directive", triggers=(("on", "edit"),))) == ("edit",)
     assert moments(_note("gotcha", triggers=(("path", "src/**"),))) == ()  # a pattern adds, it does not replace
+
+
+def test_an_anchor_covers_its_path_and_every_path_under_it() -> None:
+    assert covering_anchors("src/index/build.py") == ["src", "src/index", "src/index/build.py"]
+    assert covering_anchors("README.md") == ["README.md"]
+
+
+def test_a_bundle_says_why_it_fired_in_a_person_s_words() -> None:
+    assert bundle_why("directive", "low") == "every directive, at start and after compaction"
+    assert bundle_why("task", "high") == "every high task, at start"
+
+
+def test_a_trigger_s_stored_form_is_sorted_lists_by_name_and_reads_back() -> None:
+    pairs = (("run", "pytest*"), ("on", "start"), ("path", "src/**"), ("on", "edit"), ("on", "start"))
+    data = trigger_data(pairs)
+    assert data == {"on": ["edit", "start"], "path": ["src/**"], "run": ["pytest*"]}
+    assert triggers_of({"triggers": data}) == (("on", "edit"), ("on", "start"), ("path", "src/**"), ("run", "pytest*"))
+    assert triggers_of({"triggers": {"on": ["start", "edit"]}}) == ()  # unsorted: not the stored form
 
 
 # -- declared on every way in --------------------------------------------------------------------
@@ -253,7 +282,7 @@ def test_triggers_on_an_event_that_is_not_a_creation_are_set_aside(qem, ws: Path
 
 
 def test_the_tool_schemas_name_the_moments(ws: Path) -> None:
-    from qem_edit.base.model import MOMENTS
+    from qem_edit.base.vocabulary import MOMENTS
     from qem_edit.shells.mcp_server import TOOLS
 
     add = next(t for t in TOOLS if t.name == "add")

@@ -18,7 +18,7 @@ from builders import store_path
 from conftest import FIXTURES, run_qem
 from test_cli import snapshot
 
-from qem_edit.base.model import normalize_text
+from qem_edit.base.stored_form import normalize_text
 from qem_edit.storage.store import Store
 
 VECTR = FIXTURES / "vectr"

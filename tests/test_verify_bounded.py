@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from qem_edit.base import errors
 from qem_edit.base import ids as ids_mod
-from qem_edit.base.model import Note, Rival
+from qem_edit.base.replay import Note, Rival
 from qem_edit.base.resolver import Graph
 from qem_edit.mirror import verify
 from qem_edit.mirror.verify import verify_report

@@ -1,4 +1,6 @@
-"""Each agent harness's hook contract, as its own documentation and schemas give it
+"""Each harness's hook contract: which events qem hooks, what their input says, what replies.
+
+Each agent harness's hook contract, as its own documentation and schemas give it
 (docs/AGENTS.md cites them): which of its events qem hooks, what each event's input says,
 and what its output must be.  Pure: a harness's input (parsed JSON) in, a moment or a
 reply's bytes out; qem_edit.shells.hookrun does the reading and the writing.

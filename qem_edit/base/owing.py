@@ -1,4 +1,6 @@
-"""What is owed, pure: whether a request is answered (yes, no or unknown, with the reason),
+"""What is owed: whether a request is answered, who owes it and how late it is.
+
+What is owed, pure: whether a request is answered (yes, no or unknown, with the reason),
 who owes it and how late it is, from the request, the notes that answer it and now.
 
 A request is a note that names who owes it (`to`) or a deadline (`due`).  An answer is a
@@ -9,7 +11,7 @@ force speaks.  Two answers in force that neither replaced make the answer unknow
 disagree: a person settles it by superseding or revoking one), as does a log read in part
 (files set aside, which may hold an answer).  A request that is revoked, superseded,
 expired or forgotten is not owed, and says so; nor is one past its end at `now`
-(model.past_end: not in force, as every read says, though `qem expire --due` has not
+(replay.past_end: not in force, as every read says, though `qem expire --due` has not
 swept it yet).  No database, no clock: `now` is given.
 """
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 from typing import Iterable, NamedTuple, Sequence
 
 from . import ids
-from .model import PAST_WHY, Note, past_end
+from .replay import PAST_WHY, Note, past_end
 
 YES, NO, UNKNOWN, NOT_OWED = "yes", "no", "unknown", "not owed"
 WITHDRAWN = frozenset({"revoked", "forgotten"})  # an answer in these states answers nothing

@@ -1,4 +1,4 @@
-"""Which note is current?  Three-valued answers by following `supersedes` pointers.
+"""Which note is current, three-valued, by following `supersedes` pointers.
 
 Pure: notes in, answers out.  The answer is `yes`, `no` or `unknown`, always with the
 reason.  Resolution follows the single-parent pointer, never the clock: a later timestamp
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable, Mapping, NamedTuple
 
 from . import ids
-from .model import PAST_MARK, PAST_WHY, Note, past_end
+from .replay import PAST_MARK, PAST_WHY, Note, past_end
 
 
 class Answer(NamedTuple):
@@ -33,7 +33,7 @@ class Graph:
     def __init__(self, notes: Mapping[str, Note], numbered: dict[str, str] | None = None,
                  now: str | None = None) -> None:
         self.notes = notes
-        self.now = now  # when given, a note in force past its end (model.past_end) is not current
+        self.now = now  # when given, a note in force past its end (replay.past_end) is not current
         self.children: dict[str, list[str]] = {}
         self.cycles: list[tuple[str, ...]] = []
         self.dangling: dict[str, str] = {}  # note → missing target

@@ -1,4 +1,6 @@
-"""What a note rests on, pure: the stale flag a base's change owes its dependents, and
+"""What a note rests on: the stale flag a base's change owes its dependents.
+
+What a note rests on, pure: the stale flag a base's change owes its dependents, and
 whether a note's bases still hold.
 
 A note may rest on others (`rests_on`, ids in its created event: "the total is 4 days,
@@ -10,7 +12,7 @@ base that changed, the event that changed it, and the note where the change bega
 state it reached), so a reader says why, a person confirms the note (`reinstate`) or
 re-points it (a successor resting on what holds now), and a later write never flags it
 again for the same change.  The flag is an ordinary stale flag: two clones that flag the
-same change reach the same state, and their branches agree (model.fold).
+same change reach the same state, and their branches agree (replay.fold).
 
 Pure: notes and events in, drafts and answers out.  The store walks the dependents and
 records the drafts (store.Transaction.flag_dependents).
@@ -21,10 +23,11 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, NamedTuple
 
 from . import ids
-from .model import Draft, Event, Note, check_transition, past_end, team_base_refusal
+from .decisions import Draft, team_base_refusal
+from .replay import Event, Note, check_transition, past_end
 
 # The events that can take a base out of plain force (a move whose target is one of
-# model.OUT_OF_PLAIN_FORCE).
+# vocabulary.OUT_OF_PLAIN_FORCE).
 CHANGES = frozenset({"stale_flagged", "superseded", "revoked", "expired", "forgotten"})
 _WORDS = {"stale": "flagged stale", "superseded": "superseded", "revoked": "revoked", "expired": "expired",
           "forgotten": "forgotten"}
@@ -42,7 +45,7 @@ class Root(NamedTuple):
 def base_refusal(base: Note, now: str, team: bool, shown: Callable[[str], str] = ids.shown,
                  called: str | None = None) -> str | None:
     """Why `base` is no ground for a new note to rest on (None: it is): out of plain force
-    or flagged stale, past its end (model.past_end, the test every read makes:
+    or flagged stale, past its end (replay.past_end, the test every read makes:
     qem_edit.reads.standing), or, for a team note (`team`), a private or session note.  The one
     decision `qem add --rests-on`, `qem supersede --rests-on` and a check-in's plan take;
     `called`: how the message names the base (`note #ID`)."""
@@ -134,7 +137,7 @@ def cycle(start: str, bases_of: Callable[[str], tuple[str, ...]]) -> list[str] |
 
 def standing(note: Note, bases: Mapping[str, Note], loop: list[str] | None, now: str) -> tuple[str, str]:
     """Whether what `note` rests on holds: ("yes" | "no" | "unknown", why).  No where a base
-    is out of plain force or past its end at `now` (not swept yet: model.past_end); unknown where a base is not in this log or the bases form a
+    is out of plain force or past its end at `now` (not swept yet: replay.past_end); unknown where a base is not in this log or the bases form a
     cycle (named); yes where every base is in plain force."""
     if loop:
         return "unknown", "its bases form a cycle: " + " → ".join(f"#{ids.shown(n, _short(bases, n))}" for n in loop)

@@ -1,4 +1,6 @@
-"""When a note reaches an agent: exact triggers, each a match on data the note declares.
+"""What a trigger is and how it matches: the moments, paths, commands and terms a note declares.
+
+When a note reaches an agent: exact triggers, each a match on data the note declares.
 
 A note fires at a lifecycle moment (`start`, `compact`, `prompt`, `edit`, `read`, `shell`)
 by its kind's default bundle (a directive at every session start and after every
@@ -17,15 +19,81 @@ compaction; a high-priority task at session start), unless it declares its own m
 
 Nothing here is a similarity: a note that declares the data fires, one that does not never
 does, and what a budget cuts is counted (qem_edit.reads.delivery).  Pure: strings in, answers out.
+
+A trigger's stored form is here too: a created event's `triggers`, {name: [value, ...]},
+checked alike on write and on read (qem_edit.base.stored_form holds the other fields' rules).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from fnmatch import fnmatchcase
-from typing import Iterable
+from typing import Iterable, Mapping, Protocol
 
-from .model import PRIORITIES, Note
+from .stored_form import anchor_path_problem
+from .vocabulary import MOMENTS, PRIORITIES, TRIGGER_ATTRIBUTES, TRIGGER_NAMES, Trigger
+
+TRIGGER_LIMIT = 20  # of each name, per note
+PATTERN_LIMIT = 200  # characters of a pattern
+
+
+def trigger_problem(name: str, value: object) -> str | None:
+    """What keeps `value` from being a trigger of that name (None: nothing)."""
+    if not isinstance(value, str) or not value:
+        return f"an @{TRIGGER_ATTRIBUTES.get(name, name)}: value must be a non-empty string"
+    if name == "on":
+        return None if value in MOMENTS else f"unknown moment {value!r}; use " + ", ".join(MOMENTS)
+    if len(value) > PATTERN_LIMIT:
+        return f"a pattern of {len(value)} characters; keep it under {PATTERN_LIMIT}"
+    if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in value) or value != value.strip():
+        return "a pattern holding a control character, or spaces at its ends"
+    if name == "path":
+        problem = anchor_path_problem(value)
+        if problem:
+            return f"path pattern {value!r}: {problem.replace('an anchor', 'a pattern')}"
+        if any("**" in part and part != "**" for part in value.split("/")):
+            return f"path pattern {value!r}: `**` stands for whole folders, a part of its own (src/**/x.py)"
+        return None
+    if name == "run":
+        return None
+    return f"unknown trigger {name!r}; use " + ", ".join(TRIGGER_NAMES)
+
+
+def triggers_problem(value: object) -> str | None:
+    """What is wrong with an event's `triggers` (None: nothing): {name: [value, ...]},
+    names from TRIGGER_NAMES, each list non-empty, sorted, without repeats, each value valid."""
+    if not isinstance(value, dict) or not value:
+        return "triggers must be a non-empty {on, path, run} of lists"
+    for name, values in value.items():
+        if name not in TRIGGER_NAMES:
+            return f"unknown trigger {name!r}; use " + ", ".join(TRIGGER_NAMES)
+        if not isinstance(values, list) or not values or len(values) > TRIGGER_LIMIT:
+            return f"triggers {name!r} must be a list of 1 to {TRIGGER_LIMIT} values"
+        for item in values:
+            problem = trigger_problem(name, item)
+            if problem:
+                return problem
+        if values != sorted(set(values)):
+            return f"triggers {name!r} must be sorted, each value once"
+    return None
+
+
+def triggers_of(data: Mapping[str, object]) -> tuple[Trigger, ...]:
+    """An event's triggers as (name, value) pairs in order; none where it declares none."""
+    value = data.get("triggers")
+    if value is None or triggers_problem(value) is not None:
+        return ()
+    return tuple(sorted((name, item) for name, values in value.items() for item in values))  # type: ignore[union-attr]
+
+
+def trigger_data(triggers: Iterable[Trigger]) -> dict[str, list[str]]:
+    """The stored form of (name, value) pairs."""
+    out: dict[str, list[str]] = {}
+    for name, value in sorted(set(triggers)):
+        out.setdefault(name, []).append(value)
+    return out
+
 
 # The notes that fire by their kind when they declare no moment of their own: (kind, the
 # priorities, the moments): every directive at every start and after every compaction, a
@@ -43,7 +111,16 @@ _ASSIGNMENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S*\s+")
 _GLOB_CHARS = frozenset("*?[")
 
 
-def moments(note: Note) -> tuple[str, ...]:
+class Declaring(Protocol):
+    """What `moments` reads of a note (a qem_edit.base.replay.Note, whose module imports
+    this one's rules: a Note here would close a cycle)."""
+
+    kind: str
+    priority: str
+    triggers: tuple[Trigger, ...]
+
+
+def moments(note: Declaring) -> tuple[str, ...]:
     """The lifecycle moments the note fires at: its own, or its kind's default bundle."""
     declared = tuple(value for name, value in note.triggers if name == "on")
     return declared or bundle_moments(note.kind, note.priority)
@@ -57,6 +134,19 @@ def bundle_moments(kind: str, priority: str) -> tuple[str, ...]:
 def bundle_at(moment: str) -> dict[str, tuple[str, ...]]:
     """{kind: priorities} of the notes a moment fires by their kind."""
     return {kind: priorities for kind, priorities, fires in BUNDLES if moment in fires}
+
+
+# A read gives what an edit of the file would (its notes, and those due at every edit), so
+# the edit that follows it has nothing left to hold; and the notes due at every read.
+READ_GIVES = ("read", "edit")
+MOMENT_WORDS = {"start": "at start", "compact": "after compaction", "prompt": "at every prompt",
+                "edit": "before every edit", "read": "before every read", "shell": "before every command"}
+
+
+def bundle_why(kind: str, priority: str) -> str:
+    """Why a moment gave a note by its kind's bundle (BUNDLES)."""
+    which = f"{priority} {kind}" if kind == "task" else kind
+    return f"every {which}, " + " and ".join(MOMENT_WORDS[m] for m in bundle_moments(kind, priority))
 
 
 # -- terms: what a note's text names in backticks ---------------------------------------------
@@ -191,6 +281,12 @@ def simple_commands(command: str) -> list[str]:
 
 def command_matches(pattern: str, command: str) -> bool:
     return any(glob_match(pattern, piece) for piece in simple_commands(command))
+
+
+def covering_anchors(path: str) -> list[str]:
+    """A path and every folder above it: an anchor on any of them covers the path."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
 def any_path_matches(patterns: Iterable[str], paths: Iterable[str]) -> bool:

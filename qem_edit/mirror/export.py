@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple
 
 from ..base import errors
-from ..base.model import KINDS
+from ..base.vocabulary import KINDS
 from ..storage.store import Store
 from ..system.files import file_chunks, read_at, read_regular, same_bytes, write_atomic
 

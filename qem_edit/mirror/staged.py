@@ -1,4 +1,6 @@
-"""What the next commit carries, judged for the hooks (`--staged` on `export`,
+"""What the next commit carries, judged for the commit hooks (`--staged`).
+
+What the next commit carries, judged for the hooks (`--staged` on `export`,
 `export --check` and `verify`).
 
 A hook that reads the work tree sees files the commit will not carry: the pre-commit

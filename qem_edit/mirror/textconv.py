@@ -1,4 +1,6 @@
-"""Readable diffs of the committed log: `git diff` and `git log -p` show one line per
+"""Readable `git diff` of the committed log, one line per event.
+
+Readable diffs of the committed log: `git diff` and `git log -p` show one line per
 event (and per text) instead of canonical JSON, through git's textconv.
 
 `qem hooks install` configures it for one repository: the committed `.qem/.gitattributes`
@@ -20,7 +22,7 @@ import sys
 from pathlib import Path
 
 from ..base import errors, ids
-from ..base.model import Event
+from ..base.replay import Event
 from ..base.shown import visible
 from ..storage.logtree import LogFileError, event_from, text_from
 from ..system import gitrepo

@@ -1,4 +1,6 @@
-"""`qem anchors list` and `qem anchors suggest`: the reads of what the notes in force are
+"""`qem anchors list` and `qem anchors suggest`: the reads of what notes are anchored to.
+
+`qem anchors list` and `qem anchors suggest`: the reads of what the notes in force are
 anchored to, and of the paths their texts name that they are not anchored to.
 
 `listed` reads the index's anchors table (a row per note and path; a folder's paths found
@@ -19,7 +21,8 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..base import errors
-from ..base.model import LIVE_STATES, Note
+from ..base.replay import Note
+from ..base.vocabulary import LIVE_STATES
 from ..storage.store import Store
 from ..system import anchors
 

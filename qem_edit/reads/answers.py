@@ -1,4 +1,6 @@
-"""The reads, once for every shell: each a function of an open store that returns its
+"""The reads' answers (show, status, list, log…), each with its text and JSON form.
+
+The reads, once for every shell: each a function of an open store that returns its
 answer, which knows its text and its JSON form.
 
 The CLI, the MCP server and any other shell call the same function and only print what
@@ -20,11 +22,12 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..base import ids
-from ..base.model import SCOPE_WORDS, TEXT_MISSING, TRIGGER_ATTRIBUTES, Event, Note, scope_mark, scoped_prefix
 from ..base.owing import Answered, answered, is_request, pointer
+from ..base.replay import TEXT_MISSING, Event, Note, scope_mark
 from ..base.resolver import Answer as Currency
 from ..base.resolver import Graph
 from ..base.times import utc_now
+from ..base.vocabulary import SCOPE_WORDS, TRIGGER_ATTRIBUTES, scoped_prefix
 from ..storage.store import Store
 from .query import read_gaps
 from .standing import Standing, Standings

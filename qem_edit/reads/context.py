@@ -25,7 +25,8 @@ from itertools import chain, islice
 from typing import Callable, Iterable, Iterator, NamedTuple
 
 from ..base import errors
-from ..base.model import KIND_RANK, KINDS, PRIORITIES, Note, scope_mark
+from ..base.replay import Note, scope_mark
+from ..base.vocabulary import KIND_RANK, KINDS, PRIORITIES
 from ..storage.store import Store
 from .standing import Standing, Standings
 

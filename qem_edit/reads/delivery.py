@@ -18,18 +18,21 @@ from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
 from ..base import errors
-from ..base.model import KIND_RANK, MOMENTS, PRIORITIES, Note, past_end_words
+from ..base.replay import Note, past_end_words
 from ..base.triggers import (
+    READ_GIVES,
     any_path_matches,
     bundle_at,
-    bundle_moments,
+    bundle_why,
     command_matches,
+    covering_anchors,
     path_matches,
     prompt_paths,
     prompt_words,
     relative,
     term_in,
 )
+from ..base.vocabulary import KIND_RANK, MOMENTS, PRIORITIES
 from ..storage.store import Store, read_gaps
 from .context import FRAMES, PRIORITY_RANK, indented
 from .standing import Standing, Standings
@@ -268,7 +271,7 @@ def hits(store: Store, moment: Moment) -> list[Due]:
     for event in READ_GIVES if moment.event == "read" else (moment.event,):
         for note, kind, priority, declared in store.due_at_moment(event, bundle_at(event)):
             if note not in found:
-                found[note] = Due(note, kind, priority, f"on {event}" if declared else _bundle_why(kind, priority))
+                found[note] = Due(note, kind, priority, f"on {event}" if declared else bundle_why(kind, priority))
     why: dict[str, str] = {}
     if moment.event in ("edit", "read"):
         why = _by_paths(store, moment.paths)
@@ -315,39 +318,18 @@ def owed_hits(store: Store, event: str) -> list[Due]:
     return out
 
 
-
-
-# A read gives what an edit of the file would (its notes, and those due at every edit), so
-# the edit that follows it has nothing left to hold; and the notes due at every read.
-READ_GIVES = ("read", "edit")
-MOMENT_WORDS = {"start": "at start", "compact": "after compaction", "prompt": "at every prompt",
-                "edit": "before every edit", "read": "before every read", "shell": "before every command"}
-
-
-def _bundle_why(kind: str, priority: str) -> str:
-    """Why a moment gave a note by its kind's bundle (qem_edit.base.triggers.BUNDLES)."""
-    which = f"{priority} {kind}" if kind == "task" else kind
-    return f"every {which}, " + " and ".join(MOMENT_WORDS[m] for m in bundle_moments(kind, priority))
-
-
 def _by_paths(store: Store, paths: Iterable[str]) -> dict[str, str]:
     wanted = [p for p in paths if p]
     why: dict[str, str] = {}
     if not wanted:
         return why
-    covering = {q for p in wanted for q in _with_folders(p)}
+    covering = {q for p in wanted for q in covering_anchors(p)}
     for note, path, _ in store.anchors_in_force(covering):
         why.setdefault(note, f"anchored to {path}")
     for pattern, note in store.patterns_in_force("path"):
         if note not in why and any_path_matches([pattern], wanted):
             why[note] = f"when-path {pattern}"
     return why
-
-
-def _with_folders(path: str) -> list[str]:
-    """A path and every folder above it: an anchor on any of them covers the path."""
-    parts = path.split("/")
-    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
 def _by_prompt(store: Store, prompt: str, top: str | None) -> dict[str, str]:
@@ -405,7 +387,7 @@ def ranked(moment: Moment, found: list[Due]) -> list[Ranked]:
 
 
 Fetch = Callable[[list[str]], "dict[str, Note]"]
-READ_AHEAD = 32  # notes read at a time while a budget has room
+NOTES_PER_FETCH = 32  # notes whose texts one fetch reads, while a budget has room
 
 
 Measure = Callable[[str], int]
@@ -427,7 +409,7 @@ def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: in
     notes: dict[str, Note] = {}
     for i, entry in enumerate(entries):
         if entry.due.id not in notes:
-            notes.update(fetch([e.due.id for e in entries[i:i + READ_AHEAD]]))
+            notes.update(fetch([e.due.id for e in entries[i:i + NOTES_PER_FETCH]]))
         note = notes.get(entry.due.id)
         if note is None:
             out.left = entries[i:]

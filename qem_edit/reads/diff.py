@@ -30,9 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base import errors, ids
-from ..base.model import Drift, Event, LogError, Note, anchors_of, drift_of, fold, sort_key
 from ..base.owing import NO, UNKNOWN, answered, is_request, owed_words
+from ..base.replay import Event, Note, fold, sort_key
+from ..base.stored_form import Drift, anchors_of, drift_of
 from ..base.times import utc_now
+from ..base.vocabulary import LogError
 from ..storage.logtree import EVENTS, PACKS, TEXTS, LogFileError, LogTree, records_from
 from ..system import gitrepo
 from .removals import Removal, removals

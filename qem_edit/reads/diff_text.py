@@ -1,4 +1,6 @@
-"""`qem diff` written out: plain text for a terminal, markdown for a pull-request comment
+"""`qem diff` written out: text, markdown for a pull request, JSON, `--stat`.
+
+`qem diff` written out: plain text for a terminal, markdown for a pull-request comment
 (GitHub's flavour: short texts inline and escaped, long ones folded in `<details>`), JSON
 for scripts, and `--stat`, the counts per note kind and event type.  Removed events come
 first in every form (a line of their own before the summary, then their notes), so a
@@ -12,8 +14,9 @@ import re
 from dataclasses import dataclass
 
 from ..base import ids
-from ..base.model import EVENT_TYPES, KINDS, READING_ORDER, Event
+from ..base.replay import Event
 from ..base.shown import visible
+from ..base.vocabulary import EVENT_TYPES, KINDS, READING_ORDER
 from .diff import DRIFTED, WORK_TREE, Anchored, Change, Debt, MemoryDiff
 from .removals import Removal
 

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from ..base import errors, ids
-from ..base.model import Drifted, Note, sort_key
+from ..base.decisions import Drifted
+from ..base.replay import Note, sort_key
 from ..system.anchors import Listing, WorkTree, WorkTreeContent, revision_listing, staged_listing
 
 if TYPE_CHECKING:

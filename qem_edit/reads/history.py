@@ -1,10 +1,12 @@
-"""The memory as it was: `--at` a date (the events written by then) or a git revision
+"""The memory as it was at a date or a git revision.
+
+The memory as it was: `--at` a date (the events written by then) or a git revision
 (the log as committed there).  A text forgotten since stays forgotten."""
 
 from __future__ import annotations
 
 from ..base import errors, ids
-from ..base.model import Note, replay
+from ..base.replay import Note, replay
 from ..base.times import is_time, parse_time
 from ..storage.logtree import EVENTS, PACKS, TEXTS, LogFileError, records_from
 from ..storage.store import Store

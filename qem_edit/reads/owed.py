@@ -12,9 +12,11 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..base import errors, ids
-from ..base.model import Note, scoped_prefix, seat_problem
 from ..base.owing import NO, UNKNOWN, Answered, answered, duration, is_request
+from ..base.replay import Note
+from ..base.stored_form import seat_problem
 from ..base.times import is_time, parse_time, utc_now
+from ..base.vocabulary import scoped_prefix
 from ..storage.store import Store, read_gaps
 
 

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from ..base import errors, ids
-from ..base.model import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, STATES, TEXT_MISSING, Event, Note, scoped_prefix
 from ..base.owing import answered, is_request
+from ..base.replay import TEXT_MISSING, Event, Note
 from ..base.resolver import Graph
 from ..base.times import parse_time, utc_now
+from ..base.vocabulary import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, STATES, scoped_prefix
 from ..storage.store import Store, read_gaps  # (read_gaps: query's word, kept where the readers import it)
 from ..system import anchors
 from .standing import Standings

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..base import errors
-from ..base.model import Event
+from ..base.replay import Event
 from ..storage.logtree import EVENTS, PACKS, TEXTS, LogFileError, records_from
 from ..system import gitrepo
 from ..system.db import Connection

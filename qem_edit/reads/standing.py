@@ -1,10 +1,12 @@
-"""What every read says of a note beyond its state: past its end and not swept yet, and
+"""What every read says of a note beyond its state: past its end, in dispute.
+
+What every read says of a note beyond its state: past its end and not swept yet, and
 the open disputes it is a side of.  One decision, made here, for `qem show`, `qem status`,
 `qem query`, `qem context`, the hooks' replies (qem_edit.reads.delivery, qem_edit.reads.tiers), the MCP
 tools and resources (which call those reads) and `qem verify`'s list of disputes, so that
 no two of them answer the same note differently.
 
-Past its end: a note in force whose end (`expires`) is at or before now (model.past_end).
+Past its end: a note in force whose end (`expires`) is at or before now (replay.past_end).
 It is not in force in truth, but it stays active in the log until `qem expire --due`
 records its expiry: a read names it, never hides it, never expires it.
 
@@ -24,7 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NamedTuple
 
 from ..base import ids
-from ..base.model import PAST_MARK, PAST_WHY, Note, past_end
+from ..base.replay import PAST_MARK, PAST_WHY, Note, past_end
 from ..base.resolver import rival_words
 
 if TYPE_CHECKING:

@@ -1,4 +1,6 @@
-"""What a moment that gives many notes at once gives (a session's start, its return from a
+"""A moment that gives many notes at once: each due note as a line, whole texts while room remains.
+
+What a moment that gives many notes at once gives (a session's start, its return from a
 compaction, a subagent's start): every due note at least as one line, whole texts while
 room remains.
 
@@ -19,10 +21,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..base import errors
-from ..base.model import Note, scope_mark
+from ..base.replay import Note, scope_mark
 from . import delivery
 from .context import FRAMES, indented
-from .delivery import CUT, READ_AHEAD, Change, Delivery, Fetch, Measure, Moment, Ranked, fitted_changes, footer_room
+from .delivery import CUT, NOTES_PER_FETCH, Change, Delivery, Fetch, Measure, Moment, Ranked, fitted_changes, footer_room
 from .standing import Standing, Standings
 
 TIERED = ("start", "compact")  # the moments that give many notes at once
@@ -124,7 +126,7 @@ def _lines(out: Tiered, entries: list[Ranked], room: int, size: int, fetch: Fetc
     groups: set[str] = set()
     for i, entry in enumerate(entries):
         if entry.due.id not in notes:
-            notes.update(fetch([e.due.id for e in entries[i:i + READ_AHEAD]]))
+            notes.update(fetch([e.due.id for e in entries[i:i + NOTES_PER_FETCH]]))
         note = notes.get(entry.due.id)
         listed = Listed(note, entry.due.why, standing=standings.of(note)) if note is not None else None
         cost = 0 if listed is None else measure(listed.line()) + 1

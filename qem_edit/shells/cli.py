@@ -22,9 +22,9 @@ from typing import Annotated, Optional
 import typer
 
 from ..base import errors
-from ..base.model import KINDS, MOMENTS, MOVE_BY_VERB, READING_ORDER, STATES, Move
 from ..base.shown import say
 from ..base.shown import show as _out
+from ..base.vocabulary import KINDS, MOMENTS, MOVE_BY_VERB, READING_ORDER, STATES, Move
 from ..storage.store import Store
 from . import shell
 
@@ -266,7 +266,7 @@ def _move(event_type: str, note_id: str, reason, workspace_dir, store_dir, actor
 
 def _move_command(move: Move) -> None:
     """Register `qem VERB ID -m WHY` for a move made by its note's id and a reason alone, as
-    model.MOVES describes it (its help, and whether the reason is required)."""
+    vocabulary.MOVES describes it (its help, and whether the reason is required)."""
 
     def command(note_id: IdArg, reason: ReasonOpt = None, workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None,
                 actor: ActorOpt = None) -> int:
@@ -280,7 +280,7 @@ def _move_command(move: Move) -> None:
 
 
 def _move_commands() -> None:
-    """A command for each move made by its note's id and a reason alone (model.MOVES says
+    """A command for each move made by its note's id and a reason alone (vocabulary.MOVES says
     which), where `qem --help` lists them."""
     for move in READING_ORDER:
         if move.says and move.verb != "expire":  # (qem expire takes --due too: _expire_command)
@@ -304,7 +304,7 @@ def _expire(note_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", hel
 
 
 def _expire_command() -> None:
-    """`qem expire`: the move's command as model.MOVES describes it, with `--due` beside the
+    """`qem expire`: the move's command as vocabulary.MOVES describes it, with `--due` beside the
     note's id."""
     move = MOVE_BY_VERB["expire"]
     app.command(move.command, help=f"{move.says}; with --due, every note in force past its end (its `expires`),"

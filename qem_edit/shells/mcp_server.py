@@ -7,7 +7,7 @@ CLI's words (`qem: error: ...`), never a traceback.  Arguments are checked again
 tool's schema before anything is opened, so bad arguments change nothing.  Each tool has
 a title and hints for the client (read-only; destructive when it takes a note out of
 force; idempotent when the same call made again changes nothing), a write's from
-model.MOVES.
+vocabulary.MOVES.
 
 Each tool declares the shape of its structured result (`outputSchema`, from `OUTPUTS`); a
 result carries the agent's text, the structured result again as JSON text, and, for a
@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from ..base import errors
-from ..base.model import KINDS, MOMENTS, MOVE_BY_VERB, PRIORITIES, READING_ORDER, SCOPES, Move
+from ..base.vocabulary import KINDS, MOMENTS, MOVE_BY_VERB, PRIORITIES, READING_ORDER, SCOPES, Move
 
 INSTALL = "pip install 'qem-edit[mcp]'"
 SERVER_NAME = "qem"
@@ -91,7 +91,7 @@ READ = Hints(read_only=True, destructive=False, idempotent=True)
 
 
 def written(move: Move) -> Hints:
-    """A write's hints, as model.MOVES says of the move it makes: destructive when it takes
+    """A write's hints, as vocabulary.MOVES says of the move it makes: destructive when it takes
     a note out of force, idempotent when the same move made again is refused."""
     return Hints(read_only=False, destructive=move.out_of_force, idempotent=move.idempotent)
 
@@ -325,7 +325,7 @@ def _reason(required: bool) -> dict[str, str]:
 
 
 def _move_tool(move: Move) -> Tool:
-    """The tool of a move an agent may make by a note's id and a reason alone, as model.MOVES
+    """The tool of a move an agent may make by a note's id and a reason alone, as vocabulary.MOVES
     describes it (its title, what the agent reads, whether the reason is required, its hints)."""
     needs = move.needs_reason
     return Tool(move.verb, move.title, f"{move.tool}; a reason is required." if needs else f"{move.tool}.",

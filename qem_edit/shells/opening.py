@@ -1,4 +1,6 @@
-"""Opening the memory a command names, the same way for every shell (the CLI, the MCP
+"""The memory a command names, opened the same way for every shell.
+
+Opening the memory a command names, the same way for every shell (the CLI, the MCP
 server): the workspace resolved, the store opened and caught up with the log, and what
 opening it did told (a memory started, a forget that arrived scrubbed from this clone's
 files, log files set aside)."""

@@ -1,4 +1,6 @@
-"""`qem setup HARNESS --plugin DIR`: qem's hooks and MCP server as a harness's plugin (or
+"""`qem setup HARNESS --plugin DIR`: the hooks and MCP server as a harness's plugin.
+
+`qem setup HARNESS --plugin DIR`: qem's hooks and MCP server as a harness's plugin (or
 extension), for a person or a team to install once for every project instead of writing
 each project's settings.
 

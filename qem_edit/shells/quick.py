@@ -1,4 +1,6 @@
-"""The commands an agent, a script or a hook runs again and again, started without the
+"""The commands run on every turn, parsed without the command-line framework.
+
+The commands an agent, a script or a hook runs again and again, started without the
 command-line framework: importing typer is most of a start-up, as long again as the write
 itself.
 

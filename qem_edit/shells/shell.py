@@ -293,7 +293,7 @@ def selection(store, kinds: list[str] | None, active: bool, filters: list[str] |
 
 
 def _kinds(kinds: list[str] | None) -> tuple[str, ...] | None:
-    from ..base.model import KINDS
+    from ..base.vocabulary import KINDS
 
     if not kinds:
         return None

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..base import errors, ids
-from ..base.model import MOVE_BY_VERB
 from ..base.shown import say, show
+from ..base.vocabulary import MOVE_BY_VERB
 from ..renderer import Selection
 from ..renderer.format import trigger_line
 from ..storage.store import Store

@@ -1,4 +1,6 @@
-"""Logs from before memory lived in git: numbered notes and a global seq, in one SQLite
+"""Logs from before memory lived in git, read to be converted.
+
+Logs from before memory lived in git: numbered notes and a global seq, in one SQLite
 file (`.qem/memory.db`) or in a dump of it (`seq`, `note_id` lines).
 
 Conversion keeps every event's type, time, actor, reason, check-in and data, in seq
@@ -17,8 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base import errors, ids
-from ..base.model import EVENT_TYPES, Event, TextError, is_timestamp, normalize_text
+from ..base.replay import Event
 from ..base.shown import progress
+from ..base.stored_form import is_timestamp, normalize_text
+from ..base.vocabulary import EVENT_TYPES, TextError
 from .logtree import LogFileError, TextRecord, event_bytes, event_from, event_object
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator, Mapping
 
-from ..base.model import KIND_RANK, Note
+from ..base.replay import Note
+from ..base.vocabulary import KIND_RANK
 from ..system import db
 from .index import NOTE_COLUMNS, note_from_row
 from .reading import IN_FORCE, IndexReads

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..base import errors
-from ..base.model import Note
+from ..base.replay import Note
 from ..system import db
 from .index import NOTE_COLUMNS, note_from_row
 from .reading import IN_FORCE, IndexReads

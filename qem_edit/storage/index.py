@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
 from ..base import ids
-from ..base.model import EVENT_TYPES, KIND_RANK, Event, Note, Rival, fold
 from ..base.owing import answered_by, is_request
+from ..base.replay import Event, Note, Rival, fold
 from ..base.shown import progress
+from ..base.vocabulary import EVENT_TYPES, KIND_RANK
 from ..renderer.version import FORMAT_VERSION
 from ..system import cores, db
 from .logtree import PACKS, PART_BYTES, LogFileError, LogTree, PackPart, PackReading, TextRecord, pack_part

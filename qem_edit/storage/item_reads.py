@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Iterable
 
-from ..base.model import KIND_RANK
+from ..base.vocabulary import KIND_RANK
 from ..system import db
 
 

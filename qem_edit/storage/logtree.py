@@ -32,14 +32,9 @@ from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
 from ..base import errors, ids
-from ..base.model import (
+from ..base.replay import Event
+from ..base.stored_form import (
     ANCHORING,
-    EVENT_TYPES,
-    KINDS,
-    PRIORITIES,
-    PROVENANCES,
-    Event,
-    TextError,
     actor_problem,
     anchors_problem,
     base_change_problem,
@@ -49,8 +44,9 @@ from ..base.model import (
     reason_problem,
     request_problem,
     scope_problem,
-    triggers_problem,
 )
+from ..base.triggers import triggers_problem
+from ..base.vocabulary import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, TextError
 from ..system.files import fsync_dir, write_atomic
 
 FORMAT = 1
@@ -65,7 +61,7 @@ MAX_PACK_BYTES = 256 << 20
 PACK_SPLIT_BYTES = 64 << 20  # a write of more events than this splits them into packs this large
 TEXTS_PER_PACK = 1000  # a forget rewrites the pack holding the text: keep packs of texts small
 EVENTS, TEXTS, PACKS = "events", "texts", "packs"
-# The folder of this clone's own notes (model.LOCAL_SCOPES): its files are named
+# The folder of this clone's own notes (vocabulary.LOCAL_SCOPES): its files are named
 # `private/events/<id>` and `private/texts/<note>`, one record each.  A `.gitignore` of
 # its own ignores everything in it, itself included, so no commit habit adds it (`git add
 # -A`, `git commit -am`, `git add .`), whatever the memory's committed `.gitignore` says;

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
 from ..base import errors, ids
-from ..base.model import KINDS, MOVE_BY_EVENT, MOVES, NEW_NOTE, Event, Note
+from ..base.decisions import NEW_NOTE
+from ..base.replay import Event, Note
+from ..base.vocabulary import KINDS, MOVE_BY_EVENT, MOVES
 
 ACTOR_KIND_ENV = "QEM_ACTOR_KIND"
 ACTOR_KINDS = ("agent", "person")

@@ -7,10 +7,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Self, Sequence, TypeVar
 
-from ..base.model import LIVE_STATES
+from ..base.vocabulary import LIVE_STATES
 from ..system import db
 
-LIVE = ("active", "stale")  # the states of a note in force (model.LIVE_STATES), as bound into SQL
+LIVE = ("active", "stale")  # the states of a note in force (vocabulary.LIVE_STATES), as bound into SQL
 IN_FORCE = "state IN ('active', 'stale')"  # the same, spelled out for the index's SQL
 assert LIVE_STATES == set(LIVE)
 T = TypeVar("T")

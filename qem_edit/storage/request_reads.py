@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..base.model import Note
+from ..base.replay import Note
 from ..system import db
 from .index import NOTE_COLUMNS, note_from_row
 from .reading import IndexReads

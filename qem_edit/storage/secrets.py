@@ -1,4 +1,6 @@
-"""Credentials kept out of the log: the log is committed, so a note reaches every clone,
+"""Credentials kept out of the log, checked on every string an event holds.
+
+Credentials kept out of the log: the log is committed, so a note reaches every clone,
 every CI job and every fork, and git history keeps it after `qem forget`.
 
 Every string an event holds is held to the rule, not only a note's text: its reason, its
@@ -40,7 +42,8 @@ from functools import reduce
 from typing import Iterable, Iterator, Mapping, NamedTuple
 
 from ..base import errors, ids
-from ..base.model import TRIGGER_ATTRIBUTES, Event
+from ..base.replay import Event
+from ..base.vocabulary import TRIGGER_ATTRIBUTES
 from .logtree import event_object
 
 WITHHELD = "<secret withheld>"  # what a message shows in a secret's place

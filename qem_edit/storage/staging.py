@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import Path
 from typing import Iterator
 
-from ..base.model import Event
+from ..base.replay import Event
 from ..system import db
 from .index import EVENT_COLUMNS, Index, event_from_row, event_values
 from .logtree import LogTree, TextRecord

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
 
 from ..base import errors, ids
 from ..base.faults import checkpoint
-from ..base.model import Event, Note, replay
+from ..base.replay import Event, Note, replay
 from ..base.times import utc_now
 from ..system import db
 from ..system.workspace import CONFIG_NAME, INDEX_NAME

@@ -13,7 +13,8 @@ from array import array
 from collections.abc import Iterable, Iterator
 
 from ..base import ids
-from ..base.model import LIVE_STATES, Note
+from ..base.replay import Note
+from ..base.vocabulary import LIVE_STATES
 from ..system import db
 from ..system.db import Connection
 from .index import NOTE_COLUMNS, note_from_row, shorts

@@ -7,18 +7,11 @@ import os
 from typing import Callable, Iterable, NamedTuple, TypeVar
 
 from ..base import errors, ids, resting
-from ..base.faults import checkpoint
-from ..base.model import (
+from ..base.decisions import (
     NEW_NOTE,
     Draft,
     Drifted,
-    Event,
     NewNote,
-    Note,
-    TextError,
-    TransitionError,
-    actor_problem,
-    after_event,
     decide_create,
     decide_dispute,
     decide_drift,
@@ -27,9 +20,11 @@ from ..base.model import (
     decide_move,
     decide_rule,
     decide_settle,
-    note_from_created,
-    reason_problem,
 )
+from ..base.faults import checkpoint
+from ..base.replay import Event, Note, after_event, note_from_created
+from ..base.stored_form import actor_problem, reason_problem
+from ..base.vocabulary import TextError, TransitionError
 from .logtree import (
     MAX_CLOCK,
     MAX_TEXT_BYTES,
@@ -86,13 +81,13 @@ class Transaction:
     def emit(self, note_id: str, type_: str, actor: str, reason: str | None = None,
              checkin: str | None = None, anchors: tuple[tuple[str, str], ...] | None = None) -> Event:
         """A lifecycle move (revoke, flag stale, reinstate, expire, promote) on one note;
-        `anchors`: a reinstated note's anchors as they are now (model.decide_move)."""
+        `anchors`: a reinstated note's anchors as they are now (decisions.decide_move)."""
         [event] = self.record([_decided(decide_move, self.note(note_id), type_, reason, anchors)], actor, checkin)
         return event
 
     def drift(self, note_id: str, drifted: list[Drifted], actor: str, checkin: str | None = None) -> list[Event]:
         """A note whose anchored content drifted: re-anchored where it moved, flagged stale
-        where it changed or went (model.decide_drift)."""
+        where it changed or went (decisions.decide_drift)."""
         return self.record(_decided(decide_drift, self.note(note_id), drifted), actor, checkin)
 
     def create(self, new: NewNote, actor: str, reason: str | None = None, checkin: str | None = None) -> Note:
@@ -102,9 +97,9 @@ class Transaction:
         return self._notes[events[0].id]
 
     def share(self, note_id: str, provenance: str, actor: str, reason: str, twin: Note | None = None) -> Note:
-        """A private note made a team note (model.decide_share; `twin`: the team note in
+        """A private note made a team note (decisions.decide_share; `twin`: the team note in
         force with its text already, which then supersedes it); returns the team note."""
-        from ..base.model import decide_share
+        from ..base.decisions import decide_share
 
         note = self.note(note_id)
         pointed = {i: self._held(i) for i in (note.answers, *note.rests_on) if i is not None}

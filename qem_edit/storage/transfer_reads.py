@@ -6,7 +6,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from ..base.model import Event
+from ..base.replay import Event
 from ..system import db
 from .index import EVENT_COLUMNS, event_from_row
 from .reading import IndexReads

@@ -11,7 +11,7 @@ import sqlite3
 from typing import Iterable, Iterator
 
 from ..base import ids
-from ..base.model import Event
+from ..base.replay import Event
 from ..base.shown import progress
 from ..system import db
 from .index import EVENT_COLUMNS, NOTE_COLUMNS, event_from_row

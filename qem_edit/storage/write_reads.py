@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Iterable, Iterator
 
-from ..base.model import Event
+from ..base.replay import Event
 from ..system import db
 from .index import EVENT_COLUMNS, event_from_row
 from .reading import IN_FORCE, IndexReads

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
 from ..base import errors
-from ..base.model import UNANCHORABLE, anchor_path_problem
+from ..base.stored_form import UNANCHORABLE, anchor_path_problem
 
 
 class WorkTree(NamedTuple):

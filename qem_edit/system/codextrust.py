@@ -1,4 +1,6 @@
-"""Whether Codex will run qem's hooks: what Codex records of a person's trust, read from
+"""Whether Codex will run qem's hooks, read from Codex's own configuration.
+
+Whether Codex will run qem's hooks: what Codex records of a person's trust, read from
 its own configuration (`$CODEX_HOME/config.toml`, `~/.codex/config.toml` by default).
 
 Codex reads a project's `.codex/` only in a trusted project (`[projects."PATH"]

@@ -1,4 +1,6 @@
-"""SQLite, the way qem uses it: one place that opens a database, waits out other writers,
+"""SQLite opened one way: waiting out writers, its errors turned into qem's.
+
+SQLite, the way qem uses it: one place that opens a database, waits out other writers,
 and turns SQLite's errors into qem's (by result code, never by message text)."""
 
 from __future__ import annotations

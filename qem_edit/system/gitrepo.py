@@ -1,4 +1,6 @@
-"""Every git command qem runs, each a function named for what it answers: is this a git
+"""Every git command qem runs, each a named function.
+
+Every git command qem runs, each a function named for what it answers: is this a git
 work tree and where is its top, what did a file hold at a revision, what does git's index
 hold, what did a change touch, and the log as committed at a revision.  No other module
 starts git (tests/test_code_shape.py holds it); plain `git` commands, run only where an

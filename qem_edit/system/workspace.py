@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from ..base import errors
-from ..base.model import actor_problem
+from ..base.stored_form import actor_problem
 from .files import leads_out
 
 STATE_DIR = ".qem"

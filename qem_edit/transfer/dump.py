@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
 
 from ..base import errors, ids
-from ..base.model import Event, actor_problem, reason_problem
+from ..base.replay import Event
+from ..base.stored_form import actor_problem, reason_problem
 from ..storage.convert import convert, read_old_dump
 from ..storage.logtree import MAX_CLOCK, LogFileError, TextRecord, event_from, event_object, text_problem
 from ..storage.staging import StagedLines
@@ -262,7 +263,8 @@ def _refuse_what_does_not_replay(store: Store, staged: Staged) -> None:
     note in one line of history, an event for a note the log never created) is refused,
     with the whole load.  A note at a time (the staged events by note); of several
     refusals, the one for the note the dump names first is given."""
-    from ..base.model import LogError, fold
+    from ..base.replay import fold
+    from ..base.vocabulary import LogError
 
     empty = not store.max_clock()
     refused: tuple[int, str] | None = None

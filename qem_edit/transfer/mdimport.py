@@ -1,4 +1,6 @@
-"""`qem import markdown FILE...`: the memory a team already keeps in markdown (CLAUDE.md,
+"""`qem import markdown`: CLAUDE.md and its kin proposed as notes, for review.
+
+`qem import markdown FILE...`: the memory a team already keeps in markdown (CLAUDE.md,
 AGENTS.md, a hand-kept MEMORY.md, Claude Code's auto-memory files) proposed as new notes,
 written as a checkout for a person to review and check in.  Nothing reaches the log before
 that check-in: the checkout is the proposal, and `qem checkin` (or `qem edit --resume`)
@@ -22,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base import errors
-from ..base.model import KINDS, PRIORITIES, TextError, normalize_text
+from ..base.stored_form import normalize_text
+from ..base.vocabulary import KINDS, PRIORITIES, TextError
 from ..renderer import Selection
 from ..renderer.format import HEADER_RE, INDENT, SECTION_TITLES, escape_first_line, escape_text_line
 from ..storage import secrets

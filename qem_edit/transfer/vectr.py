@@ -38,22 +38,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..base import errors, ids
-from ..base.model import (
-    KINDS,
-    MOVE_BY_EVENT,
-    PRIORITIES,
-    PROVENANCES,
-    TRIGGER_ATTRIBUTES,
-    Event,
-    TextError,
-    Trigger,
-    anchor_path_problem,
-    anchors_of,
-    normalize_text,
-    trigger_data,
-    trigger_problem,
-    triggers_of,
-)
+from ..base.replay import Event
+from ..base.stored_form import anchor_path_problem, anchors_of, normalize_text
+from ..base.triggers import trigger_data, trigger_problem, triggers_of
+from ..base.vocabulary import KINDS, MOVE_BY_EVENT, PRIORITIES, PROVENANCES, TRIGGER_ATTRIBUTES, TextError, Trigger
 from ..storage.logtree import TextRecord, event_bytes
 from ..system import anchors
 

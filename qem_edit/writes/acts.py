@@ -17,27 +17,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 from ..base import errors, ids, resting
-from ..base.model import (
+from ..base.decisions import NewNote
+from ..base.replay import Event, Note
+from ..base.stored_form import REST_LIMIT, normalize_text, scope_problem, seat_problem
+from ..base.times import parse_time, utc_now
+from ..base.triggers import TRIGGER_LIMIT, trigger_problem
+from ..base.vocabulary import (
     CLAIMABLE_PROVENANCES,
     KINDS,
     MOVE_BY_EVENT,
     PRIORITIES,
-    REST_LIMIT,
     SCOPES,
     TRIGGER_ATTRIBUTES,
-    TRIGGER_LIMIT,
     TRIGGER_NAMES,
-    Event,
-    NewNote,
-    Note,
     TextError,
     Trigger,
-    normalize_text,
-    scope_problem,
-    seat_problem,
-    trigger_problem,
 )
-from ..base.times import parse_time, utc_now
 from ..mirror.export import auto_export
 from ..storage import protect
 from ..storage.store import Store
@@ -188,7 +183,7 @@ def scoped(scope: str | None, session: str | None) -> tuple[str, str | None]:
 
 def share(store: Store, place: Workspace, given: str, reason: str | None, actor: str,
           agent: bool | None = None, allow_secret: bool = False) -> Written:
-    """`qem share ID`: a private note made a team note (model.decide_share), checked for
+    """`qem share ID`: a private note made a team note (decisions.decide_share), checked for
     secrets as every write is; returns the team note."""
     note_id = store.resolve(given)
     why = reason or "shared from this clone's private notes"
@@ -243,7 +238,7 @@ def bases(store: Store, given: Iterable[str], what: str = "--rests-on") -> tuple
     for name in given:
         base = store.note(store.resolve(name))
         refusal = resting.base_refusal(base, now, team=False, shown=lambda i: store.note(i).shown)
-        if refusal:  # (a private base of a team note: model.decide_create, as for every way in)
+        if refusal:  # (a private base of a team note: decisions.decide_create, as for every way in)
             raise errors.BadInput(f"{what} {name}: {refusal}")
         out.add(base.id)
     if len(out) > REST_LIMIT:

@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, NamedTuple, Protocol
 
 from ..base import errors, ids
+from ..base.decisions import NewNote
 from ..base.faults import checkpoint
 from ..base.gitconflict import has_markers
 from ..base.ids import new_checkin_id
-from ..base.model import LIVE_STATES, MOVE_BY_VERB, NewNote, Note
+from ..base.replay import Note
+from ..base.vocabulary import LIVE_STATES, MOVE_BY_VERB
 from ..mirror.export import MIRROR_BASE, auto_export, export, known_renderings, mirror_base, render_store, rendering
 from ..reconciler.parse import LineError
 from ..reconciler.plan import Conflict, Op, Plan

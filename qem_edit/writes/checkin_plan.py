@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from ..base import errors, ids, resting
-from ..base.model import REST_LIMIT, Note, answer_refusal
+from ..base.decisions import answer_refusal
+from ..base.replay import Note
+from ..base.stored_form import REST_LIMIT
 from ..base.times import utc_now
 from ..reconciler.blocks import Chunks, Key, base_items, blocks_by_id, diff_edit
 from ..reconciler.parse import Item, LineError, ParsedFile, parse
@@ -315,7 +317,7 @@ def _answered_whole(store: Store, parsed: ParsedFile) -> None:
             parsed.errors.append(LineError(item.line, f"`answers #{item.answers}`: {exc}"))
             continue
         refusal = answer_refusal(store.note(item.answers)) if item.note_id is None else None
-        if refusal:  # (a new item's, on its line; an edited note's new pointer: model.decide_create)
+        if refusal:  # (a new item's, on its line; an edited note's new pointer: decisions.decide_create)
             parsed.errors.append(LineError(item.line, refusal))
     for item in parsed.items:
         _rests_whole(store, parsed, item)

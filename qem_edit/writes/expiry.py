@@ -10,7 +10,7 @@ event is written.  A kind may have a default time to live for new notes (`[expir
 Nothing expires by being read: a note past its end stays as it is (every read names it
 so: qem_edit.reads.standing) until `qem expire --due` writes its `expired` event, in one
 check-in with every other note due.  A note written with an end already past keeps it,
-and its own write expires it (model.decide_create).
+and its own write expires it (decisions.decide_create).
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple
 
 from ..base import errors
-from ..base.model import ENDED_WHEN_WRITTEN, KINDS, Note
+from ..base.decisions import ENDED_WHEN_WRITTEN
+from ..base.replay import Note
+from ..base.vocabulary import KINDS
 
 if TYPE_CHECKING:
     from typing import Callable
@@ -76,7 +78,7 @@ class Asked(NamedTuple):
     def at(self, moment: str, default: str | None = None) -> str | None:
         """The end for an event written at `moment`; `default` when nothing was asked
         (the kind's, or the predecessor's).  A time to live counts from `moment`; an end
-        at or before it is kept, and the write expires the note at once (model.decide_create)."""
+        at or before it is kept, and the write expires the note at once (decisions.decide_create)."""
         if self.ttl is not None:
             return shifted(moment, self.ttl)
         return self.end if self.given else default
@@ -133,7 +135,7 @@ def new_end(tx: "Transaction", kind: str, wish: Asked, ttls: Mapping[str, int]) 
 
 
 def ended_notice(note: Note) -> str:
-    """What a write says of a note it made with an end already past (model.decide_create
+    """What a write says of a note it made with an end already past (decisions.decide_create
     expired it in the same write): the CLI's add and supersede, MCP's, a check-in."""
     return (f"note #{note.shown}'s end ({note.expires}) was already past: recorded, with its end, and"
             f" expired in the same write: it is not in force (`qem show {note.shown}`)")

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from ..base import errors
-from ..base.model import Note
+from ..base.replay import Note
 from ..mirror.export import MIRROR_BASE, check, export
 from ..renderer import render_item
 from ..storage.store import Store

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..base import ids
 
 if TYPE_CHECKING:  # (records, read only by a type checker: an answer is built from what acts wrote)
-    from ..base.model import Event, Note
+    from ..base.replay import Event, Note
 
 
 class NoteWritten(NamedTuple):
