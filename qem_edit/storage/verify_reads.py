@@ -1,6 +1,6 @@
-"""What `qem verify` reads of an index: the store's (VerifyReads, a class Store is made of), or the log replayed afresh.
+"""What `qem verify` reads of an index: the store's, or the log replayed afresh.
 
-Where two indexes differ, the log files one set aside, and the events and texts the
+The store's are VerifyReads, one of the classes Store is made of.  Where two indexes differ, the log files one set aside, and the events and texts the
 protected-kinds, removals and secrets checks judge (qem_edit.storage.protect,
 qem_edit.reads.removals through the store, qem_edit.storage.secrets).
 """
