@@ -1,7 +1,9 @@
-"""A record's line vouched for by orjson (logtree.parsed_record) gets the verdict the
-standard library's canonical encoder gives it, on every JSON value and every byte string:
-a line is proven canonical only where `canonical` writes exactly it, and any other line is
-read by the standard library as before."""
+"""The record check's shortcuts give the verdicts of the rules they stand for.  A record's
+line vouched for by orjson (logtree.parsed_record) gets the verdict the standard library's
+canonical encoder gives it, on every JSON value and every byte string: a line is proven
+canonical only where `canonical` writes exactly it, and any other line is read by the
+standard library as before.  A writer's name passed without asking `actor_problem` is one
+it passes; an id written out pair by pair is the base32 of its bits."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from qem_edit.base import ids
+from qem_edit.base.model import actor_problem
 from qem_edit.storage import logtree
 from qem_edit.storage.logtree import LogFileError, canonical, pack_part, parsed_record
 
@@ -117,3 +121,23 @@ def _an_event_object() -> dict:
     note = "cjska8dh5ngxyz01tpyfjhjtjz"
     return {"v": logtree.FORMAT, "type": "revoked", "note": note, "at": "2026-05-05T22:26:46Z", "actor": "alice",
             "reason": "user corrected this", "checkin": None, "clock": 143, "prev": [note], "data": {}}
+
+
+@settings(max_examples=500, deadline=None)
+@given(ANY_TEXT | st.text(st.characters(max_codepoint=127), max_size=12) | st.none() | st.integers())
+def test_a_writer_name_gets_the_rules_verdict(actor: object) -> None:
+    logtree._FINE_ACTORS.clear()  # (the names found fine before would pass without either check)
+    assert logtree._actor_problem(actor) == actor_problem(actor)
+
+
+@pytest.mark.parametrize("actor", ["ana\x7f", "\tana", "ana\x00b", " ana", "ana ", "", "session-8953"])
+def test_a_writer_name_of_ascii_is_held_to_the_rule(actor: str) -> None:
+    logtree._FINE_ACTORS.clear()
+    assert logtree._actor_problem(actor) == actor_problem(actor)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=17, max_size=40))
+def test_an_id_is_the_base32_of_its_first_130_bits(data: bytes) -> None:
+    bits = "".join(f"{byte:08b}" for byte in data)[:5 * ids.ID_LENGTH]
+    assert ids.encode(data) == "".join(ids.ALPHABET[int(bits[i:i + 5], 2)] for i in range(0, len(bits), 5))

@@ -223,8 +223,12 @@ _FINE_ACTORS: set[str] = set()  # names found fine in this process: a log has fe
 
 
 def _actor_problem(actor: object) -> str | None:
-    """`actor_problem`, asked once per name: its check is a character at a time."""
-    if type(actor) is str and actor in _FINE_ACTORS:
+    """`actor_problem`, asked once per name: its check is a character at a time.  A name
+    of printable ASCII with no spaces at its ends is fine without asking (for ASCII,
+    `isprintable` is false exactly for the control characters, the only ones of the rule's
+    categories there): a log of many sessions has more names than the set keeps."""
+    if type(actor) is str and (actor in _FINE_ACTORS or actor.isascii() and actor.isprintable()
+                               and actor and actor == actor.strip()):
         return None
     problem = actor_problem(actor)
     if problem is None and len(_FINE_ACTORS) < 4096:
