@@ -83,9 +83,16 @@ def test_the_renderer_and_the_reconciler_are_pure() -> None:
 
 
 # The storage layer owns every SQL statement and every transaction (docs/ARCHITECTURE.md):
-# every other module reads and writes the index through Store's methods and qem_edit.storage.index's
-# functions, and never through a Store method named private.
-STORAGE = ("qem_edit/storage/store.py", "qem_edit/storage/index.py", "qem_edit/system/db.py")
+# every other module reads and writes the index through Store's methods, never through a
+# Store method named private.
+STORAGE = ("qem_edit/storage/store.py", "qem_edit/storage/index.py", "qem_edit/storage/item_reads.py",
+           "qem_edit/storage/staging.py", "qem_edit/storage/supersession.py", "qem_edit/storage/verify_reads.py",
+           "qem_edit/system/db.py")
+# Of storage's modules that run SQL, those a module outside storage may import: the store, and
+# the SQLite files apart from the index (a fresh replay for verify, a dump staged for a load).
+# Every other one is the index's own: outside storage it is asked through Store's methods,
+# never imported to run its functions on a connection.
+STORAGE_OPEN = ("qem_edit/storage/store.py", "qem_edit/storage/staging.py")
 # Modules that read another program's SQLite file, not the index: its statements are theirs.
 FOREIGN_SQL = {
     "qem_edit/storage/convert.py": "reads a store of an older qem (memory.db, one SQLite file) to convert it",
@@ -120,8 +127,20 @@ def test_the_storage_layer_owns_every_statement() -> None:
                 and not (isinstance(node.value, ast.Name) and node.value.id == "self")]
         if bad:
             found[name] = bad
-    assert not found, f"SQL or Store's private methods outside store.py/index.py/db.py: {found}"
+    assert not found, f"SQL or Store's private methods outside storage's SQL modules and db.py: {found}"
     assert all(_sql(ast.parse((REPO / name).read_text("utf-8"))) for name in FOREIGN_SQL), "a stale FOREIGN_SQL entry"
+
+
+def test_only_storage_imports_the_index() -> None:
+    """Outside storage a module asks the index through Store's methods: it imports none of
+    the modules that run the index's SQL (at its top, inside a function, or for types)."""
+    graph = _import_graph()
+    index = {_module_name(REPO / name) for name in STORAGE if name.startswith("qem_edit/storage/")}
+    index -= {_module_name(REPO / name) for name in STORAGE_OPEN}
+    assert "storage.index" in index and index <= set(graph), f"STORAGE names modules that are not there: {index}"
+    found = [f"{module} imports {target}" for module in sorted(graph) if module.split(".")[0] != "storage"
+             for target in sorted(graph[module] & index)]
+    assert not found, f"modules outside storage importing the index's own modules (ask a Store method): {found}"
 
 
 def test_one_write_transaction() -> None:

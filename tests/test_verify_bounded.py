@@ -20,10 +20,11 @@ from qem_edit.base import ids as ids_mod
 from qem_edit.base.model import Note, Rival
 from qem_edit.base.resolver import Graph
 from qem_edit.mirror import verify
-from qem_edit.mirror.verify import graph_problems, verify_report
+from qem_edit.mirror.verify import verify_report
 from qem_edit.storage.index import _INSERT_NOTE, NOTE_COLUMNS, Index, _note_values
-from qem_edit.storage.index import differences as index_differences
 from qem_edit.storage.store import Store
+from qem_edit.storage.supersession import graph_problems
+from qem_edit.storage.verify_reads import differences as index_differences
 from qem_edit.system import db
 
 

@@ -4,8 +4,8 @@ It fails (exit 1) when a log file is malformed or does not match its name, when 
 does not apply or names a note the log does not hold, when a note's text is missing or
 does not match its hash, when a forgotten text is still in the tree, when two notes claim
 one old number, when the local index disagrees with a fresh replay of the log, when the
-supersession graph is broken (a cycle, a dangling or malformed pointer), or when MEMORY.md
-is not the rendering of the log, or when an agent took a note of a protected kind out of
+supersession graph is broken (a cycle, a dangling or malformed pointer; qem_edit.storage.supersession),
+or when MEMORY.md is not the rendering of the log, or when an agent took a note of a protected kind out of
 force (qem_edit.storage.protect), or when events of a protected note that the base (HEAD, or the
 merge base of `--base REV` and HEAD) holds are not in the log (qem_edit.reads.removals; another
 note's removal is listed), or when a text or a reason holds a secret no person allowed
@@ -17,14 +17,11 @@ concurrent changes that disagree) are listed; `--fail-on-disputes` makes them fa
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
-from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..base import errors, ids
-from ..storage import index
 from ..system.db import Connection
 
 if TYPE_CHECKING:
@@ -125,7 +122,7 @@ def _report(store: Store, place, fresh: Connection, index_problems: list[str], s
             repaired: int | None, disputes_fail: bool, base: str | None = None,
             drift_fail: bool = False) -> VerifyReport:
     problems = set_aside + _log_problems(store) + index_problems
-    found = store.read_index(lambda conn: graph_problems(conn, fresh))
+    found = store.graph_problems(fresh)
     broken = [p for p in found if not p.startswith(("fork:", "disputed:"))]
     disputes = [p for p in found if p.startswith(("fork:", "disputed:"))] + _open_disputes(store)
     from ..reads.removals import verify_findings as removal_findings
@@ -243,7 +240,9 @@ def fresh_index(store: Store) -> Iterator[Connection]:
     os.close(handle)
     conn = None
     try:
-        conn = index.build_fresh(name, store.tree, FRESH_CACHE_KIB)
+        from ..storage.staging import build_fresh
+
+        conn = build_fresh(name, store.tree, FRESH_CACHE_KIB)
         yield conn
     finally:
         if conn is not None:
@@ -257,114 +256,8 @@ def _index_problems(store: Store, fresh: Connection) -> tuple[list[str], list[st
     """Where the local index differs from `fresh`, a replay of the log read afresh; and
     the log files that fresh read set aside (a file changed in place since the index
     read it included: the index goes on serving what it read)."""
-    aside = index.set_aside_problems(fresh)
+    aside = store.set_aside_in(fresh)
     return store.differences_from(fresh), aside
-
-
-# -- the supersession graph ----------------------------------------------------------------------
-
-
-def graph_problems(conn: Connection, scratch: Connection) -> list[str]:
-    """What `Graph.of(every note).problems()` (qem_edit.base.resolver) says of the notes of the
-    index `conn`, in its words and order, without every note in memory: SQL over the
-    notes table, and the cycles found over one int per note (`scratch`, a database of
-    this check's own, holds the table that numbers them)."""
-    dangling = index.dangling_pointers(conn)
-    numbered = _numbered(conn) if dangling else {}
-    return (_cycles(conn, scratch, numbered) + _dangling(dangling, numbered) + _malformed(conn) + _forks(conn)
-            + _disputed(conn))
-
-
-def _numbered(conn: Connection) -> dict[str, str]:
-    """The converted notes' old numbers, hashed (ids.numbered_pointer) → the note, as the
-    resolver reads them (only when some pointer names no note)."""
-    return ids.renumbered(index.aliases(conn))
-
-
-def _cycles(conn: Connection, scratch: Connection, numbered: dict[str, str]) -> list[str]:
-    parent = array("q", (-1 if i is None else i for i in index.parents(conn, scratch, numbered)))
-    cycles = cycles_of(parent)
-    if not cycles:
-        return []
-    wanted = {i for cycle in cycles for i in cycle}
-    by_i = index.numbered_notes(scratch, wanted)
-    name = _names(conn, by_i.values())
-    return [f"cycle: {' → '.join(f'#{name(by_i[i])}' for i in (*c, c[0]))}{_old_numbers(conn, [by_i[i] for i in c])}"
-            for c in cycles]
-
-
-def _old_numbers(conn: Connection, cycle: list[str]) -> str:
-    """As `Graph.old_numbers` words it: the cycle's notes by their numbers before the conversion."""
-    aliases = index.aliases(conn, cycle)
-    numbers = [aliases.get(n) for n in cycle]
-    if None in numbers:
-        return ""
-    return f" (numbered {' → '.join(f'#{a}' for a in (*numbers, numbers[0]))} before the conversion)"
-
-
-def cycles_of(parent: array) -> list[tuple[int, ...]]:
-    """The cycles of a graph where note `i`'s parent is `parent[i]` (-1: none in the
-    graph), the notes numbered in id order: each from its lowest note, in the order
-    `Graph._find_cycles` finds them."""
-    done = bytearray(len(parent))
-    cycles = []
-    for start in range(len(parent)):
-        path: list[int] = []
-        on_path: dict[int, int] = {}
-        node = start
-        while node >= 0 and not done[node]:
-            if node in on_path:
-                cycle = path[on_path[node]:]
-                low = cycle.index(min(cycle))
-                cycles.append(tuple(cycle[low:] + cycle[:low]))
-                break
-            on_path[node] = len(path)
-            path.append(node)
-            node = parent[node]
-        for node in path:
-            done[node] = 1
-    return cycles
-
-
-def _names(conn: Connection, note_ids: Iterable[str]):  # type: ignore[no-untyped-def]
-    """A note as the graph's messages name it: its short id (its id when the short id is
-    empty), or the first 8 characters of an id the index does not hold."""
-    shown = index.shorts(conn, note_ids)
-    return lambda note_id: (shown[note_id] or note_id) if note_id in shown else ids.shown(note_id)
-
-
-def _dangling(rows: list[tuple[str, str, str, int]], numbered: dict[str, str]) -> list[str]:
-    """A pointer to no note; not one a converted log's old number names (`_numbered`)."""
-    return [f"dangling: #{short or note_id} points to #{ids.shown(target)}, which is not in the log"
-            for note_id, short, target, pointer in rows if not (pointer and target in numbered)]
-
-
-def _malformed(conn: Connection) -> list[str]:
-    rows = index.bad_pointers(conn)
-    return [f"malformed: #{short or note_id} has supersedes pointer {raw}" for note_id, short, raw in rows]
-
-
-def _forks(conn: Connection) -> list[str]:
-    rows = index.live_successors(conn)
-    out = []
-    for parent, group in itertools.groupby(rows, key=lambda r: r[0]):
-        kids = [(parent_short or parent, short or kid) for _, parent_short, kid, short in group]
-        if len(kids) > 1:
-            shown = kids[0][0]
-            out.append(f"fork: #{shown} is superseded by " + " and ".join(f"#{k}" for _, k in kids)
-                       + f" (qem rule {shown} --keep {kids[0][1]})")
-    return out
-
-
-def _disputed(conn: Connection) -> list[str]:
-    from ..base.resolver import rival_words
-
-    out = []
-    for note in index.notes_with_rivals(conn):
-        if note.rivals:
-            name = _names(conn, [r.superseded_by for r in note.rivals if r.superseded_by])
-            out.append(f"disputed: {rival_words(note, name)} (qem rule {note.shown} --keep SIDE)")
-    return out
 
 
 def _open_disputes(store: Store) -> list[str]:

@@ -26,7 +26,6 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 
 from ..base import errors
 from ..base.model import KIND_RANK, KINDS, PRIORITIES, Note, scope_mark
-from ..storage.index import note_from_row
 from ..storage.store import Store
 from .standing import Standing, Standings
 
@@ -263,23 +262,23 @@ def _now(store: Store, budget: int, skip: int, now: str) -> Context:
     with store.reading():
         latest, standings = store.latest_at(), Standings.read(store, now)
         answers = lambda note_id: store.answers_to([note_id]).get(note_id, [])  # noqa: E731
-        every = [entry(note_from_row(r), reference, standings, now, answers) for r in _in_order(store, ["directive"])]
+        every = [entry(n, reference, standings, now, answers) for n in _in_order(store, ["directive"])]
         directives, past = every[skip:], max(0, skip - len(every))  # --skip counts the directives first
         others = store.count_in_force_besides("directive")
         context = Context(str(store.root), latest, reference, budget, [], [], max(0, others - past), skip,
                           directive_total=len(directives))
-        rows = islice(_in_order(store, [k for k in KINDS if k != "directive"]), past, None)
-        return fill(context, chain(directives, (entry(note_from_row(r), reference, standings, now, answers)
-                                                for r in rows)))
+        notes = islice(_in_order(store, [k for k in KINDS if k != "directive"]), past, None)
+        return fill(context, chain(directives, (entry(n, reference, standings, now, answers)
+                                                for n in notes)))
 
 
-def _in_order(store: Store, kinds: list[str]) -> Iterator[tuple]:
-    """The rows of the notes in force of these kinds, in the context's order, read lazily
+def _in_order(store: Store, kinds: list[str]) -> Iterator[Note]:
+    """The notes in force of these kinds, in the context's order, read lazily
     kind by kind and priority by priority along the index's (kind rank, id) order: no
     sort, and nothing past what the budget takes is read."""
     for kind in kinds:
         for priority in PRIORITIES:
-            yield from store.rows_in_force(kind, priority)
+            yield from store.notes_in_force(kind, priority)
 
 
 def _past(store: Store, budget: int, skip: int, at: str, reference: str, now: str) -> Context:

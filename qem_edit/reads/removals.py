@@ -26,7 +26,6 @@ from pathlib import Path
 
 from ..base import errors
 from ..base.model import Event
-from ..storage.index import has_event, kind_text_state, was_forgotten
 from ..storage.logtree import EVENTS, PACKS, TEXTS, LogFileError, records_from
 from ..system import gitrepo
 from ..system.db import Connection
@@ -90,13 +89,14 @@ def read_base(files: Mapping[str, bytes]) -> tuple[dict[str, Event], dict[str, s
 
 
 class _Held:
-    """The event ids of an index of the judged log (qem_edit.storage.index), asked one at a time."""
+    """The event ids of an index of the judged log (`fresh`), asked of the store one at a time."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, store, conn: Connection) -> None:  # type: ignore[no-untyped-def]
+        self.store = store
         self.conn = conn
 
     def __contains__(self, event_id: object) -> bool:
-        return has_event(self.conn, event_id)
+        return self.store.has_event_in(self.conn, event_id)
 
 
 def base_commit(store_root: Path, base: str | None) -> tuple[Path, str, str] | None:
@@ -143,7 +143,7 @@ def verify_findings(store, fresh: Connection, base: str | None,  # type: ignore[
     names = store.tree.names() if judged_names is None else judged_names
     events, texts, files = read_base(gitrepo.tree_files(top, commit, store.root, skip=names))
     kinds = {e.note: str(e.data.get("kind")) for e in events.values() if e.type == "created"}
-    found = removals(events, _Held(fresh), texts, kinds)
+    found = removals(events, _Held(store, fresh), texts, kinds)
     if not found:
         return [], []
     from ..storage.protect import rule_of
@@ -151,18 +151,18 @@ def verify_findings(store, fresh: Connection, base: str | None,  # type: ignore[
     protected = rule_of(store.root).kinds
     problems, notices = [], []
     for removal in found:
-        removal = _completed(removal, fresh)
+        removal = _completed(removal, store, fresh)
         words = _words(removal, label, commit, files.get(removal.note, []), store.root.resolve().relative_to(top.resolve()))
         (problems if removal.kind in protected else notices).append(words)
     return problems, notices
 
 
-def _completed(removal: Removal, fresh: Connection) -> Removal:
+def _completed(removal: Removal, store, fresh: Connection) -> Removal:  # type: ignore[no-untyped-def]
     """Its kind and text from the judged log where the base's removed files lack them;
     no text for a note forgotten on either side."""
-    kind, text, state = kind_text_state(fresh, removal.note)
+    kind, text, state = store.kind_text_state_in(fresh, removal.note)
     forgotten = (state == "forgotten" or any(e.type == "forgotten" for e in removal.events)
-                 or was_forgotten(fresh, removal.note))
+                 or store.was_forgotten_in(fresh, removal.note))
     return Removal(removal.note, removal.kind or kind, None if forgotten else (removal.text or text or None),
                    removal.events)
 

@@ -8,6 +8,10 @@ file names listed; files that appeared are read (a `git pull`, `git switch`, a w
 another process), files that went away are forgotten (a `git reset`, `git stash`), and
 only the notes they touch are replayed.  Nothing needs a hook, and a fresh clone builds
 its index on its first command.
+
+The reads of it that serve one feature stand apart: `qem verify`'s in
+qem_edit.storage.verify_reads and .supersession, export's items in .item_reads; SQLite
+files other than the index (a fresh replay, a staged dump) in .staging.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
 from ..base import ids
-from ..base.model import EVENT_TYPES, KIND_RANK, LIVE_STATES, Event, Note, Rival, fold
+from ..base.model import EVENT_TYPES, KIND_RANK, Event, Note, Rival, fold
 from ..base.owing import answered_by, is_request
 from ..base.shown import progress
 from ..renderer.version import FORMAT_VERSION
@@ -229,7 +233,7 @@ def event_from_row(row: Sequence[object]) -> Event:
 _DATA_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode  # made once: see logtree.canonical
 
 
-def _event_values(event: Event) -> tuple[object, ...]:
+def event_values(event: Event) -> tuple[object, ...]:
     return (event.id, event.note, event.type, event.at, event.actor, event.reason, event.checkin,
             _DATA_JSON(dict(event.data)), event.clock,
             json.dumps(list(event.prev)) if event.prev else "[]")
@@ -662,7 +666,7 @@ class Index:
         conn, events = self.conn, list(events)
         touched: set[str] = {event.note for event in events}
         conn.executemany(f"INSERT OR IGNORE INTO events ({EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         [_event_values(event) for event in events])  # (one statement: a write's pack lands at once)
+                         [event_values(event) for event in events])  # (one statement: a write's pack lands at once)
         conn.executemany("INSERT OR IGNORE INTO event_files (event, file) VALUES (?, ?)", [(e.id, name) for e in events])
         for text in texts:
             conn.execute("INSERT OR REPLACE INTO texts (note, file, key, text, digest) VALUES (?, ?, ?, ?, ?)",
@@ -950,7 +954,7 @@ def _staged_loose(root: Path, names: list[str]) -> list[tuple[str, list, list, s
 
 def _staged_events(name: str | None, events: Iterable[Event]) -> list[tuple[object, ...]]:
     """Events as the staging table's rows, from the log file `name` (None: not known yet)."""
-    return [_event_values(e) + (name,) for e in events]
+    return [event_values(e) + (name,) for e in events]
 
 
 def _staged_texts(name: str | None, texts: Iterable[TextRecord]) -> list[tuple[object, ...]]:
@@ -1006,133 +1010,7 @@ def _with_short(note: Note, short: str) -> Note:
     return note._replace(short=short)
 
 
-def items_of_notes(conn: sqlite3.Connection, note_ids: Iterable[str]) -> dict[str, list[bytes]]:
-    """The rendered items of these notes as UTF-8 bytes, by kind, in id order."""
-    wanted = sorted(set(note_ids))
-    rows: list[tuple[int, bytes, bytes]] = []
-    conn.text_factory = bytes
-    try:
-        for chunk in db.chunks(wanted):
-            rows += conn.execute(f"SELECT kind_rank, id, item FROM items INDEXED BY items_by_id"
-                                 f" WHERE id IN ({db.marks(chunk)})", chunk).fetchall()
-    finally:
-        conn.text_factory = str
-    out: dict[str, list[bytes]] = {kind: [] for kind in KIND_RANK}
-    rank_kind = {rank: kind for kind, rank in KIND_RANK.items()}
-    for rank, _, item in sorted(rows):
-        out[rank_kind[rank]].append(item)
-    return out
-
-
-def items_by_kind(conn: sqlite3.Connection, kinds: Iterable[str], *, with_ids: bool = False) -> dict[str, list]:
-    """Each kind's rendered items as UTF-8 bytes, in id order (what export joins); with
-    `with_ids`, as (note id, item) pairs."""
-    columns = "id, item" if with_ids else "item"
-    conn.text_factory = bytes
-    try:
-        out: dict[str, list] = {}
-        for kind in kinds:
-            rows = conn.execute(
-                f"SELECT {columns} FROM items WHERE kind_rank = ? ORDER BY id", (KIND_RANK[kind],)
-            ).fetchall()
-            out[kind] = [(i.decode("ascii"), item) for i, item in rows] if with_ids else [row[0] for row in rows]
-        return out
-    finally:
-        conn.text_factory = str
-
-
-# -- reads of an index `qem verify` judges (the store's, or one replayed afresh) ------------------
-
-
-def build_fresh(name: str, tree: LogTree, cache_kib: int) -> sqlite3.Connection:
-    """The index of `tree`'s log, built afresh in the database file `name` (no journal:
-    the file is thrown away after the check)."""
-    try:
-        conn = db.connect(name)
-    except sqlite3.DatabaseError as exc:
-        raise db.translate(exc, Path(name), "open") from None
-    try:
-        for pragma in ("journal_mode = OFF", "synchronous = OFF", "temp_store = FILE", f"cache_size = -{cache_kib}"):
-            conn.execute(f"PRAGMA {pragma}")
-        index = Index(conn, tree)
-        conn.execute("BEGIN")
-        index.create()
-        index.sync()
-        conn.execute("COMMIT")
-        return conn
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise db.translate(exc, Path(name), "use") from None
-    except BaseException:
-        conn.close()
-        raise
-
-
-def set_aside_problems(conn: sqlite3.Connection) -> list[str]:
-    """Every log file the index could not read, with why, by name."""
-    return [problem for (problem,) in conn.execute("SELECT problem FROM files WHERE problem IS NOT NULL ORDER BY name")]
-
-
-def differences(have: sqlite3.Connection, want: sqlite3.Connection) -> list[str]:
-    """The notes whose row, or else whose MEMORY.md item, differs between two indexes:
-    both walked in id order side by side, one row of each at a time."""
-    notes = f"SELECT {NOTE_COLUMNS} FROM notes ORDER BY id"
-    items = "SELECT id, item FROM items ORDER BY id, kind_rank"
-    want_items, have_items = _Ahead(want.execute(items)), _Ahead(have.execute(items))
-    out = []
-    tick = progress("comparing the index with the log", lambda: want.execute("SELECT count(*) FROM notes").fetchone()[0])
-    for note_id, wanted, had in _side_by_side(want.execute(notes), have.execute(notes)):
-        tick()
-        if wanted != had:
-            out.append(f"note {ids.shown(note_id)}: the index disagrees with the log (`qem verify --repair` rebuilds it)")
-        elif want_items.get(note_id) != have_items.get(note_id):
-            out.append(f"note {ids.shown(note_id)}: the index's MEMORY.md item disagrees with the log")
-    tick.end()
-    return out
-
-
-def _side_by_side(left: Iterable[tuple], right: Iterable[tuple]) -> Iterator[tuple]:
-    """(id, left row or None, right row or None) for every id of two row streams in id
-    order (a row's first column is its id)."""
-    lefts, rights = iter(left), iter(right)
-    a, b = next(lefts, None), next(rights, None)
-    while a is not None or b is not None:
-        if b is None or (a is not None and a[0] < b[0]):
-            yield a[0], a, None  # type: ignore[index]
-            a = next(lefts, None)
-        elif a is None or b[0] < a[0]:
-            yield b[0], None, b
-            b = next(rights, None)
-        else:
-            yield a[0], a, b
-            a, b = next(lefts, None), next(rights, None)
-
-
-class _Ahead:
-    """(id, value) rows in id order, looked up by ids asked in increasing order; the
-    last row of an id wins (as in a dict made of them)."""
-
-    def __init__(self, rows: Iterable[tuple]) -> None:
-        self.rows = iter(rows)
-        self.row = next(self.rows, None)
-
-    def get(self, key: str) -> object:
-        found = None
-        while self.row is not None and self.row[0] <= key:
-            if self.row[0] == key:
-                found = self.row[1]
-            self.row = next(self.rows, None)
-        return found
-
-
-def aliases(conn: sqlite3.Connection, note_ids: list[str] | None = None) -> dict[str, int]:
-    """The converted notes' old numbers (of `note_ids`; None: of every note that has one)."""
-    if note_ids is None:
-        return dict(conn.execute("SELECT id, alias FROM notes WHERE alias IS NOT NULL"))
-    out: dict[str, int] = {}
-    for chunk in db.chunks(note_ids):
-        out.update(conn.execute(f"SELECT id, alias FROM notes WHERE id IN ({db.marks(chunk)})", chunk))
-    return out
+# -- short ids, and the meta of an index file --------------------------------------------------
 
 
 def shorts(conn: sqlite3.Connection, note_ids: Iterable[str]) -> dict[str, str]:
@@ -1142,121 +1020,6 @@ def shorts(conn: sqlite3.Connection, note_ids: Iterable[str]) -> dict[str, str]:
         out.update(conn.execute(f"SELECT id, short FROM notes WHERE id IN ({db.marks(chunk)})", chunk).fetchall())
     return out
 
-
-def parents(conn: sqlite3.Connection, scratch: sqlite3.Connection, numbered: dict[str, str]) -> Iterator[int | None]:
-    """Every note's parent (the note it supersedes; an old number through `numbered`) as
-    its number in id order (None: no note of the index), the notes numbered in a table
-    (`verify_graph`) of `scratch`, a database of the check's own."""
-    scratch.execute("DROP TABLE IF EXISTS verify_graph")
-    scratch.execute("CREATE TABLE verify_graph (id TEXT PRIMARY KEY, i INTEGER NOT NULL, parent TEXT) WITHOUT ROWID")
-    rows = conn.execute("SELECT id, supersedes FROM notes ORDER BY id")
-    scratch.execute("BEGIN")
-    try:
-        scratch.executemany("INSERT INTO verify_graph (id, i, parent) VALUES (?, ?, ?)",
-                            ((note_id, i, numbered.get(parent, parent)) for i, (note_id, parent) in enumerate(rows)))
-    finally:
-        scratch.execute("COMMIT")
-    return (i for (i,) in scratch.execute(
-        "SELECT p.i FROM verify_graph c LEFT JOIN verify_graph p ON p.id = c.parent ORDER BY c.id"))
-
-
-def numbered_notes(scratch: sqlite3.Connection, wanted: set[int]) -> dict[int, str]:
-    """The notes `parents` numbered `wanted`, by number."""
-    return {i: note_id for note_id, i in scratch.execute("SELECT id, i FROM verify_graph") if i in wanted}
-
-
-def dangling_pointers(conn: sqlite3.Connection) -> list[tuple[str, str, str, int]]:
-    """(note, short id, target, 1 for supersedes / 0 for superseded_by) for every pointer to no note."""
-    return conn.execute(
-        "SELECT n.id, n.short, n.supersedes, 1 FROM notes n WHERE n.supersedes IS NOT NULL"
-        " AND NOT EXISTS (SELECT 1 FROM notes p WHERE p.id = n.supersedes)"
-        " UNION ALL SELECT n.id, n.short, n.superseded_by, 0 FROM notes n WHERE n.supersedes IS NULL"
-        " AND n.state = 'superseded' AND n.superseded_by IS NOT NULL"
-        " AND NOT EXISTS (SELECT 1 FROM notes p WHERE p.id = n.superseded_by) ORDER BY 1").fetchall()
-
-
-def bad_pointers(conn: sqlite3.Connection) -> Iterator[tuple[str, str, str]]:
-    """(note, short id, the pointer as written) for every malformed supersedes pointer, in id order."""
-    return conn.execute("SELECT id, short, bad_pointer FROM notes WHERE bad_pointer IS NOT NULL ORDER BY id")
-
-
-def live_successors(conn: sqlite3.Connection) -> Iterator[tuple[str, str, str, str]]:
-    """(parent, its short id, successor, its short id) for every successor in force, by parent then id."""
-    live = ", ".join(f"'{s}'" for s in sorted(LIVE_STATES))
-    return conn.execute(
-        "SELECT c.supersedes, p.short, c.id, c.short FROM notes c JOIN notes p ON p.id = c.supersedes"
-        f" WHERE c.supersedes IS NOT NULL AND c.state IN ({live}) ORDER BY c.supersedes, c.id")
-
-
-def notes_with_rivals(conn: sqlite3.Connection) -> Iterator[Note]:
-    """The notes with concurrent changes that disagree, in id order, streamed."""
-    return map(note_from_row, conn.execute(f"SELECT {NOTE_COLUMNS} FROM notes WHERE rivals != '[]' ORDER BY id"))
-
-
-def guarded_events(conn: sqlite3.Connection, types: list[str], kinds: list[str]) -> Iterator[tuple[Event, str]]:
-    """(event, its note's kind) for every event of these types on a note of these kinds,
-    in log order (clock, then id), streamed."""
-    columns = ", ".join("e." + c.strip() for c in EVENT_COLUMNS.split(","))
-    rows = conn.execute(
-        f"SELECT {columns}, json_extract(c.data, '$.kind') FROM events e"
-        " JOIN events c ON c.id = e.note AND c.type = 'created'"
-        f" WHERE e.type IN ({db.marks(types)}) AND json_extract(c.data, '$.kind') IN ({db.marks(kinds)})"
-        " ORDER BY e.clock, e.id", [*types, *kinds])
-    return ((event_from_row(row[:-1]), row[-1]) for row in rows)
-
-
-def followers(conn: sqlite3.Connection, event_id: str) -> Iterator[tuple[str, str, str | None]]:
-    """(type, actor, writer) of every event that follows `event_id` (through `prev`, at
-    any distance, within the note: an event of another note follows none), from a table
-    of who follows whom made on the first call (`verify_follows`)."""
-    if conn.execute("SELECT name FROM sqlite_master WHERE name = 'verify_follows'").fetchone() is None:
-        conn.execute("CREATE TABLE verify_follows (prev TEXT NOT NULL, event TEXT NOT NULL, PRIMARY KEY (prev, event))"
-                     " WITHOUT ROWID")
-        conn.execute("INSERT OR IGNORE INTO verify_follows (prev, event) SELECT j.value, e.id FROM events e,"
-                     " json_each(e.prev) j JOIN events p ON p.id = j.value AND p.note = e.note WHERE j.type = 'text'")
-    return conn.execute(
-        "WITH RECURSIVE later(id) AS (SELECT event FROM verify_follows WHERE prev = ?"
-        " UNION SELECT f.event FROM verify_follows f JOIN later l ON f.prev = l.id)"
-        " SELECT e.type, e.actor, json_extract(e.data, '$.writer') FROM later l JOIN events e ON e.id = l.id",
-        (event_id,))
-
-
-def has_event(conn: sqlite3.Connection, event_id: object) -> bool:
-    return conn.execute("SELECT 1 FROM events WHERE id = ?", (event_id,)).fetchone() is not None
-
-
-def kind_text_state(conn: sqlite3.Connection, note_id: str) -> tuple[str | None, str | None, str | None]:
-    """A note's kind, text and state (all None: no such note)."""
-    row = conn.execute("SELECT kind, text, state FROM notes WHERE id = ?", (note_id,)).fetchone()
-    return row if row is not None else (None, None, None)
-
-
-def was_forgotten(conn: sqlite3.Connection, note_id: str) -> bool:
-    """Whether the log holds a forget of the note."""
-    return conn.execute("SELECT 1 FROM events WHERE note = ? AND type = 'forgotten'", (note_id,)).fetchone() is not None
-
-
-def texts_with_files(conn: sqlite3.Connection) -> Iterator[tuple[str, str, str, str]]:
-    """(note, short id, text, file) for every note's text that matches its hash, in id order, streamed."""
-    return conn.execute("SELECT n.id, n.short, n.text, t.file FROM notes n JOIN texts t ON t.note = n.id"
-                        " WHERE n.text IS NOT NULL AND t.digest = n.text_hash ORDER BY n.id")
-
-
-def event_rows(conn: sqlite3.Connection) -> Iterator[tuple[object, ...]]:
-    """Every event's columns (EVENT_COLUMNS, as `event_from_row` takes them), in id order, streamed."""
-    return conn.execute(f"SELECT {EVENT_COLUMNS} FROM events ORDER BY id")
-
-
-def event_file(conn: sqlite3.Connection, event_id: str) -> str | None:
-    """A log file that holds event `event_id` (None: none is known)."""
-    row = conn.execute("SELECT file FROM event_files WHERE event = ? ORDER BY file LIMIT 1", (event_id,)).fetchone()
-    return None if row is None else row[0]
-
-
-def secret_allowed(conn: sqlite3.Connection, event_id: str) -> bool:
-    """Whether a person allowed the secret in what event `event_id` wrote (qem_edit.storage.secrets)."""
-    row = conn.execute("SELECT json_extract(data, '$.secret') FROM events WHERE id = ?", (event_id,)).fetchone()
-    return row is not None and row[0] == "allowed"
 
 
 def read_meta(path: "os.PathLike[str] | str", prefix: str) -> dict[str, str]:
@@ -1271,56 +1034,3 @@ def read_meta(path: "os.PathLike[str] | str", prefix: str) -> dict[str, str]:
     except sqlite3.Error:
         return {}
 
-
-# -- a dump staged for a load ---------------------------------------------------------------------
-
-
-class StagedLines:
-    """A dump's events and texts in a temporary SQLite file of their own (no journal: it
-    is thrown away after the load), in the dump's order, so a dump of any size is held a
-    batch at a time; the store's connection attaches it (`Store.attached`) to tell what
-    is new."""
-
-    def __init__(self, path: str) -> None:
-        self.conn = db.connect(path)
-        self.conn.execute("PRAGMA journal_mode = OFF")
-        self.conn.execute("PRAGMA synchronous = OFF")
-        self.conn.execute("PRAGMA cache_size = -32768")  # (KiB) for the sort by note: bounded
-        self.conn.execute(f"CREATE TABLE lines (seq INTEGER PRIMARY KEY, {EVENT_COLUMNS}, new INTEGER NOT NULL DEFAULT 1)")
-        self.conn.execute("CREATE TABLE texts (seq INTEGER PRIMARY KEY, note TEXT, key TEXT, text TEXT)")
-        self.conn.execute("BEGIN")
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def add(self, events: list[Event], texts: list[TextRecord]) -> None:
-        self.conn.executemany(f"INSERT INTO lines ({EVENT_COLUMNS}) VALUES ({', '.join('?' * 10)})",
-                              [_event_values(e) for e in events])
-        self.conn.executemany("INSERT INTO texts (note, key, text) VALUES (?, ?, ?)",
-                              [(t.note, t.key, t.text) for t in texts])
-
-    def done(self) -> None:
-        """Every line is in: committed, for the store's connection to read."""
-        self.conn.execute("COMMIT")
-
-    def events(self, new: bool = False) -> Iterator[Event]:
-        """The staged events in the dump's order (`new`: only those the store lacks)."""
-        where = "WHERE new" if new else ""
-        for row in self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM lines {where} ORDER BY seq"):
-            yield event_from_row(row)
-
-    def texts(self, new: bool = False) -> Iterator[TextRecord]:
-        """The staged texts in the dump's order (`new`: only those of notes a new event creates)."""
-        where = "WHERE note IN (SELECT id FROM lines WHERE new AND type = 'created')" if new else ""
-        for note, key, text in self.conn.execute(f"SELECT note, key, text FROM texts {where} ORDER BY seq"):
-            yield TextRecord(note, key, text)
-
-    def note_of(self, event_id: str) -> str | None:
-        row = self.conn.execute("SELECT note FROM lines WHERE id = ?", (event_id,)).fetchone()
-        return None if row is None else row[0]
-
-    def new_by_note(self) -> Iterator[tuple[int, Event]]:
-        """(its place in the dump, event) for every new event, by note, then in the dump's order."""
-        self.conn.execute("CREATE INDEX IF NOT EXISTS lines_by_id ON lines (id)")
-        for row in self.conn.execute(f"SELECT seq, {EVENT_COLUMNS} FROM lines WHERE new ORDER BY note, seq"):
-            yield row[0], event_from_row(row[1:])

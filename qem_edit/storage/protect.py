@@ -122,7 +122,7 @@ def violations(conn, rule: Rule, shown: Callable[[str], str] = ids.shown) -> lis
     short id."""
     if not rule.kinds:
         return []
-    from .index import guarded_events
+    from .verify_reads import guarded_events
 
     out = []
     for event, kind in guarded_events(conn, sorted(GUARDED), sorted(rule.kinds)):
@@ -136,7 +136,7 @@ def violations(conn, rule: Rule, shown: Callable[[str], str] = ids.shown) -> lis
 def _answered(conn, event_id: str, rule: Rule) -> bool:  # type: ignore[no-untyped-def]
     """Whether a person's event other than a creation follows `event_id` (through `prev`,
     at any distance, within the note: an event of another note answers nothing)."""
-    from .index import followers
+    from .verify_reads import followers
 
     return any(type_ != "created" and writer != "agent" and not rule.is_agent(actor)
                for type_, actor, writer in followers(conn, event_id))

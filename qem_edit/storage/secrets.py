@@ -343,7 +343,8 @@ def log_problems(store, fresh) -> list[str]:  # type: ignore[no-untyped-def]
     holds them: a clone's files are untrusted), with the file and the commit that brought
     each in git.  Streamed; one search over an event's columns spares the rest."""
     out = []
-    from .index import event_file, event_from_row, event_rows, secret_allowed, texts_with_files
+    from .index import event_from_row
+    from .verify_reads import event_file, event_rows, secret_allowed, texts_with_files
 
     for note_id, short, text, file in texts_with_files(fresh):
         found = scan(text)

@@ -55,12 +55,8 @@ from .index import (
     NOTE_COLUMNS,
     Caught,
     Index,
-    differences,
     event_from_row,
-    items_by_kind,
-    items_of_notes,
     note_from_row,
-    secret_allowed,
     shorts,
 )
 from .logtree import (
@@ -1135,6 +1131,8 @@ class Store:
     # -- the item cache ----------------------------------------------------------------
 
     def export_items(self, kinds: Iterable[str], *, with_ids: bool = False) -> dict[str, list]:
+        from .item_reads import items_by_kind  # here, as every feature's reads: a hook imports none it does not ask
+
         return self._guarded(lambda: items_by_kind(self.conn, kinds, with_ids=with_ids))
 
     def iter_items(self, kind: str) -> Iterator[bytes]:
@@ -1147,6 +1145,8 @@ class Store:
                 yield item
 
     def items_of_notes(self, note_ids: Iterable[str]) -> dict[str, list[bytes]]:
+        from .item_reads import items_of_notes
+
         return self._guarded(lambda: items_of_notes(self.conn, note_ids))
 
     def select_notes(self, where: Sequence[str], params: Sequence[object]) -> list[str]:
@@ -1273,6 +1273,8 @@ class Store:
 
     def secret_allowed(self, event_id: str) -> bool:
         """Whether a person allowed the secret in what event `event_id` wrote (qem_edit.storage.secrets)."""
+        from .verify_reads import secret_allowed
+
         return self._guarded(lambda: secret_allowed(self.conn, event_id))
 
     def shorts(self, note_ids: Iterable[str]) -> dict[str, str]:
@@ -1296,7 +1298,7 @@ class Store:
 
     @contextmanager
     def attached(self, path: Path) -> Iterator[int]:
-        """A staged dump (qem_edit.storage.index.StagedLines, `path` its file) attached to the index, its lines the index holds
+        """A staged dump (qem_edit.storage.staging.StagedLines, `path` its file) attached to the index, its lines the index holds
         marked as not new: how many are new."""
         self.conn.execute("ATTACH DATABASE ? AS staged", (str(path),))
         try:
@@ -1371,18 +1373,15 @@ class Store:
         """Every log file the index could not read, with why."""
         return [problem for (problem,) in self._read("SELECT problem FROM files WHERE problem IS NOT NULL ORDER BY name")]
 
-    def read_index(self, read: Callable[[sqlite3.Connection], T]) -> T:
-        """`read` (one of qem_edit.storage.index's reads, given the index's connection), SQLite's
-        errors translated as every read's are."""
-        return self._guarded(lambda: read(self.conn))
-
     def differences_from(self, fresh: sqlite3.Connection) -> list[str]:
         """Where the index differs from `fresh`, an index of the log replayed afresh
-        (qem_edit.storage.index.differences); a damaged index, or one that cannot be read, says so."""
+        (qem_edit.storage.verify_reads.differences); a damaged index, or one that cannot be read, says so."""
         try:
             damage = self.conn.execute("PRAGMA quick_check").fetchone()[0]
             if damage != "ok":
                 return [f"the index is damaged ({damage}); `qem verify --repair` rebuilds it"]
+            from .verify_reads import differences
+
             return differences(self.conn, fresh)
         except sqlite3.DatabaseError as exc:
             return [f"the index cannot be read ({exc}); `qem verify --repair` rebuilds it"]
@@ -1427,6 +1426,42 @@ class Store:
             return self.count()
 
         return db.patiently(work, self.index_path or self.root, "write")
+
+    # -- what qem_edit.mirror.verify and qem_edit.reads.context ask of storage ----------------------
+
+    def notes_in_force(self, kind: str, priority: str) -> Iterator[Note]:
+        """The notes in force of one kind and priority, in id order, read lazily (inside `reading`)."""
+        return map(note_from_row, self.rows_in_force(kind, priority))
+
+    def graph_problems(self, scratch: sqlite3.Connection) -> list[str]:
+        """The supersession graph's problems (qem_edit.storage.supersession); `scratch`: a database of its own."""
+        from .supersession import graph_problems
+
+        return self._guarded(lambda: graph_problems(self.conn, scratch))
+
+    def set_aside_in(self, fresh: sqlite3.Connection) -> list[str]:
+        """Every log file `fresh` (the log replayed afresh) could not read, with why, by name."""
+        from .verify_reads import set_aside_problems
+
+        return set_aside_problems(fresh)
+
+    def has_event_in(self, fresh: sqlite3.Connection, event_id: object) -> bool:
+        """Whether `fresh` (the log replayed afresh) holds event `event_id`."""
+        from .verify_reads import has_event
+
+        return has_event(fresh, event_id)
+
+    def kind_text_state_in(self, fresh: sqlite3.Connection, note_id: str) -> tuple[str | None, str | None, str | None]:
+        """A note's kind, text and state in `fresh` (the log replayed afresh; all None: no such note)."""
+        from .verify_reads import kind_text_state
+
+        return kind_text_state(fresh, note_id)
+
+    def was_forgotten_in(self, fresh: sqlite3.Connection, note_id: str) -> bool:
+        """Whether `fresh` (the log replayed afresh) holds a forget of the note."""
+        from .verify_reads import was_forgotten
+
+        return was_forgotten(fresh, note_id)
 
 
 

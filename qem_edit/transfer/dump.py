@@ -23,8 +23,8 @@ from typing import BinaryIO, Iterable, Iterator
 from ..base import errors, ids
 from ..base.model import Event, actor_problem, reason_problem
 from ..storage.convert import convert, read_old_dump
-from ..storage.index import StagedLines
 from ..storage.logtree import MAX_CLOCK, LogFileError, TextRecord, event_from, event_object, text_problem
+from ..storage.staging import StagedLines
 from ..storage.starting import ensure_memory_id
 from ..storage.store import Store
 

@@ -1,0 +1,140 @@
+"""What `qem verify` reads of an index: the store's, or the log replayed afresh.
+
+Where two indexes differ, the log files one set aside, and the events and texts the
+protected-kinds, removals and secrets checks judge (qem_edit.storage.protect,
+qem_edit.reads.removals through the store, qem_edit.storage.secrets).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Iterable, Iterator
+
+from ..base import ids
+from ..base.model import Event
+from ..base.shown import progress
+from ..system import db
+from .index import EVENT_COLUMNS, NOTE_COLUMNS, event_from_row
+
+
+def set_aside_problems(conn: sqlite3.Connection) -> list[str]:
+    """Every log file the index could not read, with why, by name."""
+    return [problem for (problem,) in conn.execute("SELECT problem FROM files WHERE problem IS NOT NULL ORDER BY name")]
+
+
+def differences(have: sqlite3.Connection, want: sqlite3.Connection) -> list[str]:
+    """The notes whose row, or else whose MEMORY.md item, differs between two indexes:
+    both walked in id order side by side, one row of each at a time."""
+    notes = f"SELECT {NOTE_COLUMNS} FROM notes ORDER BY id"
+    items = "SELECT id, item FROM items ORDER BY id, kind_rank"
+    want_items, have_items = _Ahead(want.execute(items)), _Ahead(have.execute(items))
+    out = []
+    tick = progress("comparing the index with the log", lambda: want.execute("SELECT count(*) FROM notes").fetchone()[0])
+    for note_id, wanted, had in _side_by_side(want.execute(notes), have.execute(notes)):
+        tick()
+        if wanted != had:
+            out.append(f"note {ids.shown(note_id)}: the index disagrees with the log (`qem verify --repair` rebuilds it)")
+        elif want_items.get(note_id) != have_items.get(note_id):
+            out.append(f"note {ids.shown(note_id)}: the index's MEMORY.md item disagrees with the log")
+    tick.end()
+    return out
+
+
+def _side_by_side(left: Iterable[tuple], right: Iterable[tuple]) -> Iterator[tuple]:
+    """(id, left row or None, right row or None) for every id of two row streams in id
+    order (a row's first column is its id)."""
+    lefts, rights = iter(left), iter(right)
+    a, b = next(lefts, None), next(rights, None)
+    while a is not None or b is not None:
+        if b is None or (a is not None and a[0] < b[0]):
+            yield a[0], a, None  # type: ignore[index]
+            a = next(lefts, None)
+        elif a is None or b[0] < a[0]:
+            yield b[0], None, b
+            b = next(rights, None)
+        else:
+            yield a[0], a, b
+            a, b = next(lefts, None), next(rights, None)
+
+
+class _Ahead:
+    """(id, value) rows in id order, looked up by ids asked in increasing order; the
+    last row of an id wins (as in a dict made of them)."""
+
+    def __init__(self, rows: Iterable[tuple]) -> None:
+        self.rows = iter(rows)
+        self.row = next(self.rows, None)
+
+    def get(self, key: str) -> object:
+        found = None
+        while self.row is not None and self.row[0] <= key:
+            if self.row[0] == key:
+                found = self.row[1]
+            self.row = next(self.rows, None)
+        return found
+
+
+def guarded_events(conn: sqlite3.Connection, types: list[str], kinds: list[str]) -> Iterator[tuple[Event, str]]:
+    """(event, its note's kind) for every event of these types on a note of these kinds,
+    in log order (clock, then id), streamed."""
+    columns = ", ".join("e." + c.strip() for c in EVENT_COLUMNS.split(","))
+    rows = conn.execute(
+        f"SELECT {columns}, json_extract(c.data, '$.kind') FROM events e"
+        " JOIN events c ON c.id = e.note AND c.type = 'created'"
+        f" WHERE e.type IN ({db.marks(types)}) AND json_extract(c.data, '$.kind') IN ({db.marks(kinds)})"
+        " ORDER BY e.clock, e.id", [*types, *kinds])
+    return ((event_from_row(row[:-1]), row[-1]) for row in rows)
+
+
+def followers(conn: sqlite3.Connection, event_id: str) -> Iterator[tuple[str, str, str | None]]:
+    """(type, actor, writer) of every event that follows `event_id` (through `prev`, at
+    any distance, within the note: an event of another note follows none), from a table
+    of who follows whom made on the first call (`verify_follows`)."""
+    if conn.execute("SELECT name FROM sqlite_master WHERE name = 'verify_follows'").fetchone() is None:
+        conn.execute("CREATE TABLE verify_follows (prev TEXT NOT NULL, event TEXT NOT NULL, PRIMARY KEY (prev, event))"
+                     " WITHOUT ROWID")
+        conn.execute("INSERT OR IGNORE INTO verify_follows (prev, event) SELECT j.value, e.id FROM events e,"
+                     " json_each(e.prev) j JOIN events p ON p.id = j.value AND p.note = e.note WHERE j.type = 'text'")
+    return conn.execute(
+        "WITH RECURSIVE later(id) AS (SELECT event FROM verify_follows WHERE prev = ?"
+        " UNION SELECT f.event FROM verify_follows f JOIN later l ON f.prev = l.id)"
+        " SELECT e.type, e.actor, json_extract(e.data, '$.writer') FROM later l JOIN events e ON e.id = l.id",
+        (event_id,))
+
+
+def has_event(conn: sqlite3.Connection, event_id: object) -> bool:
+    return conn.execute("SELECT 1 FROM events WHERE id = ?", (event_id,)).fetchone() is not None
+
+
+def kind_text_state(conn: sqlite3.Connection, note_id: str) -> tuple[str | None, str | None, str | None]:
+    """A note's kind, text and state (all None: no such note)."""
+    row = conn.execute("SELECT kind, text, state FROM notes WHERE id = ?", (note_id,)).fetchone()
+    return row if row is not None else (None, None, None)
+
+
+def was_forgotten(conn: sqlite3.Connection, note_id: str) -> bool:
+    """Whether the log holds a forget of the note."""
+    return conn.execute("SELECT 1 FROM events WHERE note = ? AND type = 'forgotten'", (note_id,)).fetchone() is not None
+
+
+def texts_with_files(conn: sqlite3.Connection) -> Iterator[tuple[str, str, str, str]]:
+    """(note, short id, text, file) for every note's text that matches its hash, in id order, streamed."""
+    return conn.execute("SELECT n.id, n.short, n.text, t.file FROM notes n JOIN texts t ON t.note = n.id"
+                        " WHERE n.text IS NOT NULL AND t.digest = n.text_hash ORDER BY n.id")
+
+
+def event_rows(conn: sqlite3.Connection) -> Iterator[tuple[object, ...]]:
+    """Every event's columns (EVENT_COLUMNS, as `event_from_row` takes them), in id order, streamed."""
+    return conn.execute(f"SELECT {EVENT_COLUMNS} FROM events ORDER BY id")
+
+
+def event_file(conn: sqlite3.Connection, event_id: str) -> str | None:
+    """A log file that holds event `event_id` (None: none is known)."""
+    row = conn.execute("SELECT file FROM event_files WHERE event = ? ORDER BY file LIMIT 1", (event_id,)).fetchone()
+    return None if row is None else row[0]
+
+
+def secret_allowed(conn: sqlite3.Connection, event_id: str) -> bool:
+    """Whether a person allowed the secret in what event `event_id` wrote (qem_edit.storage.secrets)."""
+    row = conn.execute("SELECT json_extract(data, '$.secret') FROM events WHERE id = ?", (event_id,)).fetchone()
+    return row is not None and row[0] == "allowed"
