@@ -33,6 +33,8 @@ _PAIRS = [a + b for a in ALPHABET for b in ALPHABET]  # every 10-bit value as tw
 def encode(data: bytes, length: int = ID_LENGTH) -> str:
     """`data` (big-endian, zero bits after its end) in base32, its first `length`
     characters (two at a time: this is on the path of every log line read)."""
+    if length == ID_LENGTH and len(data) >= 17:
+        return _id_of(data)
     size = -(-5 * length // 8)
     number = int.from_bytes(data[:size].ljust(size, b"\0"), "big") >> (8 * size - 5 * length)
     out = []
@@ -41,6 +43,16 @@ def encode(data: bytes, length: int = ID_LENGTH) -> str:
     for shift in range(10 * (length // 2) - 10, -1, -10):
         out.append(_PAIRS[(number >> shift) & 1023])
     return "".join(out)
+
+
+def _id_of(data: bytes) -> str:
+    """`encode(data)` of an id's 130 bits, its 13 pairs written out rather than looped
+    over (a third less time; an id is taken of every record a fresh clone reads)."""
+    n, p = int.from_bytes(data[:17], "big") >> 6, _PAIRS
+    return "".join((p[n >> 120], p[(n >> 110) & 1023], p[(n >> 100) & 1023], p[(n >> 90) & 1023],
+                    p[(n >> 80) & 1023], p[(n >> 70) & 1023], p[(n >> 60) & 1023], p[(n >> 50) & 1023],
+                    p[(n >> 40) & 1023], p[(n >> 30) & 1023], p[(n >> 20) & 1023], p[(n >> 10) & 1023],
+                    p[n & 1023]))
 
 
 def content_id(data: bytes) -> str:

@@ -159,9 +159,10 @@ def event_bytes(event: Event) -> bytes:
     return canonical(event_object(event))
 
 
-def event_from(obj: object, where: str, raw: bytes | None = None) -> Event:
+def event_from(obj: object, where: str, raw: bytes | None = None, proven: bool = False) -> Event:
     """The event a stored object describes, checked field by field (LogFileError); with
-    `raw`, the bytes it was read from, which must be its canonical form."""
+    `raw`, the bytes it was read from, which must be its canonical form (`proven`: already
+    shown to be, by `parsed_record`, so not encoded again)."""
     if not isinstance(obj, dict):
         raise LogFileError(f"{where}: not a JSON object")
     missing = {"v", "type", "note", "at", "actor", "reason", "checkin", "clock", "prev", "data"} - set(obj)
@@ -172,12 +173,15 @@ def event_from(obj: object, where: str, raw: bytes | None = None) -> Event:
     if obj["type"] not in EVENT_TYPES:
         raise LogFileError(f"{where}: unknown event type {obj['type']!r}")
     _check_fields(obj, where)
-    try:
-        bytes_ = canonical(obj)
-    except UnicodeEncodeError:
-        raise LogFileError(f"{where}: holds a string that is not UTF-8 (a lone surrogate)") from None
-    if raw is not None and raw != bytes_:
-        raise LogFileError(f"{where}: not in canonical form")
+    if proven and raw is not None:
+        bytes_ = raw
+    else:
+        try:
+            bytes_ = canonical(obj)
+        except UnicodeEncodeError:
+            raise LogFileError(f"{where}: holds a string that is not UTF-8 (a lone surrogate)") from None
+        if raw is not None and raw != bytes_:
+            raise LogFileError(f"{where}: not in canonical form")
     event_id = ids.content_id(bytes_)
     note = event_id if obj["type"] == "created" else obj["note"]
     return Event(event_id, note, obj["type"], obj["at"], obj["actor"], obj["reason"], obj["checkin"],
@@ -216,8 +220,12 @@ _FINE_ACTORS: set[str] = set()  # names found fine in this process: a log has fe
 
 
 def _actor_problem(actor: object) -> str | None:
-    """`actor_problem`, asked once per name: its check is a character at a time."""
-    if type(actor) is str and actor in _FINE_ACTORS:
+    """`actor_problem`, asked once per name: its check is a character at a time.  A name
+    of printable ASCII with no spaces at its ends is fine without asking (for ASCII,
+    `isprintable` is false exactly for the control characters, the only ones of the rule's
+    categories there): a log of many sessions has more names than the set keeps."""
+    if type(actor) is str and (actor in _FINE_ACTORS or actor.isascii() and actor.isprintable()
+                               and actor and actor == actor.strip()):
         return None
     problem = actor_problem(actor)
     if problem is None and len(_FINE_ACTORS) < 4096:
@@ -603,9 +611,9 @@ def pack_part(name: str, kind: str, data: bytes, number: int) -> PackPart:
     for i, body in enumerate(lines):
         line, where = body + b"\n", f"{name}:{number + i}"
         try:
-            obj = _json(body, where)
-            records.append(placed(event_from(obj, where, line), where, False) if kind == "e"
-                           else _pack_text(obj, where, line))
+            obj, proven = parsed_record(body, where)
+            records.append(placed(event_from(obj, where, line, proven), where, False) if kind == "e"
+                           else _pack_text(obj, where, line, proven))
             _in_order(before, line, where)
         except LogFileError as exc:
             return PackPart(records[:i], number, lines[0] + b"\n", bool(records), before, exc)
@@ -695,12 +703,12 @@ def pack_text_line(record: TextRecord) -> bytes:
     return canonical({"key": record.key, "note": record.note, "text": record.text})
 
 
-def _pack_text(obj: object, where: str, line: bytes) -> TextRecord:
+def _pack_text(obj: object, where: str, line: bytes, proven: bool = False) -> TextRecord:
     if not isinstance(obj, dict) or set(obj) != {"key", "note", "text"} or not ids.is_id(obj.get("note")):
         raise LogFileError(f"{where}: a packed text holds exactly a key, a note id and a text")
     read = text_from({"key": obj["key"], "text": obj["text"]}, where)
     record = _stored_text(TextRecord(obj["note"], read.key, read.text), where, len(line))
-    if pack_text_line(record) != line:
+    if not proven and pack_text_line(record) != line:  # (proven: `line` is already the canonical form of obj)
         raise LogFileError(f"{where}: not in canonical form")
     # Its digest is the hash of the record's form without the note: the canonical line with
     # `,"note":"<id>"` cut out (no key's JSON holds `,"note":"`: a quote in a string is escaped).
@@ -716,3 +724,46 @@ def _json(data: bytes, where: str) -> object:
         raise LogFileError(f"{where}: not JSON ({exc})") from None
     except RecursionError:  # a hostile file's nesting, deeper than the parser's stack
         raise LogFileError(f"{where}: not JSON (nested too deeply)") from None
+
+
+def parsed_record(body: bytes, where: str) -> tuple[object, bool]:
+    """A record's line (`body`, its newline cut) parsed, and whether `body` is proven to be
+    its canonical form, so that nothing encodes it again.  orjson (C) reads it and writes
+    it back with sorted keys; where that is `body` byte for byte and it holds no float,
+    `canonical` writes the very same bytes (tests/test_canonical_fast.py holds the two to
+    one verdict on every JSON value, strings of any characters, integers of any size,
+    floats); a float is the one value orjson writes otherwise (1e-05 as 0.00001).  Any
+    other line (not JSON to orjson, not canonical, a float) is read by the standard
+    library and judged as it always was, its message the same.  Every field is still
+    checked by the caller: this vouches for the bytes, not for what they say."""
+    orjson = _orjson()
+    try:
+        obj = orjson.loads(body)
+        if orjson.dumps(obj, option=orjson.OPT_SORT_KEYS) == body and not (_may_hold_float(body) and _holds_float(obj)):
+            return obj, True
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError, RecursionError):  # (a nesting _holds_float cannot walk)
+        pass
+    return _json(body, where), False
+
+
+def _orjson():  # type: ignore[no-untyped-def]
+    """orjson, imported when a log is first read, not by every command that loads this module."""
+    import orjson
+
+    return orjson
+
+
+def _may_hold_float(body: bytes) -> bool:
+    """Whether a float could be in `body`: each float orjson writes has a point or a signed
+    exponent (`1.5`, `1e+16`, `5e-324`); most lines have neither, and are not walked."""
+    return b"." in body or b"e+" in body or b"e-" in body
+
+
+def _holds_float(value: object) -> bool:
+    if type(value) is float:
+        return True
+    if type(value) is dict:
+        return any(_holds_float(v) for v in value.values())
+    if type(value) is list:
+        return any(_holds_float(v) for v in value)
+    return False
