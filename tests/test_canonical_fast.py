@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qem_edit.base import ids
-from qem_edit.base.model import actor_problem
+from qem_edit.base.stored_form import actor_problem
 from qem_edit.storage import logtree
 from qem_edit.storage.logtree import LogFileError, canonical, pack_part, parsed_record
 

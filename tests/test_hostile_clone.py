@@ -437,11 +437,11 @@ def test_many_large_texts_written_together_are_packs_a_reader_takes(tmp_path: Pa
     the real one: 16 KiB texts, 64 KiB packs written, 256 KiB packs read.)"""
     from qem_edit.base.decisions import NewNote
     from qem_edit.storage import logtree
-    from qem_edit.storage import store as store_mod
+    from qem_edit.storage import transaction
     from qem_edit.storage.store import Store
 
-    for module, name, value in ((logtree, "MAX_TEXT_BYTES", 16 << 10), (store_mod, "MAX_TEXT_BYTES", 16 << 10),
-                                (logtree, "PACK_SPLIT_BYTES", 64 << 10), (store_mod, "PACK_SPLIT_BYTES", 64 << 10),
+    for module, name, value in ((logtree, "MAX_TEXT_BYTES", 16 << 10), (transaction, "MAX_TEXT_BYTES", 16 << 10),
+                                (logtree, "PACK_SPLIT_BYTES", 64 << 10), (transaction, "PACK_SPLIT_BYTES", 64 << 10),
                                 (logtree, "MAX_PACK_BYTES", 256 << 10)):
         monkeypatch.setattr(module, name, value)
     texts = [f"{i} " + "x" * 15_000 for i in range(40)]
