@@ -164,7 +164,9 @@ GEMINI = Harness(
 )
 HARNESSES: dict[str, Harness] = {h.name: h for h in (CLAUDE, CODEX, GEMINI)}
 
-_PATCH_FILE_RE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.M)
+# The patterns here are compiled at their first use (re keeps them): a hook that meets no
+# patch and no shell command does not pay for compiling them at start-up.
+_PATCH_FILE = r"(?m)^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$"
 
 
 class Asked(NamedTuple):
@@ -271,7 +273,7 @@ def _command(value: object) -> str:
 def _tool_paths(tool: str, given: Mapping[str, object]) -> tuple[str, ...]:
     if tool == "apply_patch":
         patch = _text(given, "command", "input", "patch")
-        return tuple(dict.fromkeys(a or b for a, b in _PATCH_FILE_RE.findall(patch)))
+        return tuple(dict.fromkeys(a or b for a, b in re.findall(_PATCH_FILE, patch)))
     replacements, files = given.get("replacements"), given.get("files")  # VS Code's, each naming a file
     many = [r.get("filePath") for r in replacements if isinstance(r, dict)] if isinstance(replacements, list) else []
     many += files if isinstance(files, list) else []
@@ -291,11 +293,11 @@ def _tool_paths(tool: str, given: Mapping[str, object]) -> tuple[str, ...]:
 # -- what a shell command reads and edits --------------------------------------------------------
 
 _GLOB = frozenset("*?[{$`~")
-_APPLY_PATCH_RE = re.compile(r"(?:^|[\s;&|(])(?:apply_patch|applypatch)\b")
-_HEREDOC_RE = re.compile(r"<<-?[ \t]*(['\"]?)([A-Za-z0-9_.-]+)\1")
+_APPLY_PATCH = r"(?:^|[\s;&|(])(?:apply_patch|applypatch)\b"
+_HEREDOC = r"<<-?[ \t]*(['\"]?)([A-Za-z0-9_.-]+)\1"
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "(", ")", ";;", "|&"})
 _REDIRECTS = frozenset({">", ">>", "<", "<<", "<<<", ">&", "<&", ">|", "&>", "&>>"})
-_FD_RE = re.compile(r"(^|[\s;&|(])\d+(?=[<>])")
+_FD = r"(^|[\s;&|(])\d+(?=[<>])"
 _WRAPPERS = frozenset({"sudo", "command", "builtin", "time", "nohup", "env", "exec"})
 # A reading command: how many operands before its files are not files (sed's script, grep's
 # pattern, unless given by -e or -f), and its options that take the next word as their value.
@@ -323,8 +325,8 @@ def shell_files(command: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     (from its working directory, a `cd DIR` before them followed).  Nothing for a line the
     shell's quoting cannot read; a glob, a variable or `~` is not followed."""
     patched: list[str] = []
-    if "*** Begin Patch" in command and _APPLY_PATCH_RE.search(command):
-        patched = [a or b for a, b in _PATCH_FILE_RE.findall(command)]
+    if "*** Begin Patch" in command and re.search(_APPLY_PATCH, command):
+        patched = [a or b for a, b in re.findall(_PATCH_FILE, command)]
     reads: list[str] = []
     edits: list[str] = []
     base = ""
@@ -349,7 +351,7 @@ def _joined(base: str, path: str) -> str:
 def _without_heredocs(command: str) -> str:
     """The line with each here-document's body taken out (a patch is not a command)."""
     out, at = [], 0
-    while (found := _HEREDOC_RE.search(command, at)) is not None:
+    while (found := re.compile(_HEREDOC).search(command, at)) is not None:
         line_end = command.find("\n", found.end())
         if line_end < 0:
             break
@@ -364,7 +366,7 @@ def _simple_commands(line: str) -> list[list[str]]:
     and their targets left out; none when the quoting cannot be read."""
     import shlex
 
-    line = _FD_RE.sub(r"\1", line.replace("\n", " ; "))  # `2>file`: the 2 is the redirection's, not a word
+    line = re.sub(_FD, r"\1", line.replace("\n", " ; "))  # `2>file`: the 2 is the redirection's, not a word
     lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     out: list[list[str]] = [[]]

@@ -122,7 +122,7 @@ def _report(store: Store, place, fresh: Connection, index_problems: list[str], s
             repaired: int | None, disputes_fail: bool, base: str | None = None,
             drift_fail: bool = False) -> VerifyReport:
     problems = set_aside + _log_problems(store) + index_problems
-    found = store.graph_problems(fresh)
+    found = store.verify_reads().graph_problems(fresh)
     broken = [p for p in found if not p.startswith(("fork:", "disputed:"))]
     disputes = [p for p in found if p.startswith(("fork:", "disputed:"))] + _open_disputes(store)
     from ..reads.removals import verify_findings as removal_findings
@@ -187,17 +187,17 @@ def _drift_problems(store: Store, place, tree=None) -> list[str]:  # type: ignor
 
 
 def _log_problems(store: Store) -> list[str]:
-    out = []
-    for note_id, problems in store.note_problems():
+    out, reads = [], store.verify_reads()
+    for note_id, problems in reads.note_problems():
         out += [f"note #{note_id}: {p}" for p in __import__("json").loads(problems)]
-    for event_id, note_id in store.events_without_note():
+    for event_id, note_id in reads.events_without_note():
         out.append(f"event {ids.shown(event_id)} names note {ids.shown(note_id)}, whose creation the log does not hold")
-    for short in store.textless():
+    for short in reads.textless():
         out.append(f"note #{short}: its text is missing from the log (or does not match its hash): text missing"
                    " from this commit; get it from the commit's author (`git add .qem && git commit` in their clone)")
     for note_id, name in store.forgotten_texts():
         out.append(f"{name}: still holds the text of forgotten note {ids.shown(note_id)} (any qem write removes it)")
-    for alias, count in store.claimed_numbers():
+    for alias, count in reads.claimed_numbers():
         out.append(f"{count} notes claim the old number #{alias} (two converted stores merged?)")
     return out
 
@@ -223,7 +223,7 @@ def _loose_texts(store: Store) -> list[str]:
     whose event a later commit brings)."""
     return [f"{name}: the text of note {ids.shown(note_id)}, whose creation the log does not hold (a write"
             " interrupted before its event, or the event not committed yet); remove it if it is the former"
-            for note_id, name in store.texts_without_note()]
+            for note_id, name in store.verify_reads().texts_without_note()]
 
 
 @contextlib.contextmanager
@@ -256,8 +256,9 @@ def _index_problems(store: Store, fresh: Connection) -> tuple[list[str], list[st
     """Where the local index differs from `fresh`, a replay of the log read afresh; and
     the log files that fresh read set aside (a file changed in place since the index
     read it included: the index goes on serving what it read)."""
-    aside = store.set_aside_in(fresh)
-    return store.differences_from(fresh), aside
+    reads = store.verify_reads()
+    aside = reads.set_aside_in(fresh)
+    return reads.differences_from(fresh), aside
 
 
 def _open_disputes(store: Store) -> list[str]:

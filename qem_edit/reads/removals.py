@@ -92,11 +92,11 @@ class _Held:
     """The event ids of an index of the judged log (`fresh`), asked of the store one at a time."""
 
     def __init__(self, store, conn: Connection) -> None:  # type: ignore[no-untyped-def]
-        self.store = store
+        self.reads = store.verify_reads()
         self.conn = conn
 
     def __contains__(self, event_id: object) -> bool:
-        return self.store.has_event_in(self.conn, event_id)
+        return self.reads.has_event_in(self.conn, event_id)
 
 
 def base_commit(store_root: Path, base: str | None) -> tuple[Path, str, str] | None:
@@ -160,9 +160,10 @@ def verify_findings(store, fresh: Connection, base: str | None,  # type: ignore[
 def _completed(removal: Removal, store, fresh: Connection) -> Removal:  # type: ignore[no-untyped-def]
     """Its kind and text from the judged log where the base's removed files lack them;
     no text for a note forgotten on either side."""
-    kind, text, state = store.kind_text_state_in(fresh, removal.note)
+    reads = store.verify_reads()
+    kind, text, state = reads.kind_text_state_in(fresh, removal.note)
     forgotten = (state == "forgotten" or any(e.type == "forgotten" for e in removal.events)
-                 or store.was_forgotten_in(fresh, removal.note))
+                 or reads.was_forgotten_in(fresh, removal.note))
     return Removal(removal.note, removal.kind or kind, None if forgotten else (removal.text or text or None),
                    removal.events)
 

@@ -21,7 +21,7 @@ import os
 import sqlite3
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, ContextManager, Iterable, Iterator, NamedTuple, Sequence
 
 from ..base import ids
 from ..base.owing import answered_by, is_request
@@ -29,8 +29,11 @@ from ..base.replay import Event, Note, Rival, fold
 from ..base.shown import progress
 from ..base.vocabulary import EVENT_TYPES, KIND_RANK
 from ..renderer.version import FORMAT_VERSION
-from ..system import cores, db
+from ..system import db
 from .logtree import PACKS, PART_BYTES, LogFileError, LogTree, PackPart, PackReading, TextRecord, pack_part
+
+if TYPE_CHECKING:
+    from ..system import cores
 
 INDEX_VERSION = "14"  # bump when the schema or what it caches changes: every index is rebuilt
 _EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
@@ -327,7 +330,7 @@ class Index:
             touched |= self._drop_file(name)
         added = sorted(now - known)
         if len(added) > _STREAM_FILES or any(name.startswith(f"{PACKS}/") for name in added):
-            with cores.spread(_worth_spreading(self.tree, added)) as spread:  # a pull of packs
+            with _spread(_worth_spreading(self.tree, added)) as spread:  # a pull of packs
                 self._stage_files(added, caught, spread)
                 if self._fold_staged(empty=False, also=touched, caught=caught, spread=spread):
                     caught.changed = True
@@ -354,7 +357,7 @@ class Index:
         indexes made once at the end (several times faster than keeping them up to date
         row by row), then every note folded in id order.  Memory stays at a batch of rows
         whatever the size of the log: SQLite does the sorting, on disk."""
-        with cores.spread(_worth_spreading(self.tree, names)) as spread:
+        with _spread(_worth_spreading(self.tree, names)) as spread:
             self._stage_files(names, caught, spread)
             self._fold_staged(empty=True, caught=caught, spread=spread)
         caught.changed = True
@@ -488,7 +491,7 @@ class Index:
             "SELECT note FROM temp.staged_events UNION SELECT note FROM temp.staged_texts LIMIT ?",
             (_REFOLD_ALL + 1,))}
         if empty or len(touched) > _REFOLD_ALL:
-            spreading = nullcontext(spread) if spread is not None else cores.spread(len(touched) > _SPREAD_NOTES)
+            spreading = nullcontext(spread) if spread is not None else _spread(len(touched) > _SPREAD_NOTES)
             with self._bigger_cache(), spreading as spread:
                 for name in _SECONDARY if empty else ():
                     conn.execute(f"DROP INDEX IF EXISTS {name}")
@@ -921,6 +924,14 @@ _FOLD_BATCH = 1000  # notes replayed by a worker at a time
 _SPREAD_BYTES = 2 * PART_BYTES  # log files to read (about) over this: read by worker processes
 _SPREAD_NOTES = 4000  # notes to replay over this: replayed by worker processes
 _LOOSE_GUESS = 1024  # what a loose log file is taken to hold, not to stat each
+
+
+def _spread(worth: bool) -> ContextManager[cores.Spread]:
+    """qem_edit.system.cores' spread, imported only when a build or a big catch-up needs
+    it: a hook's catch-up never does, and does not pay for loading it."""
+    from ..system import cores
+
+    return cores.spread(worth)
 
 
 def _worth_spreading(tree: LogTree, names: list[str]) -> bool:

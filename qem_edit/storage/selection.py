@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .reading import IndexReads
-
 # One filter on a note as plain data: its field (a Note's), the comparison's name
 # (qem_edit.reads.query's, which compares the same way in a scan) and the value.
 Condition = tuple[str, str, object]
@@ -34,12 +32,10 @@ def _sql(condition: Condition) -> tuple[str, tuple[object, ...]]:
     return _COMPARED[compare].format(_COLUMNS[field]), (value,)
 
 
-class Selection(IndexReads):
-    """Store's reads for qem_edit.reads.query."""
-
-    def select_notes(self, conditions: Sequence[Condition]) -> list[str]:
-        """The ids of the notes meeting every condition, in the projection's order."""
-        built = [_sql(c) for c in conditions]
-        clause = f" WHERE {' AND '.join(sql for sql, _ in built)}" if built else ""
-        params = [value for _, binds in built for value in binds]
-        return [row[0] for row in self._seen(self._read(f"SELECT id FROM notes{clause} ORDER BY kind_rank, id", params))]
+def selecting(conditions: Sequence[Condition]) -> tuple[str, list[object]]:
+    """The query `Store.select_notes` runs for these conditions (the ids of the notes
+    meeting every one, in the projection's order), with the values it binds."""
+    built = [_sql(c) for c in conditions]
+    clause = f" WHERE {' AND '.join(sql for sql, _ in built)}" if built else ""
+    params = [value for _, binds in built for value in binds]
+    return f"SELECT id FROM notes{clause} ORDER BY kind_rank, id", params

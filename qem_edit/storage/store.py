@@ -3,11 +3,12 @@
 `Store.open` finds the memory directory (`<workspace>/.qem`), opens the index beside it
 (or, where nothing can be written, one in memory) and catches it up with the log.  Reads
 go to the index: the notes and events by id are here, each feature's reads in the module
-of the class Store is made of for it (`delivery_reads`, `mirror_reads`, `verify_reads`…),
-all made as `reading` says.  A write (`Store.write`) holds the memory's write lock, catches
-up, lets the caller decide through a `Transaction` (qem_edit.storage.transaction), which
-writes the new events as files (one event as one file, several as one pack, so a check-in
-lands whole or not at all), then records them in the index.  The log is append-only by
+of the class Store is made of for it (`delivery_reads`, `mirror_reads`…), all made as
+`reading` says; reads no hook makes (`verify_reads`, `selection`) are loaded when asked.
+A write (`Store.write`) holds the memory's write lock, catches up, lets the caller decide
+through a `Transaction` (qem_edit.storage.transaction), which writes the new events as
+files (one event as one file, several as one pack, so a check-in lands whole or not at
+all), then records them in the index.  The log is append-only by
 construction: files are added, and only a forget deletes one (a text).
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TypeVar
 
 from ..base import errors, ids
 from ..base.faults import checkpoint
@@ -33,14 +34,14 @@ from .mirror_reads import MirrorReads
 from .path_reads import PathReads
 from .reading import IN_FORCE, IndexReads
 from .request_reads import RequestReads
-from .selection import Selection
 from .starting import COMMITTED, read_memory_id, remember
 from .transfer_reads import TransferReads
-from .verify_reads import VerifyReads
 from .write_reads import WriteReads
 
 if TYPE_CHECKING:
+    from .selection import Condition
     from .transaction import Transaction, WriteMark
+    from .verify_reads import VerifyReads
 
 PACK_AT = 1000  # loose log files that make a write pack them (`qem pack` does it at will)
 LEGACY_NAME = "memory.db"
@@ -51,8 +52,7 @@ WRITE_PATIENCE_S = db.WRITE_PATIENCE_S
 T = TypeVar("T")
 
 
-class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, MirrorReads, VerifyReads, TransferReads,
-            Selection, IndexReads):
+class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, MirrorReads, TransferReads, IndexReads):
     """One memory.  Open it with `Store.open(memory_dir)`.  What it is (opening, catching
     up, writing, the notes and events by id) is here; the reads each feature makes of it
     are the classes it is made of, one module each, all on one connection."""
@@ -403,6 +403,14 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
         rows = self._read(f"SELECT {NOTE_COLUMNS} FROM notes{clause} ORDER BY kind_rank, id", params)
         return [note_from_row(r) for r in self._seen(rows)]
 
+    def select_notes(self, conditions: Sequence[Condition]) -> list[str]:
+        """The ids of the notes meeting every condition (`qem query`'s filters, as data), in
+        the projection's order; qem_edit.storage.selection builds the SQL, loaded only here."""
+        from .selection import selecting
+
+        sql, params = selecting(conditions)
+        return [row[0] for row in self._seen(self._read(sql, params))]
+
     def event(self, event_id: str) -> Event | None:
         """One event by its id (None: not in this log)."""
         rows = self._read(f"SELECT {EVENT_COLUMNS} FROM events WHERE id = ?", (event_id,))
@@ -447,6 +455,13 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
         from .verify_reads import secret_allowed
 
         return self._guarded(lambda: secret_allowed(self.conn, event_id))
+
+    def verify_reads(self) -> VerifyReads:
+        """The reads `qem verify` (and a check of removals) makes of this store, loaded when
+        asked (qem_edit.storage.verify_reads): a store opened by a hook never loads them."""
+        from .verify_reads import VerifyReads
+
+        return VerifyReads(self)
 
     def shorts(self, note_ids: Iterable[str]) -> dict[str, str]:
         """The short ids of these notes; none where the index cannot be read (a damaged

@@ -142,7 +142,13 @@ def secret_allowed(conn: sqlite3.Connection, event_id: str) -> bool:
 
 
 class VerifyReads(IndexReads):
-    """Store's reads for qem_edit.mirror.verify and qem_edit.reads.removals."""
+    """Store's reads for qem_edit.mirror.verify and qem_edit.reads.removals, on the store's
+    connection (`Store.verify_reads`): loaded when one of them asks, so that a store opened
+    by a hook does not load them.  They read the whole index, every session's notes alike."""
+
+    def __init__(self, store: IndexReads) -> None:
+        self.root, self.conn, self.index_path = store.root, store.conn, store.index_path
+        self.session, self.every_session, self._reading = store.session, True, False
 
     def differences_from(self, fresh: sqlite3.Connection) -> list[str]:
         """Where the index differs from `fresh`, an index of the log replayed afresh
