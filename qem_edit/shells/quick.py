@@ -9,9 +9,9 @@ itself.
 repeated as typer takes them, `--opt value` or `--opt=value`, `-k value`, `--` before a
 text that starts with a dash) and runs qem_edit.shells.shell's body, as the command under typer
 runs it; anything else (`--help`, an unknown or malformed option, a missing argument)
-returns None and typer parses the line, with its usual messages.  `qem add`'s table is its
-one declaration: qem_edit.shells.cli builds typer's command from it (its help text too); the
-other commands' tables are held to typer's declaration by tests/test_quick.py.
+returns None and typer parses the line, with its usual messages.  Each table below is its
+command's one declaration: qem_edit.shells.cli builds typer's command from it (its help text
+too), so the two parse alike.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class Spec(NamedTuple):
     arguments: tuple[Arg, ...]  # the positional parameters, in order, all required
     required: tuple[str, ...]  # options that must be given
     options: tuple[Opt, ...]  # (an option not given takes the body's own default)
-    rest: str | None = None  # a parameter taking every positional word after `arguments` (a list; none given: its default)
+    rest: Arg | None = None  # a parameter taking every positional word after `arguments` (a list; none given: its default)
 
 
 # what every write command takes: where the memory is, who writes, JSON out, a secret allowed
@@ -105,53 +105,67 @@ ADD = Spec(
     ),
 )
 
+# what a check-in and the commands the commit hooks run take besides
+MESSAGE = Opt(("--message", "-m"), "reason", "value", help="Why.")
+YES = Opt(("--yes", "-y"), "yes", "flag", help="Apply without asking.", show_default=True)
+MASS = Opt(("--allow-mass-change",), "mass", "flag", show_default=True, help=(
+    "Apply even when the check-in takes more than a quarter (and more than 5) of the checkout's live notes out of"
+    " force; otherwise that is confirmed separately, even with --yes."))
+STAGED = Opt(("--staged",), "staged", "flag", show_default=True, help=(
+    "Judge what the next commit carries (the log and MEMORY.md in git's index), as the pre-commit hooks do."))
+AT = Opt(("--at",), "at", "value", help=(
+    "As the memory was at this UTC date or time (a date means its end), or as committed at this git revision."))
+FILTERS = Arg("filters", "Note filters, as `qem query` takes them (kind=gotcha text~lock).")
+_PLACE = (WORKSPACE, STORE)
+
+
+def _flag(name: str, help: str) -> Opt:
+    """A flag `--name` whose parameter is its name in snake case (shown with its default, as typer does)."""
+    return Opt((name,), name.lstrip("-").replace("-", "_"), "flag", help=help, show_default=True)
+
+
 CHECKIN = Spec(
     arguments=(),
     required=(),
     options=(
-        Opt(("--path",), "path", "value", Path),
-        Opt(("--message", "-m"), "reason", "value"),
-        Opt(("--yes", "-y"), "yes", "flag"),
-        Opt(("--dry-run",), "dry_run", "flag"),
-        JSON,
-        Opt(("--allow-mass-change",), "mass", "flag"),
-        ALLOW_SECRET,
-        *_WHERE,
+        Opt(("--path",), "path", "value", Path, help="The edited file (default: the latest checkout, else MEMORY.md)."),
+        MESSAGE, YES,
+        _flag("--dry-run", "Print the plan on stdout and write nothing; exit 0 when there is nothing to change, 1 when"
+                           " there is."),
+        Opt(("--json",), "as_json", "flag", show_default=True,
+            help="Print the plan (and, once applied, the new ids) as JSON."),
+        MASS, ALLOW_SECRET, *_WHERE,
     ),
 )
-
-
-_STAGED = Opt(("--staged",), "staged", "flag")
-_PLACE = (WORKSPACE, STORE)
 
 EXPORT = Spec(
     arguments=(),
     required=(),
     options=(
-        Opt(("--path",), "path", "value", Path),
-        Opt(("--check",), "check", "flag"),
-        Opt(("--diff",), "diff", "flag"),
-        Opt(("--stdout",), "stdout", "flag"),
-        Opt(("--force",), "force", "flag"),
-        Opt(("--at",), "at", "value"),
-        _STAGED,
-        *_PLACE,
+        Opt(("--path",), "path", "value", Path, help="The mirror file (default: MEMORY.md at the workspace root)."),
+        _flag("--check", "Write nothing; exit 0 if the file matches, 1 if not, and say why."),
+        _flag("--diff", "Write nothing; print the unified diff export would make (exit 1 if any)."),
+        _flag("--stdout", "Print the rendering; write no file."),
+        _flag("--force", "Overwrite a MEMORY.md edited by hand (its edits are lost)."),
+        AT, STAGED, *_PLACE,
     ),
-    rest="filters",
+    rest=FILTERS,
 )
 
 VERIFY = Spec(
     arguments=(),
     required=(),
     options=(
-        Opt(("--repair",), "repair", "flag"),
-        Opt(("--fail-on-disputes",), "fail_on_disputes", "flag"),
-        Opt(("--fail-on-drift",), "fail_on_drift", "flag"),
-        Opt(("--fail-on-late",), "fail_on_late", "flag"),
-        _STAGED,
-        Opt(("--base",), "base", "value"),
-        JSON,
-        *_PLACE,
+        _flag("--repair", "Rebuild the local index from the log first, if it disagrees."),
+        _flag("--fail-on-disputes", "Fail on open disputes too (forks, disputes, concurrent changes)."),
+        _flag("--fail-on-drift", "Fail on drift too: a note in force whose anchored file or folder changed, went or"
+                                 " moved, and nobody flagged it (CI, after a commit made without the qem-anchors hook)."),
+        _flag("--fail-on-late", "Fail on what is late too: a request in force past its deadline and not answered"
+                                " (`qem owed --late`)."),
+        STAGED,
+        Opt(("--base",), "base", "value", metavar="REV", help=(
+            "Name events the merge base of REV and HEAD holds that the log lacks (default: HEAD's).")),
+        JSON, *_PLACE,
     ),
 )
 
@@ -159,11 +173,13 @@ ANCHORS_CHECK = Spec(
     arguments=(),
     required=(),
     options=(
-        _STAGED,
-        Opt(("--rev",), "rev", "value"),
-        Opt(("--flag",), "flag", "flag"),
-        JSON,
-        *_WHERE,
+        _flag("--staged", "Judge what the commit being made changes: the anchors on the paths git's index changes"
+                          " against HEAD, and their staged content (the pre-commit hook qem-anchors)."),
+        Opt(("--rev",), "rev", "value", metavar="REV", help="Judge every anchor against what commit REV holds."),
+        _flag("--flag", "Write what drift asks for, in one check-in: a changed or deleted anchor flags its note stale"
+                        " (its reason names the path and what happened); a moved one re-anchors the note to where its"
+                        " content went. Not with --rev."),
+        JSON, *_WHERE,
     ),
 )
 
@@ -222,7 +238,7 @@ def parse(spec: Spec, argv: list[str]) -> dict[str, object] | None:
         return None
     values.update(zip((arg.dest for arg in spec.arguments), positional))
     if len(positional) > len(spec.arguments):
-        values[spec.rest] = positional[len(spec.arguments):]  # type: ignore[index]
+        values[spec.rest.dest] = positional[len(spec.arguments):]  # type: ignore[union-attr]
     return values
 
 
