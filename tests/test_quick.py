@@ -1,9 +1,9 @@
 """`qem add` started without the command-line framework (qem_edit.shells.quick).
 
-typer stays the definition of the command line: the quick path's table of options is
-checked here against typer's own declaration of `qem add`, every plain line is parsed to
-the very parameters typer gives the command, and every line that is not plain (help, an
-unknown or malformed option, a missing argument) is left to typer, with its messages.
+The quick path's table of each command (`qem add`, `qem checkin`, the hooks' commands) is
+its one declaration (qem_edit.shells.cli builds typer's from it); here typer's command is checked against the table, every plain line is
+parsed to the very parameters typer gives the command, and every line that is not plain
+(help, an unknown or malformed option, a missing argument) is left to typer, with its messages.
 """
 
 from __future__ import annotations
@@ -75,8 +75,9 @@ def test_the_table_is_typer_s_declaration_of_the_command(name: str) -> None:
     spec, command = quick.SPECS[name], typer_command(name)
     options = {opt.dest: opt for opt in spec.options}
     arguments = [p.name for p in command.params if p.param_type_name == "argument"]
-    assert tuple(arguments) == spec.arguments + ((spec.rest,) if spec.rest else ())
-    assert all(p.nargs == -1 for p in command.params if p.name == spec.rest)
+    rest = (spec.rest.dest,) if spec.rest else ()
+    assert tuple(arguments) == tuple(arg.dest for arg in spec.arguments) + rest
+    assert all(p.nargs == -1 for p in command.params if p.name in rest)
     declared = [p for p in command.params if p.param_type_name == "option" and p.name not in ("help",)]
     assert sorted(p.name for p in declared) == sorted(options), f"an option of `qem {name}` the quick table lacks (or has)"
     for param in declared:

@@ -26,7 +26,7 @@ from ..base.shown import say
 from ..base.shown import show as _out
 from ..base.vocabulary import KINDS, MOMENTS, MOVE_BY_VERB, READING_ORDER, STATES, Move
 from ..storage.store import Store
-from . import shell
+from . import quick, shell
 
 HELP = """qem: an agent's memory as an append-only event log, legible and editable as MEMORY.md.
 
@@ -52,36 +52,64 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-WorkspaceOpt = Annotated[
-    Optional[Path],
-    typer.Option("--workspace", "-w", help="Workspace directory (default: QEM_WORKSPACE, the nearest ancestor holding .qem/, the top of the git work tree, or the current directory).", show_default=False),
-]
-StoreOpt = Annotated[
-    Optional[Path],
-    typer.Option("--store", help="The memory directory: its log and index (default: QEM_STORE, or <workspace>/.qem).", show_default=False),
-]
-ActorOpt = Annotated[
-    Optional[str],
-    typer.Option("--actor", help="Who writes (default: QEM_ACTOR, or the login name).", show_default=False),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
-StagedOpt = Annotated[bool, typer.Option("--staged", help="Judge what the next commit carries (the log and MEMORY.md in git's index), as the pre-commit hooks do.")]
-AllowSecretOpt = Annotated[bool, typer.Option("--allow-secret", help="Write a text that holds a credential (cloud key, token, private key, password in a URL) all the same: it reaches every clone and stays in git history. A person's choice; an agent's is refused.")]
-AnchorOpt = Annotated[Optional[list[str]], typer.Option("--anchor", metavar="PATH", help="A file or folder the note is about (repeatable): from the current directory, or from the top of the work tree when run outside it; its git object id now is recorded.", show_default=False)]
+
+def _typer_option(opt: quick.Opt, optional: bool = True):  # type: ignore[no-untyped-def]
+    """typer's parameter for an option of quick's table (one declaration, read by both):
+    its type from how it takes a value, its spellings and help from the table."""
+    kind = {"flag": bool, "many": list[str]}.get(opt.takes, opt.convert)
+    info = typer.Option(*opt.names, help=opt.help, metavar=opt.metavar, show_default=opt.show_default)
+    return Annotated[Optional[kind] if optional and opt.takes != "flag" else kind, info]  # type: ignore[valid-type]
+
+
+def _typer_argument(arg: quick.Arg, kind):  # type: ignore[no-untyped-def]
+    """typer's positional parameter for an argument of quick's table, of type `kind`."""
+    return Annotated[kind, typer.Argument(help=arg.help, show_default=False)]
+
+
+def _declared_by(spec: quick.Spec, body):  # type: ignore[no-untyped-def]
+    """Give a command the signature typer reads (its `__signature__`) from quick's table of
+    it, each parameter's default the body's own, as the quick path leaves it."""
+    import inspect
+
+    defaults = {name: p.default for name, p in inspect.signature(body).parameters.items()}
+
+    def parameter(dest: str, annotation) -> inspect.Parameter:  # type: ignore[no-untyped-def]
+        return inspect.Parameter(dest, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=defaults[dest],
+                                 annotation=annotation)
+
+    arguments = [parameter(arg.dest, _typer_argument(arg, str)) for arg in spec.arguments]
+    if spec.rest is not None:
+        arguments.append(parameter(spec.rest.dest, _typer_argument(spec.rest, Optional[list[str]])))
+    options = [parameter(opt.dest, _typer_option(opt, optional=defaults[opt.dest] is None)) for opt in spec.options]
+
+    def declare(command):  # type: ignore[no-untyped-def]
+        command.__signature__ = inspect.Signature([*arguments, *options], return_annotation=int)
+        return command
+
+    return declare
+
+
+WorkspaceOpt = _typer_option(quick.WORKSPACE)
+StoreOpt = _typer_option(quick.STORE)
+ActorOpt = _typer_option(quick.ACTOR)
+JsonOpt = _typer_option(quick.JSON)
+StagedOpt = _typer_option(quick.STAGED)
+AllowSecretOpt = _typer_option(quick.ALLOW_SECRET)
+AnchorOpt = _typer_option(quick.ANCHOR)
 IdArg = Annotated[str, typer.Argument(metavar="ID", help="The note: its short id (or any unambiguous prefix of its id), or its number from before the conversion.", show_default=False)]
-ReasonOpt = Annotated[Optional[str], typer.Option("--message", "-m", help="Why.", show_default=False)]
+ReasonOpt = _typer_option(quick.MESSAGE)
 RequiredReasonOpt = Annotated[str, typer.Option("--message", "-m", help="Why (required).", show_default=False)]
-ExpiresOpt = Annotated[Optional[str], typer.Option("--expires", help="The note's end: a date (YYYY-MM-DD, its start, UTC) or a UTC time (YYYY-MM-DDTHH:MM:SSZ); none: no end. `qem expire --due` expires it then; an end already past is recorded, and the note expired in the same write.", show_default=False)]
-OnOpt = Annotated[Optional[list[str]], typer.Option("--on", metavar="MOMENT", help="A moment the note is delivered to an agent at (repeatable; replaces its kind's default): start, compact, prompt, edit, read, shell.", show_default=False)]
-WhenPathOpt = Annotated[Optional[list[str]], typer.Option("--when-path", metavar="PATTERN", help="Deliver the note before an agent edits a matching file (repeatable): a path from the top of the work tree, * ? [..] within a part, ** for folders (src/index/**).", show_default=False)]
-WhenRunOpt = Annotated[Optional[list[str]], typer.Option("--when-run", metavar="PATTERN", help="Deliver the note before a matching shell command runs (repeatable): * any characters (pytest*).", show_default=False)]
-ToOpt = Annotated[Optional[str], typer.Option("--to", metavar="NAME", help="Who owes it (a request): an actor, a person or an agent, one word. `qem owed` lists it until a note answers it.", show_default=False)]
-DueOpt = Annotated[Optional[str], typer.Option("--due", metavar="DATE|TIME", help="The request's deadline: a date (YYYY-MM-DD, the end of that UTC day) or a UTC time; late after it. Not its end (--expires).", show_default=False)]
-ScopeOpt = Annotated[Optional[str], typer.Option("--scope", metavar="SCOPE", help="Where the note holds: team (the default: committed, shared), private (this clone only, never committed; `qem share` makes it a team note) or session (the agent session that writes it; ended when it ends).", show_default=False)]
-SessionOpt = Annotated[Optional[str], typer.Option("--session", metavar="ID", help="The agent session of a --scope session note (default: $QEM_SESSION, which qem's SessionStart hook sets).", show_default=False)]
-RestsOnOpt = Annotated[Optional[list[str]], typer.Option("--rests-on", metavar="ID", help="A note this one rests on (repeatable): when it is superseded, revoked, expired, forgotten or flagged stale, this note is flagged stale with it.", show_default=False)]
-AnswersOpt = Annotated[Optional[str], typer.Option("--answers", metavar="ID", help="The request this note answers (its id); the request itself is not changed.", show_default=False)]
-TtlOpt = Annotated[Optional[str], typer.Option("--ttl", help="The note's end as a time to live from now: a number and h, d or w (30d). Default: its kind's [expiry] in .qem/config.toml.", show_default=False)]
+ExpiresOpt = _typer_option(quick.EXPIRES)
+OnOpt = _typer_option(quick.ON)
+WhenPathOpt = _typer_option(quick.WHEN_PATH)
+WhenRunOpt = _typer_option(quick.WHEN_RUN)
+ToOpt = _typer_option(quick.TO)
+DueOpt = _typer_option(quick.DUE)
+ScopeOpt = _typer_option(quick.SCOPE)
+SessionOpt = _typer_option(quick.SESSION)
+RestsOnOpt = _typer_option(quick.RESTS_ON)
+AnswersOpt = _typer_option(quick.ANSWERS)
+TtlOpt = _typer_option(quick.TTL)
 
 
 def _no_allowance_for_loads(allow_secret: bool) -> None:
@@ -138,35 +166,13 @@ def init(workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None) -> int:
 
 
 @app.command()
-def add(
-    text: Annotated[str, typer.Argument(help="The note's text; - reads it from standard input.", show_default=False)],
-    kind: Annotated[str, typer.Option("--kind", "-k", help="One of: " + ", ".join(KINDS), show_default=False)],
-    priority: Annotated[str, typer.Option("--priority", "-p", help="high, medium or low.")] = "medium",
-    provenance: Annotated[str, typer.Option("--provenance", help="auto, agent or user-stated (human takes `qem promote`).")] = "agent",
-    as_json: JsonOpt = False,
-    allow_secret: AllowSecretOpt = False,
-    anchor: AnchorOpt = None,
-    expires: ExpiresOpt = None,
-    ttl: TtlOpt = None,
-    on: OnOpt = None,
-    when_path: WhenPathOpt = None,
-    when_run: WhenRunOpt = None,
-    to: ToOpt = None,
-    due: DueOpt = None,
-    answers: AnswersOpt = None,
-    scope: ScopeOpt = None,
-    session: SessionOpt = None,
-    rests_on: RestsOnOpt = None,
-    workspace_dir: WorkspaceOpt = None,
-    store_dir: StoreOpt = None,
-    actor: ActorOpt = None,
-) -> int:
+@_declared_by(quick.ADD, shell.add)
+def add(**params) -> int:  # type: ignore[no-untyped-def]
     """Add a note and print its id (and say so when a note in force has the same text).
 
     Example: qem add "Run tests inside the venv" --kind directive --priority high
     """
-    return shell.add(text, kind, priority, provenance, as_json, allow_secret, anchor, expires, ttl, on, when_path,
-                     when_run, workspace_dir, store_dir, actor, to, due, answers, scope, session, rests_on)
+    return shell.add(**params)
 
 
 @app.command()
@@ -351,10 +357,7 @@ def forget(
 # -- reading -------------------------------------------------------------------------------
 
 
-AtOpt = Annotated[
-    Optional[str],
-    typer.Option("--at", help="As the memory was at this UTC date or time (a date means its end), or as committed at this git revision.", show_default=False),
-]
+AtOpt = _typer_option(quick.AT)
 
 
 @app.command()
@@ -515,24 +518,14 @@ def log(
 
 
 @app.command()
-def verify(
-    repair: Annotated[bool, typer.Option("--repair", help="Rebuild the local index from the log first, if it disagrees.")] = False,
-    fail_on_disputes: Annotated[bool, typer.Option("--fail-on-disputes", help="Fail on open disputes too (forks, disputes, concurrent changes).")] = False,
-    fail_on_drift: Annotated[bool, typer.Option("--fail-on-drift", help="Fail on drift too: a note in force whose anchored file or folder changed, went or moved, and nobody flagged it (CI, after a commit made without the qem-anchors hook).")] = False,
-    fail_on_late: Annotated[bool, typer.Option("--fail-on-late", help="Fail on what is late too: a request in force past its deadline and not answered (`qem owed --late`).")] = False,
-    staged: StagedOpt = False,
-    base: Annotated[Optional[str], typer.Option("--base", metavar="REV", help="Name events the merge base of REV and HEAD holds that the log lacks (default: HEAD's).", show_default=False)] = None,
-    as_json: JsonOpt = False,
-    workspace_dir: WorkspaceOpt = None,
-    store_dir: StoreOpt = None,
-) -> int:
+@_declared_by(quick.VERIFY, shell.verify)
+def verify(**params) -> int:  # type: ignore[no-untyped-def]
     """Check the log, the index and MEMORY.md (exit 1 on a problem); list open disputes
     and drift nobody flagged.
 
     Example: qem verify --fail-on-disputes --fail-on-drift
     """
-    return shell.verify(repair, fail_on_disputes, fail_on_drift, fail_on_late, staged, base, as_json, workspace_dir,
-                        store_dir)
+    return shell.verify(**params)
 
 
 @app.command()
@@ -858,37 +851,27 @@ def _completing() -> bool:
 # -- the mirror ----------------------------------------------------------------------------
 
 
-FiltersArg = Annotated[Optional[list[str]], typer.Argument(help="Note filters, as `qem query` takes them (kind=gotcha text~lock).", show_default=False)]
+FiltersArg = _typer_argument(quick.FILTERS, Optional[list[str]])
 
 
 @app.command("export")
-def export_(
-    filters: FiltersArg = None,
-    path: Annotated[Optional[Path], typer.Option("--path", help="The mirror file (default: MEMORY.md at the workspace root).", show_default=False)] = None,
-    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 0 if the file matches, 1 if not, and say why.")] = False,
-    diff: Annotated[bool, typer.Option("--diff", help="Write nothing; print the unified diff export would make (exit 1 if any).")] = False,
-    stdout: Annotated[bool, typer.Option("--stdout", help="Print the rendering; write no file.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite a MEMORY.md edited by hand (its edits are lost).")] = False,
-    at: AtOpt = None,
-    staged: StagedOpt = False,
-    workspace_dir: WorkspaceOpt = None,
-    store_dir: StoreOpt = None,
-) -> int:
+@_declared_by(quick.EXPORT, shell.export)
+def export_(**params) -> int:  # type: ignore[no-untyped-def]
     """Render the store to a byte-stable MEMORY.md (untouched when nothing changed).
 
     With filters (as `qem query` takes them) and --stdout, print only the matching notes.
 
     Example: qem export --check; qem export --at 2026-08-01 --stdout; qem export --stdout kind=gotcha
     """
-    return shell.export(filters, path, check, diff, stdout, force, at, staged, workspace_dir, store_dir)
+    return shell.export(**params)
 
 
 # -- editing -------------------------------------------------------------------------------
 
 KindsOpt = Annotated[Optional[list[str]], typer.Option("--kind", "-k", help="Only this kind (repeatable).", show_default=False)]
 ActiveOpt = Annotated[bool, typer.Option("--active", help="Only notes in force (active or stale).")]
-YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Apply without asking.")]
-MassOpt = Annotated[bool, typer.Option("--allow-mass-change", help="Apply even when the check-in takes more than a quarter (and more than 5) of the checkout's live notes out of force; otherwise that is confirmed separately, even with --yes.")]
+YesOpt = _typer_option(quick.YES)
+MassOpt = _typer_option(quick.MASS)
 
 
 @app.command()
@@ -946,24 +929,14 @@ def checkout(
 
 
 @app.command()
-def checkin(
-    path: Annotated[Optional[Path], typer.Option("--path", help="The edited file (default: the latest checkout, else MEMORY.md).", show_default=False)] = None,
-    reason: ReasonOpt = None,
-    yes: YesOpt = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan on stdout and write nothing; exit 0 when there is nothing to change, 1 when there is.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the plan (and, once applied, the new ids) as JSON.")] = False,
-    mass: MassOpt = False,
-    allow_secret: AllowSecretOpt = False,
-    workspace_dir: WorkspaceOpt = None,
-    store_dir: StoreOpt = None,
-    actor: ActorOpt = None,
-) -> int:
+@_declared_by(quick.CHECKIN, shell.checkin)
+def checkin(**params) -> int:  # type: ignore[no-untyped-def]
     """Check an edited checkout (or a hand-edited MEMORY.md) in as events; print the new
     notes' ids.
 
     Example: qem checkin --path MEMORY.md -m "fixed the lock note" --yes
     """
-    return shell.checkin(path, reason, yes, dry_run, as_json, mass, allow_secret, workspace_dir, store_dir, actor)
+    return shell.checkin(**params)
 
 
 @app.command("checkouts")
@@ -1130,22 +1103,15 @@ def anchors_suggest(as_json: JsonOpt = False, workspace_dir: WorkspaceOpt = None
 
 
 @anchors_app.command("check")
-def anchors_check(
-    staged: Annotated[bool, typer.Option("--staged", help="Judge what the commit being made changes: the anchors on the paths git's index changes against HEAD, and their staged content (the pre-commit hook qem-anchors).")] = False,
-    rev: Annotated[Optional[str], typer.Option("--rev", metavar="REV", help="Judge every anchor against what commit REV holds.", show_default=False)] = None,
-    flag: Annotated[bool, typer.Option("--flag", help="Write what drift asks for, in one check-in: a changed or deleted anchor flags its note stale (its reason names the path and what happened); a moved one re-anchors the note to where its content went. Not with --rev.")] = False,
-    as_json: JsonOpt = False,
-    workspace_dir: WorkspaceOpt = None,
-    store_dir: StoreOpt = None,
-    actor: ActorOpt = None,
-) -> int:
+@_declared_by(quick.ANCHORS_CHECK, shell.anchors_check)
+def anchors_check(**params) -> int:  # type: ignore[no-untyped-def]
     """List the notes in force whose anchored content is not what they recorded: changed,
     deleted, or moved (the same content at one other path). Exit 0 when nothing drifted,
     1 when something did (listed, or with --flag written).
 
     Example: qem anchors check --staged --flag
     """
-    return shell.anchors_check(staged, rev, flag, as_json, workspace_dir, store_dir, actor)
+    return shell.anchors_check(**params)
 
 
 @app.command("log-textconv", hidden=True)

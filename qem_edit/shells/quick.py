@@ -9,8 +9,9 @@ itself.
 repeated as typer takes them, `--opt value` or `--opt=value`, `-k value`, `--` before a
 text that starts with a dash) and runs qem_edit.shells.shell's body, as the command under typer
 runs it; anything else (`--help`, an unknown or malformed option, a missing argument)
-returns None and typer parses the line, with its usual messages.  The table of options
-are held to typer's own declaration of each command by tests/test_quick.py.
+returns None and typer parses the line, with its usual messages.  Each table below is its
+command's one declaration: qem_edit.shells.cli builds typer's command from it (its help text
+too), so the two parse alike.
 """
 
 from __future__ import annotations
@@ -18,97 +19,153 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, NamedTuple
 
+from ..base.vocabulary import KINDS
+
 
 class Opt(NamedTuple):
     names: tuple[str, ...]  # the option's spellings
     dest: str  # the body's parameter
     takes: str  # "value" (the last one given wins), "many" (repeatable: a list), "flag" (True when given)
     convert: Callable[[str], object] = str
+    # what `--help` shows (qem_edit.shells.cli builds typer's option from these, so the two cannot part)
+    help: str = ""
+    metavar: str | None = None
+    show_default: bool = False
+
+
+class Arg(NamedTuple):
+    dest: str  # the body's parameter
+    help: str
 
 
 class Spec(NamedTuple):
-    arguments: tuple[str, ...]  # the positional parameters, in order, all required
+    arguments: tuple[Arg, ...]  # the positional parameters, in order, all required
     required: tuple[str, ...]  # options that must be given
     options: tuple[Opt, ...]  # (an option not given takes the body's own default)
-    rest: str | None = None  # a parameter taking every positional word after `arguments` (a list; none given: its default)
+    rest: Arg | None = None  # a parameter taking every positional word after `arguments` (a list; none given: its default)
 
 
 # what every write command takes: where the memory is, who writes, JSON out, a secret allowed
-_WHERE = (Opt(("--workspace", "-w"), "workspace_dir", "value", Path), Opt(("--store",), "store_dir", "value", Path),
-          Opt(("--actor",), "actor", "value"))
-_JSON, _ALLOW_SECRET = Opt(("--json",), "as_json", "flag"), Opt(("--allow-secret",), "allow_secret", "flag")
+WORKSPACE = Opt(("--workspace", "-w"), "workspace_dir", "value", Path, help=(
+    "Workspace directory (default: QEM_WORKSPACE, the nearest ancestor holding .qem/, the top of the git work tree,"
+    " or the current directory)."))
+STORE = Opt(("--store",), "store_dir", "value", Path, help=(
+    "The memory directory: its log and index (default: QEM_STORE, or <workspace>/.qem)."))
+ACTOR = Opt(("--actor",), "actor", "value", help="Who writes (default: QEM_ACTOR, or the login name).")
+JSON = Opt(("--json",), "as_json", "flag", help="Print JSON for scripts.", show_default=True)
+ALLOW_SECRET = Opt(("--allow-secret",), "allow_secret", "flag", show_default=True, help=(
+    "Write a text that holds a credential (cloud key, token, private key, password in a URL) all the same: it"
+    " reaches every clone and stays in git history. A person's choice; an agent's is refused."))
+_WHERE = (WORKSPACE, STORE, ACTOR)
+
+# what a note declares: its files, its end, its moments and triggers, its request, its scope, its bases
+ANCHOR = Opt(("--anchor",), "anchor", "many", metavar="PATH", help=(
+    "A file or folder the note is about (repeatable): from the current directory, or from the top of the work tree"
+    " when run outside it; its git object id now is recorded."))
+EXPIRES = Opt(("--expires",), "expires", "value", help=(
+    "The note's end: a date (YYYY-MM-DD, its start, UTC) or a UTC time (YYYY-MM-DDTHH:MM:SSZ); none: no end."
+    " `qem expire --due` expires it then; an end already past is recorded, and the note expired in the same write."))
+TTL = Opt(("--ttl",), "ttl", "value", help=(
+    "The note's end as a time to live from now: a number and h, d or w (30d). Default: its kind's [expiry] in"
+    " .qem/config.toml."))
+ON = Opt(("--on",), "on", "many", metavar="MOMENT", help=(
+    "A moment the note is delivered to an agent at (repeatable; replaces its kind's default): start, compact,"
+    " prompt, edit, read, shell."))
+WHEN_PATH = Opt(("--when-path",), "when_path", "many", metavar="PATTERN", help=(
+    "Deliver the note before an agent edits a matching file (repeatable): a path from the top of the work tree,"
+    " * ? [..] within a part, ** for folders (src/index/**)."))
+WHEN_RUN = Opt(("--when-run",), "when_run", "many", metavar="PATTERN", help=(
+    "Deliver the note before a matching shell command runs (repeatable): * any characters (pytest*)."))
+TO = Opt(("--to",), "to", "value", metavar="NAME", help=(
+    "Who owes it (a request): an actor, a person or an agent, one word. `qem owed` lists it until a note answers it."))
+DUE = Opt(("--due",), "due", "value", metavar="DATE|TIME", help=(
+    "The request's deadline: a date (YYYY-MM-DD, the end of that UTC day) or a UTC time; late after it. Not its end"
+    " (--expires)."))
+ANSWERS = Opt(("--answers",), "answers", "value", metavar="ID", help=(
+    "The request this note answers (its id); the request itself is not changed."))
+SCOPE = Opt(("--scope",), "scope", "value", metavar="SCOPE", help=(
+    "Where the note holds: team (the default: committed, shared), private (this clone only, never committed;"
+    " `qem share` makes it a team note) or session (the agent session that writes it; ended when it ends)."))
+SESSION = Opt(("--session",), "session", "value", metavar="ID", help=(
+    "The agent session of a --scope session note (default: $QEM_SESSION, which qem's SessionStart hook sets)."))
+RESTS_ON = Opt(("--rests-on",), "rests_on", "many", metavar="ID", help=(
+    "A note this one rests on (repeatable): when it is superseded, revoked, expired, forgotten or flagged stale,"
+    " this note is flagged stale with it."))
 
 ADD = Spec(
-    arguments=("text",),
+    arguments=(Arg("text", "The note's text; - reads it from standard input."),),
     required=("kind",),
     options=(
-        Opt(("--kind", "-k"), "kind", "value"),
-        Opt(("--priority", "-p"), "priority", "value"),
-        Opt(("--provenance",), "provenance", "value"),
-        _JSON, _ALLOW_SECRET,
-        Opt(("--anchor",), "anchor", "many"),
-        Opt(("--expires",), "expires", "value"),
-        Opt(("--ttl",), "ttl", "value"),
-        Opt(("--on",), "on", "many"),
-        Opt(("--when-path",), "when_path", "many"),
-        Opt(("--when-run",), "when_run", "many"),
-        Opt(("--to",), "to", "value"),
-        Opt(("--due",), "due", "value"),
-        Opt(("--answers",), "answers", "value"),
-        Opt(("--scope",), "scope", "value"),
-        Opt(("--session",), "session", "value"),
-        Opt(("--rests-on",), "rests_on", "many"),
+        Opt(("--kind", "-k"), "kind", "value", help="One of: " + ", ".join(KINDS)),
+        Opt(("--priority", "-p"), "priority", "value", help="high, medium or low.", show_default=True),
+        Opt(("--provenance",), "provenance", "value", show_default=True,
+            help="auto, agent or user-stated (human takes `qem promote`)."),
+        JSON, ALLOW_SECRET, ANCHOR, EXPIRES, TTL, ON, WHEN_PATH, WHEN_RUN, TO, DUE, ANSWERS, SCOPE, SESSION, RESTS_ON,
         *_WHERE,
     ),
 )
+
+# what a check-in and the commands the commit hooks run take besides
+MESSAGE = Opt(("--message", "-m"), "reason", "value", help="Why.")
+YES = Opt(("--yes", "-y"), "yes", "flag", help="Apply without asking.", show_default=True)
+MASS = Opt(("--allow-mass-change",), "mass", "flag", show_default=True, help=(
+    "Apply even when the check-in takes more than a quarter (and more than 5) of the checkout's live notes out of"
+    " force; otherwise that is confirmed separately, even with --yes."))
+STAGED = Opt(("--staged",), "staged", "flag", show_default=True, help=(
+    "Judge what the next commit carries (the log and MEMORY.md in git's index), as the pre-commit hooks do."))
+AT = Opt(("--at",), "at", "value", help=(
+    "As the memory was at this UTC date or time (a date means its end), or as committed at this git revision."))
+FILTERS = Arg("filters", "Note filters, as `qem query` takes them (kind=gotcha text~lock).")
+_PLACE = (WORKSPACE, STORE)
+
+
+def _flag(name: str, help: str) -> Opt:
+    """A flag `--name` whose parameter is its name in snake case (shown with its default, as typer does)."""
+    return Opt((name,), name.lstrip("-").replace("-", "_"), "flag", help=help, show_default=True)
+
 
 CHECKIN = Spec(
     arguments=(),
     required=(),
     options=(
-        Opt(("--path",), "path", "value", Path),
-        Opt(("--message", "-m"), "reason", "value"),
-        Opt(("--yes", "-y"), "yes", "flag"),
-        Opt(("--dry-run",), "dry_run", "flag"),
-        _JSON,
-        Opt(("--allow-mass-change",), "mass", "flag"),
-        _ALLOW_SECRET,
-        *_WHERE,
+        Opt(("--path",), "path", "value", Path, help="The edited file (default: the latest checkout, else MEMORY.md)."),
+        MESSAGE, YES,
+        _flag("--dry-run", "Print the plan on stdout and write nothing; exit 0 when there is nothing to change, 1 when"
+                           " there is."),
+        Opt(("--json",), "as_json", "flag", show_default=True,
+            help="Print the plan (and, once applied, the new ids) as JSON."),
+        MASS, ALLOW_SECRET, *_WHERE,
     ),
 )
-
-
-_STAGED = Opt(("--staged",), "staged", "flag")
-_PLACE = (Opt(("--workspace", "-w"), "workspace_dir", "value", Path), Opt(("--store",), "store_dir", "value", Path))
 
 EXPORT = Spec(
     arguments=(),
     required=(),
     options=(
-        Opt(("--path",), "path", "value", Path),
-        Opt(("--check",), "check", "flag"),
-        Opt(("--diff",), "diff", "flag"),
-        Opt(("--stdout",), "stdout", "flag"),
-        Opt(("--force",), "force", "flag"),
-        Opt(("--at",), "at", "value"),
-        _STAGED,
-        *_PLACE,
+        Opt(("--path",), "path", "value", Path, help="The mirror file (default: MEMORY.md at the workspace root)."),
+        _flag("--check", "Write nothing; exit 0 if the file matches, 1 if not, and say why."),
+        _flag("--diff", "Write nothing; print the unified diff export would make (exit 1 if any)."),
+        _flag("--stdout", "Print the rendering; write no file."),
+        _flag("--force", "Overwrite a MEMORY.md edited by hand (its edits are lost)."),
+        AT, STAGED, *_PLACE,
     ),
-    rest="filters",
+    rest=FILTERS,
 )
 
 VERIFY = Spec(
     arguments=(),
     required=(),
     options=(
-        Opt(("--repair",), "repair", "flag"),
-        Opt(("--fail-on-disputes",), "fail_on_disputes", "flag"),
-        Opt(("--fail-on-drift",), "fail_on_drift", "flag"),
-        Opt(("--fail-on-late",), "fail_on_late", "flag"),
-        _STAGED,
-        Opt(("--base",), "base", "value"),
-        _JSON,
-        *_PLACE,
+        _flag("--repair", "Rebuild the local index from the log first, if it disagrees."),
+        _flag("--fail-on-disputes", "Fail on open disputes too (forks, disputes, concurrent changes)."),
+        _flag("--fail-on-drift", "Fail on drift too: a note in force whose anchored file or folder changed, went or"
+                                 " moved, and nobody flagged it (CI, after a commit made without the qem-anchors hook)."),
+        _flag("--fail-on-late", "Fail on what is late too: a request in force past its deadline and not answered"
+                                " (`qem owed --late`)."),
+        STAGED,
+        Opt(("--base",), "base", "value", metavar="REV", help=(
+            "Name events the merge base of REV and HEAD holds that the log lacks (default: HEAD's).")),
+        JSON, *_PLACE,
     ),
 )
 
@@ -116,11 +173,13 @@ ANCHORS_CHECK = Spec(
     arguments=(),
     required=(),
     options=(
-        _STAGED,
-        Opt(("--rev",), "rev", "value"),
-        Opt(("--flag",), "flag", "flag"),
-        _JSON,
-        *_WHERE,
+        _flag("--staged", "Judge what the commit being made changes: the anchors on the paths git's index changes"
+                          " against HEAD, and their staged content (the pre-commit hook qem-anchors)."),
+        Opt(("--rev",), "rev", "value", metavar="REV", help="Judge every anchor against what commit REV holds."),
+        _flag("--flag", "Write what drift asks for, in one check-in: a changed or deleted anchor flags its note stale"
+                        " (its reason names the path and what happened); a moved one re-anchors the note to where its"
+                        " content went. Not with --rev."),
+        JSON, *_WHERE,
     ),
 )
 
@@ -177,9 +236,9 @@ def parse(spec: Spec, argv: list[str]) -> dict[str, object] | None:
         return None
     if len(positional) > len(spec.arguments) and spec.rest is None:
         return None
-    values.update(zip(spec.arguments, positional))
+    values.update(zip((arg.dest for arg in spec.arguments), positional))
     if len(positional) > len(spec.arguments):
-        values[spec.rest] = positional[len(spec.arguments):]  # type: ignore[index]
+        values[spec.rest.dest] = positional[len(spec.arguments):]  # type: ignore[union-attr]
     return values
 
 

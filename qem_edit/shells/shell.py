@@ -89,8 +89,8 @@ def add(text: str, kind: str, priority: str = "medium", provenance: str = "agent
         when_run: list[str] | None = None, workspace_dir: Path | None = None, store_dir: Path | None = None,
         actor: str | None = None, to: str | None = None, due: str | None = None, answers: str | None = None,
         scope: str | None = None, session: str | None = None, rests_on: list[str] | None = None) -> int:
-    """`qem add` (and `qem answer`): a note written, its id printed (qem_edit.shells.cli holds the
-    options' help)."""
+    """`qem add` (and `qem answer`): a note written, its id printed (`qem add`'s options are
+    declared in qem_edit.shells.quick)."""
     from ..writes import acts, replies
 
     body = text_arg(text)
@@ -105,7 +105,7 @@ def add(text: str, kind: str, priority: str = "medium", provenance: str = "agent
 def checkin(path: Path | None = None, reason: str | None = None, yes: bool = False, dry_run: bool = False,
             as_json: bool = False, mass: bool = False, allow_secret: bool = False, workspace_dir: Path | None = None,
             store_dir: Path | None = None, actor: str | None = None) -> int:
-    """`qem checkin`: an edited file checked in (qem_edit.shells.cli holds the options' help)."""
+    """`qem checkin`: an edited file checked in (qem_edit.shells.quick holds the options' help)."""
     from ..system import workspace as ws
     from .terminal import run_checkin
 
@@ -176,7 +176,7 @@ def catch_interrupts() -> None:
         signal.signal(signal.SIGINT, db.on_interrupt)
 
 
-# -- the commands the pre-commit hooks run (qem_edit.shells.cli holds their options' help) ---------------
+# -- the commands the pre-commit hooks run (qem_edit.shells.quick holds their options' help) -------------
 
 
 def show_answer(answer, as_json: bool = False, withhold: bool = False) -> int:  # type: ignore[no-untyped-def]
