@@ -1,11 +1,12 @@
 """What the hooks spare themselves: config.toml read without tomllib where it is what
 `qem` writes (qem_edit.system.workspace._plain_config), a short input hashed without OpenSSL
 (qem_edit.base.ids.sha256_hex), and what the commit hooks import on a commit that touches no
-memory."""
+memory and a harness's hooks on an edit and a session's start."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -109,3 +110,25 @@ def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: P
         done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, env=env)
         assert done.stdout.strip().splitlines()[-1] == "0 []", (argv, done.stdout, done.stderr)
         assert said in done.stdout + done.stderr, (argv, done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize("event", ["PreToolUse", "SessionStart"])
+def test_a_harness_hook_imports_nothing_its_moment_does_not_use(tmp_path: Path, event: str) -> None:
+    """A Claude Code hook (an Edit with nothing due; a session's start) answers as before
+    without loading verify's reads, the query's selection, or the cores' spread (the index
+    imports it only when a build spreads)."""
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    assert run_qem("add", "keep the tests fast", "-k", "directive", cwd=tmp_path).returncode == 0
+    given = {"session_id": "s1", "hook_event_name": event, "cwd": str(tmp_path)}
+    given |= ({"tool_name": "Edit", "tool_input": {"file_path": str(tmp_path / "x.py")}} if event == "PreToolUse"
+              else {"source": "startup"})
+    unused = ("qem_edit.storage.verify_reads", "qem_edit.storage.selection", "qem_edit.system.cores")
+    probe = (f"import sys; sys.argv = ['qem', 'hook', 'claude', {event!r}]\n"
+             "from qem_edit.__main__ import main\ncode = 0\n"
+             "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+             f"print(code, sorted(m for m in {unused!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, input=json.dumps(given),
+                          capture_output=True, text=True)
+    assert done.stdout.strip().splitlines()[-1] == "0 []", (done.stdout, done.stderr)
+    if event == "SessionStart":
+        assert "keep the tests fast" in done.stdout, done.stdout
