@@ -105,6 +105,14 @@ def requested(note: Note, why: str = "") -> str:
     return said + (f" · LATE {duration(late)}" if late is not None else "")
 
 
+def given_json(n: Note, standing: Standing, why: str, full: bool) -> dict[str, object]:
+    """A note as a moment gives it, in JSON: whole (`text`) or as its line (`line`), with
+    why it came and its standing; one form for every moment, tiered or not."""
+    return {"id": n.id, "short": n.shown, "kind": n.kind, "priority": n.priority, "state": n.state,
+            "provenance": n.provenance, "expires": n.expires, **standing.to_json(), "why": why,
+            "full": full, "text" if full else "line": n.text if full else n.first_line()}
+
+
 class Hit(NamedTuple):
     """A note a moment triggers: why, and whether whole (`full`) or as its index line (a
     read's second tier)."""
@@ -134,11 +142,7 @@ class Hit(NamedTuple):
                 f" characters; `qem show {n.shown}`)")
 
     def to_json(self) -> dict[str, object]:
-        n = self.note
-        return {"id": n.id, "short": n.shown, "kind": n.kind, "priority": n.priority, "state": n.state,
-                "provenance": n.provenance, "expires": n.expires, **self.standing.to_json(), "why": self.why,
-                "full": self.full,
-                "text" if self.full else "line": n.text if self.full else n.first_line()}
+        return given_json(self.note, self.standing, self.why, self.full)
 
 
 def standing_marks(note: Note, standing: Standing) -> str:

@@ -77,11 +77,7 @@ class Listed(NamedTuple):
         return self.head() + first.strip() + ("\n" + indented(rest) if rest else "")
 
     def to_json(self) -> dict[str, object]:
-        n = self.note
-        return {"id": n.id, "short": n.shown, "kind": n.kind, "priority": n.priority, "state": n.state,
-                "provenance": n.provenance, "expires": n.expires, **self.standing.to_json(), "why": self.why,
-                "full": self.full,
-                "text" if self.full else "line": n.text if self.full else n.first_line()}
+        return delivery.given_json(self.note, self.standing, self.why, self.full)
 
 
 def _group(why: str) -> str:

@@ -150,13 +150,19 @@ def read_old_dump(raw: bytes, name: str) -> list[OldEvent]:
     return out
 
 
-def _old_event(line: str, where: str, last_seq: int) -> OldEvent:
+def json_line(line: str, where: str) -> object:
+    """A line of a JSON Lines file a person gave (a dump), parsed; BadInput naming the
+    line where it is not JSON, nesting deeper than the parser goes included."""
     try:
-        obj = json.loads(line)
+        return json.loads(line)
     except json.JSONDecodeError as exc:
         raise errors.BadInput(f"{where}: not JSON ({exc.msg})") from None
     except RecursionError:  # nesting deeper than the parser's stack
         raise errors.BadInput(f"{where}: not JSON (nested too deeply)") from None
+
+
+def _old_event(line: str, where: str, last_seq: int) -> OldEvent:
+    obj = json_line(line, where)
     fields = ("seq", "note_id", "type", "at", "actor", "reason", "checkin", "data")
     if not isinstance(obj, dict) or set(obj) != set(fields):
         raise errors.BadInput(f"{where}: an old-format line holds exactly {', '.join(fields)}")

@@ -23,7 +23,7 @@ from typing import BinaryIO, Iterable, Iterator
 from ..base import errors, ids
 from ..base.replay import Event
 from ..base.stored_form import actor_problem, reason_problem
-from ..storage.convert import convert, read_old_dump
+from ..storage.convert import convert, json_line, read_old_dump
 from ..storage.logtree import MAX_CLOCK, LogFileError, TextRecord, event_from, event_object, text_problem
 from ..storage.staging import StagedLines
 from ..storage.starting import ensure_memory_id
@@ -156,12 +156,7 @@ def _stage(source: BinaryIO, name: str, staged: Staged) -> None:
 
 def _memory_line(line: str, where: str) -> str:
     """The dump's first line: `{"memory": ID}`, the memory it was dumped from."""
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise errors.BadInput(f"{where}: not JSON ({exc.msg})") from None
-    except RecursionError:  # nesting deeper than the parser's stack
-        raise errors.BadInput(f"{where}: not JSON (nested too deeply)") from None
+    obj = json_line(line, where)
     memory = obj.get("memory") if isinstance(obj, dict) and set(obj) == {"memory"} else None
     if not isinstance(memory, str) or not re.fullmatch(r"[0-9a-z-]{1,64}", memory):
         raise errors.BadInput(f"{where}: the first line must name the memory: {{\"memory\": ID}}")
@@ -169,12 +164,7 @@ def _memory_line(line: str, where: str) -> str:
 
 
 def _line(line: str, where: str) -> tuple[Event, TextRecord | None]:
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise errors.BadInput(f"{where}: not JSON ({exc.msg})") from None
-    except RecursionError:  # nesting deeper than the parser's stack
-        raise errors.BadInput(f"{where}: not JSON (nested too deeply)") from None
+    obj = json_line(line, where)
     if not isinstance(obj, dict):
         raise errors.BadInput(f"{where}: a line must be a JSON object")
     given, text = obj.pop("id", None), obj.pop("text", None)
