@@ -10,8 +10,8 @@ marker is escaped with a leading backslash.  See docs/FORMAT.md.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
+from ..base.records import Record
 from ..base.vocabulary import KINDS, TRIGGER_ATTRIBUTES
 from .version import FORMAT_VERSION  # noqa: F401  (the rendering's version: see version.py)
 
@@ -38,13 +38,20 @@ STATE_WORDS: dict[str, str] = {
 }
 WORD_BY_STATE: dict[str, str] = {state: word for word, state in STATE_WORDS.items()}
 
+# The grammar a reader of the file needs (the parser, the imports, the checks): the pattern
+# of each name here, compiled when the name is first asked for (`__getattr__` below), so a
+# command that only writes the file (every `qem add`) compiles none of them.  The two a
+# writer needs, ATTRIBUTE_LIKE_RE and MARKER_START_RE, are compiled here.
+_GRAMMAR: dict[str, str] = {}
+REQUEST_MARKERS: tuple[re.Pattern[str], ...]  # TO, DUE, ANSWERS, RESTS: a note's request markers, in order
+
 # The header names the memory the file belongs to (so a file from another repository's
 # memory is refused), never the moment it was rendered: a line that changed on every
 # export would conflict on every merge.
 # A checkout of a query's notes names the query too (`query=` its filters, each
 # percent-encoded, joined by commas): the check-in reads the edit against exactly the
 # notes the checkout held, never the rest of the memory.
-HEADER_RE = re.compile(
+_GRAMMAR["HEADER_RE"] = (
     r"<!-- qem memory=(?P<memory>[0-9a-z-]+)(?: kinds=(?P<kinds>[a-z,]+))?(?P<active> active)?"
     r"(?: query=(?P<query>[^\s]+))?(?: · .*)? -->\Z"
 )
@@ -94,27 +101,23 @@ CONFLICT_PREFIXES = ("<<<<<<<", "|||||||", "=======", ">>>>>>>")
 
 _DATE = r"\d{4}-\d{2}-\d{2}"
 _REASON = r"\((?P<reason>(?:[^\\()]|\\.)*)\)"
-STATE_MARKER_RE = re.compile(
-    rf"(?P<word>REVOKED|STALE|EXPIRED)(?: (?P<date>{_DATE}))?(?: {_REASON})?"
-)
-SUPERSEDED_MARKER_RE = re.compile(
-    rf"SUPERSEDED by #(?P<by>{_ID})(?: (?P<date>{_DATE}))?(?: {_REASON})?"
-)
-SUPERSEDES_MARKER_RE = re.compile(rf"supersedes #(?P<of>{_ID})")
+_GRAMMAR["STATE_MARKER_RE"] = rf"(?P<word>REVOKED|STALE|EXPIRED)(?: (?P<date>{_DATE}))?(?: {_REASON})?"
+_GRAMMAR["SUPERSEDED_MARKER_RE"] = rf"SUPERSEDED by #(?P<by>{_ID})(?: (?P<date>{_DATE}))?(?: {_REASON})?"
+_GRAMMAR["SUPERSEDES_MARKER_RE"] = rf"supersedes #(?P<of>{_ID})"
 # The note's end (its created event's `expires`, shown as its UTC date): part of what the
 # note says, so changing or removing it in an edit supersedes the note.
-EXPIRES_MARKER_RE = re.compile(rf"expires (?P<expires>{_DATE})")
+_GRAMMAR["EXPIRES_MARKER_RE"] = rf"expires (?P<expires>{_DATE})"
 # A request and its answer (the created event's `to`, `due`, `answers`): what the note
 # says, so changing or removing one in an edit supersedes the note.  `due` shows a date
 # alone where the deadline is the end of that UTC day (what `--due DATE` records), else the
 # UTC time.
-TO_MARKER_RE = re.compile(r"to (?P<to>[^\s·#\\][^\s·]*)")
-DUE_MARKER_RE = re.compile(rf"due (?P<due>{_DATE}(?:T\d{{2}}:\d{{2}}:\d{{2}}Z)?)")
-ANSWERS_MARKER_RE = re.compile(rf"answers #(?P<answers>{_ID})")
+_GRAMMAR["TO_MARKER_RE"] = r"to (?P<to>[^\s·#\\][^\s·]*)"
+_GRAMMAR["DUE_MARKER_RE"] = rf"due (?P<due>{_DATE}(?:T\d{{2}}:\d{{2}}:\d{{2}}Z)?)"
+_GRAMMAR["ANSWERS_MARKER_RE"] = rf"answers #(?P<answers>{_ID})"
 # The notes a note rests on (its created event's `rests_on`), each by its id: what the note
 # says, so changing the list in an edit supersedes the note; a new item names them too.
-RESTS_MARKER_RE = re.compile(rf"rests on (?P<rests_on>#{_ID}(?:, #{_ID})*)")
-REQUEST_MARKERS = (TO_MARKER_RE, DUE_MARKER_RE, ANSWERS_MARKER_RE, RESTS_MARKER_RE)
+_GRAMMAR["RESTS_MARKER_RE"] = rf"rests on (?P<rests_on>#{_ID}(?:, #{_ID})*)"
+_REQUEST_MARKERS = ("TO_MARKER_RE", "DUE_MARKER_RE", "ANSWERS_MARKER_RE", "RESTS_MARKER_RE")
 DAY_END = "T23:59:59Z"
 
 
@@ -129,7 +132,7 @@ def due_read(shown: str) -> str:
 # Derived, read-only: an open dispute with another note, a fork, or concurrent changes of
 # the note's own state.  Settled by a ruling or by editing the note, not by editing the
 # marker, so the parser reads it and lets it go.
-DISPUTED_MARKER_RE = re.compile(
+_GRAMMAR["DISPUTED_MARKER_RE"] = (
     rf"DISPUTED (?:with #{_ID}(?:, #{_ID})* \((?:dispute {_ID}|fork of #{_ID})\)"
     rf"|\(concurrent: [^()]*\))"
 )
@@ -137,20 +140,20 @@ DISPUTED_MARKER_RE = re.compile(
 # shown on the request's item (`answered by #A`, or `#A, #B` where two in force may
 # disagree).  An answer is another note's event, so the index renders the request's item
 # again when one lands, goes or changes state; the parser reads it and lets it go.
-ANSWERED_BY_MARKER_RE = re.compile(rf"answered by #{_ID}(?:, #{_ID})*")
+_GRAMMAR["ANSWERED_BY_MARKER_RE"] = rf"answered by #{_ID}(?:, #{_ID})*"
 # Words that begin a marker: a text starting with one is escaped so it cannot pass for one.
 MARKER_START_RE = re.compile(r"(?:REVOKED|STALE|EXPIRED|SUPERSEDED|FORGOTTEN|DISPUTED|supersedes|expires)\b|rests on #"
                              r"|(?:to|due|answers) [^\s·]+ · |answered by #[^\s·]+(?:, #[^\s·]+)* · ")
 
-ITEM_RE = re.compile(
+_GRAMMAR["ITEM_RE"] = (
     rf"- \[#(?P<id>{_ID})\] (?P<date>{_DATE}){SEP}(?P<priority>[^ ·]+){SEP}"
     rf"(?P<provenance>[^ ·]+){SEP}(?P<rest>.*)\Z"
 )
-TOMBSTONE_RE = re.compile(rf"- \[#(?P<id>{_ID})\] FORGOTTEN(?: (?P<date>{_DATE}))?\Z")
-ITEM_ID_RE = re.compile(rf"- \[#(?P<id>{_ID})\]")
+_GRAMMAR["TOMBSTONE_RE"] = rf"- \[#(?P<id>{_ID})\] FORGOTTEN(?: (?P<date>{_DATE}))?\Z"
+_GRAMMAR["ITEM_ID_RE"] = rf"- \[#(?P<id>{_ID})\]"
 
 
-class Selection(NamedTuple):
+class Selection(Record):
     """Which notes a rendering holds: some kinds (None: all), only live ones or all; for
     a query's checkout, the query's filters (`query`, as `qem query` takes them) and the
     notes it matched when checked out (`notes`, full ids; None where not yet known)."""
@@ -202,11 +205,11 @@ def unescape_reason(escaped: str) -> str:
 # OID` (OID: the first ANCHOR_SHOWN hex digits of the object id it recorded, for a reader:
 # a check-in records the content as it is then).  No text line can pass for one: a further
 # text line that starts with `@NAME:`, after any backslashes, is written with one more.
-ATTRIBUTE_RE = re.compile(r"@(?P<name>[a-z][a-z0-9-]*):(?: (?P<value>.*))?\Z")
+_GRAMMAR["ATTRIBUTE_RE"] = r"@(?P<name>[a-z][a-z0-9-]*):(?: (?P<value>.*))?\Z"
 ATTRIBUTE_LIKE_RE = re.compile(r"\\*@[a-z][a-z0-9-]*:")
 ANCHOR = "anchor"
 ANCHOR_SHOWN = 12  # a fixed length: git's own abbreviation grows with the repository's size
-SHOWN_OID_RE = re.compile(r"[0-9a-f]{4,64}\Z")
+_GRAMMAR["SHOWN_OID_RE"] = r"[0-9a-f]{4,64}\Z"
 
 
 TRIGGER_BY_ATTRIBUTE = {attribute: name for name, attribute in TRIGGER_ATTRIBUTES.items()}
@@ -231,3 +234,15 @@ def escape_first_line(line: str) -> str:
     if line.startswith("\\") or MARKER_START_RE.match(line):
         return "\\" + line
     return line
+
+
+def __getattr__(name: str) -> object:
+    """A name of the reading grammar, compiled on first use and kept."""
+    if name == "REQUEST_MARKERS":
+        value: object = tuple(__getattr__(marker) for marker in _REQUEST_MARKERS)
+    elif name in _GRAMMAR:
+        value = re.compile(_GRAMMAR[name])
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value

@@ -12,8 +12,9 @@ does not fit it returns None, and the caller renders the whole file.  Pure.
 from __future__ import annotations
 
 import bisect
-from typing import Callable, Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, Sequence
 
+from ..base.records import Record
 from ..base.vocabulary import KINDS
 from .format import SECTION_TITLES, Selection
 from .render import header_line
@@ -21,7 +22,7 @@ from .render import header_line
 ITEM_START = b"- [#"
 
 
-class ItemChange(NamedTuple):
+class ItemChange(Record):
     """One note's item before and after a write (None: it had none, or has none now)."""
 
     old_kind: str | None
@@ -311,7 +312,7 @@ def headings_in(chunks: Iterable[bytes]) -> list[int]:
     return found.at
 
 
-class SectionChange(NamedTuple):
+class SectionChange(Record):
     """What changes in one section: the notes whose items go (full ids), the items that
     come (each ending in a newline)."""
 

@@ -304,8 +304,13 @@ def test_every_module_opens_with_one_line_saying_what_it_owns() -> None:
 PRIVATE_CROSSINGS: dict[str, str] = {}
 
 
+# A NamedTuple's public methods, named with an underscore only so that no field can take
+# the name (every record has them: qem_edit.base.records).
+NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_make", "_fields", "_field_defaults"})
+
+
 def _private(name: str) -> bool:
-    return name.startswith("_") and not name.startswith("__")
+    return name.startswith("_") and not name.startswith("__") and name not in NAMEDTUPLE_API
 
 
 def _package_of(name: str, path: Path) -> list[str]:

@@ -1,5 +1,5 @@
 """What the hooks spare themselves: config.toml read without tomllib where it is what
-`qem` writes (qem_edit.system.workspace._plain_config), a short input hashed without OpenSSL
+`qem` writes (qem_edit.system.workspace.plain_config), a short input hashed without OpenSSL
 (qem_edit.base.ids.sha256_hex), and what the commit hooks import on a commit that touches no
 memory and a harness's hooks on an edit and a session's start."""
 
@@ -17,7 +17,7 @@ import pytest
 from conftest import run_qem
 
 from qem_edit.base.ids import SMALL, sha256_hex
-from qem_edit.system.workspace import _plain_config
+from qem_edit.system.workspace import plain_config
 
 PLAIN = [
     "",
@@ -47,13 +47,13 @@ NOT_PLAIN = [
 
 
 @pytest.mark.parametrize("text", PLAIN)
-def test_a_plain_config_reads_as_tomllib_reads_it(text: str) -> None:
-    assert _plain_config(text) == tomllib.loads(text)
+def test_aplain_config_reads_as_tomllib_reads_it(text: str) -> None:
+    assert plain_config(text) == tomllib.loads(text)
 
 
 @pytest.mark.parametrize("text", NOT_PLAIN)
 def test_anything_else_is_left_to_tomllib(text: str) -> None:
-    assert _plain_config(text) is None
+    assert plain_config(text) is None
 
 
 @pytest.mark.parametrize("size", [0, 1, 55, 56, 64, 1000, SMALL - 1, SMALL, SMALL + 1, 3 * SMALL])
@@ -132,3 +132,23 @@ def test_a_harness_hook_imports_nothing_its_moment_does_not_use(tmp_path: Path, 
     assert done.stdout.strip().splitlines()[-1] == "0 []", (done.stdout, done.stderr)
     if event == "SessionStart":
         assert "keep the tests fast" in done.stdout, done.stdout
+
+
+def test_an_add_imports_nothing_a_write_does_not_use(tmp_path: Path) -> None:
+    """`qem add` with MEMORY.md and the config.toml `qem` writes: the note is written and
+    the mirror patched, with no tomllib (the config is plain: the protect rule, the memory's
+    id and the settings are read without it), no command-line framework, no dataclasses,
+    and none of the grammar only a reader of MEMORY.md needs compiled."""
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    assert run_qem("add", "a first note", "-k", "task", cwd=tmp_path).returncode == 0
+    assert run_qem("export", cwd=tmp_path).returncode == 0
+    unused = ("typer", "click", "dataclasses", "inspect", "tomllib")
+    probe = ("import sys; sys.argv = ['qem', 'add', 'a second note', '-k', 'gotcha']\n"
+             "from qem_edit.__main__ import main\ncode = 0\n"
+             "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+             "grammar = vars(sys.modules['qem_edit.renderer.format'])\n"
+             f"print(code, sorted(m for m in {unused!r} if m in sys.modules),"
+             " sorted(n for n in ('HEADER_RE', 'ITEM_RE', 'REQUEST_MARKERS') if n in grammar))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    assert done.stdout.strip().splitlines()[-1] == "0 [] []", (done.stdout, done.stderr)
+    assert "a second note" in (tmp_path / "MEMORY.md").read_text("utf-8")

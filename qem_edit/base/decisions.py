@@ -8,16 +8,17 @@ writes them, and saves.
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Iterable, Mapping, NamedTuple
+from typing import Iterable, Mapping
 
 from . import ids
+from .records import Record
 from .replay import Note, check_transition
 from .stored_form import normalize_text
 from .triggers import trigger_data
 from .vocabulary import TransitionError, Trigger
 
 
-class NewNote(NamedTuple):
+class NewNote(Record):
     """The content of a note about to be created."""
 
     kind: str
@@ -36,7 +37,7 @@ class NewNote(NamedTuple):
     rests_on: tuple[str, ...] = ()  # the notes it rests on, ids
 
 
-class Draft(NamedTuple):
+class Draft(Record):
     """An event decided but not yet written: the store gives it its time, actor, clock,
     the events it follows, and its id (`note` None: a note created by this draft)."""
 
@@ -67,7 +68,7 @@ def _anchor_list(anchors: Iterable[tuple[str, str]]) -> list[dict[str, str]]:
     return [{"path": path, "oid": oid} for path, oid in sorted(anchors)]
 
 
-class Drifted(NamedTuple):
+class Drifted(Record):
     """One anchor whose content is not what its note recorded: `now` the object id the
     path holds (None: gone), `moved_to` where the same content is now (a move)."""
 

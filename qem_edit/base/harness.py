@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Mapping, NamedTuple
+from typing import Mapping
+from .records import Record
 
 START_WAITS = 12  # a session start's timeout, in the others' (120 s)
 CODEX_END_SECONDS = 3  # the most Codex lets a SessionEnd hook take
@@ -51,7 +52,7 @@ HOLD = "hold"  # before a tool, where context cannot go (Gemini CLI's BeforeTool
 SUBAGENT = "subagent"  # a subagent starts: its own context window, given what a session's start gives
 
 
-class Hook(NamedTuple):
+class Hook(Record):
     """One hook `qem setup` writes: the harness's event, its matcher (None: every
     occurrence), what it asks of qem, whether it is written only when asked for, and its
     own timeout where the harness allows less than its others (0: the harness's)."""
@@ -75,7 +76,7 @@ def utf8_bytes(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-class Harness(NamedTuple):
+class Harness(Record):
     name: str  # as `qem hook NAME EVENT` and `qem setup NAME` take it
     title: str
     budget: int  # what a reply's context may hold, in the harness's own unit (`measure`)
@@ -169,7 +170,7 @@ HARNESSES: dict[str, Harness] = {h.name: h for h in (CLAUDE, CODEX, GEMINI)}
 _PATCH_FILE = r"(?m)^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$"
 
 
-class Asked(NamedTuple):
+class Asked(Record):
     """What a harness's hook input asks: `does` (START, PROMPT, TOOL, ...), the moment's
     event for a tool (edit, read, shell), and its data."""
 
@@ -188,7 +189,7 @@ class Asked(NamedTuple):
     also: tuple[tuple[str, tuple[str, ...]], ...] = ()  # a command's own moments: (edit or read, the paths)
 
 
-class Guest(NamedTuple):
+class Guest(Record):
     """Another harness that runs the hooks `qem setup claude` writes (it loads
     `.claude/settings.json`), sending its own input: where its contract is documented, and
     which of qem's hooks it reads context from (at the others qem gives nothing, and says so)."""

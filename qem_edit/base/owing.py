@@ -17,16 +17,17 @@ swept it yet).  No database, no clock: `now` is given.
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple, Sequence
+from typing import Iterable, Sequence
 
 from . import ids
+from .records import Record
 from .replay import PAST_WHY, Note, past_end
 
 YES, NO, UNKNOWN, NOT_OWED = "yes", "no", "unknown", "not owed"
 WITHDRAWN = frozenset({"revoked", "forgotten"})  # an answer in these states answers nothing
 
 
-class Answered(NamedTuple):
+class Answered(Record):
     """A request's answer: `value` one of yes, no, unknown, not owed; `why` in words; the
     answers that decide it (`by`); `late` seconds past its deadline (None: not late)."""
 

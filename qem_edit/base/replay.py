@@ -12,9 +12,10 @@ in which events arrived never matters: the same set gives the same notes on ever
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Iterable, Mapping, NamedTuple
+from typing import Iterable, Mapping
 
 from . import ids
+from .records import Record
 from .stored_form import anchors_of, is_timestamp, rests_on_problem, seat_problem
 from .triggers import trigger_data, triggers_of
 from .vocabulary import (
@@ -34,7 +35,7 @@ from .vocabulary import (
 )
 
 
-class Event(NamedTuple):
+class Event(Record):
     id: str
     note: str
     type: str
@@ -66,7 +67,7 @@ class Event(NamedTuple):
         }
 
 
-class Rival(NamedTuple):
+class Rival(Record):
     """One side of a dispute over a note's state: the branch's last event (`tip`, what a
     ruling keeps) and the event that set the state it reached."""
 
@@ -83,7 +84,7 @@ class Rival(NamedTuple):
 TEXT_MISSING = "(text missing from this commit)"  # how a note without its text file is shown
 
 
-class Note(NamedTuple):
+class Note(Record):
     id: str
     kind: str
     priority: str
@@ -355,7 +356,7 @@ def past_end_words(note: Note) -> str:
 # -- replay: a note from the graph of its events -------------------------------------------------
 
 
-class Folded(NamedTuple):
+class Folded(Record):
     """A note after its events, with what could not be folded in (named, not fatal)."""
 
     note: Note

@@ -11,13 +11,14 @@ a ruling leaves one.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, NamedTuple
+from typing import Callable, Mapping
 
 from . import ids
+from .records import Record
 from .replay import PAST_MARK, PAST_WHY, Note, past_end
 
 
-class Answer(NamedTuple):
+class Answer(Record):
     note_id: str
     value: str  # yes, no, unknown
     reason: str

@@ -20,10 +20,11 @@ records the drafts (store.Transaction.flag_dependents).
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping, NamedTuple
+from typing import Callable, Iterable, Mapping
 
 from . import ids
 from .decisions import Draft, team_base_refusal
+from .records import Record
 from .replay import Event, Note, check_transition, past_end
 
 # The events that can take a base out of plain force (a move whose target is one of
@@ -33,7 +34,7 @@ _WORDS = {"stale": "flagged stale", "superseded": "superseded", "revoked": "revo
           "forgotten": "forgotten"}
 
 
-class Root(NamedTuple):
+class Root(Record):
     """Where a change began: the note whose own change it was, the state it reached, and
     (a supersession) its successor."""
 

@@ -7,7 +7,7 @@ lifecycle moves make sense.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from .records import Record
 
 KINDS: tuple[str, ...] = (
     "directive",
@@ -37,7 +37,7 @@ OUT_OF_PLAIN_FORCE = ("stale", "superseded", "revoked", "expired", "forgotten")
 _ANY = frozenset(STATES) - {"forgotten"}
 
 
-class Move(NamedTuple):
+class Move(Record):
     """One lifecycle move: the verb a person or a plan uses, the event it appends, the
     states it may leave from and the state it reaches (None: the state stays), how a plan
     shows it, how a refusal words it ("cannot flag as stale note #3: it is revoked"), and

@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ..base import errors
+from ..base.records import Record
 from ..base.vocabulary import KINDS
 from ..storage.store import Store
 from ..system.files import file_chunks, read_at, read_regular, same_bytes, write_atomic
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 # and the grammar's regular expressions cost a commit hook ~4 ms.)
 
 
-class Verdict(NamedTuple):
+class Verdict(Record):
     """What `--check` found, and whether exporting over the file would lose an edit."""
 
     clean: bool
@@ -437,7 +438,7 @@ def _item_changes(store: Store, replaced: dict) -> list:  # type: ignore[type-ar
     return out
 
 
-class MirrorBase(NamedTuple):
+class MirrorBase(Record):
     """The rendering a hand-edited mirror (or a copy of it) was made from: export's kept
     copy (a file, read a chunk at a time), with the moment it was rendered at and whether
     it is calm where the index knows them; or the file as the last git commit holds it."""
@@ -713,7 +714,7 @@ def export_kept(store: Store, target: Path, force: bool, workspace: Path) -> boo
     return export(store, target, force=force)
 
 
-class Checked(NamedTuple):
+class Checked(Record):
     """`export --check` and/or `--diff`: the unified diff (`--diff`), the verdict
     (`--check`), and the exit status: 1 when the file differs from the rendering."""
 

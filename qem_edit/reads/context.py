@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from datetime import date
 from itertools import chain, islice
-from typing import Callable, Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator
 
 from ..base import errors
+from ..base.records import Record
 from ..base.replay import Note, scope_mark
 from ..base.vocabulary import KIND_RANK, KINDS, PRIORITIES
 from ..storage.store import Store
@@ -60,7 +61,7 @@ def order(note: Note) -> tuple[int, int, str]:
     return (KIND_RANK[note.kind], PRIORITY_RANK.get(note.priority, len(PRIORITIES)), note.id)
 
 
-class Entry(NamedTuple):
+class Entry(Record):
     """One note as the context shows it: its age in days and its standing (past its end,
     in dispute: qem_edit.reads.standing, every read's decision).  (NamedTuples, not dataclasses,
     here: every hook imports this module.)"""

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable
 
 from ..base import errors
+from ..base.records import Record
 from ..base.replay import Note, past_end_words
 from ..base.triggers import (
     READ_GIVES,
@@ -56,7 +57,7 @@ HEADINGS = {
 }
 
 
-class Moment(NamedTuple):
+class Moment(Record):
     """One moment of a session: its event (MOMENTS), and what it is about: the files an
     edit or a read touches (paths from the top of the work tree), a shell command, a prompt."""
 
@@ -113,7 +114,7 @@ def given_json(n: Note, standing: Standing, why: str, full: bool) -> dict[str, o
             "full": full, "text" if full else "line": n.text if full else n.first_line()}
 
 
-class Hit(NamedTuple):
+class Hit(Record):
     """A note a moment triggers: why, and whether whole (`full`) or as its index line (a
     read's second tier)."""
 
@@ -162,7 +163,7 @@ def standings_now(standings: Standings | None) -> Standings:
     return Standings(utc_now())
 
 
-class Change(NamedTuple):
+class Change(Record):
     """A note given earlier in the session that changed since: said first, in a line or
     two (its successor's first line; `qem show` has the rest)."""
 
@@ -247,7 +248,7 @@ class Delivery:
 # -- what a moment triggers ----------------------------------------------------------------------
 
 
-class Due(NamedTuple):
+class Due(Record):
     """A note a moment triggers, before its text is read: its order's fields, and why it
     comes, whole or as its line (a read's second tier)."""
 
@@ -378,7 +379,7 @@ def from_cwd(paths: Iterable[str], cwd: str, top: Path) -> tuple[str, ...]:
 # -- fitting a budget ------------------------------------------------------------------------------
 
 
-class Ranked(NamedTuple):
+class Ranked(Record):
     """A note due and where it stands in its moment's whole order (what `--skip` counts)."""
 
     moment: Moment
@@ -457,7 +458,7 @@ def fitted_changes(out: Delivery, changes: list[Change], budget: int, size: int,
     return added
 
 
-class _Shown(NamedTuple):
+class _Shown(Record):
     """A hit given in another form than its own (too long: its line)."""
 
     hit: Hit

@@ -26,10 +26,11 @@ writes (`--flag`) are qem_edit.writes.acts.flag_drift's; this module only reads.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, NamedTuple
+from typing import TYPE_CHECKING, Callable
 
 from ..base import errors, ids
 from ..base.decisions import Drifted
+from ..base.records import Record
 from ..base.replay import Note, sort_key
 from ..system.anchors import Listing, WorkTree, WorkTreeContent, revision_listing, staged_listing
 
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 WORK_TREE, STAGED = "work tree", "staged"
 
 
-class NoteDrift(NamedTuple):
+class NoteDrift(Record):
     note: Note
     drifted: list[Drifted]
 

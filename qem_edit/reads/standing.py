@@ -23,9 +23,10 @@ disagreeing notes and forks (`Standings.read`), or from the notes a replay gave
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from ..base import ids
+from ..base.records import Record
 from ..base.replay import PAST_MARK, PAST_WHY, Note, past_end
 from ..base.resolver import rival_words
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 DISPUTED_MARK = "DISPUTED"
 
 
-class Disagreement(NamedTuple):
+class Disagreement(Record):
     """One open disagreement a note is a side of: what it is (`label`: `dispute ID`, `fork
     of #P`, `concurrent changes`), the other sides by short id, and the command settling it."""
 
@@ -51,7 +52,7 @@ class Disagreement(NamedTuple):
         return {"what": self.label, "with": list(self.others), "settle": self.settle}
 
 
-class Standing(NamedTuple):
+class Standing(Record):
     """What every read says of one note beyond its state: its end when it is past it (and
     not swept yet: None otherwise) and its open disagreements."""
 

@@ -18,9 +18,9 @@ command that lists it.  The budget is in the harness's own unit (`measure`).
 
 from __future__ import annotations
 
-from typing import NamedTuple
 
 from ..base import errors
+from ..base.records import Record
 from ..base.replay import Note, scope_mark
 from . import delivery
 from .context import FRAMES, indented
@@ -33,7 +33,7 @@ PREAMBLE = ("Recorded by an agent unless marked: verify before relying on a note
             " `qem show ID` gives it whole.")
 
 
-class Listed(NamedTuple):
+class Listed(Record):
     """A note given at a tiered moment: as its line, or whole (`whole`)."""
 
     note: Note

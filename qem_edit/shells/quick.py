@@ -17,12 +17,13 @@ too), so the two parse alike.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable
 
+from ..base.records import Record
 from ..base.vocabulary import KINDS
 
 
-class Opt(NamedTuple):
+class Opt(Record):
     names: tuple[str, ...]  # the option's spellings
     dest: str  # the body's parameter
     takes: str  # "value" (the last one given wins), "many" (repeatable: a list), "flag" (True when given)
@@ -33,12 +34,12 @@ class Opt(NamedTuple):
     show_default: bool = False
 
 
-class Arg(NamedTuple):
+class Arg(Record):
     dest: str  # the body's parameter
     help: str
 
 
-class Spec(NamedTuple):
+class Spec(Record):
     arguments: tuple[Arg, ...]  # the positional parameters, in order, all required
     required: tuple[str, ...]  # options that must be given
     options: tuple[Opt, ...]  # (an option not given takes the body's own default)

@@ -36,10 +36,11 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..base import errors
 from ..base.harness import HARNESSES, Harness
+from ..base.records import Record
 from ..base.shown import say, show
 
 SERVER = "qem"  # the MCP server's name, in every harness
@@ -58,7 +59,7 @@ TRUST = {  # Codex's is read from where Codex records it (qem_edit.system.codext
 }
 
 
-class Wanted(NamedTuple):
+class Wanted(Record):
     """What `qem setup` is asked for."""
 
     harness: Harness
@@ -99,7 +100,7 @@ class Wanted(NamedTuple):
             QEM_HOOK.search(command) is not None or command.startswith(f"{self.command} hook "))
 
 
-class Change(NamedTuple):
+class Change(Record):
     """One file: what it holds, what it is to hold, and what differs."""
 
     rel: str  # from the project's top

@@ -21,10 +21,11 @@ import os
 import sqlite3
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, ContextManager, Iterable, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, ContextManager, Iterable, Iterator, Sequence
 
 from ..base import ids
 from ..base.owing import answered_by, is_request
+from ..base.records import Record
 from ..base.replay import Event, Note, Rival, fold
 from ..base.shown import progress
 from ..base.vocabulary import EVENT_TYPES, KIND_RANK
@@ -947,7 +948,7 @@ def _worth_spreading(tree: LogTree, names: list[str]) -> bool:
     return False
 
 
-class _PackEnd(NamedTuple):
+class _PackEnd(Record):
     """The end of a pack's pieces: its verdict is due."""
 
     reading: PackReading

@@ -29,9 +29,10 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from ..base import errors, ids
+from ..base.records import Record
 from ..base.replay import Event
 from ..base.stored_form import (
     ANCHORING,
@@ -588,7 +589,7 @@ def _pack_file(name: str, base: str, data: bytes) -> tuple[list[Event], list[Tex
 PART_BYTES = 1 << 22  # a pack read whole lines at a time, about this many bytes of them
 
 
-class PackPart(NamedTuple):
+class PackPart(Record):
     """A stretch of a pack's lines, read (`pack_part`)."""
 
     records: list  # the records of its lines up to its first fault

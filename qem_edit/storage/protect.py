@@ -20,10 +20,11 @@ from __future__ import annotations
 import fnmatch
 import os
 from pathlib import Path
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable
 
 from ..base import errors, ids
 from ..base.decisions import NEW_NOTE
+from ..base.records import Record
 from ..base.replay import Event, Note
 from ..base.vocabulary import KINDS, MOVE_BY_EVENT, MOVES
 
@@ -39,7 +40,7 @@ class Protected(errors.Refused):
     """An agent's move on a note of a protected kind."""
 
 
-class Rule(NamedTuple):
+class Rule(Record):
     """The workspace's setting: the protected kinds, and the actor names that are agents."""
 
     kinds: frozenset[str] = frozenset(DEFAULT_KINDS)
@@ -52,7 +53,7 @@ class Rule(NamedTuple):
 def rule_of(store_root: Path) -> Rule:
     """The `[protect]` setting of the memory at `store_root` (the default without one);
     BadInput naming the file and the field when it is malformed."""
-    from ..system.workspace import CONFIG_NAME
+    from ..system.workspace import CONFIG_NAME, settings_of
 
     path = store_root / CONFIG_NAME
     try:
@@ -61,11 +62,9 @@ def rule_of(store_root: Path) -> Rule:
         return Rule()
     except OSError as exc:
         raise errors.BadInput(f"cannot read {path}: {exc.strerror}") from None
-    import tomllib
-
     try:
-        section = tomllib.loads(raw.decode("utf-8")).get("protect", {})
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        section = settings_of(raw.decode("utf-8")).get("protect", {})
+    except ValueError as exc:  # not UTF-8, or tomllib's TOMLDecodeError
         raise errors.BadInput(f"{path} is not valid TOML: {exc}") from None
     return _checked(section, path)
 

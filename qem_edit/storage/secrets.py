@@ -39,9 +39,10 @@ from __future__ import annotations
 import json
 import re
 from functools import reduce
-from typing import Iterable, Iterator, Mapping, NamedTuple
+from typing import Iterable, Iterator, Mapping
 
 from ..base import errors, ids
+from ..base.records import Record
 from ..base.replay import Event
 from ..base.vocabulary import TRIGGER_ATTRIBUTES
 from .logtree import event_object
@@ -127,7 +128,7 @@ _MAY_HOLD_FOLDED = (
 )
 
 
-class Found(NamedTuple):
+class Found(Record):
     """A secret in a text: its kind (the detector's name for it) and its line (from 1)."""
 
     kind: str

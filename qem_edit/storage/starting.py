@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..base import errors, ids
 from ..system.files import read_regular, write_atomic
-from ..system.workspace import CONFIG_NAME, INDEX_NAME
+from ..system.workspace import CONFIG_NAME, INDEX_NAME, settings_of
 from .logtree import EVENTS, PACKS, TEXTS
 
 COMMITTED = (CONFIG_NAME, ".gitignore", ".gitattributes")  # the memory's files beside its log
@@ -82,10 +82,8 @@ def remembered(root: Path) -> dict[str, bytes]:
 
 
 def _names_a_memory(config: bytes) -> bool:
-    import tomllib
-
     try:
-        memory = tomllib.loads(config.decode("utf-8")).get("memory", {})
+        memory = settings_of(config.decode("utf-8")).get("memory", {})
     except ValueError:
         return False
     return isinstance(memory, dict) and isinstance(memory.get("id"), str) and bool(memory["id"])
@@ -130,10 +128,8 @@ def start(root: Path) -> str:
 
 
 def read_memory_id(root: Path) -> str | None:
-    import tomllib
-
     try:
-        config = tomllib.loads((root / CONFIG_NAME).read_text("utf-8"))
+        config = settings_of((root / CONFIG_NAME).read_text("utf-8"))
     except (OSError, ValueError):
         return None
     memory = config.get("memory", {})

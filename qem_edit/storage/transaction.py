@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import Callable, Iterable, NamedTuple, TypeVar
+from typing import Callable, Iterable, TypeVar
 
 from ..base import errors, ids, resting
 from ..base.decisions import (
@@ -22,6 +22,7 @@ from ..base.decisions import (
     decide_settle,
 )
 from ..base.faults import checkpoint
+from ..base.records import Record
 from ..base.replay import Event, Note, after_event, note_from_created
 from ..base.stored_form import actor_problem, reason_problem
 from ..base.vocabulary import TextError, TransitionError
@@ -431,7 +432,7 @@ def _event(draft: Draft, data: dict, at: str, actor: str, checkin: str | None, c
     return Event(event_id, draft.note or event_id, draft.type, at, actor, draft.reason, checkin, data, clock, prev)
 
 
-class WriteMark(NamedTuple):
+class WriteMark(Record):
     """What this process's last write changed in the index: the generation before and
     after it, each touched note's item as it was before (None: it had none), and whether
     no note was disputed or forked before it (then every item stands alone, and the

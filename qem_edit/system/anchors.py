@@ -23,13 +23,14 @@ import bisect
 import os
 import stat
 from pathlib import Path
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable
 
 from ..base import errors
+from ..base.records import Record
 from ..base.stored_form import UNANCHORABLE, anchor_path_problem
 
 
-class WorkTree(NamedTuple):
+class WorkTree(Record):
     """The tree anchors are relative to: git's work tree top (else the workspace), whether
     git keeps it, the object format its ids are in, and the paths in it no note may be
     anchored to beside .git/ and .qem/ (the memory's rendering, MEMORY.md, which every

@@ -28,7 +28,7 @@ _COMMENT = re.compile(r"#[^\x00-\x08\x0a-\x1f\x7f]*")  # a TOML comment: no cont
 _MEMORY_ID = re.compile(r'id = "([0-9a-z]+)"')
 
 
-def _plain_config(text: str) -> dict | None:
+def plain_config(text: str) -> dict | None:
     """config.toml as tomllib reads it, where it holds only what `qem` writes to a new
     memory's (`[memory]` and its `id`, comments, blank lines), read without tomllib:
     importing tomllib costs each commit hook ~2 ms.  None for anything else (tomllib reads
@@ -46,6 +46,17 @@ def _plain_config(text: str) -> dict | None:
         else:
             return None
     return {} if table is None else {"memory": table}
+
+
+def settings_of(text: str) -> dict:
+    """config.toml's text as tomllib reads it: a plain one (plain_config) without importing
+    tomllib; ValueError (tomllib's TOMLDecodeError) where the text is not TOML."""
+    config = plain_config(text)
+    if config is None:
+        import tomllib  # (here: most memories' config.toml is plain)
+
+        config = tomllib.loads(text)
+    return config
 
 
 class Workspace:
@@ -95,12 +106,7 @@ class Workspace:
         except OSError as exc:
             raise errors.BadInput(f"cannot read {path}: {exc.strerror}") from None
         try:
-            text = raw.decode("utf-8")
-            config = _plain_config(text)
-            if config is None:
-                import tomllib  # (here: most memories' config.toml is plain, see _plain_config)
-
-                config = tomllib.loads(text)
+            config = settings_of(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise errors.BadInput(f"{path} is not valid TOML: {exc}") from None
         except ValueError as exc:  # tomllib.TOMLDecodeError, without importing tomllib to name it

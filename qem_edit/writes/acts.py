@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, NamedTuple
+from typing import TYPE_CHECKING, Iterable
 
 from ..base import errors, ids, resting
 from ..base.decisions import NewNote
+from ..base.records import Record
 from ..base.replay import Event, Note
 from ..base.stored_form import REST_LIMIT, normalize_text, scope_problem, seat_problem
 from ..base.times import parse_time, utc_now
@@ -207,7 +208,7 @@ def share(store: Store, place: Workspace, given: str, reason: str | None, actor:
     return written
 
 
-class Request(NamedTuple):
+class Request(Record):
     """What a new note asks or answers, as a writer gives it: `to` the seat that owes it,
     `due` its deadline (a date, the end of that UTC day, or a UTC time), `answers` the
     request it answers (any id a reader takes)."""

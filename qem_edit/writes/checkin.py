@@ -15,13 +15,14 @@ import os
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Mapping, Protocol
 
 from ..base import errors, ids
 from ..base.decisions import NewNote
 from ..base.faults import checkpoint
 from ..base.gitconflict import has_markers
 from ..base.ids import new_checkin_id
+from ..base.records import Record
 from ..base.replay import Note
 from ..base.vocabulary import LIVE_STATES, MOVE_BY_VERB
 from ..mirror.export import MIRROR_BASE, auto_export, export, known_renderings, mirror_base, render_store, rendering
@@ -243,7 +244,7 @@ class Source:
         return Read(data, kept.base, kept.moment, kept.calm, kept.heads)
 
 
-class Read(NamedTuple):
+class Read(Record):
     """What a check-in reads: the edit, its base (bytes, or a file read a chunk at a
     time; None: unknown), and, for a base qem rendered, its moment, whether it is calm and
     where its section headings start."""

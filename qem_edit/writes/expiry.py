@@ -18,10 +18,11 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from ..base import errors
 from ..base.decisions import ENDED_WHEN_WRITTEN
+from ..base.records import Record
 from ..base.replay import Note
 from ..base.vocabulary import KINDS
 
@@ -67,7 +68,7 @@ def end_given(given: str) -> str | None:
                               " (YYYY-MM-DDTHH:MM:SSZ), or none; nothing was written") from None
 
 
-class Asked(NamedTuple):
+class Asked(Record):
     """What a writer asked for: an end (`given`: a UTC time in `end`, or None for none),
     a time to live (`ttl`, seconds), or neither (the default applies)."""
 

@@ -10,15 +10,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from ..base import ids
+from ..base.records import Record
 
 if TYPE_CHECKING:  # (records, read only by a type checker: an answer is built from what acts wrote)
     from ..base.replay import Event, Note
 
 
-class NoteWritten(NamedTuple):
+class NoteWritten(Record):
     """`add`, `answer`, `supersede`, `share`: the note the write made, and the notes in
     force with its very text (`repeats`, named so its repeat can be revoked)."""
 
@@ -56,7 +57,7 @@ class NoteWritten(NamedTuple):
         return None
 
 
-class Moved(NamedTuple):
+class Moved(Record):
     """A move by a note's id (revoke, flag_stale, expire, promote…) and `forget`: the note
     after it, and the event; said alike by both shells."""
 
@@ -77,7 +78,7 @@ class Moved(NamedTuple):
         return None
 
 
-class Disputed(NamedTuple):
+class Disputed(Record):
     """`dispute`: the dispute opened, by the id `qem rule` takes back."""
 
     dispute: str
@@ -88,7 +89,7 @@ class Disputed(NamedTuple):
         return ids.side_shown(self.dispute)
 
 
-class Ruled(NamedTuple):
+class Ruled(Record):
     """`rule`: what was ruled on and what stands, as the person named them."""
 
     what: str
@@ -100,7 +101,7 @@ class Ruled(NamedTuple):
         return f"{self.what} ruled: {self.keep} stands"
 
 
-class Confirmed(NamedTuple):
+class Confirmed(Record):
     """A person's act (forget, promote, rule) the MCP client asked its person for: what the
     person confirmed, on which note, as whom and why, and the event it wrote (a rule that
     settles a dispute writes none of a note's)."""

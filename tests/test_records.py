@@ -1,0 +1,175 @@
+"""A Record is a NamedTuple: the same class, made for less (qem_edit/base/records.py).
+
+Each behaviour a NamedTuple has is asserted of a Record and of the typing.NamedTuple
+written the same way, side by side, so a difference in either fails here."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import re
+from pathlib import Path
+from typing import Mapping, NamedTuple, get_type_hints
+
+import pytest
+
+from qem_edit.base.records import Record
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class ByTyping(NamedTuple):
+    """A sample."""
+
+    name: str
+    kind: str | None
+    tags: frozenset[str] = frozenset()
+    data: Mapping[str, object] = {}
+    count: int = 0
+
+    @property
+    def shout(self) -> str:
+        return self.name.upper()
+
+    def twice(self) -> int:
+        return 2 * self.count
+
+
+class ByRecord(Record):
+    """A sample."""
+
+    name: str
+    kind: str | None
+    tags: frozenset[str] = frozenset()
+    data: Mapping[str, object] = {}
+    count: int = 0
+
+    @property
+    def shout(self) -> str:
+        return self.name.upper()
+
+    def twice(self) -> int:
+        return 2 * self.count
+
+
+class One(Record):
+    only: int
+
+
+class Empty(Record):
+    pass
+
+
+BOTH = (ByTyping, ByRecord)
+
+
+@pytest.mark.parametrize("cls", BOTH)
+def test_fields_defaults_and_annotations(cls: type) -> None:
+    assert cls._fields == ("name", "kind", "tags", "data", "count")
+    assert cls.__match_args__ == cls._fields
+    assert cls._field_defaults == {"tags": frozenset(), "data": {}, "count": 0}
+    assert cls.__doc__ == "A sample."
+    assert cls.__module__ == __name__ and cls.__qualname__ == cls.__name__
+    assert get_type_hints(cls)["kind"] == (str | None)
+    assert issubclass(cls, tuple) and cls.__slots__ == ()
+
+
+@pytest.mark.parametrize("cls", BOTH)
+def test_made_read_and_compared_as_a_tuple(cls: type) -> None:
+    a = cls("x", None, count=3)
+    assert tuple(a) == ("x", None, frozenset(), {}, 3)
+    assert (a.name, a.kind, a.count, a[0], a[-1]) == ("x", None, 3, "x", 3)
+    assert a == cls("x", None, frozenset(), {}, 3) == ("x", None, frozenset(), {}, 3)
+    assert a.shout == "X" and a.twice() == 6
+    assert hash(cls("x", "k", frozenset(), (), 1)) == hash(("x", "k", frozenset(), (), 1))
+    match a:
+        case cls(name, kind):  # type: ignore[misc]
+            assert (name, kind) == ("x", None)
+        case _:
+            pytest.fail("a positional class pattern did not match")
+    with pytest.raises(AttributeError):
+        a.name = "y"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        a.other = 1  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("cls", BOTH)
+def test_the_namedtuple_methods(cls: type) -> None:
+    a = cls("x", "k", count=1)
+    b = a._replace(count=2, kind=None)
+    assert type(b) is cls and b == cls("x", None, count=2) and a.count == 1
+    assert a._asdict() == {"name": "x", "kind": "k", "tags": frozenset(), "data": {}, "count": 1}
+    assert cls._make(["y", "z", frozenset(), {}, 5]) == cls("y", "z", count=5)
+    assert type(cls._make(iter(["y", "z", frozenset(), {}, 5]))) is cls
+
+
+def test_the_repr_and_the_errors_are_the_namedtuples() -> None:
+    def outcome(call):  # type: ignore[no-untyped-def]
+        try:
+            return repr(call())
+        except Exception as exc:  # noqa: BLE001 - the error itself is what is compared
+            return type(exc).__name__ + ": " + re.sub(r"By(Typing|Record)", "C", str(exc))
+
+    calls = (
+        lambda cls: cls("x", "k"),
+        lambda cls: cls("x", "k", data={"a": 1})._replace(count=4),
+        lambda cls: cls("x"),
+        lambda cls: cls("x", "k", frozenset(), {}, 1, 2),
+        lambda cls: cls("x", "k", nope=1),
+        lambda cls: cls("x", "k", name="y"),
+        lambda cls: cls("x", "k")._replace(nope=1),
+        lambda cls: cls._make(["x"]),
+    )
+    for call in calls:
+        by_typing = outcome(lambda: call(ByTyping)).replace("ByTyping", "C")
+        by_record = outcome(lambda: call(ByRecord)).replace("ByRecord", "C")
+        assert by_record == by_typing
+
+
+@pytest.mark.parametrize("cls", BOTH)
+def test_pickled_and_copied(cls: type) -> None:
+    a = cls("x", "k", frozenset({"t"}), {"a": [1]}, 3)
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        back = pickle.loads(pickle.dumps(a, protocol))
+        assert back == a and type(back) is cls
+    deep = copy.deepcopy(a)
+    assert deep == a and deep.data is not a.data and type(copy.copy(a)) is cls
+
+
+def test_one_field_and_none() -> None:
+    assert tuple(One(4)) == (4,) and One(only=4).only == 4 and repr(One(4)) == "One(only=4)"
+    assert tuple(Empty()) == () and repr(Empty()) == "Empty()"
+
+
+def test_a_record_is_refused_what_a_namedtuple_is() -> None:
+    with pytest.raises(TypeError, match="Non-default namedtuple field b cannot follow default field a"):
+        class Bad(Record):
+            a: int = 0
+            b: int
+
+    with pytest.raises(AttributeError, match="Cannot overwrite NamedTuple attribute _replace"):
+        class Worse(Record):
+            a: int
+
+            def _replace(self):  # type: ignore[no-untyped-def]
+                return self
+
+    with pytest.raises(TypeError, match="only inherit from Record"):
+        class Mixed(Record, dict):  # type: ignore[misc]
+            a: int
+
+    with pytest.raises(ValueError, match="'_a' cannot be a record's field name"):
+        class Private(Record):
+            _a: int
+
+
+def test_no_product_module_makes_a_typing_namedtuple() -> None:
+    """Each product record is a Record, so none pays typing's price at import again."""
+    made = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for folder in ("qem_edit", "renderer", "reconciler")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for n, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+        if re.match(r"\s*class \w+\((typing\.)?NamedTuple\b", line) or re.search(r"\bNamedTuple\(\s*['\"]", line)
+    ]
+    assert made == []
