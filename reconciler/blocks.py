@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
 
 from ..renderer.format import ERRORS_OPEN, HEADER_RE
 from ..renderer.patch import WINDOW, Reader, item_of, short_at

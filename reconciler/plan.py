@@ -11,8 +11,8 @@ edit to events and the conflict rule; it reads nothing and writes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Sequence
 
 from ..base.decisions import deadline_refusal
 from ..base.replay import Note

@@ -9,7 +9,7 @@ confused with content, and the parser refuses a file that still holds one.
 from __future__ import annotations
 
 import re
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ..base.replay import Note
 from ..base.vocabulary import KINDS

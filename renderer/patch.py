@@ -12,7 +12,7 @@ does not fit it returns None, and the caller renders the whole file.  Pure.
 from __future__ import annotations
 
 import bisect
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from ..base.records import Record
 from ..base.vocabulary import KINDS

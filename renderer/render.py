@@ -8,7 +8,7 @@ rest on whatever order the caller's query returned.  Notes are shown by their sh
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from ..base.owing import answered_by as answered_by_of
 from ..base.replay import Note

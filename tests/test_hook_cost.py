@@ -99,7 +99,8 @@ def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: P
     assert run_qem("verify", "--staged", cwd=tmp_path).returncode == 0  # the seal
     (tmp_path / "code.py").write_text("a = 2\n")
     subprocess.run(["git", "add", "code.py"], cwd=tmp_path, check=True)
-    unused = ("typer", "click", "dataclasses", "inspect", "tomllib", "hashlib", "_hashlib", "qem_edit.renderer.format")
+    unused = ("typer", "click", "dataclasses", "inspect", "typing", "tomllib", "hashlib", "_hashlib",
+              "qem_edit.renderer.format")
     for argv, said in ((["verify", "--staged"], "ok: the log replays cleanly to 1 note"),
                        (["export", "--check", "--staged"], ""),
                        (["anchors", "check", "--staged"], "no anchor drifted")):
@@ -122,7 +123,7 @@ def test_a_harness_hook_imports_nothing_its_moment_does_not_use(tmp_path: Path, 
     given = {"session_id": "s1", "hook_event_name": event, "cwd": str(tmp_path)}
     given |= ({"tool_name": "Edit", "tool_input": {"file_path": str(tmp_path / "x.py")}} if event == "PreToolUse"
               else {"source": "startup"})
-    unused = ("qem_edit.storage.verify_reads", "qem_edit.storage.selection", "qem_edit.system.cores")
+    unused = ("qem_edit.storage.verify_reads", "qem_edit.storage.selection", "qem_edit.system.cores", "typing")
     probe = (f"import sys; sys.argv = ['qem', 'hook', 'claude', {event!r}]\n"
              "from qem_edit.__main__ import main\ncode = 0\n"
              "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
@@ -142,7 +143,7 @@ def test_an_add_imports_nothing_a_write_does_not_use(tmp_path: Path) -> None:
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     assert run_qem("add", "a first note", "-k", "task", cwd=tmp_path).returncode == 0
     assert run_qem("export", cwd=tmp_path).returncode == 0
-    unused = ("typer", "click", "dataclasses", "inspect", "tomllib")
+    unused = ("typer", "click", "dataclasses", "inspect", "typing", "tomllib")
     probe = ("import sys; sys.argv = ['qem', 'add', 'a second note', '-k', 'gotcha']\n"
              "from qem_edit.__main__ import main\ncode = 0\n"
              "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"

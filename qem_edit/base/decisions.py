@@ -7,8 +7,8 @@ writes them, and saves.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Iterable, Mapping
 
 from . import ids
 from .records import Record

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Mapping
+from collections.abc import Mapping
 from .records import Record
 
 START_WAITS = 12  # a session start's timeout, in the others' (120 s)

@@ -17,7 +17,7 @@ swept it yet).  No database, no clock: `now` is given.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from . import ids
 from .records import Record

@@ -11,8 +11,8 @@ in which events arrived never matters: the same set gives the same notes on ever
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Iterable, Mapping
 
 from . import ids
 from .records import Record

@@ -11,7 +11,7 @@ a ruling leaves one.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from . import ids
 from .records import Record

@@ -20,7 +20,7 @@ records the drafts (store.Transaction.flag_dependents).
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from . import ids
 from .decisions import Draft, team_base_refusal

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Mapping
+from collections.abc import Mapping
 
 from . import ids
 from .vocabulary import LOCAL_SCOPES, OUT_OF_PLAIN_FORCE, SESSION_LIMIT, TextError

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
-from typing import Iterable, Mapping, Protocol
 
 from .stored_form import anchor_path_problem
 from .vocabulary import MOMENTS, PRIORITIES, TRIGGER_ATTRIBUTES, TRIGGER_NAMES, Trigger
@@ -111,13 +111,17 @@ _ASSIGNMENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S*\s+")
 _GLOB_CHARS = frozenset("*?[")
 
 
-class Declaring(Protocol):
-    """What `moments` reads of a note (a qem_edit.base.replay.Note, whose module imports
-    this one's rules: a Note here would close a cycle)."""
+TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import Protocol
 
-    kind: str
-    priority: str
-    triggers: tuple[Trigger, ...]
+    class Declaring(Protocol):
+        """What `moments` reads of a note (a qem_edit.base.replay.Note, whose module imports
+        this one's rules: a Note here would close a cycle)."""
+
+        kind: str
+        priority: str
+        triggers: tuple[Trigger, ...]
 
 
 def moments(note: Declaring) -> tuple[str, ...]:

@@ -7,9 +7,9 @@ and the renderer, and imports the file lock only when it actually has to write.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ..base import errors
 from ..base.records import Record
@@ -17,6 +17,7 @@ from ..base.vocabulary import KINDS
 from ..storage.store import Store
 from ..system.files import file_chunks, read_at, read_regular, same_bytes, write_atomic
 
+TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
     from ..renderer import Selection
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from ..base import errors
 from ..base.replay import Note

@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from ..base import ids
 from ..base.owing import Answered, answered, is_request, pointer

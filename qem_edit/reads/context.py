@@ -20,9 +20,9 @@ for the reference date the ages are counted to (today, `QEM_NOW`, or `--at`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from datetime import date
 from itertools import chain, islice
-from typing import Callable, Iterable, Iterator
 
 from ..base import errors
 from ..base.records import Record

@@ -14,8 +14,8 @@ given again as its change, first.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 from ..base import errors
 from ..base.records import Record

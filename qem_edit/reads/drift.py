@@ -25,8 +25,8 @@ writes (`--flag`) are qem_edit.writes.acts.flag_drift's; this module only reads.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
 
 from ..base import errors, ids
 from ..base.decisions import Drifted
@@ -34,6 +34,7 @@ from ..base.records import Record
 from ..base.replay import Note, sort_key
 from ..system.anchors import Listing, WorkTree, WorkTreeContent, revision_listing, staged_listing
 
+TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
     from ..storage.store import Store
 

@@ -11,10 +11,10 @@ rendering: the ids its items show, each looked up in the index (short id, else p
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
-from typing import Iterator
 
 from ..renderer.format import HEADER_RE, ITEM_RE, TOMBSTONE_RE
 from ..storage.store import Store

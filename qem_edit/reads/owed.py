@@ -9,7 +9,7 @@ and whether it is complete; an empty answer says what it is not proof of.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..base import errors, ids
 from ..base.owing import NO, UNKNOWN, Answered, answered, duration, is_request

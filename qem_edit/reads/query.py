@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import operator
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from ..base import errors, ids
 from ..base.owing import answered, is_request

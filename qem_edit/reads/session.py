@@ -19,8 +19,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..base.harness import COMPACTING, HOLD, PROMPT, START, STOP, SUBAGENT, TOOL, Asked, Harness
 

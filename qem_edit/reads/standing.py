@@ -23,13 +23,14 @@ disagreeing notes and forks (`Standings.read`), or from the notes a replay gave
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from ..base import ids
 from ..base.records import Record
 from ..base.replay import PAST_MARK, PAST_WHY, Note, past_end
 from ..base.resolver import rival_words
 
+TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
     from ..storage.store import Store
 

@@ -46,9 +46,10 @@ by `serve` and the handlers it builds.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from ..base import errors
 from ..base.vocabulary import KINDS, MOMENTS, MOVE_BY_VERB, PRIORITIES, READING_ORDER, SCOPES, Move

@@ -16,8 +16,8 @@ too), so the two parse alike.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..base.records import Record
 from ..base.vocabulary import KINDS

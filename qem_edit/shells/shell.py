@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..base import errors
 from ..base.shown import say, tolerant_streams

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
 
 from ..base import errors, ids
 from ..base.shown import say, show

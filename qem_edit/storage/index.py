@@ -19,9 +19,9 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, ContextManager, Iterable, Iterator, Sequence
 
 from ..base import ids
 from ..base.owing import answered_by, is_request
@@ -33,7 +33,10 @@ from ..renderer.version import FORMAT_VERSION
 from ..system import db
 from .logtree import PACKS, PART_BYTES, LogFileError, LogTree, PackPart, PackReading, TextRecord, pack_part
 
+TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
+    from typing import ContextManager
+
     from ..system import cores
 
 INDEX_VERSION = "14"  # bump when the schema or what it caches changes: every index is rebuilt

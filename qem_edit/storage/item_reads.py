@@ -8,7 +8,7 @@ qem_edit.storage.index.
 from __future__ import annotations
 
 import sqlite3
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..base.vocabulary import KIND_RANK
 from ..system import db

@@ -28,8 +28,8 @@ import json
 import os
 import re
 import stat
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 from ..base import errors, ids
 from ..base.records import Record

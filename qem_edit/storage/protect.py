@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 from ..base import errors, ids
 from ..base.decisions import NEW_NOTE

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Self, Sequence, TypeVar
 
 from ..base.vocabulary import LIVE_STATES
 from ..system import db
@@ -13,7 +13,11 @@ from ..system import db
 LIVE = ("active", "stale")  # the states of a note in force (vocabulary.LIVE_STATES), as bound into SQL
 IN_FORCE = "state IN ('active', 'stale')"  # the same, spelled out for the index's SQL
 assert LIVE_STATES == set(LIVE)
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import Self, TypeVar
+
+    T = TypeVar("T")
 
 
 class IndexReads:

@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Iterator, Mapping
 from functools import reduce
-from typing import Iterable, Iterator, Mapping
 
 from ..base import errors, ids
 from ..base.records import Record

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 # One filter on a note as plain data: its field (a Note's), the comparison's name
 # (qem_edit.reads.query's, which compares the same way in a scan) and the value.

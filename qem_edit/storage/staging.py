@@ -8,8 +8,8 @@ store's connection attaches to tell what is new.  Both are thrown away after use
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from ..base.replay import Event
 from ..system import db

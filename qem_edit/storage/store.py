@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TypeVar
 
 from ..base import errors, ids
 from ..base.faults import checkpoint
@@ -38,10 +38,16 @@ from .starting import COMMITTED, read_memory_id, remember
 from .transfer_reads import TransferReads
 from .write_reads import WriteReads
 
+TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
+    from typing import TypeVar
+
     from .selection import Condition
     from .transaction import Transaction, WriteMark
+
     from .verify_reads import VerifyReads
+
+    T = TypeVar("T")
 
 PACK_AT = 1000  # loose log files that make a write pack them (`qem pack` does it at will)
 LEGACY_NAME = "memory.db"
@@ -49,7 +55,6 @@ LOCK_NAME = "write.lock"
 START_LOCK_NAME = "start.lock"  # (ignored by .gitignore's /*.lock, as the write lock is)
 BUILD_LOCK_NAME = "build.lock"  # held while a missing index is built whole (`_build_missing`)
 WRITE_PATIENCE_S = db.WRITE_PATIENCE_S
-T = TypeVar("T")
 
 
 class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, MirrorReads, TransferReads, IndexReads):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import Callable, Iterable, TypeVar
+from collections.abc import Callable, Iterable
 
 from ..base import errors, ids, resting
 from ..base.decisions import (
@@ -37,7 +37,11 @@ from .logtree import (
     text_problem,
 )
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 
 def _decided(decide: Callable[..., T], *args: object) -> T:

@@ -8,7 +8,7 @@ qem_edit.reads.removals through the store, qem_edit.storage.secrets).
 from __future__ import annotations
 
 import sqlite3
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from ..base import ids
 from ..base.replay import Event

@@ -22,8 +22,8 @@ from __future__ import annotations
 import bisect
 import os
 import stat
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 from ..base import errors
 from ..base.records import Record

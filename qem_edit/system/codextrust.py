@@ -20,8 +20,9 @@ import hashlib
 import json
 import os
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 # Codex's SessionEnd hook may take 1 to 3 s (Codex clamps it); its others at least 1 s.
 END_LIMITS = (1, 3)

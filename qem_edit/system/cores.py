@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 Piece = tuple[Callable[..., Any] | None, Any]  # (function, its arguments), or (None, a value passed through)
 IN_FLIGHT = 2  # pieces given to each worker ahead of the one this process is taking

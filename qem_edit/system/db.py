@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable, Iterator, Sized
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Sized, TypeVar
 
 from ..base import errors
 
@@ -18,7 +18,12 @@ BUSY_TIMEOUT_MS = 5_000
 WRITE_PATIENCE_S = 60.0
 _BUSY = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED"})
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
+
 # SQLite calls back into Python this often (virtual machine steps) during a statement: a
 # Ctrl-C is seen there (its handler runs, SQLite ends the statement: SQLITE_INTERRUPT)
 # rather than when a statement over a whole log ends, minutes later.

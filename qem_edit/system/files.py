@@ -5,12 +5,16 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator
 
 from ..base import errors
 from ..base.faults import checkpoint
+
+TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 
 def leads_out(root: Path, named: str) -> bool:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Container
 from pathlib import Path
-from typing import Container
 
 from ..base import errors
 

@@ -20,8 +20,8 @@ import os
 import re
 import shlex
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..base import errors
 from . import gitrepo

@@ -17,8 +17,9 @@ import io
 import itertools
 import json
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator
+from typing import BinaryIO
 
 from ..base import errors, ids
 from ..base.replay import Event

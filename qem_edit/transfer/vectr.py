@@ -32,10 +32,11 @@ import re
 import shutil
 import sqlite3
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..base import errors, ids
 from ..base.replay import Event

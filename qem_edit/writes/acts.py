@@ -13,8 +13,8 @@ protected kind out of force is refused (qem_edit.storage.protect).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
 
 from ..base import errors, ids, resting
 from ..base.decisions import NewNote
@@ -40,6 +40,7 @@ from ..storage.store import Store
 from ..system.workspace import Workspace
 from . import expiry
 
+TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
     from ..reads import drift
     from ..storage.transaction import Transaction

@@ -10,9 +10,9 @@ ids in the files are turned into full ids here, against the items they stand for
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from ..base import errors, ids, resting
 from ..base.decisions import answer_refusal

@@ -16,9 +16,9 @@ and its own write expires it (decisions.decide_create).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping
 
 from ..base import errors
 from ..base.decisions import ENDED_WHEN_WRITTEN
@@ -26,8 +26,9 @@ from ..base.records import Record
 from ..base.replay import Note
 from ..base.vocabulary import KINDS
 
+TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
-    from typing import Callable
+    from collections.abc import Callable
 
     from ..storage.store import Store
     from ..storage.transaction import Transaction

@@ -10,11 +10,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from ..base import ids
 from ..base.records import Record
 
+TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:  # (records, read only by a type checker: an answer is built from what acts wrote)
     from ..base.replay import Event, Note
 
