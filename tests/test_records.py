@@ -71,6 +71,7 @@ def test_fields_defaults_and_annotations(cls: type) -> None:
     assert cls.__doc__ == "A sample."
     assert cls.__module__ == __name__ and cls.__qualname__ == cls.__name__
     assert get_type_hints(cls)["kind"] == (str | None)
+    assert list(get_type_hints(cls)) == list(cls._fields)  # the fields', and nothing else's
     assert issubclass(cls, tuple) and cls.__slots__ == ()
 
 

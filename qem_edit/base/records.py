@@ -44,8 +44,10 @@ class _Shared(tuple):
     own `_fields` rather than compiled for each class."""
 
     __slots__ = ()
-    _fields: tuple[str, ...] = ()
-    _field_defaults: dict[str, object] = {}
+    # (not annotated: typing.get_type_hints reads a record's annotations up its classes, and
+    # a NamedTuple's hold only its fields)
+    _fields = ()
+    _field_defaults = {}  # type: ignore[var-annotated]
 
     @classmethod
     def _make(cls, iterable):  # type: ignore[no-untyped-def]
