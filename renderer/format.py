@@ -239,7 +239,7 @@ def escape_first_line(line: str) -> str:
 def __getattr__(name: str) -> object:
     """A name of the reading grammar, compiled on first use and kept."""
     if name == "REQUEST_MARKERS":
-        value: object = tuple(__getattr__(marker) for marker in _REQUEST_MARKERS)
+        value: object = tuple(globals().get(marker) or __getattr__(marker) for marker in _REQUEST_MARKERS)
     elif name in _GRAMMAR:
         value = re.compile(_GRAMMAR[name])
     else:

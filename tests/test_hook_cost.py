@@ -47,7 +47,7 @@ NOT_PLAIN = [
 
 
 @pytest.mark.parametrize("text", PLAIN)
-def test_aplain_config_reads_as_tomllib_reads_it(text: str) -> None:
+def test_a_plain_config_reads_as_tomllib_reads_it(text: str) -> None:
     assert plain_config(text) == tomllib.loads(text)
 
 

@@ -137,6 +137,41 @@ def test_pickled_and_copied(cls: type) -> None:
     assert deep == a and deep.data is not a.data and type(copy.copy(a)) is cls
 
 
+class Equal(NamedTuple):
+    x: int
+
+    def __eq__(self, other: object) -> bool:
+        return tuple.__eq__(self, other)
+
+
+class EqualRecord(Record):
+    x: int
+
+    def __eq__(self, other: object) -> bool:
+        return tuple.__eq__(self, other)
+
+
+@pytest.mark.parametrize("cls", (Equal, EqualRecord))
+def test_an_eq_of_its_own_keeps_the_tuples_hash(cls: type) -> None:
+    assert hash(cls(1)) == hash((1,)) and cls(1) == (1,)
+
+
+@pytest.mark.parametrize("cls", BOTH)
+def test_a_new_has_the_fields_as_parameters(cls: type) -> None:
+    import inspect
+
+    parameters = inspect.signature(cls).parameters
+    assert list(parameters) == list(cls._fields) and parameters["count"].default == 0
+    assert cls.__new__.__annotations__.keys() == set(cls._fields)
+    if hasattr(copy, "replace"):  # Python 3.13
+        assert copy.replace(cls("x", None), count=2) == cls("x", None, count=2)
+
+
+def test_copy_replace_is_replace() -> None:
+    """What `copy.replace` calls (Python 3.13, where a NamedTuple has it)."""
+    assert ByRecord("x", None).__replace__(count=2) == ByRecord("x", None, count=2)
+
+
 def test_one_field_and_none() -> None:
     assert tuple(One(4)) == (4,) and One(only=4).only == 4 and repr(One(4)) == "One(only=4)"
     assert tuple(Empty()) == () and repr(Empty()) == "Empty()"

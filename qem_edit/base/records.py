@@ -77,10 +77,13 @@ class _Shared(tuple):
         """Return self as a plain tuple.  Used by copy and pickle."""
         return tuple(self)
 
+    __replace__ = _replace  # copy.replace (Python 3.13), as a NamedTuple has it
 
-def _new(name: str, fields: tuple[str, ...], defaults: tuple[object, ...]):  # type: ignore[no-untyped-def]
+
+def _new(name: str, annotations: dict[str, object], defaults: tuple[object, ...]):  # type: ignore[no-untyped-def]
     """The class's `__new__`, its parameters the fields (compiled, as namedtuple's is: a
     record is made as fast as a tuple; a generic `*args` would be slower for every one)."""
+    fields = tuple(annotations)
     for field in fields:
         if not field.isidentifier() or iskeyword(field) or field.startswith("_"):
             raise ValueError(f"{name}: {field!r} cannot be a record's field name")
@@ -89,6 +92,7 @@ def _new(name: str, fields: tuple[str, ...], defaults: tuple[object, ...]):  # t
     code = f"lambda _cls, {params}: _tuple_new(_cls, ({params}{',' if len(fields) == 1 else ''}))"
     new = eval(code, namespace) if fields else (lambda _cls: tuple.__new__(_cls, ()))  # noqa: S307 (names checked above)
     new.__name__, new.__qualname__ = "__new__", f"{name}.__new__"
+    new.__annotations__ = dict(annotations)
     new.__doc__ = f"Create new instance of {name}({params})"
     if defaults:
         new.__defaults__ = defaults
@@ -101,6 +105,8 @@ class _RecordMeta(type):
             return super().__new__(mcs, name, bases, ns)
         if bases != (Record,):
             raise TypeError("a record can only inherit from Record")
+        if "__annotations__" not in ns and "__annotate__" in ns:  # (annotations evaluated lazily: Python 3.14)
+            raise TypeError(f"record {name}: its module needs `from __future__ import annotations`")
         annotations: dict[str, object] = ns.get("__annotations__", {})  # type: ignore[assignment]
         fields = tuple(annotations)
         defaulted = [field for field in fields if field in ns]
@@ -111,7 +117,7 @@ class _RecordMeta(type):
         defaults = tuple(ns[field] for field in defaulted)
         body: dict[str, object] = {
             "__doc__": f"{name}({', '.join(fields)})", "__slots__": (), "_fields": fields,
-            "_field_defaults": dict(zip(defaulted, defaults)), "__new__": _new(name, fields, defaults),
+            "_field_defaults": dict(zip(defaulted, defaults)), "__new__": _new(name, annotations, defaults),
             "__match_args__": fields, "__annotations__": annotations, "__module__": ns["__module__"],
         }
         for index, field in enumerate(fields):
@@ -121,8 +127,14 @@ class _RecordMeta(type):
                 raise AttributeError("Cannot overwrite NamedTuple attribute " + key)
             if key not in _SPECIAL and key not in fields:
                 body[key] = value
+        if "__eq__" in ns and "__hash__" not in ns:  # typing sets a body's __eq__ after the class, keeping tuple's hash
+            body["__hash__"] = tuple.__hash__
         return type(name, (_Shared,), body)
 
 
-class Record(metaclass=_RecordMeta):
-    """Subclass it, with annotated fields, for a NamedTuple class (this module's doc)."""
+TYPE_CHECKING = False  # (typing's flag, without importing typing)
+if TYPE_CHECKING:  # a type checker sees the NamedTuple each record is
+    from typing import NamedTuple as Record
+else:
+    class Record(metaclass=_RecordMeta):
+        """Subclass it, with annotated fields, for a NamedTuple class (this module's doc)."""
