@@ -143,3 +143,24 @@ def test_a_start_in_an_empty_or_quiet_memory_says_nothing(tmp_path: Path) -> Non
     assert run_qem("add", "Only a finding", "-k", "finding", cwd=top).returncode == 0
     assert start(top, "claude") == "" and start(top, "codex") == "" and start(top, "gemini") == ""
     assert hook(top, "claude", "SessionStart", {"session_id": "q2", "source": "startup"}).stdout == b""
+
+
+def test_a_start_gives_by_kind_every_note_that_declares_no_moment_of_its_own(tmp_path: Path) -> None:
+    """A directive (every one of which a start gives by its kind) is given at a start
+    whether it declares no trigger, only a path's or only a command's; one declaring
+    another moment is not, one declaring the start is, and none out of force is: through
+    the real hook as through `qem deliver`."""
+    top = code_repository(tmp_path / "k", {"a.py": "x\n"})
+    assert run_qem("init", cwd=top).returncode == 0
+    made = {}
+    for name, extra in (("plain", []), ("by path", ["--when-path", "src/**"]), ("by command", ["--when-run", "make*"]),
+                        ("at edits", ["--on", "edit"]), ("at starts", ["--on", "start", "--when-path", "db/**"]),
+                        ("revoked", [])):
+        done = run_qem("add", f"Directive {name}", "-k", "directive", *extra, cwd=top)
+        assert done.returncode == 0, done.stderr
+        made[name] = done.stdout.split()[0]
+    assert run_qem("revoke", made["revoked"], "-m", "wrong", cwd=top).returncode == 0
+    wanted = {"plain", "by path", "by command", "at starts"}
+    assert sorted(due(top)) == sorted(made[n] for n in wanted)
+    said = start(top, "claude")
+    assert {n for n in made if f"Directive {n}" in said} == wanted, said

@@ -149,8 +149,15 @@ MOMENT_WORDS = {"start": "at start", "compact": "after compaction", "prompt": "a
 
 def bundle_why(kind: str, priority: str) -> str:
     """Why a moment gave a note by its kind's bundle (BUNDLES)."""
-    which = f"{priority} {kind}" if kind == "task" else kind
-    return f"every {which}, " + " and ".join(MOMENT_WORDS[m] for m in bundle_moments(kind, priority))
+    why = _BUNDLE_WHY.get((kind, priority))
+    if why is None:  # (made once a kind and priority: a start at scale gives thousands of notes by their kind)
+        which = f"{priority} {kind}" if kind == "task" else kind
+        why = _BUNDLE_WHY[kind, priority] = f"every {which}, " + " and ".join(
+            MOMENT_WORDS[m] for m in bundle_moments(kind, priority))
+    return why
+
+
+_BUNDLE_WHY: dict[tuple[str, str], str] = {}
 
 
 # -- terms: what a note's text names in backticks ---------------------------------------------

@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 
 from ..base.replay import Note
-from ..base.vocabulary import KIND_RANK
+from ..base.vocabulary import KIND_RANK, KINDS, TRIGGER_NAMES
 from ..system import db
 from .index import NOTE_COLUMNS, note_from_row
 from .reading import IN_FORCE, IndexReads
+
+
+OTHER_TRIGGERS = tuple(name for name in TRIGGER_NAMES if name != "on")  # a path's, a command's
 
 
 class DeliveryReads(IndexReads):
@@ -19,15 +22,20 @@ class DeliveryReads(IndexReads):
         (qem_edit.base.triggers): those declaring it (`@on:`, declared True), and those of the
         kinds and priorities `bundle` gives ({kind: priorities}) that declare no moment of
         their own.  No text is read."""
-        rows = self._read(f"SELECT id, kind, priority, 1 FROM notes WHERE {IN_FORCE} AND id IN"
+        rows = self._read(f"SELECT id, kind_rank, priority, 1 FROM notes WHERE {IN_FORCE} AND id IN"
                           " (SELECT note FROM triggers WHERE name = 'on' AND value = ?)", (moment,))
         for kind, priorities in bundle.items():
             wanted = list(priorities)
+            # Those declaring no trigger, from notes_by_bundle alone; then those declaring
+            # a path or a command but no moment, found from the triggers they declare.
             rows += self._read(
-                f"SELECT id, kind, priority, 0 FROM notes INDEXED BY notes_in_order WHERE kind_rank = ? AND {IN_FORCE}"
-                f" AND priority IN ({db.marks(wanted)}) AND (triggers = '[]' OR id NOT IN"
-                " (SELECT note FROM triggers WHERE name = 'on'))", (KIND_RANK[kind], *wanted))
-        return [(n, k, p, bool(d)) for n, k, p, d in self._seen(rows)]
+                f"SELECT id, kind_rank, priority, 0 FROM notes INDEXED BY notes_by_bundle WHERE kind_rank = ?"
+                f" AND priority IN ({db.marks(wanted)}) AND {IN_FORCE} AND triggers = '[]'", (KIND_RANK[kind], *wanted))
+            rows += self._read(
+                f"SELECT id, kind_rank, priority, 0 FROM notes WHERE id IN (SELECT note FROM triggers WHERE name IN"
+                f" ({db.marks(OTHER_TRIGGERS)})) AND kind_rank = ? AND priority IN ({db.marks(wanted)}) AND {IN_FORCE}"
+                " AND id NOT IN (SELECT note FROM triggers WHERE name = 'on')", (*OTHER_TRIGGERS, KIND_RANK[kind], *wanted))
+        return [(n, KINDS[k], p, bool(d)) for n, k, p, d in self._seen(rows)]
 
     def order_keys(self, note_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
         """Each note's (kind, priority), the fields its order needs (absent ids left out)."""

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     from ..system import cores
 
-INDEX_VERSION = "14"  # bump when the schema or what it caches changes: every index is rebuilt
+INDEX_VERSION = "15"  # bump when the schema or what it caches changes: every index is rebuilt
 _EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
 SCHEMA = f"""
 CREATE TABLE files (name TEXT PRIMARY KEY, problem TEXT) WITHOUT ROWID;
@@ -105,6 +105,10 @@ CREATE TABLE notes (
     rests_on      TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX notes_in_order ON notes (kind_rank, id);
+-- A session's start (qem_edit.storage.delivery_reads.due_at_moment): the notes in force that
+-- declare no trigger, by kind and priority, read from the index alone (every directive at
+-- 74,900 notes: from the table's rows, six times as long).
+CREATE INDEX notes_by_bundle ON notes (kind_rank, priority, state, triggers) WHERE state IN ('active', 'stale') AND triggers = '[]';
 CREATE INDEX notes_by_parent ON notes (supersedes) WHERE supersedes IS NOT NULL;
 CREATE INDEX notes_by_alias ON notes (alias) WHERE alias IS NOT NULL;
 CREATE INDEX notes_by_short ON notes (short);
