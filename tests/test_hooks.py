@@ -339,13 +339,16 @@ def test_gemini_gets_json_always_and_context_where_its_contract_takes_it(project
 def test_failures_say_nothing_the_harness_would_misread_and_log_why(project, tmp_path: Path, harness: str,
                                                                      event: str, nothing: bytes) -> None:
     top = project["top"]
-    for raw, why in ((b"not json", "JSONDecodeError"), (b"[1, 2]", "not a JSON object"),
+    for raw, why in ((b"not json", "qem hook: the hook's input is not JSON (Expecting value: line 1, column 1)"),
+                     (b'{"a": 1,\n "b"}', "the hook's input is not JSON (Expecting ':' delimiter: line 2, column 5)"),
+                     (b"[1, 2]", "qem hook: the hook's input is JSON but not an object (a list): nothing given"),
+                     (b"[" * 100_000, "qem hook: the hook's input is not JSON (nested too deeply): nothing given"),
                      (b'{"session_id": "s", "cwd": "/", "source": "startup"}', None),
-                     (b"\xff\xfe", "UnicodeDecodeError")):
+                     (b"\xff\xfe", "qem hook: the hook's input is not UTF-8 (byte 0): nothing given")):
         done = hook(top, harness, event, {}, raw=raw)
         assert (done.returncode, done.stdout) == (0, nothing), (raw, done)
         if why:
-            assert why in done.stderr.decode()
+            assert why in done.stderr.decode() and "Error" not in done.stderr.decode(), done.stderr
     bare = tmp_path / "bare"
     bare.mkdir()
     none = hook(bare, harness, event, {"session_id": "s", "source": "startup"})

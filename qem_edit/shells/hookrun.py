@@ -55,12 +55,7 @@ def run(harness: Harness, event: str, raw: bytes, workspace: str | None = None) 
     the hook's working directory."""
     where: Path | None = None
     try:
-        if len(raw) > MAX_INPUT:
-            raise ValueError(f"hook input over {MAX_INPUT >> 20} MiB")
-        data = json.loads(raw.decode("utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError("hook input is not a JSON object")
-        ask = asked(harness, event, data)
+        ask = asked(harness, event, _input(raw))
         where = _state_dir(ask, workspace)
         guest = GUESTS.get(ask.guest)
         if guest is not None and ask.does not in guest.takes:
@@ -72,6 +67,24 @@ def run(harness: Harness, event: str, raw: bytes, workspace: str | None = None) 
     except Exception as exc:  # noqa: BLE001 - a hook that fails must not stop the agent
         _log(where, harness, event, exc)
         return harness.no_context, 0
+
+
+def _input(raw: bytes) -> dict:
+    """The harness's input, a JSON object; Said naming what is wrong with it otherwise."""
+    if len(raw) > MAX_INPUT:
+        raise Said(f"the hook's input is over {MAX_INPUT >> 20} MiB: nothing given")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise Said(f"the hook's input is not UTF-8 (byte {exc.start}): nothing given") from None
+    except json.JSONDecodeError as exc:
+        raise Said(f"the hook's input is not JSON ({exc.msg}: line {exc.lineno}, column {exc.colno}):"
+                   " nothing given") from None
+    except RecursionError:  # nesting deeper than the parser's stack
+        raise Said("the hook's input is not JSON (nested too deeply): nothing given") from None
+    if not isinstance(data, dict):
+        raise Said(f"the hook's input is JSON but not an object (a {type(data).__name__}): nothing given")
+    return data
 
 
 class Said(Exception):
