@@ -300,3 +300,29 @@ def test_a_hostile_command_pattern_cannot_make_a_hook_backtrack() -> None:
     is the backtracking case of a regex; the match answers at once (a regex would not end)."""
     assert command_matches("*a" * 100 + "b", "a" * 20_000) is False
     assert command_matches("*a" * 100, "a" * 20_000) is True
+
+
+def test_deliver_json_says_why_each_note_was_given(tmp_path: Path) -> None:
+    """`qem deliver --json` names, for each note given, the reason the hook's line says:
+    its kind's bundle, its own moment, its path or command pattern, the term a prompt
+    names, or a request owed and late, which comes first."""
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    for text, extra in (("Plain directive", ["-k", "directive"]), ("Declared start", ["-k", "finding", "--on", "start"]),
+                        ("Path gotcha", ["-k", "gotcha", "--when-path", "src/**"]),
+                        ("Run gotcha", ["-k", "gotcha", "--when-run", "make*"]),
+                        ("Run `make-build` first", ["-k", "gotcha"]),
+                        ("A late request", ["-k", "task", "--to", "bob", "--due", "2026-01-01"])):
+        assert run_qem("add", text, *extra, cwd=tmp_path).returncode == 0, text
+
+    def why(*argv: str) -> list[tuple[str, str]]:
+        done = run_qem("deliver", *argv, "--json", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return [(g["text"], g["why"]) for g in json.loads(done.stdout)["given"]]
+
+    late = ("A late request", "late, not answered yet (`qem owed --late` says by how long)")
+    assert why("start") == [late, ("Plain directive", "every directive, at start and after compaction"),
+                            ("Declared start", "on start")]
+    assert why("edit", "--path", "src/a.py") == [("Path gotcha", "when-path src/**")]
+    assert why("shell", "--command", "make test") == [("Run gotcha", "when-run make*")]
+    assert why("prompt", "--prompt", "should I run make-build here?") == [
+        late, ("Run `make-build` first", "the prompt names `make-build`")]
