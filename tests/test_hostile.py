@@ -533,7 +533,7 @@ def test_deep_nesting(seeded, tmp_path):
     deep = "\n".join(["a list, deeper and deeper:"] + [" " * i + "- level %d" % i for i in range(3000)])
     nested = "\n".join("- " * (i % 50 + 2) + f"nested {i}" for i in range(2000))
     text = rendered.replace("## Tasks\n", "## Tasks\n\n" + "\n".join(item_lines("- ", deep)) + "\n" + nested + "\n", 1)
-    done = checkin_file(seeded, tmp_path, text.encode())
+    done = checkin_file(seeded, tmp_path, text.encode(), timeout=300)  # (~3 s on a quiet machine: room for a loaded one)
     assert done.returncode == 0, done.stderr[-2000:]
     with Store.open(seeded / ".qem") as store:
         texts = [n.text for n in store.notes()]
@@ -542,7 +542,7 @@ def test_deep_nesting(seeded, tmp_path):
     log = log_of(seeded / ".qem")
     rendered = run_qem("export", "--stdout", cwd=seeded).stdout
     headings = "\n".join("#" * (i % 7 + 1) + f" heading {i}" for i in range(2000))
-    done = checkin_file(seeded, tmp_path, (rendered + headings + "\n").encode())
+    done = checkin_file(seeded, tmp_path, (rendered + headings + "\n").encode(), timeout=300)
     assert done.returncode == 2
     assert "not a qem section heading" in done.stderr
     assert log_of(seeded / ".qem") == log
