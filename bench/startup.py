@@ -1,0 +1,136 @@
+"""Start-up cost of two or more installed copies of qem, interleaved, against `python -c pass`.
+
+    python bench/startup.py before=/path/to/venv after=/path/to/other/venv   # 25 rounds
+    python bench/startup.py --runs 40 a=VENV b=VENV c=VENV
+
+Each NAME=VENV is a virtual environment with qem installed in it (a wheel, as a user
+installs it: `python -m venv V && V/bin/pip install dist/qem_edit-*.whl`), so two commits
+are compared by installing each into its own venv.  For every copy the bench loads the
+749-note corpus (fixtures/corpus-749.jsonl) into a git repository, exports and commits it
+with a code file, seals it with `qem verify --staged`, then stages a change to the code
+file: a commit touching no memory.  A second such repository takes `qem add`'s writes,
+so the first stays as committed.
+
+A round runs, for every copy in turn, its interpreter's `python -c pass` (the floor) and
+each subject once: `qem hook claude PreToolUse` (an Edit, nothing due), `qem hook claude
+SessionStart` (a new session each time), `qem verify --staged`, `qem export --check
+--staged`, `qem anchors check --staged` (the commit hooks, on the commit touching no
+memory) and `qem add` (MEMORY.md patched).  Copies and subjects alternate within a round,
+so a machine that slows down slows all of them.  After one warm-up round, `--runs`
+rounds are kept; it prints each subject's minimum and median wall time, its median CPU
+time (user + system of the process and its children, `os.wait4`), and the medians
+against the same copy's floor.  The minimum is the steadiest figure on a shared machine.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "QEM_ACTOR": "bench", "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+       "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.invalid", "GIT_CONFIG_GLOBAL": "/dev/null"}
+ENV.pop("PYTHONDONTWRITEBYTECODE", None)  # as a user runs it: the installed package's bytecode is kept
+FLOOR = "python -c pass"
+
+
+def timed(argv: list[str], cwd: Path, stdin: bytes | None) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds (the process and its children) and exit status of one run."""
+    read, write = os.pipe()
+    if stdin:
+        os.write(write, stdin)  # (hook inputs are a few hundred bytes: within a pipe's buffer)
+    os.close(write)
+    start = time.perf_counter()
+    with open(os.devnull, "wb") as null:
+        proc = subprocess.Popen(argv, cwd=cwd, env=ENV, stdin=read, stdout=null, stderr=null)
+        os.close(read)
+        _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_utime + usage.ru_stime, proc.returncode
+
+
+def repository(where: Path, qem: str) -> Path:
+    """The corpus loaded, exported, committed and sealed; a change to a code file staged."""
+    where.mkdir(parents=True)
+
+    def run(*argv: str) -> None:
+        done = subprocess.run(argv, cwd=where, env=ENV, capture_output=True, text=True)
+        if done.returncode != 0 and argv[1:3] != ("verify", "--staged"):
+            raise SystemExit(f"{' '.join(argv)} in {where}: {done.stderr.strip()}")
+    run("git", "init", "-q")
+    run(qem, "load", str(REPO / "fixtures" / "corpus-749.jsonl"))
+    run(qem, "export")
+    (where / "code.py").write_text("a = 1\n")
+    run("git", "add", "-A")
+    run("git", "commit", "-qm", "the memory", "--no-verify")
+    run(qem, "verify", "--staged")  # the seal a commit's qem-verify hook leaves
+    (where / "code.py").write_text("a = 2\n")
+    run("git", "add", "code.py")
+    return where
+
+
+def subjects(repo: Path, qem: str) -> dict[str, object]:
+    edit = {"tool_name": "Edit", "tool_input": {"file_path": str(repo / "code.py"), "old_string": "a", "new_string": "b"}}
+
+    def hook(event: str, extra: dict) -> object:
+        return lambda n: ([qem, "hook", "claude", event],
+                          json.dumps({"session_id": f"bench-{n}", "hook_event_name": event, "cwd": str(repo), **extra}).encode())
+    return {
+        "hook PreToolUse (an Edit, nothing due)": hook("PreToolUse", edit),
+        "hook SessionStart (a new session)": hook("SessionStart", {"source": "startup"}),
+        "verify --staged (touching no memory)": lambda n: ([qem, "verify", "--staged"], None),
+        "export --check --staged": lambda n: ([qem, "export", "--check", "--staged"], None),
+        "anchors check --staged": lambda n: ([qem, "anchors", "check", "--staged"], None),
+        "add (MEMORY.md patched)": lambda n: ([qem, "add", f"timed note {n}", "-k", "finding"], None),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=25, help="rounds kept after one warm-up (default 25)")
+    parser.add_argument("copies", nargs="+", metavar="NAME=VENV")
+    args = parser.parse_args()
+    copies = dict(c.split("=", 1) for c in args.copies)
+    root = Path(tempfile.mkdtemp(prefix="qem-startup-"))
+    try:
+        made = {}
+        for name, venv in copies.items():
+            qem = str(Path(venv).resolve() / "bin" / "qem")
+            made[name] = (repository(root / name, qem), repository(root / f"{name}-add", qem), qem,
+                          str(Path(venv).resolve() / "bin" / "python"))
+        found: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
+        for n in range(args.runs + 1):
+            for name, (repo, adding, qem, python) in made.items():
+                runs = {FLOOR: lambda k: ([python, "-c", "pass"], None), **subjects(repo, qem)}
+                for label, make in runs.items():
+                    argv, stdin = make(f"{name}-{n}")
+                    result = timed(argv, adding if label.startswith("add") else repo, stdin)
+                    if n:  # round 0 warms up
+                        found.setdefault((label, name), []).append(result)
+        print(f"{args.runs} interleaved rounds; load average at the end {os.getloadavg()[0]:.2f}")
+        for label in [FLOOR, *subjects(root, "qem")]:
+            for name in copies:
+                rows, floor = found[(label, name)], found[(FLOOR, name)]
+                wall = [r[0] * 1e3 for r in rows]
+                cpu = [r[1] * 1e3 for r in rows]
+                ratio = statistics.median(wall) / statistics.median(r[0] * 1e3 for r in floor)
+                cpu_ratio = statistics.median(cpu) / statistics.median(r[1] * 1e3 for r in floor)
+                codes = ",".join(str(c) for c in sorted({r[2] for r in rows}))
+                print(f"{label:40s} {name:12s} min {min(wall):6.1f} ms, median {statistics.median(wall):6.1f} ms"
+                      f" (×{ratio:.2f}); CPU median {statistics.median(cpu):6.1f} ms (×{cpu_ratio:.2f}); exit {codes}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
