@@ -25,9 +25,11 @@ What a record is and does is the NamedTuple's: `_fields`, `_field_defaults`, `_m
 
 from __future__ import annotations
 
+import sys
 from keyword import iskeyword
 from operator import itemgetter
 
+_UNEXPECTED = TypeError if sys.version_info >= (3, 13) else ValueError  # what namedtuple's _replace raises there
 _PROHIBITED = frozenset({"__new__", "__init__", "__slots__", "__getnewargs__", "_fields", "_field_defaults",
                          "_make", "_replace", "_asdict", "_source"})
 _SPECIAL = frozenset({"__module__", "__name__", "__annotations__"})
@@ -61,7 +63,7 @@ class _Shared(tuple):
         """Return a new record replacing specified fields with new values."""
         result = self._make(map(kwds.pop, self._fields, self))
         if kwds:
-            raise ValueError(f"Got unexpected field names: {list(kwds)!r}")
+            raise _UNEXPECTED(f"Got unexpected field names: {list(kwds)!r}")
         return result
 
     def __repr__(self) -> str:
