@@ -43,14 +43,15 @@ Exit codes:
   130  interrupted
 """
 
-app = typer.Typer(
-    help=HELP,
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+def _typer(**settings) -> typer.Typer:  # type: ignore[no-untyped-def]
+    """A command group as each of qem's is made: plain help text (no rich markup), `-h`,
+    no shell-completion commands, no pretty tracebacks (a traceback reaching a user is a
+    bug, and shell.py says every error in words)."""
+    return typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
+                       context_settings={"help_option_names": ["-h", "--help"]}, **settings)
+
+
+app = _typer(help=HELP, no_args_is_help=True)
 
 
 def _typer_option(opt: quick.Opt, optional: bool = True):  # type: ignore[no-untyped-def]
@@ -603,11 +604,10 @@ def load(
     return 0
 
 
-import_app = typer.Typer(
+import_app = _typer(
     help="Import another tool's memory: a vectr store (each note with its history), or markdown a team keeps"
          " (CLAUDE.md, AGENTS.md, MEMORY.md, Claude Code's auto-memory) proposed as notes to review.",
-    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    no_args_is_help=True,
 )
 app.add_typer(import_app, name="import")
 
@@ -1053,11 +1053,10 @@ def check_secrets(
 
 # -- qem anchors: the files and folders notes are about ---------------------------------------
 
-anchors_app = typer.Typer(
+anchors_app = _typer(
     help="The files and folders notes are anchored to (`--anchor PATH` on add and supersede): which notes are, which"
          " could be, and drift from what a note recorded.",
-    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    no_args_is_help=True,
 )
 app.add_typer(anchors_app, name="anchors")
 
@@ -1169,10 +1168,7 @@ def _command(argv: list[str]):  # type: ignore[no-untyped-def]
             info.callback = _pipe_safe(info.callback)
     for info in app.registered_commands:
         if name == (info.name or info.callback.__name__.replace("_", "-")):  # type: ignore[union-attr]
-            single = typer.Typer(
-                add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
-                context_settings=app.info.context_settings,
-            )
+            single = _typer()
             single.registered_commands = [info]
             return typer.main.get_command(single), argv[1:], f"qem {name}"
     for group in app.registered_groups:  # a group (qem anchors ...): only its commands are built
@@ -1187,8 +1183,7 @@ def _one_of(group: typer.Typer, argv: list[str]) -> typer.Typer:
     named = [info for info in group.registered_commands if argv and info.name == argv[0]]
     if not named:
         return group
-    single = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
-                         context_settings=group.info.context_settings)
+    single = _typer()
     single.registered_callback, single.registered_commands = group.registered_callback, named
     return single
 
