@@ -104,9 +104,16 @@ def spread(wanted: bool = True) -> Iterator[Spread]:
     try:
         yield Spread(pool, workers)
     except BaseException:  # Ctrl-C, or the work failed: the workers are stopped, not waited for
+        # The pool's own thread, which sees its workers gone, is let end before this process
+        # does: the interpreter's exit wakes each pool's thread through a pipe that thread
+        # closes as it ends, unguarded in Python 3.11 (a traceback after "interrupted").
+        # (Taken before the shutdown, which forgets it.)
+        manager = getattr(pool, "_executor_manager_thread", None)
         for process in list((getattr(pool, "_processes", None) or {}).values()):  # (3.14: terminate_workers)
             process.terminate()
         pool.shutdown(wait=False, cancel_futures=True)
+        if manager is not None:
+            manager.join(timeout=5)
         raise
     pool.shutdown()
 
