@@ -53,20 +53,10 @@ class Rule(Record):
 def rule_of(store_root: Path) -> Rule:
     """The `[protect]` setting of the memory at `store_root` (the default without one);
     BadInput naming the file and the field when it is malformed."""
-    from ..system.workspace import CONFIG_NAME, settings_of
+    from ..system.workspace import CONFIG_NAME, read_settings
 
     path = store_root / CONFIG_NAME
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return Rule()
-    except OSError as exc:
-        raise errors.BadInput(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        section = settings_of(raw.decode("utf-8")).get("protect", {})
-    except ValueError as exc:  # not UTF-8, or tomllib's TOMLDecodeError
-        raise errors.BadInput(f"{path} is not valid TOML: {exc}") from None
-    return _checked(section, path)
+    return _checked(read_settings(path).get("protect", {}), path)
 
 
 def _checked(section: object, path: Path) -> Rule:

@@ -59,6 +59,21 @@ def settings_of(text: str) -> dict:
     return config
 
 
+def read_settings(path: Path) -> dict:
+    """A config.toml's settings ({} where there is none); BadInput naming the file where
+    it cannot be read, or is not TOML."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise errors.BadInput(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        return settings_of(raw.decode("utf-8"))
+    except ValueError as exc:  # not UTF-8, or tomllib's TOMLDecodeError (tomllib not imported to name it)
+        raise errors.BadInput(f"{path} is not valid TOML: {exc}") from None
+
+
 class Workspace:
     """A workspace: its folder, and the memory it uses; its settings read once."""
 
@@ -99,18 +114,7 @@ class Workspace:
 
     def _read_config(self) -> dict:
         path = self.store_path / CONFIG_NAME
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            return {}
-        except OSError as exc:
-            raise errors.BadInput(f"cannot read {path}: {exc.strerror}") from None
-        try:
-            config = settings_of(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise errors.BadInput(f"{path} is not valid TOML: {exc}") from None
-        except ValueError as exc:  # tomllib.TOMLDecodeError, without importing tomllib to name it
-            raise errors.BadInput(f"{path} is not valid TOML: {exc}") from None
+        config = read_settings(path)
         export = config.get("export", {})
         if not isinstance(export, dict) or not isinstance(export.get("auto", False), bool):
             raise errors.BadInput(f"{path}: [export] auto must be true or false")
