@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -15,8 +16,10 @@ from pathlib import Path
 
 import pytest
 from conftest import run_qem
+from hypothesis import given
+from hypothesis import strategies as st
 
-from qem_edit.base.ids import SMALL, sha256_hex
+from qem_edit.base.ids import ALPHABET, ID_LENGTH, SMALL, is_id, is_prefix, sha256_hex
 from qem_edit.system.workspace import plain_config
 
 PLAIN = [
@@ -60,6 +63,15 @@ def test_anything_else_is_left_to_tomllib(text: str) -> None:
 def test_sha256_hex_is_sha256(size: int) -> None:
     data = bytes(range(256)) * (size // 256) + bytes(size % 256)
     assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
+
+
+@given(st.text(alphabet=st.sampled_from(ALPHABET + "ilouILOUZ0-_ \n\u0661\u00e9"), max_size=30)
+       | st.text(alphabet=ALPHABET, min_size=ID_LENGTH - 1, max_size=ID_LENGTH + 1).map(lambda t: t + "\n" * (len(t) % 2)))
+def test_an_id_is_checked_as_its_pattern_checked_it(text: str) -> None:
+    """`is_id` and `is_prefix` read an id's alphabet without compiling a pattern at import,
+    and take exactly what the patterns did."""
+    assert is_id(text) == bool(re.match(rf"[{ALPHABET}]{{{ID_LENGTH}}}\Z", text))
+    assert is_prefix(text) == bool(re.match(rf"[{ALPHABET}]+\Z", text))
 
 
 def test_what_tomllib_refuses_is_refused_as_before(tmp_path: Path) -> None:
@@ -117,20 +129,24 @@ def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: P
 def test_a_harness_hook_imports_nothing_its_moment_does_not_use(tmp_path: Path, event: str) -> None:
     """A Claude Code hook (an Edit with nothing due; a session's start) answers as before
     without loading verify's reads, the query's selection, or the cores' spread (the index
-    imports it only when a build spreads)."""
+    imports it only when a build spreads), nor what only a build, a dispute, a request or
+    `qem context` reads (the progress line, the rivals' words, the answers' verdicts,
+    context's module), and with the cycle collector off (qem_edit.__main__)."""
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     assert run_qem("add", "keep the tests fast", "-k", "directive", cwd=tmp_path).returncode == 0
     given = {"session_id": "s1", "hook_event_name": event, "cwd": str(tmp_path)}
     given |= ({"tool_name": "Edit", "tool_input": {"file_path": str(tmp_path / "x.py")}} if event == "PreToolUse"
               else {"source": "startup"})
-    unused = ("qem_edit.storage.verify_reads", "qem_edit.storage.selection", "qem_edit.system.cores", "typing")
-    probe = (f"import sys; sys.argv = ['qem', 'hook', 'claude', {event!r}]\n"
+    unused = ("qem_edit.storage.verify_reads", "qem_edit.storage.selection", "qem_edit.system.cores", "typing",
+              "qem_edit.base.shown", "qem_edit.base.resolver", "qem_edit.base.owing", "qem_edit.reads.context")
+    unused += ("qem_edit.reads.tiers",) if event == "PreToolUse" else ()  # (nothing to fit: no fitting loaded)
+    probe = (f"import gc, sys; sys.argv = ['qem', 'hook', 'claude', {event!r}]\n"
              "from qem_edit.__main__ import main\ncode = 0\n"
              "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
-             f"print(code, sorted(m for m in {unused!r} if m in sys.modules))")
+             f"print(code, sorted(m for m in {unused!r} if m in sys.modules), gc.isenabled())")
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, input=json.dumps(given),
                           capture_output=True, text=True)
-    assert done.stdout.strip().splitlines()[-1] == "0 []", (done.stdout, done.stderr)
+    assert done.stdout.strip().splitlines()[-1] == "0 [] False", (done.stdout, done.stderr)
     if event == "SessionStart":
         assert "keep the tests fast" in done.stdout, done.stdout
 
@@ -139,17 +155,18 @@ def test_an_add_imports_nothing_a_write_does_not_use(tmp_path: Path) -> None:
     """`qem add` with MEMORY.md and the config.toml `qem` writes: the note is written and
     the mirror patched, with no tomllib (the config is plain: the protect rule, the memory's
     id and the settings are read without it), no command-line framework, no dataclasses,
-    and none of the grammar only a reader of MEMORY.md needs compiled."""
+    and none of the grammar only a reader of MEMORY.md needs compiled; the cycle collector
+    is on again once the command started (only a hook keeps it off: qem_edit.__main__)."""
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     assert run_qem("add", "a first note", "-k", "task", cwd=tmp_path).returncode == 0
     assert run_qem("export", cwd=tmp_path).returncode == 0
     unused = ("typer", "click", "dataclasses", "inspect", "typing", "tomllib")
-    probe = ("import sys; sys.argv = ['qem', 'add', 'a second note', '-k', 'gotcha']\n"
+    probe = ("import gc, sys; sys.argv = ['qem', 'add', 'a second note', '-k', 'gotcha']\n"
              "from qem_edit.__main__ import main\ncode = 0\n"
              "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
              "grammar = vars(sys.modules['qem_edit.renderer.format'])\n"
              f"print(code, sorted(m for m in {unused!r} if m in sys.modules),"
-             " sorted(n for n in ('HEADER_RE', 'ITEM_RE', 'REQUEST_MARKERS') if n in grammar))")
+             " sorted(n for n in ('HEADER_RE', 'ITEM_RE', 'REQUEST_MARKERS') if n in grammar), gc.isenabled())")
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
-    assert done.stdout.strip().splitlines()[-1] == "0 [] []", (done.stdout, done.stderr)
+    assert done.stdout.strip().splitlines()[-1] == "0 [] [] True", (done.stdout, done.stderr)
     assert "a second note" in (tmp_path / "MEMORY.md").read_text("utf-8")

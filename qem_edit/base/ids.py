@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import bisect
 import os
-import re
 
 ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase
 ID_LENGTH = 26
 MIN_SHORT = 4
 SHOWN = 8  # how much of an id a message shows where no short id stands for it
 SIDE_SHOWN = 6  # how much of a dispute's or a side's id a message shows (what `qem rule` takes back)
-ID_RE = re.compile(rf"[{ALPHABET}]{{{ID_LENGTH}}}\Z")
-PREFIX_RE = re.compile(rf"[{ALPHABET}]+\Z")
 
 
 _PAIRS = [a + b for a in ALPHABET for b in ALPHABET]  # every 10-bit value as two characters
@@ -106,7 +103,13 @@ def new_checkin_id() -> str:
 
 
 def is_id(value: object) -> bool:
-    return isinstance(value, str) and bool(ID_RE.match(value))
+    """A full note or event id: ID_LENGTH characters of ALPHABET."""
+    return isinstance(value, str) and len(value) == ID_LENGTH and not value.strip(ALPHABET)
+
+
+def is_prefix(text: str) -> bool:
+    """Some characters of ALPHABET, all of them (what an id typed short may be)."""
+    return bool(text) and not text.strip(ALPHABET)
 
 
 def shown(an_id: str, short: str | None = None) -> str:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import sys
 from keyword import iskeyword
 from operator import itemgetter
+from types import CodeType, FunctionType
 
 _UNEXPECTED = TypeError if sys.version_info >= (3, 13) else ValueError  # what namedtuple's _replace raises there
 _PROHIBITED = frozenset({"__new__", "__init__", "__slots__", "__getnewargs__", "_fields", "_field_defaults",
@@ -84,21 +85,33 @@ class _Shared(tuple):
 
 def _new(name: str, annotations: dict[str, object], defaults: tuple[object, ...]):  # type: ignore[no-untyped-def]
     """The class's `__new__`, its parameters the fields (compiled, as namedtuple's is: a
-    record is made as fast as a tuple; a generic `*args` would be slower for every one)."""
+    record is made as fast as a tuple; a generic `*args` would be slower for every one).
+    The code is compiled once for each number of fields and given each class's field
+    names (`CodeType.replace`): a module of records compiles a few, not one a class."""
     fields = tuple(annotations)
     for field in fields:
         if not field.isidentifier() or iskeyword(field) or field.startswith("_"):
             raise ValueError(f"{name}: {field!r} cannot be a record's field name")
     params = ", ".join(fields)
-    namespace = {"_tuple_new": tuple.__new__, "__builtins__": {}, "__name__": f"record_{name}"}
-    code = f"lambda _cls, {params}: _tuple_new(_cls, ({params}{',' if len(fields) == 1 else ''}))"
-    new = eval(code, namespace) if fields else (lambda _cls: tuple.__new__(_cls, ()))  # noqa: S307 (names checked above)
-    new.__name__, new.__qualname__ = "__new__", f"{name}.__new__"
+    template = _TEMPLATES.get(len(fields))
+    if template is None:
+        template = _TEMPLATES[len(fields)] = _template(len(fields))
+    code = template.replace(co_varnames=("_cls", *fields), co_name="__new__", co_qualname=f"{name}.__new__")
+    new = FunctionType(code, _NEW_GLOBALS, "__new__", defaults or None)
     new.__annotations__ = dict(annotations)
     new.__doc__ = f"Create new instance of {name}({params})"
-    if defaults:
-        new.__defaults__ = defaults
     return new
+
+
+def _template(count: int) -> CodeType:
+    """`__new__`'s code for `count` fields, its parameters named f0, f1, ... (renamed per class)."""
+    params = ", ".join(f"f{i}" for i in range(count))
+    made = f"_tuple_new(_cls, ({params}{',' if count == 1 else ''}))"
+    return eval(f"lambda _cls{', ' if count else ''}{params}: {made}", _NEW_GLOBALS).__code__  # noqa: S307 (no input)
+
+
+_NEW_GLOBALS = {"_tuple_new": tuple.__new__, "__builtins__": {}, "__name__": "records"}
+_TEMPLATES: dict[int, CodeType] = {}
 
 
 class _RecordMeta(type):

@@ -9,11 +9,19 @@ from __future__ import annotations
 import os
 import re
 from datetime import datetime, timezone
+from functools import cache
 
 from . import errors
 
-_CANONICAL = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z\Z")
-_AT_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ][0-9:]+(?:Z|[+-]\d{2}:?\d{2})?)?\Z")
+
+@cache  # compiled when first used: a command that never asks loads no pattern
+def _canonical() -> re.Pattern[str]:
+    return re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z\Z")
+
+
+@cache
+def _at_time() -> re.Pattern[str]:
+    return re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ][0-9:]+(?:Z|[+-]\d{2}:?\d{2})?)?\Z")
 
 
 def utc_now() -> str:
@@ -29,7 +37,7 @@ def utc_now() -> str:
 
 def _is_canonical(value: str) -> bool:
     try:
-        return _CANONICAL.match(value) is not None and bool(datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ"))
+        return _canonical().match(value) is not None and bool(datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ"))
     except ValueError:  # a month 13, a 30th of February
         return False
 
@@ -50,4 +58,4 @@ def parse_time(value: str, key: str, *, end: bool) -> str:
 
 def is_time(at: str) -> bool:
     """Whether `--at` names a date or a time (else it names a git revision)."""
-    return _AT_TIME.match(at) is not None
+    return _at_time().match(at) is not None

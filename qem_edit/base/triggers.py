@@ -30,6 +30,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
+from functools import cache
 
 from .stored_form import anchor_path_problem
 from .vocabulary import MOMENTS, PRIORITIES, TRIGGER_ATTRIBUTES, TRIGGER_NAMES, Trigger
@@ -103,11 +104,32 @@ BUNDLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("task", ("high",), ("start",)),
 )
 
-_TERM_RE = re.compile(r"`([^`\s]{3,100})`")
-_WORD_RE = re.compile(r"[A-Za-z0-9_]+")
-_PATH_TOKEN_RE = re.compile(r"[A-Za-z0-9_.@+~/-]*[A-Za-z0-9_]")
-_SPLIT_RE = re.compile(r"&&|\|\||[;|\n]")
-_ASSIGNMENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S*\s+")
+
+@cache  # compiled when first used: a command that never asks loads no pattern
+def _term_re() -> re.Pattern[str]:
+    return re.compile(r"`([^`\s]{3,100})`")
+
+
+@cache
+def _word_re() -> re.Pattern[str]:
+    return re.compile(r"[A-Za-z0-9_]+")
+
+
+@cache
+def _path_token_re() -> re.Pattern[str]:
+    return re.compile(r"[A-Za-z0-9_.@+~/-]*[A-Za-z0-9_]")
+
+
+@cache
+def _split_re() -> re.Pattern[str]:
+    return re.compile(r"&&|\|\||[;|\n]")
+
+
+@cache
+def _assignment_re() -> re.Pattern[str]:
+    return re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S*\s+")
+
+
 _GLOB_CHARS = frozenset("*?[")
 
 
@@ -167,21 +189,21 @@ def terms_of(text: str) -> list[tuple[str, str]]:
     """(key, term) for each distinct backticked term of the text; the key is the term's
     longest word (letters, digits, `_`), which a prompt naming the term holds as a word."""
     found: dict[str, str] = {}
-    for term in _TERM_RE.findall(text):
-        words = _WORD_RE.findall(term)
+    for term in _term_re().findall(text):
+        words = _word_re().findall(term)
         if words and term not in found:
             found[term] = max(words, key=len)
     return sorted((key, term) for term, key in found.items())
 
 
 def prompt_words(prompt: str) -> set[str]:
-    return set(_WORD_RE.findall(prompt))
+    return set(_word_re().findall(prompt))
 
 
 def term_in(term: str, prompt: str) -> bool:
     """Whether `term` appears in the prompt, not inside a longer identifier."""
-    head = r"(?<![A-Za-z0-9_])" if _WORD_RE.match(term[0]) else ""
-    tail = r"(?![A-Za-z0-9_])" if _WORD_RE.match(term[-1]) else ""
+    head = r"(?<![A-Za-z0-9_])" if _word_re().match(term[0]) else ""
+    tail = r"(?![A-Za-z0-9_])" if _word_re().match(term[-1]) else ""
     return re.search(head + re.escape(term) + tail, prompt) is not None
 
 
@@ -189,7 +211,7 @@ def prompt_paths(prompt: str, top: str | None = None) -> set[str]:
     """The path-like tokens of a prompt, as paths from the work tree's top: `./x` read as
     `x`, an absolute path under `top` made relative, trailing punctuation dropped."""
     out: set[str] = set()
-    for token in _PATH_TOKEN_RE.findall(prompt):
+    for token in _path_token_re().findall(prompt):
         if "/" not in token and "." not in token:
             continue
         path = relative(token, top)
@@ -278,10 +300,10 @@ def glob_match(pattern: str, text: str) -> bool:
 def simple_commands(command: str) -> list[str]:
     """The command line and each simple command in it, leading assignments dropped."""
     pieces = [command.strip()]
-    for piece in _SPLIT_RE.split(command):
+    for piece in _split_re().split(command):
         piece = piece.strip()
         while True:
-            m = _ASSIGNMENT_RE.match(piece)
+            m = _assignment_re().match(piece)
             if not m:
                 break
             piece = piece[m.end():]

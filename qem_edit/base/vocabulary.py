@@ -20,7 +20,15 @@ KINDS: tuple[str, ...] = (
 )
 KIND_RANK: dict[str, int] = {k: i for i, k in enumerate(KINDS)}
 PRIORITIES: tuple[str, ...] = ("high", "medium", "low")
+PRIORITY_RANK: dict[str, int] = {p: i for i, p in enumerate(PRIORITIES)}
 PROVENANCES: tuple[str, ...] = ("auto", "agent", "user-stated", "human")
+# How a note's provenance frames it: a label the reader weighs, never a change of order.
+FRAMES: dict[str, str] = {
+    "human": "human-endorsed",
+    "user-stated": "the user's words",
+    "agent": "agent-recorded, verify",
+    "auto": "auto-captured, unreviewed",
+}
 # Provenances a writer may claim on `add`; `human` takes a person's act.
 CLAIMABLE_PROVENANCES: tuple[str, ...] = ("auto", "agent", "user-stated")
 STATES: tuple[str, ...] = ("active", "stale", "superseded", "revoked", "expired", "forgotten")

@@ -27,28 +27,15 @@ from itertools import chain, islice
 from ..base import errors
 from ..base.records import Record
 from ..base.replay import Note, scope_mark
-from ..base.vocabulary import KIND_RANK, KINDS, PRIORITIES
+from ..base.vocabulary import FRAMES, KIND_RANK, KINDS, PRIORITIES, PRIORITY_RANK
 from ..storage.store import Store
+from .delivery import indented
 from .standing import Standing, Standings
 
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and code in BPE tokenizers
 DEFAULT_BUDGET = 2000
 LONGEST = 1000  # characters of a first line the index tier shows whole; a longer one is cut, and says so
-# How a note's provenance frames it: a label the reader weighs, never a change of order.
-FRAMES = {
-    "human": "human-endorsed",
-    "user-stated": "the user's words",
-    "agent": "agent-recorded, verify",
-    "auto": "auto-captured, unreviewed",
-}
-PRIORITY_RANK = {p: i for i, p in enumerate(PRIORITIES)}
 FORMATS = ("markdown", "json")
-
-
-def indented(text: str) -> str:
-    """A note's text under its header line: each line indented by two spaces (a blank one
-    left empty)."""
-    return "\n".join(("  " + line).rstrip() for line in text.split("\n"))
 
 
 def tokens(text: str) -> int:

@@ -33,13 +33,18 @@ from ..base.triggers import (
     relative,
     term_in,
 )
-from ..base.vocabulary import KIND_RANK, MOMENTS, PRIORITIES
+from ..base.vocabulary import FRAMES, KIND_RANK, MOMENTS, PRIORITIES, PRIORITY_RANK
 from ..storage.store import Store, read_gaps
-from .context import FRAMES, PRIORITY_RANK, indented
 from .standing import Standing, Standings
 
 DEFAULT_BUDGET = 10_000  # characters: Claude Code's cap on what a hook adds to the context
 CUT = 200  # characters of a first line a change or a line shows
+
+
+def indented(text: str) -> str:
+    """A note's text under its header line: each line indented by two spaces (a blank one
+    left empty)."""
+    return "\n".join(("  " + line).rstrip() for line in text.split("\n"))
 
 
 def _cut(line: str) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 from ..base.harness import COMPACTING, HOLD, PROMPT, START, STOP, SUBAGENT, TOOL, Asked, Harness
@@ -113,8 +114,14 @@ def _hold_setting(state: Path, log: Log) -> bool:
         return False
 
 
-_TABLE_RE = re.compile(r"\s*\[\s*([A-Za-z0-9_-]+)\s*\]\s*(?:#.*)?")
-_HOLD_RE = re.compile(r"\s*hold\s*=\s*(true|false)\s*(?:#.*)?")
+@cache  # compiled when first used: a command that never asks loads no pattern
+def _table_re() -> re.Pattern[str]:
+    return re.compile(r"\s*\[\s*([A-Za-z0-9_-]+)\s*\]\s*(?:#.*)?")
+
+
+@cache
+def _hold_re() -> re.Pattern[str]:
+    return re.compile(r"\s*hold\s*=\s*(true|false)\s*(?:#.*)?")
 
 
 def _plain_hold(text: str) -> bool | None:
@@ -125,11 +132,11 @@ def _plain_hold(text: str) -> bool | None:
         return None
     table, value = "", True
     for line in text.splitlines():
-        header = _TABLE_RE.fullmatch(line)
+        header = _table_re().fullmatch(line)
         if header is not None or line.lstrip().startswith("["):
             table = header[1] if header is not None else "?"
             continue
-        hold = _HOLD_RE.fullmatch(line) if table == "delivery" else None
+        hold = _hold_re().fullmatch(line) if table == "delivery" else None
         if hold is not None:
             value = hold[1] == "true"
         elif "delivery" in line or (table in ("delivery", "?") and "hold" in line):
@@ -218,7 +225,6 @@ def _given(harness: Harness, moments: list, found: list, texts: dict, changed: d
     """The reply's context, from what the ledger says was not given yet, within `budget`
     (the harness's unit); what it gives, recorded.  Its heading is a tool call's own
     moment (the first), else the last (a start's after a compaction's)."""
-    from . import tiers
     from ..system.ledger import tip
 
     entries = [e for e in found if not book.was_given(e.due.id, e.due.full)
@@ -232,6 +238,10 @@ def _given(harness: Harness, moments: list, found: list, texts: dict, changed: d
             book.given.pop(n)  # gone from the index (a forget purged it past reading)
         else:
             changes.append(change)
+    if not entries and not changes:
+        return ""  # (nothing to fit: the fitting's modules are not loaded)
+    from . import tiers
+
     out = tiers.fitter(moments)(moments[0] if tool else moments[-1], entries, changes, budget,
                                 lambda ids: {n: texts[n] for n in ids if n in texts}, measure=harness.measure,
                                 standings=standings)

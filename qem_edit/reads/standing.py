@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterable, Mapping
 from ..base import ids
 from ..base.records import Record
 from ..base.replay import PAST_MARK, PAST_WHY, Note, past_end
-from ..base.resolver import rival_words
 
 TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
@@ -124,6 +123,8 @@ class Standings:
                 short = ids.side_shown(dispute)
                 out.append(Disagreement(f"dispute {short}", (self.name(other),), f"qem rule {short} --keep ONE"))
         if note.rivals:
+            from ..base.resolver import rival_words  # (rivals are rare: a read without them loads no resolver)
+
             out.append(Disagreement(rival_words(note, self.name), (), f"qem rule {self.name(note.id)} --keep SIDE"))
         parent = self.forked.get(note.id)
         if parent is not None:

@@ -22,9 +22,10 @@ from __future__ import annotations
 from ..base import errors
 from ..base.records import Record
 from ..base.replay import Note, scope_mark
+from ..base.vocabulary import FRAMES
 from . import delivery
-from .context import FRAMES, indented
-from .delivery import CUT, NOTES_PER_FETCH, Change, Delivery, Fetch, Measure, Moment, Ranked, fitted_changes, footer_room
+from .delivery import (CUT, NOTES_PER_FETCH, Change, Delivery, Fetch, Measure, Moment, Ranked, fitted_changes, footer_room,
+                       indented)
 from .standing import Standing, Standings
 
 TIERED = ("start", "compact")  # the moments that give many notes at once

@@ -24,10 +24,8 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from ..base import ids
-from ..base.owing import answered_by, is_request
 from ..base.records import Record
 from ..base.replay import Event, Note, Rival, fold
-from ..base.shown import progress
 from ..base.vocabulary import EVENT_TYPES, KIND_RANK
 from ..renderer.version import FORMAT_VERSION
 from ..system import db
@@ -392,6 +390,8 @@ class Index:
         file found bad part way is rolled back whole and set aside).  Their records are
         read and checked by `spread`'s workers: a pack a stretch of lines at a time, loose
         files a batch at a time."""
+        from ..base.shown import progress  # (a build's: no read that finds the index current loads it)
+
         conn = self.conn
         self.start_staging()
         tick = progress("reading the log", len(names))
@@ -539,6 +539,8 @@ class Index:
         time (by `spread`'s workers: `_folded`), their rows written here as they come
         back; the items that show other notes rendered once every short id is known;
         forgotten notes' texts blanked."""
+        from ..base.shown import progress
+
         conn = self.conn
         self._start_over()
         tick = progress("replaying the notes", lambda: conn.execute("SELECT count(DISTINCT note) FROM events").fetchone()[0])
@@ -849,6 +851,8 @@ class Index:
 
     def _answers_shown(self, notes: list[Note]) -> dict[str, tuple[str, ...]]:
         """The answers that speak for each request among `notes` (its item shows them)."""
+        from ..base.owing import answered_by, is_request
+
         asked = [n.id for n in notes if is_request(n) and n.state != "forgotten"]
         given: list[Note] = []
         for chunk in db.chunks(asked):
@@ -996,6 +1000,7 @@ def _folded(batch: list[tuple[str, list[tuple], dict]], before: str | None,
     notes table, the items that show no other note, the links of those that do and their
     ids (rendered once every short id is known).  `before` and `after`: the notes on either
     side of the batch, which its first and last notes' short ids depend on.  Pure."""
+    from ..base.owing import is_request
     from ..renderer import item_text
 
     rows: list = []

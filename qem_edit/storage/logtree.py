@@ -29,6 +29,7 @@ import os
 import re
 import stat
 from collections.abc import Iterable, Iterator, Sequence
+from functools import cache
 from pathlib import Path
 
 from ..base import errors, ids
@@ -69,7 +70,13 @@ EVENTS, TEXTS, PACKS = "events", "texts", "packs"
 # it survives `git clean -fd` (which leaves ignored files), not `git clean -fdx`.
 LOCAL = "private"
 LOCAL_GITIGNORE = "# Written by qem: this clone's private and session notes never travel.\n*\n"
-_PACK_NAME = re.compile(rf"([et])-([{ids.ALPHABET}]{{{ids.ID_LENGTH}}})\.jsonl\Z")
+
+
+@cache  # compiled when first used: a command that never asks loads no pattern
+def _pack_name() -> re.Pattern[str]:
+    return re.compile(rf"([et])-([{ids.ALPHABET}]{{{ids.ID_LENGTH}}})\.jsonl\Z")
+
+
 GITIGNORE = """\
 # Written by qem.  The log (events/, texts/, packs/) and config.toml are committed with
 # the code; the index is rebuilt from them by any qem command, and kept edits are private.
@@ -379,7 +386,7 @@ class LogTree:
         """A pack, to be read a stretch of lines at a time (`PackReading`); LogFileError
         when its name is not a pack's, or it is no regular file within the limit."""
         folder, _, base = name.partition("/")
-        match = _PACK_NAME.match(base)
+        match = _pack_name().match(base)
         if folder != PACKS or not match or "/" in base:
             raise LogFileError(f"{name}: not a pack name (e-<id>.jsonl or t-<id>.jsonl)")
         return PackReading(name, match[1], match[2], self._regular(name, MAX_PACK_BYTES))
@@ -574,7 +581,7 @@ def _text_file(name: str, base: str, data: bytes) -> TextRecord:
     return record
 
 def _pack_file(name: str, base: str, data: bytes) -> tuple[list[Event], list[TextRecord]]:
-    match = _PACK_NAME.match(base)
+    match = _pack_name().match(base)
     if not match:
         raise LogFileError(f"{name}: not a pack name (e-<id>.jsonl or t-<id>.jsonl)")
     fault = _pack_fault(name, ids.content_id(data) == match[2], bool(data) and not data.endswith(b"\n"))

@@ -360,7 +360,7 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
                 raise errors.NoSuchNote(f"no note #{text} in this memory")
             return self._ambiguous(text, [r[0] for r in rows])
         text = text.translate(str.maketrans("ilo", "110"))
-        if not text or not ids.PREFIX_RE.match(text):
+        if not ids.is_prefix(text):
             raise errors.NoSuchNote(f"#{given} is not a note id (ids are letters and digits, e.g. #k3f9)")
         rows = self._read("SELECT id, short FROM notes WHERE id >= ? AND id < ? ORDER BY id LIMIT 12", (text, text + "{"))
         shown = [r for r in rows if r[1] == text]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+from functools import cache
 from pathlib import Path
 
 from ..base import errors
@@ -24,8 +25,14 @@ INDEX_NAME = "index.db"
 DEFAULT_MIRROR = "MEMORY.md"
 
 
-_COMMENT = re.compile(r"#[^\x00-\x08\x0a-\x1f\x7f]*")  # a TOML comment: no control character but a tab
-_MEMORY_ID = re.compile(r'id = "([0-9a-z]+)"')
+@cache  # compiled when first used: a command that never asks loads no pattern
+def _comment() -> re.Pattern[str]:  # a TOML comment: no control character but a tab
+    return re.compile(r"#[^\x00-\x08\x0a-\x1f\x7f]*")
+
+
+@cache
+def _memory_id() -> re.Pattern[str]:
+    return re.compile(r'id = "([0-9a-z]+)"')
 
 
 def plain_config(text: str) -> dict | None:
@@ -36,9 +43,9 @@ def plain_config(text: str) -> dict | None:
     table: dict | None = None
     for line in text.split("\n"):
         line = line.strip(" \t")
-        if not line or _COMMENT.fullmatch(line):
+        if not line or _comment().fullmatch(line):
             continue
-        found = _MEMORY_ID.fullmatch(line)
+        found = _memory_id().fullmatch(line)
         if line == "[memory]" and table is None:
             table = {}
         elif found is not None and table is not None and "id" not in table:
