@@ -8,12 +8,14 @@ installs it: `python -m venv V && V/bin/pip install dist/qem_edit-*.whl`), so tw
 are compared by installing each into its own venv.  For every copy the bench loads the
 749-note corpus (fixtures/corpus-749.jsonl) into a git repository, exports and commits it
 with a code file, seals it with `qem verify --staged`, then stages a change to the code
-file: a commit touching no memory.  A second such repository takes `qem add`'s writes,
-so the first stays as committed.
+file: a commit touching no memory; and starts a Claude Code session in it (a SessionStart).
+A second such repository takes `qem add`'s writes, so the first stays as committed.
 
 A round runs, for every copy in turn, its interpreter's `python -c pass` (the floor) and
-each subject once: `qem hook claude PreToolUse` (an Edit, nothing due), `qem hook claude
-SessionStart` (a new session each time), `qem verify --staged`, `qem export --check
+each subject once: `qem hook claude PreToolUse` on an Edit with nothing due, in the session
+under way (the call an agent makes hundreds of times a session) and as a new session's
+first hook (no ledger yet: the full read), `qem hook claude SessionStart` (a new session
+each time), `qem verify --staged`, `qem export --check
 --staged`, `qem anchors check --staged` (the commit hooks, on the commit touching no
 memory) and `qem add` (MEMORY.md patched).  Copies and subjects alternate within a round,
 so a machine that slows down slows all of them.  After one warm-up round, `--runs`
@@ -40,6 +42,7 @@ ENV = {**os.environ, "QEM_ACTOR": "bench", "GIT_AUTHOR_NAME": "bench", "GIT_AUTH
        "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.invalid", "GIT_CONFIG_GLOBAL": "/dev/null"}
 ENV.pop("PYTHONDONTWRITEBYTECODE", None)  # as a user runs it: the installed package's bytecode is kept
 FLOOR = "python -c pass"
+UNDER_WAY = "bench-under-way"  # a session started when the repository is made
 
 
 def timed(argv: list[str], cwd: Path, stdin: bytes | None) -> tuple[float, float, int]:
@@ -75,17 +78,23 @@ def repository(where: Path, qem: str) -> Path:
     run(qem, "verify", "--staged")  # the seal a commit's qem-verify hook leaves
     (where / "code.py").write_text("a = 2\n")
     run("git", "add", "code.py")
+    started = json.dumps({"session_id": UNDER_WAY, "hook_event_name": "SessionStart", "cwd": str(where),
+                          "source": "startup"}).encode()
+    subprocess.run([qem, "hook", "claude", "SessionStart"], cwd=where, env=ENV, input=started, capture_output=True,
+                   check=True)  # the session the calls "under way" are made in
     return where
 
 
 def subjects(repo: Path, qem: str) -> dict[str, object]:
     edit = {"tool_name": "Edit", "tool_input": {"file_path": str(repo / "code.py"), "old_string": "a", "new_string": "b"}}
 
-    def hook(event: str, extra: dict) -> object:
+    def hook(event: str, extra: dict, session: str = "") -> object:
         return lambda n: ([qem, "hook", "claude", event],
-                          json.dumps({"session_id": f"bench-{n}", "hook_event_name": event, "cwd": str(repo), **extra}).encode())
+                          json.dumps({"session_id": session or f"bench-{n}", "hook_event_name": event, "cwd": str(repo),
+                                      **extra}).encode())
     return {
-        "hook PreToolUse (an Edit, nothing due)": hook("PreToolUse", edit),
+        "hook PreToolUse (an Edit, nothing due)": hook("PreToolUse", edit, UNDER_WAY),
+        "hook PreToolUse (a session's first hook)": hook("PreToolUse", edit),
         "hook SessionStart (a new session)": hook("SessionStart", {"source": "startup"}),
         "verify --staged (touching no memory)": lambda n: ([qem, "verify", "--staged"], None),
         "export --check --staged": lambda n: ([qem, "export", "--check", "--staged"], None),

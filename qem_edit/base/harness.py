@@ -222,6 +222,17 @@ def guest_of(data: Mapping[str, object]) -> str:
     return "vscode" if "sessionId" in data or "hookEventName" in data else ""  # Claude Code's are snake_case
 
 
+def session_key(harness: Harness, ask: Asked) -> str:
+    """The ledger key of a session of one harness (qem_edit.system.ledger)."""
+    return f"{harness.name}:{ask.session}"
+
+
+def window_key(harness: Harness, ask: Asked) -> str:
+    """The ledger key of the context window a hook fired in: a subagent's by its own id
+    (`agent_id` marks a hook fired inside one), else its session's."""
+    return f"{harness.name}:agent:{ask.agent}" if ask.agent else session_key(harness, ask)
+
+
 def asked(harness: Harness, event: str, data: Mapping[str, object]) -> Asked:
     """The hook input read by the harness's contract (or a guest's: VS Code's camelCase
     fields, Cursor's conversation and workspace roots); ValueError when it is not one."""

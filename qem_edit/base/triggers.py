@@ -26,9 +26,10 @@ checked alike on write and on read (qem_edit.base.stored_form holds the other fi
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from fnmatch import fnmatchcase
 from functools import cache
 
@@ -233,6 +234,55 @@ def relative(path: str, top: str | None) -> str | None:
         path = path[2:]
     path = path.rstrip("/")
     return path or None
+
+
+def from_cwd(paths: Iterable[str], cwd: str, top: str) -> tuple[str, ...]:
+    """Paths as a harness or a person gives them (absolute, or from `cwd`), from the top
+    of the work tree; a path outside it is left out."""
+    out = []
+    for path in paths:
+        full = os.path.join(cwd, path)  # an absolute path stays itself
+        named = relative(os.path.normpath(full), top) or relative(os.path.realpath(full), top)
+        if named:
+            out.append(named)
+    return tuple(dict.fromkeys(out))
+
+
+# -- what a tool call's moment fires, by its paths and its command ------------------------------
+# The one statement of these rules: the index's reads (qem_edit.reads.delivery.hits) and a
+# hook's digest of them (qem_edit.reads.quiet) both ask here.
+
+def declaring(event: str) -> tuple[str, ...]:
+    """The moments whose notes (declared, or by their kind's bundle) a moment gives: a
+    read gives what is due before an edit too."""
+    return READ_GIVES if event == "read" else (event,)
+
+
+def by_paths(paths: Iterable[str], anchored: Callable[[set[str]], Iterable[tuple[str, str]]],
+             patterns: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The notes an edit or a read of `paths` fires, with why: those anchored to a path or
+    a folder above it (`anchored(covering paths)` gives their (note, path)), then those
+    whose `when-path` pattern (`patterns`: (pattern, note)) matches one of the paths."""
+    wanted = [p for p in paths if p]
+    why: dict[str, str] = {}
+    if not wanted:
+        return why
+    for note, path in anchored({q for p in wanted for q in covering_anchors(p)}):
+        why.setdefault(note, f"anchored to {path}")
+    for pattern, note in patterns:
+        if note not in why and any_path_matches([pattern], wanted):
+            why[note] = f"when-path {pattern}"
+    return why
+
+
+def by_command(command: str, patterns: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The notes a command fires, with why: those whose `when-run` pattern (`patterns`:
+    (pattern, note)) matches one of its simple commands."""
+    why: dict[str, str] = {}
+    for pattern, note in patterns:
+        if note not in why and command_matches(pattern, command):
+            why[note] = f"when-run {pattern}"
+    return why
 
 
 # -- patterns ------------------------------------------------------------------------------------

@@ -21,16 +21,14 @@ from ..base import errors
 from ..base.records import Record
 from ..base.replay import Note, past_end_words
 from ..base.triggers import (
-    READ_GIVES,
-    any_path_matches,
     bundle_at,
     bundle_why,
-    command_matches,
-    covering_anchors,
+    by_command,
+    by_paths,
+    declaring,
     path_matches,
     prompt_paths,
     prompt_words,
-    relative,
     term_in,
 )
 from ..base.vocabulary import FRAMES, KIND_RANK, MOMENTS, PRIORITIES, PRIORITY_RANK
@@ -278,17 +276,16 @@ def hits(store: Store, moment: Moment) -> list[Due]:
     if moment.event not in MOMENTS:
         raise errors.BadInput(f"unknown moment {moment.event!r}; use " + ", ".join(MOMENTS))
     found: dict[str, Due] = {}
-    for event in READ_GIVES if moment.event == "read" else (moment.event,):
+    for event in declaring(moment.event):
         for note, kind, priority, declared in store.due_at_moment(event, bundle_at(event)):
             if note not in found:
                 found[note] = Due(note, kind, priority, f"on {event}" if declared else bundle_why(kind, priority))
     why: dict[str, str] = {}
     if moment.event in ("edit", "read"):
-        why = _by_paths(store, moment.paths)
+        why = by_paths(moment.paths, lambda covering: ((note, path) for note, path, _ in store.anchors_in_force(covering)),
+                       store.patterns_in_force("path"))
     elif moment.event == "shell" and moment.command:
-        for pattern, note in store.patterns_in_force("run"):
-            if note not in why and command_matches(pattern, moment.command):
-                why[note] = f"when-run {pattern}"
+        why = by_command(moment.command, store.patterns_in_force("run"))
     elif moment.event == "prompt" and moment.prompt:
         why = _by_prompt(store, moment.prompt, moment.top or None)
     for note, (kind, priority) in store.order_keys(n for n in why if n not in found).items():
@@ -328,20 +325,6 @@ def owed_hits(store: Store, event: str) -> list[Due]:
     return out
 
 
-def _by_paths(store: Store, paths: Iterable[str]) -> dict[str, str]:
-    wanted = [p for p in paths if p]
-    why: dict[str, str] = {}
-    if not wanted:
-        return why
-    covering = {q for p in wanted for q in covering_anchors(p)}
-    for note, path, _ in store.anchors_in_force(covering):
-        why.setdefault(note, f"anchored to {path}")
-    for pattern, note in store.patterns_in_force("path"):
-        if note not in why and any_path_matches([pattern], wanted):
-            why[note] = f"when-path {pattern}"
-    return why
-
-
 def _by_prompt(store: Store, prompt: str, top: str | None) -> dict[str, str]:
     why: dict[str, str] = {}
     paths = prompt_paths(prompt, top)
@@ -359,26 +342,6 @@ def _by_prompt(store: Store, prompt: str, top: str | None) -> dict[str, str]:
             if note not in why and term_in(term, prompt):
                 why[note] = f"the prompt names `{term}`"
     return why
-
-
-def work_top(state: Path) -> Path:
-    """The top of the work tree the memory is in (anchors are named from it): the nearest
-    folder at or above the workspace holding `.git`, else the workspace."""
-    from ..system.workspace import git_top
-
-    return git_top(state.parent) or state.parent.resolve()
-
-
-def from_cwd(paths: Iterable[str], cwd: str, top: Path) -> tuple[str, ...]:
-    """Paths as a harness or a person gives them (absolute, or from `cwd`), from the top
-    of the work tree; a path outside it is left out."""
-    out = []
-    for path in paths:
-        full = os.path.join(cwd, path)  # an absolute path stays itself
-        named = relative(os.path.normpath(full), str(top)) or relative(os.path.realpath(full), str(top))
-        if named:
-            out.append(named)
-    return tuple(dict.fromkeys(out))
 
 
 # -- fitting a budget ------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-from ..base.harness import COMPACTING, HOLD, PROMPT, START, STOP, SUBAGENT, TOOL, Asked, Harness
+from ..base.harness import (COMPACTING, HOLD, PROMPT, START, STOP, SUBAGENT, TOOL, Asked, Harness, session_key,
+                            window_key)
 
 Log = Callable[[BaseException], None]  # where a problem the reply goes on without is said (the hooks log)
 
@@ -48,8 +49,7 @@ def reply(harness: Harness, event: str, ask: Asked, state: Path, log: Log) -> st
     said (a hook's log)."""
     from ..system import ledger
 
-    key = f"{harness.name}:{ask.session}"  # a session of one harness
-    window = f"{harness.name}:agent:{ask.agent}" if ask.agent else key  # a subagent's, by its own id
+    key, window = session_key(harness, ask), window_key(harness, ask)
     with ledger.session(state, window) as book:
         if ask.does == COMPACTING:
             book.compacted()
@@ -59,7 +59,7 @@ def reply(harness: Harness, event: str, ask: Asked, state: Path, log: Log) -> st
         moments = _moments(ask, book, state)
         given = {n: entry for n, entry in book.given.items() if entry[0] == book.epoch}
         counted = book.notes_then >= 0
-    found, texts, changed, notes, due_here, standings = _read(state, moments, given, counted, ask.session)
+    found, texts, changed, notes, due_here, standings, stamp = _read(state, moments, given, counted, ask.session)
     if window != key and ask.does == SUBAGENT:
         with ledger.session(state, key) as book:
             book.started(window)
@@ -70,7 +70,9 @@ def reply(harness: Harness, event: str, ask: Asked, state: Path, log: Log) -> st
         if ask.does == HOLD and not holding:
             return harness.no_context  # no context goes before this tool: the hook after it gives it
         budget = harness.budget - (harness.measure(HELD) + 2 if holding else 0)
-        text = _given(harness, moments, found, texts, changed, book, budget, ask.does in (TOOL, HOLD), standings)
+        text, whole = _given(harness, moments, found, texts, changed, book, budget, ask.does in (TOOL, HOLD),
+                             standings)
+        book.seen = stamp if whole else ""  # (a change left unsaid: no tool call is answered from the digest)
         if holding and text:
             book.hold(_about(ask))
             return harness.deny(event, f"{HELD}\n\n{text}")
@@ -146,6 +148,8 @@ def _plain_hold(text: str) -> bool | None:
 
 def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-def]
     """The moments this hook gives (a compaction's first, where one is pending)."""
+    from ..base.triggers import from_cwd
+    from ..system.workspace import work_top
     from . import delivery
 
     if ask.does == START:
@@ -153,7 +157,7 @@ def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-
             book.compacted()
     if ask.does == PROMPT:
         book.heard(ask.prompt)
-    top = delivery.work_top(state)
+    top = work_top(state)
     moments = []
     if book.pending_compact and ask.does in (START, PROMPT):
         moments.append(delivery.Moment("compact", top=str(top)))
@@ -164,7 +168,7 @@ def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-
         moments.append(delivery.Moment("prompt", prompt=ask.prompt, top=str(top)))
     elif ask.does in (TOOL, HOLD):  # the call's own moment first (its heading), then a command's edits and reads
         for event, named in ((ask.moment, ask.paths), *ask.also):
-            paths = delivery.from_cwd(named, ask.cwd or str(top), top)
+            paths = from_cwd(named, ask.cwd or str(top), str(top))
             if paths or event == ask.moment:
                 command = ask.command if event == ask.moment else ""
                 moments.append(delivery.Moment(event, paths=paths, command=command, top=str(top)))
@@ -179,52 +183,65 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool,  # 
     """From the memory: what the moments trigger (each note once, the first moment's),
     the texts of the first of them the session was not given (`given`: this epoch's
     ledger entries), the changes of the notes given this epoch, how many notes it holds
-    (-1 where the session's ledger has counted them already: `counted`), and the notes
-    due at an edit or a command among them, in force (what a call is held for), and the
-    notes' standing (past their end, in dispute: qem_edit.reads.standing).  Read for `session`:
-    another session's session notes are not given."""
-    from ..base.times import utc_now
-    from . import delivery
-    from .standing import Standings
+    (-1 where the session's ledger has counted them already: `counted`), the notes due at
+    an edit or a command among them, in force (what a call is held for), the notes'
+    standing (past their end, in dispute: qem_edit.reads.standing), and the log's
+    fingerprint the read saw.  Read for `session`: another session's session notes are
+    not given.  The digest the next tool calls are answered from is kept on the way
+    (qem_edit.reads.quiet)."""
     from ..storage.store import Store
-    from ..system.ledger import tip
+    from . import quiet
 
     store = Store.open(state, create=False, write=False)
     store.session = session
     try:
         with store.reading():
-            entries, seen, due_here = [], set(), set()
-            for moment in moments:
-                for entry in delivery.ranked(moment, delivery.hits(store, moment)):
-                    if moment.event in HOLDS_AT:
-                        due_here.add(entry.due.id)
-                    if entry.due.id not in seen:
-                        seen.add(entry.due.id)
-                        entries.append(entry)
-            fresh = [e.due.id for e in entries if e.due.id not in given or (e.due.full and not given[e.due.id][1])
-                     or (e.due.late and e.due.id + LATE_MARK not in given)]
-            texts = store.notes_by_id(fresh[:READ_AHEAD])
-            standings = Standings.read(store, utc_now(), texts.values())
-            due_here -= {n for n, note in texts.items() if standings.of(note).past_end}  # not in force: holds nothing
-            recorded = {n: entry[2] for n, entry in given.items()}
-            now = store.last_changes(recorded)
-            moved = [n for n, last in recorded.items() if now.get(n, "") != last]
-            notes = store.notes_by_id(moved)
-            after = store.notes_by_id(n.superseded_by for n in notes.values() if n.superseded_by)
-            changed = {n: delivery.Change(notes[n], after.get(notes[n].superseded_by or "")) if n in notes else None
-                       for n in moved}
-            count = -1 if counted else store.count()
-            return (entries, texts, {n: (c, tip(c.note) if c else "") for n, c in changed.items()}, count,
-                    due_here, standings)
+            found = _found(store, moments, given, counted)
+            digest = quiet.written(store)
+        quiet.keep(store, digest)
+        return found
     finally:
         store.close()
 
 
+def _found(store, moments: list, given: dict[str, list], counted: bool):  # type: ignore[no-untyped-def]
+    """`_read`'s answer, read from `store` inside its read snapshot."""
+    from ..base.times import utc_now
+    from . import delivery
+    from .standing import Standings
+    from ..system.ledger import tip
+
+    entries, seen, due_here = [], set(), set()
+    for moment in moments:
+        for entry in delivery.ranked(moment, delivery.hits(store, moment)):
+            if moment.event in HOLDS_AT:
+                due_here.add(entry.due.id)
+            if entry.due.id not in seen:
+                seen.add(entry.due.id)
+                entries.append(entry)
+    fresh = [e.due.id for e in entries if e.due.id not in given or (e.due.full and not given[e.due.id][1])
+             or (e.due.late and e.due.id + LATE_MARK not in given)]
+    texts = store.notes_by_id(fresh[:READ_AHEAD])
+    standings = Standings.read(store, utc_now(), texts.values())
+    due_here -= {n for n, note in texts.items() if standings.of(note).past_end}  # not in force: holds nothing
+    recorded = {n: entry[2] for n, entry in given.items()}
+    now = store.last_changes(recorded)
+    moved = [n for n, last in recorded.items() if now.get(n, "") != last]
+    notes = store.notes_by_id(moved)
+    after = store.notes_by_id(n.superseded_by for n in notes.values() if n.superseded_by)
+    changed = {n: delivery.Change(notes[n], after.get(notes[n].superseded_by or "")) if n in notes else None
+               for n in moved}
+    count = -1 if counted else store.count()
+    return (entries, texts, {n: (c, tip(c.note) if c else "") for n, c in changed.items()}, count,
+            due_here, standings, store.log_stamp() or "")
+
+
 def _given(harness: Harness, moments: list, found: list, texts: dict, changed: dict,  # type: ignore[no-untyped-def]
-           book, budget: int, tool: bool = False, standings=None) -> str:
+           book, budget: int, tool: bool = False, standings=None) -> tuple[str, bool]:
     """The reply's context, from what the ledger says was not given yet, within `budget`
-    (the harness's unit); what it gives, recorded.  Its heading is a tool call's own
-    moment (the first), else the last (a start's after a compaction's)."""
+    (the harness's unit), and whether it said every change of a note given; what it
+    gives, recorded.  Its heading is a tool call's own moment (the first), else the last
+    (a start's after a compaction's)."""
     from ..system.ledger import tip
 
     entries = [e for e in found if not book.was_given(e.due.id, e.due.full)
@@ -239,7 +256,7 @@ def _given(harness: Harness, moments: list, found: list, texts: dict, changed: d
         else:
             changes.append(change)
     if not entries and not changes:
-        return ""  # (nothing to fit: the fitting's modules are not loaded)
+        return "", True  # (nothing to fit: the fitting's modules are not loaded)
     from . import tiers
 
     out = tiers.fitter(moments)(moments[0] if tool else moments[-1], entries, changes, budget,
@@ -252,7 +269,7 @@ def _given(harness: Harness, moments: list, found: list, texts: dict, changed: d
         book.give(h.note.id, h.full, tip(h.note))
         if h.note.id in late:  # given as late: not again this epoch (given before it was late: again now)
             book.give(h.note.id + LATE_MARK, True, "")
-    return out.text()
+    return out.text(), len(out.changes) == len(changes)
 
 
 LATE_MARK = "@late"  # a ledger entry beside a request's: given as late (its last change "", which no note's is)

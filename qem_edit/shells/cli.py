@@ -409,14 +409,16 @@ def deliver(
 
     Example: qem deliver edit --path src/index/build.py
     """
+    from ..base.triggers import from_cwd
     from ..reads import delivery, tiers
+    from ..system.workspace import work_top
 
     errors.choice(moment, MOMENTS, "moment")
     words = shell.text_arg(prompt) if prompt is not None else ""
 
     def read(store):  # type: ignore[no-untyped-def]
-        top = delivery.work_top(store.root)
-        asked = delivery.Moment(moment, delivery.from_cwd(path or [], str(Path.cwd()), top), command or "", words,
+        top = work_top(store.root)
+        asked = delivery.Moment(moment, from_cwd(path or [], str(Path.cwd()), str(top)), command or "", words,
                                 str(top))
         if path and not asked.paths:
             raise errors.BadInput(f"--path {path[0]}: not in the work tree at {top}")

@@ -19,7 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..base.harness import END, GUESTS, HARNESSES, HOLD, START, TOOL, Asked, Harness, asked
+from ..base.harness import (END, GUESTS, HARNESSES, HOLD, START, TOOL, Asked, Harness, asked, session_key,
+                            window_key)
 
 MAX_INPUT = 16 << 20  # bytes of hook input read (a prompt, a patch)
 LOG_NAME = "hooks.log"
@@ -148,7 +149,7 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
 
     if ask.does == END:
         if ask.session:
-            ledger.end(state, f"{harness.name}:{ask.session}")
+            ledger.end(state, session_key(harness, ask))
             _end_session_notes(state, lambda session: session == ask.session)
         return harness.no_context
     if ask.does in (TOOL, HOLD) and not ask.moment:
@@ -156,11 +157,21 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
     if not ask.session:
         raise ValueError("hook input without a session id"
                          " (session_id, VS Code's sessionId, Cursor's conversation_id)")
+    if ask.does in (TOOL, HOLD) and _nothing_due(harness, ask, state):
+        return harness.no_context
     if ask.does == START:
         _started(state, ask, harness, event)
     from ..reads import session
 
     return session.reply(harness, event, ask, state, lambda exc: _log(state, harness, event, exc))
+
+
+def _nothing_due(harness: Harness, ask: Asked, state: Path) -> bool:
+    """Whether the digest beside the index says a tool call fires nothing new for its
+    context window (qem_edit.reads.quiet): then neither SQLite nor the store is loaded."""
+    from ..reads import quiet
+
+    return quiet.nothing_due(ask, state, window_key(harness, ask))
 
 
 def _started(state: Path, ask: Asked, harness: Harness, event: str) -> None:

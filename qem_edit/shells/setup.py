@@ -128,7 +128,7 @@ def run(harness: str, place, *, check: bool = False, remove: bool = False,  # ty
     if ask_to_record and no_ask_to_record:
         raise errors.BadInput("--ask-to-record and --no-ask-to-record do not go together: the first writes the"
                               " Stop hook, the second takes it out")
-    from ..reads.delivery import work_top
+    from ..system.workspace import work_top
 
     top = work_top(place.store_path)
     inside = place.root.resolve().relative_to(top).as_posix() if place.root.resolve() != top else ""

@@ -50,6 +50,8 @@ from ..base.stored_form import (
 from ..base.triggers import triggers_problem
 from ..base.vocabulary import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, TextError
 from ..system.files import fsync_dir, write_atomic
+from .stamp import EVENTS, LOCAL, PACKS, TEXTS
+from .stamp import stamp as log_stamp
 
 FORMAT = 1
 MAX_EVENT_BYTES = 1 << 20  # an event holds no text: anything near this is not an event
@@ -62,13 +64,6 @@ MAX_CLOCK = 1 << 53
 MAX_PACK_BYTES = 256 << 20
 PACK_SPLIT_BYTES = 64 << 20  # a write of more events than this splits them into packs this large
 TEXTS_PER_PACK = 1000  # a forget rewrites the pack holding the text: keep packs of texts small
-EVENTS, TEXTS, PACKS = "events", "texts", "packs"
-# The folder of this clone's own notes (vocabulary.LOCAL_SCOPES): its files are named
-# `private/events/<id>` and `private/texts/<note>`, one record each.  A `.gitignore` of
-# its own ignores everything in it, itself included, so no commit habit adds it (`git add
-# -A`, `git commit -am`, `git add .`), whatever the memory's committed `.gitignore` says;
-# it survives `git clean -fd` (which leaves ignored files), not `git clean -fdx`.
-LOCAL = "private"
 LOCAL_GITIGNORE = "# Written by qem: this clone's private and session notes never travel.\n*\n"
 
 
@@ -338,16 +333,8 @@ class LogTree:
     # -- listing ----------------------------------------------------------------------------
 
     def stamp(self) -> tuple:
-        """A cheap fingerprint of the file set: the log directories' modification times
-        (a file added, removed or renamed in one changes its directory's time)."""
-        out = []
-        for folder in (EVENTS, TEXTS, PACKS, f"{LOCAL}/{EVENTS}", f"{LOCAL}/{TEXTS}"):
-            try:
-                info = os.stat(self.root / folder)
-                out.append((folder, info.st_mtime_ns, info.st_ino))
-            except OSError:
-                out.append((folder, None, None))
-        return tuple(out)
+        """A cheap fingerprint of the file set (qem_edit.storage.stamp)."""
+        return log_stamp(self.root)
 
     def names(self) -> set[str]:
         """Every file's name of the log a commit holds (`events/<id>`, `texts/<id>`,

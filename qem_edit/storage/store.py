@@ -24,7 +24,7 @@ from ..base.faults import checkpoint
 from ..base.replay import Event, Note, replay
 from ..base.times import utc_now
 from ..system import db
-from ..system.workspace import CONFIG_NAME, INDEX_NAME
+from ..system.workspace import CONFIG_NAME, INDEX_NAME, MOMENTS_NAME
 from . import starting
 from .delivery_reads import DeliveryReads
 from .dispute_reads import DisputeReads
@@ -155,6 +155,15 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
         if not self._guarded(lambda: self.index.stale()):
             return
         self.caught = db.patiently(self._sync_once, self.index_path or self.root, "read")
+        self._moved()
+
+    def _moved(self) -> None:
+        """After a change to the index, committed: the hooks' digest of it goes
+        (qem_edit.reads.quiet), so none outlives the index it was read from."""
+        try:
+            os.unlink(self.root / MOMENTS_NAME)
+        except OSError:  # none there (or a folder that takes no change: none was kept in it either)
+            pass
 
     def _sync_once(self) -> Caught:
         with db.transaction(self.conn):
@@ -189,7 +198,11 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
         work = as_writer(work, as_agent, allow_secret)
         try:
             with locked(self.root / LOCK_NAME, WRITE_PATIENCE_S):
-                return db.patiently(lambda: self._write_once(work, at or utc_now()), self.index_path or self.root, "write")
+                try:
+                    return db.patiently(lambda: self._write_once(work, at or utc_now()), self.index_path or self.root,
+                                        "write")
+                finally:
+                    self._moved()  # (after the commit, or after a write that failed: either way, read afresh)
         except LockTimeout:
             raise errors.StoreBusy(f"{self.root} stayed locked by another writer for over"
                                    f" {int(WRITE_PATIENCE_S)} s; nothing was written") from None
@@ -324,6 +337,10 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
     def head(self) -> int:
         """The index's generation: it moves whenever the log it reflects does."""
         return self._guarded(lambda: self.index.generation)
+
+    def log_stamp(self) -> str | None:
+        """The log's fingerprint (qem_edit.storage.stamp) as the index last caught up with it."""
+        return self._guarded(lambda: self.index.meta("stamp"))
 
     def moment(self, generation: int) -> str:
         """`generation` of this very index (not one rebuilt since) as one string: a
@@ -498,7 +515,10 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
                 self.index.sync()
             return self.count()
 
-        return db.patiently(work, self.index_path or self.root, "write")
+        try:
+            return db.patiently(work, self.index_path or self.root, "write")
+        finally:
+            self._moved()
 
 
 def _start_if_new(root: Path, create: bool) -> str | None:

@@ -74,6 +74,10 @@ class Ledger:
         self.held: dict[str, int] = {}  # a held call's digest → the epoch it was held in
         self.unsure = unsure  # an epoch whose record was lost (a damaged ledger): no call is held in it
         self.agents: list[str] = []  # the keys of the subagents this session started
+        # The log's fingerprint (qem_edit.storage.stamp) at the last reply read in full that
+        # left nothing unsaid: while the log is still there, no note given has changed
+        # since, which is what lets a hook answer from the digest (qem_edit.reads.quiet).
+        self.seen = ""
 
     def started(self, agent_key: str) -> None:
         """A subagent of this session started: its ledger goes when the session ends."""
@@ -118,7 +122,7 @@ class Ledger:
         return json.dumps({"v": 1, "notes_then": self.notes_then, "epoch": self.epoch,
                            "pending_compact": self.pending_compact, "stop_asked": self.stop_asked,
                            "prompts": self.prompts, "given": self.given, "held": self.held,
-                           "unsure": self.unsure, "agents": self.agents},
+                           "unsure": self.unsure, "agents": self.agents, "seen": self.seen},
                           separators=(",", ":")).encode()  # ASCII: a lone surrogate is kept as its escape
 
 
@@ -144,6 +148,8 @@ def _read(path: Path) -> Ledger:
                         if isinstance(v, list) and len(v) == 3}
         ledger.held = {str(k): int(v) for k, v in dict(data.get("held", {})).items()}
         ledger.unsure = int(data.get("unsure", -1))
+        seen = data.get("seen", "")
+        ledger.seen = seen if isinstance(seen, str) else ""
     except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
         # A damaged ledger is a new one: a note given twice, never a hook that fails.
         return Ledger(path, unsure=0)
@@ -163,6 +169,17 @@ def session(state_dir: Path, session_id: str) -> Iterator[Ledger]:
         after = ledger.to_bytes()
         if after != before:
             files.write_atomic(path, after, mode=0o600)
+
+
+def peek(state_dir: Path, session_id: str) -> Ledger | None:
+    """The ledger of a context window as it is now, read without its lock (it is replaced
+    whole, never written in place: a reader sees the old one or the new), None where it
+    has none; nothing is made or written."""
+    where = folder(state_dir)
+    if os.path.islink(where):  # (as `prepared` refuses it: a clone's commit could point it anywhere)
+        return None
+    path = where / f"{_name(session_id)}.json"
+    return _read(path) if os.path.isfile(path) else None
 
 
 def prepared(state_dir: Path) -> Path:

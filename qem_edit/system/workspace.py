@@ -22,6 +22,9 @@ from .files import leads_out
 STATE_DIR = ".qem"
 CONFIG_NAME = "config.toml"
 INDEX_NAME = "index.db"
+# What a hook keeps beside the index (qem_edit.reads.quiet): named as SQLite's own files
+# beside it are, so every memory's .gitignore (`/index.db-*`) already keeps it out of git.
+MOMENTS_NAME = "index.db-moments.json"
 DEFAULT_MIRROR = "MEMORY.md"
 
 
@@ -171,6 +174,13 @@ def git_top(start: Path) -> Path | None:
     of the files, not of git, so it costs no process and works with no git installed."""
     start = start.resolve()
     return next((d for d in (start, *start.parents) if (d / ".git").exists()), None)
+
+
+def work_top(state: Path) -> Path:
+    """The top of the work tree the memory `state` (its `.qem` folder) is in: anchors and
+    paths are named from it; the nearest folder at or above the workspace holding `.git`,
+    else the workspace."""
+    return git_top(state.parent) or state.parent.resolve()
 
 
 def find_workspace(cwd: Path | None = None) -> Path:

@@ -1,0 +1,223 @@
+"""A tool call that fires nothing new is answered from the digest beside the index
+(qem_edit.reads.quiet), without SQLite or the store; and never otherwise: a note written,
+changed or pulled since (even within one tick of a coarse file clock), a digest planted or
+damaged, a session with no ledger yet, each is read in full and given as before."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import run_qem
+from test_hooks import claude, hook, project  # noqa: F401 (the fixture, used by name)
+
+from qem_edit.storage.stamp import FOLDERS
+from qem_edit.system.workspace import MOMENTS_NAME
+
+EDIT_README = {"tool_name": "Edit", "tool_input": {"file_path": "README.md", "old_string": "#", "new_string": "##"}}
+
+
+def edit(top: Path, path: str, session: str = "s1") -> tuple[str, str]:
+    """A Claude Code PreToolUse of an Edit of `path`: ("", "") for nothing, else the
+    reply's channel (context, deny) and its text."""
+    done = hook(top, "claude", "PreToolUse", {"session_id": session, "tool_name": "Edit",
+                                                "tool_input": {"file_path": str(top / path)}})
+    assert done.returncode == 0, done.stderr
+    if not done.stdout:
+        return "", ""
+    out = json.loads(done.stdout)["hookSpecificOutput"]
+    return ("deny", out["permissionDecisionReason"]) if "permissionDecision" in out else ("context",
+                                                                                           out["additionalContext"])
+
+
+def loaded(top: Path, payload: dict, session: str = "s1") -> tuple[str, list[str]]:
+    """A PreToolUse run in a process of its own: its stdout, and which of SQLite and the
+    store it loaded."""
+    probe = ("import sys; sys.argv = ['qem', 'hook', 'claude', 'PreToolUse']\n"
+             "from qem_edit.__main__ import main\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "print(sorted(m for m in ('sqlite3', 'qem_edit.storage.store') if m in sys.modules), file=sys.stderr)")
+    data = json.dumps({"session_id": session, "hook_event_name": "PreToolUse", "cwd": str(top), **payload})
+    done = subprocess.run([sys.executable, "-c", probe], input=data, capture_output=True, text=True, cwd=top, timeout=60)
+    return done.stdout, json.loads(done.stderr.strip().splitlines()[-1].replace("'", '"'))
+
+
+def frozen_clock(top: Path):  # type: ignore[no-untyped-def]
+    """The log folders' times as they are, to be put back: a change made between the two
+    then leaves the log's fingerprint as it was, as a file system whose clock ticks once a
+    second does for two writes within that second."""
+    memory = top / ".qem"
+    times = {f: os.stat(memory / f).st_mtime_ns for f in FOLDERS if (memory / f).exists()}
+
+    def put_back() -> None:
+        for folder, ns in times.items():
+            os.utime(memory / folder, ns=(ns, ns))
+    return put_back
+
+
+def test_an_edit_with_nothing_due_opens_no_index(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    out, opened = loaded(top, EDIT_README)  # a session's first hook: no ledger, read in full
+    assert out == "" and opened == ["qem_edit.storage.store", "sqlite3"]
+    assert claude(top, "SessionStart", source="startup")
+    assert (top / ".qem" / MOMENTS_NAME).is_file()
+    out, opened = loaded(top, EDIT_README)
+    assert out == "" and opened == []
+    out, opened = loaded(top, {"tool_name": "Edit", "tool_input": {"file_path": str(top / "src/lock.py")}})
+    assert "Release the lock before the restart" in out and opened == ["qem_edit.storage.store", "sqlite3"]
+    out, opened = loaded(top, {"tool_name": "Edit", "tool_input": {"file_path": str(top / "src/lock.py")}})
+    assert out == "" and opened == []  # given whole (the call held, then made again): nothing new
+
+
+def test_a_note_written_since_is_given_within_one_clock_tick(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    assert claude(top, "SessionStart", source="startup")
+    assert edit(top, "README.md") == ("", "")
+    put_back = frozen_clock(top)
+    added = run_qem("add", "The README is generated: edit docs/readme.in", "-k", "gotcha", "--anchor", "README.md",
+                    cwd=top)
+    assert added.returncode == 0, added.stderr
+    put_back()
+    channel, text = edit(top, "README.md")
+    assert channel == "deny" and "The README is generated" in text
+
+
+def test_a_note_changed_since_given_is_said_within_one_clock_tick(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    assert f"[#{project['rule']}]" in claude(top, "SessionStart", source="startup")
+    assert edit(top, "README.md") == ("", "")
+    put_back = frozen_clock(top)
+    moved = run_qem("supersede", str(project["rule"]), "Run the tests inside .venv with -n 2", cwd=top)
+    assert moved.returncode == 0, moved.stderr
+    put_back()
+    channel, text = edit(top, "README.md")
+    assert channel == "context" and "Changed since given earlier" in text and "with -n 2" in text
+
+
+def test_a_change_another_session_read_first_is_still_said_here(project) -> None:  # type: ignore[no-untyped-def]
+    """Session a reads the memory in full after a note both were given changed (so the
+    digest beside the index is of the changed log); session b, whose last full read was
+    before the change, still hears of it at its next call."""
+    top = project["top"]
+    for session in ("a", "b"):
+        assert f"[#{project['rule']}]" in claude(top, "SessionStart", session=session, source="startup")
+        assert edit(top, "README.md", session) == ("", "")
+    assert run_qem("supersede", str(project["rule"]), "Run the tests inside .venv with -n 2", cwd=top).returncode == 0
+    assert "with -n 2" in edit(top, "README.md", "a")[1]
+    assert edit(top, "README.md", "a") == ("", "")  # (a's own call again: from the digest, nothing new)
+    channel, text = edit(top, "README.md", "b")
+    assert channel == "context" and "Changed since given earlier" in text and "with -n 2" in text
+
+
+def test_a_note_pulled_from_another_clone_is_given(project) -> None:  # type: ignore[no-untyped-def]
+    """The log's files arrive by `git pull`, not through qem: the log's fingerprint moves,
+    so the digest written before is not used."""
+    top = project["top"]
+    subprocess.run(["git", "add", "-A"], cwd=top, check=True, capture_output=True)
+    subprocess.run(["git", "commit", "-qm", "memory"], cwd=top, check=True, capture_output=True)
+    other = top.parent / "other"
+    subprocess.run(["git", "clone", "-q", str(top), str(other)], check=True, capture_output=True)
+    assert claude(top, "SessionStart", source="startup")
+    assert edit(top, "README.md") == ("", "")
+    assert run_qem("add", "The README is generated: edit docs/readme.in", "-k", "gotcha", "--anchor", "README.md",
+                   cwd=other).returncode == 0
+    subprocess.run(["git", "add", "-A"], cwd=other, check=True, capture_output=True)
+    subprocess.run(["git", "commit", "-qm", "a note"], cwd=other, check=True, capture_output=True)
+    subprocess.run(["git", "pull", "-q", "--no-rebase", str(other), "main"], cwd=top, check=True, capture_output=True)
+    channel, text = edit(top, "README.md")
+    assert channel == "deny" and "The README is generated" in text
+
+
+def test_a_digest_planted_or_damaged_is_not_trusted(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    assert claude(top, "SessionStart", source="startup")
+    assert edit(top, "README.md") == ("", "")
+    digest = top / ".qem" / MOMENTS_NAME
+    header, _, _ = digest.read_bytes().partition(b"\n")
+    empty = b'{"on":{"edit":[],"read":[],"shell":[]},"anchors":[],"paths":[],"runs":[]}'
+    planted = [
+        json.dumps({**json.loads(header), "stamp": "[]"}).encode() + b"\n" + empty,  # another checkout's fingerprint
+        header + b"\n" + b"not json",
+        b"\x00\xff" * 10,
+        json.dumps({**json.loads(header), "v": 99}).encode() + b"\n" + empty,  # another form
+    ]
+    for i, raw in enumerate(planted):  # each in a session under way, which only the digest's checks stop
+        assert claude(top, "SessionStart", session=f"planted{i}", source="startup")
+        digest.unlink(missing_ok=True)
+        digest.write_bytes(raw)
+        channel, text = edit(top, "src/lock.py", session=f"planted{i}")
+        assert "Release the lock before the restart" in text, (i, channel)
+    assert claude(top, "SessionStart", session="linked", source="startup")
+    digest.unlink()
+    elsewhere = top.parent / "digest.json"
+    elsewhere.write_bytes(header + b"\n" + empty)
+    digest.symlink_to(elsewhere)
+    assert "Release the lock" in edit(top, "src/lock.py", session="linked")[1]
+    assert digest.is_symlink() and elsewhere.read_bytes() == header + b"\n" + empty  # not written through
+
+
+def test_what_a_call_gives_is_the_same_with_the_digest_or_without(project) -> None:  # type: ignore[no-untyped-def]
+    """Two sessions make the same calls (edits, reads, commands; a held call made again at
+    once, as the model does; notes added and changed between them, by other processes);
+    before each call of the second the digest is removed, so it is always read in full.
+    Every reply is the same, and the calls give, hold and say changes."""
+    top = project["top"]
+
+    def on(tool: str, target: str) -> dict:
+        return ({"tool_name": "Bash", "tool_input": {"command": target}} if tool == "Bash"
+                else {"tool_name": tool, "tool_input": {"file_path": str(top / target)}})
+    steps: list = [on("Edit", "README.md"), on("Edit", "src/lock.py"), on("Edit", "src/lock.py"),
+                   on("Read", "src/index/build.py"), on("Edit", "src/index/build.py"),
+                   on("Bash", "make test && alembic history"), on("Bash", "alembic upgrade head"),
+                   on("Bash", "cat src/lock.py"), on("Edit", "docs/x.md"),
+                   ("add", "Writes under docs go through the docs build", "-k", "gotcha", "--when-path", "docs/**"),
+                   on("Edit", "docs/x.md"), on("Write", "docs/y.md"), on("Edit", "README.md"),
+                   ("supersede", str(project["lock"]), "Release the lock, then restart"),
+                   on("Edit", "README.md"), on("Edit", "src/lock.py")]
+    rng = random.Random(7)
+    paths = ["README.md", "src/lock.py", "src/index/build.py", "db/migrate.py", "src/index/new.py", "docs/x.md"]
+    steps += [on(rng.choice(["Edit", "Read", "Write"]), rng.choice(paths)) for _ in range(12)]
+    digest = top / ".qem" / MOMENTS_NAME
+    replies: dict[str, list[str]] = {"a": [], "b": []}
+    for session in ("a", "b"):
+        assert claude(top, "SessionStart", session=session, source="startup")
+    for step in steps:
+        if isinstance(step, tuple):
+            assert run_qem(*step, cwd=top).returncode == 0
+            continue
+        for session in ("a", "b"):
+            if session == "b":
+                digest.unlink(missing_ok=True)
+            done = hook(top, "claude", "PreToolUse", {"session_id": session, **step})
+            assert done.returncode == 0, done.stderr
+            replies[session].append(done.stdout.decode())
+            if "permissionDecision" in replies[session][-1]:  # held: made again
+                replies[session].append(hook(top, "claude", "PreToolUse", {"session_id": session, **step}).stdout.decode())
+    assert replies["a"] == replies["b"]
+    said = "".join(replies["a"])
+    assert said.count("permissionDecision") >= 4 and "Changed since given earlier" in said
+
+
+def test_changes_left_unsaid_are_said_at_the_next_call(project) -> None:  # type: ignore[no-untyped-def]
+    """A reply too small for every change of the notes given (a budget of 400 here) says
+    what fits; the next call is read in full and says the rest, never answered from the
+    digest as if nothing had changed."""
+    from qem_edit.base.harness import HARNESSES
+    from qem_edit.shells.hookrun import run
+
+    top = project["top"]
+    said = claude(top, "SessionStart", source="startup")
+    given = [project[k] for k in ("rule", "rule2", "task")]
+    assert all(f"[#{n}]" in said for n in given)
+    for n in given:
+        assert run_qem("supersede", str(n), f"{'A much longer text than before, ' * 3}({n})", cwd=top).returncode == 0
+    call = json.dumps({"session_id": "s1", "hook_event_name": "PreToolUse", "cwd": str(top), **EDIT_README}).encode()
+    small, _ = run(HARNESSES["claude"]._replace(budget=400), "PreToolUse", call)
+    first = [n for n in given if f"({n})" in small]
+    assert 0 < len(first) < len(given), small
+    channel, text = edit(top, "README.md")
+    assert channel == "context" and all(f"({n})" in text for n in given if n not in first), text
