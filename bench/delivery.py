@@ -105,7 +105,9 @@ helpers.  SessionStart (startup) gets a fresh session each run; the others run i
 replayed session as it stood before its compaction (its ledger holding the deliveries of the
 50 edits, 10 reads, 10 commands and 5 prompts before it), put back before each run:
 UserPromptSubmit, PreToolUse Edit and PreToolUse Bash with the fixture's `timing` inputs (each
-gives notes not given yet), PreCompact, and SessionStart (compact) in the ledger as the
+gives notes not given yet), PreToolUse Edit of a file nothing declares (its `timing` input
+"PreToolUse Edit, nothing new": what the edit moment declares was given earlier in the
+session, so the call is answered from the digest beside the index, qem_edit.reads.quiet), PreCompact, and SessionStart (compact) in the ledger as the
 PreCompact left it.  Targets (issue): a hook call <= 1.5x the start-up floor at 749 notes,
 <= 2x at 74,900.
 """
@@ -814,6 +816,7 @@ def time_hooks(tools: Tools, repo: Path, fixture: dict, replay: Replay, runs: in
         ("SessionStart (startup)", start, None),
         ("UserPromptSubmit", fixture["timing"]["UserPromptSubmit"], "before compaction"),
         ("PreToolUse edit", fixture["timing"]["PreToolUse Edit"], "before compaction"),
+        ("PreToolUse edit, nothing new", fixture["timing"]["PreToolUse Edit, nothing new"], "before compaction"),
         ("PreToolUse Bash", fixture["timing"]["PreToolUse Bash"], "before compaction"),
         ("PreCompact", by_name["PreCompact"], "before compaction"),
         ("SessionStart (compact)", by_name["SessionStart"], "after PreCompact"),

@@ -134,7 +134,7 @@ def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
 def short_id(proc: subprocess.CompletedProcess) -> str:
     """The short id a write printed (`qem add`, `qem supersede`)."""
     shown = ok(proc).stdout.strip()
-    assert ids.PREFIX_RE.match(shown) and not shown.isdigit() and len(shown) >= ids.MIN_SHORT, shown
+    assert ids.is_prefix(shown) and not shown.isdigit() and len(shown) >= ids.MIN_SHORT, shown
     return shown
 
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import run_qem
 from test_hooks import claude, hook, project  # noqa: F401 (the fixture, used by name)
 
@@ -98,15 +99,20 @@ def test_a_note_changed_since_given_is_said_within_one_clock_tick(project) -> No
     assert channel == "context" and "Changed since given earlier" in text and "with -n 2" in text
 
 
-def test_a_change_another_session_read_first_is_still_said_here(project) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("tick", [False, True], ids=["a-fine-clock", "one-clock-tick"])
+def test_a_change_another_session_read_first_is_still_said_here(project, tick: bool) -> None:  # type: ignore[no-untyped-def]
     """Session a reads the memory in full after a note both were given changed (so the
     digest beside the index is of the changed log); session b, whose last full read was
-    before the change, still hears of it at its next call."""
+    before the change, still hears of it at its next call: also where the change came
+    within one tick of the folders' clock (the digest's fingerprint is then the one b saw)."""
     top = project["top"]
     for session in ("a", "b"):
         assert f"[#{project['rule']}]" in claude(top, "SessionStart", session=session, source="startup")
         assert edit(top, "README.md", session) == ("", "")
+    put_back = frozen_clock(top)
     assert run_qem("supersede", str(project["rule"]), "Run the tests inside .venv with -n 2", cwd=top).returncode == 0
+    if tick:
+        put_back()
     assert "with -n 2" in edit(top, "README.md", "a")[1]
     assert edit(top, "README.md", "a") == ("", "")  # (a's own call again: from the digest, nothing new)
     channel, text = edit(top, "README.md", "b")
@@ -157,7 +163,7 @@ def test_a_digest_planted_or_damaged_is_not_trusted(project) -> None:  # type: i
     elsewhere.write_bytes(header + b"\n" + empty)
     digest.symlink_to(elsewhere)
     assert "Release the lock" in edit(top, "src/lock.py", session="linked")[1]
-    assert digest.is_symlink() and elsewhere.read_bytes() == header + b"\n" + empty  # not written through
+    assert not digest.is_symlink() and elsewhere.read_bytes() == header + b"\n" + empty  # the link went, not its target
 
 
 def test_what_a_call_gives_is_the_same_with_the_digest_or_without(project) -> None:  # type: ignore[no-untyped-def]
@@ -221,3 +227,103 @@ def test_changes_left_unsaid_are_said_at_the_next_call(project) -> None:  # type
     assert 0 < len(first) < len(given), small
     channel, text = edit(top, "README.md")
     assert channel == "context" and all(f"({n})" in text for n in given if n not in first), text
+
+
+def test_a_hook_beside_a_write_leaves_no_change_unsaid(project, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Two PreToolUse hooks of one session side by side (Claude Code runs a reply's tool
+    calls' hooks so), a note changed between their reads: Q (a Read of src/lock.py) reads
+    before the change and gives the lock note as it was; P (an Edit of README.md) reads
+    after it, with the ledger as it stood before Q gave the note, so it cannot see that
+    note's change.  The session's next call says it."""
+    import threading
+
+    from qem_edit.base.harness import HARNESSES
+    from qem_edit.reads import session
+    from qem_edit.shells.hookrun import run
+
+    top = project["top"]
+    assert claude(top, "SessionStart", source="startup")
+    real = session._read
+    q_read, p_read, q_done = threading.Event(), threading.Event(), threading.Event()
+
+    def paused(state, moments, *args, **kwargs):  # type: ignore[no-untyped-def]
+        out = real(state, moments, *args, **kwargs)
+        if moments[0].event == "read":  # Q: waits, its read made, until P has read
+            q_read.set()
+            assert p_read.wait(60)
+        else:  # P: waits until Q has recorded what it gave
+            p_read.set()
+            assert q_done.wait(60)
+        return out
+    monkeypatch.setattr(session, "_read", paused)
+
+    def call(tool: str, path: str) -> str:
+        data = json.dumps({"session_id": "s1", "hook_event_name": "PreToolUse", "cwd": str(top), "tool_name": tool,
+                           "tool_input": {"file_path": str(top / path)}}).encode()
+        return run(HARNESSES["claude"], "PreToolUse", data)[0]
+    out: dict[str, str] = {}
+
+    def q() -> None:
+        out["q"] = call("Read", "src/lock.py")
+        q_done.set()
+    first = threading.Thread(target=q)
+    first.start()
+    assert q_read.wait(60)
+    assert run_qem("supersede", str(project["lock"]), "Release the lock, then restart", cwd=top).returncode == 0
+    second = threading.Thread(target=lambda: out.update(p=call("Edit", "README.md")))
+    second.start()
+    first.join(60)
+    second.join(60)
+    assert "Release the lock before the restart" in out["q"]  # given as it was before the change
+    channel, text = edit(top, "README.md")
+    assert channel == "context" and "Changed since given earlier" in text and "Release the lock, then restart" in text
+
+
+def test_a_digest_linked_to_a_device_costs_nothing(project) -> None:  # type: ignore[no-untyped-def]
+    """A commit forcing the digest in as a link to /dev/zero (endless) or to a FIFO (which
+    blocks a reader): every hook answers as before, quickly, within 1 GiB, and the link
+    is replaced by the digest, never written through."""
+    import resource
+
+    top = project["top"]
+    digest = top / ".qem" / MOMENTS_NAME
+    fifo = top.parent / "fifo"
+    os.mkfifo(fifo)
+
+    def capped() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    for i, target in enumerate(["/dev/zero", str(fifo)]):
+        digest.unlink(missing_ok=True)
+        digest.symlink_to(target)
+        for event, extra in (("SessionStart", {"source": "startup"}), ("PreToolUse", EDIT_README)):
+            data = json.dumps({"session_id": f"linked{i}", "hook_event_name": event, "cwd": str(top), **extra})
+            done = subprocess.run([sys.executable, "-m", "qem_edit", "hook", "claude", event], input=data.encode(),
+                                  capture_output=True, cwd=top, timeout=30, preexec_fn=capped)
+            assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr[-500:]
+            if event == "SessionStart":
+                assert b"Run the tests inside .venv" in done.stdout
+        assert not digest.is_symlink() and digest.is_file()
+
+
+def test_a_digest_too_large_to_read_fast_is_not_kept(project, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Above MAX_BYTES (1 MiB, some 15,000 anchors; 200 bytes here) no digest is kept, one
+    kept before goes, and every call is read in full, as before."""
+    from qem_edit.base.harness import HARNESSES
+    from qem_edit.reads import quiet
+    from qem_edit.shells.hookrun import run
+
+    top = project["top"]
+    assert claude(top, "SessionStart", source="startup")
+    digest = top / ".qem" / MOMENTS_NAME
+    assert digest.is_file() and digest.stat().st_size > 200
+    assert run_qem("add", "The README is generated: edit docs/readme.in", "-k", "gotcha", "--anchor", "README.md",
+                   cwd=top).returncode == 0  # (the index moved: the next full read writes the digest again)
+    monkeypatch.setattr(quiet, "MAX_BYTES", 200)
+
+    def call(path: str) -> str:
+        data = json.dumps({"session_id": "s1", "hook_event_name": "PreToolUse", "cwd": str(top), "tool_name": "Edit",
+                           "tool_input": {"file_path": str(top / path)}}).encode()
+        return run(HARNESSES["claude"], "PreToolUse", data)[0]
+    assert "The README is generated" in call("README.md")
+    assert not digest.exists()
+    assert call("README.md") == "" and "Release the lock" in call("src/lock.py") and not digest.exists()

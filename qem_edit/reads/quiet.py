@@ -7,18 +7,22 @@ by git as SQLite's own files are) what any tool call can fire: the notes declari
 edit, read and command moments, every anchor in force, every `when-path` and `when-run`
 pattern.  From it and the session's ledger a hook knows, without loading SQLite or the
 store, that nothing is due: every note the call fires was given whole in this context
-window, and the log has not moved since the session's last full reply (so no note given
-changed).  Anything else (a note to give, a log that moved, a ledger or a digest that
-cannot be read or is another version's) is answered by the full read
+window, and the session's last full reply, which said every change of a note given, was
+read at the very moment of the index the digest was (so no note given changed since).
+Anything else (a note to give, a log or an index that moved, a ledger or a digest that
+cannot be read, is too large or is another version's) is answered by the full read
 (qem_edit.reads.session), which writes the digest again.
 
-The digest names the log's fingerprint (qem_edit.storage.stamp) and the index's
-generation it was read at; it is used only while the log's fingerprint is that one, and
-the store removes it after every change it makes to the index (a write, a catch-up, a
-rebuild), so a change within one tick of a coarse file clock cannot leave it behind.  The
-rules it is read by are the index's own (qem_edit.base.triggers: `declaring`, `by_paths`,
-`by_command`).  A digest brought from elsewhere (a commit forcing an ignored file in) names
-a fingerprint no other checkout has, and is never used; it is read as untrusted all the same.
+The digest names the log's fingerprint (qem_edit.storage.stamp) and the index's moment
+(its id and generation) it was read at.  It is used only while the log's fingerprint is
+that one (a pull moved no file), and the store removes it after every change it makes to
+the index (a write, a catch-up, a rebuild); it is written under the write lock, only
+while the index is at its moment.  So a change within one tick of a coarse file clock,
+which leaves the folders' times as they were, moves the moment and leaves no digest
+behind.  The rules it is read by are the index's own (qem_edit.base.triggers:
+`declaring`, `by_paths`, `by_command`).  A digest brought from elsewhere (a commit forcing
+an ignored file in) names a fingerprint no other checkout has, and is never used; it is
+read as untrusted all the same (no link, no device, its size bounded, its shape checked).
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ if TYPE_CHECKING:
 
 VERSION = 1  # of the digest's form: a digest of another form (or another qem's) is written again
 TOOL_MOMENTS = ("edit", "read", "shell")  # the moments a tool call gives
+MAX_BYTES = 1 << 20  # a digest larger (some 15,000 anchors) is not kept: reading it would cost what it spares
+HEADER_BYTES = 4096  # what a digest's first line may take (its header is a few hundred bytes)
 
 
 def nothing_due(ask: Asked, state: Path, window: str) -> bool:
@@ -52,54 +58,68 @@ def nothing_due(ask: Asked, state: Path, window: str) -> bool:
     try:
         digest = _digest(state)
         book = ledger.peek(state, window)
-        if digest is None or book is None or book.notes_then < 0 or book.seen != digest["stamp"]:
+        if digest is None or book is None or book.notes_then < 0 or book.seen != digest["moment"]:
             return False
         fired = _fired(ask, state, digest)
-    except (QemError, OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        return False  # a link or a folder where the digest is, a digest or a ledger of another shape
-    return all(book.was_given(note, True) for note in fired)
+        return all(book.was_given(note, True) for note in fired)
+    except Exception:  # noqa: BLE001 - a digest, a ledger or a link that cannot be read: read in full
+        return False
 
 
 def _digest(state: Path) -> dict | None:
-    """The digest, where it is this qem's and names the log as it is now; else None."""
-    raw = files.read_regular(state / MOMENTS_NAME)
-    if raw is None:
+    """The digest, where it is this qem's and names the log as it is now; else None.  A
+    body that is not what a digest holds is removed, for the next full read to write."""
+    path = state / MOMENTS_NAME
+    handle = files.open_regular(path)  # (refuses a link, a folder, a device)
+    if handle is None:
+        return None
+    with handle:
+        raw = handle.read(MAX_BYTES + 1)
+    if len(raw) > MAX_BYTES:
         return None
     head, _, body = raw.partition(b"\n")
     header = json.loads(head)
-    if header != _header(json.dumps(stamp(state)), header.get("generation")):
+    if header != _header(json.dumps(stamp(state)), header.get("moment")):
         return None
-    data = json.loads(body)
-    return {"stamp": header["stamp"], **data} if isinstance(data, dict) else None
+    try:
+        data = json.loads(body)
+        checked = {"on": {m: [str(n) for n in data["on"][m]] for m in TOOL_MOMENTS},
+                   "anchors": [(str(p), str(n)) for p, n in data["anchors"]],
+                   "paths": [(str(p), str(n)) for p, n in data["paths"]],
+                   "runs": [(str(p), str(n)) for p, n in data["runs"]]}
+    except (ValueError, KeyError, TypeError, RecursionError):
+        os.unlink(path)
+        return None
+    return {"moment": header["moment"], **checked}
 
 
 def _fired(ask: Asked, state: Path, digest: dict) -> set[str]:
-    """Every note the call's moments fire by the digest (as qem_edit.session's `_moments`
-    makes them: the call's own, then a command's edits and reads)."""
+    """Every note the call's moments fire by the digest (as qem_edit.reads.session's
+    `_moments` makes them: the call's own, then a command's edits and reads)."""
     top = str(work_top(state))
     anchors: dict[str, list[str]] = {}
     for path, note in digest["anchors"]:
-        anchors.setdefault(str(path), []).append(str(note))
+        anchors.setdefault(path, []).append(note)
     fired: set[str] = set()
     for event, named in ((ask.moment, ask.paths), *ask.also):
         paths = from_cwd(named, ask.cwd or top, top)
         if not paths and event != ask.moment:
             continue
         for moment in declaring(event):
-            fired.update(str(n) for n in digest["on"][moment])
+            fired.update(digest["on"][moment])
         if event in ("edit", "read"):
             fired.update(by_paths(paths, lambda covering: ((n, p) for p in covering for n in anchors.get(p, ())),
-                                  [(str(p), str(n)) for p, n in digest["paths"]]))
+                                  digest["paths"]))
         elif event == "shell" and ask.command and event == ask.moment:
-            fired.update(by_command(ask.command, [(str(p), str(n)) for p, n in digest["runs"]]))
+            fired.update(by_command(ask.command, digest["runs"]))
     return fired
 
 
-def _header(log_stamp: str | None, generation: object) -> dict[str, object]:
+def _header(log_stamp: str | None, moment: object) -> dict[str, object]:
     """What a digest is of: its form, the qem and the bundles (the moments each kind fires
-    at, which it read the notes by) that wrote it, the log's fingerprint, the index's generation."""
-    return {"v": VERSION, "qem": __version__, "bundles": json.dumps(BUNDLES), "stamp": log_stamp,
-            "generation": generation}
+    at, which it read the notes by) that wrote it, the log's fingerprint and the index's
+    moment (its id and generation: qem_edit.storage.store.Store.moment) it was read at."""
+    return {"v": VERSION, "qem": __version__, "bundles": json.dumps(BUNDLES), "stamp": log_stamp, "moment": moment}
 
 
 def written(store: Store) -> bytes | None:
@@ -107,13 +127,15 @@ def written(store: Store) -> bytes | None:
     where the one beside it is of this very index (or there is no file to keep it in)."""
     if store.index_path is None:
         return None
-    header = json.dumps(_header(store.log_stamp(), store.head()), separators=(",", ":"))
+    header = json.dumps(_header(store.log_stamp(), store.moment(store.head())), separators=(",", ":"))
     try:
-        with open(store.root / MOMENTS_NAME, "rb") as handle:
-            if handle.readline().rstrip(b"\n") == header.encode():
+        handle = files.open_regular(store.root / MOMENTS_NAME)
+    except QemError:
+        handle = None  # (a link or a device where the digest goes: written over, never read)
+    if handle is not None:
+        with handle:
+            if handle.readline(HEADER_BYTES).rstrip(b"\n") == header.encode():
                 return None
-    except OSError:
-        pass
     with store.seeing_every_session():  # every session's notes: a digest serves them all
         body = {"on": {m: [n for n, *_ in store.due_at_moment(m, bundle_at(m))] for m in TOOL_MOMENTS},
                 "anchors": [(path, note) for note, path, _ in store.anchors_in_force()],
@@ -121,17 +143,32 @@ def written(store: Store) -> bytes | None:
     return (header + "\n" + json.dumps(body, separators=(",", ":"))).encode()  # (ASCII: any text escaped)
 
 
+def moment_of(digest: bytes) -> str:
+    """The index's moment a digest `written` made names."""
+    return json.loads(digest.partition(b"\n")[0])["moment"]
+
+
 def keep(store: Store, digest: bytes | None) -> None:
-    """Write the digest `written` made (after the read it was made in), then take it back
-    if the index moved meanwhile: a writer removes the digest after its commit, so one
-    written after that removal is seen here as of an older generation.  A digest that
-    cannot be written is not kept (the hooks then read in full, as before)."""
+    """Write the digest `written` made (after the read it was made in) while no write of
+    qem's can land (its write lock, tried once: a writer at work leaves it for a later
+    read), and only while the index is still at the moment it names; taken back if a
+    catch-up moved the index meanwhile (which removes the digest after its commit, so one
+    written after that removal is seen here).  One too large to read fast is not kept, and
+    one that cannot be written is not kept: the hooks then read in full, as before."""
+    from ..storage.store import LOCK_NAME
+
     if digest is None:
         return
     path = store.root / MOMENTS_NAME
     try:
-        files.write_atomic(path, digest, mode=0o600, durable=False)
-        if json.loads(digest.partition(b"\n")[0])["generation"] != store.head():
-            os.unlink(path)
+        with files.locked(store.root / LOCK_NAME, 0):
+            if len(digest) > MAX_BYTES:
+                os.unlink(path)
+                return
+            if moment_of(digest) != store.moment(store.head()):
+                return
+            files.write_atomic(path, digest, mode=0o600, durable=False)
+            if moment_of(digest) != store.moment(store.head()):
+                os.unlink(path)
     except (QemError, OSError, ValueError):
         pass

@@ -26,6 +26,10 @@ from pathlib import Path
 from ..base.harness import (COMPACTING, HOLD, PROMPT, START, STOP, SUBAGENT, TOOL, Asked, Harness, session_key,
                             window_key)
 
+TYPE_CHECKING = False  # typing's flag, without importing typing: no hook loads it (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from ..storage.store import Store
+
 Log = Callable[[BaseException], None]  # where a problem the reply goes on without is said (the hooks log)
 
 HELD = ("qem held this call, before it ran, so that you read the notes below first (this is not an error"
@@ -59,11 +63,12 @@ def reply(harness: Harness, event: str, ask: Asked, state: Path, log: Log) -> st
         moments = _moments(ask, book, state)
         given = {n: entry for n, entry in book.given.items() if entry[0] == book.epoch}
         counted = book.notes_then >= 0
-    found, texts, changed, notes, due_here, standings, stamp = _read(state, moments, given, counted, ask.session)
+    found, texts, changed, notes, due_here, standings, moment = _read(state, moments, given, counted, ask.session)
     if window != key and ask.does == SUBAGENT:
         with ledger.session(state, key) as book:
             book.started(window)
     with ledger.session(state, window) as book:
+        beside = {n: entry for n, entry in book.given.items() if entry[0] == book.epoch} != given  # a hook beside gave
         if book.notes_then < 0:
             book.notes_then = notes
         holding = _holds(ask, found, due_here, book, state, log)
@@ -72,7 +77,10 @@ def reply(harness: Harness, event: str, ask: Asked, state: Path, log: Log) -> st
         budget = harness.budget - (harness.measure(HELD) + 2 if holding else 0)
         text, whole = _given(harness, moments, found, texts, changed, book, budget, ask.does in (TOOL, HOLD),
                              standings)
-        book.seen = stamp if whole else ""  # (a change left unsaid: no tool call is answered from the digest)
+        # What the next tool calls may be answered from (qem_edit.reads.quiet): not where a change
+        # was left unsaid, nor where a hook beside this one gave a note whose change this read
+        # could not see.
+        book.seen = moment if whole and not beside else ""
         if holding and text:
             book.hold(_about(ask))
             return harness.deny(event, f"{HELD}\n\n{text}")
@@ -185,8 +193,8 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool,  # 
     ledger entries), the changes of the notes given this epoch, how many notes it holds
     (-1 where the session's ledger has counted them already: `counted`), the notes due at
     an edit or a command among them, in force (what a call is held for), the notes'
-    standing (past their end, in dispute: qem_edit.reads.standing), and the log's
-    fingerprint the read saw.  Read for `session`: another session's session notes are
+    standing (past their end, in dispute: qem_edit.reads.standing), and the index's
+    moment the read saw (qem_edit.storage.store.Store.moment).  Read for `session`: another session's session notes are
     not given.  The digest the next tool calls are answered from is kept on the way
     (qem_edit.reads.quiet)."""
     from ..storage.store import Store
@@ -204,12 +212,12 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool,  # 
         store.close()
 
 
-def _found(store, moments: list, given: dict[str, list], counted: bool):  # type: ignore[no-untyped-def]
+def _found(store: Store, moments: list, given: dict[str, list], counted: bool) -> tuple:
     """`_read`'s answer, read from `store` inside its read snapshot."""
     from ..base.times import utc_now
+    from ..system.ledger import tip
     from . import delivery
     from .standing import Standings
-    from ..system.ledger import tip
 
     entries, seen, due_here = [], set(), set()
     for moment in moments:
@@ -233,7 +241,7 @@ def _found(store, moments: list, given: dict[str, list], counted: bool):  # type
                for n in moved}
     count = -1 if counted else store.count()
     return (entries, texts, {n: (c, tip(c.note) if c else "") for n, c in changed.items()}, count,
-            due_here, standings, store.log_stamp() or "")
+            due_here, standings, store.moment(store.head()))
 
 
 def _given(harness: Harness, moments: list, found: list, texts: dict, changed: dict,  # type: ignore[no-untyped-def]

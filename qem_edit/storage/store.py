@@ -648,9 +648,10 @@ def _fsync(path: Path) -> None:
 
 
 def _remove_index(path: Path, links_only: bool = False) -> None:
-    """The index's files removed (`links_only`: those that are symbolic links, which a
-    clone's commit can put there; the link goes, never what it points to)."""
-    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm", f"{path.name}-journal"):
+    """The index's files removed, and the hooks' digest beside it (`links_only`: those that
+    are symbolic links, which a clone's commit can put there; the link goes, never what it
+    points to)."""
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm", f"{path.name}-journal", MOMENTS_NAME):
         try:
             if not links_only or (path.parent / name).is_symlink():
                 (path.parent / name).unlink()

@@ -74,9 +74,10 @@ class Ledger:
         self.held: dict[str, int] = {}  # a held call's digest → the epoch it was held in
         self.unsure = unsure  # an epoch whose record was lost (a damaged ledger): no call is held in it
         self.agents: list[str] = []  # the keys of the subagents this session started
-        # The log's fingerprint (qem_edit.storage.stamp) at the last reply read in full that
-        # left nothing unsaid: while the log is still there, no note given has changed
-        # since, which is what lets a hook answer from the digest (qem_edit.reads.quiet).
+        # The index's moment (its id and generation) the last reply read in full saw, where
+        # that reply left no change of a note given unsaid: while the hooks' digest is of
+        # that very moment, no note given has changed since, which is what lets a hook
+        # answer from it (qem_edit.reads.quiet); "" where not known.
         self.seen = ""
 
     def started(self, agent_key: str) -> None:
