@@ -2,11 +2,13 @@
 
     python bench/startup.py before=/path/to/venv after=/path/to/other/venv   # 25 rounds
     python bench/startup.py --runs 40 a=VENV b=VENV c=VENV
+    python bench/startup.py --notes 74900 a=VENV b=VENV     # fixtures/generate.py's memory of that size
 
 Each NAME=VENV is a virtual environment with qem installed in it (a wheel, as a user
 installs it: `python -m venv V && V/bin/pip install dist/qem_edit-*.whl`), so two commits
 are compared by installing each into its own venv.  For every copy the bench loads the
-749-note corpus (fixtures/corpus-749.jsonl) into a git repository, exports and commits it
+749-note corpus (fixtures/corpus-749.jsonl; with `--notes N`, fixtures/generate.py's N notes,
+seed 749) into a git repository, exports and commits it
 with a code file, seals it with `qem verify --staged`, then stages a change to the code
 file: a commit touching no memory; and starts a Claude Code session in it (a SessionStart).
 A second such repository takes `qem add`'s writes, so the first stays as committed.
@@ -33,6 +35,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -61,7 +64,7 @@ def timed(argv: list[str], cwd: Path, stdin: bytes | None) -> tuple[float, float
     return wall, usage.ru_utime + usage.ru_stime, proc.returncode
 
 
-def repository(where: Path, qem: str) -> Path:
+def repository(where: Path, qem: str, corpus: Path) -> Path:
     """The corpus loaded, exported, committed and sealed; a change to a code file staged."""
     where.mkdir(parents=True)
 
@@ -70,7 +73,7 @@ def repository(where: Path, qem: str) -> Path:
         if done.returncode != 0 and argv[1:3] != ("verify", "--staged"):
             raise SystemExit(f"{' '.join(argv)} in {where}: {done.stderr.strip()}")
     run("git", "init", "-q")
-    run(qem, "load", str(REPO / "fixtures" / "corpus-749.jsonl"))
+    run(qem, "load", str(corpus))
     run(qem, "export")
     (where / "code.py").write_text("a = 1\n")
     run("git", "add", "-A")
@@ -106,15 +109,22 @@ def subjects(repo: Path, qem: str) -> dict[str, object]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=25, help="rounds kept after one warm-up (default 25)")
+    parser.add_argument("--notes", type=int, default=749,
+                        help="notes in the memory (default 749: fixtures/corpus-749.jsonl; else fixtures/generate.py's)")
     parser.add_argument("copies", nargs="+", metavar="NAME=VENV")
     args = parser.parse_args()
     copies = dict(c.split("=", 1) for c in args.copies)
     root = Path(tempfile.mkdtemp(prefix="qem-startup-"))
     try:
+        corpus = REPO / "fixtures" / "corpus-749.jsonl"
+        if args.notes != 749:
+            corpus = root / f"corpus-{args.notes}.jsonl"
+            subprocess.run([sys.executable, str(REPO / "fixtures" / "generate.py"), "--notes", str(args.notes),
+                            "--seed", "749", "-o", str(corpus)], check=True)
         made = {}
         for name, venv in copies.items():
             qem = str(Path(venv).resolve() / "bin" / "qem")
-            made[name] = (repository(root / name, qem), repository(root / f"{name}-add", qem), qem,
+            made[name] = (repository(root / name, qem, corpus), repository(root / f"{name}-add", qem, corpus), qem,
                           str(Path(venv).resolve() / "bin" / "python"))
         found: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
         for n in range(args.runs + 1):
@@ -125,7 +135,7 @@ def main() -> int:
                     result = timed(argv, adding if label.startswith("add") else repo, stdin)
                     if n:  # round 0 warms up
                         found.setdefault((label, name), []).append(result)
-        print(f"{args.runs} interleaved rounds; load average at the end {os.getloadavg()[0]:.2f}")
+        print(f"{args.notes:,} notes, {args.runs} interleaved rounds; load average at the end {os.getloadavg()[0]:.2f}")
         for label in [FLOOR, *subjects(root, "qem")]:
             for name in copies:
                 rows, floor = found[(label, name)], found[(FLOOR, name)]

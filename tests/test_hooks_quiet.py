@@ -306,8 +306,9 @@ def test_a_digest_linked_to_a_device_costs_nothing(project) -> None:  # type: ig
 
 
 def test_a_digest_too_large_to_read_fast_is_not_kept(project, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """Above MAX_BYTES (1 MiB, some 15,000 anchors; 200 bytes here) no digest is kept, one
-    kept before goes, and every call is read in full, as before."""
+    """Above MAX_BYTES (1 MiB, some 15,000 anchors; 200 bytes here) a digest is kept as its
+    header alone, which no call is answered from and no full read writes again until the
+    index moves: every call is read in full, as before."""
     from qem_edit.base.harness import HARNESSES
     from qem_edit.reads import quiet
     from qem_edit.shells.hookrun import run
@@ -325,5 +326,7 @@ def test_a_digest_too_large_to_read_fast_is_not_kept(project, monkeypatch) -> No
                            "tool_input": {"file_path": str(top / path)}}).encode()
         return run(HARNESSES["claude"], "PreToolUse", data)[0]
     assert "The README is generated" in call("README.md")
-    assert not digest.exists()
-    assert call("README.md") == "" and "Release the lock" in call("src/lock.py") and not digest.exists()
+    assert digest.read_bytes().endswith(b"\n" + quiet.TOO_LARGE)
+    kept = digest.stat()
+    assert call("README.md") == "" and "Release the lock" in call("src/lock.py")
+    assert (digest.stat().st_ino, digest.stat().st_mtime_ns) == (kept.st_ino, kept.st_mtime_ns)  # not written again

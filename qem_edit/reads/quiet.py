@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 VERSION = 1  # of the digest's form: a digest of another form (or another qem's) is written again
 TOOL_MOMENTS = ("edit", "read", "shell")  # the moments a tool call gives
 MAX_BYTES = 1 << 20  # a digest larger (some 15,000 anchors) is not kept: reading it would cost what it spares
+TOO_LARGE = b'{"too_large":true}'  # the body kept in its place, so that no full read makes it again
 HEADER_BYTES = 4096  # what a digest's first line may take (its header is a few hundred bytes)
 
 
@@ -68,18 +69,19 @@ def nothing_due(ask: Asked, state: Path, window: str) -> bool:
 
 def _digest(state: Path) -> dict | None:
     """The digest, where it is this qem's and names the log as it is now; else None.  A
-    body that is not what a digest holds is removed, for the next full read to write."""
+    body that is not what a digest holds is removed, for the next full read to write
+    (unless another hook wrote a new one meanwhile)."""
     path = state / MOMENTS_NAME
     handle = files.open_regular(path)  # (refuses a link, a folder, a device)
     if handle is None:
         return None
     with handle:
-        raw = handle.read(MAX_BYTES + 1)
+        raw, read = handle.read(MAX_BYTES + 1), os.fstat(handle.fileno())
     if len(raw) > MAX_BYTES:
         return None
     head, _, body = raw.partition(b"\n")
     header = json.loads(head)
-    if header != _header(json.dumps(stamp(state)), header.get("moment")):
+    if body == TOO_LARGE or header != _header(json.dumps(stamp(state)), header.get("moment")):
         return None
     try:
         data = json.loads(body)
@@ -88,7 +90,8 @@ def _digest(state: Path) -> dict | None:
                    "paths": [(str(p), str(n)) for p, n in data["paths"]],
                    "runs": [(str(p), str(n)) for p, n in data["runs"]]}
     except (ValueError, KeyError, TypeError, RecursionError):
-        os.unlink(path)
+        if os.stat(path).st_ino == read.st_ino:  # (not one another hook wrote since)
+            os.unlink(path)
         return None
     return {"moment": header["moment"], **checked}
 
@@ -153,8 +156,9 @@ def keep(store: Store, digest: bytes | None) -> None:
     qem's can land (its write lock, tried once: a writer at work leaves it for a later
     read), and only while the index is still at the moment it names; taken back if a
     catch-up moved the index meanwhile (which removes the digest after its commit, so one
-    written after that removal is seen here).  One too large to read fast is not kept, and
-    one that cannot be written is not kept: the hooks then read in full, as before."""
+    written after that removal is seen here).  One too large to read fast is kept as its
+    header alone (TOO_LARGE), which no hook answers from and no full read makes again until
+    the index moves; one that cannot be written is not kept: the hooks then read in full."""
     from ..storage.store import LOCK_NAME
 
     if digest is None:
@@ -163,8 +167,7 @@ def keep(store: Store, digest: bytes | None) -> None:
     try:
         with files.locked(store.root / LOCK_NAME, 0):
             if len(digest) > MAX_BYTES:
-                os.unlink(path)
-                return
+                digest = digest.partition(b"\n")[0] + b"\n" + TOO_LARGE
             if moment_of(digest) != store.moment(store.head()):
                 return
             files.write_atomic(path, digest, mode=0o600, durable=False)
