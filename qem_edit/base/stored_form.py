@@ -9,15 +9,12 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Mapping
-from functools import cache
 
 from . import ids
+from .patterns import Lazy
 from .vocabulary import LOCAL_SCOPES, OUT_OF_PLAIN_FORCE, SESSION_LIMIT, TextError
 
-
-@cache  # compiled when first used: a command that never asks loads no pattern
-def _timestamp() -> re.Pattern[str]:
-    return re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z\Z")
+_TIMESTAMP = Lazy(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z\Z")
 
 
 def normalize_text(text: str) -> str:
@@ -120,7 +117,7 @@ def reason_problem(reason: object) -> str | None:
 
 
 def is_timestamp(value: object) -> bool:
-    return isinstance(value, str) and bool(_timestamp().match(value))
+    return isinstance(value, str) and bool(_TIMESTAMP.match(value))
 
 
 # -- anchors: the files a note is about ----------------------------------------------------------
@@ -131,13 +128,7 @@ def is_timestamp(value: object) -> bool:
 # these same functions, so an anchor from another clone is checked as a write checks it.
 
 OID_LENGTHS = (40, 64)  # hex digits of a SHA-1 and of a SHA-256 object id
-
-
-@cache
-def _oid() -> re.Pattern[str]:
-    return re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
-
-
+_OID = Lazy(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
 UNANCHORABLE = (".git", ".qem")  # git's own files, and the memory's log
 ANCHORING = ("created", "anchored", "reinstated")  # the events that may carry `anchors`
 
@@ -179,7 +170,7 @@ def anchors_problem(value: object) -> str | None:
         problem = anchor_path_problem(anchor["path"])
         if problem:
             return f"anchor {anchor['path']!r}: {problem}"
-        if not isinstance(anchor["oid"], str) or not _oid().match(anchor["oid"]):
+        if not isinstance(anchor["oid"], str) or not _OID.match(anchor["oid"]):
             return f"anchor {anchor['path']!r}: its oid is not a git object id (40 or 64 lowercase hex digits)"
         if anchor["path"] in seen:
             return f"anchor {anchor['path']!r} is named twice"
@@ -235,7 +226,7 @@ def drift_problem(type_: str, data: Mapping[str, object]) -> str | None:
 
 
 def _is_oid(value: object) -> bool:
-    return isinstance(value, str) and bool(_oid().match(value))
+    return isinstance(value, str) and bool(_OID.match(value))
 
 
 def _pairs_problem(value: object, keys: tuple[str, str]) -> str | None:

@@ -9,19 +9,12 @@ from __future__ import annotations
 import os
 import re
 from datetime import datetime, timezone
-from functools import cache
 
 from . import errors
+from .patterns import Lazy
 
-
-@cache  # compiled when first used: a command that never asks loads no pattern
-def _canonical() -> re.Pattern[str]:
-    return re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z\Z")
-
-
-@cache
-def _at_time() -> re.Pattern[str]:
-    return re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ][0-9:]+(?:Z|[+-]\d{2}:?\d{2})?)?\Z")
+_CANONICAL = Lazy(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z\Z")
+_AT_TIME = Lazy(r"\d{4}-\d{2}-\d{2}(?:[T ][0-9:]+(?:Z|[+-]\d{2}:?\d{2})?)?\Z")
 
 
 def utc_now() -> str:
@@ -37,7 +30,7 @@ def utc_now() -> str:
 
 def _is_canonical(value: str) -> bool:
     try:
-        return _canonical().match(value) is not None and bool(datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ"))
+        return _CANONICAL.match(value) is not None and bool(datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ"))
     except ValueError:  # a month 13, a 30th of February
         return False
 
@@ -58,4 +51,4 @@ def parse_time(value: str, key: str, *, end: bool) -> str:
 
 def is_time(at: str) -> bool:
     """Whether `--at` names a date or a time (else it names a git revision)."""
-    return _at_time().match(at) is not None
+    return _AT_TIME.match(at) is not None

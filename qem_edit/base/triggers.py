@@ -31,8 +31,8 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from fnmatch import fnmatchcase
-from functools import cache
 
+from .patterns import Lazy
 from .stored_form import anchor_path_problem
 from .vocabulary import MOMENTS, PRIORITIES, TRIGGER_ATTRIBUTES, TRIGGER_NAMES, Trigger
 
@@ -105,32 +105,11 @@ BUNDLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("task", ("high",), ("start",)),
 )
 
-
-@cache  # compiled when first used: a command that never asks loads no pattern
-def _term_re() -> re.Pattern[str]:
-    return re.compile(r"`([^`\s]{3,100})`")
-
-
-@cache
-def _word_re() -> re.Pattern[str]:
-    return re.compile(r"[A-Za-z0-9_]+")
-
-
-@cache
-def _path_token_re() -> re.Pattern[str]:
-    return re.compile(r"[A-Za-z0-9_.@+~/-]*[A-Za-z0-9_]")
-
-
-@cache
-def _split_re() -> re.Pattern[str]:
-    return re.compile(r"&&|\|\||[;|\n]")
-
-
-@cache
-def _assignment_re() -> re.Pattern[str]:
-    return re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S*\s+")
-
-
+_TERM_RE = Lazy(r"`([^`\s]{3,100})`")
+_WORD_RE = Lazy(r"[A-Za-z0-9_]+")
+_PATH_TOKEN_RE = Lazy(r"[A-Za-z0-9_.@+~/-]*[A-Za-z0-9_]")
+_SPLIT_RE = Lazy(r"&&|\|\||[;|\n]")
+_ASSIGNMENT_RE = Lazy(r"[A-Za-z_][A-Za-z0-9_]*=\S*\s+")
 _GLOB_CHARS = frozenset("*?[")
 
 
@@ -190,21 +169,21 @@ def terms_of(text: str) -> list[tuple[str, str]]:
     """(key, term) for each distinct backticked term of the text; the key is the term's
     longest word (letters, digits, `_`), which a prompt naming the term holds as a word."""
     found: dict[str, str] = {}
-    for term in _term_re().findall(text):
-        words = _word_re().findall(term)
+    for term in _TERM_RE.findall(text):
+        words = _WORD_RE.findall(term)
         if words and term not in found:
             found[term] = max(words, key=len)
     return sorted((key, term) for term, key in found.items())
 
 
 def prompt_words(prompt: str) -> set[str]:
-    return set(_word_re().findall(prompt))
+    return set(_WORD_RE.findall(prompt))
 
 
 def term_in(term: str, prompt: str) -> bool:
     """Whether `term` appears in the prompt, not inside a longer identifier."""
-    head = r"(?<![A-Za-z0-9_])" if _word_re().match(term[0]) else ""
-    tail = r"(?![A-Za-z0-9_])" if _word_re().match(term[-1]) else ""
+    head = r"(?<![A-Za-z0-9_])" if _WORD_RE.match(term[0]) else ""
+    tail = r"(?![A-Za-z0-9_])" if _WORD_RE.match(term[-1]) else ""
     return re.search(head + re.escape(term) + tail, prompt) is not None
 
 
@@ -212,7 +191,7 @@ def prompt_paths(prompt: str, top: str | None = None) -> set[str]:
     """The path-like tokens of a prompt, as paths from the work tree's top: `./x` read as
     `x`, an absolute path under `top` made relative, trailing punctuation dropped."""
     out: set[str] = set()
-    for token in _path_token_re().findall(prompt):
+    for token in _PATH_TOKEN_RE.findall(prompt):
         if "/" not in token and "." not in token:
             continue
         path = relative(token, top)
@@ -350,10 +329,10 @@ def glob_match(pattern: str, text: str) -> bool:
 def simple_commands(command: str) -> list[str]:
     """The command line and each simple command in it, leading assignments dropped."""
     pieces = [command.strip()]
-    for piece in _split_re().split(command):
+    for piece in _SPLIT_RE.split(command):
         piece = piece.strip()
         while True:
-            m = _assignment_re().match(piece)
+            m = _ASSIGNMENT_RE.match(piece)
             if not m:
                 break
             piece = piece[m.end():]

@@ -125,12 +125,13 @@ def _header(log_stamp: str | None, moment: object) -> dict[str, object]:
     return {"v": VERSION, "qem": __version__, "bundles": json.dumps(BUNDLES), "stamp": log_stamp, "moment": moment}
 
 
-def written(store: Store) -> bytes | None:
-    """The digest of the index as `store` reads it now (inside its read snapshot), or None
-    where the one beside it is of this very index (or there is no file to keep it in)."""
+def written(store: Store, moment: str) -> bytes | None:
+    """The digest of the index as `store` reads it now (inside its read snapshot, at
+    `moment`), or None where the one beside it is of this very index (or there is no file
+    to keep it in)."""
     if store.index_path is None:
         return None
-    header = json.dumps(_header(store.log_stamp(), store.moment(store.head())), separators=(",", ":"))
+    header = json.dumps(_header(store.log_stamp(), moment), separators=(",", ":"))
     try:
         handle = files.open_regular(store.root / MOMENTS_NAME)
     except QemError:

@@ -18,13 +18,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from functools import cache
 from pathlib import Path
 
 from ..base.harness import (COMPACTING, HOLD, PROMPT, START, STOP, SUBAGENT, TOOL, Asked, Harness, session_key,
                             window_key)
+from ..base.patterns import Lazy
 
 TYPE_CHECKING = False  # typing's flag, without importing typing: no hook loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
@@ -61,14 +60,14 @@ def reply(harness: Harness, event: str, ask: Asked, state: Path, log: Log) -> st
         if ask.does == STOP:
             return _stop(harness, ask, state, book)
         moments = _moments(ask, book, state)
-        given = {n: entry for n, entry in book.given.items() if entry[0] == book.epoch}
+        given = book.given_now()
         counted = book.notes_then >= 0
     found, texts, changed, notes, due_here, standings, moment = _read(state, moments, given, counted, ask.session)
     if window != key and ask.does == SUBAGENT:
         with ledger.session(state, key) as book:
             book.started(window)
     with ledger.session(state, window) as book:
-        beside = {n: entry for n, entry in book.given.items() if entry[0] == book.epoch} != given  # a hook beside gave
+        beside = book.given_now() != given  # a hook beside this one gave meanwhile
         if book.notes_then < 0:
             book.notes_then = notes
         holding = _holds(ask, found, due_here, book, state, log)
@@ -124,14 +123,8 @@ def _hold_setting(state: Path, log: Log) -> bool:
         return False
 
 
-@cache  # compiled when first used: a command that never asks loads no pattern
-def _table_re() -> re.Pattern[str]:
-    return re.compile(r"\s*\[\s*([A-Za-z0-9_-]+)\s*\]\s*(?:#.*)?")
-
-
-@cache
-def _hold_re() -> re.Pattern[str]:
-    return re.compile(r"\s*hold\s*=\s*(true|false)\s*(?:#.*)?")
+_TABLE_RE = Lazy(r"\s*\[\s*([A-Za-z0-9_-]+)\s*\]\s*(?:#.*)?")
+_HOLD_RE = Lazy(r"\s*hold\s*=\s*(true|false)\s*(?:#.*)?")
 
 
 def _plain_hold(text: str) -> bool | None:
@@ -142,11 +135,11 @@ def _plain_hold(text: str) -> bool | None:
         return None
     table, value = "", True
     for line in text.splitlines():
-        header = _table_re().fullmatch(line)
+        header = _TABLE_RE.fullmatch(line)
         if header is not None or line.lstrip().startswith("["):
             table = header[1] if header is not None else "?"
             continue
-        hold = _hold_re().fullmatch(line) if table == "delivery" else None
+        hold = _HOLD_RE.fullmatch(line) if table == "delivery" else None
         if hold is not None:
             value = hold[1] == "true"
         elif "delivery" in line or (table in ("delivery", "?") and "hold" in line):
@@ -205,7 +198,7 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool,  # 
     try:
         with store.reading():
             found = _found(store, moments, given, counted)
-            digest = quiet.written(store)
+            digest = quiet.written(store, found[-1])
         quiet.keep(store, digest)
         return found
     finally:

@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 from collections.abc import Iterable, Iterator, Sequence
-from functools import cache
 from pathlib import Path
 
 from ..base import errors, ids
+from ..base.patterns import Lazy
 from ..base.records import Record
 from ..base.replay import Event
 from ..base.stored_form import (
@@ -65,13 +64,7 @@ MAX_PACK_BYTES = 256 << 20
 PACK_SPLIT_BYTES = 64 << 20  # a write of more events than this splits them into packs this large
 TEXTS_PER_PACK = 1000  # a forget rewrites the pack holding the text: keep packs of texts small
 LOCAL_GITIGNORE = "# Written by qem: this clone's private and session notes never travel.\n*\n"
-
-
-@cache  # compiled when first used: a command that never asks loads no pattern
-def _pack_name() -> re.Pattern[str]:
-    return re.compile(rf"([et])-([{ids.ALPHABET}]{{{ids.ID_LENGTH}}})\.jsonl\Z")
-
-
+_PACK_NAME = Lazy(rf"([et])-([{ids.ALPHABET}]{{{ids.ID_LENGTH}}})\.jsonl\Z")
 GITIGNORE = """\
 # Written by qem.  The log (events/, texts/, packs/) and config.toml are committed with
 # the code; the index is rebuilt from them by any qem command, and kept edits are private.
@@ -373,7 +366,7 @@ class LogTree:
         """A pack, to be read a stretch of lines at a time (`PackReading`); LogFileError
         when its name is not a pack's, or it is no regular file within the limit."""
         folder, _, base = name.partition("/")
-        match = _pack_name().match(base)
+        match = _PACK_NAME.match(base)
         if folder != PACKS or not match or "/" in base:
             raise LogFileError(f"{name}: not a pack name (e-<id>.jsonl or t-<id>.jsonl)")
         return PackReading(name, match[1], match[2], self._regular(name, MAX_PACK_BYTES))
@@ -568,7 +561,7 @@ def _text_file(name: str, base: str, data: bytes) -> TextRecord:
     return record
 
 def _pack_file(name: str, base: str, data: bytes) -> tuple[list[Event], list[TextRecord]]:
-    match = _pack_name().match(base)
+    match = _PACK_NAME.match(base)
     if not match:
         raise LogFileError(f"{name}: not a pack name (e-<id>.jsonl or t-<id>.jsonl)")
     fault = _pack_fault(name, ids.content_id(data) == match[2], bool(data) and not data.endswith(b"\n"))

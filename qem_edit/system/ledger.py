@@ -47,6 +47,11 @@ def _name(session: str) -> str:
     return sha256_hex(session.encode("utf-8", "surrogatepass"))[:32]
 
 
+def _file(where: Path, session: str) -> Path:
+    """The ledger file of a context window in the ledgers' folder `where` (its `.lock` beside it)."""
+    return where / f"{_name(session)}.json"
+
+
 def _digest(about: str) -> str:
     from ..base.ids import sha256_hex
 
@@ -84,6 +89,10 @@ class Ledger:
         """A subagent of this session started: its ledger goes when the session ends."""
         if agent_key not in self.agents:
             self.agents = (self.agents + [agent_key])[-MAX_AGENTS:]
+
+    def given_now(self) -> dict[str, list]:
+        """What this epoch gave: note → [epoch, full, tip]."""
+        return {n: entry for n, entry in self.given.items() if entry[0] == self.epoch}
 
     def was_given(self, note_id: str, full: bool) -> bool:
         entry = self.given.get(note_id)
@@ -161,9 +170,8 @@ def _read(path: Path) -> Ledger:
 def session(state_dir: Path, session_id: str) -> Iterator[Ledger]:
     """The ledger of a context window (`session_id`: the harness's name and its session
     id, or a subagent's key), read under its lock and written back atomically on leaving."""
-    where = prepared(state_dir)
-    path = where / f"{_name(session_id)}.json"
-    with files.locked(where / f"{path.stem}.lock", LOCK_SECONDS):
+    path = _file(prepared(state_dir), session_id)
+    with files.locked(path.with_suffix(".lock"), LOCK_SECONDS):
         ledger = _read(path)
         before = ledger.to_bytes()
         yield ledger
@@ -179,7 +187,7 @@ def peek(state_dir: Path, session_id: str) -> Ledger | None:
     where = folder(state_dir)
     if os.path.islink(where):  # (as `prepared` refuses it: a clone's commit could point it anywhere)
         return None
-    path = where / f"{_name(session_id)}.json"
+    path = _file(where, session_id)
     return _read(path) if os.path.isfile(path) else None
 
 
@@ -225,11 +233,11 @@ def end(state_dir: Path, session_id: str) -> None:
     where = folder(state_dir)
     if os.path.islink(where):
         return
-    keys = [session_id] + _read(where / f"{_name(session_id)}.json").agents
+    keys = [session_id] + _read(_file(where, session_id)).agents
     for key in keys:
-        for suffix in (".json", ".lock"):
+        for doomed in (_file(where, key), _file(where, key).with_suffix(".lock")):
             try:
-                os.unlink(where / f"{_name(key)}{suffix}")
+                os.unlink(doomed)
             except FileNotFoundError:
                 pass
 
@@ -254,4 +262,4 @@ def sweep(state_dir: Path, now: float | None = None) -> int:
 def exists(state_dir: Path, session_id: str) -> bool:
     """Whether the ledger of a context window is here (its session has not ended, nor
     been swept as stale)."""
-    return (folder(state_dir) / f"{_name(session_id)}.json").is_file()
+    return _file(folder(state_dir), session_id).is_file()

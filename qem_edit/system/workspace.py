@@ -11,11 +11,10 @@ Resolution order (first that applies):
 from __future__ import annotations
 
 import os
-import re
-from functools import cache
 from pathlib import Path
 
 from ..base import errors
+from ..base.patterns import Lazy
 from ..base.stored_form import actor_problem
 from .files import leads_out
 
@@ -26,16 +25,8 @@ INDEX_NAME = "index.db"
 # beside it are, so every memory's .gitignore (`/index.db-*`) already keeps it out of git.
 MOMENTS_NAME = "index.db-moments.json"
 DEFAULT_MIRROR = "MEMORY.md"
-
-
-@cache  # compiled when first used: a command that never asks loads no pattern
-def _comment() -> re.Pattern[str]:  # a TOML comment: no control character but a tab
-    return re.compile(r"#[^\x00-\x08\x0a-\x1f\x7f]*")
-
-
-@cache
-def _memory_id() -> re.Pattern[str]:
-    return re.compile(r'id = "([0-9a-z]+)"')
+_COMMENT = Lazy(r"#[^\x00-\x08\x0a-\x1f\x7f]*")  # a TOML comment: no control character but a tab
+_MEMORY_ID = Lazy(r'id = "([0-9a-z]+)"')
 
 
 def plain_config(text: str) -> dict | None:
@@ -46,9 +37,9 @@ def plain_config(text: str) -> dict | None:
     table: dict | None = None
     for line in text.split("\n"):
         line = line.strip(" \t")
-        if not line or _comment().fullmatch(line):
+        if not line or _COMMENT.fullmatch(line):
             continue
-        found = _memory_id().fullmatch(line)
+        found = _MEMORY_ID.fullmatch(line)
         if line == "[memory]" and table is None:
             table = {}
         elif found is not None and table is not None and "id" not in table:
