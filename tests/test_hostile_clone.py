@@ -314,6 +314,13 @@ cli.main(sys.argv[1:])
 """
 
 
+def _ctrl_c_reaches() -> None:
+    """In the child, before it starts: SIGINT as a terminal's foreground job has it,
+    whatever the tests were started from (a job a shell put in the background ignores it,
+    and so does every process it starts; Python then leaves Ctrl-C ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_ends_a_long_index_build(ws: Path) -> None:
     """SIGINT while the index build is inside one long SQLite statement (Python sees a
     signal only between statements): the command ends with exit 130 within a bounded
@@ -321,7 +328,7 @@ def test_ctrl_c_ends_a_long_index_build(ws: Path) -> None:
     assert run_qem("add", "one", "-k", "task", cwd=ws).returncode == 0
     (ws / ".qem" / "index.db").unlink()
     child = subprocess.Popen([sys.executable, "-c", SLOW_BUILD, "list"], cwd=ws, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+                             stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_reaches)
     try:
         assert child.stdout.readline() == "building\n"
         child.send_signal(signal.SIGINT)
@@ -362,7 +369,7 @@ def test_ctrl_c_ends_a_build_spread_over_workers(ws: Path) -> None:
     (ws / ".qem" / "index.db").unlink()
     child = subprocess.Popen([sys.executable, "-c", SPREAD_BUILD, "list"], cwd=ws, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, start_new_session=True,
-                             env=dict(os.environ, QEM_WORKERS="2"))
+                             env=dict(os.environ, QEM_WORKERS="2"), preexec_fn=_ctrl_c_reaches)
     try:
         assert child.stdout.readline().startswith("folding")  # (two workers may say it on one line)
         os.killpg(child.pid, signal.SIGINT)
