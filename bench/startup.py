@@ -17,7 +17,8 @@ A round runs, for every copy in turn, its interpreter's `python -c pass` (the fl
 each subject once: `qem hook claude PreToolUse` on an Edit with nothing due, in the session
 under way (the call an agent makes hundreds of times a session) and as a new session's
 first hook (no ledger yet: the full read), `qem hook claude SessionStart` (a new session
-each time), `qem verify --staged`, `qem export --check
+each time: answered from the reply the last new session was given, qem_edit.reads.starts;
+and, with that reply removed first, read in full), `qem verify --staged`, `qem export --check
 --staged`, `qem anchors check --staged` (the commit hooks, on the commit touching no
 memory) and `qem add` (MEMORY.md patched).  Copies and subjects alternate within a round,
 so a machine that slows down slows all of them.  After one warm-up round, `--runs`
@@ -91,14 +92,16 @@ def repository(where: Path, qem: str, corpus: Path) -> Path:
 def subjects(repo: Path, qem: str) -> dict[str, object]:
     edit = {"tool_name": "Edit", "tool_input": {"file_path": str(repo / "code.py"), "old_string": "a", "new_string": "b"}}
 
-    def hook(event: str, extra: dict, session: str = "") -> object:
+    def hook(event: str, extra: dict, session: str) -> object:
+        """A hook of `session` (a new session each round where it ends in `-`)."""
         return lambda n: ([qem, "hook", "claude", event],
-                          json.dumps({"session_id": session or f"bench-{n}", "hook_event_name": event, "cwd": str(repo),
-                                      **extra}).encode())
+                          json.dumps({"session_id": f"{session}{n}" if session.endswith("-") else session,
+                                      "hook_event_name": event, "cwd": str(repo), **extra}).encode())
     return {
         "hook PreToolUse (an Edit, nothing due)": hook("PreToolUse", edit, UNDER_WAY),
-        "hook PreToolUse (a session's first hook)": hook("PreToolUse", edit),
-        "hook SessionStart (a new session)": hook("SessionStart", {"source": "startup"}),
+        "hook PreToolUse (a session's first hook)": hook("PreToolUse", edit, "first-"),
+        "hook SessionStart (a new session)": hook("SessionStart", {"source": "startup"}, "start-"),
+        "hook SessionStart (read in full)": hook("SessionStart", {"source": "startup"}, "full-"),
         "verify --staged (touching no memory)": lambda n: ([qem, "verify", "--staged"], None),
         "export --check --staged": lambda n: ([qem, "export", "--check", "--staged"], None),
         "anchors check --staged": lambda n: ([qem, "anchors", "check", "--staged"], None),
@@ -132,6 +135,8 @@ def main() -> int:
                 runs = {FLOOR: lambda k: ([python, "-c", "pass"], None), **subjects(repo, qem)}
                 for label, make in runs.items():
                     argv, stdin = make(f"{name}-{n}")
+                    if label.endswith("(read in full)"):  # the start's reply kept from the last round goes
+                        (repo / ".qem" / "index.db-starts.json").unlink(missing_ok=True)
                     result = timed(argv, adding if label.startswith("add") else repo, stdin)
                     if n:  # round 0 warms up
                         found.setdefault((label, name), []).append(result)

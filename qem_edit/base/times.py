@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import datetime, timezone
+import time
 
 from . import errors
 from .patterns import Lazy
@@ -25,10 +25,12 @@ def utc_now() -> str:
             raise errors.BadInput(f"QEM_NOW={pinned!r} is not a UTC time `YYYY-MM-DDTHH:MM:SSZ` (e.g."
                                   " 2026-01-01T00:00:00Z); nothing was written")
         return pinned
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # (not datetime: a hook's start-up need not load it)
 
 
 def _is_canonical(value: str) -> bool:
+    from datetime import datetime
+
     try:
         return _CANONICAL.match(value) is not None and bool(datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ"))
     except ValueError:  # a month 13, a 30th of February
@@ -37,6 +39,8 @@ def _is_canonical(value: str) -> bool:
 
 def parse_time(value: str, key: str, *, end: bool) -> str:
     """An ISO date or UTC time → the canonical `YYYY-MM-DDTHH:MM:SSZ`, inclusive bounds."""
+    from datetime import datetime, timezone
+
     try:
         if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
             day = datetime.strptime(value, "%Y-%m-%d")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from .. import __version__
@@ -71,8 +72,28 @@ def _digest(state: Path) -> dict | None:
     """The digest, where it is this qem's and names the log as it is now; else None.  A
     body that is not what a digest holds is removed, for the next full read to write
     (unless another hook wrote a new one meanwhile)."""
-    path = state / MOMENTS_NAME
-    handle = files.open_regular(path)  # (refuses a link, a folder, a device)
+    kept = read_kept(state, MOMENTS_NAME, VERSION)
+    if kept is None:
+        return None
+    moment, body, inode = kept
+    try:
+        data = json.loads(body)
+        checked = {"on": {m: [str(n) for n in data["on"][m]] for m in TOOL_MOMENTS},
+                   "anchors": [(str(p), str(n)) for p, n in data["anchors"]],
+                   "paths": [(str(p), str(n)) for p, n in data["paths"]],
+                   "runs": [(str(p), str(n)) for p, n in data["runs"]]}
+    except (ValueError, KeyError, TypeError, RecursionError):
+        unlink_if(state / MOMENTS_NAME, inode)
+        return None
+    return {"moment": moment, **checked}
+
+
+def read_kept(state: Path, name: str, version: int) -> tuple[str, bytes, int] | None:
+    """A file a hook keeps beside the index (`name`, of form `version`), where it is this
+    qem's and names the log as it is now: the index's moment it names, its body, and the
+    file's inode (for `unlink_if`); None where there is none, or it is another's, or it is
+    kept as too large.  Read as untrusted: no link, no device, at most MAX_BYTES."""
+    handle = files.open_regular(state / name)  # (refuses a link, a folder, a device)
     if handle is None:
         return None
     with handle:
@@ -81,19 +102,15 @@ def _digest(state: Path) -> dict | None:
         return None
     head, _, body = raw.partition(b"\n")
     header = json.loads(head)
-    if body == TOO_LARGE or header != _header(json.dumps(stamp(state)), header.get("moment")):
+    if body == TOO_LARGE or header != _header(json.dumps(stamp(state)), header.get("moment"), version):
         return None
-    try:
-        data = json.loads(body)
-        checked = {"on": {m: [str(n) for n in data["on"][m]] for m in TOOL_MOMENTS},
-                   "anchors": [(str(p), str(n)) for p, n in data["anchors"]],
-                   "paths": [(str(p), str(n)) for p, n in data["paths"]],
-                   "runs": [(str(p), str(n)) for p, n in data["runs"]]}
-    except (ValueError, KeyError, TypeError, RecursionError):
-        if os.stat(path).st_ino == read.st_ino:  # (not one another hook wrote since)
-            os.unlink(path)
-        return None
-    return {"moment": header["moment"], **checked}
+    return header["moment"], body, read.st_ino
+
+
+def unlink_if(path: Path, inode: int) -> None:
+    """A kept file found damaged removed, unless another hook wrote a new one since."""
+    if os.stat(path).st_ino == inode:
+        os.unlink(path)
 
 
 def _fired(ask: Asked, state: Path, digest: dict) -> set[str]:
@@ -118,11 +135,17 @@ def _fired(ask: Asked, state: Path, digest: dict) -> set[str]:
     return fired
 
 
-def _header(log_stamp: str | None, moment: object) -> dict[str, object]:
-    """What a digest is of: its form, the qem and the bundles (the moments each kind fires
-    at, which it read the notes by) that wrote it, the log's fingerprint and the index's
-    moment (its id and generation: qem_edit.storage.store.Store.moment) it was read at."""
-    return {"v": VERSION, "qem": __version__, "bundles": json.dumps(BUNDLES), "stamp": log_stamp, "moment": moment}
+def _header(log_stamp: str | None, moment: object, version: int = VERSION) -> dict[str, object]:
+    """What a kept file is of: its form, the qem and the bundles (the moments each kind
+    fires at, which it read the notes by) that wrote it, the log's fingerprint and the
+    index's moment (its id and generation: qem_edit.storage.store.Store.moment) it was
+    read at."""
+    return {"v": version, "qem": __version__, "bundles": json.dumps(BUNDLES), "stamp": log_stamp, "moment": moment}
+
+
+def header_line(store: Store, moment: str, version: int = VERSION) -> str:
+    """The first line of a file kept beside the index as `store` reads it now, at `moment`."""
+    return json.dumps(_header(store.log_stamp(), moment, version), separators=(",", ":"))
 
 
 def written(store: Store, moment: str) -> bytes | None:
@@ -131,7 +154,7 @@ def written(store: Store, moment: str) -> bytes | None:
     to keep it in)."""
     if store.index_path is None:
         return None
-    header = json.dumps(_header(store.log_stamp(), moment), separators=(",", ":"))
+    header = header_line(store, moment)
     try:
         handle = files.open_regular(store.root / MOMENTS_NAME)
     except QemError:
@@ -152,21 +175,40 @@ def moment_of(digest: bytes) -> str:
     return json.loads(digest.partition(b"\n")[0])["moment"]
 
 
-def keep(store: Store, digest: bytes | None) -> None:
+def keep(store: Store, digest: bytes | None, name: str = MOMENTS_NAME,
+         merged: Callable[[bytes | None], bytes | None] | None = None) -> None:
     """Write the digest `written` made (after the read it was made in) while no write of
     qem's can land (its write lock, tried once: a writer at work leaves it for a later
     read), and only while the index is still at the moment it names; taken back if a
     catch-up moved the index meanwhile (which removes the digest after its commit, so one
     written after that removal is seen here).  One too large to read fast is kept as its
     header alone (TOO_LARGE), which no hook answers from and no full read makes again until
-    the index moves; one that cannot be written is not kept: the hooks then read in full."""
+    the index moves; one that cannot be written is not kept: the hooks then read in full.
+    Another file kept beside the index (`name`) is written by the same rules; `merged`,
+    where given, makes what is written, under the lock, from the body kept there now at
+    the same moment (None: none), else nothing is written."""
     from ..storage.store import LOCK_NAME
 
     if digest is None:
         return
-    path = store.root / MOMENTS_NAME
+    path = store.root / name
     try:
         with files.locked(store.root / LOCK_NAME, 0):
+            if merged is not None:
+                header = digest.partition(b"\n")[0]
+                handle = files.open_regular(path)
+                there = None
+                if handle is not None:
+                    with handle:
+                        head, _, there = handle.read(MAX_BYTES + 1).partition(b"\n")
+                    if head != header:
+                        there = None  # another moment's: written over
+                    elif there == TOO_LARGE:
+                        return  # (this moment's, too large: made again only when the index moves)
+                body = merged(there)
+                if body is None:
+                    return
+                digest = header + b"\n" + body
             if len(digest) > MAX_BYTES:
                 digest = digest.partition(b"\n")[0] + b"\n" + TOO_LARGE
             if moment_of(digest) != store.moment(store.head()):

@@ -51,6 +51,7 @@ def reply(harness: Harness, event: str, ask: Asked, state: Path, log: Log) -> st
     other for milliseconds, not a read.  `log`: where a setting that cannot be read is
     said (a hook's log)."""
     from ..system import ledger
+    from . import starts
 
     key, window = session_key(harness, ask), window_key(harness, ask)
     with ledger.session(state, window) as book:
@@ -59,14 +60,17 @@ def reply(harness: Harness, event: str, ask: Asked, state: Path, log: Log) -> st
             return harness.no_context
         if ask.does == STOP:
             return _stop(harness, ask, state, book)
+        keeping = starts.asks(ask) and starts.fresh(book)  # a new window's start: its reply may be kept
         moments = _moments(ask, book, state)
         given = book.given_now()
         counted = book.notes_then >= 0
-    found, texts, changed, notes, due_here, standings, moment = _read(state, moments, given, counted, ask.session)
+    found, texts, changed, notes, due_here, standings, moment, bounds = _read(state, moments, given, counted,
+                                                                            ask.session, keeping)
     if window != key and ask.does == SUBAGENT:
         with ledger.session(state, key) as book:
             book.started(window)
     with ledger.session(state, window) as book:
+        keeping = keeping and starts.fresh(book)  # (no hook beside this one wrote its ledger meanwhile)
         beside = book.given_now() != given  # a hook beside this one gave meanwhile
         if book.notes_then < 0:
             book.notes_then = notes
@@ -83,7 +87,10 @@ def reply(harness: Harness, event: str, ask: Asked, state: Path, log: Log) -> st
         if holding and text:
             book.hold(_about(ask))
             return harness.deny(event, f"{HELD}\n\n{text}")
-    return harness.reply(event, text, ask.guest) if ask.does != HOLD else harness.no_context
+    out = harness.reply(event, text, ask.guest) if ask.does != HOLD else harness.no_context
+    if keeping and whole and bounds is not None:  # what the next new window's start is answered from
+        starts.keep(state, harness, event, ask, out, book, moment, bounds)
+    return out
 
 
 def _about(ask: Asked) -> str:
@@ -180,16 +187,17 @@ READ_AHEAD = 420  # texts read for a reply: more than a budget's worth of the sh
 
 
 def _read(state: Path, moments: list, given: dict[str, list], counted: bool,  # type: ignore[no-untyped-def]
-          session: str | None = None):
+          session: str | None = None, bounded: bool = False):
     """From the memory: what the moments trigger (each note once, the first moment's),
     the texts of the first of them the session was not given (`given`: this epoch's
     ledger entries), the changes of the notes given this epoch, how many notes it holds
     (-1 where the session's ledger has counted them already: `counted`), the notes due at
     an edit or a command among them, in force (what a call is held for), the notes'
     standing (past their end, in dispute: qem_edit.reads.standing), and the index's
-    moment the read saw (qem_edit.storage.store.Store.moment).  Read for `session`: another session's session notes are
-    not given.  The digest the next tool calls are answered from is kept on the way
-    (qem_edit.reads.quiet)."""
+    moment the read saw (qem_edit.storage.store.Store.moment), and, where `bounded`, what a
+    start's reply holds for (qem_edit.reads.starts.Bounds; else None), read first.  Read for
+    `session`: another session's session notes are not given.  The digest the next tool
+    calls are answered from is kept on the way (qem_edit.reads.quiet)."""
     from ..storage.store import Store
     from . import quiet
 
@@ -197,10 +205,14 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool,  # 
     store.session = session
     try:
         with store.reading():
+            if bounded:
+                from .starts import Bounds
+
+                bounds = Bounds(store)  # (its time before the notes' standings are read at theirs)
             found = _found(store, moments, given, counted)
             digest = quiet.written(store, found[-1])
         quiet.keep(store, digest)
-        return found
+        return (*found, bounds if bounded else None)
     finally:
         store.close()
 

@@ -19,8 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..base.harness import (END, GUESTS, HARNESSES, HOLD, START, TOOL, Asked, Harness, asked, session_key,
-                            window_key)
+from ..base.harness import (END, GUESTS, HARNESSES, HOLD, START, SUBAGENT, TOOL, Asked, Harness, asked,
+                            session_key, window_key)
 
 MAX_INPUT = 16 << 20  # bytes of hook input read (a prompt, a patch)
 LOG_NAME = "hooks.log"
@@ -161,6 +161,12 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
         return harness.no_context
     if ask.does == START:
         _started(state, ask, harness, event)
+    if ask.does in (START, SUBAGENT):
+        from ..reads import starts
+
+        kept = starts.answer(harness, event, ask, state)  # a new window's start, as the last one read it
+        if kept is not None:
+            return kept
     from ..reads import session
 
     return session.reply(harness, event, ask, state, lambda exc: _log(state, harness, event, exc))
@@ -198,7 +204,7 @@ def _started(state: Path, ask: Asked, harness: Harness, event: str) -> None:
 def _end_session_notes(state: Path, ended) -> None:  # type: ignore[no-untyped-def]
     """The session notes in force whose session `ended` says is over, ended
     (qem_edit.writes.expiry); nothing opened where this clone holds no private folder."""
-    from ..storage.logtree import LOCAL
+    from ..storage.stamp import LOCAL  # (not the log's reader: a start with no private folder loads none of it)
 
     if not (state / LOCAL).is_dir():
         return

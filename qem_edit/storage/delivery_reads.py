@@ -66,6 +66,18 @@ class DeliveryReads(IndexReads):
             out.update(self._read(f"SELECT id, coalesce(state_event, id) FROM notes WHERE id IN ({db.marks(chunk)})", chunk))
         return out
 
+    def start_bounds(self, now: str) -> tuple[bool, str | None, set[str]]:
+        """What a start's reply read at `now` holds for (qem_edit.reads.starts): whether a
+        request is in force (of any session), the first end of a note in force after `now`
+        (None: none ends), and the sessions holding session notes (in force or not)."""
+        requests = bool(self._read("SELECT 1 FROM notes INDEXED BY notes_requests WHERE (seat IS NOT NULL OR due IS NOT"
+                                   f" NULL) AND {IN_FORCE} LIMIT 1"))
+        until = self._read(f"SELECT min(expires) FROM notes INDEXED BY notes_by_end WHERE expires IS NOT NULL"
+                           f" AND {IN_FORCE} AND expires > ?", (now,))[0][0]
+        sessions = {s for s, in self._read("SELECT DISTINCT session FROM notes INDEXED BY notes_sessions"
+                                           " WHERE scope = 'session'") if s is not None}
+        return requests, until, sessions
+
     def latest_at(self) -> str | None:
         """When the latest event was written (None: the log holds none)."""
         return self._read("SELECT max(at) FROM events")[0][0]

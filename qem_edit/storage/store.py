@@ -24,7 +24,7 @@ from ..base.faults import checkpoint
 from ..base.replay import Event, Note, replay
 from ..base.times import utc_now
 from ..system import db
-from ..system.workspace import CONFIG_NAME, INDEX_NAME, MOMENTS_NAME
+from ..system.workspace import CONFIG_NAME, INDEX_NAME, KEPT_NAMES
 from . import starting
 from .delivery_reads import DeliveryReads
 from .dispute_reads import DisputeReads
@@ -158,12 +158,14 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
         self._moved()
 
     def _moved(self) -> None:
-        """After a change to the index, committed: the hooks' digest of it goes
-        (qem_edit.reads.quiet), so none outlives the index it was read from."""
-        try:
-            os.unlink(self.root / MOMENTS_NAME)
-        except OSError:  # none there (or a folder that takes no change: none was kept in it either)
-            pass
+        """After a change to the index, committed: what the hooks keep beside it goes (the
+        digest, qem_edit.reads.quiet; the starts, qem_edit.reads.starts), so none outlives
+        the index it was read from (nor a text forgotten since)."""
+        for name in KEPT_NAMES:
+            try:
+                os.unlink(self.root / name)
+            except OSError:  # none there (or a folder that takes no change: none was kept in it either)
+                pass
 
     def _sync_once(self) -> Caught:
         with db.transaction(self.conn):
@@ -648,10 +650,10 @@ def _fsync(path: Path) -> None:
 
 
 def _remove_index(path: Path, links_only: bool = False) -> None:
-    """The index's files removed, and the hooks' digest beside it (`links_only`: those that
-    are symbolic links, which a clone's commit can put there; the link goes, never what it
-    points to)."""
-    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm", f"{path.name}-journal", MOMENTS_NAME):
+    """The index's files removed, and what the hooks keep beside it (`links_only`: those
+    that are symbolic links, which a clone's commit can put there; the link goes, never what
+    it points to)."""
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm", f"{path.name}-journal", *KEPT_NAMES):
         try:
             if not links_only or (path.parent / name).is_symlink():
                 (path.parent / name).unlink()

@@ -21,9 +21,12 @@ from .files import leads_out
 STATE_DIR = ".qem"
 CONFIG_NAME = "config.toml"
 INDEX_NAME = "index.db"
-# What a hook keeps beside the index (qem_edit.reads.quiet): named as SQLite's own files
-# beside it are, so every memory's .gitignore (`/index.db-*`) already keeps it out of git.
+# What a hook keeps beside the index (qem_edit.reads.quiet: what a tool call can fire;
+# qem_edit.reads.starts: what a new session's start is given): named as SQLite's own files
+# beside it are, so every memory's .gitignore (`/index.db-*`) already keeps them out of git.
 MOMENTS_NAME = "index.db-moments.json"
+STARTS_NAME = "index.db-starts.json"
+KEPT_NAMES = (MOMENTS_NAME, STARTS_NAME)
 DEFAULT_MIRROR = "MEMORY.md"
 _COMMENT = Lazy(r"#[^\x00-\x08\x0a-\x1f\x7f]*")  # a TOML comment: no control character but a tab
 _MEMORY_ID = Lazy(r'id = "([0-9a-z]+)"')
