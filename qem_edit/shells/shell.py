@@ -186,7 +186,7 @@ def show_answer(answer, as_json: bool = False, withhold: bool = False) -> int:  
         from ..reads.answers import as_json as json_text  # (only here: a text answer need not import the reads)
 
     text = json_text(answer.data()) if as_json else answer.text()
-    if withhold:
+    if withhold and text:  # (nothing to withhold in nothing: a clean verify loads no secret patterns)
         from ..storage.secrets import withheld
 
         text = withheld(text)
