@@ -239,6 +239,8 @@ def test_a_forgotten_text_is_in_no_kept_reply(project) -> None:  # type: ignore[
     assert made.returncode == 0, made.stderr
     assert token in context(start(top, "s1")[0])
     assert f".qem/{STARTS_NAME}" in _files_holding(top, token)
+    left = top / ".qem" / f".{STARTS_NAME}.0123456789ab.tmp"  # what a hook killed while writing it leaves
+    left.write_bytes((top / ".qem" / STARTS_NAME).read_bytes())
     forgot = run_qem("forget", made.stdout.strip(), "-m", "held a token", "--yes", cwd=top)
     assert forgot.returncode == 0, forgot.stderr
     assert _files_holding(top, token) == []
@@ -274,8 +276,117 @@ def test_a_hook_beside_a_start_keeps_nothing_of_its_window(project, monkeypatch)
     assert f"[#{project['rule']}]" in context(first)
     monkeypatch.setattr(session, "_read", real)
     out, opened = start(top, "s2")
-    assert out == first + "\n"  # (the hook prints its reply and a newline)
+    assert opened == FULL and out == first + "\n"  # nothing kept by s1: read in full (and printed with a newline)
     done = subprocess.run([sys.executable, "-m", "qem_edit", "hook", "claude", "PreToolUse"],
                           input=json.dumps({**read_lock, "session_id": "s2"}), capture_output=True, text=True, cwd=top,
                           timeout=60, env={**os.environ, "QEM_NOW": NOW})
     assert "Release the lock before the restart" in done.stdout, done.stdout + done.stderr
+
+
+def test_each_harness_and_guest_is_answered_in_its_own_form(project) -> None:  # type: ignore[no-untyped-def]
+    """Kept replies are keyed by harness, event and guest: Cursor (running Claude Code's
+    hooks, its context in a field of its own) is never given Claude Code's reply, nor Claude
+    Code Cursor's; Codex's are kept apart, and write its own ledgers."""
+    from test_hooks import hook
+
+    top = project["top"]
+    claude_first, _ = start(top, "s1")
+    cursor = {"generation_id": "gen-456", "workspace_roots": [str(top)], "hook_event_name": "sessionStart",
+              "cursor_version": "2.0.77", "model": "gpt-5", "is_background_agent": False, "composer_mode": "agent"}
+    replies = []
+    for conversation in ("conv-1", "conv-2"):
+        done = hook(top, "claude", "SessionStart", {}, raw=json.dumps({**cursor, "conversation_id": conversation}).encode())
+        replies.append(done.stdout)
+        assert json.loads(done.stdout)["additional_context"] == context(done.stdout.decode())
+    assert replies[0] == replies[1] and replies[0].decode() != claude_first
+    codex = [hook(top, "codex", "SessionStart", {"session_id": f"x{i}", "source": "startup", "model": "gpt-5"}).stdout
+             for i in (1, 2)]
+    assert codex[0] == codex[1] and codex[0] != replies[0]  # (Codex reads the same form as Claude Code)
+    assert ledger.peek(top / ".qem", "codex:x2") is not None  # its ledger its own harness's
+    assert start(top, "s2") == (claude_first, [])
+    entries = json.loads((top / ".qem" / STARTS_NAME).read_bytes().partition(b"\n")[2])
+    assert len(entries) == 3
+
+
+def test_a_session_start_naming_an_agent_writes_the_ledgers_a_full_read_writes(project) -> None:  # type: ignore[no-untyped-def]
+    """A SessionStart whose input carries an agent id: the kept reply writes that window's
+    ledger and no other, as the full read does."""
+    top = project["top"]
+    start(top, "s0")
+    (top / ".qem" / STARTS_NAME).unlink()
+    full, opened = start(top, "s1", agent_id="a1")
+    assert opened == FULL
+    kept, opened = start(top, "s2", agent_id="a2")
+    assert opened == [] and kept == full
+    assert book(top, "claude:agent:a2") == book(top, "claude:agent:a1")
+    assert (ledger.peek(top / ".qem", "claude:s1"), ledger.peek(top / ".qem", "claude:s2")) == (None, None)
+
+
+def test_a_subagent_whose_session_ledger_is_held_is_not_marked_given_what_it_was_not(project) -> None:  # type: ignore[no-untyped-def]
+    """Another hook of the session holds its ledger past a hook's wait: the subagent's start,
+    answered from the kept reply, fails before it writes the subagent's own ledger, and the
+    full read it falls back to fails the same way: nothing given, nothing recorded as given."""
+    import fcntl
+    import threading
+    import time
+
+    top = project["top"]
+    first, _ = start(top, "s1", "SubagentStart", agent_id="a1", agent_type="Explore")
+    assert f"[#{project['rule']}]" in context(first)
+    lock = ledger._file(ledger.prepared(top / ".qem"), "claude:s2").with_suffix(".lock")
+    ready = threading.Event()
+
+    def hold() -> None:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        ready.set()
+        time.sleep(ledger.LOCK_SECONDS + 0.6)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert ready.wait(10)
+    out, _ = start(top, "s2", "SubagentStart", agent_id="a2", agent_type="Explore")
+    holder.join()
+    window = ledger.peek(top / ".qem", "claude:agent:a2")
+    assert f"[#{project['rule']}]" in context(out) or window is None or not window.given, (out, window.given)
+
+
+def test_one_reading_of_the_clock_bounds_what_the_kept_reply_says(project, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The clock ticks during a start's full read, across the end of a note: the reply and
+    the time it is kept as holding from are of the same reading, so a start at that time
+    read in full gives the same reply."""
+    import qem_edit.base.times as times
+    from qem_edit.base.harness import HARNESSES
+    from qem_edit.shells.hookrun import run
+
+    top = project["top"]
+    t0, t1 = "2026-12-05T12:00:00Z", "2026-12-05T12:00:01Z"
+    made = run_qem("add", "Freeze merges now", "-k", "directive", "--expires", t1, cwd=top,
+                   env={**os.environ, "QEM_NOW": "2026-12-05T11:00:00Z"})
+    assert made.returncode == 0, made.stderr
+    readings = iter([t0])
+    monkeypatch.setattr(times, "utc_now", lambda: next(readings, t1))  # t0, then t1 ever after
+    data = json.dumps({"session_id": "s1", "hook_event_name": "SessionStart", "cwd": str(top), "source": "startup"})
+    first = run(HARNESSES["claude"], "SessionStart", data.encode())[0]
+    monkeypatch.undo()
+    entry, = json.loads((top / ".qem" / STARTS_NAME).read_bytes().partition(b"\n")[2]).values()
+    (top / ".qem" / STARTS_NAME).unlink()
+    full, opened = start(top, "s2", env={"QEM_NOW": entry["from"]})
+    assert opened == FULL and full == first + "\n"
+
+
+def test_a_kept_file_not_of_this_log_goes_at_the_next_hook(project) -> None:  # type: ignore[no-untyped-def]
+    """A kept reply the log has moved past (a pull, or a write by a qem that does not know
+    the file) is removed by the next start that finds it, whatever that start gives."""
+    top = project["top"]
+    start(top, "s1")
+    kept = top / ".qem" / STARTS_NAME
+    head, _, body = kept.read_bytes().partition(b"\n")
+    kept.write_bytes(head.replace(b'"stamp":"[[', b'"stamp":"[[0,') + b"\n" + body)  # another log's fingerprint
+    made = run_qem("add", "Review the schema change", "-k", "task", "--due", "2026-12-06", cwd=top,
+                   env={**os.environ, "QEM_NOW": NOW})  # a request: no start is kept any more
+    assert made.returncode == 0 and not kept.exists()  # (this qem's write removed it)
+    kept.write_bytes(head.replace(b'"stamp":"[[', b'"stamp":"[[0,') + b"\n" + body)
+    out, opened = start(top, "s2")
+    assert opened == FULL and not kept.exists()

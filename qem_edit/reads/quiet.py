@@ -72,7 +72,7 @@ def _digest(state: Path) -> dict | None:
     """The digest, where it is this qem's and names the log as it is now; else None.  A
     body that is not what a digest holds is removed, for the next full read to write
     (unless another hook wrote a new one meanwhile)."""
-    kept = read_kept(state, MOMENTS_NAME, VERSION)
+    kept = read_kept(state, MOMENTS_NAME, VERSION, stale_goes=True)
     if kept is None:
         return None
     moment, body, inode = kept
@@ -88,11 +88,14 @@ def _digest(state: Path) -> dict | None:
     return {"moment": moment, **checked}
 
 
-def read_kept(state: Path, name: str, version: int) -> tuple[str, bytes, int] | None:
+def read_kept(state: Path, name: str, version: int, stale_goes: bool = False) -> tuple[str, bytes, int] | None:
     """A file a hook keeps beside the index (`name`, of form `version`), where it is this
     qem's and names the log as it is now: the index's moment it names, its body, and the
     file's inode (for `unlink_if`); None where there is none, or it is another's, or it is
-    kept as too large.  Read as untrusted: no link, no device, at most MAX_BYTES."""
+    kept as too large.  Read as untrusted: no link, no device, at most MAX_BYTES.
+    `stale_goes`: one that is not this qem's or not of the log as it is now is removed
+    (unless another hook wrote a new one meanwhile), for a file holding notes' texts that
+    a write by a qem that does not know it left behind."""
     handle = files.open_regular(state / name)  # (refuses a link, a folder, a device)
     if handle is None:
         return None
@@ -101,16 +104,25 @@ def read_kept(state: Path, name: str, version: int) -> tuple[str, bytes, int] | 
     if len(raw) > MAX_BYTES:
         return None
     head, _, body = raw.partition(b"\n")
-    header = json.loads(head)
-    if body == TOO_LARGE or header != _header(json.dumps(stamp(state)), header.get("moment"), version):
+    try:
+        header = json.loads(head)
+        current = header == _header(json.dumps(stamp(state)), header.get("moment"), version)
+    except (ValueError, AttributeError, RecursionError):
+        current = False
+    if not current:
+        if stale_goes:
+            unlink_if(state / name, read.st_ino)
         return None
-    return header["moment"], body, read.st_ino
+    return (header["moment"], body, read.st_ino) if body != TOO_LARGE else None
 
 
 def unlink_if(path: Path, inode: int) -> None:
-    """A kept file found damaged removed, unless another hook wrote a new one since."""
-    if os.stat(path).st_ino == inode:
-        os.unlink(path)
+    """A kept file found damaged or stale removed, unless another hook wrote a new one since."""
+    try:
+        if os.stat(path).st_ino == inode:
+            os.unlink(path)
+    except OSError:  # (gone already, or a folder that takes no change)
+        pass
 
 
 def _fired(ask: Asked, state: Path, digest: dict) -> set[str]:

@@ -198,6 +198,7 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool,  # 
     start's reply holds for (qem_edit.reads.starts.Bounds; else None), read first.  Read for
     `session`: another session's session notes are not given.  The digest the next tool
     calls are answered from is kept on the way (qem_edit.reads.quiet)."""
+    from ..base.times import utc_now
     from ..storage.store import Store
     from . import quiet
 
@@ -205,11 +206,12 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool,  # 
     store.session = session
     try:
         with store.reading():
+            now = utc_now()
             if bounded:
                 from .starts import Bounds
 
-                bounds = Bounds(store)  # (its time before the notes' standings are read at theirs)
-            found = _found(store, moments, given, counted)
+                bounds = Bounds(store, now)
+            found = _found(store, moments, given, counted, now)
             digest = quiet.written(store, found[-1])
         quiet.keep(store, digest)
         return (*found, bounds if bounded else None)
@@ -217,9 +219,9 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool,  # 
         store.close()
 
 
-def _found(store: Store, moments: list, given: dict[str, list], counted: bool) -> tuple:
-    """`_read`'s answer, read from `store` inside its read snapshot."""
-    from ..base.times import utc_now
+def _found(store: Store, moments: list, given: dict[str, list], counted: bool, now: str) -> tuple:
+    """`_read`'s answer, read from `store` inside its read snapshot, the notes' standings
+    as they are at `now`."""
     from ..system.ledger import tip
     from . import delivery
     from .standing import Standings
@@ -235,7 +237,7 @@ def _found(store: Store, moments: list, given: dict[str, list], counted: bool) -
     fresh = [e.due.id for e in entries if e.due.id not in given or (e.due.full and not given[e.due.id][1])
              or (e.due.late and e.due.id + LATE_MARK not in given)]
     texts = store.notes_by_id(fresh[:READ_AHEAD])
-    standings = Standings.read(store, utc_now(), texts.values())
+    standings = Standings.read(store, now, texts.values())
     due_here -= {n for n, note in texts.items() if standings.of(note).past_end}  # not in force: holds nothing
     recorded = {n: entry[2] for n, entry in given.items()}
     now = store.last_changes(recorded)

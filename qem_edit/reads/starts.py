@@ -65,7 +65,7 @@ def answer(harness: Harness, event: str, ask: Asked, state: Path) -> str | None:
     if not asks(ask):
         return None
     try:
-        kept = quiet.read_kept(state, STARTS_NAME, VERSION)
+        kept = quiet.read_kept(state, STARTS_NAME, VERSION, stale_goes=True)
         if kept is None:
             return None
         moment, body, inode = kept
@@ -82,6 +82,9 @@ def answer(harness: Harness, event: str, ask: Asked, state: Path) -> str | None:
         if ask.session in entry["sessions"] or not entry["from"] <= now < (entry["until"] or "~"):
             return None
         key, window = session_key(harness, ask), window_key(harness, ask)
+        if window != key and ask.does == SUBAGENT:  # its session's ledger names it, to end with it (first, as
+            with ledger.session(state, key) as book:  # a full read: one that fails leaves its window's untouched)
+                book.started(window)
         with ledger.session(state, window) as book:
             if not fresh(book):
                 return None
@@ -89,9 +92,6 @@ def answer(harness: Harness, event: str, ask: Asked, state: Path) -> str | None:
             for note, full, last in entry["given"]:
                 book.give(note, full, last)
             book.seen = moment
-        if window != key:  # (a subagent's: its session's ledger names it, to end with it)
-            with ledger.session(state, key) as book:
-                book.started(window)
         return entry["reply"]
     except Exception:  # noqa: BLE001 - a kept reply or a ledger that cannot be read: read in full
         return None
@@ -109,16 +109,14 @@ def _checked(entry: dict) -> dict:
 
 
 class Bounds:
-    """What a start's read holds for, read in its snapshot before the notes are: when (its
-    time, and the first end of a note in force after it), for whom (the sessions holding
+    """What a start's read holds for, read in its snapshot: when (the time its standings
+    are of, and the first end of a note in force after it), for whom (the sessions holding
     session notes), and whether anything in it moves with the clock or the seat (a request
     in force)."""
 
-    def __init__(self, store: Store) -> None:
-        from ..base.times import utc_now
-
-        self.at = utc_now()
-        self.requests, self.until, self.sessions = store.start_bounds(self.at)
+    def __init__(self, store: Store, now: str) -> None:
+        self.at = now  # (the time the read's standings are of: one reading of the clock for both)
+        self.requests, self.until, self.sessions = store.start_bounds(now)
 
 
 def keep(state: Path, harness: Harness, event: str, ask: Asked, reply: str, book: ledger.Ledger,

@@ -166,6 +166,7 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
                 os.unlink(self.root / name)
             except OSError:  # none there (or a folder that takes no change: none was kept in it either)
                 pass
+        _remove_kept_temporaries(self.root)
 
     def _sync_once(self) -> Caught:
         with db.transaction(self.conn):
@@ -661,6 +662,20 @@ def _remove_index(path: Path, links_only: bool = False) -> None:
             pass
         except OSError as exc:
             raise errors.StoreUnwritable(f"cannot remove {path.parent / name}: {exc.strerror}") from None
+
+
+def _remove_kept_temporaries(root: Path) -> None:
+    """What a hook killed while it wrote a file kept beside the index left (files.write_atomic's
+    `.NAME.XXXXXXXXXXXX.tmp`): it may hold notes' texts, which a forget must not leave."""
+    try:
+        names = [n for n in os.listdir(root) if n.endswith(".tmp") and n.startswith(tuple(f".{k}." for k in KEPT_NAMES))]
+    except OSError:
+        return
+    for name in names:
+        try:
+            os.unlink(root / name)
+        except OSError:
+            pass
 
 
 def _open_index_in_memory() -> sqlite3.Connection:
