@@ -219,9 +219,9 @@ def _read(state: Path, moments: list, given: dict[str, list], counted: bool,  # 
         store.close()
 
 
-def _found(store: Store, moments: list, given: dict[str, list], counted: bool, now: str) -> tuple:
+def _found(store: Store, moments: list, given: dict[str, list], counted: bool, at: str) -> tuple:
     """`_read`'s answer, read from `store` inside its read snapshot, the notes' standings
-    as they are at `now`."""
+    as they are at the time `at`."""
     from ..system.ledger import tip
     from . import delivery
     from .standing import Standings
@@ -237,7 +237,7 @@ def _found(store: Store, moments: list, given: dict[str, list], counted: bool, n
     fresh = [e.due.id for e in entries if e.due.id not in given or (e.due.full and not given[e.due.id][1])
              or (e.due.late and e.due.id + LATE_MARK not in given)]
     texts = store.notes_by_id(fresh[:READ_AHEAD])
-    standings = Standings.read(store, now, texts.values())
+    standings = Standings.read(store, at, texts.values())
     due_here -= {n for n, note in texts.items() if standings.of(note).past_end}  # not in force: holds nothing
     recorded = {n: entry[2] for n, entry in given.items()}
     now = store.last_changes(recorded)
