@@ -325,6 +325,25 @@ def test_a_subagent_starts_with_the_directives(tmp_path, harness):
     assert DIRECTIVE in sub[0].text, "the subagent started without the directives"
 
 
+@pytest.mark.parametrize("harness", ["claude", "codex"])
+def test_a_second_session_starts_from_the_reply_the_first_was_given(tmp_path, harness):
+    """The first session's start is read in full and kept beside the index
+    (qem_edit.reads.starts); the next session's start hook answers from it, and that answer
+    is what the model reads in its first request (marked here, in the kept reply, to tell it
+    from a full read)."""
+    made = project(tmp_path)
+    memory(made, harness)
+    assert first_with(session(made, harness, "tidy up the module", []).server, DIRECTIVE) == 0
+    kept = made.work / ".qem" / "index.db-starts.json"
+    head, _, body = kept.read_bytes().partition(b"\n")
+    entries = json.loads(body)
+    key, = [k for k in entries if k.startswith(f"{harness}\0SessionStart\0")]
+    entries[key]["reply"] = entries[key]["reply"].replace(DIRECTIVE, f"{DIRECTIVE} (KEPT-7731)")
+    kept.write_bytes(head + b"\n" + json.dumps(entries).encode())
+    second = session(made, harness, "tidy up the module again", [])
+    assert first_with(second.server, f"{DIRECTIVE} (KEPT-7731)") == 0
+
+
 WIDE = {"codex": "在提交之前务必运行完整的测试套件并检查所有警告信息，不要跳过任何失败的用例，也不要修改测试以使其通过。" * 3,
         "claude": "🚀✅📟" * 40}  # Codex counts UTF-8 bytes (a CJK character is 3), Claude Code UTF-16 units (an emoji 2)
 
