@@ -16,7 +16,8 @@ A second such repository takes `qem add`'s writes, so the first stays as committ
 A round runs, for every copy in turn, its interpreter's `python -c pass` (the floor) and
 each subject once: `qem hook claude PreToolUse` on an Edit with nothing due, in the session
 under way (the call an agent makes hundreds of times a session) and as a new session's
-first hook (no ledger yet: the full read), `qem hook claude SessionStart` (a new session
+first hook (no ledger yet: the full read), `qem hook claude UserPromptSubmit` naming
+nothing in that session, `qem hook claude SessionStart` (a new session
 each time: answered from the reply the last new session was given, qem_edit.reads.starts;
 and, with that reply removed first, read in full), `qem verify --staged`, `qem export --check
 --staged`, `qem anchors check --staged` (the commit hooks, on the commit touching no
@@ -100,6 +101,7 @@ def subjects(repo: Path, qem: str) -> dict[str, object]:
     return {
         "hook PreToolUse (an Edit, nothing due)": hook("PreToolUse", edit, UNDER_WAY),
         "hook PreToolUse (a session's first hook)": hook("PreToolUse", edit, "first-"),
+        "hook UserPromptSubmit (nothing new)": hook("UserPromptSubmit", {"prompt": "Please go on."}, UNDER_WAY),
         "hook SessionStart (a new session)": hook("SessionStart", {"source": "startup"}, "start-"),
         "hook SessionStart (read in full)": hook("SessionStart", {"source": "startup"}, "full-"),
         "verify --staged (touching no memory)": lambda n: ([qem, "verify", "--staged"], None),

@@ -330,3 +330,102 @@ def test_a_digest_too_large_to_read_fast_is_not_kept(project, monkeypatch) -> No
     kept = digest.stat()
     assert call("README.md") == "" and "Release the lock" in call("src/lock.py")
     assert (digest.stat().st_ino, digest.stat().st_mtime_ns) == (kept.st_ino, kept.st_mtime_ns)  # not written again
+
+
+def prompted(top: Path, session: str, prompt: str, env: dict | None = None) -> tuple[str, list[str]]:
+    """A UserPromptSubmit run in a process of its own: its stdout, and which of SQLite and
+    the store it loaded."""
+    probe = ("import sys; sys.argv = ['qem', 'hook', 'claude', 'UserPromptSubmit']\n"
+             "from qem_edit.__main__ import main\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "print(sorted(m for m in ('sqlite3', 'qem_edit.storage.store') if m in sys.modules), file=sys.stderr)")
+    data = json.dumps({"session_id": session, "hook_event_name": "UserPromptSubmit", "cwd": str(top), "prompt": prompt})
+    done = subprocess.run([sys.executable, "-c", probe], input=data, capture_output=True, text=True, cwd=top,
+                          timeout=60, env={**os.environ, **(env or {})})
+    assert done.returncode == 0, done.stderr
+    return done.stdout, json.loads(done.stderr.strip().splitlines()[-1].replace("'", '"'))
+
+
+def test_a_prompt_gives_the_same_with_the_digest_or_without(project) -> None:  # type: ignore[no-untyped-def]
+    """Two sessions are sent the same prompts (naming nothing, a backticked term, an
+    anchored file, a path a pattern takes; a note declaring the prompt moment added between
+    them, a request, a compaction); before each prompt of the second the digest is removed,
+    so it is always read in full.  Every reply is the same and so is each ledger (every
+    prompt heard); a prompt naming nothing new in the first opens no index."""
+    from qem_edit.system import ledger
+
+    top = project["top"]
+    steps: list = ["please go on", "Why does Store.write hang?", "look at src/lock.py", "and src/index/x.py too",
+                   "please go on", ("add", "Say which tests ran", "-k", "finding", "--on", "prompt"), "ok",
+                   "ok", ("supersede", str(project["lock"]), "Release the lock, then restart"), "ok",
+                   "look at src/lock.py", "fine", ("compact",), "next step", "next step",
+                   ("add", "Review the parser", "-k", "task", "--due", "2026-12-06"), "go on",
+                   ("late",), "go on"]
+    digest = top / ".qem" / MOMENTS_NAME
+    replies: dict[str, list[str]] = {"a": [], "b": []}
+    quiet: list[str] = []
+    env: dict = {}
+    for session in ("a", "b"):
+        assert claude(top, "SessionStart", session=session, source="startup")
+    for step in steps:
+        if step == ("compact",):
+            for session in ("a", "b"):
+                assert claude(top, "PreCompact", session=session, trigger="auto", custom_instructions="") == ""
+            continue
+        if step == ("late",):
+            env = {"QEM_NOW": "2026-12-08T00:00:00Z"}
+            continue
+        if isinstance(step, tuple):
+            assert run_qem(*step, cwd=top, env={**os.environ, "QEM_NOW": "2026-12-05T12:00:00Z"}).returncode == 0
+            continue
+        for session in ("a", "b"):
+            if session == "b":
+                digest.unlink(missing_ok=True)
+            out, opened = prompted(top, session, step, env)
+            replies[session].append(out)
+            if session == "a" and opened == []:
+                quiet.append(step)
+    assert replies["a"] == replies["b"]
+    said = "".join(replies["a"])
+    for shown in ("term", "lock", "index"):
+        assert f"[#{project[shown]}]" in said
+    assert "Say which tests ran" in said and "Release the lock, then restart" in said and "LATE" in said
+    assert said.count("Run the tests inside .venv") == 1  # the directives again, after the compaction only
+    assert quiet == ["please go on", "please go on", "ok", "fine", "next step"], quiet
+    books = [ledger.peek(top / ".qem", f"claude:{s}") for s in ("a", "b")]
+    assert books[0].prompts == books[1].prompts == [s for s in steps if isinstance(s, str)]
+    assert books[0].to_bytes() == books[1].to_bytes()
+
+
+def test_a_prompt_after_a_compaction_gives_the_compactions_notes(project) -> None:  # type: ignore[no-untyped-def]
+    """A harness with no start after a compaction: its next prompt gives the directives
+    again, never from the digest."""
+    top = project["top"]
+    assert claude(top, "SessionStart", source="startup")
+    assert prompted(top, "s1", "hello") == ("", [])
+    assert claude(top, "PreCompact", trigger="auto", custom_instructions="") == ""
+    out, opened = prompted(top, "s1", "go on")
+    assert opened == ["qem_edit.storage.store", "sqlite3"] and f"[#{project['rule']}]" in out
+
+
+def test_a_prompt_gives_the_notes_declaring_the_prompt_moment(project) -> None:  # type: ignore[no-untyped-def]
+    top = project["top"]
+    assert run_qem("add", "Say which tests ran", "-k", "finding", "--on", "prompt", cwd=top).returncode == 0
+    assert claude(top, "SessionStart", source="startup")
+    out, opened = prompted(top, "s1", "hello")
+    assert "Say which tests ran" in out
+    assert prompted(top, "s1", "hello again") == ("", [])
+
+
+def test_a_change_another_session_read_first_is_said_at_the_next_prompt(project) -> None:  # type: ignore[no-untyped-def]
+    """Session a was given the lock note; it changes; session c reads in full first (so the
+    digest is of the changed index): a's next prompt, naming nothing, says the change."""
+    top = project["top"]
+    for session in ("a", "c"):
+        assert claude(top, "SessionStart", session=session, source="startup")
+    assert f"[#{project['lock']}]" in prompted(top, "a", "look at src/lock.py")[0]
+    assert run_qem("supersede", str(project["lock"]), "Release the lock, then restart", cwd=top).returncode == 0
+    assert prompted(top, "c", "hello")[1] == ["qem_edit.storage.store", "sqlite3"]
+    assert prompted(top, "c", "hello")[1] == []  # (the digest is of the changed index)
+    out, _ = prompted(top, "a", "hello")
+    assert "Changed since given earlier" in out and "Release the lock, then restart" in out

@@ -254,6 +254,31 @@ def by_paths(paths: Iterable[str], anchored: Callable[[set[str]], Iterable[tuple
     return why
 
 
+def by_prompt(prompt: str, top: str | None, anchored: Callable[[set[str]], Iterable[tuple[str, str]]],
+              patterns: Callable[[], Iterable[tuple[str, str]]],
+              terms: Callable[[set[str]], Iterable[tuple[str, str]]]) -> dict[str, str]:
+    """The notes a prompt fires, with why: those anchored to a path it names (`anchored(paths)`
+    gives their (note, path)), those whose `when-path` pattern (`patterns()`: (pattern, note))
+    matches one, then those naming a backticked term the prompt holds (`terms(words)`: the
+    (term, note) of the terms whose key is one of the prompt's words)."""
+    why: dict[str, str] = {}
+    paths = prompt_paths(prompt, top)
+    if paths:
+        for note, path in anchored(paths):
+            why.setdefault(note, f"the prompt names {path}")
+        for pattern, note in patterns():
+            if note not in why:
+                named = next((p for p in sorted(paths) if path_matches(pattern, p)), None)
+                if named is not None:
+                    why[note] = f"the prompt names {named} (when-path {pattern})"
+    words = {w for w in prompt_words(prompt) if len(w) >= 2}
+    if words:
+        for term, note in sorted(terms(words)):
+            if note not in why and term_in(term, prompt):
+                why[note] = f"the prompt names `{term}`"
+    return why
+
+
 def by_command(command: str, patterns: Iterable[tuple[str, str]]) -> dict[str, str]:
     """The notes a command fires, with why: those whose `when-run` pattern (`patterns`:
     (pattern, note)) matches one of its simple commands."""

@@ -20,17 +20,7 @@ from pathlib import Path
 from ..base import errors
 from ..base.records import Record
 from ..base.replay import Note, past_end_words
-from ..base.triggers import (
-    bundle_at,
-    bundle_why,
-    by_command,
-    by_paths,
-    declaring,
-    path_matches,
-    prompt_paths,
-    prompt_words,
-    term_in,
-)
+from ..base.triggers import bundle_at, bundle_why, by_command, by_paths, by_prompt, declaring
 from ..base.vocabulary import FRAMES, KIND_RANK, MOMENTS, PRIORITIES, PRIORITY_RANK
 from ..storage.store import Store, read_gaps
 from .standing import Standing, Standings
@@ -326,22 +316,8 @@ def owed_hits(store: Store, event: str) -> list[Due]:
 
 
 def _by_prompt(store: Store, prompt: str, top: str | None) -> dict[str, str]:
-    why: dict[str, str] = {}
-    paths = prompt_paths(prompt, top)
-    if paths:
-        for note, path, _ in store.anchors_in_force(paths):
-            why.setdefault(note, f"the prompt names {path}")
-        for pattern, note in store.patterns_in_force("path"):
-            if note not in why:
-                named = next((p for p in sorted(paths) if path_matches(pattern, p)), None)
-                if named is not None:
-                    why[note] = f"the prompt names {named} (when-path {pattern})"
-    words = {w for w in prompt_words(prompt) if len(w) >= 2}
-    if words:
-        for term, note in sorted(store.terms_in_force(words)):
-            if note not in why and term_in(term, prompt):
-                why[note] = f"the prompt names `{term}`"
-    return why
+    return by_prompt(prompt, top, lambda paths: ((note, path) for note, path, _ in store.anchors_in_force(paths)),
+                     lambda: store.patterns_in_force("path"), store.terms_in_force)
 
 
 # -- fitting a budget ------------------------------------------------------------------------------

@@ -1,14 +1,17 @@
-"""What a tool call can fire, kept beside the index: a hook that finds nothing due opens no index.
+"""What a tool call or a prompt can fire, kept beside the index: nothing due opens no index.
 
-Before every edit, read and command an agent makes, a hook asks what the call's moment
-fires.  Nearly always the answer is nothing new: the file has no note, or its notes were
-given already.  This module keeps beside the index (`.qem/index.db-moments.json`, ignored
-by git as SQLite's own files are) what any tool call can fire: the notes declaring the
-edit, read and command moments, every anchor in force, every `when-path` and `when-run`
-pattern.  From it and the session's ledger a hook knows, without loading SQLite or the
-store, that nothing is due: every note the call fires was given whole in this context
-window, and the session's last full reply, which said every change of a note given, was
-read at the very moment of the index the digest was (so no note given changed since).
+Before every edit, read and command an agent makes, and at every prompt, a hook asks what
+the moment fires.  Nearly always the answer is nothing new: the file has no note, or its
+notes were given already.  This module keeps beside the index (`.qem/index.db-moments.json`,
+ignored by git as SQLite's own files are) what any tool call or prompt can fire: the notes
+declaring the edit, read, command and prompt moments, every anchor in force, every
+`when-path` and `when-run` pattern, the keys of the backticked terms (a prompt holding one
+as a word is read in full), and whether a request is in force (a prompt gives what is late:
+then every prompt is read in full).  From it and the session's ledger a hook knows, without
+loading SQLite or the store, that nothing is due: every note the call fires was given whole
+in this context window, and the session's last full reply, which said every change of a
+note given, was read at the very moment of the index the digest was (so no note given
+changed since); a prompt is then recorded in the ledger as heard, as a full read records it.
 Anything else (a note to give, a log or an index that moved, a ledger or a digest that
 cannot be read, is too large or is another version's) is answered by the full read
 (qem_edit.reads.session), which writes the digest again.
@@ -20,7 +23,7 @@ the index (a write, a catch-up, a rebuild); it is written under the write lock, 
 while the index is at its moment.  So a change within one tick of a coarse file clock,
 which leaves the folders' times as they were, moves the moment and leaves no digest
 behind.  The rules it is read by are the index's own (qem_edit.base.triggers:
-`declaring`, `by_paths`, `by_command`).  A digest brought from elsewhere (a commit forcing
+`declaring`, `by_paths`, `by_command`, `by_prompt`).  A digest brought from elsewhere (a commit forcing
 an ignored file in) names a fingerprint no other checkout has, and is never used; it is
 read as untrusted all the same (no link, no device, its size bounded, its shape checked).
 """
@@ -35,7 +38,7 @@ from pathlib import Path
 from .. import __version__
 from ..base.errors import QemError
 from ..base.harness import Asked
-from ..base.triggers import BUNDLES, bundle_at, by_command, by_paths, declaring, from_cwd
+from ..base.triggers import BUNDLES, bundle_at, by_command, by_paths, by_prompt, declaring, from_cwd
 from ..storage.stamp import stamp
 from ..system import files, ledger
 from ..system.workspace import MOMENTS_NAME, work_top
@@ -44,8 +47,9 @@ TYPE_CHECKING = False  # typing's flag, without importing typing: no hook loads 
 if TYPE_CHECKING:
     from ..storage.store import Store
 
-VERSION = 1  # of the digest's form: a digest of another form (or another qem's) is written again
+VERSION = 2  # of the digest's form: a digest of another form (or another qem's) is written again
 TOOL_MOMENTS = ("edit", "read", "shell")  # the moments a tool call gives
+KEPT_MOMENTS = (*TOOL_MOMENTS, "prompt")  # the moments whose declared notes the digest names
 MAX_BYTES = 1 << 20  # a digest larger (some 15,000 anchors) is not kept: reading it would cost what it spares
 TOO_LARGE = b'{"too_large":true}'  # the body kept in its place, so that no full read makes it again
 HEADER_BYTES = 4096  # what a digest's first line may take (its header is a few hundred bytes)
@@ -68,6 +72,43 @@ def nothing_due(ask: Asked, state: Path, window: str) -> bool:
         return False
 
 
+def prompt_heard(ask: Asked, state: Path, window: str) -> bool:
+    """Whether a prompt fires nothing the context window `window` was not given whole, and
+    no note it was given changed since (as `nothing_due` asks of a tool call), with no
+    compaction's notes pending and no request in force (a deadline passing makes one late,
+    which a prompt gives); then the prompt is recorded in the ledger as heard, as a full
+    read records it.  False (read it in full) on any doubt: a word of the prompt that is a
+    term's key among them."""
+    try:
+        digest = _digest(state)
+        if digest is None or digest["requests"]:
+            return False
+        top = str(work_top(state))
+        anchors: dict[str, list[str]] = {}
+        for path, note in digest["anchors"]:
+            anchors.setdefault(path, []).append(note)
+
+        def terms(words: set[str]) -> list[tuple[str, str]]:
+            if words & digest["keys"]:
+                raise _Doubt  # (the digest holds the keys, not the terms: read in full)
+            return []
+        fired = set(digest["on"]["prompt"]) | set(by_prompt(
+            ask.prompt, top, lambda paths: ((n, p) for p in paths for n in anchors.get(p, ())),
+            lambda: digest["paths"], terms))
+        with ledger.session(state, window) as book:
+            if book.notes_then < 0 or book.seen != digest["moment"] or book.pending_compact or not all(
+                    book.was_given(note, True) for note in fired):
+                return False
+            book.heard(ask.prompt)
+        return True
+    except Exception:  # noqa: BLE001 - a digest, a ledger or a link that cannot be read: read in full
+        return False
+
+
+class _Doubt(Exception):
+    """What the digest cannot say (a prompt naming a term's key): read in full."""
+
+
 def _digest(state: Path) -> dict | None:
     """The digest, where it is this qem's and names the log as it is now; else None.  A
     body that is not what a digest holds is removed, for the next full read to write
@@ -78,10 +119,11 @@ def _digest(state: Path) -> dict | None:
     moment, body, inode = kept
     try:
         data = json.loads(body)
-        checked = {"on": {m: [str(n) for n in data["on"][m]] for m in TOOL_MOMENTS},
+        checked = {"on": {m: [str(n) for n in data["on"][m]] for m in KEPT_MOMENTS},
                    "anchors": [(str(p), str(n)) for p, n in data["anchors"]],
                    "paths": [(str(p), str(n)) for p, n in data["paths"]],
-                   "runs": [(str(p), str(n)) for p, n in data["runs"]]}
+                   "runs": [(str(p), str(n)) for p, n in data["runs"]],
+                   "keys": frozenset(str(k) for k in data["keys"]), "requests": data["requests"] is not False}
     except (ValueError, KeyError, TypeError, RecursionError):
         unlink_if(state / MOMENTS_NAME, inode)
         return None
@@ -176,9 +218,10 @@ def written(store: Store, moment: str) -> bytes | None:
             if handle.readline(HEADER_BYTES).rstrip(b"\n") == header.encode():
                 return None
     with store.seeing_every_session():  # every session's notes: a digest serves them all
-        body = {"on": {m: [n for n, *_ in store.due_at_moment(m, bundle_at(m))] for m in TOOL_MOMENTS},
+        body = {"on": {m: [n for n, *_ in store.due_at_moment(m, bundle_at(m))] for m in KEPT_MOMENTS},
                 "anchors": [(path, note) for note, path, _ in store.anchors_in_force()],
-                "paths": store.patterns_in_force("path"), "runs": store.patterns_in_force("run")}
+                "paths": store.patterns_in_force("path"), "runs": store.patterns_in_force("run"),
+                "keys": store.term_keys(), "requests": store.any_request_in_force()}
     return (header + "\n" + json.dumps(body, separators=(",", ":"))).encode()  # (ASCII: any text escaped)
 
 

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..base.harness import (END, GUESTS, HARNESSES, HOLD, START, SUBAGENT, TOOL, Asked, Harness, asked,
+from ..base.harness import (END, GUESTS, HARNESSES, HOLD, PROMPT, START, SUBAGENT, TOOL, Asked, Harness, asked,
                             session_key, window_key)
 
 MAX_INPUT = 16 << 20  # bytes of hook input read (a prompt, a patch)
@@ -159,6 +159,8 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
                          " (session_id, VS Code's sessionId, Cursor's conversation_id)")
     if ask.does in (TOOL, HOLD) and _nothing_due(harness, ask, state):
         return harness.no_context
+    if ask.does == PROMPT and _prompt_heard(harness, ask, state):
+        return harness.reply(event, "", ask.guest)
     if ask.does == START:
         _started(state, ask, harness, event)
     if ask.does in (START, SUBAGENT):
@@ -178,6 +180,14 @@ def _nothing_due(harness: Harness, ask: Asked, state: Path) -> bool:
     from ..reads import quiet
 
     return quiet.nothing_due(ask, state, window_key(harness, ask))
+
+
+def _prompt_heard(harness: Harness, ask: Asked, state: Path) -> bool:
+    """Whether the digest says a prompt fires nothing new for its context window (the
+    prompt is then recorded as heard): neither SQLite nor the store is loaded."""
+    from ..reads import quiet
+
+    return quiet.prompt_heard(ask, state, window_key(harness, ask))
 
 
 def _started(state: Path, ask: Asked, harness: Harness, event: str) -> None:

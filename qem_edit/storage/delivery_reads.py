@@ -66,12 +66,26 @@ class DeliveryReads(IndexReads):
             out.update(self._read(f"SELECT id, coalesce(state_event, id) FROM notes WHERE id IN ({db.marks(chunk)})", chunk))
         return out
 
+    def any_request_in_force(self) -> bool:
+        """Whether a request is in force (of any session): what is owed and late moves with
+        the clock and the seat asking."""
+        return bool(self._read("SELECT 1 FROM notes INDEXED BY notes_requests WHERE (seat IS NOT NULL OR due IS NOT"
+                               f" NULL) AND {IN_FORCE} LIMIT 1"))
+
+    def term_keys(self) -> list[str]:
+        """The keys (qem_edit.base.triggers.terms_of) of every backticked term the notes name,
+        in force or not, of any session: a prompt holding none of them as a word names no
+        term.  Each distinct key found by one step along the table's key (a few keys among
+        tens of thousands of rows: the rows themselves are not read)."""
+        return [k for k, in self._read(
+            "WITH RECURSIVE k(key) AS (SELECT min(key) FROM terms UNION ALL SELECT (SELECT min(key) FROM terms"
+            " WHERE key > k.key) FROM k WHERE k.key IS NOT NULL) SELECT key FROM k WHERE key IS NOT NULL")]
+
     def start_bounds(self, now: str) -> tuple[bool, str | None, set[str]]:
         """What a start's reply read at `now` holds for (qem_edit.reads.starts): whether a
         request is in force (of any session), the first end of a note in force after `now`
         (None: none ends), and the sessions holding session notes (in force or not)."""
-        requests = bool(self._read("SELECT 1 FROM notes INDEXED BY notes_requests WHERE (seat IS NOT NULL OR due IS NOT"
-                                   f" NULL) AND {IN_FORCE} LIMIT 1"))
+        requests = self.any_request_in_force()
         until = self._read(f"SELECT min(expires) FROM notes INDEXED BY notes_by_end WHERE expires IS NOT NULL"
                            f" AND {IN_FORCE} AND expires > ?", (now,))[0][0]
         sessions = {s for s, in self._read("SELECT DISTINCT session FROM notes INDEXED BY notes_sessions"
