@@ -64,10 +64,7 @@ def nothing_due(ask: Asked, state: Path, window: str) -> bool:
     try:
         digest = _digest(state)
         book = ledger.peek(state, window)
-        if digest is None or book is None or book.notes_then < 0 or book.seen != digest["moment"]:
-            return False
-        fired = _fired(ask, state, digest)
-        return all(book.was_given(note, True) for note in fired)
+        return digest is not None and book is not None and _nothing_new(book, digest, _fired(ask, state, digest))
     except Exception:  # noqa: BLE001 - a digest, a ledger or a link that cannot be read: read in full
         return False
 
@@ -83,21 +80,15 @@ def prompt_heard(ask: Asked, state: Path, window: str) -> bool:
         digest = _digest(state)
         if digest is None or digest["requests"]:
             return False
-        top = str(work_top(state))
-        anchors: dict[str, list[str]] = {}
-        for path, note in digest["anchors"]:
-            anchors.setdefault(path, []).append(note)
 
         def terms(words: set[str]) -> list[tuple[str, str]]:
             if words & digest["keys"]:
                 raise _Doubt  # (the digest holds the keys, not the terms: read in full)
             return []
-        fired = set(digest["on"]["prompt"]) | set(by_prompt(
-            ask.prompt, top, lambda paths: ((n, p) for p in paths for n in anchors.get(p, ())),
-            lambda: digest["paths"], terms))
+        fired = set(digest["on"]["prompt"]) | set(by_prompt(ask.prompt, str(work_top(state)), _anchored(digest),
+                                                             lambda: digest["paths"], terms))
         with ledger.session(state, window) as book:
-            if book.notes_then < 0 or book.seen != digest["moment"] or book.pending_compact or not all(
-                    book.was_given(note, True) for note in fired):
+            if book.pending_compact or not _nothing_new(book, digest, fired):
                 return False
             book.heard(ask.prompt)
         return True
@@ -107,6 +98,18 @@ def prompt_heard(ask: Asked, state: Path, window: str) -> bool:
 
 class _Doubt(Exception):
     """What the digest cannot say (a prompt naming a term's key): read in full."""
+
+
+def _nothing_new(book: ledger.Ledger, digest: dict, fired: set[str]) -> bool:
+    """Whether the context window of `book` was given every note of `fired` whole, and its
+    last full reply was read at the digest's moment, leaving nothing unsaid (so no note
+    it was given changed since)."""
+    return book.notes_then >= 0 and book.seen == digest["moment"] and all(book.was_given(n, True) for n in fired)
+
+
+def _anchored(digest: dict):  # type: ignore[no-untyped-def]
+    """(note, path) of the anchors in force on `paths`, by the digest: by_paths' and by_prompt's `anchored`."""
+    return lambda paths: ((note, path) for path in paths for note in digest["anchors"].get(path, ()))
 
 
 def _digest(state: Path) -> dict | None:
@@ -120,7 +123,7 @@ def _digest(state: Path) -> dict | None:
     try:
         data = json.loads(body)
         checked = {"on": {m: [str(n) for n in data["on"][m]] for m in KEPT_MOMENTS},
-                   "anchors": [(str(p), str(n)) for p, n in data["anchors"]],
+                   "anchors": _by_path((str(p), str(n)) for p, n in data["anchors"]),
                    "paths": [(str(p), str(n)) for p, n in data["paths"]],
                    "runs": [(str(p), str(n)) for p, n in data["runs"]],
                    "keys": frozenset(str(k) for k in data["keys"]), "requests": data["requests"] is not False}
@@ -128,6 +131,14 @@ def _digest(state: Path) -> dict | None:
         unlink_if(state / MOMENTS_NAME, inode)
         return None
     return {"moment": moment, **checked}
+
+
+def _by_path(anchors) -> dict[str, list[str]]:  # type: ignore[no-untyped-def]
+    """The notes anchored to each path, from (path, note) pairs."""
+    out: dict[str, list[str]] = {}
+    for path, note in anchors:
+        out.setdefault(path, []).append(note)
+    return out
 
 
 def read_kept(state: Path, name: str, version: int, stale_goes: bool = False) -> tuple[str, bytes, int] | None:
@@ -171,9 +182,6 @@ def _fired(ask: Asked, state: Path, digest: dict) -> set[str]:
     """Every note the call's moments fire by the digest (as qem_edit.reads.session's
     `_moments` makes them: the call's own, then a command's edits and reads)."""
     top = str(work_top(state))
-    anchors: dict[str, list[str]] = {}
-    for path, note in digest["anchors"]:
-        anchors.setdefault(path, []).append(note)
     fired: set[str] = set()
     for event, named in ((ask.moment, ask.paths), *ask.also):
         paths = from_cwd(named, ask.cwd or top, top)
@@ -182,8 +190,7 @@ def _fired(ask: Asked, state: Path, digest: dict) -> set[str]:
         for moment in declaring(event):
             fired.update(digest["on"][moment])
         if event in ("edit", "read"):
-            fired.update(by_paths(paths, lambda covering: ((n, p) for p in covering for n in anchors.get(p, ())),
-                                  digest["paths"]))
+            fired.update(by_paths(paths, _anchored(digest), digest["paths"]))
         elif event == "shell" and ask.command and event == ask.moment:
             fired.update(by_command(ask.command, digest["runs"]))
     return fired
