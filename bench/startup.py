@@ -21,7 +21,9 @@ nothing in that session, `qem hook claude SessionStart` (a new session
 each time: answered from the reply the last new session was given, qem_edit.reads.starts;
 and, with that reply removed first, read in full), `qem verify --staged`, `qem export --check
 --staged`, `qem anchors check --staged` (the commit hooks, on the commit touching no
-memory) and `qem add` (MEMORY.md patched).  Copies and subjects alternate within a round,
+memory: answered from what each answered last, qem_edit.mirror.answered; and `verify
+--staged` with that answer removed first, in full from the seal of the last clean verify)
+and `qem add` (MEMORY.md patched).  Copies and subjects alternate within a round,
 so a machine that slows down slows all of them.  After one warm-up round, `--runs`
 rounds are kept; it prints each subject's minimum and median wall time, its median CPU
 time (user + system of the process and its children, `os.wait4`), and the medians
@@ -105,6 +107,7 @@ def subjects(repo: Path, qem: str) -> dict[str, object]:
         "hook SessionStart (a new session)": hook("SessionStart", {"source": "startup"}, "start-"),
         "hook SessionStart (read in full)": hook("SessionStart", {"source": "startup"}, "full-"),
         "verify --staged (touching no memory)": lambda n: ([qem, "verify", "--staged"], None),
+        "verify --staged (in full)": lambda n: ([qem, "verify", "--staged"], None),
         "export --check --staged": lambda n: ([qem, "export", "--check", "--staged"], None),
         "anchors check --staged": lambda n: ([qem, "anchors", "check", "--staged"], None),
         "add (MEMORY.md patched)": lambda n: ([qem, "add", f"timed note {n}", "-k", "finding"], None),
@@ -139,7 +142,13 @@ def main() -> int:
                     argv, stdin = make(f"{name}-{n}")
                     if label.endswith("(read in full)"):  # the start's reply kept from the last round goes
                         (repo / ".qem" / "index.db-starts.json").unlink(missing_ok=True)
+                    answers, saved = repo / ".qem" / "index.db-commits", None
+                    if label == "verify --staged (in full)" and answers.exists():  # the commit hooks' answers
+                        saved = answers.read_bytes()  # set aside, and put back after (the other rows answer from them)
+                        answers.unlink()
                     result = timed(argv, adding if label.startswith("add") else repo, stdin)
+                    if saved is not None:
+                        answers.write_bytes(saved)
                     if n:  # round 0 warms up
                         found.setdefault((label, name), []).append(result)
         print(f"{args.notes:,} notes, {args.runs} interleaved rounds; load average at the end {os.getloadavg()[0]:.2f}")

@@ -2,8 +2,9 @@
 
 The `qem` command: `qem hook` answered without the command-line framework (it runs
 before every file edit an agent makes, so its start-up is the floor's), the quick commands
-(qem_edit.shells.quick: `qem add` with plain arguments) likewise, every other command by
-qem_edit.shells.cli.
+(qem_edit.shells.quick: `qem add` with plain arguments) likewise, the commit hooks from what
+they answered last where nothing it rests on moved (qem_edit.mirror.answered), every other
+command by qem_edit.shells.cli.
 
 The cycle collector is off while a command starts: starting makes tens of thousands of
 objects (modules, functions, classes, constants) and no garbage cycle, yet the collector,
@@ -24,6 +25,12 @@ def main() -> None:
         from .shells.hookrun import main as hook
 
         sys.exit(hook(sys.argv[2:]))
+    if sys.argv[1:2] in (["verify"], ["export"], ["anchors"]):  # a commit hook: its answer may be kept
+        from .mirror.answered import answer
+
+        kept = answer(sys.argv[1:])
+        if kept is not None:
+            sys.exit(kept)
     from .shells.quick import run
 
     gc.freeze()

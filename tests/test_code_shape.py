@@ -412,8 +412,11 @@ def test_no_module_calls_a_private_helper_of_another() -> None:
 
 # git is started by one module: every git command qem runs is a function of gitrepo.py, named
 # for what it answers, so its environment (GIT_* dropped, the hook's own index kept), its
-# timeout and what a missing git means are decided once.
+# timeout and what a missing git means are decided once; gitspawn.py, which gitrepo takes that
+# environment from, starts the two a kept commit answer asks without the subprocess module.
 GIT_MODULE = "qem_edit/system/gitrepo.py"
+# ...and, with nothing but `os`, for the commit hooks' kept answers, in the same environment
+SPAWN_MODULE = "qem_edit/system/gitspawn.py"
 _STARTS = {"subprocess": None, "os": ("system", "popen", "exec", "spawn", "posix_spawn")}
 
 
@@ -442,5 +445,6 @@ def _git_started(tree: ast.AST) -> list[str]:
 def test_only_gitrepo_starts_git() -> None:
     found = {path.relative_to(REPO).as_posix(): _git_started(tree) for path, tree in _trees(PRODUCT)}
     assert found.pop(GIT_MODULE), f"{GIT_MODULE} no longer starts git: point GIT_MODULE at the module that does"
+    assert found.pop(SPAWN_MODULE), f"{SPAWN_MODULE} no longer starts git: point SPAWN_MODULE at the module that does"
     elsewhere = {path: where for path, where in found.items() if where}
     assert not elsewhere, f"git started outside {GIT_MODULE} (add a function there, named for what it answers): {elsewhere}"

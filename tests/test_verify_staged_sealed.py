@@ -20,7 +20,7 @@ from test_precommit import git, git_env
 from qem_edit.mirror import verify
 from qem_edit.mirror.staged import VERIFIED, verify_staged
 from qem_edit.storage.store import Store
-from qem_edit.system.workspace import resolve
+from qem_edit.system.workspace import COMMITS_NAME, resolve
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -64,9 +64,11 @@ def answers(work: Path, env: dict[str, str]) -> list[tuple[int, str, str]]:
 
 def full(work: Path, env: dict[str, str]) -> list[tuple[int, str, str]]:
     """The full check's answers: the same commands with no seal to go by."""
-    (work / ".qem" / VERIFIED).unlink(missing_ok=True)
+    for name in (VERIFIED, COMMITS_NAME):  # (and no answer kept: qem_edit.mirror.answered)
+        (work / ".qem" / name).unlink(missing_ok=True)
     out = answers(work, env)
-    (work / ".qem" / VERIFIED).unlink(missing_ok=True)
+    for name in (VERIFIED, COMMITS_NAME):
+        (work / ".qem" / name).unlink(missing_ok=True)
     return out
 
 
@@ -206,8 +208,9 @@ def test_a_request_gone_late_is_listed_from_the_seal_as_by_the_full_check(repo, 
     assert qem(work, env, "verify", "--staged").returncode == 0  # sealed, the request late already
     (work / "other.py").write_text("b = 3\n")
     git("add", "other.py", cwd=work, env=env)
-    sealed = answers(work, env)
-    failing = qem(work, env, "verify", "--staged", "--fail-on-late")
+    later = {**env, "QEM_NOW": "2026-12-01T12:00:00Z"}  # (one clock for both: "LATE 333d 12h" is read to the minute)
+    sealed = answers(work, later)
+    failing = qem(work, later, "verify", "--staged", "--fail-on-late")
     assert not replayed(work, monkeypatch)
     assert "late: " in sealed[0][1] and failing.returncode == 1
-    assert sealed == full(work, env)
+    assert sealed == full(work, later)

@@ -10,8 +10,6 @@ pattern's does (the build calls some of them once a record).
 
 from __future__ import annotations
 
-import re
-
 
 class Lazy:
     """A regular expression (`re.compile(source, flags)`) compiled on first use."""
@@ -20,6 +18,8 @@ class Lazy:
         self.source, self.flags = source, flags
 
     def __getattr__(self, name: str) -> object:  # (called only for what is not kept yet)
+        import re  # (here: a module whose patterns are all lazy loads no regular expression engine)
+
         value = getattr(re.compile(self.source, self.flags), name)
         setattr(self, name, value)
         return value

@@ -11,10 +11,15 @@ can look like an escape, never act as one.  JSON keeps its own escapes (`answers
 
 from __future__ import annotations
 
-import re
 import sys
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+from .patterns import Lazy
+
+TYPE_CHECKING = False  # typing's flag, without importing typing
+if TYPE_CHECKING:
+    import re
+
+_CONTROL = Lazy("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def visible(text: str) -> str:

@@ -256,4 +256,24 @@ def run(argv: list[str]) -> int | None:
     from .shell import guarded
 
     body = _body(name)
-    return guarded(lambda: body(**params))
+    keeping = _keeping(argv) if name in ("verify", "export", "anchors check") else None
+    if keeping is None:
+        return guarded(lambda: body(**params))
+    from . import shell
+
+    shell.opening_watched.append(keeping.opened)
+    try:
+        code = guarded(lambda: body(**params))
+    finally:
+        shell.opening_watched.remove(keeping.opened)
+        keeping.restore()
+    return keeping.finish(code)
+
+
+def _keeping(argv: list[str]):  # type: ignore[no-untyped-def]
+    """A commit hook's command whose answer may be kept (qem_edit.mirror.answered), what it
+    prints recorded from now on; None for any other."""
+    from ..mirror import answered
+
+    here = answered.where(argv)
+    return answered.Keeping(argv, here) if here is not None else None

@@ -40,7 +40,14 @@ def open_saying_notices(workspace_dir: Path | None, store_dir: Path | None, *, w
                                         create=write if create is None else create, name_set_aside=name_set_aside)
     for notice in notices:
         say(notice)
+    for watch in opening_watched:
+        watch(place, store, notices)
     return place, store
+
+
+# Told of every memory a command opens (place, store, the notices said): a commit hook's
+# answer is kept resting on what was read then (qem_edit.shells.quick, qem_edit.mirror.answered).
+opening_watched: list[Callable] = []
 
 
 def act(workspace_dir, store_dir, actor, run, *, create: bool = True):  # type: ignore[no-untyped-def]

@@ -3,8 +3,9 @@
 Every git command qem runs, each a function named for what it answers: is this a git
 work tree and where is its top, what did a file hold at a revision, what does git's index
 hold, what did a change touch, and the log as committed at a revision.  No other module
-starts git (tests/test_code_shape.py holds it); plain `git` commands, run only where an
-answer needs them."""
+starts git but qem_edit.system.gitspawn, which starts it without the subprocess module for
+the commit hooks' kept answers, in the same environment (tests/test_code_shape.py holds
+it); plain `git` commands, run only where an answer needs them."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from collections.abc import Container
 from pathlib import Path
 
 from ..base import errors
+from . import gitspawn
 
 
 def _git(cwd: Path, *args: str, input: bytes | None = None, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in ("GIT_CONFIG_NOSYSTEM",)}
+    env = gitspawn.base_env()
     env.update(extra or {})
     try:
         return subprocess.run(["git", *args], cwd=cwd, capture_output=True, input=input, env=env, timeout=120)
@@ -253,30 +255,16 @@ def _within(name: str, prefix: str) -> str:
 
 
 def index_env(top: Path) -> dict[str, str]:
-    """GIT_INDEX_FILE as git sets it for a hook (`commit -a` and `commit -- PATHS` build
-    the commit in an index of their own), kept only when it is this repository's: every
-    other GIT_* variable is dropped (_git), and an index file of another repository (a
-    hook of an outer one) must never be read or written for this one."""
-    given = os.environ.get("GIT_INDEX_FILE")
-    if not given:
-        return {}
-    index = Path(os.path.abspath(given))
-    gitdir = git_dir(top)
-    try:
-        return {"GIT_INDEX_FILE": str(index)} if gitdir is not None and index.parent.resolve() == gitdir.resolve() else {}
-    except OSError:
-        return {}
+    """GIT_INDEX_FILE as git sets it for a hook, kept only when it is this repository's
+    (qem_edit.system.gitspawn.index_env: every other GIT_* variable is dropped, by _git)."""
+    return gitspawn.index_env(str(top))
 
 
 def git_dir(top: Path) -> Path | None:
     """The work tree's own git folder: `.git`, or the folder a `.git` file names (a linked
     worktree's, a submodule's); None when neither can be read."""
-    dot = top / ".git"
-    try:
-        gitdir = dot if dot.is_dir() else Path(dot.read_text("utf-8").partition("gitdir:")[2].strip())
-    except OSError:
-        return None
-    return gitdir if gitdir.is_absolute() else top / gitdir
+    found = gitspawn.git_dir(str(top))
+    return Path(found) if found is not None else None
 
 
 def staged_files(top: Path, paths: list[str]) -> dict[str, str]:

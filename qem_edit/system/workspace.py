@@ -22,11 +22,14 @@ STATE_DIR = ".qem"
 CONFIG_NAME = "config.toml"
 INDEX_NAME = "index.db"
 # What a hook keeps beside the index (qem_edit.reads.quiet: what a tool call can fire;
-# qem_edit.reads.starts: what a new session's start is given): named as SQLite's own files
-# beside it are, so every memory's .gitignore (`/index.db-*`) already keeps them out of git.
+# qem_edit.reads.starts: what a new session's start is given; qem_edit.mirror.answered, which
+# names its own file without importing this module: what a commit hook answered): named as
+# SQLite's own files beside it are, so every memory's .gitignore (`/index.db-*`) already keeps
+# them out of git.
 MOMENTS_NAME = "index.db-moments.json"
 STARTS_NAME = "index.db-starts.json"
-KEPT_NAMES = (MOMENTS_NAME, STARTS_NAME)
+COMMITS_NAME = "index.db-commits"
+KEPT_NAMES = (MOMENTS_NAME, STARTS_NAME, COMMITS_NAME)
 DEFAULT_MIRROR = "MEMORY.md"
 _COMMENT = Lazy(r"#[^\x00-\x08\x0a-\x1f\x7f]*")  # a TOML comment: no control character but a tab
 _MEMORY_ID = Lazy(r'id = "([0-9a-z]+)"')

@@ -1,0 +1,465 @@
+"""What a commit hook answered, kept beside the index: a commit touching no memory loads no qem.
+
+The commit hooks (`qem verify --staged`, `qem export --check --staged`, `qem anchors check
+--staged`) run on every commit, and nearly every commit changes neither the memory's folder,
+nor MEMORY.md, nor a file a note is anchored to: what they answer then is what they answered
+for the last commit.  The first one to answer at a moment of the index keeps what it printed
+beside the index (`.qem/index.db-commits`, ignored by git as SQLite's own files are), with
+what its answer rests on; the next, when that is unchanged, prints it again, its exit status
+0 as before, without importing SQLite, the store or the command-line parser: only this
+module, and git asked twice, at once.
+
+What an answer rests on, and is kept only where git itself vouches for it:
+- the memory's folder, MEMORY.md and every anchored file or folder (of a note in force, or
+  flagged stale; one inside another is asked about as part of it) as HEAD holds them (`git
+  ls-tree HEAD`, their object ids): each must be there (a missing one is drift, whose answer
+  searches the whole tree for where it went);
+- git's index and the work tree holding exactly that for each of them, and no file git does
+  not ignore untracked among them (`git status`, with git's own stat cache and its
+  racy-clean check; a folder's content in the work tree counts its untracked files, as
+  qem_edit.system.anchors reads it): the commit changes none of them;
+- MEMORY.md's own file (its size, times and inode), which the commands read as bytes where
+  git may have been told to look away (assume-unchanged, skip-worktree), reached through no
+  link;
+- the log's files as the index read them (the folders' fingerprint, qem_edit.storage.stamp,
+  the one the index caught up with: an untracked or private log file added or removed moves
+  it) and the index's moment (its id and generation: every change qem makes to the index
+  removes this file, as it removes the hooks' digest, qem_edit.reads.quiet);
+- the clock: from the time it was read until the first end of a note in force after that;
+  never kept while a request is in force (what is late moves with the clock alone);
+- the command exactly (one of FORMS, nothing else on its line), the folder it runs in (the
+  top of the work tree, holding `.qem/`, as the pre-commit framework runs a hook; by its
+  path, so a checkout moved elsewhere answers anew), every QEM_ setting it ran with (the
+  agent session: a session's notes are its own; the length of short ids), this qem (its
+  version, where it is installed, and when this module was written there) and this Python.
+
+Kept only for an exit status of 0, from a run in which none of these moved (each read as the
+memory is opened, git answering while the command works, and again after it), that said no
+notice on opening the memory (a first index built, a forget arrived), wrote nothing to a
+stream's bytes directly, lost no reader mid-answer (a broken pipe), and showed no progress
+(a long replay, at a terminal: the pre-commit framework gives hooks a terminal of their own
+at a person's).  Not kept, and not answered from, where a merge, rebase, cherry-pick or
+revert is in progress (judged against both sides), where QEM_WORKSPACE, QEM_STORE, QEM_NOW or
+a fault (QEM_FAULT) is set, where a standard stream is closed, git's folder cannot be read
+or git cannot be spawned.  Anything else runs the command in full, which keeps its answer
+again.  The file is read as untrusted: no link, no device, at most MAX_BYTES, every field
+bounds-checked; one that names another folder or another log's fingerprint (another
+checkout) is never used, nor is an answer that does not rest on the memory's folder (a file
+forced into a commit is inside the folder it would have to match: never matched).  A qem
+whose modules are edited in place (a checkout installed for development) is not told apart
+from the one before: an answer kept before the edit holds until the memory next changes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .. import __version__
+from ..storage.stamp import stamp
+from ..system import gitspawn
+
+NAME = "index.db-commits"  # under .qem/, ignored with the index (`/index.db-*`)
+VERSION = 1  # of the file's form
+FORMS = (("verify", "--staged"), ("export", "--check", "--staged"), ("anchors", "check", "--staged"))
+MAX_BYTES = 1 << 20
+MOST_PATHS = 2000  # anchored paths named to git on one command line; a memory with more is answered in full
+MOST = 8  # answers kept for one moment (a command, folder and session each)
+SIDES = ("MERGE_HEAD", "REBASE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD")  # a commit judged against another side too
+# the memory or the clock named otherwise, or a fault asked for: answered in full
+UNSET = ("QEM_WORKSPACE", "QEM_STORE", "QEM_NOW", "QEM_FAULT", "QEM_FAULT_AFTER_N")
+FOLDER = ".qem"
+
+
+# -- answering from what was kept (no qem module but this one and the log's fingerprint) --------------
+
+def answer(argv: list[str]) -> int | None:
+    """The kept answer to `argv` (the words after `qem`) printed, and its exit status; None
+    where none is kept for it or it does not hold now (the command then runs in full)."""
+    try:
+        here = where(argv)
+        if here is None:
+            return None
+        kept = _read(here)
+        if kept is None:
+            return None
+        entry = kept[1].get(_entry_key(argv))
+        if entry is None:
+            return None
+        start, until, mirror, paths, heads, chunks = entry
+        if FOLDER not in paths:
+            return None  # (never kept so: a file forced into a commit rests on the folder holding it, never matched)
+        now = _now()
+        if not (start <= now and (until == "" or now < until)) or _heads(here, paths, mirror) != heads:
+            return None
+    except KeyboardInterrupt:
+        return _interrupted()
+    except Exception:  # noqa: BLE001 - a kept answer that cannot be read or checked: the command runs in full
+        return None
+    try:
+        return _replay(chunks)
+    except KeyboardInterrupt:
+        return _interrupted()
+
+
+def _interrupted() -> int:
+    """Ctrl-C, said as every command says it (qem_edit.shells.shell.guarded)."""
+    from ..base.errors import EXIT_INTERRUPTED
+
+    try:
+        print("\nqem: interrupted", file=sys.stderr)
+    except (OSError, ValueError):
+        pass
+    return EXIT_INTERRUPTED
+
+
+def where(argv: list[str]) -> str | None:
+    """The folder a kept answer is of (the current one, the top of its work tree, holding the
+    memory's folder), where the command may be answered from one."""
+    if tuple(argv) not in FORMS or any(name in os.environ for name in UNSET) or sys.stdout is None or sys.stderr is None:
+        return None
+    if any(name.startswith("GITHEAD_") for name in os.environ):
+        return None  # (a merge git is about to record)
+    try:
+        here = os.getcwd()
+    except OSError:  # (a folder removed under the command: it says so in full)
+        return None
+    gitdir = gitspawn.git_dir(here)
+    if gitdir is None or not _is_dir(os.path.join(here, FOLDER)):
+        return None
+    if any(os.path.lexists(os.path.join(gitdir, side)) for side in SIDES):
+        return None
+    return here
+
+
+def _is_dir(path: str) -> bool:
+    import stat
+
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _now() -> str:
+    """Now, UTC, as qem_edit.base.times.utc_now writes it (QEM_NOW is never set here)."""
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _entry_key(argv: list[str]) -> str:
+    """An answer's key: the command, and every QEM_ setting it ran with (the agent session,
+    whose notes are its own; the length of short ids; who asks)."""
+    settings = sorted(f"{name}={value}" for name, value in os.environ.items() if name.startswith("QEM_"))
+    return "\0".join((" ".join(argv), *settings))
+
+
+def _header(here: str, moment: str) -> bytes:
+    """What a kept file is of: its form; this qem (its version, where it is installed and
+    when this module was written there: another install, or the same one installed again, is
+    another qem) and this Python (the streams it printed to behave alike); the folder it
+    answered in (a checkout moved elsewhere keeps its folders' fingerprint, not its paths);
+    the log's fingerprint; the index's moment."""
+    folders = ",".join(f"{folder}:{mtime}:{inode}" for folder, mtime, inode in stamp(os.path.join(here, FOLDER)))
+    build = os.stat(__file__)
+    python = ".".join(map(str, sys.version_info[:2]))
+    words = (f"qem-commits {VERSION} {__version__} {os.path.dirname(__file__)} {build.st_mtime_ns}:{build.st_ino}"
+             f" {python} {here} {folders} {moment}")
+    return words.replace("\n", " ").encode("utf-8", "surrogateescape")
+
+
+def _read(here: str) -> tuple[bytes, dict[str, tuple]] | None:
+    """The kept file's moment and entries, where it is of the log as it is now; None where
+    there is none, it is another's or it cannot be read."""
+    import stat
+
+    path = os.path.join(here, FOLDER, NAME)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        raw = b""
+        while len(raw) <= MAX_BYTES and (chunk := os.read(fd, MAX_BYTES + 1 - len(raw))):
+            raw += chunk
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_BYTES:
+        return None
+    head, _, body = raw.partition(b"\n")
+    moment = head.rpartition(b" ")[2]
+    if head != _header(here, moment.decode("ascii")):
+        return None
+    return moment, entries(body)
+
+
+def entries(body: bytes) -> dict[str, tuple]:
+    """The entries of a kept file's body (ValueError where it is not one): each a key and
+    (from, until, MEMORY.md's path and the paths git is asked about, what git said of them and
+    what MEMORY.md's file is, the chunks printed)."""
+    fields = _fields(body)
+    out: dict[str, tuple] = {}
+    at = 0
+    while at < len(fields):
+        key, start, until, mirror, paths, heads, count = (f.decode("utf-8", "surrogateescape") for f in fields[at:at + 7])
+        at += 7
+        chunks = []
+        for _ in range(int(count)):
+            where, text = fields[at:at + 2]
+            if where not in (b"1", b"2", b"f1", b"f2"):
+                raise ValueError("not a kept answer")
+            chunks.append((where.decode(), text.decode("utf-8", "surrogateescape")))
+            at += 2
+        out[key] = (start, until, mirror, paths.split("\0") if paths else [], heads.encode("utf-8", "surrogateescape"),
+                    chunks)
+    return out
+
+
+def _fields(body: bytes) -> list[bytes]:
+    """Length-prefixed fields (`<length>:<bytes>`), one after another."""
+    out, at = [], 0
+    while at < len(body):
+        colon = body.index(b":", at, at + 12)
+        size = int(body[at:colon])
+        end = colon + 1 + size
+        if size < 0 or end > len(body):
+            raise ValueError("not a kept answer")
+        out.append(body[colon + 1:end])
+        at = end
+    return out
+
+
+def encoded(kept: dict[str, tuple]) -> bytes:
+    """The body `entries` reads back as `kept`."""
+    out = []
+
+    def field(value: str | bytes) -> None:
+        data = value if isinstance(value, bytes) else value.encode("utf-8", "surrogateescape")
+        out.append(b"%d:%s" % (len(data), data))
+    for key, (start, until, mirror, paths, heads, chunks) in kept.items():
+        for value in (key, start, until, mirror, "\0".join(paths), heads, str(len(chunks))):
+            field(value)
+        for where, text in chunks:
+            field(where)
+            field(text)
+    return b"".join(out)
+
+
+def _heads(here: str, paths: list[str], mirror: str) -> bytes | None:
+    """What HEAD holds at each of `paths` (`git ls-tree`: mode, type, object id, path), where
+    git's index and the work tree hold the same for every one of them and HEAD holds each,
+    and what the file `mirror` (MEMORY.md, read by the commands as bytes, not through git's
+    index: git may be told to look away from it) is on disk; None otherwise, or where git
+    cannot be asked."""
+    return _heard(_ask(here, paths), paths, here, mirror)
+
+
+def _ask(here: str, paths: list[str]) -> tuple:
+    """The two git commands `_heads` reads, started side by side (read by `_heard`)."""
+    env = {**gitspawn.base_env(), **gitspawn.index_env(here)}
+    status = gitspawn.started(here, env, "--no-optional-locks", "--literal-pathspecs", "-c", "status.showStash=false",
+                              "-c", "status.branch=false", "status", "--porcelain=v2",
+                              "-z", "--untracked-files=normal", "--ignore-submodules=none", "--", *paths)
+    listed = gitspawn.started(here, env, "--literal-pathspecs", "ls-tree", "-z", "--full-tree", "HEAD", "--", *paths)
+    return status, listed
+
+
+def _heard(asked: tuple, paths: list[str], here: str, mirror: str) -> bytes | None:
+    status, listed = asked
+    changed, listed_out = gitspawn.output(status), gitspawn.output(listed)
+    if changed != b"" or listed_out is None:
+        return None
+    held = {record.partition(b"\t")[2] for record in listed_out.split(b"\0") if record}
+    if held != {path.encode("utf-8", "surrogateescape") for path in paths}:
+        return None  # (HEAD lacks one: an unborn branch, or an anchor drifted away)
+    try:
+        seen = os.lstat(os.path.join(here, mirror))
+    except OSError:
+        return None
+    return listed_out + b"\0\0%d:%d:%d:%d" % (seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns, seen.st_ino)
+
+
+def _replay(chunks: list[tuple[str, str]]) -> int:
+    """What the command printed, printed again as it printed it: the same texts to the same
+    streams, flushed where it flushed, each stream made as tolerant as the command made it."""
+    from ..base.shown import tolerant_streams
+
+    tolerant_streams()
+    try:
+        for where, text in chunks:
+            stream = sys.stdout if where.endswith("1") else sys.stderr
+            if where.startswith("f"):
+                stream.flush()
+            else:
+                stream.write(text)
+    except BrokenPipeError:  # (a reader gone: as the command ends quietly, so does its answer)
+        pass
+    return 0
+
+
+# -- keeping what a command answered --------------------------------------------------------------
+
+class _Tee:
+    """A text stream that records what is written to it, and passes it on."""
+
+    def __init__(self, stream, where: str, chunks: list) -> None:  # type: ignore[no-untyped-def]
+        self._stream, self._where, self._chunks = stream, where, chunks
+        self.raw = False  # whether the bytes beneath were asked for (not recorded), or a write failed
+
+    def write(self, text: str) -> int:
+        self._chunks.append((self._where, text))
+        try:
+            return self._stream.write(text)
+        except BaseException:  # (a reader gone: what was printed is not the whole answer)
+            self.raw = True
+            raise
+
+    def flush(self) -> None:
+        self._chunks.append(("f" + self._where, ""))
+        try:
+            self._stream.flush()
+        except BaseException:
+            self.raw = True
+            raise
+
+    @property
+    def buffer(self):  # type: ignore[no-untyped-def]
+        self.raw = True
+        return self._stream.buffer
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
+class Keeping:
+    """A command of FORMS run in full, what it prints recorded, and kept if it may be."""
+
+    def __init__(self, argv: list[str], here: str) -> None:
+        self.argv, self.here = argv, here
+        self.chunks: list[tuple[str, str]] = []
+        self.tees = (_Tee(sys.stdout, "1", self.chunks), _Tee(sys.stderr, "2", self.chunks))
+        self.streams: tuple | None = (sys.stdout, sys.stderr)
+        sys.stdout, sys.stderr = self.tees  # type: ignore[assignment]
+        self.place = None
+        self.before: tuple | None = None  # what the answer rests on, read as the memory was opened
+        self.asked: tuple | None = None  # git asked then (`_ask`)
+        self.bounds = ("", "")  # (from, until): the clock read then, and the first end of a note in force after it
+
+    def opened(self, place, store, notices: list[str]) -> None:  # type: ignore[no-untyped-def]
+        """The command opened its memory: what its answer will rest on, read now (git asked
+        here, and heard once the command is done: it answers while the command works)."""
+        self._heard()  # (a memory opened twice: what it rests on is read again)
+        self.before = None
+        try:
+            if notices or os.path.realpath(place.root) != os.path.realpath(self.here) or (
+                    os.path.realpath(store.root) != os.path.realpath(os.path.join(self.here, FOLDER))):
+                return
+            start = _now()
+            requests, until, _ = store.start_bounds(start)
+            if requests:
+                return  # (what is late moves with the clock alone)
+            self.place, self.bounds = place, (start, until or "")
+            self.before = _resting(store, self.here, place)
+            self.asked = _ask(self.here, self.before[3])
+        except Exception:  # noqa: BLE001 - what cannot be read is not kept
+            self.before = None
+
+    def _heard(self) -> bytes | None:
+        """What git said as the memory was opened (None: not asked, or not what is kept);
+        the git commands asked then have ended."""
+        asked, self.asked = self.asked, None
+        if asked is None:
+            return None
+        _, _, mirror, paths = self.before or ("", "", "", [])
+        heads = _heard(asked, paths, self.here, mirror)  # (both read to their end, whatever they said)
+        return heads if self.before is not None else None
+
+    def restore(self) -> None:
+        """The command's streams given back (what it printed is recorded until then)."""
+        if self.streams is None:
+            return
+        if not (sys.stdout is self.tees[0] and sys.stderr is self.tees[1]):
+            self.before = None  # (replaced while it ran: what it printed after is not known)
+        sys.stdout, sys.stderr = self.streams
+        self.streams = None
+
+    def finish(self, code: int) -> int:
+        """The command ended with `code` (its streams given back): its answer kept where it
+        may be; `code` returned."""
+        self.restore()
+        heads = self._heard()
+        if code != 0 or self.before is None or heads is None or any(tee.raw for tee in self.tees):
+            return code
+        if any("\r" in text for _, text in self.chunks):
+            return code  # (a long run's progress, at a terminal: not what the next run would print)
+        try:
+            self._keep(heads)
+        except Exception:  # noqa: BLE001 - an answer not kept is answered in full next time
+            pass
+        return code
+
+    def _keep(self, heads: bytes) -> None:
+        """Keep what the command printed, resting on `heads` (what git said as it opened the
+        memory), where git says the same now and the index and the log are as they were."""
+        from pathlib import Path
+
+        from ..storage.store import LOCK_NAME, Store
+        from ..system import files
+
+        moment, header, mirror, paths = self.before  # type: ignore[misc]
+        start, until = self.bounds
+        root = Path(self.here) / FOLDER
+        asked = _ask(self.here, paths)  # (git answers while the store opens)
+        with Store.open(root) as store:
+            now = _resting(store, self.here, self.place)
+            if _heard(asked, paths, self.here, mirror) != heads or now != self.before:
+                return  # (something it rests on moved while it ran)
+            if until and not _now() < until:
+                return  # (a note's end came while it ran)
+            with files.locked(root / LOCK_NAME, 0):
+                if store.moment(store.head()) != moment:
+                    return
+                try:
+                    kept = _read(self.here)
+                except (ValueError, IndexError):
+                    kept = None
+                there = kept[1] if kept is not None and kept[0].decode("ascii") == moment else {}
+                key = _entry_key(self.argv)
+                there.pop(key, None)
+                there[key] = (start, until, mirror, paths, heads, list(self.chunks))
+                while len(there) > MOST:
+                    there.pop(next(iter(there)))
+                data = header + b"\n" + encoded(there)
+                if len(data) > MAX_BYTES:
+                    return
+                files.write_atomic(root / NAME, data, mode=0o600, durable=False)
+                if store.moment(store.head()) != moment:
+                    os.unlink(root / NAME)
+
+
+def _resting(store, here: str, place) -> tuple:  # type: ignore[no-untyped-def]
+    """What an answer read from `store` now rests on, but git's word: (the index's moment, the
+    kept file's header, MEMORY.md's path and the paths git is asked about); ValueError where
+    there is nothing to keep: a log whose folders moved since the index read them, too many
+    anchors, no MEMORY.md in the work tree, or one reached through a link (git would be asked
+    about the file it leads to, not the link)."""
+    import json
+
+    if store.log_stamp() != json.dumps(stamp(os.path.join(here, FOLDER))):
+        raise ValueError("the log moved since the index read it")
+    given = place.mirror_path()
+    mirror = os.path.relpath(os.path.abspath(given), here)
+    if mirror.startswith("..") or mirror != os.path.relpath(os.path.realpath(given), here) or not os.path.isfile(given):
+        raise ValueError("no MEMORY.md in the work tree")
+    anchored = {path for _, path, _ in store.anchors_in_force()}
+    if len(anchored) > MOST_PATHS:
+        raise ValueError("too many anchors")
+    mirror = mirror.replace(os.sep, "/")
+    named = {FOLDER, mirror, *anchored}
+    # a path inside another of them is asked about as part of that folder (ls-tree names the folder alone)
+    paths = sorted(p for p in named if not any(p[:at] in named for at, c in enumerate(p) if c == "/"))
+    moment = store.moment(store.head())
+    return moment, _header(here, moment), mirror, paths

@@ -1,0 +1,536 @@
+"""The commit hooks (`verify --staged`, `export --check --staged`, `anchors check --staged`)
+answer a commit that changes nothing their answer rests on from what they printed last
+(qem_edit.mirror.answered), without SQLite or the store, across commits; and answer in full
+everything else: a change to the memory, MEMORY.md or an anchored file (staged or not), an
+untracked log file, a write, an anchored file gone from HEAD, a merge in progress, a
+memory named otherwise, a note's end passed, a request in force, a kept file damaged,
+planted or brought from another clone.  Each answer is compared with the same command's
+with no kept file: the same exit status and the same bytes on both streams.
+
+Real git and real `qem` processes; commits made by `git commit` (plain, `-am`, `-- PATHS`)
+with a hook script running the three commands, output captured, and by the real pre-commit
+framework running the repository's own hooks."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_precommit import git, git_env
+
+from qem_edit.mirror import answered
+from qem_edit.system.workspace import COMMITS_NAME, KEPT_NAMES
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None or not hasattr(os, "posix_spawnp"),
+                                reason="needs git and posix_spawn")
+
+FULL = ["qem_edit.storage.store", "sqlite3"]  # what a command answered in full loads
+HOOKS = [answered.FORMS[0], answered.FORMS[1], answered.FORMS[2]]
+PROBE = ("import atexit, sys\n"
+         "SAID = sys.argv[1]\n"
+         "def said():\n"
+         f"    with open(SAID, 'a') as out: out.write(repr(sorted(m for m in {FULL!r} if m in sys.modules)) + '\\n')\n"
+         "atexit.register(said)\n"
+         "sys.argv = ['qem', *sys.argv[2:]]\n"
+         "from qem_edit.__main__ import main\n"
+         "main()\n")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """Code, a memory (a note anchored to src/a.py, one anchored to the folder lib, a task)
+    and its MEMORY.md, all committed; a change to code nobody anchored staged."""
+    (tmp_path / "home").mkdir()
+    env = git_env(tmp_path / "home")
+    env.pop("QEM_NOW", None)
+    work = tmp_path / "work"
+    (work / "src").mkdir(parents=True)
+    (work / "lib").mkdir()
+    (work / "src" / "a.py").write_text("a = 1\n")
+    (work / "lib" / "b.py").write_text("b = 1\n")
+    (work / "other.py").write_text("c = 1\n")
+    git("init", "-q", "-b", "main", cwd=work, env=env)
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "code", cwd=work, env=env)
+    for args in (("a is set once", "--kind", "gotcha", "--anchor", "src/a.py"),
+                 ("lib is vendored", "--kind", "directive", "--anchor", "lib"),
+                 ("tidy the build", "--kind", "task")):
+        assert qem(work, env, "add", *args).returncode == 0
+    assert qem(work, env, "export").returncode == 0
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "the memory", "--no-verify", cwd=work, env=env)
+    stage_code(work, env, "c = 2\n")
+    return work, env
+
+
+def qem(work: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "qem_edit", *args], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def stage_code(work: Path, env: dict[str, str], text: str) -> None:
+    (work / "other.py").write_text(text)
+    git("add", "other.py", cwd=work, env=env)
+
+
+def hook(work: Path, env: dict[str, str], form: tuple[str, ...]) -> tuple[tuple[int, str, str], list[str]]:
+    """One commit hook's command in a process of its own, its streams captured as the
+    pre-commit framework captures them: (exit status, stdout, stderr), and which of SQLite
+    and the store it loaded."""
+    said = work.parent / "loaded.txt"
+    said.unlink(missing_ok=True)
+    done = subprocess.run([sys.executable, "-c", PROBE, str(said), *form], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=120)
+    return (done.returncode, done.stdout, done.stderr), eval(said.read_text())  # noqa: S307 - our own probe's list
+
+
+def full(work: Path, env: dict[str, str], form: tuple[str, ...]) -> tuple[int, str, str]:
+    """The same command with no kept answer to go by (which it then keeps)."""
+    (work / ".qem" / COMMITS_NAME).unlink(missing_ok=True)
+    answer, loaded = hook(work, env, form)
+    assert loaded == FULL
+    return answer
+
+
+def kept_then_full(work: Path, env: dict[str, str], kept: bytes) -> list[list[str]]:
+    """Each hook's command as it answers now, with the answers `kept` before in place,
+    checked against its answer in full; which of SQLite and the store each loaded."""
+    found = []
+    for form in HOOKS:
+        (work / ".qem" / COMMITS_NAME).write_bytes(kept)
+        answer, loaded = hook(work, env, form)
+        assert answer == full(work, env, form), form
+        found.append(loaded)
+    return found
+
+
+def primed(work: Path, env: dict[str, str]) -> None:
+    """Each hook's answer kept (run in full once), and each then answered from it."""
+    (work / ".qem" / COMMITS_NAME).unlink(missing_ok=True)
+    for form in HOOKS:
+        assert hook(work, env, form)[1] == FULL, form
+    for form in HOOKS:
+        assert hook(work, env, form)[1] == [], form
+
+
+def test_a_commit_touching_no_memory_is_answered_from_the_last_answer_across_commits(repo) -> None:  # type: ignore[no-untyped-def]
+    work, env = repo
+    for form in HOOKS:
+        first, loaded = hook(work, env, form)
+        assert loaded == FULL and first[0] == 0, first
+        again, loaded = hook(work, env, form)
+        assert loaded == [] and again == first  # the same bytes, without SQLite or the store
+    assert hook(work, env, HOOKS[0])[0] == (0, "", "ok: the log replays cleanly to 3 notes\n")
+    kept = (work / ".qem" / COMMITS_NAME).read_bytes()
+    git("commit", "-qm", "code again", "--no-verify", cwd=work, env=env)  # HEAD moves; the memory does not
+    stage_code(work, env, "c = 3\n")
+    assert kept_then_full(work, env, kept) == [[], [], []]
+
+
+def test_what_is_printed_is_the_kept_answer(repo) -> None:  # type: ignore[no-untyped-def]
+    """The answer given is the one in the file (marked here), with its exit status 0."""
+    work, env = repo
+    primed(work, env)
+    path = work / ".qem" / COMMITS_NAME
+    head, _, body = path.read_bytes().partition(b"\n")
+    entries = answered.entries(body)
+    key = next(k for k in entries if k.split("\0")[0] == "verify --staged")
+    start, until, mirror, paths, heads, chunks = entries[key]
+    entries[key] = (start, until, mirror, paths, heads, [("2", "MARKED\n")])
+    path.write_bytes(head + b"\n" + answered.encoded(entries))
+    assert hook(work, env, HOOKS[0]) == ((0, "", "MARKED\n"), [])
+    assert paths == [".qem", "MEMORY.md", "lib", "src/a.py"]
+
+
+@pytest.mark.parametrize("change", ["anchored file edited", "anchored file staged", "file in an anchored folder staged",
+                                    "untracked file in an anchored folder",
+                                    "MEMORY.md edited", "MEMORY.md staged", "untracked log file", "log file staged",
+                                    "anchored file deleted and committed", "merge in progress", "memory named",
+                                    "a write"])
+def test_a_change_it_rests_on_is_answered_in_full(repo, change: str) -> None:  # type: ignore[no-untyped-def]
+    """Each change, with the answers kept before it put back in place for every command
+    (as if nothing had removed them), is answered in full."""
+    work, env = repo
+    primed(work, env)
+    kept = (work / ".qem" / COMMITS_NAME).read_bytes()
+    if change == "anchored file edited":
+        (work / "src" / "a.py").write_text("a = 2\n")
+    elif change == "anchored file staged":
+        (work / "src" / "a.py").write_text("a = 2\n")
+        git("add", "src/a.py", cwd=work, env=env)
+    elif change in ("file in an anchored folder staged", "untracked file in an anchored folder"):
+        (work / "lib" / "c.py").write_text("c = 1\n")
+        if change.endswith("staged"):
+            git("add", "lib/c.py", cwd=work, env=env)
+    elif change == "MEMORY.md edited":
+        (work / "MEMORY.md").write_text((work / "MEMORY.md").read_text() + "\n- a line by hand\n")
+    elif change == "MEMORY.md staged":
+        (work / "MEMORY.md").write_text((work / "MEMORY.md").read_text() + "\n- a line by hand\n")
+        git("add", "MEMORY.md", cwd=work, env=env)
+    elif change in ("untracked log file", "log file staged"):
+        (work / ".qem" / "events" / "zz").write_bytes(b"\x00not an event\n")
+        if change == "log file staged":
+            git("add", "-f", ".qem/events/zz", cwd=work, env=env)
+    elif change == "anchored file deleted and committed":
+        git("rm", "-q", "src/a.py", cwd=work, env=env)
+        git("commit", "-qm", "gone", "--no-verify", cwd=work, env=env)
+        for _ in range(2):  # (nothing is kept: where the drifted file went is a question of the whole tree)
+            assert [hook(work, env, form)[1] for form in HOOKS] == [FULL] * 3
+    elif change == "merge in progress":
+        head = git("rev-parse", "HEAD", cwd=work, env=env).stdout.strip()
+        (work / ".git" / "MERGE_HEAD").write_text(head + "\n")
+    elif change == "memory named":
+        env = {**env, "QEM_WORKSPACE": str(work)}
+    elif change == "a write":
+        assert qem(work, env, "add", "one more", "--kind", "finding").returncode == 0
+        assert not (work / ".qem" / COMMITS_NAME).exists()  # (every change to the index removes it)
+    assert kept_then_full(work, env, kept) == [FULL] * 3, change
+    if change in ("anchored file edited", "untracked file in an anchored folder"):  # drift in the work tree, listed
+        assert "drift: " in hook(work, env, HOOKS[0])[0][1]
+    if change in ("MEMORY.md edited", "MEMORY.md staged", "log file staged"):
+        assert hook(work, env, HOOKS[0])[0][0] == 1
+
+
+def test_a_failing_answer_is_never_kept(repo) -> None:  # type: ignore[no-untyped-def]
+    """A bad log file committed without the hooks: every commit touching no memory still
+    fails, each time in full (only an answer of exit status 0 is kept)."""
+    work, env = repo
+    (work / ".qem" / "events" / "zz").write_bytes(b"\x00not an event\n")
+    git("add", "-f", ".qem/events/zz", cwd=work, env=env)
+    git("commit", "-qm", "a bad file", "--no-verify", cwd=work, env=env)
+    stage_code(work, env, "c = 9\n")
+    for _ in range(2):
+        answer, loaded = hook(work, env, HOOKS[0])
+        assert answer[0] == 1 and "zz" in answer[1] and loaded == FULL
+
+
+def test_drift_is_listed_as_the_full_check_lists_it(repo) -> None:  # type: ignore[no-untyped-def]
+    """An anchored file changed in the work tree: verify lists the drift in full, every
+    time (never from the answer kept before it), and fails on it when asked."""
+    work, env = repo
+    primed(work, env)
+    (work / "src" / "a.py").write_text("a = 2\n")
+    answer, loaded = hook(work, env, HOOKS[0])
+    assert loaded == FULL and "src/a.py" in answer[1]
+    answer, loaded = hook(work, env, HOOKS[0])
+    assert loaded == FULL and "src/a.py" in answer[1]
+
+
+def test_the_answer_holds_until_a_notes_end(repo) -> None:  # type: ignore[no-untyped-def]
+    work, env = repo
+    ends = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=4)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert qem(work, env, "add", "the freeze ends soon", "--kind", "directive", "--expires", ends).returncode == 0
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "a note with an end", "--no-verify", cwd=work, env=env)
+    stage_code(work, env, "c = 4\n")
+    primed(work, env)
+    while datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") < ends:
+        time.sleep(0.2)
+    for form in HOOKS:
+        answer, loaded = hook(work, env, form)
+        assert loaded == FULL, form
+        (work / ".qem" / COMMITS_NAME).unlink(missing_ok=True)
+        assert answer == hook(work, env, form)[0]
+
+
+def test_a_request_in_force_is_never_kept(repo) -> None:  # type: ignore[no-untyped-def]
+    """What is late moves with the clock alone: while a request is in force every commit
+    hook answers in full."""
+    work, env = repo
+    assert qem(work, env, "add", "review the build", "--kind", "task", "--to", "bob", "--due", "2099-01-01"
+               ).returncode == 0
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "a request", "--no-verify", cwd=work, env=env)
+    stage_code(work, env, "c = 5\n")
+    for form in HOOKS:
+        for _ in range(2):
+            assert hook(work, env, form)[1] == FULL, form
+    assert not (work / ".qem" / COMMITS_NAME).exists()
+
+
+def test_a_damaged_or_planted_kept_file_is_answered_in_full(repo) -> None:  # type: ignore[no-untyped-def]
+    work, env = repo
+    primed(work, env)
+    path = work / ".qem" / COMMITS_NAME
+    good = path.read_bytes()
+    head = good.partition(b"\n")[0]
+    expected = {form: full(work, env, form) for form in HOOKS}
+    for damaged in (b"", b"garbage", head, head + b"\n12:short", head + b"\n999999999999:x", head + b"\n-5:x",
+                    head + b"\n1:a0:0:0:0:99:", good[:-3], good + b"x" * answered.MAX_BYTES,
+                    head.replace(b"qem-commits 1", b"qem-commits 9") + good[len(head):]):
+        path.write_bytes(damaged)
+        for form in HOOKS:
+            answer, loaded = hook(work, env, form)
+            assert answer == expected[form] and "Traceback" not in answer[2], damaged[:40]
+            path.write_bytes(damaged)
+    path.unlink()
+    os.symlink(work / "elsewhere", path)
+    (work / "elsewhere").write_bytes(good)
+    for form in HOOKS:
+        answer, loaded = hook(work, env, form)
+        assert loaded == FULL and answer == expected[form]
+
+
+def test_an_answer_not_resting_on_the_memorys_folder_is_never_used(repo) -> None:  # type: ignore[no-untyped-def]
+    work, env = repo
+    primed(work, env)
+    path = work / ".qem" / COMMITS_NAME
+    head, _, body = path.read_bytes().partition(b"\n")
+    heads = answered._heads(str(work), ["MEMORY.md"], "MEMORY.md")
+    entries = {key: (entry[0], entry[1], "MEMORY.md", ["MEMORY.md"], heads, [("2", "PLANTED\n")])
+               for key, entry in answered.entries(body).items()}
+    path.write_bytes(head + b"\n" + answered.encoded(entries))
+    for form in HOOKS:
+        answer, loaded = hook(work, env, form)
+        assert "PLANTED" not in answer[2] and loaded == FULL, form
+        path.write_bytes(head + b"\n" + answered.encoded(entries))
+
+
+def test_a_kept_file_brought_from_another_clone_is_never_used(repo, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Planted by a commit forcing it in, its answers resting on MEMORY.md alone (which the
+    commit leaves as it is, so git says of it what the answers say)."""
+    work, env = repo
+    primed(work, env)
+    path = work / ".qem" / COMMITS_NAME
+    head, _, body = path.read_bytes().partition(b"\n")
+    heads = answered._heads(str(work), ["MEMORY.md"], "MEMORY.md")
+    assert heads is not None
+    entries = {key: (entry[0], entry[1], "MEMORY.md", ["MEMORY.md"], heads, [("2", "PLANTED\n")])
+               for key, entry in answered.entries(body).items()}
+    path.write_bytes(head + b"\n" + answered.encoded(entries))
+    git("add", "-f", f".qem/{COMMITS_NAME}", cwd=work, env=env)
+    git("commit", "-qm", "a kept answer forced in", "--no-verify", cwd=work, env=env)
+    clone = tmp_path / "clone"
+    git("clone", "-q", str(work), str(clone), cwd=tmp_path, env=env)
+    stage_code(clone, env, "c = 6\n")
+    for form in HOOKS:
+        answer, loaded = hook(clone, env, form)
+        assert "PLANTED" not in answer[2] and loaded == FULL, form
+
+
+def test_real_commits_with_a_pre_commit_hook(repo) -> None:  # type: ignore[no-untyped-def]
+    """`git commit` runs the three hooks (their output captured, as the pre-commit framework
+    captures it): `commit -am` and `commit -- PATHS` (each in an index of its own) and a plain
+    commit; those touching no memory are answered from the last answer, the one that changes
+    the anchored file in full, its drift named and the commit refused."""
+    work, env = repo
+    said = work.parent / "loaded.txt"
+    probe = work.parent / "probe.py"
+    probe.write_text(PROBE)
+    lines = [f"{sys.executable} {probe} {said} {' '.join(form)} >> {work.parent / 'hooks.log'} 2>&1 || exit 1"
+             for form in HOOKS]
+    script = work / ".git" / "hooks" / "pre-commit"
+    script.write_text("#!/bin/sh\n" + "\n".join(lines) + "\n")
+    script.chmod(0o755)
+    git("commit", "-qm", "first", cwd=work, env=env)  # (answers kept)
+    (work / "other.py").write_text("c = 7\n")
+    said.unlink()
+    git("commit", "-qam", "second", cwd=work, env=env)
+    assert said.read_text().splitlines() == ["[]"] * 3
+    (work / "other.py").write_text("c = 8\n")
+    said.unlink()
+    git("commit", "-qm", "third", "--", "other.py", cwd=work, env=env)
+    assert said.read_text().splitlines() == ["[]"] * 3
+    (work / "src" / "a.py").write_text("a = 9\n")
+    said.unlink()
+    done = git("commit", "-qam", "the anchored file", cwd=work, env=env, check=False)
+    assert said.read_text().splitlines() == [repr(FULL)] * 3
+    assert done.returncode == 1  # refused: `anchors check --staged` names the drift (qem-anchors, with --flag, flags it)
+    assert "anchor src/a.py changed" in (work.parent / "hooks.log").read_text()
+
+
+def test_an_answer_is_not_kept_when_what_it_rests_on_moved_while_it_ran(repo, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A log file arrives while `verify --staged` runs (after it opened the memory): what
+    it printed is not kept; run again, it is."""
+    from qem_edit.mirror import staged
+    from qem_edit.shells.quick import run
+
+    work, env = repo
+    monkeypatch.chdir(work)
+    real = staged.verify_staged
+
+    def meanwhile(store, place, **options):  # type: ignore[no-untyped-def]
+        (work / ".qem" / "events" / ".arriving").write_bytes(b"")  # (a file the log reader skips)
+        return real(store, place, **options)
+    monkeypatch.setattr(staged, "verify_staged", meanwhile)
+    assert run(list(HOOKS[0])) == 0
+    assert not (work / ".qem" / COMMITS_NAME).exists()
+    (work / ".qem" / "events" / ".arriving").unlink()
+    monkeypatch.setattr(staged, "verify_staged", real)
+    assert run(list(HOOKS[0])) == 0
+    assert (work / ".qem" / COMMITS_NAME).exists()
+
+
+def test_the_pre_commit_framework_gets_the_kept_answer(repo) -> None:  # type: ignore[no-untyped-def]
+    """The real pre-commit framework running the repository's own hooks (qem-anchors, with
+    --flag, qem-export-check, qem-verify): commits touching no memory pass, the judging hooks
+    keep their answers, and the next run prints the kept one (marked here)."""
+    from test_precommit import local_hooks, pre_commit
+
+    work, env = repo
+    env = {**env, "PRE_COMMIT_HOME": str(work.parent / "pre-commit-home")}
+    (work / ".pre-commit-config.yaml").write_text(local_hooks("qem-anchors", "qem-export-check", "qem-verify"))
+    git("add", ".pre-commit-config.yaml", cwd=work, env=env)
+    assert pre_commit("install", cwd=work, env=env).returncode == 0
+    done = git("commit", "-m", "the hooks", cwd=work, env=env, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    path = work / ".qem" / COMMITS_NAME
+    head, _, body = path.read_bytes().partition(b"\n")
+    entries = answered.entries(body)
+    assert {key.split("\0")[0] for key in entries} == {"verify --staged", "export --check --staged"}
+    key = next(k for k in entries if k.startswith("verify --staged\0"))
+    entries[key] = (*entries[key][:5], [("2", "MARKED by the kept answer\n")])
+    path.write_bytes(head + b"\n" + answered.encoded(entries))
+    stage_code(work, env, "c = 10\n")
+    ran = pre_commit("run", "qem-verify", "--verbose", cwd=work, env=env)
+    assert ran.returncode == 0 and "MARKED by the kept answer" in ran.stdout, ran.stdout + ran.stderr
+    done = git("commit", "-m", "more code", cwd=work, env=env, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_moved_checkout_answers_in_its_new_place(repo) -> None:  # type: ignore[no-untyped-def]
+    """A checkout moved elsewhere keeps its folders' fingerprint: the answer names the new path."""
+    work, env = repo
+    primed(work, env)
+    moved = work.parent / "moved"
+    work.rename(moved)
+    answer, loaded = hook(moved, env, HOOKS[1])
+    assert loaded == FULL and str(moved / "MEMORY.md") in answer[2]
+
+
+def test_memory_md_reached_through_a_link_is_never_kept(repo) -> None:  # type: ignore[no-untyped-def]
+    """MEMORY.md kept at docs/MEMORY.md, docs a link to a folder (which may be pointed
+    elsewhere): nothing is kept (git tracks the link, never a path through it; and the file's
+    real path must be its path)."""
+    work, env = repo
+    (work / "site" / "v1").mkdir(parents=True)
+    (work / "docs").symlink_to("site/v1")
+    settings = work / ".qem" / "config.toml"
+    settings.write_text(settings.read_text() + '\n[export]\npath = "docs/MEMORY.md"\n')
+    git("rm", "-q", "MEMORY.md", cwd=work, env=env)
+    assert qem(work, env, "export").returncode == 0
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "MEMORY.md in docs", "--no-verify", cwd=work, env=env)
+    stage_code(work, env, "c = 11\n")
+    for _ in range(2):
+        assert [hook(work, env, form)[1] for form in HOOKS] == [FULL] * 3
+
+
+def test_memory_md_git_looks_away_from_is_read_as_the_file(repo) -> None:  # type: ignore[no-untyped-def]
+    """git told to assume MEMORY.md unchanged: a hand edit is still seen (the file's own
+    stat is part of what an answer rests on)."""
+    work, env = repo
+    git("update-index", "--assume-unchanged", "MEMORY.md", cwd=work, env=env)
+    primed(work, env)
+    kept = (work / ".qem" / COMMITS_NAME).read_bytes()
+    with (work / "MEMORY.md").open("a") as mirror:
+        mirror.write("\n- a line by hand\n")
+    assert kept_then_full(work, env, kept) == [FULL] * 3
+    assert hook(work, env, HOOKS[1])[0][0] == 1
+
+
+def test_nested_anchors_and_status_settings_still_keep(repo) -> None:  # type: ignore[no-untyped-def]
+    """A note on a folder and one on a file inside it (git lists the folder alone), git's
+    status told to show stashes and the branch: answers are kept and answered all the same."""
+    work, env = repo
+    assert qem(work, env, "add", "src is generated", "--kind", "gotcha", "--anchor", "src").returncode == 0
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "a folder's note", "--no-verify", cwd=work, env=env)
+    git("config", "status.showStash", "true", cwd=work, env=env)
+    git("config", "status.branch", "true", cwd=work, env=env)
+    (work / "scratch.txt").write_text("x\n")
+    git("add", "scratch.txt", cwd=work, env=env)
+    git("stash", "-q", cwd=work, env=env)
+    stage_code(work, env, "c = 12\n")
+    primed(work, env)
+    kept = (work / ".qem" / COMMITS_NAME).read_bytes()
+    assert kept_then_full(work, env, kept) == [[], [], []]
+
+
+def test_a_reader_gone_mid_answer_keeps_nothing(repo) -> None:  # type: ignore[no-untyped-def]
+    """A listing longer than a pipe holds, its reader gone: the command ends quietly, and
+    what it printed before the pipe broke is not kept as its answer."""
+    work, env = repo
+    files = [f"f/{n}.txt" for n in range(90)]
+    (work / "f").mkdir()
+    for name in files:
+        (work / name).write_text("v1\n")
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "files", "--no-verify", cwd=work, env=env)
+    anchors = [word for name in files for word in ("--anchor", name)]
+    assert qem(work, env, "add", "the f files are generated", "--kind", "gotcha", *anchors).returncode == 0
+    assert qem(work, env, "export").returncode == 0
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "a note", "--no-verify", cwd=work, env=env)
+    for name in files:
+        (work / name).write_text("v2\n")
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "drift, unflagged", "--no-verify", cwd=work, env=env)
+    (work / ".qem" / COMMITS_NAME).unlink(missing_ok=True)
+    read, write = os.pipe()
+    os.close(read)
+    done = subprocess.run([sys.executable, "-m", "qem_edit", *HOOKS[0]], cwd=work, env=env, stdout=write,
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+    os.close(write)
+    assert done.returncode == 0 and "Traceback" not in done.stderr
+    assert not (work / ".qem" / COMMITS_NAME).exists()
+    answer, loaded = hook(work, env, HOOKS[0])
+    assert loaded == FULL and answer[1].count("drift: ") == 90
+
+
+def test_odd_streams_and_folders_are_answered_as_before(repo, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Standard output closed, the current folder removed, Ctrl-C while git is asked: each
+    ends as every command ends, never in a traceback."""
+    work, env = repo
+    primed(work, env)
+    closed = subprocess.run(["sh", "-c", f'exec "{sys.executable}" -m qem_edit anchors check --staged >&-'], cwd=work,
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert closed.returncode == 0 and "Traceback" not in closed.stderr, closed.stderr
+    gone = subprocess.run(["sh", "-c", f'mkdir gone && cd gone && rmdir ../gone && exec "{sys.executable}" -m qem_edit'
+                                       " verify --staged"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert gone.returncode != 0 and gone.stderr.startswith("qem: ") and "Traceback" not in gone.stderr, gone.stderr
+    slow = tmp_path / "slowgit"
+    slow.mkdir()
+    (slow / "git").write_text(f'#!/bin/sh\nsleep 5\nexec {shutil.which("git")} "$@"\n')
+    (slow / "git").chmod(0o755)
+    started = subprocess.Popen([sys.executable, "-m", "qem_edit", *HOOKS[0]], cwd=work,
+                               env={**env, "PATH": f"{slow}:{env['PATH']}"}, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(1.0)
+    started.send_signal(signal.SIGINT)
+    out, err = started.communicate(timeout=60)
+    assert started.returncode == 130 and err.endswith("qem: interrupted\n") and "Traceback" not in err, err
+
+
+def test_at_a_terminal_the_answer_is_kept_once_no_progress_is_shown(repo) -> None:  # type: ignore[no-untyped-def]
+    """The pre-commit framework runs hooks on a terminal of their own at a person's terminal:
+    a run that showed the log's replay as progress keeps nothing; the next (from the seal,
+    no progress) keeps its answer, and the one after is answered from it."""
+    work, env = repo
+    (work / ".qem" / COMMITS_NAME).unlink(missing_ok=True)
+    (work / ".qem" / "index.db-verified").unlink(missing_ok=True)
+    said = work.parent / "loaded.txt"
+    found = []
+    for _ in range(3):
+        leader, follower = os.openpty()
+        said.unlink(missing_ok=True)
+        done = subprocess.run([sys.executable, "-c", PROBE, str(said), *HOOKS[0]], cwd=work, env=env,
+                              stdout=follower, stderr=follower, stdin=subprocess.DEVNULL, timeout=120)
+        os.close(follower)
+        os.close(leader)
+        assert done.returncode == 0
+        found.append((eval(said.read_text()), (work / ".qem" / COMMITS_NAME).exists()))  # noqa: S307
+    assert found == [(FULL, False), (FULL, True), ([], True)]
+
+
+def test_the_kept_files_name_is_the_stores(repo) -> None:  # type: ignore[no-untyped-def]
+    """Every change to the index removes the kept answers (they are among KEPT_NAMES)."""
+    assert answered.NAME == COMMITS_NAME and COMMITS_NAME in KEPT_NAMES
