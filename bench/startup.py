@@ -20,9 +20,10 @@ first hook (no ledger yet: the full read), `qem hook claude UserPromptSubmit` na
 nothing in that session, `qem hook claude SessionStart` (a new session
 each time: answered from the reply the last new session was given, qem_edit.reads.starts;
 and, with that reply removed first, read in full), `qem verify --staged`, `qem export --check
---staged`, `qem anchors check --staged` (the commit hooks, on the commit touching no
-memory: answered from what each answered last, qem_edit.mirror.answered; and `verify
---staged` with that answer removed first, in full from the seal of the last clean verify)
+--staged`, `qem anchors check --staged`, and the hooks qem-export (`qem export --staged`)
+and qem-anchors (`qem anchors check --staged --flag`), on the commit touching no memory:
+answered from what each answered last, qem_edit.mirror.answered; and `verify --staged` with
+that answer set aside first, in full from the seal of the last clean verify)
 and `qem add` (MEMORY.md patched).  Copies and subjects alternate within a round,
 so a machine that slows down slows all of them.  After one warm-up round, `--runs`
 rounds are kept; it prints each subject's minimum and median wall time, its median CPU
@@ -110,6 +111,8 @@ def subjects(repo: Path, qem: str) -> dict[str, object]:
         "verify --staged (in full)": lambda n: ([qem, "verify", "--staged"], None),
         "export --check --staged": lambda n: ([qem, "export", "--check", "--staged"], None),
         "anchors check --staged": lambda n: ([qem, "anchors", "check", "--staged"], None),
+        "export --staged (qem-export)": lambda n: ([qem, "export", "--staged"], None),
+        "anchors check --staged --flag (qem-anchors)": lambda n: ([qem, "anchors", "check", "--staged", "--flag"], None),
         "add (MEMORY.md patched)": lambda n: ([qem, "add", f"timed note {n}", "-k", "finding"], None),
     }
 
@@ -160,7 +163,7 @@ def main() -> int:
                 ratio = statistics.median(wall) / statistics.median(r[0] * 1e3 for r in floor)
                 cpu_ratio = statistics.median(cpu) / statistics.median(r[1] * 1e3 for r in floor)
                 codes = ",".join(str(c) for c in sorted({r[2] for r in rows}))
-                print(f"{label:40s} {name:12s} min {min(wall):6.1f} ms, median {statistics.median(wall):6.1f} ms"
+                print(f"{label:44s} {name:12s} min {min(wall):6.1f} ms, median {statistics.median(wall):6.1f} ms"
                       f" (×{ratio:.2f}); CPU median {statistics.median(cpu):6.1f} ms (×{cpu_ratio:.2f}); exit {codes}")
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -32,7 +32,8 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None or not hasattr(os, "
                                 reason="needs git and posix_spawn")
 
 FULL = ["qem_edit.storage.store", "sqlite3"]  # what a command answered in full loads
-HOOKS = [answered.FORMS[0], answered.FORMS[1], answered.FORMS[2]]
+HOOKS = [answered.FORMS[0], answered.FORMS[1], answered.FORMS[2]]  # the hooks that judge
+WRITERS = [("export", "--staged"), ("anchors", "check", "--staged", "--flag")]  # the two that write where asked
 PROBE = ("import atexit, sys\n"
          "SAID = sys.argv[1]\n"
          "def said():\n"
@@ -384,7 +385,8 @@ def test_the_pre_commit_framework_gets_the_kept_answer(repo) -> None:  # type: i
     path = work / ".qem" / COMMITS_NAME
     head, _, body = path.read_bytes().partition(b"\n")
     entries = answered.entries(body)
-    assert {key.split("\0")[0] for key in entries} == {"verify --staged", "export --check --staged"}
+    assert {key.split("\0")[0] for key in entries} == {"verify --staged", "export --check --staged",
+                                                        "anchors check --staged --flag"}
     key = next(k for k in entries if k.startswith("verify --staged\0"))
     entries[key] = (*entries[key][:5], [("2", "MARKED by the kept answer\n")])
     path.write_bytes(head + b"\n" + answered.encoded(entries))
@@ -531,6 +533,62 @@ def test_at_a_terminal_the_answer_is_kept_once_no_progress_is_shown(repo) -> Non
     assert found == [(FULL, False), (FULL, True), ([], True)]
 
 
+def test_the_hooks_that_write_are_answered_where_they_wrote_nothing(repo) -> None:  # type: ignore[no-untyped-def]
+    """qem-export and qem-anchors (with --flag): a commit touching no memory is answered from
+    their last answer, the same bytes; a stale MEMORY.md, a staged anchored change and a
+    missing mirror base each run them in full, and they write as before."""
+    work, env = repo
+    assert set(WRITERS) <= set(answered.FORMS)
+    (work / ".qem" / COMMITS_NAME).unlink(missing_ok=True)
+    first = [hook(work, env, form) for form in WRITERS]
+    assert [loaded for _, loaded in first] == [FULL, FULL]
+    assert [hook(work, env, form) for form in WRITERS] == [(answer, []) for answer, _ in first]
+    kept = (work / ".qem" / COMMITS_NAME).read_bytes()
+
+    (work / ".qem" / "mirror-base.md").unlink()
+    answer, loaded = hook(work, env, WRITERS[0])
+    assert loaded == FULL and answer == first[0][0] and (work / ".qem" / "mirror-base.md").is_file()
+
+    assert qem(work, env, "add", "one more", "--kind", "finding").returncode == 0
+    git("checkout", "MEMORY.md", cwd=work, env=env)  # the rendering before the note: stale
+    (work / ".qem" / COMMITS_NAME).write_bytes(kept)
+    answer, loaded = hook(work, env, WRITERS[0])
+    assert loaded == FULL and "one more" in (work / "MEMORY.md").read_text()
+    assert qem(work, env, "export", "--check").returncode == 0
+
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "a note", "--no-verify", cwd=work, env=env)
+    primed_writers = [hook(work, env, form)[1] for form in WRITERS] + [hook(work, env, form)[1] for form in WRITERS]
+    assert primed_writers == [FULL, FULL, [], []]
+    kept = (work / ".qem" / COMMITS_NAME).read_bytes()
+    (work / "src" / "a.py").write_text("a = 13\n")
+    git("add", "src/a.py", cwd=work, env=env)
+    (work / ".qem" / COMMITS_NAME).write_bytes(kept)
+    answer, loaded = hook(work, env, WRITERS[1])
+    assert loaded == FULL and answer[0] == 1 and "flagged stale: #" in answer[1] + answer[2]
+    assert "a is set once" in qem(work, env, "list", "--state", "stale").stdout
+
+
+def test_what_is_printed_before_the_memory_opens_is_not_kept(repo, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`qem export` settles the log files a merge left unmerged before it opens the memory,
+    and says so: that run's answer is not kept (its next run would settle nothing)."""
+    from qem_edit.shells import shell
+    from qem_edit.shells.quick import run
+
+    work, env = repo
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(shell, "_settle_log", lambda *args: shell.say("settled .qem/events/x, which the merge left"))
+    assert run(list(WRITERS[0])) == 0
+    assert not (work / ".qem" / COMMITS_NAME).exists()
+    monkeypatch.undo()
+    monkeypatch.chdir(work)
+    assert run(list(WRITERS[0])) == 0
+    assert (work / ".qem" / COMMITS_NAME).exists()
+
+
 def test_the_kept_files_name_is_the_stores(repo) -> None:  # type: ignore[no-untyped-def]
-    """Every change to the index removes the kept answers (they are among KEPT_NAMES)."""
-    assert answered.NAME == COMMITS_NAME and COMMITS_NAME in KEPT_NAMES
+    """Every change to the index removes the kept answers (they are among KEPT_NAMES); the
+    mirror's base is export's."""
+    from qem_edit.mirror.export import MIRROR_BASE
+
+    assert answered.NAME == COMMITS_NAME and COMMITS_NAME in KEPT_NAMES and answered.BASE == MIRROR_BASE

@@ -1,7 +1,7 @@
 """What a commit hook answered, kept beside the index: a commit touching no memory loads no qem.
 
 The commit hooks (`qem verify --staged`, `qem export --check --staged`, `qem anchors check
---staged`) run on every commit, and nearly every commit changes neither the memory's folder,
+--staged`; `qem export --staged` and `qem anchors check --staged --flag`, below) run on every commit, and nearly every commit changes neither the memory's folder,
 nor MEMORY.md, nor a file a note is anchored to: what they answer then is what they answered
 for the last commit.  The first one to answer at a moment of the index keeps what it printed
 beside the index (`.qem/index.db-commits`, ignored by git as SQLite's own files are), with
@@ -33,9 +33,16 @@ What an answer rests on, and is kept only where git itself vouches for it:
   agent session: a session's notes are its own; the length of short ids), this qem (its
   version, where it is installed, and when this module was written there) and this Python.
 
+The two hooks that write where the commit asks it (`qem export --staged`, which renders a
+stale MEMORY.md, and `qem anchors check --staged --flag`, which flags drift) are kept alike
+where they wrote nothing: a write moves what the answer rests on (MEMORY.md, the log, git's
+index), and `.qem/mirror-base.md`, which an export finding MEMORY.md current writes again
+where it is missing or of another rendering, is part of what it rests on too.
+
 Kept only for an exit status of 0, from a run in which none of these moved (each read as the
-memory is opened, git answering while the command works, and again after it), that said no
-notice on opening the memory (a first index built, a forget arrived), wrote nothing to a
+memory is opened, git answering while the command works, and again after it), that printed
+nothing before opening the memory (a log file a merge left unmerged, settled) and said no
+notice on opening it (a first index built, a forget arrived), wrote nothing to a
 stream's bytes directly, lost no reader mid-answer (a broken pipe), and showed no progress
 (a long replay, at a terminal: the pre-commit framework gives hooks a terminal of their own
 at a person's).  Not kept, and not answered from, where a merge, rebase, cherry-pick or
@@ -61,7 +68,11 @@ from ..system import gitspawn
 
 NAME = "index.db-commits"  # under .qem/, ignored with the index (`/index.db-*`)
 VERSION = 1  # of the file's form
-FORMS = (("verify", "--staged"), ("export", "--check", "--staged"), ("anchors", "check", "--staged"))
+# the hooks that judge, and the two that write only where the commit asks it (qem-export renders a
+# stale MEMORY.md, qem-anchors flags drift): where they wrote nothing, what they print is an answer
+FORMS = (("verify", "--staged"), ("export", "--check", "--staged"), ("anchors", "check", "--staged"),
+         ("export", "--staged"), ("anchors", "check", "--staged", "--flag"))
+BASE = "mirror-base.md"  # what `qem export` last wrote, beside the index (qem_edit.mirror.export.MIRROR_BASE)
 MAX_BYTES = 1 << 20
 MOST_PATHS = 2000  # anchored paths named to git on one command line; a memory with more is answered in full
 MOST = 8  # answers kept for one moment (a command, folder and session each)
@@ -279,7 +290,12 @@ def _heard(asked: tuple, paths: list[str], here: str, mirror: str) -> bytes | No
         seen = os.lstat(os.path.join(here, mirror))
     except OSError:
         return None
-    return listed_out + b"\0\0%d:%d:%d:%d" % (seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns, seen.st_ino)
+    try:  # (`qem export`, finding MEMORY.md current, writes this again where it is not there or not of it)
+        base = os.lstat(os.path.join(here, FOLDER, BASE))
+        kept = b"%d:%d:%d" % (base.st_size, base.st_mtime_ns, base.st_ino)
+    except OSError:
+        kept = b"-"
+    return listed_out + b"\0\0%d:%d:%d:%d\0%s" % (seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns, seen.st_ino, kept)
 
 
 def _replay(chunks: list[tuple[str, str]]) -> int:
@@ -354,7 +370,7 @@ class Keeping:
         self._heard()  # (a memory opened twice: what it rests on is read again)
         self.before = None
         try:
-            if notices or os.path.realpath(place.root) != os.path.realpath(self.here) or (
+            if notices or self.chunks or os.path.realpath(place.root) != os.path.realpath(self.here) or (
                     os.path.realpath(store.root) != os.path.realpath(os.path.join(self.here, FOLDER))):
                 return
             start = _now()
