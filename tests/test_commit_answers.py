@@ -14,6 +14,7 @@ framework running the repository's own hooks."""
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import shutil
 import signal
@@ -26,7 +27,7 @@ import pytest
 from test_precommit import git, git_env
 
 from qem_edit.mirror import answered
-from qem_edit.system.workspace import COMMITS_NAME, KEPT_NAMES
+from qem_edit.system.workspace import COMMITS_NAME, KEPT_NAMES, STATE_DIR
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None or not hasattr(os, "posix_spawnp"),
                                 reason="needs git and posix_spawn")
@@ -34,10 +35,10 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None or not hasattr(os, "
 FULL = ["qem_edit.storage.store", "sqlite3"]  # what a command answered in full loads
 HOOKS = [answered.FORMS[0], answered.FORMS[1], answered.FORMS[2]]  # the hooks that judge
 WRITERS = [("export", "--staged"), ("anchors", "check", "--staged", "--flag")]  # the two that write where asked
-PROBE = ("import atexit, sys\n"
+PROBE = ("import atexit, json, sys\n"
          "SAID = sys.argv[1]\n"
          "def said():\n"
-         f"    with open(SAID, 'a') as out: out.write(repr(sorted(m for m in {FULL!r} if m in sys.modules)) + '\\n')\n"
+         f"    with open(SAID, 'a') as out: out.write(json.dumps(sorted(m for m in {FULL!r} if m in sys.modules)) + '\\n')\n"
          "atexit.register(said)\n"
          "sys.argv = ['qem', *sys.argv[2:]]\n"
          "from qem_edit.__main__ import main\n"
@@ -89,7 +90,7 @@ def hook(work: Path, env: dict[str, str], form: tuple[str, ...]) -> tuple[tuple[
     said.unlink(missing_ok=True)
     done = subprocess.run([sys.executable, "-c", PROBE, str(said), *form], cwd=work, env=env, capture_output=True,
                           text=True, timeout=120)
-    return (done.returncode, done.stdout, done.stderr), eval(said.read_text())  # noqa: S307 - our own probe's list
+    return (done.returncode, done.stdout, done.stderr), json.loads(said.read_text())
 
 
 def full(work: Path, env: dict[str, str], form: tuple[str, ...]) -> tuple[int, str, str]:
@@ -342,7 +343,7 @@ def test_real_commits_with_a_pre_commit_hook(repo) -> None:  # type: ignore[no-u
     (work / "src" / "a.py").write_text("a = 9\n")
     said.unlink()
     done = git("commit", "-qam", "the anchored file", cwd=work, env=env, check=False)
-    assert said.read_text().splitlines() == [repr(FULL)] * 3
+    assert said.read_text().splitlines() == [json.dumps(FULL)] * 3
     assert done.returncode == 1  # refused: `anchors check --staged` names the drift (qem-anchors, with --flag, flags it)
     assert "anchor src/a.py changed" in (work.parent / "hooks.log").read_text()
 
@@ -529,7 +530,7 @@ def test_at_a_terminal_the_answer_is_kept_once_no_progress_is_shown(repo) -> Non
         os.close(follower)
         os.close(leader)
         assert done.returncode == 0
-        found.append((eval(said.read_text()), (work / ".qem" / COMMITS_NAME).exists()))  # noqa: S307
+        found.append((json.loads(said.read_text()), (work / ".qem" / COMMITS_NAME).exists()))
     assert found == [(FULL, False), (FULL, True), ([], True)]
 
 
@@ -588,7 +589,9 @@ def test_what_is_printed_before_the_memory_opens_is_not_kept(repo, monkeypatch) 
 
 def test_the_kept_files_name_is_the_stores(repo) -> None:  # type: ignore[no-untyped-def]
     """Every change to the index removes the kept answers (they are among KEPT_NAMES); the
-    mirror's base is export's."""
+    mirror's base is export's, the memory's folder the workspace's (each named again in
+    qem_edit.mirror.answered, which imports neither module)."""
     from qem_edit.mirror.export import MIRROR_BASE
 
     assert answered.NAME == COMMITS_NAME and COMMITS_NAME in KEPT_NAMES and answered.BASE == MIRROR_BASE
+    assert answered.FOLDER == STATE_DIR

@@ -79,7 +79,7 @@ MOST = 8  # answers kept for one moment (a command, folder and session each)
 SIDES = ("MERGE_HEAD", "REBASE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD")  # a commit judged against another side too
 # the memory or the clock named otherwise, or a fault asked for: answered in full
 UNSET = ("QEM_WORKSPACE", "QEM_STORE", "QEM_NOW", "QEM_FAULT", "QEM_FAULT_AFTER_N")
-FOLDER = ".qem"
+FOLDER = ".qem"  # the memory's folder (qem_edit.system.workspace.STATE_DIR, not imported: it brings pathlib)
 
 
 # -- answering from what was kept (no qem module but this one and the log's fingerprint) --------------

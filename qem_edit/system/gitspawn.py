@@ -7,7 +7,7 @@ it asks.  This module starts git with `os.posix_spawnp` instead, two side by sid
 caller wants both, in the environment every git command of qem's gets (gitrepo's too):
 every GIT_* variable dropped but GIT_CONFIG_NOSYSTEM, and git's index file as a hook is
 given it (GIT_INDEX_FILE) kept only where it is this repository's.  Where posix_spawn is not
-there (Windows), nothing starts, and the caller asks gitrepo.
+there (Windows), nothing starts: the commit hook is answered in full, as before.
 """
 
 from __future__ import annotations
