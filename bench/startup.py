@@ -8,7 +8,7 @@ Each NAME=VENV is a virtual environment with qem installed in it (a wheel, as a 
 installs it: `python -m venv V && V/bin/pip install dist/qem_edit-*.whl`), so two commits
 are compared by installing each into its own venv.  For every copy the bench loads the
 749-note corpus (fixtures/corpus-749.jsonl; with `--notes N`, fixtures/generate.py's N notes,
-seed 749) into a git repository, exports and commits it
+seed 749) into a git repository, adds a gotcha anchored to a file of its own, exports and commits it
 with a code file, seals it with `qem verify --staged`, then stages a change to the code
 file: a commit touching no memory; and starts a Claude Code session in it (a SessionStart).
 A second such repository takes `qem add`'s writes, so the first stays as committed.
@@ -16,8 +16,9 @@ A second such repository takes `qem add`'s writes, so the first stays as committ
 A round runs, for every copy in turn, its interpreter's `python -c pass` (the floor) and
 each subject once: `qem hook claude PreToolUse` on an Edit with nothing due, in the session
 under way (the call an agent makes hundreds of times a session) and as a new session's
-first hook (no ledger yet: the full read), `qem hook claude UserPromptSubmit` naming
-nothing in that session, `qem hook claude SessionStart` (a new session
+first hook (no ledger yet: the full read), and on an Edit of the file a gotcha is anchored
+to, as a new session's first hook (the call held, the note its reason: read in full),
+`qem hook claude UserPromptSubmit` naming nothing in that session, `qem hook claude SessionStart` (a new session
 each time: answered from the reply the last new session was given, qem_edit.reads.starts;
 and, with that reply removed first, read in full), `qem verify --staged`, `qem export --check
 --staged`, `qem anchors check --staged`, and the hooks qem-export (`qem export --staged`)
@@ -79,6 +80,8 @@ def repository(where: Path, qem: str, corpus: Path) -> Path:
             raise SystemExit(f"{' '.join(argv)} in {where}: {done.stderr.strip()}")
     run("git", "init", "-q")
     run(qem, "load", str(corpus))
+    (where / "other.py").write_text("b = 1\n")
+    run(qem, "add", "other.py keeps b first: the parser reads it by position", "-k", "gotcha", "--anchor", "other.py")
     run(qem, "export")
     (where / "code.py").write_text("a = 1\n")
     run("git", "add", "-A")
@@ -95,6 +98,7 @@ def repository(where: Path, qem: str, corpus: Path) -> Path:
 
 def subjects(repo: Path, qem: str) -> dict[str, object]:
     edit = {"tool_name": "Edit", "tool_input": {"file_path": str(repo / "code.py"), "old_string": "a", "new_string": "b"}}
+    held = {"tool_name": "Edit", "tool_input": {"file_path": str(repo / "other.py"), "old_string": "b", "new_string": "c"}}
 
     def hook(event: str, extra: dict, session: str) -> object:
         """A hook of `session` (a new session each round where it ends in `-`)."""
@@ -104,6 +108,7 @@ def subjects(repo: Path, qem: str) -> dict[str, object]:
     return {
         "hook PreToolUse (an Edit, nothing due)": hook("PreToolUse", edit, UNDER_WAY),
         "hook PreToolUse (a session's first hook)": hook("PreToolUse", edit, "first-"),
+        "hook PreToolUse (an Edit giving a note)": hook("PreToolUse", held, "gives-"),
         "hook UserPromptSubmit (nothing new)": hook("UserPromptSubmit", {"prompt": "Please go on."}, UNDER_WAY),
         "hook SessionStart (a new session)": hook("SessionStart", {"source": "startup"}, "start-"),
         "hook SessionStart (read in full)": hook("SessionStart", {"source": "startup"}, "full-"),

@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 PRODUCT = ("qem_edit", "renderer", "reconciler")
 MAX_LINES = 50
 # The pure cores read no database, clock, terminal or command-line framework.
-IMPURE = {"sqlite3", "typer", "click", "time", "datetime", "subprocess", "filelock"}
+IMPURE = {"sqlite3", "_sqlite3", "typer", "click", "time", "datetime", "subprocess", "filelock"}
 PURE_CORES = ("renderer", "reconciler")
 PURE_MODULES = tuple(f"qem_edit/base/{name}.py" for name in (
     "vocabulary", "stored_form", "triggers", "replay", "decisions", "resolver"))
@@ -66,6 +66,7 @@ def _imports(tree: ast.AST) -> set[str]:
                 out.add(node.module.split(".")[0])
             elif node.module:
                 out.add("." + node.module.split(".")[-1] if node.level else node.module)
+            out.update("sqlite3" for a in node.names if a.name == "sqlite3")  # (SQLite as qem_edit.system.db names it)
     return out
 
 
@@ -111,7 +112,7 @@ _SQL_TEXT = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|WHERE|JOIN|PRAGMA)\b| IN
 def _sql(tree: ast.AST) -> list[str]:
     found = [f"{node.func.attr}() at line {node.lineno}" for node in ast.walk(tree)
              if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _STATEMENTS]
-    return found + (["imports sqlite3"] if "sqlite3" in _imports(tree) else [])
+    return found + (["imports sqlite3"] if {"sqlite3", "_sqlite3"} & _imports(tree) else [])
 
 
 def _sql_text(tree: ast.AST) -> list[str]:
@@ -410,12 +411,12 @@ def test_no_module_calls_a_private_helper_of_another() -> None:
     assert set(PRIVATE_CROSSINGS) <= named, f"stale PRIVATE_CROSSINGS entries: {set(PRIVATE_CROSSINGS) - named}"
 
 
-# git is started by one module: every git command qem runs is a function of gitrepo.py, named
+# git is named by one module: every git command qem runs is a function of gitrepo.py, named
 # for what it answers, so its environment (GIT_* dropped, the hook's own index kept), its
-# timeout and what a missing git means are decided once; gitspawn.py, which gitrepo takes that
-# environment from, starts the two a kept commit answer asks without the subprocess module.
+# timeout and what a missing git means are decided once; gitspawn.py starts each of them with
+# nothing but `os` (gitrepo falls back on subprocess only without posix_spawn), and the two a
+# kept commit answer asks, in the same environment.
 GIT_MODULE = "qem_edit/system/gitrepo.py"
-# ...and, with nothing but `os`, for the commit hooks' kept answers, in the same environment
 SPAWN_MODULE = "qem_edit/system/gitspawn.py"
 _STARTS = {"subprocess": None, "os": ("system", "popen", "exec", "spawn", "posix_spawn")}
 

@@ -32,7 +32,7 @@ from qem_edit.system.workspace import COMMITS_NAME, KEPT_NAMES, STATE_DIR
 pytestmark = pytest.mark.skipif(shutil.which("git") is None or not hasattr(os, "posix_spawnp"),
                                 reason="needs git and posix_spawn")
 
-FULL = ["qem_edit.storage.store", "sqlite3"]  # what a command answered in full loads
+FULL = ["_sqlite3", "qem_edit.storage.store"]  # what a command answered in full loads
 HOOKS = [answered.FORMS[0], answered.FORMS[1], answered.FORMS[2]]  # the hooks that judge
 WRITERS = [("export", "--staged"), ("anchors", "check", "--staged", "--flag")]  # the two that write where asked
 PROBE = ("import atexit, json, sys\n"

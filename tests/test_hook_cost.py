@@ -112,11 +112,11 @@ def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: P
     (tmp_path / "code.py").write_text("a = 2\n")
     subprocess.run(["git", "add", "code.py"], cwd=tmp_path, check=True)
     unused = ("typer", "click", "dataclasses", "inspect", "typing", "tomllib", "hashlib", "_hashlib",
-              "qem_edit.renderer.format")
+              "qem_edit.renderer.format", "sqlite3", "datetime", "subprocess")
     # answered from what they answered last (qem_edit.mirror.answered): nothing of the standard
     # library the interpreter had not loaded as it started (an editable install's finder loads
     # pathlib and re before qem does), and none of qem's store
-    unused_kept = (*unused, "pathlib", "re", "enum", "json", "subprocess", "sqlite3", "datetime",
+    unused_kept = (*unused, "pathlib", "re", "enum", "json", "_sqlite3",
                    "qem_edit.storage.store", "qem_edit.shells.quick")
     for argv, said in ((["verify", "--staged"], "ok: the log replays cleanly to 1 note"),
                        (["export", "--check", "--staged"], ""),
@@ -146,7 +146,8 @@ def test_a_harness_hook_imports_nothing_its_moment_does_not_use(tmp_path: Path, 
     given |= ({"tool_name": "Edit", "tool_input": {"file_path": str(tmp_path / "x.py")}} if event == "PreToolUse"
               else {"source": "startup"})
     unused = ("qem_edit.storage.verify_reads", "qem_edit.storage.selection", "qem_edit.system.cores", "typing",
-              "qem_edit.base.shown", "qem_edit.base.resolver", "qem_edit.base.owing", "qem_edit.reads.context")
+              "qem_edit.base.shown", "qem_edit.base.resolver", "qem_edit.base.owing", "qem_edit.reads.context",
+              "sqlite3", "datetime", "subprocess")  # (SQLite's own module, not the package around it: qem_edit.system.db)
     unused += ("qem_edit.reads.tiers",) if event == "PreToolUse" else ()  # (nothing to fit: no fitting loaded)
     probe = (f"import gc, sys; sys.argv = ['qem', 'hook', 'claude', {event!r}]\n"
              "from qem_edit.__main__ import main\ncode = 0\n"
@@ -168,7 +169,7 @@ def test_an_add_imports_nothing_a_write_does_not_use(tmp_path: Path) -> None:
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     assert run_qem("add", "a first note", "-k", "task", cwd=tmp_path).returncode == 0
     assert run_qem("export", cwd=tmp_path).returncode == 0
-    unused = ("typer", "click", "dataclasses", "inspect", "typing", "tomllib")
+    unused = ("typer", "click", "dataclasses", "inspect", "typing", "tomllib", "sqlite3", "datetime", "subprocess")
     probe = ("import gc, sys; sys.argv = ['qem', 'add', 'a second note', '-k', 'gotcha']\n"
              "from qem_edit.__main__ import main\ncode = 0\n"
              "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"

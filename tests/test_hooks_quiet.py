@@ -41,7 +41,7 @@ def loaded(top: Path, payload: dict, session: str = "s1") -> tuple[str, list[str
     probe = ("import sys; sys.argv = ['qem', 'hook', 'claude', 'PreToolUse']\n"
              "from qem_edit.__main__ import main\n"
              "try:\n    main()\nexcept SystemExit:\n    pass\n"
-             "print(sorted(m for m in ('sqlite3', 'qem_edit.storage.store') if m in sys.modules), file=sys.stderr)")
+             "print(sorted(m for m in ('_sqlite3', 'qem_edit.storage.store') if m in sys.modules), file=sys.stderr)")
     data = json.dumps({"session_id": session, "hook_event_name": "PreToolUse", "cwd": str(top), **payload})
     done = subprocess.run([sys.executable, "-c", probe], input=data, capture_output=True, text=True, cwd=top, timeout=60)
     return done.stdout, json.loads(done.stderr.strip().splitlines()[-1].replace("'", '"'))
@@ -63,13 +63,13 @@ def frozen_clock(top: Path):  # type: ignore[no-untyped-def]
 def test_an_edit_with_nothing_due_opens_no_index(project) -> None:  # type: ignore[no-untyped-def]
     top = project["top"]
     out, opened = loaded(top, EDIT_README)  # a session's first hook: no ledger, read in full
-    assert out == "" and opened == ["qem_edit.storage.store", "sqlite3"]
+    assert out == "" and opened == ["_sqlite3", "qem_edit.storage.store"]
     assert claude(top, "SessionStart", source="startup")
     assert (top / ".qem" / MOMENTS_NAME).is_file()
     out, opened = loaded(top, EDIT_README)
     assert out == "" and opened == []
     out, opened = loaded(top, {"tool_name": "Edit", "tool_input": {"file_path": str(top / "src/lock.py")}})
-    assert "Release the lock before the restart" in out and opened == ["qem_edit.storage.store", "sqlite3"]
+    assert "Release the lock before the restart" in out and opened == ["_sqlite3", "qem_edit.storage.store"]
     out, opened = loaded(top, {"tool_name": "Edit", "tool_input": {"file_path": str(top / "src/lock.py")}})
     assert out == "" and opened == []  # given whole (the call held, then made again): nothing new
 
@@ -338,7 +338,7 @@ def prompted(top: Path, session: str, prompt: str, env: dict | None = None) -> t
     probe = ("import sys; sys.argv = ['qem', 'hook', 'claude', 'UserPromptSubmit']\n"
              "from qem_edit.__main__ import main\n"
              "try:\n    main()\nexcept SystemExit:\n    pass\n"
-             "print(sorted(m for m in ('sqlite3', 'qem_edit.storage.store') if m in sys.modules), file=sys.stderr)")
+             "print(sorted(m for m in ('_sqlite3', 'qem_edit.storage.store') if m in sys.modules), file=sys.stderr)")
     data = json.dumps({"session_id": session, "hook_event_name": "UserPromptSubmit", "cwd": str(top), "prompt": prompt})
     done = subprocess.run([sys.executable, "-c", probe], input=data, capture_output=True, text=True, cwd=top,
                           timeout=60, env={**os.environ, **(env or {})})
@@ -405,7 +405,7 @@ def test_a_prompt_after_a_compaction_gives_the_compactions_notes(project) -> Non
     assert prompted(top, "s1", "hello") == ("", [])
     assert claude(top, "PreCompact", trigger="auto", custom_instructions="") == ""
     out, opened = prompted(top, "s1", "go on")
-    assert opened == ["qem_edit.storage.store", "sqlite3"] and f"[#{project['rule']}]" in out
+    assert opened == ["_sqlite3", "qem_edit.storage.store"] and f"[#{project['rule']}]" in out
 
 
 def test_a_prompt_gives_the_notes_declaring_the_prompt_moment(project) -> None:  # type: ignore[no-untyped-def]
@@ -425,7 +425,7 @@ def test_a_change_another_session_read_first_is_said_at_the_next_prompt(project)
         assert claude(top, "SessionStart", session=session, source="startup")
     assert f"[#{project['lock']}]" in prompted(top, "a", "look at src/lock.py")[0]
     assert run_qem("supersede", str(project["lock"]), "Release the lock, then restart", cwd=top).returncode == 0
-    assert prompted(top, "c", "hello")[1] == ["qem_edit.storage.store", "sqlite3"]
+    assert prompted(top, "c", "hello")[1] == ["_sqlite3", "qem_edit.storage.store"]
     assert prompted(top, "c", "hello")[1] == []  # (the digest is of the changed index)
     out, _ = prompted(top, "a", "hello")
     assert "Changed since given earlier" in out and "Release the lock, then restart" in out

@@ -23,7 +23,7 @@ from qem_edit.system import ledger
 from qem_edit.system.workspace import STARTS_NAME
 
 NOW = "2026-12-05T12:00:00Z"
-FULL = ["qem_edit.reads.session", "qem_edit.storage.store", "sqlite3"]  # what a full read loads
+FULL = ["_sqlite3", "qem_edit.reads.session", "qem_edit.storage.store"]  # what a full read loads
 
 
 def start(top: Path, session: str, event: str = "SessionStart", env: dict | None = None,
@@ -166,7 +166,7 @@ def test_a_sessions_own_session_notes_are_read_in_full(project) -> None:  # type
     first, opened = start(top, "s1")
     assert opened == FULL and "Scratch" not in context(first)  # another session's: hidden
     other, opened = start(top, "s2")  # (the store is opened to end the notes of sessions gone: no read)
-    assert opened == ["qem_edit.storage.store", "sqlite3"] and other == first
+    assert opened == ["_sqlite3", "qem_edit.storage.store"] and other == first
     helper, opened = start(top, "s1", "SubagentStart", agent_id="a0", agent_type="Explore")  # kept for subagents
     assert opened == FULL and "Scratch" not in context(helper)
     mine, opened = start(top, "s9", "SubagentStart", agent_id="a1", agent_type="Explore")

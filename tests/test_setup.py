@@ -752,7 +752,7 @@ def test_the_module_imports_nothing_slow_at_its_top() -> None:
     done = subprocess.run([sys.executable, "-c", "import sys, qem_edit.shells.setup; print(sorted(sys.modules))"],
                           capture_output=True, text=True, check=True, env=dict(os.environ))
     loaded = set(json.loads(done.stdout.replace("'", '"')))
-    assert not loaded & {"qem_edit.reads.delivery", "qem_edit.storage.store", "tomllib", "shlex", "shutil", "typer", "sqlite3"}
+    assert not loaded & {"qem_edit.reads.delivery", "qem_edit.storage.store", "tomllib", "shlex", "shutil", "typer", "sqlite3", "_sqlite3"}
 
 
 def test_codex_setup_says_whether_codex_will_run_the_hooks_and_how_to_trust_them(top: Path, tmp_path, monkeypatch,

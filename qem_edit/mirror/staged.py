@@ -126,8 +126,10 @@ def verify_staged(store: Store, place, **options):  # type: ignore[no-untyped-de
     from .verify import finished, late, verify_report
 
     tree = work_tree(place.root)
-    seal = _seal(store, tree.top) if tree.git else None
-    if seal is not None and seal == _sealed(store) and _quiet(store, place, tree, options):
+    folder = _relative(tree.top, store.root) if tree.git else None
+    asked = gitrepo.commit_files(tree.top, folder) if folder is not None else None  # (git's three answers at once)
+    seal = _seal(store, tree.top, asked) if asked is not None else None
+    if seal is not None and seal == _sealed(store) and _quiet(store, place, tree, options, asked[2]):
         return late(finished(store, place, [], [], [], None, options.get("disputes_fail", False),
                              options.get("drift_fail", False), tree), store, options.get("late_fail", False))
     verdict = staged_verdict(store, place)
@@ -157,16 +159,17 @@ def verify_staged(store: Store, place, **options):  # type: ignore[no-untyped-de
 VERIFIED = "index.db-verified"  # under .qem/, ignored by git with the index (`/index.db-*`)
 
 
-def _seal(store: Store, top: Path) -> str | None:
+def _seal(store: Store, top: Path, asked: tuple[set[str], dict[str, str], list[str]]) -> str | None:
     """What a clean verify of this memory vouches for, as one digest; None where git's index
-    (of the work tree at `top`) is not what the work tree holds under the memory's folder."""
+    (of the work tree at `top`) is not what the work tree holds under the memory's folder.
+    `asked`: what git said of the commit's files (gitrepo.commit_files)."""
     from .. import __version__
     from ..base.ids import sha256_hex  # (not hashlib: OpenSSL's start-up is a tenth of this hook's budget)
 
     folder = _relative(top, store.root)
-    if folder is None or gitrepo.unstaged_files(top, [folder]):
+    unstaged, staged, _ = asked
+    if folder is None or unstaged:
         return None
-    staged = gitrepo.staged_files(top, [folder])
     names = {n[len(folder) + 1:] for n in staged if n.startswith(folder + "/")}
     if f"{folder}/config.toml" not in staged or not store.tree.names() <= names:
         return None  # an untracked log file (or an untracked memory): the commit does not hold what is read
@@ -191,17 +194,17 @@ def _seal_with(store: Store, seal: str) -> None:
         pass  # a memory that cannot be written is verified in full each time
 
 
-def _quiet(store: Store, place, tree, options: dict) -> bool:  # type: ignore[no-untyped-def]
+def _quiet(store: Store, place, tree, options: dict, touched: list[str]) -> bool:  # type: ignore[no-untyped-def]
     """Whether the commit being made in `tree` (anchors.WorkTree) changes, against HEAD,
     nothing under the memory's folder, not MEMORY.md, no anchored file or folder (and no
-    `--base` or `--repair` asks for more than the commit)."""
+    `--base` or `--repair` asks for more than the commit).  `touched`: the paths it changes
+    (gitrepo.staged_changes)."""
     from ..reads.drift import with_folders
 
     if options.get("base") is not None or options.get("repair"):
         return False
     folder = _relative(tree.top, store.root)
     mirror = _relative(tree.top, place.mirror_path())
-    touched = gitrepo.staged_changes(tree.top)
     if folder is None or any(p == mirror or p.startswith(folder + "/") for p in touched):
         return False
     return not store.anchors_in_force(with_folders(touched)) if touched else True

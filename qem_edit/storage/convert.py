@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from ..base.replay import Event
 from ..base.shown import progress
 from ..base.stored_form import is_timestamp, normalize_text
 from ..base.vocabulary import EVENT_TYPES, TextError
+from ..system.db import sqlite3
 from .logtree import LogFileError, TextRecord, event_bytes, event_from, event_object
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -29,6 +28,7 @@ from ..base.replay import Event, Note, Rival, fold
 from ..base.vocabulary import EVENT_TYPES, KIND_RANK
 from ..renderer.version import FORMAT_VERSION
 from ..system import db
+from ..system.db import sqlite3
 from .logtree import PACKS, PART_BYTES, LogFileError, LogTree, PackPart, PackReading, TextRecord, pack_part
 
 TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)

@@ -7,11 +7,11 @@ qem_edit.storage.index.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 
 from ..base.vocabulary import KIND_RANK
 from ..system import db
+from ..system.db import sqlite3
 
 
 def items_of_notes(conn: sqlite3.Connection, note_ids: Iterable[str]) -> dict[str, list[bytes]]:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Iterator
 
 from ..base.vocabulary import KIND_RANK
 from ..system import db
+from ..system.db import sqlite3
 from .reading import IndexReads
 
 # of the short ids of a block of MEMORY.md's items (a JSON array), those no note shows or whose

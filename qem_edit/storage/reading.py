@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from ..base.vocabulary import LIVE_STATES
 from ..system import db
+from ..system.db import sqlite3
 
 LIVE = ("active", "stale")  # the states of a note in force (vocabulary.LIVE_STATES), as bound into SQL
 IN_FORCE = "state IN ('active', 'stale')"  # the same, spelled out for the index's SQL

@@ -7,12 +7,12 @@ store's connection attaches to tell what is new.  Both are thrown away after use
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 from ..base.replay import Event
 from ..system import db
+from ..system.db import sqlite3
 from .index import EVENT_COLUMNS, Index, event_from_row, event_values
 from .logtree import LogTree, TextRecord
 

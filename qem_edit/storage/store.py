@@ -15,7 +15,6 @@ construction: files are added, and only a forget deletes one (a text).
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from ..base.faults import checkpoint
 from ..base.replay import Event, Note, replay
 from ..base.times import utc_now
 from ..system import db
+from ..system.db import sqlite3
 from ..system.workspace import CONFIG_NAME, INDEX_NAME, KEPT_NAMES
 from . import starting
 from .delivery_reads import DeliveryReads

@@ -8,7 +8,6 @@ and one int per note (for the cycles) instead of every note in memory.
 from __future__ import annotations
 
 import itertools
-import sqlite3
 from array import array
 from collections.abc import Iterable, Iterator
 
@@ -16,6 +15,7 @@ from ..base import ids
 from ..base.replay import Note
 from ..base.vocabulary import LIVE_STATES
 from ..system import db
+from ..system.db import sqlite3
 from ..system.db import Connection
 from .index import NOTE_COLUMNS, note_from_row, shorts
 

@@ -7,13 +7,13 @@ qem_edit.reads.removals through the store, qem_edit.storage.secrets).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Iterator
 
 from ..base import ids
 from ..base.replay import Event
 from ..base.shown import progress
 from ..system import db
+from ..system.db import sqlite3
 from .index import EVENT_COLUMNS, NOTE_COLUMNS, event_from_row
 from .reading import IndexReads
 

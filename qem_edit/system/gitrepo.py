@@ -2,16 +2,15 @@
 
 Every git command qem runs, each a function named for what it answers: is this a git
 work tree and where is its top, what did a file hold at a revision, what does git's index
-hold, what did a change touch, and the log as committed at a revision.  No other module
-starts git but qem_edit.system.gitspawn, which starts it without the subprocess module for
-the commit hooks' kept answers, in the same environment (tests/test_code_shape.py holds
-it); plain `git` commands, run only where an answer needs them."""
+hold, what did a change touch, and the log as committed at a revision; plain `git`
+commands, run only where an answer needs them.  Each is started by qem_edit.system.gitspawn
+(with os.posix_spawn, not the subprocess module, which only Windows loads here), the one
+other module that starts git, in the same environment (tests/test_code_shape.py holds it)."""
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
 from collections.abc import Container
 from pathlib import Path
 
@@ -19,17 +18,28 @@ from ..base import errors
 from . import gitspawn
 
 
-def _git(cwd: Path, *args: str, input: bytes | None = None, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def _git(cwd: Path, *args: str, input: bytes | None = None, extra: dict[str, str] | None = None) -> gitspawn.Ran:
     env = gitspawn.base_env()
     env.update(extra or {})
     try:
-        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, input=input, env=env, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        if isinstance(exc, FileNotFoundError) and not _missing:
+        if gitspawn.SPAWNS:  # (without the subprocess module: its import costs a hook more than git)
+            return gitspawn.run(os.fspath(cwd), list(args), env, input=input, timeout=TIMEOUT_S)
+        import subprocess
+
+        try:
+            done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, input=input, env=env, timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError("git ran past its time") from None
+        return gitspawn.Ran(done.returncode, done.stdout, done.stderr)
+    except TimeoutError:
+        raise errors.BadInput(f"cannot run git: git {' '.join(args[:3])} timed out after {TIMEOUT_S} seconds") from None
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError) and exc.filename == "git" and not _missing:
             _missing.append(True)
         raise errors.BadInput(f"cannot run git: {exc}") from None
 
 
+TIMEOUT_S = 120
 _missing: list[bool] = []  # a run found no `git` on the PATH (noted as it happens: asking costs a PATH walk)
 
 
@@ -269,11 +279,15 @@ def git_dir(top: Path) -> Path | None:
 
 def staged_files(top: Path, paths: list[str]) -> dict[str, str]:
     """The files under these paths (relative to `top`) in git's index: path → blob id."""
-    done = _git(top, "--literal-pathspecs", "ls-files", "-s", "-z", "--", *paths, extra=index_env(top))
+    done = _git(top, *_STAGED_FILES, *paths, extra=index_env(top))
     if done.returncode != 0:
         raise errors.BadInput(f"cannot read git's index: {done.stderr.decode(errors='replace').strip()}")
+    return _listed_blobs(done.stdout)
+
+
+def _listed_blobs(listed: bytes) -> dict[str, str]:
     out = {}
-    for record in done.stdout.split(b"\0"):
+    for record in listed.split(b"\0"):
         meta, _, name = record.partition(b"\t")
         if name:
             out[name.decode("utf-8", "surrogateescape")] = meta.split()[1].decode()
@@ -282,8 +296,44 @@ def staged_files(top: Path, paths: list[str]) -> dict[str, str]:
 
 def unstaged_files(top: Path, paths: list[str]) -> set[str]:
     """The tracked files under these paths whose work-tree copy differs from the index's."""
-    done = _git(top, "--literal-pathspecs", "diff-files", "--name-only", "-z", "--", *paths, extra=index_env(top))
-    return {n.decode("utf-8", "surrogateescape") for n in done.stdout.split(b"\0") if n}
+    done = _git(top, *_UNSTAGED_FILES, *paths, extra=index_env(top))
+    return _names(done.stdout)
+
+
+_STAGED_FILES = ("--literal-pathspecs", "ls-files", "-s", "-z", "--")
+_UNSTAGED_FILES = ("--literal-pathspecs", "diff-files", "--name-only", "-z", "--")
+_STAGED_CHANGES = ("diff", "--cached", "--name-only", "--no-renames", "-z")
+
+
+def _names(listed: bytes) -> set[str]:
+    return set(_name_list(listed))
+
+
+def _name_list(listed: bytes) -> list[str]:
+    return [name for name in listed.decode("utf-8", "surrogateescape").split("\0") if name]
+
+
+def commit_files(top: Path, folder: str) -> tuple[set[str], dict[str, str], list[str]]:
+    """`unstaged_files(top, [folder])`, `staged_files(top, [folder])` and
+    `staged_changes(top)`, asked of git side by side: what a commit hook that judges the
+    commit's files asks first (one after another, it pays for three git starts in turn).
+    One that fails is asked again alone, to fail as it does alone (or, for the changes, to
+    list every staged path where there is no HEAD yet)."""
+    extra = index_env(top)
+    env = {**gitspawn.base_env(), **extra}
+    asks = [[*_UNSTAGED_FILES, folder], [*_STAGED_FILES, folder], [*_STAGED_CHANGES, "HEAD"]]
+    if gitspawn.SPAWNS:
+        try:
+            unstaged, staged, changes = gitspawn.run_together(os.fspath(top), asks, env, timeout=TIMEOUT_S)
+        except TimeoutError:
+            raise errors.BadInput(f"cannot run git: git {' '.join(asks[1][1:3])} timed out after {TIMEOUT_S} seconds") from None
+        except OSError:
+            pass  # (no git, no folder: as _git says it, below)
+        else:
+            return (_names(unstaged.stdout),
+                    _listed_blobs(staged.stdout) if staged.returncode == 0 else staged_files(top, [folder]),
+                    _name_list(changes.stdout) if changes.returncode == 0 else staged_changes(top))
+    return unstaged_files(top, [folder]), staged_files(top, [folder]), staged_changes(top)
 
 
 def index_entries(top: Path, paths: list[str] | None = None) -> list[tuple[bytes, str, str, str]]:
@@ -313,12 +363,12 @@ def staged_changes(top: Path, parent: str = "HEAD") -> list[str]:
     """The paths git's index changes against commit `parent` (every staged path before the
     first commit): both sides of a rename."""
     extra = index_env(top)
-    done = _git(top, "diff", "--cached", "--name-only", "--no-renames", "-z", parent, extra=extra)
+    done = _git(top, *_STAGED_CHANGES, parent, extra=extra)
     if done.returncode != 0 and not has_commits(top):  # no HEAD yet: everything staged is new
         done = _git(top, "ls-files", "-z", extra=extra)
     if done.returncode != 0:
         raise errors.BadInput(f"cannot compare git's index with HEAD: {done.stderr.decode(errors='replace').strip()}")
-    return [name for name in done.stdout.decode("utf-8", "surrogateescape").split("\0") if name]
+    return _name_list(done.stdout)
 
 
 def files_seen(top: Path, folder: str) -> set[str]:

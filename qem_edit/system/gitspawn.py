@@ -1,19 +1,23 @@
-"""git started with nothing but `os`: where a command's whole cost is a few git answers.
+"""Every git command started, with nothing but `os`.
 
-qem_edit.system.gitrepo runs every other git command qem runs, with the subprocess module;
-importing that (and pathlib, which gitrepo's callers speak in) costs a commit hook answered
-from what it answered last (qem_edit.mirror.answered) as much again as the two git commands
-it asks.  This module starts git with `os.posix_spawnp` instead, two side by side where the
-caller wants both, in the environment every git command of qem's gets (gitrepo's too):
+No subprocess module: its import costs a command more than the git it runs.  Every git
+command qem runs is started here (qem_edit.system.gitrepo names each one for what it
+answers): `run` runs one to its end, its input written and both of its streams read side by
+side; `started` and `output` start several at once and read each when wanted, where a caller
+asks git more than one question (the commit hooks' kept answers, qem_edit.mirror.answered;
+the sealed `verify --staged`).  All in the environment every git command of qem's gets:
 every GIT_* variable dropped but GIT_CONFIG_NOSYSTEM, and git's index file as a hook is
 given it (GIT_INDEX_FILE) kept only where it is this repository's.  Where posix_spawn is not
-there (Windows), nothing starts: the commit hook is answered in full, as before.
+there (Windows), nothing starts here: gitrepo runs git with the subprocess module, and the
+commit hooks answer in full.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+
+SPAWNS = hasattr(os, "posix_spawnp")  # (not on Windows)
 
 
 def git_dir(top: str) -> str | None:
@@ -89,3 +93,126 @@ def output(start: tuple[int, int] | None) -> bytes | None:
         os.close(read)
         _, status = os.waitpid(pid, 0)
     return b"".join(parts) if os.waitstatus_to_exitcode(status) == 0 else None
+
+
+class Ran:
+    """A git command run to its end: its exit status and what it wrote to each stream."""
+
+    __slots__ = ("returncode", "stdout", "stderr")
+
+    def __init__(self, returncode: int, stdout: bytes, stderr: bytes) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def run(cwd: str, args: list[str], env: dict[str, str], input: bytes | None = None, timeout: float = 120.0) -> Ran:
+    """`git ARGS` run in the folder `cwd` (`git -C`), `input` on its standard input (else
+    nothing: it never reads this process's), to its end.  Raises what the subprocess module
+    raised for the same: FileNotFoundError where git is not on the PATH or `cwd` is no
+    folder, TimeoutError where git ran past `timeout` seconds (it is killed), and anything
+    raised meanwhile (a Ctrl-C) once git is killed and waited for."""
+    return _run(cwd, [args], env, input, timeout)[0]
+
+
+def run_together(cwd: str, asks: list[list[str]], env: dict[str, str], timeout: float = 120.0) -> list[Ran]:
+    """Each of `asks` (git's arguments) run as `run` runs one (with no input), all started
+    at once, so that they run side by side; their answers in the same order.  Where one
+    cannot start, or a Ctrl-C comes, every one started is killed and waited for."""
+    return _run(cwd, asks, env, None, timeout)
+
+
+def _run(cwd: str, asks: list[list[str]], env: dict[str, str], input: bytes | None, timeout: float) -> list[Ran]:
+    """`run_together`, `input` given to the first."""
+    import signal
+    import time
+
+    if not os.path.isdir(cwd):
+        raise FileNotFoundError(2, "No such file or directory", cwd)
+    ends: list[int] = []  # every pipe end still open here, closed on the way out
+    pids: list[int] = []  # every git started, in order
+    done: list[Ran] = []  # the answers of those waited for
+    try:
+        pipes = []
+        for n, args in enumerate(asks):
+            out, out_w = _pipe(ends)
+            err, err_w = _pipe(ends)
+            if n or input is None:
+                given, given_w = os.open(os.devnull, os.O_RDONLY), -1
+                ends.append(given)
+            else:
+                given, given_w = _pipe(ends)
+            pids.append(os.posix_spawnp("git", ["git", "-C", cwd, *args], env, file_actions=[
+                (os.POSIX_SPAWN_DUP2, given, 0), (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, err_w, 2)],
+                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ)))  # (as subprocess leaves them: Python ignores SIGPIPE)
+            for fd in (out_w, err_w, given):  # git's ends: it holds its own copies
+                _close(fd, ends)
+            pipes.append((out, err, given_w))
+        deadline = time.monotonic() + timeout
+        for n, (out, err, given_w) in enumerate(pipes):
+            read = _communicate(out, err, given_w, (input or b"") if n == 0 else b"", deadline, ends)
+            _, status = os.waitpid(pids[n], 0)
+            done.append(Ran(os.waitstatus_to_exitcode(status), read[out], read[err]))
+        return done
+    finally:
+        for pid in pids[len(done):]:  # (started, not waited for: a failure or a Ctrl-C on the way)
+            _kill(pid)
+        for fd in ends:
+            os.close(fd)
+
+
+def _pipe(ends: list[int]) -> tuple[int, int]:
+    read, write = os.pipe()
+    ends += [read, write]
+    return read, write
+
+
+def _close(fd: int, ends: list[int]) -> None:
+    ends.remove(fd)
+    os.close(fd)
+
+
+def _communicate(out: int, err: int, given: int, data: bytes, deadline: float, ends: list[int]) -> dict[int, bytes]:
+    """Both streams read to their ends while `data` is written to `given` (-1: nothing to
+    write) and `given` then closed, side by side, so that neither side waits on a full
+    pipe; TimeoutError past `deadline` (time.monotonic's)."""
+    import select
+    import time
+
+    parts: dict[int, list[bytes]] = {out: [], err: []}
+    poller = select.poll()
+    for fd in parts:
+        poller.register(fd, select.POLLIN)
+    reading, sent = set(parts), 0
+    if given >= 0:
+        os.set_blocking(given, False)
+        poller.register(given, select.POLLOUT)
+    while reading or given >= 0:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("git ran past its time")
+        for fd, _ in poller.poll(left * 1000):
+            if fd == given:
+                try:
+                    sent += os.write(given, data[sent:sent + (1 << 16)])
+                except BrokenPipeError:  # git ended without reading it all: what it said is read
+                    sent = len(data)
+                if sent >= len(data):
+                    poller.unregister(given)
+                    _close(given, ends)  # (the end of git's input)
+                    given = -1
+            elif chunk := os.read(fd, 1 << 16):
+                parts[fd].append(chunk)
+            else:
+                poller.unregister(fd)
+                reading.discard(fd)
+    return {fd: b"".join(chunks) for fd, chunks in parts.items()}
+
+
+def _kill(pid: int) -> None:
+    """git ended (a run past its time, or interrupted) and waited for."""
+    import signal
+
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    os.waitpid(pid, 0)

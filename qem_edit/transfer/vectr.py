@@ -30,7 +30,6 @@ import hashlib
 import json
 import re
 import shutil
-import sqlite3
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from ..base.triggers import trigger_data, trigger_problem, triggers_of
 from ..base.vocabulary import KINDS, MOVE_BY_EVENT, PRIORITIES, PROVENANCES, TRIGGER_ATTRIBUTES, TextError, Trigger
 from ..storage.logtree import TextRecord, event_bytes
 from ..system import anchors
+from ..system.db import sqlite3
 
 # vectr's created actor → the provenance a note had at creation (vectr's promote
 # overwrites the column; SCHEMA.md section 7)

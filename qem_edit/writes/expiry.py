@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
 from pathlib import Path
 
 from ..base import errors
@@ -57,6 +56,8 @@ def ttl_seconds(given: str, what: str = "--ttl") -> int:
 def end_given(given: str) -> str | None:
     """`--expires`: a date (YYYY-MM-DD, its start, UTC), a UTC time (YYYY-MM-DDTHH:MM:SSZ),
     or `none`; the UTC time it names (None for none)."""
+    from datetime import datetime  # (only a write that names an end: an add loads no datetime)
+
     if given.strip().lower() == NONE:
         return None
     text = given.strip()
@@ -100,6 +101,8 @@ def asked(expires: str | None, ttl: str | None) -> Asked:
 
 def shifted(moment: str, seconds: int) -> str:
     """`moment` (a UTC time) plus `seconds`; BadInput past the year 9999."""
+    from datetime import datetime, timedelta
+
     try:
         return (datetime.strptime(moment, _STAMP) + timedelta(seconds=seconds)).strftime(_STAMP)
     except OverflowError:
