@@ -194,17 +194,18 @@ def _seal_with(store: Store, seal: str) -> None:
         pass  # a memory that cannot be written is verified in full each time
 
 
-def _quiet(store: Store, place, tree, options: dict, touched: list[str]) -> bool:  # type: ignore[no-untyped-def]
+def _quiet(store: Store, place, tree, options: dict, touched: list[str] | None) -> bool:  # type: ignore[no-untyped-def]
     """Whether the commit being made in `tree` (anchors.WorkTree) changes, against HEAD,
     nothing under the memory's folder, not MEMORY.md, no anchored file or folder (and no
-    `--base` or `--repair` asks for more than the commit).  `touched`: the paths it changes
-    (gitrepo.staged_changes)."""
+    `--base` or `--repair` asks for more than the commit).  `touched`: the paths it changes,
+    where git listed them already (gitrepo.commit_files)."""
     from ..reads.drift import with_folders
 
     if options.get("base") is not None or options.get("repair"):
         return False
     folder = _relative(tree.top, store.root)
     mirror = _relative(tree.top, place.mirror_path())
+    touched = touched if touched is not None else gitrepo.staged_changes(tree.top)
     if folder is None or any(p == mirror or p.startswith(folder + "/") for p in touched):
         return False
     return not store.anchors_in_force(with_folders(touched)) if touched else True

@@ -34,7 +34,7 @@ def _git(cwd: Path, *args: str, input: bytes | None = None, extra: dict[str, str
     except TimeoutError:
         raise errors.BadInput(f"cannot run git: git {' '.join(args[:3])} timed out after {TIMEOUT_S} seconds") from None
     except OSError as exc:
-        if isinstance(exc, FileNotFoundError) and exc.filename == "git" and not _missing:
+        if isinstance(exc, FileNotFoundError) and exc.filename in ("git", None) and not _missing:  # (not the folder)
             _missing.append(True)
         raise errors.BadInput(f"cannot run git: {exc}") from None
 
@@ -211,7 +211,7 @@ def changed_paths(top: Path, old: str | None, new: str | None) -> set[str]:
     if old is None:
         commands = [("ls-files", "-z", "-c", "-o", "--exclude-standard")]
     else:
-        commands = [("diff", "--name-only", "--no-renames", "-z", old, *([new] if new else []))]
+        commands = [("diff", "--name-only", "--no-renames", "-z", old, *([new] if new else []), "--")]
         if new is None:
             commands.append(("ls-files", "-z", "-o", "--exclude-standard"))
     out: set[str] = set()
@@ -313,27 +313,28 @@ def _name_list(listed: bytes) -> list[str]:
     return [name for name in listed.decode("utf-8", "surrogateescape").split("\0") if name]
 
 
-def commit_files(top: Path, folder: str) -> tuple[set[str], dict[str, str], list[str]]:
+def commit_files(top: Path, folder: str) -> tuple[set[str], dict[str, str], list[str] | None]:
     """`unstaged_files(top, [folder])`, `staged_files(top, [folder])` and
     `staged_changes(top)`, asked of git side by side: what a commit hook that judges the
     commit's files asks first (one after another, it pays for three git starts in turn).
-    One that fails is asked again alone, to fail as it does alone (or, for the changes, to
-    list every staged path where there is no HEAD yet)."""
-    extra = index_env(top)
-    env = {**gitspawn.base_env(), **extra}
-    asks = [[*_UNSTAGED_FILES, folder], [*_STAGED_FILES, folder], [*_STAGED_CHANGES, "HEAD"]]
+    The files staged, where git failed to list them, are asked again alone, to fail as they
+    do alone; the changes, where git failed to list them, are None: the caller asks
+    `staged_changes` if it needs them (which lists every staged path where there is no HEAD
+    yet, and says git's failure otherwise)."""
+    asks = [[*_UNSTAGED_FILES, folder], [*_STAGED_FILES, folder], [*_STAGED_CHANGES, "HEAD", "--"]]
     if gitspawn.SPAWNS:
         try:
-            unstaged, staged, changes = gitspawn.run_together(os.fspath(top), asks, env, timeout=TIMEOUT_S)
+            unstaged, staged, changes = gitspawn.run_together(os.fspath(top), asks,
+                                                              {**gitspawn.base_env(), **index_env(top)}, TIMEOUT_S)
         except TimeoutError:
-            raise errors.BadInput(f"cannot run git: git {' '.join(asks[1][1:3])} timed out after {TIMEOUT_S} seconds") from None
+            raise errors.BadInput(f"cannot run git: git timed out after {TIMEOUT_S} seconds") from None
         except OSError:
             pass  # (no git, no folder: as _git says it, below)
         else:
             return (_names(unstaged.stdout),
                     _listed_blobs(staged.stdout) if staged.returncode == 0 else staged_files(top, [folder]),
-                    _name_list(changes.stdout) if changes.returncode == 0 else staged_changes(top))
-    return unstaged_files(top, [folder]), staged_files(top, [folder]), staged_changes(top)
+                    _name_list(changes.stdout) if changes.returncode == 0 else None)
+    return unstaged_files(top, [folder]), staged_files(top, [folder]), None
 
 
 def index_entries(top: Path, paths: list[str] | None = None) -> list[tuple[bytes, str, str, str]]:
@@ -363,7 +364,7 @@ def staged_changes(top: Path, parent: str = "HEAD") -> list[str]:
     """The paths git's index changes against commit `parent` (every staged path before the
     first commit): both sides of a rename."""
     extra = index_env(top)
-    done = _git(top, *_STAGED_CHANGES, parent, extra=extra)
+    done = _git(top, *_STAGED_CHANGES, parent, "--", extra=extra)
     if done.returncode != 0 and not has_commits(top):  # no HEAD yet: everything staged is new
         done = _git(top, "ls-files", "-z", extra=extra)
     if done.returncode != 0:

@@ -3,9 +3,9 @@
 No subprocess module: its import costs a command more than the git it runs.  Every git
 command qem runs is started here (qem_edit.system.gitrepo names each one for what it
 answers): `run` runs one to its end, its input written and both of its streams read side by
-side; `started` and `output` start several at once and read each when wanted, where a caller
-asks git more than one question (the commit hooks' kept answers, qem_edit.mirror.answered;
-the sealed `verify --staged`).  All in the environment every git command of qem's gets:
+side, and `run_together` several at once (the sealed `verify --staged`'s three questions);
+`started` and `output`, with nothing more than `os`, the two a commit hook's kept answer asks
+(qem_edit.mirror.answered).  All in the environment every git command of qem's gets:
 every GIT_* variable dropped but GIT_CONFIG_NOSYSTEM, and git's index file as a hook is
 given it (GIT_INDEX_FILE) kept only where it is this repository's.  Where posix_spawn is not
 there (Windows), nothing starts here: gitrepo runs git with the subprocess module, and the
@@ -68,7 +68,7 @@ def started(top: str, env: dict[str, str], *args: str) -> tuple[int, int] | None
         try:
             pid = os.posix_spawnp("git", ["git", "-C", top, *args], env, file_actions=[
                 (os.POSIX_SPAWN_DUP2, null, 0), (os.POSIX_SPAWN_DUP2, write, 1), (os.POSIX_SPAWN_DUP2, null, 2),
-                (os.POSIX_SPAWN_CLOSE, read)])
+                *_inherited()])  # (the pipe's read end closes at exec: it is never inheritable)
         finally:
             os.close(null)
     except (OSError, AttributeError):
@@ -91,8 +91,8 @@ def output(start: tuple[int, int] | None) -> bytes | None:
             parts.append(chunk)
     finally:
         os.close(read)
-        _, status = os.waitpid(pid, 0)
-    return b"".join(parts) if os.waitstatus_to_exitcode(status) == 0 else None
+        status = _waited(pid)
+    return b"".join(parts) if status == 0 else None
 
 
 class Ran:
@@ -106,10 +106,13 @@ class Ran:
 
 def run(cwd: str, args: list[str], env: dict[str, str], input: bytes | None = None, timeout: float = 120.0) -> Ran:
     """`git ARGS` run in the folder `cwd` (`git -C`), `input` on its standard input (else
-    nothing: it never reads this process's), to its end.  Raises what the subprocess module
-    raised for the same: FileNotFoundError where git is not on the PATH or `cwd` is no
-    folder, TimeoutError where git ran past `timeout` seconds (it is killed), and anything
-    raised meanwhile (a Ctrl-C) once git is killed and waited for."""
+    nothing: it never reads this process's), to its end, as `subprocess.run` with
+    `capture_output` ran it: no file descriptor of this process's but the three given,
+    SIGPIPE and SIGXFSZ at their defaults.  Raises what subprocess raised for the same:
+    FileNotFoundError where git is not on the PATH or `cwd` is no folder, PermissionError
+    where `cwd` may not be entered, TimeoutError where git ran past `timeout` seconds (it
+    is killed), and anything raised meanwhile (a Ctrl-C: git is given a quarter of a second
+    to end on its own, as subprocess gives it, its locks then let go) once git is waited for."""
     return _run(cwd, [args], env, input, timeout)[0]
 
 
@@ -127,6 +130,8 @@ def _run(cwd: str, asks: list[list[str]], env: dict[str, str], input: bytes | No
 
     if not os.path.isdir(cwd):
         raise FileNotFoundError(2, "No such file or directory", cwd)
+    if not os.access(cwd, os.X_OK):
+        raise PermissionError(13, "Permission denied", cwd)
     ends: list[int] = []  # every pipe end still open here, closed on the way out
     pids: list[int] = []  # every git started, in order
     done: list[Ran] = []  # the answers of those waited for
@@ -141,20 +146,20 @@ def _run(cwd: str, asks: list[list[str]], env: dict[str, str], input: bytes | No
             else:
                 given, given_w = _pipe(ends)
             pids.append(os.posix_spawnp("git", ["git", "-C", cwd, *args], env, file_actions=[
-                (os.POSIX_SPAWN_DUP2, given, 0), (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, err_w, 2)],
-                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ)))  # (as subprocess leaves them: Python ignores SIGPIPE)
+                (os.POSIX_SPAWN_DUP2, given, 0), (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, err_w, 2),
+                *_inherited()], setsigdef=(signal.SIGPIPE, signal.SIGXFSZ)))  # (Python ignores SIGPIPE)
             for fd in (out_w, err_w, given):  # git's ends: it holds its own copies
                 _close(fd, ends)
             pipes.append((out, err, given_w))
         deadline = time.monotonic() + timeout
         for n, (out, err, given_w) in enumerate(pipes):
             read = _communicate(out, err, given_w, (input or b"") if n == 0 else b"", deadline, ends)
-            _, status = os.waitpid(pids[n], 0)
-            done.append(Ran(os.waitstatus_to_exitcode(status), read[out], read[err]))
+            done.append(Ran(_waited(pids[n]), read[out], read[err]))
         return done
+    except BaseException as exc:
+        _end(pids[len(done):], grace=0.0 if isinstance(exc, TimeoutError) else 0.25)
+        raise
     finally:
-        for pid in pids[len(done):]:  # (started, not waited for: a failure or a Ctrl-C on the way)
-            _kill(pid)
         for fd in ends:
             os.close(fd)
 
@@ -207,12 +212,55 @@ def _communicate(out: int, err: int, given: int, data: bytes, deadline: float, e
     return {fd: b"".join(chunks) for fd, chunks in parts.items()}
 
 
-def _kill(pid: int) -> None:
-    """git ended (a run past its time, or interrupted) and waited for."""
+def _end(pids: list[int], grace: float) -> None:
+    """Each git of `pids` (started, not waited for: a run past its time, a failure or a
+    Ctrl-C on the way) ended and waited for: given `grace` seconds to end on its own first
+    (a Ctrl-C at a terminal reaches git too, which then lets go of its locks), then killed."""
     import signal
+    import time
 
+    deadline = time.monotonic() + grace
+    for pid in pids:
+        try:
+            while os.waitpid(pid, os.WNOHANG) == (0, 0):  # (not ended yet)
+                if time.monotonic() >= deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    break
+                time.sleep(0.005)
+        except ChildProcessError:  # not this process's to wait for (SIGCHLD ignored): ended all the same
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _waited(pid: int) -> int:
+    """git's exit status, once it ended; 0 where this process may not wait for it (a parent
+    that set SIGCHLD to be ignored: the system reaped it), as subprocess takes it."""
     try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    os.waitpid(pid, 0)
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return 0
+    return os.waitstatus_to_exitcode(status)
+
+
+def _inherited() -> list[tuple[int, int]]:
+    """Closing every file descriptor above 2 this process would let a program it starts
+    inherit (subprocess closes them all): git, and any filter or helper it runs, holds none
+    of this process's pipes open."""
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        try:
+            named = os.listdir(folder)
+        except OSError:
+            continue
+        out = []
+        for name in named:
+            fd = int(name)
+            try:
+                if fd > 2 and os.get_inheritable(fd):
+                    out.append((os.POSIX_SPAWN_CLOSE, fd))
+            except OSError:
+                pass  # (the folder's own descriptor, closed once listed)
+        return out
+    return []
