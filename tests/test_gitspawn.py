@@ -148,7 +148,7 @@ def test_without_posix_spawn_git_runs_as_before(repo: Path, monkeypatch: pytest.
     ran = [gitrepo._git(repo, *args, input=given) for args, given in ASKS]
     assert [(r.returncode, r.stdout, r.stderr) for r in ran] == [(r.returncode, r.stdout, r.stderr) for r in spawned]
     assert gitrepo.commit_files(repo, ".") == (gitrepo.unstaged_files(repo, ["."]), gitrepo.staged_files(repo, ["."]),
-                                               None)  # (the changes asked by the caller that needs them)
+                                               gitrepo.staged_changes(repo))
 
 
 @pytest.mark.parametrize("case", ["changes", "no HEAD yet", "a hook's own index", "no such folder in git"])

@@ -128,7 +128,7 @@ def verify_staged(store: Store, place, **options):  # type: ignore[no-untyped-de
     tree = work_tree(place.root)
     folder = _relative(tree.top, store.root) if tree.git else None
     asked = gitrepo.commit_files(tree.top, folder) if folder is not None else None  # (git's three answers at once)
-    seal = _seal(store, tree.top, asked) if asked is not None else None
+    seal = _seal(store, folder, asked) if asked is not None else None
     if seal is not None and seal == _sealed(store) and _quiet(store, place, tree, options, asked[2]):
         return late(finished(store, place, [], [], [], None, options.get("disputes_fail", False),
                              options.get("drift_fail", False), tree), store, options.get("late_fail", False))
@@ -159,16 +159,15 @@ def verify_staged(store: Store, place, **options):  # type: ignore[no-untyped-de
 VERIFIED = "index.db-verified"  # under .qem/, ignored by git with the index (`/index.db-*`)
 
 
-def _seal(store: Store, top: Path, asked: tuple[set[str], dict[str, str], list[str]]) -> str | None:
+def _seal(store: Store, folder: str, asked: tuple[set[str], dict[str, str], list[str] | None]) -> str | None:
     """What a clean verify of this memory vouches for, as one digest; None where git's index
-    (of the work tree at `top`) is not what the work tree holds under the memory's folder.
-    `asked`: what git said of the commit's files (gitrepo.commit_files)."""
+    is not what the work tree holds under the memory's folder (`folder`, from the work
+    tree's top).  `asked`: what git said of the commit's files (gitrepo.commit_files)."""
     from .. import __version__
     from ..base.ids import sha256_hex  # (not hashlib: OpenSSL's start-up is a tenth of this hook's budget)
 
-    folder = _relative(top, store.root)
     unstaged, staged, _ = asked
-    if folder is None or unstaged:
+    if unstaged:
         return None
     names = {n[len(folder) + 1:] for n in staged if n.startswith(folder + "/")}
     if f"{folder}/config.toml" not in staged or not store.tree.names() <= names:

@@ -19,20 +19,32 @@ from . import gitspawn
 
 
 def _git(cwd: Path, *args: str, input: bytes | None = None, extra: dict[str, str] | None = None) -> gitspawn.Ran:
+    return _gits(cwd, [list(args)], input, extra)[0]
+
+
+def _gits(cwd: Path, asks: list[list[str]], input: bytes | None = None,
+          extra: dict[str, str] | None = None) -> list[gitspawn.Ran]:
+    """Each of `asks` (git's arguments) run in the folder `cwd`, side by side (`input` given
+    to the first), in git's environment with `extra`; BadInput where git cannot be run."""
     env = gitspawn.base_env()
     env.update(extra or {})
     try:
         if gitspawn.SPAWNS:  # (without the subprocess module: its import costs a hook more than git)
-            return gitspawn.run(os.fspath(cwd), list(args), env, input=input, timeout=TIMEOUT_S)
+            return gitspawn.run_together(os.fspath(cwd), asks, env, TIMEOUT_S, input)
         import subprocess
 
-        try:
-            done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, input=input, env=env, timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise TimeoutError("git ran past its time") from None
-        return gitspawn.Ran(done.returncode, done.stdout, done.stderr)
+        done = []
+        for n, args in enumerate(asks):
+            try:
+                ran = subprocess.run(["git", *args], cwd=cwd, capture_output=True, input=None if n else input, env=env,
+                                     timeout=TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                raise TimeoutError("git ran past its time") from None
+            done.append(gitspawn.Ran(ran.returncode, ran.stdout, ran.stderr))
+        return done
     except TimeoutError:
-        raise errors.BadInput(f"cannot run git: git {' '.join(args[:3])} timed out after {TIMEOUT_S} seconds") from None
+        asked = "; ".join(" ".join(args[:3]) for args in asks)
+        raise errors.BadInput(f"cannot run git: git {asked} timed out after {TIMEOUT_S} seconds") from None
     except OSError as exc:
         if isinstance(exc, FileNotFoundError) and exc.filename in ("git", None) and not _missing:  # (not the folder)
             _missing.append(True)
@@ -321,20 +333,11 @@ def commit_files(top: Path, folder: str) -> tuple[set[str], dict[str, str], list
     do alone; the changes, where git failed to list them, are None: the caller asks
     `staged_changes` if it needs them (which lists every staged path where there is no HEAD
     yet, and says git's failure otherwise)."""
-    asks = [[*_UNSTAGED_FILES, folder], [*_STAGED_FILES, folder], [*_STAGED_CHANGES, "HEAD", "--"]]
-    if gitspawn.SPAWNS:
-        try:
-            unstaged, staged, changes = gitspawn.run_together(os.fspath(top), asks,
-                                                              {**gitspawn.base_env(), **index_env(top)}, TIMEOUT_S)
-        except TimeoutError:
-            raise errors.BadInput(f"cannot run git: git timed out after {TIMEOUT_S} seconds") from None
-        except OSError:
-            pass  # (no git, no folder: as _git says it, below)
-        else:
-            return (_names(unstaged.stdout),
-                    _listed_blobs(staged.stdout) if staged.returncode == 0 else staged_files(top, [folder]),
-                    _name_list(changes.stdout) if changes.returncode == 0 else None)
-    return unstaged_files(top, [folder]), staged_files(top, [folder]), None
+    unstaged, staged, changes = _gits(top, [[*_UNSTAGED_FILES, folder], [*_STAGED_FILES, folder],
+                                           [*_STAGED_CHANGES, "HEAD", "--"]], extra=index_env(top))
+    return (_names(unstaged.stdout),
+            _listed_blobs(staged.stdout) if staged.returncode == 0 else staged_files(top, [folder]),
+            _name_list(changes.stdout) if changes.returncode == 0 else None)
 
 
 def index_entries(top: Path, paths: list[str] | None = None) -> list[tuple[bytes, str, str, str]]:

@@ -113,18 +113,14 @@ def run(cwd: str, args: list[str], env: dict[str, str], input: bytes | None = No
     where `cwd` may not be entered, TimeoutError where git ran past `timeout` seconds (it
     is killed), and anything raised meanwhile (a Ctrl-C: git is given a quarter of a second
     to end on its own, as subprocess gives it, its locks then let go) once git is waited for."""
-    return _run(cwd, [args], env, input, timeout)[0]
+    return run_together(cwd, [args], env, timeout, input)[0]
 
 
-def run_together(cwd: str, asks: list[list[str]], env: dict[str, str], timeout: float = 120.0) -> list[Ran]:
-    """Each of `asks` (git's arguments) run as `run` runs one (with no input), all started
-    at once, so that they run side by side; their answers in the same order.  Where one
-    cannot start, or a Ctrl-C comes, every one started is killed and waited for."""
-    return _run(cwd, asks, env, None, timeout)
-
-
-def _run(cwd: str, asks: list[list[str]], env: dict[str, str], input: bytes | None, timeout: float) -> list[Ran]:
-    """`run_together`, `input` given to the first."""
+def run_together(cwd: str, asks: list[list[str]], env: dict[str, str], timeout: float = 120.0,
+                 input: bytes | None = None) -> list[Ran]:
+    """Each of `asks` (git's arguments) run as `run` runs one, all started at once, so that
+    they run side by side (`input` given to the first); their answers in the same order.
+    Where one cannot start, or a Ctrl-C comes, every one started is ended and waited for."""
     import signal
     import time
 
