@@ -129,7 +129,7 @@ def verify_staged(store: Store, place, **options):  # type: ignore[no-untyped-de
     folder = _relative(tree.top, store.root) if tree.git else None
     asked = gitrepo.commit_files(tree.top, folder) if folder is not None else None  # (git's three answers at once)
     seal = _seal(store, folder, asked) if asked is not None else None
-    if seal is not None and seal == _sealed(store) and _quiet(store, place, tree, options, asked[2]):
+    if seal is not None and seal == _sealed(store) and _quiet(store, place, tree, options, folder, asked[2]):
         return late(finished(store, place, [], [], [], None, options.get("disputes_fail", False),
                              options.get("drift_fail", False), tree), store, options.get("late_fail", False))
     verdict = staged_verdict(store, place)
@@ -193,18 +193,19 @@ def _seal_with(store: Store, seal: str) -> None:
         pass  # a memory that cannot be written is verified in full each time
 
 
-def _quiet(store: Store, place, tree, options: dict, touched: list[str] | None) -> bool:  # type: ignore[no-untyped-def]
+def _quiet(store: Store, place, tree, options: dict, folder: str,  # type: ignore[no-untyped-def]
+           touched: list[str] | None) -> bool:
     """Whether the commit being made in `tree` (anchors.WorkTree) changes, against HEAD,
-    nothing under the memory's folder, not MEMORY.md, no anchored file or folder (and no
-    `--base` or `--repair` asks for more than the commit).  `touched`: the paths it changes,
-    where git listed them already (gitrepo.commit_files)."""
+    nothing under the memory's folder (`folder`, from the work tree's top), not MEMORY.md,
+    no anchored file or folder (and no `--base` or `--repair` asks for more than the
+    commit).  `touched`: the paths it changes, where git listed them already
+    (gitrepo.commit_files)."""
     from ..reads.drift import with_folders
 
     if options.get("base") is not None or options.get("repair"):
         return False
-    folder = _relative(tree.top, store.root)
     mirror = _relative(tree.top, place.mirror_path())
     touched = touched if touched is not None else gitrepo.staged_changes(tree.top)
-    if folder is None or any(p == mirror or p.startswith(folder + "/") for p in touched):
+    if any(p == mirror or p.startswith(folder + "/") for p in touched):
         return False
     return not store.anchors_in_force(with_folders(touched)) if touched else True

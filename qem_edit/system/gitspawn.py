@@ -65,10 +65,8 @@ def started(top: str, env: dict[str, str], *args: str) -> tuple[int, int] | None
     read, write = os.pipe()
     try:
         null = os.open(os.devnull, os.O_RDWR)
-        try:
-            pid = os.posix_spawnp("git", ["git", "-C", top, *args], env, file_actions=[
-                (os.POSIX_SPAWN_DUP2, null, 0), (os.POSIX_SPAWN_DUP2, write, 1), (os.POSIX_SPAWN_DUP2, null, 2),
-                *_inherited()])  # (the pipe's read end closes at exec: it is never inheritable)
+        try:  # (the pipe's read end closes at exec: it is never inheritable)
+            pid = _spawn(top, list(args), env, (null, write, null), _inherited())
         finally:
             os.close(null)
     except (OSError, AttributeError):
@@ -132,7 +130,7 @@ def run_together(cwd: str, asks: list[list[str]], env: dict[str, str], timeout: 
     pids: list[int] = []  # every git started, in order
     done: list[Ran] = []  # the answers of those waited for
     try:
-        pipes = []
+        pipes, closing = [], _inherited()
         for n, args in enumerate(asks):
             out, out_w = _pipe(ends)
             err, err_w = _pipe(ends)
@@ -141,9 +139,8 @@ def run_together(cwd: str, asks: list[list[str]], env: dict[str, str], timeout: 
                 ends.append(given)
             else:
                 given, given_w = _pipe(ends)
-            pids.append(os.posix_spawnp("git", ["git", "-C", cwd, *args], env, file_actions=[
-                (os.POSIX_SPAWN_DUP2, given, 0), (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, err_w, 2),
-                *_inherited()], setsigdef=(signal.SIGPIPE, signal.SIGXFSZ)))  # (Python ignores SIGPIPE)
+            pids.append(_spawn(cwd, args, env, (given, out_w, err_w), closing,
+                               (signal.SIGPIPE, signal.SIGXFSZ)))  # (Python ignores SIGPIPE)
             for fd in (out_w, err_w, given):  # git's ends: it holds its own copies
                 _close(fd, ends)
             pipes.append((out, err, given_w))
@@ -158,6 +155,17 @@ def run_together(cwd: str, asks: list[list[str]], env: dict[str, str], timeout: 
     finally:
         for fd in ends:
             os.close(fd)
+
+
+def _spawn(cwd: str, args: list[str], env: dict[str, str], streams: tuple[int, int, int],
+           closing: list[tuple[int, int]], defaults: tuple[int, ...] = ()) -> int:
+    """`git -C cwd ARGS` started, `streams` its standard input, output and errors, the
+    descriptors `closing` closes (`_inherited`) closed in it, the signals `defaults` at
+    their defaults; its process id."""
+    given, out, err = streams
+    return os.posix_spawnp("git", ["git", "-C", cwd, *args], env, file_actions=[
+        (os.POSIX_SPAWN_DUP2, given, 0), (os.POSIX_SPAWN_DUP2, out, 1), (os.POSIX_SPAWN_DUP2, err, 2), *closing],
+        setsigdef=defaults)
 
 
 def _pipe(ends: list[int]) -> tuple[int, int]:
