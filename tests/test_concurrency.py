@@ -12,6 +12,7 @@ then id).
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -312,7 +313,7 @@ def test_opening_an_index_while_another_process_builds_it(tmp_path, monkeypatch)
             return super().execute(sql, *args)
 
     def locked_late(path, timeout):  # type: ignore[no-untyped-def]
-        if path.name == store_mod.BUILD_LOCK_NAME and not raced:
+        if os.path.basename(path) == store_mod.BUILD_LOCK_NAME and not raced:
             other_builds()
         return real_locked(path, timeout)
 

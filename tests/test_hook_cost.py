@@ -160,6 +160,39 @@ def test_a_harness_hook_imports_nothing_its_moment_does_not_use(tmp_path: Path, 
         assert "keep the tests fast" in done.stdout, done.stdout
 
 
+def test_no_hook_loads_pathlib(tmp_path: Path) -> None:
+    """No hook of a session, quiet or read in full, loads pathlib (and the urllib.parse and
+    ipaddress it imports: about 3 ms of each hook's start-up): a hook names its memory's
+    folder as a string (qem_edit.system.workspace).  The probe unloads them first, since an
+    editable install's finder loads pathlib as the interpreter starts; a start that ends a
+    clone's session notes (a write) may load it, and is not among these."""
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "app.py").write_text("a = 1\n")
+    assert run_qem("add", "keep the tests fast", "-k", "directive", cwd=tmp_path).returncode == 0
+    assert run_qem("add", "app.py holds the loop", "-k", "gotcha", "--anchor", "app.py", cwd=tmp_path).returncode == 0
+    edit = {"tool_name": "Edit", "tool_input": {"file_path": str(tmp_path / "app.py"), "old_string": "a", "new_string": "b"}}
+    calls = [("SessionStart", {"source": "startup"}, "keep the tests fast"),  # read in full
+             ("SessionStart", {"source": "startup", "session_id": "s2"}, "keep the tests fast"),  # the kept start
+             ("PreToolUse", edit, "app.py holds the loop"),  # held, the note its reason
+             ("PreToolUse", edit, ""),  # given already: nothing due (the digest)
+             ("PreToolUse", {"tool_name": "Bash", "tool_input": {"command": "make test"}}, ""),
+             ("UserPromptSubmit", {"prompt": "go on"}, ""),
+             ("SubagentStart", {"agent_id": "a1", "agent_type": "explore"}, "keep the tests fast"),
+             ("Stop", {}, ""),
+             ("SessionEnd", {"reason": "exit"}, "")]
+    for event, extra, said in calls:
+        given = {"session_id": "s1", "hook_event_name": event, "cwd": str(tmp_path), **extra}
+        probe = ("import sys\nfor name in ('pathlib', 'urllib.parse', 'ipaddress'):\n    sys.modules.pop(name, None)\n"
+                 f"sys.argv = ['qem', 'hook', 'claude', {event!r}]\n"
+                 "from qem_edit.__main__ import main\ncode = 0\n"
+                 "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+                 "print(code, sorted(m for m in ('pathlib', 'urllib.parse', 'ipaddress') if m in sys.modules))")
+        done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, input=json.dumps(given),
+                              capture_output=True, text=True)
+        assert done.stdout.strip().splitlines()[-1] == "0 []", (event, extra, done.stdout, done.stderr)
+        assert said in done.stdout and "qem hook:" not in done.stderr, (event, done.stdout, done.stderr)
+
+
 def test_an_add_imports_nothing_a_write_does_not_use(tmp_path: Path) -> None:
     """`qem add` with MEMORY.md and the config.toml `qem` writes: the note is written and
     the mirror patched, with no tomllib (the config is plain: the protect rule, the memory's

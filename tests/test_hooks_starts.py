@@ -333,7 +333,7 @@ def test_a_subagent_whose_session_ledger_is_held_is_not_marked_given_what_it_was
     top = project["top"]
     first, _ = start(top, "s1", "SubagentStart", agent_id="a1", agent_type="Explore")
     assert f"[#{project['rule']}]" in context(first)
-    lock = ledger._file(ledger.prepared(top / ".qem"), "claude:s2").with_suffix(".lock")
+    lock = ledger.lock_of(ledger._file(ledger.prepared(top / ".qem"), "claude:s2"))
     ready = threading.Event()
 
     def hold() -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 from ..base import errors
 from ..base.records import Record

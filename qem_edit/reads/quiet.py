@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from pathlib import Path
 
 from .. import __version__
 from ..base.errors import QemError
@@ -55,7 +54,7 @@ TOO_LARGE = b'{"too_large":true}'  # the body kept in its place, so that no full
 HEADER_BYTES = 4096  # what a digest's first line may take (its header is a few hundred bytes)
 
 
-def nothing_due(ask: Asked, state: Path, window: str) -> bool:
+def nothing_due(ask: Asked, state: str, window: str) -> bool:
     """Whether this tool call fires nothing the context window `window` (a ledger key) was
     not given whole, and no note it was given changed since: True only when the digest,
     the ledger and the log all say so; False (read it in full) on any doubt."""
@@ -69,7 +68,7 @@ def nothing_due(ask: Asked, state: Path, window: str) -> bool:
         return False
 
 
-def prompt_heard(ask: Asked, state: Path, window: str) -> bool:
+def prompt_heard(ask: Asked, state: str, window: str) -> bool:
     """Whether a prompt fires nothing the context window `window` was not given whole, and
     no note it was given changed since (as `nothing_due` asks of a tool call), with no
     compaction's notes pending and no request in force (a deadline passing makes one late,
@@ -112,7 +111,7 @@ def _anchored(digest: dict):  # type: ignore[no-untyped-def]
     return lambda paths: ((note, path) for path in paths for note in digest["anchors"].get(path, ()))
 
 
-def _digest(state: Path) -> dict | None:
+def _digest(state: str) -> dict | None:
     """The digest, where it is this qem's and names the log as it is now; else None.  A
     body that is not what a digest holds is removed, for the next full read to write
     (unless another hook wrote a new one meanwhile)."""
@@ -128,7 +127,7 @@ def _digest(state: Path) -> dict | None:
                    "runs": [(str(p), str(n)) for p, n in data["runs"]],
                    "keys": frozenset(str(k) for k in data["keys"]), "requests": data["requests"] is not False}
     except (ValueError, KeyError, TypeError, RecursionError):
-        unlink_if(state / MOMENTS_NAME, inode)
+        unlink_if(os.path.join(state, MOMENTS_NAME), inode)
         return None
     return {"moment": moment, **checked}
 
@@ -141,7 +140,7 @@ def _by_path(anchors) -> dict[str, list[str]]:  # type: ignore[no-untyped-def]
     return out
 
 
-def read_kept(state: Path, name: str, version: int, stale_goes: bool = False) -> tuple[str, bytes, int] | None:
+def read_kept(state: str, name: str, version: int, stale_goes: bool = False) -> tuple[str, bytes, int] | None:
     """A file a hook keeps beside the index (`name`, of form `version`), where it is this
     qem's and names the log as it is now: the index's moment it names, its body, and the
     file's inode (for `unlink_if`); None where there is none, or it is another's, or it is
@@ -149,7 +148,7 @@ def read_kept(state: Path, name: str, version: int, stale_goes: bool = False) ->
     `stale_goes`: one that is not this qem's or not of the log as it is now is removed
     (unless another hook wrote a new one meanwhile), for a file holding notes' texts that
     a write by a qem that does not know it left behind."""
-    handle = files.open_regular(state / name)  # (refuses a link, a folder, a device)
+    handle = files.open_regular(os.path.join(state, name))  # (refuses a link, a folder, a device)
     if handle is None:
         return None
     with handle:
@@ -164,12 +163,12 @@ def read_kept(state: Path, name: str, version: int, stale_goes: bool = False) ->
         current = False
     if not current:
         if stale_goes:
-            unlink_if(state / name, read.st_ino)
+            unlink_if(os.path.join(state, name), read.st_ino)
         return None
     return (header["moment"], body, read.st_ino) if body != TOO_LARGE else None
 
 
-def unlink_if(path: Path, inode: int) -> None:
+def unlink_if(path: str, inode: int) -> None:
     """A kept file found damaged or stale removed, unless another hook wrote a new one since."""
     try:
         if os.stat(path).st_ino == inode:
@@ -178,7 +177,7 @@ def unlink_if(path: Path, inode: int) -> None:
         pass
 
 
-def _fired(ask: Asked, state: Path, digest: dict) -> set[str]:
+def _fired(ask: Asked, state: str, digest: dict) -> set[str]:
     """Every note the call's moments fire by the digest (as qem_edit.reads.session's
     `_moments` makes them: the call's own, then a command's edits and reads)."""
     top = str(work_top(state))
@@ -217,7 +216,7 @@ def written(store: Store, moment: str) -> bytes | None:
         return None
     header = header_line(store, moment)
     try:
-        handle = files.open_regular(store.root / MOMENTS_NAME)
+        handle = files.open_regular(os.path.join(store.root, MOMENTS_NAME))
     except QemError:
         handle = None  # (a link or a device where the digest goes: written over, never read)
     if handle is not None:
@@ -253,9 +252,9 @@ def keep(store: Store, digest: bytes | None, name: str = MOMENTS_NAME,
 
     if digest is None:
         return
-    path = store.root / name
+    path = os.path.join(store.root, name)
     try:
-        with files.locked(store.root / LOCK_NAME, 0):
+        with files.locked(os.path.join(store.root, LOCK_NAME), 0):
             if merged is not None:
                 header = digest.partition(b"\n")[0]
                 handle = files.open_regular(path)

@@ -18,12 +18,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from pathlib import Path
 
 from ..base.harness import (COMPACTING, HOLD, PROMPT, START, STOP, SUBAGENT, TOOL, Asked, Harness, session_key,
                             window_key)
 from ..base.patterns import Lazy
+from ..system import files
 
 TYPE_CHECKING = False  # typing's flag, without importing typing: no hook loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ ASK_TO_RECORD = (
     "reference, decision, operational, and `anchors` naming the files it is about. If nothing is worth keeping, stop.")
 
 
-def reply(harness: Harness, event: str, ask: Asked, state: Path, log: Log) -> str:
+def reply(harness: Harness, event: str, ask: Asked, state: str, log: Log) -> str:
     """What the moment gives the session, in the harness's contract (its reply, a held
     call's deny, or no context): the ledger of the session's context window (the main
     thread's, or a subagent's: `agent_id` marks a hook fired inside one) is read and
@@ -99,7 +100,7 @@ def _about(ask: Asked) -> str:
     return "\0".join([ask.moment, ask.command, *ask.paths])
 
 
-def _holds(ask: Asked, found: list, due_here: set, book, state: Path, log: Log) -> bool:  # type: ignore[no-untyped-def]
+def _holds(ask: Asked, found: list, due_here: set, book, state: str, log: Log) -> bool:  # type: ignore[no-untyped-def]
     """Whether this call is held: it runs before its tool, a note due at its edit or
     command was not given whole in this epoch, the ledger knows what the epoch gave, the
     same call was not held already, and the project did not turn holding off."""
@@ -110,19 +111,20 @@ def _holds(ask: Asked, found: list, due_here: set, book, state: Path, log: Log) 
     return _hold_setting(state, log)
 
 
-def _hold_setting(state: Path, log: Log) -> bool:
+def _hold_setting(state: str, log: Log) -> bool:
     """`[delivery] hold` in the memory's config.toml (default true), read only when a call
     would be held; a file that cannot be read, or a value that is not true or false, holds
     nothing (said in the hooks log)."""
     try:
-        text = (state / "config.toml").read_text("utf-8")
+        config = os.path.join(state, "config.toml")
+        text = files.read_text(config)
         value = _plain_hold(text)
         if value is None:  # written some other way: read as TOML (tomllib costs a hook ~10 ms to import)
             import tomllib
 
             value = tomllib.loads(text).get("delivery", {}).get("hold", True)
         if not isinstance(value, bool):
-            raise ValueError(f"[delivery] hold in {state / 'config.toml'} is {value!r}, not true or false;"
+            raise ValueError(f"[delivery] hold in {config} is {value!r}, not true or false;"
                              " no call is held")
         return value
     except (OSError, ValueError, AttributeError) as exc:
@@ -154,7 +156,7 @@ def _plain_hold(text: str) -> bool | None:
     return value
 
 
-def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-def]
+def _moments(ask: Asked, book, state: str) -> list:  # type: ignore[no-untyped-def]
     """The moments this hook gives (a compaction's first, where one is pending)."""
     from ..base.triggers import from_cwd
     from ..system.workspace import work_top
@@ -186,7 +188,7 @@ def _moments(ask: Asked, book, state: Path) -> list:  # type: ignore[no-untyped-
 READ_AHEAD = 420  # texts read for a reply: more than a budget's worth of the shortest lines (24 characters)
 
 
-def _read(state: Path, moments: list, given: dict[str, list], counted: bool,  # type: ignore[no-untyped-def]
+def _read(state: str, moments: list, given: dict[str, list], counted: bool,  # type: ignore[no-untyped-def]
           session: str | None = None, bounded: bool = False):
     """From the memory: what the moments trigger (each note once, the first moment's),
     the texts of the first of them the session was not given (`given`: this epoch's
@@ -290,7 +292,7 @@ def _given(harness: Harness, moments: list, found: list, texts: dict, changed: d
 LATE_MARK = "@late"  # a ledger entry beside a request's: given as late (its last change "", which no note's is)
 
 
-def _stop(harness: Harness, ask: Asked, state: Path, book) -> str:  # type: ignore[no-untyped-def]
+def _stop(harness: Harness, ask: Asked, state: str, book) -> str:  # type: ignore[no-untyped-def]
     """The opt-in Stop hook: once a session, and only when it recorded no note, ask the
     agent to record what a future session needs; never when the harness says the agent
     is already going on because of a stop hook."""

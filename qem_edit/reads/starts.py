@@ -25,7 +25,7 @@ qem makes to the index; anything else reads in full.
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import os
 
 from ..base.harness import START, SUBAGENT, Asked, Harness, session_key, window_key
 from ..system import ledger
@@ -52,11 +52,11 @@ def fresh(book: ledger.Ledger) -> bool:
     return book.to_bytes() == ledger.Ledger(book.path).to_bytes()
 
 
-def _key(harness: Harness, event: str, ask: Asked, state: Path) -> str:
+def _key(harness: Harness, event: str, ask: Asked, state: str) -> str:
     return "\0".join((harness.name, event, ask.does, ask.guest, str(work_top(state))))
 
 
-def answer(harness: Harness, event: str, ask: Asked, state: Path) -> str | None:
+def answer(harness: Harness, event: str, ask: Asked, state: str) -> str | None:
     """The reply kept for this start, its ledger written as the full read writes it; None
     (read in full) where none is kept for it, or it does not hold for this session or now,
     or the context window has a ledger already, or anything cannot be read."""
@@ -74,7 +74,7 @@ def answer(harness: Harness, event: str, ask: Asked, state: Path) -> str | None:
             found = entries.get(_key(harness, event, ask, state))  # (AttributeError: not an object)
             entry = _checked(found) if found is not None else None
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
-            quiet.unlink_if(state / STARTS_NAME, inode)
+            quiet.unlink_if(os.path.join(state, STARTS_NAME), inode)
             return None
         if entry is None:
             return None
@@ -119,7 +119,7 @@ class Bounds:
         self.requests, self.until, self.sessions = store.start_bounds(now)
 
 
-def keep(state: Path, harness: Harness, event: str, ask: Asked, reply: str, book: ledger.Ledger,
+def keep(state: str, harness: Harness, event: str, ask: Asked, reply: str, book: ledger.Ledger,
          moment: str, bounds: Bounds) -> None:
     """Keep the reply a start's full read gave (at `moment`, within `bounds`) and what its
     ledger `book`, new before it, recorded; not where it holds for no other start (a

@@ -17,7 +17,6 @@ import os
 import re
 import sys
 import time
-from pathlib import Path
 
 from ..base.harness import (END, GUESTS, HARNESSES, HOLD, PROMPT, START, SUBAGENT, TOOL, Asked, Harness, asked,
                             session_key, window_key)
@@ -54,7 +53,7 @@ def run(harness: Harness, event: str, raw: bytes, workspace: str | None = None) 
     """The hook's stdout and exit code; never an exception.  `workspace`: the memory's
     workspace (`-w`, a folder from the top of the work tree) where it is not found from
     the hook's working directory."""
-    where: Path | None = None
+    where: str | None = None
     try:
         ask = asked(harness, event, _input(raw))
         where = _state_dir(ask, workspace)
@@ -92,7 +91,7 @@ class Said(Exception):
     """Why a hook gives nothing, said as it is (on stderr, and in the hooks log of the
     memory `near`, where there is one), never an error for the harness."""
 
-    def __init__(self, message: str, near: Path | None = None) -> None:
+    def __init__(self, message: str, near: str | None = None) -> None:
         super().__init__(message)
         self.near = near
 
@@ -101,48 +100,49 @@ class NoMemory(Said):
     """No memory where the hook looked."""
 
 
-def _state_dir(ask: Asked, workspace: str | None = None) -> Path:
+def _state_dir(ask: Asked, workspace: str | None = None) -> str:
     """The memory's folder.  `-w` (what `qem setup` writes for a memory in a subfolder)
     is a folder from the top of the git work tree holding the hook's working directory,
     so a hook fired from anywhere in the tree finds it; without it, the memory is found
     from the working directory up.  Where the input's working directory holds none (the
     agent went outside the tree), the project's is tried (`CLAUDE_PROJECT_DIR`, which
-    Claude Code sets for its hooks).  NoMemory when there is none."""
-    from ..system.workspace import STATE_DIR, find_workspace
+    Claude Code sets for its hooks).  NoMemory when there is none.  (Folders are strings
+    here: a hook loads no pathlib, qem_edit.system.workspace.)"""
+    from ..system.workspace import CONFIG_NAME, STATE_DIR, find_workspace
 
-    cwd = Path(ask.cwd) if ask.cwd else Path.cwd()
+    cwd = os.path.abspath(ask.cwd or os.getcwd())
     project = os.environ.get("CLAUDE_PROJECT_DIR")
-    for start in dict.fromkeys([cwd, *([Path(project)] if project else [])]):
+    for start in dict.fromkeys([cwd, *([os.path.abspath(project)] if project else [])]):
         store = _memory_from(start, workspace)
-        if (store / "config.toml").is_file():
+        if os.path.isfile(os.path.join(store, CONFIG_NAME)):
             return store
-    near = find_workspace(cwd) / STATE_DIR
+    near = os.path.join(find_workspace(cwd), STATE_DIR)
     named = f" (-w {workspace} from the work tree's top {_tree_top(cwd)})" if workspace else ""
     raise NoMemory(f"no memory at {_memory_from(cwd, workspace)}{named}; hook's working directory {cwd}:"
-                   " nothing given", near if (near / "config.toml").is_file() else None)
+                   " nothing given", near if os.path.isfile(os.path.join(near, CONFIG_NAME)) else None)
 
 
-def _memory_from(start: Path, workspace: str | None) -> Path:
+def _memory_from(start: str, workspace: str | None) -> str:
     """Where the memory is, found from `start` (it may not be there)."""
-    from ..system.workspace import find_workspace, resolve
+    from ..system.workspace import find_workspace, places
 
     if workspace:
-        root = _tree_top(start) / workspace  # an absolute `-w` stays itself
+        root = os.path.join(_tree_top(start), workspace)  # an absolute `-w` stays itself
     else:
         env = os.environ.get("QEM_WORKSPACE")
-        root = start / env if env else find_workspace(start)
-    return resolve(root, None).store_path
+        root = os.path.join(start, env) if env else find_workspace(start)
+    return places(root, None)[1]
 
 
-def _tree_top(cwd: Path) -> Path:
+def _tree_top(cwd: str) -> str:
     """The top of the git work tree holding `cwd` (its nearest ancestor holding `.git`),
-    else `cwd` itself."""
+    else `cwd` itself, resolved."""
     from ..system.workspace import git_top
 
-    return git_top(cwd) or cwd.resolve()
+    return git_top(cwd) or os.path.realpath(cwd)
 
 
-def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
+def _answer(harness: Harness, event: str, ask: Asked, state: str) -> str:
     """The reply: a session's end ends its session notes; a start sets its shell's
     environment; what the moment gives is the session's delivery (qem_edit.reads.session)."""
     from ..system import ledger
@@ -174,7 +174,7 @@ def _answer(harness: Harness, event: str, ask: Asked, state: Path) -> str:
     return session.reply(harness, event, ask, state, lambda exc: _log(state, harness, event, exc))
 
 
-def _nothing_due(harness: Harness, ask: Asked, state: Path) -> bool:
+def _nothing_due(harness: Harness, ask: Asked, state: str) -> bool:
     """Whether the digest beside the index says a tool call fires nothing new for its
     context window (qem_edit.reads.quiet): then neither SQLite nor the store is loaded."""
     from ..reads import quiet
@@ -182,7 +182,7 @@ def _nothing_due(harness: Harness, ask: Asked, state: Path) -> bool:
     return quiet.nothing_due(ask, state, window_key(harness, ask))
 
 
-def _prompt_heard(harness: Harness, ask: Asked, state: Path) -> bool:
+def _prompt_heard(harness: Harness, ask: Asked, state: str) -> bool:
     """Whether the digest says a prompt fires nothing new for its context window (the
     prompt is then recorded as heard): neither SQLite nor the store is loaded."""
     from ..reads import quiet
@@ -190,7 +190,7 @@ def _prompt_heard(harness: Harness, ask: Asked, state: Path) -> bool:
     return quiet.prompt_heard(ask, state, window_key(harness, ask))
 
 
-def _started(state: Path, ask: Asked, harness: Harness, event: str) -> None:
+def _started(state: str, ask: Asked, harness: Harness, event: str) -> None:
     """A session starts: where the harness lets a hook set its shell's environment
     (Claude Code's CLAUDE_ENV_FILE), QEM_SESSION is set to the session's id, so a `qem add
     --scope session` the agent runs knows its session; on a fresh start, the session notes
@@ -211,12 +211,12 @@ def _started(state: Path, ask: Asked, harness: Harness, event: str) -> None:
         _log(state, harness, event, exc)
 
 
-def _end_session_notes(state: Path, ended) -> None:  # type: ignore[no-untyped-def]
+def _end_session_notes(state: str, ended) -> None:  # type: ignore[no-untyped-def]
     """The session notes in force whose session `ended` says is over, ended
     (qem_edit.writes.expiry); nothing opened where this clone holds no private folder."""
     from ..storage.stamp import LOCAL  # (not the log's reader: a start with no private folder loads none of it)
 
-    if not (state / LOCAL).is_dir():
+    if not os.path.isdir(os.path.join(state, LOCAL)):
         return
     from ..writes.expiry import end_sessions_in
 
@@ -234,7 +234,7 @@ def _withheld(said: str) -> str:
         return said.partition(":")[0]
 
 
-def _log(state: Path | None, harness: Harness, event: str, exc: BaseException) -> None:
+def _log(state: str | None, harness: Harness, event: str, exc: BaseException) -> None:
     """Why a hook said nothing: a line on stderr, and in `.qem/sessions/hooks.log`."""
     from ..base.errors import QemError, words
 
@@ -251,9 +251,9 @@ def _log(state: Path | None, harness: Harness, event: str, exc: BaseException) -
     try:
         from ..system.ledger import prepared
 
-        log = prepared(state) / LOG_NAME  # the ledgers' own folder (never a link's), ignored by git
+        log = os.path.join(prepared(state), LOG_NAME)  # the ledgers' own folder (never a link's), ignored by git
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-        if log.exists() and log.stat().st_size > LOG_LIMIT:
+        if os.path.exists(log) and os.stat(log).st_size > LOG_LIMIT:
             flags |= os.O_TRUNC  # the log starts again past its limit
         fd = os.open(log, flags, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace") as handle:

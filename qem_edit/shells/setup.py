@@ -130,7 +130,7 @@ def run(harness: str, place, *, check: bool = False, remove: bool = False,  # ty
                               " Stop hook, the second takes it out")
     from ..system.workspace import work_top
 
-    top = work_top(place.store_path)
+    top = Path(work_top(place.store_path))
     inside = place.root.resolve().relative_to(top).as_posix() if place.root.resolve() != top else ""
     wanted = wanted_for(HARNESSES[harness], command, ask_to_record, remove)._replace(
         workspace=inside, no_ask_to_record=no_ask_to_record)

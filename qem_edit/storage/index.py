@@ -20,7 +20,6 @@ import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from pathlib import Path
 
 from ..base import ids
 from ..base.records import Record
@@ -36,6 +35,7 @@ if TYPE_CHECKING:
     from typing import ContextManager
 
     from ..system import cores
+    from ..system.files import AnyPath
 
 INDEX_VERSION = "15"  # bump when the schema or what it caches changes: every index is rebuilt
 _EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
@@ -972,7 +972,7 @@ def _staged_part(name: str, kind: str, data: bytes, number: int) -> PackPart:
     return part._replace(records=(_staged_events if kind == "e" else _staged_texts)(name, part.records))
 
 
-def _staged_loose(root: Path, names: list[str]) -> list[tuple[str, list, list, str | None]]:
+def _staged_loose(root: AnyPath, names: list[str]) -> list[tuple[str, list, list, str | None]]:
     """Loose log files read and checked: each as its staging rows, or its fault."""
     tree, out = LogTree(root), []
     for name in names:

@@ -28,7 +28,6 @@ import json
 import os
 import stat
 from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
 
 from ..base import errors, ids
 from ..base.patterns import Lazy
@@ -48,9 +47,13 @@ from ..base.stored_form import (
 )
 from ..base.triggers import triggers_problem
 from ..base.vocabulary import EVENT_TYPES, KINDS, PRIORITIES, PROVENANCES, TextError
-from ..system.files import fsync_dir, write_atomic
+from ..system.files import fsync_dir, read_text, write_atomic
 from .stamp import EVENTS, LOCAL, PACKS, TEXTS
 from .stamp import stamp as log_stamp
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from ..system.files import AnyPath
 
 FORMAT = 1
 MAX_EVENT_BYTES = 1 << 20  # an event holds no text: anything near this is not an event
@@ -309,8 +312,8 @@ def _stored_text(record: TextRecord, where: str, size: int | None = None) -> Tex
 class LogTree:
     """The log files under one memory directory (`<workspace>/.qem`)."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, root: AnyPath) -> None:
+        self.root = root  # a string from a hook, a Path from a command: each is joined by os.path
         # what this process wrote or deleted here since it last asked (names relative to
         # the root): the one account of a write's files, which qem_edit.mirror.gitstage stages
         self.touched: set[str] = set()
@@ -320,8 +323,8 @@ class LogTree:
         touched, self.touched = self.touched, set()
         return touched
 
-    def path(self, name: str) -> Path:
-        return self.root / name
+    def path(self, name: str) -> str:
+        return os.path.join(self.root, name)
 
     # -- listing ----------------------------------------------------------------------------
 
@@ -346,7 +349,7 @@ class LogTree:
         found: set[str] = set()
         for folder in folders:
             try:
-                with os.scandir(self.root / folder) as entries:
+                with os.scandir(self.path(folder)) as entries:
                     found.update(f"{folder}/{entry.name}" for entry in entries if not entry.name.startswith("."))
             except (FileNotFoundError, NotADirectoryError):
                 continue
@@ -371,9 +374,9 @@ class LogTree:
             raise LogFileError(f"{name}: not a pack name (e-<id>.jsonl or t-<id>.jsonl)")
         return PackReading(name, match[1], match[2], self._regular(name, MAX_PACK_BYTES))
 
-    def _regular(self, name: str, limit: int) -> Path:
+    def _regular(self, name: str, limit: int) -> str:
         """The path of a log file that is a regular file within `limit` bytes (LogFileError)."""
-        path = self.root / name
+        path = self.path(name)
         try:
             info = os.lstat(path)
         except OSError as exc:
@@ -387,7 +390,8 @@ class LogTree:
     def _bytes(self, name: str, limit: int) -> bytes:
         path = self._regular(name, limit)
         try:
-            return path.read_bytes()
+            with open(path, "rb") as handle:
+                return handle.read()
         except OSError as exc:
             raise LogFileError(f"{name}: cannot be read ({exc.strerror})") from None
 
@@ -396,30 +400,30 @@ class LogTree:
     def ensure(self) -> None:
         """The log directories and qem's .gitignore and .gitattributes."""
         for folder in (EVENTS, TEXTS, PACKS):
-            (self.root / folder).mkdir(parents=True, exist_ok=True)
-            if (self.root / folder).is_symlink():  # a clone can hold a link to anywhere
-                raise errors.StoreUnwritable(f"{self.root / folder} is a symbolic link; qem writes its log only"
+            os.makedirs(self.path(folder), exist_ok=True)
+            if os.path.islink(self.path(folder)):  # a clone can hold a link to anywhere
+                raise errors.StoreUnwritable(f"{self.path(folder)} is a symbolic link; qem writes its log only"
                                              " into folders of its own; nothing was written")
         for name, text in ((".gitignore", GITIGNORE), (".gitattributes", GITATTRIBUTES)):
-            path = self.root / name
-            if not path.exists():
+            path = self.path(name)
+            if not os.path.exists(path):
                 write_atomic(path, text.encode("utf-8"))
                 self.touched.add(name)
-        if (self.root / LOCAL).is_dir():  # every write guards this clone's notes again
+        if os.path.isdir(self.path(LOCAL)):  # every write guards this clone's notes again
             self._guard_local()
 
     def _guard_local(self) -> None:
         """The private folder's own `.gitignore` as qem writes it, and the memory's
         `.gitignore` naming the folder: either alone keeps `git add -A` off it."""
-        local = self.root / LOCAL
-        if local.is_symlink():
+        local = self.path(LOCAL)
+        if os.path.islink(local):
             raise errors.StoreUnwritable(f"{local} is a symbolic link; qem writes its private notes only"
                                          " into folders of its own; nothing was written")
-        ignore = local / ".gitignore"
-        if not ignore.is_file() or ignore.read_text("utf-8", "replace") != LOCAL_GITIGNORE:
+        ignore = os.path.join(local, ".gitignore")
+        if not os.path.isfile(ignore) or read_text(ignore, "replace") != LOCAL_GITIGNORE:
             write_atomic(ignore, LOCAL_GITIGNORE.encode("utf-8"))
-        memory = self.root / ".gitignore"
-        lines = memory.read_text("utf-8", "replace").splitlines() if memory.is_file() else []
+        memory = self.path(".gitignore")
+        lines = read_text(memory, "replace").splitlines() if os.path.isfile(memory) else []
         if LOCAL_IGNORE_LINE not in (line.strip() for line in lines):
             kept = "".join(f"{line}\n" for line in lines)
             write_atomic(memory, (kept + LOCAL_IGNORE_LINE + "\n").encode("utf-8"))
@@ -427,18 +431,18 @@ class LogTree:
 
     def ensure_local(self) -> None:
         """This clone's own folder, ignored by git before anything is written in it."""
-        local = self.root / LOCAL
-        for folder in (local, local / EVENTS, local / TEXTS):
-            folder.mkdir(parents=True, exist_ok=True)
-            if folder.is_symlink():
+        local = self.path(LOCAL)
+        for folder in (local, os.path.join(local, EVENTS), os.path.join(local, TEXTS)):
+            os.makedirs(folder, exist_ok=True)
+            if os.path.islink(folder):
                 raise errors.StoreUnwritable(f"{folder} is a symbolic link; qem writes its private notes only"
                                              " into folders of its own; nothing was written")
         self._guard_local()
 
     def write_event(self, event: Event, local: bool = False) -> str:
         name = f"{LOCAL}/{EVENTS}/{event.id}" if local else f"{EVENTS}/{event.id}"
-        path = self.root / name
-        if not path.exists():
+        path = self.path(name)
+        if not os.path.exists(path):
             write_atomic(path, event_bytes(event))
         if not local:  # this clone's own files are never staged
             self.touched.add(name)
@@ -446,7 +450,7 @@ class LogTree:
 
     def write_text(self, record: TextRecord, local: bool = False) -> str:
         name = f"{LOCAL}/{TEXTS}/{record.note}" if local else f"{TEXTS}/{record.note}"
-        write_atomic(self.root / name, record.record_bytes())
+        write_atomic(self.path(name), record.record_bytes())
         if not local:
             self.touched.add(name)
         return name
@@ -455,10 +459,10 @@ class LogTree:
         if not is_local(name):
             self.touched.add(name)
         try:
-            (self.root / name).unlink()
+            os.unlink(self.path(name))
         except FileNotFoundError:
             return
-        fsync_dir((self.root / name).parent)
+        fsync_dir(os.path.dirname(self.path(name)))
 
     def write_event_packs(self, events: Sequence[Event]) -> list[tuple[str, list[Event]]]:
         """`events` (in their order) as packs of at most PACK_SPLIT_BYTES each, so that no
@@ -497,8 +501,8 @@ class LogTree:
         for line in ordered:
             digest.update(line)
         name = f"{PACKS}/{kind}-{ids.encode(digest.digest())}.jsonl"
-        if not (self.root / name).exists():
-            write_atomic(self.root / name, ordered)
+        if not os.path.exists(self.path(name)):
+            write_atomic(self.path(name), ordered)
         self.touched.add(name)
         return name
 
@@ -618,7 +622,7 @@ class PackReading:
     a cut-short end, then the first line that is no record or out of order.  Memory:
     a stretch, whatever the pack's size."""
 
-    def __init__(self, name: str, kind: str, digest: str, path: Path) -> None:
+    def __init__(self, name: str, kind: str, digest: str, path: str) -> None:
         self.name, self.kind, self.digest, self.path = name, kind, digest, path
         self.fault: LogFileError | None = None  # the file's own: unreadable, or grew past the limit
         self.problem: LogFileError | None = None  # a line's

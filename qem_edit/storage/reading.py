@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 
 from ..base.vocabulary import LIVE_STATES
 from ..system import db
@@ -17,6 +16,8 @@ TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or wri
 if TYPE_CHECKING:
     from typing import Self, TypeVar
 
+    from ..system.files import AnyPath
+
     T = TypeVar("T")
 
 
@@ -24,9 +25,9 @@ class IndexReads:
     """What every read of Store is made with (Store and each class of its reads build on
     it); Store sets these when it opens the index."""
 
-    root: Path
+    root: AnyPath  # as Store.open was given it
     conn: sqlite3.Connection
-    index_path: Path | None
+    index_path: str | None
     session: str | None  # the agent session the reads are for (Store.__init__ says more)
     every_session: bool
     _reading: bool

@@ -14,52 +14,56 @@ here when a memory starts new.
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 from ..base import errors, ids
-from ..system.files import read_regular, write_atomic
+from ..system.files import read_regular, read_text, write_atomic
 from ..system.workspace import CONFIG_NAME, INDEX_NAME, settings_of
 from .logtree import EVENTS, PACKS, TEXTS
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from ..system.files import AnyPath
 
 COMMITTED = (CONFIG_NAME, ".gitignore", ".gitattributes")  # the memory's files beside its log
 REMEMBERED_MOST = 1 << 16  # bytes of one such file the index keeps
 _KEY = "committed:"  # meta keys: committed:<name>
 
 
-def is_new(root: Path) -> bool:
+def is_new(root: AnyPath) -> bool:
     """Whether no memory is here yet: no log folders, or no config.toml and no log file
     (what a branch from before the memory leaves: the ignored files, empty folders).  A
     config.toml naming a memory is one, log folders or not: git keeps no empty folder, so
     a clone of a memory committed before its first note holds only its committed files."""
-    if not (root / EVENTS).is_dir() and not (root / PACKS).is_dir():
+    if not os.path.isdir(os.path.join(root, EVENTS)) and not os.path.isdir(os.path.join(root, PACKS)):
         return not _config_names_a_memory(root)  # (read only here: a hook imports no TOML reader)
-    if (root / CONFIG_NAME).exists():
+    if os.path.exists(os.path.join(root, CONFIG_NAME)):
         return False
-    return not any(_holds_files(root / folder) for folder in (EVENTS, TEXTS, PACKS))
+    return not any(_holds_files(os.path.join(root, folder)) for folder in (EVENTS, TEXTS, PACKS))
 
 
-def _config_names_a_memory(root: Path) -> bool:
+def _config_names_a_memory(root: AnyPath) -> bool:
     try:
-        return _names_a_memory(read_regular(root / CONFIG_NAME) or b"")
+        return _names_a_memory(read_regular(os.path.join(root, CONFIG_NAME)) or b"")
     except (OSError, errors.QemError):  # a link, a file where the folder is: whoever opens it says so
         return False
 
 
-def _holds_files(folder: Path) -> bool:
+def _holds_files(folder: str) -> bool:
     try:
-        return any(not entry.name.startswith(".") for entry in folder.iterdir())
+        return any(not name.startswith(".") for name in os.listdir(folder))
     except OSError:
         return False
 
 
-def remember(store, root: Path) -> None:  # type: ignore[no-untyped-def]
+def remember(store, root: AnyPath) -> None:  # type: ignore[no-untyped-def]
     """Keep the memory's committed files in the index (written only when they changed)."""
     known = store.remembered_under(_KEY)
     if known is None:
         return  # a convenience for a later branch; an index that cannot be read keeps nothing
     try:
         for name in COMMITTED:
-            data = read_regular(root / name)
+            data = read_regular(os.path.join(root, name))
             if data is None or len(data) > REMEMBERED_MOST:
                 continue
             text = data.decode("utf-8", "surrogateescape")
@@ -69,12 +73,12 @@ def remember(store, root: Path) -> None:  # type: ignore[no-untyped-def]
         pass
 
 
-def remembered(root: Path) -> dict[str, bytes]:
+def remembered(root: AnyPath) -> dict[str, bytes]:
     """The committed files the index left here remembers (none: no index, or an older one)."""
     from .index import read_meta
 
-    path = root / INDEX_NAME
-    if not path.is_file():
+    path = os.path.join(root, INDEX_NAME)
+    if not os.path.isfile(path):
         return {}
     files = {key[len(_KEY):]: value.encode("utf-8", "surrogateescape") for key, value in read_meta(path, _KEY).items()
              if key[len(_KEY):] in COMMITTED}
@@ -89,11 +93,14 @@ def _names_a_memory(config: bytes) -> bool:
     return isinstance(memory, dict) and isinstance(memory.get("id"), str) and bool(memory["id"])
 
 
-def committed_elsewhere(root: Path) -> tuple[dict[str, bytes], str | None]:
+def committed_elsewhere(root: AnyPath) -> tuple[dict[str, bytes], str | None]:
     """The memory's committed files as the newest commit of any branch holds them, and
     that commit's short hash (none: not in git, or no commit holds a memory here)."""
+    from pathlib import Path  # (git's questions take Paths; only a memory's start asks them)
+
     from ..system import gitrepo
 
+    root = Path(root)
     top = gitrepo.toplevel(root)
     if top is None:
         return {}, None
@@ -104,7 +111,7 @@ def committed_elsewhere(root: Path) -> tuple[dict[str, bytes], str | None]:
     return (files, commit) if _names_a_memory(files.get(CONFIG_NAME, b"")) else ({}, None)
 
 
-def start(root: Path) -> str:
+def start(root: AnyPath) -> str:
     """Start the memory at `root`: the log folders and its committed files (those the index
     left here remembers, else those another branch commits, else new ones with a new id);
     what to tell the user.  The store that opened it stages them with its first write
@@ -114,22 +121,22 @@ def start(root: Path) -> str:
     kept, commit = remembered(root), None
     if not kept:
         kept, commit = committed_elsewhere(root)
-    root.mkdir(parents=True, exist_ok=True)
+    os.makedirs(root, exist_ok=True)
     for name, data in kept.items():
-        write_atomic(root / name, data)
+        write_atomic(os.path.join(root, name), data)
     memory = ensure_memory_id(root)  # before the folders: a memory with folders has its id
     LogTree(root).ensure()
     if not kept:
         return f"created a new memory at {root} (memory {memory})"
-    source = f"commit {commit} holds" if commit else f"{root / 'index.db'} remembers"
+    source = f"commit {commit} holds" if commit else f"{os.path.join(root, INDEX_NAME)} remembers"
     return (f"started the memory at {root} as memory {memory}, the one {source} (this branch holds no memory:"
             f" cut before it was committed?); its {', '.join(COMMITTED)} are that memory's, staged in git with"
             " this write, so switching branches and merging keep one memory")
 
 
-def read_memory_id(root: Path) -> str | None:
+def read_memory_id(root: AnyPath) -> str | None:
     try:
-        config = settings_of((root / CONFIG_NAME).read_text("utf-8"))
+        config = settings_of(read_text(os.path.join(root, CONFIG_NAME)))
     except (OSError, ValueError):
         return None
     memory = config.get("memory", {})
@@ -137,15 +144,15 @@ def read_memory_id(root: Path) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def ensure_memory_id(root: Path, memory_id: str | None = None) -> str:
+def ensure_memory_id(root: AnyPath, memory_id: str | None = None) -> str:
     """The memory's id, made (and written to config.toml, beside any settings there) when
     the memory is created."""
     existing = read_memory_id(root)
     if existing is not None:
         return existing
-    path = root / CONFIG_NAME
+    path = os.path.join(root, CONFIG_NAME)
     try:
-        before = path.read_text("utf-8")
+        before = read_text(path)
     except FileNotFoundError:
         before = ""
     made = memory_id or ids.nonce()[:12]

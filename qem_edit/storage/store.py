@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 
 from ..base import errors, ids
 from ..base.faults import checkpoint
@@ -45,6 +44,7 @@ if TYPE_CHECKING:
     from .selection import Condition
     from .transaction import Transaction, WriteMark
 
+    from ..system.files import AnyPath
     from .verify_reads import VerifyReads
 
     T = TypeVar("T")
@@ -62,7 +62,7 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
     up, writing, the notes and events by id) is here; the reads each feature makes of it
     are the classes it is made of, one module each, all on one connection."""
 
-    def __init__(self, root: Path, conn: sqlite3.Connection, index_path: Path | None) -> None:
+    def __init__(self, root: AnyPath, conn: sqlite3.Connection, index_path: str | None) -> None:
         self.root = root
         self.conn = conn
         self.index_path = index_path
@@ -83,11 +83,12 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
     # -- opening -----------------------------------------------------------------------
 
     @classmethod
-    def open(cls, root: Path, *, create: bool = False, write: bool = False) -> "Store":
+    def open(cls, root: AnyPath, *, create: bool = False, write: bool = False) -> "Store":
         """The memory at `root` (`<workspace>/.qem`); `create` makes a missing one,
         `write` says the command means to write (a memory that can only be read is then
-        refused up front)."""
-        root = Path(root)
+        refused up front).  `root` is kept as given: a Path from the commands, a string
+        from a hook (which loads no pathlib, qem_edit.system.workspace); the store joins
+        either with os.path."""
         _refuse_legacy(root)
         existed = os.path.lexists(root)
         started = _start_if_new(root, create)
@@ -103,8 +104,8 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
         return store
 
     @classmethod
-    def _with_index(cls, root: Path, write: bool) -> "Store":
-        path = root / INDEX_NAME
+    def _with_index(cls, root: AnyPath, write: bool) -> "Store":
+        path = os.path.join(root, INDEX_NAME)
         _remove_index(path, links_only=True)  # git keeps links: SQLite would write through one
         try:
             built = _build_missing(root, path)
@@ -135,7 +136,7 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
             cached = read_memory_id(self.root)
             if cached is None:
                 raise errors.BadInput(
-                    f"{self.root / CONFIG_NAME} names no memory id ([memory] id = ...), so no MEMORY.md can be"
+                    f"{os.path.join(self.root, CONFIG_NAME)} names no memory id ([memory] id = ...), so no MEMORY.md can be"
                     " told to be this memory's",
                     hint="restore it (`git checkout -- .qem/config.toml`), or add the id MEMORY.md's first line"
                          " names: [memory] id = \"...\"")
@@ -163,7 +164,7 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
         the index it was read from (nor a text forgotten since)."""
         for name in KEPT_NAMES:
             try:
-                os.unlink(self.root / name)
+                os.unlink(os.path.join(self.root, name))
             except OSError:  # none there (or a folder that takes no change: none was kept in it either)
                 pass
         _remove_kept_temporaries(self.root)
@@ -200,7 +201,7 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
         as_agent = protect.writer_is_agent(agent)
         work = as_writer(work, as_agent, allow_secret)
         try:
-            with locked(self.root / LOCK_NAME, WRITE_PATIENCE_S):
+            with locked(os.path.join(self.root, LOCK_NAME), WRITE_PATIENCE_S):
                 try:
                     return db.patiently(lambda: self._write_once(work, at or utc_now()), self.index_path or self.root,
                                         "write")
@@ -524,7 +525,7 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
             self._moved()
 
 
-def _start_if_new(root: Path, create: bool) -> str | None:
+def _start_if_new(root: AnyPath, create: bool) -> str | None:
     """Start a memory at `root` where none is (`starting`): what to tell the user; None
     where one was."""
     if not starting.is_new(root):
@@ -536,8 +537,8 @@ def _start_if_new(root: Path, create: bool) -> str | None:
     from ..system.files import LockTimeout, locked
 
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        with locked(root / START_LOCK_NAME, WRITE_PATIENCE_S):
+        os.makedirs(root, exist_ok=True)
+        with locked(os.path.join(root, START_LOCK_NAME), WRITE_PATIENCE_S):
             # several processes may start it at once: one does, the others find it made
             return starting.start(root) if starting.is_new(root) else None
     except LockTimeout:
@@ -556,16 +557,17 @@ def _where(kinds: Iterable[str] | None, states: Iterable[str] | None) -> tuple[s
     return (f" WHERE {' AND '.join(where)}" if where else ""), params
 
 
-def _refuse_legacy(root: Path) -> None:
-    if (root / LEGACY_NAME).is_file() and not (root / EVENTS).is_dir():
+def _refuse_legacy(root: AnyPath) -> None:
+    legacy = os.path.join(root, LEGACY_NAME)
+    if os.path.isfile(legacy) and not os.path.isdir(os.path.join(root, EVENTS)):
         raise errors.BadInput(
-            f"{root / LEGACY_NAME} is a store from an older qem (one SQLite file)",
+            f"{legacy} is a store from an older qem (one SQLite file)",
             hint="convert it once with `qem migrate`: the notes keep their history and their numbers",
         )
 
 
-def _open_index(path: Path) -> sqlite3.Connection:
-    conn = db.connect(str(path))
+def _open_index(path: str) -> sqlite3.Connection:
+    conn = db.connect(path)
     try:
         conn.execute("PRAGMA journal_mode = WAL")
         _ensure_schema(conn)
@@ -575,7 +577,7 @@ def _open_index(path: Path) -> sqlite3.Connection:
         raise
 
 
-def _build_missing(root: Path, path: Path) -> Caught | None:
+def _build_missing(root: AnyPath, path: str) -> Caught | None:
     """A missing index (a fresh clone's first command) built whole from the log in a file
     of its own with no journal, then moved into place complete: in the WAL every page of
     it would be written twice, into the log and again into the file at the checkpoint
@@ -592,7 +594,7 @@ def _build_missing(root: Path, path: Path) -> Caught | None:
         return None
     with ExitStack() as stack:
         try:
-            stack.enter_context(locked(root / BUILD_LOCK_NAME, WRITE_PATIENCE_S))
+            stack.enter_context(locked(os.path.join(root, BUILD_LOCK_NAME), WRITE_PATIENCE_S))
         except LockTimeout:
             raise errors.StoreBusy(f"{root} stayed locked by another process building its index for over"
                                    f" {int(WRITE_PATIENCE_S)} s") from None
@@ -604,19 +606,25 @@ def _build_missing(root: Path, path: Path) -> Caught | None:
     return None  # (not reached: for the type checker)
 
 
-def _build_into(path: Path, tree: LogTree) -> Caught:
+def _build_into(path: str, tree: LogTree) -> Caught:
     """`tree`'s index built in a temporary file beside `path` (`.index.db.<pid>.tmp`,
     which qem's .gitignore covers), left in WAL mode as every index is opened, synced
     to disk and renamed to `path`.  The caller holds the build lock, so a temporary file
     of another process is a killed build's, and goes."""
     from ..system.files import fsync_dir
 
-    prefix = f".{path.name}."
-    for stale in path.parent.glob(f"{prefix}*.tmp"):
-        _remove_index(stale)
-    temp = path.with_name(f"{prefix}{os.getpid()}.tmp")
+    folder, name = os.path.split(path)
+    prefix = f".{name}."
     try:
-        conn = db.connect(str(temp))
+        names = os.listdir(folder or ".")
+    except OSError:  # (as pathlib's glob: nothing found)
+        names = []
+    for stale in names:
+        if stale.startswith(prefix) and stale.endswith(".tmp"):
+            _remove_index(os.path.join(folder, stale))
+    temp = os.path.join(folder, f"{prefix}{os.getpid()}.tmp")
+    try:
+        conn = db.connect(temp)
         try:
             conn.execute("PRAGMA journal_mode = OFF")
             conn.execute("PRAGMA synchronous = OFF")
@@ -632,7 +640,7 @@ def _build_into(path: Path, tree: LogTree) -> Caught:
         checkpoint("index-built")
         _remove_index(path)  # a write-ahead log left beside no index is not this index's
         os.replace(temp, path)
-        fsync_dir(path.parent)
+        fsync_dir(folder or ".")
         return caught
     except sqlite3.Error as exc:
         raise db.translate(exc, path, "write") from None
@@ -642,7 +650,7 @@ def _build_into(path: Path, tree: LogTree) -> Caught:
         _remove_index(temp)
 
 
-def _fsync(path: Path) -> None:
+def _fsync(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -650,21 +658,23 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _remove_index(path: Path, links_only: bool = False) -> None:
+def _remove_index(path: str, links_only: bool = False) -> None:
     """The index's files removed, and what the hooks keep beside it (`links_only`: those
     that are symbolic links, which a clone's commit can put there; the link goes, never what
     it points to)."""
-    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm", f"{path.name}-journal", *KEPT_NAMES):
+    folder, base = os.path.split(path)
+    for name in (base, f"{base}-wal", f"{base}-shm", f"{base}-journal", *KEPT_NAMES):
+        doomed = os.path.join(folder, name)
         try:
-            if not links_only or (path.parent / name).is_symlink():
-                (path.parent / name).unlink()
+            if not links_only or os.path.islink(doomed):
+                os.unlink(doomed)
         except FileNotFoundError:
             pass
         except OSError as exc:
-            raise errors.StoreUnwritable(f"cannot remove {path.parent / name}: {exc.strerror}") from None
+            raise errors.StoreUnwritable(f"cannot remove {doomed}: {exc.strerror}") from None
 
 
-def _remove_kept_temporaries(root: Path) -> None:
+def _remove_kept_temporaries(root: AnyPath) -> None:
     """What a hook killed while it wrote a file kept beside the index left (files.write_atomic's
     `.NAME.XXXXXXXXXXXX.tmp`): it may hold notes' texts, which a forget must not leave."""
     try:
@@ -673,7 +683,7 @@ def _remove_kept_temporaries(root: Path) -> None:
         return
     for name in names:
         try:
-            os.unlink(root / name)
+            os.unlink(os.path.join(root, name))
         except OSError:
             pass
 
@@ -685,7 +695,7 @@ def _open_index_in_memory() -> sqlite3.Connection:
 
 
 def _ensure_schema(conn: sqlite3.Connection) -> None:
-    index = Index(conn, LogTree(Path(".")))
+    index = Index(conn, LogTree("."))
     with db.transaction(conn):
         if not index.ready():
             index.create()

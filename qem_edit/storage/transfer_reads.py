@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from ..base.replay import Event
 from ..system import db
 from .index import EVENT_COLUMNS, event_from_row
 from .reading import IndexReads
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from ..system.files import AnyPath
 
 
 class TransferReads(IndexReads):
@@ -34,7 +37,7 @@ class TransferReads(IndexReads):
                 yield event_from_row(row[:-1]), row[-1]
 
     @contextmanager
-    def attached(self, path: Path) -> Iterator[int]:
+    def attached(self, path: AnyPath) -> Iterator[int]:
         """A staged dump (qem_edit.storage.staging.StagedLines, `path` its file) attached to the index, its lines the index holds
         marked as not new: how many are new."""
         self.conn.execute("ATTACH DATABASE ? AS staged", (str(path),))

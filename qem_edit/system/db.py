@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sized
 from contextlib import contextmanager
-from pathlib import Path
 
 from ..base import errors
 
@@ -27,6 +26,8 @@ _BUSY = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED"})
 TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
     from typing import TypeVar
+
+    from .files import AnyPath
 
     T = TypeVar("T")
 
@@ -64,7 +65,7 @@ def is_busy(exc: sqlite3.Error) -> bool:
     return _primary(exc) in _BUSY
 
 
-def translate(exc: sqlite3.Error, path: Path, doing: str = "use") -> errors.QemError:
+def translate(exc: sqlite3.Error, path: AnyPath, doing: str = "use") -> errors.QemError:
     """The one place an SQLite error becomes a qem error, by its result code.
 
     `doing` names what failed ("open", "read", "write"); a failed write says that nothing
@@ -86,7 +87,7 @@ def translate(exc: sqlite3.Error, path: Path, doing: str = "use") -> errors.QemE
     return errors.NotAStore(f"cannot {doing} {path}: {exc}{nothing}")
 
 
-def patiently(attempt: Callable[[], T], path: Path, doing: str) -> T:
+def patiently(attempt: Callable[[], T], path: AnyPath, doing: str) -> T:
     """Run `attempt`, trying again while SQLite says busy (another process holds the lock
     longer than the busy timeout, or SQLite returned BUSY without waiting, as it does
     while another process creates the database or switches it to WAL); gives up with

@@ -7,7 +7,6 @@ import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from ..base import errors
 from ..base.faults import checkpoint
@@ -16,8 +15,10 @@ TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or wri
 if TYPE_CHECKING:
     from typing import BinaryIO
 
+    AnyPath = str | os.PathLike[str]  # a path as a string or a pathlib.Path: either is taken (no hook loads pathlib)
 
-def leads_out(root: Path, named: str) -> bool:
+
+def leads_out(root: AnyPath, named: str) -> bool:
     """Whether `named`, a path a committed file gives relative to `root`, would take a
     write out of `root`: an absolute path, a `..` climbing out, or a symbolic link (among
     its folders, or the path itself) resolving outside.  A clone's files are untrusted
@@ -32,7 +33,7 @@ def leads_out(root: Path, named: str) -> bool:
     return resolved != top and not resolved.startswith(top.rstrip(os.sep) + os.sep)
 
 
-def refuse_link(path: Path) -> None:
+def refuse_link(path: AnyPath) -> None:
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
@@ -46,18 +47,26 @@ def refuse_link(path: Path) -> None:
         raise errors.BadInput(f"{path} exists and is not a regular file")
 
 
-def read_regular(path: Path) -> bytes | None:
+def read_regular(path: AnyPath) -> bytes | None:
     """The bytes of `path`, or None if it does not exist.  Refuses links and non-files."""
     refuse_link(path)
     try:
-        return path.read_bytes()
+        with open(path, "rb") as handle:
+            return handle.read()
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise errors.BadInput(f"cannot read {path}: {exc.strerror}") from None
 
 
-def open_regular(path: Path) -> BinaryIO | None:
+def read_text(path: AnyPath, errors: str = "strict") -> str:
+    """A file's text, UTF-8, as pathlib's `read_text("utf-8", errors)` gives it (newlines
+    read as open() reads them); OSError as open() raises it."""
+    with open(path, encoding="utf-8", errors=errors) as handle:
+        return handle.read()
+
+
+def open_regular(path: AnyPath) -> BinaryIO | None:
     """`path` open for reading, or None if it does not exist.  Refuses links and non-files."""
     refuse_link(path)
     try:
@@ -68,7 +77,7 @@ def open_regular(path: Path) -> BinaryIO | None:
         raise errors.BadInput(f"cannot read {path}: {exc.strerror}") from None
 
 
-def file_chunks(path: Path, size: int = 1 << 20) -> Iterator[bytes]:
+def file_chunks(path: AnyPath, size: int = 1 << 20) -> Iterator[bytes]:
     """The bytes of `path` a chunk at a time (nothing, if it does not exist)."""
     handle = open_regular(path)
     if handle is None:
@@ -78,7 +87,7 @@ def file_chunks(path: Path, size: int = 1 << 20) -> Iterator[bytes]:
             yield chunk
 
 
-def same_bytes(path: Path, chunks: Iterable[bytes]) -> bool | None:
+def same_bytes(path: AnyPath, chunks: Iterable[bytes]) -> bool | None:
     """Whether `path` holds exactly the bytes of `chunks`, read side by side, a chunk at
     a time (None: no such file)."""
     handle = open_regular(path)
@@ -91,7 +100,7 @@ def same_bytes(path: Path, chunks: Iterable[bytes]) -> bool | None:
         return handle.read(1) == b""
 
 
-def write_atomic(path: Path, data: bytes | Iterable[bytes] | Path, mode: int | None = None,
+def write_atomic(path: AnyPath, data: bytes | Iterable[bytes] | os.PathLike[str], mode: int | None = None,
                  before_replace: Callable[[], None] | None = None, *, durable: bool = True) -> None:
     """Replace `path` with `data` (bytes, or chunks of them: a stream is never held whole;
     or a file's bytes, copied by the kernel) so a reader sees the old bytes or the new,
@@ -110,7 +119,7 @@ def write_atomic(path: Path, data: bytes | Iterable[bytes] | Path, mode: int | N
             mode = stat.S_IMODE(os.stat(path).st_mode)
         except FileNotFoundError:
             mode = 0o644 & ~_umask()
-    directory = path.parent
+    directory = os.path.dirname(os.fspath(path)) or "."
     try:
         fd, tmp = _new_beside(path)
     except OSError as exc:
@@ -118,7 +127,7 @@ def write_atomic(path: Path, data: bytes | Iterable[bytes] | Path, mode: int | N
     try:
         checkpoint("atomic-tmp")
         with os.fdopen(fd, "wb") as handle:
-            if isinstance(data, Path):
+            if isinstance(data, os.PathLike):
                 _copy_into(handle, data)
             else:
                 for chunk in (data,) if isinstance(data, (bytes, bytearray)) else data:
@@ -142,7 +151,7 @@ def write_atomic(path: Path, data: bytes | Iterable[bytes] | Path, mode: int | N
         fsync_dir(directory)
 
 
-def _copy_into(handle: BinaryIO, source: Path) -> None:
+def _copy_into(handle: BinaryIO, source: AnyPath) -> None:
     """`source`'s bytes into `handle`: by the kernel where it can (sendfile), no read into
     Python."""
     src = open_regular(source)
@@ -165,13 +174,14 @@ def _copy_into(handle: BinaryIO, source: Path) -> None:
                 handle.write(chunk)
 
 
-def _new_beside(path: Path) -> tuple[int, str]:
+def _new_beside(path: AnyPath) -> tuple[int, str]:
     """A new file beside `path`, private, made exclusively (no link followed, no file of
     another's taken), with a random name (`.NAME.XXXXXXXX.tmp`): its descriptor and name.
     As tempfile.mkstemp, without importing it (a write's start-up pays for every import)."""
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    directory, base = os.path.split(os.fspath(path))
     for _ in range(100):
-        name = str(path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp")
+        name = os.path.join(directory, f".{base}.{os.urandom(6).hex()}.tmp")
         try:
             return os.open(name, flags, 0o600), name
         except FileExistsError:
@@ -185,7 +195,7 @@ def _umask() -> int:
     return mask
 
 
-def fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: AnyPath) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -199,7 +209,7 @@ def fsync_dir(directory: Path) -> None:
 
 
 @contextmanager
-def read_at(path: Path) -> Iterator[tuple[Callable[[int, int], bytes], int]]:
+def read_at(path: AnyPath) -> Iterator[tuple[Callable[[int, int], bytes], int]]:
     """`path` open for reading in place: a function giving `count` bytes at an offset
     (fewer at the end), and the file's size."""
     handle = open_regular(path)
@@ -218,7 +228,7 @@ class LockTimeout(OSError):
 
 
 @contextmanager
-def locked(path: Path, timeout: float) -> Iterator[None]:
+def locked(path: AnyPath, timeout: float) -> Iterator[None]:
     """An exclusive lock on `path` (created private if missing), held while the block
     runs; LockTimeout when another holds it past `timeout` seconds.  The operating
     system's own file lock (flock, or msvcrt's on Windows), so a process that dies
@@ -267,10 +277,10 @@ def _unlock(fd: int) -> None:
     fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-def private_dir(path: Path) -> Path:
+def private_dir(path: AnyPath) -> AnyPath:
     """Create `path` (and parents) with mode 0700; refuse an existing link or file there."""
     try:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.makedirs(path, mode=0o700, exist_ok=True)
     except OSError as exc:
         raise errors.StoreUnwritable(f"cannot create {path}: {exc.strerror}") from None
     info = os.lstat(path)

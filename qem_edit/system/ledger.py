@@ -24,9 +24,12 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from . import files
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from .files import AnyPath
 
 FOLDER = "sessions"
 MAX_NOTES = 5000
@@ -37,8 +40,8 @@ LOCK_SECONDS = 5.0
 _IGNORE_ALL = "# Written by qem: session ledgers are private to this clone.\n*\n"
 
 
-def folder(state_dir: Path) -> Path:
-    return state_dir / FOLDER
+def folder(state_dir: AnyPath) -> str:
+    return os.path.join(state_dir, FOLDER)
 
 
 def _name(session: str) -> str:
@@ -47,9 +50,14 @@ def _name(session: str) -> str:
     return sha256_hex(session.encode("utf-8", "surrogatepass"))[:32]
 
 
-def _file(where: Path, session: str) -> Path:
+def _file(where: AnyPath, session: str) -> str:
     """The ledger file of a context window in the ledgers' folder `where` (its `.lock` beside it)."""
-    return where / f"{_name(session)}.json"
+    return os.path.join(where, f"{_name(session)}.json")
+
+
+def lock_of(path: str) -> str:
+    """The lock beside a ledger file (`NAME.json`: `NAME.lock`)."""
+    return path[:-len(".json")] + ".lock"
 
 
 def _digest(about: str) -> str:
@@ -68,7 +76,7 @@ class Ledger:
     """One session's record.  (A plain class: every hook reads one, and a dataclass costs a
     hook's start-up `dataclasses` and `inspect`.)"""
 
-    def __init__(self, path: Path, unsure: int = -1) -> None:
+    def __init__(self, path: str, unsure: int = -1) -> None:
         self.path = path
         self.notes_then = -1  # the notes the memory held when the session began (-1: not known yet)
         self.epoch = 0
@@ -141,7 +149,7 @@ MAX_AGENTS = 500  # subagents a session's ledger remembers to remove at its end 
 MAX_PROMPT_CHARS = 20_000
 
 
-def _read(path: Path) -> Ledger:
+def _read(path: str) -> Ledger:
     raw = files.read_regular(path)
     ledger = Ledger(path)
     if raw is None:
@@ -167,11 +175,11 @@ def _read(path: Path) -> Ledger:
 
 
 @contextmanager
-def session(state_dir: Path, session_id: str) -> Iterator[Ledger]:
+def session(state_dir: AnyPath, session_id: str) -> Iterator[Ledger]:
     """The ledger of a context window (`session_id`: the harness's name and its session
     id, or a subagent's key), read under its lock and written back atomically on leaving."""
     path = _file(prepared(state_dir), session_id)
-    with files.locked(path.with_suffix(".lock"), LOCK_SECONDS):
+    with files.locked(lock_of(path), LOCK_SECONDS):
         ledger = _read(path)
         before = ledger.to_bytes()
         yield ledger
@@ -180,7 +188,7 @@ def session(state_dir: Path, session_id: str) -> Iterator[Ledger]:
             files.write_atomic(path, after, mode=0o600)
 
 
-def peek(state_dir: Path, session_id: str) -> Ledger | None:
+def peek(state_dir: AnyPath, session_id: str) -> Ledger | None:
     """The ledger of a context window as it is now, read without its lock (it is replaced
     whole, never written in place: a reader sees the old one or the new), None where it
     has none; nothing is made or written."""
@@ -191,18 +199,19 @@ def peek(state_dir: Path, session_id: str) -> Ledger | None:
     return _read(path) if os.path.isfile(path) else None
 
 
-def prepared(state_dir: Path) -> Path:
+def prepared(state_dir: AnyPath) -> str:
     """The ledgers' folder: a private folder of this clone (a link is refused: a clone's
     commit could point it anywhere), ignoring itself in git by a `.gitignore` that is
     qem's (one a commit brought is put back to qem's before any ledger is written)."""
-    where = files.private_dir(folder(state_dir))
-    ignore = where / ".gitignore"
+    where = folder(state_dir)
+    files.private_dir(where)
+    ignore = os.path.join(where, ".gitignore")
     if files.read_regular(ignore) != _IGNORE_ALL.encode():
         files.write_atomic(ignore, _IGNORE_ALL.encode(), mode=0o644)
     return where
 
 
-def _listed(state_dir: Path) -> list[os.DirEntry]:
+def _listed(state_dir: AnyPath) -> list[os.DirEntry]:
     """The ledgers' folder's entries; none where it is not a folder of its own (a link)."""
     where = folder(state_dir)
     try:
@@ -216,42 +225,42 @@ def _listed(state_dir: Path) -> list[os.DirEntry]:
 RECENT_HOURS = 24
 
 
-def recent_prompts(state_dir: Path, now: float | None = None) -> list[str]:
+def recent_prompts(state_dir: AnyPath, now: float | None = None) -> list[str]:
     """What the user typed in this clone's sessions of the last RECENT_HOURS, as the prompt
     hooks heard it (none without them)."""
     now = time.time() if now is None else now
     out: list[str] = []
-    entries = [Path(e.path) for e in _listed(state_dir) if e.name.endswith(".json") and e.is_file(follow_symlinks=False)
+    entries = [e.path for e in _listed(state_dir) if e.name.endswith(".json") and e.is_file(follow_symlinks=False)
                and now - e.stat(follow_symlinks=False).st_mtime <= RECENT_HOURS * 3600]
     for path in entries:
         out += _read(path).prompts
     return out
 
 
-def end(state_dir: Path, session_id: str) -> None:
+def end(state_dir: AnyPath, session_id: str) -> None:
     """A session ended: its ledger goes, and its subagents'."""
     where = folder(state_dir)
     if os.path.islink(where):
         return
     keys = [session_id] + _read(_file(where, session_id)).agents
     for key in keys:
-        for doomed in (_file(where, key), _file(where, key).with_suffix(".lock")):
+        for doomed in (_file(where, key), lock_of(_file(where, key))):
             try:
                 os.unlink(doomed)
             except FileNotFoundError:
                 pass
 
 
-def sweep(state_dir: Path, now: float | None = None) -> int:
+def sweep(state_dir: AnyPath, now: float | None = None) -> int:
     """Ledgers of sessions untouched for MAX_AGE_DAYS, and the oldest past MAX_SESSIONS,
     removed; returns how many."""
-    entries = [(e.stat(follow_symlinks=False).st_mtime, Path(e.path)) for e in _listed(state_dir)
+    entries = [(e.stat(follow_symlinks=False).st_mtime, e.path) for e in _listed(state_dir)
                if e.name.endswith(".json")]
     now = time.time() if now is None else now
     entries.sort(reverse=True)
     gone = [p for i, (mtime, p) in enumerate(entries) if i >= MAX_SESSIONS or now - mtime > MAX_AGE_DAYS * 86400]
     for path in gone:
-        for doomed in (path, path.with_suffix(".lock")):
+        for doomed in (path, lock_of(path)):
             try:
                 os.unlink(doomed)
             except FileNotFoundError:
@@ -259,7 +268,7 @@ def sweep(state_dir: Path, now: float | None = None) -> int:
     return len(gone)
 
 
-def exists(state_dir: Path, session_id: str) -> bool:
+def exists(state_dir: AnyPath, session_id: str) -> bool:
     """Whether the ledger of a context window is here (its session has not ended, nor
     been swept as stale)."""
-    return _file(folder(state_dir), session_id).is_file()
+    return os.path.isfile(_file(folder(state_dir), session_id))

@@ -11,12 +11,18 @@ Resolution order (first that applies):
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from collections.abc import Iterator
 
 from ..base import errors
 from ..base.patterns import Lazy
 from ..base.stored_form import actor_problem
 from .files import leads_out
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .files import AnyPath
 
 STATE_DIR = ".qem"
 CONFIG_NAME = "config.toml"
@@ -66,11 +72,12 @@ def settings_of(text: str) -> dict:
     return config
 
 
-def read_settings(path: Path) -> dict:
+def read_settings(path: AnyPath) -> dict:
     """A config.toml's settings ({} where there is none); BadInput naming the file where
     it cannot be read, or is not TOML."""
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as handle:
+            raw = handle.read()
     except FileNotFoundError:
         return {}
     except OSError as exc:
@@ -109,6 +116,8 @@ class Workspace:
 
     def mirror_path(self, override: str | Path | None = None) -> Path:
         if override is not None:
+            from pathlib import Path  # (the workspace's folders are Paths; a hook names its memory's as a string)
+
             return Path(override)
         configured = self.config().get("export", {}).get("path")
         return self.root / (configured or DEFAULT_MIRROR)
@@ -165,43 +174,73 @@ class Workspace:
         return gitrepo.toplevel(self.root) is not None
 
 
-def git_top(start: Path) -> Path | None:
+# The folders below are found and named as strings (os.path), not pathlib's Paths: a hook
+# finds its memory with them, and pathlib (with the urllib.parse it imports) is about 3 ms
+# of a hook's start-up.  `resolve` gives the commands their Workspace of Paths.
+
+def _up(folder: str) -> Iterator[str]:
+    """`folder` (absolute) and each folder above it, to the root."""
+    while True:
+        yield folder
+        above = os.path.dirname(folder)
+        if above == folder:
+            return
+        folder = above
+
+
+def _parent(path: AnyPath) -> str:
+    """The folder holding `path`, as pathlib names it (a trailing separator is no part)."""
+    named = os.fspath(path)
+    return os.path.dirname(named.rstrip(os.sep) or os.sep) or "."
+
+
+def git_top(start: AnyPath) -> str | None:
     """The top of the git work tree holding `start`: its nearest folder, itself or above,
-    holding `.git` (a directory, or a linked worktree's file); None outside any.  Asked
-    of the files, not of git, so it costs no process and works with no git installed."""
-    start = start.resolve()
-    return next((d for d in (start, *start.parents) if (d / ".git").exists()), None)
+    holding `.git` (a directory, or a linked worktree's file), resolved; None outside any.
+    Asked of the files, not of git, so it costs no process and works with no git installed."""
+    return next((d for d in _up(os.path.realpath(start)) if os.path.exists(os.path.join(d, ".git"))), None)
 
 
-def work_top(state: Path) -> Path:
-    """The top of the work tree the memory `state` (its `.qem` folder) is in: anchors and
-    paths are named from it; the nearest folder at or above the workspace holding `.git`,
-    else the workspace."""
-    return git_top(state.parent) or state.parent.resolve()
+def work_top(state: AnyPath) -> str:
+    """The top of the work tree the memory `state` (its `.qem` folder) is in, resolved:
+    anchors and paths are named from it; the nearest folder at or above the workspace
+    holding `.git`, else the workspace."""
+    return git_top(_parent(state)) or os.path.realpath(_parent(state))
 
 
-def find_workspace(cwd: Path | None = None) -> Path:
-    start = (cwd or Path.cwd()).resolve()
+def find_workspace(cwd: AnyPath | None = None) -> str:
+    """The workspace holding `cwd` (the working directory where None), resolved: the
+    nearest folder at or above it holding `.qem/`, else the top of its git work tree, else itself."""
+    start = os.path.realpath(os.getcwd() if cwd is None else cwd)
     top = None
-    for candidate in (start, *start.parents):
-        if (candidate / STATE_DIR).is_dir():
+    for candidate in _up(start):
+        if os.path.isdir(os.path.join(candidate, STATE_DIR)):
             return candidate
-        if top is None and (candidate / ".git").exists():  # a directory, or a worktree's file
+        if top is None and os.path.exists(os.path.join(candidate, ".git")):  # a directory, or a worktree's file
             top = candidate
     return top or start
 
 
-def resolve(workspace: str | Path | None = None, store: str | Path | None = None) -> Workspace:
+def resolve(workspace: AnyPath | None = None, store: AnyPath | None = None) -> Workspace:
+    from pathlib import Path
+
+    root, store_path = places(workspace, store)
+    return Workspace(root=Path(root), store_path=Path(store_path))
+
+
+def places(workspace: AnyPath | None = None, store: AnyPath | None = None) -> tuple[str, str]:
+    """The workspace's folder (resolved) and its memory's, as strings (the order of the
+    module's docstring)."""
     root_arg = workspace or os.environ.get("QEM_WORKSPACE")
-    root = Path(root_arg).resolve() if root_arg else find_workspace()
+    root = os.path.realpath(root_arg) if root_arg else find_workspace()
     store_arg = store or os.environ.get("QEM_STORE")
-    store_path = Path(store_arg) if store_arg else root / STATE_DIR
-    if not store_arg and store_path.is_symlink() and leads_out(root, STATE_DIR):
+    store_path = os.fspath(store_arg) if store_arg else os.path.join(root, STATE_DIR)
+    if not store_arg and os.path.islink(store_path) and leads_out(root, STATE_DIR):
         # git keeps a link: a clone's `.qem` pointing elsewhere would have every write land there
         raise errors.BadInput(f"{STATE_DIR} is a symbolic link leading outside the work tree ({root}, to"
                               f" {os.path.realpath(store_path)}); qem writes its memory only inside the work tree:"
                               " remove the link (or name the memory with --store); nothing was written")
-    return Workspace(root=root, store_path=store_path)
+    return root, store_path
 
 
 def actor(explicit: str | None = None) -> str:

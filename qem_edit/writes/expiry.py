@@ -245,12 +245,14 @@ def end_sessions(store: "Store", place: "Workspace", ended: "Callable[[str], boo
     return done
 
 
-def end_sessions_in(state: Path, ended: "Callable[[str], bool]") -> list[str]:
+def end_sessions_in(state: Path | str, ended: "Callable[[str], bool]") -> list[str]:
     """`end_sessions` on the memory in the folder `state` (a hook's, which names the
-    folder, not a workspace), as the login's act (QEM_ACTOR or the login name)."""
+    folder, not a workspace, as a string: qem_edit.shells.hookrun), as the login's act
+    (QEM_ACTOR or the login name)."""
     from ..storage.store import Store
     from ..system.workspace import actor, resolve
 
+    state = Path(state)  # (a write: the commands' Paths from here on)
     store = Store.open(state, create=False, write=True)
     try:
         return end_sessions(store, resolve(state.parent, state), ended, actor())
