@@ -16,8 +16,10 @@ A second such repository takes `qem add`'s writes, so the first stays as committ
 A round runs, for every copy in turn, its interpreter's `python -c pass` (the floor) and
 each subject once: `qem hook claude PreToolUse` on an Edit with nothing due, in the session
 under way (the call an agent makes hundreds of times a session) and as a new session's
-first hook (no ledger yet: the full read), and on an Edit of the file a gotcha is anchored
-to, as a new session's first hook (the call held, the note its reason: read in full),
+first hook (no ledger yet: answered from the digest, which begins the ledger, since the
+call fires nothing; read in full before the digest said how many notes the memory holds),
+and on an Edit of the file a gotcha is anchored to, as a new session's first hook (the
+call held, the note its reason: read in full),
 `qem hook claude UserPromptSubmit` naming nothing in that session, `qem hook claude SessionStart` (a new session
 each time: answered from the reply the last new session was given, qem_edit.reads.starts;
 and, with that reply removed first, read in full), `qem verify --staged`, `qem export --check

@@ -74,6 +74,39 @@ def test_an_edit_with_nothing_due_opens_no_index(project) -> None:  # type: igno
     assert out == "" and opened == []  # given whole (the call held, then made again): nothing new
 
 
+def test_a_windows_first_call_firing_nothing_begins_its_ledger_from_the_digest(project) -> None:  # type: ignore[no-untyped-def]
+    """A context window with no ledger yet (a session whose harness fired no start, a
+    subagent's) whose first tool call fires nothing is answered from the digest: its
+    ledger begun as the full read begins it (the notes the memory holds, the digest's
+    moment), so its later calls are answered from the digest too, a call firing a note
+    still gives it, and the Stop hook still tells a note written since from none."""
+    from qem_edit.system import ledger
+
+    top = project["top"]
+    lock = {"tool_name": "Edit", "tool_input": {"file_path": str(top / "src/lock.py")}}
+    assert claude(top, "SessionStart", source="startup")  # (another session's read writes the digest)
+    assert (top / ".qem" / MOMENTS_NAME).is_file()
+    out, opened = loaded(top, lock, session="held")  # a first call firing a note: read in full, given
+    assert "Release the lock before the restart" in out and opened == ["_sqlite3", "qem_edit.storage.store"]
+    out, opened = loaded(top, EDIT_README, session="new")
+    assert out == "" and opened == []
+    book = ledger.peek(top / ".qem", "claude:new")
+    assert book is not None and book.notes_then == 8 and book.seen and book.given == {}
+    out, opened = loaded(top, EDIT_README, session="new")
+    assert out == "" and opened == []
+    out, opened = loaded(top, lock, session="new")
+    assert "Release the lock before the restart" in out and opened == ["_sqlite3", "qem_edit.storage.store"]
+    stop = hook(top, "claude", "Stop", {"session_id": "new", "stop_hook_active": False})
+    assert "record it now" in json.loads(stop.stdout)["reason"]  # no note written since the window began
+    loaded(top, EDIT_README, session="other")
+    assert run_qem("add", "The cache is warm after boot", "-k", "finding", cwd=top).returncode == 0
+    assert hook(top, "claude", "Stop", {"session_id": "other", "stop_hook_active": False}).stdout == b""
+    out, opened = loaded(top, lock, session="third")  # (the write removed the digest: read in full, written again)
+    assert "Release the lock before the restart" in out
+    out, opened = loaded(top, EDIT_README, session="fourth")
+    assert out == "" and opened == [] and ledger.peek(top / ".qem", "claude:fourth").notes_then == 9
+
+
 def test_a_note_written_since_is_given_within_one_clock_tick(project) -> None:  # type: ignore[no-untyped-def]
     top = project["top"]
     assert claude(top, "SessionStart", source="startup")

@@ -7,11 +7,14 @@ ignored by git as SQLite's own files are) what any tool call or prompt can fire:
 declaring the edit, read, command and prompt moments, every anchor in force, every
 `when-path` and `when-run` pattern, the keys of the backticked terms (a prompt holding one
 as a word is read in full), and whether a request is in force (a prompt gives what is late:
-then every prompt is read in full).  From it and the session's ledger a hook knows, without
-loading SQLite or the store, that nothing is due: every note the call fires was given whole
-in this context window, and the session's last full reply, which said every change of a
-note given, was read at the very moment of the index the digest was (so no note given
-changed since); a prompt is then recorded in the ledger as heard, as a full read records it.
+then every prompt is read in full), and how many notes the memory holds.  From it and the
+session's ledger a hook knows, without loading SQLite or the store, that nothing is due:
+every note the call fires was given whole in this context window, and the session's last
+full reply, which said every change of a note given, was read at the very moment of the
+index the digest was (so no note given changed since); a prompt is then recorded in the
+ledger as heard, as a full read records it.  A context window's first tool call (no ledger
+yet: a subagent's, or a session whose harness fires no start) that fires nothing begins its
+ledger as the full read would, with the notes the memory holds and the digest's moment.
 Anything else (a note to give, a log or an index that moved, a ledger or a digest that
 cannot be read, is too large or is another version's) is answered by the full read
 (qem_edit.reads.session), which writes the digest again.
@@ -46,7 +49,7 @@ TYPE_CHECKING = False  # typing's flag, without importing typing: no hook loads 
 if TYPE_CHECKING:
     from ..storage.store import Store
 
-VERSION = 2  # of the digest's form: a digest of another form (or another qem's) is written again
+VERSION = 3  # of the digest's form: a digest of another form (or another qem's) is written again
 TOOL_MOMENTS = ("edit", "read", "shell")  # the moments a tool call gives
 KEPT_MOMENTS = (*TOOL_MOMENTS, "prompt")  # the moments whose declared notes the digest names
 MAX_BYTES = 1 << 20  # a digest larger (some 15,000 anchors) is not kept: reading it would cost what it spares
@@ -57,15 +60,35 @@ HEADER_BYTES = 4096  # what a digest's first line may take (its header is a few 
 def nothing_due(ask: Asked, state: str, window: str) -> bool:
     """Whether this tool call fires nothing the context window `window` (a ledger key) was
     not given whole, and no note it was given changed since: True only when the digest,
-    the ledger and the log all say so; False (read it in full) on any doubt."""
+    the ledger and the log all say so; False (read it in full) on any doubt.  A window's
+    first call (no ledger yet) that fires nothing begins its ledger as a full read would
+    (`_begun`)."""
     if ask.moment not in TOOL_MOMENTS:
         return False
     try:
         digest = _digest(state)
+        if digest is None:
+            return False
+        fired = _fired(ask, state, digest)
         book = ledger.peek(state, window)
-        return digest is not None and book is not None and _nothing_new(book, digest, _fired(ask, state, digest))
+        if book is None:
+            return not fired and _begun(state, window, digest)
+        return _nothing_new(book, digest, fired)
     except Exception:  # noqa: BLE001 - a digest, a ledger or a link that cannot be read: read in full
         return False
+
+
+def _begun(state: str, window: str, digest: dict) -> bool:
+    """A context window's first tool call, which fires nothing: its ledger begun as the
+    full read begins it, with the notes the memory holds (what the Stop hook compares
+    with) and the index's moment the reply was of (nothing was given in the window, so
+    no note given can have changed since).  Where a hook beside this one began it
+    meanwhile, its ledger answers as any other's does."""
+    with ledger.session(state, window) as book:
+        if book.notes_then < 0 and not book.given:
+            book.notes_then, book.seen = digest["count"], digest["moment"]
+            return True
+        return _nothing_new(book, digest, set())
 
 
 def prompt_heard(ask: Asked, state: str, window: str) -> bool:
@@ -125,11 +148,19 @@ def _digest(state: str) -> dict | None:
                    "anchors": _by_path((str(p), str(n)) for p, n in data["anchors"]),
                    "paths": [(str(p), str(n)) for p, n in data["paths"]],
                    "runs": [(str(p), str(n)) for p, n in data["runs"]],
-                   "keys": frozenset(str(k) for k in data["keys"]), "requests": data["requests"] is not False}
+                   "keys": frozenset(str(k) for k in data["keys"]), "requests": data["requests"] is not False,
+                   "count": _count(data["count"])}
     except (ValueError, KeyError, TypeError, RecursionError):
         unlink_if(os.path.join(state, MOMENTS_NAME), inode)
         return None
     return {"moment": moment, **checked}
+
+
+def _count(value: object) -> int:
+    """The notes the memory holds, as the digest names them (a whole number, none below 0)."""
+    if type(value) is not int or value < 0:
+        raise ValueError(f"not a count of notes: {value!r}")
+    return value
 
 
 def _by_path(anchors) -> dict[str, list[str]]:  # type: ignore[no-untyped-def]
@@ -227,7 +258,7 @@ def written(store: Store, moment: str) -> bytes | None:
         body = {"on": {m: [n for n, *_ in store.due_at_moment(m, bundle_at(m))] for m in KEPT_MOMENTS},
                 "anchors": [(path, note) for note, path, _ in store.anchors_in_force()],
                 "paths": store.patterns_in_force("path"), "runs": store.patterns_in_force("run"),
-                "keys": store.term_keys(), "requests": store.any_request_in_force()}
+                "keys": store.term_keys(), "requests": store.any_request_in_force(), "count": store.count()}
     return (header + "\n" + json.dumps(body, separators=(",", ":"))).encode()  # (ASCII: any text escaped)
 
 
