@@ -528,6 +528,41 @@ def test_a_memory_in_a_subfolder_is_found_by_the_hooks_setup_writes(tmp_path: Pa
     assert run_qem("setup", "claude", "--check", cwd=app).returncode == 0
 
 
+def test_a_hook_finds_its_memory_through_a_link_and_dot_dot(tmp_path: Path) -> None:
+    """A working directory (or CLAUDE_PROJECT_DIR) spelled `LINK/..` is the folder above
+    where the link leads, as the kernel reads it, not the folder above the link's own; a
+    memory named `QEM_STORE=D/.qem/.` outside any git tree is the one in D, its work tree D
+    (a hook names folders as strings: qem_edit.system.workspace)."""
+    top = code_repository(tmp_path / "app", {"src/a.py": "x = 1\n"})
+    assert run_qem("add", "a.py breaks unless x is 1", "-k", "gotcha", "--anchor", "src/a.py", cwd=top).returncode == 0
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "L").symlink_to(top / "src")
+    edit = {"tool_name": "Edit", "tool_input": {"file_path": str(top / "src" / "a.py")}}
+    for session, where, env in (("d1", f"{tmp_path}/out/L/..", {}),
+                                ("d2", str(tmp_path), {"CLAUDE_PROJECT_DIR": f"{tmp_path}/out/L/.."})):
+        data = json.dumps({"session_id": session, "cwd": where, "hook_event_name": "PreToolUse", **edit})
+        done = subprocess.run([sys.executable, "-m", "qem_edit", "hook", "claude", "PreToolUse"], input=data,
+                              cwd=tmp_path, capture_output=True, text=True, env={**os.environ, **env})
+        assert "a.py breaks unless x is 1" in done.stdout, (where, env, done.stderr)
+    plain = tmp_path / "plain"  # no git: the work tree is the memory's folder's parent
+    (plain / "src").mkdir(parents=True)
+    (plain / "src" / "a.py").write_text("x = 1\n")
+    assert run_qem("add", "a.py breaks unless x is 1", "-k", "gotcha", "--anchor", "src/a.py", cwd=plain).returncode == 0
+    data = json.dumps({"session_id": "d3", "cwd": str(plain), "hook_event_name": "PreToolUse",
+                       "tool_name": "Edit", "tool_input": {"file_path": str(plain / "src" / "a.py")}})
+    done = subprocess.run([sys.executable, "-m", "qem_edit", "hook", "claude", "PreToolUse"], input=data, cwd=plain,
+                          capture_output=True, text=True, env={**os.environ, "QEM_STORE": f"{plain}/.qem/."})
+    assert "a.py breaks unless x is 1" in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("path", ["/a", "a", "/", ".", "", "a/b/.", "a/..", "/x/.qem/.", "/x/.qem/", "x//y", "./a",
+                                  "../a/b", "a/./b/", "/a/b/c", "..", "../..", "a/b/../c/./"])
+def test_a_folder_is_held_by_the_folder_pathlib_names(path: str) -> None:
+    from qem_edit.system.workspace import _parent
+
+    assert _parent(path) == str(Path(path).parent)
+
+
 def test_a_hook_that_finds_no_memory_says_why(tmp_path: Path) -> None:
     top = code_repository(tmp_path / "mono", {"app/a.py": "x = 1\n", "web/b.py": "y = 2\n"})
     assert run_qem("init", "-w", "app", cwd=top).returncode == 0

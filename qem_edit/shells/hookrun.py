@@ -110,9 +110,9 @@ def _state_dir(ask: Asked, workspace: str | None = None) -> str:
     here: a hook loads no pathlib, qem_edit.system.workspace.)"""
     from ..system.workspace import CONFIG_NAME, STATE_DIR, find_workspace
 
-    cwd = os.path.abspath(ask.cwd or os.getcwd())
+    cwd = ask.cwd or os.getcwd()  # (as given: a `LINK/..` is resolved as the kernel resolves it, not as text)
     project = os.environ.get("CLAUDE_PROJECT_DIR")
-    for start in dict.fromkeys([cwd, *([os.path.abspath(project)] if project else [])]):
+    for start in dict.fromkeys([cwd, *([project] if project else [])]):
         store = _memory_from(start, workspace)
         if os.path.isfile(os.path.join(store, CONFIG_NAME)):
             return store

@@ -189,9 +189,12 @@ def _up(folder: str) -> Iterator[str]:
 
 
 def _parent(path: AnyPath) -> str:
-    """The folder holding `path`, as pathlib names it (a trailing separator is no part)."""
+    """The folder holding `path`, as pathlib's `parent` names it: its parts but the last,
+    where an empty part and a `.` are no parts (`D/.qem/.` is held by `D`) and `..` is one."""
     named = os.fspath(path)
-    return os.path.dirname(named.rstrip(os.sep) or os.sep) or "."
+    top = os.sep if named.startswith(os.sep) else ""
+    parts = [part for part in named.split(os.sep) if part not in ("", ".")]
+    return top + os.sep.join(parts[:-1]) if len(parts) > 1 else (top or ".")
 
 
 def git_top(start: AnyPath) -> str | None:
