@@ -107,6 +107,42 @@ def test_a_windows_first_call_firing_nothing_begins_its_ledger_from_the_digest(p
     assert out == "" and opened == [] and ledger.peek(top / ".qem", "claude:fourth").notes_then == 9
 
 
+@pytest.mark.parametrize("harness, event", [("claude", "PreToolUse"), ("codex", "PreToolUse"), ("gemini", "BeforeTool")])
+def test_a_first_call_from_the_digest_begins_the_ledger_the_full_read_begins(project, harness: str, event: str) -> None:  # type: ignore[no-untyped-def]
+    """A window's first call firing nothing gives what the full read gives and leaves the
+    ledger the full read leaves (the same call in another new window, read in full with the
+    digest taken away first): for a call replied to, and for Gemini CLI's BeforeTool, a
+    hold where no context goes, whose full read leaves the ledger's moment unset."""
+    from qem_edit.system import ledger
+
+    top = project["top"]
+    assert claude(top, "SessionStart", source="startup")  # (writes the digest)
+    tool = {"tool_name": "write_file" if harness == "gemini" else ("apply_patch" if harness == "codex" else "Edit"),
+            "tool_input": {"file_path": str(top / "README.md")} if harness != "codex" else
+            {"command": "*** Begin Patch\n*** Update File: README.md\n@@\n-#\n+##\n*** End Patch\n"}}
+    replies, books = [], []
+    for session, full in (("quiet", False), ("full", True)):
+        if full:
+            (top / ".qem" / MOMENTS_NAME).unlink()
+        payload = {"session_id": session, "hook_event_name": event, "cwd": str(top), **tool}
+        if harness == "codex":
+            payload |= {"turn_id": "t1", "tool_use_id": "u1", "transcript_path": None, "model": "m",
+                        "permission_mode": "default"}
+        probe = (f"import sys; sys.argv = ['qem', 'hook', {harness!r}, {event!r}]\n"
+                 "from qem_edit.__main__ import main\n"
+                 "try:\n    main()\nexcept SystemExit:\n    pass\n"
+                 "print('_sqlite3' in sys.modules, file=sys.stderr)")
+        done = subprocess.run([sys.executable, "-c", probe], input=json.dumps(payload), capture_output=True, text=True,
+                              cwd=top, timeout=60)
+        assert "qem hook" not in done.stderr and done.stderr.split()[-1] == str(full), (session, done.stderr)
+        replies.append(done.stdout)
+        book = ledger.peek(top / ".qem", f"{harness}:{session}")
+        assert book is not None
+        books.append(json.loads(book.to_bytes()))
+    assert replies[0] == replies[1]
+    assert books[0] == books[1] and books[0]["notes_then"] == 8, books
+
+
 def test_a_note_written_since_is_given_within_one_clock_tick(project) -> None:  # type: ignore[no-untyped-def]
     top = project["top"]
     assert claude(top, "SessionStart", source="startup")

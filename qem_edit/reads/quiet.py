@@ -39,7 +39,7 @@ from collections.abc import Callable
 
 from .. import __version__
 from ..base.errors import QemError
-from ..base.harness import Asked
+from ..base.harness import TOOL, Asked
 from ..base.triggers import BUNDLES, bundle_at, by_command, by_paths, by_prompt, declaring, from_cwd
 from ..storage.stamp import stamp
 from ..system import files, ledger
@@ -72,21 +72,22 @@ def nothing_due(ask: Asked, state: str, window: str) -> bool:
         fired = _fired(ask, state, digest)
         book = ledger.peek(state, window)
         if book is None:
-            return not fired and _begun(state, window, digest)
+            return not fired and _begun(state, window, digest, ask.does == TOOL)
         return _nothing_new(book, digest, fired)
     except Exception:  # noqa: BLE001 - a digest, a ledger or a link that cannot be read: read in full
         return False
 
 
-def _begun(state: str, window: str, digest: dict) -> bool:
+def _begun(state: str, window: str, digest: dict, replied: bool) -> bool:
     """A context window's first tool call, which fires nothing: its ledger begun as the
     full read begins it, with the notes the memory holds (what the Stop hook compares
-    with) and the index's moment the reply was of (nothing was given in the window, so
-    no note given can have changed since).  Where a hook beside this one began it
-    meanwhile, its ledger answers as any other's does."""
+    with) and, where the call is `replied` to (a hold that holds nothing, before a tool
+    where no context goes, is not: Gemini CLI's BeforeTool), the index's moment the reply
+    was of (nothing was given in the window, so no note given can have changed since).
+    Where a hook beside this one began it meanwhile, its ledger answers as any other's does."""
     with ledger.session(state, window) as book:
         if book.notes_then < 0 and not book.given:
-            book.notes_then, book.seen = digest["count"], digest["moment"]
+            book.notes_then, book.seen = digest["count"], digest["moment"] if replied else ""
             return True
         return _nothing_new(book, digest, set())
 
