@@ -694,6 +694,27 @@ def test_closed_stdin_a_damaged_ledger_and_a_lone_surrogate_say_nothing_and_exit
     assert done.returncode == 0 and b"Store.write" in done.stdout
 
 
+def test_a_ledger_is_not_synced_and_one_a_power_cut_tore_reads_as_new(project, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A ledger is replaced atomically without an fsync (a hook pays none); a file a power
+    cut left empty or cut short is read as a new ledger that knows it lost its epoch."""
+    from qem_edit.system import ledger
+
+    top = project["top"]
+    with ledger.session(top / ".qem", "claude:t"):
+        pass  # (the ledgers' folder and its .gitignore made: written once, synced)
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    with ledger.session(top / ".qem", "claude:t") as book:
+        book.give("n1", True, "e1")
+    assert synced == [] and ledger.peek(top / ".qem", "claude:t").given == {"n1": [0, True, "e1"]}
+    [path] = (top / ".qem" / "sessions").glob("*.json")
+    whole = path.read_bytes()
+    for torn in (b"", whole[:len(whole) // 2]):
+        path.write_bytes(torn)
+        book = ledger.peek(top / ".qem", "claude:t")
+        assert book is not None and book.given == {} and not book.may_hold()
+
+
 def test_one_session_id_under_two_harnesses_is_two_sessions(project) -> None:  # type: ignore[no-untyped-def]
     top = project["top"]
     assert f"[#{project['rule']}]" in claude(top, "SessionStart", session="same", source="startup")

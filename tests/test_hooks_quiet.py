@@ -143,6 +143,27 @@ def test_a_first_call_from_the_digest_begins_the_ledger_the_full_read_begins(pro
     assert books[0] == books[1] and books[0]["notes_then"] == 8, books
 
 
+def test_a_full_read_takes_no_write_lock_of_the_index(project) -> None:  # type: ignore[no-untyped-def]
+    """A hook reading in full opens the index without a write transaction (its tables are
+    there): another process holding the index's write lock, as a long write does, does not
+    make it wait."""
+    import sqlite3
+    import time
+
+    top = project["top"]
+    assert claude(top, "SessionStart", source="startup")
+    writer = sqlite3.connect(top / ".qem" / "index.db", isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # the write lock, held
+    try:
+        began = time.monotonic()
+        channel, text = edit(top, "src/lock.py", "reader")
+        assert channel == "deny" and "Release the lock before the restart" in text
+        assert time.monotonic() - began < 4, "the hook waited on the writer"
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
 def test_a_note_written_since_is_given_within_one_clock_tick(project) -> None:  # type: ignore[no-untyped-def]
     top = project["top"]
     assert claude(top, "SessionStart", source="startup")

@@ -695,7 +695,12 @@ def _open_index_in_memory() -> sqlite3.Connection:
 
 
 def _ensure_schema(conn: sqlite3.Connection) -> None:
+    """The index's tables, made where they are missing or of another version: asked first
+    without a write transaction (an index that is ready, as nearly every one is, takes no
+    write lock to be read: a hook does not wait on a writer here), then again inside one."""
     index = Index(conn, LogTree("."))
+    if index.ready():
+        return
     with db.transaction(conn):
         if not index.ready():
             index.create()

@@ -12,7 +12,9 @@ and a session's, the subagents it started.  A compaction starts a new epoch: wha
 agent was given before it is gone from its context, so it may be given again.  A note
 given and changed since is said again, as its change.  A damaged ledger is read as a new
 one, marked as not knowing what its epoch gave: no call is held in that epoch (what was
-held before might be held again).  Bounded: at most MAX_NOTES notes a session (the
+held before might be held again).  So a ledger is replaced atomically but not synced to
+disk (a hook pays no fsync): one a power cut loses or tears costs notes given again, never
+a note kept from the agent.  Bounded: at most MAX_NOTES notes a session (the
 oldest given go first), and sessions not touched for MAX_AGE_DAYS, or past MAX_SESSIONS,
 are swept when a session starts; a session's end removes its file and its subagents'.
 """
@@ -184,8 +186,8 @@ def session(state_dir: AnyPath, session_id: str) -> Iterator[Ledger]:
         before = ledger.to_bytes()
         yield ledger
         after = ledger.to_bytes()
-        if after != before:
-            files.write_atomic(path, after, mode=0o600)
+        if after != before:  # (not synced: see above)
+            files.write_atomic(path, after, mode=0o600, durable=False)
 
 
 def peek(state_dir: AnyPath, session_id: str) -> Ledger | None:
