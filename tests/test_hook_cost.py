@@ -163,9 +163,11 @@ def test_a_harness_hook_imports_nothing_its_moment_does_not_use(tmp_path: Path, 
 def test_no_hook_loads_pathlib(tmp_path: Path) -> None:
     """No hook of a session, quiet or read in full, loads pathlib (and the urllib.parse and
     ipaddress it imports: about 3 ms of each hook's start-up): a hook names its memory's
-    folder as a string (qem_edit.system.workspace).  The probe unloads them first, since an
-    editable install's finder loads pathlib as the interpreter starts; a start that ends a
-    clone's session notes (a write) may load it, and is not among these."""
+    folder as a string (qem_edit.system.workspace); nor contextlib (0.4 ms: the context
+    managers a hook uses are classes); nor, but for a command it reads, shlex; nor the UTF-16
+    codec.  The probe unloads them first, since an editable install's finder loads pathlib
+    and contextlib as the interpreter starts; a start that ends a clone's session notes (a
+    write) may load them, and is not among these."""
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     (tmp_path / "app.py").write_text("a = 1\n")
     assert run_qem("add", "keep the tests fast", "-k", "directive", cwd=tmp_path).returncode == 0
@@ -182,15 +184,36 @@ def test_no_hook_loads_pathlib(tmp_path: Path) -> None:
              ("SessionEnd", {"reason": "exit"}, "")]
     for event, extra, said in calls:
         given = {"session_id": "s1", "hook_event_name": event, "cwd": str(tmp_path), **extra}
-        probe = ("import sys\nfor name in ('pathlib', 'urllib.parse', 'ipaddress'):\n    sys.modules.pop(name, None)\n"
+        unused = ("pathlib", "urllib.parse", "ipaddress", "contextlib", "encodings.utf_16_le",
+                  *(("shlex",) if extra.get("tool_name") != "Bash" else ()))
+        probe = (f"import sys\nfor name in {unused!r}:\n    sys.modules.pop(name, None)\n"
                  f"sys.argv = ['qem', 'hook', 'claude', {event!r}]\n"
                  "from qem_edit.__main__ import main\ncode = 0\n"
                  "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
-                 "print(code, sorted(m for m in ('pathlib', 'urllib.parse', 'ipaddress') if m in sys.modules))")
+                 f"print(code, sorted(m for m in {unused!r} if m in sys.modules))")
         done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, input=json.dumps(given),
                               capture_output=True, text=True)
         assert done.stdout.strip().splitlines()[-1] == "0 []", (event, extra, done.stdout, done.stderr)
         assert said in done.stdout and "qem hook:" not in done.stderr, (event, done.stdout, done.stderr)
+
+
+@given(st.text())
+def test_a_command_is_quoted_as_shlex_quotes_it(word: str) -> None:
+    """qem_edit.reads.delivery.quoted, which spares a reply shlex, writes what shlex.quote writes."""
+    import shlex
+
+    from qem_edit.reads.delivery import quoted
+
+    assert quoted(word) == shlex.quote(word)
+
+
+@given(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=())))
+def test_a_length_in_utf16_units_is_what_the_codec_counts(text: str) -> None:
+    """qem_edit.base.harness.utf16_units (Claude Code's measure) counts what UTF-16 encodes,
+    lone surrogates and characters past U+FFFF among them, without the codec."""
+    from qem_edit.base.harness import utf16_units
+
+    assert utf16_units(text) == len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def test_an_add_imports_nothing_a_write_does_not_use(tmp_path: Path) -> None:

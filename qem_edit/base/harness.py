@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from .patterns import Lazy
 from .records import Record
 
 START_WAITS = 12  # a session start's timeout, in the others' (120 s)
@@ -67,8 +68,12 @@ class Hook(Record):
 
 def utf16_units(text: str) -> int:
     """A text's length as a JavaScript runtime counts it (`String.length`: UTF-16 code
-    units, so a character past U+FFFF, an emoji, counts two)."""
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+    units, so a character past U+FFFF, an emoji, counts two; a lone surrogate one).
+    Counted without encoding: the UTF-16 codec is a module of its own every reply would load."""
+    return len(text) if text.isascii() else len(text) + len(_ASTRAL.findall(text))
+
+
+_ASTRAL = Lazy("[\U00010000-\U0010ffff]")  # a character UTF-16 writes as two units
 
 
 def utf8_bytes(text: str) -> int:

@@ -14,9 +14,11 @@ given again as its change, first.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable
 
 from ..base import errors
+from ..base.patterns import Lazy
 from ..base.records import Record
 from ..base.replay import Note, past_end_words
 from ..base.triggers import bundle_at, bundle_why, by_command, by_paths, by_prompt, declaring
@@ -80,9 +82,20 @@ class Moment(Record):
             parts.append("--prompt=…")  # a prompt is too long to repeat: the reader gives it again
         if skip:
             parts.append(f"--skip={skip}")
-        import shlex  # (here: only a line that lists more than it gives is written as a command)
+        return " ".join(quoted(p) if p != "--prompt=…" else p for p in parts)
 
-        return " ".join(shlex.quote(p) if p != "--prompt=…" else p for p in parts)
+
+def quoted(word: str) -> str:
+    """`word` as a POSIX shell reads it back, as `shlex.quote` writes it (every reply's room
+    for its last line spells a command: shlex is a module every hook would load for this)."""
+    if not word:
+        return "''"
+    if _UNSAFE.search(word) is None:
+        return word
+    return "'" + word.replace("'", "'\"'\"'") + "'"
+
+
+_UNSAFE = Lazy(r"[^\w@%+=:,./-]", re.ASCII)  # shlex's own: a character a shell reads as more than itself
 
 
 def requested(note: Note, why: str = "") -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
 
 from ..base import ids
 from ..base.records import Record
@@ -369,19 +368,23 @@ class Index:
         caught.changed = True
         self.bump()
 
-    @contextmanager
-    def _bigger_cache(self) -> Iterator[None]:
+    def _bigger_cache(self) -> ContextManager[None]:
         """Pages for SQLite's sorts and copies while the whole log is read: bounded, not
-        the log's size."""
-        conn = self.conn
-        cache = [conn.execute(f"PRAGMA {schema}.cache_size").fetchone()[0] for schema in ("main", "temp")]
-        for schema in ("main", "temp"):
-            conn.execute(f"PRAGMA {schema}.cache_size = {_BUILD_CACHE_KIB}")
-        try:
-            yield
-        finally:
-            for schema, size in zip(("main", "temp"), cache):
-                conn.execute(f"PRAGMA {schema}.cache_size = {int(size)}")
+        the log's size.  (contextlib here, not where the module loads: a hook's read loads
+        this module, and never builds.)"""
+        from contextlib import contextmanager
+
+        @contextmanager
+        def bigger(conn: sqlite3.Connection) -> Iterator[None]:
+            cache = [conn.execute(f"PRAGMA {schema}.cache_size").fetchone()[0] for schema in ("main", "temp")]
+            for schema in ("main", "temp"):
+                conn.execute(f"PRAGMA {schema}.cache_size = {_BUILD_CACHE_KIB}")
+            try:
+                yield
+            finally:
+                for schema, size in zip(("main", "temp"), cache):
+                    conn.execute(f"PRAGMA {schema}.cache_size = {int(size)}")
+        return bigger(self.conn)
 
     # -- streamed: staging log files, folding every note -----------------------------------------
 
@@ -499,6 +502,8 @@ class Index:
             "SELECT note FROM temp.staged_events UNION SELECT note FROM temp.staged_texts LIMIT ?",
             (_REFOLD_ALL + 1,))}
         if empty or len(touched) > _REFOLD_ALL:
+            from contextlib import nullcontext
+
             spreading = nullcontext(spread) if spread is not None else _spread(len(touched) > _SPREAD_NOTES)
             with self._bigger_cache(), spreading as spread:
                 for name in _SECONDARY if empty else ():

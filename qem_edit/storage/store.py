@@ -585,13 +585,13 @@ def _build_missing(root: AnyPath, path: str) -> Caught | None:
     one builds and the others open what it built.  Returns what the build caught; None
     where it built nothing (an index is there, the log is empty, or no file can be made
     here: the index is then opened as ever)."""
-    from contextlib import ExitStack
-
-    from ..system.files import LockTimeout, locked
-
     tree = LogTree(root)
     if os.path.lexists(path) or not tree.names():
         return None
+    from contextlib import ExitStack  # (here: every open asks, and a hook loads no contextlib)
+
+    from ..system.files import LockTimeout, locked
+
     with ExitStack() as stack:
         try:
             stack.enter_context(locked(os.path.join(root, BUILD_LOCK_NAME), WRITE_PATIENCE_S))

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 
 from ..base.replay import Event
 from ..system import db
 from .index import EVENT_COLUMNS, event_from_row
-from .reading import IndexReads
+from .reading import IndexReads, Scope
 
 TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:
@@ -36,16 +35,21 @@ class TransferReads(IndexReads):
             for row in rows:
                 yield event_from_row(row[:-1]), row[-1]
 
-    @contextmanager
-    def attached(self, path: AnyPath) -> Iterator[int]:
+    def attached(self, path: AnyPath) -> Scope:
         """A staged dump (qem_edit.storage.staging.StagedLines, `path` its file) attached to the index, its lines the index holds
-        marked as not new: how many are new."""
-        self.conn.execute("ATTACH DATABASE ? AS staged", (str(path),))
-        try:
-            self.conn.execute("UPDATE staged.lines SET new = 0 WHERE id IN (SELECT id FROM main.events)")
-            yield self._read("SELECT count(*) FROM staged.lines WHERE new")[0][0]
-        finally:
+        marked as not new, while the block runs: how many are new."""
+        def attach() -> int:
+            self.conn.execute("ATTACH DATABASE ? AS staged", (str(path),))
+            try:
+                self.conn.execute("UPDATE staged.lines SET new = 0 WHERE id IN (SELECT id FROM main.events)")
+                return self._read("SELECT count(*) FROM staged.lines WHERE new")[0][0]
+            except BaseException:
+                self.conn.execute("DETACH DATABASE staged")
+                raise
+
+        def detach(error: BaseException | None) -> None:
             self.conn.execute("DETACH DATABASE staged")
+        return Scope(attach, detach)
 
     def note_of_event(self, event_id: str) -> str | None:
         rows = self._read("SELECT note FROM events WHERE id = ?", (event_id,))
@@ -63,3 +67,4 @@ class TransferReads(IndexReads):
         """(note, vectr workspace) of every note imported from vectr's note `number`."""
         return self._read("SELECT id, json_extract(data, '$.vectr.workspace') FROM events WHERE type = 'created'"
                           " AND json_extract(data, '$.vectr.id') = ?", (number,))
+

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sized
-from contextlib import contextmanager
 
 from ..base import errors
 
@@ -134,21 +133,34 @@ def marks(values: Sized) -> str:
     return ", ".join("?" * len(values))
 
 
-@contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+class transaction:
     """A write transaction (BEGIN IMMEDIATE): committed when the block ends, rolled back
-    when anything is raised in it (a rollback that itself fails gives way to the error
-    that caused it).  Every write of a memory's index is one (a file of one process's
-    own, as verify's fresh replay, needs no lock); SQLite's errors pass through to the
-    `patiently` that runs it, which waits out a busy one and translates the rest, once."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
+    when anything is raised in it, or by the commit (a rollback that itself fails gives way
+    to the error that caused it).  Every write of a memory's index is one (a file of one
+    process's own, as verify's fresh replay, needs no lock); SQLite's errors pass through to
+    the `patiently` that runs it, which waits out a busy one and translates the rest, once.
+    (A class, not contextlib's: a hook loads this module, qem_edit.system.files.)"""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, kind: object, *exc: object) -> None:
+        if kind is None:
             try:
-                conn.execute("ROLLBACK")
+                self.conn.execute("COMMIT")
+                return
+            except BaseException:
+                self._roll_back()
+                raise
+        self._roll_back()
+
+    def _roll_back(self) -> None:
+        if self.conn.in_transaction:
+            try:
+                self.conn.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
-        raise

@@ -24,9 +24,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from . import files
 
 TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
@@ -176,18 +173,33 @@ def _read(path: str) -> Ledger:
     return ledger
 
 
-@contextmanager
-def session(state_dir: AnyPath, session_id: str) -> Iterator[Ledger]:
+class session:
     """The ledger of a context window (`session_id`: the harness's name and its session
-    id, or a subagent's key), read under its lock and written back atomically on leaving."""
-    path = _file(prepared(state_dir), session_id)
-    with files.locked(lock_of(path), LOCK_SECONDS):
-        ledger = _read(path)
-        before = ledger.to_bytes()
-        yield ledger
-        after = ledger.to_bytes()
-        if after != before:  # (not synced: see above)
-            files.write_atomic(path, after, mode=0o600, durable=False)
+    id, or a subagent's key), read under its lock and written back atomically when the
+    block ends (not where it raises).  (A class, not contextlib's: qem_edit.system.files.)"""
+
+    def __init__(self, state_dir: AnyPath, session_id: str) -> None:
+        self.state_dir, self.session_id = state_dir, session_id
+
+    def __enter__(self) -> Ledger:
+        self.path = _file(prepared(self.state_dir), self.session_id)
+        self.lock = files.locked(lock_of(self.path), LOCK_SECONDS)
+        self.lock.__enter__()
+        try:
+            self.ledger = _read(self.path)
+            self.before = self.ledger.to_bytes()
+        except BaseException:
+            self.lock.__exit__(None, None, None)
+            raise
+        return self.ledger
+
+    def __exit__(self, kind: object, *exc: object) -> None:
+        try:
+            after = self.ledger.to_bytes() if kind is None else self.before
+            if after != self.before:  # (not synced: see above)
+                files.write_atomic(self.path, after, mode=0o600, durable=False)
+        finally:
+            self.lock.__exit__(None, None, None)
 
 
 def peek(state_dir: AnyPath, session_id: str) -> Ledger | None:
