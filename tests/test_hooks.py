@@ -695,7 +695,8 @@ def test_closed_stdin_a_damaged_ledger_and_a_lone_surrogate_say_nothing_and_exit
 
 
 def test_a_ledger_is_not_synced_and_one_a_power_cut_tore_reads_as_new(project, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """A ledger is replaced atomically without an fsync (a hook pays none); a file a power
+    """A ledger is replaced atomically without an fsync (a hook pays none), but for a
+    compaction's new epoch, whose loss would leave its notes taken for given; a file a power
     cut left empty or cut short is read as a new ledger that knows it lost its epoch."""
     from qem_edit.system import ledger
 
@@ -707,12 +708,67 @@ def test_a_ledger_is_not_synced_and_one_a_power_cut_tore_reads_as_new(project, m
     with ledger.session(top / ".qem", "claude:t") as book:
         book.give("n1", True, "e1")
     assert synced == [] and ledger.peek(top / ".qem", "claude:t").given == {"n1": [0, True, "e1"]}
+    with ledger.session(top / ".qem", "claude:t") as book:
+        book.compacted()
+    assert len(synced) == 2  # (the file and its folder)
+    synced.clear()
     [path] = (top / ".qem" / "sessions").glob("*.json")
     whole = path.read_bytes()
     for torn in (b"", whole[:len(whole) // 2]):
         path.write_bytes(torn)
         book = ledger.peek(top / ".qem", "claude:t")
         assert book is not None and book.given == {} and not book.may_hold()
+
+
+def test_a_lock_interrupted_anywhere_in_its_taking_is_let_go(tmp_path: Path) -> None:
+    """A Ctrl-C that lands on any line of taking a lock (files.locked) or a ledger
+    (ledger.session), before or after the lock was taken, leaves it free once raised: a
+    long-lived process (the MCP server) goes on and takes it again."""
+    import fcntl
+
+    from qem_edit.system import files, ledger
+
+    def free(path: Path) -> bool:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+
+    codes = {files.locked.__enter__.__code__, ledger.session.__enter__.__code__}
+    for taking, lock in ((lambda: files.locked(tmp_path / "a.lock", 1), tmp_path / "a.lock"),
+                         (lambda: ledger.session(tmp_path, "claude:k"), None)):
+        at = 0
+        while True:
+            at += 1
+            seen = 0
+
+            def tracer(frame, event, arg):  # type: ignore[no-untyped-def]
+                nonlocal seen
+                if frame.f_code in codes:
+                    if event == "line":
+                        seen += 1
+                        if seen == at:
+                            raise KeyboardInterrupt
+                    return tracer
+                return None
+            sys.settrace(tracer)
+            try:
+                with taking():  # (not held here: a manager cut off is let go as it goes)
+                    sys.settrace(None)
+                finished = True
+            except KeyboardInterrupt:
+                finished = False
+            finally:
+                sys.settrace(None)
+            held = [lock] if lock is not None else list((tmp_path / "sessions").glob("*.lock"))  # (none: not made yet)
+            assert all(free(path) for path in held), (at, finished)
+            if finished:
+                break
+        assert at > 3  # (every line was tried)
 
 
 def test_one_session_id_under_two_harnesses_is_two_sessions(project) -> None:  # type: ignore[no-untyped-def]

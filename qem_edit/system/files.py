@@ -256,7 +256,7 @@ class locked:
     def __enter__(self) -> None:
         import time
 
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        self.fd = fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
             end = time.monotonic() + self.timeout
             delay = 0.002
@@ -265,14 +265,24 @@ class locked:
                     raise LockTimeout(f"{self.path} stayed locked for {self.timeout:g} s")
                 time.sleep(delay)
                 delay = min(delay * 2, 0.05)
-        except BaseException:
-            _release(fd)
+        except BaseException:  # (a Ctrl-C among them, the lock taken or not: let go)
+            self.let_go()
             raise
-        self.fd = fd
 
     def __exit__(self, *exc: object) -> None:
+        self.let_go()
+
+    def let_go(self) -> None:
+        """The lock released and its descriptor closed (again: nothing)."""
         fd, self.fd = self.fd, -1
-        _release(fd)
+        if fd >= 0:
+            _release(fd)
+
+    def __del__(self) -> None:  # a block cut off where neither its end nor its failure ran
+        try:
+            self.let_go()
+        except Exception:  # noqa: BLE001 - (at exit, os may be gone)
+            pass
 
 
 def _release(fd: int) -> None:

@@ -12,9 +12,11 @@ and a session's, the subagents it started.  A compaction starts a new epoch: wha
 agent was given before it is gone from its context, so it may be given again.  A note
 given and changed since is said again, as its change.  A damaged ledger is read as a new
 one, marked as not knowing what its epoch gave: no call is held in that epoch (what was
-held before might be held again).  So a ledger is replaced atomically but not synced to
-disk (a hook pays no fsync): one a power cut loses or tears costs notes given again, never
-a note kept from the agent.  Bounded: at most MAX_NOTES notes a session (the
+held before might be held again).  So a ledger is replaced atomically, and synced to disk
+only where it says a compaction (a hook pays no fsync otherwise): a power cut that loses a
+write, or tears it, or brings back the ledger before it, costs notes given again or a call
+held again; the one loss that would keep notes from the agent is a compaction's new epoch
+(its notes then taken for given), which is synced.  Bounded: at most MAX_NOTES notes a session (the
 oldest given go first), and sessions not touched for MAX_AGE_DAYS, or past MAX_SESSIONS,
 are swept when a session starts; a session's end removes its file and its subagents'.
 """
@@ -184,22 +186,22 @@ class session:
     def __enter__(self) -> Ledger:
         self.path = _file(prepared(self.state_dir), self.session_id)
         self.lock = files.locked(lock_of(self.path), LOCK_SECONDS)
-        self.lock.__enter__()
         try:
+            self.lock.__enter__()
             self.ledger = _read(self.path)
-            self.before = self.ledger.to_bytes()
-        except BaseException:
-            self.lock.__exit__(None, None, None)
+            self.before, self.epoch = self.ledger.to_bytes(), self.ledger.epoch
+            return self.ledger
+        except BaseException:  # (a Ctrl-C among them: let go)
+            self.lock.let_go()
             raise
-        return self.ledger
 
     def __exit__(self, kind: object, *exc: object) -> None:
         try:
             after = self.ledger.to_bytes() if kind is None else self.before
-            if after != self.before:  # (not synced: see above)
-                files.write_atomic(self.path, after, mode=0o600, durable=False)
+            if after != self.before:  # synced only where it says a compaction (above)
+                files.write_atomic(self.path, after, mode=0o600, durable=self.ledger.epoch != self.epoch)
         finally:
-            self.lock.__exit__(None, None, None)
+            self.lock.let_go()
 
 
 def peek(state_dir: AnyPath, session_id: str) -> Ledger | None:
