@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+
 from .patterns import Lazy
 from .records import Record
 

@@ -28,6 +28,7 @@ from ..renderer.version import FORMAT_VERSION
 from ..system import db
 from ..system.db import sqlite3
 from .logtree import PACKS, PART_BYTES, LogFileError, LogTree, PackPart, PackReading, TextRecord, pack_part
+from .reading import Scope
 
 TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
@@ -368,23 +369,20 @@ class Index:
         caught.changed = True
         self.bump()
 
-    def _bigger_cache(self) -> ContextManager[None]:
+    def _bigger_cache(self) -> Scope:
         """Pages for SQLite's sorts and copies while the whole log is read: bounded, not
-        the log's size.  (contextlib here, not where the module loads: a hook's read loads
-        this module, and never builds.)"""
-        from contextlib import contextmanager
+        the log's size."""
+        conn, cache = self.conn, []
 
-        @contextmanager
-        def bigger(conn: sqlite3.Connection) -> Iterator[None]:
-            cache = [conn.execute(f"PRAGMA {schema}.cache_size").fetchone()[0] for schema in ("main", "temp")]
+        def begin() -> None:
+            cache[:] = [conn.execute(f"PRAGMA {schema}.cache_size").fetchone()[0] for schema in ("main", "temp")]
             for schema in ("main", "temp"):
                 conn.execute(f"PRAGMA {schema}.cache_size = {_BUILD_CACHE_KIB}")
-            try:
-                yield
-            finally:
-                for schema, size in zip(("main", "temp"), cache):
-                    conn.execute(f"PRAGMA {schema}.cache_size = {int(size)}")
-        return bigger(self.conn)
+
+        def end(error: BaseException | None) -> None:
+            for schema, size in zip(("main", "temp"), cache):
+                conn.execute(f"PRAGMA {schema}.cache_size = {int(size)}")
+        return Scope(begin, end)
 
     # -- streamed: staging log files, folding every note -----------------------------------------
 
@@ -502,7 +500,7 @@ class Index:
             "SELECT note FROM temp.staged_events UNION SELECT note FROM temp.staged_texts LIMIT ?",
             (_REFOLD_ALL + 1,))}
         if empty or len(touched) > _REFOLD_ALL:
-            from contextlib import nullcontext
+            from contextlib import nullcontext  # (a build's: cores, which it spreads with, loads contextlib too)
 
             spreading = nullcontext(spread) if spread is not None else _spread(len(touched) > _SPREAD_NOTES)
             with self._bigger_cache(), spreading as spread:

@@ -136,8 +136,8 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
             cached = read_memory_id(self.root)
             if cached is None:
                 raise errors.BadInput(
-                    f"{os.path.join(self.root, CONFIG_NAME)} names no memory id ([memory] id = ...), so no MEMORY.md can be"
-                    " told to be this memory's",
+                    f"{os.path.join(self.root, CONFIG_NAME)} names no memory id ([memory] id = ...), so no"
+                    " MEMORY.md can be told to be this memory's",
                     hint="restore it (`git checkout -- .qem/config.toml`), or add the id MEMORY.md's first line"
                          " names: [memory] id = \"...\"")
             self.__dict__["_memory"] = cached

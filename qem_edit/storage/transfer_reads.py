@@ -67,4 +67,3 @@ class TransferReads(IndexReads):
         """(note, vectr workspace) of every note imported from vectr's note `number`."""
         return self._read("SELECT id, json_extract(data, '$.vectr.workspace') FROM events WHERE type = 'created'"
                           " AND json_extract(data, '$.vectr.id') = ?", (number,))
-

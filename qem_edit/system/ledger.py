@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import time
+
 from . import files
 
 TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)

@@ -208,7 +208,8 @@ def work_top(state: AnyPath) -> str:
     """The top of the work tree the memory `state` (its `.qem` folder) is in, resolved:
     anchors and paths are named from it; the nearest folder at or above the workspace
     holding `.git`, else the workspace."""
-    return git_top(_parent(state)) or os.path.realpath(_parent(state))
+    above = _parent(state)
+    return git_top(above) or os.path.realpath(above)
 
 
 def find_workspace(cwd: AnyPath | None = None) -> str:
