@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from operator import itemgetter
 
 from ..base import errors
 from ..base.patterns import Lazy
 from ..base.records import Record
 from ..base.replay import Note, past_end_words
 from ..base.triggers import bundle_at, bundle_why, by_command, by_paths, by_prompt, declaring
-from ..base.vocabulary import FRAMES, KIND_RANK, MOMENTS, PRIORITIES, PRIORITY_RANK
+from ..base.vocabulary import FRAMES, KIND_RANK, KINDS, MOMENTS, PRIORITIES, PRIORITY_RANK
 from ..storage.store import Store, read_gaps
 from .standing import Standing, Standings
 
@@ -41,6 +42,7 @@ def _cut(line: str) -> str:
     return line if len(line) <= CUT else line[: CUT - 1].rstrip() + "…"
 
 
+TIERED = ("start", "compact")  # the moments that give many notes at once (qem_edit.reads.tiers)
 HEADINGS = {
     "start": "at the start of this session",
     "compact": "again after the compaction",
@@ -206,7 +208,7 @@ class Delivery:
         self.moment, self.budget, self.skip = moment, budget, skip  # budget in characters (0: no limit)
         self.changes: list[Change] = []
         self.given: list[Hit] = []
-        self.left: list[Ranked] = []
+        self.left = Ranks()
         self.unsaid = 0
 
     def heading(self) -> str:
@@ -217,7 +219,7 @@ class Delivery:
         return self.left[0].moment.command_line(self.left[0].rank) if self.left else None
 
     def footer(self) -> str:
-        lines = [_footer(len(self.left), sum(e.due.kind == "directive" for e in self.left), self.command() or "")]
+        lines = [_footer(len(self.left), self.left.directives(), self.command() or "")]
         if self.unsaid:
             lines.append(f"… {self.unsaid:,} change{'' if self.unsaid == 1 else 's'} of notes given earlier did not"
                          " fit: said at the next moment")
@@ -243,7 +245,7 @@ class Delivery:
         return {"moment": self.moment.event, "paths": list(self.moment.paths), "command": self.moment.command or None,
                 "budget": self.budget, "changes": [c.to_json() for c in self.changes],
                 "given": [h.to_json() for h in self.given], "skip": self.skip,
-                "left": {"count": len(self.left), "directives": sum(e.due.kind == "directive" for e in self.left),
+                "left": {"count": len(self.left), "directives": self.left.directives(),
                          "command": self.command()}}
 
     def remark(self) -> str | None:
@@ -272,16 +274,18 @@ class Due(Record):
         return self.owed == LATE
 
 
-def hits(store: Store, moment: Moment) -> list[Due]:
-    """Every note in force the moment triggers, once, in the one order (kind rank,
-    priority, id): their ids and order only; fit reads the texts it gives."""
+def hits(store: Store, moment: Moment) -> Ranks:
+    """Every note in force the moment triggers, once, in the one order (what is owed, the
+    late first; then kind rank, priority, id): their ids and order only; fit reads the
+    texts it gives."""
     if moment.event not in MOMENTS:
         raise errors.BadInput(f"unknown moment {moment.event!r}; use " + ", ".join(MOMENTS))
-    found: dict[str, Due] = {}
-    for event in declaring(moment.event):
-        for note, kind, priority, declared in store.due_at_moment(event, bundle_at(event)):
-            if note not in found:
-                found[note] = Due(note, kind, priority, f"on {event}" if declared else bundle_why(kind, priority))
+    events = declaring(moment.event)
+    rows: list[tuple] = []
+    for event in events:
+        rows += store.due_at_moment(event, bundle_at(event), f"on {event}")
+    if len(events) > 1:  # each once, the first moment's
+        rows = list({row[0]: row for row in reversed(rows)}.values())
     why: dict[str, str] = {}
     if moment.event in ("edit", "read"):
         why = by_paths(moment.paths, lambda covering: ((note, path) for note, path, _ in store.anchors_in_force(covering)),
@@ -290,11 +294,29 @@ def hits(store: Store, moment: Moment) -> list[Due]:
         why = by_command(moment.command, store.patterns_in_force("run"))
     elif moment.event == "prompt" and moment.prompt:
         why = _by_prompt(store, moment.prompt, moment.top or None)
-    for note, (kind, priority) in store.order_keys(n for n in why if n not in found).items():
-        found[note] = Due(note, kind, priority, why[note])
-    if moment.event in ("start", "compact", "prompt"):
-        found.update((d.id, d) for d in owed_hits(store, moment.event))
-    return sorted(found.values(), key=Due.key)
+    if why:
+        found = {row[0] for row in rows}
+        rows += [_row(Due(note, kind, priority, why[note]))
+                 for note, (kind, priority) in store.order_keys(n for n in why if n not in found).items()]
+    rows.sort(key=_ORDER)
+    owed = owed_hits(store, moment.event) if moment.event in ("start", "compact", "prompt") else []
+    if owed:  # before every other note, the late first
+        first = {due.id for due in owed}
+        rows = sorted(map(_row, owed), key=_OWED_ORDER) + [row for row in rows if row[0] not in first]
+    return Ranks.of(moment, rows)
+
+
+def _row(due: Due) -> tuple[str, int, str, str | int, int, int]:
+    """A note due as a Ranks row (a whole note: every note due comes whole, Due.full)."""
+    return (due.id, KIND_RANK[due.kind], due.priority, due.why, due.owed,
+            PRIORITY_RANK.get(due.priority, len(PRIORITIES)))
+
+
+_ORDER = itemgetter(1, 5, 0)  # a row's order but for what is owed: kind rank, priority rank, id
+
+
+def _OWED_ORDER(row: tuple) -> tuple:  # noqa: N802 - an order, as _ORDER
+    return (-row[4], row[1], row[5], row[0])
 
 
 LATE, OWED = 2, 1
@@ -343,8 +365,101 @@ class Ranked(Record):
     due: Due
 
 
-def ranked(moment: Moment, found: list[Due]) -> list[Ranked]:
-    return [Ranked(moment, i, d) for i, d in enumerate(found)]
+class Ranks:
+    """Notes due, in order, each as a Ranked (its moment, its rank in that moment's whole
+    order, its Due), made only when read: a start at scale has thousands due and gives
+    a hundred, and what its last line counts over the rest (how many, the directives
+    among them) is counted from rows.  A read-only sequence; its slices are Ranks.  Held
+    as parts, one a moment: (moment, its rows in order, their ranks), a row a note's
+    (id, kind rank, priority, why, owed, priority rank) as the index gives it: its why 0
+    where it comes by its kind's bundle, and no `full` (every note due comes whole)."""
+
+    __slots__ = ("_parts",)
+
+    def __init__(self, parts: Iterable[tuple[Moment, list[tuple], Sequence[int]]] = ()) -> None:
+        self._parts = [part for part in parts if part[1]]
+
+    @classmethod
+    def of(cls, moment: Moment, rows: list[tuple]) -> Ranks:
+        """A moment's whole order: its `rows`, ranked from 0."""
+        return cls([(moment, rows, range(len(rows)))])
+
+    def __len__(self) -> int:
+        return sum(len(rows) for _, rows, _ in self._parts)
+
+    def __bool__(self) -> bool:
+        return bool(self._parts)
+
+    def __iter__(self) -> Iterator[Ranked]:
+        for moment, rows, ranks in self._parts:
+            for row, rank in zip(rows, ranks):
+                yield Ranked(moment, rank, _due(row))
+
+    def __getitem__(self, index: int | slice) -> Ranked | Ranks:  # type: ignore[override]
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                raise ValueError("a slice of Ranks takes every item")
+            parts = []
+            for moment, rows, ranks in self._parts:
+                if start < len(rows) and stop > 0:
+                    parts.append((moment, rows[max(start, 0):stop], ranks[max(start, 0):stop]))
+                start, stop = start - len(rows), stop - len(rows)
+            return Ranks(parts)
+        if index < 0:
+            index += len(self)
+        for moment, rows, ranks in self._parts:
+            if 0 <= index < len(rows):
+                return Ranked(moment, ranks[index], _due(rows[index]))
+            index -= len(rows)
+        raise IndexError("Ranks index out of range")
+
+    def __add__(self, other: Ranks) -> Ranks:
+        return Ranks(self._parts + other._parts)
+
+    def dues(self) -> Iterator[tuple]:
+        """Each note's row (id, kind rank, priority, why, owed, priority rank), in order."""
+        for _, rows, _ in self._parts:
+            yield from rows
+
+    def owed(self) -> Iterator[tuple]:
+        """The rows of what is owed (each moment's first, in its order): not every note due."""
+        for _, rows, _ in self._parts:
+            for row in rows:
+                if not row[4]:
+                    break
+                yield row
+
+    def ids(self) -> list[str]:
+        return [row[0] for _, rows, _ in self._parts for row in rows]
+
+    def without(self, among: Container[str] | Mapping[str, object], gone: Callable[[tuple], bool]) -> Ranks:
+        """These, but those whose id is `among` and `gone(row)` says are gone: a few ids
+        are looked at, not every note due."""
+        if not among:
+            return self
+        parts = []
+        for moment, rows, ranks in self._parts:
+            kept = [i for i, row in enumerate(rows) if row[0] not in among or not gone(row)]
+            parts.append((moment, rows, ranks) if len(kept) == len(rows) else
+                         (moment, [rows[i] for i in kept], [ranks[i] for i in kept]))
+        return Ranks(parts)
+
+    def directives(self) -> int:
+        """How many of them are directives."""
+        return sum(list(map(_KIND, rows)).count(KIND_RANK["directive"]) for _, rows, _ in self._parts)
+
+    def last_ranks(self) -> dict[Moment, int]:
+        """Each moment's last rank here (where the command listing what is left starts at its longest)."""
+        return {moment: ranks[-1] for moment, _, ranks in self._parts}
+
+
+_KIND = itemgetter(1)  # a row's kind rank
+
+
+def _due(row: tuple) -> Due:
+    kind, why = KINDS[row[1]], row[3]
+    return Due(row[0], kind, row[2], why if why else bundle_why(kind, row[2]), True, row[4])
 
 
 Fetch = Callable[[list[str]], "dict[str, Note]"]
@@ -354,7 +469,7 @@ NOTES_PER_FETCH = 32  # notes whose texts one fetch reads, while a budget has ro
 Measure = Callable[[str], int]
 
 
-def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: int, fetch: Fetch,
+def fit(moment: Moment, entries: Ranks, changes: list[Change], budget: int, fetch: Fetch,
         skip: int = 0, measure: Measure = len, standings: Standings | None = None) -> Delivery:
     """The changes, then the notes due, in order while the whole text, its last line
     included, stays within `budget` (counted by `measure`: the harness's own unit, every
@@ -370,7 +485,7 @@ def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: in
     notes: dict[str, Note] = {}
     for i, entry in enumerate(entries):
         if entry.due.id not in notes:
-            notes.update(fetch([e.due.id for e in entries[i:i + NOTES_PER_FETCH]]))
+            notes.update(fetch(entries[i:i + NOTES_PER_FETCH].ids()))
         note = notes.get(entry.due.id)
         if note is None:
             out.left = entries[i:]
@@ -389,12 +504,12 @@ def fit(moment: Moment, entries: list[Ranked], changes: list[Change], budget: in
     return out
 
 
-def footer_room(entries: list[Ranked], changes: list[Change], measure: Measure) -> int:
+def footer_room(entries: Ranks, changes: list[Change], measure: Measure) -> int:
     """Room kept for the last lines at their longest: what did not fit (the longest
     command listing it) and the changes that did not."""
-    last = {e.moment: e.rank for e in entries}  # each moment's last rank: its longest command
+    last = entries.last_ranks()  # each moment's last rank: its longest command
     longest = max((m.command_line(rank) for m, rank in last.items()), key=len, default="")
-    reserve = measure("\n\n" + _footer(len(entries), sum(e.due.kind == "directive" for e in entries), longest))
+    reserve = measure("\n\n" + _footer(len(entries), entries.directives(), longest))
     unsaid = f"\n… {len(changes):,} changes of notes given earlier did not fit: said at the next moment"
     return reserve + measure(unsaid)
 
@@ -452,7 +567,7 @@ def deliver(store: Store, moment: Moment, budget: int = DEFAULT_BUDGET, skip: in
     from ..base.times import utc_now
 
     with store.reading():
-        return fitter(moment, ranked(moment, hits(store, moment))[skip:], [], budget, store.notes_by_id, skip,
+        return fitter(moment, hits(store, moment)[skip:], [], budget, store.notes_by_id, skip,
                       standings=Standings.read(store, utc_now()))
 
 

@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from ..base.harness import (COMPACTING, HOLD, PROMPT, START, STOP, SUBAGENT, TOOL, Asked, Harness, session_key,
                             window_key)
@@ -65,8 +65,23 @@ def reply(harness: Harness, event: str, ask: Asked, state: str, log: Log) -> str
         moments = _moments(ask, book, state)
         given = book.given_now()
         counted = book.notes_then >= 0
-    found, texts, changed, notes, due_here, standings, moment, bounds = _read(state, moments, given, counted,
-                                                                            ask.session, keeping)
+    read = _read(state, moments, given, counted, ask.session, keeping, harness.budget)
+    try:
+        return _answer(harness, event, ask, state, log, moments, given, keeping, read)
+    finally:
+        if read[-1] is not None:
+            read[-1].close()  # (the store the start was read from, kept open to keep its reply)
+
+
+def _answer(harness: Harness, event: str, ask: Asked, state: str, log: Log, moments: list, given: dict,
+            keeping: bool, read: tuple) -> str:
+    """`reply`'s second hold of the ledger: what the memory `read` gives, fitted and
+    recorded; the reply kept where `keeping` (a new window's start) and it said everything."""
+    from ..system import ledger
+    from . import starts
+
+    found, texts, changed, notes, due_here, standings, moment, bounds = read
+    key, window = session_key(harness, ask), window_key(harness, ask)
     if window != key and ask.does == SUBAGENT:
         with ledger.session(state, key) as book:
             book.started(window)
@@ -100,13 +115,13 @@ def _about(ask: Asked) -> str:
     return "\0".join([ask.moment, ask.command, *ask.paths])
 
 
-def _holds(ask: Asked, found: list, due_here: set, book, state: str, log: Log) -> bool:  # type: ignore[no-untyped-def]
+def _holds(ask: Asked, found, due_here: set, book, state: str, log: Log) -> bool:  # type: ignore[no-untyped-def]
     """Whether this call is held: it runs before its tool, a note due at its edit or
     command was not given whole in this epoch, the ledger knows what the epoch gave, the
     same call was not held already, and the project did not turn holding off."""
     if not ask.holds or not book.may_hold() or book.was_held(_about(ask)):
         return False
-    if not any(e.due.id in due_here and not book.was_given(e.due.id, e.due.full) for e in found):
+    if not any(row[0] in due_here and not book.was_given(row[0], True) for row in found.dues()):
         return False
     return _hold_setting(state, log)
 
@@ -186,18 +201,46 @@ def _moments(ask: Asked, book, state: str) -> list:  # type: ignore[no-untyped-d
 
 
 READ_AHEAD = 420  # texts read for a reply: more than a budget's worth of the shortest lines (24 characters)
+AHEAD_STEP = 64  # texts read at once for a tiered reply, until their lines pass its budget
+
+
+def _ahead(store: Store, fresh: Iterator[str], budget: int) -> dict:
+    """The notes, texts and all, of the first of `fresh` (ids in the reply's order) a
+    reply can give: READ_AHEAD of them at most, and where `budget` (a tiered reply's: in
+    the harness's unit, never fewer than characters), none past those whose lines alone
+    (tiers.least) pass it.  A reply is fitted in order and ends at the first note that
+    does not fit, or whose text was not read, so it gives what it would with every text
+    read; a start at scale reads a hundred texts, not READ_AHEAD."""
+    from itertools import islice
+
+    if not budget:
+        return store.notes_by_id(islice(fresh, READ_AHEAD))
+    from .tiers import least
+
+    texts: dict = {}
+    size, left = 0, READ_AHEAD
+    while size <= budget and left > 0:
+        ids = list(islice(fresh, min(AHEAD_STEP, left)))
+        if not ids:
+            break
+        read = store.notes_by_id(ids)
+        texts.update(read)
+        size += sum(least(read[n]) for n in ids if n in read)
+        left -= len(ids)
+    return texts
 
 
 def _read(state: str, moments: list, given: dict[str, list], counted: bool,  # type: ignore[no-untyped-def]
-          session: str | None = None, bounded: bool = False):
+          session: str | None = None, bounded: bool = False, budget: int = 0):
     """From the memory: what the moments trigger (each note once, the first moment's),
     the texts of the first of them the session was not given (`given`: this epoch's
-    ledger entries), the changes of the notes given this epoch, how many notes it holds
+    ledger entries) that a reply of `budget` can give, the changes of the notes given this epoch, how many notes it holds
     (-1 where the session's ledger has counted them already: `counted`), the notes due at
     an edit or a command among them, in force (what a call is held for), the notes'
     standing (past their end, in dispute: qem_edit.reads.standing), and the index's
     moment the read saw (qem_edit.storage.store.Store.moment), and, where `bounded`, what a
-    start's reply holds for (qem_edit.reads.starts.Bounds; else None), read first.  Read for
+    start's reply holds for (qem_edit.reads.starts.Bounds, the store still open in it for
+    the reply to keep: `Bounds.close` lets it go; else None), read first.  Read for
     `session`: another session's session notes are not given.  The digest the next tool
     calls are answered from is kept on the way (qem_edit.reads.quiet)."""
     from ..base.times import utc_now
@@ -206,6 +249,7 @@ def _read(state: str, moments: list, given: dict[str, list], counted: bool,  # t
 
     store = Store.open(state, create=False, write=False)
     store.session = session
+    bounds = None
     try:
         with store.reading():
             now = utc_now()
@@ -213,32 +257,37 @@ def _read(state: str, moments: list, given: dict[str, list], counted: bool,  # t
                 from .starts import Bounds
 
                 bounds = Bounds(store, now)
-            found = _found(store, moments, given, counted, now)
+            found = _found(store, moments, given, counted, now, budget)
             digest = quiet.written(store, found[-1])
         quiet.keep(store, digest)
-        return (*found, bounds if bounded else None)
-    finally:
+    except BaseException:
         store.close()
+        raise
+    if bounds is None:
+        store.close()  # (else open for the reply to keep: it closes it)
+    return (*found, bounds)
 
 
-def _found(store: Store, moments: list, given: dict[str, list], counted: bool, at: str) -> tuple:
+def _found(store: Store, moments: list, given: dict[str, list], counted: bool, at: str, budget: int = 0) -> tuple:
     """`_read`'s answer, read from `store` inside its read snapshot, the notes' standings
-    as they are at the time `at`."""
+    as they are at the time `at`, the texts read ahead for a reply of `budget` at most
+    (0: READ_AHEAD texts)."""
     from ..system.ledger import tip
     from . import delivery
     from .standing import Standings
 
-    entries, seen, due_here = [], set(), set()
-    for moment in moments:
-        for entry in delivery.ranked(moment, delivery.hits(store, moment)):
-            if moment.event in HOLDS_AT:
-                due_here.add(entry.due.id)
-            if entry.due.id not in seen:
-                seen.add(entry.due.id)
-                entries.append(entry)
-    fresh = [e.due.id for e in entries if e.due.id not in given or (e.due.full and not given[e.due.id][1])
-             or (e.due.late and e.due.id + LATE_MARK not in given)]
-    texts = store.notes_by_id(fresh[:READ_AHEAD])
+    entries, seen, due_here = delivery.Ranks(), set(), set()
+    for i, moment in enumerate(moments):
+        found = delivery.hits(store, moment)
+        if moment.event in HOLDS_AT:
+            due_here.update(found.ids())
+        found = found.without(seen, lambda _: True)  # (each note once: the first moment's)
+        if i + 1 < len(moments):
+            seen.update(found.ids())
+        entries += found
+    fresh = (n for n, _, _, _, owed, *_ in entries.dues() if n not in given or not given[n][1]  # (each due whole)
+             or (owed == delivery.LATE and n + LATE_MARK not in given))
+    texts = _ahead(store, fresh, budget if not due_here and any(m.event in delivery.TIERED for m in moments) else 0)
     standings = Standings.read(store, at, texts.values())
     due_here -= {n for n, note in texts.items() if standings.of(note).past_end}  # not in force: holds nothing
     recorded = {n: entry[2] for n, entry in given.items()}
@@ -253,16 +302,17 @@ def _found(store: Store, moments: list, given: dict[str, list], counted: bool, a
             due_here, standings, store.moment(store.head()))
 
 
-def _given(harness: Harness, moments: list, found: list, texts: dict, changed: dict,  # type: ignore[no-untyped-def]
+def _given(harness: Harness, moments: list, found, texts: dict, changed: dict,  # type: ignore[no-untyped-def]
            book, budget: int, tool: bool = False, standings=None) -> tuple[str, bool]:
     """The reply's context, from what the ledger says was not given yet, within `budget`
     (the harness's unit), and whether it said every change of a note given; what it
     gives, recorded.  Its heading is a tool call's own moment (the first), else the last
     (a start's after a compaction's)."""
     from ..system.ledger import tip
+    from . import delivery
 
-    entries = [e for e in found if not book.was_given(e.due.id, e.due.full)
-               or (e.due.late and not book.was_given(e.due.id + LATE_MARK, True))]
+    entries = found.without(book.given, lambda row: book.was_given(row[0], True) and not (
+        row[4] == delivery.LATE and not book.was_given(row[0] + LATE_MARK, True)))
     changes = []
     for n, (change, last) in changed.items():
         entry = book.given.get(n)
@@ -281,7 +331,7 @@ def _given(harness: Harness, moments: list, found: list, texts: dict, changed: d
                                 standings=standings)
     for change in out.changes:
         book.give(change.note.id, book.given[change.note.id][1], tip(change.note))
-    late = {e.due.id for e in entries if e.due.late}
+    late = {row[0] for row in entries.owed() if row[4] == delivery.LATE}
     for h in out.given:
         book.give(h.note.id, h.full, tip(h.note))
         if h.note.id in late:  # given as late: not again this epoch (given before it was late: again now)

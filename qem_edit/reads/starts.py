@@ -112,22 +112,28 @@ class Bounds:
     """What a start's read holds for, read in its snapshot: when (the time its standings
     are of, and the first end of a note in force after it), for whom (the sessions holding
     session notes), and whether anything in it moves with the clock or the seat (a request
-    in force)."""
+    in force).  It holds the store it was read from, open, for `keep` (an index opened
+    once a start); `close` lets it go."""
 
     def __init__(self, store: Store, now: str) -> None:
         self.at = now  # (the time the read's standings are of: one reading of the clock for both)
         self.requests, self.until, self.sessions = store.start_bounds(now)
+        self.store: Store | None = store
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
 
 
 def keep(state: str, harness: Harness, event: str, ask: Asked, reply: str, book: ledger.Ledger,
          moment: str, bounds: Bounds) -> None:
-    """Keep the reply a start's full read gave (at `moment`, within `bounds`) and what its
-    ledger `book`, new before it, recorded; not where it holds for no other start (a
-    request in force, or this session's own session notes)."""
-    if bounds.requests or ask.session in bounds.sessions:
+    """Keep the reply a start's full read gave (at `moment`, within `bounds`, through the
+    store it was read from) and what its ledger `book`, new before it, recorded; not where
+    it holds for no other start (a request in force, or this session's own session notes)."""
+    store = bounds.store
+    if bounds.requests or ask.session in bounds.sessions or store is None:
         return
-    from ..storage.store import Store
-
     entry = {"reply": reply, "given": [[n, full, last] for n, (_, full, last) in book.given.items()],
              "notes": book.notes_then, "from": bounds.at, "until": bounds.until, "sessions": sorted(bounds.sessions)}
     key = _key(harness, event, ask, state)
@@ -148,11 +154,7 @@ def keep(state: str, harness: Harness, event: str, ask: Asked, reply: str, book:
         return json.dumps(entries, separators=(",", ":")).encode()  # (ASCII: any text escaped)
 
     try:
-        store = Store.open(state, create=False, write=False)
+        line = quiet.header_line(store, moment, VERSION)
     except Exception:  # noqa: BLE001 - not kept: the next start reads in full
         return
-    try:
-        line = quiet.header_line(store, moment, VERSION)
-        quiet.keep(store, line.encode() + b"\n", STARTS_NAME, merged)
-    finally:
-        store.close()
+    quiet.keep(store, line.encode() + b"\n", STARTS_NAME, merged)

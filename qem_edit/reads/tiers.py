@@ -24,11 +24,10 @@ from ..base.records import Record
 from ..base.replay import Note, scope_mark
 from ..base.vocabulary import FRAMES
 from . import delivery
-from .delivery import (CUT, NOTES_PER_FETCH, Change, Delivery, Fetch, Measure, Moment, Ranked, fitted_changes, footer_room,
-                       indented)
+from .delivery import (CUT, NOTES_PER_FETCH, TIERED, Change, Delivery, Fetch, Measure, Moment, Ranks, fitted_changes,
+                       footer_room, indented)
 from .standing import Standing, Standings
 
-TIERED = ("start", "compact")  # the moments that give many notes at once
 DEFAULT_PROVENANCE = "agent"
 PREAMBLE = ("Recorded by an agent unless marked: verify before relying on a note. A line ending in … has more:"
             " `qem show ID` gives it whole.")
@@ -81,6 +80,14 @@ class Listed(Record):
         return delivery.given_json(self.note, self.standing, self.why, self.full)
 
 
+def least(note: Note) -> int:
+    """The fewest characters a note's line and its newline take in a tiered reply (its
+    marks, its cut, its `…` only add), and so the fewest units in any harness's measure:
+    what a hook reads ahead counts against the budget."""
+    first = note.first_line().strip()
+    return len(f"- [#{note.shown}] {note.kind}/{note.priority} · ") + (len(first) if len(first) <= CUT else 0) + 1
+
+
 def _group(why: str) -> str:
     return f"## {why[:1].upper()}{why[1:]}"
 
@@ -96,7 +103,7 @@ class Tiered(Delivery):
                              for why, shown in groups.items()]
 
 
-def fit_tiers(moment: Moment, entries: list[Ranked], changes: list[Change], budget: int, fetch: Fetch,
+def fit_tiers(moment: Moment, entries: Ranks, changes: list[Change], budget: int, fetch: Fetch,
               skip: int = 0, measure: Measure = len, standings: Standings | None = None) -> Tiered:
     """The changes, then a line for each note due in order while the lines fit `budget`
     (the first that does not ends it, counted), then whole texts in order where room
@@ -115,7 +122,7 @@ def fit_tiers(moment: Moment, entries: list[Ranked], changes: list[Change], budg
     return out
 
 
-def _lines(out: Tiered, entries: list[Ranked], room: int, size: int, fetch: Fetch, measure: Measure,
+def _lines(out: Tiered, entries: Ranks, room: int, size: int, fetch: Fetch, measure: Measure,
            standings: Standings) -> int:
     """The first tier: a line for each note in order while `room` holds it (0: no limit);
     returns the size taken."""
@@ -123,7 +130,7 @@ def _lines(out: Tiered, entries: list[Ranked], room: int, size: int, fetch: Fetc
     groups: set[str] = set()
     for i, entry in enumerate(entries):
         if entry.due.id not in notes:
-            notes.update(fetch([e.due.id for e in entries[i:i + NOTES_PER_FETCH]]))
+            notes.update(fetch(entries[i:i + NOTES_PER_FETCH].ids()))
         note = notes.get(entry.due.id)
         listed = Listed(note, entry.due.why, standing=standings.of(note)) if note is not None else None
         cost = 0 if listed is None else measure(listed.line()) + 1

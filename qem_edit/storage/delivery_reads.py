@@ -5,37 +5,46 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 
 from ..base.replay import Note
-from ..base.vocabulary import KIND_RANK, KINDS, TRIGGER_NAMES
+from ..base.vocabulary import KIND_RANK, PRIORITIES, TRIGGER_NAMES
 from ..system import db
 from .index import NOTE_COLUMNS, note_from_row
 from .reading import IN_FORCE, IndexReads
 
 
 OTHER_TRIGGERS = tuple(name for name in TRIGGER_NAMES if name != "on")  # a path's, a command's
+# A priority's rank (PRIORITY_RANK; an unknown one after them all), as a row's order needs it.
+PRIORITY_RANK_SQL = ("CASE priority " + " ".join(f"WHEN '{p}' THEN {i}" for i, p in enumerate(PRIORITIES))
+                     + f" ELSE {len(PRIORITIES)} END")
 
 
 class DeliveryReads(IndexReads):
     """Store's reads for qem_edit.reads.delivery, qem_edit.reads.context and the hooks' ledger."""
 
-    def due_at_moment(self, moment: str, bundle: Mapping[str, Iterable[str]]) -> list[tuple[str, str, str, bool]]:
-        """(id, kind, priority, declared) of the notes in force a lifecycle moment fires
-        (qem_edit.base.triggers): those declaring it (`@on:`, declared True), and those of the
-        kinds and priorities `bundle` gives ({kind: priorities}) that declare no moment of
-        their own.  No text is read."""
-        rows = self._read(f"SELECT id, kind_rank, priority, 1 FROM notes WHERE {IN_FORCE} AND id IN"
-                          " (SELECT note FROM triggers WHERE name = 'on' AND value = ?)", (moment,))
+    def due_at_moment(self, moment: str, bundle: Mapping[str, Iterable[str]],
+                      declared: str = "") -> list[tuple[str, int, str, str | int, int, int]]:
+        """The notes in force a lifecycle moment fires (qem_edit.base.triggers): those declaring
+        it (`@on:`), and those of the kinds and priorities `bundle` gives ({kind:
+        priorities}) that declare no moment of their own; each once, in no order, as the
+        row a delivery orders (qem_edit.reads.delivery.Ranks): (id, kind rank, priority,
+        why: `declared` for the first, 0 for the others (by their kind's bundle), owed 0,
+        priority rank).  No text is read, and the rows are SQLite's as it made them, with
+        no text of their own: a start at scale fires thousands."""
+        rows = self._read(f"SELECT id, kind_rank, priority, ?, 0, {PRIORITY_RANK_SQL} FROM notes WHERE {IN_FORCE}"
+                          " AND id IN (SELECT note FROM triggers WHERE name = 'on' AND value = ?)", (declared, moment))
         for kind, priorities in bundle.items():
             wanted = list(priorities)
             # Those declaring no trigger, from notes_by_bundle alone; then those declaring
             # a path or a command but no moment, found from the triggers they declare.
             rows += self._read(
-                f"SELECT id, kind_rank, priority, 0 FROM notes INDEXED BY notes_by_bundle WHERE kind_rank = ?"
-                f" AND priority IN ({db.marks(wanted)}) AND {IN_FORCE} AND triggers = '[]'", (KIND_RANK[kind], *wanted))
+                f"SELECT id, kind_rank, priority, 0, 0, {PRIORITY_RANK_SQL} FROM notes INDEXED BY notes_by_bundle"
+                f" WHERE kind_rank = ? AND priority IN ({db.marks(wanted)}) AND {IN_FORCE} AND triggers = '[]'",
+                (KIND_RANK[kind], *wanted))
             rows += self._read(
-                f"SELECT id, kind_rank, priority, 0 FROM notes WHERE id IN (SELECT note FROM triggers WHERE name IN"
-                f" ({db.marks(OTHER_TRIGGERS)})) AND kind_rank = ? AND priority IN ({db.marks(wanted)}) AND {IN_FORCE}"
-                " AND id NOT IN (SELECT note FROM triggers WHERE name = 'on')", (*OTHER_TRIGGERS, KIND_RANK[kind], *wanted))
-        return [(n, KINDS[k], p, bool(d)) for n, k, p, d in self._seen(rows)]
+                f"SELECT id, kind_rank, priority, 0, 0, {PRIORITY_RANK_SQL} FROM notes WHERE id IN (SELECT note"
+                f" FROM triggers WHERE name IN ({db.marks(OTHER_TRIGGERS)})) AND kind_rank = ? AND priority IN"
+                f" ({db.marks(wanted)}) AND {IN_FORCE} AND id NOT IN (SELECT note FROM triggers WHERE name = 'on')",
+                (*OTHER_TRIGGERS, KIND_RANK[kind], *wanted))
+        return self._seen(rows)
 
     def order_keys(self, note_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
         """Each note's (kind, priority), the fields its order needs (absent ids left out)."""
