@@ -18,8 +18,8 @@ write, or tears it, or brings back the ledger before it, costs notes given again
 held again; the one loss that would keep notes from the agent is a compaction's new epoch
 (its notes then taken for given), which is synced.  Bounded: at most MAX_NOTES notes a session (the
 oldest given go first), and sessions not touched for MAX_AGE_DAYS, or past MAX_SESSIONS,
-are swept when a session starts (once an hour at most, but at once past twice MAX_SESSIONS);
-a session's end removes its file and its subagents'.
+are swept when a session starts (once an hour at most); a session's end removes its file
+and its subagents'.
 """
 
 from __future__ import annotations
@@ -269,25 +269,25 @@ def end(state_dir: AnyPath, session_id: str) -> None:
                 pass
 
 
-SWEEP_EVERY_S = 3600  # a start sweeps where no start swept for this long, or the folder holds twice MAX_SESSIONS
+SWEEP_EVERY_S = 3600  # a start sweeps where no start swept for this long
 SWEPT = ".swept"  # the folder's file whose time is the last sweep's
 
 
 def sweep(state_dir: AnyPath, now: float | None = None) -> int:
     """Ledgers of sessions untouched for MAX_AGE_DAYS, and the oldest past MAX_SESSIONS,
-    removed; returns how many.  Once SWEEP_EVERY_S at most, but at once where the folder
-    holds more than twice MAX_SESSIONS ledgers: a start pays one look at a file's time, not
-    one at every ledger's (a clone's busy fortnight holds hundreds, subagents' included;
-    one at the bound would be swept by every start)."""
+    removed; returns how many.  Once SWEEP_EVERY_S at most: a start pays one look at a
+    file's time, not a listing of the folder and a look at every ledger's (a clone's busy
+    fortnight holds hundreds, subagents' included), and the folder holds MAX_SESSIONS
+    ledgers after a sweep, and those an hour's sessions add until the next."""
     now = time.time() if now is None else now
-    listed = _listed(state_dir)
     swept = os.path.join(folder(state_dir), SWEPT)
     try:
         last = os.lstat(swept).st_mtime
     except OSError:
         last = None
-    if last is not None and 0 <= now - last < SWEEP_EVERY_S and len(listed) <= 4 * MAX_SESSIONS + 2:
-        return 0  # (each ledger has its lock beside it; the folder its .gitignore and this file)
+    if last is not None and 0 <= now - last < SWEEP_EVERY_S:
+        return 0
+    listed = _listed(state_dir)
     entries = [(e.stat(follow_symlinks=False).st_mtime, e.path) for e in listed if e.name.endswith(".json")]
     entries.sort(reverse=True)
     gone = [p for i, (mtime, p) in enumerate(entries) if i >= MAX_SESSIONS or now - mtime > MAX_AGE_DAYS * 86400]
