@@ -819,3 +819,29 @@ def test_one_session_id_under_two_harnesses_is_two_sessions(project) -> None:  #
 def test_deliver_names_what_a_moment_needs(project, args: tuple, words: str) -> None:  # type: ignore[no-untyped-def]
     done = run_qem("deliver", *args, cwd=project["top"])
     assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("planted", ["folder", "link"])
+def test_a_sweep_mark_that_is_not_a_file_is_no_mark_and_breaks_no_start(  # type: ignore[no-untyped-def]
+        project, tmp_path: Path, planted: str) -> None:
+    """A `.swept` that is a folder or a link (a clone's, or a hand's) marks no sweep: every
+    start sweeps, as before the mark, says nothing on stderr and logs nothing, and the
+    session notes of swept sessions are ended."""
+    from qem_edit.system import ledger
+
+    top = project["top"]
+    sessions = top / ".qem" / "sessions"
+    claude(top, "SessionStart", session="old", source="startup")
+    old = next(sessions.glob("*.json"))
+    (sessions / ledger.SWEPT).unlink(missing_ok=True)
+    if planted == "folder":
+        (sessions / ledger.SWEPT).mkdir()
+    else:
+        (tmp_path / "elsewhere").write_text("")
+        (sessions / ledger.SWEPT).symlink_to(tmp_path / "elsewhere")
+    past = time.time() - 15 * 86400
+    os.utime(old, (past, past))
+    done = hook(top, "claude", "SessionStart", {"session_id": "new", "source": "startup"})
+    assert done.returncode == 0 and done.stderr == b"" and not old.exists()
+    assert not (sessions / "hooks.log").exists()
+    assert (tmp_path / "elsewhere").read_text() == "" if planted == "link" else (sessions / ledger.SWEPT).is_dir()

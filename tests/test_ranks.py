@@ -185,3 +185,93 @@ def test_a_start_reads_ahead_what_its_budget_can_give_and_gives_what_reading_eve
             replies.append((out, book.given))
         assert replies[0] == replies[1] and "more notes did not fit" in replies[0][0]
         assert 0 < read[-1] < 260  # (the bound read less than every text)
+
+
+def test_a_tiered_reply_never_gives_more_than_its_budget_even_one_its_last_lines_fill(tmp_path: Path) -> None:
+    """A budget the last lines' room takes whole leaves no room for a note: none is given
+    (0 is no limit; a budget the footer fills is not)."""
+    from qem_edit.reads import tiers
+
+    with Store.open(tmp_path / ".qem", create=True) as store:
+        for i in range(30):
+            add(store, f"Rule {i}: keep the change small", "directive")
+        given = []
+        for budget in range(1, 700):
+            out = tiers.deliver(store, Moment("start"), budget)
+            assert not out.given or len(out.text()) <= budget, budget
+            given.append(len(out.given))
+    assert given == sorted(given) and given[0] == 0 and given[-1] > 0
+
+
+def _reply(top: Path, session: str, source: str = "startup") -> str:
+    import json
+
+    from qem_edit.base.harness import HARNESSES
+    from qem_edit.shells import hookrun
+
+    raw = json.dumps({"session_id": session, "hook_event_name": "SessionStart", "source": source,
+                      "cwd": str(top)}).encode()
+    out, code = hookrun.run(HARNESSES["claude"], "SessionStart", raw)
+    assert code == 0
+    return out
+
+
+def test_a_start_a_hook_beside_it_gave_notes_to_meanwhile_reads_the_texts_after_them(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A hook beside a start (the same session) that gives notes between the start's read
+    and its reply leaves room for notes past what the start read ahead: their texts are
+    read then, and the reply is the one a start gives whose ledger held those notes
+    before it began."""
+    from qem_edit.reads import session
+    from qem_edit.system import ledger
+
+    with Store.open(tmp_path / ".qem", create=True) as store:
+        made = [add(store, f"Rule {i:03}: " + "keep it small and tested " * 3, "directive") for i in range(300)]
+    first = sorted(made)[:90]  # (the order is by id among directives of one priority)
+
+    def give_first(key: str) -> None:
+        with ledger.session(tmp_path / ".qem", key) as book:
+            for n in first:
+                book.give(n, True, n)
+
+    give_first("claude:before")
+    (tmp_path / ".qem" / "index.db-starts.json").unlink(missing_ok=True)
+    want = _reply(tmp_path, "before", "resume")
+
+    read = session._read
+
+    def beside(*args, **kwargs):  # type: ignore[no-untyped-def]
+        found = read(*args, **kwargs)
+        give_first("claude:race")  # (the hook beside, between the read and the reply)
+        return found
+
+    monkeypatch.setattr(session, "_read", beside)
+    got = _reply(tmp_path, "race", "resume")
+    assert got == want and "did not fit" in got
+
+
+def test_a_start_whose_index_was_rebuilt_before_its_reply_keeps_no_reply(  # type: ignore[no-untyped-def]
+        tmp_path: Path, monkeypatch) -> None:
+    """A start keeps its reply through the store it read from; an index put in its place
+    meanwhile (a rebuild) is another index, whose moments the reply is not of: nothing kept."""
+    from qem_edit.reads import session
+
+    with Store.open(tmp_path / ".qem", create=True) as store:
+        for i in range(5):
+            add(store, f"Rule {i}", "directive")
+    kept = tmp_path / ".qem" / "index.db-starts.json"
+    kept.unlink(missing_ok=True)
+    _reply(tmp_path, "control")
+    assert kept.exists()  # (kept where nothing moved)
+    kept.unlink()
+    read = session._read
+
+    def rebuilt(*args, **kwargs):  # type: ignore[no-untyped-def]
+        found = read(*args, **kwargs)
+        with Store.open(tmp_path / ".qem") as other:
+            other.rebuild()
+        return found
+
+    monkeypatch.setattr(session, "_read", rebuilt)
+    assert "Rule 0" in _reply(tmp_path, "rebuilt")
+    assert not kept.exists()

@@ -269,7 +269,8 @@ def moment_of(digest: bytes) -> str:
 
 
 def keep(store: Store, digest: bytes | None, name: str = MOMENTS_NAME,
-         merged: Callable[[bytes | None], bytes | None] | None = None) -> None:
+         merged: Callable[[bytes | None], bytes | None] | None = None,
+         still: Callable[[], bool] = lambda: True) -> None:
     """Write the digest `written` made (after the read it was made in) while no write of
     qem's can land (its write lock, tried once: a writer at work leaves it for a later
     read), and only while the index is still at the moment it names; taken back if a
@@ -279,7 +280,8 @@ def keep(store: Store, digest: bytes | None, name: str = MOMENTS_NAME,
     the index moves; one that cannot be written is not kept: the hooks then read in full.
     Another file kept beside the index (`name`) is written by the same rules; `merged`,
     where given, makes what is written, under the lock, from the body kept there now at
-    the same moment (None: none), else nothing is written."""
+    the same moment (None: none), else nothing is written; `still`, where given, says
+    whether the store still reads the index in its place, asked with the moment."""
     from ..storage.store import LOCK_NAME
 
     if digest is None:
@@ -304,10 +306,10 @@ def keep(store: Store, digest: bytes | None, name: str = MOMENTS_NAME,
                 digest = header + b"\n" + body
             if len(digest) > MAX_BYTES:
                 digest = digest.partition(b"\n")[0] + b"\n" + TOO_LARGE
-            if moment_of(digest) != store.moment(store.head()):
+            if moment_of(digest) != store.moment(store.head()) or not still():
                 return
             files.write_atomic(path, digest, mode=0o600, durable=False)
-            if moment_of(digest) != store.moment(store.head()):
+            if moment_of(digest) != store.moment(store.head()) or not still():
                 os.unlink(path)
     except (QemError, OSError, ValueError):
         pass

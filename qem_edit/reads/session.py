@@ -95,7 +95,7 @@ def _answer(harness: Harness, event: str, ask: Asked, state: str, log: Log, mome
             return harness.no_context  # no context goes before this tool: the hook after it gives it
         budget = harness.budget - (harness.measure(HELD) + 2 if holding else 0)
         text, whole = _given(harness, moments, found, texts, changed, book, budget, ask.does in (TOOL, HOLD),
-                             standings)
+                             standings, (lambda ids: _texts_now(state, ask.session, ids)) if beside else None)
         # What the next tool calls may be answered from (qem_edit.reads.quiet): not where a change
         # was left unsaid, nor where a hook beside this one gave a note whose change this read
         # could not see.
@@ -303,11 +303,13 @@ def _found(store: Store, moments: list, given: dict[str, list], counted: bool, a
 
 
 def _given(harness: Harness, moments: list, found, texts: dict, changed: dict,  # type: ignore[no-untyped-def]
-           book, budget: int, tool: bool = False, standings=None) -> tuple[str, bool]:
+           book, budget: int, tool: bool = False, standings=None, more=None) -> tuple[str, bool]:
     """The reply's context, from what the ledger says was not given yet, within `budget`
     (the harness's unit), and whether it said every change of a note given; what it
     gives, recorded.  Its heading is a tool call's own moment (the first), else the last
-    (a start's after a compaction's)."""
+    (a start's after a compaction's).  The notes' texts are those read ahead (`texts`),
+    and where `more` is given (a hook beside this one gave notes since the read: those
+    after them may fit now), what `more(ids)` reads of those it left out."""
     from ..system.ledger import tip
     from . import delivery
 
@@ -326,9 +328,14 @@ def _given(harness: Harness, moments: list, found, texts: dict, changed: dict,  
         return "", True  # (nothing to fit: the fitting's modules are not loaded)
     from . import tiers
 
-    out = tiers.fitter(moments)(moments[0] if tool else moments[-1], entries, changes, budget,
-                                lambda ids: {n: texts[n] for n in ids if n in texts}, measure=harness.measure,
-                                standings=standings)
+    def fetch(ids: list[str]) -> dict:
+        missing = [n for n in ids if n not in texts] if more is not None else []
+        if missing:
+            texts.update(more(missing))
+        return {n: texts[n] for n in ids if n in texts}
+
+    out = tiers.fitter(moments)(moments[0] if tool else moments[-1], entries, changes, budget, fetch,
+                                measure=harness.measure, standings=standings)
     for change in out.changes:
         book.give(change.note.id, book.given[change.note.id][1], tip(change.note))
     late = {row[0] for row in entries.owed() if row[4] == delivery.LATE}
@@ -337,6 +344,26 @@ def _given(harness: Harness, moments: list, found, texts: dict, changed: dict,  
         if h.note.id in late:  # given as late: not again this epoch (given before it was late: again now)
             book.give(h.note.id + LATE_MARK, True, "")
     return out.text(), len(out.changes) == len(changes)
+
+
+def _texts_now(state: str, session: str | None, ids: list[str]) -> dict:
+    """The notes `ids` as the index holds them now, for `session` (none where it cannot be
+    read): the texts a reply reads after its read ahead, where a hook beside it gave the
+    notes before them meanwhile (a race: the read ahead counted those)."""
+    from ..storage.store import Store
+
+    try:
+        store = Store.open(state, create=False, write=False)
+    except Exception:  # noqa: BLE001 - the reply then ends at the first note it has no text of, counted
+        return {}
+    try:
+        store.session = session
+        with store.reading():
+            return store.notes_by_id(ids)
+    except Exception:  # noqa: BLE001 - as above
+        return {}
+    finally:
+        store.close()
 
 
 LATE_MARK = "@late"  # a ledger entry beside a request's: given as late (its last change "", which no note's is)

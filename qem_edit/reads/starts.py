@@ -108,6 +108,15 @@ def _checked(entry: dict) -> dict:
             "until": until, "sessions": [str(s) for s in entry["sessions"]]}
 
 
+def _identity(store: Store) -> tuple[int, int] | None:
+    """The index file in its place (device, inode), or None where there is none."""
+    try:
+        there = os.stat(store.index_path) if store.index_path is not None else None
+    except OSError:
+        return None
+    return (there.st_dev, there.st_ino) if there is not None else None
+
+
 class Bounds:
     """What a start's read holds for, read in its snapshot: when (the time its standings
     are of, and the first end of a note in force after it), for whom (the sessions holding
@@ -119,6 +128,12 @@ class Bounds:
         self.at = now  # (the time the read's standings are of: one reading of the clock for both)
         self.requests, self.until, self.sessions = store.start_bounds(now)
         self.store: Store | None = store
+        self.index = _identity(store)  # the index file read: one put in its place since is another index
+
+    def read_from_the_index_there(self) -> bool:
+        """Whether the index in its place is still the file this read was made from (a
+        rebuild puts a new one there: its moments are not this one's)."""
+        return self.store is not None and self.index is not None and _identity(self.store) == self.index
 
     def close(self) -> None:
         if self.store is not None:
@@ -157,4 +172,4 @@ def keep(state: str, harness: Harness, event: str, ask: Asked, reply: str, book:
         line = quiet.header_line(store, moment, VERSION)
     except Exception:  # noqa: BLE001 - not kept: the next start reads in full
         return
-    quiet.keep(store, line.encode() + b"\n", STARTS_NAME, merged)
+    quiet.keep(store, line.encode() + b"\n", STARTS_NAME, merged, bounds.read_from_the_index_there)

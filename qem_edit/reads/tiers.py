@@ -113,7 +113,8 @@ def fit_tiers(moment: Moment, entries: Ranks, changes: list[Change], budget: int
     out = Tiered(moment, budget, skip=skip)
     heading, reserve = measure(out.heading()), footer_room(entries, changes, measure)
     size = heading + fitted_changes(out, changes, budget, heading, reserve, measure)
-    size = _lines(out, entries, budget - reserve if budget else 0, size, fetch, measure,
+    room = (budget - reserve or -1) if budget else 0  # (0: no limit; a budget the last lines fill leaves none)
+    size = _lines(out, entries, room, size, fetch, measure,
                   delivery.standings_now(standings))
     if budget:
         _wholes(out, budget - reserve - size, measure)

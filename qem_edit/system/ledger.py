@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 
+from ..base.errors import QemError
 from . import files
 
 TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
@@ -282,7 +284,8 @@ def sweep(state_dir: AnyPath, now: float | None = None) -> int:
     now = time.time() if now is None else now
     swept = os.path.join(folder(state_dir), SWEPT)
     try:
-        last = os.lstat(swept).st_mtime
+        marker = os.lstat(swept)
+        last = marker.st_mtime if stat.S_ISREG(marker.st_mode) else None  # (a folder or a link there: no mark)
     except OSError:
         last = None
     if last is not None and 0 <= now - last < SWEEP_EVERY_S:
@@ -300,8 +303,8 @@ def sweep(state_dir: AnyPath, now: float | None = None) -> int:
     if listed:
         try:
             files.write_atomic(swept, b"", mode=0o600, durable=False)
-        except OSError:
-            pass  # (swept again at the next start)
+        except (OSError, QemError):
+            pass  # (a link or a folder there, or none can be written: swept again at the next start)
     return len(gone)
 
 
