@@ -18,15 +18,16 @@ from hypothesis import strategies as st
 
 from qem_edit.base.triggers import bundle_why
 from qem_edit.base.vocabulary import KIND_RANK, KINDS, PRIORITIES, PRIORITY_RANK
-from qem_edit.reads.delivery import Due, Moment, Ranked, Ranks, hits
+from qem_edit.reads.delivery import Due, Moment, Ranked, Ranks, hits, owed_of
 from qem_edit.storage.store import Store
 
 MOMENTS = [Moment("start"), Moment("compact"), Moment("edit", paths=("a.py",))]
 
-rows = st.builds(lambda n, kind, priority, why, owed: (n, KIND_RANK[kind], priority, why, owed,
-                                                        PRIORITY_RANK[priority]),
+rows = st.builds(lambda n, kind, priority, why, owed: (n, KIND_RANK[kind], priority, PRIORITY_RANK[priority])
+                 + (() if why is None else (why,) if owed is None else (why, owed)),
                  st.sampled_from(["n1", "n2", "n3", "n4", "n5", "n6"]), st.sampled_from(KINDS),
-                 st.sampled_from(PRIORITIES), st.sampled_from(["on start", 0]), st.sampled_from([0, 1, 2]))
+                 st.sampled_from(PRIORITIES), st.sampled_from([None, "on start", "late, not answered yet"]),
+                 st.sampled_from([None, 0, 1, 2]))
 
 
 @st.composite
@@ -43,10 +44,12 @@ def parts(draw):  # type: ignore[no-untyped-def]
 
 
 def plain(made: list) -> list[Ranked]:
-    """The list the parts stand for: a row is (id, kind rank, priority, why or 0 for its
-    kind's bundle, owed, priority rank), a whole note (every note due is)."""
-    return [Ranked(moment, rank, Due(row[0], KINDS[row[1]], row[2], row[3] or bundle_why(KINDS[row[1]], row[2]), True,
-                                     row[4])) for moment, part, ranks in made for row, rank in zip(part, ranks)]
+    """The list the parts stand for: a row is (id, kind rank, priority, priority rank, and
+    its why where it does not come by its kind's bundle, and what is owed where anything
+    is), a whole note (every note due is)."""
+    return [Ranked(moment, rank, Due(row[0], KINDS[row[1]], row[2], row[4] if len(row) > 4 else bundle_why(
+        KINDS[row[1]], row[2]), True, row[5] if len(row) > 5 else 0)) for moment, part, ranks in made
+        for row, rank in zip(part, ranks)]
 
 
 @settings(max_examples=300, deadline=None)
@@ -70,11 +73,11 @@ def test_ranks_answer_as_the_list_of_ranked_they_stand_for(  # type: ignore[no-u
     assert part.directives() == sum(e.due.kind == "directive" for e in listed[start:stop])
     assert ranks.last_ranks() == {e.moment: e.rank for e in listed}
     assert list(ranks.owed()) == [row for _, part, _ in made for row in part[:next(
-        (i for i, r in enumerate(part) if not r[4]), len(part))]]
+        (i for i, r in enumerate(part) if not owed_of(r)), len(part))]]
     assert part.last_ranks() == {e.moment: e.rank for e in listed[start:stop]}
 
     def gone(row: tuple) -> bool:
-        return row[4] != owed
+        return owed_of(row) != owed
 
     kept = ranks.without(among, gone)
     assert list(kept) == [e for e in listed if not (e.due.id in among and e.due.owed != owed)]

@@ -306,17 +306,22 @@ def hits(store: Store, moment: Moment) -> Ranks:
     return Ranks.of(moment, rows)
 
 
-def _row(due: Due) -> tuple[str, int, str, str | int, int, int]:
+def _row(due: Due) -> tuple[str, int, str, int, str, int]:
     """A note due as a Ranks row (a whole note: every note due comes whole, Due.full)."""
-    return (due.id, KIND_RANK[due.kind], due.priority, due.why, due.owed,
-            PRIORITY_RANK.get(due.priority, len(PRIORITIES)))
+    return (due.id, KIND_RANK[due.kind], due.priority, PRIORITY_RANK.get(due.priority, len(PRIORITIES)), due.why,
+            due.owed)
 
 
-_ORDER = itemgetter(1, 5, 0)  # a row's order but for what is owed: kind rank, priority rank, id
+_ORDER = itemgetter(1, 3, 0)  # a row's order but for what is owed: kind rank, priority rank, id
 
 
 def _OWED_ORDER(row: tuple) -> tuple:  # noqa: N802 - an order, as _ORDER
-    return (-row[4], row[1], row[5], row[0])
+    return (-row[5], row[1], row[3], row[0])
+
+
+def owed_of(row: tuple) -> int:
+    """What a Ranks row says is owed: LATE, OWED, or 0 (a row without the field)."""
+    return row[5] if len(row) > 5 else 0
 
 
 LATE, OWED = 2, 1
@@ -371,8 +376,9 @@ class Ranks:
     a hundred, and what its last line counts over the rest (how many, the directives
     among them) is counted from rows.  A read-only sequence; its slices are Ranks.  Held
     as parts, one a moment: (moment, its rows in order, their ranks), a row a note's
-    (id, kind rank, priority, why, owed, priority rank) as the index gives it: its why 0
-    where it comes by its kind's bundle, and no `full` (every note due comes whole)."""
+    (id, kind rank, priority, priority rank, why, owed) as the index gives it: without its
+    why where it comes by its kind's bundle, without owed where it is owed nothing, and
+    no `full` (every note due comes whole)."""
 
     __slots__ = ("_parts",)
 
@@ -418,7 +424,7 @@ class Ranks:
         return Ranks(self._parts + other._parts)
 
     def dues(self) -> Iterator[tuple]:
-        """Each note's row (id, kind rank, priority, why, owed, priority rank), in order."""
+        """Each note's row (id, kind rank, priority, priority rank[, why[, owed]]), in order."""
         for _, rows, _ in self._parts:
             yield from rows
 
@@ -426,7 +432,7 @@ class Ranks:
         """The rows of what is owed (each moment's first, in its order): not every note due."""
         for _, rows, _ in self._parts:
             for row in rows:
-                if not row[4]:
+                if not owed_of(row):
                     break
                 yield row
 
@@ -458,8 +464,8 @@ _KIND = itemgetter(1)  # a row's kind rank
 
 
 def _due(row: tuple) -> Due:
-    kind, why = KINDS[row[1]], row[3]
-    return Due(row[0], kind, row[2], why if why else bundle_why(kind, row[2]), True, row[4])
+    kind = KINDS[row[1]]
+    return Due(row[0], kind, row[2], row[4] if len(row) > 4 else bundle_why(kind, row[2]), True, owed_of(row))
 
 
 Fetch = Callable[[list[str]], "dict[str, Note]"]

@@ -285,8 +285,8 @@ def _found(store: Store, moments: list, given: dict[str, list], counted: bool, a
         if i + 1 < len(moments):
             seen.update(found.ids())
         entries += found
-    fresh = (n for n, _, _, _, owed, *_ in entries.dues() if n not in given or not given[n][1]  # (each due whole)
-             or (owed == delivery.LATE and n + LATE_MARK not in given))
+    fresh = (row[0] for row in entries.dues() if row[0] not in given or not given[row[0]][1]  # (each due whole)
+             or (delivery.owed_of(row) == delivery.LATE and row[0] + LATE_MARK not in given))
     texts = _ahead(store, fresh, budget if not due_here and any(m.event in delivery.TIERED for m in moments) else 0)
     standings = Standings.read(store, at, texts.values())
     due_here -= {n for n, note in texts.items() if standings.of(note).past_end}  # not in force: holds nothing
@@ -314,7 +314,7 @@ def _given(harness: Harness, moments: list, found, texts: dict, changed: dict,  
     from . import delivery
 
     entries = found.without(book.given, lambda row: book.was_given(row[0], True) and not (
-        row[4] == delivery.LATE and not book.was_given(row[0] + LATE_MARK, True)))
+        delivery.owed_of(row) == delivery.LATE and not book.was_given(row[0] + LATE_MARK, True)))
     changes = []
     for n, (change, last) in changed.items():
         entry = book.given.get(n)
@@ -338,7 +338,7 @@ def _given(harness: Harness, moments: list, found, texts: dict, changed: dict,  
                                 measure=harness.measure, standings=standings)
     for change in out.changes:
         book.give(change.note.id, book.given[change.note.id][1], tip(change.note))
-    late = {row[0] for row in entries.owed() if row[4] == delivery.LATE}
+    late = {row[0] for row in entries.owed() if row[5] == delivery.LATE}
     for h in out.given:
         book.give(h.note.id, h.full, tip(h.note))
         if h.note.id in late:  # given as late: not again this epoch (given before it was late: again now)

@@ -21,26 +21,26 @@ class DeliveryReads(IndexReads):
     """Store's reads for qem_edit.reads.delivery, qem_edit.reads.context and the hooks' ledger."""
 
     def due_at_moment(self, moment: str, bundle: Mapping[str, Iterable[str]],
-                      declared: str = "") -> list[tuple[str, int, str, str | int, int, int]]:
+                      declared: str = "") -> list[tuple]:
         """The notes in force a lifecycle moment fires (qem_edit.base.triggers): those declaring
         it (`@on:`), and those of the kinds and priorities `bundle` gives ({kind:
         priorities}) that declare no moment of their own; each once, in no order, as the
         row a delivery orders (qem_edit.reads.delivery.Ranks): (id, kind rank, priority,
-        why: `declared` for the first, 0 for the others (by their kind's bundle), owed 0,
-        priority rank).  No text is read, and the rows are SQLite's as it made them, with
-        no text of their own: a start at scale fires thousands."""
-        rows = self._read(f"SELECT id, kind_rank, priority, ?, 0, {PRIORITY_RANK_SQL} FROM notes WHERE {IN_FORCE}"
+        priority rank), and the first with their why, `declared`.  No text is read, and the
+        rows are SQLite's as it made them, no column more than the order needs: a start at
+        scale fires thousands."""
+        rows = self._read(f"SELECT id, kind_rank, priority, {PRIORITY_RANK_SQL}, ? FROM notes WHERE {IN_FORCE}"
                           " AND id IN (SELECT note FROM triggers WHERE name = 'on' AND value = ?)", (declared, moment))
         for kind, priorities in bundle.items():
             wanted = list(priorities)
             # Those declaring no trigger, from notes_by_bundle alone; then those declaring
             # a path or a command but no moment, found from the triggers they declare.
             rows += self._read(
-                f"SELECT id, kind_rank, priority, 0, 0, {PRIORITY_RANK_SQL} FROM notes INDEXED BY notes_by_bundle"
+                f"SELECT id, kind_rank, priority, {PRIORITY_RANK_SQL} FROM notes INDEXED BY notes_by_bundle"
                 f" WHERE kind_rank = ? AND priority IN ({db.marks(wanted)}) AND {IN_FORCE} AND triggers = '[]'",
                 (KIND_RANK[kind], *wanted))
             rows += self._read(
-                f"SELECT id, kind_rank, priority, 0, 0, {PRIORITY_RANK_SQL} FROM notes WHERE id IN (SELECT note"
+                f"SELECT id, kind_rank, priority, {PRIORITY_RANK_SQL} FROM notes WHERE id IN (SELECT note"
                 f" FROM triggers WHERE name IN ({db.marks(OTHER_TRIGGERS)})) AND kind_rank = ? AND priority IN"
                 f" ({db.marks(wanted)}) AND {IN_FORCE} AND id NOT IN (SELECT note FROM triggers WHERE name = 'on')",
                 (*OTHER_TRIGGERS, KIND_RANK[kind], *wanted))
