@@ -234,15 +234,16 @@ def _read(state: str, moments: list, given: dict[str, list], counted: bool,  # t
           session: str | None = None, bounded: bool = False, budget: int = 0):
     """From the memory: what the moments trigger (each note once, the first moment's),
     the texts of the first of them the session was not given (`given`: this epoch's
-    ledger entries) that a reply of `budget` can give, the changes of the notes given this epoch, how many notes it holds
-    (-1 where the session's ledger has counted them already: `counted`), the notes due at
-    an edit or a command among them, in force (what a call is held for), the notes'
-    standing (past their end, in dispute: qem_edit.reads.standing), and the index's
-    moment the read saw (qem_edit.storage.store.Store.moment), and, where `bounded`, what a
-    start's reply holds for (qem_edit.reads.starts.Bounds, the store still open in it for
-    the reply to keep: `Bounds.close` lets it go; else None), read first.  Read for
-    `session`: another session's session notes are not given.  The digest the next tool
-    calls are answered from is kept on the way (qem_edit.reads.quiet)."""
+    ledger entries) that a reply of `budget` can give, the changes of the notes given
+    this epoch, how many notes it holds (-1 where the session's ledger has counted them
+    already: `counted`), the notes due at an edit or a command among them, in force
+    (what a call is held for), the notes' standing (past their end, in dispute:
+    qem_edit.reads.standing), and the index's moment the read saw
+    (qem_edit.storage.store.Store.moment), and, where `bounded`, what a start's reply
+    holds for (qem_edit.reads.starts.Bounds, the store still open in it for the reply to
+    keep: `Bounds.close` lets it go; else None), read first.  Read for `session`: another
+    session's session notes are not given.  The digest the next tool calls are answered
+    from is kept on the way (qem_edit.reads.quiet)."""
     from ..base.times import utc_now
     from ..storage.store import Store
     from . import quiet
