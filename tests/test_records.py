@@ -6,6 +6,7 @@ written the same way, side by side, so a difference in either fails here."""
 from __future__ import annotations
 
 import copy
+import inspect
 import pickle
 import re
 from pathlib import Path
@@ -209,3 +210,50 @@ def test_no_product_module_makes_a_typing_namedtuple() -> None:
         if re.match(r"\s*class \w+\((typing\.)?NamedTuple\b", line) or re.search(r"\bNamedTuple\(\s*['\"]", line)
     ]
     assert made == []
+
+
+def written_new(most: int = 40) -> str:
+    """qem_edit/base/record_new.py as it is written: a record's `__new__` for each number of
+    fields up to `most`, its parameters f0, f1, ... (records renames them for each class)."""
+    import textwrap
+
+    out = ['"""The code of a record\'s `__new__` for each number of fields up to MOST, compiled with the',
+           "package rather than when a record class is made (qem_edit.base.records renames it for each",
+           "class): compiling one (`eval`) costs 40-120 us, and every command and hook makes record",
+           "classes of about ten numbers of fields, half a millisecond before it does anything.",
+           "Written by tests/test_records.py's `written_new()` (`python tests/test_records.py` writes",
+           'it), which a test holds this file to."""', "",
+           "_tuple_new = tuple.__new__  # (what each code calls: records gives it this name in its globals)", "",
+           f"MOST = {most}", "NEW = ("]
+    for count in range(most + 1):
+        params = [f"f{i}" for i in range(count)]
+        head = "lambda " + ", ".join(["_cls", *params]) + ":"
+        made = f"_tuple_new(_cls, ({', '.join(params)}{',' if count == 1 else ''}))"
+        out += textwrap.wrap(f"{head} {made},", 110, initial_indent="    ", subsequent_indent="        ",
+                             break_long_words=False, break_on_hyphens=False)
+    return "\n".join(out + [")", ""])
+
+
+def test_the_compiled_news_are_the_ones_written() -> None:
+    """record_new.py holds what written_new() writes (`python tests/test_records.py` writes
+    it), and every number of fields up to its MOST, and one past it (compiled then), makes
+    a record as a NamedTuple of as many fields is made."""
+    from collections import namedtuple
+
+    from qem_edit.base import record_new
+
+    assert Path(record_new.__file__).read_text(encoding="utf-8") == written_new()
+    for count in range(record_new.MOST + 2):
+        fields = [f"x{i}" for i in range(count)]
+        made = type(Record)("Made", (Record,), {"__annotations__": dict.fromkeys(fields, "int"),
+                                                "__module__": __name__})
+        want = namedtuple("Made", fields)
+        values = list(range(count))
+        assert made(*values) == want(*values) and tuple(made(**dict(zip(fields, values)))) == tuple(values)
+        assert list(inspect.signature(made).parameters) == fields
+
+
+if __name__ == "__main__":  # writes qem_edit/base/record_new.py
+    from qem_edit.base import record_new as _written
+
+    Path(_written.__file__).write_text(written_new(), encoding="utf-8")

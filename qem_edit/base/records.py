@@ -30,6 +30,8 @@ from keyword import iskeyword
 from operator import itemgetter
 from types import CodeType, FunctionType
 
+from . import record_new
+
 _UNEXPECTED = TypeError if sys.version_info >= (3, 13) else ValueError  # what namedtuple's _replace raises there
 _PROHIBITED = frozenset({"__new__", "__init__", "__slots__", "__getnewargs__", "_fields", "_field_defaults",
                          "_make", "_replace", "_asdict", "_source"})
@@ -104,7 +106,10 @@ def _new(name: str, annotations: dict[str, object], defaults: tuple[object, ...]
 
 
 def _template(count: int) -> CodeType:
-    """`__new__`'s code for `count` fields, its parameters named f0, f1, ... (renamed per class)."""
+    """`__new__`'s code for `count` fields, its parameters named f0, f1, ... (renamed per
+    class): compiled with the package up to record_new.MOST, else compiled here."""
+    if count <= record_new.MOST:
+        return record_new.NEW[count].__code__
     params = ", ".join(f"f{i}" for i in range(count))
     made = f"_tuple_new(_cls, ({params}{',' if count == 1 else ''}))"
     return eval(f"lambda _cls{', ' if count else ''}{params}: {made}", _NEW_GLOBALS).__code__  # noqa: S307 (no input)
