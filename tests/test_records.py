@@ -217,10 +217,11 @@ def written_new(most: int = 40) -> str:
     fields up to `most`, its parameters f0, f1, ... (records renames them for each class)."""
     import textwrap
 
-    out = ['"""The code of a record\'s `__new__` for each number of fields up to MOST, compiled with the',
-           "package rather than when a record class is made (qem_edit.base.records renames it for each",
-           "class): compiling one (`eval`) costs 40-120 us, and every command and hook makes record",
-           "classes of about ten numbers of fields, half a millisecond before it does anything.",
+    out = ['"""A record\'s `__new__` for each number of fields, compiled with the package.', "",
+           "Up to MOST fields, compiled with the package rather than when a record class is made",
+           "(qem_edit.base.records renames it for each class): compiling one (`eval`) costs 40-120 us,",
+           "and every command and hook makes record classes of about ten numbers of fields, half a",
+           "millisecond before it does anything.",
            "Written by tests/test_records.py's `written_new()` (`python tests/test_records.py` writes",
            'it), which a test holds this file to."""', "",
            "_tuple_new = tuple.__new__  # (what each code calls: records gives it this name in its globals)", "",

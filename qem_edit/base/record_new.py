@@ -1,7 +1,9 @@
-"""The code of a record's `__new__` for each number of fields up to MOST, compiled with the
-package rather than when a record class is made (qem_edit.base.records renames it for each
-class): compiling one (`eval`) costs 40-120 us, and every command and hook makes record
-classes of about ten numbers of fields, half a millisecond before it does anything.
+"""A record's `__new__` for each number of fields, compiled with the package.
+
+Up to MOST fields, compiled with the package rather than when a record class is made
+(qem_edit.base.records renames it for each class): compiling one (`eval`) costs 40-120 us,
+and every command and hook makes record classes of about ten numbers of fields, half a
+millisecond before it does anything.
 Written by tests/test_records.py's `written_new()` (`python tests/test_records.py` writes
 it), which a test holds this file to."""
 

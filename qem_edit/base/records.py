@@ -9,7 +9,8 @@ milliseconds of every hook an agent runs before its edits.  A `Record` subclass 
 same tuple class, made the way `typing.NamedTupleMeta` makes one, but with the
 annotations kept as written (`typing.get_type_hints` still resolves them) and the
 methods every record shares written once, here, rather than compiled per class: only
-`__new__`, whose signature is the fields', is compiled for each.
+`__new__`, whose signature is the fields', is made for each, from code compiled with the
+package for its number of fields (qem_edit.base.record_new).
 
     class Move(Record):
         verb: str
@@ -88,8 +89,8 @@ class _Shared(tuple):
 def _new(name: str, annotations: dict[str, object], defaults: tuple[object, ...]):  # type: ignore[no-untyped-def]
     """The class's `__new__`, its parameters the fields (compiled, as namedtuple's is: a
     record is made as fast as a tuple; a generic `*args` would be slower for every one).
-    The code is compiled once for each number of fields and given each class's field
-    names (`CodeType.replace`): a module of records compiles a few, not one a class."""
+    The code, one for each number of fields (compiled with the package: record_new), is
+    given each class's field names (`CodeType.replace`): nothing is compiled a class."""
     fields = tuple(annotations)
     for field in fields:
         if not field.isidentifier() or iskeyword(field) or field.startswith("_"):
