@@ -235,3 +235,15 @@ def test_an_add_imports_nothing_a_write_does_not_use(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
     assert done.stdout.strip().splitlines()[-1] == "0 [] [] True", (done.stdout, done.stderr)
     assert "a second note" in (tmp_path / "MEMORY.md").read_text("utf-8")
+
+
+@given(st.text(alphabet=st.sampled_from(
+    list("abcXYZ019_@%+=:,./-") + [" ", "'", '"', "$", "é", "\u0130", "\u212a", "٣", "\n", "*"])))
+def test_a_command_of_mostly_plain_words_is_quoted_as_shlex_quotes_it(word: str) -> None:
+    """The same over words mostly of what a shell reads as itself (where any text rarely
+    lands), with characters `\\w` takes beyond ASCII among them."""
+    import shlex
+
+    from qem_edit.reads.delivery import quoted
+
+    assert quoted(word) == shlex.quote(word)

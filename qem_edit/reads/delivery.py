@@ -14,12 +14,10 @@ given again as its change, first.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 
 from ..base import errors
-from ..base.patterns import Lazy
 from ..base.records import Record
 from ..base.replay import Note, past_end_words
 from ..base.triggers import bundle_at, bundle_why, by_command, by_paths, by_prompt, declaring
@@ -92,12 +90,14 @@ def quoted(word: str) -> str:
     for its last line spells a command: shlex is a module every hook would load for this)."""
     if not word:
         return "''"
-    if _UNSAFE.search(word) is None:
+    if _SAFE.issuperset(word):
         return word
     return "'" + word.replace("'", "'\"'\"'") + "'"
 
 
-_UNSAFE = Lazy(r"[^\w@%+=:,./-]", re.ASCII)  # shlex's own: a character a shell reads as more than itself
+# shlex's own (`[^\w@%+=:,./-]`, ASCII): the characters a shell reads as themselves; a set, as
+# compiling the pattern would cost every reply 0.05 ms
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-")
 
 
 def requested(note: Note, why: str = "") -> str:
