@@ -302,7 +302,7 @@ def hits(store: Store, moment: Moment) -> Ranks:
     owed = owed_hits(store, moment.event) if moment.event in ("start", "compact", "prompt") else []
     if owed:  # before every other note, the late first
         first = {due.id for due in owed}
-        rows = sorted(map(_row, owed), key=_OWED_ORDER) + [row for row in rows if row[0] not in first]
+        rows = [_row(due) for due in sorted(owed, key=Due.key)] + [row for row in rows if row[0] not in first]
     return Ranks.of(moment, rows)
 
 
@@ -312,11 +312,7 @@ def _row(due: Due) -> tuple[str, int, str, int, str, int]:
             due.owed)
 
 
-_ORDER = itemgetter(1, 3, 0)  # a row's order but for what is owed: kind rank, priority rank, id
-
-
-def _OWED_ORDER(row: tuple) -> tuple:  # noqa: N802 - an order, as _ORDER
-    return (-row[5], row[1], row[3], row[0])
+_ORDER = itemgetter(1, 3, 0)  # Due.key on a row owed nothing (kind rank, priority rank, id), in C
 
 
 def owed_of(row: tuple) -> int:
