@@ -20,6 +20,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from builders import add
 from conftest import run_qem
 from test_hooks import CLAUDE_DENY, claude, codex_schema, gemini, hook, project, reply_of  # noqa: F401 (a fixture)
@@ -414,3 +416,29 @@ def test_the_hold_setting_read_without_toml_is_what_toml_reads(text: str) -> Non
     if plain is not None:
         assert plain == (delivery.get("hold", True) if isinstance(delivery, dict) else None)
     assert plain is not None or "delivery" in text  # the plain forms are read plainly
+
+
+_SPACE = st.sampled_from(["", " ", "  ", "\t", "\u00a0", "\u2003", "\x0c", "\x1f", "x", "."])
+_END = st.sampled_from(["", "#", "# on", "#]", "x", "]", "=", "true"])
+_TABLE_LINE = st.tuples(_SPACE, st.just("["), _SPACE, st.sampled_from(["delivery", "x-_1", "a.b", "a b", "", "é", "hold"]),
+                        _SPACE, st.just("]"), _SPACE, _END).map("".join)
+_HOLD_LINE = st.tuples(_SPACE, st.sampled_from(["hold", "holds"]), _SPACE, st.just("="), _SPACE,
+                       st.sampled_from(["true", "false", "True", "tru", "falsey"]), _SPACE, _END).map("".join)
+_PIECES = st.lists(st.sampled_from([" ", "\t", "\u00a0", "[", "]", "hold", "=", "true", "false", "#", "x", "\r\n"]),
+                   max_size=12).map("".join)
+
+
+@settings(max_examples=1000)
+@given(_TABLE_LINE | _HOLD_LINE | _PIECES | st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=())))
+def test_a_config_line_is_read_as_its_pattern_reads_it(text: str) -> None:
+    """The hook reads a `[table]` line and a `hold = true|false` line as the patterns it
+    replaced read them (`\\s` any of str.strip's spaces), with no regular expression engine."""
+    import re
+
+    from qem_edit.reads.session import _hold_line, _table
+
+    for line in text.splitlines():
+        header = re.fullmatch(r"\s*\[\s*([A-Za-z0-9_-]+)\s*\]\s*(?:#.*)?", line)
+        hold = re.fullmatch(r"\s*hold\s*=\s*(true|false)\s*(?:#.*)?", line)
+        assert _table(line) == (header[1] if header else None), line
+        assert _hold_line(line) == (hold[1] == "true" if hold else None), line

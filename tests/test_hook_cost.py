@@ -160,12 +160,15 @@ def test_a_harness_hook_imports_nothing_its_moment_does_not_use(tmp_path: Path, 
         assert "keep the tests fast" in done.stdout, done.stdout
 
 
-def test_no_hook_loads_pathlib(tmp_path: Path) -> None:
+def test_no_hook_loads_what_its_moment_does_not_use(tmp_path: Path) -> None:
     """No hook of a session, quiet or read in full, loads pathlib (and the urllib.parse and
     ipaddress it imports: about 3 ms of each hook's start-up): a hook names its memory's
     folder as a string (qem_edit.system.workspace); nor contextlib (0.4 ms: the context
     managers a hook uses are classes); nor, but for a command it reads, shlex; nor the UTF-16
-    codec.  The probe unloads them first, since an editable install's finder loads pathlib
+    codec; nor json (JSON is read and written by qem_edit.base.cjson), nor, but for a command,
+    re and the enum it loads (about 5 ms with json: a pattern a hook may use is compiled where
+    it is used, the prompt's words and the hold setting are read without one); nor, where it
+    reads no index, collections and functools.  The probe unloads them first, since an editable install's finder loads pathlib
     and contextlib as the interpreter starts; a start that ends a clone's session notes (a
     write) may load them, and is not among these."""
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
@@ -173,19 +176,22 @@ def test_no_hook_loads_pathlib(tmp_path: Path) -> None:
     assert run_qem("add", "keep the tests fast", "-k", "directive", cwd=tmp_path).returncode == 0
     assert run_qem("add", "app.py holds the loop", "-k", "gotcha", "--anchor", "app.py", cwd=tmp_path).returncode == 0
     edit = {"tool_name": "Edit", "tool_input": {"file_path": str(tmp_path / "app.py"), "old_string": "a", "new_string": "b"}}
-    calls = [("SessionStart", {"source": "startup"}, "keep the tests fast"),  # read in full
-             ("SessionStart", {"source": "startup", "session_id": "s2"}, "keep the tests fast"),  # the kept start
-             ("PreToolUse", edit, "app.py holds the loop"),  # held, the note its reason
-             ("PreToolUse", edit, ""),  # given already: nothing due (the digest)
-             ("PreToolUse", {"tool_name": "Bash", "tool_input": {"command": "make test"}}, ""),
-             ("UserPromptSubmit", {"prompt": "go on"}, ""),
-             ("SubagentStart", {"agent_id": "a1", "agent_type": "explore"}, "keep the tests fast"),
-             ("Stop", {}, ""),
-             ("SessionEnd", {"reason": "exit"}, "")]
-    for event, extra, said in calls:
+    # (event, its input, what it says, whether it reads the index: SQLite's module loads functools, and that collections)
+    calls = [("SessionStart", {"source": "startup"}, "keep the tests fast", True),  # read in full
+             ("SessionStart", {"source": "startup", "session_id": "s2"}, "keep the tests fast", False),  # the kept start
+             ("PreToolUse", edit, "app.py holds the loop", True),  # held, the note its reason
+             ("PreToolUse", edit, "", False),  # given already: nothing due (the digest)
+             ("PreToolUse", {"tool_name": "Bash", "tool_input": {"command": "make test"}}, "", False),
+             ("UserPromptSubmit", {"prompt": "go on"}, "", False),
+             ("SubagentStart", {"agent_id": "a1", "agent_type": "explore"}, "keep the tests fast", True),
+             ("Stop", {}, "", True),
+             ("SessionEnd", {"reason": "exit"}, "", False)]
+    for event, extra, said, reads_index in calls:
         given = {"session_id": "s1", "hook_event_name": event, "cwd": str(tmp_path), **extra}
-        unused = ("pathlib", "urllib.parse", "ipaddress", "contextlib", "encodings.utf_16_le",
-                  *(("shlex",) if extra.get("tool_name") != "Bash" else ()))
+        bash = extra.get("tool_name") == "Bash"  # (a command is read by shlex, which loads re and enum)
+        unused = ("pathlib", "urllib.parse", "ipaddress", "contextlib", "encodings.utf_16_le", "json",
+                  *(("shlex", "re", "enum") if not bash else ()),
+                  *(("collections", "functools") if not reads_index and not bash else ()))
         probe = (f"import sys\nfor name in {unused!r}:\n    sys.modules.pop(name, None)\n"
                  f"sys.argv = ['qem', 'hook', 'claude', {event!r}]\n"
                  "from qem_edit.__main__ import main\ncode = 0\n"
@@ -205,6 +211,18 @@ def test_a_command_is_quoted_as_shlex_quotes_it(word: str) -> None:
     from qem_edit.reads.delivery import quoted
 
     assert quoted(word) == shlex.quote(word)
+
+
+@given(st.text(alphabet="aZ09._:-/ é\n", max_size=205) | st.text())
+def test_a_session_s_word_for_the_shell_is_what_its_pattern_took(session: str) -> None:
+    """qem_edit.shells.hookrun.shell_word (QEM_SESSION written for Claude Code's shell, unquoted)
+    takes what `[A-Za-z0-9._:-]{1,200}` fully matches, with no regular expression engine."""
+    import re
+
+    from qem_edit.shells.hookrun import shell_word
+
+    for text in (session, session * 40, session[:1] * 200, session[:1] * 201):
+        assert shell_word(text) == bool(re.fullmatch(r"[A-Za-z0-9._:-]{1,200}", text)), text
 
 
 @given(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=())))

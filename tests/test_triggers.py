@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from builders import planted_created
 from conftest import run_qem
 
@@ -21,6 +23,8 @@ from qem_edit.base.triggers import (
     moments,
     path_matches,
     prompt_paths,
+    prompt_words,
+    relative,
     term_in,
     terms_of,
     trigger_data,
@@ -87,6 +91,39 @@ def test_terms_are_backticked_spans_without_spaces_keyed_by_their_longest_word()
 def test_a_prompt_names_paths_as_paths_from_the_top() -> None:
     assert prompt_paths("fix ./src/lock.py, then /top/docs/a.md. And README", "/top") == {"src/lock.py", "docs/a.md"}
     assert prompt_paths("see /elsewhere/a.py", "/top") == set()
+
+
+_PROMPT_TEXT = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=())) \
+    | st.text(alphabet="ab_9./-@+~ \n`:,é\u00b2\u0663") | st.text()
+
+
+@settings(max_examples=500)
+@given(_PROMPT_TEXT)
+def test_a_prompt_s_words_and_paths_are_what_their_patterns_find(prompt: str) -> None:
+    """prompt_words and prompt_paths split the prompt's bytes, sparing every prompt a regular
+    expression engine: the words `[A-Za-z0-9_]+` finds, the tokens `[A-Za-z0-9_.@+~/-]*[A-Za-z0-9_]`
+    finds (each read as a path), over any text (lone surrogates, digits beyond ASCII among it)."""
+    import re
+
+    assert prompt_words(prompt) == set(re.findall(r"[A-Za-z0-9_]+", prompt))
+    tokens = [t for t in re.findall(r"[A-Za-z0-9_.@+~/-]*[A-Za-z0-9_]", prompt) if "/" in t or "." in t]
+    for top in (None, "/top"):
+        assert prompt_paths(prompt, top) == {p for p in (relative(t, top) for t in tokens) if p}
+
+
+@given(_PROMPT_TEXT)
+def test_a_drive_letter_path_is_absolute_as_its_pattern_says(path: str) -> None:
+    """anchor_path_problem reads a path that starts with a drive (`C:` alone, or followed by a slash
+    or a backslash) as absolute, as the pattern `[A-Za-z]:(?:/|\\\\|\\Z)` it replaced did."""
+    import re
+
+    from qem_edit.base.stored_form import anchor_path_problem
+
+    for candidate in (path, "C" + path, "C:" + path, "z:/" + path, "C:\\" + path, path[:1] + ":" + path[1:],
+                      path[:1] + ":\\" + path[1:]):
+        absolute = bool(candidate) and (candidate.startswith("/") or re.match(r"[A-Za-z]:(?:/|\\|\Z)", candidate))
+        assert (anchor_path_problem(candidate) == "an absolute path; name it from the top of the work tree") \
+            == bool(absolute), candidate
 
 
 def test_a_kind_fires_by_its_bundle_unless_the_note_declares_its_own_moments() -> None:

@@ -39,11 +39,13 @@ the files `sed -i` edits, and the files an `apply_patch` it runs patches.
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Mapping
-
+from . import cjson
+from .patterns import Lazy
 from .records import Record
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 START_WAITS = 12  # a session start's timeout, in the others' (120 s)
 CODEX_END_SECONDS = 3  # the most Codex lets a SessionEnd hook take
@@ -122,18 +124,18 @@ class Harness(Record):
         reply: dict[str, object] = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}
         if guest == "cursor":
             reply["additional_context"] = context
-        return json.dumps(reply, ensure_ascii=False)
+        return cjson.dumps(reply, ensure_ascii=False)
 
     def deny(self, event: str, reason: str) -> str:
         """The stdout that holds a tool call: the harness does not run it and gives the
         model `reason` as the call's result."""
         if self.deny_shape == "decision":
-            return json.dumps({"decision": "deny", "reason": reason}, ensure_ascii=False)
-        return json.dumps({"hookSpecificOutput": {"hookEventName": event, "permissionDecision": "deny",
-                                                  "permissionDecisionReason": reason}}, ensure_ascii=False)
+            return cjson.dumps({"decision": "deny", "reason": reason}, ensure_ascii=False)
+        return cjson.dumps({"hookSpecificOutput": {"hookEventName": event, "permissionDecision": "deny",
+                                                   "permissionDecisionReason": reason}}, ensure_ascii=False)
 
     def stop_reply(self, reason: str) -> str:
-        return json.dumps({"decision": self.stop_decision, "reason": reason}, ensure_ascii=False)
+        return cjson.dumps({"decision": self.stop_decision, "reason": reason}, ensure_ascii=False)
 
 
 CLAUDE = Harness(
@@ -175,9 +177,9 @@ GEMINI = Harness(
 )
 HARNESSES: dict[str, Harness] = {h.name: h for h in (CLAUDE, CODEX, GEMINI)}
 
-# The patterns here are compiled at their first use (re keeps them): a hook that meets no
-# patch and no shell command does not pay for compiling them at start-up.
-_PATCH_FILE = r"(?m)^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$"
+# The patterns here are compiled at their first use: a hook that meets no patch and no shell
+# command loads no regular expression engine.
+_PATCH_FILE = Lazy(r"(?m)^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$")
 
 
 class Asked(Record):
@@ -295,7 +297,7 @@ def _command(value: object) -> str:
 def _tool_paths(tool: str, given: Mapping[str, object]) -> tuple[str, ...]:
     if tool == "apply_patch":
         patch = _text(given, "command", "input", "patch")
-        return tuple(dict.fromkeys(a or b for a, b in re.findall(_PATCH_FILE, patch)))
+        return tuple(dict.fromkeys(a or b for a, b in _PATCH_FILE.findall(patch)))
     replacements, files = given.get("replacements"), given.get("files")  # VS Code's, each naming a file
     many = [r.get("filePath") for r in replacements if isinstance(r, dict)] if isinstance(replacements, list) else []
     many += files if isinstance(files, list) else []
@@ -315,11 +317,13 @@ def _tool_paths(tool: str, given: Mapping[str, object]) -> tuple[str, ...]:
 # -- what a shell command reads and edits --------------------------------------------------------
 
 _GLOB = frozenset("*?[{$`~")
-_APPLY_PATCH = r"(?:^|[\s;&|(])(?:apply_patch|applypatch)\b"
-_HEREDOC = r"<<-?[ \t]*(['\"]?)([A-Za-z0-9_.-]+)\1"
+_APPLY_PATCH = Lazy(r"(?:^|[\s;&|(])(?:apply_patch|applypatch)\b")
+_HEREDOC = Lazy(r"<<-?[ \t]*(['\"]?)([A-Za-z0-9_.-]+)\1")
+_ASSIGNMENT = Lazy(r"[A-Za-z_][A-Za-z0-9_]*=")  # `NAME=value` before a command
+_SED_IN_PLACE = Lazy(r"-[a-zA-Z]*i.*")
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "(", ")", ";;", "|&"})
 _REDIRECTS = frozenset({">", ">>", "<", "<<", "<<<", ">&", "<&", ">|", "&>", "&>>"})
-_FD = r"(^|[\s;&|(])\d+(?=[<>])"
+_FD = Lazy(r"(^|[\s;&|(])\d+(?=[<>])")
 _WRAPPERS = frozenset({"sudo", "command", "builtin", "time", "nohup", "env", "exec"})
 # A reading command: how many operands before its files are not files (sed's script, grep's
 # pattern, unless given by -e or -f), and its options that take the next word as their value.
@@ -347,13 +351,13 @@ def shell_files(command: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     (from its working directory, a `cd DIR` before them followed).  Nothing for a line the
     shell's quoting cannot read; a glob, a variable or `~` is not followed."""
     patched: list[str] = []
-    if "*** Begin Patch" in command and re.search(_APPLY_PATCH, command):
-        patched = [a or b for a, b in re.findall(_PATCH_FILE, command)]
+    if "*** Begin Patch" in command and _APPLY_PATCH.search(command):
+        patched = [a or b for a, b in _PATCH_FILE.findall(command)]
     reads: list[str] = []
     edits: list[str] = []
     base = ""
     for words in _simple_commands(_without_heredocs(command)):
-        while words and (words[0] in _WRAPPERS or re.match(r"[A-Za-z_][A-Za-z0-9_]*=", words[0])):
+        while words and (words[0] in _WRAPPERS or _ASSIGNMENT.match(words[0])):
             words = words[1:]
         if not words:
             continue
@@ -372,8 +376,10 @@ def _joined(base: str, path: str) -> str:
 
 def _without_heredocs(command: str) -> str:
     """The line with each here-document's body taken out (a patch is not a command)."""
+    import re  # (its closing line's pattern is made of its word)
+
     out, at = [], 0
-    while (found := re.compile(_HEREDOC).search(command, at)) is not None:
+    while (found := _HEREDOC.search(command, at)) is not None:
         line_end = command.find("\n", found.end())
         if line_end < 0:
             break
@@ -388,7 +394,7 @@ def _simple_commands(line: str) -> list[list[str]]:
     and their targets left out; none when the quoting cannot be read."""
     import shlex
 
-    line = re.sub(_FD, r"\1", line.replace("\n", " ; "))  # `2>file`: the 2 is the redirection's, not a word
+    line = _FD.sub(r"\1", line.replace("\n", " ; "))  # `2>file`: the 2 is the redirection's, not a word
     lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     out: list[list[str]] = [[]]
@@ -423,7 +429,7 @@ def _operands(name: str, args: list[str]) -> tuple[list[str], bool]:
             key = word.split("=", 1)[0]
             if key in ("-e", "-f", "--expression", "--file", "--regexp"):
                 leading = 0  # the script or the pattern is given by the option
-            if name == "sed" and (key.startswith("--in-place") or re.fullmatch(r"-[a-zA-Z]*i.*", key)):
+            if name == "sed" and (key.startswith("--in-place") or _SED_IN_PLACE.fullmatch(key)):
                 edits = True
             if key in valued and "=" not in word:
                 i += 1

@@ -6,13 +6,15 @@ that message and the log's reader sets another clone's file aside with the same 
 
 from __future__ import annotations
 
-import re
 import unicodedata
-from collections.abc import Mapping
 
 from . import ids
 from .patterns import Lazy
 from .vocabulary import LOCAL_SCOPES, OUT_OF_PLAIN_FORCE, SESSION_LIMIT, TextError
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 _TIMESTAMP = Lazy(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z\Z")
 
@@ -139,7 +141,8 @@ def anchor_path_problem(path: object) -> str | None:
     shows it on a line), no spaces at its ends, nothing inside .git/ or .qem/."""
     if not isinstance(path, str) or not path:
         return "an anchor's path must be a non-empty string"
-    if path.startswith("/") or re.match(r"[A-Za-z]:(?:/|\\|\Z)", path):
+    if path.startswith("/") or (path[1:2] == ":" and path[:1].isascii() and path[:1].isalpha()
+                                 and path[2:3] in ("", "/", "\\")):  # (`C:`, `C:/`, `C:\`)
         return "an absolute path; name it from the top of the work tree"
     try:
         path.encode("utf-8")

@@ -7,7 +7,6 @@ turned into that form, and whether an `--at` names a time rather than a git revi
 from __future__ import annotations
 
 import os
-import re
 import time
 
 from . import errors
@@ -39,6 +38,7 @@ def _is_canonical(value: str) -> bool:
 
 def parse_time(value: str, key: str, *, end: bool) -> str:
     """An ISO date or UTC time → the canonical `YYYY-MM-DDTHH:MM:SSZ`, inclusive bounds."""
+    import re
     from datetime import datetime, timezone
 
     try:

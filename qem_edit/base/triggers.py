@@ -27,14 +27,15 @@ checked alike on write and on read (qem_edit.base.stored_form holds the other fi
 from __future__ import annotations
 
 import os
-import re
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping
-from fnmatch import fnmatchcase
 
 from .patterns import Lazy
 from .stored_form import anchor_path_problem
 from .vocabulary import MOMENTS, PRIORITIES, TRIGGER_ATTRIBUTES, TRIGGER_NAMES, Trigger
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
 
 TRIGGER_LIMIT = 20  # of each name, per note
 PATTERN_LIMIT = 200  # characters of a pattern
@@ -107,7 +108,14 @@ BUNDLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 
 _TERM_RE = Lazy(r"`([^`\s]{3,100})`")
 _WORD_RE = Lazy(r"[A-Za-z0-9_]+")
-_PATH_TOKEN_RE = Lazy(r"[A-Za-z0-9_.@+~/-]*[A-Za-z0-9_]")
+# A prompt's words (runs of _WORD) and path-like tokens (runs of _PATHISH, to their last word
+# character) are found in its UTF-8 bytes by bytes.translate, in C, each other byte made a space:
+# what `[A-Za-z0-9_]+` and `[A-Za-z0-9_.@+~/-]*[A-Za-z0-9_]` find, without a regular expression
+# engine loaded for every prompt.
+_WORD = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
+_PATH_ONLY = b".@+~/-"
+_WORDS = bytes(c if c in _WORD else 32 for c in range(256))
+_PATHISH = bytes(c if c in _WORD or c in _PATH_ONLY else 32 for c in range(256))
 _SPLIT_RE = Lazy(r"&&|\|\||[;|\n]")
 _ASSIGNMENT_RE = Lazy(r"[A-Za-z_][A-Za-z0-9_]*=\S*\s+")
 _GLOB_CHARS = frozenset("*?[")
@@ -177,11 +185,13 @@ def terms_of(text: str) -> list[tuple[str, str]]:
 
 
 def prompt_words(prompt: str) -> set[str]:
-    return set(_WORD_RE.findall(prompt))
+    return {word.decode("ascii") for word in prompt.encode("utf-8", "surrogatepass").translate(_WORDS).split()}
 
 
 def term_in(term: str, prompt: str) -> bool:
     """Whether `term` appears in the prompt, not inside a longer identifier."""
+    import re  # (a term the prompt names, its note's to give)
+
     head = r"(?<![A-Za-z0-9_])" if _WORD_RE.match(term[0]) else ""
     tail = r"(?![A-Za-z0-9_])" if _WORD_RE.match(term[-1]) else ""
     return re.search(head + re.escape(term) + tail, prompt) is not None
@@ -191,8 +201,9 @@ def prompt_paths(prompt: str, top: str | None = None) -> set[str]:
     """The path-like tokens of a prompt, as paths from the work tree's top: `./x` read as
     `x`, an absolute path under `top` made relative, trailing punctuation dropped."""
     out: set[str] = set()
-    for token in _PATH_TOKEN_RE.findall(prompt):
-        if "/" not in token and "." not in token:
+    for run in prompt.encode("utf-8", "surrogatepass").translate(_PATHISH).split():
+        token = run.rstrip(_PATH_ONLY).decode("ascii")
+        if "/" not in token and "." not in token:  # (no token at all too)
             continue
         path = relative(token, top)
         if path:
@@ -305,6 +316,8 @@ def _parts_match(pattern: list[str], parts: list[str]) -> bool:
     """Whole parts against pattern parts, `**` any number of them: one pass over the
     path keeping the set of pattern positions reached (at most the pattern's parts, so
     no pattern a clone sends makes it slow)."""
+    from fnmatch import fnmatchcase  # (a glob's part: loaded by the patterns that have one)
+
     reached = _closed({0}, pattern)
     for part in parts:
         step = set()

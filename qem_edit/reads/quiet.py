@@ -33,11 +33,10 @@ read as untrusted all the same (no link, no device, its size bounded, its shape 
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable
 
 from .. import __version__
+from ..base import cjson
 from ..base.errors import QemError
 from ..base.harness import TOOL, Asked
 from ..base.triggers import BUNDLES, bundle_at, by_command, by_paths, by_prompt, declaring, from_cwd
@@ -47,6 +46,8 @@ from ..system.workspace import MOMENTS_NAME, work_top
 
 TYPE_CHECKING = False  # typing's flag, without importing typing: no hook loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..storage.store import Store
 
 VERSION = 3  # of the digest's form: a digest of another form (or another qem's) is written again
@@ -144,7 +145,7 @@ def _digest(state: str) -> dict | None:
         return None
     moment, body, inode = kept
     try:
-        data = json.loads(body)
+        data = cjson.loads(body)
         checked = {"on": {m: [str(n) for n in data["on"][m]] for m in KEPT_MOMENTS},
                    "anchors": _by_path((str(p), str(n)) for p, n in data["anchors"]),
                    "paths": [(str(p), str(n)) for p, n in data["paths"]],
@@ -189,8 +190,8 @@ def read_kept(state: str, name: str, version: int, stale_goes: bool = False) -> 
         return None
     head, _, body = raw.partition(b"\n")
     try:
-        header = json.loads(head)
-        current = header == _header(json.dumps(stamp(state)), header.get("moment"), version)
+        header = cjson.loads(head)
+        current = header == _header(cjson.dumps(stamp(state)), header.get("moment"), version)
     except (ValueError, AttributeError, RecursionError):
         current = False
     if not current:
@@ -232,12 +233,12 @@ def _header(log_stamp: str | None, moment: object, version: int = VERSION) -> di
     fires at, which it read the notes by) that wrote it, the log's fingerprint and the
     index's moment (its id and generation: qem_edit.storage.store.Store.moment) it was
     read at."""
-    return {"v": version, "qem": __version__, "bundles": json.dumps(BUNDLES), "stamp": log_stamp, "moment": moment}
+    return {"v": version, "qem": __version__, "bundles": cjson.dumps(BUNDLES), "stamp": log_stamp, "moment": moment}
 
 
 def header_line(store: Store, moment: str, version: int = VERSION) -> str:
     """The first line of a file kept beside the index as `store` reads it now, at `moment`."""
-    return json.dumps(_header(store.log_stamp(), moment, version), separators=(",", ":"))
+    return cjson.dumps(_header(store.log_stamp(), moment, version), separators=(",", ":"))
 
 
 def written(store: Store, moment: str) -> bytes | None:
@@ -260,12 +261,12 @@ def written(store: Store, moment: str) -> bytes | None:
                 "anchors": [(path, note) for note, path, _ in store.anchors_in_force()],
                 "paths": store.patterns_in_force("path"), "runs": store.patterns_in_force("run"),
                 "keys": store.term_keys(), "requests": store.any_request_in_force(), "count": store.count()}
-    return (header + "\n" + json.dumps(body, separators=(",", ":"))).encode()  # (ASCII: any text escaped)
+    return (header + "\n" + cjson.dumps(body, separators=(",", ":"))).encode()  # (ASCII: any text escaped)
 
 
 def moment_of(digest: bytes) -> str:
     """The index's moment a digest `written` made names."""
-    return json.loads(digest.partition(b"\n")[0])["moment"]
+    return cjson.loads(digest.partition(b"\n")[0])["moment"]
 
 
 def keep(store: Store, digest: bytes | None, name: str = MOMENTS_NAME,

@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterator
 
 from ..base.harness import (COMPACTING, HOLD, PROMPT, START, STOP, SUBAGENT, TOOL, Asked, Harness, session_key,
                             window_key)
-from ..base.patterns import Lazy
 from ..system import files
 
 TYPE_CHECKING = False  # typing's flag, without importing typing: no hook loads it (ARCHITECTURE.md)
@@ -147,8 +146,7 @@ def _hold_setting(state: str, log: Log) -> bool:
         return False
 
 
-_TABLE_RE = Lazy(r"\s*\[\s*([A-Za-z0-9_-]+)\s*\]\s*(?:#.*)?")
-_HOLD_RE = Lazy(r"\s*hold\s*=\s*(true|false)\s*(?:#.*)?")
+_NAME = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")  # a bare TOML key
 
 
 def _plain_hold(text: str) -> bool | None:
@@ -159,16 +157,49 @@ def _plain_hold(text: str) -> bool | None:
         return None
     table, value = "", True
     for line in text.splitlines():
-        header = _TABLE_RE.fullmatch(line)
+        header = _table(line)
         if header is not None or line.lstrip().startswith("["):
-            table = header[1] if header is not None else "?"
+            table = header if header is not None else "?"
             continue
-        hold = _HOLD_RE.fullmatch(line) if table == "delivery" else None
+        hold = _hold_line(line) if table == "delivery" else None
         if hold is not None:
-            value = hold[1] == "true"
+            value = hold
         elif "delivery" in line or (table in ("delivery", "?") and "hold" in line):
             return None
     return value
+
+
+# A line read as `\s*\[\s*([A-Za-z0-9_-]+)\s*\]\s*(?:#.*)?` and `\s*hold\s*=\s*(true|false)\s*(?:#.*)?`
+# read it (str.strip's spaces are the pattern's `\s`), without a regular expression engine loaded
+# for a call the hook holds (tests/test_hold.py holds the two to one reading).
+
+def _table(line: str) -> str | None:
+    """The table a `[name]` line opens (spaces and a comment around it); None for any other line."""
+    rest = line.lstrip()
+    if not rest.startswith("["):
+        return None
+    name, bracket, after = rest[1:].lstrip().partition("]")
+    name = name.rstrip()
+    return name if bracket and name and _NAME.issuperset(name) and _ends(after) else None
+
+
+def _hold_line(line: str) -> bool | None:
+    """The value of a `hold = true|false` line (spaces and a comment around it); None for any other."""
+    rest = line.lstrip()
+    if not rest.startswith("hold"):
+        return None
+    rest = rest[4:].lstrip()
+    if not rest.startswith("="):
+        return None
+    rest = rest[1:].lstrip()
+    word = "true" if rest.startswith("true") else "false" if rest.startswith("false") else None
+    return word == "true" if word is not None and _ends(rest[len(word):]) else None
+
+
+def _ends(rest: str) -> bool:
+    """Whether a line ends here: nothing but spaces, then a comment or nothing."""
+    rest = rest.lstrip()
+    return not rest or rest.startswith("#")
 
 
 def _moments(ask: Asked, book, state: str) -> list:  # type: ignore[no-untyped-def]

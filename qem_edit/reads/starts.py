@@ -24,9 +24,9 @@ qem makes to the index; anything else reads in full.
 
 from __future__ import annotations
 
-import json
 import os
 
+from ..base import cjson
 from ..base.harness import START, SUBAGENT, Asked, Harness, session_key, window_key
 from ..system import ledger
 from ..system.workspace import STARTS_NAME, work_top
@@ -70,7 +70,7 @@ def answer(harness: Harness, event: str, ask: Asked, state: str) -> str | None:
             return None
         moment, body, inode = kept
         try:
-            entries = json.loads(body)
+            entries = cjson.loads(body)
             found = entries.get(_key(harness, event, ask, state))  # (AttributeError: not an object)
             entry = _checked(found) if found is not None else None
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
@@ -155,7 +155,7 @@ def keep(state: str, harness: Harness, event: str, ask: Asked, reply: str, book:
 
     def merged(there: bytes | None) -> bytes | None:
         try:
-            entries = json.loads(there) if there is not None else {}
+            entries = cjson.loads(there) if there is not None else {}
             if not isinstance(entries, dict):
                 entries = {}
         except (ValueError, RecursionError):
@@ -166,7 +166,7 @@ def keep(state: str, harness: Harness, event: str, ask: Asked, reply: str, book:
         entries[key] = entry
         while len(entries) > MOST:
             entries.pop(next(iter(entries)))
-        return json.dumps(entries, separators=(",", ":")).encode()  # (ASCII: any text escaped)
+        return cjson.dumps(entries, separators=(",", ":")).encode()  # (ASCII: any text escaped)
 
     try:
         line = quiet.header_line(store, moment, VERSION)

@@ -12,18 +12,18 @@ it runs before every file edit, so its start-up is the floor's.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import sys
 import time
 
+from ..base import cjson
 from ..base.harness import (END, GUESTS, HARNESSES, HOLD, PROMPT, START, SUBAGENT, TOOL, Asked, Harness, asked,
                             session_key, window_key)
 
 MAX_INPUT = 16 << 20  # bytes of hook input read (a prompt, a patch)
 LOG_NAME = "hooks.log"
 LOG_LIMIT = 256 << 10
+_SHELL_WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-")
 USAGE = ("usage: qem hook HARNESS EVENT [-w WORKSPACE]  (reads the harness's hook input on stdin)\n"
          "  HARNESS: " + ", ".join(HARNESSES) + "; EVENT: the harness's own event name (SessionStart, PreToolUse, ...).\n"
          "  `qem setup HARNESS` writes these hooks into the project's settings.")
@@ -74,10 +74,10 @@ def _input(raw: bytes) -> dict:
     if len(raw) > MAX_INPUT:
         raise Said(f"the hook's input is over {MAX_INPUT >> 20} MiB: nothing given")
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = cjson.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise Said(f"the hook's input is not UTF-8 (byte {exc.start}): nothing given") from None
-    except json.JSONDecodeError as exc:
+    except cjson.JSONDecodeError as exc:
         raise Said(f"the hook's input is not JSON ({exc.msg}: line {exc.lineno}, column {exc.colno}):"
                    " nothing given") from None
     except RecursionError:  # nesting deeper than the parser's stack
@@ -86,6 +86,11 @@ def _input(raw: bytes) -> dict:
         raise Said(f"the hook's input is JSON but not an object (a {type(data).__name__}): nothing given")
     return data
 
+
+
+def shell_word(text: str) -> bool:
+    """Whether a shell reads `text` as itself, unquoted: 1 to 200 of ASCII's letters, digits and `._:-`."""
+    return 0 < len(text) <= 200 and _SHELL_WORD.issuperset(text)
 
 class Said(Exception):
     """Why a hook gives nothing, said as it is (on stderr, and in the hooks log of the
@@ -200,7 +205,7 @@ def _started(state: str, ask: Asked, harness: Harness, event: str) -> None:
 
     env_file = os.environ.get("CLAUDE_ENV_FILE")
     try:
-        if env_file and re.fullmatch(r"[A-Za-z0-9._:-]{1,200}", ask.session):  # (a word the shell takes as it is)
+        if env_file and shell_word(ask.session):  # (written unquoted)
             with open(env_file, "a", encoding="utf-8") as handle:
                 handle.write(f"export QEM_SESSION={ask.session}\n")
         if ask.source == "startup":

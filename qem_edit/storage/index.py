@@ -16,11 +16,10 @@ files other than the index (a fresh replay, a staged dump) in .staging.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
 
-from ..base import ids
+from ..base import cjson, ids
 from ..base.records import Record
 from ..base.replay import Event, Note, Rival, fold
 from ..base.vocabulary import EVENT_TYPES, KIND_RANK
@@ -199,15 +198,15 @@ def note_from_row(row: Sequence[object]) -> Note:
     (id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,
      state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,
      anchors, expires, triggers, seat, due, answers, scope, session, rests_on) = row
-    pairs = tuple(tuple(p) for p in json.loads(disputes)) if disputes != "[]" else ()  # type: ignore[arg-type]
-    rival = tuple(Rival(**r) for r in json.loads(rivals)) if rivals != "[]" else ()  # type: ignore[arg-type]
-    anchored = tuple(tuple(a) for a in json.loads(anchors)) if anchors != "[]" else ()  # type: ignore[arg-type]
-    declared = tuple(tuple(t) for t in json.loads(triggers)) if triggers != "[]" else ()  # type: ignore[arg-type]
+    pairs = tuple(tuple(p) for p in cjson.loads(disputes)) if disputes != "[]" else ()  # type: ignore[arg-type]
+    rival = tuple(Rival(**r) for r in cjson.loads(rivals)) if rivals != "[]" else ()  # type: ignore[arg-type]
+    anchored = tuple(tuple(a) for a in cjson.loads(anchors)) if anchors != "[]" else ()  # type: ignore[arg-type]
+    declared = tuple(tuple(t) for t in cjson.loads(triggers)) if triggers != "[]" else ()  # type: ignore[arg-type]
     return Note(id_, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by,  # type: ignore[arg-type]
                 state, state_at, state_reason, state_actor, state_event, bad_pointer, pairs, rival,  # type: ignore[arg-type]
                 short, alias, short_len, text_hash, anchors=anchored, expires=expires,  # type: ignore[arg-type]
                 triggers=declared, to=seat, due=due, answers=answers, scope=scope, session=session,  # type: ignore[arg-type]
-                rests_on=tuple(json.loads(rests_on)) if rests_on != "[]" else ())  # type: ignore[arg-type]
+                rests_on=tuple(cjson.loads(rests_on)) if rests_on != "[]" else ())  # type: ignore[arg-type]
 
 
 def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
@@ -215,13 +214,13 @@ def _note_values(note: Note, problems: list[str]) -> tuple[object, ...]:
         note.id, note.shown, KIND_RANK[note.kind], note.kind, note.priority, note.text, note.provenance,
         note.created_at, note.actor, note.supersedes, note.superseded_by, note.state, note.state_at,
         note.state_reason, note.state_actor, note.state_event, note.bad_pointer,
-        json.dumps([list(p) for p in note.disputes]) if note.disputes else "[]",
-        json.dumps([r._asdict() for r in note.rivals]) if note.rivals else "[]",
-        note.alias, note.short_len, note.text_hash, json.dumps(problems) if problems else "[]",
-        json.dumps([list(a) for a in note.anchors], ensure_ascii=False) if note.anchors else "[]", note.expires,
-        json.dumps([list(t) for t in note.triggers], ensure_ascii=False) if note.triggers else "[]",
+        cjson.dumps([list(p) for p in note.disputes]) if note.disputes else "[]",
+        cjson.dumps([r._asdict() for r in note.rivals]) if note.rivals else "[]",
+        note.alias, note.short_len, note.text_hash, cjson.dumps(problems) if problems else "[]",
+        cjson.dumps([list(a) for a in note.anchors], ensure_ascii=False) if note.anchors else "[]", note.expires,
+        cjson.dumps([list(t) for t in note.triggers], ensure_ascii=False) if note.triggers else "[]",
         _terms_json(note.text), note.to, note.due, note.answers, note.scope, note.session,
-        json.dumps(list(note.rests_on)) if note.rests_on else "[]",
+        cjson.dumps(list(note.rests_on)) if note.rests_on else "[]",
     )
 
 
@@ -232,21 +231,21 @@ def _terms_json(text: str | None) -> str:
     from ..base.triggers import terms_of
 
     found = terms_of(text)
-    return json.dumps([list(t) for t in found], ensure_ascii=False) if found else "[]"
+    return cjson.dumps([list(t) for t in found], ensure_ascii=False) if found else "[]"
 
 
 def event_from_row(row: Sequence[object]) -> Event:
     id_, note, type_, at, actor, reason, checkin, data, clock, prev = row
-    return Event(id_, note, type_, at, actor, reason, checkin, json.loads(data), clock, tuple(json.loads(prev)))  # type: ignore[arg-type]
+    return Event(id_, note, type_, at, actor, reason, checkin, cjson.loads(data), clock, tuple(cjson.loads(prev)))  # type: ignore[arg-type]
 
 
-_DATA_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode  # made once: see logtree.canonical
+_DATA_JSON = cjson.encoder(ensure_ascii=False, sort_keys=True)  # made once: see logtree.canonical
 
 
 def event_values(event: Event) -> tuple[object, ...]:
     return (event.id, event.note, event.type, event.at, event.actor, event.reason, event.checkin,
             _DATA_JSON(dict(event.data)), event.clock,
-            json.dumps(list(event.prev)) if event.prev else "[]")
+            cjson.dumps(list(event.prev)) if event.prev else "[]")
 
 
 class Caught:
@@ -313,12 +312,12 @@ class Index:
     def stale(self) -> bool:
         """Whether the log may have changed since the index last looked (cheap: three
         stat calls and one read)."""
-        return self.meta("stamp") != json.dumps(self.tree.stamp()) or self.meta("format_version") != FORMAT_VERSION
+        return self.meta("stamp") != cjson.dumps(self.tree.stamp()) or self.meta("format_version") != FORMAT_VERSION
 
     def sync(self) -> Caught:
         """Catch up with the log: read the files that appeared, drop the ones that went."""
         caught = Caught()
-        stamp = json.dumps(self.tree.stamp())
+        stamp = cjson.dumps(self.tree.stamp())
         if self.meta("format_version") != FORMAT_VERSION:
             self._rerender_all()
             caught.changed = True
@@ -696,7 +695,7 @@ class Index:
 
     def note_stamp(self) -> None:
         """After a write that recorded its own files: the log as it now is, seen."""
-        self.set_meta("stamp", json.dumps(self.tree.stamp()))
+        self.set_meta("stamp", cjson.dumps(self.tree.stamp()))
 
     # -- notes from events ----------------------------------------------------------------------
 

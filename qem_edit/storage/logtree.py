@@ -24,12 +24,11 @@ rest is read.  Nothing here writes outside the log directory.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from collections.abc import Iterable, Iterator, Sequence
 
-from ..base import errors, ids
+from ..base import cjson, errors, ids
 from ..base.patterns import Lazy
 from ..base.records import Record
 from ..base.replay import Event
@@ -126,8 +125,8 @@ class TextRecord:
         return self._digest
 
 
-# json.dumps with these options makes an encoder on every call: one is kept (every record read is re-encoded)
-_CANONICAL = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
+# cjson.dumps with these options makes an encoder on every call: one is kept (every record read is re-encoded)
+_CANONICAL = cjson.encoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def canonical(obj: object) -> bytes:
@@ -711,7 +710,7 @@ def _pack_text(obj: object, where: str, line: bytes, proven: bool = False) -> Te
 
 def _json(data: bytes, where: str) -> object:
     try:
-        return json.loads(data.decode("utf-8"))
+        return cjson.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise LogFileError(f"{where}: not JSON ({exc})") from None
     except RecursionError:  # a hostile file's nesting, deeper than the parser's stack

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 
+from ..base import cjson
 from ..base.replay import Event
 from ..system import db
 from .index import EVENT_COLUMNS, event_from_row
@@ -29,7 +29,7 @@ class WriteReads(IndexReads):
                 rows.setdefault(note, []).append((event_id, prev))
         out = {}
         for note, events in rows.items():
-            followed = {p for _, prev in events for p in json.loads(prev)}
+            followed = {p for _, prev in events for p in cjson.loads(prev)}
             out[note] = sorted(e for e, _ in events if e not in followed)
         return out
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
 
 from ..base import errors
 from ..base.faults import checkpoint
 
 TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
     from typing import BinaryIO
 
     AnyPath = str | os.PathLike[str]  # a path as a string or a pathlib.Path: either is taken (no hook loads pathlib)

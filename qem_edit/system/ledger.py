@@ -24,11 +24,11 @@ and its subagents'.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import time
 
+from ..base import cjson
 from ..base.errors import QemError
 from . import files
 
@@ -142,7 +142,7 @@ class Ledger:
         self.pending_compact = True
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"v": 1, "notes_then": self.notes_then, "epoch": self.epoch,
+        return cjson.dumps({"v": 1, "notes_then": self.notes_then, "epoch": self.epoch,
                            "pending_compact": self.pending_compact, "stop_asked": self.stop_asked,
                            "prompts": self.prompts, "given": self.given, "held": self.held,
                            "unsure": self.unsure, "agents": self.agents, "seen": self.seen},
@@ -160,7 +160,7 @@ def _read(path: str) -> Ledger:
     if raw is None:
         return ledger
     try:
-        data = json.loads(raw)
+        data = cjson.loads(raw)
         ledger.epoch = int(data["epoch"])
         ledger.notes_then = int(data.get("notes_then", -1))
         ledger.pending_compact = bool(data.get("pending_compact"))

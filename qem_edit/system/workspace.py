@@ -11,7 +11,6 @@ Resolution order (first that applies):
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 from ..base import errors
 from ..base.patterns import Lazy
@@ -20,6 +19,7 @@ from .files import leads_out
 
 TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
     from .files import AnyPath
