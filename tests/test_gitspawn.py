@@ -177,6 +177,41 @@ def test_the_three_asked_at_once_answer_as_in_turn(repo: Path, case: str, monkey
         assert in_turn[2] == ["x.txt"]
 
 
+@pytest.mark.parametrize("case", ["changes", "a hook's own index", "a broken index", "no git repository"])
+def test_the_work_tree_asked_at_once_answers_as_in_turn(repo: Path, case: str, monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """What drift reads of the work tree (git's index, the files changed, the files untracked),
+    asked side by side, is what the three asked one after another say; an index git cannot
+    read fails alike."""
+    (repo / "untracked.txt").write_text("u\n")
+    (repo / "é b.txt").write_text("changed too\n")
+    subprocess.run(["git", "init", "-q", str(repo / "nested")], check=True)  # (listed as `nested/`: left out)
+    (repo / "nested" / "inside.txt").write_text("n\n")
+    if case == "a hook's own index":
+        index = repo / ".git" / "next-index"
+        shutil.copy(repo / ".git" / "index", index)
+        subprocess.run(["git", "add", "a.txt", "untracked.txt"], cwd=repo, check=True,
+                       env={**os.environ, "GIT_INDEX_FILE": str(index)})
+        monkeypatch.setenv("GIT_INDEX_FILE", str(index))
+    elif case == "a broken index":
+        (repo / ".git" / "index").write_bytes(b"DIRC not an index")
+    elif case == "no git repository":
+        repo = tmp_path_factory.mktemp("plain")
+    if case in ("a broken index", "no git repository"):
+        with pytest.raises(errors.BadInput) as alone:
+            gitrepo.index_entries(repo)
+        with pytest.raises(errors.BadInput) as together:
+            gitrepo.work_tree_files(repo)
+        assert str(together.value) == str(alone.value)
+        return
+    entries, unstaged, untracked = gitrepo.work_tree_files(repo)
+    assert (entries, unstaged, untracked) == (gitrepo.index_entries(repo), gitrepo.unstaged_files(repo, []),
+                                             gitrepo.untracked_files(repo))
+    staged = {name for _, _, _, name in entries}
+    assert ("untracked.txt" in staged) == (case == "a hook's own index") and "é b.txt" in unstaged
+    assert untracked == ([] if case == "a hook's own index" else ["untracked.txt"])
+
+
 def test_a_file_named_head_is_no_revision(repo: Path) -> None:
     """A file at the top named HEAD makes `git diff HEAD` ambiguous without `--`: the
     changes are listed all the same (as the sealed `verify --staged` asks them)."""

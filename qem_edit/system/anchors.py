@@ -438,7 +438,11 @@ def staged_listing(tree: WorkTree, paths: list[str] | None = None) -> Listing:
     folders) where named; a path mid-merge (unmerged) and a nested repository left out."""
     from . import gitrepo
 
-    files = {name: (mode, bytes.fromhex(oid)) for mode, oid, stage, name in gitrepo.index_entries(tree.top, paths)
+    return _listing(tree, gitrepo.index_entries(tree.top, paths))
+
+
+def _listing(tree: WorkTree, entries: list[tuple[bytes, str, str, str]]) -> Listing:
+    files = {name: (mode, bytes.fromhex(oid)) for mode, oid, stage, name in entries
              if stage == "0" and mode in _FILE_MODES}
     return Listing(files, tree.object_format)
 
@@ -478,8 +482,9 @@ class WorkTreeContent:
         if tree.git:
             from . import gitrepo
 
-            self.listing = staged_listing(tree)
-            self.changed = sorted(gitrepo.unstaged_files(tree.top, []) | set(gitrepo.untracked_files(tree.top)))
+            entries, unstaged, untracked = gitrepo.work_tree_files(tree.top)
+            self.listing = _listing(tree, entries)
+            self.changed = sorted(unstaged | set(untracked))
 
     def oid(self, path: str) -> str | None:
         if self.listing is None or self._touched(path):
