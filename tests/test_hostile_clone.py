@@ -549,6 +549,44 @@ def test_a_log_file_nested_too_deep_is_set_aside_and_named(team: Team) -> None:
         assert "not JSON (nested too deeply)" in done.stdout.replace(name, "")
 
 
+def _nested_event(levels: int) -> bytes:
+    """A created event, in canonical form, whose data holds a list `levels` deep (a float at its
+    heart: never a line orjson vouches for), as another clone may send."""
+    return (b'{"actor":"mallory","at":"2026-06-01T12:00:00Z","checkin":null,"clock":901,"data":{"kind":"finding",'
+            b'"nonce":"aaaaaaaaaaaaaaaaaaaaaaaaaa","priority":"medium","provenance":"agent","short":4,"supersedes":null,'
+            b'"text":"greg07z8m3t5hxfgmjj8sh3y1z","x":' + b"[" * levels + b"1.5" + b"]" * levels
+            + b'},"note":null,"prev":[],"reason":null,"type":"created","v":1}\n')
+
+
+def test_an_event_nested_deep_is_set_aside_whatever_the_reader_s_stack(team: Team) -> None:
+    """An event nested past MAX_NESTING levels is set aside by every reader alike, whatever
+    the depth of the call reading it: near Python's recursion limit, the index's sync and
+    verify's fresh replay (read from different depths) once took and refused the same file,
+    and the encoder's check could fail where the parser's had not (a traceback for every
+    command and a hook that gave nothing).  Each named by verify; no command fails."""
+    from qem_edit.storage.logtree import MAX_NESTING
+
+    depths = (MAX_NESTING - 1, MAX_NESTING + 10, 500, *range(930, 1000))  # (about where the stack ends: each level)
+
+    def plant(memory: Path) -> str:
+        for levels in depths:
+            event = _nested_event(levels)
+            (memory / "events" / ids.content_id(event)).write_bytes(event)
+        return ids.content_id(_nested_event(depths[0]))
+
+    founder, name = pulled(team, plant)
+    for clone in (founder, team.clone("fresh")):
+        listed = clone.qem("list", code=None)
+        assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr[-1500:]
+        assert "Run the tests inside .venv" in listed.stdout
+        done = clone.qem("verify", code=None)
+        out = done.stdout + done.stderr
+        assert done.returncode == 1 and "Traceback" not in out and "disagrees" not in out, out[-3000:]
+        for levels in depths:
+            assert f"{ids.content_id(_nested_event(levels))}: not JSON" in out, (levels, out[-3000:])
+        assert f"{name}: not JSON qem reads (nested more than {MAX_NESTING} levels deep" in out, out[-3000:]
+
+
 def test_a_dump_or_settings_nested_too_deep_is_refused_by_name(ws: Path, tmp_path: Path) -> None:
     """`qem load` names the line, `qem setup` the settings file: exit 2, nothing written."""
     dump = tmp_path / "deep.jsonl"

@@ -178,8 +178,11 @@ def event_from(obj: object, where: str, raw: bytes | None = None, proven: bool =
             bytes_ = canonical(obj)
         except UnicodeEncodeError:
             raise LogFileError(f"{where}: holds a string that is not UTF-8 (a lone surrogate)") from None
+        except RecursionError:  # (nesting the parser's stack took, the encoder's, a few frames deeper, does not)
+            raise LogFileError(f"{where}: not JSON (nested too deeply)") from None
         if raw is not None and raw != bytes_:
             raise LogFileError(f"{where}: not in canonical form")
+    _check_nesting(bytes_, obj, where)
     event_id = ids.content_id(bytes_)
     note = event_id if obj["type"] == "created" else obj["note"]
     return Event(event_id, note, obj["type"], obj["at"], obj["actor"], obj["reason"], obj["checkin"],
@@ -715,6 +718,27 @@ def _json(data: bytes, where: str) -> object:
         raise LogFileError(f"{where}: not JSON ({exc})") from None
     except RecursionError:  # a hostile file's nesting, deeper than the parser's stack
         raise LogFileError(f"{where}: not JSON (nested too deeply)") from None
+
+
+# Levels of arrays and objects an event may hold: qem's own hold a few.  Far below the parser's
+# and the encoder's stacks, so whether an event is read does not hang on how deep the call
+# reading it is (the index's sync and verify's fresh replay read from different depths).
+MAX_NESTING = 64
+
+
+def _check_nesting(body: bytes, obj: object, where: str) -> None:
+    """LogFileError where `obj` (read from, or written as, `body`) nests past MAX_NESTING."""
+    if body.count(b"[") + body.count(b"{") <= MAX_NESTING:
+        return  # (no deeper than its brackets, strings' among them)
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        inner = value.values() if type(value) is dict else value if type(value) is list else None
+        if inner is not None:
+            if depth > MAX_NESTING:
+                raise LogFileError(f"{where}: not JSON qem reads (nested more than {MAX_NESTING} levels deep;"
+                                   " no qem write nests so)")
+            stack.extend((v, depth + 1) for v in inner)
 
 
 def parsed_record(body: bytes, where: str) -> tuple[object, bool]:
