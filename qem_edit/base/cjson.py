@@ -1,7 +1,7 @@
 """JSON read and written as `json` does, by its own C functions, without importing `json`.
 
-`import json` brings `re` (for patterns json's pure-Python fallbacks use), and with it
-`enum`, `functools` and `collections`: about 6 ms of a hook whose whole budget is a few times
+`import json` brings `re` (its Python layer compiles patterns as it is imported), and with it
+`enum`, `functools` and `collections`: about 5 ms of a hook whose whole budget is a few times
 a bare interpreter's start-up.  The work itself is done in C by `_json` (the scanner and the
 encoder `json` calls); this module calls them as `json.loads` and `json.dumps` do, for the
 options qem uses.  Whatever the fast path does not take (any error, a byte-order mark, text
