@@ -37,6 +37,30 @@ def imported(ws: Path, *args: str, store: Path = STORE) -> str:
     return done.stdout
 
 
+def test_a_column_nested_past_what_the_log_holds_is_kept_as_its_text(tmp_path: Path) -> None:
+    """A vectr column (tags, anchors, triggers) is carried as JSON where its event stays within
+    the log's nesting (logtree.MAX_NESTING), else as its text: the import writes nothing a
+    reader sets aside, so verify is clean and a fresh index holds every imported note."""
+    from qem_edit.storage.logtree import MAX_NESTING
+
+    for levels, kept in ((MAX_NESTING - 3, "json"), (MAX_NESTING - 2, "text"), (900, "text")):
+        store, ws = tmp_path / f"s{levels}.db", tmp_path / f"ws{levels}"
+        ws.mkdir()
+        shutil.copy(STORE, store)
+        tags = "[" * levels + "]" * levels
+        with sqlite3.connect(store) as db:
+            db.execute("update notes set tags = ? where note_id = 1", (tags,))
+        imported(ws, "--workspace-name", "orbit", store=store)
+        done = run_qem("verify", cwd=ws)
+        assert done.returncode == 0 and "disagrees" not in done.stdout, done.stdout[-2000:]
+        (ws / ".qem" / "index.db").unlink()
+        listed = run_qem("list", "--json", cwd=ws)
+        assert listed.returncode == 0 and "set aside" not in listed.stderr, listed.stderr
+        with Store.open(ws / ".qem") as opened:
+            data = next(e.data for e in opened.events() if e.type == "created" and e.data["vectr"]["id"] == 1)
+        assert data["vectr"]["tags"] == (tags if kept == "text" else json.loads(tags)), levels
+
+
 def expected_state(note: dict) -> str:
     """docs/VECTR.md's state table: what a vectr note is in qem."""
     if note["valid_until"] is not None:  # superseded, by either path, whatever followed

@@ -728,17 +728,23 @@ MAX_NESTING = 64
 
 def _check_nesting(body: bytes, obj: object, where: str) -> None:
     """LogFileError where `obj` (read from, or written as, `body`) nests past MAX_NESTING."""
-    if body.count(b"[") + body.count(b"{") <= MAX_NESTING:
-        return  # (no deeper than its brackets, strings' among them)
-    stack = [(obj, 1)]
+    if body.count(b"[") + body.count(b"{") > MAX_NESTING and nests_past(obj, MAX_NESTING):
+        # (no deeper than its brackets, strings' among them: most records are not walked)
+        raise LogFileError(f"{where}: not JSON qem reads (nested more than {MAX_NESTING} levels deep;"
+                           " no qem write nests so)")
+
+
+def nests_past(value: object, levels: int) -> bool:
+    """Whether a JSON value holds arrays and objects more than `levels` deep (walked without recursion)."""
+    stack = [(value, 1)]
     while stack:
         value, depth = stack.pop()
         inner = value.values() if type(value) is dict else value if type(value) is list else None
         if inner is not None:
-            if depth > MAX_NESTING:
-                raise LogFileError(f"{where}: not JSON qem reads (nested more than {MAX_NESTING} levels deep;"
-                                   " no qem write nests so)")
+            if depth > levels:
+                return True
             stack.extend((v, depth + 1) for v in inner)
+    return False
 
 
 def parsed_record(body: bytes, where: str) -> tuple[object, bool]:

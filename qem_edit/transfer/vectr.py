@@ -42,7 +42,7 @@ from ..base.replay import Event
 from ..base.stored_form import anchor_path_problem, anchors_of, normalize_text
 from ..base.triggers import trigger_data, trigger_problem, triggers_of
 from ..base.vocabulary import KINDS, MOVE_BY_EVENT, PRIORITIES, PROVENANCES, TRIGGER_ATTRIBUTES, TextError, Trigger
-from ..storage.logtree import TextRecord, event_bytes
+from ..storage.logtree import MAX_NESTING, TextRecord, event_bytes, nests_past
 from ..system import anchors
 from ..system.db import sqlite3
 
@@ -372,9 +372,12 @@ def _json(value: object) -> object:
         value = value.decode("utf-8", errors="replace")
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            parsed = json.loads(value)
         except (ValueError, RecursionError):
             return value
+        # kept as its text where it nests past what an event holds around it (the event, its data,
+        # `vectr`): a log reader sets such an event aside, as it does another clone's
+        return value if nests_past(parsed, MAX_NESTING - 3) else parsed
     return value
 
 
