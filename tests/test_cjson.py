@@ -106,14 +106,18 @@ def test_reading_and_writing_import_no_json() -> None:
              "    else:\n        raise AssertionError(text)\n"
              "    for name in ('json', 'json.decoder', 'json.scanner', 'json.encoder', 're', 'enum'):\n"
              "        sys.modules.pop(name, None)\n")
-    done = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True,
-                          env={"PYTHONPATH": ":".join(p for p in sys.path if p)})
+    done = _fresh(probe)
     assert done.returncode == 0, done.stderr
     probe = ("import sys\nfrom qem_edit.base import cjson\n"
              "assert cjson.loads(b'{\"a\": [1, 2.5, null, \"\\\\u00e9\"]}') == {'a': [1, 2.5, None, '\\u00e9']}\n"
              "assert cjson.dumps({'b': 1, 'a': 'é'}, ensure_ascii=False, sort_keys=True, separators=(',', ':'))"
              " == '{\"a\":\"é\",\"b\":1}'\n"
              "print(sorted(m for m in ('json', 're', 'enum', 'functools', 'collections') if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True,
-                          env={"PYTHONPATH": ":".join(p for p in sys.path if p)})
+    done = _fresh(probe)
     assert done.stdout.strip() == "[]", (done.stdout, done.stderr)
+
+
+def _fresh(probe: str) -> subprocess.CompletedProcess:
+    """`probe` run by an interpreter that has loaded nothing of its own (no site: no json, no re)."""
+    return subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True,
+                          env={"PYTHONPATH": ":".join(p for p in sys.path if p)})
