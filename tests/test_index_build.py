@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import shutil
 import signal
 from pathlib import Path
@@ -85,8 +86,76 @@ def test_the_streamed_build_makes_the_rows_writes_made(tmp_path):
         assert len({len(short) for _, short, *_ in before["notes"]}) > 1  # neighbours lengthened some
         s.rebuild()
         assert rows(s) == before
-        secondary = s.conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
-        assert secondary.fetchone()[0] == len(index_mod._SECONDARY)  # made again at the end
+        made = dict(s.conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"))
+        assert made == index_mod._SECONDARY  # each made again at the end, or kept up as the rows went in
+        assert s.conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]  # (each index holds its table's rows)
+        for kept in ("notes_by_parent", "notes_forgotten", "notes_disagreeing"):  # (kept up: they hold rows here)
+            assert s.conn.execute(f"SELECT count(*) FROM notes INDEXED BY {kept} WHERE "
+                                  + made[kept].partition(" WHERE ")[2]).fetchone()[0] > 0, kept
+
+
+@pytest.mark.parametrize("several", [False, True])
+def test_a_build_keeps_the_last_text_of_each_note_in_each_file(tmp_path, several):
+    """Where a file holds several texts of one note, the last in sorted order stands (as
+    it always did); where each note has one text in each file, each stands as it is."""
+    with Store.open(tmp_path / ".qem", create=True) as s:
+        index = s.index
+        s.conn.execute("BEGIN")
+        index.start_staging()
+        rows = [("n1", "packs/t-a.jsonl", "k1", "one", "d1"), ("n2", "packs/t-a.jsonl", "k2", "two", "d2"),
+                ("n1", "packs/t-b.jsonl", "k1", "one", "d1")]
+        if several:  # (staged in no order: the order staged decides nothing)
+            more = [("n2", "packs/t-a.jsonl", f"k{k}", f"text {t}", f"d{d}") for k in range(4) for t in range(4) for d in range(4)]
+            random.Random(7).shuffle(more)
+            rows += [("n1", "packs/t-a.jsonl", "k0", "zero", "d0"), *more]
+        s.conn.executemany(index_mod._STAGE_TEXT, rows)
+        index._insert_staged()
+        got = s.conn.execute("SELECT note, file, key, text, digest FROM texts ORDER BY note, file").fetchall()
+        s.conn.execute("ROLLBACK")
+    want = {(n, f): r for n, f, *_ in sorted(rows) for r in [max(x for x in rows if x[:2] == (n, f))]}
+    assert got == sorted(want.values())
+    assert len(got) == 3 and (not several or ("n2", "packs/t-a.jsonl", "k3", "text 3", "d3") in got)
+
+
+def test_an_index_qem_makes_has_large_pages_and_one_made_before_opens_as_it_is(tmp_path):
+    """A new index, a fresh clone's and a rebuilt one are made with db.PAGE_SIZE pages (a whole
+    log's build reads its tables a page at a time); an index an older qem made, of 4 KiB
+    pages, is read and written as it is."""
+    from qem_edit.system import db
+
+    root = tangled(tmp_path)
+    size = "PRAGMA page_size"
+    with Store.open(root) as s:
+        assert s.conn.execute(size).fetchone()[0] == db.PAGE_SIZE > 4096  # (made write by write)
+        s.rebuild()
+        assert s.conn.execute(size).fetchone()[0] == db.PAGE_SIZE
+    for path in root.glob("index.db*"):
+        path.unlink()
+    with Store.open(root) as s:  # (built whole, as in a fresh clone)
+        assert s.conn.execute(size).fetchone()[0] == db.PAGE_SIZE
+        want = rows(s)
+    from qem_edit.storage.staging import build_fresh
+
+    fresh = build_fresh(str(tmp_path / "fresh.db"), logtree.LogTree(root), 1024)  # (verify's replay afresh)
+    try:
+        assert fresh.execute(size).fetchone()[0] == db.PAGE_SIZE
+    finally:
+        fresh.close()
+    for path in root.glob("index.db*"):
+        path.unlink()
+    old = db.connect(str(root / "index.db"))
+    old.execute("PRAGMA page_size = 4096")
+    old.execute("PRAGMA journal_mode = WAL")
+    old.close()
+    with Store.open(root) as s:
+        assert s.conn.execute(size).fetchone()[0] == 4096
+        assert rows(s) == want
+        add(s, "written into an index of small pages")
+    with Store.open(root) as s:
+        assert s.conn.execute(size).fetchone()[0] == 4096
+        assert s.conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert any(n.text == "written into an index of small pages" for n in s.notes_by_id(
+            [i for (i,) in s.conn.execute("SELECT id FROM notes")]).values())
 
 
 def test_a_big_pull_replays_every_note_to_the_same_rows(tmp_path, monkeypatch):

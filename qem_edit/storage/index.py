@@ -495,7 +495,7 @@ class Index:
         secondary indexes made once at the end) or when they touch many; else only those.
         Returns whether any note was replayed."""
         conn = self.conn
-        touched = {n for (n,) in conn.execute(
+        touched = set() if empty and spread is not None else {n for (n,) in conn.execute(  # (a build: every note)
             "SELECT note FROM temp.staged_events UNION SELECT note FROM temp.staged_texts LIMIT ?",
             (_REFOLD_ALL + 1,))}
         if empty or len(touched) > _REFOLD_ALL:
@@ -503,13 +503,12 @@ class Index:
 
             spreading = nullcontext(spread) if spread is not None else _spread(len(touched) > _SPREAD_NOTES)
             with self._bigger_cache(), spreading as spread:
-                for name in _SECONDARY if empty else ():
+                for name in _MADE_AFTER if empty else ():
                     conn.execute(f"DROP INDEX IF EXISTS {name}")
                 self._insert_staged(caught)
-                self._fold_everything(spread)
-                for statement in _SECONDARY.values() if empty else ():
+                local = self._fold_everything(spread)
+                for statement in _MADE_AFTER.values() if empty else ():
                     conn.execute(statement)
-            local = [n for (n,) in conn.execute("SELECT id FROM notes WHERE scope != 'team'")]
             if local:  # folded beside this clone's own notes: the team's short ids as every clone has them
                 self._reshort(local)
             return True
@@ -528,25 +527,33 @@ class Index:
                      " ORDER BY id, file")
         # several rows for one (note, file): the last in sorted order stands, as it always did,
         # chosen before the insert (a row replaced again and again beside a large one costs
-        # the large one's bytes each time: a hostile pack made that quadratic)
+        # the large one's bytes each time: a hostile pack made that quadratic); asked first,
+        # as the choice sorts every text by its bytes (a third of a fresh clone's copies)
+        several = conn.execute("SELECT EXISTS (SELECT 1 FROM temp.staged_texts GROUP BY note, file"
+                               " HAVING count(*) > 1)").fetchone()[0]
         conn.execute("INSERT OR REPLACE INTO texts (note, file, key, text, digest) SELECT note, file, key, text,"
                      " digest FROM (SELECT *, row_number() OVER (PARTITION BY note, file ORDER BY key DESC,"
-                     " text DESC, digest DESC) AS last FROM temp.staged_texts) WHERE last = 1 ORDER BY note, file")
+                     " text DESC, digest DESC) AS last FROM temp.staged_texts) WHERE last = 1 ORDER BY note, file"
+                     if several else "INSERT OR REPLACE INTO texts (note, file, key, text, digest) SELECT note,"
+                     " file, key, text, digest FROM temp.staged_texts ORDER BY note, file")
         self._set_aside_crossings("SELECT file, id, note, prev FROM temp.staged_events", (), caught)
         conn.execute("DROP TABLE temp.staged_events")
         conn.execute("DROP TABLE temp.staged_texts")
 
-    def _fold_everything(self, spread: cores.Spread) -> None:
+    def _fold_everything(self, spread: cores.Spread) -> list[str]:
         """Every note replayed from the events table, in id order, a batch of notes at a
         time (by `spread`'s workers: `_folded`), their rows written here as they come
         back; the items that show other notes rendered once every short id is known;
-        forgotten notes' texts blanked."""
+        forgotten notes' texts blanked.  Returns the notes that are not the team's (this
+        clone's own, a session's), as the rows went by."""
         from ..base.shown import progress
 
         conn = self.conn
         self._start_over()
         tick = progress("replaying the notes", lambda: conn.execute("SELECT count(DISTINCT note) FROM events").fetchone()[0])
+        local: list[str] = []
         for rows, items, links, later in spread.in_order(self._folding_pieces(tick)):
+            local.extend(row[0] for row in rows if row[_SCOPE] != "team")
             conn.executemany(_INSERT_NOTE, rows)
             conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)", items)
             conn.executemany("INSERT OR IGNORE INTO links (other, note) VALUES (?, ?)", sorted(links))
@@ -554,6 +561,7 @@ class Index:
         tick.end()
         self._render_showing_others()
         self._blank_all_forgotten()
+        return local
 
     def _folding_pieces(self, tick) -> Iterator[cores.Piece]:  # type: ignore[no-untyped-def]
         """The notes in id order, in batches, each batch with the notes on either side of
@@ -654,9 +662,13 @@ class Index:
         write makes one (an event follows the events of its own note), and counted, it
         would make one note's history answer for another's.  Returns the notes touched."""
         found: dict[str, str] = {}
+        # (each event's prevs looked up in the events table's own order: in the order the
+        # files hold them, each lookup lands on another page, read again once the table
+        # outgrows SQLite's cache; `LIMIT -1`, no limit, keeps the sorted subquery whole)
         for name, event_id, other in self.conn.execute(
-                f"SELECT DISTINCT s.file, s.id, p.id FROM ({source}) s, json_each(s.prev) j JOIN events p"
-                " ON p.id = j.value WHERE p.note != s.note ORDER BY 1, 2", params).fetchall():
+                f"SELECT DISTINCT s.file, s.id, p.id FROM (SELECT s.file, s.id, s.note, j.value AS prev FROM ({source}) s,"
+                " json_each(s.prev) j ORDER BY j.value LIMIT -1) s CROSS JOIN events p ON p.id = s.prev"
+                " WHERE p.note != s.note ORDER BY 1, 2", params).fetchall():
             found.setdefault(name, f"{name}: event {event_id} follows event {other} of another note"
                                    " (an event's prev names events of its own note only)")
         touched: set[str] = set()
@@ -918,6 +930,14 @@ class Index:
 
 # The secondary indexes by name, each with the statement that makes it.
 _SECONDARY = {line.split()[2]: line.rstrip(";") for line in SCHEMA.splitlines() if line.startswith("CREATE INDEX")}
+# Kept up to date as a build's rows go in: the partial indexes that hold a few rows (a note
+# forgotten, superseded, disputed, with an end, a request or an answer, a session's; a
+# check-in's events) or that follow the notes' own order (id).  Each index made at the end
+# reads its whole table (the notes' 25 MB at 74,900 notes, a page at a time): fourteen
+# such reads were a fifth of a fresh clone's first command.
+_KEPT_UP = {"notes_by_parent", "notes_forgotten", "notes_disagreeing", "notes_by_end", "notes_requests",
+            "notes_by_answered", "notes_sessions", "events_by_checkin"}
+_MADE_AFTER = {name: statement for name, statement in _SECONDARY.items() if name not in _KEPT_UP}
 _RESHORT_ALL = 2000  # more changed notes than this: every short id is computed at once
 _STAGE_EVENT = f"INSERT INTO temp.staged_events ({EVENT_COLUMNS}, file) VALUES ({', '.join('?' * 11)})"
 _STAGE_TEXT = "INSERT INTO temp.staged_texts (note, file, key, text, digest) VALUES (?, ?, ?, ?, ?)"
@@ -929,6 +949,7 @@ _NOTE_ROW = ("id, short, kind_rank, kind, priority, text, provenance, created_at
              " disputes, rivals, alias, short_len, text_hash, problems, anchors, expires, triggers, terms, seat, due, answers,"
              " scope, session, rests_on")  # a notes row as _note_values gives it
 _NOTE_ROW_COLUMNS = tuple(c.strip() for c in _NOTE_ROW.split(","))
+_SCOPE = _NOTE_ROW_COLUMNS.index("scope")
 _FOLLOWED_COLUMNS = {_NOTE_ROW_COLUMNS.index(c) for c in ("id", "anchors", "triggers", "terms", "rests_on")}
 _INSERT_NOTE = f"INSERT INTO notes ({_NOTE_ROW}) VALUES (" + ", ".join("?" * len(_NOTE_ROW_COLUMNS)) + ")"
 

@@ -567,8 +567,11 @@ def _refuse_legacy(root: AnyPath) -> None:
 
 
 def _open_index(path: str) -> sqlite3.Connection:
+    new = not os.path.lexists(path)
     conn = db.connect(path)
     try:
+        if new:  # (a no-op once the file holds a table: another process's, made meanwhile)
+            conn.execute(f"PRAGMA page_size = {db.PAGE_SIZE}")
         conn.execute("PRAGMA journal_mode = WAL")
         _ensure_schema(conn)
         return conn
@@ -626,6 +629,7 @@ def _build_into(path: str, tree: LogTree) -> Caught:
     try:
         conn = db.connect(temp)
         try:
+            conn.execute(f"PRAGMA page_size = {db.PAGE_SIZE}")
             conn.execute("PRAGMA journal_mode = OFF")
             conn.execute("PRAGMA synchronous = OFF")
             index = Index(conn, tree)
