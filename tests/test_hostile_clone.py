@@ -263,6 +263,29 @@ def test_an_event_following_another_notes_event_is_set_aside_in_a_pack_too(ws: P
     assert done.returncode == 1 and f"{name}: event" in done.stdout and "of another note" in done.stdout, done.stdout
 
 
+@pytest.mark.parametrize("packed", [False, True])
+def test_an_event_following_two_other_notes_is_named_by_the_first_it_follows(ws: Path, packed: bool) -> None:
+    """A file is named by its event's first prev of another note, as read when the file
+    arrives and when the index is built whole (where prevs are looked up in id order)."""
+    for text in ("one", "two", "three"):
+        assert run_qem("add", text, "-k", "task", cwd=ws).returncode == 0
+    memory = ws / ".qem"
+    assert run_qem("list", cwd=ws).returncode == 0  # (the index there before the file arrives)
+    notes = json.loads(run_qem("list", "--json", cwd=ws).stdout)
+    one, *others = (next(n["id"] for n in notes if n["text"] == t) for t in ("one", "two", "three"))
+    first, second = sorted(others, reverse=True)  # (the later id first)
+    obj = {"v": 1, "type": "revoked", "note": one, "at": "2026-07-27T10:00:00Z", "actor": "mallory", "reason": "x",
+           "checkin": None, "clock": 9, "prev": [first, second], "data": {}}
+    name = plant_pack(memory, "e", [canonical(obj)]) if packed else plant_event(memory, **obj)
+    event = ids.content_id(canonical(obj))
+    said = f"{name}: event {event} follows event {first} of another note"
+    for fresh in (False, True):
+        if fresh:
+            (memory / "index.db").unlink()
+        done = run_qem("verify", cwd=ws)
+        assert done.returncode == 1 and said in done.stdout, (fresh, done.stdout)
+
+
 # -- duplicates cost nothing; long work is interruptible ---------------------------------------------
 
 

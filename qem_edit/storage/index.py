@@ -664,11 +664,12 @@ class Index:
         found: dict[str, str] = {}
         # (each event's prevs looked up in the events table's own order: in the order the
         # files hold them, each lookup lands on another page, read again once the table
-        # outgrows SQLite's cache; `LIMIT -1`, no limit, keeps the sorted subquery whole)
-        for name, event_id, other in self.conn.execute(
-                f"SELECT DISTINCT s.file, s.id, p.id FROM (SELECT s.file, s.id, s.note, j.value AS prev FROM ({source}) s,"
-                " json_each(s.prev) j ORDER BY j.value LIMIT -1) s CROSS JOIN events p ON p.id = s.prev"
-                " WHERE p.note != s.note ORDER BY 1, 2", params).fetchall():
+        # outgrows SQLite's cache; `LIMIT -1`, no limit, keeps the sorted subquery whole); a
+        # file is named by its first such event, and the first other note's event in its prev
+        for name, event_id, other, _ in self.conn.execute(
+                f"SELECT DISTINCT s.file, s.id, p.id, s.at FROM (SELECT s.file, s.id, s.note, j.value AS prev, j.key AS at"
+                f" FROM ({source}) s, json_each(s.prev) j ORDER BY j.value LIMIT -1) s CROSS JOIN events p"
+                " ON p.id = s.prev WHERE p.note != s.note ORDER BY 1, 2, 4", params).fetchall():
             found.setdefault(name, f"{name}: event {event_id} follows event {other} of another note"
                                    " (an event's prev names events of its own note only)")
         touched: set[str] = set()
