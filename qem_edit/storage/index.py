@@ -565,20 +565,33 @@ class Index:
 
     def _folding_pieces(self, tick) -> Iterator[cores.Piece]:  # type: ignore[no-untyped-def]
         """The notes in id order, in batches, each batch with the notes on either side of
-        it (a short id depends on its neighbours); a note whose creation is not in the
-        log is no note, and no one's neighbour."""
-        batch: list[tuple[str, list[tuple], dict]] = []
+        it (a short id depends on its neighbours) and the texts of its stretch of ids; a
+        note whose creation is not in the log is no note, and no one's neighbour.  (Grouped
+        by SQLite and itertools, the texts fetched a batch at a time: this process writes
+        every batch's rows too, and was the build's slowest part.)"""
+        from itertools import groupby
+        from operator import itemgetter
+
+        batch: list[tuple[str, list[tuple]]] = []
         before: str | None = None
-        for note_id, rows, texts in self._notes_in_order():
+        for note_id, group in groupby(self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM events ORDER BY note"),
+                                      itemgetter(1)):
+            rows = list(group)
             tick()
-            if not any(row[2] == "created" for row in rows):
+            if not (rows[0][2] == "created" if len(rows) == 1 else any(row[2] == "created" for row in rows)):
                 continue
             if len(batch) == _FOLD_BATCH:
-                yield _folded, (batch, before, note_id)
+                yield _folded, (batch, self._texts_from(batch[0][0], batch[-1][0]), before, note_id)
                 before, batch = batch[-1][0], []
-            batch.append((note_id, rows, texts))
+            batch.append((note_id, rows))
         if batch:
-            yield _folded, (batch, before, None)
+            yield _folded, (batch, self._texts_from(batch[0][0], batch[-1][0]), before, None)
+
+    def _texts_from(self, first: str, last: str) -> list[tuple[str, str, str]]:
+        """The texts (note, digest, text) of the notes from `first` to `last` in id order,
+        each note's in the order of its files."""
+        return self.conn.execute("SELECT note, digest, text FROM texts WHERE note BETWEEN ? AND ? ORDER BY note, file",
+                                 (first, last)).fetchall()
 
     def _start_over(self) -> None:
         """Every note, item and link dropped, to be made again; which notes were shown
@@ -616,31 +629,6 @@ class Index:
         conn.execute("UPDATE texts SET text = '' WHERE text != '' AND note IN"
                      " (SELECT id FROM notes WHERE state = 'forgotten')")
         conn.execute("DROP TABLE temp.was_shown")
-
-    def _notes_in_order(self) -> Iterator[tuple[str, list[tuple], dict[tuple[str, str], str]]]:
-        """Each note's event rows and texts, one note at a time in id order: the events
-        table sorted by note, merged with the texts table (clustered by note)."""
-        texts = self.conn.execute("SELECT note, digest, text FROM texts ORDER BY note")
-        text_row = texts.fetchone()
-
-        def texts_of(note_id: str) -> dict[tuple[str, str], str]:
-            nonlocal text_row
-            found: dict[tuple[str, str], str] = {}
-            while text_row is not None and text_row[0] < note_id:
-                text_row = texts.fetchone()
-            while text_row is not None and text_row[0] == note_id:
-                found[(text_row[0], text_row[1])] = text_row[2]
-                text_row = texts.fetchone()
-            return found
-
-        group: list[tuple] = []
-        for row in self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM events ORDER BY note"):
-            if group and row[1] != group[0][1]:
-                yield group[0][1], group, texts_of(group[0][1])
-                group = []
-            group.append(row)
-        if group:
-            yield group[0][1], group, texts_of(group[0][1])
 
     def _drop_file(self, name: str) -> set[str]:
         conn = self.conn
@@ -1018,12 +1006,14 @@ def _staged_texts(name: str | None, texts: Iterable[TextRecord]) -> list[tuple[o
     return [(t.note, name, t.key, t.text, t.digest) for t in texts]
 
 
-def _folded(batch: list[tuple[str, list[tuple], dict]], before: str | None,
+def _folded(batch: list[tuple[str, list[tuple]]], texts: list[tuple[str, str, str]], before: str | None,
             after: str | None) -> tuple[list, list, list, list]:
-    """A batch of notes (id, event rows, texts), in id order, replayed: their rows for the
-    notes table, the items that show no other note, the links of those that do and their
-    ids (rendered once every short id is known).  `before` and `after`: the notes on either
-    side of the batch, which its first and last notes' short ids depend on.  Pure."""
+    """A batch of notes (id, event rows), in id order, replayed with the texts of its
+    stretch of ids (note, digest, text; of one digest, the later file's stands): their
+    rows for the notes table, the items that show no other note, the links of those that
+    do and their ids (rendered once every short id is known).  `before` and `after`: the
+    notes on either side of the batch, which its first and last notes' short ids depend
+    on.  Pure."""
     from ..base.owing import is_request
     from ..renderer import item_text
 
@@ -1031,8 +1021,11 @@ def _folded(batch: list[tuple[str, list[tuple], dict]], before: str | None,
     items: list = []
     links: list = []
     later: list = []
-    for i, (note_id, event_rows, texts) in enumerate(batch):
-        folded = _fold_one(note_id, [event_from_row(r) for r in event_rows], texts)
+    held: dict[str, dict[tuple[str, str], str]] = {}
+    for note, digest, text in texts:
+        held.setdefault(note, {})[(note, digest)] = text
+    for i, (note_id, event_rows) in enumerate(batch):
+        folded = _fold_one(note_id, [event_from_row(r) for r in event_rows], held.get(note_id, {}))
         beside = (batch[i - 1][0] if i else before, batch[i + 1][0] if i + 1 < len(batch) else after)
         note = _with_short(folded.note, ids.short_of(note_id, folded.note.short_len, [b for b in beside if b]))
         rows.append(_note_values(note, folded.problems))
