@@ -552,9 +552,10 @@ class Index:
         self._start_over()
         tick = progress("replaying the notes", lambda: conn.execute("SELECT count(DISTINCT note) FROM events").fetchone()[0])
         local: list[str] = []
-        for rows, items, links, later in spread.in_order(self._folding_pieces(tick)):
-            local.extend(row[0] for row in rows if row[_SCOPE] != "team")
-            conn.executemany(_INSERT_NOTE, rows)
+        for forms, items, links, later, own in spread.in_order(self._folding_pieces(tick)):
+            local.extend(own)
+            for form, values in forms:
+                conn.executemany(_note_insert(form), values)
             conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)", items)
             conn.executemany("INSERT OR IGNORE INTO links (other, note) VALUES (?, ?)", sorted(links))
             conn.executemany("INSERT INTO temp.showing_others (id) VALUES (?)", later)
@@ -1007,13 +1008,14 @@ def _staged_texts(name: str | None, texts: Iterable[TextRecord]) -> list[tuple[o
 
 
 def _folded(batch: list[tuple[str, list[tuple]]], texts: list[tuple[str, str, str]], before: str | None,
-            after: str | None) -> tuple[list, list, list, list]:
+            after: str | None) -> tuple[list, list, list, list, list]:
     """A batch of notes (id, event rows), in id order, replayed with the texts of its
     stretch of ids (note, digest, text; of one digest, the later file's stands): their
     rows for the notes table, the items that show no other note, the links of those that
-    do and their ids (rendered once every short id is known).  `before` and `after`: the
-    notes on either side of the batch, which its first and last notes' short ids depend
-    on.  Pure."""
+    do and their ids (rendered once every short id is known), and the notes that are not
+    the team's.  The rows come by their form (`_forms`).  `before` and `after`: the notes
+    on either side of the batch, which its first and last notes' short ids depend on.
+    Pure."""
     from ..base.owing import is_request
     from ..renderer import item_text
 
@@ -1035,7 +1037,39 @@ def _folded(batch: list[tuple[str, list[tuple]]], texts: list[tuple[str, str, st
         elif linked:
             later.append((note.id,))
             links.extend((other, note.id) for other in linked - {note.id})
-    return rows, items, links, later
+    return _forms(rows), items, links, later, [row[0] for row in rows if row[_SCOPE] != "team"]
+
+
+def _forms(rows: list[tuple]) -> list[tuple[tuple, list[tuple]]]:
+    """Notes rows by their form (which columns hold NULL, which '[]'), each with the
+    values of its other columns: most of a row's 33 columns are one of the two, written
+    into the statement (`_note_insert`) rather than bound a value at a time (binding was
+    most of what the building process did while its workers replayed)."""
+    from itertools import compress
+
+    forms: dict[tuple, list[tuple]] = {}
+    kept: dict[tuple, tuple[bool, ...]] = {}
+    for row in rows:
+        form = tuple(map(_UNBOUND.get, row))
+        chosen = kept.get(form)
+        if chosen is None:
+            chosen = kept[form] = tuple(f is None for f in form)
+        forms.setdefault(form, []).append(tuple(compress(row, chosen)))
+    return list(forms.items())
+
+
+_UNBOUND = {None: "NULL", "[]": "'[]'"}  # a notes row's values written into its statement, as SQL
+_NOTE_INSERTS: dict[tuple, str] = {}
+
+
+def _note_insert(form: tuple) -> str:
+    """The statement inserting notes rows of `form` (`_forms`)."""
+    sql = _NOTE_INSERTS.get(form)
+    if sql is None:
+        sql = f"INSERT INTO notes ({_NOTE_ROW}) VALUES ({', '.join('?' if f is None else f for f in form)})"
+        if len(_NOTE_INSERTS) < 256:
+            _NOTE_INSERTS[form] = sql
+    return sql
 
 
 def _fold_one(note_id: str, events: list[Event], texts: dict[tuple[str, str], str]):  # type: ignore[no-untyped-def]
