@@ -236,7 +236,8 @@ def _terms_json(text: str | None) -> str:
 
 def event_from_row(row: Sequence[object]) -> Event:
     id_, note, type_, at, actor, reason, checkin, data, clock, prev = row
-    return Event(id_, note, type_, at, actor, reason, checkin, cjson.loads(data), clock, tuple(cjson.loads(prev)))  # type: ignore[arg-type]
+    return Event(id_, note, type_, at, actor, reason, checkin, cjson.loads(data), clock,  # type: ignore[arg-type]
+                 () if prev == "[]" else tuple(cjson.loads(prev)))  # type: ignore[arg-type]
 
 
 _DATA_JSON = cjson.encoder(ensure_ascii=False, sort_keys=True)  # made once: see logtree.canonical
