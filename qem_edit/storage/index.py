@@ -590,10 +590,13 @@ class Index:
             yield _folded, (batch, self._texts_from(batch[0][0], batch[-1][0]), before, None)
 
     def _texts_from(self, first: str, last: str) -> list[tuple[str, str, str]]:
-        """The texts (note, digest, text) of the notes from `first` to `last` in id order,
-        each note's in the order of its files."""
-        return self.conn.execute("SELECT note, digest, text FROM texts WHERE note BETWEEN ? AND ? ORDER BY note, file",
-                                 (first, last)).fetchall()
+        """The texts (note, digest, text) of the notes from `first` to `last` in id order
+        whose creation is in the log (a note's id is its created event's), each note's in
+        the order of its files: none of a note that is no note, which a clone may hold
+        any number of."""
+        return self.conn.execute(
+            "SELECT t.note, t.digest, t.text FROM texts t WHERE t.note BETWEEN ? AND ? AND EXISTS (SELECT 1 FROM events e"
+            " WHERE e.id = t.note AND e.type = 'created') ORDER BY t.note, t.file", (first, last)).fetchall()
 
     def _start_over(self) -> None:
         """Every note, item and link dropped, to be made again; which notes were shown
