@@ -25,7 +25,8 @@ def build_fresh(name: str, tree: LogTree, cache_kib: int) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         raise db.translate(exc, Path(name), "open") from None
     try:
-        for pragma in (f"page_size = {db.PAGE_SIZE}", "journal_mode = OFF", "synchronous = OFF", "temp_store = FILE", f"cache_size = -{cache_kib}"):
+        for pragma in (f"page_size = {db.PAGE_SIZE}", "journal_mode = OFF", "synchronous = OFF", "temp_store = FILE",
+                       f"cache_size = -{cache_kib}"):
             conn.execute(f"PRAGMA {pragma}")
         index = Index(conn, tree)
         conn.execute("BEGIN")
