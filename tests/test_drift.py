@@ -207,6 +207,28 @@ def test_staged_judges_only_what_the_commit_changes(repo: Path) -> None:
     assert "not a commit" in qem(repo, "anchors", "check", "--rev", "no-such-rev", code=2).stderr
 
 
+def test_a_staged_file_whose_name_is_not_utf8_is_judged_as_any_other(repo: Path) -> None:
+    """git names a file by its bytes: one whose name is not UTF-8, staged, is no anchor's
+    (an anchor's path is UTF-8), and changes the anchored folder holding it.  Every
+    commit hook answers (a traceback before), in full and from what it kept."""
+    name = os.fsdecode(b"caf\xe9.txt")
+    (repo / name).write_text("beside\n")
+    git(repo, "add", "-A")
+    for _ in range(2):  # (in full, then from the answer kept)
+        assert "0 anchors checked" in qem(repo, "anchors", "check", "--staged").stdout
+        qem(repo, "anchors", "check", "--staged", "--flag")
+        qem(repo, "export", "--check", "--staged")
+        qem(repo, "verify", "--staged")
+    (repo / ".qem" / "index.db-commits").unlink()  # (the kept answers gone: verify from its seal)
+    qem(repo, "verify", "--staged")
+    assert "no anchor drifted" in qem(repo, "anchors", "check").stdout
+    (repo / "src" / "daemon" / name).write_text("NEW = 1\n")
+    git(repo, "add", "-A")
+    staged = json.loads(qem(repo, "anchors", "check", "--staged", "--json", code=1).stdout)
+    assert [n["text"] for n in staged["notes"]] == ["The daemon restarts on SIGHUP"]
+    assert "src/daemon" in qem(repo, "verify", "--staged").stdout
+
+
 def test_verify_lists_drift_nobody_flagged_and_fails_on_it_when_asked(repo: Path) -> None:
     qem(repo, "verify", "--fail-on-drift")
     (repo / "src" / "lock.py").write_text("LOCK = 2\n")

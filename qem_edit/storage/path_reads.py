@@ -16,18 +16,21 @@ class PathReads(IndexReads):
         """(note, path, object id) of every anchor of the notes in these states (in force,
         unless told), by path, then note; `paths`: only those paths; `folder`: only that
         path and the paths inside the folder it names (their range in the index on paths:
-        qem_edit.system.anchors.folder_range)."""
+        qem_edit.system.anchors.folder_range).  A path that is not UTF-8 (git names a file by
+        its bytes) is no anchor's: it matches none."""
         sql = f"SELECT a.note, a.path, a.oid FROM anchors a JOIN notes n ON n.id = a.note WHERE n.state IN" \
               f" ({db.marks(states)})"
         if folder is not None:
             from ..system.anchors import folder_range
 
+            if not _utf8(folder):
+                return []
             return self._seen(self._read(sql + " AND (a.path = ? OR (a.path > ? AND a.path < ?)) ORDER BY a.path,"
                                          " a.note", [*states, folder, *folder_range(folder)]))
         if paths is None:
             return self._seen(self._read(sql + " ORDER BY a.path, a.note", states))
         out: list[tuple[str, str, str]] = []
-        for chunk in db.chunks(sorted(set(paths))):
+        for chunk in db.chunks(sorted({path for path in paths if _utf8(path)})):
             out += self._read(sql + f" AND a.path IN ({db.marks(chunk)})", [*states, *chunk])
         return sorted(self._seen(out), key=lambda row: (row[1], row[0]))
 
@@ -64,3 +67,15 @@ class PathReads(IndexReads):
         for chunk in db.chunks(sorted(set(note_ids))):
             out.update(f for (f,) in self._read(f"SELECT file FROM texts WHERE note IN ({db.marks(chunk)})", chunk))
         return out
+
+
+def _utf8(path: str) -> bool:
+    """Whether `path` can be an anchor's (qem_edit.base.stored_form.anchor_path_problem: an
+    anchor's path is UTF-8; a file's name from git, decoded with surrogates, may not be)."""
+    if path.isascii():
+        return True
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
