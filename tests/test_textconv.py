@@ -91,3 +91,16 @@ def test_what_is_not_a_log_file_shows_as_it_is():
     assert readable(b"not json\n") == b"not json\n"
     assert readable(b'{"some": "object"}\n') == b'{"some": "object"}\n'
     assert readable(b"\xff\xfe") == b"\xff\xfe"
+
+
+def test_a_file_nested_past_the_parser_s_stack_shows_as_it_is(tmp_path):
+    """A pulled file nested deeper than JSON's parser goes (about 1,000 levels) is shown as
+    it is, by `qem log-textconv` as git runs it: it was a RecursionError's traceback."""
+    from conftest import run_qem
+
+    for depth in (70, 1_100, 100_000):
+        data = b'{"type": "created", "data": ' + b"[" * depth + b"]" * depth + b"}\n"
+        assert readable(data) == data
+        (tmp_path / "deep").write_bytes(data)
+        done = run_qem("log-textconv", str(tmp_path / "deep"))
+        assert done.returncode == 0 and done.stdout == data.decode() and "Traceback" not in done.stderr, done.stderr

@@ -37,7 +37,7 @@ def readable(data: bytes) -> bytes:
     pager, and from there to a terminal, whatever qem's own stdout is."""
     try:
         lines = [_line(json.loads(raw), n) for n, raw in enumerate(data.decode("utf-8").splitlines(), 1) if raw]
-    except (UnicodeDecodeError, ValueError, LogFileError):
+    except (UnicodeDecodeError, ValueError, LogFileError, RecursionError):  # (nested past the parser's stack)
         return visible(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
     return visible("".join(line + "\n" for line in lines)).encode("utf-8")
 
