@@ -263,6 +263,26 @@ def test_an_event_following_another_notes_event_is_set_aside_in_a_pack_too(ws: P
     assert done.returncode == 1 and f"{name}: event" in done.stdout and "of another note" in done.stdout, done.stdout
 
 
+@pytest.mark.parametrize("scope", [[], {}, ["session"]])
+def test_a_note_whose_scope_is_no_string_is_set_aside(team: Team, scope: object) -> None:
+    """A created event whose scope is a list or an object (no write makes one) is set aside
+    and named: every command gave a TypeError's traceback instead, `list` and `verify`
+    alike, and `qem log-textconv` showed one in git diff."""
+
+    def plant(memory: Path) -> str:
+        return plant_event(memory, type="created", note=None, prev=[], data={
+            "kind": "task", "nonce": "n" * 26, "priority": "high", "provenance": "agent",
+            "text": "t" * 26, "scope": scope})
+
+    founder, name = pulled(team, plant)
+    assert "Ship the parser" in run_qem("list", cwd=founder.path).stdout
+    done = run_qem("verify", cwd=founder.path)
+    assert done.returncode == 1 and f"{name}: created event: scope {scope!r} is not one of" in done.stdout, done.stdout
+    assert "Traceback" not in done.stderr
+    shown = run_qem("log-textconv", str(founder.path / ".qem" / name))
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+
+
 @pytest.mark.parametrize("packed", [False, True])
 def test_an_event_following_two_other_notes_is_named_by_the_first_it_follows(ws: Path, packed: bool) -> None:
     """A file is named by its event's first prev of another note, as read when the file

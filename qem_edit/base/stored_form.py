@@ -246,7 +246,7 @@ def scope_problem(scope: object, session: object) -> str | None:
     log's reader sets such a file aside, and every writer refuses it."""
     if scope is None and session is None:
         return None
-    if scope not in LOCAL_SCOPES:
+    if not isinstance(scope, str) or scope not in LOCAL_SCOPES:  # (a list from a clone: no set member, no crash)
         return f"scope {scope!r} is not one of {', '.join(sorted(LOCAL_SCOPES))} (a team note has none)"
     if scope == "private":
         return None if session is None else "a private note names no session"
