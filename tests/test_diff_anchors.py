@@ -7,6 +7,7 @@ GitHub's own parser (cmarkgfm), and in JSON."""
 from __future__ import annotations
 
 import json
+import os
 import re
 
 from builders import planted_created
@@ -156,6 +157,18 @@ def test_a_code_only_change_lists_the_notes_about_it(team):
     assert "anchored to src/ (src/deep/new.py, src/helpers.py, src/util.py)" in page
     # nothing touched that a note is about: as before
     assert diff(founder, "code", "code", code=0).rstrip("\n") == "no memory changes (code → code)"
+
+
+def test_a_file_whose_name_is_not_utf8_is_named_with_its_bytes_escaped(team):
+    """git names a file by its bytes; one whose name is not UTF-8, under an anchored folder,
+    is listed with those bytes escaped, and every format prints UTF-8 (JSON that parses):
+    the raw byte reached the output before."""
+    founder, s = anchored_team(team)
+    (founder.path / "src" / os.fsdecode(b"caf\xe9.py")).write_text("Z = 1\n", "utf-8")
+    touched = {a["short"]: a["anchors"] for a in diff_json(founder, code=0)["anchored"]}
+    assert touched[s["src"]][0]["touched"] == ["src/caf\\xe9.py"]
+    assert "anchored to src/ (src/caf\\xe9.py)" in diff(founder, code=0)
+    assert "anchored to src/ (src/caf\\xe9.py)" in github_html(diff(founder, "--format", "markdown", code=0))
 
 
 def test_memory_s_own_files_are_not_code(team):

@@ -307,9 +307,22 @@ def _code_touched(top: Path, old: str | None, new: str | None, memory: tuple[Pat
             own.add(path.resolve().relative_to(top.resolve()).as_posix())
         except ValueError:
             continue  # outside the work tree: git names none of it
-    return {path for path in gitrepo.changed_paths(top, old, new)
+    return {_named(path) for path in gitrepo.changed_paths(top, old, new)
             if path not in own and ".qem" not in path.split("/")
             and not any(path.startswith(folder + "/") for folder in own)}
+
+
+def _named(path: str) -> str:
+    """A path as the diff names it: a name git gives as bytes that are not UTF-8 with those
+    bytes as `\\x` escapes, so that what is printed (JSON too) is UTF-8.  No anchor's path
+    is such a name, nor holds a backslash: a folder anchor still finds it under it."""
+    if path.isascii():
+        return path
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return path
 
 
 def about_the_code(side: Side, touched: set[str]) -> list[Anchored]:
