@@ -283,6 +283,25 @@ def test_a_note_whose_scope_is_no_string_is_set_aside(team: Team, scope: object)
     assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
 
 
+@pytest.mark.parametrize("data", [{"dispute": "d", "keep": []}, {"dispute": "d", "kept": {}}])
+def test_a_ruling_that_keeps_no_id_is_set_aside(team: Team, data: dict) -> None:
+    """A ruling whose kept side is no id (no write makes one), on a note with two sides, is
+    set aside and named: the replay looked it up among the sides, and every command gave
+    a TypeError's traceback."""
+
+    def plant(memory: Path) -> str:
+        note = min(p.name for p in (memory / "events").iterdir())  # (a note's created event: named by its id)
+        sides = [plant_event(memory, type="stale_flagged", note=note, prev=[note], reason=f"side {n}")[7:]
+                 for n in (1, 2)]
+        return plant_event(memory, type="ruled", note=note, prev=sorted(sides), data=data, clock=10)
+
+    founder, name = pulled(team, plant)
+    assert "Ship the parser" in run_qem("list", cwd=founder.path).stdout
+    done = run_qem("verify", cwd=founder.path)
+    assert done.returncode == 1 and f"{name}: ruled event: a ruling names the side it keeps by its id" in done.stdout
+    assert "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize("packed", [False, True])
 def test_an_event_following_two_other_notes_is_named_by_the_first_it_follows(ws: Path, packed: bool) -> None:
     """A file is named by its event's first prev of another note, as read when the file

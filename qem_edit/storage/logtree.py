@@ -266,6 +266,8 @@ def _data_problem(type_: str, data: dict) -> str | None:
         return "a dispute needs its id and the other note"
     if type_ == "ruled" and not (ids.is_id(data.get("keep")) or isinstance(data.get("dispute"), str)):
         return "a ruling names the side it keeps"
+    if type_ == "ruled" and any(key in data and not ids.is_id(data[key]) for key in ("keep", "kept")):
+        return "a ruling names the side it keeps by its id"  # (as every ruling is written: the replay looks it up)
     return None
 
 
