@@ -135,6 +135,18 @@ UNANCHORABLE = (".git", ".qem")  # git's own files, and the memory's log
 ANCHORING = ("created", "anchored", "reinstated")  # the events that may carry `anchors`
 
 
+def is_utf8(text: str) -> bool:
+    """Whether `text` is UTF-8 text: a name decoded from bytes with surrogates (as git's
+    paths are, and the file system's) is not where those bytes were not UTF-8."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def anchor_path_problem(path: object) -> str | None:
     """What keeps `path` from being an anchor's path (None: nothing): relative, `/`-separated,
     no `.` or `..` or empty part, no backslash, one line with no control characters (MEMORY.md
@@ -144,9 +156,7 @@ def anchor_path_problem(path: object) -> str | None:
     if path.startswith("/") or (path[1:2] == ":" and path[:1].isascii() and path[:1].isalpha()
                                  and path[2:3] in ("", "/", "\\")):  # (`C:`, `C:/`, `C:\`)
         return "an absolute path; name it from the top of the work tree"
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
+    if not is_utf8(path):
         return "a path that is not UTF-8"
     if "\\" in path:
         return "a backslash in a path; separate its parts with /"

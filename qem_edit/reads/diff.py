@@ -32,7 +32,7 @@ from pathlib import Path
 from ..base import errors, ids
 from ..base.owing import NO, UNKNOWN, answered, is_request, owed_words
 from ..base.replay import Event, Note, fold, sort_key
-from ..base.stored_form import Drift, anchors_of, drift_of
+from ..base.stored_form import Drift, anchors_of, drift_of, is_utf8
 from ..base.times import utc_now
 from ..base.vocabulary import LogError
 from ..storage.logtree import EVENTS, PACKS, TEXTS, LogFileError, LogTree, records_from
@@ -316,13 +316,7 @@ def _named(path: str) -> str:
     """A path as the diff names it: a name git gives as bytes that are not UTF-8 with those
     bytes as `\\x` escapes, so that what is printed (JSON too) is UTF-8.  No anchor's path
     is such a name, nor holds a backslash: a folder anchor still finds it under it."""
-    if path.isascii():
-        return path
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return path
+    return path if is_utf8(path) else path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def about_the_code(side: Side, touched: set[str]) -> list[Anchored]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from ..base.stored_form import is_utf8
 from ..system import db
 from .reading import LIVE, IndexReads
 
@@ -23,14 +24,14 @@ class PathReads(IndexReads):
         if folder is not None:
             from ..system.anchors import folder_range
 
-            if not _utf8(folder):
+            if not is_utf8(folder):
                 return []
             return self._seen(self._read(sql + " AND (a.path = ? OR (a.path > ? AND a.path < ?)) ORDER BY a.path,"
                                          " a.note", [*states, folder, *folder_range(folder)]))
         if paths is None:
             return self._seen(self._read(sql + " ORDER BY a.path, a.note", states))
         out: list[tuple[str, str, str]] = []
-        for chunk in db.chunks(sorted({path for path in paths if _utf8(path)})):
+        for chunk in db.chunks(sorted({path for path in paths if is_utf8(path)})):
             out += self._read(sql + f" AND a.path IN ({db.marks(chunk)})", [*states, *chunk])
         return sorted(self._seen(out), key=lambda row: (row[1], row[0]))
 
@@ -68,14 +69,3 @@ class PathReads(IndexReads):
             out.update(f for (f,) in self._read(f"SELECT file FROM texts WHERE note IN ({db.marks(chunk)})", chunk))
         return out
 
-
-def _utf8(path: str) -> bool:
-    """Whether `path` can be an anchor's (qem_edit.base.stored_form.anchor_path_problem: an
-    anchor's path is UTF-8; a file's name from git, decoded with surrogates, may not be)."""
-    if path.isascii():
-        return True
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
