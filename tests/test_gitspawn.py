@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from qem_edit.base import errors
-from qem_edit.system import gitrepo, gitspawn
+from qem_edit.system import gitrepo, gitspawn, workspace
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None or not gitspawn.SPAWNS, reason="needs git and posix_spawn")
 
@@ -314,3 +314,73 @@ def test_verify_staged_passes_beside_a_file_named_head(tmp_path: Path) -> None:
         git("add", "HEAD")
         done = run_qem("verify", "--staged", cwd=tmp_path)
         assert done.returncode == 0 and "ok:" in done.stdout + done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["the memory's folder", "the whole work tree"])
+@pytest.mark.parametrize("case", ["changes", "no HEAD yet", "a hook's own index", "no such folder in git",
+                                  "the top as folder", "a broken index", "files naming another top",
+                                  "a repository inside"])
+def test_the_commit_round_answers_as_its_three_functions_in_turn(repo: Path, case: str, whole: bool,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The sealed `verify --staged`'s one round (the top and object format, the commit's
+    files, and the work tree where an anchor asks for it) answers as top_and_object_format,
+    commit_files and work_tree_files asked in turn; None where git names another top than
+    the one given (the caller then asks in turn); an index git cannot read fails alike."""
+    folder, root = "mem", repo
+    (repo / "mem").mkdir()
+    for name in ("kept.txt", "é changed.txt", "memo.txt"):
+        (repo / "mem" / name).write_text("m\n")
+    (repo / "memo").write_text("beside the folder, its name a prefix of it\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, env=ENV, check=True)
+    subprocess.run(["git", "commit", "-qm", "mem"], cwd=repo, env=ENV, check=True)
+    (repo / "mem" / "é changed.txt").write_text("changed\n")
+    (repo / "mem" / "staged.txt").write_text("s\n")
+    (repo / "memo").write_text("changed beside\n")
+    (repo / "mem" / "untracked.txt").write_text("u\n")
+    subprocess.run(["git", "add", "mem/staged.txt", "memo"], cwd=repo, env=ENV, check=True)
+    if case == "no HEAD yet":
+        shutil.rmtree(repo / ".git")
+        subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+        subprocess.run(["git", "add", "mem/kept.txt", "a.txt"], cwd=repo, check=True)
+    elif case == "a hook's own index":  # as `git commit -a` gives a hook: another index, staging more
+        index = repo / ".git" / "next-index"
+        shutil.copy(repo / ".git" / "index", index)
+        subprocess.run(["git", "add", "mem/é changed.txt", "mem/untracked.txt"], cwd=repo, check=True,
+                       env={**os.environ, "GIT_INDEX_FILE": str(index)})
+        monkeypatch.setenv("GIT_INDEX_FILE", str(index))
+    elif case == "no such folder in git":
+        folder = "nowhere"
+    elif case == "the top as folder":
+        folder = "."
+    elif case == "a broken index":
+        (repo / ".git" / "index").write_bytes(b"DIRC not an index")
+    elif case == "files naming another top":  # a `.git` git does not take for a repository: it looks above
+        (repo / "mem" / ".git").mkdir()
+        root = repo / "mem"
+    elif case == "a repository inside":  # the top given is not the one holding the memory's folder
+        subprocess.run(["git", "init", "-q", str(repo / "mem")], check=True)
+        root = repo / "mem"
+    if case == "a broken index":
+        with pytest.raises(errors.BadInput) as in_turn:
+            gitrepo.commit_files(repo, folder)
+        with pytest.raises(errors.BadInput) as together:
+            gitrepo.commit_round(repo, root, folder, whole)
+        assert str(together.value) == str(in_turn.value)
+        return
+    if case in ("files naming another top", "a repository inside"):
+        # the files name a top git does not take; or a caller gives a top not the one holding root
+        given = Path(workspace.git_top(root)) if case == "files naming another top" else repo
+        named = gitrepo.top_and_object_format(root)
+        assert named is not None and named[0] != given
+        assert gitrepo.commit_round(given, root, folder, whole) is None
+        return
+    found = gitrepo.commit_round(repo, root, folder, whole)
+    assert found is not None
+    assert found[0] == gitrepo.top_and_object_format(root)
+    assert found[1] == gitrepo.commit_files(repo, folder)
+    assert found[2] == (gitrepo.work_tree_files(repo) if whole else None)
+    if case == "changes":
+        unstaged, staged, changes = found[1]
+        assert unstaged == {"mem/é changed.txt"} and "memo" not in staged and "mem/staged.txt" in staged
+        assert set(changes) == {"mem/staged.txt", "memo"}

@@ -98,8 +98,9 @@ def test_a_configured_mirror_path_is_still_read(tmp_path: Path) -> None:
 def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: Path) -> None:
     """On a commit that touches no memory, a memory `verify --staged` sealed: the three
     commit hooks answer as before, importing no dataclasses (and the inspect it brings),
-    no tomllib, no OpenSSL (hashlib), not the MEMORY.md grammar (they render nothing) and
-    no command-line framework."""
+    no tomllib, no OpenSSL (hashlib), not the MEMORY.md grammar (they render nothing), no
+    command-line framework, and neither json nor signal's enums nor threading (answered in
+    full too)."""
     env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
@@ -112,7 +113,7 @@ def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: P
     (tmp_path / "code.py").write_text("a = 2\n")
     subprocess.run(["git", "add", "code.py"], cwd=tmp_path, check=True)
     unused = ("typer", "click", "dataclasses", "inspect", "typing", "tomllib", "hashlib", "_hashlib",
-              "qem_edit.renderer.format", "sqlite3", "datetime", "subprocess")
+              "qem_edit.renderer.format", "sqlite3", "datetime", "subprocess", "json", "signal", "threading")
     # answered from what they answered last (qem_edit.mirror.answered): nothing of the standard
     # library the interpreter had not loaded as it started (an editable install's finder loads
     # pathlib and re before qem does), and none of qem's store
@@ -265,3 +266,37 @@ def test_a_command_of_mostly_plain_words_is_quoted_as_shlex_quotes_it(word: str)
     from qem_edit.reads.delivery import quoted
 
     assert quoted(word) == shlex.quote(word)
+
+
+def test_ctrl_c_is_caught_where_python_s_own_handler_is_in_place() -> None:
+    """`guarded` sets qem's SIGINT handler (a Ctrl-C that ends an SQLite statement is still
+    said as an interruption) in the main thread where Python's own is in place, read through
+    signal's C module: not over a handler someone else set or a SIGINT ignored, and not from
+    another thread (where signals cannot be set), which it leaves without failing."""
+    import signal
+    import threading
+
+    from qem_edit.shells.shell import catch_interrupts
+    from qem_edit.system import db
+
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        for given, after in ((signal.default_int_handler, db.on_interrupt), (signal.SIG_IGN, signal.SIG_IGN),
+                             (print, print)):
+            signal.signal(signal.SIGINT, given)
+            catch_interrupts()
+            assert signal.getsignal(signal.SIGINT) is after
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        failed: list[BaseException] = []
+
+        def in_a_thread() -> None:
+            try:
+                catch_interrupts()
+            except BaseException as exc:  # noqa: BLE001 - any failure there is the test's
+                failed.append(exc)
+        thread = threading.Thread(target=in_a_thread)
+        thread.start()
+        thread.join()
+        assert not failed and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)

@@ -20,6 +20,7 @@ from test_precommit import git, git_env
 from qem_edit.mirror import verify
 from qem_edit.mirror.staged import VERIFIED, verify_staged
 from qem_edit.storage.store import Store
+from qem_edit.system import gitrepo, gitspawn
 from qem_edit.system.workspace import COMMITS_NAME, resolve
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -108,7 +109,13 @@ def test_drift_in_the_work_tree_is_still_listed_from_the_seal(repo, monkeypatch)
     (work / "other.py").write_text("b = 3\n")
     git("add", "other.py", cwd=work, env=env)
     sealed = answers(work, env)
+    rounds: list[int] = []  # git's rounds, each by how many commands it starts side by side
+    real = gitspawn.run_together
+    monkeypatch.setattr(gitspawn, "run_together", lambda cwd, asks, *a: rounds.append(len(asks)) or real(cwd, asks, *a))
     assert not replayed(work, monkeypatch)
+    # one round: the top, the commit's files and the work tree drift reads; then the changed
+    # anchored file, hashed as git hashes it
+    assert rounds == [5, 1]
     assert "src/a.py" in sealed[0][1] and sealed[2][0] == 1
     assert sealed == full(work, env)
 
@@ -214,3 +221,33 @@ def test_a_request_gone_late_is_listed_from_the_seal_as_by_the_full_check(repo, 
     assert not replayed(work, monkeypatch)
     assert "late: " in sealed[0][1] and failing.returncode == 1
     assert sealed == full(work, later)
+
+
+def test_a_top_the_files_misname_is_asked_of_git_and_answered_alike(tmp_path: Path, monkeypatch) -> None:
+    """The sealed check asks git its questions in one round, of the top the files name
+    (the nearest `.git`); where git names another (a `.git` folder git does not take for a
+    repository, as an empty one), they are asked again of git's top, in turn: the same
+    answer as the full check, still without the replay."""
+    (tmp_path / "home").mkdir()
+    env = git_env(tmp_path / "home")
+    work = tmp_path / "work"
+    app = work / "app"
+    (app / ".git").mkdir(parents=True)  # not a repository: git looks above it
+    (work / "other.py").write_text("b = 2\n")
+    git("init", "-q", "-b", "main", cwd=work, env=env)
+    assert qem(app, env, "add", "tidy the build", "--kind", "task").returncode == 0
+    assert qem(app, env, "export").returncode == 0
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "the memory", "--no-verify", cwd=work, env=env)
+    assert git("ls-files", cwd=work, env=env).stdout.count("app/.qem/") > 1
+    assert qem(app, env, "verify", "--staged").returncode == 0 and (app / ".qem" / VERIFIED).is_file()
+    (work / "other.py").write_text("b = 3\n")
+    git("add", "other.py", cwd=work, env=env)
+    rounds = []
+    real = gitrepo.commit_round
+    monkeypatch.setattr(gitrepo, "commit_round", lambda *a: rounds.append(real(*a)) or rounds[-1])
+    assert not replayed(app, monkeypatch)
+    assert rounds == [None]  # (git named another top: asked in turn)
+    sealed = answers(app, env)
+    assert sealed[0] == (0, "", "ok: the log replays cleanly to 1 note\n")
+    assert sealed == full(app, env)

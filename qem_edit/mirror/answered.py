@@ -462,9 +462,9 @@ def _resting(store, here: str, place) -> tuple:  # type: ignore[no-untyped-def]
     there is nothing to keep: a log whose folders moved since the index read them, too many
     anchors, no MEMORY.md in the work tree, or one reached through a link (git would be asked
     about the file it leads to, not the link)."""
-    import json
+    from ..base import cjson  # (as the index writes it: json's own C encoder, without importing json)
 
-    if store.log_stamp() != json.dumps(stamp(os.path.join(here, FOLDER))):
+    if store.log_stamp() != cjson.dumps(stamp(os.path.join(here, FOLDER))):
         raise ValueError("the log moved since the index read it")
     given = place.mirror_path()
     mirror = os.path.relpath(os.path.abspath(given), here)

@@ -122,24 +122,43 @@ def verify_staged(store: Store, place, **options):  # type: ignore[no-untyped-de
     """`qem verify --staged`: verify's checks, MEMORY.md judged as the commit carries it.
     A commit that touches nothing verify reads from git (see `_quiet`), on a memory
     verified clean as it stands (`VERIFIED`), is answered without replaying the log."""
-    from ..system.anchors import work_tree
     from .verify import finished, late, verify_report
 
-    tree = work_tree(place.root)
-    folder = _relative(tree.top, store.root) if tree.git else None
-    asked = gitrepo.commit_files(tree.top, folder) if folder is not None else None  # (git's three answers at once)
+    tree, folder, asked, read = _asked(store, place)
     seal = _seal(store, folder, asked) if asked is not None else None
     if seal is not None and seal == _sealed(store) and _quiet(store, place, tree, options, folder, asked[2]):
         return late(finished(store, place, [], [], [], None, options.get("disputes_fail", False),
-                             options.get("drift_fail", False), tree), store, options.get("late_fail", False))
+                             options.get("drift_fail", False), tree, read), store, options.get("late_fail", False))
     verdict = staged_verdict(store, place)
-    report = verify_report(store, place if verdict is None else None, **options)
+    report = verify_report(store, place if verdict is None else None, **options, tree=tree, read=read)
     if verdict is not None and not verdict.clean:
         report.problems.append(f"{place.mirror_path()}: {verdict.message}")
     if seal is not None and verdict is None and report.repaired is None and not (
             report.problems or report.disputes or report.notices):
         _seal_with(store, seal)
     return report
+
+
+def _asked(store: Store, place):  # type: ignore[no-untyped-def]
+    """The work tree (anchors.WorkTree), the memory's folder from its top, what git says of
+    the commit's files (gitrepo.commit_files) and, where a note in force is anchored, of the
+    work tree (gitrepo.work_tree_files, for the drift check): asked in one round of git starts
+    where the files name the top git names (in turn else, and None for a folder outside it)."""
+    from ..system.anchors import WorkTree, work_tree
+    from ..system.workspace import git_top
+
+    guess = git_top(place.root)
+    folder = _relative(Path(guess), store.root) if guess is not None else None
+    if folder is not None:
+        whole = bool(store.anchors_in_force(states=("active",)))  # (as the drift check reads them)
+        found = gitrepo.commit_round(Path(guess), place.root, folder, whole)
+        if found is not None:
+            (top, object_format), asked, read = found
+            return WorkTree(top, True, object_format), folder, asked, read
+    tree = work_tree(place.root)
+    folder = _relative(tree.top, store.root) if tree.git else None
+    asked = gitrepo.commit_files(tree.top, folder) if folder is not None else None  # (git's three answers at once)
+    return tree, folder, asked, None
 
 
 # -- the memory verified clean, and a commit that cannot change that --------------------------------

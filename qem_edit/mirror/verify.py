@@ -87,23 +87,25 @@ class VerifyReport:
 
 
 def verify_report(store: Store, place=None, *, repair: bool = False, disputes_fail: bool = False,  # type: ignore[no-untyped-def]
-                  base: str | None = None, drift_fail: bool = False, late_fail: bool = False) -> VerifyReport:
+                  base: str | None = None, drift_fail: bool = False, late_fail: bool = False, tree=None,
+                  read: tuple | None = None) -> VerifyReport:
     """Every check above; with `repair`, an index that disagrees with the log is rebuilt
     first (the log itself is never changed).  `base`: the revision whose merge base with
     HEAD the removals are judged against (default HEAD itself; qem_edit.reads.removals).
     Drift nobody flagged is listed, and fails only with `drift_fail` (as disputes do with
     `disputes_fail`): a work tree mid-edit drifts by nature, CI's checkout must not.  A
-    request past its deadline and not answered is listed, and fails with `late_fail`."""
+    request past its deadline and not answered is listed, and fails with `late_fail`.  `tree` and
+    `read`: the work tree and what git listed of it, where the caller asked already (`finished`)."""
     with fresh_index(store) as fresh:
         problems, set_aside = _index_problems(store, fresh)
         if not (problems and repair):
-            return late(_report(store, place, fresh, problems, set_aside, None, disputes_fail, base, drift_fail),
-                         store, late_fail)
+            return late(_report(store, place, fresh, problems, set_aside, None, disputes_fail, base, drift_fail,
+                                tree, read), store, late_fail)
     repaired = store.rebuild()
     with fresh_index(store) as fresh:
         problems, set_aside = _index_problems(store, fresh)
-        return late(_report(store, place, fresh, problems, set_aside, repaired, disputes_fail, base, drift_fail),
-                     store, late_fail)
+        return late(_report(store, place, fresh, problems, set_aside, repaired, disputes_fail, base, drift_fail,
+                            tree, read), store, late_fail)
 
 
 def late(report: VerifyReport, store: Store, fail: bool) -> VerifyReport:
@@ -120,7 +122,7 @@ def late(report: VerifyReport, store: Store, fail: bool) -> VerifyReport:
 
 def _report(store: Store, place, fresh: Connection, index_problems: list[str], set_aside: list[str],  # type: ignore[no-untyped-def]
             repaired: int | None, disputes_fail: bool, base: str | None = None,
-            drift_fail: bool = False) -> VerifyReport:
+            drift_fail: bool = False, tree=None, read: tuple | None = None) -> VerifyReport:
     problems = set_aside + _log_problems(store) + index_problems
     found = store.verify_reads().graph_problems(fresh)
     broken = [p for p in found if not p.startswith(("fork:", "disputed:"))]
@@ -133,17 +135,18 @@ def _report(store: Store, place, fresh: Connection, index_problems: list[str], s
     problems += broken + protect_problems(store, fresh) + secret_problems(store, fresh) + removed
     problems += tracked_private(store)
     return finished(store, place, problems, disputes, removal_notices + _loose_texts(store) + _unflagged(store), repaired,
-                    disputes_fail, drift_fail)
+                    disputes_fail, drift_fail, tree, read)
 
 
 def finished(store: Store, place, problems: list[str], disputes: list[str], notices: list[str],  # type: ignore[no-untyped-def]
              repaired: int | None = None, disputes_fail: bool = False, drift_fail: bool = False,
-             tree=None) -> VerifyReport:
+             tree=None, read: tuple | None = None) -> VerifyReport:
     """The report, from what the log and the index were found to hold: the work tree's
     drift and the mirror (where `place` is given, the memory's MEMORY.md judged as the
     work tree holds it) checked now, and the options that make disputes and drift fail.
-    `tree`: the work tree (qem_edit.system.anchors.work_tree), where the caller has it already."""
-    drift = _drift_problems(store, place, tree) if place is not None else []
+    `tree`: the work tree (qem_edit.system.anchors.work_tree), where the caller has it already;
+    `read`: what git listed of it (gitrepo.work_tree_files), where the caller asked already."""
+    drift = _drift_problems(store, place, tree, read) if place is not None else []
     if place is not None:
         problems = problems + _mirror_problems(store, place)
     if disputes_fail:
@@ -175,13 +178,13 @@ def tracked_private(store: Store) -> list[str]:
             f" {relative}` and commit" for name in tracked]
 
 
-def _drift_problems(store: Store, place, tree=None) -> list[str]:  # type: ignore[no-untyped-def]
+def _drift_problems(store: Store, place, tree=None, read: tuple | None = None) -> list[str]:  # type: ignore[no-untyped-def]
     """Anchored content that changed under a note nobody flagged (a commit made without
     the qem-anchors hook): each drifted anchor named, with the command that flags it."""
     from ..reads.drift import check
     from ..system.anchors import work_tree
 
-    report = check(store, tree or work_tree(place.root), "work tree")  # (given: one git call fewer for a hook)
+    report = check(store, tree or work_tree(place.root), "work tree", read if tree else None)  # (given: fewer git rounds for a hook)
     return [f"drift: #{found.note.shown} {found.note.kind}: {d.words()}, and the note is not flagged;"
             " `qem anchors check --flag` flags it (or re-anchors a move)" for found in report.notes for d in found.drifted]
 

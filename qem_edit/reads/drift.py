@@ -147,11 +147,12 @@ def _s(count: int) -> str:
 # -- the check ----------------------------------------------------------------------------------
 
 
-def check(store: "Store", tree: WorkTree, judged: str = WORK_TREE) -> Report:
+def check(store: "Store", tree: WorkTree, judged: str = WORK_TREE, read: tuple | None = None) -> Report:
     """Every anchor of the notes `active` judged against `judged` (WORK_TREE, STAGED, or a
     revision), drifted ones grouped by note in the projection's order.  Judging a commit,
     the notes it adds are judged apart: one whose anchored content the commit does not
-    carry (a file not staged, or staged otherwise) is no drift but an incomplete commit."""
+    carry (a file not staged, or staged otherwise) is no drift but an incomplete commit.
+    `read`: the work tree as git listed it already in this run (anchors.WorkTreeContent)."""
     report = Report(judged)
     added: set[str] = set()
     if judged == STAGED:
@@ -165,7 +166,7 @@ def check(store: "Store", tree: WorkTree, judged: str = WORK_TREE) -> Report:
         anchors = store.anchors_in_force(states=("active",))
     if not anchors:
         return report
-    found = _drifted(store, report, _content(tree, judged, sorted({path for _, path, _ in anchors})), anchors)
+    found = _drifted(store, report, _content(tree, judged, sorted({path for _, path, _ in anchors}), read), anchors)
     notes = store.notes_by_id(found)
     drifted = sorted((NoteDrift(notes[n], found[n]) for n in found if n in notes), key=lambda f: sort_key(f.note))
     report.notes = [f for f in drifted if f.note.id not in added]
@@ -283,10 +284,10 @@ class _Content:
         return path in self._unknown or any(u.startswith(path + "/") for u in self._unknown)
 
 
-def _content(tree: WorkTree, judged: str, paths: list[str]) -> _Content:
+def _content(tree: WorkTree, judged: str, paths: list[str], read: tuple | None = None) -> _Content:
     base = _listed_or_empty(tree, "HEAD" if judged in (WORK_TREE, STAGED) else f"{judged}^")
     if judged == WORK_TREE:
-        return _Content(WorkTreeContent(tree), base)
+        return _Content(WorkTreeContent(tree, read), base)
     if judged == STAGED:
         from ..system.anchors import unmerged
 

@@ -176,11 +176,13 @@ def silence_stdout() -> None:
 def catch_interrupts() -> None:
     """Ctrl-C ends long SQLite work too (qem_edit.system.db.on_interrupt), where Python's own
     handler is in place (the main thread of a process that did not ignore SIGINT)."""
-    import signal
-    import threading
+    import _signal  # (signal's own C module, loaded as Python starts: `signal` adds enums, `threading` a thread's name)
 
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, db.on_interrupt)
+    try:
+        if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+            _signal.signal(_signal.SIGINT, db.on_interrupt)
+    except ValueError:  # not the main thread: signals are the main thread's
+        pass
 
 
 # -- the commands the pre-commit hooks run (qem_edit.shells.quick holds their options' help) -------------

@@ -475,14 +475,15 @@ class WorkTreeContent:
     its stat cache says is unchanged, the files themselves for what it does not (changed,
     untracked, or not in git's index at all); outside git, the files themselves."""
 
-    def __init__(self, tree: WorkTree) -> None:
+    def __init__(self, tree: WorkTree, read: tuple | None = None) -> None:
+        """`read`: what `gitrepo.work_tree_files` answered already, in this run (else asked now)."""
         self.tree = tree
         self.listing: Listing | None = None
         self.changed: list[str] = []
         if tree.git:
             from . import gitrepo
 
-            entries, unstaged, untracked = gitrepo.work_tree_files(tree.top)
+            entries, unstaged, untracked = read if read is not None else gitrepo.work_tree_files(tree.top)
             self.listing = _listing(tree, entries)
             self.changed = sorted(unstaged | set(untracked))
 

@@ -76,8 +76,10 @@ def top_and_object_format(path: Path) -> tuple[Path, str] | None:
     ids are in (sha1 for one git names otherwise), asked in one call: a hook pays for each
     (None: not in a work tree, or no git)."""
     found = _top(path, "--show-object-format")
-    if found is None:
-        return None
+    return _named_top(found) if found is not None else None
+
+
+def _named_top(found: bytes) -> tuple[Path, str]:
     top, _, object_format = found.decode("utf-8", "surrogateescape").strip().partition("\n")
     return Path(top).resolve(), object_format if object_format in ("sha1", "sha256") else "sha1"
 
@@ -338,6 +340,35 @@ def commit_files(top: Path, folder: str) -> tuple[set[str], dict[str, str], list
     return (_names(unstaged.stdout),
             _listed_blobs(staged.stdout) if staged.returncode == 0 else staged_files(top, [folder]),
             _name_list(changes.stdout) if changes.returncode == 0 else None)
+
+
+def commit_round(top: Path, root: Path, folder: str, whole: bool):  # type: ignore[no-untyped-def]
+    """`top_and_object_format(root)`, `commit_files(top, folder)` and, where `whole`,
+    `work_tree_files(top)`, asked of git in one round (in turn, a commit hook pays for three
+    rounds of git starts): `top`, the top of the work tree holding `root`, as its files name it
+    (qem_edit.system.workspace.git_top), the others' folder before git confirms it.  None where
+    git names another top, or none (the caller then asks in turn).  The files under `folder`
+    are the whole work tree's, those under it kept, where the whole is asked anyway; each
+    answer else as its own function gives it."""
+    prefix = b"" if folder == "." else os.fsencode(folder) + b"/"
+    asks = [["-C", os.fspath(root), "rev-parse", "--show-toplevel", "--show-object-format"],
+            [*_UNSTAGED_FILES, *([] if whole else [folder])], [*_STAGED_FILES, *([] if whole else [folder])],
+            [*_STAGED_CHANGES, "HEAD", "--"], *([[*_UNTRACKED_FILES]] if whole else [])]
+    try:
+        found, unstaged, staged, changes, *untracked = _gits(top, asks, extra=index_env(top))
+    except errors.BadInput:  # (no git to run: the caller's turn says so as it says it)
+        return None
+    named = _named_top(found.stdout) if found.returncode == 0 else None
+    if named is None or named[0] != top.resolve():
+        return None
+    under = [n for n in unstaged.stdout.split(b"\0") if n.startswith(prefix)] if whole else [unstaged.stdout]
+    listed = b"\0".join(r for r in staged.stdout.split(b"\0") if r.partition(b"\t")[2].startswith(prefix)) \
+        if whole else staged.stdout
+    files = (_names(b"\0".join(under)),
+             _listed_blobs(listed) if staged.returncode == 0 else staged_files(top, [folder]),
+             _name_list(changes.stdout) if changes.returncode == 0 else None)
+    work = (_index_entries(staged), _names(unstaged.stdout), _untracked(untracked[0].stdout)) if whole else None
+    return named, files, work
 
 
 def index_entries(top: Path, paths: list[str] | None = None) -> list[tuple[bytes, str, str, str]]:

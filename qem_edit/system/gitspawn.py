@@ -119,7 +119,7 @@ def run_together(cwd: str, asks: list[list[str]], env: dict[str, str], timeout: 
     """Each of `asks` (git's arguments) run as `run` runs one, all started at once, so that
     they run side by side (`input` given to the first); their answers in the same order.
     Where one cannot start, or a Ctrl-C comes, every one started is ended and waited for."""
-    import signal
+    import _signal as signal  # (the C module Python loads as it starts: `signal` adds enums)
     import time
 
     if not os.path.isdir(cwd):
@@ -220,7 +220,7 @@ def _end(pids: list[int], grace: float) -> None:
     """Each git of `pids` (started, not waited for: a run past its time, a failure or a
     Ctrl-C on the way) ended and waited for: given `grace` seconds to end on its own first
     (a Ctrl-C at a terminal reaches git too, which then lets go of its locks), then killed."""
-    import signal
+    import _signal as signal  # (the C module Python loads as it starts: `signal` adds enums)
     import time
 
     deadline = time.monotonic() + grace
