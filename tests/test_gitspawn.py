@@ -151,6 +151,14 @@ def test_without_posix_spawn_git_runs_as_before(repo: Path, monkeypatch: pytest.
                                                gitrepo.staged_changes(repo))
 
 
+def hooks_own_index(repo: Path, monkeypatch: pytest.MonkeyPatch, *staging: str) -> None:
+    """As `git commit -a` gives a hook: an index of its own (GIT_INDEX_FILE), staging `staging` too."""
+    index = repo / ".git" / "next-index"
+    shutil.copy(repo / ".git" / "index", index)
+    subprocess.run(["git", "add", *staging], cwd=repo, check=True, env={**os.environ, "GIT_INDEX_FILE": str(index)})
+    monkeypatch.setenv("GIT_INDEX_FILE", str(index))
+
+
 @pytest.mark.parametrize("case", ["changes", "no HEAD yet", "a hook's own index", "no such folder in git"])
 def test_the_three_asked_at_once_answer_as_in_turn(repo: Path, case: str, monkeypatch: pytest.MonkeyPatch,
                                                    tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -160,11 +168,8 @@ def test_the_three_asked_at_once_answer_as_in_turn(repo: Path, case: str, monkey
         subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
         (repo / "x.txt").write_text("x\n")
         subprocess.run(["git", "add", "x.txt"], cwd=repo, check=True)
-    elif case == "a hook's own index":  # as `git commit -a` gives a hook: another index, staging a.txt too
-        index = repo / ".git" / "next-index"
-        shutil.copy(repo / ".git" / "index", index)
-        subprocess.run(["git", "add", "a.txt"], cwd=repo, check=True, env={**os.environ, "GIT_INDEX_FILE": str(index)})
-        monkeypatch.setenv("GIT_INDEX_FILE", str(index))
+    elif case == "a hook's own index":
+        hooks_own_index(repo, monkeypatch, "a.txt")
     elif case == "no such folder in git":
         folder = "nowhere"
     together = gitrepo.commit_files(repo, folder)
@@ -188,11 +193,7 @@ def test_the_work_tree_asked_at_once_answers_as_in_turn(repo: Path, case: str, m
     subprocess.run(["git", "init", "-q", str(repo / "nested")], check=True)  # (listed as `nested/`: left out)
     (repo / "nested" / "inside.txt").write_text("n\n")
     if case == "a hook's own index":
-        index = repo / ".git" / "next-index"
-        shutil.copy(repo / ".git" / "index", index)
-        subprocess.run(["git", "add", "a.txt", "untracked.txt"], cwd=repo, check=True,
-                       env={**os.environ, "GIT_INDEX_FILE": str(index)})
-        monkeypatch.setenv("GIT_INDEX_FILE", str(index))
+        hooks_own_index(repo, monkeypatch, "a.txt", "untracked.txt")
     elif case == "a broken index":
         (repo / ".git" / "index").write_bytes(b"DIRC not an index")
     elif case == "no git repository":
@@ -343,12 +344,8 @@ def test_the_commit_round_answers_as_its_three_functions_in_turn(repo: Path, cas
         shutil.rmtree(repo / ".git")
         subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
         subprocess.run(["git", "add", "mem/kept.txt", "a.txt"], cwd=repo, check=True)
-    elif case == "a hook's own index":  # as `git commit -a` gives a hook: another index, staging more
-        index = repo / ".git" / "next-index"
-        shutil.copy(repo / ".git" / "index", index)
-        subprocess.run(["git", "add", "mem/é changed.txt", "mem/untracked.txt"], cwd=repo, check=True,
-                       env={**os.environ, "GIT_INDEX_FILE": str(index)})
-        monkeypatch.setenv("GIT_INDEX_FILE", str(index))
+    elif case == "a hook's own index":
+        hooks_own_index(repo, monkeypatch, "mem/é changed.txt", "mem/untracked.txt")
     elif case == "no such folder in git":
         folder = "nowhere"
     elif case == "the top as folder":
