@@ -381,3 +381,34 @@ def test_the_commit_round_answers_as_its_three_functions_in_turn(repo: Path, cas
         unstaged, staged, changes = found[1]
         assert unstaged == {"mem/é changed.txt"} and "memo" not in staged and "mem/staged.txt" in staged
         assert set(changes) == {"mem/staged.txt", "memo"}
+
+
+def test_a_top_whose_name_ends_in_a_space_is_named_as_it_is(tmp_path: Path) -> None:
+    """git prints the top on a line of its own: a folder's name ending in a space keeps it
+    (it was stripped, and every path below named a folder that is not there)."""
+    top = tmp_path / "work "
+    top.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=top, check=True)
+    (top / "sub").mkdir()
+    assert gitrepo.toplevel(top / "sub") == top
+    assert gitrepo.top_and_object_format(top / "sub") == (top.resolve(), "sha1")
+    found = gitrepo.commit_round(top, top / "sub", "sub", False)
+    assert found is not None and found[0] == (top.resolve(), "sha1")
+
+
+def test_a_round_past_its_time_fails_once(repo: Path, monkeypatch: pytest.MonkeyPatch,
+                                          tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A git of the round killed past its time fails the round as it fails any git: it is
+    not taken for a git that cannot run, whose questions the caller asks again in turn
+    (and would wait for as long again)."""
+    bin_dir = tmp_path_factory.mktemp("bin")
+    slow = bin_dir / "git"  # the real git, but for untracked files, which it lists after a sleep
+    slow.write_text(f'#!/bin/sh\ncase " $* " in *" -o "*) sleep 5;; esac\nexec {shutil.which("git")} "$@"\n')
+    slow.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(gitrepo, "TIMEOUT_S", 0.5)
+    assert gitrepo.commit_round(repo, repo, ".", False) is not None  # (the untracked files not asked)
+    started = time.monotonic()
+    with pytest.raises(gitrepo.GitTimedOut, match="timed out"):
+        gitrepo.commit_round(repo, repo, ".", True)
+    assert time.monotonic() - started < 3

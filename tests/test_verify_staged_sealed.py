@@ -251,3 +251,26 @@ def test_a_top_the_files_misname_is_asked_of_git_and_answered_alike(tmp_path: Pa
     sealed = answers(app, env)
     assert sealed[0] == (0, "", "ok: the log replays cleanly to 1 note\n")
     assert sealed == full(app, env)
+
+
+def test_a_work_tree_whose_name_ends_in_a_space_is_written_and_verified(tmp_path: Path, monkeypatch) -> None:
+    """A work tree's top named with a space at its end: `qem add` writes (it gave a
+    traceback: the top git printed was stripped of the space), and `verify --staged` is
+    answered from its seal as anywhere."""
+    (tmp_path / "home").mkdir()
+    env = git_env(tmp_path / "home")
+    work = tmp_path / "work "
+    work.mkdir()
+    git("init", "-q", "-b", "main", cwd=work, env=env)
+    added = qem(work, env, "add", "tidy the build", "--kind", "task")
+    assert added.returncode == 0, added.stderr
+    assert qem(work, env, "export").returncode == 0
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "the memory", "--no-verify", cwd=work, env=env)
+    assert qem(work, env, "verify", "--staged").returncode == 0 and (work / ".qem" / VERIFIED).is_file()
+    (work / "other.py").write_text("b = 3\n")
+    git("add", "other.py", cwd=work, env=env)
+    assert not replayed(work, monkeypatch)
+    sealed = answers(work, env)
+    assert sealed[0] == (0, "", "ok: the log replays cleanly to 1 note\n")
+    assert sealed == full(work, env)

@@ -28,6 +28,11 @@ from ..storage.store import Store
 from ..system import gitrepo
 from .export import Verdict, same_text
 
+TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from ..system.anchors import WorkTree
+    from ..system.gitrepo import CommitFiles, WorkTreeFiles
+
 SHOWN_MOST = 8  # notes and files named in a refusal; the rest are counted
 
 
@@ -139,7 +144,8 @@ def verify_staged(store: Store, place, **options):  # type: ignore[no-untyped-de
     return report
 
 
-def _asked(store: Store, place):  # type: ignore[no-untyped-def]
+def _asked(store: Store, place  # type: ignore[no-untyped-def]
+           ) -> tuple[WorkTree, str | None, CommitFiles | None, WorkTreeFiles | None]:
     """The work tree (anchors.WorkTree), the memory's folder from its top, what git says of
     the commit's files (gitrepo.commit_files) and, where a note in force is anchored, of the
     work tree (gitrepo.work_tree_files, for the drift check): asked in one round of git starts

@@ -26,6 +26,8 @@ from ..system.db import Connection
 TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
     from ..storage.store import Store
+    from ..system.anchors import WorkTree
+    from ..system.gitrepo import WorkTreeFiles
 
 # (The checks of the log's content are imported where they run: `qem verify --staged` on a
 # commit that touches no memory answers from a seal (qem_edit.mirror.staged) and runs none of them.)
@@ -87,8 +89,8 @@ class VerifyReport:
 
 
 def verify_report(store: Store, place=None, *, repair: bool = False, disputes_fail: bool = False,  # type: ignore[no-untyped-def]
-                  base: str | None = None, drift_fail: bool = False, late_fail: bool = False, tree=None,
-                  read: tuple | None = None) -> VerifyReport:
+                  base: str | None = None, drift_fail: bool = False, late_fail: bool = False,
+                  tree: WorkTree | None = None, read: WorkTreeFiles | None = None) -> VerifyReport:
     """Every check above; with `repair`, an index that disagrees with the log is rebuilt
     first (the log itself is never changed).  `base`: the revision whose merge base with
     HEAD the removals are judged against (default HEAD itself; qem_edit.reads.removals).
@@ -122,7 +124,7 @@ def late(report: VerifyReport, store: Store, fail: bool) -> VerifyReport:
 
 def _report(store: Store, place, fresh: Connection, index_problems: list[str], set_aside: list[str],  # type: ignore[no-untyped-def]
             repaired: int | None, disputes_fail: bool, base: str | None = None,
-            drift_fail: bool = False, tree=None, read: tuple | None = None) -> VerifyReport:
+            drift_fail: bool = False, tree: WorkTree | None = None, read: WorkTreeFiles | None = None) -> VerifyReport:
     problems = set_aside + _log_problems(store) + index_problems
     found = store.verify_reads().graph_problems(fresh)
     broken = [p for p in found if not p.startswith(("fork:", "disputed:"))]
@@ -140,7 +142,7 @@ def _report(store: Store, place, fresh: Connection, index_problems: list[str], s
 
 def finished(store: Store, place, problems: list[str], disputes: list[str], notices: list[str],  # type: ignore[no-untyped-def]
              repaired: int | None = None, disputes_fail: bool = False, drift_fail: bool = False,
-             tree=None, read: tuple | None = None) -> VerifyReport:
+             tree: WorkTree | None = None, read: WorkTreeFiles | None = None) -> VerifyReport:
     """The report, from what the log and the index were found to hold: the work tree's
     drift and the mirror (where `place` is given, the memory's MEMORY.md judged as the
     work tree holds it) checked now, and the options that make disputes and drift fail.
@@ -178,7 +180,8 @@ def tracked_private(store: Store) -> list[str]:
             f" {relative}` and commit" for name in tracked]
 
 
-def _drift_problems(store: Store, place, tree=None, read: tuple | None = None) -> list[str]:  # type: ignore[no-untyped-def]
+def _drift_problems(store: Store, place, tree: WorkTree | None = None,  # type: ignore[no-untyped-def]
+                    read: WorkTreeFiles | None = None) -> list[str]:
     """Anchored content that changed under a note nobody flagged (a commit made without
     the qem-anchors hook): each drifted anchor named, with the command that flags it."""
     from ..reads.drift import check

@@ -37,6 +37,7 @@ from ..system.anchors import Listing, WorkTree, WorkTreeContent, revision_listin
 TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
     from ..storage.store import Store
+    from ..system.gitrepo import WorkTreeFiles
 
 WORK_TREE, STAGED = "work tree", "staged"
 
@@ -147,7 +148,7 @@ def _s(count: int) -> str:
 # -- the check ----------------------------------------------------------------------------------
 
 
-def check(store: "Store", tree: WorkTree, judged: str = WORK_TREE, read: tuple | None = None) -> Report:
+def check(store: "Store", tree: WorkTree, judged: str = WORK_TREE, read: WorkTreeFiles | None = None) -> Report:
     """Every anchor of the notes `active` judged against `judged` (WORK_TREE, STAGED, or a
     revision), drifted ones grouped by note in the projection's order.  Judging a commit,
     the notes it adds are judged apart: one whose anchored content the commit does not
@@ -284,7 +285,7 @@ class _Content:
         return path in self._unknown or any(u.startswith(path + "/") for u in self._unknown)
 
 
-def _content(tree: WorkTree, judged: str, paths: list[str], read: tuple | None = None) -> _Content:
+def _content(tree: WorkTree, judged: str, paths: list[str], read: WorkTreeFiles | None = None) -> _Content:
     base = _listed_or_empty(tree, "HEAD" if judged in (WORK_TREE, STAGED) else f"{judged}^")
     if judged == WORK_TREE:
         return _Content(WorkTreeContent(tree, read), base)

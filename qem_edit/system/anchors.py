@@ -29,6 +29,10 @@ from ..base import errors
 from ..base.records import Record
 from ..base.stored_form import UNANCHORABLE, anchor_path_problem
 
+TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from .gitrepo import WorkTreeFiles
+
 
 class WorkTree(Record):
     """The tree anchors are relative to: git's work tree top (else the workspace), whether
@@ -475,7 +479,7 @@ class WorkTreeContent:
     its stat cache says is unchanged, the files themselves for what it does not (changed,
     untracked, or not in git's index at all); outside git, the files themselves."""
 
-    def __init__(self, tree: WorkTree, read: tuple | None = None) -> None:
+    def __init__(self, tree: WorkTree, read: WorkTreeFiles | None = None) -> None:
         """`read`: what `gitrepo.work_tree_files` answered already, in this run (else asked now)."""
         self.tree = tree
         self.listing: Listing | None = None

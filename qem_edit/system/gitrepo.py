@@ -44,7 +44,7 @@ def _gits(cwd: Path, asks: list[list[str]], input: bytes | None = None,
         return done
     except TimeoutError:
         asked = "; ".join(" ".join(args[:3]) for args in asks)
-        raise errors.BadInput(f"cannot run git: git {asked} timed out after {TIMEOUT_S} seconds") from None
+        raise GitTimedOut(f"cannot run git: git {asked} timed out after {TIMEOUT_S} seconds") from None
     except OSError as exc:
         if isinstance(exc, FileNotFoundError) and exc.filename in ("git", None) and not _missing:  # (not the folder)
             _missing.append(True)
@@ -65,10 +65,14 @@ class GitFailed(errors.BadInput):
     it asked (a BadInput still, where no caller says more)."""
 
 
+class GitTimedOut(errors.BadInput):
+    """A git command killed past TIMEOUT_S (a BadInput, as every git that cannot be run)."""
+
+
 def toplevel(path: Path) -> Path | None:
     """The top of the git work tree holding `path` (None: not in one, or no git)."""
     found = _top(path)
-    return Path(found.decode().strip()) if found is not None else None
+    return Path(_first_line(found)) if found is not None else None
 
 
 def top_and_object_format(path: Path) -> tuple[Path, str] | None:
@@ -80,8 +84,15 @@ def top_and_object_format(path: Path) -> tuple[Path, str] | None:
 
 
 def _named_top(found: bytes) -> tuple[Path, str]:
-    top, _, object_format = found.decode("utf-8", "surrogateescape").strip().partition("\n")
-    return Path(top).resolve(), object_format if object_format in ("sha1", "sha256") else "sha1"
+    """What `rev-parse --show-toplevel --show-object-format` printed: the top, resolved,
+    and the object format."""
+    object_format = found.decode("utf-8", "surrogateescape").partition("\n")[2].strip()
+    return Path(_first_line(found)).resolve(), object_format if object_format in ("sha1", "sha256") else "sha1"
+
+
+def _first_line(found: bytes) -> str:
+    """The first line git printed, as it holds it: a folder's name may end in a space."""
+    return found.decode("utf-8", "surrogateescape").partition("\n")[0]
 
 
 def _top(path: Path, *also: str) -> bytes | None:
@@ -327,7 +338,11 @@ def _name_list(listed: bytes) -> list[str]:
     return [name for name in listed.decode("utf-8", "surrogateescape").split("\0") if name]
 
 
-def commit_files(top: Path, folder: str) -> tuple[set[str], dict[str, str], list[str] | None]:
+CommitFiles = tuple[set[str], dict[str, str], list[str] | None]  # commit_files' answer
+WorkTreeFiles = tuple[list[tuple[bytes, str, str, str]], set[str], list[str]]  # work_tree_files' answer
+
+
+def commit_files(top: Path, folder: str) -> CommitFiles:
     """`unstaged_files(top, [folder])`, `staged_files(top, [folder])` and
     `staged_changes(top)`, asked of git side by side: what a commit hook that judges the
     commit's files asks first (one after another, it pays for three git starts in turn).
@@ -335,40 +350,49 @@ def commit_files(top: Path, folder: str) -> tuple[set[str], dict[str, str], list
     do alone; the changes, where git failed to list them, are None: the caller asks
     `staged_changes` if it needs them (which lists every staged path where there is no HEAD
     yet, and says git's failure otherwise)."""
-    unstaged, staged, changes = _gits(top, [[*_UNSTAGED_FILES, folder], [*_STAGED_FILES, folder],
-                                           [*_STAGED_CHANGES, "HEAD", "--"]], extra=index_env(top))
+    return _commit_files(top, folder, *_gits(top, _commit_asks([folder]), extra=index_env(top)))
+
+
+def _commit_asks(paths: list[str]) -> list[list[str]]:
+    """What `commit_files` asks (of `paths`; of every path where none is named)."""
+    return [[*_UNSTAGED_FILES, *paths], [*_STAGED_FILES, *paths], [*_STAGED_CHANGES, "HEAD", "--"]]
+
+
+def _commit_files(top: Path, folder: str, unstaged: gitspawn.Ran, staged: gitspawn.Ran,
+                  changes: gitspawn.Ran) -> CommitFiles:
     return (_names(unstaged.stdout),
             _listed_blobs(staged.stdout) if staged.returncode == 0 else staged_files(top, [folder]),
             _name_list(changes.stdout) if changes.returncode == 0 else None)
 
 
-def commit_round(top: Path, root: Path, folder: str, whole: bool):  # type: ignore[no-untyped-def]
+def commit_round(top: Path, root: Path, folder: str,
+                 whole: bool) -> tuple[tuple[Path, str], CommitFiles, WorkTreeFiles | None] | None:
     """`top_and_object_format(root)`, `commit_files(top, folder)` and, where `whole`,
-    `work_tree_files(top)`, asked of git in one round (in turn, a commit hook pays for three
-    rounds of git starts): `top`, the top of the work tree holding `root`, as its files name it
-    (qem_edit.system.workspace.git_top), the others' folder before git confirms it.  None where
-    git names another top, or none (the caller then asks in turn).  The files under `folder`
-    are the whole work tree's, those under it kept, where the whole is asked anyway; each
-    answer else as its own function gives it."""
-    prefix = b"" if folder == "." else os.fsencode(folder) + b"/"
+    `work_tree_files(top)`, asked of git in one round (in turn, a commit hook waits for three
+    rounds of git starts).  `top`: the work tree's top as its files name it
+    (qem_edit.system.workspace.git_top), where the others are asked, checked against the top
+    git names: None where that is another, or where git cannot be run (the caller then asks
+    in turn, as it would have).  Where `whole`, the commit's files are those of the whole
+    work tree's listing under `folder`, not asked apart."""
     asks = [["-C", os.fspath(root), "rev-parse", "--show-toplevel", "--show-object-format"],
-            [*_UNSTAGED_FILES, *([] if whole else [folder])], [*_STAGED_FILES, *([] if whole else [folder])],
-            [*_STAGED_CHANGES, "HEAD", "--"], *([[*_UNTRACKED_FILES]] if whole else [])]
+            *_commit_asks([] if whole else [folder]), *([[*_UNTRACKED_FILES]] if whole else [])]
     try:
         found, unstaged, staged, changes, *untracked = _gits(top, asks, extra=index_env(top))
-    except errors.BadInput:  # (no git to run: the caller's turn says so as it says it)
+    except GitTimedOut:
+        raise  # (asked again, it would wait as long again)
+    except errors.BadInput:  # (no git on the PATH, a folder git cannot enter)
         return None
     named = _named_top(found.stdout) if found.returncode == 0 else None
     if named is None or named[0] != top.resolve():
         return None
-    under = [n for n in unstaged.stdout.split(b"\0") if n.startswith(prefix)] if whole else [unstaged.stdout]
-    listed = b"\0".join(r for r in staged.stdout.split(b"\0") if r.partition(b"\t")[2].startswith(prefix)) \
-        if whole else staged.stdout
-    files = (_names(b"\0".join(under)),
-             _listed_blobs(listed) if staged.returncode == 0 else staged_files(top, [folder]),
-             _name_list(changes.stdout) if changes.returncode == 0 else None)
-    work = (_index_entries(staged), _names(unstaged.stdout), _untracked(untracked[0].stdout)) if whole else None
-    return named, files, work
+    if not whole:
+        return named, _commit_files(top, folder, unstaged, staged, changes), None
+    prefix = b"" if folder == "." else os.fsencode(folder) + b"/"
+    under = gitspawn.Ran(unstaged.returncode, b"\0".join(
+        name for name in unstaged.stdout.split(b"\0") if name.startswith(prefix)), unstaged.stderr)
+    listed = gitspawn.Ran(staged.returncode, b"\0".join(
+        record for record in staged.stdout.split(b"\0") if record.partition(b"\t")[2].startswith(prefix)), staged.stderr)
+    return named, _commit_files(top, folder, under, listed, changes), _work_tree_files(staged, unstaged, untracked[0])
 
 
 def index_entries(top: Path, paths: list[str] | None = None) -> list[tuple[bytes, str, str, str]]:
@@ -378,11 +402,15 @@ def index_entries(top: Path, paths: list[str] | None = None) -> list[tuple[bytes
     return _index_entries(_git(top, "--literal-pathspecs", "ls-files", "-s", "-z", *named, extra=index_env(top)))
 
 
-def work_tree_files(top: Path) -> tuple[list[tuple[bytes, str, str, str]], set[str], list[str]]:
+def work_tree_files(top: Path) -> WorkTreeFiles:
     """`index_entries(top)`, `unstaged_files(top, [])` and `untracked_files(top)`, asked of
     git side by side (one after another, a commit hook pays for three git starts in turn)."""
-    entries, unstaged, untracked = _gits(top, [["--literal-pathspecs", "ls-files", "-s", "-z"], [*_UNSTAGED_FILES],
-                                               [*_UNTRACKED_FILES]], extra=index_env(top))
+    entries, unstaged, untracked = _gits(top, [[*_STAGED_FILES], [*_UNSTAGED_FILES], [*_UNTRACKED_FILES]],
+                                         extra=index_env(top))
+    return _work_tree_files(entries, unstaged, untracked)
+
+
+def _work_tree_files(entries: gitspawn.Ran, unstaged: gitspawn.Ran, untracked: gitspawn.Ran) -> WorkTreeFiles:
     return _index_entries(entries), _names(unstaged.stdout), _untracked(untracked.stdout)
 
 
