@@ -383,17 +383,20 @@ def test_the_commit_round_answers_as_its_three_functions_in_turn(repo: Path, cas
         assert set(changes) == {"mem/staged.txt", "memo"}
 
 
-def test_a_top_whose_name_ends_in_a_space_is_named_as_it_is(tmp_path: Path) -> None:
-    """git prints the top on a line of its own: a folder's name ending in a space keeps it
-    (it was stripped, and every path below named a folder that is not there)."""
-    top = tmp_path / "work "
+@pytest.mark.parametrize("name", ["work ", "wo\nrk", "wo\n\nrk", "work\n", " work", "\twork"])
+@pytest.mark.parametrize("object_format", ["sha1", "sha256"])
+def test_a_top_is_named_as_git_prints_it(tmp_path: Path, name: str, object_format: str) -> None:
+    """git prints the top as it is, then a line break: a folder's name ending in a space, or
+    holding a line break, keeps it (a space was stripped, and every path below named a
+    folder that is not there); the object format is the last line."""
+    top = tmp_path / name
     top.mkdir()
-    subprocess.run(["git", "init", "-q"], cwd=top, check=True)
+    subprocess.run(["git", "init", "-q", f"--object-format={object_format}"], cwd=top, check=True)
     (top / "sub").mkdir()
     assert gitrepo.toplevel(top / "sub") == top
-    assert gitrepo.top_and_object_format(top / "sub") == (top.resolve(), "sha1")
+    assert gitrepo.top_and_object_format(top / "sub") == (top.resolve(), object_format)
     found = gitrepo.commit_round(top, top / "sub", "sub", False)
-    assert found is not None and found[0] == (top.resolve(), "sha1")
+    assert found is not None and found[0] == (top.resolve(), object_format)
 
 
 def test_a_round_past_its_time_fails_once(repo: Path, monkeypatch: pytest.MonkeyPatch,

@@ -9,6 +9,7 @@ seal removed.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -253,18 +254,23 @@ def test_a_top_the_files_misname_is_asked_of_git_and_answered_alike(tmp_path: Pa
     assert sealed == full(app, env)
 
 
-def test_a_work_tree_whose_name_ends_in_a_space_is_written_and_verified(tmp_path: Path, monkeypatch) -> None:
-    """A work tree's top named with a space at its end: `qem add` writes (it gave a
-    traceback: the top git printed was stripped of the space), and `verify --staged` is
-    answered from its seal as anywhere."""
+@pytest.mark.parametrize("name", ["work ", "wo\nrk", os.fsdecode(b"wo\xffrk")], ids=["space", "line break", "not UTF-8"])
+def test_a_work_tree_named_oddly_is_written_exported_and_verified(tmp_path: Path, monkeypatch, name: str) -> None:
+    """A work tree's top named with a space at its end, a line break inside, or a byte that
+    is not UTF-8: `qem add` writes (a space gave a traceback: the top git printed was
+    stripped of it), `qem export` writes MEMORY.md (a name not UTF-8 gave a traceback: the
+    index's note of MEMORY.md's file held it, which SQLite cannot store), and `verify
+    --staged` is answered from its seal as anywhere."""
     (tmp_path / "home").mkdir()
     env = git_env(tmp_path / "home")
-    work = tmp_path / "work "
+    work = tmp_path / name
     work.mkdir()
     git("init", "-q", "-b", "main", cwd=work, env=env)
     added = qem(work, env, "add", "tidy the build", "--kind", "task")
     assert added.returncode == 0, added.stderr
-    assert qem(work, env, "export").returncode == 0
+    exported = qem(work, env, "export")
+    assert exported.returncode == 0 and (work / "MEMORY.md").is_file(), exported.stderr
+    assert qem(work, env, "export", "--check").returncode == 0
     git("add", "-A", cwd=work, env=env)
     git("commit", "-qm", "the memory", "--no-verify", cwd=work, env=env)
     assert qem(work, env, "verify", "--staged").returncode == 0 and (work / ".qem" / VERIFIED).is_file()

@@ -214,7 +214,8 @@ def _stat_line(path: Path, generation: int) -> str | None:
         st = os.stat(path)
     except OSError:
         return None
-    return f"{generation} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {path.resolve()}"
+    where = os.fsencode(path.resolve()).decode("utf-8", "backslashreplace")  # (a name not UTF-8: SQLite takes no surrogate)
+    return f"{generation} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {where}"
 
 
 def _remember(store: Store, path: Path, generation: int) -> None:

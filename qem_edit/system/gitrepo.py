@@ -25,7 +25,8 @@ def _git(cwd: Path, *args: str, input: bytes | None = None, extra: dict[str, str
 def _gits(cwd: Path, asks: list[list[str]], input: bytes | None = None,
           extra: dict[str, str] | None = None) -> list[gitspawn.Ran]:
     """Each of `asks` (git's arguments) run in the folder `cwd`, side by side (`input` given
-    to the first), in git's environment with `extra`; BadInput where git cannot be run."""
+    to the first), in git's environment with `extra`; BadInput where git cannot be run
+    (GitTimedOut, one, where it ran past TIMEOUT_S and was killed)."""
     env = gitspawn.base_env()
     env.update(extra or {})
     try:
@@ -72,7 +73,7 @@ class GitTimedOut(errors.BadInput):
 def toplevel(path: Path) -> Path | None:
     """The top of the git work tree holding `path` (None: not in one, or no git)."""
     found = _top(path)
-    return Path(_first_line(found)) if found is not None else None
+    return Path(_printed(found)) if found is not None else None
 
 
 def top_and_object_format(path: Path) -> tuple[Path, str] | None:
@@ -85,14 +86,15 @@ def top_and_object_format(path: Path) -> tuple[Path, str] | None:
 
 def _named_top(found: bytes) -> tuple[Path, str]:
     """What `rev-parse --show-toplevel --show-object-format` printed: the top, resolved,
-    and the object format."""
-    object_format = found.decode("utf-8", "surrogateescape").partition("\n")[2].strip()
-    return Path(_first_line(found)).resolve(), object_format if object_format in ("sha1", "sha256") else "sha1"
+    and the object format (its last line: the top's name may hold a line break)."""
+    top, _, object_format = _printed(found).rpartition("\n")
+    return Path(top).resolve(), object_format if object_format in ("sha1", "sha256") else "sha1"
 
 
-def _first_line(found: bytes) -> str:
-    """The first line git printed, as it holds it: a folder's name may end in a space."""
-    return found.decode("utf-8", "surrogateescape").partition("\n")[0]
+def _printed(found: bytes) -> str:
+    """What git printed, its one line break at the end dropped, nothing else: a folder's
+    name may end in a space, or hold a line break, and git prints it as it is."""
+    return found.decode("utf-8", "surrogateescape").removesuffix("\n")
 
 
 def _top(path: Path, *also: str) -> bytes | None:
@@ -372,8 +374,9 @@ def commit_round(top: Path, root: Path, folder: str,
     rounds of git starts).  `top`: the work tree's top as its files name it
     (qem_edit.system.workspace.git_top), where the others are asked, checked against the top
     git names: None where that is another, or where git cannot be run (the caller then asks
-    in turn, as it would have).  Where `whole`, the commit's files are those of the whole
-    work tree's listing under `folder`, not asked apart."""
+    in turn, as it would have); GitTimedOut where one ran past its time (asked again, it would
+    wait as long again).  Where `whole`, the commit's files are those of the whole work
+    tree's listing under `folder`, not asked apart."""
     asks = [["-C", os.fspath(root), "rev-parse", "--show-toplevel", "--show-object-format"],
             *_commit_asks([] if whole else [folder]), *([[*_UNTRACKED_FILES]] if whole else [])]
     try:
