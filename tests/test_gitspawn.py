@@ -397,6 +397,23 @@ def test_a_top_is_named_as_git_prints_it(tmp_path: Path, name: str, object_forma
     assert gitrepo.top_and_object_format(top / "sub") == (top.resolve(), object_format)
     found = gitrepo.commit_round(top, top / "sub", "sub", False)
     assert found is not None and found[0] == (top.resolve(), object_format)
+    if "\n" not in name:  # (a git printing no format: the one line is the top)
+        assert gitrepo._named_top(os.fsencode(top) + b"\n") == (top.resolve(), "sha1")
+
+
+def test_a_shallow_clone_s_boundary_is_read_in_a_folder_whose_name_is_not_utf8(
+        repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """git names a linked worktree's shallow file by its whole path: a folder's name that is
+    not UTF-8 is read as the file system names it (it was a UnicodeDecodeError's traceback
+    from `qem diff`)."""
+    subprocess.run(["git", "commit", "-qm", "second"], cwd=repo, env=ENV, check=True)
+    clone = tmp_path_factory.mktemp("shallow") / os.fsdecode(b"sh\xffal")
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo}", str(clone)], env=ENV, check=True)
+    linked = clone.parent / "linked"
+    subprocess.run(["git", "worktree", "add", "-q", str(linked)], cwd=clone, env=ENV, check=True, capture_output=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, env=ENV, check=True, capture_output=True,
+                          text=True).stdout.strip()
+    assert gitrepo.shallow_boundary(clone) == gitrepo.shallow_boundary(linked) == [head]
 
 
 def test_a_round_past_its_time_fails_once(repo: Path, monkeypatch: pytest.MonkeyPatch,

@@ -254,7 +254,8 @@ def test_a_top_the_files_misname_is_asked_of_git_and_answered_alike(tmp_path: Pa
     assert sealed == full(app, env)
 
 
-@pytest.mark.parametrize("name", ["work ", "wo\nrk", os.fsdecode(b"wo\xffrk")], ids=["space", "line break", "not UTF-8"])
+@pytest.mark.parametrize("name", ["work ", "wo\nrk", "work\n", os.fsdecode(b"wo\xffrk")],
+                         ids=["space", "line break", "line break at the end", "not UTF-8"])
 def test_a_work_tree_named_oddly_is_written_exported_and_verified(tmp_path: Path, monkeypatch, name: str) -> None:
     """A work tree's top named with a space at its end, a line break inside, or a byte that
     is not UTF-8: `qem add` writes (a space gave a traceback: the top git printed was
@@ -271,6 +272,10 @@ def test_a_work_tree_named_oddly_is_written_exported_and_verified(tmp_path: Path
     exported = qem(work, env, "export")
     assert exported.returncode == 0 and (work / "MEMORY.md").is_file(), exported.stderr
     assert qem(work, env, "export", "--check").returncode == 0
+    with Store.open(work / ".qem") as store:  # what the index notes of MEMORY.md's file: a UTF-8 name as it is
+        noted = store.remembered("mirror_stat")
+    assert noted.endswith(f" {work / 'MEMORY.md'}" if name.isprintable() or "\n" in name
+                          else f" {tmp_path}/wo\\xffrk/MEMORY.md"), noted
     git("add", "-A", cwd=work, env=env)
     git("commit", "-qm", "the memory", "--no-verify", cwd=work, env=env)
     assert qem(work, env, "verify", "--staged").returncode == 0 and (work / ".qem" / VERIFIED).is_file()

@@ -87,14 +87,16 @@ def top_and_object_format(path: Path) -> tuple[Path, str] | None:
 def _named_top(found: bytes) -> tuple[Path, str]:
     """What `rev-parse --show-toplevel --show-object-format` printed: the top, resolved,
     and the object format (its last line: the top's name may hold a line break)."""
-    top, _, object_format = _printed(found).rpartition("\n")
+    top, newline, object_format = _printed(found).rpartition("\n")
+    if not newline:  # (one line: a git that printed no format)
+        top, object_format = object_format, ""
     return Path(top).resolve(), object_format if object_format in ("sha1", "sha256") else "sha1"
 
 
 def _printed(found: bytes) -> str:
     """What git printed, its one line break at the end dropped, nothing else: a folder's
     name may end in a space, or hold a line break, and git prints it as it is."""
-    return found.decode("utf-8", "surrogateescape").removesuffix("\n")
+    return os.fsdecode(found).removesuffix("\n")
 
 
 def _top(path: Path, *also: str) -> bytes | None:
@@ -192,7 +194,7 @@ def is_shallow(top: Path) -> bool:
 def shallow_boundary(top: Path) -> list[str]:
     """The commits a shallow clone's history stops at (their parents are not here)."""
     done = _git(top, "rev-parse", "--git-path", "shallow")
-    path = Path(done.stdout.decode().strip())
+    path = Path(_printed(done.stdout))
     path = path if path.is_absolute() else top / path
     try:
         return path.read_text("ascii").split()
