@@ -285,3 +285,21 @@ def test_a_work_tree_named_oddly_is_written_exported_and_verified(tmp_path: Path
     sealed = answers(work, env)
     assert sealed[0] == (0, "", "ok: the log replays cleanly to 1 note\n")
     assert sealed == full(work, env)
+
+
+def test_a_work_tree_named_beyond_ascii_under_an_ascii_locale_is_written_and_verified(tmp_path: Path) -> None:
+    """Where Python names files in ASCII (`LC_ALL=C`, no UTF-8 mode), what git prints of the
+    top is read as the file system names it: `qem add` in `wörk` gave a traceback (the name
+    read as UTF-8 could not be named back in ASCII)."""
+    (tmp_path / "home").mkdir()
+    env = {**git_env(tmp_path / "home"), "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    work = tmp_path / "wörk"
+    work.mkdir()
+    git("init", "-q", "-b", "main", cwd=work, env=env)
+    for argv in (("add", "tidy the build", "--kind", "task"), ("export",), ("export", "--check")):
+        done = qem(work, env, *argv)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (argv, done.stderr)
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "the memory", "--no-verify", cwd=work, env=env)
+    done = qem(work, env, "verify", "--staged")
+    assert done.returncode == 0 and done.stderr == "ok: the log replays cleanly to 1 note\n", done.stderr
