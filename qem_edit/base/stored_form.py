@@ -147,6 +147,13 @@ def is_utf8(text: str) -> bool:
     return True
 
 
+def utf8_named(name: str) -> str:
+    """`name` as UTF-8 text: where it was decoded from bytes that are not UTF-8 (with
+    surrogates, as git's paths and the file system's are), those bytes as `\\x` escapes;
+    any other name as it is."""
+    return name if is_utf8(name) else name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def anchor_path_problem(path: object) -> str | None:
     """What keeps `path` from being an anchor's path (None: nothing): relative, `/`-separated,
     no `.` or `..` or empty part, no backslash, one line with no control characters (MEMORY.md

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..base import errors
 from ..base.records import Record
+from ..base.stored_form import utf8_named
 from ..base.vocabulary import KINDS
 from ..storage.store import Store
 from ..system.files import file_chunks, read_at, read_regular, same_bytes, write_atomic
@@ -214,7 +215,7 @@ def _stat_line(path: Path, generation: int) -> str | None:
         st = os.stat(path)
     except OSError:
         return None
-    where = os.fsencode(path.resolve()).decode("utf-8", "backslashreplace")  # (a name not UTF-8: SQLite takes no surrogate)
+    where = utf8_named(str(path.resolve()))  # (a name not UTF-8: SQLite stores no surrogate)
     return f"{generation} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {where}"
 
 

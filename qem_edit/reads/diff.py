@@ -32,7 +32,7 @@ from pathlib import Path
 from ..base import errors, ids
 from ..base.owing import NO, UNKNOWN, answered, is_request, owed_words
 from ..base.replay import Event, Note, fold, sort_key
-from ..base.stored_form import Drift, anchors_of, drift_of, is_utf8
+from ..base.stored_form import Drift, anchors_of, drift_of, utf8_named
 from ..base.times import utc_now
 from ..base.vocabulary import LogError
 from ..storage.logtree import EVENTS, PACKS, TEXTS, LogFileError, LogTree, records_from
@@ -307,16 +307,12 @@ def _code_touched(top: Path, old: str | None, new: str | None, memory: tuple[Pat
             own.add(path.resolve().relative_to(top.resolve()).as_posix())
         except ValueError:
             continue  # outside the work tree: git names none of it
-    return {_named(path) for path in gitrepo.changed_paths(top, old, new)
+    # (a name git gives as bytes that are not UTF-8 is named with them escaped, so that what
+    # is printed, JSON too, is UTF-8; no anchor's path is such a name, nor holds a backslash:
+    # a folder anchor still finds it under it)
+    return {utf8_named(path) for path in gitrepo.changed_paths(top, old, new)
             if path not in own and ".qem" not in path.split("/")
             and not any(path.startswith(folder + "/") for folder in own)}
-
-
-def _named(path: str) -> str:
-    """A path as the diff names it: a name git gives as bytes that are not UTF-8 with those
-    bytes as `\\x` escapes, so that what is printed (JSON too) is UTF-8.  No anchor's path
-    is such a name, nor holds a backslash: a folder anchor still finds it under it."""
-    return path if is_utf8(path) else path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def about_the_code(side: Side, touched: set[str]) -> list[Anchored]:

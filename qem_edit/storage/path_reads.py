@@ -68,4 +68,3 @@ class PathReads(IndexReads):
         for chunk in db.chunks(sorted(set(note_ids))):
             out.update(f for (f,) in self._read(f"SELECT file FROM texts WHERE note IN ({db.marks(chunk)})", chunk))
         return out
-
