@@ -683,7 +683,7 @@ def test_check_is_not_fooled_by_a_write_between_its_two_reads(ws: Path, monkeypa
     real, raced = exporting.same_bytes, []
 
     def racing(path: Path, chunks):  # type: ignore[no-untyped-def]
-        if path.name == "MEMORY.md" and not raced:  # the rendering is read: now the file
+        if os.path.basename(path) == "MEMORY.md" and not raced:  # the rendering is read: now the file
             raced.append(run_qem("add", "written meanwhile", "-k", "task", cwd=ws))
         return real(path, chunks)
 

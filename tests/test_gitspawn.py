@@ -394,11 +394,11 @@ def test_a_top_is_named_as_git_prints_it(tmp_path: Path, name: str, object_forma
     subprocess.run(["git", "init", "-q", f"--object-format={object_format}"], cwd=top, check=True)
     (top / "sub").mkdir()
     assert gitrepo.toplevel(top / "sub") == top
-    assert gitrepo.top_and_object_format(top / "sub") == (top.resolve(), object_format)
+    assert gitrepo.top_and_object_format(top / "sub") == (str(top.resolve()), object_format)
     found = gitrepo.commit_round(top, top / "sub", "sub", False)
-    assert found is not None and found[0] == (top.resolve(), object_format)
+    assert found is not None and found[0] == (str(top.resolve()), object_format)
     if "\n" not in name:  # (a git printing no format: the one line is the top)
-        assert gitrepo._named_top(os.fsencode(top) + b"\n") == (top.resolve(), "sha1")
+        assert gitrepo._named_top(os.fsencode(top) + b"\n") == (str(top.resolve()), "sha1")
 
 
 def test_a_shallow_clone_s_boundary_is_read_in_a_folder_whose_name_is_not_utf8(

@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 from conftest import run_qem
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from qem_edit.base.ids import ALPHABET, ID_LENGTH, SMALL, is_id, is_prefix, sha256_hex
-from qem_edit.system.workspace import COMMITS_NAME, plain_config
+from qem_edit.base.shown import visible
+from qem_edit.system.files import name_within, path_name
+from qem_edit.system.workspace import COMMITS_NAME, _is_comment, _memory_id, plain_config
 
 PLAIN = [
     "",
@@ -57,6 +59,54 @@ def test_a_plain_config_reads_as_tomllib_reads_it(text: str) -> None:
 @pytest.mark.parametrize("text", NOT_PLAIN)
 def test_anything_else_is_left_to_tomllib(text: str) -> None:
     assert plain_config(text) is None
+
+
+@given(st.text(alphabet=st.sampled_from(list('#id = "az09AZ\t\x00\x01\x1f\x7f\x80é')), max_size=16))
+@example("# a comment\x7f")
+@example("#\x1f")
+@example('id = "a"')
+@example('id = ""')
+def test_a_plain_config_s_lines_are_read_as_their_patterns_read_them(line: str) -> None:
+    """A comment and the memory's id line are told without compiling a pattern, exactly
+    as the patterns they replace told them."""
+    assert _is_comment(line) == bool(re.fullmatch(r"#[^\x00-\x08\x0a-\x1f\x7f]*", line))
+    found = re.fullmatch(r'id = "([0-9a-z]+)"', line)
+    assert _memory_id(line) == (found[1] if found else None)
+
+
+@given(st.text(alphabet=st.sampled_from(["a", "b", "\n", "\t", "\x00", "\x1b", "\x7f", "\x85", "\x9f", "\xa0", "é",
+                                         "\u2028", "\u200b", "\ud800", " "])) | st.text())
+def test_a_text_is_shown_as_its_pattern_showed_it(text: str) -> None:
+    """`visible` leaves a text without a control character as it is, without compiling its
+    pattern, and writes out each control as the pattern does."""
+    assert visible(text) == re.sub("[\x00-\x08\x0b-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m[0]):02x}", text)
+
+
+@given(st.lists(st.sampled_from(["/", ".", "a", "b", " ", "..", "\n"]), max_size=12).map("".join))
+def test_a_folder_is_named_as_pathlib_names_it(path: str) -> None:
+    """The workspace's folders, kept as strings, are named as pathlib names them (a
+    Workspace's `root` and `store_path` are those strings as Paths)."""
+    from pathlib import PurePosixPath
+
+    assert path_name(path) == str(PurePosixPath(path))
+
+
+@given(st.lists(st.sampled_from(["a", "b", "..", ".", "link", "out"]), max_size=5),
+       st.lists(st.sampled_from(["a", "b", "..", ".", "link"]), max_size=3))
+def test_a_path_from_the_top_is_named_as_pathlib_names_it(tmp_path_factory, parts: list[str], top: list[str]) -> None:
+    """`name_within` (the memory's folder and MEMORY.md from the work tree's top, for the
+    commit hooks) answers what `Path(path).resolve().relative_to(Path(top).resolve())`
+    answered, links resolved; None where pathlib refused."""
+    root = tmp_path_factory.mktemp("tree")
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "out").mkdir()
+    (root / "a" / "link").symlink_to(root / "out")
+    path, above = os.path.join(root, "a", *parts), os.path.join(root, "a", *top)
+    try:
+        expected: str | None = Path(path).resolve().relative_to(Path(above).resolve()).as_posix()
+    except ValueError:
+        expected = None
+    assert name_within(above, path) == expected
 
 
 @pytest.mark.parametrize("size", [0, 1, 55, 56, 64, 1000, SMALL - 1, SMALL, SMALL + 1, 3 * SMALL])
@@ -96,15 +146,20 @@ def test_a_configured_mirror_path_is_still_read(tmp_path: Path) -> None:
 
 
 def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: Path) -> None:
-    """On a commit that touches no memory, a memory `verify --staged` sealed: the three
-    commit hooks answer as before, importing no dataclasses (and the inspect it brings),
-    no tomllib, no OpenSSL (hashlib), not the MEMORY.md grammar (they render nothing), no
-    command-line framework, and neither json nor signal's enums nor threading (answered in
-    full too)."""
+    """On a commit that touches no memory, a memory `verify --staged` sealed (a note in
+    force anchored: the drift check runs): the commit hooks answer as before, importing no
+    dataclasses (and the inspect it brings), no tomllib, no OpenSSL (hashlib), not the
+    MEMORY.md grammar (they render nothing), no command-line framework, and neither json nor
+    signal's enums nor threading; answered in full, no pathlib either, nor the re, enum,
+    fnmatch and urllib.parse it imports, nor shlex (the workspace's folders are named as
+    strings: qem_edit.system.workspace).  The probe unloads those first, since an editable
+    install's finder loads pathlib and re as the interpreter starts."""
     env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     assert run_qem("add", "a note", "-k", "task", cwd=tmp_path).returncode == 0
+    (tmp_path / "other.py").write_text("b = 1\n")
+    assert run_qem("add", "other.py keeps b first", "-k", "gotcha", "--anchor", "other.py", cwd=tmp_path).returncode == 0
     assert run_qem("export", cwd=tmp_path).returncode == 0
     (tmp_path / "code.py").write_text("a = 1\n")
     subprocess.run(["git", "add", "-A"], cwd=tmp_path, check=True)
@@ -113,19 +168,21 @@ def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: P
     (tmp_path / "code.py").write_text("a = 2\n")
     subprocess.run(["git", "add", "code.py"], cwd=tmp_path, check=True)
     unused = ("typer", "click", "dataclasses", "inspect", "typing", "tomllib", "hashlib", "_hashlib",
-              "qem_edit.renderer.format", "sqlite3", "datetime", "subprocess", "json", "signal", "threading")
+              "qem_edit.renderer.format", "sqlite3", "datetime", "subprocess", "json", "signal", "threading",
+              "pathlib", "re", "enum", "fnmatch", "urllib.parse", "ipaddress", "shlex")
     # answered from what they answered last (qem_edit.mirror.answered): nothing of the standard
-    # library the interpreter had not loaded as it started (an editable install's finder loads
-    # pathlib and re before qem does), and none of qem's store
-    unused_kept = (*unused, "pathlib", "re", "enum", "json", "_sqlite3",
-                   "qem_edit.storage.store", "qem_edit.shells.quick")
-    for argv, said in ((["verify", "--staged"], "ok: the log replays cleanly to 1 note"),
+    # library the interpreter had not loaded as it started, and none of qem's store
+    unused_kept = (*unused, "_sqlite3", "qem_edit.storage.store", "qem_edit.shells.quick")
+    unloaded = ("pathlib", "re", "enum", "fnmatch", "urllib.parse", "ipaddress", "shlex")
+    for argv, said in ((["verify", "--staged"], "ok: the log replays cleanly to 2 notes"),
                        (["export", "--check", "--staged"], ""),
-                       (["anchors", "check", "--staged"], "no anchor drifted")):
+                       (["anchors", "check", "--staged"], "no anchor drifted"),
+                       (["anchors", "check", "--staged", "--flag"], "no anchor drifted")):
         for kept, absent in ((False, unused), (True, unused_kept)):
             if not kept:
                 (tmp_path / ".qem" / COMMITS_NAME).unlink(missing_ok=True)  # (the command in full)
-            probe = (f"import sys; sys.argv = ['qem', *{argv!r}]; started = set(sys.modules)\n"
+            probe = (f"import sys\nfor name in {unloaded!r}:\n    sys.modules.pop(name, None)\n"
+                     f"sys.argv = ['qem', *{argv!r}]; started = set(sys.modules)\n"
                      "from qem_edit.__main__ import main\n"
                      "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
                      f"print(code, sorted(m for m in {absent!r} if m in sys.modules and m not in started))")

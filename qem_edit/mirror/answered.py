@@ -370,7 +370,7 @@ class Keeping:
         self._heard()  # (a memory opened twice: what it rests on is read again)
         self.before = None
         try:
-            if notices or self.chunks or os.path.realpath(place.root) != os.path.realpath(self.here) or (
+            if notices or self.chunks or os.path.realpath(place.root_name) != os.path.realpath(self.here) or (
                     os.path.realpath(store.root) != os.path.realpath(os.path.join(self.here, FOLDER))):
                 return
             start = _now()
@@ -420,14 +420,12 @@ class Keeping:
     def _keep(self, heads: bytes) -> None:
         """Keep what the command printed, resting on `heads` (what git said as it opened the
         memory), where git says the same now and the index and the log are as they were."""
-        from pathlib import Path
-
         from ..storage.store import LOCK_NAME, Store
         from ..system import files
 
         moment, header, mirror, paths = self.before  # type: ignore[misc]
         start, until = self.bounds
-        root = Path(self.here) / FOLDER
+        root = os.path.join(self.here, FOLDER)
         asked = _ask(self.here, paths)  # (git answers while the store opens)
         with Store.open(root) as store:
             now = _resting(store, self.here, self.place)
@@ -435,7 +433,7 @@ class Keeping:
                 return  # (something it rests on moved while it ran)
             if until and not _now() < until:
                 return  # (a note's end came while it ran)
-            with files.locked(root / LOCK_NAME, 0):
+            with files.locked(os.path.join(root, LOCK_NAME), 0):
                 if store.moment(store.head()) != moment:
                     return
                 try:
@@ -451,9 +449,9 @@ class Keeping:
                 data = header + b"\n" + encoded(there)
                 if len(data) > MAX_BYTES:
                     return
-                files.write_atomic(root / NAME, data, mode=0o600, durable=False)
+                files.write_atomic(os.path.join(root, NAME), data, mode=0o600, durable=False)
                 if store.moment(store.head()) != moment:
-                    os.unlink(root / NAME)
+                    os.unlink(os.path.join(root, NAME))
 
 
 def _resting(store, here: str, place) -> tuple:  # type: ignore[no-untyped-def]
@@ -466,7 +464,7 @@ def _resting(store, here: str, place) -> tuple:  # type: ignore[no-untyped-def]
 
     if store.log_stamp() != cjson.dumps(stamp(os.path.join(here, FOLDER))):
         raise ValueError("the log moved since the index read it")
-    given = place.mirror_path()
+    given = place.mirror_name()
     mirror = os.path.relpath(os.path.abspath(given), here)
     if mirror.startswith("..") or mirror != os.path.relpath(os.path.realpath(given), here) or not os.path.isfile(given):
         raise ValueError("no MEMORY.md in the work tree")

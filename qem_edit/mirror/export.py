@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from ..base import errors
 from ..base.records import Record
@@ -17,6 +16,12 @@ from ..base.stored_form import utf8_named
 from ..base.vocabulary import KINDS
 from ..storage.store import Store
 from ..system.files import file_chunks, read_at, read_regular, same_bytes, write_atomic
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..system.files import AnyPath
 
 TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
@@ -215,7 +220,7 @@ def _stat_line(path: Path, generation: int) -> str | None:
         st = os.stat(path)
     except OSError:
         return None
-    where = utf8_named(str(path.resolve()))  # (a name not UTF-8: SQLite stores no surrogate)
+    where = utf8_named(os.path.realpath(path))  # (a name not UTF-8: SQLite stores no surrogate)
     return f"{generation} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {where}"
 
 
@@ -254,7 +259,7 @@ def export(store: Store, path: Path, *, force: bool = False) -> bool:
         return False  # unchanged: leave the file (and its mtime) alone
     from ..system.files import LockTimeout, locked
 
-    lock = store.root / EXPORT_LOCK
+    lock = os.path.join(store.root, EXPORT_LOCK)
     try:
         with locked(lock, 60):
             store.sync()  # under the lock, the newest state wins
@@ -289,7 +294,7 @@ def _write_rendering(store: Store, path: Path) -> tuple[int, list[int]]:
 
     digest, headings = hashlib.sha256(), Headings()
     known = _base_record(store)
-    source = (refreshed(store, Selection(), store.root / MIRROR_BASE, store.moment(known[0]), known[1], known[2])
+    source = (refreshed(store, Selection(), os.path.join(store.root, MIRROR_BASE), store.moment(known[0]), known[1], known[2])
               if known is not None else streamed(store))
     with source as (generation, _, chunks):
         write_atomic(path, passing(chunks, digest, headings), before_replace=lambda: _note_hash(store, digest.hexdigest()))
@@ -326,7 +331,7 @@ def _keep_base(store: Store, data: bytes, generation: int, *, differs: bool = Fa
     copy changed by anything else is not taken for it; nor is one a power cut left short,
     so it is written without waiting for the disk).  `differs`: the kept copy is known to
     be another rendering; `calm`: whether it is calm, where the caller knows."""
-    base = store.root / MIRROR_BASE
+    base = os.path.join(store.root, MIRROR_BASE)
     try:
         if differs or not same_bytes(base, (data,)):
             write_atomic(base, data, mode=0o600, durable=False)
@@ -335,13 +340,13 @@ def _keep_base(store: Store, data: bytes, generation: int, *, differs: bool = Fa
         pass  # a convenience for later check-ins and writes; a read-only place has none
 
 
-def _note_base(store: Store, base: Path, generation: int, calm: bool | None = None,
+def _note_base(store: Store, base: AnyPath, generation: int, calm: bool | None = None,
                heads: list[int] | None = None) -> None:
     """Record that `base` (as it is now: its size and time) is the rendering at
     `generation`, and whether that rendering is calm (qem_edit.mirror.export.streamed: known while
     the index is still at it, unless the caller knows), and where its headings start
     where the caller knows."""
-    stat = base.stat()
+    stat = os.stat(base)
     if calm is None:
         calm = store.head() == generation and not store.has_disagreements()
     at = ",".join(map(str, heads)) if heads else "-"
@@ -353,7 +358,7 @@ def _keep_base_of(store: Store, path: Path, generation: int, heads: list[int] | 
     time (not at all when the kept base already is that rendering)."""
     if _base_generation(store) == generation:
         return
-    base = store.root / MIRROR_BASE
+    base = os.path.join(store.root, MIRROR_BASE)
     try:
         write_atomic(base, path, mode=0o600, durable=False)
         _note_base(store, base, generation, heads=heads)
@@ -373,7 +378,7 @@ def _base_record(store: Store) -> tuple[int, bool, list[int] | None] | None:
     size and time are the ones recorded)."""
     recorded = (store.remembered("mirror_base") or "").split()
     try:
-        stat = (store.root / MIRROR_BASE).stat()
+        stat = os.stat(os.path.join(store.root, MIRROR_BASE))
     except OSError:
         return None
     if len(recorded) != 5 or recorded[1:3] != [str(stat.st_size), str(stat.st_mtime_ns)] or not recorded[0].isdigit():
@@ -400,11 +405,11 @@ def _export_patched(store: Store, path: Path) -> bool | None:
     from ..system.files import locked
 
     try:
-        with locked(store.root / EXPORT_LOCK, 60):
+        with locked(os.path.join(store.root, EXPORT_LOCK), 60):
             store.sync()
             if store.head() != mark.after or _base_generation(store) != mark.before or store.has_disagreements():
                 return None
-            base = read_regular(store.root / MIRROR_BASE)
+            base = read_regular(os.path.join(store.root, MIRROR_BASE))
             if base is None or not _is_rendering_at(store, path, base, mark.before):
                 return None
             data = patched(base, store.memory_id(), Selection(), _item_changes(store, mark.replaced))
@@ -452,7 +457,7 @@ class MirrorBase(Record):
     heads: list[int] | None = None  # where its section headings start, where recorded
 
     def same_as(self, data: bytes) -> bool:
-        if isinstance(self.base, Path):
+        if not isinstance(self.base, bytes):  # (a Path: qem_edit.writes.checkin_plan reads one as a file)
             view = memoryview(data)
             return bool(same_bytes(self.base, (view[at:at + (1 << 20)] for at in range(0, len(data), 1 << 20))))
         return self.base == data
@@ -462,7 +467,9 @@ def mirror_base(store: Store, path: Path) -> MirrorBase | None:
     """The rendering a hand-edited mirror (or a copy of it) was made from: what export
     last wrote here, else the file as the last git commit holds it, if either is a
     rendering of this memory (None: neither)."""
-    kept = store.root / MIRROR_BASE
+    from pathlib import Path
+
+    kept = Path(store.root, MIRROR_BASE)
     if _memory_of(next(file_chunks(kept, 1 << 16), b"")) == store.memory_id():
         known = _base_record(store)
         if known is None:
@@ -517,7 +524,7 @@ def _written_here(store: Store, path: Path) -> bool:
     """Whether the file is what export last wrote here, or a rendering it recorded."""
     import hashlib
 
-    if same_bytes(store.root / MIRROR_BASE, file_chunks(path)):
+    if same_bytes(os.path.join(store.root, MIRROR_BASE), file_chunks(path)):
         return True
     digest = hashlib.sha256()
     for chunk in file_chunks(path):
@@ -537,7 +544,7 @@ def classify(store: Store, path: Path, current: bytes, data: bytes) -> Verdict:
     if memory is None and not conflicted:
         return Verdict(False, f"{path} has no qem header line, so it was edited by hand (or not written by"
                               " qem); run `qem export --force` to discard the edits", precious=True)
-    if memory is not None and memory != store.memory_id() and read_regular(store.root / MIRROR_BASE) == current:
+    if memory is not None and memory != store.memory_id() and read_regular(os.path.join(store.root, MIRROR_BASE)) == current:
         return Verdict(False, f"{path} is what qem last wrote here, before this memory took the name"
                               f" {store.memory_id()} (a load); run `qem export`")
     if memory is not None and memory != store.memory_id():
@@ -603,7 +610,7 @@ def known_renderings(store: Store, path: Path, data: bytes) -> frozenset[str]:
     rebase, cherry-pick or revert in progress commit it."""
     from ..system import gitrepo
 
-    found = [data, read_regular(store.root / MIRROR_BASE) or b""]
+    found = [data, read_regular(os.path.join(store.root, MIRROR_BASE)) or b""]
     top = gitrepo.toplevel(path)
     if top is not None:
         for rev in ("HEAD", *_other_sides(top)):
@@ -616,7 +623,7 @@ def known_renderings(store: Store, path: Path, data: bytes) -> frozenset[str]:
 
 def _behind(store: Store, path: Path, current: bytes) -> bool:
     """Whether the file is a rendering qem wrote (here, or in a commit), not since edited."""
-    if read_regular(store.root / MIRROR_BASE) == current or _was_written(store, current):
+    if read_regular(os.path.join(store.root, MIRROR_BASE)) == current or _was_written(store, current):
         return True
     from ..system import gitrepo
 

@@ -19,18 +19,21 @@ rendered over (a re-render would delete the missing notes' lines from MEMORY.md)
 
 from __future__ import annotations
 
-import shlex
+import os
 from collections.abc import Sized
-from pathlib import Path
 
 from ..storage.logtree import EVENTS, PACKS, TEXTS
 from ..storage.store import Store
 from ..system import gitrepo
+from ..system.files import name_within
 from .export import Verdict, same_text
 
 TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ..system.anchors import WorkTree
+    from ..system.files import AnyPath
     from ..system.gitrepo import CommitFiles, WorkTreeFiles
 
 SHOWN_MOST = 8  # notes and files named in a refusal; the rest are counted
@@ -39,11 +42,11 @@ SHOWN_MOST = 8  # notes and files named in a refusal; the rest are counted
 def staged_verdict(store: Store, place) -> Verdict | None:  # type: ignore[no-untyped-def]
     """The commit's verdict where it differs from the work tree's; None when the staged
     memory is the work tree's (or this is no git work tree): judge the work tree."""
-    top = gitrepo.toplevel(store.root)
+    top = gitrepo.top_name(store.root)
     folder = _relative(top, store.root) if top is not None else None
     if top is None or folder is None:
         return None
-    mirror = place.mirror_path()
+    mirror = place.mirror_name()
     mirror_name = _relative(top, mirror)
     paths = [f"{folder}/{d}" for d in (EVENTS, TEXTS, PACKS)] + ([mirror_name] if mirror_name else [])
     staged = gitrepo.staged_files(top, paths)
@@ -54,7 +57,7 @@ def staged_verdict(store: Store, place) -> Verdict | None:  # type: ignore[no-un
     if not notes or _ignored(store, top):
         return None  # (a memory git ignores is never committed: the work tree is what there is)
     if mirror_name is None or mirror_name not in staged:
-        return Verdict(True, f"the commit carries no {mirror.name}; {_count(notes)} of the work tree are not"
+        return Verdict(True, f"the commit carries no {os.path.basename(mirror)}; {_count(notes)} of the work tree are not"
                              " staged and stay out of it")
     held = gitrepo.blobs(top, {mirror_name: staged[mirror_name]})[mirror_name]
     if same_text(held, _rendering(store, top, folder, log)):
@@ -63,7 +66,7 @@ def staged_verdict(store: Store, place) -> Verdict | None:  # type: ignore[no-un
     return Verdict(False, _incomplete(store, notes, files, folder, mirror_name), precious=True)
 
 
-def _ignored(store: Store, top: Path) -> bool:
+def _ignored(store: Store, top: str) -> bool:
     """Whether git ignores the memory's folder (its config.toml is neither tracked nor
     addable), as qem_edit.mirror.gitstage asks before it stages."""
     from ..system.workspace import CONFIG_NAME
@@ -76,11 +79,8 @@ def _count(notes: Sized) -> str:
     return f"{len(notes)} note{'' if len(notes) == 1 else 's'}"
 
 
-def _relative(top: Path, path: Path) -> str | None:
-    try:
-        return Path(path).resolve().relative_to(top.resolve()).as_posix()
-    except ValueError:
-        return None
+def _relative(top: AnyPath, path: AnyPath) -> str | None:
+    return name_within(top, path)
 
 
 def _missing(store: Store, good: set[str]) -> tuple[dict[str, str], list[str]]:
@@ -99,7 +99,7 @@ def _missing(store: Store, good: set[str]) -> tuple[dict[str, str], list[str]]:
     return notes, files
 
 
-def _rendering(store: Store, top: Path, folder: str, log: dict[str, str]) -> bytes:
+def _rendering(store: Store, top: str, folder: str, log: dict[str, str]) -> bytes:
     """The MEMORY.md a fresh clone of the commit renders: the staged log's notes."""
     from ..reads.history import notes_of_files
     from ..renderer import render
@@ -109,6 +109,8 @@ def _rendering(store: Store, top: Path, folder: str, log: dict[str, str]) -> byt
 
 
 def _incomplete(store: Store, notes: dict[str, str], files: list[str], folder: str, mirror: str) -> str:
+    import shlex
+
     newest = sorted(store.notes_by_id(notes).values(), key=lambda n: (n.created_at, n.id), reverse=True)
     shown = []
     for note in newest[:SHOWN_MOST]:
@@ -153,15 +155,15 @@ def _asked(store: Store, place  # type: ignore[no-untyped-def]
     from ..system.anchors import WorkTree, work_tree
     from ..system.workspace import git_top
 
-    guess = git_top(place.root)
-    folder = _relative(Path(guess), store.root) if guess is not None else None
+    guess = git_top(place.root_name)
+    folder = _relative(guess, store.root) if guess is not None else None
     if folder is not None:
         whole = bool(store.anchors_in_force(states=("active",)))  # (as the drift check reads them)
-        found = gitrepo.commit_round(Path(guess), place.root, folder, whole)
+        found = gitrepo.commit_round(guess, place.root_name, folder, whole)
         if found is not None:
             (top, object_format), asked, read = found
             return WorkTree(top, True, object_format), folder, asked, read
-    tree = work_tree(place.root)
+    tree = work_tree(place.root_name)
     folder = _relative(tree.top, store.root) if tree.git else None
     asked = gitrepo.commit_files(tree.top, folder) if folder is not None else None  # (git's three answers at once)
     return tree, folder, asked, None
@@ -204,7 +206,8 @@ def _seal(store: Store, folder: str, asked: tuple[set[str], dict[str, str], list
 
 def _sealed(store: Store) -> str | None:
     try:
-        return (store.root / VERIFIED).read_text("ascii").strip()
+        with open(os.path.join(store.root, VERIFIED), encoding="ascii") as handle:
+            return handle.read().strip()
     except (OSError, UnicodeDecodeError):
         return None
 
@@ -213,7 +216,7 @@ def _seal_with(store: Store, seal: str) -> None:
     from ..system.files import write_atomic
 
     try:
-        write_atomic(store.root / VERIFIED, seal.encode("ascii") + b"\n", durable=False)
+        write_atomic(os.path.join(store.root, VERIFIED), seal.encode("ascii") + b"\n", durable=False)
     except OSError:
         pass  # a memory that cannot be written is verified in full each time
 
@@ -229,7 +232,7 @@ def _quiet(store: Store, place, tree, options: dict, folder: str,  # type: ignor
 
     if options.get("base") is not None or options.get("repair"):
         return False
-    mirror = _relative(tree.top, place.mirror_path())
+    mirror = _relative(tree.top, place.mirror_name())
     touched = touched if touched is not None else gitrepo.staged_changes(tree.top)
     if any(p == mirror or p.startswith(folder + "/") for p in touched):
         return False

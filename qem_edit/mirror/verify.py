@@ -166,7 +166,9 @@ def tracked_private(store: Store) -> list[str]:
     from ..storage.logtree import LOCAL
     from ..system import gitrepo
 
-    folder = store.root / LOCAL
+    from pathlib import Path
+
+    folder = Path(store.root, LOCAL)
     top = gitrepo.toplevel(store.root) if folder.is_dir() else None
     if top is None:
         return []
@@ -280,8 +282,8 @@ def _open_disputes(store: Store) -> list[str]:
 def _mirror_problems(store: Store, place) -> list[str]:  # type: ignore[no-untyped-def]
     from .export import check
 
-    mirror = place.mirror_path()
-    if not mirror.is_file():
+    mirror = place.mirror_name()
+    if not os.path.isfile(mirror):
         return []
     verdict = check(store, mirror)
     return [] if verdict.clean else [f"{mirror}: {verdict.message}"]

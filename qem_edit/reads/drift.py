@@ -26,13 +26,13 @@ writes (`--flag`) are qem_edit.writes.acts.flag_drift's; this module only reads.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from ..base import errors, ids
 from ..base.decisions import Drifted
 from ..base.records import Record
 from ..base.replay import Note, sort_key
 from ..system.anchors import Listing, WorkTree, WorkTreeContent, revision_listing, staged_listing
+from ..system.files import name_within
 
 TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
@@ -196,9 +196,8 @@ def _drifted(store: "Store", report: Report, content: "_Content", anchors: list[
 
 def _notes_added(store: "Store", tree: WorkTree, committed: list[str]) -> set[str]:
     """The notes whose creation is in a log file the commit adds or changes."""
-    try:
-        folder = Path(store.root).resolve().relative_to(tree.top).as_posix()
-    except ValueError:
+    folder = name_within(tree.top, store.root)
+    if folder is None:
         return set()
     names = [path[len(folder) + 1:] for path in committed if path.startswith(folder + "/")]
     if not names:
@@ -223,7 +222,7 @@ def tree_of(place) -> WorkTree:  # type: ignore[no-untyped-def]
     reads no config, so a hook that finds nothing pays for none)."""
     from ..system.anchors import work_tree
 
-    return work_tree(place.root)
+    return work_tree(place.root_name)
 
 
 def touched_notes(store: "Store", report: Report) -> set[str]:

@@ -10,6 +10,7 @@ rendering: the ids its items show, each looked up in the index (short id, else p
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -124,7 +125,7 @@ def message(store: Store, path: Path, found: Lacking) -> str:
                      f" commit: {_named(found.textless)})")
     commit = last_commit(path)
     by = f"commit {commit}" if commit else "the commit it came from"
-    return (f"{path} shows {' and '.join(parts)}: an incomplete commit ({by} changed {path.name} without"
+    return (f"{path} shows {' and '.join(parts)}: an incomplete commit ({by} changed {os.path.basename(path)} without"
             " every file of the notes under .qem/). Rendering it would delete those lines: get the files"
             " from the commit's author (`git add .qem && git commit` in their clone, then push), or run"
             " `qem export --force` to drop the lines deliberately")
@@ -157,6 +158,6 @@ def event_commit(store: Store, note_id: str) -> str | None:
     event came in a pack)."""
     from ..system import gitrepo
 
-    path = store.root / "events" / note_id
+    path = Path(store.root, "events", note_id)
     top = gitrepo.toplevel(store.root)
     return gitrepo.last_change(top, path, added=True) if top is not None and path.is_file() else None

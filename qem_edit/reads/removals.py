@@ -30,6 +30,10 @@ from ..storage.logtree import EVENTS, PACKS, TEXTS, LogFileError, records_from
 from ..system import gitrepo
 from ..system.db import Connection
 
+TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from ..system.files import AnyPath
+
 SHOWN_FILES = 3  # files named in the command that restores a removed note's events
 
 
@@ -99,10 +103,11 @@ class _Held:
         return self.reads.has_event_in(self.conn, event_id)
 
 
-def base_commit(store_root: Path, base: str | None) -> tuple[Path, str, str] | None:
+def base_commit(store_root: AnyPath, base: str | None) -> tuple[Path, str, str] | None:
     """Where verify's base is: (git top, commit, how to name it); None when there is none
     to judge against (not in git, no commit yet).  `base` None: HEAD; else the merge base
     of `base` and HEAD (BadInput when either is missing)."""
+    store_root = Path(store_root)
     top = gitrepo.toplevel(store_root if store_root.is_dir() else store_root.parent)
     if top is None or not _inside(top, store_root):
         if base is not None:
@@ -152,7 +157,7 @@ def verify_findings(store, fresh: Connection, base: str | None,  # type: ignore[
     problems, notices = [], []
     for removal in found:
         removal = _completed(removal, store, fresh)
-        words = _words(removal, label, commit, files.get(removal.note, []), store.root.resolve().relative_to(top.resolve()))
+        words = _words(removal, label, commit, files.get(removal.note, []), Path(store.root).resolve().relative_to(top.resolve()))
         (problems if removal.kind in protected else notices).append(words)
     return problems, notices
 

@@ -57,7 +57,7 @@ app = _typer(help=HELP, no_args_is_help=True)
 def _typer_option(opt: quick.Opt, optional: bool = True):  # type: ignore[no-untyped-def]
     """typer's parameter for an option of quick's table (one declaration, read by both):
     its type from how it takes a value, its spellings and help from the table."""
-    kind = {"flag": bool, "many": list[str]}.get(opt.takes, opt.convert)
+    kind = {"flag": bool, "many": list[str]}.get(opt.takes, Path if opt.convert is quick.as_path else opt.convert)
     info = typer.Option(*opt.names, help=opt.help, metavar=opt.metavar, show_default=opt.show_default)
     return Annotated[Optional[kind] if optional and opt.takes != "flag" else kind, info]  # type: ignore[valid-type]
 
@@ -158,7 +158,7 @@ def init(workspace_dir: WorkspaceOpt = None, store_dir: StoreOpt = None) -> int:
     from ..system import workspace as ws
 
     place = ws.resolve(workspace_dir, store_dir)
-    with Store.open(place.store_path, create=True) as store:
+    with Store.open(place.store_name, create=True) as store:
         print(store.started or f"memory already exists: {place.store_path}")
         notices = stage_written(store, place)
     for notice in notices:

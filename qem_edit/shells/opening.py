@@ -7,10 +7,12 @@ files, log files set aside)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..storage.store import Store
 from ..system.workspace import Workspace, resolve
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def open_memory(workspace_dir: Path | None, store_dir: Path | None, *, write: bool,
@@ -23,7 +25,7 @@ def open_memory(workspace_dir: Path | None, store_dir: Path | None, *, write: bo
     place = resolve(workspace_dir, store_dir)
     if write:
         place.config()
-    store = Store.open(place.store_path, create=create, write=write)
+    store = Store.open(place.store_name, create=create, write=write)
     notices = [store.started] if store.started else []
     if store.caught.forgotten:
         from ..writes.forgetting import scrub_arrived
@@ -36,6 +38,8 @@ def unmade(store: Store) -> None:
     """A memory this command made for a write that was then refused (a bad kind, an end
     in the past, a secret): its folder taken away again while the log holds nothing, so a
     refused command leaves nothing behind and has said nothing of a new memory."""
+    from pathlib import Path
+
     from ..storage.logtree import EVENTS, PACKS, TEXTS
 
     root = Path(store.root)

@@ -17,10 +17,22 @@ too), so the two parse alike.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from ..base.records import Record
 from ..base.vocabulary import KINDS
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def as_path(text: str) -> Path:
+    """An option's value as a path (pathlib imported only where one is given: the commit
+    hooks name none, and pathlib, with the re, enum and urllib.parse it imports, is a third
+    of their start-up; qem_edit.shells.cli declares it to typer as `Path`)."""
+    from pathlib import Path
+
+    return Path(text)
 
 
 class Opt(Record):
@@ -47,10 +59,10 @@ class Spec(Record):
 
 
 # what every write command takes: where the memory is, who writes, JSON out, a secret allowed
-WORKSPACE = Opt(("--workspace", "-w"), "workspace_dir", "value", Path, help=(
+WORKSPACE = Opt(("--workspace", "-w"), "workspace_dir", "value", as_path, help=(
     "Workspace directory (default: QEM_WORKSPACE, the nearest ancestor holding .qem/, the top of the git work tree,"
     " or the current directory)."))
-STORE = Opt(("--store",), "store_dir", "value", Path, help=(
+STORE = Opt(("--store",), "store_dir", "value", as_path, help=(
     "The memory directory: its log and index (default: QEM_STORE, or <workspace>/.qem)."))
 ACTOR = Opt(("--actor",), "actor", "value", help="Who writes (default: QEM_ACTOR, or the login name).")
 JSON = Opt(("--json",), "as_json", "flag", help="Print JSON for scripts.", show_default=True)
@@ -129,7 +141,7 @@ CHECKIN = Spec(
     arguments=(),
     required=(),
     options=(
-        Opt(("--path",), "path", "value", Path, help="The edited file (default: the latest checkout, else MEMORY.md)."),
+        Opt(("--path",), "path", "value", as_path, help="The edited file (default: the latest checkout, else MEMORY.md)."),
         MESSAGE, YES,
         _flag("--dry-run", "Print the plan on stdout and write nothing; exit 0 when there is nothing to change, 1 when"
                            " there is."),
@@ -143,7 +155,7 @@ EXPORT = Spec(
     arguments=(),
     required=(),
     options=(
-        Opt(("--path",), "path", "value", Path, help="The mirror file (default: MEMORY.md at the workspace root)."),
+        Opt(("--path",), "path", "value", as_path, help="The mirror file (default: MEMORY.md at the workspace root)."),
         _flag("--check", "Write nothing; exit 0 if the file matches, 1 if not, and say why."),
         _flag("--diff", "Write nothing; print the unified diff export would make (exit 1 if any)."),
         _flag("--stdout", "Print the rendering; write no file."),

@@ -15,12 +15,15 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from ..base import errors
 from ..base.shown import say, tolerant_streams
 from ..base.shown import show as _out
 from ..system import db
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 class PipeClosed(Exception):
@@ -98,6 +101,8 @@ def add(text: str, kind: str, priority: str = "medium", provenance: str = "agent
         scope: str | None = None, session: str | None = None, rests_on: list[str] | None = None) -> int:
     """`qem add` (and `qem answer`): a note written, its id printed (`qem add`'s options are
     declared in qem_edit.shells.quick)."""
+    from pathlib import Path
+
     from ..writes import acts, replies
 
     body = text_arg(text)
@@ -221,7 +226,7 @@ def export(filters: list[str] | None = None, path: Path | None = None, check: bo
     if not (stdout or check or diff):
         _settle_log(workspace_dir, store_dir)
     place, store = open_saying_notices(workspace_dir, store_dir)
-    target = place.mirror_path(path)
+    target = place.mirror_name(path)  # (a string: pathlib is a third of a commit hook's start-up)
     with store:
         if stdout:  # the file's bytes, never decoded
             if not filters and at is None:
@@ -239,7 +244,7 @@ def export(filters: list[str] | None = None, path: Path | None = None, check: bo
                 return refused
         if check or diff:
             return _check_mirror(store, target, check, diff)
-        wrote = mirror.export_kept(store, target, force, place.root)
+        wrote = mirror.export_kept(store, place.mirror_path(path), force, place.root)
     say(f"{'wrote' if wrote else 'unchanged:'} {target}")
     return 0
 
@@ -266,7 +271,7 @@ def _judge_staged(store, place) -> int | None:  # type: ignore[no-untyped-def]
     return 0 if verdict.clean else 1
 
 
-def _check_mirror(store, target: Path, check: bool, diff: bool) -> int:  # type: ignore[no-untyped-def]
+def _check_mirror(store, target: str, check: bool, diff: bool) -> int:  # type: ignore[no-untyped-def]
     """`export --check` and/or `--diff` printed (qem_edit.mirror.export.checked): the diff
     on stdout, the verdict on stderr; exit 1 when the file differs from the rendering."""
     from ..mirror import export as mirror
@@ -349,10 +354,11 @@ def anchors_check(staged: bool = False, rev: str | None = None, flag: bool = Fal
 
             guard(place.mirror_path(), workspace=place.root)  # a flag renders MEMORY.md: never over a set-aside edit
             report = acts.flag_drift(store, place, report, ws.actor(actor))
-        if flag and judged == drift.STAGED:  # an earlier run's flags, which a failed `git commit -a` dropped
+        touched = drift.touched_notes(store, report) if flag and judged == drift.STAGED else set()
+        if touched:  # an earlier run's flags, which a failed `git commit -a` dropped
             from ..mirror.gitstage import stage_notes_left_out
 
-            report.staged_before = stage_notes_left_out(store, place, drift.touched_notes(store, report))
+            report.staged_before = stage_notes_left_out(store, place, touched)
     for notice in report.notices:
         say(notice)
     return show_answer(report, as_json)

@@ -28,6 +28,10 @@ from ..base.records import Record
 from ..base.replay import Event, Note
 from ..base.vocabulary import KINDS, MOVE_BY_EVENT, MOVES
 
+TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from ..system.files import AnyPath
+
 ACTOR_KIND_ENV = "QEM_ACTOR_KIND"
 ACTOR_KINDS = ("agent", "person")
 DEFAULT_KINDS = ("directive",)
@@ -50,12 +54,12 @@ class Rule(Record):
         return any(fnmatch.fnmatchcase(actor, pattern) for pattern in self.agents)
 
 
-def rule_of(store_root: Path) -> Rule:
+def rule_of(store_root: AnyPath) -> Rule:
     """The `[protect]` setting of the memory at `store_root` (the default without one);
     BadInput naming the file and the field when it is malformed."""
     from ..system.workspace import CONFIG_NAME, read_settings
 
-    path = store_root / CONFIG_NAME
+    path = Path(store_root, CONFIG_NAME)
     return _checked(read_settings(path).get("protect", {}), path)
 
 

@@ -366,9 +366,11 @@ def log_problems(store, fresh) -> list[str]:  # type: ignore[no-untyped-def]
 
 def _brought(store, file: str | None, event: bool = False) -> str:  # type: ignore[no-untyped-def]
     """Where a secret came from: the commit that added its file, in git; what to do."""
+    from pathlib import Path
+
     from ..system.gitrepo import last_change, toplevel
 
-    path = store.root / file if file else None
+    path = Path(store.root, file) if file else None
     top = toplevel(store.root)
     commit = last_change(top, path, added=True, oldest=True) if top is not None and path and path.exists() else None
     where = f"added by commit {commit}" if commit else "not committed yet"
@@ -387,7 +389,7 @@ def files_problems(store, paths: Iterable) -> list[str]:  # type: ignore[no-unty
     from .logtree import LogFileError, records_from
 
     out = []
-    root = store.root.resolve()
+    root = Path(store.root).resolve()
     for given in paths:
         path = Path(given).resolve()
         if not path.is_relative_to(root):

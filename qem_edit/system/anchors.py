@@ -23,14 +23,15 @@ import bisect
 import os
 import stat
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 from ..base import errors
 from ..base.records import Record
 from ..base.stored_form import UNANCHORABLE, anchor_path_problem
+from .files import name_within
 
 TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:
+    from .files import AnyPath
     from .gitrepo import WorkTreeFiles
 
 
@@ -38,42 +39,43 @@ class WorkTree(Record):
     """The tree anchors are relative to: git's work tree top (else the workspace), whether
     git keeps it, the object format its ids are in, and the paths in it no note may be
     anchored to beside .git/ and .qem/ (the memory's rendering, MEMORY.md, which every
-    write changes)."""
+    write changes).  Its top is a string, resolved (os.path joins it: the commit hooks
+    import no pathlib)."""
 
-    top: Path
+    top: str
     git: bool = False
     object_format: str = "sha1"
     unanchorable: tuple[str, ...] = ()
 
-    def path(self, anchor: str) -> Path:
-        return self.top / anchor
+    def path(self, anchor: str) -> str:
+        return os.path.join(self.top, anchor)
 
 
 def place_tree(place) -> WorkTree:  # type: ignore[no-untyped-def]
     """The work tree of a workspace (qem_edit.system.workspace.Workspace), its mirror unanchorable."""
-    tree = work_tree(place.root)
+    tree = work_tree(place.root_name)
     try:
-        mirror = place.mirror_path().resolve().relative_to(tree.top).as_posix()
-    except (ValueError, OSError, errors.QemError):
+        mirror = name_within(tree.top, place.mirror_name())
+    except (OSError, errors.QemError):
         return tree
-    return tree._replace(unanchorable=(mirror,))
+    return tree if mirror is None else tree._replace(unanchorable=(mirror,))
 
 
-def work_tree(root: Path) -> WorkTree:
+def work_tree(root: AnyPath) -> WorkTree:
     """The work tree holding `root` (a workspace): git's top and object format where git
     keeps it, else `root` itself, its ids SHA-1 as a new git repository's are."""
     from . import gitrepo
 
     found = gitrepo.top_and_object_format(root)  # one git call: a hook pays for each
     if found is None:
-        return WorkTree(root.resolve())
+        return WorkTree(os.path.realpath(root))
     return WorkTree(found[0], True, found[1])
 
 
 # -- the path a writer names ----------------------------------------------------------------
 
 
-def checked_path(tree: WorkTree, typed: str, cwd: Path | None = None) -> str:
+def checked_path(tree: WorkTree, typed: str, cwd: AnyPath | None = None) -> str:
     """The anchor a writer names as `typed`, as stored: relative to `cwd` when that is in
     the work tree (as a shell completes it), else to the top; `/`-separated, normalized.
     Refused (BadInput, naming the path and why) unless it names an existing file or
@@ -99,17 +101,20 @@ def checked_path(tree: WorkTree, typed: str, cwd: Path | None = None) -> str:
     if not os.path.lexists(tree.path(path)):
         raise errors.BadInput(f"anchor {typed!r}: no such file or folder in the work tree ({tree.top})")
     _refuse_submodule(tree, typed, path)
-    if not tree.path(path).is_symlink() and not (tree.path(path).is_file() or tree.path(path).is_dir()):
+    where = tree.path(path)
+    if not os.path.islink(where) and not (os.path.isfile(where) or os.path.isdir(where)):
         raise errors.BadInput(f"anchor {typed!r}: neither a file nor a folder (a device, a pipe, a socket)")
-    if tree.path(path).is_dir() and not tree.path(path).is_symlink() and _holds_memory(tree.path(path)):
+    if os.path.isdir(where) and not os.path.islink(where) and _holds_memory(where):
         raise errors.BadInput(f"anchor {typed!r}: holds the memory's own log (.qem/), which every write changes;"
                               " anchor the folders inside it instead")
     return path
 
 
-def _base(tree: WorkTree, cwd: Path | None) -> str:
+def _base(tree: WorkTree, cwd: AnyPath | None) -> str:
     """Where a typed path starts: `cwd` as a path from the top, when it is inside the tree."""
-    here = (cwd or Path.cwd()).resolve()
+    from pathlib import Path
+
+    here = Path(cwd or os.getcwd()).resolve()
     try:
         relative = here.relative_to(tree.top)
     except ValueError:
@@ -121,17 +126,20 @@ def _refuse_links_out(tree: WorkTree, typed: str, path: str) -> None:
     """Each part of the path, walked from the top: a symbolic link among its folders is
     refused (git keeps no file beyond one), and so is a link, the path itself, pointing
     out of the tree."""
+    from pathlib import Path
+
+    top = Path(tree.top)
     parts = path.split("/")
     for depth in range(1, len(parts) + 1):
-        here = tree.top.joinpath(*parts[:depth])
+        here = top.joinpath(*parts[:depth])
         if not here.is_symlink():
             continue
         target = Path(os.path.realpath(here))
-        if target != tree.top and tree.top not in target.parents:
+        if target != top and top not in target.parents:
             raise errors.BadInput(f"anchor {typed!r}: {'/'.join(parts[:depth])} is a symbolic link pointing out of"
                                   f" the work tree (to {target})")
         if depth < len(parts):
-            inside = target.relative_to(tree.top).as_posix()
+            inside = target.relative_to(top).as_posix()
             raise errors.BadInput(f"anchor {typed!r}: {'/'.join(parts[:depth])} is a symbolic link (to {inside});"
                                   " name the path it points to")
 
@@ -141,7 +149,7 @@ def _refuse_submodule(tree: WorkTree, typed: str, path: str) -> None:
     or a path inside one: this repository keeps only the commit it is at, no files there."""
     parts = path.split("/")
     for depth in range(1, len(parts) + 1):
-        if os.path.lexists(tree.top.joinpath(*parts[:depth], ".git")):
+        if os.path.lexists(os.path.join(tree.top, *parts[:depth], ".git")):
             where = "/".join(parts[:depth])
             inside = "" if depth == len(parts) else f"inside the submodule {where}, which"
             raise errors.BadInput(f"anchor {typed!r}: {inside or 'a submodule, which'} this repository keeps as the"
@@ -149,11 +157,11 @@ def _refuse_submodule(tree: WorkTree, typed: str, path: str) -> None:
                                   " or write the note in the submodule's own memory")
 
 
-def _holds_memory(folder: Path) -> bool:
-    return any((folder / name).is_dir() for name in UNANCHORABLE[1:])
+def _holds_memory(folder: str) -> bool:
+    return any(os.path.isdir(os.path.join(folder, name)) for name in UNANCHORABLE[1:])
 
 
-def anchored(tree: WorkTree, typed: Iterable[str], cwd: Path | None = None) -> tuple[tuple[str, str], ...]:
+def anchored(tree: WorkTree, typed: Iterable[str], cwd: AnyPath | None = None) -> tuple[tuple[str, str], ...]:
     """The anchors of a write: each typed path checked, and its content's object id now,
     in path order (a path named twice counts once)."""
     paths = sorted({checked_path(tree, t, cwd) for t in typed})
@@ -257,7 +265,7 @@ def _through_link(tree: WorkTree, path: str) -> bool:
     not in the tree (git keeps no file there), and an anchor from another clone must never
     lead a read out of it."""
     parts = path.split("/")
-    return any(tree.top.joinpath(*parts[:depth]).is_symlink() for depth in range(1, len(parts)))
+    return any(os.path.islink(os.path.join(tree.top, *parts[:depth])) for depth in range(1, len(parts)))
 
 
 def index_oid(tree: WorkTree, path: str) -> str | None:
@@ -284,7 +292,7 @@ _BLOB, _EXEC, _LINK, _TREE = b"100644", b"100755", b"120000", b"40000"
 _FILE_MODES = (_BLOB, _EXEC, _LINK)  # what a listing keeps: no nested repository (160000)
 
 
-def _entry(tree: WorkTree, where: Path, hash_file: bool = True) -> tuple[bytes, bytes] | None:
+def _entry(tree: WorkTree, where: AnyPath, hash_file: bool = True) -> tuple[bytes, bytes] | None:
     """(git's mode, binary id) of a file, a link or (its mode alone) a folder; a file's id
     over its bytes as they are, or none (b"") unless `hash_file`."""
     try:
@@ -315,12 +323,12 @@ def file_digests(tree: WorkTree, path: str, other: str) -> tuple[str, str] | Non
     return (blob[1].hex() if blob is not None else digests[0].hexdigest()), digests[1].hexdigest()
 
 
-def _file_oid(where: Path, object_format: str) -> bytes | None:
+def _file_oid(where: AnyPath, object_format: str) -> bytes | None:
     digests = _hashed_file(where, object_format)
     return None if digests is None else digests[0].digest()
 
 
-def _hashed_file(where: Path, object_format: str, *others: str) -> list | None:
+def _hashed_file(where: AnyPath, object_format: str, *others: str) -> list | None:
     """A file's blob digest (and `others`' digests of its bytes), read a block at a time,
     never through a link."""
     try:
@@ -355,7 +363,7 @@ def _every_file(tree: WorkTree, folder: str) -> list[str]:
     for here, dirs, files in os.walk(tree.path(folder)):
         links = [d for d in dirs if os.path.islink(os.path.join(here, d))]  # kept as links, never followed
         dirs[:] = [d for d in dirs if d not in UNANCHORABLE and d not in links]
-        out += [Path(here, name).relative_to(tree.top).as_posix() for name in files + links]
+        out += [os.path.relpath(os.path.join(here, name), tree.top).replace(os.sep, "/") for name in files + links]
     return sorted(out)
 
 

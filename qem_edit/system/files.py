@@ -32,6 +32,32 @@ def leads_out(root: AnyPath, named: str) -> bool:
     return resolved != top and not resolved.startswith(top.rstrip(os.sep) + os.sep)
 
 
+def path_name(path: AnyPath) -> str:
+    """`path` named as pathlib names it (`str(Path(path))`), without importing pathlib
+    where the separator is `/`: no empty part and no `.` part, no `/` at the end, and
+    two leading slashes kept (POSIX leaves their meaning to the system)."""
+    named = os.fspath(path)
+    if os.sep != "/" or os.altsep:
+        from pathlib import Path
+
+        return str(Path(named))
+    top = "//" if named.startswith("//") and not named.startswith("///") else "/" if named.startswith("/") else ""
+    return top + "/".join(part for part in named.split("/") if part not in ("", ".")) or "."
+
+
+def name_within(top: AnyPath, path: AnyPath) -> str | None:
+    """`path` from `top`, both resolved, its parts joined by `/` (`.` for `top` itself), as
+    pathlib's `Path(path).resolve().relative_to(Path(top).resolve()).as_posix()` names it,
+    without pathlib; None where it is not inside `top`."""
+    top, path = os.path.realpath(top), os.path.realpath(path)
+    if path == top:
+        return "."
+    prefix = top if top.endswith(os.sep) else top + os.sep
+    if not path.startswith(prefix):
+        return None
+    return path[len(prefix):].replace(os.sep, "/")
+
+
 def refuse_link(path: AnyPath) -> None:
     try:
         mode = os.lstat(path).st_mode

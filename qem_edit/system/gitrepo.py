@@ -10,12 +10,18 @@ other module that starts git, in the same environment (tests/test_code_shape.py 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Container
-from pathlib import Path
 
 from ..base import errors
+from ..base.patterns import Lazy
 from . import gitspawn
+from .files import name_within, path_name
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .files import AnyPath
 
 
 def _git(cwd: Path, *args: str, input: bytes | None = None, extra: dict[str, str] | None = None) -> gitspawn.Ran:
@@ -70,13 +76,21 @@ class GitTimedOut(errors.BadInput):
     """A git command killed past TIMEOUT_S (a BadInput, as every git that cannot be run)."""
 
 
-def toplevel(path: Path) -> Path | None:
+def toplevel(path: AnyPath) -> Path | None:
     """The top of the git work tree holding `path` (None: not in one, or no git)."""
+    from pathlib import Path
+
+    found = top_name(path)
+    return Path(found) if found is not None else None
+
+
+def top_name(path: AnyPath) -> str | None:
+    """`toplevel(path)` as a string, as git prints it (no pathlib: a commit hook's)."""
     found = _top(path)
-    return Path(_printed(found)) if found is not None else None
+    return _printed(found) if found is not None else None
 
 
-def top_and_object_format(path: Path) -> tuple[Path, str] | None:
+def top_and_object_format(path: AnyPath) -> tuple[str, str] | None:
     """The top of the git work tree holding `path`, resolved, and the object format its
     ids are in (sha1 for one git names otherwise), asked in one call: a hook pays for each
     (None: not in a work tree, or no git)."""
@@ -84,13 +98,13 @@ def top_and_object_format(path: Path) -> tuple[Path, str] | None:
     return _named_top(found) if found is not None else None
 
 
-def _named_top(found: bytes) -> tuple[Path, str]:
+def _named_top(found: bytes) -> tuple[str, str]:
     """What `rev-parse --show-toplevel --show-object-format` printed: the top, resolved,
     and the object format (its last line: the top's name may hold a line break)."""
     top, newline, object_format = _printed(found).rpartition("\n")
     if not newline:  # (one line: a git that printed no format)
         top, object_format = object_format, ""
-    return Path(top).resolve(), object_format if object_format in ("sha1", "sha256") else "sha1"
+    return os.path.realpath(top), object_format if object_format in ("sha1", "sha256") else "sha1"
 
 
 def _printed(found: bytes) -> str:
@@ -99,10 +113,10 @@ def _printed(found: bytes) -> str:
     return os.fsdecode(found).removesuffix("\n")
 
 
-def _top(path: Path, *also: str) -> bytes | None:
+def _top(path: AnyPath, *also: str) -> bytes | None:
     """What `git rev-parse --show-toplevel` (and the `also` asked with it) answers in the
     folder holding `path` (None: not in a work tree, or no git)."""
-    folder = path if path.is_dir() else path.parent
+    folder = path if os.path.isdir(path) else _parent(path)
     try:
         done = _git(folder, "rev-parse", "--show-toplevel", *also)
     except errors.BadInput:
@@ -110,23 +124,38 @@ def _top(path: Path, *also: str) -> bytes | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def show(top: Path, rev: str, path: Path) -> bytes | None:
+def _parent(path: AnyPath) -> str:
+    """The folder holding `path`, as pathlib's `parent` names it."""
+    named = path_name(path)
+    above = os.path.dirname(named)
+    return above if above else "."
+
+
+def _from_top(top: AnyPath, path: AnyPath) -> str:
+    """`path` from `top`, both resolved, `/`-separated (ValueError where it is not inside)."""
+    relative = name_within(top, path)
+    if relative is None:
+        raise ValueError(f"{os.fspath(path)!r} is not in the subpath of {os.fspath(top)!r}")
+    return relative
+
+
+def show(top: AnyPath, rev: str, path: AnyPath) -> bytes | None:
     """The file at `path` as revision `rev` holds it (None: not there)."""
-    relative = path.resolve().relative_to(top.resolve()).as_posix()
+    relative = _from_top(top, path)
     done = _git(top, "show", f"{rev}:{relative}")
     return done.stdout if done.returncode == 0 else None
 
 
 def unmodified(top: Path, path: Path) -> bool:
     """Whether `path` is as the last commit holds it (in the work tree and the index)."""
-    relative = path.resolve().relative_to(top.resolve()).as_posix()
+    relative = _from_top(top, path)
     done = _git(top, "diff", "--quiet", "HEAD", "--", relative)
     return done.returncode == 0
 
 
 def as_staged(top: Path, path: Path) -> bool:
     """Whether the work tree's `path` is what git's index holds (no change left unstaged)."""
-    relative = path.resolve().relative_to(top.resolve()).as_posix()
+    relative = _from_top(top, path)
     return _git(top, "diff", "--quiet", "--", relative, extra=index_env(top)).returncode == 0
 
 
@@ -136,7 +165,7 @@ def last_change(top: Path, path: Path, *, added: bool = False, every_ref: bool =
     branch or tag, and one that left it there: a deletion is not its last form), as a short
     hash (None: none); `oldest`: the first such commit instead (of a file added twice, the
     commit that first brought it)."""
-    relative = path.resolve().relative_to(top.resolve()).as_posix()
+    relative = _from_top(top, path)
     options = (["--diff-filter=A"] if added else []) + (["--all", "--diff-filter=AM"] if every_ref else [])
     done = _git(top, "log", *([] if oldest else ["-1"]), "--format=%h", *options, "--", relative)
     commits = done.stdout.decode().split() if done.returncode == 0 else []
@@ -193,9 +222,11 @@ def is_shallow(top: Path) -> bool:
 
 def shallow_boundary(top: Path) -> list[str]:
     """The commits a shallow clone's history stops at (their parents are not here)."""
+    from pathlib import Path
+
     done = _git(top, "rev-parse", "--git-path", "shallow")
     path = Path(_printed(done.stdout))
-    path = path if path.is_absolute() else top / path
+    path = path if path.is_absolute() else Path(top, path)
     try:
         return path.read_text("ascii").split()
     except OSError:
@@ -220,16 +251,21 @@ def merge_heads(top: Path) -> list[str]:
     what arrived from the other side is not what this commit's author wrote.  git runs
     its pre-merge-commit hook before it writes MERGE_HEAD; there the heads are the ones it
     names in the hook's environment (`GITHEAD_<oid>`, each side's label)."""
-    folder = git_dir(top)  # read, not asked of git: the hook runs on every commit
+    folder = gitspawn.git_dir(os.fspath(top))  # read, not asked of git: the hook runs on every commit
     try:
-        held = (folder / "MERGE_HEAD").read_text("ascii") if folder is not None else ""
+        if folder is None:
+            held = ""
+        else:
+            with open(os.path.join(folder, "MERGE_HEAD"), encoding="ascii") as handle:
+                held = handle.read()
     except (OSError, UnicodeDecodeError):  # no merge, or one git is about to record
         held = ""
     heads = [line.strip() for line in held.splitlines() if line.strip()]
-    return heads or sorted(name[len("GITHEAD_"):] for name in os.environ if _GITHEAD.fullmatch(name))
+    return heads or sorted(name[len("GITHEAD_"):] for name in os.environ
+                           if name.startswith("GITHEAD_") and _GITHEAD.fullmatch(name))
 
 
-_GITHEAD = re.compile(r"GITHEAD_[0-9a-f]{40}(?:[0-9a-f]{24})?")
+_GITHEAD = Lazy(r"GITHEAD_[0-9a-f]{40}(?:[0-9a-f]{24})?")
 
 
 def changed_paths(top: Path, old: str | None, new: str | None) -> set[str]:
@@ -255,7 +291,7 @@ def changed_paths(top: Path, old: str | None, new: str | None) -> set[str]:
 def tree_files(top: Path, rev: str, folder: Path, skip: Container[str] = ()) -> dict[str, bytes]:
     """Every file under `folder` as commit `rev` holds it: path relative to `folder` → bytes;
     the files named in `skip` (relative to `folder`) are not read."""
-    relative = folder.resolve().relative_to(top.resolve()).as_posix()
+    relative = _from_top(top, folder)
     listing = _git(top, "ls-tree", "-r", "-z", rev, "--", relative)
     if listing.returncode != 0:
         raise errors.BadInput(f"cannot list {relative} at {rev}: {listing.stderr.decode(errors='replace').strip()}")
@@ -302,7 +338,9 @@ def index_env(top: Path) -> dict[str, str]:
 def git_dir(top: Path) -> Path | None:
     """The work tree's own git folder: `.git`, or the folder a `.git` file names (a linked
     worktree's, a submodule's); None when neither can be read."""
-    found = gitspawn.git_dir(str(top))
+    from pathlib import Path
+
+    found = gitspawn.git_dir(os.fspath(top))
     return Path(found) if found is not None else None
 
 
@@ -370,7 +408,7 @@ def _commit_files(top: Path, folder: str, unstaged: gitspawn.Ran, staged: gitspa
 
 
 def commit_round(top: Path, root: Path, folder: str,
-                 whole: bool) -> tuple[tuple[Path, str], CommitFiles, WorkTreeFiles | None] | None:
+                 whole: bool) -> tuple[tuple[str, str], CommitFiles, WorkTreeFiles | None] | None:
     """`top_and_object_format(root)`, `commit_files(top, folder)` and, where `whole`,
     `work_tree_files(top)`, asked of git in one round (in turn, a commit hook waits for three
     rounds of git starts).  `top`: the work tree's top as its files name it
@@ -388,7 +426,7 @@ def commit_round(top: Path, root: Path, folder: str,
     except errors.BadInput:  # (no git on the PATH, a folder git cannot enter)
         return None
     named = _named_top(found.stdout) if found.returncode == 0 else None
-    if named is None or named[0] != top.resolve():
+    if named is None or named[0] != os.path.realpath(top):
         return None
     if not whole:
         return named, _commit_files(top, folder, unstaged, staged, changes), None

@@ -13,9 +13,8 @@ from __future__ import annotations
 import os
 
 from ..base import errors
-from ..base.patterns import Lazy
 from ..base.stored_form import actor_problem
-from .files import leads_out
+from .files import leads_out, path_name
 
 TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:
@@ -37,8 +36,20 @@ STARTS_NAME = "index.db-starts.json"
 COMMITS_NAME = "index.db-commits"
 KEPT_NAMES = (MOMENTS_NAME, STARTS_NAME, COMMITS_NAME)
 DEFAULT_MIRROR = "MEMORY.md"
-_COMMENT = Lazy(r"#[^\x00-\x08\x0a-\x1f\x7f]*")  # a TOML comment: no control character but a tab
-_MEMORY_ID = Lazy(r'id = "([0-9a-z]+)"')
+_ID_CHARACTERS = frozenset("0123456789abcdefghijklmnopqrstuvwxyz")
+
+
+def _is_comment(line: str) -> bool:
+    """A TOML comment: `#`, then no control character but a tab (no pattern compiled: the
+    `re` module and the enum it loads are a tenth of a commit hook's start-up)."""
+    return line.startswith("#") and all(c == "\t" or (" " <= c and c != "\x7f") for c in line)
+
+
+def _memory_id(line: str) -> str | None:
+    """The id of a line `id = "ID"` (ID: digits and lowercase ASCII letters), else None."""
+    if len(line) > 7 and line.startswith('id = "') and line.endswith('"') and _ID_CHARACTERS.issuperset(line[6:-1]):
+        return line[6:-1]
+    return None
 
 
 def plain_config(text: str) -> dict | None:
@@ -49,13 +60,13 @@ def plain_config(text: str) -> dict | None:
     table: dict | None = None
     for line in text.split("\n"):
         line = line.strip(" \t")
-        if not line or _COMMENT.fullmatch(line):
+        if not line or _is_comment(line):
             continue
-        found = _MEMORY_ID.fullmatch(line)
+        found = _memory_id(line)
         if line == "[memory]" and table is None:
             table = {}
         elif found is not None and table is not None and "id" not in table:
-            table["id"] = found[1]
+            table["id"] = found
         else:
             return None
     return {} if table is None else {"memory": table}
@@ -89,22 +100,43 @@ def read_settings(path: AnyPath) -> dict:
 
 
 class Workspace:
-    """A workspace: its folder, and the memory it uses; its settings read once."""
+    """A workspace: its folder, and the memory it uses; its settings read once.
 
-    __slots__ = ("root", "store_path", "_config")
+    Both folders are kept as strings, named as pathlib names them (`root_name`,
+    `store_name`), and given as Paths (`root`, `store_path`) only when asked for: the
+    commit hooks run in full use the strings alone, and pathlib (with the re, enum and
+    urllib.parse it imports) is a third of their start-up."""
 
-    def __init__(self, root: Path, store_path: Path) -> None:
-        self.root, self.store_path = root, store_path
+    __slots__ = ("root_name", "store_name", "_paths", "_config")
+
+    def __init__(self, root: AnyPath, store_path: AnyPath) -> None:
+        self.root_name, self.store_name = path_name(root), path_name(store_path)
+        self._paths: tuple[Path, Path] | None = None
         self._config: dict | None = None
 
+    @property
+    def root(self) -> Path:
+        return self._as_paths()[0]
+
+    @property
+    def store_path(self) -> Path:
+        return self._as_paths()[1]
+
+    def _as_paths(self) -> tuple[Path, Path]:
+        if self._paths is None:
+            from pathlib import Path
+
+            self._paths = (Path(self.root_name), Path(self.store_name))
+        return self._paths
+
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Workspace) and (self.root, self.store_path) == (other.root, other.store_path)
+        return isinstance(other, Workspace) and (self.root_name, self.store_name) == (other.root_name, other.store_name)
 
     def __hash__(self) -> int:
-        return hash((self.root, self.store_path))
+        return hash((self.root_name, self.store_name))
 
     def __repr__(self) -> str:
-        return f"Workspace(root={self.root!r}, store_path={self.store_path!r})"
+        return f"Workspace(root={self.root_name!r}, store_path={self.store_name!r})"
 
     @property
     def state_dir(self) -> Path:
@@ -115,12 +147,17 @@ class Workspace:
         return self.state_dir / "checkouts"
 
     def mirror_path(self, override: str | Path | None = None) -> Path:
-        if override is not None:
-            from pathlib import Path  # (the workspace's folders are Paths; a hook names its memory's as a string)
+        from pathlib import Path
 
-            return Path(override)
+        return Path(self.mirror_name(override))
+
+    def mirror_name(self, override: AnyPath | None = None) -> str:
+        """The mirror's file (MEMORY.md, or as configured, or `override`), named as
+        `mirror_path` is, as a string."""
+        if override is not None:
+            return path_name(override)
         configured = self.config().get("export", {}).get("path")
-        return self.root / (configured or DEFAULT_MIRROR)
+        return path_name(os.path.join(self.root_name, configured or DEFAULT_MIRROR))
 
     def config(self) -> dict:
         """The workspace's settings (`.qem/config.toml`), read and checked once."""
@@ -129,17 +166,17 @@ class Workspace:
         return self._config
 
     def _read_config(self) -> dict:
-        path = self.store_path / CONFIG_NAME
+        path = path_name(os.path.join(self.store_name, CONFIG_NAME))
         config = read_settings(path)
         export = config.get("export", {})
         if not isinstance(export, dict) or not isinstance(export.get("auto", False), bool):
             raise errors.BadInput(f"{path}: [export] auto must be true or false")
         if "path" in export and not isinstance(export["path"], str):
             raise errors.BadInput(f"{path}: [export] path must be a string")
-        if export.get("path") and leads_out(self.root, export["path"]):
+        if export.get("path") and leads_out(self.root_name, export["path"]):
             # the file is committed: a teammate's branch must not make this clone write anywhere
             raise errors.BadInput(f'{self._shown(path)}: [export] path "{export["path"]}" leads outside the work tree'
-                                  f" ({self.root}); name a file inside it, relative to it; nothing was written")
+                                  f" ({self.root_name}); name a file inside it, relative to it; nothing was written")
         git = config.get("git", {})
         if not isinstance(git, dict) or not isinstance(git.get("stage", True), bool):
             raise errors.BadInput(f"{path}: [git] stage must be true or false")
@@ -149,12 +186,14 @@ class Workspace:
                                   " whose notes were not given yet)")
         return config
 
-    def _shown(self, path: Path) -> str:
+    def _shown(self, path: str) -> str:
         """`path` as a message names it: from the workspace where it is inside it."""
+        from pathlib import Path
+
         try:
-            return path.relative_to(self.root).as_posix()
+            return Path(path).relative_to(self.root).as_posix()
         except ValueError:
-            return str(path)
+            return path
 
     def stages(self) -> bool:
         """Whether writes stage what they wrote in git's index (qem_edit.mirror.gitstage): yes
@@ -226,10 +265,8 @@ def find_workspace(cwd: AnyPath | None = None) -> str:
 
 
 def resolve(workspace: AnyPath | None = None, store: AnyPath | None = None) -> Workspace:
-    from pathlib import Path
-
     root, store_path = places(workspace, store)
-    return Workspace(root=Path(root), store_path=Path(store_path))
+    return Workspace(root=root, store_path=store_path)
 
 
 def places(workspace: AnyPath | None = None, store: AnyPath | None = None) -> tuple[str, str]:

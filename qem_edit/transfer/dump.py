@@ -229,7 +229,7 @@ def _adopt_memory_id(store: Store, memory_id: str) -> None:
     from ..system.files import write_atomic
     from ..system.workspace import CONFIG_NAME
 
-    path = store.root / CONFIG_NAME
+    path = Path(store.root, CONFIG_NAME)
     config = path.read_text("utf-8")
     write_atomic(path, config.replace(f'id = "{current}"', f'id = "{memory_id}"', 1).encode("utf-8"))
     store.tree.touched.add(CONFIG_NAME)

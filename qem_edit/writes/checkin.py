@@ -278,7 +278,7 @@ def _named_base(store: Store, place: Workspace, path: Path, named: str) -> bytes
         base = _base_bytes(checkout)
         if base is not None and base_named(base) == named:
             return base
-    exported = read_regular(store.root / MIRROR_BASE)
+    exported = read_regular(Path(store.root, MIRROR_BASE))
     if exported is not None and rendering_id(exported) == named:
         return exported
     raise errors.ConflictError(

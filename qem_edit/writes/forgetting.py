@@ -40,7 +40,7 @@ def scrub(store: Store, place: Workspace, note: Note, text: str) -> list[str]:
     """Remove the forgotten `note`'s `text` from every file qem wrote; returns what the
     person must be told (each file that could not be cleaned, and git's history)."""
     tombstone = render_item(note)[0]
-    files = [f for c in kept(place) for f in (c.base_file, c.file, c.draft_file)] + [store.root / MIRROR_BASE]
+    files = [f for c in kept(place) for f in (c.base_file, c.file, c.draft_file)] + [Path(store.root, MIRROR_BASE)]
     edits = _edits_of_bases(store, place)
     notices = [problem for path in files if (problem := _scrub_file(path, {note.id: tombstone}, edits.get(path)))]
     _remember(place, {note.id})
@@ -57,7 +57,7 @@ def scrub_arrived(store: Store, place: Workspace, note_ids: set[str]) -> list[st
     """A forget that arrived from another clone (a pull, a merge, a switch): the notes'
     texts leave this clone's private files too (kept edits, the last export's copy);
     returns the problems."""
-    files = [f for c in kept(place) for f in (c.base_file, c.file, c.draft_file)] + [store.root / MIRROR_BASE]
+    files = [f for c in kept(place) for f in (c.base_file, c.file, c.draft_file)] + [Path(store.root, MIRROR_BASE)]
     tombstones = {n: render_item(store.note(n))[0] for n in sorted(note_ids)}
     edits = _edits_of_bases(store, place)
     problems = [problem for path in files if (problem := _scrub_file(path, tombstones, edits.get(path)))]
@@ -94,7 +94,7 @@ def scrub_again(store: Store, checkout: Checkout) -> None:
 def _edits_of_bases(store: Store, place: Workspace) -> dict[Path, Path]:
     """Each base qem keeps (a checkout's base.md, the mirror's kept base) → the file edited from it."""
     edits = {c.base_file: c.file for c in kept(place)}
-    edits[store.root / MIRROR_BASE] = place.mirror_path()
+    edits[Path(store.root, MIRROR_BASE)] = place.mirror_path()
     return edits
 
 
