@@ -151,8 +151,9 @@ def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: P
     dataclasses (and the inspect it brings), no tomllib, no OpenSSL (hashlib), not the
     MEMORY.md grammar (they render nothing), no command-line framework, and neither json nor
     signal's enums nor threading; answered in full, no pathlib either, nor the re, enum,
-    fnmatch and urllib.parse it imports, nor shlex (the workspace's folders are named as
-    strings: qem_edit.system.workspace).  The probe unloads those first, since an editable
+    fnmatch and urllib.parse it imports, nor shlex, nor contextlib (the workspace's folders
+    are named as strings: qem_edit.system.workspace; the renderings' contexts are made with
+    contextlib only when one is asked for: qem_edit.mirror.export.lazily_managed).  The probe unloads those first, since an editable
     install's finder loads pathlib and re as the interpreter starts."""
     env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
@@ -169,11 +170,11 @@ def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: P
     subprocess.run(["git", "add", "code.py"], cwd=tmp_path, check=True)
     unused = ("typer", "click", "dataclasses", "inspect", "typing", "tomllib", "hashlib", "_hashlib",
               "qem_edit.renderer.format", "sqlite3", "datetime", "subprocess", "json", "signal", "threading",
-              "pathlib", "re", "enum", "fnmatch", "urllib.parse", "ipaddress", "shlex")
+              "pathlib", "re", "enum", "fnmatch", "urllib.parse", "ipaddress", "shlex", "contextlib")
     # answered from what they answered last (qem_edit.mirror.answered): nothing of the standard
     # library the interpreter had not loaded as it started, and none of qem's store
     unused_kept = (*unused, "_sqlite3", "qem_edit.storage.store", "qem_edit.shells.quick")
-    unloaded = ("pathlib", "re", "enum", "fnmatch", "urllib.parse", "ipaddress", "shlex")
+    unloaded = ("pathlib", "re", "enum", "fnmatch", "urllib.parse", "ipaddress", "shlex", "contextlib")
     for argv, said in ((["verify", "--staged"], "ok: the log replays cleanly to 2 notes"),
                        (["export", "--check", "--staged"], ""),
                        (["anchors", "check", "--staged"], "no anchor drifted"),

@@ -16,12 +16,12 @@ concurrent changes that disagree) are listed; `--fail-on-disputes` makes them fa
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterator
 
 from ..base import errors, ids
 from ..system.db import Connection
+from .export import lazily_managed
 
 TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ def _loose_texts(store: Store) -> list[str]:
             for note_id, name in store.verify_reads().texts_without_note()]
 
 
-@contextlib.contextmanager
+@lazily_managed
 def fresh_index(store: Store) -> Iterator[Connection]:
     """A replay of the log read afresh, built in a temporary SQLite file (in the system's
     temporary directory, with a modest cache) that is removed afterwards, also on error."""
@@ -256,8 +256,10 @@ def fresh_index(store: Store) -> Iterator[Connection]:
         if conn is not None:
             conn.close()
         for suffix in ("", "-journal", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
+            try:
                 os.remove(name + suffix)
+            except FileNotFoundError:
+                pass
 
 
 def _index_problems(store: Store, fresh: Connection) -> tuple[list[str], list[str]]:
