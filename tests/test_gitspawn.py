@@ -375,12 +375,73 @@ def test_the_commit_round_answers_as_its_three_functions_in_turn(repo: Path, cas
     found = gitrepo.commit_round(repo, root, folder, whole)
     assert found is not None
     assert found[0] == gitrepo.top_and_object_format(root)
-    assert found[1] == gitrepo.commit_files(repo, folder)
+    in_turn = gitrepo.commit_files(repo, folder)
+    if whole and in_turn[2] is None:  # (no HEAD: in turn, the caller lists what is staged; the round's status did)
+        in_turn = (*in_turn[:2], gitrepo.staged_changes(repo))
+    assert found[1] == in_turn
     assert found[2] == (gitrepo.work_tree_files(repo) if whole else None)
     if case == "changes":
         unstaged, staged, changes = found[1]
         assert unstaged == {"mem/é changed.txt"} and "memo" not in staged and "mem/staged.txt" in staged
         assert set(changes) == {"mem/staged.txt", "memo"}
+
+
+def test_the_whole_round_s_status_says_what_diff_files_diff_cached_and_ls_files_say(repo: Path) -> None:
+    """The whole work tree's round asks one `git status` where it asked diff-files, diff
+    --cached HEAD and ls-files -o: the same paths for a change staged, unstaged, both, a
+    deletion, a file added with intent (`add -N`), an untracked file in an untracked folder,
+    a name with a space and a line break, and an unmerged path (listed by all three
+    plumbing commands); a file whose times changed and not its bytes is the one difference
+    (diff-files lists it, status compares it), and a status that fails answers None."""
+    def git(*args: str) -> bytes:
+        return subprocess.run(["git", *args], cwd=repo, env=ENV, check=True, capture_output=True).stdout
+    names = ["a.txt", "b.txt", "c.txt", "d.txt", "e f\ng.txt", "touched.txt", "both.txt"]
+    for name in names:
+        (repo / name).write_text(f"{name}\n")
+    git("add", "-A")
+    git("commit", "-qm", "files")
+    git("checkout", "-qb", "side")
+    (repo / "c.txt").write_text("side\n")
+    git("commit", "-qam", "side")
+    git("checkout", "-q", "-")
+    (repo / "c.txt").write_text("here\n")
+    git("commit", "-qam", "here")
+    subprocess.run(["git", "merge", "-q", "side"], cwd=repo, env=ENV, capture_output=True)  # c.txt unmerged
+    (repo / "a.txt").write_text("staged\n")
+    git("add", "a.txt")
+    (repo / "b.txt").write_text("unstaged\n")
+    (repo / "both.txt").write_text("staged\n")
+    git("add", "both.txt")
+    (repo / "both.txt").write_text("and again\n")
+    (repo / "d.txt").unlink()
+    (repo / "e f\ng.txt").write_text("changed\n")
+    (repo / "intent.txt").write_text("i\n")
+    git("add", "-N", "intent.txt")
+    (repo / "new" / "deeper").mkdir(parents=True)
+    (repo / "new" / "deeper" / "u.txt").write_text("u\n")
+    later = os.stat(repo / "touched.txt").st_mtime + 100
+    os.utime(repo / "touched.txt", (later, later))  # (its times, not its bytes)
+    status = subprocess.run(["git", *gitrepo._STATUS], cwd=repo, env=ENV, check=True, capture_output=True).stdout
+    unstaged, changes, untracked = (set(gitrepo._name_list(listed)) for listed in gitrepo._status_files(status))
+    plumbing = gitrepo._names(git("--literal-pathspecs", "diff-files", "--name-only", "-z"))
+    assert plumbing - unstaged == {"touched.txt"}
+    assert unstaged == {"b.txt", "both.txt", "c.txt", "d.txt", "e f\ng.txt", "intent.txt"}
+    assert changes == gitrepo._names(git("diff", "--cached", "--name-only", "--no-renames", "-z", "HEAD", "--"))
+    assert changes == {"a.txt", "both.txt", "c.txt"}
+    assert untracked == set(gitrepo._untracked(git("ls-files", "-z", "-o", "--exclude-standard"))) == {"new/deeper/u.txt"}
+    (repo / ".git" / "index").write_bytes(b"DIRC not an index")
+    with pytest.raises(errors.BadInput):  # (git's index unreadable: as listing it fails alone)
+        gitrepo.commit_round(repo, repo, ".", True)
+
+
+def test_a_whole_round_whose_status_fails_is_asked_in_turn(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where `git status` fails and git's index can be read (a status refused), the round
+    answers None: the caller asks in turn, never reading a failed status as nothing changed."""
+    (repo / "a.txt").write_text("a\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, env=ENV, check=True)
+    monkeypatch.setattr(gitrepo, "_STATUS", ("status", "--no-such-option"))
+    assert gitrepo.commit_round(repo, repo, ".", True) is None
+    assert gitrepo.commit_round(repo, repo, ".", False) is not None
 
 
 @pytest.mark.parametrize("name", ["work ", "wo\nrk", "wo\n\nrk", "work\n", " work", "\twork"])
@@ -422,12 +483,12 @@ def test_a_round_past_its_time_fails_once(repo: Path, monkeypatch: pytest.Monkey
     not taken for a git that cannot run, whose questions the caller asks again in turn
     (and would wait for as long again)."""
     bin_dir = tmp_path_factory.mktemp("bin")
-    slow = bin_dir / "git"  # the real git, but for untracked files, which it lists after a sleep
-    slow.write_text(f'#!/bin/sh\ncase " $* " in *" -o "*) sleep 5;; esac\nexec {shutil.which("git")} "$@"\n')
+    slow = bin_dir / "git"  # the real git, but for the work tree's status, which it says after a sleep
+    slow.write_text(f'#!/bin/sh\ncase " $* " in *" status "*) sleep 5;; esac\nexec {shutil.which("git")} "$@"\n')
     slow.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(gitrepo, "TIMEOUT_S", 0.5)
-    assert gitrepo.commit_round(repo, repo, ".", False) is not None  # (the untracked files not asked)
+    assert gitrepo.commit_round(repo, repo, ".", False) is not None  # (the work tree's status not asked)
     started = time.monotonic()
     with pytest.raises(gitrepo.GitTimedOut, match="timed out"):
         gitrepo.commit_round(repo, repo, ".", True)

@@ -102,6 +102,26 @@ def test_a_commit_touching_no_memory_is_answered_without_the_replay(repo, monkey
     assert sealed == full(work, env)
 
 
+def test_files_whose_times_changed_and_not_their_bytes_keep_the_seal(repo, monkeypatch) -> None:
+    """A log file and the anchored file touched, their bytes as committed (a checkout, a
+    copy that kept no times): git's status, which the sealed answer asks where a note is
+    anchored, compares their bytes and finds them unchanged, so the answer comes from the
+    seal (diff-files, asked before, listed them by their times, and the log was replayed:
+    10 s at 74,900 notes); the same answer as the full check's."""
+    work, env = repo
+    (work / "other.py").write_text("b = 3\n")
+    git("add", "other.py", cwd=work, env=env)
+    for path in (*sorted((work / ".qem" / "events").iterdir())[:1], work / "src" / "a.py"):
+        later = path.stat().st_mtime + 100
+        os.utime(path, (later, later))
+    assert gitrepo._names(subprocess.run(["git", "diff-files", "--name-only", "-z"], cwd=work, env=env,
+                                         capture_output=True, check=True).stdout)  # (listed by their times)
+    sealed = answers(work, env)
+    assert not replayed(work, monkeypatch)
+    assert sealed[0] == (0, "", "ok: the log replays cleanly to 2 notes\n")
+    assert sealed == full(work, env)
+
+
 def test_drift_in_the_work_tree_is_still_listed_from_the_seal(repo, monkeypatch) -> None:
     """The commit does not carry the anchored file's change (unstaged): the fast answer
     still lists the work tree's drift, as the full check does, and fails on it when asked."""
@@ -114,9 +134,9 @@ def test_drift_in_the_work_tree_is_still_listed_from_the_seal(repo, monkeypatch)
     real = gitspawn.run_together
     monkeypatch.setattr(gitspawn, "run_together", lambda cwd, asks, *a: rounds.append(len(asks)) or real(cwd, asks, *a))
     assert not replayed(work, monkeypatch)
-    # one round: the top, the commit's files and the work tree drift reads; then the changed
-    # anchored file, hashed as git hashes it
-    assert rounds == [5, 1]
+    # one round of three: the top, git's index and one status (the commit's files and the
+    # work tree drift reads); then the changed anchored file, hashed as git hashes it
+    assert rounds == [3, 1]
     assert "src/a.py" in sealed[0][1] and sealed[2][0] == 1
     assert sealed == full(work, env)
 

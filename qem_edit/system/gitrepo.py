@@ -407,7 +407,7 @@ def _commit_files(top: Path, folder: str, unstaged: gitspawn.Ran, staged: gitspa
             _name_list(changes.stdout) if changes.returncode == 0 else None)
 
 
-def commit_round(top: Path, root: Path, folder: str,
+def commit_round(top: AnyPath, root: AnyPath, folder: str,
                  whole: bool) -> tuple[tuple[str, str], CommitFiles, WorkTreeFiles | None] | None:
     """`top_and_object_format(root)`, `commit_files(top, folder)` and, where `whole`,
     `work_tree_files(top)`, asked of git in one round (in turn, a commit hook waits for three
@@ -415,12 +415,18 @@ def commit_round(top: Path, root: Path, folder: str,
     (qem_edit.system.workspace.git_top), where the others are asked, checked against the top
     git names: None where that is another, or where git cannot be run (the caller then asks
     in turn, as it would have); GitTimedOut where one ran past its time (asked again, it would
-    wait as long again).  Where `whole`, the commit's files are those of the whole work
-    tree's listing under `folder`, not asked apart."""
+    wait as long again).
+
+    Where `whole`, the round is three git starts, not five: git's index (`ls-files -s`) and
+    one `git status` (`_STATUS`), which says what `diff-files`, `diff --cached HEAD` and `ls-files
+    -o` say (`_status_files`), but for a file whose times changed and not its bytes, which
+    `status` compares and `diff-files` lists (the drift check then hashes it, as it hashes
+    any file listed: the same answer); the commit's files are those of that listing under
+    `folder`, not asked apart.  A `status` that fails answers None (asked in turn)."""
     asks = [["-C", os.fspath(root), "rev-parse", "--show-toplevel", "--show-object-format"],
-            *_commit_asks([] if whole else [folder]), *([[*_UNTRACKED_FILES]] if whole else [])]
+            *([[*_STATUS], [*_STAGED_FILES]] if whole else _commit_asks([folder]))]
     try:
-        found, unstaged, staged, changes, *untracked = _gits(top, asks, extra=index_env(top))
+        found, *answers = _gits(top, asks, extra=index_env(top))
     except GitTimedOut:
         raise  # (asked again, it would wait as long again)
     except errors.BadInput:  # (no git on the PATH, a folder git cannot enter)
@@ -429,13 +435,55 @@ def commit_round(top: Path, root: Path, folder: str,
     if named is None or named[0] != os.path.realpath(top):
         return None
     if not whole:
+        unstaged, staged, changes = answers
         return named, _commit_files(top, folder, unstaged, staged, changes), None
+    status, staged = answers
+    if status.returncode != 0:  # (an index git cannot read fails as listing it alone fails; else asked in turn)
+        if staged.returncode != 0:
+            staged_files(top, [folder])
+        return None
+    unstaged, changes, untracked = (gitspawn.Ran(0, names, b"") for names in _status_files(status.stdout))
     prefix = b"" if folder == "." else os.fsencode(folder) + b"/"
-    under = gitspawn.Ran(unstaged.returncode, b"\0".join(
-        name for name in unstaged.stdout.split(b"\0") if name.startswith(prefix)), unstaged.stderr)
+    under = gitspawn.Ran(0, b"\0".join(name for name in unstaged.stdout.split(b"\0") if name.startswith(prefix)), b"")
     listed = gitspawn.Ran(staged.returncode, b"\0".join(
         record for record in staged.stdout.split(b"\0") if record.partition(b"\t")[2].startswith(prefix)), staged.stderr)
-    return named, _commit_files(top, folder, under, listed, changes), _work_tree_files(staged, unstaged, untracked[0])
+    return named, _commit_files(top, folder, under, listed, changes), _work_tree_files(staged, unstaged, untracked)
+
+
+# What the whole work tree's round asks in place of diff-files, diff --cached HEAD and ls-files -o:
+# no optional lock (a hook runs while `git commit` holds the index's), no stash or branch line,
+# no renames (each is its two paths), every untracked file by name, every submodule looked into.
+_STATUS = ("--no-optional-locks", "-c", "status.showStash=false", "status", "--porcelain=v2", "-z", "--no-renames",
+          "--untracked-files=all", "--ignore-submodules=none")
+
+
+def _status_files(listed: bytes) -> tuple[bytes, bytes, bytes]:
+    """What `git status` (`_STATUS`) printed, as the three listings it stands for, each
+    NUL-separated: the paths whose work tree differs from git's index (`diff-files
+    --name-only`: a change's second letter not `.`, and every unmerged path), those whose
+    index differs from HEAD's (`diff --cached --name-only HEAD`: its first letter not `.`,
+    and every unmerged path; every path staged where there is no HEAD yet), and the
+    untracked files git does not ignore (`ls-files -o --exclude-standard`)."""
+    unstaged, changes, untracked = [], [], []
+    records = iter(listed.split(b"\0"))
+    for record in records:
+        kind = record[:2]
+        if kind == b"? ":
+            untracked.append(record[2:])
+        elif kind in (b"1 ", b"2 "):
+            fields = record.split(b" ", 8 if kind == b"1 " else 9)
+            path, states = fields[-1], fields[1]
+            if kind == b"2 ":
+                next(records, None)  # (a rename's source: not asked for, --no-renames)
+            if states[1:2] != b".":
+                unstaged.append(path)
+            if states[:1] != b".":
+                changes.append(path)
+        elif kind == b"u ":
+            path = record.split(b" ", 10)[-1]
+            unstaged.append(path)
+            changes.append(path)
+    return b"\0".join(unstaged), b"\0".join(changes), b"\0".join(untracked)
 
 
 def index_entries(top: Path, paths: list[str] | None = None) -> list[tuple[bytes, str, str, str]]:
