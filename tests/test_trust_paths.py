@@ -178,3 +178,26 @@ def test_the_private_folders_linked_out_get_nothing(team: Team, folder: str) -> 
         if folder == "checkouts":
             assert "is not a private directory" in clone.qem("checkout", code=2).stderr
         assert everything_under(outside) == set()
+
+
+def test_a_committed_export_path_holding_a_nul_is_refused_without_a_traceback(team: Team) -> None:
+    """`[export] path` with a NUL (TOML's `\\u0000`), pushed by a teammate: every command
+    that reads the setting refuses it (exit 2), naming the file and the key; before, the
+    check of where it leads ended in a traceback (ValueError: embedded null byte)."""
+    founder, outside = founded_and_hostile(team, export_setting("a\\u0000b.md"))
+    for clone in (founder, team.clone("fresh")):
+        for args in (("add", "a note", "-k", "finding"), ("export",), ("export", "--check"), ("verify",)):
+            done = clone.qem(*args, code=2)
+            assert ".qem/config.toml: [export] path holds a NUL character" in done.stderr, (args, done.stderr)
+            assert "Traceback" not in done.stderr
+    assert everything_under(outside) == set()
+
+
+def test_verify_says_why_it_cannot_look_at_memory_md(team: Team) -> None:
+    """A configured MEMORY.md that cannot be looked at (its name too long for the file
+    system) fails `qem verify` (exit 2, naming the file and why), as it fails `export
+    --check`; never read as a memory with no MEMORY.md (checked, and found fine)."""
+    founder, outside = founded_and_hostile(team, export_setting("A" * 300 + ".md"))
+    for args in (("verify",), ("export", "--check")):
+        done = founder.qem(*args, code=2)
+        assert "File name too long" in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)

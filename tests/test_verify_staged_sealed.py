@@ -122,6 +122,35 @@ def test_files_whose_times_changed_and_not_their_bytes_keep_the_seal(repo, monke
     assert sealed == full(work, env)
 
 
+def test_a_listing_git_cannot_make_fails_the_hook_and_is_never_read_as_no_change(repo) -> None:
+    """A submodule whose git folder is gone (a superproject moved, `.git/modules` cleaned by
+    hand): git cannot say which files changed (status and diff-files both fail). The anchored
+    file's change is then never trusted to git's index: `verify --staged` fails, naming what
+    git could not list and why, with the seal and without it (it said the log was clean and
+    left the drift unreported, before)."""
+    work, env = repo
+    sub = work.parent / "sub"
+    git("init", "-q", "-b", "main", str(sub), cwd=work.parent, env=env)
+    (sub / "s.txt").write_text("s\n")
+    git("add", "-A", cwd=sub, env=env)
+    git("commit", "-qm", "sub", cwd=sub, env=env)
+    git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "lib/sub", cwd=work, env=env)
+    git("commit", "-qm", "the submodule", "--no-verify", cwd=work, env=env)
+    assert qem(work, env, "verify", "--staged").returncode == 0  # (sealed again, the submodule in)
+    (work / "src" / "a.py").write_text("a = 2\n")  # drift, left unstaged
+    (work / "other.py").write_text("b = 3\n")
+    git("add", "other.py", cwd=work, env=env)
+    shutil.move(work / ".git" / "modules" / "lib" / "sub", work.parent / "moved")
+    for seal in (True, False):
+        if not seal:
+            for name in (VERIFIED, COMMITS_NAME):
+                (work / ".qem" / name).unlink(missing_ok=True)
+        done = qem(work, env, "verify", "--staged", "--fail-on-drift")
+        assert done.returncode == 2, (seal, done.stdout, done.stderr)
+        assert "cannot list the files whose work tree differs from git's index: git says:" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+
+
 def test_drift_in_the_work_tree_is_still_listed_from_the_seal(repo, monkeypatch) -> None:
     """The commit does not carry the anchored file's change (unstaged): the fast answer
     still lists the work tree's drift, as the full check does, and fails on it when asked."""

@@ -27,12 +27,13 @@ if TYPE_CHECKING:
 def lazily_managed(function: Callable[..., Iterator]) -> Callable[..., AbstractContextManager]:
     """`contextlib.contextmanager(function)`, contextlib imported when the context is first
     asked for: a commit hook that renders nothing imports none (0.4 ms of its start-up)."""
+    from functools import wraps  # (loaded already: SQLite's module imports it)
+
+    @wraps(function)
     def managed(*args: object, **kwargs: object) -> AbstractContextManager:
         from contextlib import contextmanager
 
         return contextmanager(function)(*args, **kwargs)
-    managed.__name__, managed.__qualname__, managed.__doc__ = function.__name__, function.__qualname__, function.__doc__
-    managed.__wrapped__ = function  # type: ignore[attr-defined]
     return managed
 
 TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)

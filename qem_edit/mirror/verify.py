@@ -284,8 +284,10 @@ def _open_disputes(store: Store) -> list[str]:
 def _mirror_problems(store: Store, place) -> list[str]:  # type: ignore[no-untyped-def]
     from .export import check
 
+    from ..system.files import is_regular
+
     mirror = place.mirror_name()
-    if not os.path.isfile(mirror):
+    if not is_regular(mirror):
         return []
     verdict = check(store, mirror)
     return [] if verdict.clean else [f"{mirror}: {verdict.message}"]

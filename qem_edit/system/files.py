@@ -45,6 +45,18 @@ def path_name(path: AnyPath) -> str:
     return top + "/".join(part for part in named.split("/") if part not in ("", ".")) or "."
 
 
+def is_regular(path: AnyPath) -> bool:
+    """Whether `path` is a regular file (through a link), as pathlib's `is_file` says it:
+    False where it is not there (or a link leads nowhere), OSError where it cannot be looked
+    at (a name too long, a folder that may not be entered), not read as "not there"."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+            return False
+        raise
+
+
 def name_within(top: AnyPath, path: AnyPath) -> str | None:
     """`path` from `top`, both resolved, its parts joined by `/` (`.` for `top` itself), as
     pathlib's `Path(path).resolve().relative_to(Path(top).resolve()).as_posix()` names it,

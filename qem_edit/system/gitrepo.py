@@ -363,8 +363,21 @@ def _listed_blobs(listed: bytes) -> dict[str, str]:
 
 def unstaged_files(top: Path, paths: list[str]) -> set[str]:
     """The tracked files under these paths whose work-tree copy differs from the index's."""
-    done = _git(top, *_UNSTAGED_FILES, *paths, extra=index_env(top))
-    return _names(done.stdout)
+    return _names(_listed(_git(top, *_UNSTAGED_FILES, *paths, extra=index_env(top)), UNSTAGED_WHAT))
+
+
+UNSTAGED_WHAT = "the files whose work tree differs from git's index"
+UNTRACKED_WHAT = "the work tree's untracked files"
+
+
+def _listed(done: gitspawn.Ran, what: str) -> bytes:
+    """What git listed, where it ran to its end; BadInput naming `what` and git's complaint
+    where it failed (a submodule whose git folder is gone, say): a listing that failed is
+    never read as nothing listed (no change, no untracked file: a seal holding, a drifted
+    anchor trusted to git's index)."""
+    if done.returncode != 0:
+        raise errors.BadInput(f"cannot list {what}: git says: {done.stderr.decode(errors='replace').strip()}")
+    return done.stdout
 
 
 _STAGED_FILES = ("--literal-pathspecs", "ls-files", "-s", "-z", "--")
@@ -402,8 +415,8 @@ def _commit_asks(paths: list[str]) -> list[list[str]]:
 
 def _commit_files(top: Path, folder: str, unstaged: gitspawn.Ran, staged: gitspawn.Ran,
                   changes: gitspawn.Ran) -> CommitFiles:
-    return (_names(unstaged.stdout),
-            _listed_blobs(staged.stdout) if staged.returncode == 0 else staged_files(top, [folder]),
+    blobs = _listed_blobs(staged.stdout) if staged.returncode == 0 else staged_files(top, [folder])
+    return (_names(_listed(unstaged, UNSTAGED_WHAT)), blobs,
             _name_list(changes.stdout) if changes.returncode == 0 else None)
 
 
@@ -502,7 +515,8 @@ def work_tree_files(top: Path) -> WorkTreeFiles:
 
 
 def _work_tree_files(entries: gitspawn.Ran, unstaged: gitspawn.Ran, untracked: gitspawn.Ran) -> WorkTreeFiles:
-    return _index_entries(entries), _names(unstaged.stdout), _untracked(untracked.stdout)
+    return (_index_entries(entries), _names(_listed(unstaged, UNSTAGED_WHAT)),
+            _untracked(_listed(untracked, UNTRACKED_WHAT)))
 
 
 def _index_entries(done: gitspawn.Ran) -> list[tuple[bytes, str, str, str]]:
@@ -549,7 +563,7 @@ def files_seen(top: Path, folder: str) -> set[str]:
 def untracked_files(top: Path) -> list[str]:
     """The files of the work tree git does not track and does not ignore (a nested
     repository left out)."""
-    return _untracked(_git(top, *_UNTRACKED_FILES, extra=index_env(top)).stdout)
+    return _untracked(_listed(_git(top, *_UNTRACKED_FILES, extra=index_env(top)), UNTRACKED_WHAT))
 
 
 _UNTRACKED_FILES = ("ls-files", "-z", "-o", "--exclude-standard")

@@ -173,6 +173,9 @@ class Workspace:
             raise errors.BadInput(f"{path}: [export] auto must be true or false")
         if "path" in export and not isinstance(export["path"], str):
             raise errors.BadInput(f"{path}: [export] path must be a string")
+        if "\x00" in export.get("path", ""):  # (no file is named so: every system call refuses it)
+            raise errors.BadInput(f"{self._shown(path)}: [export] path holds a NUL character; name a file inside"
+                                  " the work tree, relative to it; nothing was written")
         if export.get("path") and leads_out(self.root_name, export["path"]):
             # the file is committed: a teammate's branch must not make this clone write anywhere
             raise errors.BadInput(f'{self._shown(path)}: [export] path "{export["path"]}" leads outside the work tree'
