@@ -2,6 +2,7 @@
 
     python bench/anchors.py                    # 20,000 files, 74,900 notes, 20,000 anchored
     python bench/anchors.py --files 2000 --notes 7490 --anchored 2000 --runs 3   # quicker
+    python bench/anchors.py --installed        # qem as a user installs it (bench/run.py --installed)
 
 Builds a git repository of FILES files in folders of 100, a memory of NOTES generated notes
 (fixtures/generate.py) of which ANCHORED are anchored to a file each, spread over half the
@@ -101,8 +102,10 @@ def main() -> int:
     parser.add_argument("--anchored", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--output", type=Path)
+    parser.add_argument("--installed", action="store_true", help="time qem installed from its wheel, as bench/run.py"
+                        " --installed does, not the editable install of this checkout (whose finder loads pathlib)")
     args = parser.parse_args()
-    tools = Tools()
+    tools = Tools(installed=args.installed)
     with tempfile.TemporaryDirectory(prefix="qem-bench-anchors-") as tmp:
         where = Path(tmp)
         print(f"building: {args.files:,} files, {args.notes:,} notes, {args.anchored:,} anchored", flush=True)

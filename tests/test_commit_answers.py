@@ -595,3 +595,48 @@ def test_the_kept_files_name_is_the_stores(repo) -> None:  # type: ignore[no-unt
 
     assert answered.NAME == COMMITS_NAME and COMMITS_NAME in KEPT_NAMES and answered.BASE == MIRROR_BASE
     assert answered.FOLDER == STATE_DIR
+
+
+def test_the_anchored_paths_an_answer_rests_on_are_read_no_further_than_needed(tmp_path: Path) -> None:
+    """`Store.anchored_paths(most)` (what a kept answer rests on) is the sorted paths of
+    `anchors_in_force()`, another session's notes left out as they are, and None past
+    `most`; `any_anchor_in_force` is `bool(anchors_in_force(...))`: in the memory's states
+    as they move (a note superseded, one of another session's, one flagged stale)."""
+    from conftest import run_qem
+
+    from qem_edit.storage.store import Store
+
+    for name in ("a.py", "b.py", "c.py", "d.py"):
+        (tmp_path / name).write_text(f"{name}\n")
+
+    def add(text: str, *args: str, session: str | None = None) -> None:
+        env = {**os.environ, **({"QEM_SESSION": session} if session else {})}
+        assert run_qem("add", text, "-k", "gotcha", *args, cwd=tmp_path, env=env).returncode == 0
+
+    def check(session: str | None) -> None:
+        with Store.open(str(tmp_path / STATE_DIR)) as store:
+            store.session = session
+            every = sorted({path for _, path, _ in store.anchors_in_force()})
+            for most in range(len(every) + 2):
+                assert store.anchored_paths(most) == (every if len(every) <= most else None), (session, most)
+            for states in (("active",), ("active", "stale"), ("stale",)):
+                assert store.any_anchor_in_force(states=states) == bool(store.anchors_in_force(states=states))
+
+    with Store.open(str(tmp_path / STATE_DIR), create=True) as store:
+        assert store.anchored_paths(0) == [] and not store.any_anchor_in_force()
+    add("a and b", "--anchor", "a.py", "--anchor", "b.py")
+    add("b again", "--anchor", "b.py")
+    add("only this session's", "--anchor", "d.py", "--scope", "session", session="s1")
+    for session in (None, "s1", "s2"):
+        check(session)
+    listed = json.loads(run_qem("list", "--json", cwd=tmp_path).stdout)
+    first = next(n["id"] for n in listed if n["text"] == "a and b")
+    assert run_qem("flag-stale", first, "-m", "looked", cwd=tmp_path).returncode == 0  # (stale: still in force)
+    add("c, soon revoked", "--anchor", "c.py")
+    for session in (None, "s1"):
+        check(session)
+    listed = json.loads(run_qem("list", "--json", cwd=tmp_path).stdout)
+    third = next(n["id"] for n in listed if n["text"] == "c, soon revoked")
+    assert run_qem("revoke", third, "-m", "no longer", cwd=tmp_path).returncode == 0  # (out of force)
+    for session in (None, "s1"):
+        check(session)

@@ -468,8 +468,8 @@ def _resting(store, here: str, place) -> tuple:  # type: ignore[no-untyped-def]
     mirror = os.path.relpath(os.path.abspath(given), here)
     if mirror.startswith("..") or mirror != os.path.relpath(os.path.realpath(given), here) or not os.path.isfile(given):
         raise ValueError("no MEMORY.md in the work tree")
-    anchored = {path for _, path, _ in store.anchors_in_force()}
-    if len(anchored) > MOST_PATHS:
+    anchored = store.anchored_paths(MOST_PATHS)
+    if anchored is None:
         raise ValueError("too many anchors")
     mirror = mirror.replace(os.sep, "/")
     named = {FOLDER, mirror, *anchored}

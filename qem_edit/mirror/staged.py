@@ -158,7 +158,7 @@ def _asked(store: Store, place  # type: ignore[no-untyped-def]
     guess = git_top(place.root_name)
     folder = _relative(guess, store.root) if guess is not None else None
     if folder is not None:
-        whole = bool(store.anchors_in_force(states=("active",)))  # (as the drift check reads them)
+        whole = store.any_anchor_in_force(states=("active",))  # (as the drift check reads them)
         found = gitrepo.commit_round(guess, place.root_name, folder, whole)
         if found is not None:
             (top, object_format), asked, read = found
