@@ -587,11 +587,11 @@ def test_a_hook_finds_its_memory_through_a_link_and_dot_dot(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("path", ["/a", "a", "/", ".", "", "a/b/.", "a/..", "/x/.qem/.", "/x/.qem/", "x//y", "./a",
-                                  "../a/b", "a/./b/", "/a/b/c", "..", "../..", "a/b/../c/./"])
+                                  "../a/b", "a/./b/", "/a/b/c", "..", "../..", "a/b/../c/./", "//a", "//", "///a/b"])
 def test_a_folder_is_held_by_the_folder_pathlib_names(path: str) -> None:
-    from qem_edit.system.workspace import _parent
+    from qem_edit.system.files import parent_name
 
-    assert _parent(path) == str(Path(path).parent)
+    assert parent_name(path) == str(Path(path).parent)
 
 
 def test_a_hook_that_finds_no_memory_says_why(tmp_path: Path) -> None:

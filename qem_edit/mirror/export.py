@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
     from pathlib import Path
 
+    from ..renderer import Selection
     from ..system.files import AnyPath
 
 
@@ -35,10 +36,6 @@ def lazily_managed(function: Callable[..., Iterator]) -> Callable[..., AbstractC
 
         return contextmanager(function)(*args, **kwargs)
     return managed
-
-TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
-if TYPE_CHECKING:
-    from ..renderer import Selection
 
 # (The renderer is imported where a rendering is made: `export --check` on a file the
 # index's stat line vouches for, and `verify --staged`'s sealed answer, render nothing,

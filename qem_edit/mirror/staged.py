@@ -30,10 +30,7 @@ from .export import Verdict, same_text
 
 TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from ..system.anchors import WorkTree
-    from ..system.files import AnyPath
     from ..system.gitrepo import CommitFiles, WorkTreeFiles
 
 SHOWN_MOST = 8  # notes and files named in a refusal; the rest are counted
@@ -43,11 +40,11 @@ def staged_verdict(store: Store, place) -> Verdict | None:  # type: ignore[no-un
     """The commit's verdict where it differs from the work tree's; None when the staged
     memory is the work tree's (or this is no git work tree): judge the work tree."""
     top = gitrepo.top_name(store.root)
-    folder = _relative(top, store.root) if top is not None else None
+    folder = name_within(top, store.root) if top is not None else None
     if top is None or folder is None:
         return None
     mirror = place.mirror_name()
-    mirror_name = _relative(top, mirror)
+    mirror_name = name_within(top, mirror)
     paths = [f"{folder}/{d}" for d in (EVENTS, TEXTS, PACKS)] + ([mirror_name] if mirror_name else [])
     staged = gitrepo.staged_files(top, paths)
     log = {n[len(folder) + 1:]: blob for n, blob in staged.items() if n.startswith(folder + "/")}
@@ -77,10 +74,6 @@ def _ignored(store: Store, top: str) -> bool:
 
 def _count(notes: Sized) -> str:
     return f"{len(notes)} note{'' if len(notes) == 1 else 's'}"
-
-
-def _relative(top: AnyPath, path: AnyPath) -> str | None:
-    return name_within(top, path)
 
 
 def _missing(store: Store, good: set[str]) -> tuple[dict[str, str], list[str]]:
@@ -156,7 +149,7 @@ def _asked(store: Store, place  # type: ignore[no-untyped-def]
     from ..system.workspace import git_top
 
     guess = git_top(place.root_name)
-    folder = _relative(guess, store.root) if guess is not None else None
+    folder = name_within(guess, store.root) if guess is not None else None
     if folder is not None:
         whole = store.any_anchor_in_force(states=("active",))  # (as the drift check reads them)
         found = gitrepo.commit_round(guess, place.root_name, folder, whole)
@@ -164,7 +157,7 @@ def _asked(store: Store, place  # type: ignore[no-untyped-def]
             (top, object_format), asked, read = found
             return WorkTree(top, True, object_format), folder, asked, read
     tree = work_tree(place.root_name)
-    folder = _relative(tree.top, store.root) if tree.git else None
+    folder = name_within(tree.top, store.root) if tree.git else None
     asked = gitrepo.commit_files(tree.top, folder) if folder is not None else None  # (git's three answers at once)
     return tree, folder, asked, None
 
@@ -232,7 +225,7 @@ def _quiet(store: Store, place, tree, options: dict, folder: str,  # type: ignor
 
     if options.get("base") is not None or options.get("repair"):
         return False
-    mirror = _relative(tree.top, place.mirror_name())
+    mirror = name_within(tree.top, place.mirror_name())
     touched = touched if touched is not None else gitrepo.staged_changes(tree.top)
     if any(p == mirror or p.startswith(folder + "/") for p in touched):
         return False

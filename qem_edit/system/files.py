@@ -45,6 +45,13 @@ def path_name(path: AnyPath) -> str:
     return top + "/".join(part for part in named.split("/") if part not in ("", ".")) or "."
 
 
+def parent_name(path: AnyPath) -> str:
+    """The folder holding `path`, as pathlib's `parent` names it (`str(Path(path).parent)`):
+    its parts but the last, where an empty part and a `.` are no parts (`D/.qem/.` is held
+    by `D`) and `..` is one."""
+    return os.path.dirname(path_name(path)) or "."
+
+
 def is_regular(path: AnyPath) -> bool:
     """Whether `path` is a regular file (through a link), as pathlib's `is_file` says it:
     False where it is not there (or a link leads nowhere), OSError where it cannot be looked

@@ -15,7 +15,7 @@ from collections.abc import Container
 from ..base import errors
 from ..base.patterns import Lazy
 from . import gitspawn
-from .files import name_within, path_name
+from .files import name_within, parent_name
 
 TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:
@@ -116,19 +116,12 @@ def _printed(found: bytes) -> str:
 def _top(path: AnyPath, *also: str) -> bytes | None:
     """What `git rev-parse --show-toplevel` (and the `also` asked with it) answers in the
     folder holding `path` (None: not in a work tree, or no git)."""
-    folder = path if os.path.isdir(path) else _parent(path)
+    folder = path if os.path.isdir(path) else parent_name(path)
     try:
         done = _git(folder, "rev-parse", "--show-toplevel", *also)
     except errors.BadInput:
         return None
     return done.stdout if done.returncode == 0 else None
-
-
-def _parent(path: AnyPath) -> str:
-    """The folder holding `path`, as pathlib's `parent` names it."""
-    named = path_name(path)
-    above = os.path.dirname(named)
-    return above if above else "."
 
 
 def _from_top(top: AnyPath, path: AnyPath) -> str:

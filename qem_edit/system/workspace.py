@@ -14,7 +14,7 @@ import os
 
 from ..base import errors
 from ..base.stored_form import actor_problem
-from .files import leads_out, path_name
+from .files import leads_out, parent_name, path_name
 
 TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:
@@ -230,15 +230,6 @@ def _up(folder: str) -> Iterator[str]:
         folder = above
 
 
-def _parent(path: AnyPath) -> str:
-    """The folder holding `path`, as pathlib's `parent` names it: its parts but the last,
-    where an empty part and a `.` are no parts (`D/.qem/.` is held by `D`) and `..` is one."""
-    named = os.fspath(path)
-    top = os.sep if named.startswith(os.sep) else ""
-    parts = [part for part in named.split(os.sep) if part not in ("", ".")]
-    return top + os.sep.join(parts[:-1]) if len(parts) > 1 else (top or ".")
-
-
 def git_top(start: AnyPath) -> str | None:
     """The top of the git work tree holding `start`: its nearest folder, itself or above,
     holding `.git` (a directory, or a linked worktree's file), resolved; None outside any.
@@ -250,7 +241,7 @@ def work_top(state: AnyPath) -> str:
     """The top of the work tree the memory `state` (its `.qem` folder) is in, resolved:
     anchors and paths are named from it; the nearest folder at or above the workspace
     holding `.git`, else the workspace."""
-    above = _parent(state)
+    above = parent_name(state)
     return git_top(above) or os.path.realpath(above)
 
 
