@@ -640,3 +640,174 @@ def test_the_anchored_paths_an_answer_rests_on_are_read_no_further_than_needed(t
     assert run_qem("revoke", third, "-m", "no longer", cwd=tmp_path).returncode == 0  # (out of force)
     for session in (None, "s1"):
         check(session)
+
+
+@pytest.mark.parametrize("form", HOOKS)
+def test_memory_md_edited_while_it_ran_is_not_kept(repo, monkeypatch, form) -> None:  # type: ignore[no-untyped-def]
+    """MEMORY.md edited by hand while a hook runs, after the command read it, git told to
+    look away from it: what the command printed (of the file as it was) is not kept, for
+    MEMORY.md's own file is read as the memory opens, before the command reads it; the next
+    run answers as the full check does."""
+    from qem_edit.shells import quick
+
+    work, env = repo
+    git("update-index", "--assume-unchanged", "MEMORY.md", cwd=work, env=env)
+    monkeypatch.chdir(work)
+    real = quick._body
+
+    def body(name):  # type: ignore[no-untyped-def]
+        def meanwhile(**params):  # type: ignore[no-untyped-def]
+            code = real(name)(**params)
+            with (work / "MEMORY.md").open("a") as mirror:
+                mirror.write("\n- a line by hand\n")
+            return code
+        return meanwhile
+    monkeypatch.setattr(quick, "_body", body)
+    (work / ".qem" / COMMITS_NAME).unlink(missing_ok=True)
+    assert quick.run(list(form)) == 0
+    assert not (work / ".qem" / COMMITS_NAME).exists()
+    monkeypatch.setattr(quick, "_body", real)
+    answer, loaded = hook(work, env, form)
+    assert loaded == FULL and answer == full(work, env, form)
+
+
+def _gits_seen(monkeypatch) -> list[tuple[str, tuple[str, ...]]]:  # type: ignore[no-untyped-def]
+    """Every git started from here from now on, in order, as it starts: ("started", its
+    arguments) for a kept answer's own (gitspawn.started), ("round", ...) for a command's
+    (gitspawn.run_together); and ("heard", ...) as a kept answer's own is read to its end."""
+    from qem_edit.system import gitspawn
+
+    seen: list[tuple[str, tuple[str, ...]]] = []
+    started, output, spawn = gitspawn.started, gitspawn.output, gitspawn._spawn
+    names: dict[int, tuple[str, ...]] = {}
+    own: list[bool] = []
+
+    def start(top, env, *args):  # type: ignore[no-untyped-def]
+        own.append(True)
+        try:
+            begun = started(top, env, *args)
+        finally:
+            own.pop()
+        if begun is not None:
+            names[begun[0]] = args
+        return begun
+
+    def spawned(cwd, args, *rest):  # type: ignore[no-untyped-def]
+        seen.append(("started" if own else "round", tuple(args)))
+        return spawn(cwd, args, *rest)
+
+    def heard(begun):  # type: ignore[no-untyped-def]
+        out = output(begun)
+        if begun is not None:
+            seen.append(("heard", names[begun[0]]))
+        return out
+    monkeypatch.setattr(gitspawn, "started", start)
+    monkeypatch.setattr(gitspawn, "output", heard)
+    monkeypatch.setattr(gitspawn, "_spawn", spawned)
+    return seen
+
+
+def test_git_is_heard_on_what_an_answer_rests_on_before_the_command_asks_it_anything(repo, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`export --check --staged`, in full: the kept answer's `git status` of the paths it
+    rests on has ended before the command's first git starts (a change landing between the
+    two is seen by both, or by neither: never by the command alone), and its answer is kept."""
+    from qem_edit.shells.quick import run
+
+    work, env = repo
+    monkeypatch.chdir(work)
+    (work / ".qem" / COMMITS_NAME).unlink(missing_ok=True)
+    seen = _gits_seen(monkeypatch)
+    assert run(list(HOOKS[1])) == 0
+    assert (work / ".qem" / COMMITS_NAME).exists()
+    first_round = next(n for n, (what, _) in enumerate(seen) if what == "round")
+    status = [n for n, (what, args) in enumerate(seen) if what == "heard" and "status" in args]
+    assert status and status[0] < first_round, seen
+    assert all("--branch" in seen[n][1] for n in status)
+
+
+def test_the_sealed_verify_takes_its_own_look_at_the_work_tree_as_the_answers(repo, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`verify --staged` in full from its seal, a note in force anchored: its round's
+    `git status` of the whole work tree is the kept answer's look at the paths it rests on
+    (no status of its own before), so five gits start, not seven: HEAD's files as the memory
+    opens, the round's three, and one status after; its answer is kept, and answered from."""
+    from qem_edit.shells.quick import run
+
+    work, env = repo
+    monkeypatch.chdir(work)
+    assert run(list(HOOKS[0])) == 0  # (sealed)
+    (work / ".qem" / COMMITS_NAME).unlink()
+    seen = _gits_seen(monkeypatch)
+    assert run(list(HOOKS[0])) == 0
+    starts = [(what, args) for what, args in seen if what in ("started", "round")]
+    assert [what for what, _ in starts] == ["started", "round", "round", "round", "started"], starts
+    assert "ls-tree" in starts[0][1] and "status" in starts[-1][1] and "--branch" in starts[-1][1]
+    assert (work / ".qem" / COMMITS_NAME).exists()
+    monkeypatch.undo()
+    assert hook(work, env, HOOKS[0]) == ((0, "", "ok: the log replays cleanly to 3 notes\n"), [])
+
+
+def test_what_a_whole_status_says_of_the_paths_is_what_their_own_status_says(tmp_path: Path) -> None:
+    """`_said` of the whole work tree's `git status` (qem_edit.system.gitrepo.STATUS),
+    limited to the paths an answer rests on, against `git status` of those paths alone
+    (answered._status): the same commit, and a change under them listed by both or by
+    neither, across changes inside and outside them of every kind git lists."""
+    from qem_edit.system.gitrepo import STATUS
+
+    (tmp_path / "home").mkdir()
+    env = git_env(tmp_path / "home")
+    work = tmp_path / "work"
+    for name in ("lib/a.py", "lib/deep/b.py", "src/c.py", "other.py", ".qem/config.toml", "MEMORY.md",
+                 "lib2/x.py", "odd name\nhere/f.py"):
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text(f"{name}\n")
+    git("init", "-q", "-b", "main", cwd=work, env=env)
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "-qm", "all", cwd=work, env=env)
+    paths = [".qem", "MEMORY.md", "lib", "odd name\nhere", "src/c.py"]
+
+    def both() -> tuple[object, object]:
+        whole = subprocess.run(["git", *STATUS], cwd=work, env=env, capture_output=True, check=True).stdout
+        began = answered._status(str(work), {**env}, paths, branch=True)
+        return answered._said(whole, paths), answered._said(answered.gitspawn.output(began))
+
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=work, env=env, capture_output=True, text=True).stdout.strip()
+    assert both() == ((head.encode(), True),) * 2
+    changes = [
+        lambda: (work / "other.py").write_text("changed\n"),  # outside: not listed
+        lambda: (work / "lib2" / "y.py").write_text("new\n"),  # outside, though its name starts as one inside
+        lambda: (work / "lib" / "deep" / "b.py").write_text("changed\n"),
+        lambda: (work / "lib" / "deep" / "new.py").write_text("untracked\n"),
+        lambda: (work / "src" / "c.py").unlink(),
+        lambda: git("add", "-A", cwd=work, env=env),
+        lambda: (work / "odd name\nhere" / "g.py").write_text("untracked\n"),
+        lambda: (work / ".qem" / "config.toml").write_text("changed\n"),
+        lambda: (git("add", "-A", cwd=work, env=env), git("commit", "-qm", "more", cwd=work, env=env)),
+    ]
+    for n, change in enumerate(changes):
+        change()
+        whole, own = both()
+        assert whole == own, (n, whole, own)
+        assert whole is not None and whole[1] == (n < 2 or n == 8), (n, whole)
+    assert answered._said(b"# branch.oid abc\0! ignored\0", ["x"]) == (b"abc", False)  # (a record not known: counted)
+    assert answered._said(b"# branch.oid abc\x002 R. N... 100644 100644 100644 a b R100 new\0lib/old\0", ["lib"]) == \
+        (b"abc", True)  # (a rename's other path is not its own record)
+    assert answered._said(b"1 .M N... 100644 100644 100644 a b lib/x", ["lib"]) is None  # (no commit: no answer)
+
+
+def test_a_kept_answer_reads_the_index_as_it_stands_and_makes_none(tmp_path: Path) -> None:
+    """`Store.as_indexed`: the index as it is (a folder named with URI's characters), and
+    NotAStore, with no file made, where there is none."""
+    from qem_edit.base.errors import NotAStore
+    from qem_edit.storage.store import Store
+
+    root = tmp_path / "a ?#%41 b" / STATE_DIR
+    root.parent.mkdir()
+    with Store.open(str(root), create=True) as store:
+        moment = store.moment(store.head())
+    with Store.as_indexed(str(root)) as store:
+        assert store.moment(store.head()) == moment
+    for name in ("index.db", "index.db-wal", "index.db-shm"):
+        (root / name).unlink(missing_ok=True)
+    with pytest.raises(NotAStore):
+        Store.as_indexed(str(root))
+    assert not (root / "index.db").exists()

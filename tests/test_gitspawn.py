@@ -421,7 +421,7 @@ def test_the_whole_round_s_status_says_what_diff_files_diff_cached_and_ls_files_
     (repo / "new" / "deeper" / "u.txt").write_text("u\n")
     later = os.stat(repo / "touched.txt").st_mtime + 100
     os.utime(repo / "touched.txt", (later, later))  # (its times, not its bytes)
-    status = subprocess.run(["git", *gitrepo._STATUS], cwd=repo, env=ENV, check=True, capture_output=True).stdout
+    status = subprocess.run(["git", *gitrepo.STATUS], cwd=repo, env=ENV, check=True, capture_output=True).stdout
     unstaged, changes, untracked = (set(gitrepo._name_list(listed)) for listed in gitrepo._status_files(status))
     plumbing = gitrepo._names(git("--literal-pathspecs", "diff-files", "--name-only", "-z"))
     assert plumbing - unstaged == {"touched.txt"}
@@ -439,7 +439,7 @@ def test_a_whole_round_whose_status_fails_is_asked_in_turn(repo: Path, monkeypat
     answers None: the caller asks in turn, never reading a failed status as nothing changed."""
     (repo / "a.txt").write_text("a\n")
     subprocess.run(["git", "add", "-A"], cwd=repo, env=ENV, check=True)
-    monkeypatch.setattr(gitrepo, "_STATUS", ("status", "--no-such-option"))
+    monkeypatch.setattr(gitrepo, "STATUS", ("status", "--no-such-option"))
     assert gitrepo.commit_round(repo, repo, ".", True) is None
     assert gitrepo.commit_round(repo, repo, ".", False) is not None
 

@@ -270,32 +270,97 @@ def _heads(here: str, paths: list[str], mirror: str) -> bytes | None:
 
 def _ask(here: str, paths: list[str]) -> tuple:
     """The two git commands `_heads` reads, started side by side (read by `_heard`)."""
-    env = {**gitspawn.base_env(), **gitspawn.index_env(here)}
-    status = gitspawn.started(here, env, "--no-optional-locks", "--literal-pathspecs", "-c", "status.showStash=false",
-                              "-c", "status.branch=false", "status", "--porcelain=v2",
-                              "-z", "--untracked-files=normal", "--ignore-submodules=none", "--", *paths)
-    listed = gitspawn.started(here, env, "--literal-pathspecs", "ls-tree", "-z", "--full-tree", "HEAD", "--", *paths)
-    return status, listed
+    env = _env(here)
+    return _status(here, env, paths), _listing(here, env, paths)
+
+
+def _env(here: str) -> dict[str, str]:
+    return {**gitspawn.base_env(), **gitspawn.index_env(here)}
+
+
+def _status(here: str, env: dict[str, str], paths: list[str], branch: bool = False) -> tuple[int, int] | None:
+    """`git status` of `paths` started (`branch`: with the branch's lines, HEAD's commit among them)."""
+    return gitspawn.started(here, env, "--no-optional-locks", "--literal-pathspecs", "-c", "status.showStash=false",
+                            "-c", "status.branch=false", "status", "--porcelain=v2",
+                            *(("--branch", "--no-ahead-behind") if branch else ()),
+                            "-z", "--untracked-files=normal", "--ignore-submodules=none", "--", *paths)
+
+
+def _listing(here: str, env: dict[str, str], paths: list[str]) -> tuple[int, int] | None:
+    """`git ls-tree HEAD` of `paths` started."""
+    return gitspawn.started(here, env, "--literal-pathspecs", "ls-tree", "-z", "--full-tree", "HEAD", "--", *paths)
 
 
 def _heard(asked: tuple, paths: list[str], here: str, mirror: str) -> bytes | None:
     status, listed = asked
     changed, listed_out = gitspawn.output(status), gitspawn.output(listed)
-    if changed != b"" or listed_out is None:
+    if changed != b"":
+        return None
+    return _held(listed_out, paths, here, _mirror_stat(here, mirror))
+
+
+def _held(listed_out: bytes | None, paths: list[str], here: str, mirror_stat: bytes | None) -> bytes | None:
+    """What an answer rests on but git's status: what HEAD holds at each of `paths` (`git
+    ls-tree`'s `listed_out`), MEMORY.md's own file (`mirror_stat`) and what `qem export` last
+    wrote beside the index; None where HEAD lacks one of them or MEMORY.md is not there."""
+    if listed_out is None or mirror_stat is None:
         return None
     held = {record.partition(b"\t")[2] for record in listed_out.split(b"\0") if record}
     if held != {path.encode("utf-8", "surrogateescape") for path in paths}:
         return None  # (HEAD lacks one: an unborn branch, or an anchor drifted away)
-    try:
-        seen = os.lstat(os.path.join(here, mirror))
-    except OSError:
-        return None
     try:  # (`qem export`, finding MEMORY.md current, writes this again where it is not there or not of it)
         base = os.lstat(os.path.join(here, FOLDER, BASE))
         kept = b"%d:%d:%d" % (base.st_size, base.st_mtime_ns, base.st_ino)
     except OSError:
         kept = b"-"
-    return listed_out + b"\0\0%d:%d:%d:%d\0%s" % (seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns, seen.st_ino, kept)
+    return listed_out + b"\0\0" + mirror_stat + b"\0" + kept
+
+
+def _mirror_stat(here: str, mirror: str) -> bytes | None:
+    """MEMORY.md's own file (its size, times and inode: the commands read its bytes where git
+    may have been told to look away from it); None where it is not there."""
+    try:
+        seen = os.lstat(os.path.join(here, mirror))
+    except OSError:
+        return None
+    return b"%d:%d:%d:%d" % (seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns, seen.st_ino)
+
+
+def _said(out: bytes | None, paths: list[str] | None = None) -> tuple[bytes, bool] | None:
+    """What a `git status --branch` printed (`_status`, or the whole work tree's,
+    qem_edit.system.gitrepo.STATUS: then only what it lists at or under one of `paths`
+    counts): HEAD's commit, and whether it lists nothing; None where it did not answer."""
+    if out is None:
+        return None
+    names = {path.encode("utf-8", "surrogateescape") for path in paths} if paths is not None else None
+    commit, listed = None, False
+    records = iter(out.split(b"\0"))
+    for record in records:
+        kind = record[:2]
+        if kind == b"# ":
+            if record.startswith(b"# branch.oid "):
+                commit = record[len(b"# branch.oid "):]
+            continue
+        if not record:
+            continue
+        if names is None:
+            listed = True
+            continue
+        if kind == b"? ":
+            path = record[2:]
+        elif kind in _FIELDS:
+            path = record.split(b" ", _FIELDS[kind])[-1]
+            if kind == b"2 ":
+                next(records, None)  # (a rename's other path)
+        else:  # (a record of a form not known here: counted)
+            listed = True
+            continue
+        if path in names or any(c == 0x2F and path[:at] in names for at, c in enumerate(path)):
+            listed = True
+    return (commit, not listed) if commit is not None else None
+
+
+_FIELDS = {b"1 ": 8, b"2 ": 9, b"u ": 10}  # a status record's fields before its path
 
 
 def _replay(chunks: list[tuple[str, str]]) -> int:
@@ -351,7 +416,15 @@ class _Tee:
 
 
 class Keeping:
-    """A command of FORMS run in full, what it prints recorded, and kept if it may be."""
+    """A command of FORMS run in full, what it prints recorded, and kept if it may be.
+
+    What it rests on is read before the command reads it, and again after: the index and
+    the log as it opens the memory (`opened`), MEMORY.md's own file then too, and git's word
+    before the command asks git anything.  That is the command's own look at the whole work
+    tree where its first git round takes one (`git status`, the sealed `verify --staged`'s,
+    qem_edit.system.gitrepo.STATUS: what it lists under the paths an answer rests on), else
+    `git status` of those paths asked and heard first.  HEAD's files there (`git ls-tree`)
+    are asked as it opens the memory, and stand while HEAD's commit does."""
 
     def __init__(self, argv: list[str], here: str) -> None:
         self.argv, self.here = argv, here
@@ -361,14 +434,17 @@ class Keeping:
         sys.stdout, sys.stderr = self.tees  # type: ignore[assignment]
         self.place = None
         self.before: tuple | None = None  # what the answer rests on, read as the memory was opened
-        self.asked: tuple | None = None  # git asked then (`_ask`)
+        self.listed: tuple | None = None  # `git ls-tree` asked then (`_listing`)
+        self.seen: bytes | None = None  # MEMORY.md's own file then (`_mirror_stat`)
+        self.said: tuple[bytes, bool] | None = None  # git's status before the command asked git anything (`_said`)
         self.bounds = ("", "")  # (from, until): the clock read then, and the first end of a note in force after it
 
     def opened(self, place, store, notices: list[str]) -> None:  # type: ignore[no-untyped-def]
-        """The command opened its memory: what its answer will rest on, read now (git asked
-        here, and heard once the command is done: it answers while the command works)."""
+        """The command opened its memory: what its answer will rest on, read now (HEAD's
+        files asked here, and heard once the command is done; git's status asked before the
+        command next asks git anything, `_first`)."""
         self._heard()  # (a memory opened twice: what it rests on is read again)
-        self.before = None
+        self.before, self.said = None, None
         try:
             if notices or self.chunks or os.path.realpath(place.root_name) != os.path.realpath(self.here) or (
                     os.path.realpath(store.root) != os.path.realpath(os.path.join(self.here, FOLDER))):
@@ -379,19 +455,51 @@ class Keeping:
                 return  # (what is late moves with the clock alone)
             self.place, self.bounds = place, (start, until or "")
             self.before = _resting(store, self.here, place)
-            self.asked = _ask(self.here, self.before[3])
+            self.seen = _mirror_stat(self.here, self.before[2])
+            self.listed = _listing(self.here, _env(self.here), self.before[3])
+            gitspawn.first[:] = [self._first]
         except Exception:  # noqa: BLE001 - what cannot be read is not kept
             self.before = None
 
-    def _heard(self) -> bytes | None:
-        """What git said as the memory was opened (None: not asked, or not what is kept);
-        the git commands asked then have ended."""
-        asked, self.asked = self.asked, None
-        if asked is None:
+    def _first(self, cwd: str, asks: list[list[str]]):  # type: ignore[no-untyped-def]
+        """The command's first git round after it opened the memory, about to start in
+        `cwd`: git's status of what the answer rests on, taken from it where it looks at the
+        whole work tree, else asked and heard now (what to call with the round's answers)."""
+        try:
+            if self.before is None:
+                return None
+            paths = self.before[3]
+            if os.path.realpath(cwd) == os.path.realpath(self.here):
+                from ..system.gitrepo import STATUS
+
+                for n, args in enumerate(asks):
+                    if tuple(args) == STATUS:
+                        def took(done: list) -> None:
+                            self.said = _said(done[n].stdout if done[n].returncode == 0 else None, paths)
+                        return took
+            self.said = _said(gitspawn.output(_status(self.here, _env(self.here), paths, branch=True)))
+        except Exception:  # noqa: BLE001 - what cannot be read is not kept
+            self.said = None
+        return None
+
+    def _heard(self) -> tuple[bytes, bytes, bytes] | None:
+        """HEAD's commit, what it holds at the paths and what the answer rests on but git's
+        status (`_held`), as read
+        before the command read it; None where that is not what is kept (not asked, or git's
+        status listed a change).  The `git ls-tree` asked then has ended."""
+        listed, self.listed = self.listed, None
+        if gitspawn.first and getattr(gitspawn.first[0], "__self__", None) is self:
+            gitspawn.first.clear()  # (the command asked git nothing after it opened the memory)
+        if listed is None:
             return None
-        _, _, mirror, paths = self.before or ("", "", "", [])
-        heads = _heard(asked, paths, self.here, mirror)  # (both read to their end, whatever they said)
-        return heads if self.before is not None else None
+        try:
+            listed_out = gitspawn.output(listed)  # (read to its end, whatever it said)
+            if self.before is None or self.said is None or not self.said[1]:
+                return None
+            held = _held(listed_out, self.before[3], self.here, self.seen)
+        except Exception:  # noqa: BLE001 - what cannot be read is not kept
+            return None
+        return (self.said[0], listed_out, held) if held is not None else None  # type: ignore[return-value]
 
     def restore(self) -> None:
         """The command's streams given back (what it printed is recorded until then)."""
@@ -406,31 +514,35 @@ class Keeping:
         """The command ended with `code` (its streams given back): its answer kept where it
         may be; `code` returned."""
         self.restore()
-        heads = self._heard()
-        if code != 0 or self.before is None or heads is None or any(tee.raw for tee in self.tees):
+        heard = self._heard()
+        if code != 0 or self.before is None or heard is None or any(tee.raw for tee in self.tees):
             return code
         if any("\r" in text for _, text in self.chunks):
             return code  # (a long run's progress, at a terminal: not what the next run would print)
         try:
-            self._keep(heads)
+            self._keep(*heard)
         except Exception:  # noqa: BLE001 - an answer not kept is answered in full next time
             pass
         return code
 
-    def _keep(self, heads: bytes) -> None:
-        """Keep what the command printed, resting on `heads` (what git said as it opened the
-        memory), where git says the same now and the index and the log are as they were."""
+    def _keep(self, commit: bytes, listed: bytes, heads: bytes) -> None:
+        """Keep what the command printed, resting on `heads` (what HEAD's commit `commit`
+        holds at the paths, `listed`, and the files, as read before the command read them), where git says the same
+        now (HEAD's commit the same, nothing listed) and the index and the log are as they were."""
         from ..storage.store import LOCK_NAME, Store
         from ..system import files
 
         moment, header, mirror, paths = self.before  # type: ignore[misc]
         start, until = self.bounds
         root = os.path.join(self.here, FOLDER)
-        asked = _ask(self.here, paths)  # (git answers while the store opens)
-        with Store.open(root) as store:
+        asked = _status(self.here, _env(self.here), paths, branch=True)  # (git answers while the index opens)
+        with Store.as_indexed(root) as store:
             now = _resting(store, self.here, self.place)
-            if _heard(asked, paths, self.here, mirror) != heads or now != self.before:
+            said = _said(gitspawn.output(asked))
+            if said != (commit, True) or now != self.before:
                 return  # (something it rests on moved while it ran)
+            if _held(listed, paths, self.here, _mirror_stat(self.here, mirror)) != heads:
+                return
             if until and not _now() < until:
                 return  # (a note's end came while it ran)
             with files.locked(os.path.join(root, LOCK_NAME), 0):

@@ -198,9 +198,9 @@ def _seal(store: Store, folder: str, asked: tuple[set[str], dict[str, str], list
 
 
 def _sealed(store: Store) -> str | None:
-    try:
-        with open(os.path.join(store.root, VERIFIED), encoding="ascii") as handle:
-            return handle.read().strip()
+    try:  # (as bytes: a text file's codec lookup imports the ascii codec's module, on every commit)
+        with open(os.path.join(store.root, VERIFIED), "rb") as handle:
+            return handle.read().decode("ascii").strip()
     except (OSError, UnicodeDecodeError):
         return None
 

@@ -123,6 +123,27 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
         # Nothing can be written here (a read-only mount): an index in memory, built now.
         return cls(root, _open_index_in_memory(), None)
 
+    @classmethod
+    def as_indexed(cls, root: str) -> "Store":
+        """The memory at `root` as its index holds it now: not built, not caught up with the
+        log, nothing made or written (a commit hook's kept answer asks whether anything it rests
+        on moved, qem_edit.mirror.answered); NotAStore where there is no index ready to read."""
+        path = os.path.join(root, INDEX_NAME)
+        if not os.path.isfile(path):
+            raise errors.NotAStore(f"{path} is not there")
+        named = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")  # (SQLite's URI: no file is made)
+
+        def opening() -> sqlite3.Connection:
+            conn = db.connect(f"file:{named}?mode=rw", uri=True)
+            try:
+                if not Index(conn, LogTree(root)).ready():
+                    raise errors.NotAStore(f"{path} is not an index ready to read")
+                return conn
+            except BaseException:
+                conn.close()
+                raise
+        return cls(root, db.patiently(opening, path, "open"), path)
+
     def close(self) -> None:
         self.conn.close()
 

@@ -424,13 +424,13 @@ def commit_round(top: AnyPath, root: AnyPath, folder: str,
     wait as long again).
 
     Where `whole`, the round is three git starts, not five: git's index (`ls-files -s`) and
-    one `git status` (`_STATUS`), which says what `diff-files`, `diff --cached HEAD` and `ls-files
+    one `git status` (`STATUS`), which says what `diff-files`, `diff --cached HEAD` and `ls-files
     -o` say (`_status_files`), but for a file whose times changed and not its bytes, which
     `status` compares and `diff-files` lists (the drift check then hashes it, as it hashes
     any file listed: the same answer); the commit's files are those of that listing under
     `folder`, not asked apart.  A `status` that fails answers None (asked in turn)."""
     asks = [["-C", os.fspath(root), "rev-parse", "--show-toplevel", "--show-object-format"],
-            *([[*_STATUS], [*_STAGED_FILES]] if whole else _commit_asks([folder]))]
+            *([[*STATUS], [*_STAGED_FILES]] if whole else _commit_asks([folder]))]
     try:
         found, *answers = _gits(top, asks, extra=index_env(top))
     except GitTimedOut:
@@ -457,19 +457,22 @@ def commit_round(top: AnyPath, root: AnyPath, folder: str,
 
 
 # What the whole work tree's round asks in place of diff-files, diff --cached HEAD and ls-files -o:
-# no optional lock (a hook runs while `git commit` holds the index's), no stash or branch line,
-# no renames (each is its two paths), every untracked file by name, every submodule looked into.
-_STATUS = ("--no-optional-locks", "-c", "status.showStash=false", "status", "--porcelain=v2", "-z", "--no-renames",
-          "--untracked-files=all", "--ignore-submodules=none")
+# no optional lock (a hook runs while `git commit` holds the index's), no stash line, no renames
+# (each is its two paths), every untracked file by name, every submodule looked into; and the
+# branch's lines, HEAD's commit among them (`# branch.oid`, read by a commit hook's kept answer,
+# qem_edit.mirror.answered, which takes this very look as its own), with no count against the upstream.
+STATUS = ("--no-optional-locks", "-c", "status.showStash=false", "status", "--porcelain=v2", "-z", "--no-renames",
+          "--untracked-files=all", "--ignore-submodules=none", "--branch", "--no-ahead-behind")
 
 
 def _status_files(listed: bytes) -> tuple[bytes, bytes, bytes]:
-    """What `git status` (`_STATUS`) printed, as the three listings it stands for, each
+    """What `git status` (`STATUS`) printed, as the three listings it stands for, each
     NUL-separated: the paths whose work tree differs from git's index (`diff-files
     --name-only`: a change's second letter not `.`, and every unmerged path), those whose
     index differs from HEAD's (`diff --cached --name-only HEAD`: its first letter not `.`,
     and every unmerged path; every path staged where there is no HEAD yet), and the
-    untracked files git does not ignore (`ls-files -o --exclude-standard`)."""
+    untracked files git does not ignore (`ls-files -o --exclude-standard`).  The branch's
+    lines (`# `) are none of them."""
     unstaged, changes, untracked = [], [], []
     records = iter(listed.split(b"\0"))
     for record in records:

@@ -19,6 +19,12 @@ import stat
 
 SPAWNS = hasattr(os, "posix_spawnp")  # (not on Windows)
 
+# Told of the next git run here, once, before it starts (`run_together`): where a commit hook's
+# answer may be kept, what it rests on is read before the command reads anything through git
+# (qem_edit.mirror.answered.Keeping).  Each is called with the folder and the asks about to
+# start, and may return what to call with their answers once they have ended.
+first: list = []
+
 
 def git_dir(top: str) -> str | None:
     """The work tree's own git folder: `.git`, or the folder a `.git` file names (a linked
@@ -126,6 +132,7 @@ def run_together(cwd: str, asks: list[list[str]], env: dict[str, str], timeout: 
         raise FileNotFoundError(2, "No such file or directory", cwd)
     if not os.access(cwd, os.X_OK):
         raise PermissionError(13, "Permission denied", cwd)
+    told = first.pop()(cwd, asks) if first else None
     ends: list[int] = []  # every pipe end still open here, closed on the way out
     pids: list[int] = []  # every git started, in order
     done: list[Ran] = []  # the answers of those waited for
@@ -148,6 +155,8 @@ def run_together(cwd: str, asks: list[list[str]], env: dict[str, str], timeout: 
         for n, (out, err, given_w) in enumerate(pipes):
             read = _communicate(out, err, given_w, (input or b"") if n == 0 else b"", deadline, ends)
             done.append(Ran(_waited(pids[n]), read[out], read[err]))
+        if told is not None:
+            told(done)
         return done
     except BaseException as exc:
         _end(pids[len(done):], grace=0.0 if isinstance(exc, TimeoutError) else 0.25)
