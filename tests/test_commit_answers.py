@@ -728,8 +728,8 @@ def test_git_is_heard_on_what_an_answer_rests_on_before_the_command_asks_it_anyt
 def test_the_sealed_verify_takes_its_own_look_at_the_work_tree_as_the_answers(repo, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """`verify --staged` in full from its seal, a note in force anchored: its round's
     `git status` of the whole work tree is the kept answer's look at the paths it rests on
-    (no status of its own before), so five gits start, not seven: HEAD's files as the memory
-    opens, the round's three, and one status after; its answer is kept, and answered from."""
+    (no status of its own before), so five gits start, not seven: the round's three, then a
+    status and what the commit it named holds at the paths; its answer is kept, and answered from."""
     from qem_edit.shells.quick import run
 
     work, env = repo
@@ -739,8 +739,10 @@ def test_the_sealed_verify_takes_its_own_look_at_the_work_tree_as_the_answers(re
     seen = _gits_seen(monkeypatch)
     assert run(list(HOOKS[0])) == 0
     starts = [(what, args) for what, args in seen if what in ("started", "round")]
-    assert [what for what, _ in starts] == ["started", "round", "round", "round", "started"], starts
-    assert "ls-tree" in starts[0][1] and "status" in starts[-1][1] and "--branch" in starts[-1][1]
+    assert [what for what, _ in starts] == ["round", "round", "round", "started", "started"], starts
+    assert "status" in starts[3][1] and "--branch" in starts[3][1] and "ls-tree" in starts[4][1]
+    head = git("rev-parse", "HEAD", cwd=work, env=env).stdout.strip()
+    assert head in starts[4][1] and "HEAD" not in starts[4][1]  # (the commit the status named, not HEAD now)
     assert (work / ".qem" / COMMITS_NAME).exists()
     monkeypatch.undo()
     assert hook(work, env, HOOKS[0]) == ((0, "", "ok: the log replays cleanly to 3 notes\n"), [])
@@ -789,8 +791,9 @@ def test_what_a_whole_status_says_of_the_paths_is_what_their_own_status_says(tmp
         assert whole == own, (n, whole, own)
         assert whole is not None and whole[1] == (n < 2 or n == 8), (n, whole)
     assert answered._said(b"# branch.oid abc\0! ignored\0", ["x"]) == (b"abc", False)  # (a record not known: counted)
-    assert answered._said(b"# branch.oid abc\x002 R. N... 100644 100644 100644 a b R100 new\0lib/old\0", ["lib"]) == \
-        (b"abc", True)  # (a rename's other path is not its own record)
+    for paths, clean in ((["lib"], False), (["new"], False), (["lib/old/x", "other"], True)):
+        assert answered._said(b"# branch.oid abc\x002 R. N... 100644 100644 100644 a b R100 new\0lib/old\0",
+                              paths) == (b"abc", clean), paths  # (a rename's other path is its own record)
     assert answered._said(b"1 .M N... 100644 100644 100644 a b lib/x", ["lib"]) is None  # (no commit: no answer)
 
 
@@ -811,3 +814,93 @@ def test_a_kept_answer_reads_the_index_as_it_stands_and_makes_none(tmp_path: Pat
     with pytest.raises(NotAStore):
         Store.as_indexed(str(root))
     assert not (root / "index.db").exists()
+
+
+@pytest.mark.parametrize("sealed", [False, True])
+def test_head_moved_after_the_memory_opened_keeps_nothing_of_the_old_commit(repo, monkeypatch, sealed) -> None:  # type: ignore[no-untyped-def]
+    """A commit made after `verify --staged` opened the memory and before it asked git
+    anything (the anchored file changed in it): what the command judged is the new commit,
+    kept under what the new commit holds, never the old one's; HEAD reset to the old commit,
+    the next run answers as the full check does."""
+    from qem_edit.mirror import staged
+    from qem_edit.shells.quick import run
+
+    work, env = repo
+    monkeypatch.chdir(work)
+    if sealed:
+        assert run(list(HOOKS[0])) == 0
+    (work / ".qem" / COMMITS_NAME).unlink(missing_ok=True)
+    old = git("rev-parse", "HEAD", cwd=work, env=env).stdout.strip()
+    real = staged.verify_staged
+
+    def meanwhile(store, place, **options):  # type: ignore[no-untyped-def]
+        (work / "src" / "a.py").write_text("a = 2\n")
+        git("commit", "-qam", "a moves", "--no-verify", cwd=work, env=env)
+        return real(store, place, **options)
+    monkeypatch.setattr(staged, "verify_staged", meanwhile)
+    assert run(list(HOOKS[0])) == 0
+    monkeypatch.setattr(staged, "verify_staged", real)
+    git("reset", "-q", "--hard", old, cwd=work, env=env)
+    stage_code(work, env, "c = 3\n")
+    answer, _ = hook(work, env, HOOKS[0])
+    assert answer == full(work, env, HOOKS[0])
+
+
+def test_a_command_that_fails_unforeseen_leaves_no_git_watched(repo, monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A command that raises what no shell catches (a bug): the kept answer's watch on the
+    next git round is gone with it; a later git run here starts only its own."""
+    from qem_edit.mirror import staged
+    from qem_edit.shells.quick import run
+    from qem_edit.system import gitspawn
+
+    work, env = repo
+    monkeypatch.chdir(work)
+
+    def broken(store, place, **options):  # type: ignore[no-untyped-def]
+        raise RuntimeError("a bug in the command")
+    monkeypatch.setattr(staged, "verify_staged", broken)
+    with pytest.raises(RuntimeError):
+        run(list(HOOKS[0]))
+    assert not gitspawn.first
+    seen = _gits_seen(monkeypatch)
+    gitspawn.run(str(tmp_path), ["--version"], gitspawn.base_env())
+    assert [what for what, _ in seen] == ["round"], seen
+
+
+def test_a_memory_opened_again_after_git_was_asked_keeps_nothing(repo, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A command that asks git, then opens the memory again: what it read between the two
+    was read before what the answer would rest on, so nothing is kept; opened twice before
+    asking git, it is kept as ever."""
+    from qem_edit.shells import shell
+    from qem_edit.shells.quick import run
+    from qem_edit.system import gitrepo
+
+    work, env = repo
+    monkeypatch.chdir(work)
+    real = shell.open_saying_notices
+    for asks_between, kept in ((True, False), (False, True)):
+        (work / ".qem" / COMMITS_NAME).unlink(missing_ok=True)
+
+        def twice(*args, **kwargs):  # type: ignore[no-untyped-def]
+            place, store = real(*args, **kwargs)
+            store.close()
+            if asks_between:
+                gitrepo.staged_files(str(work), ["src"])
+            return real(*args, **kwargs)
+        monkeypatch.setattr(shell, "open_saying_notices", twice)
+        assert run(list(HOOKS[1])) == 0
+        assert (work / ".qem" / COMMITS_NAME).exists() == kept, asks_between
+
+
+def test_an_index_reached_through_a_link_is_not_read_as_it_stands(tmp_path: Path) -> None:
+    """`Store.as_indexed` refuses an index that is a link (SQLite would write through it)."""
+    from qem_edit.base.errors import NotAStore
+    from qem_edit.storage.store import Store
+
+    root = tmp_path / STATE_DIR
+    with Store.open(str(root), create=True):
+        pass
+    os.replace(root / "index.db", tmp_path / "elsewhere.db")
+    os.symlink(tmp_path / "elsewhere.db", root / "index.db")
+    with pytest.raises(NotAStore):
+        Store.as_indexed(str(root))

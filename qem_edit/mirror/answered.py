@@ -39,8 +39,9 @@ where they wrote nothing: a write moves what the answer rests on (MEMORY.md, the
 index), and `.qem/mirror-base.md`, which an export finding MEMORY.md current writes again
 where it is missing or of another rendering, is part of what it rests on too.
 
-Kept only for an exit status of 0, from a run in which none of these moved (each read as the
-memory is opened, git answering while the command works, and again after it), that printed
+Kept only for an exit status of 0, from a run in which none of these moved (each read before
+the command reads it, as the memory is opened and, git's status, before the command asks git
+anything; and again after it: `Keeping`), that printed
 nothing before opening the memory (a log file a merge left unmerged, settled) and said no
 notice on opening it (a first index built, a forget arrived), wrote nothing to a
 stream's bytes directly, lost no reader mid-answer (a broken pipe), and showed no progress
@@ -286,9 +287,9 @@ def _status(here: str, env: dict[str, str], paths: list[str], branch: bool = Fal
                             "-z", "--untracked-files=normal", "--ignore-submodules=none", "--", *paths)
 
 
-def _listing(here: str, env: dict[str, str], paths: list[str]) -> tuple[int, int] | None:
-    """`git ls-tree HEAD` of `paths` started."""
-    return gitspawn.started(here, env, "--literal-pathspecs", "ls-tree", "-z", "--full-tree", "HEAD", "--", *paths)
+def _listing(here: str, env: dict[str, str], paths: list[str], commit: str = "HEAD") -> tuple[int, int] | None:
+    """`git ls-tree` of `paths` in `commit` started."""
+    return gitspawn.started(here, env, "--literal-pathspecs", "ls-tree", "-z", "--full-tree", commit, "--", *paths)
 
 
 def _heard(asked: tuple, paths: list[str], here: str, mirror: str) -> bytes | None:
@@ -347,15 +348,15 @@ def _said(out: bytes | None, paths: list[str] | None = None) -> tuple[bytes, boo
             listed = True
             continue
         if kind == b"? ":
-            path = record[2:]
+            named = [record[2:]]
         elif kind in _FIELDS:
-            path = record.split(b" ", _FIELDS[kind])[-1]
+            named = [record.split(b" ", _FIELDS[kind])[-1]]
             if kind == b"2 ":
-                next(records, None)  # (a rename's other path)
+                named.append(next(records, b""))  # (a rename's or copy's other path, a record of its own)
         else:  # (a record of a form not known here: counted)
             listed = True
             continue
-        if path in names or any(c == 0x2F and path[:at] in names for at, c in enumerate(path)):
+        if any(path in names or any(c == 0x2F and path[:at] in names for at, c in enumerate(path)) for path in named):
             listed = True
     return (commit, not listed) if commit is not None else None
 
@@ -419,12 +420,13 @@ class Keeping:
     """A command of FORMS run in full, what it prints recorded, and kept if it may be.
 
     What it rests on is read before the command reads it, and again after: the index and
-    the log as it opens the memory (`opened`), MEMORY.md's own file then too, and git's word
-    before the command asks git anything.  That is the command's own look at the whole work
-    tree where its first git round takes one (`git status`, the sealed `verify --staged`'s,
-    qem_edit.system.gitrepo.STATUS: what it lists under the paths an answer rests on), else
-    `git status` of those paths asked and heard first.  HEAD's files there (`git ls-tree`)
-    are asked as it opens the memory, and stand while HEAD's commit does."""
+    the log as it opens the memory (`opened`), MEMORY.md's own file then too, and git's
+    status of the paths before the command asks git anything: the command's own look at the
+    whole work tree where its first git round takes one (`git status`, the sealed `verify
+    --staged`'s, qem_edit.system.gitrepo.STATUS: what it lists under the paths), else `git
+    status` of those paths asked and heard first.  That status names HEAD's commit; what that
+    commit holds at the paths (`git ls-tree` of that commit, not of HEAD, which may have
+    moved meanwhile) is asked after the command, beside the status that must say the same."""
 
     def __init__(self, argv: list[str], here: str) -> None:
         self.argv, self.here = argv, here
@@ -434,21 +436,21 @@ class Keeping:
         sys.stdout, sys.stderr = self.tees  # type: ignore[assignment]
         self.place = None
         self.before: tuple | None = None  # what the answer rests on, read as the memory was opened
-        self.listed: tuple | None = None  # `git ls-tree` asked then (`_listing`)
         self.seen: bytes | None = None  # MEMORY.md's own file then (`_mirror_stat`)
         self.said: tuple[bytes, bool] | None = None  # git's status before the command asked git anything (`_said`)
+        self.asked = False  # the command has asked git something since it opened the memory
         self.bounds = ("", "")  # (from, until): the clock read then, and the first end of a note in force after it
 
     def opened(self, place, store, notices: list[str]) -> None:  # type: ignore[no-untyped-def]
-        """The command opened its memory: what its answer will rest on, read now (HEAD's
-        files asked here, and heard once the command is done; git's status asked before the
-        command next asks git anything, `_first`)."""
-        self._heard()  # (a memory opened twice: what it rests on is read again)
+        """The command opened its memory: what its answer will rest on, read now (git's
+        status read before the command next asks git anything, `_first`)."""
         self.before, self.said = None, None
+        self._unwatch()
         try:
-            if notices or self.chunks or os.path.realpath(place.root_name) != os.path.realpath(self.here) or (
+            if self.asked or notices or self.chunks or (
+                    os.path.realpath(place.root_name) != os.path.realpath(self.here)) or (
                     os.path.realpath(store.root) != os.path.realpath(os.path.join(self.here, FOLDER))):
-                return
+                return  # (a memory opened again after git was asked: what was read before is not known)
             start = _now()
             requests, until, _ = store.start_bounds(start)
             if requests:
@@ -456,7 +458,6 @@ class Keeping:
             self.place, self.bounds = place, (start, until or "")
             self.before = _resting(store, self.here, place)
             self.seen = _mirror_stat(self.here, self.before[2])
-            self.listed = _listing(self.here, _env(self.here), self.before[3])
             gitspawn.first[:] = [self._first]
         except Exception:  # noqa: BLE001 - what cannot be read is not kept
             self.before = None
@@ -465,6 +466,7 @@ class Keeping:
         """The command's first git round after it opened the memory, about to start in
         `cwd`: git's status of what the answer rests on, taken from it where it looks at the
         whole work tree, else asked and heard now (what to call with the round's answers)."""
+        self.asked = True
         try:
             if self.before is None:
                 return None
@@ -482,27 +484,14 @@ class Keeping:
             self.said = None
         return None
 
-    def _heard(self) -> tuple[bytes, bytes, bytes] | None:
-        """HEAD's commit, what it holds at the paths and what the answer rests on but git's
-        status (`_held`), as read
-        before the command read it; None where that is not what is kept (not asked, or git's
-        status listed a change).  The `git ls-tree` asked then has ended."""
-        listed, self.listed = self.listed, None
+    def _unwatch(self) -> None:
         if gitspawn.first and getattr(gitspawn.first[0], "__self__", None) is self:
-            gitspawn.first.clear()  # (the command asked git nothing after it opened the memory)
-        if listed is None:
-            return None
-        try:
-            listed_out = gitspawn.output(listed)  # (read to its end, whatever it said)
-            if self.before is None or self.said is None or not self.said[1]:
-                return None
-            held = _held(listed_out, self.before[3], self.here, self.seen)
-        except Exception:  # noqa: BLE001 - what cannot be read is not kept
-            return None
-        return (self.said[0], listed_out, held) if held is not None else None  # type: ignore[return-value]
+            gitspawn.first.clear()
 
     def restore(self) -> None:
-        """The command's streams given back (what it printed is recorded until then)."""
+        """The command's streams given back (what it printed is recorded until then), and
+        its git rounds no longer watched, however it ended."""
+        self._unwatch()
         if self.streams is None:
             return
         if not (sys.stdout is self.tees[0] and sys.stderr is self.tees[1]):
@@ -514,34 +503,46 @@ class Keeping:
         """The command ended with `code` (its streams given back): its answer kept where it
         may be; `code` returned."""
         self.restore()
-        heard = self._heard()
-        if code != 0 or self.before is None or heard is None or any(tee.raw for tee in self.tees):
+        said = self.said
+        if code != 0 or self.before is None or said is None or not said[1] or any(tee.raw for tee in self.tees):
             return code
         if any("\r" in text for _, text in self.chunks):
             return code  # (a long run's progress, at a terminal: not what the next run would print)
+        if not said[0] or said[0].startswith(b"("):  # (no commit yet: `# branch.oid (initial)`)
+            return code
         try:
-            self._keep(*heard)
+            self._keep(said[0].decode("ascii"))
         except Exception:  # noqa: BLE001 - an answer not kept is answered in full next time
             pass
         return code
 
-    def _keep(self, commit: bytes, listed: bytes, heads: bytes) -> None:
-        """Keep what the command printed, resting on `heads` (what HEAD's commit `commit`
-        holds at the paths, `listed`, and the files, as read before the command read them), where git says the same
-        now (HEAD's commit the same, nothing listed) and the index and the log are as they were."""
+    def _keep(self, commit: str) -> None:
+        """Keep what the command printed, resting on what HEAD's commit `commit` (as git's
+        status named it before the command read anything) holds at the paths and MEMORY.md's
+        file as read then, where git says the same now (the same commit, nothing listed), the
+        file is as it was and the index and the log are as they were."""
         from ..storage.store import LOCK_NAME, Store
         from ..system import files
 
         moment, header, mirror, paths = self.before  # type: ignore[misc]
         start, until = self.bounds
         root = os.path.join(self.here, FOLDER)
-        asked = _status(self.here, _env(self.here), paths, branch=True)  # (git answers while the index opens)
-        with Store.as_indexed(root) as store:
-            now = _resting(store, self.here, self.place)
-            said = _said(gitspawn.output(asked))
-            if said != (commit, True) or now != self.before:
+        env = _env(self.here)
+        asked, listed = _status(self.here, env, paths, branch=True), _listing(self.here, env, paths, commit)
+        try:  # (the index read while git answers; git's answers read to their ends, whatever happens)
+            store = Store.as_indexed(root)
+            try:
+                now = _resting(store, self.here, self.place)
+            except BaseException:
+                store.close()
+                raise
+        finally:
+            said, listed_out = _said(gitspawn.output(asked)), gitspawn.output(listed)
+        with store:
+            heads = _held(listed_out, paths, self.here, self.seen)
+            if said != (commit.encode("ascii"), True) or now != self.before or heads is None:
                 return  # (something it rests on moved while it ran)
-            if _held(listed, paths, self.here, _mirror_stat(self.here, mirror)) != heads:
+            if _mirror_stat(self.here, mirror) != self.seen:
                 return
             if until and not _now() < until:
                 return  # (a note's end came while it ran)

@@ -128,9 +128,15 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
         """The memory at `root` as its index holds it now: not built, not caught up with the
         log, nothing made or written (a commit hook's kept answer asks whether anything it rests
         on moved, qem_edit.mirror.answered); NotAStore where there is no index ready to read."""
+        import stat
+
         path = os.path.join(root, INDEX_NAME)
-        if not os.path.isfile(path):
-            raise errors.NotAStore(f"{path} is not there")
+        try:
+            regular = stat.S_ISREG(os.lstat(path).st_mode)  # (never through a link: SQLite would write through it)
+        except OSError:
+            regular = False
+        if not regular:
+            raise errors.NotAStore(f"{path} is not there, or not a file of its own")
         named = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")  # (SQLite's URI: no file is made)
 
         def opening() -> sqlite3.Connection:
