@@ -145,7 +145,8 @@ def test_a_configured_mirror_path_is_still_read(tmp_path: Path) -> None:
     assert (tmp_path / "docs" / "MEM.md").is_file() and not (tmp_path / "MEMORY.md").exists()
 
 
-def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: Path) -> None:
+@pytest.mark.parametrize("framework", [False, True])
+def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: Path, framework: bool) -> None:
     """On a commit that touches no memory, a memory `verify --staged` sealed (a note in
     force anchored: the drift check runs): the commit hooks answer as before, importing no
     dataclasses (and the inspect it brings), no tomllib, no OpenSSL (hashlib), not the
@@ -155,9 +156,14 @@ def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: P
     fnmatch and urllib.parse it imports, nor shlex, nor contextlib (the workspace's folders
     are named as strings: qem_edit.system.workspace; the renderings' contexts are made with
     contextlib only when one is asked for: qem_edit.mirror.export.lazily_managed).  The probe unloads those first, since an editable
-    install's finder loads pathlib and re as the interpreter starts."""
+    install's finder loads pathlib and re as the interpreter starts.  The same run by the
+    pre-commit framework (`framework`: PRE_COMMIT=1, nothing set aside in its cache), where
+    qem-export (`export --staged`, in full too) looks for a person's unstaged edits first."""
     env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    if framework:
+        (tmp_path / "pre-commit-home").mkdir()
+        env |= {"PRE_COMMIT": "1", "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     assert run_qem("add", "a note", "-k", "task", cwd=tmp_path).returncode == 0
     (tmp_path / "other.py").write_text("b = 1\n")
@@ -179,6 +185,7 @@ def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: P
     unloaded = ("pathlib", "re", "enum", "fnmatch", "urllib.parse", "ipaddress", "shlex", "contextlib")
     for argv, said in ((["verify", "--staged"], "ok: the log replays cleanly to 2 notes"),
                        (["export", "--check", "--staged"], ""),
+                       (["export", "--staged"], "unchanged:"),
                        (["anchors", "check", "--staged"], "no anchor drifted"),
                        (["anchors", "check", "--staged", "--flag"], "no anchor drifted")):
         for kept, absent in ((False, unused), (True, unused_kept)):

@@ -385,15 +385,25 @@ def test_a_hook_reads_the_patch_its_own_pre_commit_run_wrote(tmp_path: Path, mon
     now = int(time.time())
     (home / f"patch{now - 7200}-4242").write_text(patch)  # an earlier run's, its pid used again
     (home / f"patch{now}-4343").write_text(patch)  # another run's
+    for other in (f"patch{now}-42420", f"patch{now}x-4242", f"xpatch{now}-4242", f"apple{now + 5}-4242", "patch-4242",
+                  f"patch{now}-4242.bak"):
+        (home / other).write_text(patch)  # (not `patch<time>-<pid>`: never read as this run's)
+    (home / f"patch{now + 1}-4242").mkdir()  # (a folder so named: not a patch)
     monkeypatch.setenv("PRE_COMMIT", "1")
     assert unstaged.set_aside(root) == (None, set())
     unstaged.guard(root / "MEMORY.md")
     (home / f"patch{now}-4242").write_text(patch)
-    assert unstaged.set_aside(root) == (home / f"patch{now}-4242", {"MEMORY.md"})
+    assert unstaged.set_aside(root) == (str(home / f"patch{now}-4242"), {"MEMORY.md"})
     with pytest.raises(errors.ConflictError) as refused:
         unstaged.guard(root / "MEMORY.md")
     assert refused.value.exit_code == 3 and str(refused.value).startswith("MEMORY.md has changes you have not staged")
     unstaged.guard(root / "MEMORY.md", lambda: False)  # a rendering that changes nothing writes nothing
     unstaged.guard(root / "src" / "lock.py")  # a file the patch does not hold
     monkeypatch.delenv("PRE_COMMIT")  # not a hook of pre-commit
+    unstaged.guard(root / "MEMORY.md")
+    monkeypatch.setenv("PRE_COMMIT", "1")
+    for name in os.listdir(home):
+        if name.endswith("-4242") and (home / name).is_file():
+            (home / name).unlink()  # (nothing this run set aside: git is asked nothing)
+    monkeypatch.setattr(unstaged.gitrepo, "_gits", lambda *args, **kwargs: pytest.fail("git asked"))
     unstaged.guard(root / "MEMORY.md")

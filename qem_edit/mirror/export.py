@@ -368,9 +368,11 @@ def _keep_base_of(store: Store, path: Path, generation: int, heads: list[int] | 
     time (not at all when the kept base already is that rendering)."""
     if _base_generation(store) == generation:
         return
+    from pathlib import Path  # (a copy's source is a path object; only a base copied anew asks)
+
     base = os.path.join(store.root, MIRROR_BASE)
     try:
-        write_atomic(base, path, mode=0o600, durable=False)
+        write_atomic(base, Path(path), mode=0o600, durable=False)
         _note_base(store, base, generation, heads=heads)
     except (OSError, errors.QemError):
         pass  # a convenience for later check-ins and writes; a read-only place has none
@@ -712,15 +714,16 @@ def _export_after_write(store: Store, workspace) -> tuple[list[str], Path | None
 # -- `qem export`'s decisions, which its shell (qem_edit.shells.shell.export) only prints ------------
 
 
-def settle_unmerged(store_path: Path) -> list[str]:
+def settle_unmerged(store_path: AnyPath) -> list[str]:
     """Before rendering after a merge: the log files git left unmerged in the memory at
     `store_path` get the bytes their names say, and are staged (qem_edit.mirror.gitsettle);
     the paths settled (none outside a git work tree holding the memory)."""
     from ..system import gitrepo
+    from ..system.files import name_within
     from . import gitsettle
 
-    top = gitrepo.toplevel(store_path) if store_path.is_dir() else None
-    if top is None or not store_path.resolve().is_relative_to(top.resolve()):
+    top = gitrepo.top_name(store_path) if os.path.isdir(store_path) else None
+    if top is None or name_within(top, store_path) is None:
         return []
     return gitsettle.settle(top, store_path)
 

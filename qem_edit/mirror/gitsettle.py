@@ -22,21 +22,27 @@ files that were only ever added or deleted must.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..base import errors
 from ..storage.logtree import EVENTS, PACKS, TEXTS, LogFileError, records_from
 from ..system import gitrepo
-from ..system.files import leads_out, write_atomic
+from ..system.files import leads_out, name_within, write_atomic
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..system.files import AnyPath
 
 # the commits a stopped merge, rebase, cherry-pick or revert puts its sides at
 SIDES = ("HEAD", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD")
 
 
-def unmerged(top: Path, log_root: Path) -> dict[str, list[str]]:
+def unmerged(top: AnyPath, log_root: AnyPath) -> dict[str, list[str]]:
     """The log files git left unmerged (paths relative to the top of the work tree), each
     with the blobs its index stages hold."""
-    relative = log_root.resolve().relative_to(top.resolve()).as_posix()
+    relative = name_within(top, log_root)
+    if relative is None:
+        raise ValueError(f"{log_root} is not inside {top}")
     out: dict[str, list[str]] = {}
     for path, blob, stage in gitrepo.unmerged_stages(top, [f"{relative}/{f}" for f in (EVENTS, TEXTS, PACKS)]):
         blobs = out.setdefault(path, [])
@@ -45,14 +51,18 @@ def unmerged(top: Path, log_root: Path) -> dict[str, list[str]]:
     return dict(sorted(out.items()))
 
 
-def settle(top: Path, log_root: Path) -> list[str]:
+def settle(top: AnyPath, log_root: AnyPath) -> list[str]:
     """Every unmerged log file given the bytes its name says, or put back where its name
     belongs (git's directory rename detection moves a side's new `events/<id>` into
-    `packs/`), or removed; staged.  Returns the paths settled."""
+    `packs/`), or removed; staged.  Returns the paths settled (none, and no pathlib
+    loaded, where git left none: a commit hook's qem-export asks on every commit)."""
     paths = unmerged(top, log_root)
     if not paths:
         return []
-    prefix = log_root.resolve().relative_to(top.resolve()).as_posix() + "/"
+    from pathlib import Path
+
+    top = Path(top)
+    prefix = f"{name_within(top, log_root)}/"
     sides = [side for side in SIDES if gitrepo.commit_of(top, side)]
     keep, drop = [], []
     for path, staged in paths.items():

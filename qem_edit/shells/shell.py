@@ -244,7 +244,7 @@ def export(filters: list[str] | None = None, path: Path | None = None, check: bo
                 return refused
         if check or diff:
             return _check_mirror(store, target, check, diff)
-        wrote = mirror.export_kept(store, place.mirror_path(path), force, place.root)
+        wrote = mirror.export_kept(store, target, force, place.root_name)
     say(f"{'wrote' if wrote else 'unchanged:'} {target}")
     return 0
 
@@ -255,7 +255,7 @@ def _settle_log(workspace_dir: Path | None, store_dir: Path | None) -> None:
     from ..mirror.export import settle_unmerged
     from ..system.workspace import resolve
 
-    for path in settle_unmerged(resolve(workspace_dir, store_dir).store_path):
+    for path in settle_unmerged(resolve(workspace_dir, store_dir).store_name):
         say(f"settled {path}, which the merge left unmerged (a log file is never changed: kept as its name says)")
 
 

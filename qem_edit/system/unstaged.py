@@ -17,14 +17,16 @@ edit is left only in its cache.  qem's hooks that render MEMORY.md therefore ask
 from __future__ import annotations
 
 import os
-import re
-import shlex
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from ..base import errors
 from . import gitrepo
+from .files import name_within
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
+if TYPE_CHECKING:
+    from .files import AnyPath
 
 # A patch older than this is another run's (its process id since used again), not this one's:
 # pre-commit writes it just before the hooks run (an hour covers the slowest chain of hooks)
@@ -32,7 +34,7 @@ from . import gitrepo
 FRESH_FOR = 3600
 
 
-def set_aside(top: Path) -> tuple[Path | None, set[str]]:
+def set_aside(top: AnyPath) -> tuple[str | None, set[str]]:
     """(the patch, the paths relative to `top` it holds) that the pre-commit run this
     process is a hook of set aside; (None, empty) when not run by pre-commit, or when
     nothing was set aside."""
@@ -44,35 +46,34 @@ def set_aside(top: Path) -> tuple[Path | None, set[str]]:
     return patch, gitrepo.patched_paths(top, patch)
 
 
-def _patch_of(pid: int) -> Path | None:
-    """The newest patch pre-commit process `pid` wrote, if it is recent."""
+def _patch_of(pid: int) -> str | None:
+    """The newest patch pre-commit process `pid` wrote (`patch<time>-<pid>`), if it is recent."""
     home = os.environ.get("PRE_COMMIT_HOME") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pre-commit")
-    pattern = re.compile(rf"patch(\d+)-{pid}")
+    end = f"-{pid}"
     try:
-        found = [(int(m.group(1)), entry.path) for entry in os.scandir(os.path.realpath(home))
-                 if (m := pattern.fullmatch(entry.name)) and entry.is_file()]
+        found = [(int(written), entry.path) for entry in os.scandir(os.path.realpath(home))
+                 if entry.name.startswith("patch") and entry.name.endswith(end)
+                 and (written := entry.name[len("patch"):-len(end)]).isdecimal() and entry.is_file()]
     except OSError:
         return None
     if not found:
         return None
     written, path = max(found)
-    return Path(path) if time.time() - written < FRESH_FOR else None
+    return path if time.time() - written < FRESH_FOR else None
 
 
-def guard(file: Path, rewrites: Callable[[], bool] = lambda: True, workspace: Path | None = None) -> None:
+def guard(file: AnyPath, rewrites: Callable[[], bool] = lambda: True, workspace: AnyPath | None = None) -> None:
     """Refuse (exit 3, nothing written) to rewrite `file` when the pre-commit run this
     hook is part of set aside a person's unstaged changes to it, and `rewrites()` says
     the file would change (asked only then: outside pre-commit this costs an environment
-    lookup).  `workspace`: the memory's, named in the advice where it is not the top."""
-    if os.environ.get("PRE_COMMIT") != "1":
+    lookup, and where pre-commit set nothing aside, a look at its folder: git is asked
+    nothing).  `workspace`: the memory's, named in the advice where it is not the top."""
+    if os.environ.get("PRE_COMMIT") != "1" or _patch_of(os.getppid()) is None:
         return
-    top = gitrepo.toplevel(file)
-    if top is None:
-        return
-    try:
-        name = file.resolve().relative_to(top.resolve()).as_posix()
-    except ValueError:
+    top = gitrepo.top_name(file)
+    name = name_within(top, file) if top is not None else None
+    if top is None or name is None:
         return
     patch, paths = set_aside(top)
     if name not in paths or not rewrites():
@@ -84,13 +85,10 @@ def guard(file: Path, rewrites: Callable[[], bool] = lambda: True, workspace: Pa
              f" alone (`git stash push {name}`), then commit again")
 
 
-def _workspace_option(top: Path, workspace: Path | None) -> str:
+def _workspace_option(top: AnyPath, workspace: AnyPath | None) -> str:
     """` -w DIR` for a memory in a subfolder (`app/.qem`): git runs its hooks, and the
     person their advice, at the top, where no memory would be found."""
     import shlex
 
-    try:
-        folder = workspace.resolve().relative_to(top.resolve()).as_posix() if workspace is not None else "."
-    except ValueError:
-        return ""
-    return "" if folder == "." else f" -w {shlex.quote(folder)}"
+    folder = name_within(top, workspace) if workspace is not None else "."
+    return "" if folder is None or folder == "." else f" -w {shlex.quote(folder)}"
