@@ -877,9 +877,17 @@ def test_a_memory_opened_again_after_git_was_asked_keeps_nothing(repo, monkeypat
 
     work, env = repo
     monkeypatch.chdir(work)
-    real = shell.open_saying_notices
-    for asks_between, kept in ((True, False), (False, True)):
+    real, resting = shell.open_saying_notices, answered._resting
+    # (the first opening one an answer may rest on, or one it may not: its reading fails)
+    for asks_between, first_kept, kept in ((True, True, False), (True, False, False), (False, True, True)):
         (work / ".qem" / COMMITS_NAME).unlink(missing_ok=True)
+        opened = []
+
+        def once(*args, **kwargs):  # type: ignore[no-untyped-def]
+            opened.append(True)
+            if len(opened) == 1 and not first_kept:
+                raise ValueError("not this time")
+            return resting(*args, **kwargs)
 
         def twice(*args, **kwargs):  # type: ignore[no-untyped-def]
             place, store = real(*args, **kwargs)
@@ -887,9 +895,10 @@ def test_a_memory_opened_again_after_git_was_asked_keeps_nothing(repo, monkeypat
             if asks_between:
                 gitrepo.staged_files(str(work), ["src"])
             return real(*args, **kwargs)
+        monkeypatch.setattr(answered, "_resting", once)
         monkeypatch.setattr(shell, "open_saying_notices", twice)
         assert run(list(HOOKS[1])) == 0
-        assert (work / ".qem" / COMMITS_NAME).exists() == kept, asks_between
+        assert (work / ".qem" / COMMITS_NAME).exists() == kept, (asks_between, first_kept)
 
 
 def test_an_index_reached_through_a_link_is_not_read_as_it_stands(tmp_path: Path) -> None:
@@ -904,3 +913,27 @@ def test_an_index_reached_through_a_link_is_not_read_as_it_stands(tmp_path: Path
     os.symlink(tmp_path / "elsewhere.db", root / "index.db")
     with pytest.raises(NotAStore):
         Store.as_indexed(str(root))
+
+
+def test_ctrl_c_while_an_answer_is_kept_is_said_as_every_command_says_it(repo, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl-C after the command printed its answer, while the answer is being kept (the
+    index read again, git asked): "qem: interrupted" and its exit status, no traceback,
+    nothing kept, and both git commands asked then waited for."""
+    from qem_edit.base.errors import EXIT_INTERRUPTED
+    from qem_edit.shells.quick import run
+    from qem_edit.storage.store import Store
+
+    work, env = repo
+    monkeypatch.chdir(work)
+    (work / ".qem" / COMMITS_NAME).unlink(missing_ok=True)
+    seen = _gits_seen(monkeypatch)
+
+    def interrupted(root):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+    monkeypatch.setattr(Store, "as_indexed", staticmethod(interrupted))
+    assert run(list(HOOKS[2])) == EXIT_INTERRUPTED
+    out, err = capsys.readouterr()
+    assert "no anchor drifted" in out and err.endswith("qem: interrupted\n") and "Traceback" not in err
+    assert not (work / ".qem" / COMMITS_NAME).exists()
+    after = [args for what, args in seen if what == "heard"][-2:]
+    assert "status" in after[0] and "ls-tree" in after[1], seen

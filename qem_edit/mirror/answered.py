@@ -445,7 +445,7 @@ class Keeping:
         """The command opened its memory: what its answer will rest on, read now (git's
         status read before the command next asks git anything, `_first`)."""
         self.before, self.said = None, None
-        self._unwatch()
+        gitspawn.first[:] = [self._first]  # (whether or not this open is kept: a later one must know git was asked)
         try:
             if self.asked or notices or self.chunks or (
                     os.path.realpath(place.root_name) != os.path.realpath(self.here)) or (
@@ -458,7 +458,6 @@ class Keeping:
             self.place, self.bounds = place, (start, until or "")
             self.before = _resting(store, self.here, place)
             self.seen = _mirror_stat(self.here, self.before[2])
-            gitspawn.first[:] = [self._first]
         except Exception:  # noqa: BLE001 - what cannot be read is not kept
             self.before = None
 
@@ -512,6 +511,8 @@ class Keeping:
             return code
         try:
             self._keep(said[0].decode("ascii"))
+        except KeyboardInterrupt:  # (Ctrl-C while it was being kept: said as every command says it)
+            return _interrupted()
         except Exception:  # noqa: BLE001 - an answer not kept is answered in full next time
             pass
         return code
@@ -537,7 +538,10 @@ class Keeping:
                 store.close()
                 raise
         finally:
-            said, listed_out = _said(gitspawn.output(asked)), gitspawn.output(listed)
+            try:
+                said = _said(gitspawn.output(asked))
+            finally:
+                listed_out = gitspawn.output(listed)
         with store:
             heads = _held(listed_out, paths, self.here, self.seen)
             if said != (commit.encode("ascii"), True) or now != self.before or heads is None:
