@@ -522,32 +522,16 @@ class Keeping:
         status named it before the command read anything) holds at the paths and MEMORY.md's
         file as read then, where git says the same now (the same commit, nothing listed), the
         file is as it was and the index and the log are as they were."""
-        from ..storage.store import LOCK_NAME, Store
+        from ..storage.store import LOCK_NAME
         from ..system import files
 
         moment, header, mirror, paths = self.before  # type: ignore[misc]
         start, until = self.bounds
         root = os.path.join(self.here, FOLDER)
-        env = _env(self.here)
-        asked, listed = _status(self.here, env, paths, branch=True), _listing(self.here, env, paths, commit)
-        try:  # (the index read while git answers; git's answers read to their ends, whatever happens)
-            store = Store.as_indexed(root)
-            try:
-                now = _resting(store, self.here, self.place)
-            except BaseException:
-                store.close()
-                raise
-        finally:
-            try:
-                said = _said(gitspawn.output(asked))
-            finally:
-                listed_out = gitspawn.output(listed)
+        store, heads = self._again(commit, root)
         with store:
-            heads = _held(listed_out, paths, self.here, self.seen)
-            if said != (commit.encode("ascii"), True) or now != self.before or heads is None:
+            if heads is None:
                 return  # (something it rests on moved while it ran)
-            if _mirror_stat(self.here, mirror) != self.seen:
-                return
             if until and not _now() < until:
                 return  # (a note's end came while it ran)
             with files.locked(os.path.join(root, LOCK_NAME), 0):
@@ -569,6 +553,39 @@ class Keeping:
                 files.write_atomic(os.path.join(root, NAME), data, mode=0o600, durable=False)
                 if store.moment(store.head()) != moment:
                     os.unlink(os.path.join(root, NAME))
+
+    def _again(self, commit: str, root: str):  # type: ignore[no-untyped-def]
+        """What the answer rests on, read again now: the index as it stands (open: the
+        caller closes it) and what HEAD's commit `commit` holds at the paths, with MEMORY.md's
+        file as read before (`_held`), where git's status names that commit and lists
+        nothing, the index and the log read as before and MEMORY.md's file is as it was;
+        None in its place where one moved."""
+        from ..storage.store import Store
+
+        _, _, mirror, paths = self.before  # type: ignore[misc]
+        env = _env(self.here)
+        asked, listed = _status(self.here, env, paths, branch=True), _listing(self.here, env, paths, commit)
+        try:  # (the index read while git answers; git's answers read to their ends, whatever happens)
+            store = Store.as_indexed(root)
+            try:
+                now = _resting(store, self.here, self.place)
+            except BaseException:
+                store.close()
+                raise
+        finally:
+            try:
+                said = _said(gitspawn.output(asked))
+            finally:
+                listed_out = gitspawn.output(listed)
+        try:
+            heads = _held(listed_out, paths, self.here, self.seen)
+            if said != (commit.encode("ascii"), True) or now != self.before or (
+                    _mirror_stat(self.here, mirror) != self.seen):
+                heads = None
+        except BaseException:
+            store.close()
+            raise
+        return store, heads
 
 
 def _resting(store, here: str, place) -> tuple:  # type: ignore[no-untyped-def]
