@@ -723,6 +723,9 @@ def test_git_is_heard_on_what_an_answer_rests_on_before_the_command_asks_it_anyt
     status = [n for n, (what, args) in enumerate(seen) if what == "heard" and "status" in args]
     assert status and status[0] < first_round, seen
     assert all("--branch" in seen[n][1] for n in status)
+    started = [n for n, (what, args) in enumerate(seen) if what == "started" and "status" in args]
+    assert started[0] == 0 and [n for n in started if n < first_round] == [0], seen  # (started as the memory
+    # opened, once: git answers while the command begins, and is heard before the command's first git)
 
 
 def test_the_sealed_verify_takes_its_own_look_at_the_work_tree_as_the_answers(repo, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -865,6 +868,20 @@ def test_a_command_that_fails_unforeseen_leaves_no_git_watched(repo, monkeypatch
     seen = _gits_seen(monkeypatch)
     gitspawn.run(str(tmp_path), ["--version"], gitspawn.base_env())
     assert [what for what, _ in seen] == ["round"], seen
+    seen.clear()
+    from qem_edit.shells import shell
+
+    real = shell.open_saying_notices
+
+    def opened_then_broken(*args, **kwargs):  # type: ignore[no-untyped-def]
+        place, store = real(*args, **kwargs)
+        store.close()
+        raise RuntimeError("a bug in the command")
+    monkeypatch.setattr(shell, "open_saying_notices", opened_then_broken)
+    with pytest.raises(RuntimeError):
+        run(list(HOOKS[1]))  # (its status started as the memory opened: read to its end all the same)
+    assert not gitspawn.first
+    assert [what for what, args in seen if "status" in args] == ["started", "heard"], seen
 
 
 def test_a_memory_opened_again_after_git_was_asked_keeps_nothing(repo, monkeypatch) -> None:  # type: ignore[no-untyped-def]

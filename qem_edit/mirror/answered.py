@@ -439,12 +439,14 @@ class Keeping:
         self.seen: bytes | None = None  # MEMORY.md's own file then (`_mirror_stat`)
         self.said: tuple[bytes, bool] | None = None  # git's status before the command asked git anything (`_said`)
         self.asked = False  # the command has asked git something since it opened the memory
+        self.early: tuple | None = None  # git's status started as the memory opened, heard before the command asks git
         self.bounds = ("", "")  # (from, until): the clock read then, and the first end of a note in force after it
 
     def opened(self, place, store, notices: list[str]) -> None:  # type: ignore[no-untyped-def]
         """The command opened its memory: what its answer will rest on, read now (git's
         status read before the command next asks git anything, `_first`)."""
         self.before, self.said = None, None
+        self._hear_early()
         gitspawn.first[:] = [self._first]  # (whether or not this open is kept: a later one must know git was asked)
         try:
             if self.asked or notices or self.chunks or (
@@ -458,17 +460,21 @@ class Keeping:
             self.place, self.bounds = place, (start, until or "")
             self.before = _resting(store, self.here, place)
             self.seen = _mirror_stat(self.here, self.before[2])
+            if tuple(self.argv) != FORMS[0]:  # (the sealed verify's round looks at the whole work tree itself)
+                self.early = _status(self.here, _env(self.here), self.before[3], branch=True)
         except Exception:  # noqa: BLE001 - what cannot be read is not kept
             self.before = None
 
     def _first(self, cwd: str, asks: list[list[str]]):  # type: ignore[no-untyped-def]
         """The command's first git round after it opened the memory, about to start in
         `cwd`: git's status of what the answer rests on, taken from it where it looks at the
-        whole work tree, else asked and heard now (what to call with the round's answers)."""
+        whole work tree, else heard now (started as the memory opened, or asked now: what
+        git said has ended before the command's git starts).  What to call with the round's
+        answers, or None."""
         self.asked = True
         try:
             if self.before is None:
-                return None
+                return self._hear_early()
             paths = self.before[3]
             if os.path.realpath(cwd) == os.path.realpath(self.here):
                 from ..system.gitrepo import STATUS
@@ -477,11 +483,19 @@ class Keeping:
                     if tuple(args) == STATUS:
                         def took(done: list) -> None:
                             self.said = _said(done[n].stdout if done[n].returncode == 0 else None, paths)
-                        return took
-            self.said = _said(gitspawn.output(_status(self.here, _env(self.here), paths, branch=True)))
+                        return self._hear_early() or took
+            early, self.early = self.early, None
+            self.said = _said(gitspawn.output(early or _status(self.here, _env(self.here), paths, branch=True)))
         except Exception:  # noqa: BLE001 - what cannot be read is not kept
+            self._hear_early()
             self.said = None
         return None
+
+    def _hear_early(self) -> None:
+        """The status started as the memory opened, read to its end and set aside (unused)."""
+        early, self.early = self.early, None
+        if early is not None:
+            gitspawn.output(early)
 
     def _unwatch(self) -> None:
         if gitspawn.first and getattr(gitspawn.first[0], "__self__", None) is self:
@@ -491,6 +505,7 @@ class Keeping:
         """The command's streams given back (what it printed is recorded until then), and
         its git rounds no longer watched, however it ended."""
         self._unwatch()
+        self._hear_early()
         if self.streams is None:
             return
         if not (sys.stdout is self.tees[0] and sys.stderr is self.tees[1]):
