@@ -424,7 +424,8 @@ class Keeping:
     status of the paths before the command asks git anything: the command's own look at the
     whole work tree where its first git round takes one (`git status`, the sealed `verify
     --staged`'s, qem_edit.system.gitrepo.STATUS: what it lists under the paths), else `git
-    status` of those paths asked and heard first.  That status names HEAD's commit; what that
+    status` of those paths, started as the memory opens and read to its end before the
+    command's first git starts.  That status names HEAD's commit; what that
     commit holds at the paths (`git ls-tree` of that commit, not of HEAD, which may have
     moved meanwhile) is asked after the command, beside the status that must say the same."""
 
