@@ -37,6 +37,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -389,6 +390,8 @@ def test_load_killed_midway(tmp_path, monkeypatch):
 
     events, texts, memory_id = read_dump(CORPUS.read_bytes(), "corpus")
     total = len(events)
+    (tmp_path / "tmp").mkdir()  # (a load killed midway leaves its staging folder: here, not in the machine's)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     template = tmp_path / "template"
     (template / ".qem").mkdir(parents=True)
     with Store.open(workspace(template).store_path, create=True) as store:
