@@ -330,38 +330,24 @@ def _mirror_stat(here: str, mirror: str) -> bytes | None:
 def _said(out: bytes | None, paths: list[str] | None = None) -> tuple[bytes, bool] | None:
     """What a `git status --branch` printed (`_status`, or the whole work tree's,
     qem_edit.system.gitrepo.STATUS: then only what it lists at or under one of `paths`
-    counts): HEAD's commit, and whether it lists nothing; None where it did not answer."""
+    counts): HEAD's commit, and whether it lists nothing; None where it did not answer.
+    (Read as the command runs in full: gitrepo, which reads git's records, is loaded then.)"""
+    from ..system.gitrepo import STATUS_PATHS, status_records
+
     if out is None:
         return None
     names = {path.encode("utf-8", "surrogateescape") for path in paths} if paths is not None else None
     commit, listed = None, False
-    records = iter(out.split(b"\0"))
-    for record in records:
-        kind = record[:2]
+    for kind, _, path, other in status_records(out):
         if kind == b"# ":
-            if record.startswith(b"# branch.oid "):
-                commit = record[len(b"# branch.oid "):]
-            continue
-        if not record:
-            continue
-        if names is None:
+            if path.startswith(b"# branch.oid "):
+                commit = path[len(b"# branch.oid "):]
+        elif names is None or kind not in STATUS_PATHS:  # (a record of a form not known here: counted)
             listed = True
-            continue
-        if kind == b"? ":
-            named = [record[2:]]
-        elif kind in _FIELDS:
-            named = [record.split(b" ", _FIELDS[kind])[-1]]
-            if kind == b"2 ":
-                named.append(next(records, b""))  # (a rename's or copy's other path, a record of its own)
-        else:  # (a record of a form not known here: counted)
-            listed = True
-            continue
-        if any(path in names or any(c == 0x2F and path[:at] in names for at, c in enumerate(path)) for path in named):
+        elif any(p in names or any(c == 0x2F and p[:at] in names for at, c in enumerate(p))
+                 for p in (path, other) if p is not None):
             listed = True
     return (commit, not listed) if commit is not None else None
-
-
-_FIELDS = {b"1 ": 8, b"2 ": 9, b"u ": 10}  # a status record's fields before its path
 
 
 def _replay(chunks: list[tuple[str, str]]) -> int:
@@ -475,7 +461,8 @@ class Keeping:
         self.asked = True
         try:
             if self.before is None:
-                return self._hear_early()
+                self._hear_early()
+                return None
             paths = self.before[3]
             if os.path.realpath(cwd) == os.path.realpath(self.here):
                 from ..system.gitrepo import STATUS
@@ -484,7 +471,8 @@ class Keeping:
                     if tuple(args) == STATUS:
                         def took(done: list) -> None:
                             self.said = _said(done[n].stdout if done[n].returncode == 0 else None, paths)
-                        return self._hear_early() or took
+                        self._hear_early()  # (none started for the sealed verify, whose round this is)
+                        return took
             early, self.early = self.early, None
             self.said = _said(gitspawn.output(early or _status(self.here, _env(self.here), paths, branch=True)))
         except Exception:  # noqa: BLE001 - what cannot be read is not kept

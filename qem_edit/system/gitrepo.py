@@ -10,7 +10,7 @@ other module that starts git, in the same environment (tests/test_code_shape.py 
 from __future__ import annotations
 
 import os
-from collections.abc import Container
+from collections.abc import Container, Iterator
 
 from ..base import errors
 from ..base.patterns import Lazy
@@ -474,25 +474,41 @@ def _status_files(listed: bytes) -> tuple[bytes, bytes, bytes]:
     untracked files git does not ignore (`ls-files -o --exclude-standard`).  The branch's
     lines (`# `) are none of them."""
     unstaged, changes, untracked = [], [], []
-    records = iter(listed.split(b"\0"))
-    for record in records:
-        kind = record[:2]
+    for kind, states, path, _ in status_records(listed):  # (a rename's source: not asked for, --no-renames)
         if kind == b"? ":
-            untracked.append(record[2:])
+            untracked.append(path)
         elif kind in (b"1 ", b"2 "):
-            fields = record.split(b" ", 8 if kind == b"1 " else 9)
-            path, states = fields[-1], fields[1]
-            if kind == b"2 ":
-                next(records, None)  # (a rename's source: not asked for, --no-renames)
             if states[1:2] != b".":
                 unstaged.append(path)
             if states[:1] != b".":
                 changes.append(path)
         elif kind == b"u ":
-            path = record.split(b" ", 10)[-1]
             unstaged.append(path)
             changes.append(path)
     return b"\0".join(unstaged), b"\0".join(changes), b"\0".join(untracked)
+
+
+STATUS_PATHS = {b"1 ": 8, b"2 ": 9, b"u ": 10, b"? ": 1}  # a path's records, and their fields before the path
+
+
+def status_records(listed: bytes) -> Iterator[tuple[bytes, bytes, bytes, bytes | None]]:
+    """The records `git status --porcelain=v2 -z` printed, each as (its kind, the first two
+    bytes: `1 `, `2 `, `u `, `? ` for a path's (STATUS_PATHS), `# ` for a branch's line; its
+    two letters of change, or b""; its path, or the whole record where the kind names no path;
+    a rename's or copy's other path, a record of its own, else None)."""
+    records = iter(listed.split(b"\0"))
+    for record in records:
+        if not record:
+            continue
+        kind = record[:2]
+        fields = STATUS_PATHS.get(kind)
+        if fields is None:
+            yield kind, b"", record, None
+        elif kind == b"? ":
+            yield kind, b"", record[2:], None
+        else:
+            parts = record.split(b" ", fields)
+            yield kind, parts[1], parts[-1], next(records, b"") if kind == b"2 " else None
 
 
 def index_entries(top: Path, paths: list[str] | None = None) -> list[tuple[bytes, str, str, str]]:
