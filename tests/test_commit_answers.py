@@ -731,8 +731,10 @@ def test_git_is_heard_on_what_an_answer_rests_on_before_the_command_asks_it_anyt
 def test_the_sealed_verify_takes_its_own_look_at_the_work_tree_as_the_answers(repo, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """`verify --staged` in full from its seal, a note in force anchored: its round's
     `git status` of the whole work tree is the kept answer's look at the paths it rests on
-    (no status of its own before), so five gits start, not seven: the round's three, then a
-    status and what the commit it named holds at the paths; its answer is kept, and answered from."""
+    (no status of its own before), so five gits start, not seven: the top git names, asked as
+    the memory opens, the round's other two, what the commit the status named holds at the
+    paths, asked as soon as the round ended, and a status once the command has ended; its
+    answer is kept, and answered from."""
     from qem_edit.shells.quick import run
 
     work, env = repo
@@ -742,13 +744,48 @@ def test_the_sealed_verify_takes_its_own_look_at_the_work_tree_as_the_answers(re
     seen = _gits_seen(monkeypatch)
     assert run(list(HOOKS[0])) == 0
     starts = [(what, args) for what, args in seen if what in ("started", "round")]
-    assert [what for what, _ in starts] == ["round", "round", "round", "started", "started"], starts
-    assert "status" in starts[3][1] and "--branch" in starts[3][1] and "ls-tree" in starts[4][1]
+    assert [what for what, _ in starts] == ["started", "round", "round", "started", "started"], starts
+    assert "rev-parse" in starts[0][1] and "--show-toplevel" in starts[0][1]
+    assert "status" in starts[1][1] + starts[2][1] and "ls-files" in starts[1][1] + starts[2][1]
+    assert "ls-tree" in starts[3][1] and "status" in starts[4][1] and "--branch" in starts[4][1]
     head = git("rev-parse", "HEAD", cwd=work, env=env).stdout.strip()
-    assert head in starts[4][1] and "HEAD" not in starts[4][1]  # (the commit the status named, not HEAD now)
+    assert head in starts[3][1] and "HEAD" not in starts[3][1]  # (the commit the status named, not HEAD now)
     assert (work / ".qem" / COMMITS_NAME).exists()
     monkeypatch.undo()
     assert hook(work, env, HOOKS[0]) == ((0, "", "ok: the log replays cleanly to 3 notes\n"), [])
+
+
+@pytest.mark.parametrize("ending", ["fails", "interrupted"])
+def test_what_an_answer_asked_git_is_heard_however_the_command_ends(repo, monkeypatch, ending) -> None:  # type: ignore[no-untyped-def]
+    """What HEAD's commit holds at the paths, asked as soon as the sealed verify's round named
+    the commit, is read to its end where the command then fails or is interrupted (and
+    nothing is kept): every git started is heard, no child is left."""
+    from qem_edit.base import errors
+    from qem_edit.mirror import staged
+    from qem_edit.shells.quick import run
+
+    work, env = repo
+    monkeypatch.chdir(work)
+    assert run(list(HOOKS[0])) == 0  # (sealed)
+    (work / ".qem" / COMMITS_NAME).unlink()
+    seen = _gits_seen(monkeypatch)
+    real = staged.verify_staged
+
+    def ends_badly(*args, **kwargs):  # type: ignore[no-untyped-def]
+        real(*args, **kwargs)
+        raise errors.BadInput("a failure after the round") if ending == "fails" else KeyboardInterrupt
+    monkeypatch.setattr(staged, "verify_staged", ends_badly)
+    assert run(list(HOOKS[0])) == (errors.EXIT_INPUT if ending == "fails" else errors.EXIT_INTERRUPTED)
+    started = [args for what, args in seen if what == "started"]
+    assert any("ls-tree" in args for args in started), seen
+    assert sorted(started) == sorted(args for what, args in seen if what == "heard"), seen
+    assert not (work / ".qem" / COMMITS_NAME).exists()
+    try:
+        os.waitpid(-1, os.WNOHANG)
+        left = True
+    except ChildProcessError:
+        left = False
+    assert not left
 
 
 def test_what_a_whole_status_says_of_the_paths_is_what_their_own_status_says(tmp_path: Path) -> None:

@@ -317,18 +317,32 @@ def test_verify_staged_passes_beside_a_file_named_head(tmp_path: Path) -> None:
         assert done.returncode == 0 and "ok:" in done.stdout + done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("ahead", [False, True], ids=["in the round", "the top asked ahead"])
 @pytest.mark.parametrize("whole", [False, True], ids=["the memory's folder", "the whole work tree"])
 @pytest.mark.parametrize("case", ["changes", "no HEAD yet", "a hook's own index", "no such folder in git",
                                   "the top as folder", "a broken index", "files naming another top",
                                   "a repository inside"])
-def test_the_commit_round_answers_as_its_three_functions_in_turn(repo: Path, case: str, whole: bool,
+def test_the_commit_round_answers_as_its_three_functions_in_turn(repo: Path, case: str, whole: bool, ahead: bool,
                                                                  monkeypatch: pytest.MonkeyPatch,
                                                                  tmp_path_factory: pytest.TempPathFactory) -> None:
     """The sealed `verify --staged`'s one round (the top and object format, the commit's
     files, and the work tree where an anchor asks for it) answers as top_and_object_format,
     commit_files and work_tree_files asked in turn; None where git names another top than
-    the one given (the caller then asks in turn); an index git cannot read fails alike."""
+    the one given (the caller then asks in turn); an index git cannot read fails alike.  The
+    same where the top was asked ahead (`start_top`, as the hook opens its memory), which the
+    round reads to its end whatever it answers."""
     folder, root = "mem", repo
+    if ahead:
+        real_round = gitrepo.commit_round
+
+        def round_asked_ahead(top, root, *rest):  # type: ignore[no-untyped-def]
+            gitrepo.start_top(os.fspath(top), root)
+            assert len(gitrepo._tops) == 1
+            try:
+                return real_round(top, root, *rest)
+            finally:
+                assert gitrepo._tops == {} and no_child_left()
+        monkeypatch.setattr(gitrepo, "commit_round", round_asked_ahead)
     (repo / "mem").mkdir()
     for name in ("kept.txt", "é changed.txt", "memo.txt"):
         (repo / "mem" / name).write_text("m\n")
@@ -493,3 +507,42 @@ def test_a_round_past_its_time_fails_once(repo: Path, monkeypatch: pytest.Monkey
     with pytest.raises(gitrepo.GitTimedOut, match="timed out"):
         gitrepo.commit_round(repo, repo, ".", True)
     assert time.monotonic() - started < 3
+
+
+def test_the_top_asked_as_a_commit_hook_opens_its_memory_is_read_whatever_comes(
+        repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`qem verify --staged` asks git for the top as it finds the workspace (`start_top`),
+    before its store opens, and its round reads the answer; where the store cannot be opened
+    (no memory here), what git was asked is still read to its end: no child left, no pipe
+    open, and the command says what it says without it."""
+    from qem_edit.shells.quick import run
+
+    monkeypatch.chdir(repo)
+    started: list[tuple[str, ...]] = []
+    real = gitspawn.started
+    monkeypatch.setattr(gitspawn, "started", lambda top, env, *args: started.append(args) or real(top, env, *args))
+    before = fds()
+    assert run(["verify", "--staged"]) == errors.EXIT_INPUT
+    assert f"no qem memory at {repo.resolve() / '.qem'}" in capsys.readouterr().err
+    assert len(started) == 1 and "rev-parse" in started[0] and "--show-toplevel" in started[0]
+    assert gitrepo._tops == {} and no_child_left() and fds() == before
+
+
+@pytest.mark.parametrize("failing", ["past its time", "git not started"])
+def test_a_round_that_fails_still_reads_the_top_asked_ahead(repo: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            failing: str) -> None:
+    """A round whose own gits fail (past their time, or not started at all) still reads the
+    top asked ahead to its end before it says so: no child left, no pipe open."""
+    before = fds()
+    top = workspace.git_top(repo)
+    gitrepo.start_top(top, repo)
+
+    def fails(*args: object, **kwargs: object) -> None:
+        raise TimeoutError("git ran past its time") if failing == "past its time" else FileNotFoundError(2, "no git")
+    monkeypatch.setattr(gitspawn, "run_together", fails)
+    if failing == "past its time":
+        with pytest.raises(gitrepo.GitTimedOut):
+            gitrepo.commit_round(top, repo, ".", True)
+    else:
+        assert gitrepo.commit_round(top, repo, ".", True) is None
+    assert gitrepo._tops == {} and no_child_left() and fds() == before

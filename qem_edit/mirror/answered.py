@@ -411,9 +411,10 @@ class Keeping:
     whole work tree where its first git round takes one (`git status`, the sealed `verify
     --staged`'s, qem_edit.system.gitrepo.STATUS: what it lists under the paths), else `git
     status` of those paths, started as the memory opens and read to its end before the
-    command's first git starts.  That status names HEAD's commit; what that
-    commit holds at the paths (`git ls-tree` of that commit, not of HEAD, which may have
-    moved meanwhile) is asked after the command, beside the status that must say the same."""
+    command's first git starts.  That status names HEAD's commit; what that commit holds at
+    the paths (`git ls-tree` of that commit, not of HEAD, which may have moved meanwhile:
+    what a commit holds never changes) is asked as soon as the commit is named, and read
+    after the command, beside the status asked again then, which must say the same."""
 
     def __init__(self, argv: list[str], here: str) -> None:
         self.argv, self.here = argv, here
@@ -427,6 +428,7 @@ class Keeping:
         self.said: tuple[bytes, bool] | None = None  # git's status before the command asked git anything (`_said`)
         self.asked = False  # the command has asked git something since it opened the memory
         self.early: tuple | None = None  # git's status started as the memory opened, heard before the command asks git
+        self.listed: tuple | None = None  # (commit, `git ls-tree` of it started): asked as soon as the commit is known
         self.bounds = ("", "")  # (from, until): the clock read then, and the first end of a note in force after it
 
     def opened(self, place, store, notices: list[str]) -> None:  # type: ignore[no-untyped-def]
@@ -471,20 +473,43 @@ class Keeping:
                     if tuple(args) == STATUS:
                         def took(done: list) -> None:
                             self.said = _said(done[n].stdout if done[n].returncode == 0 else None, paths)
+                            self._list()
                         self._hear_early()  # (none started for the sealed verify, whose round this is)
                         return took
             early, self.early = self.early, None
             self.said = _said(gitspawn.output(early or _status(self.here, _env(self.here), paths, branch=True)))
+            self._list()
         except Exception:  # noqa: BLE001 - what cannot be read is not kept
             self._hear_early()
             self.said = None
         return None
 
-    def _hear_early(self) -> None:
-        """The status started as the memory opened, read to its end and set aside (unused)."""
+    def _list(self) -> None:
+        """What the commit git's status named holds at the paths, asked now (`git ls-tree`
+        of a commit: what a commit holds never changes), read once the command has ended
+        (`_again`), beside the status asked again then."""
+        said = self.said
+        if said is not None and said[1] and said[0] and not said[0].startswith(b"(") and self.before is not None:
+            commit = said[0].decode("ascii")
+            self.listed = (commit, _listing(self.here, _env(self.here), self.before[3], commit))
+
+    def _hear_early(self, listing: bool = True) -> None:
+        """The status started as the memory opened (and the listing started once its commit
+        was known: `listing`), read to its end and set aside (unused)."""
         early, self.early = self.early, None
-        if early is not None:
-            gitspawn.output(early)
+        try:
+            if early is not None:
+                gitspawn.output(early)
+        finally:
+            if listing:
+                self.let_go()
+
+    def let_go(self) -> None:
+        """The listing started once the commit was known, read to its end and set aside
+        (`finish` reads it, or lets it go: a command that raised past `finish` lets it go)."""
+        listed, self.listed = self.listed, None
+        if listed is not None:
+            gitspawn.output(listed[1])
 
     def _unwatch(self) -> None:
         if gitspawn.first and getattr(gitspawn.first[0], "__self__", None) is self:
@@ -492,9 +517,9 @@ class Keeping:
 
     def restore(self) -> None:
         """The command's streams given back (what it printed is recorded until then), and
-        its git rounds no longer watched, however it ended."""
+        its git rounds no longer watched, however it ended (the listing is `finish`'s)."""
         self._unwatch()
-        self._hear_early()
+        self._hear_early(listing=False)
         if self.streams is None:
             return
         if not (sys.stdout is self.tees[0] and sys.stderr is self.tees[1]):
@@ -505,6 +530,12 @@ class Keeping:
     def finish(self, code: int) -> int:
         """The command ended with `code` (its streams given back): its answer kept where it
         may be; `code` returned."""
+        try:
+            return self._finish(code)
+        finally:
+            self.let_go()
+
+    def _finish(self, code: int) -> int:
         self.restore()
         said = self.said
         if code != 0 or self.before is None or said is None or not said[1] or any(tee.raw for tee in self.tees):
@@ -568,7 +599,11 @@ class Keeping:
 
         _, _, mirror, paths = self.before  # type: ignore[misc]
         env = _env(self.here)
-        asked, listed = _status(self.here, env, paths, branch=True), _listing(self.here, env, paths, commit)
+        asked = _status(self.here, env, paths, branch=True)
+        ready, self.listed = self.listed, None
+        listed = ready[1] if ready is not None and ready[0] == commit else _listing(self.here, env, paths, commit)
+        if ready is not None and listed is not ready[1]:
+            gitspawn.output(ready[1])
         try:  # (the index read while git answers; git's answers read to their ends, whatever happens)
             store = Store.as_indexed(root)
             try:

@@ -15,14 +15,18 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
-def open_memory(workspace_dir: Path | None, store_dir: Path | None, *, write: bool,
-                create: bool, name_set_aside: bool = True) -> tuple[Workspace, Store, list[str]]:
+def open_memory(workspace_dir: Path | None, store_dir: Path | None, *, write: bool, create: bool,
+                name_set_aside: bool = True, placed=None) -> tuple[Workspace, Store, list[str]]:  # type: ignore[no-untyped-def]
     """The workspace, its store (caught up with the log) and what opening it did, for
     every shell: a writer has its config checked first (a bad .qem/config.toml is refused
     before anything is written); a forget that arrived from another clone leaves this
     clone's private files too; log files set aside are named, by every command that
-    meets them, until they are fixed (`qem verify` lists them itself)."""
+    meets them, until they are fixed (`qem verify` lists them itself).  `placed`: called
+    with the workspace before its store opens (a commit hook's first git question, asked
+    then, is answered while the store opens)."""
     place = resolve(workspace_dir, store_dir)
+    if placed is not None:
+        placed(place)
     if write:
         place.config()
     store = Store.open(place.store_name, create=create, write=write)

@@ -276,6 +276,9 @@ def run(argv: list[str]) -> int | None:
     shell.opening_watched.append(keeping.opened)
     try:
         code = guarded(lambda: body(**params))
+    except BaseException:
+        keeping.let_go()
+        raise
     finally:
         shell.opening_watched.remove(keeping.opened)
         keeping.restore()

@@ -31,7 +31,8 @@ class PipeClosed(Exception):
 
 
 def open_saying_notices(workspace_dir: Path | None, store_dir: Path | None, *, write: bool = False,
-                        create: bool | None = None, name_set_aside: bool = True):  # type: ignore[no-untyped-def]
+                        create: bool | None = None, name_set_aside: bool = True,
+                        placed=None):  # type: ignore[no-untyped-def]
     """The workspace and its store (qem_edit.shells.opening.open_memory), what opening it did
     said on stderr, for a command of the command line.  A command that writes has its config checked first
     (a bad .qem/config.toml is refused before anything is written) and creates a missing
@@ -39,8 +40,8 @@ def open_saying_notices(workspace_dir: Path | None, store_dir: Path | None, *, w
     note, and a refused command must not leave a new store behind)."""
     from .opening import open_memory
 
-    place, store, notices = open_memory(workspace_dir, store_dir, write=write,
-                                        create=write if create is None else create, name_set_aside=name_set_aside)
+    place, store, notices = open_memory(workspace_dir, store_dir, write=write, create=write if create is None else create,
+                                        name_set_aside=name_set_aside, placed=placed)
     for notice in notices:
         say(notice)
     for watch in opening_watched:
@@ -322,15 +323,30 @@ def verify(repair: bool = False, fail_on_disputes: bool = False, fail_on_drift: 
     """`qem verify`: the log, the index and MEMORY.md checked (`--staged`: as the commit carries them)."""
     from ..mirror.verify import verify_report
 
+    if staged:
+        return _verify_staged(as_json, workspace_dir, store_dir, repair=repair, disputes_fail=fail_on_disputes,
+                              base=base, drift_fail=fail_on_drift, late_fail=fail_on_late)
     place, store = open_saying_notices(workspace_dir, store_dir, write=False, name_set_aside=False)  # it lists them itself
     with store:
-        if staged:
-            from ..mirror.staged import verify_staged
-
-            return show_answer(verify_staged(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base,
-                                             drift_fail=fail_on_drift, late_fail=fail_on_late), as_json, withhold=True)
         return show_answer(verify_report(store, place, repair=repair, disputes_fail=fail_on_disputes, base=base,
                                          drift_fail=fail_on_drift, late_fail=fail_on_late), as_json, withhold=True)
+
+
+def _verify_staged(as_json: bool, workspace_dir: Path | None, store_dir: Path | None, **options: object) -> int:
+    """`qem verify --staged`: git's first question about the commit (the top it names) asked as
+    the workspace is found, answered while the store opens."""
+    from ..mirror.staged import verify_staged
+    from ..system import gitrepo
+    from ..system.workspace import git_top
+
+    try:
+        place, store = open_saying_notices(workspace_dir, store_dir, write=False, name_set_aside=False,
+                                           placed=lambda place: gitrepo.start_top(git_top(place.root_name),
+                                                                                  place.root_name))
+        with store:
+            return show_answer(verify_staged(store, place, **options), as_json, withhold=True)
+    finally:
+        gitrepo.forget_tops()
 
 
 def anchors_check(staged: bool = False, rev: str | None = None, flag: bool = False, as_json: bool = False,

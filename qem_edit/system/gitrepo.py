@@ -413,6 +413,33 @@ def _commit_files(top: Path, folder: str, unstaged: gitspawn.Ran, staged: gitspa
             _name_list(changes.stdout) if changes.returncode == 0 else None)
 
 
+def _top_ask(root: AnyPath) -> list[str]:
+    """What asks git for the top it names for `root`, and the repository's object format."""
+    return ["-C", os.fspath(root), "rev-parse", "--show-toplevel", "--show-object-format"]
+
+
+# `commit_round`'s first question (the top git names, and its object format), started as a commit
+# hook opens its memory (`start_top`): by (the top its files name, the folder asked from)
+_tops: dict[tuple[str, str], tuple[int, int]] = {}
+
+
+def start_top(top: str | None, root: AnyPath) -> None:
+    """The top git names for `root` (a memory's workspace; `top`: the top its files name,
+    qem_edit.system.workspace.git_top) asked now, to be read by the `commit_round` about it:
+    git answers while the memory opens."""
+    if top is None or not gitspawn.SPAWNS:
+        return
+    started = gitspawn.started(top, {**gitspawn.base_env(), **index_env(top)}, *_top_ask(root))
+    if started is not None:
+        _tops[(top, os.fspath(root))] = started
+
+
+def forget_tops() -> None:
+    """Every question `start_top` asked and no round read, read to its end and let go."""
+    while _tops:
+        gitspawn.output(_tops.popitem()[1])
+
+
 def commit_round(top: AnyPath, root: AnyPath, folder: str,
                  whole: bool) -> tuple[tuple[str, str], CommitFiles, WorkTreeFiles | None] | None:
     """`top_and_object_format(root)`, `commit_files(top, folder)` and, where `whole`,
@@ -428,16 +455,24 @@ def commit_round(top: AnyPath, root: AnyPath, folder: str,
     -o` say (`_status_files`), but for a file whose times changed and not its bytes, which
     `status` compares and `diff-files` lists (the drift check then hashes it, as it hashes
     any file listed: the same answer); the commit's files are those of that listing under
-    `folder`, not asked apart.  A `status` that fails answers None (asked in turn)."""
-    asks = [["-C", os.fspath(root), "rev-parse", "--show-toplevel", "--show-object-format"],
+    `folder`, not asked apart.  A `status` that fails answers None (asked in turn).  The top,
+    where `start_top` asked it of the same folders as the memory opened, is read from there
+    (to its end, whatever else happens): the round's own starts are the other two or three."""
+    early = _tops.pop((os.fspath(top), os.fspath(root)), None)
+    asks = [*([] if early is not None else [_top_ask(root)]),
             *([[*STATUS], [*_STAGED_FILES]] if whole else _commit_asks([folder]))]
     try:
-        found, *answers = _gits(top, asks, extra=index_env(top))
+        answers = _gits(top, asks, extra=index_env(top))
     except GitTimedOut:
         raise  # (asked again, it would wait as long again)
     except errors.BadInput:  # (no git on the PATH, a folder git cannot enter)
         return None
-    named = _named_top(found.stdout) if found.returncode == 0 else None
+    finally:
+        found = gitspawn.output(early) if early is not None else None
+    if early is None:
+        ran, *answers = answers
+        found = ran.stdout if ran.returncode == 0 else None
+    named = _named_top(found) if found is not None else None
     if named is None or named[0] != os.path.realpath(top):
         return None
     if not whole:
