@@ -151,7 +151,8 @@ def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: P
     force anchored: the drift check runs): the commit hooks answer as before, importing no
     dataclasses (and the inspect it brings), no tomllib, no OpenSSL (hashlib), not the
     MEMORY.md grammar (they render nothing), no command-line framework, and neither json nor
-    signal's enums nor threading, nor what is owed (no request is in force: none is late);
+    signal's enums nor threading, nor what is owed (no request is in force: none is late),
+    nor a hash's module (the seal is compared as it is), nor a write's decisions (no drift);
     answered in full, no pathlib either, nor the re, enum,
     fnmatch and urllib.parse it imports, nor shlex, nor contextlib (the workspace's folders
     are named as strings: qem_edit.system.workspace; the renderings' contexts are made with
@@ -178,7 +179,8 @@ def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: P
     unused = ("typer", "click", "dataclasses", "inspect", "typing", "tomllib", "hashlib", "_hashlib",
               "qem_edit.renderer.format", "sqlite3", "datetime", "subprocess", "json", "signal", "threading",
               "pathlib", "re", "enum", "fnmatch", "urllib.parse", "ipaddress", "shlex", "contextlib",
-              "qem_edit.reads.owed", "qem_edit.base.owing")  # (no request in force: none late, none read)
+              "qem_edit.reads.owed", "qem_edit.base.owing",  # (no request in force: none late, none read)
+              "_sha256", "qem_edit.base.decisions", "qem_edit.base.times")  # (the seal compared as it is; no drift, no write)
     # answered from what they answered last (qem_edit.mirror.answered): nothing of the standard
     # library the interpreter had not loaded as it started, and none of qem's store
     unused_kept = (*unused, "_sqlite3", "qem_edit.storage.store", "qem_edit.shells.quick")

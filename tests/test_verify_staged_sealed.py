@@ -352,3 +352,23 @@ def test_a_work_tree_named_beyond_ascii_under_an_ascii_locale_is_written_and_ver
     git("commit", "-qm", "the memory", "--no-verify", cwd=work, env=env)
     done = qem(work, env, "verify", "--staged")
     assert done.returncode == 0 and done.stderr == "ok: the log replays cleanly to 1 note\n", done.stderr
+
+
+def test_a_seal_of_another_form_is_checked_in_full_and_sealed_anew(repo, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The seal is what a clean verify vouches for, written out whole and compared as it is
+    (no hashing module loaded on a commit); one written otherwise (the digest an earlier
+    version kept, or any other bytes) is no seal: the check runs in full, answers as the
+    full check does, and seals again, which the next commit goes by."""
+    work, env = repo
+    (work / "other.py").write_text("b = 3\n")
+    git("add", "other.py", cwd=work, env=env)
+    sealed = (work / ".qem" / VERIFIED).read_bytes()
+    assert sealed.startswith(b"qem-seal 2\n") and b" .qem/config.toml\n" in sealed
+    for other in (b"2f7b6c1998c402bda8b7d837c48340ba5bee9acb8c8fcaf7e6e6976bc78464f9\n", sealed[:-1], b""):
+        (work / ".qem" / VERIFIED).write_bytes(other)
+        (work / ".qem" / COMMITS_NAME).unlink(missing_ok=True)
+        assert replayed(work, monkeypatch)
+        assert (work / ".qem" / VERIFIED).read_bytes() == sealed
+        (work / ".qem" / COMMITS_NAME).unlink(missing_ok=True)
+        assert not replayed(work, monkeypatch)
+    assert answers(work, env) == full(work, env)

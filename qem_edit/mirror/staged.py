@@ -179,12 +179,13 @@ def _asked(store: Store, place  # type: ignore[no-untyped-def]
 VERIFIED = "index.db-verified"  # under .qem/, ignored by git with the index (`/index.db-*`)
 
 
-def _seal(store: Store, folder: str, asked: tuple[set[str], dict[str, str], list[str] | None]) -> str | None:
-    """What a clean verify of this memory vouches for, as one digest; None where git's index
-    is not what the work tree holds under the memory's folder (`folder`, from the work
-    tree's top).  `asked`: what git said of the commit's files (gitrepo.commit_files)."""
+def _seal(store: Store, folder: str, asked: tuple[set[str], dict[str, str], list[str] | None]) -> bytes | None:
+    """What a clean verify of this memory vouches for, written out whole (qem's version, the
+    index's moment, each staged file under the memory's folder with its blob id: compared
+    as it is, so nothing is hashed and no hashing module loaded); None where git's index is
+    not what the work tree holds under the memory's folder (`folder`, from the work tree's
+    top).  `asked`: what git said of the commit's files (gitrepo.commit_files)."""
     from .. import __version__
-    from ..base.ids import sha256_hex  # (not hashlib: OpenSSL's start-up is a tenth of this hook's budget)
 
     unstaged, staged, _ = asked
     if unstaged:
@@ -193,23 +194,22 @@ def _seal(store: Store, folder: str, asked: tuple[set[str], dict[str, str], list
     if f"{folder}/config.toml" not in staged or not store.tree.names() <= names:
         return None  # an untracked log file (or an untracked memory): the commit does not hold what is read
     listed = "".join(f"{blob} {name}\n" for name, blob in sorted(staged.items()))
-    seal = f"{__version__}\n{store.moment(store.head())}\n{listed}"
-    return sha256_hex(seal.encode("utf-8", "surrogateescape"))
+    return f"qem-seal 2\n{__version__}\n{store.moment(store.head())}\n{listed}".encode("utf-8", "surrogateescape")
 
 
-def _sealed(store: Store) -> str | None:
+def _sealed(store: Store) -> bytes | None:
     try:  # (as bytes: a text file's codec lookup imports the ascii codec's module, on every commit)
         with open(os.path.join(store.root, VERIFIED), "rb") as handle:
-            return handle.read().decode("ascii").strip()
-    except (OSError, UnicodeDecodeError):
+            return handle.read()
+    except OSError:
         return None
 
 
-def _seal_with(store: Store, seal: str) -> None:
+def _seal_with(store: Store, seal: bytes) -> None:
     from ..system.files import write_atomic
 
     try:
-        write_atomic(os.path.join(store.root, VERIFIED), seal.encode("ascii") + b"\n", durable=False)
+        write_atomic(os.path.join(store.root, VERIFIED), seal, durable=False)
     except OSError:
         pass  # a memory that cannot be written is verified in full each time
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..base import errors, ids
-from ..base.decisions import Drifted
 from ..base.records import Record
 from ..base.replay import Note, sort_key
 from ..system.anchors import Listing, WorkTree, WorkTreeContent, revision_listing, staged_listing
@@ -36,6 +35,7 @@ from ..system.files import name_within
 
 TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)
 if TYPE_CHECKING:
+    from ..base.decisions import Drifted
     from ..storage.store import Store
     from ..system.gitrepo import WorkTreeFiles
 
@@ -211,6 +211,8 @@ def _judged(content: "_Content", path: str, was: str, held: set[str]) -> Drifted
     now = content.oid(path)
     if now == was:
         return None
+    from ..base.decisions import Drifted  # (here: a commit hook finding no drift loads no write's decisions)
+
     if now is not None:
         return Drifted(path, was, now)
     elsewhere = [p for p in content.holding(was) if p not in held and content.before(p) != was]

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Sequence
 from ..base import errors, ids
 from ..base.faults import checkpoint
 from ..base.replay import Event, Note, replay
-from ..base.times import utc_now
 from ..system import db
 from ..system.db import sqlite3
 from ..system.workspace import CONFIG_NAME, INDEX_NAME, KEPT_NAMES
@@ -221,6 +220,7 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
         two of them never make a note's history branch; branches come from other clones.
         `agent`: the writer is an agent (None: as QEM_ACTOR_KIND says; qem_edit.storage.protect);
         `allow_secret`: a person commits a secret knowingly (qem_edit.storage.secrets)."""
+        from ..base import times
         from ..system.files import LockTimeout, locked
         from . import protect
         from .transaction import as_writer  # here: a read never loads the write transaction
@@ -230,8 +230,8 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
         try:
             with locked(os.path.join(self.root, LOCK_NAME), WRITE_PATIENCE_S):
                 try:
-                    return db.patiently(lambda: self._write_once(work, at or utc_now()), self.index_path or self.root,
-                                        "write")
+                    return db.patiently(lambda: self._write_once(work, at or times.utc_now()),
+                                        self.index_path or self.root, "write")
                 finally:
                     self._moved()  # (after the commit, or after a write that failed: either way, read afresh)
         except LockTimeout:
