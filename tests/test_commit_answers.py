@@ -674,7 +674,8 @@ def test_memory_md_edited_while_it_ran_is_not_kept(repo, monkeypatch, form) -> N
 def _gits_seen(monkeypatch) -> list[tuple[str, tuple[str, ...]]]:  # type: ignore[no-untyped-def]
     """Every git started from here from now on, in order, as it starts: ("started", its
     arguments) for a kept answer's own (gitspawn.started), ("round", ...) for a command's
-    (gitspawn.run_together); and ("heard", ...) as a kept answer's own is read to its end."""
+    (gitspawn.run_together); and ("heard", ...) as a kept answer's own is read to its end (or
+    ended, no longer wanted: gitspawn.dropped)."""
     from qem_edit.system import gitspawn
 
     seen: list[tuple[str, tuple[str, ...]]] = []
@@ -696,13 +697,20 @@ def _gits_seen(monkeypatch) -> list[tuple[str, tuple[str, ...]]]:  # type: ignor
         seen.append(("started" if own else "round", tuple(args)))
         return spawn(cwd, args, *rest)
 
-    def heard(begun):  # type: ignore[no-untyped-def]
-        out = output(begun)
+    def heard(begun, deadline=None):  # type: ignore[no-untyped-def]
+        out = output(begun, deadline)
         if begun is not None:
             seen.append(("heard", names[begun[0]]))
         return out
+
+    def ended(begun):  # type: ignore[no-untyped-def]
+        dropped(begun)
+        if begun is not None:
+            seen.append(("heard", names[begun[0]]))
+    dropped = gitspawn.dropped
     monkeypatch.setattr(gitspawn, "started", start)
     monkeypatch.setattr(gitspawn, "output", heard)
+    monkeypatch.setattr(gitspawn, "dropped", ended)
     monkeypatch.setattr(gitspawn, "_spawn", spawned)
     return seen
 
@@ -755,11 +763,11 @@ def test_the_sealed_verify_takes_its_own_look_at_the_work_tree_as_the_answers(re
     assert hook(work, env, HOOKS[0]) == ((0, "", "ok: the log replays cleanly to 3 notes\n"), [])
 
 
-@pytest.mark.parametrize("ending", ["fails", "interrupted"])
+@pytest.mark.parametrize("ending", ["fails", "interrupted", "escapes"])
 def test_what_an_answer_asked_git_is_heard_however_the_command_ends(repo, monkeypatch, ending) -> None:  # type: ignore[no-untyped-def]
     """What HEAD's commit holds at the paths, asked as soon as the sealed verify's round named
-    the commit, is read to its end where the command then fails or is interrupted (and
-    nothing is kept): every git started is heard, no child is left."""
+    the commit, is read to its end where the command then fails, is interrupted or raises
+    what no shell catches (and nothing is kept): every git started is heard, no child is left."""
     from qem_edit.base import errors
     from qem_edit.mirror import staged
     from qem_edit.shells.quick import run
@@ -773,9 +781,14 @@ def test_what_an_answer_asked_git_is_heard_however_the_command_ends(repo, monkey
 
     def ends_badly(*args, **kwargs):  # type: ignore[no-untyped-def]
         real(*args, **kwargs)
-        raise errors.BadInput("a failure after the round") if ending == "fails" else KeyboardInterrupt
+        raise {"fails": errors.BadInput("a failure after the round"), "interrupted": KeyboardInterrupt(),
+               "escapes": RuntimeError("what no shell catches")}[ending]
     monkeypatch.setattr(staged, "verify_staged", ends_badly)
-    assert run(list(HOOKS[0])) == (errors.EXIT_INPUT if ending == "fails" else errors.EXIT_INTERRUPTED)
+    if ending == "escapes":
+        with pytest.raises(RuntimeError):
+            run(list(HOOKS[0]))
+    else:
+        assert run(list(HOOKS[0])) == (errors.EXIT_INPUT if ending == "fails" else errors.EXIT_INTERRUPTED)
     started = [args for what, args in seen if what == "started"]
     assert any("ls-tree" in args for args in started), seen
     assert sorted(started) == sorted(args for what, args in seen if what == "heard"), seen

@@ -533,6 +533,7 @@ def test_a_round_that_fails_still_reads_the_top_asked_ahead(repo: Path, monkeypa
                                                             failing: str) -> None:
     """A round whose own gits fail (past their time, or not started at all) still reads the
     top asked ahead to its end before it says so: no child left, no pipe open."""
+    monkeypatch.setattr(gitrepo, "_missing", [])  # (what a git not found notes, for this test alone)
     before = fds()
     top = workspace.git_top(repo)
     gitrepo.start_top(top, repo)
@@ -546,3 +547,24 @@ def test_a_round_that_fails_still_reads_the_top_asked_ahead(repo: Path, monkeypa
     else:
         assert gitrepo.commit_round(top, repo, ".", True) is None
     assert gitrepo._tops == {} and no_child_left() and fds() == before
+
+
+def test_a_git_started_and_read_later_is_ended_past_its_time(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A git `started` and read later is never waited for without end: past the deadline its
+    reader gives, it is killed (TimeoutError); one no longer wanted is ended (`dropped`); the
+    top asked ahead of a round keeps the round's time (GitTimedOut, as the round's own gits
+    do).  No child is left, no pipe open."""
+    before = fds()
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        gitspawn.output(gitspawn.started(str(repo), ENV, *SLEEP), time.monotonic() + 0.3)
+    gitspawn.dropped(gitspawn.started(str(repo), ENV, *SLEEP))
+    assert time.monotonic() - started < 3 and no_child_left() and fds() == before
+    monkeypatch.setattr(gitrepo, "_top_ask", lambda root: SLEEP)
+    monkeypatch.setattr(gitrepo, "TIMEOUT_S", 0.5)
+    top = workspace.git_top(repo)
+    gitrepo.start_top(top, repo)
+    gitrepo.start_top(top, repo)  # (asked twice: the first is ended)
+    with pytest.raises(gitrepo.GitTimedOut, match="rev-parse timed out"):
+        gitrepo.commit_round(top, repo, ".", True)
+    assert time.monotonic() - started < 4 and gitrepo._tops == {} and no_child_left() and fds() == before

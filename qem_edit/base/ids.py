@@ -64,7 +64,7 @@ SMALL = 1 << 18  # bytes: below this the builtin SHA-256 is done before hashlib 
 
 def sha256_hex(data: bytes) -> str:
     """The SHA-256 of `data`, in hex.  Importing hashlib starts OpenSSL, about 3 ms, a tenth
-    of a hook's whole budget, so what is short (a session's name, a seal) is hashed by the
+    of a hook's whole budget, so what is short (a session's name) is hashed by the
     interpreter's own SHA-256 where it has one; what is long by OpenSSL's, several times
     faster per byte."""
     if len(data) < SMALL:

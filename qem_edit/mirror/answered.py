@@ -491,7 +491,10 @@ class Keeping:
         said = self.said
         if said is not None and said[1] and said[0] and not said[0].startswith(b"(") and self.before is not None:
             commit = said[0].decode("ascii")
-            self.listed = (commit, _listing(self.here, _env(self.here), self.before[3], commit))
+            try:
+                self.listed = (commit, _listing(self.here, _env(self.here), self.before[3], commit))
+            except Exception:  # noqa: BLE001 - not started: asked after the command instead (`_again`)
+                self.listed = None
 
     def _hear_early(self, listing: bool = True) -> None:
         """The status started as the memory opened (and the listing started once its commit
@@ -519,7 +522,11 @@ class Keeping:
         """The command's streams given back (what it printed is recorded until then), and
         its git rounds no longer watched, however it ended (the listing is `finish`'s)."""
         self._unwatch()
-        self._hear_early(listing=False)
+        try:
+            self._hear_early(listing=False)
+        except BaseException:
+            self.let_go()
+            raise
         if self.streams is None:
             return
         if not (sys.stdout is self.tees[0] and sys.stderr is self.tees[1]):
@@ -599,12 +606,13 @@ class Keeping:
 
         _, _, mirror, paths = self.before  # type: ignore[misc]
         env = _env(self.here)
-        asked = _status(self.here, env, paths, branch=True)
-        ready, self.listed = self.listed, None
-        listed = ready[1] if ready is not None and ready[0] == commit else _listing(self.here, env, paths, commit)
-        if ready is not None and listed is not ready[1]:
-            gitspawn.output(ready[1])
+        asked = listed = None
         try:  # (the index read while git answers; git's answers read to their ends, whatever happens)
+            if self.listed is not None and self.listed[0] == commit:  # (asked as the commit was named: `_list`)
+                listed, self.listed = self.listed[1], None
+            asked = _status(self.here, env, paths, branch=True)
+            if listed is None:
+                listed = _listing(self.here, env, paths, commit)
             store = Store.as_indexed(root)
             try:
                 now = _resting(store, self.here, self.place)

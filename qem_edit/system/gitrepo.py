@@ -429,15 +429,40 @@ def start_top(top: str | None, root: AnyPath) -> None:
     git answers while the memory opens."""
     if top is None or not gitspawn.SPAWNS:
         return
+    gitspawn.dropped(_tops.pop((top, os.fspath(root)), None))  # (asked twice: the first is not wanted)
     started = gitspawn.started(top, {**gitspawn.base_env(), **index_env(top)}, *_top_ask(root))
     if started is not None:
         _tops[(top, os.fspath(root))] = started
 
 
 def forget_tops() -> None:
-    """Every question `start_top` asked and no round read, read to its end and let go."""
+    """Every question `start_top` asked and no round read, ended and let go."""
     while _tops:
-        gitspawn.output(_tops.popitem()[1])
+        gitspawn.dropped(_tops.popitem()[1])
+
+
+def _round(top: AnyPath, root: AnyPath, asks: list[list[str]]) -> tuple[bytes | None, list[gitspawn.Ran]] | None:
+    """What `rev-parse` printed for `root`'s top (None where it failed) and the answers to
+    `asks`, all asked in one round of `top`'s: the top read from the git `start_top` started,
+    where it did, within the round's time; None where git cannot be run."""
+    import time
+
+    early = _tops.pop((os.fspath(top), os.fspath(root)), None)
+    deadline = time.monotonic() + TIMEOUT_S  # (the round's own time, which the top asked ahead keeps too)
+    try:
+        answers = _gits(top, [*([] if early is not None else [_top_ask(root)]), *asks], extra=index_env(top))
+    except BaseException as exc:
+        gitspawn.dropped(early)
+        if isinstance(exc, errors.BadInput) and not isinstance(exc, GitTimedOut):
+            return None  # (no git on the PATH, a folder git cannot enter; past its time, asked again it waits as long)
+        raise
+    if early is None:
+        ran, *answers = answers
+        return (ran.stdout if ran.returncode == 0 else None), answers
+    try:
+        return gitspawn.output(early, deadline), answers
+    except TimeoutError:
+        raise GitTimedOut(f"cannot run git: git rev-parse timed out after {TIMEOUT_S} seconds") from None
 
 
 def commit_round(top: AnyPath, root: AnyPath, folder: str,
@@ -458,20 +483,10 @@ def commit_round(top: AnyPath, root: AnyPath, folder: str,
     `folder`, not asked apart.  A `status` that fails answers None (asked in turn).  The top,
     where `start_top` asked it of the same folders as the memory opened, is read from there
     (to its end, whatever else happens): the round's own starts are the other two or three."""
-    early = _tops.pop((os.fspath(top), os.fspath(root)), None)
-    asks = [*([] if early is not None else [_top_ask(root)]),
-            *([[*STATUS], [*_STAGED_FILES]] if whole else _commit_asks([folder]))]
-    try:
-        answers = _gits(top, asks, extra=index_env(top))
-    except GitTimedOut:
-        raise  # (asked again, it would wait as long again)
-    except errors.BadInput:  # (no git on the PATH, a folder git cannot enter)
+    asked = _round(top, root, [[*STATUS], [*_STAGED_FILES]] if whole else _commit_asks([folder]))
+    if asked is None:
         return None
-    finally:
-        found = gitspawn.output(early) if early is not None else None
-    if early is None:
-        ran, *answers = answers
-        found = ran.stdout if ran.returncode == 0 else None
+    found, answers = asked
     named = _named_top(found) if found is not None else None
     if named is None or named[0] != os.path.realpath(top):
         return None

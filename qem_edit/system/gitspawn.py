@@ -3,9 +3,10 @@
 No subprocess module: its import costs a command more than the git it runs.  Every git
 command qem runs is started here (qem_edit.system.gitrepo names each one for what it
 answers): `run` runs one to its end, its input written and both of its streams read side by
-side, and `run_together` several at once (the sealed `verify --staged`'s three questions);
-`started` and `output`, with nothing more than `os`, the two a commit hook's kept answer asks
-(qem_edit.mirror.answered).  All in the environment every git command of qem's gets:
+side, and `run_together` several at once (the sealed `verify --staged`'s round); `started`
+and `output`, with nothing more than `os`, one git started and read later, while the caller
+works: a commit hook's kept answer's (qem_edit.mirror.answered) and the sealed verify's
+first question, asked as it opens its memory (qem_edit.system.gitrepo.start_top).  All in the environment every git command of qem's gets:
 every GIT_* variable dropped but GIT_CONFIG_NOSYSTEM, and git's index file as a hook is
 given it (GIT_INDEX_FILE) kept only where it is this repository's.  Where posix_spawn is not
 there (Windows), nothing starts here: gitrepo runs git with the subprocess module, and the
@@ -83,20 +84,52 @@ def started(top: str, env: dict[str, str], *args: str) -> tuple[int, int] | None
     return pid, read
 
 
-def output(start: tuple[int, int] | None) -> bytes | None:
+def output(start: tuple[int, int] | None, deadline: float | None = None) -> bytes | None:
     """What a git `started` wrote, once it has ended; None where it did not start or did not
-    exit 0."""
+    exit 0.  Past `deadline` (time.monotonic's, where given) git is killed and TimeoutError
+    raised; on anything else raised meanwhile (a Ctrl-C), git is given a quarter of a second
+    to end on its own, then killed, as `run_together` ends its own: never waited for
+    without end."""
     if start is None:
         return None
     pid, read = start
     parts = []
     try:
-        while chunk := os.read(read, 1 << 16):
-            parts.append(chunk)
-    finally:
+        if deadline is not None:
+            _read_until(read, deadline, parts)
+        else:
+            while chunk := os.read(read, 1 << 16):
+                parts.append(chunk)
+    except BaseException as exc:
         os.close(read)
-        status = _waited(pid)
-    return b"".join(parts) if status == 0 else None
+        _end([pid], grace=0.0 if isinstance(exc, TimeoutError) else 0.25)
+        raise
+    os.close(read)
+    return b"".join(parts) if _waited(pid) == 0 else None
+
+
+def dropped(start: tuple[int, int] | None) -> None:
+    """A git `started` whose answer is no longer wanted: ended (a quarter of a second to end on
+    its own, then killed) and waited for, its pipe closed."""
+    if start is not None:
+        os.close(start[1])
+        _end([start[0]], grace=0.25)
+
+
+def _read_until(read: int, deadline: float, parts: list[bytes]) -> None:
+    import select
+    import time
+
+    poller = select.poll()
+    poller.register(read, select.POLLIN)
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not poller.poll(left * 1000):
+            raise TimeoutError("git ran past its time")
+        chunk = os.read(read, 1 << 16)
+        if not chunk:
+            return
+        parts.append(chunk)
 
 
 class Ran:
