@@ -20,7 +20,9 @@ paired differences (second copy minus first) with a 95% interval from 2,000 boot
 resamples of the pairs: a difference whose interval holds zero is not one.  A pair shares
 the machine's state of its moment, so a slowdown that lasts a round moves both of its runs;
 the median of the differences is what a change did, where the medians of each alone, on a
-busy machine, may not show it.  Standard library only.
+busy machine, may not show it.  A difference whose interval holds zero is not resolved
+(which is not to say there is none).  A run whose exit status is not the first run's
+stops the bench: a copy that fails is not timed.  Standard library only.
 """
 
 from __future__ import annotations
@@ -36,21 +38,26 @@ import time
 KEPT = os.path.join(".qem", "index.db-commits")
 
 
-def timed(argv: list[str], cwd: str) -> float:
-    """Wall milliseconds of one run, its output discarded."""
+def timed(argv: list[str], cwd: str) -> tuple[float, int]:
+    """Wall milliseconds and exit status of one run, its output discarded."""
     start = time.perf_counter()
-    subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return (time.perf_counter() - start) * 1e3
+    done = subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return (time.perf_counter() - start) * 1e3, done.returncode
 
 
-def run(copy: tuple[str, str], args: list[str], kept: bool) -> float:
+def run(copy: tuple[str, str], args: list[str], kept: bool, codes: list[int]) -> float:
+    """One run of `args` in `copy`; its exit status must be the first run's (SystemExit else)."""
     venv, repo = copy
     if not kept:
         try:
             os.unlink(os.path.join(repo, KEPT))
         except FileNotFoundError:
             pass
-    return timed([os.path.join(venv, "bin", "qem"), *args], repo)
+    wall, code = timed([os.path.join(venv, "bin", "qem"), *args], repo)
+    codes.append(code)
+    if code != codes[0]:
+        raise SystemExit(f"qem {' '.join(args)} in {repo} exited {code}, the first run {codes[0]}: not timed")
+    return wall
 
 
 def interval(differences: list[float], resamples: int = 2000, seed: int = 749) -> tuple[float, float]:
@@ -61,12 +68,17 @@ def interval(differences: list[float], resamples: int = 2000, seed: int = 749) -
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)  # (qem's arguments: everything after the first --)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     epilog="after --: qem's arguments (default: verify --staged)")
     parser.add_argument("--pairs", type=int, default=60, help="pairs kept after one warm-up pair (default 60)")
     parser.add_argument("--kept", action="store_true", help="answer from the kept answer (default: in full)")
     parser.add_argument("copies", nargs=2, metavar="NAME=VENV:REPO")
-    parser.add_argument("command", nargs="*", default=["verify", "--staged"], help="after --: qem's arguments")
-    given = parser.parse_args()
+    given = parser.parse_args(argv[:cut])
+    given.command = argv[cut + 1:] or ["verify", "--staged"]
+    if given.pairs < 2 or given.pairs % 2:
+        parser.error("--pairs: an even number, 2 or more (each copy runs first in half of them)")
     copies: list[tuple[str, tuple[str, str]]] = []
     for spec in given.copies:
         name, _, rest = spec.partition("=")
@@ -77,22 +89,23 @@ def main() -> int:
     (first, a), (second, b) = copies
     floor_argv = [os.path.join(a[0], "bin", "python"), "-c", "pass"]
     runs_a, runs_b, floors, differences = [], [], [], []
-    run(a, given.command, given.kept), run(b, given.command, given.kept)  # (warm-up)
+    codes: list[int] = []
+    run(a, given.command, given.kept, codes), run(b, given.command, given.kept, codes)  # (warm-up)
     for n in range(given.pairs):
-        floors.append(timed(floor_argv, a[1]))
+        floors.append(timed(floor_argv, a[1])[0])
         if n % 2:
-            x = run(a, given.command, given.kept)
-            y = run(b, given.command, given.kept)
+            x = run(a, given.command, given.kept, codes)
+            y = run(b, given.command, given.kept, codes)
         else:
-            y = run(b, given.command, given.kept)
-            x = run(a, given.command, given.kept)
+            y = run(b, given.command, given.kept, codes)
+            x = run(a, given.command, given.kept, codes)
         runs_a.append(x)
         runs_b.append(y)
         differences.append(y - x)
     floor = statistics.median(floors)
     low, high = interval(differences)
-    print(f"qem {' '.join(given.command)} ({'from the kept answer' if given.kept else 'in full'}), {given.pairs} pairs;"
-          f" load average at the end {os.getloadavg()[0]:.2f}")
+    print(f"qem {' '.join(given.command)} ({'from the kept answer' if given.kept else 'in full'}), {given.pairs} pairs,"
+          f" exit {codes[0]}; load average at the end {os.getloadavg()[0]:.2f}")
     print(f"python -c pass  median {floor:6.1f} ms")
     for name, runs in ((first, runs_a), (second, runs_b)):
         print(f"{name:14s}  median {statistics.median(runs):6.1f} ms (×{statistics.median(runs) / floor:.2f}),"

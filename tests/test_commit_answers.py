@@ -801,6 +801,42 @@ def test_what_an_answer_asked_git_is_heard_however_the_command_ends(repo, monkey
     assert not left
 
 
+@pytest.mark.parametrize("failing", ["the listing as the commit is named", "the listing both times", "the status after"])
+def test_a_git_the_answer_cannot_start_costs_the_answer_not_the_command(repo, monkeypatch, failing) -> None:  # type: ignore[no-untyped-def]
+    """Where the kept answer's listing cannot be started as the round names the commit, it is
+    asked after the command instead, and the answer kept; where that cannot be started either,
+    or the status after cannot be, nothing is kept and what was started is still heard.  The
+    command answers as it does either way, and no child is left."""
+    from qem_edit.shells.quick import run
+
+    work, env = repo
+    monkeypatch.chdir(work)
+    assert run(list(HOOKS[0])) == 0  # (sealed)
+    (work / ".qem" / COMMITS_NAME).unlink()
+    seen = _gits_seen(monkeypatch)
+    real = answered._listing if failing.startswith("the listing") else answered._status
+    calls: list[int] = []
+
+    def fails_first(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 1 or failing == "the listing both times":
+            raise OSError(24, "Too many open files")
+        return real(*args, **kwargs)
+    monkeypatch.setattr(answered, "_listing" if failing.startswith("the listing") else "_status", fails_first)
+    assert run(list(HOOKS[0])) == 0
+    started = [args for what, args in seen if what == "started"]
+    assert sorted(started) == sorted(args for what, args in seen if what == "heard"), seen
+    assert (work / ".qem" / COMMITS_NAME).exists() == (failing == "the listing as the commit is named")
+    assert len(calls) == (2 if failing.startswith("the listing") else 1)
+    assert [what for what, _ in seen].count("round") == 2, seen  # (the round not failed: not asked again in turn)
+    try:
+        os.waitpid(-1, os.WNOHANG)
+        left = True
+    except ChildProcessError:
+        left = False
+    assert not left
+
+
 def test_what_a_whole_status_says_of_the_paths_is_what_their_own_status_says(tmp_path: Path) -> None:
     """`_said` of the whole work tree's `git status` (qem_edit.system.gitrepo.STATUS),
     limited to the paths an answer rests on, against `git status` of those paths alone

@@ -529,10 +529,10 @@ def test_the_top_asked_as_a_commit_hook_opens_its_memory_is_read_whatever_comes(
 
 
 @pytest.mark.parametrize("failing", ["past its time", "git not started"])
-def test_a_round_that_fails_still_reads_the_top_asked_ahead(repo: Path, monkeypatch: pytest.MonkeyPatch,
-                                                            failing: str) -> None:
-    """A round whose own gits fail (past their time, or not started at all) still reads the
-    top asked ahead to its end before it says so: no child left, no pipe open."""
+def test_a_round_that_fails_still_ends_the_top_asked_ahead(repo: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           failing: str) -> None:
+    """A round whose own gits fail (past their time, or not started at all) still ends the
+    top asked ahead before it says so: no child left, no pipe open."""
     monkeypatch.setattr(gitrepo, "_missing", [])  # (what a git not found notes, for this test alone)
     before = fds()
     top = workspace.git_top(repo)
@@ -558,6 +558,17 @@ def test_a_git_started_and_read_later_is_ended_past_its_time(repo: Path, monkeyp
     started = time.monotonic()
     with pytest.raises(TimeoutError):
         gitspawn.output(gitspawn.started(str(repo), ENV, *SLEEP), time.monotonic() + 0.3)
+    read, write = os.pipe()  # (a process that closed its output and went on running: read, then waited for)
+    os.set_inheritable(read, False)
+    closing = gitspawn.started.__globals__["_inherited"]()
+    pid = os.posix_spawn("/bin/sh", ["sh", "-c", "exec >&-; sleep 5"], dict(os.environ),
+                         file_actions=[(os.POSIX_SPAWN_DUP2, write, 1), *closing])
+    os.close(write)
+    with pytest.raises(TimeoutError):
+        gitspawn.output((pid, read), time.monotonic() + 0.3)
+    done = gitspawn.started(str(repo), ENV, "--version")
+    time.sleep(0.5)
+    assert gitspawn.output(done, time.monotonic() - 1).startswith(b"git version")  # (ended in time: read, however late)
     gitspawn.dropped(gitspawn.started(str(repo), ENV, *SLEEP))
     assert time.monotonic() - started < 3 and no_child_left() and fds() == before
     monkeypatch.setattr(gitrepo, "_top_ask", lambda root: SLEEP)
@@ -568,3 +579,19 @@ def test_a_git_started_and_read_later_is_ended_past_its_time(repo: Path, monkeyp
     with pytest.raises(gitrepo.GitTimedOut, match="rev-parse timed out"):
         gitrepo.commit_round(top, repo, ".", True)
     assert time.monotonic() - started < 4 and gitrepo._tops == {} and no_child_left() and fds() == before
+
+
+def test_a_seal_states_how_many_files_it_vouches_for() -> None:
+    """The seal of a memory's files (qem_edit.mirror.staged._seal) counts them first: the seal
+    of fewer files is never the start of the seal of more, so one cut short at a line's end
+    is not another state's."""
+    from types import SimpleNamespace
+
+    from qem_edit.mirror.staged import _seal
+
+    store = SimpleNamespace(tree=SimpleNamespace(names=lambda: set()), head=lambda: None, moment=lambda head: "i:1")
+    one = {".qem/config.toml": "a" * 40}
+    two = {**one, ".qem/packs/e-x.jsonl": "b" * 40}
+    fewer, more = _seal(store, ".qem", (set(), one, [])), _seal(store, ".qem", (set(), two, []))
+    assert fewer is not None and more is not None and not more.startswith(fewer)
+    assert _seal(store, ".qem", ({".qem/config.toml"}, two, [])) is None  # (the work tree not what git's index holds)

@@ -527,6 +527,10 @@ class Keeping:
         except BaseException:
             self.let_go()
             raise
+        finally:
+            self._give_back()
+
+    def _give_back(self) -> None:
         if self.streams is None:
             return
         if not (sys.stdout is self.tees[0] and sys.stderr is self.tees[1]):

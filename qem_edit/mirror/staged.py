@@ -194,7 +194,7 @@ def _seal(store: Store, folder: str, asked: tuple[set[str], dict[str, str], list
     if f"{folder}/config.toml" not in staged or not store.tree.names() <= names:
         return None  # an untracked log file (or an untracked memory): the commit does not hold what is read
     listed = "".join(f"{blob} {name}\n" for name, blob in sorted(staged.items()))
-    # (how many files, first: a seal file cut short at a line's end is no other state's seal)
+    # (how many files, first: a seal cut short at a line's end does not read as the seal of fewer files)
     return (f"qem-seal 2\n{__version__}\n{store.moment(store.head())}\n{len(staged)}\n{listed}"
             .encode("utf-8", "surrogateescape"))
 

@@ -447,8 +447,8 @@ def _round(top: AnyPath, root: AnyPath, asks: list[list[str]]) -> tuple[bytes | 
     where it did, within the round's time; None where git cannot be run."""
     import time
 
-    early = _tops.pop((os.fspath(top), os.fspath(root)), None)
     deadline = time.monotonic() + TIMEOUT_S  # (the round's own time, which the top asked ahead keeps too)
+    early = _tops.pop((os.fspath(top), os.fspath(root)), None)
     try:
         answers = _gits(top, [*([] if early is not None else [_top_ask(root)]), *asks], extra=index_env(top))
     except BaseException as exc:
@@ -481,8 +481,9 @@ def commit_round(top: AnyPath, root: AnyPath, folder: str,
     `status` compares and `diff-files` lists (the drift check then hashes it, as it hashes
     any file listed: the same answer); the commit's files are those of that listing under
     `folder`, not asked apart.  A `status` that fails answers None (asked in turn).  The top,
-    where `start_top` asked it of the same folders as the memory opened, is read from there
-    (to its end, whatever else happens): the round's own starts are the other two or three."""
+    where `start_top` asked it of the same folders as the memory opened, is read from there,
+    within the round's time (ended where the round fails): the round's own starts are the
+    other two or three."""
     asked = _round(top, root, [[*STATUS], [*_STAGED_FILES]] if whole else _commit_asks([folder]))
     if asked is None:
         return None

@@ -6,9 +6,10 @@ answers): `run` runs one to its end, its input written and both of its streams r
 side, and `run_together` several at once (the sealed `verify --staged`'s round); `started`
 and `output`, with nothing more than `os`, one git started and read later, while the caller
 works: a commit hook's kept answer's (qem_edit.mirror.answered) and the sealed verify's
-first question, asked as it opens its memory (qem_edit.system.gitrepo.start_top).  All in the environment every git command of qem's gets:
-every GIT_* variable dropped but GIT_CONFIG_NOSYSTEM, and git's index file as a hook is
-given it (GIT_INDEX_FILE) kept only where it is this repository's.  Where posix_spawn is not
+first question, asked as it opens its memory (qem_edit.system.gitrepo.start_top).  All in
+the environment every git command of qem's gets: every GIT_* variable dropped but
+GIT_CONFIG_NOSYSTEM, and git's index file as a hook is given it (GIT_INDEX_FILE) kept only
+where it is this repository's.  Where posix_spawn is not
 there (Windows), nothing starts here: gitrepo runs git with the subprocess module, and the
 commit hooks answer in full.
 """
@@ -86,10 +87,10 @@ def started(top: str, env: dict[str, str], *args: str) -> tuple[int, int] | None
 
 def output(start: tuple[int, int] | None, deadline: float | None = None) -> bytes | None:
     """What a git `started` wrote, once it has ended; None where it did not start or did not
-    exit 0.  Past `deadline` (time.monotonic's, where given) git is killed and TimeoutError
-    raised; on anything else raised meanwhile (a Ctrl-C), git is given a quarter of a second
-    to end on its own, then killed, as `run_together` ends its own: never waited for
-    without end."""
+    exit 0.  Past `deadline` (time.monotonic's, where given: what git wrote by then is still
+    read) git is killed and TimeoutError raised; without one, git is read and waited for
+    until it ends.  On anything else raised meanwhile (a Ctrl-C), git is given a quarter of
+    a second to end on its own, then killed, as `run_together` ends its own."""
     if start is None:
         return None
     pid, read = start
@@ -97,6 +98,7 @@ def output(start: tuple[int, int] | None, deadline: float | None = None) -> byte
     try:
         if deadline is not None:
             _read_until(read, deadline, parts)
+            status = _exited_by(pid, deadline)
         else:
             while chunk := os.read(read, 1 << 16):
                 parts.append(chunk)
@@ -105,7 +107,9 @@ def output(start: tuple[int, int] | None, deadline: float | None = None) -> byte
         _end([pid], grace=0.0 if isinstance(exc, TimeoutError) else 0.25)
         raise
     os.close(read)
-    return b"".join(parts) if _waited(pid) == 0 else None
+    if deadline is None:
+        status = _waited(pid)
+    return b"".join(parts) if status == 0 else None
 
 
 def dropped(start: tuple[int, int] | None) -> None:
@@ -122,14 +126,32 @@ def _read_until(read: int, deadline: float, parts: list[bytes]) -> None:
 
     poller = select.poll()
     poller.register(read, select.POLLIN)
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0 or not poller.poll(left * 1000):
+    while True:  # (what git wrote before the deadline is read even once it has passed)
+        if not poller.poll(max(deadline - time.monotonic(), 0) * 1000):
             raise TimeoutError("git ran past its time")
         chunk = os.read(read, 1 << 16)
         if not chunk:
             return
         parts.append(chunk)
+
+
+def _exited_by(pid: int, deadline: float) -> int:
+    """git's exit status once it has ended (its output closed), waited for until `deadline`
+    (TimeoutError past it: a git that closed its output and went on running)."""
+    import time
+
+    pause = 0.00005  # (a git ends microseconds after closing its output: looked at again soon, then less often)
+    while True:
+        try:
+            ended, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return 0  # (as `_waited`: not this process's to wait for)
+        if ended:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() >= deadline:
+            raise TimeoutError("git ran past its time")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.01)
 
 
 class Ran:
