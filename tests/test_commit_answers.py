@@ -837,6 +837,37 @@ def test_a_git_the_answer_cannot_start_costs_the_answer_not_the_command(repo, mo
     assert not left
 
 
+def test_a_kept_answer_waits_for_git_as_long_as_any_git_and_no_longer(repo, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A `git status` of the kept answer's that does not end (a stuck mount, an fsmonitor
+    hook) is killed past PATIENCE_S, as any git of qem's is past its time: the kept answer
+    is not answered from, the command runs in full and answers as it does, nothing is kept,
+    and no child is left."""
+    from qem_edit.shells.quick import run
+    from qem_edit.system import gitspawn
+
+    work, env = repo
+    monkeypatch.chdir(work)
+    assert run(list(HOOKS[0])) == 0 and (work / ".qem" / COMMITS_NAME).exists()  # (sealed, and kept)
+    capsys.readouterr()
+    kept = (work / ".qem" / COMMITS_NAME).stat().st_mtime_ns
+    monkeypatch.setattr(answered, "PATIENCE_S", 0.3)
+    monkeypatch.setattr(answered, "_status", lambda here, env, paths, branch=False: gitspawn.started(
+        here, env, "-c", "alias.nap=!sleep 5", "nap"))
+    started = time.monotonic()
+    assert answered.answer(list(HOOKS[0])) is None  # (as `qem` asks first: not answered from what was kept)
+    assert time.monotonic() - started < 2 and capsys.readouterr() == ("", "")
+    assert run(list(HOOKS[0])) == 0  # (in full)
+    assert time.monotonic() - started < 4
+    assert capsys.readouterr().err == "ok: the log replays cleanly to 3 notes\n"
+    assert (work / ".qem" / COMMITS_NAME).stat().st_mtime_ns == kept  # (its look after timed out too: nothing kept)
+    try:
+        os.waitpid(-1, os.WNOHANG)
+        left = True
+    except ChildProcessError:
+        left = False
+    assert not left
+
+
 def test_what_a_whole_status_says_of_the_paths_is_what_their_own_status_says(tmp_path: Path) -> None:
     """`_said` of the whole work tree's `git status` (qem_edit.system.gitrepo.STATUS),
     limited to the paths an answer rests on, against `git status` of those paths alone

@@ -182,7 +182,8 @@ def test_the_commit_hooks_import_nothing_a_quiet_commit_does_not_use(tmp_path: P
               "qem_edit.reads.owed", "qem_edit.base.owing",  # (no request in force: none late, none read)
               "_sha256", "_sha2", "qem_edit.base.decisions", "qem_edit.base.times")  # (the seal compared as it is; no drift, no write)
     # answered from what they answered last (qem_edit.mirror.answered): nothing of the standard
-    # library the interpreter had not loaded as it started, and none of qem's store
+    # library the interpreter had not loaded as it started but `select` (git waited for within
+    # its time, answered.PATIENCE_S), and none of qem's store
     unused_kept = (*unused, "_sqlite3", "qem_edit.storage.store", "qem_edit.shells.quick")
     unloaded = ("pathlib", "re", "enum", "fnmatch", "urllib.parse", "ipaddress", "shlex", "contextlib")
     for argv, said in ((["verify", "--staged"], "ok: the log replays cleanly to 2 notes"),

@@ -49,7 +49,8 @@ stream's bytes directly, lost no reader mid-answer (a broken pipe), and showed n
 at a person's).  Not kept, and not answered from, where a merge, rebase, cherry-pick or
 revert is in progress (judged against both sides), where QEM_WORKSPACE, QEM_STORE, QEM_NOW or
 a fault (QEM_FAULT) is set, where a standard stream is closed, git's folder cannot be read
-or git cannot be spawned.  Anything else runs the command in full, which keeps its answer
+or git cannot be spawned, or does not answer within PATIENCE_S (as long as qem waits for any
+git: then killed).  Anything else runs the command in full, which keeps its answer
 again.  The file is read as untrusted: no link, no device, at most MAX_BYTES, every field
 bounds-checked; one that names another folder or another log's fingerprint (another
 checkout) is never used, nor is an answer that does not rest on the memory's folder (a file
@@ -81,6 +82,7 @@ SIDES = ("MERGE_HEAD", "REBASE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD")  # a co
 # the memory or the clock named otherwise, or a fault asked for: answered in full
 UNSET = ("QEM_WORKSPACE", "QEM_STORE", "QEM_NOW", "QEM_FAULT", "QEM_FAULT_AFTER_N")
 FOLDER = ".qem"  # the memory's folder (qem_edit.system.workspace.STATE_DIR, not imported: it brings pathlib)
+PATIENCE_S = 120.0  # how long git is waited for, as for any of qem's (qem_edit.system.gitrepo.TIMEOUT_S): killed past it
 
 
 # -- answering from what was kept (no qem module but this one and the log's fingerprint) --------------
@@ -294,10 +296,21 @@ def _listing(here: str, env: dict[str, str], paths: list[str], commit: str = "HE
 
 def _heard(asked: tuple, paths: list[str], here: str, mirror: str) -> bytes | None:
     status, listed = asked
-    changed, listed_out = gitspawn.output(status), gitspawn.output(listed)
+    try:
+        changed = gitspawn.output(status, _deadline())
+    except BaseException:
+        gitspawn.dropped(listed)
+        raise
+    listed_out = gitspawn.output(listed, _deadline())
     if changed != b"":
         return None
     return _held(listed_out, paths, here, _mirror_stat(here, mirror))
+
+
+def _deadline() -> float:
+    import time
+
+    return time.monotonic() + PATIENCE_S
 
 
 def _held(listed_out: bytes | None, paths: list[str], here: str, mirror_stat: bytes | None) -> bytes | None:
@@ -477,7 +490,8 @@ class Keeping:
                         self._hear_early()  # (none started for the sealed verify, whose round this is)
                         return took
             early, self.early = self.early, None
-            self.said = _said(gitspawn.output(early or _status(self.here, _env(self.here), paths, branch=True)))
+            self.said = _said(gitspawn.output(early or _status(self.here, _env(self.here), paths, branch=True),
+                                              _deadline()))
             self._list()
         except Exception:  # noqa: BLE001 - what cannot be read is not kept
             self._hear_early()
@@ -498,21 +512,20 @@ class Keeping:
 
     def _hear_early(self, listing: bool = True) -> None:
         """The status started as the memory opened (and the listing started once its commit
-        was known: `listing`), read to its end and set aside (unused)."""
+        was known: `listing`), no longer wanted: ended (gitspawn.dropped)."""
         early, self.early = self.early, None
         try:
-            if early is not None:
-                gitspawn.output(early)
+            gitspawn.dropped(early)
         finally:
             if listing:
                 self.let_go()
 
     def let_go(self) -> None:
-        """The listing started once the commit was known, read to its end and set aside
-        (`finish` reads it, or lets it go: a command that raised past `finish` lets it go)."""
+        """The listing started once the commit was known, no longer wanted: ended (`finish`
+        reads it, or lets it go: a command that raised past `finish` lets it go)."""
         listed, self.listed = self.listed, None
         if listed is not None:
-            gitspawn.output(listed[1])
+            gitspawn.dropped(listed[1])
 
     def _unwatch(self) -> None:
         if gitspawn.first and getattr(gitspawn.first[0], "__self__", None) is self:
@@ -605,36 +618,35 @@ class Keeping:
         caller closes it) and what HEAD's commit `commit` holds at the paths, with MEMORY.md's
         file as read before (`_held`), where git's status names that commit and lists
         nothing, the index and the log read as before and MEMORY.md's file is as it was;
-        None in its place where one moved."""
+        None in its place where one moved.  Whatever fails on the way, both gits are ended
+        and the index closed."""
         from ..storage.store import Store
 
         _, _, mirror, paths = self.before  # type: ignore[misc]
         env = _env(self.here)
-        asked = listed = None
-        try:  # (the index read while git answers; git's answers read to their ends, whatever happens)
+        asked = listed = store = None
+        try:  # (the index read while git answers)
             if self.listed is not None and self.listed[0] == commit:  # (asked as the commit was named: `_list`)
                 listed, self.listed = self.listed[1], None
             asked = _status(self.here, env, paths, branch=True)
             if listed is None:
                 listed = _listing(self.here, env, paths, commit)
             store = Store.as_indexed(root)
-            try:
-                now = _resting(store, self.here, self.place)
-            except BaseException:
-                store.close()
-                raise
-        finally:
-            try:
-                said = _said(gitspawn.output(asked))
-            finally:
-                listed_out = gitspawn.output(listed)
-        try:
-            heads = _held(listed_out, paths, self.here, self.seen)
+            now = _resting(store, self.here, self.place)
+            status, asked = asked, None  # (read by `output` however it ends)
+            said = _said(gitspawn.output(status, _deadline()))
+            status, listed = listed, None
+            heads = _held(gitspawn.output(status, _deadline()), paths, self.here, self.seen)
             if said != (commit.encode("ascii"), True) or now != self.before or (
                     _mirror_stat(self.here, mirror) != self.seen):
                 heads = None
         except BaseException:
-            store.close()
+            try:
+                gitspawn.dropped(asked)
+                gitspawn.dropped(listed)
+            finally:
+                if store is not None:
+                    store.close()
             raise
         return store, heads
 
