@@ -36,6 +36,16 @@ def ws(tmp_path: Path) -> Path:
     return root
 
 
+def no_child_left() -> bool:
+    """Whether this process has no child, running or unwaited (what a test that starts git
+    holds qem to: every git it started waited for)."""
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
 def run_qem(*args: str, cwd: Path | None = None, input: str | None = None, env: dict | None = None,
             timeout: float = 60) -> subprocess.CompletedProcess:
     """Run the real `qem` entry point in a child process, as a user would."""

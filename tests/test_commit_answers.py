@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import no_child_left
 from test_precommit import git, git_env
 
 from qem_edit.mirror import answered
@@ -793,12 +794,7 @@ def test_what_an_answer_asked_git_is_heard_however_the_command_ends(repo, monkey
     assert any("ls-tree" in args for args in started), seen
     assert sorted(started) == sorted(args for what, args in seen if what == "heard"), seen
     assert not (work / ".qem" / COMMITS_NAME).exists()
-    try:
-        os.waitpid(-1, os.WNOHANG)
-        left = True
-    except ChildProcessError:
-        left = False
-    assert not left
+    assert no_child_left()
 
 
 @pytest.mark.parametrize("failing", ["the listing as the commit is named", "the listing both times", "the status after"])
@@ -829,12 +825,7 @@ def test_a_git_the_answer_cannot_start_costs_the_answer_not_the_command(repo, mo
     assert (work / ".qem" / COMMITS_NAME).exists() == (failing == "the listing as the commit is named")
     assert len(calls) == (2 if failing.startswith("the listing") else 1)
     assert [what for what, _ in seen].count("round") == 2, seen  # (the round not failed: not asked again in turn)
-    try:
-        os.waitpid(-1, os.WNOHANG)
-        left = True
-    except ChildProcessError:
-        left = False
-    assert not left
+    assert no_child_left()
 
 
 def test_a_kept_answer_waits_for_git_as_long_as_any_git_and_no_longer(repo, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -860,12 +851,7 @@ def test_a_kept_answer_waits_for_git_as_long_as_any_git_and_no_longer(repo, monk
     assert time.monotonic() - started < 4
     assert capsys.readouterr().err == "ok: the log replays cleanly to 3 notes\n"
     assert (work / ".qem" / COMMITS_NAME).stat().st_mtime_ns == kept  # (its look after timed out too: nothing kept)
-    try:
-        os.waitpid(-1, os.WNOHANG)
-        left = True
-    except ChildProcessError:
-        left = False
-    assert not left
+    assert no_child_left()
 
 
 def test_what_a_whole_status_says_of_the_paths_is_what_their_own_status_says(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import no_child_left
 
 from qem_edit.base import errors
 from qem_edit.system import gitrepo, gitspawn, workspace
@@ -42,15 +43,6 @@ def repo(tmp_path: Path) -> Path:
 
 def fds() -> list[str]:
     return sorted(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else []
-
-
-def no_child_left() -> bool:
-    """Whether this process has no child, running or unwaited."""
-    try:
-        os.waitpid(-1, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
 
 
 ASKS = [
