@@ -295,16 +295,21 @@ def _listing(here: str, env: dict[str, str], paths: list[str], commit: str = "HE
 
 
 def _heard(asked: tuple, paths: list[str], here: str, mirror: str) -> bytes | None:
-    status, listed = asked
-    try:
-        changed = gitspawn.output(status, _deadline())
-    except BaseException:
-        gitspawn.dropped(listed)
-        raise
-    listed_out = gitspawn.output(listed, _deadline())
+    changed, listed_out = _read_both(*asked)
     if changed != b"":
         return None
     return _held(listed_out, paths, here, _mirror_stat(here, mirror))
+
+
+def _read_both(status: tuple | None, listed: tuple | None) -> tuple[bytes | None, bytes | None]:
+    """What a `git status` and a `git ls-tree` started side by side wrote, each read within
+    PATIENCE_S; where reading the first fails, the second is ended too."""
+    try:
+        said = gitspawn.output(status, _deadline())
+    except BaseException:
+        gitspawn.dropped(listed)
+        raise
+    return said, gitspawn.output(listed, _deadline())
 
 
 def _deadline() -> float:
@@ -502,13 +507,23 @@ class Keeping:
         """What the commit git's status named holds at the paths, asked now (`git ls-tree`
         of a commit: what a commit holds never changes), read once the command has ended
         (`_again`), beside the status asked again then."""
-        said = self.said
-        if said is not None and said[1] and said[0] and not said[0].startswith(b"(") and self.before is not None:
-            commit = said[0].decode("ascii")
+        commit = self._commit()
+        if commit is not None:
             try:
                 self.listed = (commit, _listing(self.here, _env(self.here), self.before[3], commit))
             except Exception:  # noqa: BLE001 - not started: asked after the command instead (`_again`)
                 self.listed = None
+
+    def _commit(self) -> str | None:
+        """The commit an answer may be kept under: the one git's status named before the
+        command asked git anything, where it listed nothing under the paths and what the
+        answer rests on was read; None otherwise, or with no commit yet (`# branch.oid
+        (initial)`)."""
+        said = self.said
+        if self.before is None or said is None or not said[1] or not said[0] or said[0].startswith(b"(") or (
+                not said[0].isascii()):
+            return None
+        return said[0].decode("ascii")
 
     def _hear_early(self, listing: bool = True) -> None:
         """The status started as the memory opened (and the listing started once its commit
@@ -561,15 +576,13 @@ class Keeping:
 
     def _finish(self, code: int) -> int:
         self.restore()
-        said = self.said
-        if code != 0 or self.before is None or said is None or not said[1] or any(tee.raw for tee in self.tees):
+        commit = self._commit()
+        if code != 0 or commit is None or any(tee.raw for tee in self.tees):
             return code
         if any("\r" in text for _, text in self.chunks):
             return code  # (a long run's progress, at a terminal: not what the next run would print)
-        if not said[0] or said[0].startswith(b"("):  # (no commit yet: `# branch.oid (initial)`)
-            return code
         try:
-            self._keep(said[0].decode("ascii"))
+            self._keep(commit)
         except KeyboardInterrupt:  # (Ctrl-C while it was being kept: said as every command says it)
             return _interrupted()
         except Exception:  # noqa: BLE001 - an answer not kept is answered in full next time
@@ -633,10 +646,9 @@ class Keeping:
                 listed = _listing(self.here, env, paths, commit)
             store = Store.as_indexed(root)
             now = _resting(store, self.here, self.place)
-            status, asked = asked, None  # (read by `output` however it ends)
-            said = _said(gitspawn.output(status, _deadline()))
-            status, listed = listed, None
-            heads = _held(gitspawn.output(status, _deadline()), paths, self.here, self.seen)
+            started, asked, listed = (asked, listed), None, None  # (read, or ended, by `_read_both` however it ends)
+            out, listed_out = _read_both(*started)
+            said, heads = _said(out), _held(listed_out, paths, self.here, self.seen)
             if said != (commit.encode("ascii"), True) or now != self.before or (
                     _mirror_stat(self.here, mirror) != self.seen):
                 heads = None

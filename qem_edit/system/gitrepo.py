@@ -429,10 +429,11 @@ def start_top(top: str | None, root: AnyPath) -> None:
     git answers while the memory opens."""
     if top is None or not gitspawn.SPAWNS:
         return
-    gitspawn.dropped(_tops.pop((top, os.fspath(root)), None))  # (asked twice: the first is not wanted)
+    key = (top, os.fspath(root))
+    gitspawn.dropped(_tops.pop(key, None))  # (asked twice: the first is not wanted)
     started = gitspawn.started(top, {**gitspawn.base_env(), **index_env(top)}, *_top_ask(root))
     if started is not None:
-        _tops[(top, os.fspath(root))] = started
+        _tops[key] = started
 
 
 def forget_tops() -> None:
