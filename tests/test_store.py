@@ -395,6 +395,23 @@ def test_a_long_id_list_is_bound_a_chunk_at_a_time(db):
     assert set(db.texts()) == {kept}
 
 
+def test_notes_sharing_a_long_beginning_are_searched_once_for_their_repeats(db):
+    """A check-in of many notes sharing their first 48 characters (a list nested ever deeper)
+    asks the index once for that beginning, not once a note (which read every such note once
+    for each: 1,080 notes took minutes); each note's repeats are still exactly its twins."""
+    stem = "- " * 30
+    written = [add(db, f"{stem}nested {i % 150}") for i in range(300)]  # each text twice
+    other = add(db, "a note of its own")
+    searches: list[str] = []
+    db.conn.set_trace_callback(lambda sql: searches.append(sql) if "substr(text" in sql else None)
+    found = dict(db.same_text_in_force([*written, other]))
+    db.conn.set_trace_callback(None)
+    assert len(searches) == 2, len(searches)  # the shared beginning, and the other note's
+    assert found[other] == []
+    for i, note in enumerate(written):
+        assert found[note] == [written[(i + 150) % 300]]
+
+
 # -- forget ----------------------------------------------------------------------------------
 
 SECRET = "sk-live-7f3a9c-TOPSECRET"

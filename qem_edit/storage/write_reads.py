@@ -59,11 +59,17 @@ class WriteReads(IndexReads):
     def same_text_in_force(self, note_ids: list[str]) -> Iterator[tuple[str, list[str]]]:
         """(note, the other notes in force whose text is the same) for each of `note_ids`
         (texts are stored normalized, so this is sameness after normalization)."""
+        texts: dict[str, str] = {}
         for chunk in db.chunks(sorted(set(note_ids))):
-            for note_id, text in self._read(f"SELECT id, text FROM notes WHERE id IN ({db.marks(chunk)})", chunk):
-                rows = self._read(f"SELECT id, text FROM notes WHERE substr(text, 1, 48) = ? AND {IN_FORCE}",
-                                  (text[:48],))  # (the index's search: a term on the whole text would make it a scan)
-                yield note_id, [other for other, same in rows if same == text and other != note_id]
+            texts.update(self._read(f"SELECT id, text FROM notes WHERE id IN ({db.marks(chunk)})", chunk))
+        in_force: dict[str, list[str]] = {}  # a text → the notes in force with it
+        for start in sorted({text[:48] for text in texts.values()}):  # one search a beginning, not one a note:
+            # notes sharing their first 48 characters (a list nested ever deeper) are read once, not once each
+            for other, text in self._read(f"SELECT id, text FROM notes WHERE substr(text, 1, 48) = ? AND {IN_FORCE}",
+                                          (start,)):  # (the index's search: a term on the whole text would scan)
+                in_force.setdefault(text, []).append(other)
+        for note_id, text in sorted(texts.items()):
+            yield note_id, [other for other in in_force.get(text, ()) if other != note_id]
 
     def events_of_checkins(self, checkins: Iterable[str]) -> list[Event]:
         rows: list[tuple] = []

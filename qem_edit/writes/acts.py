@@ -305,10 +305,12 @@ def kept_bases(tx: Transaction, old: Note) -> tuple[str, ...]:
 def repeats(store: Store, note_ids: list[str]) -> dict[str, list[Note]]:
     """For each of `note_ids` (notes just written), the other notes in force whose text is
     the same (texts are stored normalized, so this is sameness after normalization)."""
+    found = {note_id: others for note_id, others in store.same_text_in_force(note_ids) if others}
+    notes = store.notes_by_id({other for others in found.values() for other in others})  # read once for all
     out: dict[str, list[Note]] = {}
-    for note_id, found in store.same_text_in_force(note_ids):
-        if found:
-            same = store.notes_by_id(found).values()
+    for note_id, others in found.items():
+        same = [notes[other] for other in others if other in notes]
+        if same:
             out[note_id] = sorted(same, key=lambda n: (n.created_at, n.id))
     return out
 
