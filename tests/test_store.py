@@ -395,6 +395,45 @@ def test_a_long_id_list_is_bound_a_chunk_at_a_time(db):
     assert set(db.texts()) == {kept}
 
 
+def test_a_huge_note_lies_where_no_search_passes(db):
+    """A note's text (and its MEMORY.md item) may be megabytes. In a table clustered by its
+    key (WITHOUT ROWID) a row can be lifted into a page above the leaves, and every search
+    that passes it there reads the whole row again: a 4.5 MB note among 2,000 made a
+    check-in take 2 s or 90 s by where it landed. The tables holding texts are keyed by
+    rowid, whose upper pages hold only numbers; the items stay clustered (export reads them
+    in order) with a long one kept aside, read back whole."""
+    log = "a pasted log:\n" + "a line of it, é\n" * 300_000
+    notes = [NewNote("gotcha", "medium", "agent", f"note {i}", None) for i in range(1500)]
+    notes.insert(750, NewNote("finding", "medium", "agent", log, None))
+    notes.insert(10, NewNote("finding", "medium", "agent", "é" * 1400, None))  # an item of 2,800 bytes and a few: in its row
+    notes.insert(11, NewNote("finding", "medium", "agent", "é" * 1600, None))  # of 3,200 and more: kept aside
+    made = db.write(lambda tx: [tx.create(new, "tester").id for new in notes])
+    huge, short, long = made[752], made[10], made[11]
+    clustered = {name for _, name, kind, _, without_rowid, _ in db.conn.execute("PRAGMA table_list")
+                 if kind == "table" and without_rowid}
+    assert not clustered & {"notes", "texts"}, clustered
+    rows = dict(db.conn.execute("SELECT id, item IS NULL FROM items WHERE id IN (?, ?, ?)", (huge, short, long)))
+    assert rows == {huge: 1, long: 1, short: 0}, rows
+    assert {i for (i,) in db.conn.execute("SELECT id FROM long_items")} == {huge, long}
+    items = db.items_of_notes([huge, long])["finding"]
+    assert len(items) == 2 and all(isinstance(i, bytes) for i in items)
+    assert any(log.rstrip().split("\n")[-1].encode() in i for i in items)
+    exported = b"".join(item for kind in db.export_items(["finding"]).values() for item in kind)
+    assert exported.count("a line of it, é".encode()) == 300_000 and ("é" * 1600).encode() in exported
+    assert [bytes(i) for i in db.iter_items("finding")] == db.export_items(["finding"])["finding"]
+    aside = "SELECT id FROM long_items EXCEPT SELECT id FROM items WHERE item IS NULL"
+    emit(db, huge, "revoked")  # rendered again: still long, still aside, once
+    assert db.conn.execute(aside).fetchall() == [] and db.conn.execute("SELECT count(*) FROM long_items").fetchone()[0] == 2
+    forget(db, huge)  # its item gone, and what was kept aside with it
+    assert {i for (i,) in db.conn.execute("SELECT id FROM long_items")} == {long}
+    try:
+        upper = db.conn.execute("SELECT name, max(mx_payload) FROM dbstat WHERE pagetype = 'internal'"
+                                " GROUP BY name").fetchall()
+    except sqlite3.OperationalError:  # an SQLite built without its dbstat table
+        return
+    assert upper and all(largest < 4096 for _, largest in upper), upper
+
+
 def test_notes_sharing_a_long_beginning_are_searched_once_for_their_repeats(db):
     """A check-in of many notes sharing their first 48 characters (a list nested ever deeper)
     asks the index once for that beginning, not once a note (which read every such note once

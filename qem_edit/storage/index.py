@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..system import cores
     from ..system.files import AnyPath
 
-INDEX_VERSION = "15"  # bump when the schema or what it caches changes: every index is rebuilt
+INDEX_VERSION = "16"  # bump when the schema or what it caches changes: every index is rebuilt
 _EVENT_TYPES_SQL = ", ".join(f"'{t}'" for t in EVENT_TYPES)
 SCHEMA = f"""
 CREATE TABLE files (name TEXT PRIMARY KEY, problem TEXT) WITHOUT ROWID;
@@ -57,6 +57,13 @@ CREATE INDEX events_in_order ON events (clock, id);
 CREATE INDEX events_by_checkin ON events (checkin) WHERE checkin IS NOT NULL;
 CREATE TABLE event_files (event TEXT NOT NULL, file TEXT NOT NULL, PRIMARY KEY (event, file)) WITHOUT ROWID;
 CREATE INDEX event_files_by_file ON event_files (file);
+-- A note's text may be megabytes, and a table clustered by its key (WITHOUT ROWID) can lift a
+-- row into a page above its leaves, where every search passing it reads the whole row again
+-- (a 4.5 MB note among 2,000 made each search of the notes read it: a check-in took 90 s, not
+-- 2).  So the tables holding texts (texts, notes) are keyed by rowid, whose upper pages hold
+-- numbers only: their key is a unique index, and the indexes that answered from the key alone
+-- carry the id.  The items stay clustered, read in order by export (as a rowid table they
+-- took twice as long to read), a long item kept in long_items and its row's item NULL.
 CREATE TABLE texts (
     note   TEXT NOT NULL,
     file   TEXT NOT NULL,
@@ -64,8 +71,8 @@ CREATE TABLE texts (
     text   TEXT NOT NULL,
     digest TEXT NOT NULL,
     PRIMARY KEY (note, file)
-) WITHOUT ROWID;
-CREATE INDEX texts_by_file ON texts (file);
+);
+CREATE INDEX texts_by_file ON texts (file, note);
 CREATE TABLE notes (
     id            TEXT PRIMARY KEY,
     short         TEXT NOT NULL,
@@ -100,15 +107,15 @@ CREATE TABLE notes (
     scope         TEXT NOT NULL,
     session       TEXT,
     rests_on      TEXT NOT NULL
-) WITHOUT ROWID;
+);
 CREATE INDEX notes_in_order ON notes (kind_rank, id);
 -- A session's start (qem_edit.storage.delivery_reads.due_at_moment): the notes in force that
 -- declare no trigger, by kind and priority, read from the index alone (every directive at
 -- 74,900 notes: from the table's rows, six times as long).
-CREATE INDEX notes_by_bundle ON notes (kind_rank, priority, state, triggers) WHERE state IN ('active', 'stale') AND triggers = '[]';
-CREATE INDEX notes_by_parent ON notes (supersedes) WHERE supersedes IS NOT NULL;
-CREATE INDEX notes_by_alias ON notes (alias) WHERE alias IS NOT NULL;
-CREATE INDEX notes_by_short ON notes (short);
+CREATE INDEX notes_by_bundle ON notes (kind_rank, priority, state, triggers, id) WHERE state IN ('active', 'stale') AND triggers = '[]';
+CREATE INDEX notes_by_parent ON notes (supersedes, id) WHERE supersedes IS NOT NULL;
+CREATE INDEX notes_by_alias ON notes (alias, id) WHERE alias IS NOT NULL;
+CREATE INDEX notes_by_short ON notes (short, id);
 -- A query's since=/until= (`qem edit since=... until=...`): its cost follows the answer.
 CREATE INDEX notes_by_created ON notes (created_at);
 CREATE INDEX notes_forgotten ON notes (id) WHERE state = 'forgotten';
@@ -120,18 +127,20 @@ CREATE INDEX notes_by_end ON notes (expires) WHERE expires IS NOT NULL AND state
 -- `qem owed`: the requests (a note owed by a seat, or with a deadline), and the answers by
 -- the request they name.
 CREATE INDEX notes_requests ON notes (id) WHERE seat IS NOT NULL OR due IS NOT NULL;
-CREATE INDEX notes_by_answered ON notes (answers) WHERE answers IS NOT NULL;
+CREATE INDEX notes_by_answered ON notes (answers, id) WHERE answers IS NOT NULL;
 -- Session notes: few, read whole by every read (a reader in another session keeps them out)
 -- and by a session's end.
-CREATE INDEX notes_sessions ON notes (session) WHERE scope = 'session';
+CREATE INDEX notes_sessions ON notes (session, id) WHERE scope = 'session';
 -- Which notes each note's item names (a link, a dispute, a rival's successor): when a
 -- note's short id moves, the items that show it are rendered again.
 CREATE TABLE links (other TEXT NOT NULL, note TEXT NOT NULL, PRIMARY KEY (other, note)) WITHOUT ROWID;
 CREATE INDEX links_by_note ON links (note);
--- Each note's rendered MEMORY.md item, clustered in the file's order: export joins them.
-CREATE TABLE items (kind_rank INTEGER NOT NULL, id TEXT NOT NULL, item TEXT NOT NULL,
+-- Each note's rendered MEMORY.md item, clustered in the file's order: export joins them.  An
+-- item over LONG_ITEM bytes is in long_items, its row's item NULL (ITEM reads either).
+CREATE TABLE items (kind_rank INTEGER NOT NULL, id TEXT NOT NULL, item TEXT,
                     PRIMARY KEY (kind_rank, id)) WITHOUT ROWID;
 CREATE INDEX items_by_id ON items (id);
+CREATE TABLE long_items (id TEXT PRIMARY KEY, item TEXT NOT NULL);
 -- The generation at which each note's item last changed (rendered again, or dropped):
 -- a check-in whose memory moved since its checkout reads only the items that changed
 -- since the checkout's generation, from `item_log_from` (meta) on (a replay of every note
@@ -182,7 +191,12 @@ TRIGGERS = (
     " INSERT OR IGNORE INTO rests (base, note) SELECT value, NEW.id FROM json_each(NEW.rests_on); END",
     "CREATE TRIGGER rests_out AFTER DELETE ON notes WHEN OLD.rests_on != '[]' BEGIN"
     " DELETE FROM rests WHERE note = OLD.id; END",
+    "CREATE TRIGGER long_items_out AFTER DELETE ON items WHEN OLD.item IS NULL BEGIN"
+    " DELETE FROM long_items WHERE id = OLD.id; END",
 )
+# An items row's item, wherever it is kept (a long one in long_items: SCHEMA says why).
+ITEM = "coalesce(item, (SELECT l.item FROM long_items l WHERE l.id = items.id))"
+LONG_ITEM = 3000  # bytes: no items row then reaches a page's overflow (16 KiB pages: about 4,000)
 NOTE_COLUMNS = (
     "id, kind, priority, text, provenance, created_at, actor, supersedes, superseded_by, state, state_at,"
     " state_reason, state_actor, state_event, bad_pointer, disputes, rivals, short, alias, short_len, text_hash,"
@@ -557,7 +571,7 @@ class Index:
             local.extend(own)
             for form, values in forms:
                 conn.executemany(_note_insert(form), values)
-            conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)", items)
+            _insert_items(conn, items)
             conn.executemany("INSERT OR IGNORE INTO links (other, note) VALUES (?, ?)", sorted(links))
             conn.executemany("INSERT INTO temp.showing_others (id) VALUES (?)", later)
         tick.end()
@@ -854,9 +868,8 @@ class Index:
             self._log_items(chunk)
             if not new:
                 self.conn.execute(f"DELETE FROM items WHERE id IN ({marks})", chunk)
-            self.conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)",
-                                  [(KIND_RANK[n.kind], n.id, item_text(n, None, shorts, answered.get(n.id, ())))
-                                   for n in notes if not n.text_missing and not n.local])  # MEMORY.md: the team's notes
+            _insert_items(self.conn, [(KIND_RANK[n.kind], n.id, item_text(n, None, shorts, answered.get(n.id, ())))
+                                      for n in notes if not n.text_missing and not n.local])  # MEMORY.md: the team's notes
 
     def _answers_shown(self, notes: list[Note]) -> dict[str, tuple[str, ...]]:
         """The answers that speak for each request among `notes` (its item shows them)."""
@@ -883,7 +896,7 @@ class Index:
         if self._replaced is None:
             return
         found = {i: (rank, bytes(item)) for i, rank, item in self.conn.execute(
-            f"SELECT id, kind_rank, CAST(item AS BLOB) FROM items WHERE id IN ({db.marks(chunk)})", chunk)}
+            f"SELECT id, kind_rank, CAST({ITEM} AS BLOB) FROM items WHERE id IN ({db.marks(chunk)})", chunk)}
         for note_id in chunk:
             self._replaced.setdefault(note_id, found.get(note_id))
 
@@ -892,7 +905,7 @@ class Index:
         out: dict[str, tuple[int, bytes]] = {}
         for chunk in db.chunks(sorted(set(note_ids))):
             out.update({i: (rank, bytes(item)) for i, rank, item in self.conn.execute(
-                f"SELECT id, kind_rank, CAST(item AS BLOB) FROM items WHERE id IN ({db.marks(chunk)})", chunk)})
+                f"SELECT id, kind_rank, CAST({ITEM} AS BLOB) FROM items WHERE id IN ({db.marks(chunk)})", chunk)})
         return out
 
     def _log_items(self, chunk: list[str]) -> None:
@@ -947,6 +960,19 @@ _NOTE_ROW_COLUMNS = tuple(c.strip() for c in _NOTE_ROW.split(","))
 _SCOPE = _NOTE_ROW_COLUMNS.index("scope")
 _FOLLOWED_COLUMNS = {_NOTE_ROW_COLUMNS.index(c) for c in ("id", "anchors", "triggers", "terms", "rests_on")}
 _INSERT_NOTE = f"INSERT INTO notes ({_NOTE_ROW}) VALUES (" + ", ".join("?" * len(_NOTE_ROW_COLUMNS)) + ")"
+
+
+def _insert_items(conn: sqlite3.Connection, rows: list[tuple[int, str, str]]) -> None:
+    """Items (kind rank, note id, item) into the items table, a long one's item into
+    long_items (SCHEMA says why)."""
+    long = [(note_id, item) for _, note_id, item in rows if len(item) > LONG_ITEM // 4 and len(item.encode()) > LONG_ITEM]
+    if not long:
+        conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)", rows)
+        return
+    spilled = {note_id for note_id, _ in long}
+    conn.executemany("INSERT OR REPLACE INTO long_items (id, item) VALUES (?, ?)", long)
+    conn.executemany("INSERT INTO items (kind_rank, id, item) VALUES (?, ?, ?)",
+                     [(rank, note_id, None if note_id in spilled else item) for rank, note_id, item in rows])
 
 
 _LOOSE_BATCH = 256  # loose log files read by a worker at a time

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from ..base.vocabulary import KIND_RANK
 from ..system import db
 from ..system.db import sqlite3
+from .index import ITEM
 
 
 def items_of_notes(conn: sqlite3.Connection, note_ids: Iterable[str]) -> dict[str, list[bytes]]:
@@ -21,7 +22,7 @@ def items_of_notes(conn: sqlite3.Connection, note_ids: Iterable[str]) -> dict[st
     conn.text_factory = bytes
     try:
         for chunk in db.chunks(wanted):
-            rows += conn.execute(f"SELECT kind_rank, id, item FROM items INDEXED BY items_by_id"
+            rows += conn.execute(f"SELECT kind_rank, id, {ITEM} FROM items INDEXED BY items_by_id"
                                  f" WHERE id IN ({db.marks(chunk)})", chunk).fetchall()
     finally:
         conn.text_factory = str
@@ -35,7 +36,7 @@ def items_of_notes(conn: sqlite3.Connection, note_ids: Iterable[str]) -> dict[st
 def items_by_kind(conn: sqlite3.Connection, kinds: Iterable[str], *, with_ids: bool = False) -> dict[str, list]:
     """Each kind's rendered items as UTF-8 bytes, in id order (what export joins); with
     `with_ids`, as (note id, item) pairs."""
-    columns = "id, item" if with_ids else "item"
+    columns = f"id, {ITEM}" if with_ids else ITEM
     conn.text_factory = bytes
     try:
         out: dict[str, list] = {}

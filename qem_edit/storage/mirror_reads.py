@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 from ..base.vocabulary import KIND_RANK
 from ..system import db
 from ..system.db import sqlite3
+from .index import ITEM
 from .reading import IndexReads
 
 # of the short ids of a block of MEMORY.md's items (a JSON array), those no note shows or whose
@@ -43,7 +44,7 @@ class MirrorReads(IndexReads):
         """One kind's rendered items as UTF-8 bytes, in id order, read a batch at a time
         (inside `reading`, so that every kind comes from one snapshot)."""
         cursor = self._guarded(lambda: self.conn.execute(
-            "SELECT CAST(item AS BLOB) FROM items WHERE kind_rank = ? ORDER BY id", (KIND_RANK[kind],)))
+            f"SELECT CAST({ITEM} AS BLOB) FROM items WHERE kind_rank = ? ORDER BY id", (KIND_RANK[kind],)))
         while rows := self._guarded(lambda: cursor.fetchmany(2000)):
             for (item,) in rows:
                 yield item

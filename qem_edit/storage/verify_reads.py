@@ -14,7 +14,7 @@ from ..base.replay import Event
 from ..base.shown import progress
 from ..system import db
 from ..system.db import sqlite3
-from .index import EVENT_COLUMNS, NOTE_COLUMNS, event_from_row
+from .index import EVENT_COLUMNS, ITEM, NOTE_COLUMNS, event_from_row
 from .reading import IndexReads
 
 
@@ -27,7 +27,7 @@ def differences(have: sqlite3.Connection, want: sqlite3.Connection) -> list[str]
     """The notes whose row, or else whose MEMORY.md item, differs between two indexes:
     both walked in id order side by side, one row of each at a time."""
     notes = f"SELECT {NOTE_COLUMNS} FROM notes ORDER BY id"
-    items = "SELECT id, item FROM items ORDER BY id, kind_rank"
+    items = f"SELECT id, {ITEM} FROM items ORDER BY id, kind_rank"
     want_items, have_items = _Ahead(want.execute(items)), _Ahead(have.execute(items))
     out = []
     tick = progress("comparing the index with the log", lambda: want.execute("SELECT count(*) FROM notes").fetchone()[0])
