@@ -19,7 +19,7 @@ class PathReads(IndexReads):
         path and the paths inside the folder it names (their range in the index on paths:
         qem_edit.system.anchors.folder_range).  A path that is not UTF-8 (git names a file by
         its bytes) is no anchor's: it matches none."""
-        sql = f"SELECT a.note, a.path, a.oid FROM anchors a JOIN notes n ON n.id = a.note WHERE n.state IN" \
+        sql = f"SELECT a.note, a.path, a.oid FROM anchors a CROSS JOIN notes n ON n.id = a.note WHERE n.state IN" \
               f" ({db.marks(states)})"
         if folder is not None:
             from ..system.anchors import folder_range
@@ -44,7 +44,7 @@ class PathReads(IndexReads):
             paths = sorted({path for _, path, _ in self.anchors_in_force(states=states)})
         else:
             paths = [path for (path,) in self._read(
-                f"SELECT DISTINCT a.path FROM anchors a JOIN notes n ON n.id = a.note WHERE n.state IN"
+                f"SELECT DISTINCT a.path FROM anchors a CROSS JOIN notes n ON n.id = a.note WHERE n.state IN"
                 f" ({db.marks(states)}) ORDER BY a.path LIMIT ?", [*states, most + 1])]
         return paths if len(paths) <= most else None
 
@@ -53,14 +53,14 @@ class PathReads(IndexReads):
         `bool(anchors_in_force(states=states))` answers, reading one row where it can."""
         if self.hidden():
             return bool(self.anchors_in_force(states=states))
-        return bool(self._read(f"SELECT 1 FROM anchors a JOIN notes n ON n.id = a.note WHERE n.state IN"
+        return bool(self._read(f"SELECT 1 FROM anchors a CROSS JOIN notes n ON n.id = a.note WHERE n.state IN"
                                f" ({db.marks(states)}) LIMIT 1", states))
 
     def anchors_of_notes(self, note_ids: Iterable[str], *, states: tuple[str, ...] = LIVE) -> list[tuple[str, str, str]]:
         """(note, path, object id) of every anchor of these notes (of those in these states)."""
         out: list[tuple[str, str, str]] = []
         for chunk in db.chunks(sorted(set(note_ids))):
-            out += self._read(f"SELECT a.note, a.path, a.oid FROM anchors a JOIN notes n ON n.id = a.note"
+            out += self._read(f"SELECT a.note, a.path, a.oid FROM anchors a CROSS JOIN notes n ON n.id = a.note"
                               f" WHERE n.state IN ({db.marks(states)}) AND a.note IN ({db.marks(chunk)})",
                               [*states, *chunk])
         return sorted(out, key=lambda row: (row[1], row[0]))
