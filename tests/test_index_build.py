@@ -27,7 +27,7 @@ from qem_edit.system import cores
 from qem_edit.transfer import dump as dump_mod
 from qem_edit.transfer.dump import dump_lines, load, load_staged, read_dump, stage_dump
 
-TABLES = ("files", "events", "event_files", "texts", "notes", "links", "items")
+TABLES = ("files", "events", "event_files", "texts", "notes", "links", "items", "long_items")
 
 
 def rows(s: Store, tables: tuple[str, ...] = TABLES) -> dict[str, list[tuple]]:

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_git import Clone, Team, team  # noqa: F401  (the fixture)
 
+from qem_edit.storage.index import ITEM
 from qem_edit.storage.logtree import EVENTS, PACKS, TEXTS
 from qem_edit.storage.store import Store
 
@@ -146,7 +147,7 @@ def _place(root: Path, files: dict[str, bytes], present: set[str]) -> None:
 def _view(root: Path) -> tuple[list, list]:
     with Store.open(root) as s:
         notes = s.conn.execute("SELECT id, short, state, superseded_by FROM notes ORDER BY id").fetchall()
-        items = s.conn.execute("SELECT id, item FROM items ORDER BY id").fetchall()
+        items = s.conn.execute(f"SELECT id, {ITEM} FROM items ORDER BY id").fetchall()
     return notes, items
 
 

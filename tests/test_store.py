@@ -401,17 +401,18 @@ def test_a_huge_note_lies_where_no_search_passes(db):
     that passes it there reads the whole row again: a 4.5 MB note among 2,000 made a
     check-in take 2 s or 90 s by where it landed. The tables holding texts are keyed by
     rowid, whose upper pages hold only numbers; the items stay clustered (export reads them
-    in order) with a long one kept aside, read back whole."""
+    in order) with a long one (over a fifth of a page: 3,276 bytes) kept aside, read back
+    whole by export, a check-in's reads and verify's comparison."""
     log = "a pasted log:\n" + "a line of it, é\n" * 300_000
     notes = [NewNote("gotcha", "medium", "agent", f"note {i}", None) for i in range(1500)]
     notes.insert(750, NewNote("finding", "medium", "agent", log, None))
     notes.insert(10, NewNote("finding", "medium", "agent", "é" * 1400, None))  # an item of 2,800 bytes and a few: in its row
-    notes.insert(11, NewNote("finding", "medium", "agent", "é" * 1600, None))  # of 3,200 and more: kept aside
+    notes.insert(11, NewNote("finding", "medium", "agent", "é" * 1700, None))  # of 3,400 and more: kept aside
     made = db.write(lambda tx: [tx.create(new, "tester").id for new in notes])
     huge, short, long = made[752], made[10], made[11]
-    clustered = {name for _, name, kind, _, without_rowid, _ in db.conn.execute("PRAGMA table_list")
-                 if kind == "table" and without_rowid}
-    assert not clustered & {"notes", "texts"}, clustered
+    clustered = {name for name, sql in db.conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'")
+                 if sql.rstrip().upper().endswith("WITHOUT ROWID")}
+    assert "items" in clustered and not clustered & {"notes", "texts"}, clustered
     rows = dict(db.conn.execute("SELECT id, item IS NULL FROM items WHERE id IN (?, ?, ?)", (huge, short, long)))
     assert rows == {huge: 1, long: 1, short: 0}, rows
     assert {i for (i,) in db.conn.execute("SELECT id FROM long_items")} == {huge, long}
@@ -419,13 +420,28 @@ def test_a_huge_note_lies_where_no_search_passes(db):
     assert len(items) == 2 and all(isinstance(i, bytes) for i in items)
     assert any(log.rstrip().split("\n")[-1].encode() in i for i in items)
     exported = b"".join(item for kind in db.export_items(["finding"]).values() for item in kind)
-    assert exported.count("a line of it, é".encode()) == 300_000 and ("é" * 1600).encode() in exported
+    assert exported.count("a line of it, é".encode()) == 300_000 and ("é" * 1700).encode() in exported
     assert [bytes(i) for i in db.iter_items("finding")] == db.export_items(["finding"])["finding"]
+    by_id, now = dict(db.export_items(["finding"], with_ids=True)["finding"]), db.items_now([huge, long])
+    assert {i: now[i][1] for i in (huge, long)} == {i: by_id[i] for i in (huge, long)}  # a check-in's read
+    assert verify_report(db).problems == []  # the index built afresh agrees, long items and all
+    db.conn.execute("UPDATE long_items SET item = 'tampered' WHERE id = ?", (long,))
+    assert any("MEMORY.md item disagrees" in p for p in verify_report(db).problems)
+    db.conn.execute("UPDATE long_items SET item = (SELECT item FROM long_items WHERE id = ?) WHERE id = ?", (long, long))
     aside = "SELECT id FROM long_items EXCEPT SELECT id FROM items WHERE item IS NULL"
     emit(db, huge, "revoked")  # rendered again: still long, still aside, once
     assert db.conn.execute(aside).fetchall() == [] and db.conn.execute("SELECT count(*) FROM long_items").fetchone()[0] == 2
     forget(db, huge)  # its item gone, and what was kept aside with it
     assert {i for (i,) in db.conn.execute("SELECT id FROM long_items")} == {long}
+    with db_mod.transaction(db.conn):  # every item rendered again (a new renderer): emptied at once, then remade
+        db.index._rerender_all()
+    assert db.conn.execute(aside).fetchall() == [] and db.conn.execute("SELECT count(*) FROM long_items").fetchone()[0] == 1
+    assert db.conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'long_items_out'").fetchone()[0] == 1
+    db.conn.execute("SAVEPOINT emptied")
+    index_mod._clear_items(db.conn)  # (what a replay of every note starts with)
+    assert db.conn.execute("SELECT (SELECT count(*) FROM items) + (SELECT count(*) FROM long_items)").fetchone()[0] == 0
+    db.conn.execute("ROLLBACK TO emptied")
+    db.conn.execute("RELEASE emptied")
     try:
         upper = db.conn.execute("SELECT name, max(mx_payload) FROM dbstat WHERE pagetype = 'internal'"
                                 " GROUP BY name").fetchall()

@@ -21,7 +21,7 @@ from qem_edit.base.replay import Note, Rival
 from qem_edit.base.resolver import Graph
 from qem_edit.mirror import verify
 from qem_edit.mirror.verify import verify_report
-from qem_edit.storage.index import _INSERT_NOTE, NOTE_COLUMNS, Index, _note_values
+from qem_edit.storage.index import _INSERT_NOTE, ITEM, NOTE_COLUMNS, Index, _note_values
 from qem_edit.storage.store import Store
 from qem_edit.storage.supersession import graph_problems
 from qem_edit.storage.verify_reads import differences as index_differences
@@ -98,8 +98,8 @@ def _reference(have: sqlite3.Connection, want: sqlite3.Connection) -> list[str]:
     """The comparison as it was made with both indexes in memory."""
     want_rows = {r[0]: r for r in want.execute(f"SELECT {NOTE_COLUMNS} FROM notes")}
     have_rows = {r[0]: r for r in have.execute(f"SELECT {NOTE_COLUMNS} FROM notes")}
-    want_items = dict(want.execute("SELECT id, item FROM items").fetchall())
-    have_items = dict(have.execute("SELECT id, item FROM items").fetchall())
+    want_items = dict(want.execute(f"SELECT id, {ITEM} FROM items").fetchall())
+    have_items = dict(have.execute(f"SELECT id, {ITEM} FROM items").fetchall())
     out = []
     for note_id in sorted(set(want_rows) | set(have_rows)):
         if want_rows.get(note_id) != have_rows.get(note_id):
