@@ -425,9 +425,11 @@ def test_a_huge_note_lies_where_no_search_passes(db):
     by_id, now = dict(db.export_items(["finding"], with_ids=True)["finding"]), db.items_now([huge, long])
     assert {i: now[i][1] for i in (huge, long)} == {i: by_id[i] for i in (huge, long)}  # a check-in's read
     assert verify_report(db).problems == []  # the index built afresh agrees, long items and all
+    (kept,) = db.conn.execute("SELECT item FROM long_items WHERE id = ?", (long,)).fetchone()
     db.conn.execute("UPDATE long_items SET item = 'tampered' WHERE id = ?", (long,))
     assert any("MEMORY.md item disagrees" in p for p in verify_report(db).problems)
-    db.conn.execute("UPDATE long_items SET item = (SELECT item FROM long_items WHERE id = ?) WHERE id = ?", (long, long))
+    db.conn.execute("UPDATE long_items SET item = ? WHERE id = ?", (kept, long))
+    assert db.items_now([long])[long][1] == by_id[long]  # put back as it was
     aside = "SELECT id FROM long_items EXCEPT SELECT id FROM items WHERE item IS NULL"
     emit(db, huge, "revoked")  # rendered again: still long, still aside, once
     assert db.conn.execute(aside).fetchall() == [] and db.conn.execute("SELECT count(*) FROM long_items").fetchone()[0] == 2
