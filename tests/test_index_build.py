@@ -18,6 +18,7 @@ import pytest
 from builders import add, emit, forget
 
 from qem_edit.base import errors, ids
+from qem_edit.base.decisions import NewNote
 from qem_edit.mirror.verify import verify_report
 from qem_edit.storage import index as index_mod
 from qem_edit.storage import logtree
@@ -27,7 +28,8 @@ from qem_edit.system import cores
 from qem_edit.transfer import dump as dump_mod
 from qem_edit.transfer.dump import dump_lines, load, load_staged, read_dump, stage_dump
 
-TABLES = ("files", "events", "event_files", "texts", "notes", "links", "items", "long_items")
+TABLES = ("files", "events", "event_files", "texts", "notes", "links", "items", "long_items",
+          "anchors", "triggers", "terms", "rests")  # (the last four: what each note declares)
 
 
 def rows(s: Store, tables: tuple[str, ...] = TABLES) -> dict[str, list[tuple]]:
@@ -58,6 +60,7 @@ def tangled(tmp_path: Path) -> Path:
         s.write(lambda tx: tx.dispute(notes[1], notes[2], "me", "they disagree"))
         forget(s, notes[3])
         emit(s, notes[4], "revoked")
+        declaring(s, notes)
     other = tmp_path / "b" / ".qem"
     shutil.copytree(root, other)
     (other / "index.db").unlink()
@@ -78,11 +81,25 @@ def tangled(tmp_path: Path) -> Path:
     return root
 
 
+def declaring(s: Store, notes: list[str]) -> None:
+    """Notes that declare anchors, triggers, terms (backticks) and what they rest on, some
+    sharing a declaration: the rows each note's insert kept in their tables."""
+    for i in range(6):
+        new = NewNote("gotcha", "high", "agent", f"about `lock.py` and `retry_{i % 2}` and `pool`",
+                      anchors=((f"src/{'ab'[i % 2]}.py", f"{i:040x}"), ("src/shared.py", "e" * 40)),
+                      triggers=(("on", "edit"), ("path", f"src/{'ab'[i % 2]}/**")) if i % 3 else (),
+                      rests_on=(notes[i], notes[10]) if i % 2 else ())
+        made = s.write(lambda tx: tx.create(new, "tester")).id
+        if i == 5:
+            emit(s, made, "revoked")  # (a note no longer in force keeps its declarations' rows)
+
+
 def test_the_streamed_build_makes_the_rows_writes_made(tmp_path):
     root = tangled(tmp_path)
     with Store.open(root) as s:
         before = rows(s)
         assert before["links"] and len(before["items"]) == len(before["notes"]) > 40
+        assert all(before[t] for t in ("anchors", "triggers", "terms", "rests"))
         assert len({len(short) for _, short, *_ in before["notes"]}) > 1  # neighbours lengthened some
         s.rebuild()
         assert rows(s) == before
@@ -92,6 +109,14 @@ def test_the_streamed_build_makes_the_rows_writes_made(tmp_path):
         for kept in ("notes_by_parent", "notes_forgotten", "notes_disagreeing"):  # (kept up: they hold rows here)
             assert s.conn.execute(f"SELECT count(*) FROM notes INDEXED BY {kept} WHERE "
                                   + made[kept].partition(" WHERE ")[2]).fetchone()[0] > 0, kept
+        # the triggers a replay of every note sets aside are back, and keep the tables as before
+        assert {sql for (sql,) in s.conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger'")} \
+            == set(index_mod.TRIGGERS)
+        declaring(s, [n for (n,) in s.conn.execute("SELECT id FROM notes ORDER BY id")])
+        after = rows(s)
+        assert all(len(after[t]) > len(before[t]) for t in ("anchors", "triggers", "terms", "rests"))
+        s.rebuild()
+        assert rows(s) == after
 
 
 @pytest.mark.parametrize("several", [False, True])

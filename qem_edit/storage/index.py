@@ -173,24 +173,46 @@ CREATE TABLE renderings (hash TEXT PRIMARY KEY);
 """
 _LONG_ITEMS_OUT = ("CREATE TRIGGER long_items_out AFTER DELETE ON items WHEN OLD.item IS NULL BEGIN"
                    " DELETE FROM long_items WHERE id = OLD.id; END")
+# What each note declares, kept in its table by a trigger as a note goes in (anchors, triggers,
+# terms, rests), and the same rows for every note at once: a replay of every note sets the
+# triggers aside and fills each table once, in its key order, at the end (row by row, each
+# key lands at random in its table: 0.3 s of a fresh clone's 74,900 notes).
+_DECLARED = {
+    "anchors_in": (
+        "CREATE TRIGGER anchors_in AFTER INSERT ON notes WHEN NEW.anchors != '[]' BEGIN"
+        " INSERT INTO anchors (note, path, oid) SELECT NEW.id, json_extract(value, '$[0]'), json_extract(value, '$[1]')"
+        " FROM json_each(NEW.anchors); END",
+        "INSERT INTO anchors (note, path, oid) SELECT n.id, json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]')"
+        " FROM notes n, json_each(n.anchors) j WHERE n.anchors != '[]' ORDER BY 1, 2"),
+    "triggers_in": (
+        "CREATE TRIGGER triggers_in AFTER INSERT ON notes WHEN NEW.triggers != '[]' BEGIN"
+        " INSERT INTO triggers (name, value, note) SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), NEW.id"
+        " FROM json_each(NEW.triggers); END",
+        "INSERT INTO triggers (name, value, note) SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), n.id"
+        " FROM notes n, json_each(n.triggers) j WHERE n.triggers != '[]' ORDER BY 1, 2, 3"),
+    "terms_in": (
+        "CREATE TRIGGER terms_in AFTER INSERT ON notes WHEN NEW.terms != '[]' BEGIN"
+        " INSERT OR IGNORE INTO terms (key, term, note) SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), NEW.id"
+        " FROM json_each(NEW.terms); END",
+        "INSERT OR IGNORE INTO terms (key, term, note) SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), n.id"
+        " FROM notes n, json_each(n.terms) j WHERE n.terms != '[]' ORDER BY 1, 2, 3"),
+    "rests_in": (
+        "CREATE TRIGGER rests_in AFTER INSERT ON notes WHEN NEW.rests_on != '[]' BEGIN"
+        " INSERT OR IGNORE INTO rests (base, note) SELECT value, NEW.id FROM json_each(NEW.rests_on); END",
+        "INSERT OR IGNORE INTO rests (base, note) SELECT j.value, n.id"
+        " FROM notes n, json_each(n.rests_on) j WHERE n.rests_on != '[]' ORDER BY 1, 2"),
+}
 TRIGGERS = (
-    "CREATE TRIGGER anchors_in AFTER INSERT ON notes WHEN NEW.anchors != '[]' BEGIN"
-    " INSERT INTO anchors (note, path, oid) SELECT NEW.id, json_extract(value, '$[0]'), json_extract(value, '$[1]')"
-    " FROM json_each(NEW.anchors); END",
+    _DECLARED["anchors_in"][0],
     "CREATE TRIGGER anchors_out AFTER DELETE ON notes WHEN OLD.anchors != '[]' BEGIN"
     " DELETE FROM anchors WHERE note = OLD.id; END",
-    "CREATE TRIGGER triggers_in AFTER INSERT ON notes WHEN NEW.triggers != '[]' BEGIN"
-    " INSERT INTO triggers (name, value, note) SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), NEW.id"
-    " FROM json_each(NEW.triggers); END",
+    _DECLARED["triggers_in"][0],
     "CREATE TRIGGER triggers_out AFTER DELETE ON notes WHEN OLD.triggers != '[]' BEGIN"
     " DELETE FROM triggers WHERE note = OLD.id; END",
-    "CREATE TRIGGER terms_in AFTER INSERT ON notes WHEN NEW.terms != '[]' BEGIN"
-    " INSERT OR IGNORE INTO terms (key, term, note) SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), NEW.id"
-    " FROM json_each(NEW.terms); END",
+    _DECLARED["terms_in"][0],
     "CREATE TRIGGER terms_out AFTER DELETE ON notes WHEN OLD.terms != '[]' BEGIN"
     " DELETE FROM terms WHERE note = OLD.id; END",
-    "CREATE TRIGGER rests_in AFTER INSERT ON notes WHEN NEW.rests_on != '[]' BEGIN"
-    " INSERT OR IGNORE INTO rests (base, note) SELECT value, NEW.id FROM json_each(NEW.rests_on); END",
+    _DECLARED["rests_in"][0],
     "CREATE TRIGGER rests_out AFTER DELETE ON notes WHEN OLD.rests_on != '[]' BEGIN"
     " DELETE FROM rests WHERE note = OLD.id; END",
     _LONG_ITEMS_OUT,
@@ -567,6 +589,8 @@ class Index:
         self._start_over()
         tick = progress("replaying the notes", lambda: conn.execute("SELECT count(DISTINCT note) FROM events").fetchone()[0])
         local: list[str] = []
+        for name in _DECLARED:
+            conn.execute(f"DROP TRIGGER {name}")
         for forms, items, links, later, own in spread.in_order(self._folding_pieces(tick)):
             local.extend(own)
             for form, values in forms:
@@ -574,6 +598,9 @@ class Index:
             _insert_items(conn, items)
             conn.executemany("INSERT OR IGNORE INTO links (other, note) VALUES (?, ?)", sorted(links))
             conn.executemany("INSERT INTO temp.showing_others (id) VALUES (?)", later)
+        for trigger, fill in _DECLARED.values():  # (what the triggers would have written, at once)
+            conn.execute(fill)
+            conn.execute(trigger)
         tick.end()
         self._render_showing_others()
         self._blank_all_forgotten()
@@ -620,7 +647,7 @@ class Index:
         conn.execute("DROP TABLE IF EXISTS temp.was_shown")
         conn.execute("CREATE TEMP TABLE was_shown (id TEXT PRIMARY KEY) WITHOUT ROWID")
         conn.execute("INSERT INTO temp.was_shown SELECT id FROM notes WHERE state != 'forgotten' ORDER BY id")
-        for table in ("notes", "links", "anchors"):
+        for table in ("notes", "links", "anchors", "triggers", "terms", "rests"):
             conn.execute(f"DELETE FROM {table}")
         _clear_items(conn)
         self._log_everything()
