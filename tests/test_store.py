@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from qem_edit.base import errors, ids
 from qem_edit.base.decisions import NewNote
+from qem_edit.base.replay import Event, LogError, fold, note_from_created
 from qem_edit.base.stored_form import normalize_text
 from qem_edit.base.vocabulary import TextError
 from qem_edit.mirror.verify import verify_report
@@ -234,6 +235,20 @@ LANDS_IN = {
     "expired": "expired",
     "forgotten": "forgotten",
 }
+
+
+def test_a_note_of_one_event_folds_as_its_creation_and_a_lone_change_is_no_note():
+    """Most notes are one `created` event: folded straight from it, as the whole fold would."""
+    note_id = "a" * ids.ID_LENGTH
+    created = Event(note_id, note_id, "created", AT, "tester",
+                    data={"kind": "gotcha", "priority": "high", "provenance": "agent", "text": "d" * 64})
+    folded = fold([created], "the text")
+    assert folded.problems == [] and folded.note == note_from_created(created, "the text")
+    assert folded.note.text == "the text" and folded.note.state == "active"
+    assert fold(iter([created]), "the text") == folded  # (any iterable of events)
+    lone = Event("b" * ids.ID_LENGTH, note_id, "stale_flagged", AT, "tester", prev=(note_id,))
+    with pytest.raises(LogError, match="0 created events"):
+        fold([lone])
 
 
 @pytest.mark.parametrize("move, state", [(m, s) for m in sorted(ALLOWED) for s in STATES],

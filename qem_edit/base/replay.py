@@ -365,6 +365,9 @@ class Folded(Record):
 
 def fold(events: Iterable[Event], text: str | None = None) -> Folded:
     """One note from all its events (any order; one `created` among them)."""
+    events = events if isinstance(events, list) else list(events)
+    if len(events) == 1 and events[0].type == "created":  # (most notes: made and never changed since)
+        return Folded(note_from_created(events[0], text), [])
     ordered = sorted(events, key=lambda e: e.order)
     created = [e for e in ordered if e.type == "created"]
     if len(created) != 1:
