@@ -150,7 +150,7 @@ CREATE INDEX item_log_by_gen ON item_log (gen);
 -- Each note's anchors (the files and folders it is about, with the object id each held
 -- when the note was written): `anchor=PATH` and the drift check read them by path.  Kept
 -- by the triggers below from the notes' own `anchors` column, whichever way a note is
--- written or dropped.
+-- written or dropped (a replay of every note fills it at once instead: _DECLARED).
 CREATE TABLE anchors (note TEXT NOT NULL, path TEXT NOT NULL, oid TEXT NOT NULL,
                       PRIMARY KEY (note, path)) WITHOUT ROWID;
 CREATE INDEX anchors_by_path ON anchors (path);
@@ -176,7 +176,8 @@ _LONG_ITEMS_OUT = ("CREATE TRIGGER long_items_out AFTER DELETE ON items WHEN OLD
 # What each note declares, kept in its table by a trigger as a note goes in (anchors, triggers,
 # terms, rests), and the same rows for every note at once: a replay of every note sets the
 # triggers aside and fills each table once, in its key order, at the end (row by row, each
-# key lands at random in its table: 0.3 s of a fresh clone's 74,900 notes).
+# key lands at random in its table: a fresh clone's 74,900 notes went in in 0.54 s with the
+# triggers, 0.31 s without them, and the fills took 0.09 s).
 _DECLARED = {
     "anchors_in": (
         "CREATE TRIGGER anchors_in AFTER INSERT ON notes WHEN NEW.anchors != '[]' BEGIN"
