@@ -648,7 +648,7 @@ class Index:
         conn.execute("DROP TABLE IF EXISTS temp.was_shown")
         conn.execute("CREATE TEMP TABLE was_shown (id TEXT PRIMARY KEY) WITHOUT ROWID")
         conn.execute("INSERT INTO temp.was_shown SELECT id FROM notes WHERE state != 'forgotten' ORDER BY id")
-        for table in ("notes", "links", "anchors", "triggers", "terms", "rests"):
+        for table in ("notes", "links", "anchors"):
             conn.execute(f"DELETE FROM {table}")
         _clear_items(conn)
         self._log_everything()
