@@ -70,6 +70,27 @@ def test_add_takes_a_ttl_or_a_date_and_the_event_records_the_end(ws: Path) -> No
     assert verified(ws) == []
 
 
+def test_a_time_before_the_year_1000_is_written_with_four_digits(ws: Path) -> None:
+    """strftime's `%Y` writes the year 1 as `1`: every time qem writes from a date is made
+    by `times.stamp`, so an end or a due date of the year 1 is written as a reader takes it
+    (else the log file is set aside in every clone, and `--expires` raised)."""
+    from datetime import datetime, timezone
+
+    from qem_edit.base.times import parse_time, stamp
+
+    assert stamp(datetime(1, 2, 3, 4, 5, 6)) == "0001-02-03T04:05:06Z"
+    assert stamp(datetime(999, 12, 31, tzinfo=timezone.utc)) == "0999-12-31T00:00:00Z"
+    assert parse_time("0001-01-01", "--due", end=True) == "0001-01-01T23:59:59Z"
+    due = q(ws, "add", "Answer the auditor", "-k", "task", "--to", "bob", "--due", "0001-01-01").stdout.strip()
+    ended = q(ws, "add", "The old mirror", "-k", "finding", "--expires", "0999-12-31").stdout.strip()
+    later = q(ws, "supersede", due, "Answer the auditor now", "-m", "sooner", "--expires", "0500-01-01T00:00:00Z").stdout.strip()
+    assert created_data(ws, due)["due"] == "0001-01-01T23:59:59Z"
+    assert created_data(ws, ended)["expires"] == "0999-12-31T00:00:00Z"
+    assert created_data(ws, later)["expires"] == "0500-01-01T00:00:00Z"
+    assert verified(ws) == []
+    assert "late as of 0001-01-01T23:59:59Z" in q(ws, "owed", "--at", "0001-01-01").stdout
+
+
 def test_a_successor_keeps_the_old_end_unless_given_one(ws: Path) -> None:
     old = q(ws, "add", "Staging is frozen", "-k", "operational", "--expires", "2026-12-20").stdout.strip()
     kept = q(ws, "supersede", old, "Staging is frozen until the release", "-m", "clearer").stdout.strip()

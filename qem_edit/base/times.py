@@ -27,6 +27,17 @@ def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # (not datetime: a hook's start-up need not load it)
 
 
+def stamp(moment) -> str:  # type: ignore[no-untyped-def]
+    """A `datetime` (naive UTC, or aware) as `YYYY-MM-DDTHH:MM:SSZ`.  Not `strftime`: its
+    `%Y` writes the year 1 as `1` here (glibc), which no reader takes for a time."""
+    if moment.tzinfo is not None:
+        from datetime import timezone
+
+        moment = moment.astimezone(timezone.utc)
+    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
+            f"T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}Z")
+
+
 def _is_canonical(value: str) -> bool:
     from datetime import datetime
 
@@ -44,13 +55,13 @@ def parse_time(value: str, key: str, *, end: bool) -> str:
     try:
         if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
             day = datetime.strptime(value, "%Y-%m-%d")
-            return day.strftime("%Y-%m-%dT23:59:59Z" if end else "%Y-%m-%dT00:00:00Z")
+            return stamp(day.replace(hour=23, minute=59, second=59) if end else day)
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise errors.BadInput(f"{key}={value!r} is not an ISO date or time (e.g. 2026-10-01 or 2026-10-01T12:00:00Z)") from None
     if moment.tzinfo is not None:
         moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return stamp(moment)
 
 
 def is_time(at: str) -> bool:

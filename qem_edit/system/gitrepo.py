@@ -201,7 +201,9 @@ def commit_time(top: Path, commit: str) -> str | None:
     done = _git(top, "show", "-s", "--format=%ct", commit, "--")
     if done.returncode != 0 or not done.stdout.strip().isdigit():
         return None
-    return datetime.fromtimestamp(int(done.stdout), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    from ..base.times import stamp
+
+    return stamp(datetime.fromtimestamp(int(done.stdout), timezone.utc))
 
 
 def has_commits(top: Path) -> bool:

@@ -40,6 +40,7 @@ from typing import Any
 from ..base import errors, ids
 from ..base.replay import Event
 from ..base.stored_form import anchor_path_problem, anchors_of, normalize_text
+from ..base.times import stamp
 from ..base.triggers import trigger_data, trigger_problem, triggers_of
 from ..base.vocabulary import KINDS, MOVE_BY_EVENT, PRIORITIES, PROVENANCES, TRIGGER_ATTRIBUTES, TextError, Trigger
 from ..storage.logtree import MAX_NESTING, TextRecord, event_bytes, nests_past
@@ -93,7 +94,7 @@ class Report:
 
 def utc(ts: float) -> str:
     """vectr's REAL epoch seconds as qem's UTC time (to the second, rounded down)."""
-    return datetime.fromtimestamp(int(ts), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return stamp(datetime.fromtimestamp(int(ts), timezone.utc))
 
 
 def _derived(*parts: object) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path
 from ..base import errors
 from ..base.decisions import ENDED_WHEN_WRITTEN
 from ..base.records import Record
+from ..base.times import stamp
 from ..base.replay import Note
 from ..base.vocabulary import KINDS
 
@@ -63,8 +64,8 @@ def end_given(given: str) -> str | None:
     text = given.strip()
     try:
         if _DAY.match(text):
-            return datetime.strptime(text, "%Y-%m-%d").strftime(_STAMP)
-        return datetime.strptime(text, _STAMP).strftime(_STAMP)
+            return stamp(datetime.strptime(text, "%Y-%m-%d"))
+        return stamp(datetime.strptime(text, _STAMP))
     except ValueError:
         raise errors.BadInput(f"--expires {given!r}: give a date (YYYY-MM-DD) or a UTC time"
                               " (YYYY-MM-DDTHH:MM:SSZ), or none; nothing was written") from None
@@ -104,7 +105,7 @@ def shifted(moment: str, seconds: int) -> str:
     from datetime import datetime, timedelta
 
     try:
-        return (datetime.strptime(moment, _STAMP) + timedelta(seconds=seconds)).strftime(_STAMP)
+        return stamp(datetime.strptime(moment, _STAMP) + timedelta(seconds=seconds))
     except OverflowError:
         raise errors.BadInput(f"an end {seconds // 86400:,} days after {moment} is past the year 9999;"
                               " nothing was written") from None
