@@ -17,6 +17,7 @@ import io
 import json
 import os
 import sqlite3
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -562,6 +563,22 @@ def test_bad_text_on_stdin_through_the_real_entry_point(ws, case):
     populate(ws)
     before = snapshot(ws)
     refused(run_bytes(["add", "-", "-k", "task"], ws, data), *words)
+    assert snapshot(ws) == before
+
+
+@pytest.mark.parametrize("args, word", [
+    (["add", "-", "-k", "task"], "the note text"),
+    (["supersede", "NOTE", "-", "-m", "newer"], "the note text"),
+    (["load", "-"], "the log to load"),
+])
+def test_a_closed_standard_input_is_named_not_a_traceback(ws, args, word):
+    """`-` with standard input closed by the shell (`<&-`), where Python has no stdin at all."""
+    populate(ws)
+    note = json.loads(ok(run_qem("list", "--json", cwd=ws)).stdout)[0]["short"]
+    before = snapshot(ws)
+    line = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "qem_edit", *[note if a == "NOTE" else a for a in args]])
+    done = subprocess.run(["sh", "-c", f"exec {line} <&-"], cwd=ws, capture_output=True, text=True, timeout=60)
+    refused(done, word, "standard input", "closed")
     assert snapshot(ws) == before
 
 

@@ -13,6 +13,8 @@ import os
 import re
 import shutil
 import stat
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -432,7 +434,17 @@ def test_editor_resolution(seeded: Path, tmp_path: Path, present: tuple, term: s
     fake_vi.chmod(0o755)
     env = {name: f"{editor} {name}" for name in present}
     env.update(TERM=term, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", QEM_TEST_RECORD=str(tmp_path / "record"))
-    done = run_qem("edit", "-m", REASON, "--yes", cwd=seeded, env=env, input="")
+    if chosen == "vi":  # vi is fallen back on only where there is a terminal to read from
+        primary, terminal = os.openpty()
+        try:
+            done = subprocess.run([sys.executable, "-m", "qem_edit", "edit", "-m", REASON, "--yes"], cwd=seeded,
+                                  env={**os.environ, **env}, stdin=terminal, capture_output=True, text=True,
+                                  timeout=60)
+        finally:
+            os.close(primary)
+            os.close(terminal)
+    else:
+        done = run_qem("edit", "-m", REASON, "--yes", cwd=seeded, env=env, input="")
     assert done.returncode == 0, done.stderr
     assert recorded(tmp_path, "who") == [chosen]
 

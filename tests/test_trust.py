@@ -151,6 +151,16 @@ def test_no_editor_on_a_dumb_terminal_is_refused_before_anything_is_made(seeded:
     assert kept(seeded) == []
 
 
+def test_no_editor_and_no_terminal_is_refused_rather_than_vi_started(seeded: Path) -> None:
+    """An agent's shell (stdin a pipe) with no editor set: vi would wait for a terminal
+    that is not there, for ever; qem says what to set instead."""
+    env = {"TERM": "xterm", "QEM_EDITOR": "", "VISUAL": "", "EDITOR": ""}
+    done = run_qem("edit", cwd=seeded, env=env, input="", timeout=20)
+    assert done.returncode == 2, done.stderr
+    assert "no editor and no terminal" in done.stderr and "EDITOR" in done.stderr
+    assert kept(seeded) == []
+
+
 def test_a_checkout_is_not_taken_for_now_by_a_rebuilt_index(seeded: Path) -> None:
     """A check-in reuses a checkout's base as the rendering now while the index has not
     moved since (its generation); an index rebuilt meanwhile counts generations anew, so

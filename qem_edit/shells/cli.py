@@ -572,7 +572,9 @@ def load(
 
     _no_allowance_for_loads(allow_secret)
     if str(file) == "-":
-        staged = stage_dump(sys.stdin.buffer, str(file))
+        from .shell import stdin
+
+        staged = stage_dump(stdin("the log to load"), str(file))
     else:
         try:
             source = open(file, "rb")

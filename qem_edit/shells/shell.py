@@ -78,9 +78,17 @@ def text_arg(text: str) -> str:
     if text != "-":
         return text
     try:
-        return sys.stdin.buffer.read().decode("utf-8")
+        return stdin("the note text").read().decode("utf-8")
     except UnicodeDecodeError:
         raise errors.Refused("the note text on standard input is not UTF-8") from None
+
+
+def stdin(what: str):  # type: ignore[no-untyped-def]
+    """Standard input's bytes, for `what` given as `-`; BadInput where there is none (the
+    shell closed it: `<&-`), which Python leaves as None."""
+    if sys.stdin is None or getattr(sys.stdin, "buffer", None) is None:
+        raise errors.BadInput(f"{what} is to be read from standard input (`-`), which is closed; nothing was written")
+    return sys.stdin.buffer
 
 
 def show_written(answer, as_json: bool = False) -> int:  # type: ignore[no-untyped-def]

@@ -38,8 +38,9 @@ AT_ONCE_S = 1.0
 
 def editor_command() -> str:
     """The editor, chosen as git chooses: QEM_EDITOR, VISUAL (not on a dumb terminal),
-    EDITOR, else vi; but on a dumb terminal (TERM dumb or unset) there is no vi to fall
-    back on, and qem says so rather than start one that hangs."""
+    EDITOR, else vi; but on a dumb terminal (TERM dumb or unset), or with no terminal to
+    read from (an agent's shell, a pipe), there is no vi to fall back on, and qem says so
+    rather than start one that hangs."""
     dumb = os.environ.get("TERM", "dumb") in ("", "dumb")
     for name in ("QEM_EDITOR", "VISUAL", "EDITOR"):
         value = os.environ.get(name)
@@ -47,9 +48,10 @@ def editor_command() -> str:
             continue
         if value and value.strip():
             return value
-    if dumb:
+    if dumb or not interactive():
         raise errors.BadInput(
-            "no editor: set EDITOR (or QEM_EDITOR) to the editor to use, or edit a file yourself"
+            f"no editor{'' if dumb else ' and no terminal for vi'}: set EDITOR (or QEM_EDITOR) to the"
+            " editor to use, or edit a file yourself"
             " with `qem checkout --path FILE` and `qem checkin --path FILE`"
         )
     return "vi"
@@ -78,13 +80,13 @@ def _ignore(signum, frame) -> None:  # a Python handler, unlike SIG_IGN, is not 
 
 
 def interactive() -> bool:
-    return sys.stdin.isatty()
+    return sys.stdin is not None and sys.stdin.isatty()
 
 
 def ask(prompt: str) -> str | None:
     """One answer from the terminal; None at end of input (Ctrl-D): the safe choice."""
     print(prompt, end="", file=sys.stderr, flush=True)
-    line = sys.stdin.readline()
+    line = sys.stdin.readline() if sys.stdin is not None else ""
     if not line:
         print(file=sys.stderr)
         return None
