@@ -84,6 +84,42 @@ def test_a_committed_export_path_never_leads_a_write_out(team: Team, case: str) 
     refused_everywhere(fresh, outside, says)
 
 
+def linked_to_git(mallory: Clone, outside: Path) -> None:
+    """`gl` is a link to git's own folder; the mirror is `gl/config`."""
+    os.symlink(".git", mallory.path / "gl")
+    export_setting("gl/config")(mallory, outside)
+
+
+OWN_FOLDERS = {
+    "git's settings": (export_setting(".git/config"), '".git/config"', ".git/"),
+    "a git hook": (export_setting(".git/hooks/post-checkout"), '".git/hooks/post-checkout"', ".git/"),
+    "git's folder spelled otherwise": (export_setting("./.GIT/config"), '"./.GIT/config"', ".git/"),
+    "a link to git's folder": (linked_to_git, '"gl/config"', ".git/"),
+    "the memory's folder": (export_setting(".qem/MEMORY.md"), '".qem/MEMORY.md"', ".qem/"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OWN_FOLDERS))
+def test_a_committed_export_path_never_reaches_git_or_the_log(team: Team, case: str) -> None:
+    """Inside the work tree, yet git's own (its settings, its hooks) or the log's folder: a
+    branch naming one there is refused (exit 2, the key named) in the pulling clone and in
+    a fresh one, and neither git's files nor the memory change."""
+    change, says, folder = OWN_FOLDERS[case]
+    founder, outside = founded_and_hostile(team, change)
+    for clone in (founder, team.clone("fresh")):
+        git_config = (clone.path / ".git" / "config").read_bytes()
+        before = clone.event_ids()
+        for args in (("add", "a note", "-k", "finding"), ("export",)):
+            done = clone.qem(*args, code=2)
+            assert ".qem/config.toml: [export] path" in done.stderr and says in done.stderr, done.stderr
+            assert f"is inside {folder}" in done.stderr, done.stderr
+        assert (clone.path / ".git" / "config").read_bytes() == git_config
+        assert not (clone.path / ".git" / "hooks" / "post-checkout").exists()
+        assert not (clone.path / ".qem" / "MEMORY.md").exists()
+        assert clone.event_ids() == before
+    assert everything_under(outside) == set()
+
+
 def test_an_export_path_inside_the_tree_is_taken(team: Team) -> None:
     """The check refuses only what leads out: a mirror in a folder of the tree, named with
     a `..` that stays inside, is written there."""

@@ -32,6 +32,22 @@ def leads_out(root: AnyPath, named: str) -> bool:
     return resolved != top and not resolved.startswith(top.rstrip(os.sep) + os.sep)
 
 
+def lands_in_own(root: AnyPath, named: str, store: AnyPath) -> str | None:
+    """Which folder of git's or qem's own `named` (a path a committed file gives, inside
+    `root`: see `leads_out`) would write into, as written or once its links are resolved:
+    a `.git` (git's settings, its hooks, its objects: any folder so named, in any case, as
+    git itself refuses it in a tree), or the memory's own folder `store`; None for neither."""
+    top = os.path.realpath(root)
+    for spelled in (os.path.normpath(os.path.join(top, named)), os.path.realpath(os.path.join(top, named))):
+        inside = os.path.relpath(spelled, top).replace(os.sep, "/").split("/")
+        if any(part.lower() == ".git" for part in inside):
+            return ".git"
+        own = os.path.realpath(store)
+        if spelled == own or spelled.startswith(own.rstrip(os.sep) + os.sep):
+            return os.path.relpath(own, top).replace(os.sep, "/")
+    return None
+
+
 def path_name(path: AnyPath) -> str:
     """`path` named as pathlib names it (`str(Path(path))`), without importing pathlib
     where the separator is `/`: no empty part and no `.` part, no `/` at the end, and

@@ -14,7 +14,7 @@ import os
 
 from ..base import errors
 from ..base.stored_form import actor_problem
-from .files import leads_out, parent_name, path_name
+from .files import lands_in_own, leads_out, parent_name, path_name
 
 TYPE_CHECKING = False  # typing's flag, without importing typing (ARCHITECTURE.md)
 if TYPE_CHECKING:
@@ -180,6 +180,11 @@ class Workspace:
             # the file is committed: a teammate's branch must not make this clone write anywhere
             raise errors.BadInput(f'{self._shown(path)}: [export] path "{export["path"]}" leads outside the work tree'
                                   f" ({self.root_name}); name a file inside it, relative to it; nothing was written")
+        own = export.get("path") and lands_in_own(self.root_name, export["path"], self.store_name)
+        if own:  # (git's settings and hooks, or the log: a committed path must not reach either)
+            raise errors.BadInput(f'{self._shown(path)}: [export] path "{export["path"]}" is inside {own}/, which'
+                                  " qem does not write MEMORY.md into; name a file of the work tree outside it,"
+                                  " relative to it; nothing was written")
         git = config.get("git", {})
         if not isinstance(git, dict) or not isinstance(git.get("stage", True), bool):
             raise errors.BadInput(f"{path}: [git] stage must be true or false")
