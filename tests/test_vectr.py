@@ -204,6 +204,152 @@ def test_bad_input_is_refused_and_writes_nothing(ws: Path, args: list[str], word
     assert not (ws / ".qem").exists()
 
 
+# -- a store holding what vectr never writes ---------------------------------------------------------
+
+# vectr's tables as a hand-made or older store may have them: no NOT NULL, no PRIMARY KEY
+LOOSE = ["CREATE TABLE n AS SELECT * FROM notes", "DROP TABLE notes", "ALTER TABLE n RENAME TO notes",
+         "CREATE TABLE e AS SELECT * FROM note_events", "DROP TABLE note_events", "ALTER TABLE e RENAME TO note_events"]
+
+
+def changed_store(tmp_path: Path, *statements: str) -> Path:
+    """The fixture's store copied and changed by `statements`."""
+    changed = tmp_path / "changed.db"
+    shutil.copyfile(STORE, changed)
+    with sqlite3.connect(changed) as conn:
+        for statement in statements:
+            conn.execute(statement)
+    conn.close()
+    return changed
+
+
+@pytest.mark.parametrize("statements, words", [
+    (["UPDATE notes SET created_at = 'abc' WHERE note_id = 1"],
+     "vectr #1: created_at 'abc' is not a time (epoch seconds)"),
+    (["UPDATE notes SET created_at = 1e20 WHERE note_id = 1"],
+     "vectr #1: created_at 1e+20 is not a time qem can write (epoch seconds within the years 1 to 9999)"),
+    (["UPDATE notes SET created_at = -1e12 WHERE note_id = 1"],
+     "vectr #1: created_at -1000000000000.0 is not a time qem can write"),
+    (["UPDATE notes SET created_at = 1e999 WHERE note_id = 1"],  # SQLite keeps an infinity
+     "vectr #1: created_at inf is not a time (epoch seconds, a finite number)"),
+    ([*LOOSE, "UPDATE notes SET created_at = NULL WHERE note_id = 1"], "vectr #1: created_at None is not a time"),
+    (["UPDATE note_events SET ts = 'soon' WHERE id = 28"],
+     "vectr #15: its superseded event's ts 'soon' (vectr event 28) is not a time (epoch seconds)"),
+    ([*LOOSE, "UPDATE note_events SET ts = NULL WHERE id = 42"],
+     "vectr #32: its revoked event's ts None (vectr event 42) is not a time"),
+    (["UPDATE notes SET supersedes = 'abc' WHERE note_id = 28"],
+     "vectr #28: supersedes 'abc' is not a vectr note id (an integer)"),
+    (["UPDATE notes SET supersedes = 10.5 WHERE note_id = 28"], "vectr #28: supersedes 10.5 is not a vectr note id"),
+    (["UPDATE notes SET author_id = 'bob' || char(7) WHERE note_id = 1"],
+     "vectr #1: author_id 'bob\\x07' is not a writer's name qem takes"),
+    (["UPDATE note_events SET actor = 'agent' || char(0) WHERE id = 42"],
+     "vectr #32: its revoked event's actor 'agent\\x00' (vectr event 42) is not a writer's name qem takes"),
+    (["UPDATE note_events SET reason = x'41' WHERE id = 42"],
+     "vectr #32: its revoked event's reason b'A' (vectr event 42) is not a reason qem takes"),
+    (["UPDATE note_events SET note_id = 'abc' WHERE id = 2"],
+     "vectr event 2 ('created'): note_id 'abc' is not a note id (an integer)"),
+    ([*LOOSE, "UPDATE notes SET note_id = NULL WHERE note_id = 1"], "a vectr note's note_id None is not a note id"),
+    (["UPDATE note_events SET id = 0 WHERE id = 42"], "a vectr event's id 0 is not an event id"),
+    (["ALTER TABLE notes DROP COLUMN created_at"], "its table notes has no column created_at"),
+])
+def test_a_store_holding_what_vectr_never_writes_is_refused_and_nothing_is_written(
+        tmp_path: Path, ws: Path, statements: list[str], words: str) -> None:
+    """A value qem needs (a time, a note or event id, a writer's name, a reason) that is
+    not one: the import is refused, naming the note, the column and the value, before a
+    memory is made: exit 2, no traceback, no .qem/ (an event a reader set aside would hide
+    every imported note on every clone)."""
+    done = run_qem("import", "vectr", str(changed_store(tmp_path, *statements)), "--workspace-name", "orbit", cwd=ws)
+    assert done.returncode == 2, (done.stdout, done.stderr[-2000:])
+    assert words in done.stderr and "nothing was imported" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert not (ws / ".qem").exists()
+
+
+def read_fresh(ws: Path) -> dict[int, dict]:
+    """The memory checked as another clone reads it (verify clean, a fresh index sets nothing
+    aside), and each imported note's created data, by vectr id (one note each)."""
+    done = run_qem("verify", cwd=ws)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, (done.stdout[-2000:], done.stderr[-2000:])
+    (ws / ".qem" / "index.db").unlink()
+    listed = run_qem("list", "--json", cwd=ws)
+    assert listed.returncode == 0 and "set aside" not in listed.stderr, listed.stderr
+    events = [json.loads(line) for line in run_qem("dump", cwd=ws).stdout.splitlines()[1:]]
+    created = [e["data"] for e in events if e["type"] == "created"]
+    assert len({data["vectr"]["id"] for data in created}) == len(created)
+    return {data["vectr"]["id"]: data for data in created}
+
+
+def test_a_note_superseding_itself_or_a_later_note_stands_alone_the_link_named(tmp_path: Path, ws: Path) -> None:
+    """vectr's `supersedes` pointing at the note itself, or at a note created after it (as
+    in a cycle of two), is a link qem cannot follow: as for a link to a note vectr forgot,
+    the note is imported superseding nothing, the link kept in data.vectr and named."""
+    store = changed_store(tmp_path, "UPDATE notes SET supersedes = 1 WHERE note_id = 1",
+                          "UPDATE notes SET supersedes = 3 WHERE note_id = 2",
+                          "UPDATE notes SET supersedes = 2 WHERE note_id = 3",
+                          "UPDATE notes SET supersedes = 9999 WHERE note_id = 4")
+    done = run_qem("import", "vectr", str(store), "--workspace-name", "orbit", cwd=ws)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    out = done.stdout
+    assert "vectr #1: supersedes vectr #1, itself: imported superseding nothing" in out
+    assert "vectr #2: supersedes vectr #3, a note created after it: imported superseding nothing" in out
+    assert "vectr #4: supersedes vectr #9999, a note the file no longer holds" in out
+    data = read_fresh(ws)
+    assert data[1]["supersedes"] is None and data[1]["vectr"]["supersedes"] == 1
+    assert data[2]["supersedes"] is None and data[2]["vectr"]["supersedes"] == 3
+    with Store.open(store_path(ws)) as s:
+        one, two, three = (s.note(s.resolve(f"vectr:{i}")) for i in (1, 2, 3))
+    assert one.supersedes is None and one.superseded_by is None and one.state == "expired"  # (vectr's expiry)
+    assert three.supersedes == two.id and two.state == "superseded"  # the cycle's later link, followed
+
+
+def test_events_out_of_vectr_s_order_are_named_not_applied(tmp_path: Path, ws: Path) -> None:
+    """An event of a note before its created event (in vectr's order, its ids), or a second
+    created event, cannot apply in qem: each is named and kept in data.vectr.not_applied."""
+    store = changed_store(tmp_path, "UPDATE note_events SET id = 1000 WHERE id = 1",
+                          "INSERT INTO note_events (workspace, note_id, event, actor, ts)"
+                          " VALUES ('/home/dev/orbit', 3, 'created', 'agent', 1777885920.5)")
+    done = run_qem("import", "vectr", str(store), "--workspace-name", "orbit", cwd=ws)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert ("vectr #1: expired of 2026-07-18 by system (ttl exceeded) not applied: it comes before the note's"
+            " created event") in done.stdout
+    assert "vectr #3: created of 2026-05-04 by agent not applied: the note was created already" in done.stdout
+    data = read_fresh(ws)
+    assert [x["why"][:13] for x in data[1]["vectr"]["not_applied"]] == ["it comes befo"]
+    assert data[3]["vectr"]["not_applied"][0]["type"] == "created"
+
+
+def test_a_text_past_what_the_log_holds_is_skipped_by_name(tmp_path: Path, ws: Path) -> None:
+    """A note whose text is over qem's limit for a stored text (logtree.MAX_TEXT_BYTES) is
+    a note qem cannot hold: skipped and named, as an encrypted one is, the others imported."""
+    from qem_edit.storage.logtree import MAX_TEXT_BYTES
+
+    big = f"UPDATE notes SET content = 'x' || hex(zeroblob({MAX_TEXT_BYTES // 2})) WHERE note_id = 57"
+    store = changed_store(tmp_path, big)
+    done = run_qem("import", "vectr", str(store), "--workspace-name", "side-project", cwd=ws)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "vectr #57: not imported: the text is " in done.stdout
+    assert f"bytes stored, over the {MAX_TEXT_BYTES}-byte limit for a note's text" in done.stdout
+    assert done.stdout.startswith("imported 5 notes") and 57 not in read_fresh(ws)
+
+
+def test_columns_qem_only_keeps_are_kept_as_json_a_reader_takes(tmp_path: Path, ws: Path) -> None:
+    """Bytes, infinities (JSON text: `Infinity`, `1e999`) and strings UTF-8 cannot hold, in
+    columns kept in data.vectr, are kept as text: the log stays JSON that every reader, and
+    the index's SQLite JSON functions, take."""
+    store = changed_store(tmp_path, "UPDATE notes SET session_id = x'ff00' WHERE note_id = 1",
+                          "UPDATE notes SET tags = '[Infinity, 1]', triggers = '[1e999]' WHERE note_id = 2",
+                          """UPDATE notes SET tags = '["\\ud800"]' WHERE note_id = 3""",
+                          "UPDATE note_events SET payload = x'ff' WHERE id = 42")
+    done = run_qem("import", "vectr", str(store), "--workspace-name", "orbit", cwd=ws)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    data = read_fresh(ws)
+    assert data[1]["vectr"]["session_id"] == "\ufffd\x00"
+    assert data[2]["vectr"]["tags"] == "[Infinity, 1]" and data[2]["vectr"]["triggers"] == "[1e999]"
+    assert data[3]["vectr"]["tags"] == '["\\ud800"]'
+    with Store.open(store_path(ws)) as s:
+        revoked = next(e for e in s.events() if e.type == "revoked" and e.data["vectr"]["event"] == 42)
+    assert revoked.data["vectr"]["payload"] == "\ufffd"
+
+
 def test_an_unknown_vectr_id_is_named(orbit: tuple[Path, str]) -> None:
     ws, _ = orbit
     done = run_qem("show", "vectr:999", cwd=ws)

@@ -637,15 +637,20 @@ def import_(
     from ..mirror.export import auto_export
     from ..system.anchors import place_tree
     from ..transfer.vectr import import_vectr, prepare
+    from .opening import unmade
 
     _no_allowance_for_loads(allow_secret)
-    prepared = prepare(path, workspace_name)  # the vectr store read and mapped before anything is opened
+    prepared = prepare(path, workspace_name)  # the vectr store read, mapped and checked before anything is opened
     place, store = shell.open_saying_notices(workspace_dir, store_dir, write=True)
-    with store:
-        report = import_vectr(store, prepared, place_tree(place))
-        for notice in auto_export(store, place):
-            say(notice)
-        _out(report.text())
+    try:
+        with store:
+            report = import_vectr(store, prepared, place_tree(place))
+            for notice in auto_export(store, place):
+                say(notice)
+            _out(report.text())
+    except BaseException:
+        unmade(store)  # a refused import into a new folder leaves no memory behind
+        raise
     return 0
 
 

@@ -17,6 +17,12 @@ that has it.  Every other anchor (no hash, gone, changed, a folder, a path out o
 tree, which is never read) is named in the report and kept in `data.vectr.anchors`, which
 keeps vectr's list as it was.
 
+A store holding what vectr never writes where qem needs a value (a time that is not epoch
+seconds, an id that is not an integer, a writer's name no reader takes) is refused before
+anything is written, naming the note, the column and the value, and every event is read
+back as each clone's log reader reads it first (`_refuse_malformed`, `read_back`): an event
+a reader sets aside would hide the whole pack, every imported note, on every clone.
+
 The conversion is deterministic (ids and nonces derived from the vectr rows; a note
 imported before keeps the anchors its first import gave it, whatever the work tree holds
 now), and the events are added by `qem load`'s code (qem_edit.transfer.dump.load: checked to
@@ -28,22 +34,34 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import shutil
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from ..base import errors, ids
 from ..base.replay import Event
-from ..base.stored_form import anchor_path_problem, anchors_of, normalize_text
+from ..base.stored_form import actor_problem, anchor_path_problem, anchors_of, normalize_text, reason_problem
 from ..base.times import stamp
 from ..base.triggers import trigger_data, trigger_problem, triggers_of
 from ..base.vocabulary import KINDS, MOVE_BY_EVENT, PRIORITIES, PROVENANCES, TRIGGER_ATTRIBUTES, TextError, Trigger
-from ..storage.logtree import MAX_NESTING, TextRecord, event_bytes, nests_past
+from ..storage.logtree import (
+    MAX_CLOCK,
+    MAX_NESTING,
+    LogFileError,
+    TextRecord,
+    event_bytes,
+    event_from,
+    event_object,
+    nests_past,
+    parsed_record,
+    text_problem,
+)
 from ..system import anchors
 from ..system.db import sqlite3
 
@@ -92,9 +110,38 @@ class Report:
         return withheld("\n".join(lines))
 
 
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# The columns each vectr table must have: those the import reads without a default.
+NEEDED = {"notes": ("note_id", "workspace", "content", "created_at"),
+          "note_events": ("id", "workspace", "note_id", "event", "actor", "payload", "ts")}
+FIX_ROW = "correct that row in vectr's store (or forget the note in vectr), then import again"
+
+
 def utc(ts: float) -> str:
-    """vectr's REAL epoch seconds as qem's UTC time (to the second, rounded down)."""
-    return stamp(datetime.fromtimestamp(int(ts), timezone.utc))
+    """vectr's REAL epoch seconds as qem's UTC time (to the second, its fraction cut off).
+    Counted from the epoch rather than asked of the platform's time functions, so every
+    machine gives the same time (and so the same event ids) for any time qem can write."""
+    return stamp(EPOCH + timedelta(seconds=int(ts)))
+
+
+def time_problem(value: object) -> str | None:
+    """Why a vectr time column's value is not a time qem can write (None: it is): vectr
+    writes epoch seconds, a number; qem's times run from the year 1 to 9999."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "is not a time (epoch seconds)"
+    if not math.isfinite(value):
+        return "is not a time (epoch seconds, a finite number)"
+    try:
+        utc(value)
+    except OverflowError:
+        return "is not a time qem can write (epoch seconds within the years 1 to 9999)"
+    return None
+
+
+def shown(value: object) -> str:
+    """A column's value as a refusal names it: its repr, cut short (a column may hold anything)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:50]}... ({len(text)} characters)"
 
 
 def _derived(*parts: object) -> str:
@@ -120,6 +167,7 @@ def read_store(path: Path) -> tuple[dict[str, dict[int, VectrNote]], dict[str, l
             conn = sqlite3.connect(copy)
             conn.row_factory = sqlite3.Row
             try:
+                _refuse_missing_columns(path, conn)
                 notes = [dict(r) for r in conn.execute("SELECT * FROM notes ORDER BY note_id")]
                 events = [dict(r) for r in conn.execute("SELECT * FROM note_events ORDER BY id")]
             finally:
@@ -127,17 +175,53 @@ def read_store(path: Path) -> tuple[dict[str, dict[int, VectrNote]], dict[str, l
         except sqlite3.DatabaseError as exc:
             raise errors.NotAStore(f"{path} cannot be read as a vectr store ({exc}): it needs the tables"
                                    " notes and note_events") from None
+    _refuse_bad_ids(path, notes, events)
     by_workspace: dict[str, dict[int, VectrNote]] = {}
     for row in notes:
-        by_workspace.setdefault(str(row["workspace"]), {})[int(row["note_id"])] = VectrNote(row)
+        by_workspace.setdefault(str(row["workspace"]), {})[row["note_id"]] = VectrNote(row)
     orphans: dict[str, list[dict[str, Any]]] = {}
     for event in events:
-        note = by_workspace.get(str(event["workspace"]), {}).get(int(event["note_id"]))
+        note = by_workspace.get(str(event["workspace"]), {}).get(event["note_id"])
         if note is None:
             orphans.setdefault(str(event["workspace"]), []).append(event)
         else:
             note.events.append(event)
     return by_workspace, orphans
+
+
+def _refuse_missing_columns(path: Path, conn: Any) -> None:
+    """A file whose tables lack a column vectr has always written (NEEDED) is not a vectr
+    store the import can read: refused, naming the column, before a row is read."""
+    for table, needed in NEEDED.items():
+        held = {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
+        missing = [column for column in needed if column not in held]
+        if held and missing:
+            raise errors.NotAStore(f"{path} cannot be read as a vectr store: its table {table} has no column"
+                                   f" {', '.join(missing)}; nothing was imported")
+
+
+def _is_id(value: object, top: int | None = None) -> bool:
+    """An integer (vectr's ids; with `top`, from 1 to `top`)."""
+    return isinstance(value, int) and not isinstance(value, bool) and (top is None or 0 < value <= top)
+
+
+def _refuse_bad_ids(path: Path, notes: list[dict[str, Any]], events: list[dict[str, Any]]) -> None:
+    """The ids that tie vectr's rows together are integers (vectr's INTEGER columns; an
+    event's id is the qem event's clock, so at most MAX_CLOCK): a row that holds anything
+    else cannot be placed, and the import is refused, naming it, before anything is
+    decided.  (A note id that names no note is vectr's forget, and is named, not refused.)"""
+    for row in notes:
+        if not _is_id(row["note_id"]):
+            raise errors.BadInput(f"{path}: a vectr note's note_id {shown(row['note_id'])} is not a note id (an"
+                                  " integer); nothing was imported", hint=FIX_ROW)
+    for event in events:
+        if not _is_id(event["id"], MAX_CLOCK):
+            raise errors.BadInput(f"{path}: a vectr event's id {shown(event['id'])} is not an event id (a positive"
+                                  f" integer no larger than {MAX_CLOCK}); nothing was imported", hint=FIX_ROW)
+        if not _is_id(event["note_id"]):
+            raise errors.BadInput(f"{path}: vectr event {event['id']} ({shown(event['event'])}): note_id"
+                                  f" {shown(event['note_id'])} is not a note id (an integer); nothing was imported",
+                                  hint=FIX_ROW)
 
 
 def pick_workspace(workspaces: dict[str, dict[int, VectrNote]], name: str | None, path: Path) -> str:
@@ -173,10 +257,11 @@ def refusal(note: VectrNote) -> str | None:
         if row.get(column) not in allowed:
             return f"{column} {row.get(column)!r} is not a qem {column} ({', '.join(allowed)})"
     try:
-        normalize_text(content)
+        text = normalize_text(content)
     except TextError as exc:
         return str(exc)
-    return None
+    # stored as every text is (its key as long as the import's): a text the log's readers refuse is no note
+    return text_problem(TextRecord("", _derived("key", "", note.id), text))
 
 
 def first_provenance(note: VectrNote) -> tuple[str, list[dict[str, Any]]]:
@@ -224,7 +309,18 @@ def _actor(*candidates: object) -> str:
 
 
 def _kept(event: dict[str, Any]) -> dict[str, Any]:
-    return {"event": event["id"], "ts": event["ts"], "payload": event.get("payload")}
+    return {"event": event["id"], "ts": event["ts"], "payload": _plain(event.get("payload"))}
+
+
+def _plain(value: object) -> object:
+    """A column's value as data.vectr keeps it: as it is, but bytes read as UTF-8 text, and
+    a float JSON has no number for (SQLite keeps an infinity) as its text; the log is JSON
+    that every reader, and the index's SQLite JSON functions, read."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    return value
 
 
 class Planner:
@@ -270,15 +366,20 @@ class Planner:
         return first_provenance(note)[0]
 
     def skip(self, note: VectrNote, event: dict[str, Any], why: str) -> None:
-        self.not_applied[note.id].append({**_kept(event), "type": event["event"], "actor": event["actor"],
-                                          "reason": event.get("reason"), "why": why})
+        self.not_applied[note.id].append({**_kept(event), "type": _plain(event["event"]),
+                                          "actor": _plain(event["actor"]), "reason": _plain(event.get("reason")),
+                                          "why": why})
         reason = f" ({event['reason']})" if event.get("reason") else ""
         self.report.skipped.append(f"vectr #{note.id}: {event['event']} of {utc(event['ts'])[:10]} by"
                                    f" {event['actor']}{reason} not applied: {why}")
 
     def event(self, note: VectrNote, event: dict[str, Any]) -> None:
         kind = str(event["event"])
+        if note.id not in self.state and kind != "created":
+            return self.skip(note, event, "it comes before the note's created event (in vectr's order, its ids)")
         if kind == "created":
+            if note.id in self.state:
+                return self.skip(note, event, "the note was created already (a second created event)")
             return self.created(note, event)
         if int(event["id"]) in self.consumed:
             return None  # a supersession, applied with its successor's creation
@@ -341,10 +442,12 @@ class Planner:
         hash whose `superseded_at` is this note's creation."""
         row, live = note.row, ("active", "stale")
         if row.get("supersedes") is not None:
-            old = self.notes.get(int(row["supersedes"]))
-            where = ("a note the file no longer holds (vectr forgot it)" if int(row["supersedes"]) not in self.all
-                     else "a note not imported" if old is None else f"a note already {self.state.get(old.id)}")
-            if old is not None and self.state.get(old.id) in live:
+            old = self.notes.get(row["supersedes"])
+            where = ("a note the file no longer holds (vectr forgot it)" if row["supersedes"] not in self.all
+                     else "a note not imported" if old is None else "itself" if old is note
+                     else "a note created after it" if old.id not in self.state
+                     else f"a note already {self.state[old.id]}")
+            if old is not None and old is not note and self.state.get(old.id) in live:
                 return old
             self.report.mapped.append(f"vectr #{note.id}: supersedes vectr #{row['supersedes']}, {where}: imported"
                                       " superseding nothing (data.vectr.supersedes keeps the link)")
@@ -368,18 +471,33 @@ class Planner:
 
 
 def _json(value: object) -> object:
-    """A JSON column's value (its text where it is not JSON; bytes read as UTF-8 text)."""
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", errors="replace")
+    """A JSON column's value (its text where it is not JSON; bytes read as UTF-8 text).
+    JSON here is what the log holds: no NaN or infinity (`Infinity`, `1e999`; the index's
+    SQLite JSON functions refuse them) and no string UTF-8 cannot hold (`"\\ud800"`)."""
+    value = _plain(value)
     if isinstance(value, str):
         try:
-            parsed = json.loads(value)
+            parsed = json.loads(value, parse_float=_finite, parse_constant=_finite)
         except (ValueError, RecursionError):
             return value
         # kept as its text where it nests past what an event holds around it (the event, its data,
         # `vectr`): a log reader sets such an event aside, as it does another clone's
-        return value if nests_past(parsed, MAX_NESTING - 3) else parsed
+        if nests_past(parsed, MAX_NESTING - 3):
+            return value
+        try:
+            json.dumps(parsed, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            return value
+        return parsed
     return value
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float, refused (ValueError) where JSON has no number for it."""
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is not a finite number")
+    return number
 
 
 # -- anchors --------------------------------------------------------------------------------------
@@ -507,13 +625,14 @@ def created_data(planner: Planner, note: VectrNote, qid: dict[int, str], short: 
     vectr = {
         "id": note.id, "workspace": planner.report.workspace, "created_at": row["created_at"],
         "event": next((int(e["id"]) for e in note.events if e["event"] == "created"), None),
-        "author_id": row.get("author_id") or None, "session_id": row.get("session_id"),
-        "tags": _json(row.get("tags", "[]")), "scope": row.get("scope"), "branch": row.get("branch") or None,
+        "author_id": _plain(row.get("author_id") or None), "session_id": _plain(row.get("session_id")),
+        "tags": _json(row.get("tags", "[]")), "scope": _plain(row.get("scope")),
+        "branch": _plain(row.get("branch") or None),
         "anchors": _json(row.get("anchors", "[]")), "triggers": _json(row.get("triggers", "[]")),
-        "pinned": bool(row.get("pinned")), "code_hash": row.get("code_hash") or None,
+        "pinned": bool(row.get("pinned")), "code_hash": _plain(row.get("code_hash") or None),
         "supersedes": row.get("supersedes"), "user_quote_bound": bool(row.get("user_quote")),
         "not_applied": planner.not_applied[note.id],
-        "promotions_folded": [{**_kept(e), "to": e["payload"]} for e in first_provenance(note)[1]],
+        "promotions_folded": [{**_kept(e), "to": _plain(e["payload"])} for e in first_provenance(note)[1]],
     }
     old = planner.links.get(note.id)
     data = {"kind": row["kind"], "priority": row["priority"], "provenance": planner.provenance_at_creation(note),
@@ -551,14 +670,36 @@ def build(planner: Planner, steps: list[Step], anchored: dict[int, list[tuple[st
         on = "" if step.type == "created" else qid[step.note]
         prev = () if step.type == "created" else (tips[step.note],)
         draft = Event("", on, step.type, utc(step.ts), step.actor, step.reason, None, data, step.clock, prev)
-        event_id = ids.content_id(event_bytes(draft))
+        event_id = read_back(draft, step)
         events.append(Event(event_id, on or event_id, step.type, draft.at, step.actor, step.reason, None, data,
                             step.clock, prev))
         if text is not None:
             qid[note.id] = event_id
             texts.append(TextRecord(event_id, text.key, text.text))
+            problem = text_problem(texts[-1])  # (`refusal` skips such a note: this stands behind it)
+            if problem:
+                raise errors.BadInput(f"vectr #{note.id}: its text: {problem}; nothing was imported")
         tips[step.note] = event_id
     return events, texts
+
+
+def read_back(draft: Event, step: Step) -> str:
+    """The id of the event `draft` (of the vectr note and event `step`), once its line is
+    read back as every qem reader reads a pack's line (parsed, then each field checked:
+    logtree.event_from): an event a reader would set aside hides the whole pack, every
+    note imported, on every clone, so it is refused (BadInput) before anything is written.
+    `_refuse_malformed` names the columns qem needs; this stands behind it."""
+    where = f"vectr #{step.note}: its {step.type} event (vectr event {step.vectr.get('event')})"
+    try:
+        line = event_bytes(draft)
+        json.dumps(event_object(draft), allow_nan=False)  # (the encoder writes an infinity, which no JSON reader takes)
+        obj, proven = parsed_record(line[:-1], where)
+        return event_from(obj, where, line, proven).id
+    except LogFileError as exc:
+        problem = str(exc)
+    except (TypeError, ValueError, RecursionError) as exc:  # (a value JSON cannot hold)
+        problem = f"{where}: {exc}"
+    raise errors.BadInput(f"{problem}: every qem reader would set it aside; nothing was imported")
 
 
 # -- the import ---------------------------------------------------------------------------------------
@@ -598,7 +739,9 @@ def prepare(path: Path, workspace_name: str | None) -> Prepared:
     workspace = pick_workspace(workspaces, workspace_name, path)
     planner = Planner(workspace, workspaces[workspace], orphans.get(workspace, []))
     _refuse_secrets(planner)
+    _refuse_malformed(planner)  # (after the secrets: its refusal shows the value)
     steps = planner.plan()
+    build(planner, steps, {})  # every event checked as a reader reads it, before any memory is opened
     report = planner.report
     for note in planner.notes.values():
         if normalize_text(note.row["content"]) != note.row["content"]:
@@ -630,6 +773,42 @@ def _refuse_secrets(planner: Planner) -> None:
                         " the committed log, or print it; nothing was imported",
                         hint="remove the secret from that vectr note (a placeholder such as <token> keeps its"
                              " sense), or forget the note in vectr, then import again")
+
+
+def _refuse_malformed(planner: Planner) -> None:
+    """A column of a vectr note the import brings, or of its events, that holds what vectr
+    never writes where qem needs a value (a time that is not epoch seconds, a `supersedes`
+    that is not a note id, a writer's name or a reason no log reader takes) refuses the
+    import before anything is written, naming the note, the column and the value: each
+    such event would be set aside by every clone's reader, and with it the whole pack,
+    every note imported.  (A column qem only keeps, in data.vectr, is kept as it is; a
+    note qem cannot hold is skipped by `refusal`, named.)  The time of the note's created
+    event is its created_at, so that event's ts is not read, nor asked to be a time."""
+    for note in planner.notes.values():
+        creation = next((e for e in note.events if e["event"] == "created"), None)
+        for where, row in [("", note.row)] + [(f"its {e['event']} event's ", e) for e in note.events]:
+            problem = _row_problem(row, where == "", row is not creation)
+            if problem:
+                column, why = problem
+                event = "" if where == "" else f" (vectr event {row['id']})"
+                raise errors.BadInput(f"vectr #{note.id}: {where}{column} {shown(row.get(column))}{event} {why};"
+                                      " nothing was imported", hint=FIX_ROW)
+
+
+def _row_problem(row: dict[str, Any], is_note: bool, timed: bool) -> tuple[str, str] | None:
+    """(column, why) of the first column of a note's row (`is_note`) or of an event's row
+    that qem cannot write (None: none); `timed`: its time is read."""
+    time = "created_at" if is_note else "ts"
+    if timed and time_problem(row[time]):
+        return time, str(time_problem(row[time]))
+    if is_note and row.get("supersedes") is not None and not _is_id(row["supersedes"]):
+        return "supersedes", "is not a vectr note id (an integer)"
+    name = "author_id" if is_note else "actor"
+    if isinstance(row.get(name), str) and row[name].strip() and actor_problem(_actor(row[name])):
+        return name, f"is not a writer's name qem takes ({actor_problem(_actor(row[name]))})"
+    if not is_note and reason_problem(row.get("reason")):
+        return "reason", "is not a reason qem takes (text with no NUL, or none)"
+    return None
 
 
 def _by_note(line: str) -> int:
