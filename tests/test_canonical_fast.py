@@ -8,6 +8,7 @@ it passes; an id written out pair by pair is the base32 of its bits."""
 from __future__ import annotations
 
 import json
+import math
 
 import orjson
 import pytest
@@ -36,11 +37,23 @@ def standard_verdict(body: bytes) -> tuple[str, object]:
         obj = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return "not json", None
+    if _not_a_number_in(obj):  # (Python's json reads NaN and Infinity; JSON has no such number)
+        return "not json", None
     try:
         again = canonical(obj)
     except UnicodeEncodeError:
         return "not canonical", repr(obj)
     return ("canonical" if again == body + b"\n" else "not canonical"), repr(obj)
+
+
+def _not_a_number_in(value: object) -> bool:
+    if isinstance(value, float):
+        return math.isnan(value) or math.isinf(value)
+    if isinstance(value, dict):
+        return any(_not_a_number_in(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_not_a_number_in(v) for v in value)
+    return False
 
 
 def fast_verdict(body: bytes) -> tuple[str, object]:

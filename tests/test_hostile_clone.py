@@ -653,6 +653,39 @@ def test_an_event_nested_deep_is_set_aside_whatever_the_reader_s_stack(team: Tea
         assert f"{name}: not JSON qem reads (nested more than {MAX_NESTING} levels deep" in out, out[-3000:]
 
 
+def _event_holding(value: bytes, clock: int) -> bytes:
+    """A created event, in canonical form, whose data holds `value` as JSON text."""
+    return (b'{"actor":"mallory","at":"2026-06-01T12:00:00Z","checkin":null,"clock":%d,"data":{"kind":"finding",'
+            b'"nonce":"aaaaaaaaaaaaaaaaaaaaaaaaaa","priority":"medium","provenance":"agent","short":4,"supersedes":null,'
+            b'"text":"greg07z8m3t5hxfgmjj8sh3y1z","x":%s},"note":null,"prev":[],"reason":null,"type":"created",'
+            b'"v":1}\n' % (clock, value))
+
+
+NOT_NUMBERS = (b"Infinity", b"-Infinity", b"NaN", b"[1,NaN]")  # what Python's json reads and writes, and JSON has not
+
+
+def test_an_event_holding_nan_or_infinity_is_set_aside_and_named(team: Team) -> None:
+    """NaN and Infinity are Python's json, not JSON: no qem write holds one, SQLite's JSON
+    functions refuse the index's row holding one (verify and every replay failed with a
+    traceback), and a reader in another language refuses the file.  An event holding one,
+    loose or packed, is set aside on a pull and in a fresh clone, and verify names it."""
+    events = [_event_holding(value, 900 + i) for i, value in enumerate(NOT_NUMBERS)]
+
+    def plant(memory: Path) -> str:
+        for event in events[1:]:
+            (memory / "events" / ids.content_id(event)).write_bytes(event)
+        return plant_pack(memory, "e", events[:1])
+
+    founder, name = pulled(team, plant)
+    for clone in (founder, team.clone("fresh")):
+        done = _listed_and_verified(clone)
+        out = done.stdout + done.stderr
+        assert "Traceback" not in out, out[-3000:]
+        assert f"{name}:1: not JSON qem reads (NaN or Infinity" in out, out[-3000:]
+        for event in events[1:]:
+            assert f"{ids.content_id(event)}: not JSON qem reads (NaN or Infinity" in out, out[-3000:]
+
+
 def test_a_dump_or_settings_nested_too_deep_is_refused_by_name(ws: Path, tmp_path: Path) -> None:
     """`qem load` names the line, `qem setup` the settings file: exit 2, nothing written."""
     dump = tmp_path / "deep.jsonl"

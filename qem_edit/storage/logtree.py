@@ -715,11 +715,31 @@ def _pack_text(obj: object, where: str, line: bytes, proven: bool = False) -> Te
 
 def _json(data: bytes, where: str) -> object:
     try:
-        return cjson.loads(data.decode("utf-8"))
+        obj = cjson.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise LogFileError(f"{where}: not JSON ({exc})") from None
     except RecursionError:  # a hostile file's nesting, deeper than the parser's stack
         raise LogFileError(f"{where}: not JSON (nested too deeply)") from None
+    if (b"NaN" in data or b"Infinity" in data) and _holds_not_a_number(obj):
+        # Python's json reads and writes them; JSON has no such number, nor do SQLite's JSON
+        # functions (the index's reads of an event's data failed on the row), nor any qem write
+        raise LogFileError(f"{where}: not JSON qem reads (NaN or Infinity, which JSON has no number for;"
+                           " no qem write holds one)")
+    return obj
+
+
+def _holds_not_a_number(value: object) -> bool:
+    """Whether a JSON value holds a NaN or an infinity (walked without recursion)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is float and item - item != 0.0:  # (NaN and the infinities only: x - x is NaN)
+            return True
+        if type(item) is dict:
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
+    return False
 
 
 # Levels of arrays and objects an event may hold: qem's own hold a few.  Far below the parser's

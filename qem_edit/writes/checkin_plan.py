@@ -244,7 +244,7 @@ def _check_header(store: Store, parsed: ParsedFile, header: str, base: Chunks) -
     kind's notes deleted) is refused naming line 1."""
     if parsed.memory != store.memory_id():
         raise errors.BadInput(
-            f"this file is a rendering of another memory ({parsed.memory}), not of this one"
+            f"line 1: this file is a rendering of another memory ({parsed.memory}), not of this one"
             f" ({store.memory_id()}); nothing was checked in"
         )
     base_header = _header(next(iter(base()), b""))
