@@ -634,3 +634,44 @@ def test_the_checkout_help_is_pinned_by_a_golden_file(tmp_path: Path) -> None:
         target.write_bytes(rendered)
     assert rendered == target.read_bytes(), "run QEM_UPDATE_GOLDEN=1 and review fixtures/golden/checkout_example.md"
     assert rendered.startswith((golden / "format_example.md").read_bytes())
+
+
+# -- a checkout written to a file never writes over what only that file holds ---------------------
+
+
+def test_a_checkout_to_a_file_never_writes_over_what_only_it_holds(seeded: Path) -> None:
+    """`qem checkout --path FILE` and `qem import markdown --path FILE` write over FILE only
+    where nothing is lost: FILE absent, an earlier checkout there unchanged, or MEMORY.md as
+    qem renders it.  A MEMORY.md edited by hand, an earlier checkout's edit not checked in,
+    or a file qem did not write: refused (exit 2, naming the file and the way out), the file
+    and the kept edits as they were; `--force` writes over it."""
+    def checkout(name: str, *more: str, code: int = 0) -> subprocess.CompletedProcess:
+        done = run_qem("checkout", "--path", name, *more, cwd=seeded)
+        assert done.returncode == code and "Traceback" not in done.stderr, (name, done.stdout, done.stderr)
+        return done
+
+    assert run_qem("export", cwd=seeded).returncode == 0
+    mirror = seeded / "MEMORY.md"
+    rendered = mirror.read_bytes()
+    mirror.write_bytes(rendered + b"- [ ] a hand note\n")
+    mine = seeded / "notes.md"
+    mine.write_bytes(b"my own notes\n")
+    (seeded / "CLAUDE.md").write_text("- Run the tests inside .venv\n", "utf-8")
+    before = {p: p.read_bytes() for p in (mirror, mine)}
+    records = kept(seeded)
+    for name, says in (("MEMORY.md", "checkin --path MEMORY.md"), ("notes.md", "not a checkout qem wrote")):
+        done = checkout(name, code=2)
+        assert says in done.stderr and "nothing was written" in done.stderr and "--force" in done.stderr, done.stderr
+        done = run_qem("import", "markdown", "CLAUDE.md", "--path", name, cwd=seeded)
+        assert done.returncode == 2 and says in done.stderr, done.stderr
+    assert {p: p.read_bytes() for p in (mirror, mine)} == before and kept(seeded) == records
+    checkout("fresh.md")
+    checkout("fresh.md")  # unchanged since: written again
+    fresh = seeded / "fresh.md"
+    fresh.write_bytes(fresh.read_bytes() + b"- [ ] an edit\n")
+    edited = fresh.read_bytes()
+    assert "not checked in" in checkout("fresh.md", code=2).stderr and fresh.read_bytes() == edited
+    checkout("notes.md", "--force")
+    assert mine.read_bytes().startswith(b"<!--") and head(seeded) == SEED_HEAD
+    mirror.write_bytes(rendered)
+    checkout("MEMORY.md")  # the mirror as qem renders it: nothing to lose

@@ -657,7 +657,8 @@ def import_(
 @import_app.command("markdown")
 def import_markdown(
     files: Annotated[list[Path], typer.Argument(metavar="FILE...", help="Markdown files: CLAUDE.md, AGENTS.md, a MEMORY.md kept by hand, Claude Code's auto-memory files.", show_default=False)],
-    path: Annotated[Optional[Path], typer.Option("--path", help="Write the proposals here (default: a kept checkout under .qem/checkouts/).", show_default=False)] = None,
+    path: Annotated[Optional[Path], typer.Option("--path", help="Write the proposals here (default: a kept checkout under .qem/checkouts/); a file there already is written over only as `qem checkout --path` writes one.", show_default=False)] = None,
+    force: Annotated[bool, typer.Option("--force", help="Write the proposals over --path FILE whatever it holds (its edits are lost).")] = False,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
 ) -> int:
@@ -673,7 +674,7 @@ def import_markdown(
     read = read_files(files)  # every file read and checked before the memory is opened
     place, store = shell.open_saying_notices(workspace_dir, store_dir, write=True)
     with store:
-        _out(propose(store, place, read, path).text())
+        _out(propose(store, place, read, path, force).text())
     return 0
 
 
@@ -919,9 +920,10 @@ def edit(
 @app.command()
 def checkout(
     filters: FiltersArg = None,
-    path: Annotated[Optional[Path], typer.Option("--path", help="Write the checkout here (default: a private directory under .qem/checkouts/).", show_default=False)] = None,
+    path: Annotated[Optional[Path], typer.Option("--path", help="Write the checkout here (default: a private directory under .qem/checkouts/); a file there already is written over only when it is an earlier checkout unchanged, or MEMORY.md as qem renders it.", show_default=False)] = None,
     kind: KindsOpt = None,
     active: ActiveOpt = False,
+    force: Annotated[bool, typer.Option("--force", help="Write the checkout over --path FILE whatever it holds (its edits are lost).")] = False,
     workspace_dir: WorkspaceOpt = None,
     store_dir: StoreOpt = None,
 ) -> int:
@@ -933,7 +935,7 @@ def checkout(
 
     place, store = shell.open_saying_notices(workspace_dir, store_dir)
     with store:
-        print(write_checkout(store, place, _selection(store, kind, active, filters), path))
+        print(write_checkout(store, place, _selection(store, kind, active, filters), path, force))
     return 0
 
 

@@ -358,7 +358,7 @@ class Imported:
         return "\n".join(lines)
 
 
-def import_markdown(store: Store, place: Workspace, read: Read, path: Path | None) -> Imported:
+def import_markdown(store: Store, place: Workspace, read: Read, path: Path | None, force: bool = False) -> Imported:
     """The proposals no note has yet, each text once, written as a checkout (a kept one,
     or `path` recorded as `qem checkout --path` records it) of no notes: the check-in
     creates them and touches nothing else."""
@@ -381,7 +381,7 @@ def import_markdown(store: Store, place: Workspace, read: Read, path: Path | Non
     if path is None:
         checkout = new_checkout(store, place, selection)
     else:
-        write_checkout(store, place, selection, path)
+        write_checkout(store, place, selection, path, force)
         checkout = owning(place, path)
         assert checkout is not None
     base = checkout.base_file.read_text("utf-8")

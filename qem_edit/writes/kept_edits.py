@@ -286,6 +286,32 @@ def keep(place: Workspace, selection: Selection, base_text: str | bytes | None, 
     return Checkout(directory)
 
 
+def _overwrites(store: Store, place: Workspace, path: Path, earlier: Checkout | None) -> None:
+    """BadInput where writing a checkout to `path` would lose what it holds: an edit of the
+    earlier checkout there (`earlier`) not checked in, a MEMORY.md edited by hand (or not
+    qem's: `qem export --check` says which), or a file qem did not write.  A file that is
+    not there, an earlier checkout unchanged, or the mirror as qem renders it are written."""
+    from ..system.files import same_bytes
+
+    if not os.path.lexists(path):
+        return
+    keep_it = (f"; nothing was written (give --force to write the checkout over it, or name a new file)")
+    if earlier is not None:
+        if same_bytes(path, [earlier.base_file.read_bytes()]):
+            return
+        raise errors.BadInput(f"{path} holds edits of the checkout {earlier.id} that are not checked in: check them"
+                              f" in with `qem checkin --path {path}`{keep_it}")
+    if os.path.realpath(path) == os.path.realpath(place.mirror_name()) and not path.is_symlink():
+        from ..mirror.export import check
+
+        verdict = check(store, path)
+        if not verdict.precious:
+            return
+        raise errors.BadInput(f"{path} holds what the memory does not (`qem export --check` says why: a hand edit is"
+                              f" checked in with `qem checkin --path {path}`){keep_it}")
+    raise errors.BadInput(f"{path} is there already, and is not a checkout qem wrote{keep_it}")
+
+
 def _utf8(text: str | bytes) -> bytes:
     return text if isinstance(text, bytes) else text.encode("utf-8")
 
@@ -330,12 +356,16 @@ def owning(place: Workspace, path: Path) -> Checkout | None:
     return None
 
 
-def write_checkout(store: Store, place: Workspace, selection: Selection, path: Path | None) -> Path:
+def write_checkout(store: Store, place: Workspace, selection: Selection, path: Path | None,
+                   force: bool = False) -> Path:
     """`qem checkout`: a kept checkout (`path` None), or the checkout written to `path`
-    and recorded (a record of the same file made earlier is replaced)."""
+    and recorded (a record of the same file made earlier is replaced), never over what
+    `path` holds that nothing else does, unless `force` (`_overwrites`)."""
     if path is None:
         return new_checkout(store, place, selection).file
     earlier = owning(place, path)
+    if not force:
+        _overwrites(store, place, path, earlier)
     keep(place, selection, None, None, external=path, store=store)
     if earlier is not None:
         earlier.discard()
