@@ -633,7 +633,9 @@ def test_without_auto_export_writes_leave_the_mirror_alone(ws: Path, qem_here) -
     [
         ('[export]\nauto = "yes"\n', "auto must be true or false"),
         ("[export\nauto = true\n", "not valid TOML"),
-        ("export = 3\n", "[export]"),
+        ("export = 3\n", "export must be a table (a `[export]` section), not 3"),
+        ('git = "no"\n', "git must be a table"),
+        ("delivery = [1]\n", "delivery must be a table"),
         ("[export]\npath = 7\n", "path must be a string"),
         (b"\xff\xfe[export]\n", "not valid TOML"),
     ],

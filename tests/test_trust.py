@@ -675,3 +675,20 @@ def test_a_checkout_to_a_file_never_writes_over_what_only_it_holds(seeded: Path)
     assert mine.read_bytes().startswith(b"<!--") and head(seeded) == SEED_HEAD
     mirror.write_bytes(rendered)
     checkout("MEMORY.md")  # the mirror as qem renders it: nothing to lose
+
+
+def test_a_refused_check_in_names_the_file_it_read(seeded: Path) -> None:
+    """`qem checkin` with no --path takes the latest kept edit: its refusal names that file,
+    as it does one given by --path, whether the file is no qem file or one of its lines is
+    wrong."""
+    kept_file = Path(run_qem("checkout", cwd=seeded).stdout.strip())
+    text = kept_file.read_text("utf-8")
+    kept_file.write_text(text.replace("· medium ·", "· mediumx ·", 1), "utf-8")
+    for args in ((), ("--path", str(kept_file))):
+        done = run_qem("checkin", "--dry-run", *args, cwd=seeded)
+        assert done.returncode == 2 and f"qem: error: {kept_file}: 1 problem(s)" in done.stderr, done.stderr
+        assert "unknown priority 'mediumx'" in done.stderr
+    kept_file.write_text("no header here\n" + text, "utf-8")
+    done = run_qem("checkin", "--dry-run", cwd=seeded)
+    assert done.returncode == 2 and f"qem: error: {kept_file}: this is not a qem file: line 1" in done.stderr, done.stderr
+    assert head(seeded) == SEED_HEAD

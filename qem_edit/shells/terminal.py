@@ -437,16 +437,28 @@ def run_checkin(store: Store, place: Workspace, path: Path | None, reason, yes: 
     source = _checkin_source(store, place, path)
     asker = Prompter(source, reason, yes, edit_again=False, show=not as_json)
     with kept_on_interrupt(source.hint):
-        outcome = checkin.check_in(store, source, asker, who, dry_run=dry_run, allow_mass_change=allow_mass_change,
-                                   allow_secret=allow_secret)
+        try:
+            outcome = checkin.check_in(store, source, asker, who, dry_run=dry_run,
+                                       allow_mass_change=allow_mass_change, allow_secret=allow_secret)
+        except errors.BadInput as exc:  # (the file's own fault: a line, its header, its bytes)
+            raise _naming(exc, source.path) from None
     if outcome.status is Status.REFUSED:
         assert outcome.proposal is not None
         if as_json:
             report(outcome, as_json=True)
         show_problems(outcome.proposal, heading=False)
-        raise refusal(outcome, _refused_hint(source, outcome, dry_run))
+        raise _naming(refusal(outcome, _refused_hint(source, outcome, dry_run)), source.path)
     report(outcome, as_json=as_json)
     return outcome
+
+
+def _naming(exc: errors.QemError, path: Path) -> errors.QemError:
+    """`exc` saying which file it is about (the latest kept edit is checked in without a
+    name given): its message after the file's name, where it does not name it already."""
+    message = str(exc)
+    if str(path) in message:
+        return exc
+    return type(exc)(f"{path}: {message}", hint=exc.hint)
 
 
 def _refused_hint(source: Source, outcome: Outcome, dry_run: bool) -> str | None:

@@ -168,8 +168,12 @@ class Workspace:
     def _read_config(self) -> dict:
         path = path_name(os.path.join(self.store_name, CONFIG_NAME))
         config = read_settings(path)
+        for table in ("export", "git", "delivery"):
+            if not isinstance(config.get(table, {}), dict):
+                raise errors.BadInput(f"{path}: {table} must be a table (a `[{table}]` section), not"
+                                      f" {config[table]!r}; nothing was written")
         export = config.get("export", {})
-        if not isinstance(export, dict) or not isinstance(export.get("auto", False), bool):
+        if not isinstance(export.get("auto", False), bool):
             raise errors.BadInput(f"{path}: [export] auto must be true or false")
         if "path" in export and not isinstance(export["path"], str):
             raise errors.BadInput(f"{path}: [export] path must be a string")
@@ -186,10 +190,10 @@ class Workspace:
                                   " qem does not write MEMORY.md into; name a file of the work tree outside it,"
                                   " relative to it; nothing was written")
         git = config.get("git", {})
-        if not isinstance(git, dict) or not isinstance(git.get("stage", True), bool):
+        if not isinstance(git.get("stage", True), bool):
             raise errors.BadInput(f"{path}: [git] stage must be true or false")
         delivery = config.get("delivery", {})
-        if not isinstance(delivery, dict) or not isinstance(delivery.get("hold", True), bool):
+        if not isinstance(delivery.get("hold", True), bool):
             raise errors.BadInput(f"{path}: [delivery] hold must be true or false (whether a hook holds a call"
                                   " whose notes were not given yet)")
         return config
