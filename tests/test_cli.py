@@ -951,3 +951,17 @@ def test_a_clock_pinned_to_no_utc_time_is_refused_before_anything_is_written(qem
         assert f"QEM_NOW={pinned!r} is not a UTC time" in done.stderr and "Traceback" not in done.stderr
     assert sorted((ws / ".qem" / "events").iterdir()) == events
     assert qem("verify").returncode == 0
+
+
+def test_a_folder_where_the_index_goes_is_named_not_called_read_only(ws):
+    """A folder at .qem/index.db (a clone's commit can put one there): a write names it and
+    says what to do (exit 2, nothing written); a read still answers, from an index in memory."""
+    ok(run_qem("add", "one", "-k", "task", cwd=ws))
+    index = ws / ".qem" / "index.db"
+    index.unlink()
+    index.mkdir()
+    before = snapshot(ws)
+    done = run_qem("add", "two", "-k", "task", cwd=ws)
+    refused(done, f"{index} is a folder", "move the folder away", "nothing was written")
+    assert "read-only" not in done.stderr and snapshot(ws) == before
+    assert "one" in ok(run_qem("list", cwd=ws)).stdout

@@ -117,6 +117,9 @@ class Store(WriteReads, DeliveryReads, PathReads, RequestReads, DisputeReads, Mi
             store.caught = built or store.caught
             return store
         except errors.StoreUnwritable as exc:
+            if write and os.path.isdir(path) and not os.path.islink(path):  # (a clone's commit can put one there)
+                raise errors.StoreUnwritable(f"{path} is a folder, where qem keeps its index (a file it makes, a"
+                                             " cache of the log): move the folder away; nothing was written") from None
             if write:
                 raise errors.StoreUnwritable(f"{root} is read-only here ({exc}); nothing was written") from None
         # Nothing can be written here (a read-only mount): an index in memory, built now.
