@@ -570,6 +570,7 @@ def test_bad_text_on_stdin_through_the_real_entry_point(ws, case):
     (["add", "-", "-k", "task"], "the note text"),
     (["supersede", "NOTE", "-", "-m", "newer"], "the note text"),
     (["load", "-"], "the log to load"),
+    (["mcp"], "qem mcp talks over standard input"),
 ])
 def test_a_closed_standard_input_is_named_not_a_traceback(ws, args, word):
     """`-` with standard input closed by the shell (`<&-`), where Python has no stdin at all."""
@@ -965,3 +966,25 @@ def test_a_folder_where_the_index_goes_is_named_not_called_read_only(ws):
     refused(done, f"{index} is a folder", "move the folder away", "nothing was written")
     assert "read-only" not in done.stderr and snapshot(ws) == before
     assert "one" in ok(run_qem("list", cwd=ws)).stdout
+
+
+@pytest.mark.parametrize("number", [b"NaN", b"-Infinity", b"1e999"])
+def test_a_dump_holding_nan_or_infinity_is_refused_as_the_log_s_reader_would(ws, tmp_path, number):
+    """Python's json reads NaN, Infinity and 1e999 (an infinity); the log's reader sets aside a
+    record holding one, so `qem load` refuses it by line (exit 2), nothing written, even where
+    the line's id is the hash of the record as written."""
+    ok(run_qem("add", "one", "-k", "task", cwd=ws))
+    first, line = ok(run_qem("dump", cwd=ws)).stdout.splitlines()[:2]
+    obj = json.loads(line)
+    obj.pop("id")
+    text = obj.pop("text")
+    obj["data"]["x"] = "HERE"
+    body = canonical(obj)[:-1].replace(b'"HERE"', number)
+    dumped = b'{"id":"%s","text":%s,' % (ids.content_id(body + b"\n").encode(), json.dumps(text).encode()) + body[1:]
+    dump = tmp_path / "d.jsonl"
+    dump.write_bytes(first.encode() + b"\n" + dumped + b"\n")
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    done = run_qem("load", str(dump), cwd=fresh)
+    refused(done, "d.jsonl:2", "NaN or Infinity")
+    assert not list(fresh.rglob("events/*")) and not list(fresh.rglob("packs/*"))

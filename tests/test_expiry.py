@@ -89,6 +89,9 @@ def test_a_time_before_the_year_1000_is_written_with_four_digits(ws: Path) -> No
     assert created_data(ws, later)["expires"] == "0500-01-01T00:00:00Z"
     assert verified(ws) == []
     assert "late as of 0001-01-01T23:59:59Z" in q(ws, "owed", "--at", "0001-01-01").stdout
+    for moment in ("9999-12-31T23:30:00-01:00", "0001-01-01T00:30:00+01:00"):  # (the year 10000 and 0, in UTC)
+        done = q(ws, "add", "Past the calendar", "-k", "task", "--to", "bob", "--due", moment, code=2)
+        assert "outside the years 1 to 9999" in done.stderr, done.stderr
 
 
 def test_a_successor_keeps_the_old_end_unless_given_one(ws: Path) -> None:

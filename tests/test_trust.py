@@ -665,6 +665,8 @@ def test_a_checkout_to_a_file_never_writes_over_what_only_it_holds(seeded: Path)
         done = run_qem("import", "markdown", "CLAUDE.md", "--path", name, cwd=seeded)
         assert done.returncode == 2 and says in done.stderr, done.stderr
     assert {p: p.read_bytes() for p in (mirror, mine)} == before and kept(seeded) == records
+    (seeded / "empty.md").write_bytes(b"")
+    checkout("empty.md")  # nothing there to lose (a script's mktemp)
     checkout("fresh.md")
     checkout("fresh.md")  # unchanged since: written again
     fresh = seeded / "fresh.md"
@@ -688,6 +690,9 @@ def test_a_refused_check_in_names_the_file_it_read(seeded: Path) -> None:
         done = run_qem("checkin", "--dry-run", *args, cwd=seeded)
         assert done.returncode == 2 and f"qem: error: {kept_file}: 1 problem(s)" in done.stderr, done.stderr
         assert "unknown priority 'mediumx'" in done.stderr
+    kept_file.write_text(text.replace("· medium ·", "· low ·", 1), "utf-8")
+    done = run_qem("checkin", "--path", str(kept_file), cwd=seeded, input="")  # no --yes, no terminal: not the file's fault
+    assert done.returncode == 2 and "qem: error: no terminal to confirm" in done.stderr, done.stderr
     kept_file.write_text("no header here\n" + text, "utf-8")
     done = run_qem("checkin", "--dry-run", cwd=seeded)
     assert done.returncode == 2 and f"qem: error: {kept_file}: this is not a qem file: line 1" in done.stderr, done.stderr

@@ -96,6 +96,7 @@ OWN_FOLDERS = {
     "git's folder spelled otherwise": (export_setting("./.GIT/config"), '"./.GIT/config"', ".git/"),
     "a link to git's folder": (linked_to_git, '"gl/config"', ".git/"),
     "the memory's folder": (export_setting(".qem/MEMORY.md"), '".qem/MEMORY.md"', ".qem/"),
+    "the memory's folder spelled otherwise": (export_setting(".QEM/MEMORY.md"), '".QEM/MEMORY.md"', ".qem/"),
 }
 
 

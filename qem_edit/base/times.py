@@ -60,7 +60,10 @@ def parse_time(value: str, key: str, *, end: bool) -> str:
     except ValueError:
         raise errors.BadInput(f"{key}={value!r} is not an ISO date or time (e.g. 2026-10-01 or 2026-10-01T12:00:00Z)") from None
     if moment.tzinfo is not None:
-        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+        try:
+            moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+        except OverflowError:  # (9999-12-31T23:30:00-01:00 is in the year 10000, UTC)
+            raise errors.BadInput(f"{key}={value!r} is, in UTC, outside the years 1 to 9999") from None
     return stamp(moment)
 
 

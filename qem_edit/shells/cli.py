@@ -815,6 +815,8 @@ def mcp_(actor: Annotated[Optional[str], typer.Option("--actor", help="Who write
 
     Example: qem mcp --workspace ~/project
     """
+    if sys.stdin is None or sys.stdout is None:  # (the shell closed one: `<&-`)
+        raise errors.BadInput("qem mcp talks over standard input and output, and one of them is closed")
     from .mcp_server import Memory, serve
 
     return serve(Memory(workspace_dir, store_dir, actor))

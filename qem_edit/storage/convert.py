@@ -154,11 +154,29 @@ def json_line(line: str, where: str) -> object:
     """A line of a JSON Lines file a person gave (a dump), parsed; BadInput naming the
     line where it is not JSON, nesting deeper than the parser goes included."""
     try:
-        return json.loads(line)
+        return json.loads(line, parse_constant=_not_a_number, parse_float=_finite)
     except json.JSONDecodeError as exc:
         raise errors.BadInput(f"{where}: not JSON ({exc.msg})") from None
     except RecursionError:  # nesting deeper than the parser's stack
         raise errors.BadInput(f"{where}: not JSON (nested too deeply)") from None
+    except _NotANumber:  # (the log's reader sets aside a record holding one: logtree._json)
+        raise errors.BadInput(f"{where}: not JSON qem reads (NaN or Infinity, which JSON has no number for;"
+                              " no qem write holds one)") from None
+
+
+class _NotANumber(ValueError):
+    pass
+
+
+def _not_a_number(word: str) -> float:
+    raise _NotANumber(word)
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if number - number != 0.0:  # (1e999: an infinity)
+        raise _NotANumber(text)
+    return number
 
 
 def _old_event(line: str, where: str, last_seq: int) -> OldEvent:

@@ -42,8 +42,8 @@ def lands_in_own(root: AnyPath, named: str, store: AnyPath) -> str | None:
         inside = os.path.relpath(spelled, top).replace(os.sep, "/").split("/")
         if any(part.lower() == ".git" for part in inside):
             return ".git"
-        own = os.path.realpath(store)
-        if spelled == own or spelled.startswith(own.rstrip(os.sep) + os.sep):
+        own = os.path.realpath(store)  # (compared without case, as `.git` is: a file system may ignore it)
+        if spelled.lower() == own.lower() or spelled.lower().startswith(own.rstrip(os.sep).lower() + os.sep):
             return os.path.relpath(own, top).replace(os.sep, "/")
     return None
 

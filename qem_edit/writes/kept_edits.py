@@ -290,14 +290,15 @@ def _overwrites(store: Store, place: Workspace, path: Path, earlier: Checkout | 
     """BadInput where writing a checkout to `path` would lose what it holds: an edit of the
     earlier checkout there (`earlier`) not checked in, a MEMORY.md edited by hand (or not
     qem's: `qem export --check` says which), or a file qem did not write.  A file that is
-    not there, an earlier checkout unchanged, or the mirror as qem renders it are written."""
-    from ..system.files import same_bytes
+    not there or empty, an earlier checkout unchanged, or the mirror as qem renders it are
+    written."""
+    from ..system.files import file_chunks, same_bytes
 
-    if not os.path.lexists(path):
-        return
+    if not os.path.lexists(path) or (not path.is_symlink() and path.is_file() and path.stat().st_size == 0):
+        return  # (nothing there to lose: a script's `mktemp`, say)
     keep_it = (f"; nothing was written (give --force to write the checkout over it, or name a new file)")
     if earlier is not None:
-        if same_bytes(path, [earlier.base_file.read_bytes()]):
+        if same_bytes(path, file_chunks(earlier.base_file)):
             return
         raise errors.BadInput(f"{path} holds edits of the checkout {earlier.id} that are not checked in: check them"
                               f" in with `qem checkin --path {path}`{keep_it}")
