@@ -135,7 +135,9 @@ class Memory(RuleBasedStateMachine):
         if where == "kept":
             source = checkin.Source((c := new_checkout(self.store, self.place, Selection())).file, self.place, c)
         elif where == "recorded file":  # `qem checkout --path F` records F's base
-            path = write_checkout(self.store, self.place, Selection(), self.dir / "mine.md")
+            # (with force: after a conflict the edit's record is discarded and F keeps the edit,
+            # which a checkout to F then refuses to write over; the person starts again with --force)
+            path = write_checkout(self.store, self.place, Selection(), self.dir / "mine.md", force=True)
             source = checkin.Source(path, self.place, owning(self.place, path))
         else:  # the exported MEMORY.md, edited by hand: its base is what export last wrote
             mirror = self.place.mirror_path()
