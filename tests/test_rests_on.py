@@ -178,7 +178,25 @@ def test_a_check_in_reads_the_marker_back_and_refuses_a_base_out_of_force_on_its
     (ws / "MEMORY.md").write_text(text.replace("## Tasks\n", f"## Tasks\n\n- rests on #{other} · Doomed\n"), "utf-8")
     done = qem("checkin", "-m", "bad", "--yes")
     assert done.returncode == 2 and f"`rests on #{other}`: that note is revoked" in done.stderr
+    assert f"qem: error: {ws / 'MEMORY.md'}: 1 problem(s)" in done.stderr, done.stderr  # (the file named)
     assert not any(row["text"] == "Doomed" for row in _notes(qem).values())
+
+
+def test_a_check_in_that_revokes_a_base_and_rests_a_new_note_on_it_is_refused_naming_file_and_line(
+        qem, ws: Path) -> None:
+    """The marker names a base the same check-in takes out of force: refused when applied
+    (exit 2), the file and the line named, nothing checked in."""
+    base = qem("add", "The estimate is 2 days", "-k", "finding").stdout.strip()
+    qem("export")
+    mirror = ws / "MEMORY.md"
+    text = mirror.read_text("utf-8")
+    line = next(ln for ln in text.splitlines() if ln.endswith("The estimate is 2 days"))
+    mirror.write_text(text.replace(line + "\n", "").replace("## Tasks\n", f"## Tasks\n\n- rests on #{base} · Doomed\n"),
+                      "utf-8")
+    done = qem("checkin", "-m", "both at once", "--yes")
+    assert done.returncode == 2, done.stderr
+    assert f"qem: error: {mirror}: line " in done.stderr and f"`rests on #{base}`: that note is revoked" in done.stderr
+    assert _notes(qem)[base]["state"] == "active" and "Doomed" not in {r["text"] for r in _notes(qem).values()}
 
 
 def test_mcp_add_and_supersede_take_rests_on(qem, ws: Path) -> None:

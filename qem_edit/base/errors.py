@@ -56,6 +56,12 @@ class BadInput(QemError):
     """A file or argument that cannot be read as what it should be."""
 
 
+class BadFile(BadInput):
+    """A file being checked in that cannot be: one of its lines, its header, its bytes
+    (a check-in puts the file's name before the message: the latest kept edit is checked
+    in without one given)."""
+
+
 class HeadMoved(QemError):
     """The store moved on between planning a check-in and applying it."""
 

@@ -440,10 +440,8 @@ def run_checkin(store: Store, place: Workspace, path: Path | None, reason, yes: 
         try:
             outcome = checkin.check_in(store, source, asker, who, dry_run=dry_run,
                                        allow_mass_change=allow_mass_change, allow_secret=allow_secret)
-        except errors.BadInput as exc:
-            if str(exc).startswith(_FILE_FAULTS):  # (the file's own fault: a line, its header, its bytes)
-                raise _naming(exc, source.path) from None
-            raise
+        except errors.BadFile as exc:  # (not another refusal: no terminal to confirm, a mass change, git)
+            raise _naming(exc, source.path) from None
     if outcome.status is Status.REFUSED:
         assert outcome.proposal is not None
         if as_json:
@@ -452,12 +450,6 @@ def run_checkin(store: Store, place: Workspace, path: Path | None, reason, yes: 
         raise _naming(refusal(outcome, _refused_hint(source, outcome, dry_run)), source.path)
     report(outcome, as_json=as_json)
     return outcome
-
-
-# How a refusal of the file's own content begins (qem_edit.writes.checkin_plan): a line of it,
-# its header, its bytes.  Any other refusal in a check-in (no terminal to confirm, the consent a
-# mass change asks, git) is not the file's, and is not put after its name.
-_FILE_FAULTS = ("line ", "this is not a qem file", "the file ")
 
 
 def _naming(exc: errors.QemError, path: Path) -> errors.QemError:

@@ -625,7 +625,7 @@ def _grounded(tx: Transaction, op: Op) -> tuple[str, ...]:
         base = tx.note(base_id)
         if base.state != "active":
             now = f" (by #{ids.shown(base.superseded_by)})" if base.superseded_by else ""
-            raise errors.BadInput(f"line {op.line}: `rests on #{base.shown}`: that note is {base.state}{now}; a note"
+            raise errors.BadFile(f"line {op.line}: `rests on #{base.shown}`: that note is {base.state}{now}; a note"
                                   " rests only on a note in force and not flagged stale: name what holds now;"
                                   " nothing was checked in")
     return op.content.rests_on

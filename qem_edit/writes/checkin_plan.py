@@ -229,12 +229,12 @@ def _parsed_whole(data: bytes) -> ParsedFile:
         decoded = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise errors.BadInput(f"the file line {line}: not UTF-8 text; nothing was checked in") from None
+        raise errors.BadFile(f"the file line {line}: not UTF-8 text; nothing was checked in") from None
     parsed = parse(decoded)
     if parsed.memory is None:
         if not parsed.errors:
-            raise errors.BadInput("the file holds nothing to check in")
-        raise errors.BadInput(f"this is not a qem file: {parsed.errors[0]}")
+            raise errors.BadFile("the file holds nothing to check in")
+        raise errors.BadFile(f"this is not a qem file: {parsed.errors[0]}")
     return parsed
 
 
@@ -243,7 +243,7 @@ def _check_header(store: Store, parsed: ParsedFile, header: str, base: Chunks) -
     `kinds=gotcha` deleted from a narrowed checkout, which would read as every other
     kind's notes deleted) is refused naming line 1."""
     if parsed.memory != store.memory_id():
-        raise errors.BadInput(
+        raise errors.BadFile(
             f"line 1: this file is a rendering of another memory ({parsed.memory}), not of this one"
             f" ({store.memory_id()}); nothing was checked in"
         )
