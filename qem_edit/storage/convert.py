@@ -154,28 +154,26 @@ def json_line(line: str, where: str) -> object:
     """A line of a JSON Lines file a person gave (a dump), parsed; BadInput naming the
     line where it is not JSON, nesting deeper than the parser goes included."""
     try:
-        return json.loads(line, parse_constant=_not_a_number, parse_float=_finite)
+        return json.loads(line, parse_constant=finite, parse_float=finite)
     except json.JSONDecodeError as exc:
         raise errors.BadInput(f"{where}: not JSON ({exc.msg})") from None
     except RecursionError:  # nesting deeper than the parser's stack
         raise errors.BadInput(f"{where}: not JSON (nested too deeply)") from None
-    except _NotANumber:  # (the log's reader sets aside a record holding one: logtree._json)
+    except NotANumber:  # (the log's reader sets aside a record holding one: logtree._json)
         raise errors.BadInput(f"{where}: not JSON qem reads (NaN or Infinity, which JSON has no number for;"
                               " no qem write holds one)") from None
 
 
-class _NotANumber(ValueError):
-    pass
+class NotANumber(ValueError):
+    """A JSON text's number that JSON has not: NaN, an infinity (`Infinity`, `1e999`)."""
 
 
-def _not_a_number(word: str) -> float:
-    raise _NotANumber(word)
-
-
-def _finite(text: str) -> float:
+def finite(text: str) -> float:
+    """A JSON text's number or constant (json.loads' `parse_float`, `parse_constant`) as a
+    float; NotANumber where it is NaN or an infinity, which Python's json reads and JSON has not."""
     number = float(text)
-    if number - number != 0.0:  # (1e999: an infinity)
-        raise _NotANumber(text)
+    if number - number != 0.0:  # (NaN and the infinities only: x - x is NaN)
+        raise NotANumber(f"{text} is not a finite number")
     return number
 
 

@@ -37,13 +37,13 @@ def lands_in_own(root: AnyPath, named: str, store: AnyPath) -> str | None:
     `root`: see `leads_out`) would write into, as written or once its links are resolved:
     a `.git` (git's settings, its hooks, its objects: any folder so named, in any case, as
     git itself refuses it in a tree), or the memory's own folder `store`; None for neither."""
-    top = os.path.realpath(root)
+    top, own = os.path.realpath(root), os.path.realpath(store)
+    folded = own.rstrip(os.sep).lower()  # (compared without case, as `.git` is: a file system may ignore it)
     for spelled in (os.path.normpath(os.path.join(top, named)), os.path.realpath(os.path.join(top, named))):
         inside = os.path.relpath(spelled, top).replace(os.sep, "/").split("/")
         if any(part.lower() == ".git" for part in inside):
             return ".git"
-        own = os.path.realpath(store)  # (compared without case, as `.git` is: a file system may ignore it)
-        if spelled.lower() == own.lower() or spelled.lower().startswith(own.rstrip(os.sep).lower() + os.sep):
+        if spelled.lower() == folded or spelled.lower().startswith(folded + os.sep):
             return os.path.relpath(own, top).replace(os.sep, "/")
     return None
 

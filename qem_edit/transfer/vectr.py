@@ -50,6 +50,7 @@ from ..base.stored_form import actor_problem, anchor_path_problem, anchors_of, n
 from ..base.times import stamp
 from ..base.triggers import trigger_data, trigger_problem, triggers_of
 from ..base.vocabulary import KINDS, MOVE_BY_EVENT, PRIORITIES, PROVENANCES, TRIGGER_ATTRIBUTES, TextError, Trigger
+from ..storage.convert import finite
 from ..storage.logtree import (
     MAX_CLOCK,
     MAX_NESTING,
@@ -57,7 +58,6 @@ from ..storage.logtree import (
     TextRecord,
     event_bytes,
     event_from,
-    event_object,
     nests_past,
     parsed_record,
     text_problem,
@@ -477,7 +477,7 @@ def _json(value: object) -> object:
     value = _plain(value)
     if isinstance(value, str):
         try:
-            parsed = json.loads(value, parse_float=_finite, parse_constant=_finite)
+            parsed = json.loads(value, parse_float=finite, parse_constant=finite)
         except (ValueError, RecursionError):
             return value
         # kept as its text where it nests past what an event holds around it (the event, its data,
@@ -490,14 +490,6 @@ def _json(value: object) -> object:
             return value
         return parsed
     return value
-
-
-def _finite(text: str) -> float:
-    """A JSON number as a float, refused (ValueError) where JSON has no number for it."""
-    number = float(text)
-    if not math.isfinite(number):
-        raise ValueError(f"{text} is not a finite number")
-    return number
 
 
 # -- anchors --------------------------------------------------------------------------------------
@@ -692,7 +684,6 @@ def read_back(draft: Event, step: Step) -> str:
     where = f"vectr #{step.note}: its {step.type} event (vectr event {step.vectr.get('event')})"
     try:
         line = event_bytes(draft)
-        json.dumps(event_object(draft), allow_nan=False)  # (the encoder writes an infinity, which no JSON reader takes)
         obj, proven = parsed_record(line[:-1], where)
         return event_from(obj, where, line, proven).id
     except LogFileError as exc:
@@ -799,13 +790,13 @@ def _row_problem(row: dict[str, Any], is_note: bool, timed: bool) -> tuple[str, 
     """(column, why) of the first column of a note's row (`is_note`) or of an event's row
     that qem cannot write (None: none); `timed`: its time is read."""
     time = "created_at" if is_note else "ts"
-    if timed and time_problem(row[time]):
-        return time, str(time_problem(row[time]))
+    if timed and (why := time_problem(row[time])):
+        return time, why
     if is_note and row.get("supersedes") is not None and not _is_id(row["supersedes"]):
         return "supersedes", "is not a vectr note id (an integer)"
     name = "author_id" if is_note else "actor"
-    if isinstance(row.get(name), str) and row[name].strip() and actor_problem(_actor(row[name])):
-        return name, f"is not a writer's name qem takes ({actor_problem(_actor(row[name]))})"
+    if isinstance(row.get(name), str) and row[name].strip() and (why := actor_problem(_actor(row[name]))):
+        return name, f"is not a writer's name qem takes ({why})"
     if not is_note and reason_problem(row.get("reason")):
         return "reason", "is not a reason qem takes (text with no NUL, or none)"
     return None

@@ -22,8 +22,8 @@ from pathlib import Path
 from ..base import errors
 from ..base.decisions import ENDED_WHEN_WRITTEN
 from ..base.records import Record
-from ..base.times import stamp
 from ..base.replay import Note
+from ..base.times import stamp
 from ..base.vocabulary import KINDS
 
 TYPE_CHECKING = False  # typing's flag, without importing typing: no hook or write loads it (ARCHITECTURE.md)

@@ -296,7 +296,7 @@ def _overwrites(store: Store, place: Workspace, path: Path, earlier: Checkout | 
 
     if not os.path.lexists(path) or (not path.is_symlink() and path.is_file() and path.stat().st_size == 0):
         return  # (nothing there to lose: a script's `mktemp`, say)
-    keep_it = (f"; nothing was written (give --force to write the checkout over it, or name a new file)")
+    keep_it = "; nothing was written (give --force to write the checkout over it, or name a new file)"
     if earlier is not None:
         if same_bytes(path, file_chunks(earlier.base_file)):
             return
